@@ -1,0 +1,16 @@
+import type { Role } from '../../shared/storage/entities/user.entity.js';
+
+/** What a credential allows: everything its role allows, reads only, or position uploads only. */
+export type ApiPermission = 'read-write' | 'read-only' | 'positioning';
+
+/** The authenticated caller of a request or WebSocket. Everything is scoped by `organizationId`. */
+export interface Principal {
+  userId: string;
+  email: string;
+  organizationId: string;
+  role: Role;
+  platformAdmin: boolean;
+  permission: ApiPermission;
+  /** How the caller proved who they are. */
+  via: 'jwt' | 'apikey' | 'basic';
+}

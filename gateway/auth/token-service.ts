@@ -1,0 +1,83 @@
+import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { randomBytes } from 'node:crypto';
+import { SignJWT, errors as joseErrors, jwtVerify } from 'jose';
+import type { Config } from '../../shared/config.js';
+import { ErrorCode, UnauthenticatedError } from '../../shared/errors.js';
+import type { Role } from '../../shared/storage/entities/user.entity.js';
+import type { ApiPermission } from './principal.js';
+
+/** The claims the official client decodes (`email`, `organization_uuid`, `role`, `api_permission`, `exp`), plus `sub` and `iat`. */
+export interface AccessClaims {
+  sub: string;
+  email: string;
+  organization_uuid: string;
+  role: Role;
+  api_permission: ApiPermission;
+  platform_admin?: boolean;
+}
+
+/**
+ * The signing key: JWT_SECRET when set, otherwise a random key generated on first start and kept in
+ * `<DATA_DIR>/jwt-secret` (mode 0600) so tokens survive a restart. Several gateways must share JWT_SECRET.
+ */
+export function loadJwtSecret(config: Config): Uint8Array {
+  if (config.JWT_SECRET) return new TextEncoder().encode(config.JWT_SECRET);
+  const file = join(config.DATA_DIR, 'jwt-secret');
+  if (!existsSync(file)) {
+    mkdirSync(config.DATA_DIR, { recursive: true });
+    writeFileSync(file, randomBytes(48).toString('base64url'), { mode: 0o600, flag: 'wx' });
+  }
+  chmodSync(file, 0o600);
+  return new TextEncoder().encode(readFileSync(file, 'utf8').trim());
+}
+
+const ISSUER = 'floorcast';
+
+export class TokenService {
+  constructor(
+    private readonly secret: Uint8Array,
+    readonly ttlSeconds: number,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  async sign(claims: AccessClaims): Promise<string> {
+    const issuedAt = Math.floor(this.now() / 1000);
+    return new SignJWT({ ...claims })
+      .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
+      .setIssuer(ISSUER)
+      .setSubject(claims.sub)
+      .setIssuedAt(issuedAt)
+      .setExpirationTime(issuedAt + this.ttlSeconds)
+      .sign(this.secret);
+  }
+
+  /** Verifies signature, algorithm, issuer and expiry; 401 `token_expired` or `unauthenticated` otherwise. */
+  async verify(token: string): Promise<AccessClaims & { exp: number; iat: number }> {
+    try {
+      const { payload } = await jwtVerify(token, this.secret, {
+        algorithms: ['HS256'],
+        issuer: ISSUER,
+        currentDate: new Date(this.now()),
+      });
+      if (typeof payload.sub !== 'string' || typeof payload.organization_uuid !== 'string') {
+        throw new UnauthenticatedError('The access token is malformed');
+      }
+      return payload as unknown as AccessClaims & { exp: number; iat: number };
+    } catch (error) {
+      if (error instanceof joseErrors.JWTExpired) throw new UnauthenticatedError('The access token has expired', ErrorCode.TokenExpired);
+      if (error instanceof UnauthenticatedError) throw error;
+      throw new UnauthenticatedError('The access token is invalid');
+    }
+  }
+
+  /** Claims without verification, for a refresh whose access token may have expired (the refresh token is what is checked). */
+  async verifyIgnoringExpiry(token: string): Promise<AccessClaims> {
+    try {
+      const { payload } = await jwtVerify(token, this.secret, { algorithms: ['HS256'], issuer: ISSUER, currentDate: new Date(0) });
+      return payload as unknown as AccessClaims;
+    } catch {
+      throw new UnauthenticatedError('The access token is invalid');
+    }
+  }
+}

@@ -1,0 +1,254 @@
+import type { HttpRequest, HttpResponse, TemplatedApp } from 'uWebSockets.js';
+import { z } from 'zod';
+import { AppError, ErrorCode, ValidationError, toErrorBody, type FieldError } from '../../shared/errors.js';
+import type { Logger } from '../../shared/logger.js';
+import type { Principal } from '../auth/principal.js';
+import { parseQuery } from './query.js';
+import type { HttpMethod, Reply, RequestContext, RouteDefinition } from './route.js';
+import { Router } from './router.js';
+import { statusLine } from './status-text.js';
+
+/** Resolves the caller from the request headers; throws 401/403 AppErrors. */
+export type Authenticator = (headers: Record<string, string>, route: RouteDefinition) => Promise<Principal>;
+
+export interface HttpServerOptions {
+  maxBodyBytes: number;
+  logger: Logger;
+  authenticate: Authenticator;
+}
+
+const METHODS = new Set<HttpMethod>(['GET', 'POST', 'PUT', 'PATCH', 'DELETE']);
+const CORS_HEADERS: Record<string, string> = {
+  // Credentials travel in headers, never cookies, so any origin may call the API (the JS client runs in browsers).
+  'access-control-allow-origin': '*',
+  'access-control-allow-methods': 'GET, POST, PUT, PATCH, DELETE, OPTIONS',
+  'access-control-allow-headers': 'Authorization, Content-Type, Accept-Language, X-API-EMAIL, X-API-KEY',
+  'access-control-expose-headers': 'X-Db-Statistics, Retry-After, Content-Disposition',
+  'access-control-max-age': '600',
+};
+
+/** Turns zod issues into the `errors: [{field, message}]` list of a 422. */
+export function fieldErrors(error: z.ZodError, prefix?: string): FieldError[] {
+  return error.issues.map((issue) => ({
+    field: [prefix, ...issue.path.map(String)].filter((part) => part !== undefined && part !== '').join('.') || (prefix ?? 'body'),
+    message: issue.message,
+  }));
+}
+
+function validate<T>(schema: z.ZodType<T> | undefined, value: unknown, where: string): T {
+  if (!schema) return value as T;
+  const parsed = schema.safeParse(value);
+  if (!parsed.success) throw new ValidationError(fieldErrors(parsed.error, where === 'body' ? undefined : where));
+  return parsed.data;
+}
+
+/** A request in flight: the uWS response plus what was copied out of the request before any await. */
+class Exchange {
+  aborted = false;
+  finished = false;
+  status = 0;
+  constructor(readonly res: HttpResponse) {}
+
+  /** Writes a whole response, corked, unless the client went away. */
+  send(status: number, headers: Record<string, string>, body: string | Buffer | undefined, closeConnection = false): void {
+    if (this.aborted || this.finished) return;
+    this.finished = true;
+    this.status = status;
+    this.res.cork(() => {
+      this.res.writeStatus(statusLine(status));
+      for (const name in CORS_HEADERS) this.res.writeHeader(name, CORS_HEADERS[name]!);
+      for (const name in headers) this.res.writeHeader(name, headers[name]!);
+      if (status === 204 || body === undefined) this.res.endWithoutBody(undefined, closeConnection);
+      else this.res.end(body, closeConnection);
+    });
+  }
+
+  sendError(error: unknown, closeConnection = false): void {
+    const body = toErrorBody(error);
+    const headers: Record<string, string> = { 'content-type': 'application/json; charset=utf-8' };
+    if (error instanceof AppError && error.headers) Object.assign(headers, error.headers);
+    if (error instanceof AppError && error.code === ErrorCode.MethodNotAllowed && error.errors) {
+      headers.allow = error.errors.map((e) => e.message).join(', ');
+      delete body.errors;
+    }
+    this.send(body.status, headers, JSON.stringify(body), closeConnection);
+  }
+
+  sendReply(reply: Reply): void {
+    const status = reply.status ?? (reply.body === undefined && reply.raw === undefined ? 204 : 200);
+    const headers: Record<string, string> = { ...reply.headers };
+    let payload: string | Buffer | undefined;
+    if (reply.raw !== undefined) {
+      payload = reply.raw;
+      headers['content-type'] = reply.contentType ?? 'application/octet-stream';
+    } else if (reply.body !== undefined) {
+      payload = JSON.stringify(reply.body);
+      headers['content-type'] = reply.contentType ?? 'application/json; charset=utf-8';
+    }
+    this.send(status, headers, payload);
+  }
+}
+
+/**
+ * The REST side of the gateway on uWebSockets.js: one catch-all handler that copies the request, reads a
+ * size-capped body, matches a route, authenticates, validates and answers with the flat JSON error body on
+ * any failure. It also counts requests in flight so SIGTERM can drain them.
+ */
+export class HttpServer {
+  readonly router = new Router();
+  private inFlight = 0;
+  private drainWaiters: (() => void)[] = [];
+  private accepting = true;
+
+  constructor(private readonly options: HttpServerOptions) {}
+
+  add(...routes: RouteDefinition<any, any, any>[]): void {
+    for (const route of routes) this.router.add(route);
+  }
+
+  /** Registers the catch-all handler; WebSocket routes are registered on the same app separately. */
+  attach(app: TemplatedApp): void {
+    app.any('/*', (res, req) => this.onRequest(res, req));
+  }
+
+  /** After this, new requests get 503 while those in flight finish. */
+  stopAccepting(): void {
+    this.accepting = false;
+  }
+
+  /** Resolves once no request is in flight, or after `timeoutMs`. */
+  drain(timeoutMs: number): Promise<void> {
+    if (this.inFlight === 0) return Promise.resolve();
+    return new Promise((resolve) => {
+      const timer = setTimeout(resolve, timeoutMs);
+      this.drainWaiters.push(() => (clearTimeout(timer), resolve()));
+    });
+  }
+
+  private onRequest(res: HttpResponse, req: HttpRequest): void {
+    const started = performance.now();
+    const exchange = new Exchange(res);
+    // Everything needed from `req` is copied now: it is invalid after this function returns.
+    const method = req.getCaseSensitiveMethod().toUpperCase();
+    const path = req.getUrl();
+    const queryString = req.getQuery() ?? '';
+    const headers: Record<string, string> = {};
+    req.forEach((name, value) => {
+      headers[name] = value;
+    });
+    const remoteAddress = Buffer.from(res.getRemoteAddressAsText()).toString();
+    this.inFlight += 1;
+    let done = false;
+    const finish = () => {
+      if (done) return;
+      done = true;
+      this.inFlight -= 1;
+      if (this.inFlight === 0) for (const waiter of this.drainWaiters.splice(0)) waiter();
+      this.options.logger.info(
+        { method, path, status: exchange.aborted && !exchange.finished ? 499 : exchange.status, ms: Math.round((performance.now() - started) * 100) / 100 },
+        'request',
+      );
+    };
+    res.onAborted(() => {
+      exchange.aborted = true;
+      finish();
+    });
+
+    if (method === 'OPTIONS') {
+      exchange.send(204, {}, undefined);
+      return finish();
+    }
+    if (!this.accepting) {
+      exchange.sendError(new AppError(ErrorCode.Unavailable, 'The server is shutting down'), true);
+      return finish();
+    }
+    if (!METHODS.has(method as HttpMethod)) {
+      exchange.sendError(new AppError(ErrorCode.MethodNotAllowed, `Method ${method} is not supported`));
+      return finish();
+    }
+    const match = this.router.match(method as HttpMethod, path);
+    if (match.kind !== 'found') {
+      exchange.sendError(
+        match.kind === 'not_found'
+          ? new AppError(ErrorCode.NotFound, `No route for ${method} ${path}`)
+          : new AppError(ErrorCode.MethodNotAllowed, `Method ${method} is not allowed here`, match.allow.map((m) => ({ field: 'method', message: m }))),
+      );
+      // The body, if any, is never read: close so it does not linger on a keep-alive connection.
+      return void (this.readBody(exchange, headers, 0).catch(() => undefined), finish());
+    }
+    const route = match.route;
+    const limit = route.maxBodyBytes ?? this.options.maxBodyBytes;
+    // onData must be registered before the first await.
+    const body = method === 'GET' || method === 'DELETE' ? Promise.resolve(Buffer.alloc(0)) : this.readBody(exchange, headers, limit);
+    body.catch(() => undefined); // a 413 may arrive while authentication is still running; it is awaited below
+    this.handle(exchange, route, match.params, { method: method as HttpMethod, path, queryString, headers, remoteAddress }, body)
+      .catch((error) => {
+        if (!(error instanceof AppError)) this.options.logger.error({ err: error, method, path }, 'unhandled error');
+        exchange.sendError(error, error instanceof AppError && error.code === ErrorCode.PayloadTooLarge);
+      })
+      .finally(finish);
+  }
+
+  private async handle(
+    exchange: Exchange,
+    route: RouteDefinition,
+    rawParams: Record<string, string>,
+    request: { method: HttpMethod; path: string; queryString: string; headers: Record<string, string>; remoteAddress: string },
+    bodyPromise: Promise<Buffer>,
+  ): Promise<void> {
+    const principal = route.auth === 'public' ? (undefined as unknown as Principal) : await this.options.authenticate(request.headers, route);
+    const rawBody = await bodyPromise;
+    const params = validate(route.params, rawParams, 'path');
+    const query = validate(route.query, parseQuery(request.queryString), 'query');
+    let body: unknown = undefined;
+    if (route.bodyKind === 'raw') body = rawBody;
+    else if (rawBody.length > 0) {
+      try {
+        body = JSON.parse(rawBody.toString('utf8'));
+      } catch {
+        throw new AppError(ErrorCode.InvalidJson, 'The request body is not valid JSON');
+      }
+    }
+    if (route.body && route.bodyKind !== 'raw') body = validate(route.body, body, 'body');
+    const context: RequestContext = {
+      method: request.method,
+      path: request.path,
+      params,
+      query,
+      body,
+      headers: request.headers,
+      rawBody,
+      remoteAddress: request.remoteAddress,
+      principal,
+    };
+    const reply = await route.handler(context);
+    exchange.sendReply(reply);
+  }
+
+  /** Collects the body up to `limit` bytes; past it, rejects with 413 (the connection is then closed). */
+  private readBody(exchange: Exchange, headers: Record<string, string>, limit: number): Promise<Buffer> {
+    const declared = Number(headers['content-length'] ?? NaN);
+    return new Promise((resolve, reject) => {
+      const tooLarge = () => new AppError(ErrorCode.PayloadTooLarge, `The request body exceeds ${limit} bytes`);
+      if (Number.isFinite(declared) && declared > limit) {
+        reject(tooLarge());
+        exchange.res.onData(() => undefined);
+        return;
+      }
+      const chunks: Buffer[] = [];
+      let received = 0;
+      let failed = false;
+      exchange.res.onData((chunk, isLast) => {
+        if (failed) return;
+        received += chunk.byteLength;
+        if (received > limit) {
+          failed = true;
+          return reject(tooLarge());
+        }
+        // uWS reuses the chunk's memory after this callback: copy it.
+        chunks.push(Buffer.from(new Uint8Array(chunk).slice()));
+        if (isLast) resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks));
+      });
+    });
+  }
+}

@@ -1,0 +1,47 @@
+import { ConfigError, loadConfig } from '../shared/config.js';
+import { createLogger } from '../shared/logger.js';
+import { startGateway } from './app.js';
+
+/** `npm start`: one gateway process, configured from the environment (see README). */
+async function main(): Promise<void> {
+  let config;
+  try {
+    config = loadConfig();
+  } catch (error) {
+    if (error instanceof ConfigError) {
+      process.stderr.write(`${error.message}\n`);
+      process.exit(2);
+    }
+    throw error;
+  }
+  const logger = createLogger(config.LOG_LEVEL, { service: 'gateway' });
+  const gateway = await startGateway(config, { logger });
+  if (gateway.bootstrap.generatedPassword) {
+    // Printed once, on the first start only; it is stored only as a hash.
+    process.stdout.write(
+      `\nFirst administrator created: ${gateway.bootstrap.email}\nGenerated password (shown once): ${gateway.bootstrap.generatedPassword}\n\n`,
+    );
+  }
+  process.stdout.write(`Floorcast listening on http://${config.HOST === '0.0.0.0' ? '127.0.0.1' : config.HOST}:${gateway.port}\n`);
+
+  let stopping = false;
+  const stop = (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    logger.info({ signal }, 'stopping');
+    gateway.close().then(
+      () => process.exit(0),
+      (error) => {
+        logger.error({ err: error }, 'unclean stop');
+        process.exit(1);
+      },
+    );
+  };
+  process.on('SIGTERM', () => stop('SIGTERM'));
+  process.on('SIGINT', () => stop('SIGINT'));
+}
+
+main().catch((error) => {
+  process.stderr.write(`Floorcast failed to start: ${error instanceof Error ? error.stack ?? error.message : String(error)}\n`);
+  process.exit(1);
+});

@@ -1,0 +1,16 @@
+import type { Bus } from '../shared/bus/index.js';
+import type { Config } from '../shared/config.js';
+import type { JobQueue } from '../shared/jobs/index.js';
+import type { Logger } from '../shared/logger.js';
+import type { Storage } from '../shared/storage/index.js';
+import type { TokenService } from './auth/token-service.js';
+
+/** The gateway's long-lived collaborators, built once at boot and handed to every route module. */
+export interface GatewayServices {
+  config: Config;
+  logger: Logger;
+  storage: Storage;
+  bus: Bus;
+  jobs: JobQueue;
+  tokens: TokenService;
+}

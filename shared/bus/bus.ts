@@ -1,0 +1,60 @@
+/**
+ * The bus carries change records between gateway instances: positions, geofence events, alarms and
+ * cartography changes. Delivery is at-most-once (Redis pub/sub semantics); whatever must never be lost
+ * (alarms) is stored first and replayed from storage, never from the bus.
+ */
+export type BusHandler = (payload: unknown, channel: string) => void;
+
+export interface Bus {
+  /** Identifies this process in every envelope so it can drop its own echoes. */
+  readonly nodeId: string;
+  readonly kind: 'local' | 'redis';
+  /** Delivers to every subscriber of `channel` on every node, this one included. */
+  publish(channel: string, payload: unknown): Promise<void>;
+  /** Returns the function that removes this subscription. */
+  subscribe(channel: string, handler: BusHandler): Promise<() => Promise<void>>;
+  /** Resolves when the bus can carry messages; rejects otherwise (used by /readyz). */
+  ping(): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** Handlers of one node, keyed by channel; shared by both implementations for local delivery. */
+export class LocalSubscriptions {
+  private readonly handlers = new Map<string, Set<BusHandler>>();
+
+  add(channel: string, handler: BusHandler): { first: boolean } {
+    let set = this.handlers.get(channel);
+    const first = set === undefined;
+    if (!set) this.handlers.set(channel, (set = new Set()));
+    set.add(handler);
+    return { first };
+  }
+
+  remove(channel: string, handler: BusHandler): { last: boolean } {
+    const set = this.handlers.get(channel);
+    if (!set) return { last: false };
+    set.delete(handler);
+    if (set.size > 0) return { last: false };
+    this.handlers.delete(channel);
+    return { last: true };
+  }
+
+  /** Handlers run after the publisher's current task, as they would over Redis; one throwing does not stop the others. */
+  deliver(channel: string, payload: unknown, onError: (error: unknown) => void): void {
+    const set = this.handlers.get(channel);
+    if (!set) return;
+    for (const handler of [...set]) {
+      queueMicrotask(() => {
+        try {
+          handler(payload, channel);
+        } catch (error) {
+          onError(error);
+        }
+      });
+    }
+  }
+
+  clear(): void {
+    this.handlers.clear();
+  }
+}

@@ -1,0 +1,32 @@
+import { randomUUID } from 'node:crypto';
+import type { Logger } from '../logger.js';
+import { LocalSubscriptions, type Bus, type BusHandler } from './bus.js';
+
+/** In-process bus for a single gateway (no Redis configured). */
+export class LocalBus implements Bus {
+  readonly nodeId = randomUUID();
+  readonly kind = 'local' as const;
+  private readonly subscriptions = new LocalSubscriptions();
+  private closed = false;
+
+  constructor(private readonly logger?: Logger) {}
+
+  async publish(channel: string, payload: unknown): Promise<void> {
+    if (this.closed) throw new Error('bus is closed');
+    this.subscriptions.deliver(channel, payload, (error) => this.logger?.error({ err: error, channel }, 'bus handler failed'));
+  }
+
+  async subscribe(channel: string, handler: BusHandler): Promise<() => Promise<void>> {
+    this.subscriptions.add(channel, handler);
+    return async () => void this.subscriptions.remove(channel, handler);
+  }
+
+  async ping(): Promise<void> {
+    if (this.closed) throw new Error('bus is closed');
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    this.subscriptions.clear();
+  }
+}

@@ -1,0 +1,78 @@
+import { z } from 'zod';
+
+/**
+ * Every setting of the product, read from the environment once at boot.
+ * A bad value stops the process with a message that names the variable (see `loadConfig`).
+ */
+const optionalString = z
+  .string()
+  .optional()
+  .transform((value) => (value === undefined || value.trim() === '' ? undefined : value));
+
+export const configSchema = z.object({
+  /** Interface the gateway listens on. */
+  HOST: z.string().min(1).default('0.0.0.0'),
+  /** TCP port of the gateway; 0 picks a free port (tests). */
+  PORT: z.coerce.number().int().min(0).max(65535).default(8080),
+  /** Directory for embedded PostgreSQL data, the generated JWT key and uploaded images. */
+  DATA_DIR: z.string().min(1).default('./data'),
+  /** PostgreSQL connection string; unset means embedded PostgreSQL (PGlite) under DATA_DIR. */
+  DATABASE_URL: optionalString.pipe(z.url({ protocol: /^postgres(ql)?$/ }).optional()),
+  /** Redis connection string; unset means the in-process bus and job runner. */
+  REDIS_URL: optionalString.pipe(z.url({ protocol: /^rediss?$/ }).optional()),
+  /** Prefix of every Redis key, channel and BullMQ queue, so several deployments can share one Redis. */
+  REDIS_PREFIX: z.string().min(1).regex(/^[A-Za-z0-9:_-]+$/, 'letters, digits, ":", "_" and "-" only').default('floorcast'),
+  /** E-mail of the first administrator, created on first start when there are no users. */
+  ADMIN_EMAIL: z.email().default('admin@floorcast.local'),
+  /** Password of the first administrator; generated and printed once when unset. */
+  ADMIN_PASSWORD: optionalString.pipe(z.string().min(8, 'at least 8 characters').optional()),
+  /** Name of the first organization created on first start. */
+  ADMIN_ORGANIZATION: z.string().min(1).default('Default organization'),
+  /** pino log level. */
+  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  /** Largest JSON request body in bytes; larger bodies get 413. */
+  MAX_BODY_BYTES: z.coerce.number().int().min(1024).default(1024 * 1024),
+  /** Largest image upload in bytes (floorplans, pictures). */
+  MAX_IMAGE_BYTES: z.coerce.number().int().min(1024).default(10 * 1024 * 1024),
+  /** HS256 signing secret of access tokens; unset means a random key generated once and kept under DATA_DIR. */
+  JWT_SECRET: optionalString.pipe(z.string().min(32, 'at least 32 characters').optional()),
+  /** Lifetime of an access token in seconds (the spec says 4 days). */
+  JWT_TTL_SECONDS: z.coerce.number().int().min(60).default(4 * 24 * 3600),
+  /** Failed logins of one account within LOGIN_THROTTLE_WINDOW_SECONDS before further attempts get 429. */
+  LOGIN_THROTTLE_MAX_FAILURES: z.coerce.number().int().min(1).default(10),
+  /** Window of the failed-login throttle, in seconds. */
+  LOGIN_THROTTLE_WINDOW_SECONDS: z.coerce.number().int().min(1).default(15 * 60),
+  /** How long a job-backed request (reports, exports) may wait for its job, in milliseconds. */
+  JOB_TIMEOUT_MS: z.coerce.number().int().min(100).default(120_000),
+  /** Jobs the in-process runner (or one worker process) runs at once. */
+  JOB_CONCURRENCY: z.coerce.number().int().min(1).default(2),
+  /** Seconds SIGTERM waits for in-flight requests before closing anyway. */
+  SHUTDOWN_GRACE_SECONDS: z.coerce.number().int().min(0).default(10),
+});
+
+export type Config = z.output<typeof configSchema>;
+
+export class ConfigError extends Error {
+  constructor(readonly issues: { variable: string; message: string }[]) {
+    super(
+      'Invalid configuration:\n' + issues.map((issue) => `  ${issue.variable}: ${issue.message}`).join('\n'),
+    );
+    this.name = 'ConfigError';
+  }
+}
+
+/** Parses the environment; throws ConfigError naming every bad variable. */
+export function loadConfig(env: Record<string, string | undefined> = process.env): Config {
+  const relevant: Record<string, string | undefined> = {};
+  for (const key of Object.keys(configSchema.shape)) relevant[key] = env[key];
+  const parsed = configSchema.safeParse(relevant);
+  if (!parsed.success) {
+    throw new ConfigError(
+      parsed.error.issues.map((issue) => ({ variable: String(issue.path[0] ?? '?'), message: issue.message })),
+    );
+  }
+  return parsed.data;
+}
+
+/** Whether the Redis-backed drivers (bus, BullMQ) are in use. */
+export const usesRedis = (config: Config): boolean => config.REDIS_URL !== undefined;

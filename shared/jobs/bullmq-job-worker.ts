@@ -1,0 +1,41 @@
+import { UnrecoverableError, Worker } from 'bullmq';
+import { AppError } from '../errors.js';
+import type { Logger } from '../logger.js';
+import { JOBS_QUEUE_NAME, bullConnection, bullPrefix } from './bullmq-job-queue.js';
+import { encodeJobError, type ProcessorContext, type ProcessorRegistry } from './job-queue.js';
+
+/**
+ * Consumer side of BullMQ, run by `npm run workers` (workers/main.ts). A processor's AppError (bad
+ * parameters, nothing found) is final: it is marked unrecoverable so BullMQ does not retry it.
+ */
+export class BullmqJobWorker {
+  private readonly worker: Worker;
+
+  constructor(url: string, redisPrefix: string, processors: ProcessorRegistry, context: ProcessorContext, concurrency: number, logger: Logger) {
+    this.worker = new Worker(
+      JOBS_QUEUE_NAME,
+      async (job) => {
+        const processor = processors[job.name];
+        if (!processor) throw new UnrecoverableError(`no processor named ${job.name}`);
+        try {
+          const result = await processor(job.data.data, context);
+          return result === undefined ? null : result;
+        } catch (error) {
+          if (!(error instanceof AppError)) logger.error({ err: error, job: job.name }, 'job failed');
+          throw new UnrecoverableError(encodeJobError(error));
+        }
+      },
+      { connection: bullConnection(url, 'floorcast-jobs-worker'), prefix: bullPrefix(redisPrefix), concurrency },
+    );
+    this.worker.on('error', (error) => logger.warn({ err: error }, 'bullmq worker error'));
+  }
+
+  waitUntilReady(): Promise<unknown> {
+    return this.worker.waitUntilReady();
+  }
+
+  /** Finishes the jobs in hand, takes no new ones. */
+  async close(): Promise<void> {
+    await this.worker.close();
+  }
+}

@@ -1,0 +1,35 @@
+import { EntitySchema } from '@mikro-orm/core';
+import type { Organization } from './organization.entity.js';
+
+export const ROLES = ['admin', 'user_manager', 'user'] as const;
+export type Role = (typeof ROLES)[number];
+
+export interface User {
+  id: string;
+  organization: Organization;
+  /** Stored lower-cased: e-mail is case-insensitive for sign-in. */
+  email: string;
+  passwordHash: string;
+  fullName: string;
+  role: Role;
+  /** The first administrator; the only one who may create organizations. */
+  platformAdmin: boolean;
+  createdAt: Date;
+  updatedAt: Date;
+}
+
+export const UserSchema = new EntitySchema<User>({
+  name: 'User',
+  tableName: 'users',
+  properties: {
+    id: { type: 'uuid', primary: true },
+    organization: { kind: 'm:1', entity: 'Organization', fieldName: 'organization_id' },
+    email: { type: 'string', unique: true },
+    passwordHash: { type: 'string', hidden: true },
+    fullName: { type: 'string' },
+    role: { type: 'string' },
+    platformAdmin: { type: 'boolean', default: false },
+    createdAt: { type: 'Date', onCreate: () => new Date() },
+    updatedAt: { type: 'Date', onCreate: () => new Date(), onUpdate: () => new Date() },
+  },
+});

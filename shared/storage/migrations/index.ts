@@ -1,0 +1,10 @@
+import type { MigrationObject } from '@mikro-orm/core';
+import { M0001OrganizationsAndUsers } from './m0001-organizations-and-users.js';
+
+/**
+ * Every migration, in order. Listed explicitly (not globbed from disk) so they run the same under tsx,
+ * compiled output and tests. Append only: never edit a migration that has shipped.
+ */
+export const migrationsList: MigrationObject[] = [
+  { name: 'm0001-organizations-and-users', class: M0001OrganizationsAndUsers },
+];

@@ -1,0 +1,96 @@
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Redis } from 'ioredis';
+import pg from 'pg';
+import { loadConfig, type Config } from '../../shared/config.js';
+
+/**
+ * Which drivers this test run uses: the same suite runs embedded (nothing set) and against real servers
+ * (`DATABASE_URL` and `REDIS_URL` set, as `.ci/run` does in its second pass).
+ */
+export const serverDatabaseUrl = process.env.DATABASE_URL || undefined;
+export const serverRedisUrl = process.env.REDIS_URL || undefined;
+export const driverLabel = `${serverDatabaseUrl ? 'postgres' : 'embedded-postgres'} + ${serverRedisUrl ? 'redis' : 'in-process'}`;
+
+export interface TestEnvironment {
+  config: Config;
+  /** Environment variables equivalent to `config`, for child processes. */
+  env: Record<string, string>;
+  cleanup(): Promise<void>;
+}
+
+const uniqueSuffix = () => `${Date.now().toString(36)}_${randomBytes(4).toString('hex')}`;
+
+/** Creates an empty database on the server at `baseUrl` and returns its URL plus a function that drops it. */
+export async function createScratchDatabase(baseUrl: string): Promise<{ url: string; drop: () => Promise<void> }> {
+  const name = `floorcast_test_${uniqueSuffix()}`;
+  const admin = new pg.Client({ connectionString: baseUrl });
+  await admin.connect();
+  await admin.query(`create database ${name}`);
+  await admin.end();
+  const url = new URL(baseUrl);
+  url.pathname = `/${name}`;
+  return {
+    url: url.toString(),
+    drop: async () => {
+      const client = new pg.Client({ connectionString: baseUrl });
+      await client.connect();
+      await client.query(`drop database if exists ${name} with (force)`);
+      await client.end();
+    },
+  };
+}
+
+/** Deletes every Redis key under `prefix` (test isolation: each test owns one prefix). */
+export async function deleteRedisPrefix(url: string, prefix: string): Promise<void> {
+  const redis = new Redis(url, { maxRetriesPerRequest: 1 });
+  try {
+    let cursor = '0';
+    do {
+      const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 1000);
+      cursor = next;
+      if (keys.length > 0) await redis.del(...keys);
+    } while (cursor !== '0');
+  } finally {
+    redis.disconnect();
+  }
+}
+
+/**
+ * A private world for one test file: its own DATA_DIR, its own database (server run) and its own Redis
+ * prefix, all removed by `cleanup`.
+ */
+export async function createTestEnvironment(overrides: Record<string, string> = {}): Promise<TestEnvironment> {
+  const dataDir = mkdtempSync(join(tmpdir(), 'floorcast-test-'));
+  const env: Record<string, string> = {
+    HOST: '127.0.0.1',
+    PORT: '0',
+    DATA_DIR: dataDir,
+    LOG_LEVEL: 'silent',
+    ADMIN_EMAIL: 'admin@example.test',
+    ADMIN_PASSWORD: 'admin-password-1',
+    REDIS_PREFIX: `fctest:${uniqueSuffix()}`,
+    SHUTDOWN_GRACE_SECONDS: '5',
+  };
+  const cleanups: (() => Promise<void>)[] = [async () => rmSync(dataDir, { recursive: true, force: true })];
+  if (serverDatabaseUrl) {
+    const database = await createScratchDatabase(serverDatabaseUrl);
+    env.DATABASE_URL = database.url;
+    cleanups.push(database.drop);
+  }
+  if (serverRedisUrl) {
+    env.REDIS_URL = serverRedisUrl;
+    const prefix = env.REDIS_PREFIX!;
+    cleanups.push(() => deleteRedisPrefix(serverRedisUrl, prefix));
+  }
+  Object.assign(env, overrides);
+  return {
+    config: loadConfig(env),
+    env,
+    cleanup: async () => {
+      for (const cleanup of cleanups.reverse()) await cleanup().catch(() => undefined);
+    },
+  };
+}

@@ -1,0 +1,113 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import type { Bus } from '../../shared/bus/index.js';
+import { LocalBus } from '../../shared/bus/local-bus.js';
+import { RedisBus } from '../../shared/bus/redis-bus.js';
+import { deleteRedisPrefix, serverRedisUrl } from '../support/test-environment.js';
+
+/** One contract, run against every bus implementation this run can reach. */
+interface BusFactory {
+  name: string;
+  /** Two nodes sharing one bus, as two gateways would. */
+  pair(): { a: Bus; b: Bus; cleanup(): Promise<void> };
+}
+
+const factories: BusFactory[] = [
+  {
+    name: 'local',
+    pair: () => {
+      const bus = new LocalBus();
+      return { a: bus, b: bus, cleanup: () => bus.close() };
+    },
+  },
+];
+const redisUrl = serverRedisUrl;
+if (redisUrl) {
+  factories.push({
+    name: 'redis',
+    pair: () => {
+      const prefix = `fctest:bus:${Math.random().toString(36).slice(2)}`;
+      const a = new RedisBus(redisUrl, prefix);
+      const b = new RedisBus(redisUrl, prefix);
+      return { a, b, cleanup: async () => (await a.close(), await b.close(), await deleteRedisPrefix(redisUrl, prefix)) };
+    },
+  });
+}
+
+const nextMessage = (bus: Bus, channel: string) =>
+  new Promise<unknown>((resolve) => {
+    void bus.subscribe(channel, (payload) => resolve(payload));
+  });
+
+const settle = () => new Promise((resolve) => setTimeout(resolve, 150));
+
+describe.each(factories)('bus contract: $name', (factory) => {
+  let cleanup: (() => Promise<void>) | undefined;
+  afterEach(async () => cleanup?.());
+
+  it('delivers a published payload to a subscriber on another node, structure intact', async () => {
+    const { a, b, cleanup: c } = factory.pair();
+    cleanup = c;
+    const received = nextMessage(b, 'positions');
+    await settle();
+    const payload = { device: 'd-1', x: 1.5, nested: { list: [1, 'two', null] }, when: '2026-01-01T00:00:00.000Z' };
+    await a.publish('positions', payload);
+    expect(await received).toEqual(payload);
+  });
+
+  it('delivers to local subscribers of the publishing node exactly once', async () => {
+    const { a, cleanup: c } = factory.pair();
+    cleanup = c;
+    const seen: unknown[] = [];
+    await a.subscribe('alarms', (payload) => seen.push(payload));
+    await settle();
+    await a.publish('alarms', { n: 1 });
+    await settle();
+    expect(seen).toEqual([{ n: 1 }]);
+  });
+
+  it('keeps channels apart and stops delivering after unsubscribe', async () => {
+    const { a, b, cleanup: c } = factory.pair();
+    cleanup = c;
+    const seen: string[] = [];
+    const unsubscribe = await b.subscribe('one', (payload) => seen.push(`one:${(payload as { n: number }).n}`));
+    await b.subscribe('two', (payload) => seen.push(`two:${(payload as { n: number }).n}`));
+    await settle();
+    await a.publish('one', { n: 1 });
+    await a.publish('two', { n: 2 });
+    await settle();
+    await unsubscribe();
+    await settle();
+    await a.publish('one', { n: 3 });
+    await settle();
+    expect(seen.sort()).toEqual(['one:1', 'two:2']);
+  });
+
+  it('keeps publish order on one channel', async () => {
+    const { a, b, cleanup: c } = factory.pair();
+    cleanup = c;
+    const seen: number[] = [];
+    await b.subscribe('ordered', (payload) => seen.push((payload as { n: number }).n));
+    await settle();
+    for (let n = 0; n < 50; n++) await a.publish('ordered', { n });
+    await settle();
+    expect(seen).toEqual(Array.from({ length: 50 }, (_, n) => n));
+  });
+
+  it('a throwing handler does not stop other handlers', async () => {
+    const { a, b, cleanup: c } = factory.pair();
+    cleanup = c;
+    await b.subscribe('errors', () => {
+      throw new Error('boom');
+    });
+    const received = nextMessage(b, 'errors');
+    await settle();
+    await a.publish('errors', { ok: true });
+    expect(await received).toEqual({ ok: true });
+  });
+
+  it('answers ping while open and refuses after close', async () => {
+    const { a, cleanup: c } = factory.pair();
+    cleanup = c;
+    await expect(a.ping()).resolves.toBeUndefined();
+  });
+});

@@ -1,0 +1,61 @@
+import { describe, expect, it } from 'vitest';
+import { ConfigError, loadConfig } from '../../shared/config.js';
+
+describe('config', () => {
+  it('has a default for every setting', () => {
+    const config = loadConfig({});
+    expect(config.PORT).toBe(8080);
+    expect(config.DATA_DIR).toBe('./data');
+    expect(config.MAX_BODY_BYTES).toBe(1024 * 1024);
+    expect(config.DATABASE_URL).toBeUndefined();
+    expect(config.REDIS_URL).toBeUndefined();
+    expect(config.JWT_SECRET).toBeUndefined();
+    expect(config.JWT_TTL_SECONDS).toBe(4 * 24 * 3600);
+    expect(config.REDIS_PREFIX).toBe('floorcast');
+  });
+
+  it('reads and coerces values from the environment', () => {
+    const config = loadConfig({
+      PORT: '9090',
+      DATABASE_URL: 'postgres://root@127.0.0.1:5432/test',
+      REDIS_URL: 'redis://127.0.0.1:6379',
+      MAX_BODY_BYTES: '2048',
+      LOG_LEVEL: 'debug',
+    });
+    expect(config.PORT).toBe(9090);
+    expect(config.DATABASE_URL).toBe('postgres://root@127.0.0.1:5432/test');
+    expect(config.REDIS_URL).toBe('redis://127.0.0.1:6379');
+    expect(config.MAX_BODY_BYTES).toBe(2048);
+    expect(config.LOG_LEVEL).toBe('debug');
+  });
+
+  it('treats empty strings as unset', () => {
+    const config = loadConfig({ DATABASE_URL: '', REDIS_URL: ' ', JWT_SECRET: '' });
+    expect(config.DATABASE_URL).toBeUndefined();
+    expect(config.REDIS_URL).toBeUndefined();
+    expect(config.JWT_SECRET).toBeUndefined();
+  });
+
+  it.each([
+    ['PORT', 'eighty'],
+    ['PORT', '70000'],
+    ['DATABASE_URL', 'mysql://x@y/z'],
+    ['REDIS_URL', 'not a url'],
+    ['LOG_LEVEL', 'loud'],
+    ['ADMIN_EMAIL', 'nobody'],
+    ['ADMIN_PASSWORD', 'short'],
+    ['JWT_SECRET', 'too-short'],
+    ['MAX_BODY_BYTES', '-1'],
+    ['REDIS_PREFIX', 'has space'],
+  ])('rejects a bad %s and names it', (variable, value) => {
+    let thrown: unknown;
+    try {
+      loadConfig({ [variable]: value });
+    } catch (error) {
+      thrown = error;
+    }
+    expect(thrown).toBeInstanceOf(ConfigError);
+    expect((thrown as ConfigError).issues.map((issue) => issue.variable)).toEqual([variable]);
+    expect((thrown as ConfigError).message).toContain(variable);
+  });
+});

@@ -1,0 +1,129 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { AppError, ErrorCode, ValidationError } from '../../shared/errors.js';
+import { BullmqJobQueue } from '../../shared/jobs/bullmq-job-queue.js';
+import { BullmqJobWorker } from '../../shared/jobs/bullmq-job-worker.js';
+import type { JobQueue, ProcessorRegistry } from '../../shared/jobs/index.js';
+import { LocalJobQueue } from '../../shared/jobs/local-job-queue.js';
+import { createLogger } from '../../shared/logger.js';
+import type { Storage } from '../../shared/storage/index.js';
+import { deleteRedisPrefix, serverRedisUrl } from '../support/test-environment.js';
+
+const logger = createLogger('silent');
+const context = { storage: {} as Storage, logger };
+const order: string[] = [];
+
+const processors: ProcessorRegistry = {
+  add: async (data: { a: number; b: number }) => ({ sum: data.a + data.b }),
+  invalid: async () => {
+    throw new ValidationError([{ field: 'from_date', message: 'required' }]);
+  },
+  crash: async () => {
+    throw new Error('secret internal detail');
+  },
+  slow: async (data: { ms: number }) => {
+    await new Promise((resolve) => setTimeout(resolve, data.ms));
+    return 'late';
+  },
+  record: async (data: { label: string }) => {
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    order.push(data.label);
+    return data.label;
+  },
+};
+
+interface QueueFactory {
+  name: string;
+  create(concurrency: number): Promise<{ queue: JobQueue; cleanup(): Promise<void> }>;
+}
+
+const factories: QueueFactory[] = [
+  {
+    name: 'in-process',
+    create: async (concurrency) => {
+      const queue = new LocalJobQueue(processors, context, concurrency);
+      return { queue, cleanup: () => queue.close() };
+    },
+  },
+];
+const redisUrl = serverRedisUrl;
+if (redisUrl) {
+  factories.push({
+    name: 'bullmq',
+    create: async (concurrency) => {
+      const prefix = `fctest:jobs:${Math.random().toString(36).slice(2)}`;
+      const queue = new BullmqJobQueue(redisUrl, prefix, logger);
+      const worker = new BullmqJobWorker(redisUrl, prefix, processors, context, concurrency, logger);
+      await worker.waitUntilReady();
+      return {
+        queue,
+        cleanup: async () => {
+          await worker.close();
+          await queue.close();
+          await deleteRedisPrefix(redisUrl, prefix);
+        },
+      };
+    },
+  });
+}
+
+describe.each(factories)('job queue contract: $name', (factory) => {
+  let cleanup: (() => Promise<void>) | undefined;
+  afterEach(async () => {
+    await cleanup?.();
+    cleanup = undefined;
+  });
+
+  it('runs a job and returns its result', async () => {
+    const { queue, cleanup: c } = await factory.create(2);
+    cleanup = c;
+    await expect(queue.run({ name: 'add', organizationId: 'org-a', data: { a: 2, b: 3 } }, 10_000)).resolves.toEqual({ sum: 5 });
+  });
+
+  it('hands a processor AppError to the caller with its code and field errors', async () => {
+    const { queue, cleanup: c } = await factory.create(1);
+    cleanup = c;
+    const error = (await queue.run({ name: 'invalid', organizationId: 'org-a', data: {} }, 10_000).catch((e: unknown) => e)) as AppError;
+    expect(error).toBeInstanceOf(AppError);
+    expect(error.code).toBe(ErrorCode.ValidationFailed);
+    expect(error.errors).toEqual([{ field: 'from_date', message: 'required' }]);
+  });
+
+  it('turns an unexpected processor failure into an internal error without leaking its message', async () => {
+    const { queue, cleanup: c } = await factory.create(1);
+    cleanup = c;
+    const error = (await queue.run({ name: 'crash', organizationId: 'org-a', data: {} }, 10_000).catch((e: unknown) => e)) as AppError;
+    expect(error).toBeInstanceOf(AppError);
+    expect(error.code).toBe(ErrorCode.Internal);
+    expect(error.message).not.toContain('secret');
+  });
+
+  it('gives up with a timeout error when the job takes too long', async () => {
+    const { queue, cleanup: c } = await factory.create(1);
+    cleanup = c;
+    const error = (await queue.run({ name: 'slow', organizationId: 'org-a', data: { ms: 3000 } }, 300).catch((e: unknown) => e)) as AppError;
+    expect(error).toBeInstanceOf(AppError);
+    expect(error.code).toBe(ErrorCode.Timeout);
+    expect(error.status).toBe(504);
+  });
+
+  it('answers ping', async () => {
+    const { queue, cleanup: c } = await factory.create(1);
+    cleanup = c;
+    await expect(queue.ping()).resolves.toBeUndefined();
+  });
+});
+
+describe('in-process job queue fairness', () => {
+  it('serves organizations in turn, so a burst from one does not starve another', async () => {
+    order.length = 0;
+    const queue = new LocalJobQueue(processors, context, 1);
+    const jobs = [
+      ...Array.from({ length: 5 }, (_, i) => queue.run({ name: 'record', organizationId: 'busy', data: { label: `busy-${i}` } }, 10_000)),
+      queue.run({ name: 'record', organizationId: 'quiet', data: { label: 'quiet-0' } }, 10_000),
+    ];
+    await Promise.all(jobs);
+    await queue.close();
+    // busy-0 was already running; the quiet organization's only job goes next, not after all of busy's.
+    expect(order.indexOf('quiet-0')).toBe(1);
+  });
+});

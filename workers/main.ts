@@ -1,0 +1,45 @@
+import { ConfigError, loadConfig } from '../shared/config.js';
+import { BullmqJobWorker } from '../shared/jobs/bullmq-job-worker.js';
+import { createLogger } from '../shared/logger.js';
+import { openStorage } from '../shared/storage/index.js';
+import { processors } from './processors/index.js';
+
+/** `npm run workers`: consumes the BullMQ job queue (reports, exports). Needs REDIS_URL. */
+async function main(): Promise<void> {
+  let config;
+  try {
+    config = loadConfig();
+  } catch (error) {
+    if (error instanceof ConfigError) {
+      process.stderr.write(`${error.message}\n`);
+      process.exit(2);
+    }
+    throw error;
+  }
+  if (!config.REDIS_URL) {
+    process.stderr.write('REDIS_URL: required by the worker process (without Redis, jobs run inside the gateway)\n');
+    process.exit(2);
+  }
+  const logger = createLogger(config.LOG_LEVEL, { service: 'worker' });
+  const storage = await openStorage(config, logger);
+  const worker = new BullmqJobWorker(config.REDIS_URL, config.REDIS_PREFIX, processors, { storage, logger }, config.JOB_CONCURRENCY, logger);
+  await worker.waitUntilReady();
+  logger.info({ concurrency: config.JOB_CONCURRENCY, processors: Object.keys(processors) }, 'worker ready');
+
+  let stopping = false;
+  const stop = async (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    logger.info({ signal }, 'worker draining');
+    await worker.close();
+    await storage.close();
+    process.exit(0);
+  };
+  process.on('SIGTERM', () => void stop('SIGTERM'));
+  process.on('SIGINT', () => void stop('SIGINT'));
+}
+
+main().catch((error) => {
+  process.stderr.write(`Floorcast worker failed to start: ${error instanceof Error ? error.stack ?? error.message : String(error)}\n`);
+  process.exit(1);
+});
