@@ -58,8 +58,8 @@ class Exchange {
       this.res.writeStatus(statusLine(status));
       for (const name in CORS_HEADERS) this.res.writeHeader(name, CORS_HEADERS[name]!);
       for (const name in headers) this.res.writeHeader(name, headers[name]!);
-      if (status === 204 || body === undefined) this.res.endWithoutBody(undefined, closeConnection);
-      else this.res.end(body, closeConnection);
+      // Not endWithoutBody(): this uWS build then announces a bogus Content-Length and poisons keep-alive.
+      this.res.end(status === 204 || body === undefined ? undefined : body, closeConnection);
     });
   }
 

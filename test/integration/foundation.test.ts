@@ -1,4 +1,4 @@
-import { request as httpRequest } from 'node:http';
+import { Agent, request as httpRequest } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { defineRoute } from '../../gateway/http/route.js';
 import { OrganizationSchema, UserSchema } from '../../shared/storage/entities/index.js';
@@ -155,6 +155,26 @@ describe(`gateway foundation (${driverLabel})`, () => {
     expect(response.body.openapi).toBe('3.1.0');
     expect(Object.keys(response.body.paths)).toEqual(expect.arrayContaining(['/healthz', '/readyz', '/api/v1/version']));
     expect(response.body.paths['/api/v1/version'].get.security).not.toEqual([]);
+  });
+
+  it('keeps a keep-alive connection usable after a 204 response', async () => {
+    const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+    const send = (method: string) =>
+      new Promise<{ status: number; reused: boolean }>((resolve, reject) => {
+        const req = httpRequest({ host: '127.0.0.1', port: new URL(running.baseUrl).port, path: '/healthz', method, agent }, (res) => {
+          res.resume();
+          res.on('end', () => resolve({ status: res.statusCode ?? 0, reused: req.reusedSocket }));
+        });
+        req.on('error', reject);
+        req.end();
+      });
+    try {
+      expect((await send('OPTIONS')).status).toBe(204);
+      const second = await send('GET');
+      expect(second).toEqual({ status: 200, reused: true });
+    } finally {
+      agent.destroy();
+    }
   });
 
   it('answers CORS preflights so the JS client can run in a browser', async () => {
