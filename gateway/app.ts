@@ -5,13 +5,19 @@ import { createJobQueue } from '../shared/jobs/index.js';
 import { createLogger, type Logger } from '../shared/logger.js';
 import { openStorage } from '../shared/storage/index.js';
 import { processors } from '../workers/processors/index.js';
-import { createAuthenticator } from './auth/authenticator.js';
+import { RequestAuthenticator } from './auth/authenticator.js';
+import { CredentialService } from './auth/credential-service.js';
 import { TokenService, loadJwtSecret } from './auth/token-service.js';
 import { bootstrapFirstAdmin, type BootstrapResult } from './bootstrap.js';
 import { HttpServer } from './http/http-server.js';
 import type { RouteDefinition } from './http/route.js';
 import { loadNativeUws } from './http/uws.js';
+import { authRoutes } from './routes/auth.route.js';
+import { deviceRoutes } from './routes/devices.route.js';
+import { groupRoutes } from './routes/groups.route.js';
 import { healthRoutes } from './routes/health.route.js';
+import { organizationRoutes } from './routes/organizations.route.js';
+import { userRoutes } from './routes/users.route.js';
 import { openApiRoutes } from './routes/openapi.route.js';
 import type { GatewayServices } from './services.js';
 
@@ -20,6 +26,8 @@ export interface Gateway {
   /** The port actually bound (useful with PORT=0). */
   port: number;
   bootstrap: BootstrapResult;
+  /** Every route mounted, for tests that sweep all of them (permissions, isolation). */
+  routes: readonly RouteDefinition[];
   /** Graceful stop: refuse new work, finish what is in flight, flush, close every connection. */
   close(): Promise<void>;
 }
@@ -41,11 +49,22 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
   const bus = createBus(config, logger);
   const jobs = createJobQueue(config, processors, { storage, logger }, logger);
   const tokens = new TokenService(loadJwtSecret(config), config.JWT_TTL_SECONDS);
-  const services: GatewayServices = { config, logger, storage, bus, jobs, tokens };
+  const credentials = new CredentialService(storage, tokens, config);
+  const authenticator = new RequestAuthenticator(tokens, storage, bus, credentials);
+  await authenticator.start();
+  const services: GatewayServices = { config, logger, storage, bus, jobs, tokens, credentials, authenticator };
   const bootstrap = await bootstrapFirstAdmin(storage, config, logger);
 
-  const http = new HttpServer({ maxBodyBytes: config.MAX_BODY_BYTES, logger, authenticate: createAuthenticator(tokens) });
-  http.add(...healthRoutes(services), ...openApiRoutes(() => http.router.routes));
+  const http = new HttpServer({ maxBodyBytes: config.MAX_BODY_BYTES, logger, authenticate: authenticator.authenticate });
+  http.add(
+    ...healthRoutes(services),
+    ...authRoutes(services),
+    ...organizationRoutes(services),
+    ...userRoutes(services),
+    ...groupRoutes(services),
+    ...deviceRoutes(services),
+    ...openApiRoutes(() => http.router.routes),
+  );
   if (options.extraRoutes) http.add(...options.extraRoutes(services));
 
   const app = uws.App();
@@ -70,5 +89,5 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       logger.info('gateway stopped');
     })());
 
-  return { services, port, bootstrap, close };
+  return { services, port, bootstrap, routes: http.router.routes, close };
 }

@@ -32,6 +32,7 @@ export async function bootstrapFirstAdmin(storage: Storage, config: Config, logg
       fullName: 'Administrator',
       role: 'admin',
       platformAdmin: true,
+      buildingIds: [],
       createdAt: new Date(),
       updatedAt: new Date(),
     });

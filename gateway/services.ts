@@ -3,6 +3,8 @@ import type { Config } from '../shared/config.js';
 import type { JobQueue } from '../shared/jobs/index.js';
 import type { Logger } from '../shared/logger.js';
 import type { Storage } from '../shared/storage/index.js';
+import type { RequestAuthenticator } from './auth/authenticator.js';
+import type { CredentialService } from './auth/credential-service.js';
 import type { TokenService } from './auth/token-service.js';
 
 /** The gateway's long-lived collaborators, built once at boot and handed to every route module. */
@@ -13,4 +15,6 @@ export interface GatewayServices {
   bus: Bus;
   jobs: JobQueue;
   tokens: TokenService;
+  credentials: CredentialService;
+  authenticator: RequestAuthenticator;
 }

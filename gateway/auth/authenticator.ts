@@ -1,29 +1,137 @@
+import type { Bus } from '../../shared/bus/index.js';
 import { ForbiddenError, UnauthenticatedError } from '../../shared/errors.js';
+import type { Storage } from '../../shared/storage/index.js';
+import { ApiKeySchema, UserSchema } from '../../shared/storage/entities/index.js';
 import type { Authenticator } from '../http/http-server.js';
 import type { RouteDefinition } from '../http/route.js';
-import type { Principal } from './principal.js';
+import { invalidCredentials, sha256, type CredentialService } from './credential-service.js';
+import { can } from './permissions.js';
+import type { ApiPermission, Principal } from './principal.js';
 import type { TokenService } from './token-service.js';
 
 /** A write is any route that changes state; read-only credentials may not call it. */
 export const isWriteRoute = (route: RouteDefinition): boolean => route.write ?? route.method !== 'GET';
 
-/** Turns a `Authorization: Bearer <JWT>` header into a principal. */
-export function createAuthenticator(tokens: TokenService): Authenticator {
-  return async (headers, route) => {
+/**
+ * Decides whether an authenticated caller may call a route: credential permission first (read-only keys
+ * never write, positioning keys only upload positions), then the role table.
+ */
+export function authorize(principal: Principal, route: RouteDefinition): void {
+  if (principal.permission === 'positioning' && !route.allowPositioningKey) {
+    throw new ForbiddenError('This credential may only upload positions');
+  }
+  if (principal.permission === 'read-only' && isWriteRoute(route)) throw new ForbiddenError('This credential is read-only');
+  if (route.action && !can(principal.role, route.action)) throw new ForbiddenError(`Your role (${principal.role}) may not do this`);
+}
+
+interface CachedUser {
+  principal: Omit<Principal, 'permission' | 'via'>;
+  expiresAt: number;
+}
+
+interface CachedApiKey {
+  userId: string;
+  permission: ApiPermission;
+  email: string;
+  expiresAt: number;
+}
+
+/** What the bus carries when a credential or user changes, so every gateway drops its cached copy at once. */
+export interface AuthInvalidation {
+  userId?: string;
+  apiKeyHash?: string;
+}
+
+export const AUTH_INVALIDATION_CHANNEL = 'auth:invalidate';
+
+/**
+ * Turns `Authorization: Bearer <JWT>`, or `X-API-KEY` (with or without `X-API-EMAIL`), into a principal.
+ * Users and keys are cached for a few seconds to spare a database read per request; a change (user deleted,
+ * role changed, key revoked) is announced on the bus and drops the cached copy on every gateway.
+ */
+export class RequestAuthenticator {
+  private readonly users = new Map<string, CachedUser>();
+  private readonly apiKeys = new Map<string, CachedApiKey>();
+
+  constructor(
+    private readonly tokens: TokenService,
+    private readonly storage: Storage,
+    private readonly bus: Bus,
+    private readonly credentials: CredentialService,
+    private readonly cacheMs = 5000,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  async start(): Promise<void> {
+    await this.bus.subscribe(AUTH_INVALIDATION_CHANNEL, (payload) => this.forget(payload as AuthInvalidation));
+  }
+
+  /** Announces a change to every gateway (this one included). */
+  async invalidate(change: AuthInvalidation): Promise<void> {
+    this.forget(change);
+    await this.bus.publish(AUTH_INVALIDATION_CHANNEL, change);
+  }
+
+  private forget(change: AuthInvalidation): void {
+    if (change.userId) {
+      this.users.delete(change.userId);
+      for (const [hash, key] of this.apiKeys) if (key.userId === change.userId) this.apiKeys.delete(hash);
+    }
+    if (change.apiKeyHash) this.apiKeys.delete(change.apiKeyHash);
+  }
+
+  readonly authenticate: Authenticator = async (headers, route) => {
     const authorization = headers.authorization ?? '';
-    const match = /^Bearer\s+(\S+)$/i.exec(authorization);
-    if (!match) throw new UnauthenticatedError('Send Authorization: Bearer <access token>');
-    const claims = await tokens.verify(match[1]!);
-    const principal: Principal = {
-      userId: claims.sub,
-      email: claims.email,
-      organizationId: claims.organization_uuid,
-      role: claims.role,
-      platformAdmin: claims.platform_admin === true,
-      permission: claims.api_permission,
-      via: 'jwt',
-    };
-    if (principal.permission === 'read-only' && isWriteRoute(route)) throw new ForbiddenError('This credential is read-only');
+    let principal: Principal;
+    const bearer = /^Bearer\s+(\S+)$/i.exec(authorization);
+    if (bearer) {
+      const claims = await this.tokens.verify(bearer[1]!);
+      const user = await this.loadUser(claims.sub);
+      if (!user) throw new UnauthenticatedError('The user of this token no longer exists');
+      principal = { ...user, permission: claims.api_permission, via: 'jwt' };
+    } else if (headers['x-api-key']) {
+      principal = await this.fromApiKey(headers['x-api-key'], headers['x-api-email']);
+    } else {
+      throw new UnauthenticatedError('Send Authorization: Bearer <access token>, or X-API-EMAIL and X-API-KEY');
+    }
+    authorize(principal, route);
     return principal;
   };
+
+  private async loadUser(userId: string): Promise<CachedUser['principal'] | undefined> {
+    const cached = this.users.get(userId);
+    if (cached && cached.expiresAt > this.now()) return cached.principal;
+    const user = await this.storage.em().findOne(UserSchema, { id: userId });
+    if (!user) {
+      this.users.delete(userId);
+      return undefined;
+    }
+    const principal = {
+      userId: user.id,
+      email: user.email,
+      organizationId: (user.organization as { id: string }).id,
+      role: user.role,
+      platformAdmin: user.platformAdmin,
+    };
+    if (this.users.size > 10_000) this.users.clear();
+    this.users.set(userId, { principal, expiresAt: this.now() + this.cacheMs });
+    return principal;
+  }
+
+  private async fromApiKey(key: string, email: string | undefined): Promise<Principal> {
+    const hash = sha256(key);
+    let entry = this.apiKeys.get(hash);
+    if (!entry || entry.expiresAt <= this.now()) {
+      const apiKey = await this.storage.em().findOne(ApiKeySchema, { keyHash: hash }, { populate: ['user'] });
+      if (!apiKey) throw invalidCredentials();
+      entry = { userId: apiKey.user.id, permission: apiKey.permission, email: apiKey.user.email, expiresAt: this.now() + this.cacheMs };
+      await this.credentials.markApiKeyUsed(hash);
+      if (this.apiKeys.size > 10_000) this.apiKeys.clear();
+      this.apiKeys.set(hash, entry);
+    }
+    if (email !== undefined && email.trim().toLowerCase() !== entry.email) throw invalidCredentials();
+    const user = await this.loadUser(entry.userId);
+    if (!user) throw invalidCredentials();
+    return { ...user, permission: entry.permission, via: 'apikey' };
+  }
 }

@@ -1,4 +1,5 @@
 import type { z } from 'zod';
+import type { Action } from '../auth/permissions.js';
 import type { Principal } from '../auth/principal.js';
 
 export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
@@ -42,6 +43,10 @@ export interface RouteDefinition<Params = any, Query = any, Body = any> {
   auth: RouteAuth;
   /** A write route: refused to read-only credentials. Defaults to true for every method but GET. */
   write?: boolean;
+  /** What the caller's role must allow (see auth/permissions.ts); unset means any authenticated caller. */
+  action?: Action;
+  /** Positioning-only credentials may call this route (position uploads). */
+  allowPositioningKey?: boolean;
   params?: z.ZodType<Params>;
   query?: z.ZodType<Query>;
   body?: z.ZodType<Body>;

@@ -1,4 +1,5 @@
 import { EntitySchema } from '@mikro-orm/core';
+import type { Group } from './group.entity.js';
 import type { Organization } from './organization.entity.js';
 
 export const ROLES = ['admin', 'user_manager', 'user'] as const;
@@ -14,6 +15,13 @@ export interface User {
   role: Role;
   /** The first administrator; the only one who may create organizations. */
   platformAdmin: boolean;
+  /** A user belongs to at most one group. */
+  group?: Group | null;
+  code?: string | null;
+  locale?: string | null;
+  info?: string | null;
+  /** Buildings the user is assigned to. */
+  buildingIds: number[];
   createdAt: Date;
   updatedAt: Date;
 }
@@ -29,6 +37,11 @@ export const UserSchema = new EntitySchema<User>({
     fullName: { type: 'string' },
     role: { type: 'string' },
     platformAdmin: { type: 'boolean', default: false },
+    group: { kind: 'm:1', entity: 'Group', fieldName: 'group_id', nullable: true },
+    code: { type: 'string', nullable: true },
+    locale: { type: 'string', nullable: true },
+    info: { type: 'text', nullable: true },
+    buildingIds: { type: 'integer[]', default: [] },
     createdAt: { type: 'Date', onCreate: () => new Date() },
     updatedAt: { type: 'Date', onCreate: () => new Date(), onUpdate: () => new Date() },
   },

@@ -1,5 +1,6 @@
 import type { MigrationObject } from '@mikro-orm/core';
 import { M0001OrganizationsAndUsers } from './m0001-organizations-and-users.js';
+import { M0002Identity } from './m0002-identity.js';
 
 /**
  * Every migration, in order. Listed explicitly (not globbed from disk) so they run the same under tsx,
@@ -7,4 +8,5 @@ import { M0001OrganizationsAndUsers } from './m0001-organizations-and-users.js';
  */
 export const migrationsList: MigrationObject[] = [
   { name: 'm0001-organizations-and-users', class: M0001OrganizationsAndUsers },
+  { name: 'm0002-identity', class: M0002Identity },
 ];

@@ -1,0 +1,153 @@
+import { createHash, randomBytes, randomUUID } from 'node:crypto';
+import type { Config } from '../../shared/config.js';
+import { AppError, ErrorCode, UnauthenticatedError } from '../../shared/errors.js';
+import { hashPassword, verifyPassword } from '../../shared/passwords.js';
+import type { Storage } from '../../shared/storage/index.js';
+import { ApiKeySchema, RefreshTokenSchema, UserSchema, type ApiKey, type ApiKeyPermission, type User } from '../../shared/storage/entities/index.js';
+import type { ApiPermission, Principal } from './principal.js';
+import type { TokenService } from './token-service.js';
+
+export interface TokenPair {
+  access_token: string;
+  refresh_token: string;
+}
+
+/** API keys and refresh tokens are long random secrets, so a fast hash is enough to store and look them up. */
+export const sha256 = (secret: string) => createHash('sha256').update(secret).digest('base64url');
+
+const REFRESH_TTL_MS = 30 * 24 * 3600 * 1000;
+const API_KEY_PREFIX = 'fc_';
+
+/** Compared against when the e-mail is unknown, so a wrong e-mail costs as much time as a wrong password. */
+let decoyHash: Promise<string> | undefined;
+
+export const invalidCredentials = () => new UnauthenticatedError('Invalid credentials', ErrorCode.InvalidCredentials);
+
+/**
+ * Checks credentials and mints tokens: e-mail + password (throttled per account), API keys, and one-time
+ * refresh tokens that rotate on use.
+ */
+export class CredentialService {
+  constructor(
+    private readonly storage: Storage,
+    private readonly tokens: TokenService,
+    private readonly config: Config,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  /**
+   * After LOGIN_THROTTLE_MAX_FAILURES failures within the window, every attempt on that account gets 429,
+   * the right password included, until the oldest failure leaves the window.
+   */
+  async loginWithPassword(emailInput: string, password: string): Promise<User> {
+    const email = emailInput.trim().toLowerCase();
+    const windowSeconds = this.config.LOGIN_THROTTLE_WINDOW_SECONDS;
+    const since = new Date(this.now() - windowSeconds * 1000);
+    const [failures] = await this.storage.execute<{ count: number; oldest: Date | null }>(
+      'select count(*)::int as count, min(failed_at) as oldest from login_failures where email = ? and failed_at > ?',
+      [email, since],
+    );
+    if (failures && failures.count >= this.config.LOGIN_THROTTLE_MAX_FAILURES) {
+      const oldest = new Date(failures.oldest!).getTime();
+      const retryAfter = Math.max(1, Math.ceil((oldest + windowSeconds * 1000 - this.now()) / 1000));
+      throw new AppError(ErrorCode.RateLimited, 'Too many failed sign-in attempts; try again later', undefined, { 'retry-after': String(retryAfter) });
+    }
+    const user = await this.storage.em().findOne(UserSchema, { email }, { populate: ['organization'] });
+    const ok = user ? await verifyPassword(password, user.passwordHash) : await verifyPassword(password, await (decoyHash ??= hashPassword(randomUUID())));
+    if (!user || !ok) {
+      await this.storage.execute('insert into login_failures (email, failed_at) values (?, ?)', [email, new Date(this.now())]);
+      await this.storage.execute('delete from login_failures where email = ? and failed_at <= ?', [email, since]);
+      throw invalidCredentials();
+    }
+    await this.storage.execute('delete from login_failures where email = ?', [email]);
+    return user;
+  }
+
+  /** `X-API-KEY` alone (as the official client sends it) or with `X-API-EMAIL`, which must then be the key's owner. */
+  async loginWithApiKey(key: string, email?: string): Promise<{ user: User; apiKey: ApiKey }> {
+    const apiKey = await this.storage.em().findOne(ApiKeySchema, { keyHash: sha256(key) }, { populate: ['user', 'user.organization'] });
+    if (!apiKey) throw invalidCredentials();
+    if (email !== undefined && apiKey.user.email !== email.trim().toLowerCase()) throw invalidCredentials();
+    await this.markApiKeyUsed(apiKey.keyHash);
+    return { user: apiKey.user, apiKey };
+  }
+
+  /** Records when a key was last used; called on sign-in and when a gateway (re)loads the key, not per request. */
+  async markApiKeyUsed(keyHash: string): Promise<void> {
+    await this.storage.execute('update api_keys set last_used_at = ? where key_hash = ?', [new Date(this.now()), keyHash]);
+  }
+
+  async issueTokens(user: User, permission: ApiPermission): Promise<TokenPair> {
+    const refreshToken = randomBytes(32).toString('base64url');
+    const em = this.storage.em();
+    em.create(RefreshTokenSchema, {
+      id: randomUUID(),
+      user: em.getReference(UserSchema, user.id),
+      tokenHash: sha256(refreshToken),
+      permission,
+      expiresAt: new Date(this.now() + REFRESH_TTL_MS),
+      createdAt: new Date(this.now()),
+    });
+    await em.flush();
+    const organizationId = typeof user.organization === 'object' ? user.organization.id : (user.organization as string);
+    const accessToken = await this.tokens.sign({
+      sub: user.id,
+      email: user.email,
+      organization_uuid: organizationId,
+      role: user.role,
+      api_permission: permission,
+      ...(user.platformAdmin ? { platform_admin: true } : {}),
+    });
+    return { access_token: accessToken, refresh_token: refreshToken };
+  }
+
+  /**
+   * Rotation: the refresh token is consumed (revoked) and a new pair issued. It must belong to the same
+   * user as the access token, whose signature is checked even if it has expired.
+   */
+  async refresh(accessToken: string, refreshToken: string): Promise<TokenPair> {
+    const claims = await this.tokens.verifyIgnoringExpiry(accessToken);
+    const em = this.storage.em();
+    const stored = await em.findOne(RefreshTokenSchema, { tokenHash: sha256(refreshToken) }, { populate: ['user', 'user.organization'] });
+    if (!stored || stored.revokedAt || stored.expiresAt.getTime() <= this.now() || stored.user.id !== claims.sub) {
+      throw new UnauthenticatedError('The refresh token is invalid, expired or already used', ErrorCode.InvalidCredentials);
+    }
+    // Consume it atomically: of two concurrent refreshes with one token, only one wins.
+    const consumed = await this.storage.execute<{ id: string }>(
+      'update refresh_tokens set revoked_at = ? where id = ? and revoked_at is null returning id',
+      [new Date(this.now()), stored.id],
+    );
+    if (consumed.length === 0) throw new UnauthenticatedError('The refresh token is already used', ErrorCode.InvalidCredentials);
+    return this.issueTokens(stored.user, stored.permission as ApiPermission);
+  }
+
+  /** Creates a key for `owner`; the clear key is returned once and only its hash is kept. */
+  async createApiKey(owner: User, permission: ApiKeyPermission, description: string): Promise<{ apiKey: ApiKey; key: string }> {
+    const key = API_KEY_PREFIX + randomBytes(24).toString('base64url');
+    const em = this.storage.em();
+    const apiKey = em.create(ApiKeySchema, {
+      id: randomUUID(),
+      organization: owner.organization,
+      user: em.getReference(UserSchema, owner.id),
+      keyHash: sha256(key),
+      keyHint: `${key.slice(0, 7)}…${key.slice(-4)}`,
+      permission,
+      description,
+      createdAt: new Date(this.now()),
+    });
+    await em.flush();
+    return { apiKey, key };
+  }
+}
+
+export function principalOf(user: User, permission: ApiPermission, via: Principal['via']): Principal {
+  return {
+    userId: user.id,
+    email: user.email,
+    organizationId: typeof user.organization === 'object' ? user.organization.id : (user.organization as string),
+    role: user.role,
+    platformAdmin: user.platformAdmin,
+    permission,
+    via,
+  };
+}

@@ -1,0 +1,53 @@
+import type { Role } from '../../shared/storage/entities/user.entity.js';
+
+/**
+ * Everything a caller can be allowed to do. Routes name the action they need; this file alone decides
+ * which role may do it, so the rules read (and are tested) as one table.
+ */
+export const ACTIONS = [
+  'organization:read',
+  'users:read',
+  'users:write',
+  'groups:read',
+  'groups:write',
+  'devices:read',
+  'devices:write',
+  'apikeys:own',
+  'apikeys:others',
+  'cartography:read',
+  'cartography:write',
+  'positions:upload',
+  'positions:read',
+  'reports:read',
+  'alarms:read',
+  'alarms:raise',
+  'alarms:manage',
+] as const;
+export type Action = (typeof ACTIONS)[number];
+
+const everyone: Action[] = [
+  'organization:read',
+  'apikeys:own',
+  'cartography:read',
+  'positions:upload',
+  'positions:read',
+  'reports:read',
+  'alarms:read',
+  'alarms:raise',
+];
+
+/** The role table. Admins do everything in their organization; user managers run people and devices. */
+export const ROLE_PERMISSIONS: Readonly<Record<Role, ReadonlySet<Action>>> = {
+  admin: new Set<Action>(ACTIONS),
+  user_manager: new Set<Action>([...everyone, 'users:read', 'users:write', 'groups:read', 'groups:write', 'devices:read', 'devices:write', 'alarms:manage']),
+  user: new Set<Action>(everyone),
+};
+
+export const can = (role: Role, action: Action): boolean => ROLE_PERMISSIONS[role]?.has(action) ?? false;
+
+/** Which roles a caller may hand out: nobody can create a user above their own rank. */
+export function assignableRoles(role: Role): Role[] {
+  if (role === 'admin') return ['admin', 'user_manager', 'user'];
+  if (role === 'user_manager') return ['user_manager', 'user'];
+  return [];
+}

@@ -1,0 +1,189 @@
+import { UniqueConstraintViolationException, ForeignKeyConstraintViolationException, type EntitySchema, type FilterQuery } from '@mikro-orm/core';
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { z } from 'zod';
+import { AppError, ErrorCode, NotFoundError, ValidationError } from '../../shared/errors.js';
+import type { Storage } from '../../shared/storage/index.js';
+import { can, type Action } from '../auth/permissions.js';
+import type { Principal } from '../auth/principal.js';
+import { orderByOf, pageMetadata, paginated, paginationQuery, type PageRequest } from './query-schemas.js';
+import { defineRoute, type RouteDefinition } from './route.js';
+
+export interface ResourceContext {
+  em: EntityManager;
+  principal: Principal;
+}
+
+/**
+ * One REST resource as a short declaration. The helper does the rest the same way for every resource:
+ * organization scope (another organization's object is a 404, exactly like a missing one), the role check,
+ * validation, PUT and PATCH (both partial: the official client sends partial PUTs), constraint violations as
+ * 409/422, and an optional change hook (index invalidation on the bus).
+ */
+export interface ResourceSpec<E extends object, Create, Update, ListQuery> {
+  /** Singular noun for messages: "Group not found". */
+  noun: string;
+  /** Collection path, e.g. `/api/v1/groups`. */
+  path: string;
+  tag: string;
+  entity: EntitySchema<E>;
+  idParam: z.ZodType;
+  actions: { read: Action; write: Action };
+  response: z.ZodType;
+  createBody: z.ZodType<Create>;
+  updateBody: z.ZodType<Update>;
+  populate?: readonly string[];
+  present(entity: E): unknown;
+  create(context: ResourceContext, body: Create): Promise<E> | E;
+  update(context: ResourceContext, entity: E, body: Update): Promise<void> | void;
+  beforeDelete?(context: ResourceContext, entity: E): Promise<void> | void;
+  /** Lets a caller without the read action read some objects (e.g. a user reads themself). */
+  readableWithoutAction?(principal: Principal, entity: E): boolean;
+  list?: {
+    /** `paginated` answers `{data, metadata}`; otherwise a bare array (what the official client expects there). */
+    paginated: boolean;
+    query: z.ZodObject;
+    filter(query: any, principal: Principal): FilterQuery<E>;
+    sortFields?: Record<string, string>;
+    defaultSort?: string;
+  };
+  onChange?(context: ResourceContext, entity: E, change: 'created' | 'updated' | 'deleted'): Promise<void> | void;
+}
+
+/** Turns database constraint violations into the client's fault, with a clear message. */
+export async function flushOrExplain(em: EntityManager, noun: string): Promise<void> {
+  try {
+    await em.flush();
+  } catch (error) {
+    if (error instanceof UniqueConstraintViolationException) throw new AppError(ErrorCode.Conflict, `A ${noun} with these values already exists`);
+    if (error instanceof ForeignKeyConstraintViolationException) throw new ValidationError([{ field: 'body', message: 'refers to something that does not exist' }]);
+    throw error;
+  }
+}
+
+export function resourceRoutes<E extends object, C, U, Q>(storage: Storage, spec: ResourceSpec<E, C, U, Q>): RouteDefinition[] {
+  const item = `${spec.path}/:id`;
+  const params = z.object({ id: spec.idParam });
+  const scoped = (id: unknown, principal: Principal) => ({ id, organization: principal.organizationId }) as unknown as FilterQuery<E>;
+
+  async function load(context: ResourceContext, id: unknown): Promise<E> {
+    const entity = await context.em.findOne(spec.entity, scoped(id, context.principal), { populate: (spec.populate ?? []) as never });
+    if (!entity) throw new NotFoundError(capitalise(spec.noun));
+    return entity;
+  }
+
+  const context = (principal: Principal): ResourceContext => ({ em: storage.em(), principal });
+  const routes: RouteDefinition[] = [];
+
+  if (spec.list) {
+    const list = spec.list;
+    const query = list.paginated ? list.query.extend(paginationQuery) : list.query;
+    routes.push(
+      defineRoute({
+        method: 'GET',
+        path: spec.path,
+        summary: `List ${spec.noun}s of the caller's organization`,
+        tags: [spec.tag],
+        auth: 'authenticated',
+        action: spec.actions.read,
+        query,
+        response: list.paginated ? paginated(spec.response) : z.array(spec.response),
+        handler: async ({ principal, query: q }) => {
+          const { em } = context(principal);
+          const where = { ...(list.filter(q, principal) as object), organization: principal.organizationId } as FilterQuery<E>;
+          const populate = (spec.populate ?? []) as never;
+          if (!list.paginated) {
+            const all = await em.find(spec.entity, where, { populate, orderBy: { id: 'asc' } as never });
+            return { body: all.map((entity) => spec.present(entity)) };
+          }
+          const page = q as unknown as PageRequest;
+          const orderBy = orderByOf(page, list.sortFields ?? { id: 'id' }, list.defaultSort ?? 'id');
+          const [rows, total] = await em.findAndCount(spec.entity, where, { populate, orderBy: orderBy as never, limit: page.size, offset: page.page * page.size });
+          return { body: { data: rows.map((entity) => spec.present(entity)), metadata: pageMetadata(page, total, rows.length) } };
+        },
+      }),
+    );
+  }
+
+  routes.push(
+    defineRoute({
+      method: 'GET',
+      path: item,
+      summary: `One ${spec.noun}`,
+      tags: [spec.tag],
+      auth: 'authenticated',
+      params,
+      response: spec.response,
+      handler: async ({ principal, params: p }) => {
+        const ctx = context(principal);
+        const entity = await load(ctx, p.id);
+        const allowed = can(principal.role, spec.actions.read) || spec.readableWithoutAction?.(principal, entity);
+        if (!allowed) throw new AppError(ErrorCode.Forbidden, `Your role (${principal.role}) may not read this ${spec.noun}`);
+        return { body: spec.present(entity) };
+      },
+    }),
+    defineRoute({
+      method: 'POST',
+      path: spec.path,
+      summary: `Create a ${spec.noun}`,
+      tags: [spec.tag],
+      auth: 'authenticated',
+      action: spec.actions.write,
+      body: spec.createBody,
+      response: spec.response,
+      successStatus: 201,
+      handler: async ({ principal, body }) => {
+        const ctx = context(principal);
+        const entity = await spec.create(ctx, body);
+        await flushOrExplain(ctx.em, spec.noun);
+        await spec.onChange?.(ctx, entity, 'created');
+        return { status: 201, body: spec.present(await load(ctx, (entity as { id: unknown }).id)) };
+      },
+    }),
+  );
+  for (const method of ['PUT', 'PATCH'] as const) {
+    routes.push(
+      defineRoute({
+        method,
+        path: item,
+        summary: `Update a ${spec.noun} (only the fields sent change)`,
+        tags: [spec.tag],
+        auth: 'authenticated',
+        action: spec.actions.write,
+        params,
+        body: spec.updateBody,
+        response: spec.response,
+        handler: async ({ principal, params: p, body }) => {
+          const ctx = context(principal);
+          const entity = await load(ctx, p.id);
+          await spec.update(ctx, entity, body);
+          await flushOrExplain(ctx.em, spec.noun);
+          await spec.onChange?.(ctx, entity, 'updated');
+          return { body: spec.present(entity) };
+        },
+      }),
+    );
+  }
+  routes.push(
+    defineRoute({
+      method: 'DELETE',
+      path: item,
+      summary: `Delete a ${spec.noun}`,
+      tags: [spec.tag],
+      auth: 'authenticated',
+      action: spec.actions.write,
+      params,
+      handler: async ({ principal, params: p }) => {
+        const ctx = context(principal);
+        const entity = await load(ctx, p.id);
+        await spec.beforeDelete?.(ctx, entity);
+        ctx.em.remove(entity);
+        await flushOrExplain(ctx.em, spec.noun);
+        await spec.onChange?.(ctx, entity, 'deleted');
+        return { status: 204 };
+      },
+    }),
+  );
+  return routes;
+}
+
+const capitalise = (text: string) => text.charAt(0).toUpperCase() + text.slice(1);

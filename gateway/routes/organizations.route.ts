@@ -1,0 +1,70 @@
+import { randomUUID } from 'node:crypto';
+import { z } from 'zod';
+import { ForbiddenError, NotFoundError } from '../../shared/errors.js';
+import { hashPassword } from '../../shared/passwords.js';
+import { OrganizationSchema, UserSchema, type Organization } from '../../shared/storage/entities/index.js';
+import { defineRoute } from '../http/route.js';
+import { flushOrExplain } from '../http/resource.js';
+import type { GatewayServices } from '../services.js';
+import { presentUser, userResponse } from './users.route.js';
+
+const organizationResponse = z.object({ id: z.uuid(), name: z.string(), created_at: z.iso.datetime(), updated_at: z.iso.datetime() });
+
+const presentOrganization = (organization: Organization) => ({
+  id: organization.id,
+  name: organization.name,
+  created_at: organization.createdAt.toISOString(),
+  updated_at: organization.updatedAt.toISOString(),
+});
+
+export function organizationRoutes(services: GatewayServices) {
+  return [
+    defineRoute({
+      method: 'GET',
+      path: '/api/v1/organizations/current_organization',
+      summary: "The caller's organization",
+      tags: ['organizations'],
+      auth: 'authenticated',
+      action: 'organization:read',
+      response: organizationResponse,
+      handler: async ({ principal }) => {
+        const organization = await services.storage.em().findOne(OrganizationSchema, { id: principal.organizationId });
+        if (!organization) throw new NotFoundError('Organization');
+        return { body: presentOrganization(organization) };
+      },
+    }),
+    defineRoute({
+      method: 'POST',
+      path: '/api/v1/organizations',
+      summary: 'Create an organization and its first administrator (platform administrator only)',
+      tags: ['organizations'],
+      auth: 'authenticated',
+      body: z.object({
+        name: z.string().trim().min(1).max(200),
+        admin: z.object({ email: z.email(), password: z.string().min(8).max(200), full_name: z.string().max(200).default('') }),
+      }),
+      response: organizationResponse.extend({ admin: userResponse }),
+      successStatus: 201,
+      handler: async ({ principal, body }) => {
+        if (!principal.platformAdmin) throw new ForbiddenError('Only the platform administrator creates organizations');
+        const em = services.storage.em();
+        const now = new Date();
+        const organization = em.create(OrganizationSchema, { id: randomUUID(), name: body.name, createdAt: now, updatedAt: now });
+        const admin = em.create(UserSchema, {
+          id: randomUUID(),
+          organization,
+          email: body.admin.email.toLowerCase(),
+          passwordHash: await hashPassword(body.admin.password),
+          fullName: body.admin.full_name,
+          role: 'admin',
+          platformAdmin: false,
+          buildingIds: [],
+          createdAt: now,
+          updatedAt: now,
+        });
+        await flushOrExplain(em, 'user');
+        return { status: 201, body: { ...presentOrganization(organization), admin: presentUser(admin) } };
+      },
+    }),
+  ];
+}

@@ -1,0 +1,28 @@
+import { EntitySchema } from '@mikro-orm/core';
+import type { User } from './user.entity.js';
+
+/** One-time refresh token: used once, then revoked and replaced (rotation). Stored as a SHA-256. */
+export interface RefreshToken {
+  id: string;
+  user: User;
+  tokenHash: string;
+  /** The permission of the credential that started this chain (a read-only key stays read-only). */
+  permission: string;
+  expiresAt: Date;
+  createdAt: Date;
+  revokedAt?: Date | null;
+}
+
+export const RefreshTokenSchema = new EntitySchema<RefreshToken>({
+  name: 'RefreshToken',
+  tableName: 'refresh_tokens',
+  properties: {
+    id: { type: 'uuid', primary: true },
+    user: { kind: 'm:1', entity: 'User', fieldName: 'user_id' },
+    tokenHash: { type: 'string', unique: true },
+    permission: { type: 'string' },
+    expiresAt: { type: 'Date' },
+    createdAt: { type: 'Date', onCreate: () => new Date() },
+    revokedAt: { type: 'Date', nullable: true },
+  },
+});

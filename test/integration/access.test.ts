@@ -1,0 +1,236 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { TestClient } from '../support/http-client.js';
+import { adminClient, createApiKey, createOrganization, createUser } from '../support/identity.js';
+import { driverLabel } from '../support/test-environment.js';
+import { startTestGateway, type RunningGateway } from '../support/test-gateway.js';
+
+describe(`organizations, users, groups, devices (${driverLabel})`, () => {
+  let running: RunningGateway;
+  let admin: TestClient;
+  beforeAll(async () => {
+    running = await startTestGateway();
+    admin = await adminClient(running.client);
+  });
+  afterAll(async () => running?.stop());
+
+  describe('organizations', () => {
+    it('the platform administrator creates an organization with its first admin; nobody else may', async () => {
+      const { organization, client } = await createOrganization(admin, 'Hospital Norte');
+      expect(organization).toMatchObject({ name: 'Hospital Norte', admin: { role: 'admin', platform_admin: false } });
+      const current = await client.get('/api/v1/organizations/current_organization');
+      expect(current.body).toEqual({ id: organization.id, name: 'Hospital Norte', created_at: organization.created_at, updated_at: organization.updated_at });
+      const refused = await client.post('/api/v1/organizations', { name: 'Nope', admin: { email: 'n@o.pe', password: 'password-1' } });
+      expect(refused.status).toBe(403);
+    });
+
+    it('refuses an organization whose admin e-mail is taken, with 409', async () => {
+      const response = await admin.post('/api/v1/organizations', { name: 'Dup', admin: { email: 'admin@example.test', password: 'password-1' } });
+      expect(response.status).toBe(409);
+      expect(response.body.code).toBe('conflict');
+    });
+  });
+
+  describe('role matrix over the API', () => {
+    it('a user reads, but may not manage people', async () => {
+      const { client, user } = await createUser(admin, 'user');
+      expect((await client.get('/api/v1/organizations/current_organization')).status).toBe(200);
+      expect((await client.get(`/api/v1/users/${user.id}`)).status).toBe(200); // themself
+      expect((await client.get('/api/v1/users')).status).toBe(403);
+      expect((await client.post('/api/v1/users', { email: 'x1@example.test', password: 'password-1' })).status).toBe(403);
+      expect((await client.post('/api/v1/groups', { name: 'g' })).status).toBe(403);
+      expect((await client.post('/api/v1/devices', { identifier: 'd' })).status).toBe(403);
+      expect((await client.get('/api/v1/devices')).status).toBe(403);
+      // Their own API keys they do manage.
+      expect((await client.post('/api/v1/auth/apikeys', { permission: 'read-only' })).status).toBe(201);
+    });
+
+    it('a user manager manages users, groups and devices, but cannot create or touch an admin', async () => {
+      const manager = await createUser(admin, 'user_manager');
+      const created = await manager.client.post('/api/v1/users', { email: 'managed@example.test', password: 'password-1', role: 'user' });
+      expect(created.status).toBe(201);
+      expect((await manager.client.post('/api/v1/users', { email: 'boss@example.test', password: 'password-1', role: 'admin' })).status).toBe(403);
+      const anAdmin = await createUser(admin, 'admin');
+      expect((await manager.client.put(`/api/v1/users/${anAdmin.user.id}`, { full_name: 'renamed' })).status).toBe(403);
+      expect((await manager.client.delete(`/api/v1/users/${anAdmin.user.id}`)).status).toBe(403);
+      expect((await manager.client.post('/api/v1/groups', { name: `team-${Date.now()}` })).status).toBe(201);
+      expect((await manager.client.post('/api/v1/devices', { identifier: `dev-${Date.now()}` })).status).toBe(201);
+      // Other users' API keys are for admins only.
+      expect((await manager.client.get(`/api/v1/auth/apikeys?user_id=${created.body.id}`)).status).toBe(403);
+    });
+
+    it('an admin manages other users’ API keys', async () => {
+      const member = await createUser(admin, 'user');
+      const created = await admin.post('/api/v1/auth/apikeys', { permission: 'read-only', user_id: member.user.id });
+      expect(created.status).toBe(201);
+      expect(created.body.user_id).toBe(member.user.id);
+      const listed = await admin.get(`/api/v1/auth/apikeys?user_id=${member.user.id}`);
+      expect(listed.body.map((key: { id: string }) => key.id)).toEqual([created.body.id]);
+    });
+
+    it('a role change takes effect on the user’s existing token', async () => {
+      const promoted = await createUser(admin, 'user');
+      expect((await promoted.client.get('/api/v1/users')).status).toBe(403);
+      expect((await admin.put(`/api/v1/users/${promoted.user.id}`, { role: 'user_manager' })).status).toBe(200);
+      expect((await promoted.client.get('/api/v1/users')).status).toBe(200);
+    });
+
+    it('nobody changes their own role or deletes themself', async () => {
+      const me = (await admin.get('/api/v1/auth/apikeys')).status; // warm-up: admin is valid
+      expect(me).toBe(200);
+      const self = await createUser(admin, 'admin');
+      expect((await self.client.put(`/api/v1/users/${self.user.id}`, { role: 'user' })).status).toBe(409);
+      expect((await self.client.delete(`/api/v1/users/${self.user.id}`)).status).toBe(409);
+    });
+  });
+
+  describe('users', () => {
+    it('create, read, update (PUT and PATCH partial), delete, with the official client’s role names', async () => {
+      const created = await admin.post('/api/v1/users', {
+        email: 'Jane@Example.test',
+        password: 'password-1',
+        full_name: 'Jane Roe',
+        role: 'ZONE_MANAGER',
+        code: 'J-1',
+        building_ids: [3, 4],
+        accept_terms: true,
+        is_manager: true,
+      });
+      expect(created.status).toBe(201);
+      expect(created.body).toMatchObject({ email: 'jane@example.test', full_name: 'Jane Roe', role: 'user_manager', code: 'J-1', building_ids: [3, 4], groups: [] });
+      expect(created.body).not.toHaveProperty('password');
+      expect(created.body).not.toHaveProperty('password_hash');
+      const id = created.body.id;
+      const put = await admin.put(`/api/v1/users/${id}`, { full_name: 'Jane Doe' });
+      expect(put.body).toMatchObject({ full_name: 'Jane Doe', code: 'J-1', role: 'user_manager' });
+      const patch = await admin.patch(`/api/v1/users/${id}`, { role: 'USER' });
+      expect(patch.body.role).toBe('user');
+      expect((await admin.get(`/api/v1/users/${id}`)).body.full_name).toBe('Jane Doe');
+      expect((await admin.delete(`/api/v1/users/${id}`)).status).toBe(204);
+      expect((await admin.get(`/api/v1/users/${id}`)).status).toBe(404);
+    });
+
+    it('refuses bad input with 422 naming the field, and a duplicate e-mail with 409', async () => {
+      const bad = await admin.post('/api/v1/users', { email: 'not-an-email', password: 'short', role: 'emperor' });
+      expect(bad.status).toBe(422);
+      expect(bad.body.errors.map((e: { field: string }) => e.field).sort()).toEqual(['email', 'password', 'role']);
+      await admin.post('/api/v1/users', { email: 'twice@example.test', password: 'password-1' });
+      const twice = await admin.post('/api/v1/users', { email: 'TWICE@example.test', password: 'password-1' });
+      expect(twice.status).toBe(409);
+    });
+
+    it('puts a user in at most one group', async () => {
+      const group = await admin.post('/api/v1/groups', { name: 'Night shift' });
+      const other = await admin.post('/api/v1/groups', { name: 'Day shift' });
+      const user = await admin.post('/api/v1/users', { email: 'grouped@example.test', password: 'password-1', group_ids: [group.body.id] });
+      expect(user.body.groups).toEqual([group.body.id]);
+      const two = await admin.put(`/api/v1/users/${user.body.id}`, { groups: [group.body.id, other.body.id] });
+      expect(two.status).toBe(422);
+      const moved = await admin.put(`/api/v1/users/${user.body.id}`, { groups: other.body.id });
+      expect(moved.body.groups).toEqual([other.body.id]);
+      const unknown = await admin.put(`/api/v1/users/${user.body.id}`, { groups: '00000000-0000-4000-8000-000000000000' });
+      expect(unknown.status).toBe(422);
+      expect(unknown.body.errors[0].field).toBe('groups');
+      expect((await admin.delete(`/api/v1/groups/${other.body.id}`)).status).toBe(204);
+      expect((await admin.get(`/api/v1/users/${user.body.id}`)).body.groups).toEqual([]);
+    });
+
+    it('lists paginated with the filters the official client sends', async () => {
+      const group = await admin.post('/api/v1/groups', { name: 'Filter group' });
+      const made = [];
+      for (let i = 0; i < 5; i++) {
+        const response = await admin.post('/api/v1/users', {
+          email: `page-${i}@filter.test`,
+          password: 'password-1',
+          full_name: `Filter Person ${i}`,
+          code: `F${i}`,
+          building_ids: i < 2 ? [77] : [],
+          ...(i === 4 ? { groups: group.body.id } : {}),
+        });
+        made.push(response.body);
+      }
+      const page = await admin.get('/api/v1/users?full_name=filter+person&page=1&size=2&sort=email,asc');
+      expect(page.status).toBe(200);
+      expect(page.body.metadata).toEqual({ first: false, last: false, total_pages: 3, total_elements: 5, number_of_elements: 2, size: 2, number: 1 });
+      expect(page.body.data.map((u: { email: string }) => u.email)).toEqual(['page-2@filter.test', 'page-3@filter.test']);
+      const byBuilding = await admin.get('/api/v1/users?building_ids%5B%5D=77&building_ids%5B%5D=78');
+      expect(byBuilding.body.data.map((u: { code: string }) => u.code).sort()).toEqual(['F0', 'F1']);
+      const byIds = await admin.get(`/api/v1/users?ids[]=${made[0].id}&ids[]=${made[3].id}&exclude_ids[]=${made[3].id}`);
+      expect(byIds.body.data.map((u: { id: string }) => u.id)).toEqual([made[0].id]);
+      const byGroup = await admin.get(`/api/v1/users?group_ids[]=${group.body.id}`);
+      expect(byGroup.body.data.map((u: { code: string }) => u.code)).toEqual(['F4']);
+      const byCodes = await admin.get('/api/v1/users?codes[]=F1&codes[]=F2&sort=code&direction=desc');
+      expect(byCodes.body.data.map((u: { code: string }) => u.code)).toEqual(['F2', 'F1']);
+      const withoutBuildings = await admin.get('/api/v1/users?has_buildings=false&full_name=filter');
+      expect(withoutBuildings.body.data.map((u: { code: string }) => u.code).sort()).toEqual(['F2', 'F3', 'F4']);
+      const withBuildings = await admin.get('/api/v1/users?has_buildings=true&full_name=filter');
+      expect(withBuildings.body.data.map((u: { code: string }) => u.code).sort()).toEqual(['F0', 'F1']);
+      expect((await admin.get('/api/v1/users?size=1001')).status).toBe(422);
+      expect((await admin.get('/api/v1/users?sort=password_hash')).status).toBe(422);
+      expect((await admin.get('/api/v1/users?ids=')).status).toBe(422);
+    });
+  });
+
+  describe('devices', () => {
+    it('create with an owner, update, list only assigned ones, refuse duplicates and foreign owners', async () => {
+      const owner = await createUser(admin, 'user');
+      const device = await admin.post('/api/v1/devices', { identifier: 'phone-001', name: 'Ward phone', user_id: owner.user.id });
+      expect(device.status).toBe(201);
+      expect(device.body).toMatchObject({ identifier: 'phone-001', name: 'Ward phone', user_id: owner.user.id });
+      const loose = await admin.post('/api/v1/devices', { identifier: 'phone-002' });
+      expect(loose.body.user_id).toBeNull();
+      expect((await admin.post('/api/v1/devices', { identifier: 'phone-001' })).status).toBe(409);
+      const assigned = await admin.get('/api/v1/devices?only_assigned=true');
+      expect(assigned.body.data.map((d: { identifier: string }) => d.identifier)).toEqual(['phone-001']);
+      // The owner reads their own device, not others.
+      expect((await owner.client.get(`/api/v1/devices/${device.body.id}`)).status).toBe(200);
+      expect((await owner.client.get(`/api/v1/devices/${loose.body.id}`)).status).toBe(403);
+      const unassigned = await admin.put(`/api/v1/devices/${device.body.id}`, { user_id: null });
+      expect(unassigned.body.user_id).toBeNull();
+      const { organization } = await createOrganization(admin);
+      const foreign = await admin.put(`/api/v1/devices/${device.body.id}`, { user_id: organization.admin.id });
+      expect(foreign.status).toBe(422);
+    });
+  });
+
+  describe('isolation between organizations', () => {
+    it('a second organization’s admin gets nothing of the first on any route', async () => {
+      // Fixtures of the first organization, one per resource that has an :id route.
+      const member = await createUser(admin, 'user');
+      const group = (await admin.post('/api/v1/groups', { name: 'Secret group' })).body;
+      const device = (await admin.post('/api/v1/devices', { identifier: 'secret-device', user_id: member.user.id })).body;
+      const keyId = (await admin.post('/api/v1/auth/apikeys', { permission: 'read-only' })).body.id;
+      const firstOrganization = (await admin.get('/api/v1/organizations/current_organization')).body.id;
+      const fixtures: Record<string, string> = {
+        '/api/v1/users/:id': member.user.id,
+        '/api/v1/groups/:id': group.id,
+        '/api/v1/devices/:id': device.id,
+        '/api/v1/auth/apikeys/:id': keyId,
+      };
+      const secrets = [member.user.id, group.id, device.id, keyId, firstOrganization];
+
+      const { client: intruder } = await createOrganization(admin);
+      await createApiKey(intruder, 'read-write');
+      for (const route of running.gateway.routes) {
+        if (route.auth === 'public') continue;
+        const hasId = route.path.includes(':');
+        if (hasId) {
+          const id = fixtures[route.path];
+          expect(id, `add an isolation fixture for ${route.path}`).toBeDefined();
+          const response = await intruder.request(route.method, route.path.replace(':id', id!), route.method === 'GET' || route.method === 'DELETE' ? {} : { body: {} });
+          expect(response.status, `${route.method} ${route.path}`).toBe(404);
+        } else if (route.method === 'GET') {
+          const response = await intruder.request('GET', route.path);
+          for (const secret of secrets) expect(response.text, `${route.path} leaked ${secret}`).not.toContain(secret);
+        }
+      }
+      // Nothing was changed or deleted by those attempts.
+      expect((await admin.get(`/api/v1/groups/${group.id}`)).body.name).toBe('Secret group');
+      expect((await admin.get(`/api/v1/devices/${device.id}`)).status).toBe(200);
+      // And naming the other organization's objects in a body does not reach them either.
+      const crossGroup = await intruder.post('/api/v1/users', { email: 'cross@other.test', password: 'password-1', groups: group.id });
+      expect(crossGroup.status).toBe(422);
+      const crossKey = await intruder.get(`/api/v1/auth/apikeys?user_id=${member.user.id}`);
+      expect(crossKey.status).toBe(404);
+    });
+  });
+});

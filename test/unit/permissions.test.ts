@@ -1,0 +1,41 @@
+import { describe, expect, it } from 'vitest';
+import { ACTIONS, assignableRoles, can, type Action } from '../../gateway/auth/permissions.js';
+import { ROLES, type Role } from '../../shared/storage/entities/index.js';
+
+/** The expected rules, written out independently of the implementation's table. */
+const expected: Record<Action, Role[]> = {
+  'organization:read': ['admin', 'user_manager', 'user'],
+  'users:read': ['admin', 'user_manager'],
+  'users:write': ['admin', 'user_manager'],
+  'groups:read': ['admin', 'user_manager'],
+  'groups:write': ['admin', 'user_manager'],
+  'devices:read': ['admin', 'user_manager'],
+  'devices:write': ['admin', 'user_manager'],
+  'apikeys:own': ['admin', 'user_manager', 'user'],
+  'apikeys:others': ['admin'],
+  'cartography:read': ['admin', 'user_manager', 'user'],
+  'cartography:write': ['admin'],
+  'positions:upload': ['admin', 'user_manager', 'user'],
+  'positions:read': ['admin', 'user_manager', 'user'],
+  'reports:read': ['admin', 'user_manager', 'user'],
+  'alarms:read': ['admin', 'user_manager', 'user'],
+  'alarms:raise': ['admin', 'user_manager', 'user'],
+  'alarms:manage': ['admin', 'user_manager'],
+};
+
+describe('role table', () => {
+  it('covers every action', () => {
+    expect(Object.keys(expected).sort()).toEqual([...ACTIONS].sort());
+  });
+
+  const cells = ACTIONS.flatMap((action) => ROLES.map((role) => ({ action, role, allowed: expected[action].includes(role) })));
+  it.each(cells)('$role may $action: $allowed', ({ action, role, allowed }) => {
+    expect(can(role, action)).toBe(allowed);
+  });
+
+  it('never lets a role hand out a role above its own', () => {
+    expect(assignableRoles('admin')).toEqual(['admin', 'user_manager', 'user']);
+    expect(assignableRoles('user_manager')).toEqual(['user_manager', 'user']);
+    expect(assignableRoles('user')).toEqual([]);
+  });
+});
