@@ -1,0 +1,100 @@
+import { randomUUID } from 'node:crypto';
+import { parseArgs } from 'node:util';
+import { CredentialService } from '../auth/credential-service.js';
+import { TokenService, loadJwtSecret } from '../auth/token-service.js';
+import { ConfigError, loadConfig } from '../../shared/config.js';
+import { createLogger } from '../../shared/logger.js';
+import { generatePassword, hashPassword } from '../../shared/passwords.js';
+import { openStorage } from '../../shared/storage/index.js';
+import { API_KEY_PERMISSIONS, OrganizationSchema, ROLES, UserSchema, type ApiKeyPermission, type Role } from '../../shared/storage/entities/index.js';
+
+const usage = `Usage: npm run admin -- <command> [options]
+
+Commands:
+  create-user    --email E [--password P] [--role admin|user_manager|user] [--full-name N] [--organization ID]
+                 Creates a user (in the first organization unless --organization). Prints the password if generated.
+  create-apikey  --email E [--permission read-only|read-write|positioning] [--description D]
+                 Creates an API key for the user with that e-mail and prints it (the only time it is shown).
+  list-organizations
+                 Prints every organization's id and name.
+
+It uses the same environment as the gateway (DATABASE_URL, DATA_DIR, ...). With embedded storage, stop the
+gateway first: embedded PostgreSQL is single-process.`;
+
+class UsageError extends Error {}
+
+async function main(argv: string[]): Promise<void> {
+  const [command, ...rest] = argv;
+  const { values } = parseArgs({
+    args: rest,
+    options: {
+      email: { type: 'string' },
+      password: { type: 'string' },
+      role: { type: 'string', default: 'user' },
+      'full-name': { type: 'string', default: '' },
+      organization: { type: 'string' },
+      permission: { type: 'string', default: 'read-only' },
+      description: { type: 'string', default: '' },
+    },
+  });
+  if (!command || command === 'help' || command === '--help') {
+    process.stdout.write(`${usage}\n`);
+    return;
+  }
+  const config = loadConfig();
+  const logger = createLogger('warn', { service: 'admin-cli' });
+  const storage = await openStorage(config, logger);
+  try {
+    const em = storage.em();
+    if (command === 'list-organizations') {
+      for (const organization of await em.find(OrganizationSchema, {}, { orderBy: { createdAt: 'asc' } })) {
+        process.stdout.write(`${organization.id}\t${organization.name}\n`);
+      }
+    } else if (command === 'create-user') {
+      if (!values.email) throw new UsageError('--email is required');
+      if (!ROLES.includes(values.role as Role)) throw new UsageError(`--role must be one of ${ROLES.join(', ')}`);
+      const organization = values.organization
+        ? await em.findOne(OrganizationSchema, { id: values.organization })
+        : (await em.find(OrganizationSchema, {}, { orderBy: { createdAt: 'asc' }, limit: 1 }))[0];
+      if (!organization) throw new UsageError('no such organization (run list-organizations)');
+      const password = values.password ?? generatePassword();
+      if (password.length < 8) throw new UsageError('--password needs at least 8 characters');
+      const user = em.create(UserSchema, {
+        id: randomUUID(),
+        organization,
+        email: values.email.toLowerCase(),
+        passwordHash: await hashPassword(password),
+        fullName: values['full-name'] ?? '',
+        role: values.role as Role,
+        platformAdmin: false,
+        buildingIds: [],
+        createdAt: new Date(),
+        updatedAt: new Date(),
+      });
+      await em.flush();
+      process.stdout.write(`created user ${user.id} (${user.email}, ${user.role}) in ${organization.name}\n`);
+      if (!values.password) process.stdout.write(`password: ${password}\n`);
+    } else if (command === 'create-apikey') {
+      if (!values.email) throw new UsageError('--email is required');
+      if (!API_KEY_PERMISSIONS.includes(values.permission as ApiKeyPermission)) throw new UsageError(`--permission must be one of ${API_KEY_PERMISSIONS.join(', ')}`);
+      const user = await em.findOne(UserSchema, { email: values.email.toLowerCase() });
+      if (!user) throw new UsageError(`no user with e-mail ${values.email}`);
+      const credentials = new CredentialService(storage, new TokenService(loadJwtSecret(config), config.JWT_TTL_SECONDS), config);
+      const { apiKey, key } = await credentials.createApiKey(user, values.permission as ApiKeyPermission, values.description ?? '');
+      process.stdout.write(`created ${apiKey.permission} API key ${apiKey.id} for ${user.email}\napikey: ${key}\n`);
+    } else {
+      throw new UsageError(`unknown command ${command}`);
+    }
+  } finally {
+    await storage.close();
+  }
+}
+
+main(process.argv.slice(2)).catch((error) => {
+  if (error instanceof UsageError || error instanceof ConfigError) {
+    process.stderr.write(`${error.message}\n\n${usage}\n`);
+    process.exit(2);
+  }
+  process.stderr.write(`${error instanceof Error ? error.stack : String(error)}\n`);
+  process.exit(1);
+});

@@ -1,0 +1,52 @@
+import { spawnSync } from 'node:child_process';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { basicAuth } from '../support/http-client.js';
+import { createTestEnvironment, driverLabel, type TestEnvironment } from '../support/test-environment.js';
+import { startTestGateway } from '../support/test-gateway.js';
+
+/** `npm run admin -- ...`, as an operator would run it (the gateway stopped, same environment). */
+function admin(environment: TestEnvironment, ...args: string[]) {
+  const result = spawnSync(process.execPath, ['--import', 'tsx', 'gateway/cli/admin.ts', ...args], {
+    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', ...environment.env },
+    encoding: 'utf8',
+  });
+  return { status: result.status, stdout: result.stdout, stderr: result.stderr };
+}
+
+describe(`admin CLI (${driverLabel})`, () => {
+  let environment: TestEnvironment;
+  beforeAll(async () => {
+    environment = await createTestEnvironment();
+    // Boot once so the first organization exists, then stop (embedded storage is single-process).
+    const running = await startTestGateway({}, {}, environment);
+    await running.gateway.close();
+  });
+  afterAll(async () => environment?.cleanup());
+
+  it('creates a user and an API key that then work against the gateway', async () => {
+    const created = admin(environment, 'create-user', '--email', 'ops@example.test', '--role', 'user_manager');
+    expect(created.status, created.stderr).toBe(0);
+    const password = /password: (\S+)/.exec(created.stdout)![1]!;
+    const key = admin(environment, 'create-apikey', '--email', 'ops@example.test', '--permission', 'read-write');
+    expect(key.status, key.stderr).toBe(0);
+    const apikey = /apikey: (fc_\S+)/.exec(key.stdout)![1]!;
+
+    const running = await startTestGateway({}, {}, environment);
+    try {
+      const byPassword = await running.client.post('/api/v1/auth/access_tokens', undefined, { authorization: basicAuth('ops@example.test', password) });
+      expect(byPassword.status).toBe(200);
+      const byKey = await running.client.get('/api/v1/users', { 'x-api-key': apikey });
+      expect(byKey.status).toBe(200);
+      expect(byKey.body.data.map((user: { email: string }) => user.email)).toContain('ops@example.test');
+    } finally {
+      await running.gateway.close();
+    }
+  });
+
+  it('refuses bad arguments with exit 2 and the usage', () => {
+    const result = admin(environment, 'create-user', '--email', 'x@example.test', '--role', 'emperor');
+    expect(result.status).toBe(2);
+    expect(result.stderr).toContain('--role must be one of');
+    expect(admin(environment, 'no-such-command').status).toBe(2);
+  });
+});
