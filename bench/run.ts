@@ -1,0 +1,24 @@
+import { buildingDetailScenario } from './cartography.bench.js';
+import { report, type Figure, type Scenario } from './harness.js';
+
+/**
+ * `npm run bench [-- scenario ...]`: runs each scenario on the drivers the environment selects (embedded by
+ * default; DATABASE_URL / REDIS_URL for PostgreSQL and Redis), prints a table and writes bench/results/.
+ * Figures are reported against their targets, never asserted: speed is measured here, not in the tests.
+ */
+const scenarios: Scenario[] = [buildingDetailScenario];
+
+const wanted = process.argv.slice(2);
+const figures: Figure[] = [];
+for (const scenario of scenarios) {
+  if (wanted.length > 0 && !wanted.includes(scenario.name)) continue;
+  process.stdout.write(`running ${scenario.name}...\n`);
+  figures.push(...(await scenario.run()));
+}
+report(figures, {
+  node: process.version,
+  storage: process.env.DATABASE_URL ? 'postgresql' : 'embedded',
+  bus: process.env.REDIS_URL ? 'redis' : 'in-process',
+  cpus: (await import('node:os')).cpus().length,
+});
+process.exit(0);
