@@ -177,6 +177,21 @@ describe(`gateway foundation (${driverLabel})`, () => {
     }
   });
 
+  it('documents every listed route in the OpenAPI document, and serves a docs page with no external assets', async () => {
+    const document = (await running.client.get('/api/v1/openapi.json')).body;
+    for (const route of running.gateway.routes) {
+      const path = route.path.replace(/:([A-Za-z_]+)/g, '{$1}');
+      const operation = document.paths[path]?.[route.method.toLowerCase()];
+      if (route.hidden) expect(operation, `${route.method} ${route.path} is an alias`).toBeUndefined();
+      else expect(operation, `${route.method} ${route.path}`).toBeDefined();
+    }
+    const page = await running.client.get('/api/v1/docs');
+    expect(page.status).toBe(200);
+    expect(page.headers.get('content-type')).toContain('text/html');
+    expect(page.text).toContain('/api/v1/openapi.json');
+    expect(page.text).not.toMatch(/(src|href)="https?:/);
+  });
+
   it('answers CORS preflights so the JS client can run in a browser', async () => {
     const response = await running.client.request('OPTIONS', '/api/v1/version', { headers: { origin: 'https://example.test', 'access-control-request-method': 'GET' } });
     expect(response.status).toBe(204);
