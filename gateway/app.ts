@@ -7,15 +7,18 @@ import { openStorage } from '../shared/storage/index.js';
 import { processors } from '../workers/processors/index.js';
 import { RequestAuthenticator } from './auth/authenticator.js';
 import { CredentialService } from './auth/credential-service.js';
+import { CartographyService } from './cartography/cartography-service.js';
 import { TokenService, loadJwtSecret } from './auth/token-service.js';
 import { bootstrapFirstAdmin, type BootstrapResult } from './bootstrap.js';
 import { HttpServer } from './http/http-server.js';
 import type { RouteDefinition } from './http/route.js';
 import { loadNativeUws } from './http/uws.js';
 import { authRoutes } from './routes/auth.route.js';
+import { cartographyRoutes } from './routes/cartography.route.js';
 import { deviceRoutes } from './routes/devices.route.js';
 import { groupRoutes } from './routes/groups.route.js';
 import { healthRoutes } from './routes/health.route.js';
+import { imageRoutes } from './routes/images.route.js';
 import { organizationRoutes } from './routes/organizations.route.js';
 import { userRoutes } from './routes/users.route.js';
 import { openApiRoutes } from './routes/openapi.route.js';
@@ -52,7 +55,8 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
   const credentials = new CredentialService(storage, tokens, config);
   const authenticator = new RequestAuthenticator(tokens, storage, bus, credentials);
   await authenticator.start();
-  const services: GatewayServices = { config, logger, storage, bus, jobs, tokens, credentials, authenticator };
+  const cartography = new CartographyService(bus);
+  const services: GatewayServices = { config, logger, storage, bus, jobs, tokens, credentials, authenticator, cartography };
   const bootstrap = await bootstrapFirstAdmin(storage, config, logger);
 
   const http = new HttpServer({ maxBodyBytes: config.MAX_BODY_BYTES, logger, authenticate: authenticator.authenticate });
@@ -63,6 +67,8 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
     ...userRoutes(services),
     ...groupRoutes(services),
     ...deviceRoutes(services),
+    ...cartographyRoutes(services),
+    ...imageRoutes(services),
     ...openApiRoutes(() => http.router.routes),
   );
   if (options.extraRoutes) http.add(...options.extraRoutes(services));

@@ -6,6 +6,7 @@ import type { Storage } from '../shared/storage/index.js';
 import type { RequestAuthenticator } from './auth/authenticator.js';
 import type { CredentialService } from './auth/credential-service.js';
 import type { TokenService } from './auth/token-service.js';
+import type { CartographyService } from './cartography/cartography-service.js';
 
 /** The gateway's long-lived collaborators, built once at boot and handed to every route module. */
 export interface GatewayServices {
@@ -17,4 +18,5 @@ export interface GatewayServices {
   tokens: TokenService;
   credentials: CredentialService;
   authenticator: RequestAuthenticator;
+  cartography: CartographyService;
 }

@@ -14,7 +14,7 @@ export const configSchema = z.object({
   HOST: z.string().min(1).default('0.0.0.0'),
   /** TCP port of the gateway; 0 picks a free port (tests). */
   PORT: z.coerce.number().int().min(0).max(65535).default(8080),
-  /** Directory for embedded PostgreSQL data, the generated JWT key and uploaded images. */
+  /** Directory for embedded PostgreSQL data and the generated JWT key (images are stored in the database). */
   DATA_DIR: z.string().min(1).default('./data'),
   /** PostgreSQL connection string; unset means embedded PostgreSQL (PGlite) under DATA_DIR. */
   DATABASE_URL: optionalString.pipe(z.url({ protocol: /^postgres(ql)?$/ }).optional()),

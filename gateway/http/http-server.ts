@@ -23,7 +23,7 @@ const CORS_HEADERS: Record<string, string> = {
   'access-control-allow-origin': '*',
   'access-control-allow-methods': 'GET, POST, PUT, PATCH, DELETE, OPTIONS',
   'access-control-allow-headers': 'Authorization, Content-Type, Accept-Language, X-API-EMAIL, X-API-KEY',
-  'access-control-expose-headers': 'X-Db-Statistics, Retry-After, Content-Disposition',
+  'access-control-expose-headers': 'X-Db-Statistics, Retry-After, Content-Disposition, ETag',
   'access-control-max-age': '600',
 };
 
@@ -50,7 +50,7 @@ class Exchange {
   constructor(readonly res: HttpResponse) {}
 
   /** Writes a whole response, corked, unless the client went away. */
-  send(status: number, headers: Record<string, string>, body: string | Buffer | undefined, closeConnection = false): void {
+  send(status: number, headers: Record<string, string>, body: string | Buffer | undefined, closeConnection = false, representationLength?: number): void {
     if (this.aborted || this.finished) return;
     this.finished = true;
     this.status = status;
@@ -58,8 +58,10 @@ class Exchange {
       this.res.writeStatus(statusLine(status));
       for (const name in CORS_HEADERS) this.res.writeHeader(name, CORS_HEADERS[name]!);
       for (const name in headers) this.res.writeHeader(name, headers[name]!);
-      // Not endWithoutBody(): this uWS build then announces a bogus Content-Length and poisons keep-alive.
-      this.res.end(status === 204 || body === undefined ? undefined : body, closeConnection);
+      // endWithoutBody() only with a known length: given none, this uWS build announces a bogus Content-Length
+      // and poisons keep-alive.
+      if (representationLength !== undefined && body === undefined) this.res.endWithoutBody(representationLength, closeConnection);
+      else this.res.end(status === 204 || body === undefined ? undefined : body, closeConnection);
     });
   }
 
@@ -85,7 +87,7 @@ class Exchange {
       payload = JSON.stringify(reply.body);
       headers['content-type'] = reply.contentType ?? 'application/json; charset=utf-8';
     }
-    this.send(status, headers, payload);
+    this.send(status, headers, payload, false, reply.representationLength);
   }
 }
 

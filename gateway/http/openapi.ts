@@ -51,11 +51,14 @@ export function buildOpenApiDocument(routes: RouteDefinition[]): Record<string, 
     if (route.body && route.bodyKind !== 'raw') {
       operation.requestBody = { required: true, content: { 'application/json': { schema: jsonSchema(route.body, 'input') } } };
     }
+    if (route.rawBodyDoc) operation.requestBody = { required: true, content: { [route.rawBodyDoc.contentType]: { schema: route.rawBodyDoc.schema } } };
     const responses = operation.responses as Record<string, unknown>;
     const success = String(route.successStatus ?? (route.response ? 200 : 204));
     responses[success] = route.response
       ? { description: 'Success', content: { 'application/json': { schema: jsonSchema(route.response, 'output') } } }
-      : { description: 'Success, no content' };
+      : route.rawResponseDoc
+        ? { description: route.rawResponseDoc.description, content: { [route.rawResponseDoc.contentType]: { schema: { type: 'string', format: 'binary' } } } }
+        : { description: 'Success, no content' };
     responses.default = { description: 'Error', content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } } };
     (paths[openApiPath(route.path)] ??= {})[route.method.toLowerCase()] = operation;
   }

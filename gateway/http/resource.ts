@@ -36,6 +36,12 @@ export interface ResourceSpec<E extends object, Create, Update, ListQuery> {
   create(context: ResourceContext, body: Create): Promise<E> | E;
   update(context: ResourceContext, entity: E, body: Update): Promise<void> | void;
   beforeDelete?(context: ResourceContext, entity: E): Promise<void> | void;
+  /** Replaces the hard delete (e.g. geofences are soft-deleted). */
+  remove?(context: ResourceContext, entity: E): Promise<void> | void;
+  /** GET of one object answers this instead of `present` (e.g. the building detail). */
+  detail?: { query?: z.ZodObject; response: z.ZodType; build(context: ResourceContext, entity: E, query: any): Promise<unknown> };
+  /** Which objects a caller sees; default: those of their organization. */
+  scope?(principal: Principal): FilterQuery<E>;
   /** Lets a caller without the read action read some objects (e.g. a user reads themself). */
   readableWithoutAction?(principal: Principal, entity: E): boolean;
   list?: {
@@ -63,7 +69,8 @@ export async function flushOrExplain(em: EntityManager, noun: string): Promise<v
 export function resourceRoutes<E extends object, C, U, Q>(storage: Storage, spec: ResourceSpec<E, C, U, Q>): RouteDefinition[] {
   const item = `${spec.path}/:id`;
   const params = z.object({ id: spec.idParam });
-  const scoped = (id: unknown, principal: Principal) => ({ id, organization: principal.organizationId }) as unknown as FilterQuery<E>;
+  const scopeOf = (principal: Principal) => (spec.scope ? spec.scope(principal) : { organization: principal.organizationId }) as object;
+  const scoped = (id: unknown, principal: Principal) => ({ ...scopeOf(principal), id }) as unknown as FilterQuery<E>;
 
   async function load(context: ResourceContext, id: unknown): Promise<E> {
     const entity = await context.em.findOne(spec.entity, scoped(id, context.principal), { populate: (spec.populate ?? []) as never });
@@ -89,7 +96,7 @@ export function resourceRoutes<E extends object, C, U, Q>(storage: Storage, spec
         response: list.paginated ? paginated(spec.response) : z.array(spec.response),
         handler: async ({ principal, query: q }) => {
           const { em } = context(principal);
-          const where = { ...(list.filter(q, principal) as object), organization: principal.organizationId } as FilterQuery<E>;
+          const where = { $and: [list.filter(q, principal), scopeOf(principal)] } as unknown as FilterQuery<E>;
           const populate = (spec.populate ?? []) as never;
           if (!list.paginated) {
             const all = await em.find(spec.entity, where, { populate, orderBy: { id: 'asc' } as never });
@@ -112,13 +119,14 @@ export function resourceRoutes<E extends object, C, U, Q>(storage: Storage, spec
       tags: [spec.tag],
       auth: 'authenticated',
       params,
-      response: spec.response,
-      handler: async ({ principal, params: p }) => {
+      query: spec.detail?.query,
+      response: spec.detail?.response ?? spec.response,
+      handler: async ({ principal, params: p, query }) => {
         const ctx = context(principal);
         const entity = await load(ctx, p.id);
         const allowed = can(principal.role, spec.actions.read) || spec.readableWithoutAction?.(principal, entity);
         if (!allowed) throw new AppError(ErrorCode.Forbidden, `Your role (${principal.role}) may not read this ${spec.noun}`);
-        return { body: spec.present(entity) };
+        return { body: spec.detail ? await spec.detail.build(ctx, entity, query) : spec.present(entity) };
       },
     }),
     defineRoute({
@@ -176,7 +184,8 @@ export function resourceRoutes<E extends object, C, U, Q>(storage: Storage, spec
         const ctx = context(principal);
         const entity = await load(ctx, p.id);
         await spec.beforeDelete?.(ctx, entity);
-        ctx.em.remove(entity);
+        if (spec.remove) await spec.remove(ctx, entity);
+        else ctx.em.remove(entity);
         await flushOrExplain(ctx.em, spec.noun);
         await spec.onChange?.(ctx, entity, 'deleted');
         return { status: 204 };

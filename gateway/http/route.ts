@@ -29,6 +29,8 @@ export interface Reply {
   raw?: Buffer | string;
   contentType?: string;
   headers?: Record<string, string>;
+  /** For a body-less 304: the Content-Length of the representation (RFC 9110), instead of 0. */
+  representationLength?: number;
 }
 
 /** Who may call a route. `public` routes skip authentication; all others need a principal. */
@@ -53,6 +55,10 @@ export interface RouteDefinition<Params = any, Query = any, Body = any> {
   /** `raw` hands the body over unparsed (uploads); `json` (default) parses it. */
   bodyKind?: 'json' | 'raw';
   maxBodyBytes?: number;
+  /** OpenAPI for a `raw` body: its media type and schema (e.g. multipart/form-data). */
+  rawBodyDoc?: { contentType: string; schema: Record<string, unknown> };
+  /** OpenAPI for a non-JSON success response: its media type. */
+  rawResponseDoc?: { contentType: string; description: string };
   /** Documented response (OpenAPI) of `successStatus`. */
   response?: z.ZodType;
   successStatus?: number;

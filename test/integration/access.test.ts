@@ -1,6 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createVenue } from '../support/cartography.js';
 import type { TestClient } from '../support/http-client.js';
 import { adminClient, createApiKey, createOrganization, createUser } from '../support/identity.js';
+import { pngBytes, uploadImage } from '../support/images.js';
 import { driverLabel } from '../support/test-environment.js';
 import { startTestGateway, type RunningGateway } from '../support/test-gateway.js';
 
@@ -199,30 +201,60 @@ describe(`organizations, users, groups, devices (${driverLabel})`, () => {
       const group = (await admin.post('/api/v1/groups', { name: 'Secret group' })).body;
       const device = (await admin.post('/api/v1/devices', { identifier: 'secret-device', user_id: member.user.id })).body;
       const keyId = (await admin.post('/api/v1/auth/apikeys', { permission: 'read-only' })).body.id;
+      const imageId = (await uploadImage(admin, pngBytes(2, 2))).body.id;
       const firstOrganization = (await admin.get('/api/v1/organizations/current_organization')).body.id;
-      const fixtures: Record<string, string> = {
-        '/api/v1/users/:id': member.user.id,
-        '/api/v1/groups/:id': group.id,
-        '/api/v1/devices/:id': device.id,
-        '/api/v1/auth/apikeys/:id': keyId,
+      const venue = await createVenue(admin, 'Secret venue');
+      const floor = venue.floors[0].id;
+      const poi = (await admin.post('/api/v1/pois', { building_id: venue.building.id, name: 'Secret POI', position: { floor_id: floor, cartesians: { x: 1, y: 1 } } })).body;
+      const event = (await admin.post('/api/v1/events', { building_id: venue.building.id, name: 'Secret event', position: { floor_id: floor, radius: 2, cartesians: { x: 1, y: 1 } } })).body;
+      const geofence = (await admin.post('/api/v1/geofences', { building_id: venue.building.id, floor_id: floor, name: 'Secret zone', type: 'CIRCLE', cartesians: [[5, 5]], radius: 2 })).body;
+      const category = (await admin.post('/api/v1/poi_categories', { name_en: 'Secret category', code: 'secret' })).body;
+      const beacon = (await admin.post('/api/v1/infrastructure', { building_id: venue.building.id, type: 'ble', name: 'Secret beacon', uuid: 'f7826da6-4fa2-4e98-8024-bc5b71e0893e', major: 1, minor: 2, position: { floor_id: floor, cartesians: { x: 1, y: 1 } } })).body;
+      /** The first organization's object for each collection that has an item route (by the segment before the parameter). */
+      const fixtures: Record<string, string | number> = {
+        users: member.user.id,
+        groups: group.id,
+        devices: device.id,
+        apikeys: keyId,
+        images: imageId,
+        buildings: venue.building.id,
+        projects: venue.building.id,
+        floors: floor,
+        pois: poi.id,
+        events: event.id,
+        geofences: geofence.id,
+        areas: geofence.id,
+        poi_categories: category.id,
+        infrastructure: beacon.id,
       };
-      const secrets = [member.user.id, group.id, device.id, keyId, firstOrganization];
+      const bodies: Record<string, unknown> = { 'PUT /api/v1/buildings/:building_id/paths': { nodes: [], links: [] } };
+      const secrets = [member.user.id, group.id, device.id, keyId, imageId, firstOrganization, geofence.id, 'Secret venue', 'Secret POI', 'Secret event', 'Secret zone', 'Secret category', 'Secret beacon'];
 
       const { client: intruder } = await createOrganization(admin);
       await createApiKey(intruder, 'read-write');
       for (const route of running.gateway.routes) {
         if (route.auth === 'public') continue;
-        const hasId = route.path.includes(':');
-        if (hasId) {
-          const id = fixtures[route.path];
+        if (route.path.includes(':')) {
+          const collection = /\/([a-z_]+)\/:[a-z_]+/.exec(route.path)![1]!;
+          const id = fixtures[collection];
           expect(id, `add an isolation fixture for ${route.path}`).toBeDefined();
-          const response = await intruder.request(route.method, route.path.replace(':id', id!), route.method === 'GET' || route.method === 'DELETE' ? {} : { body: {} });
+          const path = route.path.replace(/:[a-z_]+/g, String(id));
+          const body = bodies[`${route.method} ${route.path}`] ?? {};
+          const response = await intruder.request(route.method, path, route.method === 'GET' || route.method === 'DELETE' ? {} : { body });
           expect(response.status, `${route.method} ${route.path}`).toBe(404);
         } else if (route.method === 'GET') {
-          const response = await intruder.request('GET', route.path);
-          for (const secret of secrets) expect(response.text, `${route.path} leaked ${secret}`).not.toContain(secret);
+          for (const query of ['', `?building_id=${venue.building.id}`, `?building_ids=${venue.building.id}`, `?organization_id=${firstOrganization}`]) {
+            const response = await intruder.request('GET', route.path + query);
+            for (const secret of secrets) expect(response.text, `${route.path}${query} leaked ${secret}`).not.toContain(secret);
+          }
         }
       }
+      expect((await intruder.get(`/api/v1/infrastructure?building_id=${venue.building.id}`)).status).toBe(404);
+      // Naming the first organization's building or floor in a body reaches nothing either.
+      const crossPoi = await intruder.post('/api/v1/pois', { building_id: venue.building.id, name: 'x', position: { floor_id: floor, cartesians: { x: 1, y: 1 } } });
+      expect(crossPoi.status).toBe(422);
+      expect((await admin.get(`/api/v1/buildings/${venue.building.id}`)).body.indoor_pois.map((p: { name: string }) => p.name)).toEqual(['Secret POI']);
+      expect((await admin.get(`/api/v1/geofences/${geofence.id}`)).body.deleted).toBe(false);
       // Nothing was changed or deleted by those attempts.
       expect((await admin.get(`/api/v1/groups/${group.id}`)).body.name).toBe('Secret group');
       expect((await admin.get(`/api/v1/devices/${device.id}`)).status).toBe(200);

@@ -1,6 +1,8 @@
 import type { MigrationObject } from '@mikro-orm/core';
 import { M0001OrganizationsAndUsers } from './m0001-organizations-and-users.js';
 import { M0002Identity } from './m0002-identity.js';
+import { M0003Cartography } from './m0003-cartography.js';
+import { M0004Images } from './m0004-images.js';
 
 /**
  * Every migration, in order. Listed explicitly (not globbed from disk) so they run the same under tsx,
@@ -9,4 +11,6 @@ import { M0002Identity } from './m0002-identity.js';
 export const migrationsList: MigrationObject[] = [
   { name: 'm0001-organizations-and-users', class: M0001OrganizationsAndUsers },
   { name: 'm0002-identity', class: M0002Identity },
+  { name: 'm0003-cartography', class: M0003Cartography },
+  { name: 'm0004-images', class: M0004Images },
 ];

@@ -1,0 +1,58 @@
+import type { EntityManager } from '@mikro-orm/postgresql';
+import type { Bus } from '../../shared/bus/index.js';
+import { NotFoundError, ValidationError } from '../../shared/errors.js';
+import { createBuildingTransform, type BuildingTransform } from '../../shared/geo/building-transform.js';
+import { BuildingSchema, FloorSchema, type Building, type Floor } from '../../shared/storage/entities/index.js';
+import type { Principal } from '../auth/principal.js';
+
+/** What changed in a building's cartography; every gateway rebuilds that building's spatial index on it. */
+export interface CartographyChange {
+  organizationId: string;
+  buildingId: number;
+  kind: 'building' | 'floor' | 'geofence' | 'event' | 'poi' | 'paths' | 'infrastructure';
+  id: number | string;
+  change: 'created' | 'updated' | 'deleted';
+}
+
+export const CARTOGRAPHY_CHANNEL = 'cartography:changed';
+
+/** Lookups every cartography route needs: buildings and floors in scope, the building's transform. */
+export class CartographyService {
+  private readonly transforms = new Map<number, { key: string; transform: BuildingTransform }>();
+
+  constructor(private readonly bus: Bus) {}
+
+  async building(em: EntityManager, principal: Principal, id: number, field?: string): Promise<Building> {
+    const building = await em.findOne(BuildingSchema, { id, organization: principal.organizationId });
+    if (building) return building;
+    if (field) throw new ValidationError([{ field, message: 'no such building in your organization' }]);
+    throw new NotFoundError('Building');
+  }
+
+  /** A floor that must belong to `building`: a floor of another building is the caller's mistake (422). */
+  async floorOf(em: EntityManager, building: Building, floorId: number, field: string): Promise<Floor> {
+    const floor = await em.findOne(FloorSchema, { id: floorId, buildingId: building.id });
+    if (!floor) throw new ValidationError([{ field, message: `no floor ${floorId} in building ${building.id}` }]);
+    return floor;
+  }
+
+  /** Cached per building version, so a request placing 2,000 POIs builds the transform once. */
+  transformOf(building: Building): BuildingTransform {
+    const key = `${building.locationLat},${building.locationLng},${building.width},${building.length},${building.rotation}`;
+    const cached = this.transforms.get(building.id);
+    if (cached && cached.key === key) return cached.transform;
+    const transform = createBuildingTransform({
+      location: { lat: building.locationLat, lng: building.locationLng },
+      dimensions: { width: building.width, length: building.length },
+      rotation: building.rotation,
+    });
+    if (this.transforms.size > 5000) this.transforms.clear();
+    this.transforms.set(building.id, { key, transform });
+    return transform;
+  }
+
+  /** Announces a change on the bus (every gateway, this one included). */
+  async announce(change: CartographyChange): Promise<void> {
+    await this.bus.publish(CARTOGRAPHY_CHANNEL, change);
+  }
+}

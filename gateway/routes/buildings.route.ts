@@ -1,0 +1,178 @@
+import { z } from 'zod';
+import { deriveGeometryFromCorners } from '../../shared/geo/building-transform.js';
+import { ValidationError } from '../../shared/errors.js';
+import {
+  BuildingPathsSchema,
+  BuildingSchema,
+  EventSchema,
+  FloorSchema,
+  GeofenceSchema,
+  OrganizationSchema,
+  PoiSchema,
+  type Building,
+} from '../../shared/storage/entities/index.js';
+import { customFieldsInput, latLngInput } from '../cartography/placement.js';
+import {
+  buildingSchema,
+  eventSchema,
+  floorSchema,
+  geofenceSchema,
+  indoorPoiSchema,
+  outdoorPoiSchema,
+  pathsSchema,
+  presentBuilding,
+  presentCompactBuilding,
+  presentEvent,
+  presentFloor,
+  presentGeofence,
+  presentPaths,
+  presentPoi,
+} from '../cartography/presenters.js';
+import { idParam } from '../http/query-schemas.js';
+import { resourceRoutes } from '../http/resource.js';
+import { defineRoute } from '../http/route.js';
+import type { GatewayServices } from '../services.js';
+
+const viewQuery = z.object({ view: z.enum(['compact', 'full']).optional().describe('compact: fewer fields, no nested lists') });
+
+const buildingFields = {
+  name: z.string().trim().min(1).max(200),
+  description: z.string().max(10_000).nullable(),
+  info: z.string().max(100_000).nullable(),
+  location: latLngInput,
+  dimensions: z.object({ width: z.number().positive().max(10_000), length: z.number().positive().max(10_000) }),
+  rotation: z.number().finite(),
+  corners: z.array(latLngInput).length(4, 'four corners: topleft, topright, bottomright, bottomleft'),
+  custom_fields: customFieldsInput,
+  picture_id: z.uuid().nullable(),
+};
+
+/**
+ * A building is placed by location + dimensions + rotation; when only `corners` are sent, those three are
+ * derived from them (and corners are always derived back, so they stay consistent).
+ */
+const createBuildingBody = z
+  .object(buildingFields)
+  .partial()
+  .required({ name: true })
+  .superRefine((body, context) => {
+    if (!body.corners && (!body.location || !body.dimensions)) {
+      context.addIssue({ code: 'custom', path: ['location'], message: 'give location and dimensions (and rotation), or corners' });
+    }
+  });
+const updateBuildingBody = z.object(buildingFields).partial();
+
+function placement(body: z.infer<typeof updateBuildingBody>, current?: Building) {
+  if (body.corners && !body.location && !body.dimensions && body.rotation === undefined) {
+    const derived = deriveGeometryFromCorners(body.corners);
+    return { location: derived.location, dimensions: derived.dimensions, rotation: derived.rotation };
+  }
+  return {
+    location: body.location ?? (current ? { lat: current.locationLat, lng: current.locationLng } : undefined),
+    dimensions: body.dimensions ?? (current ? { width: current.width, length: current.length } : undefined),
+    rotation: body.rotation ?? current?.rotation ?? 0,
+  };
+}
+
+/** Buildings: list, detail (with floors, POIs, events, paths and geofences), writes. */
+export function buildingRoutes(services: GatewayServices) {
+  const { cartography } = services;
+  const present = (building: Building) => presentBuilding(building, cartography.transformOf(building));
+  const announce = (organizationId: string, building: Building, change: 'created' | 'updated' | 'deleted') =>
+    cartography.announce({ organizationId, buildingId: building.id, kind: 'building', id: building.id, change });
+
+  const list = defineRoute({
+    method: 'GET',
+    path: '/api/v1/buildings',
+    summary: "Buildings of the caller's organization",
+    tags: ['cartography'],
+    auth: 'authenticated',
+    action: 'cartography:read',
+    query: viewQuery,
+    response: z.array(buildingSchema),
+    handler: async ({ principal, query }) => {
+      const buildings = await services.storage.em().find(BuildingSchema, { organization: principal.organizationId }, { orderBy: { id: 'asc' } });
+      return { body: buildings.map((b) => (query.view === 'compact' ? presentCompactBuilding(b, cartography.transformOf(b)) : present(b))) };
+    },
+  });
+
+  const resource = resourceRoutes(services.storage, {
+    noun: 'building',
+    path: '/api/v1/buildings',
+    tag: 'cartography',
+    entity: BuildingSchema,
+    idParam,
+    actions: { read: 'cartography:read', write: 'cartography:write' },
+    response: buildingSchema,
+    createBody: createBuildingBody,
+    updateBody: updateBuildingBody,
+    present,
+    detail: {
+      query: viewQuery,
+      response: buildingSchema.extend({
+        floors: z.array(floorSchema),
+        indoor_pois: z.array(indoorPoiSchema),
+        outdoor_pois: z.array(outdoorPoiSchema),
+        events: z.array(eventSchema),
+        paths: pathsSchema,
+        geofences: z.array(geofenceSchema),
+      }),
+      build: async ({ em }, building, query) => {
+        const transform = cartography.transformOf(building);
+        if (query.view === 'compact') return presentCompactBuilding(building, transform);
+        const where = { buildingId: building.id };
+        // One query per list, all started together: the detail of a large venue is a handful of round trips.
+        const [floors, pois, events, paths, geofences] = await Promise.all([
+          em.fork().find(FloorSchema, where, { orderBy: { level: 'asc' } }),
+          em.fork().find(PoiSchema, where, { orderBy: { id: 'asc' } }),
+          em.fork().find(EventSchema, where, { orderBy: { id: 'asc' } }),
+          em.fork().findOne(BuildingPathsSchema, { buildingId: building.id }),
+          em.fork().find(GeofenceSchema, { ...where, deleted: false }, { orderBy: { createdAt: 'asc' } }),
+        ]);
+        return {
+          ...presentBuilding(building, transform),
+          floors: floors.map((floor) => presentFloor(floor, true)),
+          indoor_pois: pois.filter((poi) => poi.indoor).map(presentPoi),
+          outdoor_pois: pois.filter((poi) => !poi.indoor).map(presentPoi),
+          events: events.map(presentEvent),
+          paths: presentPaths(paths),
+          geofences: geofences.map(presentGeofence),
+        };
+      },
+    },
+    create: ({ em, principal }, body) => {
+      const { location, dimensions, rotation } = placement(body);
+      return em.create(BuildingSchema, {
+        organization: em.getReference(OrganizationSchema, principal.organizationId),
+        userId: principal.userId,
+        name: body.name,
+        description: body.description ?? null,
+        info: body.info ?? null,
+        locationLat: location!.lat,
+        locationLng: location!.lng,
+        width: dimensions!.width,
+        length: dimensions!.length,
+        rotation,
+        customFields: body.custom_fields ?? [],
+        pictureId: body.picture_id ?? null,
+        createdAt: new Date(),
+        updatedAt: new Date(),
+      } as never);
+    },
+    update: (_context, building, body) => {
+      const moved = body.location !== undefined || body.dimensions !== undefined || body.rotation !== undefined || body.corners !== undefined;
+      if (moved) {
+        const { location, dimensions, rotation } = placement(body, building);
+        if (!location || !dimensions) throw new ValidationError([{ field: 'location', message: 'required' }]);
+        Object.assign(building, { locationLat: location.lat, locationLng: location.lng, width: dimensions.width, length: dimensions.length, rotation });
+      }
+      if (body.name !== undefined) building.name = body.name;
+      if (body.description !== undefined) building.description = body.description;
+      if (body.info !== undefined) building.info = body.info;
+      if (body.custom_fields !== undefined) building.customFields = body.custom_fields;
+      if (body.picture_id !== undefined) building.pictureId = body.picture_id;
+    },
+    onChange: ({ principal }, building, change) => announce(principal.organizationId, building, change),
+  });
+  return [list, ...resource];
+}
