@@ -1,0 +1,122 @@
+/**
+ * DEADMAN: somebody inside a building who stopped moving (`still`) or whose device stopped reporting
+ * (`silence`). Positions only update last-seen state (`observe`); alarms come from a periodic `sweep` over all
+ * devices, so there is no timer per device and a silent device is noticed at all. Time is the server's clock at
+ * arrival, never the device's.
+ *
+ * - still: within `deadmanRadiusM` of an anchor for longer than `deadmanAfterS` (strictly). Leaving the radius
+ *   or changing floor moves the anchor and re-arms it. Needs both settings. Between positions the last one is
+ *   assumed to hold, so a device reporting rarely while lying still fires on time; once the device counts as
+ *   silent, `silence` speaks for it instead and `still` waits.
+ * - silence: no position for longer than `deadmanSilenceS` (strictly), after having been in the building for at
+ *   least `deadmanAfterS` (0 when unset, so one position is enough). The minimum presence keeps a device that
+ *   merely brushed the building from raising it.
+ * - Each fires once per condition. A position after a fired silence starts a new session (new anchor, new
+ *   presence, both re-armed): the gap means nothing is known about what happened in between.
+ * - A building without settings, or a setting left unset, switches that condition off.
+ * - The detector cannot tell walking out of the building from going quiet: the caller deletes a device's entry
+ *   when it leaves (outdoor fix, logout).
+ */
+export interface DeadmanSettings {
+  deadmanAfterS?: number | null;
+  deadmanRadiusM?: number | null;
+  deadmanSilenceS?: number | null;
+}
+
+export interface DeadmanPosition {
+  x: number;
+  y: number;
+  floorId: number;
+  buildingId: number;
+}
+
+export interface DeadmanState {
+  buildingId: number;
+  anchor: { x: number; y: number; floorId: number; at: number };
+  lastSeenAt: number;
+  insideBuildingSince: number;
+  firedStill: boolean;
+  firedSilence: boolean;
+}
+
+export type DeadmanReason = 'still' | 'silence';
+
+export interface DeadmanAlarm {
+  deviceKey: string;
+  buildingId: number;
+  reason: DeadmanReason;
+  /** still: when the device settled at its anchor; silence: its last position. */
+  since: number;
+}
+
+const setting = (value: number | null | undefined): number | null =>
+  value != null && Number.isFinite(value) && value >= 0 ? value : null;
+
+function fresh(position: DeadmanPosition, now: number): DeadmanState {
+  return {
+    buildingId: position.buildingId,
+    anchor: { x: position.x, y: position.y, floorId: position.floorId, at: now },
+    lastSeenAt: now,
+    insideBuildingSince: now,
+    firedStill: false,
+    firedSilence: false,
+  };
+}
+
+export function observe(
+  state: DeadmanState | undefined,
+  position: DeadmanPosition,
+  settings: DeadmanSettings | undefined,
+  now: number,
+): DeadmanState {
+  if (!state || state.buildingId !== position.buildingId || state.firedSilence) return fresh(position, now);
+  const { anchor } = state;
+  const moved =
+    position.floorId !== anchor.floorId ||
+    Math.hypot(position.x - anchor.x, position.y - anchor.y) > (setting(settings?.deadmanRadiusM) ?? 0);
+  return {
+    ...state,
+    anchor: moved ? { x: position.x, y: position.y, floorId: position.floorId, at: now } : anchor,
+    lastSeenAt: now,
+    firedStill: moved ? false : state.firedStill,
+  };
+}
+
+/** One device: the state with the fired flag set, and the alarm, when a condition has just become true. */
+export function sweepDevice(
+  state: DeadmanState,
+  settings: DeadmanSettings | undefined,
+  now: number,
+): { state: DeadmanState; alarm?: { reason: DeadmanReason; since: number } } {
+  const afterS = setting(settings?.deadmanAfterS);
+  const radiusM = setting(settings?.deadmanRadiusM);
+  const silenceS = setting(settings?.deadmanSilenceS);
+  if (silenceS !== null && now - state.lastSeenAt > silenceS * 1000) {
+    const presentLongEnough = state.lastSeenAt - state.insideBuildingSince >= (afterS ?? 0) * 1000;
+    if (state.firedSilence || !presentLongEnough) return { state };
+    return { state: { ...state, firedSilence: true }, alarm: { reason: 'silence', since: state.lastSeenAt } };
+  }
+  if (afterS === null || radiusM === null || state.firedStill || now - state.anchor.at <= afterS * 1000) return { state };
+  return { state: { ...state, firedStill: true }, alarm: { reason: 'still', since: state.anchor.at } };
+}
+
+/**
+ * Every device, at least once a second. Writes the fired flags back into `states` (replacing entries, never
+ * mutating a state object) because that map is the one in-memory last-seen store; nothing else is touched.
+ */
+export function sweep(
+  states: Map<string, DeadmanState>,
+  settingsByBuilding: ReadonlyMap<number, DeadmanSettings>,
+  now: number,
+): DeadmanAlarm[] {
+  const alarms: DeadmanAlarm[] = [];
+  for (const [deviceKey, state] of states) {
+    const settings = settingsByBuilding.get(state.buildingId);
+    if (!settings) continue;
+    const result = sweepDevice(state, settings, now);
+    if (!result.alarm) continue;
+    states.set(deviceKey, result.state);
+    alarms.push({ deviceKey, buildingId: state.buildingId, ...result.alarm });
+  }
+  return alarms;
+}

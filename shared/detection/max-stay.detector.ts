@@ -1,0 +1,95 @@
+/**
+ * GEOFENCE_MAX_STAY_TIME: one alarm per stay longer than the fence's `max_stay_time`.
+ *
+ * - Strictly longer: a stay of exactly `max_stay_time` is still allowed, one millisecond more is not.
+ * - A stay is what the transition detector confirmed (after debounce), from its `enter.at`; boundary jitter
+ *   within the exit grace therefore does not end it, and cannot be used to dodge the alarm.
+ * - One alarm per stay: the stay remembers it fired. Leaving ends the stay, so the next one may fire again.
+ * - A rule changed mid-stay applies to the running stay, unless it already fired.
+ */
+import type { Geofence } from '../storage/entities/geofence.entity.js';
+
+/** Seconds by zone id; zones without a (positive) rule are tracked but never alarm. */
+export type MaxStayRules = ReadonlyMap<string, number>;
+
+export interface Stay {
+  enteredAt: number;
+  fired: boolean;
+}
+
+/** Plain JSON, like the transition state. */
+export interface MaxStayState {
+  stays: Record<string, Stay>;
+}
+
+export interface MaxStayObservation {
+  /** Zones the device is confirmed inside (after debounce). */
+  insideZoneIds: Iterable<string>;
+  now: number;
+  /**
+   * Start of each stay, normally `confirmedInside(transitionState)`: with a min dwell the stay began before the
+   * enter was confirmed. A zone missing here starts at `now`.
+   */
+  enteredAt?: ReadonlyMap<string, number>;
+}
+
+export interface MaxStayAlarm {
+  zoneId: string;
+  enteredAt: number;
+  /** Length of the stay when it fired, in seconds (fractional). */
+  stayedS: number;
+  maxStayTimeS: number;
+}
+
+export interface MaxStayResult {
+  state: MaxStayState;
+  alarms: MaxStayAlarm[];
+}
+
+export function initialMaxStayState(): MaxStayState {
+  return { stays: {} };
+}
+
+export function maxStayRulesOf(geofences: Iterable<Pick<Geofence, 'id' | 'maxStayTime'>>): Map<string, number> {
+  const rules = new Map<string, number>();
+  for (const g of geofences) if (g.maxStayTime != null && g.maxStayTime > 0) rules.set(g.id, g.maxStayTime);
+  return rules;
+}
+
+/** The stay after checking it, and the alarm if this is the moment it went over. */
+function check(zoneId: string, stay: Stay, rules: MaxStayRules, now: number): { stay: Stay; alarm?: MaxStayAlarm } {
+  const limit = rules.get(zoneId);
+  if (stay.fired || limit == null || !(limit > 0) || now - stay.enteredAt <= limit * 1000) return { stay };
+  return {
+    stay: { enteredAt: stay.enteredAt, fired: true },
+    alarm: { zoneId, enteredAt: stay.enteredAt, stayedS: (now - stay.enteredAt) / 1000, maxStayTimeS: limit },
+  };
+}
+
+export function step(state: MaxStayState, observation: MaxStayObservation, rules: MaxStayRules): MaxStayResult {
+  const { now, enteredAt } = observation;
+  const stays: Record<string, Stay> = {};
+  const alarms: MaxStayAlarm[] = [];
+  for (const zoneId of observation.insideZoneIds) {
+    if (Object.hasOwn(stays, zoneId)) continue;
+    const known = Object.hasOwn(state.stays, zoneId) ? state.stays[zoneId] : undefined;
+    const result = check(zoneId, known ?? { enteredAt: enteredAt?.get(zoneId) ?? now, fired: false }, rules, now);
+    stays[zoneId] = result.stay;
+    if (result.alarm) alarms.push(result.alarm);
+  }
+  return { state: { stays }, alarms };
+}
+
+/** Raises what has become due since the last position, for a device that stands still and reports rarely. */
+export function sweep(state: MaxStayState, rules: MaxStayRules, now: number): MaxStayResult {
+  let stays: Record<string, Stay> | null = null;
+  const alarms: MaxStayAlarm[] = [];
+  for (const [zoneId, stay] of Object.entries(state.stays)) {
+    const result = check(zoneId, stay, rules, now);
+    if (!result.alarm) continue;
+    stays ??= { ...state.stays };
+    stays[zoneId] = result.stay;
+    alarms.push(result.alarm);
+  }
+  return { state: stays ? { stays } : state, alarms };
+}

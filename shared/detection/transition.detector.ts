@@ -1,0 +1,142 @@
+/**
+ * The compare half of "tag, then compare": one device's zone tags against its previous ones, with debounce, so
+ * a position jittering across a fence line does not emit an enter/exit pair every second.
+ *
+ * Semantics, per zone:
+ * - `enter` fires once the zone has been observed on every position for at least `minDwellS` (>=, so 0 fires on
+ *   the first position); its `at` is the first of those positions, `firedAt` the moment it was decided.
+ * - `exit` is the mirror image with `exitGraceS`.
+ * - One contrary position resets the pending side: jitter shorter than the threshold produces nothing.
+ * - Between positions the last observation is assumed to hold, which is what lets `sweep` settle a device that
+ *   went quiet while pending. It also means a device that vanishes stays "inside"; the caller decides when a
+ *   device is gone and steps it with no zones.
+ * Zone ids are opaque, so event and conversion areas can go through here too (no rule means immediate).
+ * A zone removed from cartography is simply never observed again, so it exits after its grace.
+ */
+import type { Geofence } from '../storage/entities/geofence.entity.js';
+
+export interface DwellRule {
+  minDwellS?: number | null;
+  exitGraceS?: number | null;
+}
+
+/** By zone id; a zone without a rule (event areas, a fence just deleted) has 0/0: immediate. */
+export type TransitionRules = ReadonlyMap<string, DwellRule>;
+
+export interface ZoneTrack {
+  /** Start of the confirmed stay (the `at` of its `enter`); null while confirmed outside. */
+  enteredAt: number | null;
+  /** First of an unbroken run of positions contradicting the confirmed side; null when they agree. */
+  pendingSince: number | null;
+}
+
+/** Plain JSON: can be kept in memory, in Redis or in a row as is. Zones confirmed outside and settled are dropped. */
+export interface TransitionState {
+  /** Floor of the last observation; informational, as zone ids are already per floor. */
+  floorId: number | null;
+  zones: Record<string, ZoneTrack>;
+}
+
+export interface ZoneObservation {
+  /** Zones containing the new position (from `ZoneIndex.zonesAt`). */
+  zoneIds: Iterable<string>;
+  floorId?: number | null;
+}
+
+export interface ZoneTransition {
+  type: 'enter' | 'exit';
+  zoneId: string;
+  /** When the device was first seen on the new side. */
+  at: number;
+  /** When the debounce let it through; equals `at` without debounce. */
+  firedAt: number;
+}
+
+export interface TransitionResult {
+  state: TransitionState;
+  transitions: ZoneTransition[];
+}
+
+export function initialTransitionState(): TransitionState {
+  return { floorId: null, zones: {} };
+}
+
+export function transitionRulesOf(geofences: Iterable<Pick<Geofence, 'id' | 'minDwellS' | 'exitGraceS'>>): Map<string, DwellRule> {
+  const rules = new Map<string, DwellRule>();
+  for (const g of geofences) rules.set(g.id, { minDwellS: g.minDwellS, exitGraceS: g.exitGraceS });
+  return rules;
+}
+
+/** Zones the device is confirmed inside, with the start of each stay: the input max-stay wants. */
+export function confirmedInside(state: TransitionState): Map<string, number> {
+  const inside = new Map<string, number>();
+  for (const [zoneId, track] of Object.entries(state.zones)) if (track.enteredAt !== null) inside.set(zoneId, track.enteredAt);
+  return inside;
+}
+
+function thresholdMs(rules: TransitionRules, zoneId: string, entering: boolean): number {
+  const rule = rules.get(zoneId);
+  const seconds = entering ? rule?.minDwellS : rule?.exitGraceS;
+  return seconds != null && seconds > 0 ? seconds * 1000 : 0;
+}
+
+/**
+ * One zone given whether the latest evidence says "in". Returns the new track (null when there is nothing left
+ * to remember) and the transition it settles, if any.
+ */
+function advance(
+  track: ZoneTrack,
+  observedIn: boolean,
+  zoneId: string,
+  rules: TransitionRules,
+  now: number,
+): { track: ZoneTrack | null; transition?: ZoneTransition } {
+  const inside = track.enteredAt !== null;
+  if (observedIn === inside) return { track: inside ? { enteredAt: track.enteredAt, pendingSince: null } : null };
+  const pendingSince = track.pendingSince ?? now;
+  if (now - pendingSince < thresholdMs(rules, zoneId, observedIn)) {
+    return { track: { enteredAt: track.enteredAt, pendingSince } };
+  }
+  const transition: ZoneTransition = { type: observedIn ? 'enter' : 'exit', zoneId, at: pendingSince, firedAt: now };
+  return { track: observedIn ? { enteredAt: pendingSince, pendingSince: null } : null, transition };
+}
+
+const OUTSIDE: ZoneTrack = { enteredAt: null, pendingSince: null };
+
+/** Exits before enters, so moving between adjacent zones reads as leaving one then entering the other. */
+function ordered(transitions: ZoneTransition[]): ZoneTransition[] {
+  return transitions.sort(
+    (a, b) => (a.type === b.type ? 0 : a.type === 'exit' ? -1 : 1) || a.at - b.at || (a.zoneId < b.zoneId ? -1 : a.zoneId > b.zoneId ? 1 : 0),
+  );
+}
+
+export function step(state: TransitionState, observation: ZoneObservation, rules: TransitionRules, now: number): TransitionResult {
+  const observed = new Set(observation.zoneIds);
+  const zones: Record<string, ZoneTrack> = {};
+  const transitions: ZoneTransition[] = [];
+  const visit = (zoneId: string, track: ZoneTrack) => {
+    const next = advance(track, observed.has(zoneId), zoneId, rules, now);
+    if (next.track) zones[zoneId] = next.track;
+    if (next.transition) transitions.push(next.transition);
+  };
+  for (const [zoneId, track] of Object.entries(state.zones)) visit(zoneId, track);
+  for (const zoneId of observed) if (!Object.hasOwn(state.zones, zoneId)) visit(zoneId, OUTSIDE);
+  return { state: { floorId: observation.floorId ?? null, zones }, transitions: ordered(transitions) };
+}
+
+/** Settles pending zones whose threshold has elapsed since the last position, assuming it still holds. */
+export function sweep(state: TransitionState, rules: TransitionRules, now: number): TransitionResult {
+  let zones: Record<string, ZoneTrack> | null = null;
+  const transitions: ZoneTransition[] = [];
+  for (const [zoneId, track] of Object.entries(state.zones)) {
+    if (track.pendingSince === null) continue;
+    const next = advance(track, track.enteredAt === null, zoneId, rules, now);
+    if (!next.transition) continue;
+    zones ??= { ...state.zones };
+    if (next.track) zones[zoneId] = next.track;
+    else delete zones[zoneId];
+    transitions.push(next.transition);
+  }
+  // Unchanged state comes back as the same object, so a sweep over many idle devices allocates nothing.
+  return { state: zones ? { floorId: state.floorId, zones } : state, transitions: ordered(transitions) };
+}

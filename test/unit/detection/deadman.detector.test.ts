@@ -1,0 +1,138 @@
+import { describe, expect, it } from 'vitest';
+import {
+  type DeadmanPosition,
+  type DeadmanSettings,
+  type DeadmanState,
+  observe,
+  sweep,
+  sweepDevice,
+} from '../../../shared/detection/deadman.detector.js';
+
+const T0 = Date.UTC(2025, 0, 6, 9, 0, 0);
+const s = (seconds: number) => T0 + seconds * 1000;
+const at = (x: number, y = 0, floorId = 1, buildingId = 10): DeadmanPosition => ({ x, y, floorId, buildingId });
+
+const still: DeadmanSettings = { deadmanAfterS: 60, deadmanRadiusM: 2 };
+const silent: DeadmanSettings = { deadmanSilenceS: 30 };
+const both: DeadmanSettings = { deadmanAfterS: 60, deadmanRadiusM: 2, deadmanSilenceS: 30 };
+
+function feed(settings: DeadmanSettings, positions: [number, DeadmanPosition][], state?: DeadmanState): DeadmanState {
+  for (const [second, position] of positions) state = observe(state, position, settings, s(second));
+  return state!;
+}
+
+/** Sweeps once a second over [from, to] and returns the alarms with the second they fired. */
+function sweepEverySecond(settings: DeadmanSettings, state: DeadmanState, from: number, to: number) {
+  const states = new Map([['dev', state]]);
+  const fired: [number, string, number][] = [];
+  for (let second = from; second <= to; second++) {
+    for (const alarm of sweep(states, new Map([[10, settings]]), s(second))) fired.push([second, alarm.reason, alarm.since]);
+  }
+  return { fired, state: states.get('dev')! };
+}
+
+describe('dead-man: still', () => {
+  it('fires once, just after deadman_after_s within the radius, dated from the anchor', () => {
+    const states = new Map<string, DeadmanState>();
+    const fired: number[] = [];
+    // 1 Hz positions wobbling 1.5 m: inside a 2 m radius, so still counts from the first one.
+    for (let second = 0; second < 120; second++) {
+      states.set('dev', observe(states.get('dev'), at(second % 2 === 0 ? 0 : 1.5), still, s(second)));
+      for (const alarm of sweep(states, new Map([[10, still]]), s(second))) {
+        expect(alarm).toEqual({ deviceKey: 'dev', buildingId: 10, reason: 'still', since: s(0) });
+        fired.push(second);
+      }
+    }
+    expect(fired).toEqual([61]);
+  });
+
+  it('re-anchors and re-arms on movement beyond the radius or to another floor', () => {
+    let state = feed(still, [[0, at(0)]]);
+    ({ state } = sweepEverySecond(still, state, 0, 61));
+    expect(state.firedStill).toBe(true);
+    state = observe(state, at(5), still, s(70));
+    expect(state.anchor).toEqual({ x: 5, y: 0, floorId: 1, at: s(70) });
+    expect(state.firedStill).toBe(false);
+    expect(sweepEverySecond(still, state, 70, 140).fired).toEqual([[131, 'still', s(70)]]);
+    const upstairs = observe(state, at(5, 0, 2), still, s(80));
+    expect(upstairs.anchor.at).toBe(s(80));
+  });
+
+  it('fires on time for a device that reports rarely, from the sweep', () => {
+    const state = feed(still, [[0, at(0)], [45, at(1)]]);
+    expect(sweepEverySecond(still, state, 46, 100).fired).toEqual([[61, 'still', s(0)]]);
+  });
+
+  it('is off without both deadman_after_s and deadman_radius_m', () => {
+    for (const settings of [{ deadmanAfterS: 60 }, { deadmanRadiusM: 2 }, {}]) {
+      const state = feed(settings, [[0, at(0)]]);
+      expect(sweepEverySecond(settings, state, 0, 600).fired).toEqual([]);
+    }
+  });
+
+  it('is off for a building without settings', () => {
+    const states = new Map([['dev', feed(still, [[0, at(0)]])]]);
+    expect(sweep(states, new Map([[99, both]]), s(1000))).toEqual([]);
+  });
+});
+
+describe('dead-man: silence', () => {
+  it('fires once, just after deadman_silence_s without a position, dated from the last one', () => {
+    const state = feed(silent, [[0, at(0)], [10, at(20)]]);
+    expect(sweepEverySecond(silent, state, 10, 200).fired).toEqual([[41, 'silence', s(10)]]);
+  });
+
+  it('without a silence setting a quiet device never raises silence', () => {
+    const state = feed(still, [[0, at(0)], [10, at(20)]]);
+    // Only `still` may fire (the last position is assumed to hold); never `silence`.
+    expect(sweepEverySecond(still, state, 10, 500).fired.map((f) => f[1])).toEqual(['still']);
+  });
+
+  it('needs deadman_after_s of presence in the building first, when set', () => {
+    const brief = feed(both, [[0, at(0)], [59, at(10)]]);
+    expect(sweepEverySecond(both, brief, 59, 300).fired).toEqual([]);
+    const settled = feed(both, [[0, at(0)], [60, at(10)]]);
+    expect(sweepEverySecond(both, settled, 60, 300).fired).toEqual([[91, 'silence', s(60)]]);
+  });
+
+  it('with both on, still fires while reporting; once quiet, silence speaks instead of still', () => {
+    const reporting = feed(both, [[0, at(0)], [60, at(0)]]);
+    expect(sweepEverySecond(both, reporting, 60, 300).fired).toEqual([[61, 'still', s(0)], [91, 'silence', s(60)]]);
+    // Anchored at 50 and quiet from 65: still would be due at 111, but the device is silent by then.
+    const quiet = feed(both, [[0, at(0)], [50, at(10)], [65, at(10)]]);
+    expect(sweepEverySecond(both, quiet, 65, 300).fired).toEqual([[96, 'silence', s(65)]]);
+  });
+
+  it('re-arms when the device reappears, as a new session', () => {
+    let state = feed(silent, [[0, at(0)]]);
+    ({ state } = sweepEverySecond(silent, state, 0, 40));
+    expect(state.firedSilence).toBe(true);
+    state = observe(state, at(0), silent, s(100));
+    expect(state).toMatchObject({ firedSilence: false, firedStill: false, insideBuildingSince: s(100), lastSeenAt: s(100) });
+    expect(state.anchor.at).toBe(s(100));
+    expect(sweepEverySecond(silent, state, 100, 200).fired).toEqual([[131, 'silence', s(100)]]);
+  });
+
+  it('starts over in another building', () => {
+    const state = observe(feed(still, [[0, at(0)]]), at(0, 0, 1, 11), still, s(50));
+    expect(state).toMatchObject({ buildingId: 11, insideBuildingSince: s(50), anchor: { at: s(50) } });
+  });
+});
+
+describe('dead-man: sweepDevice', () => {
+  it('is pure: the alarm comes with a new state, the old one is untouched', () => {
+    const state = feed(still, [[0, at(0)]]);
+    const copy = structuredClone(state);
+    const due = sweepDevice(state, still, s(61));
+    expect(due.alarm).toEqual({ reason: 'still', since: s(0) });
+    expect(due.state).not.toBe(state);
+    expect(due.state.firedStill).toBe(true);
+    expect(state).toEqual(copy);
+    expect(sweepDevice(due.state, still, s(62)).alarm).toBeUndefined();
+  });
+
+  it('does nothing without settings', () => {
+    const state = feed(both, [[0, at(0)]]);
+    expect(sweepDevice(state, undefined, s(10_000))).toEqual({ state });
+  });
+});

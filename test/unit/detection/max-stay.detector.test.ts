@@ -1,0 +1,78 @@
+import { describe, expect, it } from 'vitest';
+import {
+  type MaxStayAlarm,
+  type MaxStayState,
+  initialMaxStayState,
+  maxStayRulesOf,
+  step,
+  sweep,
+} from '../../../shared/detection/max-stay.detector.js';
+
+const T0 = Date.UTC(2025, 0, 6, 9, 0, 0);
+const s = (seconds: number) => T0 + seconds * 1000;
+const rules = new Map([['f', 60]]);
+
+function run(observations: [number, string[]][], state: MaxStayState = initialMaxStayState()) {
+  const alarms: MaxStayAlarm[] = [];
+  for (const [second, insideZoneIds] of observations) {
+    const result = step(state, { insideZoneIds, now: s(second) }, rules);
+    state = result.state;
+    alarms.push(...result.alarms);
+  }
+  return { state, alarms };
+}
+
+describe('max stay step', () => {
+  it('does not fire at exactly max_stay_time, fires one second later', () => {
+    expect(run([[0, ['f']], [60, ['f']]]).alarms).toEqual([]);
+    expect(run([[0, ['f']], [60, ['f']], [61, ['f']]]).alarms).toEqual([
+      { zoneId: 'f', enteredAt: s(0), stayedS: 61, maxStayTimeS: 60 },
+    ]);
+  });
+
+  it('fires once per stay, however long it lasts', () => {
+    const observations: [number, string[]][] = Array.from({ length: 300 }, (_, i) => [i, ['f']]);
+    expect(run(observations).alarms).toHaveLength(1);
+  });
+
+  it('fires again for a new stay after leaving', () => {
+    const { alarms } = run([[0, ['f']], [61, ['f']], [62, []], [100, ['f']], [160, ['f']], [161, ['f']]]);
+    expect(alarms.map((a) => a.enteredAt)).toEqual([s(0), s(100)]);
+  });
+
+  it('counts the stay from the debounced enter, not from its confirmation', () => {
+    const result = step(initialMaxStayState(), { insideZoneIds: ['f'], now: s(5), enteredAt: new Map([['f', s(0)]]) }, rules);
+    expect(step(result.state, { insideZoneIds: ['f'], now: s(61) }, rules).alarms).toEqual([
+      { zoneId: 'f', enteredAt: s(0), stayedS: 61, maxStayTimeS: 60 },
+    ]);
+  });
+
+  it('never fires for a zone without a rule', () => {
+    const state = { stays: {} };
+    const result = step(state, { insideZoneIds: ['event:1'], now: s(0) }, rules);
+    expect(step(result.state, { insideZoneIds: ['event:1'], now: s(10_000) }, rules).alarms).toEqual([]);
+  });
+
+  it('reads rules from geofence rows, ignoring null', () => {
+    expect(maxStayRulesOf([{ id: 'a', maxStayTime: 30 }, { id: 'b', maxStayTime: null }])).toEqual(new Map([['a', 30]]));
+  });
+});
+
+describe('max stay sweep', () => {
+  it('raises the alarm without a new position, once', () => {
+    const { state } = run([[0, ['f']]]);
+    expect(sweep(state, rules, s(60)).alarms).toEqual([]);
+    const due = sweep(state, rules, s(61));
+    expect(due.alarms).toEqual([{ zoneId: 'f', enteredAt: s(0), stayedS: 61, maxStayTimeS: 60 }]);
+    expect(sweep(due.state, rules, s(62)).alarms).toEqual([]);
+    expect(step(due.state, { insideZoneIds: ['f'], now: s(63) }, rules).alarms).toEqual([]);
+  });
+
+  it('leaves the state object alone when nothing is due', () => {
+    const { state } = run([[0, ['f']]]);
+    const copy = structuredClone(state);
+    expect(sweep(state, rules, s(10)).state).toBe(state);
+    sweep(state, rules, s(100));
+    expect(state).toEqual(copy);
+  });
+});

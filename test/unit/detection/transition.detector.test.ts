@@ -1,0 +1,133 @@
+import { describe, expect, it } from 'vitest';
+import {
+  type TransitionRules,
+  type TransitionState,
+  type ZoneTransition,
+  confirmedInside,
+  initialTransitionState,
+  step,
+  sweep,
+  transitionRulesOf,
+} from '../../../shared/detection/transition.detector.js';
+
+const T0 = Date.UTC(2025, 0, 6, 9, 0, 0);
+const s = (seconds: number) => T0 + seconds * 1000;
+
+/** Feeds one observation per entry, `[second, zones]`, and collects every transition. */
+function run(rules: TransitionRules, observations: [number, string[]][], state: TransitionState = initialTransitionState()) {
+  const transitions: ZoneTransition[] = [];
+  for (const [second, zoneIds] of observations) {
+    const result = step(state, { zoneIds, floorId: 1 }, rules, s(second));
+    state = result.state;
+    transitions.push(...result.transitions);
+  }
+  return { state, transitions };
+}
+
+/** 1 Hz positions alternating inside/outside the fence `f` for `seconds` seconds, starting inside. */
+const jitter = (seconds: number): [number, string[]][] =>
+  Array.from({ length: seconds }, (_, i) => [i, i % 2 === 0 ? ['f'] : []] as [number, string[]]);
+
+const none: TransitionRules = new Map();
+const debounced: TransitionRules = new Map([['f', { minDwellS: 5, exitGraceS: 5 }]]);
+
+describe('transition step without debounce', () => {
+  it('turns 1 Hz boundary jitter into enter/exit pairs', () => {
+    const { transitions } = run(none, jitter(6));
+    expect(transitions.map((t) => [t.type, t.at])).toEqual([
+      ['enter', s(0)], ['exit', s(1)], ['enter', s(2)], ['exit', s(3)], ['enter', s(4)], ['exit', s(5)],
+    ]);
+    expect(transitions.every((t) => t.firedAt === t.at)).toBe(true);
+  });
+
+  it('emits nothing while the tags do not change', () => {
+    const { transitions } = run(none, [[0, ['f']], [1, ['f']], [2, ['f']]]);
+    expect(transitions).toHaveLength(1);
+  });
+
+  it('reports exits before enters when moving between adjacent zones', () => {
+    // Named so that sorting by id alone would put the enter first.
+    const { transitions } = run(none, [[0, ['b']], [1, ['a']]]);
+    expect(transitions.slice(1).map((t) => [t.type, t.zoneId])).toEqual([['exit', 'b'], ['enter', 'a']]);
+  });
+});
+
+describe('transition step with debounce', () => {
+  it('turns the same jitter into nothing with min_dwell 5 s and exit_grace 5 s', () => {
+    const { state, transitions } = run(debounced, jitter(60));
+    expect(transitions).toEqual([]);
+    expect(confirmedInside(state).size).toBe(0);
+  });
+
+  it('enters once the zone has been seen for min_dwell, dated from the first sighting', () => {
+    const observations: [number, string[]][] = [[0, ['f']], [1, ['f']], [2, ['f']], [3, ['f']], [4, ['f']]];
+    expect(run(debounced, observations).transitions).toEqual([]); // 4 s < 5 s
+    const { state, transitions } = run(debounced, [...observations, [5, ['f']], [6, ['f']]]);
+    expect(transitions).toEqual([{ type: 'enter', zoneId: 'f', at: s(0), firedAt: s(5) }]);
+    expect(confirmedInside(state)).toEqual(new Map([['f', s(0)]]));
+  });
+
+  it('restarts the dwell after one position outside', () => {
+    const { transitions } = run(debounced, [[0, ['f']], [3, ['f']], [4, []], [5, ['f']], [9, ['f']], [10, ['f']]]);
+    expect(transitions).toEqual([{ type: 'enter', zoneId: 'f', at: s(5), firedAt: s(10) }]);
+  });
+
+  it('exits only after exit_grace continuously out, dated from the first position out', () => {
+    const inside = run(debounced, [[0, ['f']], [5, ['f']]]).state;
+    expect(run(debounced, [[6, []], [8, ['f']], [9, []], [13, []]], inside).transitions).toEqual([]);
+    expect(run(debounced, [[6, []], [8, ['f']], [9, []], [14, []]], inside).transitions).toEqual([
+      { type: 'exit', zoneId: 'f', at: s(9), firedAt: s(14) },
+    ]);
+  });
+
+  it('reads its rules from geofence rows; a zone without a rule is immediate', () => {
+    const rules = transitionRulesOf([{ id: 'f', minDwellS: 5, exitGraceS: 0 }]);
+    const { transitions } = run(rules, [[0, ['f', 'event:1']], [1, []]]);
+    expect(transitions.map((t) => [t.type, t.zoneId])).toEqual([['enter', 'event:1'], ['exit', 'event:1']]);
+  });
+});
+
+describe('transition sweep', () => {
+  it('settles an exit grace that elapsed after the device went quiet', () => {
+    const { state } = run(debounced, [[0, ['f']], [5, ['f']], [10, []]]);
+    expect(sweep(state, debounced, s(14)).transitions).toEqual([]);
+    const settled = sweep(state, debounced, s(15));
+    expect(settled.transitions).toEqual([{ type: 'exit', zoneId: 'f', at: s(10), firedAt: s(15) }]);
+    expect(settled.state.zones).toEqual({});
+    // Settled once: the next sweep and the next position outside add nothing.
+    expect(sweep(settled.state, debounced, s(20)).transitions).toEqual([]);
+    expect(step(settled.state, { zoneIds: [] }, debounced, s(21)).transitions).toEqual([]);
+  });
+
+  it('settles a pending enter of a device standing still and reporting rarely', () => {
+    const { state } = run(debounced, [[0, ['f']]]);
+    expect(sweep(state, debounced, s(5)).transitions).toEqual([{ type: 'enter', zoneId: 'f', at: s(0), firedAt: s(5) }]);
+  });
+
+  it('leaves settled zones alone, even without any grace', () => {
+    const { state } = run(none, [[0, ['f']]]);
+    expect(sweep(state, none, s(100))).toEqual({ state, transitions: [] });
+  });
+
+  it('returns the same state object when nothing is due', () => {
+    const { state } = run(debounced, [[0, ['f']]]);
+    expect(sweep(state, debounced, s(1)).state).toBe(state);
+  });
+});
+
+describe('transition state', () => {
+  it('is plain JSON and drops settled outside zones', () => {
+    const { state } = run(none, [[0, ['a', 'b']], [1, ['b']]]);
+    expect(JSON.parse(JSON.stringify(state))).toEqual(state);
+    expect(Object.keys(state.zones)).toEqual(['b']);
+    expect(state.floorId).toBe(1);
+  });
+
+  it('does not mutate the state it is given', () => {
+    const { state } = run(debounced, [[0, ['f']]]);
+    const copy = structuredClone(state);
+    step(state, { zoneIds: [] }, debounced, s(10));
+    sweep(state, debounced, s(10));
+    expect(state).toEqual(copy);
+  });
+});
