@@ -8,12 +8,20 @@ import { processors } from '../workers/processors/index.js';
 import { RequestAuthenticator } from './auth/authenticator.js';
 import { CredentialService } from './auth/credential-service.js';
 import { CartographyService } from './cartography/cartography-service.js';
+import { PositionPipeline } from './pipeline/position-pipeline.js';
+import { BuildingRegistry } from './realtime/building-registry.js';
+import { DeviceDirectory } from './realtime/device-directory.js';
+import { RealtimeService } from './realtime/realtime-service.js';
+import { WebSocketGateway } from './ws/ws-gateway.js';
+import { PositionStore } from '../shared/positions/position-store.js';
+import { PositionWriter } from '../shared/positions/position-writer.js';
 import { TokenService, loadJwtSecret } from './auth/token-service.js';
 import { bootstrapFirstAdmin, type BootstrapResult } from './bootstrap.js';
 import { HttpServer } from './http/http-server.js';
 import type { RouteDefinition } from './http/route.js';
 import { loadNativeUws } from './http/uws.js';
 import { authRoutes } from './routes/auth.route.js';
+import { realtimeRoutes } from './routes/realtime.route.js';
 import { cartographyRoutes } from './routes/cartography.route.js';
 import { deviceRoutes } from './routes/devices.route.js';
 import { groupRoutes } from './routes/groups.route.js';
@@ -56,7 +64,14 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
   const authenticator = new RequestAuthenticator(tokens, storage, bus, credentials);
   await authenticator.start();
   const cartography = new CartographyService(bus);
-  const services: GatewayServices = { config, logger, storage, bus, jobs, tokens, credentials, authenticator, cartography };
+  const registry = new BuildingRegistry(storage, bus, logger);
+  const devices = new DeviceDirectory(storage, bus);
+  const positionStore = new PositionStore(storage, logger);
+  const writer = new PositionWriter(positionStore);
+  const pipeline = new PositionPipeline({ registry, devices, writer, bus, logger });
+  const realtime = new RealtimeService(bus, registry, positionStore, { liveTtlSeconds: config.LIVE_POSITION_TTL_SECONDS, retentionDays: config.POSITIONS_RETENTION_DAYS }, logger);
+  await Promise.all([registry.start(), devices.start(), realtime.start()]);
+  const services: GatewayServices = { config, logger, storage, bus, jobs, tokens, credentials, authenticator, cartography, registry, devices, writer, pipeline, realtime };
   const bootstrap = await bootstrapFirstAdmin(storage, config, logger);
 
   const http = new HttpServer({ maxBodyBytes: config.MAX_BODY_BYTES, logger, authenticate: authenticator.authenticate });
@@ -68,12 +83,22 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
     ...groupRoutes(services),
     ...deviceRoutes(services),
     ...cartographyRoutes(services),
+    ...realtimeRoutes(services),
     ...imageRoutes(services),
     ...openApiRoutes(() => http.router.routes),
   );
   if (options.extraRoutes) http.add(...options.extraRoutes(services));
 
+  const websockets = new WebSocketGateway(services, {
+    authTimeoutMs: config.WS_AUTH_TIMEOUT_MS,
+    maxMessageBytes: config.WS_MAX_MESSAGE_BYTES,
+    coalesceBytes: config.WS_COALESCE_BYTES,
+    maxBufferBytes: config.WS_MAX_BUFFER_BYTES,
+  });
+  services.websockets = websockets;
+
   const app = uws.App();
+  websockets.attach(app); // before the HTTP catch-all, so /api/v1/ws upgrades
   http.attach(app);
   const listenSocket = await new Promise<us_listen_socket>((resolve, reject) =>
     app.listen(config.HOST, config.PORT, (socket) => (socket ? resolve(socket) : reject(new Error(`cannot listen on ${config.HOST}:${config.PORT}`)))),
@@ -87,7 +112,9 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       logger.info('gateway draining');
       http.stopAccepting();
       uws.us_listen_socket_close(listenSocket);
-      await http.drain(config.SHUTDOWN_GRACE_SECONDS * 1000);
+      await Promise.all([http.drain(config.SHUTDOWN_GRACE_SECONDS * 1000), websockets.close(config.SHUTDOWN_GRACE_SECONDS * 1000)]);
+      await writer.flush(); // nothing acknowledged may be left in memory
+      realtime.stop();
       // This uWS build has no app.close(): the closed listen socket plus process exit end idle keep-alive sockets.
       await jobs.close();
       await bus.close();

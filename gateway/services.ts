@@ -7,6 +7,12 @@ import type { RequestAuthenticator } from './auth/authenticator.js';
 import type { CredentialService } from './auth/credential-service.js';
 import type { TokenService } from './auth/token-service.js';
 import type { CartographyService } from './cartography/cartography-service.js';
+import type { PositionPipeline } from './pipeline/position-pipeline.js';
+import type { BuildingRegistry } from './realtime/building-registry.js';
+import type { DeviceDirectory } from './realtime/device-directory.js';
+import type { RealtimeService } from './realtime/realtime-service.js';
+import type { WebSocketGateway } from './ws/ws-gateway.js';
+import type { PositionWriter } from '../shared/positions/position-writer.js';
 
 /** The gateway's long-lived collaborators, built once at boot and handed to every route module. */
 export interface GatewayServices {
@@ -19,4 +25,11 @@ export interface GatewayServices {
   credentials: CredentialService;
   authenticator: RequestAuthenticator;
   cartography: CartographyService;
+  registry: BuildingRegistry;
+  devices: DeviceDirectory;
+  writer: PositionWriter;
+  pipeline: PositionPipeline;
+  realtime: RealtimeService;
+  /** Set once the WebSocket side is attached (after the services are built). */
+  websockets?: WebSocketGateway;
 }

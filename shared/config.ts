@@ -46,6 +46,18 @@ export const configSchema = z.object({
   JOB_TIMEOUT_MS: z.coerce.number().int().min(100).default(120_000),
   /** Jobs the in-process runner (or one worker process) runs at once. */
   JOB_CONCURRENCY: z.coerce.number().int().min(1).default(2),
+  /** Live positions older than this are left out of real-time answers and forgotten from memory. */
+  LIVE_POSITION_TTL_SECONDS: z.coerce.number().int().min(1).default(300),
+  /** Days of position history kept; older day partitions are dropped (0 keeps everything). */
+  POSITIONS_RETENTION_DAYS: z.coerce.number().int().min(0).default(365),
+  /** A WebSocket that has not authenticated within this many milliseconds is closed with 4401. */
+  WS_AUTH_TIMEOUT_MS: z.coerce.number().int().min(100).default(5000),
+  /** Largest WebSocket message accepted, in bytes. */
+  WS_MAX_MESSAGE_BYTES: z.coerce.number().int().min(1024).default(1024 * 1024),
+  /** Past this many buffered bytes a subscriber gets only the latest position per device (alarms still all). */
+  WS_COALESCE_BYTES: z.coerce.number().int().min(1024).default(256 * 1024),
+  /** Past this many buffered bytes a subscriber is disconnected (4008) and must resume with since_seq. */
+  WS_MAX_BUFFER_BYTES: z.coerce.number().int().min(4096).default(8 * 1024 * 1024),
   /** Seconds SIGTERM waits for in-flight requests before closing anyway. */
   SHUTDOWN_GRACE_SECONDS: z.coerce.number().int().min(0).default(10),
 });

@@ -70,6 +70,8 @@ export function deviceRoutes(services: GatewayServices) {
       if (body.name !== undefined) device.name = body.name;
       if (user !== undefined) device.user = user;
     },
+    // The hot path caches devices by identifier (owner included): tell every gateway.
+    onChange: ({ principal }, device) => services.devices.announce({ organizationId: principal.organizationId, identifier: device.identifier }),
     list: {
       paginated: true,
       query: z.object({

@@ -1,0 +1,169 @@
+import type { Bus } from '../../shared/bus/index.js';
+import { ForbiddenError, ValidationError, type FieldError } from '../../shared/errors.js';
+import type { Logger } from '../../shared/logger.js';
+import type { PositionRecord } from '../../shared/positions/position-record.js';
+import type { PositionWriter } from '../../shared/positions/position-writer.js';
+import type { Principal } from '../auth/principal.js';
+import { fieldErrors } from '../http/http-server.js';
+import type { BuildingRegistry, BuildingRuntime } from '../realtime/building-registry.js';
+import type { DeviceDirectory } from '../realtime/device-directory.js';
+import { poseSchema, type Pose } from '../realtime/pose-schema.js';
+import { runPipeline, type PipelineStep } from './pipeline.js';
+
+export const POSITIONS_CHANNEL = 'positions';
+
+/** What travels on the bus for one accepted batch: the change records, built once. */
+export interface PositionsMessage {
+  organizationId: string;
+  records: PositionRecord[];
+}
+
+/** A batch flowing through the pipeline; each step reads what earlier ones left and adds its own part. */
+export interface PositionBatch {
+  principal: Principal;
+  /** Raw items as received, validated by the first step. */
+  items: readonly unknown[];
+  receivedAt: number;
+  poses: Pose[];
+  records: PositionRecord[];
+  /** Building runtime of each record (same index), when it has a building. */
+  buildings: (BuildingRuntime | undefined)[];
+  /** Problems found so far; the batch is refused, whole, once enrichment has looked at every pose. */
+  errors: FieldError[];
+}
+
+export interface PipelineDependencies {
+  registry: BuildingRegistry;
+  devices: DeviceDirectory;
+  writer: PositionWriter;
+  bus: Bus;
+  logger: Logger;
+}
+
+/**
+ * The hot path, in order. Enrich first (validate, georeference, attach buildings and devices), then detect,
+ * then persist and publish. Detection steps are contributed by the detection module (`extraSteps`), between
+ * enrichment and persistence.
+ */
+export function positionSteps(deps: PipelineDependencies, detectionSteps: PipelineStep<PositionBatch>[] = []): PipelineStep<PositionBatch>[] {
+  return [
+    { name: 'validate', critical: true, run: validate },
+    { name: 'georeference', critical: true, run: (batch) => georeference(batch, deps.registry) },
+    { name: 'refuse-invalid', critical: true, run: refuseInvalid },
+    { name: 'resolve-devices', critical: true, run: (batch) => resolveDevices(batch, deps.devices) },
+    ...detectionSteps,
+    { name: 'persist', critical: true, run: (batch) => deps.writer.write(batch.records) },
+    { name: 'publish', run: (batch) => publish(batch, deps.bus) },
+  ];
+}
+
+export class PositionPipeline {
+  private readonly steps: PipelineStep<PositionBatch>[];
+
+  constructor(
+    private readonly deps: PipelineDependencies,
+    detectionSteps: PipelineStep<PositionBatch>[] = [],
+  ) {
+    this.steps = positionSteps(deps, detectionSteps);
+  }
+
+  /** Resolves once the batch is durably stored; rejects with a 422 listing every bad item, storing nothing. */
+  async process(principal: Principal, items: readonly unknown[], receivedAt = Date.now()): Promise<PositionBatch> {
+    const batch: PositionBatch = { principal, items, receivedAt, poses: [], records: [], buildings: [], errors: [] };
+    await runPipeline(this.steps, batch, this.deps.logger);
+    return batch;
+  }
+}
+
+function validate(batch: PositionBatch): void {
+  const errors = batch.errors;
+  batch.items.forEach((item, index) => {
+    const parsed = poseSchema.safeParse(item);
+    if (parsed.success) batch.poses[index] = parsed.data;
+    else errors.push(...fieldErrors(parsed.error, `poses.${index}`));
+  });
+  const { principal } = batch;
+  // A plain user (or their key) uploads only their own positions.
+  if (principal.role === 'user') {
+    batch.poses.forEach((pose, index) => {
+      if (pose?.user_id !== undefined && pose.user_id !== principal.userId) {
+        errors.push({ field: `poses.${index}.user_id`, message: 'you may only upload your own positions' });
+      }
+    });
+  }
+}
+
+/** Every bad pose is listed by index, from the schema and from enrichment alike; nothing of the batch is kept. */
+function refuseInvalid(batch: PositionBatch): void {
+  const { errors } = batch;
+  if (errors.length === 0) return;
+  const poses = new Set(errors.map((error) => error.field.split('.')[1])).size;
+  throw new ValidationError(errors.slice(0, 200), `${poses} pose(s) are invalid; none was stored`);
+}
+
+async function georeference(batch: PositionBatch, registry: BuildingRegistry): Promise<void> {
+  const { organizationId } = batch.principal;
+  const errors = batch.errors;
+  for (const [index, pose] of batch.poses.entries()) {
+    if (!pose) continue; // already reported by the schema
+    const indoor = pose.floor_id !== undefined;
+    let runtime = pose.building_id !== undefined ? await registry.get(organizationId, pose.building_id) : undefined;
+    if (pose.building_id !== undefined && !runtime) {
+      errors.push({ field: `poses.${index}.building_id`, message: 'no such building in your organization' });
+      continue;
+    }
+    let x: number | null = null;
+    let y: number | null = null;
+    let lat: number;
+    let lng: number;
+    if (indoor) {
+      const floor = runtime!.floors.get(pose.floor_id!);
+      if (!floor) {
+        errors.push({ field: `poses.${index}.floor_id`, message: `no floor ${pose.floor_id} in building ${pose.building_id}` });
+        continue;
+      }
+      x = pose.x!;
+      y = pose.y!;
+      ({ lat, lng } = runtime!.transform.toGeo({ x, y }));
+    } else {
+      lat = pose.lat!;
+      lng = pose.lng!;
+      runtime ??= await registry.buildingAt(organizationId, { lat, lng });
+    }
+    batch.buildings[index] = runtime;
+    batch.records[index] = {
+      organizationId,
+      deviceId: pose.device_id,
+      userId: pose.user_id ?? null,
+      buildingId: runtime?.id ?? null,
+      floorId: indoor ? pose.floor_id! : null,
+      indoor,
+      x,
+      y,
+      lat,
+      lng,
+      yaw: pose.yaw,
+      accuracy: pose.accuracy ?? null,
+      timestamp: pose.timestamp,
+      receivedAt: batch.receivedAt,
+    };
+  }
+}
+
+/** Registers unknown devices and fills each record's user: the pose's, else the device's owner, else a plain user's own. */
+async function resolveDevices(batch: PositionBatch, directory: DeviceDirectory): Promise<void> {
+  const { principal } = batch;
+  const devices = await directory.resolve(principal.organizationId, batch.records.map((record) => record.deviceId));
+  for (const [index, record] of batch.records.entries()) {
+    const device = devices.get(record.deviceId);
+    if (record.userId === null) record.userId = device?.userId ?? (principal.role === 'user' ? principal.userId : null);
+    if (principal.role === 'user' && record.userId !== principal.userId) {
+      throw new ForbiddenError(`poses.${index}: device ${record.deviceId} is assigned to another user`);
+    }
+  }
+}
+
+async function publish(batch: PositionBatch, bus: Bus): Promise<void> {
+  const message: PositionsMessage = { organizationId: batch.principal.organizationId, records: batch.records };
+  await bus.publish(POSITIONS_CHANNEL, message);
+}

@@ -1,0 +1,90 @@
+import type { Logger } from '../logger.js';
+import { pgArray } from '../storage/pg-array.js';
+import type { Storage } from '../storage/storage.js';
+import type { PositionRecord } from './position-record.js';
+
+const DAY_MS = 24 * 3600 * 1000;
+const partitionName = (dayStart: number) => `positions_p${new Date(dayStart).toISOString().slice(0, 10).replace(/-/g, '')}`;
+const dayOf = (epochMs: number) => Math.floor(epochMs / DAY_MS) * DAY_MS;
+
+/**
+ * SQL for the positions table: batched inserts (one `unnest` statement per batch, whatever its size),
+ * day partitions created on demand, retention by dropping whole partitions.
+ */
+export class PositionStore {
+  /** Days whose partition is known to exist; a miss costs one `create table if not exists`. */
+  private readonly knownDays = new Set<number>();
+
+  constructor(
+    private readonly storage: Storage,
+    private readonly logger?: Logger,
+  ) {}
+
+  async ensurePartitions(records: readonly PositionRecord[]): Promise<void> {
+    const days = new Set<number>();
+    for (const record of records) days.add(dayOf(record.timestamp));
+    for (const day of days) {
+      if (this.knownDays.has(day)) continue;
+      const from = new Date(day).toISOString();
+      const to = new Date(day + DAY_MS).toISOString();
+      try {
+        await this.storage.execute(`create table if not exists ${partitionName(day)} partition of positions for values from ('${from}') to ('${to}')`);
+      } catch (error) {
+        // Another gateway created it between our check and our create: that is the outcome we wanted.
+        const exists = await this.storage.execute('select 1 from pg_class where relname = ?', [partitionName(day)]);
+        if (exists.length === 0) throw error;
+      }
+      this.knownDays.add(day);
+    }
+  }
+
+  /** Inserts a batch in one statement: atomic, and durable once it returns. */
+  async insert(records: readonly PositionRecord[]): Promise<void> {
+    if (records.length === 0) return;
+    await this.ensurePartitions(records);
+    const column = <T>(pick: (record: PositionRecord) => T) => records.map(pick);
+    await this.storage.execute(
+      `insert into positions (organization_id, device_id, user_id, building_id, floor_id, indoor, x, y, lat, lng, yaw, accuracy, ts, received_at)
+       select * from unnest(?::uuid[], ?::text[], ?::uuid[], ?::int[], ?::int[], ?::bool[], ?::float8[], ?::float8[], ?::float8[], ?::float8[],
+                            ?::float8[], ?::float8[], ?::timestamptz[], ?::timestamptz[])`,
+      [
+        pgArray(column((r) => r.organizationId)),
+        pgArray(column((r) => r.deviceId)),
+        pgArray(column((r) => r.userId)),
+        pgArray(column((r) => r.buildingId)),
+        pgArray(column((r) => r.floorId)),
+        pgArray(column((r) => r.indoor)),
+        pgArray(column((r) => r.x)),
+        pgArray(column((r) => r.y)),
+        pgArray(column((r) => r.lat)),
+        pgArray(column((r) => r.lng)),
+        pgArray(column((r) => r.yaw)),
+        pgArray(column((r) => r.accuracy)),
+        pgArray(column((r) => new Date(r.timestamp).toISOString())),
+        pgArray(column((r) => new Date(r.receivedAt).toISOString())),
+      ],
+    );
+  }
+
+  /** Drops every day partition that ends before `now - retentionDays`; returns the names dropped. */
+  async dropPartitionsOlderThan(retentionDays: number, now = Date.now()): Promise<string[]> {
+    const cutoff = dayOf(now - retentionDays * DAY_MS);
+    const partitions = await this.storage.execute<{ name: string }>(
+      `select c.relname as name from pg_inherits i join pg_class c on c.oid = i.inhrelid join pg_class p on p.oid = i.inhparent
+       where p.relname = 'positions'`,
+    );
+    const dropped: string[] = [];
+    for (const { name } of partitions) {
+      const match = /^positions_p(\d{4})(\d{2})(\d{2})$/.exec(name);
+      if (!match) continue;
+      const day = Date.UTC(Number(match[1]), Number(match[2]) - 1, Number(match[3]));
+      if (day + DAY_MS <= cutoff) {
+        await this.storage.execute(`drop table if exists ${name}`);
+        this.knownDays.delete(day);
+        dropped.push(name);
+      }
+    }
+    if (dropped.length > 0) this.logger?.info({ dropped }, 'dropped position partitions past retention');
+    return dropped;
+  }
+}
