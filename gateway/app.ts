@@ -13,6 +13,10 @@ import { BuildingRegistry } from './realtime/building-registry.js';
 import { DeviceDirectory } from './realtime/device-directory.js';
 import { RealtimeService } from './realtime/realtime-service.js';
 import { WebSocketGateway } from './ws/ws-gateway.js';
+import { AlarmService } from './alarms/alarm-service.js';
+import { attachDetection } from './detection/building-detection.js';
+import { DetectionEngine } from './detection/detection-engine.js';
+import { DetectionService } from './detection/detection-service.js';
 import { PositionStore } from '../shared/positions/position-store.js';
 import { PositionWriter } from '../shared/positions/position-writer.js';
 import { TokenService, loadJwtSecret } from './auth/token-service.js';
@@ -21,6 +25,7 @@ import { HttpServer } from './http/http-server.js';
 import type { RouteDefinition } from './http/route.js';
 import { loadNativeUws } from './http/uws.js';
 import { authRoutes } from './routes/auth.route.js';
+import { alarmRoutes } from './routes/alarms.route.js';
 import { realtimeRoutes } from './routes/realtime.route.js';
 import { cartographyRoutes } from './routes/cartography.route.js';
 import { deviceRoutes } from './routes/devices.route.js';
@@ -70,8 +75,14 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
   const writer = new PositionWriter(positionStore);
   const pipeline = new PositionPipeline({ registry, devices, writer, bus, logger });
   const realtime = new RealtimeService(bus, registry, positionStore, { liveTtlSeconds: config.LIVE_POSITION_TTL_SECONDS, retentionDays: config.POSITIONS_RETENTION_DAYS }, logger);
+  registry.extend(attachDetection);
+  const alarms = new AlarmService(storage, bus);
+  // Silent devices are forgotten once no detector could still need them.
+  const engine = new DetectionEngine(registry, Math.max(config.LIVE_POSITION_TTL_SECONDS, 3600) * 1000);
+  const detection = new DetectionService(engine, alarms, registry, storage, bus, logger);
+  pipeline.useDetection(detection.steps());
   await Promise.all([registry.start(), devices.start(), realtime.start()]);
-  const services: GatewayServices = { config, logger, storage, bus, jobs, tokens, credentials, authenticator, cartography, registry, devices, writer, pipeline, realtime };
+  const services: GatewayServices = { config, logger, storage, bus, jobs, tokens, credentials, authenticator, cartography, registry, devices, writer, pipeline, realtime, alarms, detection };
   const bootstrap = await bootstrapFirstAdmin(storage, config, logger);
 
   const http = new HttpServer({ maxBodyBytes: config.MAX_BODY_BYTES, logger, authenticate: authenticator.authenticate });
@@ -84,6 +95,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
     ...deviceRoutes(services),
     ...cartographyRoutes(services),
     ...realtimeRoutes(services),
+    ...alarmRoutes(services),
     ...imageRoutes(services),
     ...openApiRoutes(() => http.router.routes),
   );
@@ -96,6 +108,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
     maxBufferBytes: config.WS_MAX_BUFFER_BYTES,
   });
   services.websockets = websockets;
+  await detection.start(websockets);
 
   const app = uws.App();
   websockets.attach(app); // before the HTTP catch-all, so /api/v1/ws upgrades
@@ -115,6 +128,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       await Promise.all([http.drain(config.SHUTDOWN_GRACE_SECONDS * 1000), websockets.close(config.SHUTDOWN_GRACE_SECONDS * 1000)]);
       await writer.flush(); // nothing acknowledged may be left in memory
       realtime.stop();
+      detection.stop();
       // This uWS build has no app.close(): the closed listen socket plus process exit end idle keep-alive sockets.
       await jobs.close();
       await bus.close();

@@ -12,6 +12,8 @@ import type { BuildingRegistry } from './realtime/building-registry.js';
 import type { DeviceDirectory } from './realtime/device-directory.js';
 import type { RealtimeService } from './realtime/realtime-service.js';
 import type { WebSocketGateway } from './ws/ws-gateway.js';
+import type { AlarmService } from './alarms/alarm-service.js';
+import type { DetectionService } from './detection/detection-service.js';
 import type { PositionWriter } from '../shared/positions/position-writer.js';
 
 /** The gateway's long-lived collaborators, built once at boot and handed to every route module. */
@@ -30,6 +32,8 @@ export interface GatewayServices {
   writer: PositionWriter;
   pipeline: PositionPipeline;
   realtime: RealtimeService;
+  alarms: AlarmService;
+  detection: DetectionService;
   /** Set once the WebSocket side is attached (after the services are built). */
   websockets?: WebSocketGateway;
 }

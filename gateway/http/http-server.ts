@@ -47,7 +47,56 @@ class Exchange {
   aborted = false;
   finished = false;
   status = 0;
+  /** Resolves a stream waiting for the socket to drain (also on abort, so it never hangs). */
+  private writable?: () => void;
   constructor(readonly res: HttpResponse) {}
+
+  abort(): void {
+    this.aborted = true;
+    this.writable?.();
+  }
+
+  /**
+   * Streams a body: headers first, then each chunk, waiting for uWS to drain whenever a write is buffered.
+   * A failure half-way cannot change the status any more: the connection is closed so the client sees a
+   * truncated response rather than a complete-looking one.
+   */
+  async stream(status: number, headers: Record<string, string>, chunks: AsyncIterable<string | Buffer>): Promise<void> {
+    if (this.aborted || this.finished) return;
+    this.finished = true;
+    this.status = status;
+    this.res.cork(() => {
+      this.res.writeStatus(statusLine(status));
+      for (const name in CORS_HEADERS) this.res.writeHeader(name, CORS_HEADERS[name]!);
+      for (const name in headers) this.res.writeHeader(name, headers[name]!);
+    });
+    const iterator = chunks[Symbol.asyncIterator]();
+    try {
+      for (let next = await iterator.next(); !next.done; next = await iterator.next()) {
+        if (this.aborted) break;
+        let written = true;
+        this.res.cork(() => {
+          written = this.res.write(next.value);
+        });
+        if (!written && !this.aborted) {
+          await new Promise<void>((resolve) => {
+            this.writable = resolve;
+            this.res.onWritable(() => {
+              resolve();
+              return true;
+            });
+          });
+          this.writable = undefined;
+        }
+      }
+      if (!this.aborted) this.res.cork(() => this.res.end());
+    } catch (error) {
+      if (!this.aborted) this.res.close();
+      throw error;
+    } finally {
+      await iterator.return?.();
+    }
+  }
 
   /** Writes a whole response, corked, unless the client went away. */
   send(status: number, headers: Record<string, string>, body: string | Buffer | undefined, closeConnection = false, representationLength?: number): void {
@@ -152,7 +201,7 @@ export class HttpServer {
       );
     };
     res.onAborted(() => {
-      exchange.aborted = true;
+      exchange.abort();
       finish();
     });
 
@@ -224,7 +273,10 @@ export class HttpServer {
       principal,
     };
     const reply = await route.handler(context);
-    exchange.sendReply(reply);
+    if (reply.stream) {
+      const headers = { 'content-type': reply.contentType ?? 'application/octet-stream', ...reply.headers };
+      await exchange.stream(reply.status ?? 200, headers, reply.stream).catch((error) => this.options.logger.error({ err: error, path: request.path }, 'stream failed'));
+    } else exchange.sendReply(reply);
   }
 
   /** Collects the body up to `limit` bytes; past it, rejects with 413 (the connection is then closed). */

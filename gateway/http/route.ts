@@ -29,6 +29,8 @@ export interface Reply {
   raw?: Buffer | string;
   contentType?: string;
   headers?: Record<string, string>;
+  /** A body produced piece by piece (CSV exports): written with backpressure, never held whole in memory. */
+  stream?: AsyncIterable<string | Buffer>;
   /** For a body-less 304: the Content-Length of the representation (RFC 9110), instead of 0. */
   representationLength?: number;
 }

@@ -8,6 +8,7 @@ import { fieldErrors } from '../http/http-server.js';
 import type { BuildingRegistry, BuildingRuntime } from '../realtime/building-registry.js';
 import type { DeviceDirectory } from '../realtime/device-directory.js';
 import { poseSchema, type Pose } from '../realtime/pose-schema.js';
+import { emptyDetections, type Detections } from '../detection/detection-engine.js';
 import { runPipeline, type PipelineStep } from './pipeline.js';
 
 export const POSITIONS_CHANNEL = 'positions';
@@ -15,6 +16,8 @@ export const POSITIONS_CHANNEL = 'positions';
 /** What travels on the bus for one accepted batch: the change records, built once. */
 export interface PositionsMessage {
   organizationId: string;
+  /** The gateway that accepted the batch (it has already run detection on it). */
+  originNode: string;
   records: PositionRecord[];
 }
 
@@ -30,6 +33,14 @@ export interface PositionBatch {
   buildings: (BuildingRuntime | undefined)[];
   /** Problems found so far; the batch is refused, whole, once enrichment has looked at every pose. */
   errors: FieldError[];
+  /** What the detectors found (geofence transitions, alarms, event triggers), recorded after persistence. */
+  detections: Detections;
+}
+
+/** Steps contributed by detection, around persistence. */
+export interface DetectionSteps {
+  beforePersist: PipelineStep<PositionBatch>[];
+  afterPersist: PipelineStep<PositionBatch>[];
 }
 
 export interface PipelineDependencies {
@@ -42,34 +53,36 @@ export interface PipelineDependencies {
 
 /**
  * The hot path, in order. Enrich first (validate, georeference, attach buildings and devices), then detect,
- * then persist and publish. Detection steps are contributed by the detection module (`extraSteps`), between
- * enrichment and persistence.
+ * then persist, record what detection found, and publish. Detection steps come from the detection module.
  */
-export function positionSteps(deps: PipelineDependencies, detectionSteps: PipelineStep<PositionBatch>[] = []): PipelineStep<PositionBatch>[] {
+export function positionSteps(deps: PipelineDependencies, detection: DetectionSteps = { beforePersist: [], afterPersist: [] }): PipelineStep<PositionBatch>[] {
   return [
     { name: 'validate', critical: true, run: validate },
     { name: 'georeference', critical: true, run: (batch) => georeference(batch, deps.registry) },
     { name: 'refuse-invalid', critical: true, run: refuseInvalid },
     { name: 'resolve-devices', critical: true, run: (batch) => resolveDevices(batch, deps.devices) },
-    ...detectionSteps,
+    ...detection.beforePersist,
     { name: 'persist', critical: true, run: (batch) => deps.writer.write(batch.records) },
+    ...detection.afterPersist,
     { name: 'publish', run: (batch) => publish(batch, deps.bus) },
   ];
 }
 
 export class PositionPipeline {
-  private readonly steps: PipelineStep<PositionBatch>[];
+  private steps: PipelineStep<PositionBatch>[];
 
-  constructor(
-    private readonly deps: PipelineDependencies,
-    detectionSteps: PipelineStep<PositionBatch>[] = [],
-  ) {
-    this.steps = positionSteps(deps, detectionSteps);
+  constructor(private readonly deps: PipelineDependencies) {
+    this.steps = positionSteps(deps);
+  }
+
+  /** Detection plugs its steps in once it is built (it needs the pipeline's neighbours: alarms, sockets). */
+  useDetection(detection: DetectionSteps): void {
+    this.steps = positionSteps(this.deps, detection);
   }
 
   /** Resolves once the batch is durably stored; rejects with a 422 listing every bad item, storing nothing. */
   async process(principal: Principal, items: readonly unknown[], receivedAt = Date.now()): Promise<PositionBatch> {
-    const batch: PositionBatch = { principal, items, receivedAt, poses: [], records: [], buildings: [], errors: [] };
+    const batch: PositionBatch = { principal, items, receivedAt, poses: [], records: [], buildings: [], errors: [], detections: emptyDetections() };
     await runPipeline(this.steps, batch, this.deps.logger);
     return batch;
   }
@@ -164,6 +177,6 @@ async function resolveDevices(batch: PositionBatch, directory: DeviceDirectory):
 }
 
 async function publish(batch: PositionBatch, bus: Bus): Promise<void> {
-  const message: PositionsMessage = { organizationId: batch.principal.organizationId, records: batch.records };
+  const message: PositionsMessage = { organizationId: batch.principal.organizationId, originNode: bus.nodeId, records: batch.records };
   await bus.publish(POSITIONS_CHANNEL, message);
 }

@@ -9,13 +9,8 @@ import { statusLine } from '../http/status-text.js';
 import { toFeature } from '../realtime/geojson.js';
 import type { GatewayServices } from '../services.js';
 import { MSGPACK_SUBPROTOCOL, decode, encode, type WireFormat } from './ws-codec.js';
+import { Connection, WS_CLOSE, type SocketLike, type SocketData } from './ws-connection.js';
 import { authorizeTopic, topicKey } from './topics.js';
-
-interface SocketData {
-  connection?: Connection;
-  format: WireFormat;
-  principal?: Principal;
-}
 
 /** Replays what a subscriber missed (alarms since a seq), from storage, before live delivery starts. */
 export type ReplayProvider = (principal: Principal, topic: string, sinceSeq: number, send: (message: object) => void) => Promise<void>;
@@ -27,10 +22,11 @@ export interface WsOptions {
   maxBufferBytes: number;
 }
 
+export { WS_CLOSE };
+
 /** A pseudo-route for authenticating sockets: any credential may connect; each operation checks its own right. */
 const SOCKET_ROUTE = { method: 'GET', path: '/api/v1/ws', summary: '', auth: 'authenticated', allowPositioningKey: true, handler: () => ({}) } as RouteDefinition;
 
-export const WS_CLOSE = { unauthenticated: 4401, slowConsumer: 4008, goingAway: 1001 } as const;
 
 const clientMessage = z.discriminatedUnion('op', [
   z.object({ op: z.literal('auth'), token: z.string().min(1), id: z.unknown().optional() }),
@@ -39,69 +35,6 @@ const clientMessage = z.discriminatedUnion('op', [
   z.object({ op: z.literal('upload'), poses: z.array(z.unknown()).min(1).max(10_000), id: z.unknown().optional() }),
   z.object({ op: z.literal('ping'), id: z.unknown().optional() }),
 ]);
-
-/** One socket: its subscriptions and, when it falls behind, the latest position per device waiting to go. */
-class Connection {
-  readonly subscriptions = new Set<string>();
-  readonly pending = new Map<string, string | Buffer>();
-  principal?: Principal;
-  authTimer?: NodeJS.Timeout;
-  closed = false;
-  inFlight = 0;
-
-  constructor(
-    readonly ws: WebSocket<SocketData>,
-    readonly format: WireFormat,
-    private readonly options: WsOptions,
-  ) {}
-
-  /**
-   * Sends a frame. A coalescible frame (a live position, keyed by device) waits in `pending`, replaced by
-   * newer ones, while the socket is behind; anything else (alarms, acks) is always queued. Past the hard
-   * limit the subscriber is disconnected, saying why: it can resume alarms with since_seq.
-   */
-  send(payload: string | Buffer, coalesceKey?: string): void {
-    if (this.closed) return;
-    const buffered = this.ws.getBufferedAmount();
-    if (buffered > this.options.maxBufferBytes) {
-      this.close(WS_CLOSE.slowConsumer, 'slow consumer: send buffer limit exceeded');
-      return;
-    }
-    if (coalesceKey !== undefined && (buffered > this.options.coalesceBytes || this.pending.size > 0)) {
-      this.pending.delete(coalesceKey); // re-insert so the newest goes last
-      this.pending.set(coalesceKey, payload);
-      return;
-    }
-    this.ws.cork(() => this.ws.send(payload, typeof payload !== 'string'));
-  }
-
-  message(message: object, coalesceKey?: string): void {
-    this.send(encode(this.format, message), coalesceKey);
-  }
-
-  error(error: unknown, extra: Record<string, unknown> = {}): void {
-    this.message({ op: 'error', ...extra, ...toErrorBody(error) });
-  }
-
-  /** Called by uWS when the socket has room again: drain coalesced positions while it stays under the threshold. */
-  drain(): void {
-    for (const [key, payload] of this.pending) {
-      if (this.closed || this.ws.getBufferedAmount() > this.options.coalesceBytes) return;
-      this.pending.delete(key);
-      this.ws.send(payload, typeof payload !== 'string');
-    }
-  }
-
-  close(code: number, reason: string): void {
-    if (this.closed) return;
-    this.closed = true;
-    try {
-      this.ws.end(code, reason);
-    } catch {
-      // already gone
-    }
-  }
-}
 
 /**
  * The WebSocket side of the gateway at /api/v1/ws: authentication (Bearer header on the upgrade, or a first
@@ -174,7 +107,7 @@ export class WebSocketGateway {
 
   private open(ws: WebSocket<SocketData>): void {
     const data = ws.getUserData();
-    const connection = new Connection(ws, data.format, this.options);
+    const connection = new Connection(ws as unknown as SocketLike, data.format, this.options);
     data.connection = connection;
     this.connections.add(connection);
     if (data.principal) this.authenticated(connection, data.principal);

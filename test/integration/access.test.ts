@@ -210,6 +210,7 @@ describe(`organizations, users, groups, devices (${driverLabel})`, () => {
       const geofence = (await admin.post('/api/v1/geofences', { building_id: venue.building.id, floor_id: floor, name: 'Secret zone', type: 'CIRCLE', cartesians: [[5, 5]], radius: 2 })).body;
       const category = (await admin.post('/api/v1/poi_categories', { name_en: 'Secret category', code: 'secret' })).body;
       const beacon = (await admin.post('/api/v1/infrastructure', { building_id: venue.building.id, type: 'ble', name: 'Secret beacon', uuid: 'f7826da6-4fa2-4e98-8024-bc5b71e0893e', major: 1, minor: 2, position: { floor_id: floor, cartesians: { x: 1, y: 1 } } })).body;
+      const alarm = (await admin.post('/api/v1/alarms', { type: 'DANGER', device_id: 'secret-device', comment: 'Secret alarm' })).body;
       /** The first organization's object for each collection that has an item route (by the segment before the parameter). */
       const fixtures: Record<string, string | number> = {
         users: member.user.id,
@@ -226,9 +227,13 @@ describe(`organizations, users, groups, devices (${driverLabel})`, () => {
         areas: geofence.id,
         poi_categories: category.id,
         infrastructure: beacon.id,
+        alarms: alarm.id,
+        building: venue.building.id,
+        export: venue.building.id,
       };
-      const bodies: Record<string, unknown> = { 'PUT /api/v1/buildings/:building_id/paths': { nodes: [], links: [] } };
-      const secrets = [member.user.id, group.id, device.id, keyId, imageId, firstOrganization, geofence.id, 'Secret venue', 'Secret POI', 'Secret event', 'Secret zone', 'Secret category', 'Secret beacon'];
+      const bodies: Record<string, unknown> = { 'PUT /api/v1/buildings/:building_id/paths': { nodes: [], links: [] }, 'PATCH /api/v1/alarms/:id': { state: 'CLOSED' } };
+      const queries: Record<string, string> = { 'GET /api/v1/real_time/export/:building_id': '?date=2026-01-01T00:00:00.000%2B00:00' };
+      const secrets = [member.user.id, group.id, device.id, keyId, imageId, firstOrganization, geofence.id, 'Secret venue', 'Secret POI', 'Secret event', 'Secret zone', 'Secret category', 'Secret beacon', alarm.id];
 
       const { client: intruder } = await createOrganization(admin);
       await createApiKey(intruder, 'read-write');
@@ -238,7 +243,7 @@ describe(`organizations, users, groups, devices (${driverLabel})`, () => {
           const collection = /\/([a-z_]+)\/:[a-z_]+/.exec(route.path)![1]!;
           const id = fixtures[collection];
           expect(id, `add an isolation fixture for ${route.path}`).toBeDefined();
-          const path = route.path.replace(/:[a-z_]+/g, String(id));
+          const path = route.path.replace(/:[a-z_]+/g, String(id)) + (queries[`${route.method} ${route.path}`] ?? '');
           const body = bodies[`${route.method} ${route.path}`] ?? {};
           const response = await intruder.request(route.method, path, route.method === 'GET' || route.method === 'DELETE' ? {} : { body });
           expect(response.status, `${route.method} ${route.path}`).toBe(404);
@@ -255,6 +260,7 @@ describe(`organizations, users, groups, devices (${driverLabel})`, () => {
       expect(crossPoi.status).toBe(422);
       expect((await admin.get(`/api/v1/buildings/${venue.building.id}`)).body.indoor_pois.map((p: { name: string }) => p.name)).toEqual(['Secret POI']);
       expect((await admin.get(`/api/v1/geofences/${geofence.id}`)).body.deleted).toBe(false);
+      expect((await admin.get(`/api/v1/alarms/${alarm.id}`)).body.state).toBe('OPEN');
       // Nothing was changed or deleted by those attempts.
       expect((await admin.get(`/api/v1/groups/${group.id}`)).body.name).toBe('Secret group');
       expect((await admin.get(`/api/v1/devices/${device.id}`)).status).toBe(200);

@@ -56,6 +56,41 @@ describe(`the gateway process (${driverLabel})`, () => {
     expect(await exitOf(child)).toBe(0);
   });
 
+  it('loses nothing it acknowledged: killed with SIGKILL right after a 204, the rows are there after restart', async () => {
+    environment = await createTestEnvironment();
+    const boot = async () => {
+      const started = startProcess(environment!.env);
+      child = started.child;
+      await waitFor(() => /listening on http:\/\/[\d.]+:(\d+)/.test(started.output()));
+      return `http://127.0.0.1:${/listening on http:\/\/[\d.]+:(\d+)/.exec(started.output())![1]}`;
+    };
+    let base = await boot();
+    const auth = { authorization: `Basic ${Buffer.from('admin@example.test:admin-password-1').toString('base64')}` };
+    const token = (await (await fetch(`${base}/api/v1/auth/access_tokens`, { method: 'POST', headers: auth })).json()).access_token;
+    const headers = { authorization: `Bearer ${token}`, 'content-type': 'application/json' };
+    const poses = Array.from({ length: 200 }, (_, i) => ({ device_id: `durable-${i % 10}`, timestamp: Date.now() - i * 1000, lat: 40 + i / 1e4, lng: -3 }));
+    const response = await fetch(`${base}/api/v1/realtime/positions`, { method: 'POST', headers, body: JSON.stringify({ poses }) });
+    expect(response.status).toBe(204);
+    child!.kill('SIGKILL'); // no drain, no flush: only what was committed before the 204 survives
+    await exitOf(child!);
+
+    base = await boot();
+    const token2 = (await (await fetch(`${base}/api/v1/auth/access_tokens`, { method: 'POST', headers: auth })).json()).access_token;
+    const history = await fetch(`${base}/api/v1/devices?identifiers=durable-0`, { headers: { authorization: `Bearer ${token2}` } });
+    expect((await history.json()).data).toHaveLength(1);
+    child!.kill('SIGTERM');
+    expect(await exitOf(child!)).toBe(0);
+    // Count the rows straight from storage, the gateway stopped.
+    const { openStorage } = await import('../../shared/storage/index.js');
+    const storage = await openStorage(environment.config);
+    try {
+      const [row] = await storage.execute<{ n: number }>("select count(*)::int as n from positions where device_id like 'durable-%'");
+      expect(row!.n).toBe(200);
+    } finally {
+      await storage.close();
+    }
+  });
+
   it('the worker process refuses to start without REDIS_URL, naming it', async () => {
     const started = startProcess({ DATA_DIR: '/tmp/unused' }, 'workers/main.ts');
     child = started.child;

@@ -17,6 +17,10 @@ export interface Building {
   rotation: number;
   customFields: CustomField[];
   pictureId?: string | null;
+  /** Dead-man thresholds (detector off while unset). */
+  deadmanAfterS?: number | null;
+  deadmanRadiusM?: number | null;
+  deadmanSilenceS?: number | null;
   createdAt: Date;
   updatedAt: Date;
 }
@@ -38,6 +42,9 @@ export const BuildingSchema = new EntitySchema<Building>({
     rotation: { type: 'double' },
     customFields: customFieldsProperty,
     pictureId: { type: 'uuid', nullable: true },
+    deadmanAfterS: { type: 'integer', nullable: true, fieldName: 'deadman_after_s' },
+    deadmanRadiusM: { type: 'double', nullable: true, fieldName: 'deadman_radius_m' },
+    deadmanSilenceS: { type: 'integer', nullable: true, fieldName: 'deadman_silence_s' },
     ...timestampProperties,
   },
 });

@@ -1,0 +1,227 @@
+import { randomUUID } from 'node:crypto';
+import type { EntityManager } from '@mikro-orm/postgresql';
+import type { Bus } from '../../shared/bus/index.js';
+import { ALARM_TRANSITIONS, canTransition, type AlarmState, type AlarmType } from '../../shared/detection/alarm-states.js';
+import { AppError, ErrorCode, NotFoundError } from '../../shared/errors.js';
+import type { Storage } from '../../shared/storage/index.js';
+
+export const ALARMS_CHANNEL = 'alarms';
+
+export interface AlarmHistoryEntry {
+  state: AlarmState;
+  from: AlarmState | null;
+  at: string;
+  by: { user_id: string; email: string } | 'system';
+  comment: string | null;
+}
+
+/** An alarm as the API, the bus and the WebSocket carry it; `seq` is the seq of its latest event. */
+export interface AlarmView {
+  id: string;
+  seq: number;
+  type: string;
+  state: AlarmState;
+  organization_id: string;
+  building_id: number | null;
+  floor_id: number | null;
+  device_id: string | null;
+  user_id: string | null;
+  geofence_id: string | null;
+  position: { floor_id: number | null; cartesians: { x: number; y: number } | null; georeferences: { lat: number; lng: number } | null } | null;
+  details: Record<string, unknown>;
+  occurrences: number;
+  history: AlarmHistoryEntry[];
+  created_at: string;
+  updated_at: string;
+}
+
+/** One event of an organization's alarm stream (a raise, a repeat, a state change). */
+export interface AlarmEventMessage {
+  organizationId: string;
+  buildingId: number | null;
+  event: AlarmView & { event: 'raised' | 'updated' | 'state_changed' };
+}
+
+export interface RaiseAlarm {
+  organizationId: string;
+  type: AlarmType;
+  deviceId?: string | null;
+  userId?: string | null;
+  buildingId?: number | null;
+  floorId?: number | null;
+  geofenceId?: string | null;
+  x?: number | null;
+  y?: number | null;
+  lat?: number | null;
+  lng?: number | null;
+  details?: Record<string, unknown>;
+  by: AlarmHistoryEntry['by'];
+  comment?: string | null;
+}
+
+interface AlarmRow {
+  id: string;
+  seq: string | number;
+  type: string;
+  state: AlarmState;
+  organization_id: string;
+  building_id: number | null;
+  floor_id: number | null;
+  device_id: string | null;
+  user_id: string | null;
+  geofence_id: string | null;
+  x: number | null;
+  y: number | null;
+  lat: number | null;
+  lng: number | null;
+  details: Record<string, unknown> | string;
+  occurrences: number;
+  history: AlarmHistoryEntry[] | string;
+  created_at: Date | string;
+  updated_at: Date | string;
+}
+
+const json = <T>(value: T | string): T => (typeof value === 'string' ? (JSON.parse(value) as T) : value);
+
+export function presentAlarm(row: AlarmRow): AlarmView {
+  const hasPosition = row.floor_id !== null || row.lat !== null || row.x !== null;
+  return {
+    id: row.id,
+    seq: Number(row.seq),
+    type: row.type,
+    state: row.state,
+    organization_id: row.organization_id,
+    building_id: row.building_id,
+    floor_id: row.floor_id,
+    device_id: row.device_id,
+    user_id: row.user_id,
+    geofence_id: row.geofence_id,
+    position: hasPosition
+      ? {
+          floor_id: row.floor_id,
+          cartesians: row.x !== null && row.y !== null ? { x: row.x, y: row.y } : null,
+          georeferences: row.lat !== null && row.lng !== null ? { lat: row.lat, lng: row.lng } : null,
+        }
+      : null,
+    details: json(row.details),
+    occurrences: row.occurrences,
+    history: json(row.history),
+    created_at: new Date(row.created_at).toISOString(),
+    updated_at: new Date(row.updated_at).toISOString(),
+  };
+}
+
+export const alarmTransitionTable = ALARM_TRANSITIONS;
+
+/**
+ * Alarms are stored before they are pushed. Each raise or state change takes the organization's next `seq`
+ * in its own transaction, writes the alarm and an alarm_events row, and only after the commit is announced
+ * on the bus; a subscriber that missed some replays them from alarm_events by seq.
+ */
+export class AlarmService {
+  constructor(
+    private readonly storage: Storage,
+    private readonly bus: Bus,
+  ) {}
+
+  private async nextSeq(tx: EntityManager, organizationId: string): Promise<number> {
+    // The row lock on the organization's counter serialises its alarm writes: commit order is seq order.
+    const [row] = await tx.execute<{ last_seq: string }[]>(
+      `insert into alarm_sequences (organization_id, last_seq) values (?, 1)
+       on conflict (organization_id) do update set last_seq = alarm_sequences.last_seq + 1 returning last_seq`,
+      [organizationId],
+    );
+    return Number(row!.last_seq);
+  }
+
+  private async recordEvent(tx: EntityManager, row: AlarmRow, kind: 'raised' | 'updated' | 'state_changed'): Promise<AlarmEventMessage> {
+    const view = presentAlarm(row);
+    await tx.execute('insert into alarm_events (organization_id, seq, alarm_id, kind, building_id, alarm) values (?, ?, ?, ?, ?, ?)', [
+      view.organization_id,
+      view.seq,
+      view.id,
+      kind,
+      view.building_id,
+      JSON.stringify(view),
+    ]);
+    return { organizationId: view.organization_id, buildingId: view.building_id, event: { ...view, event: kind } };
+  }
+
+  /** Raises an alarm, or updates the OPEN one of the same device, kind and geofence (no flood of repeats). */
+  async raise(request: RaiseAlarm): Promise<AlarmEventMessage> {
+    const now = new Date();
+    const message = await this.storage.em().transactional(async (tx) => {
+      const seq = await this.nextSeq(tx, request.organizationId);
+      const [open] = await tx.execute<AlarmRow[]>(
+        `select * from alarms where organization_id = ? and type = ? and state = 'OPEN'
+           and coalesce(device_id, '') = coalesce(?::text, '') and geofence_id is not distinct from ?::uuid for update`,
+        [request.organizationId, request.type, request.deviceId ?? null, request.geofenceId ?? null],
+      );
+      const position = [request.buildingId ?? null, request.floorId ?? null, request.x ?? null, request.y ?? null, request.lat ?? null, request.lng ?? null];
+      if (open) {
+        const [row] = await tx.execute<AlarmRow[]>(
+          `update alarms set seq = ?, occurrences = occurrences + 1, updated_at = ?,
+             building_id = coalesce(?, building_id), floor_id = coalesce(?, floor_id), x = coalesce(?, x), y = coalesce(?, y),
+             lat = coalesce(?, lat), lng = coalesce(?, lng), details = details || ?::jsonb
+           where id = ? returning *`,
+          [seq, now, ...position, JSON.stringify(request.details ?? {}), open.id],
+        );
+        return this.recordEvent(tx, row!, 'updated');
+      }
+      const history: AlarmHistoryEntry[] = [{ state: 'OPEN', from: null, at: now.toISOString(), by: request.by, comment: request.comment ?? null }];
+      const [row] = await tx.execute<AlarmRow[]>(
+        `insert into alarms (id, organization_id, seq, type, state, building_id, floor_id, x, y, lat, lng, device_id, user_id, geofence_id, details, history, created_at, updated_at)
+         values (?, ?, ?, ?, 'OPEN', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?::jsonb, ?, ?) returning *`,
+        [randomUUID(), request.organizationId, seq, request.type, ...position, request.deviceId ?? null, request.userId ?? null, request.geofenceId ?? null, JSON.stringify(request.details ?? {}), JSON.stringify(history), now, now],
+      );
+      return this.recordEvent(tx, row!, 'raised');
+    });
+    await this.announce(message);
+    return message;
+  }
+
+  /** Moves an alarm along the transition table (409 for an illegal move), recording who and when. */
+  async changeState(organizationId: string, id: string, to: AlarmState, comment: string | null, by: AlarmHistoryEntry['by']): Promise<AlarmEventMessage> {
+    const message = await this.storage.em().transactional(async (tx) => {
+      const seq = await this.nextSeq(tx, organizationId);
+      const [current] = await tx.execute<AlarmRow[]>('select * from alarms where id = ? and organization_id = ? for update', [id, organizationId]);
+      if (!current) throw new NotFoundError('Alarm');
+      if (!canTransition(current.state, to)) {
+        const allowed = ALARM_TRANSITIONS[current.state];
+        throw new AppError(ErrorCode.Conflict, `An alarm in state ${current.state} cannot become ${to}${allowed.length ? ` (allowed: ${allowed.join(', ')})` : ' (final state)'}`);
+      }
+      const entry: AlarmHistoryEntry = { state: to, from: current.state, at: new Date().toISOString(), by, comment };
+      const [row] = await tx.execute<AlarmRow[]>(
+        `update alarms set state = ?, seq = ?, updated_at = now(), history = history || ?::jsonb where id = ? returning *`,
+        [to, seq, JSON.stringify([entry]), id],
+      );
+      return this.recordEvent(tx, row!, 'state_changed');
+    });
+    await this.announce(message);
+    return message;
+  }
+
+  private async announce(message: AlarmEventMessage): Promise<void> {
+    await this.bus.publish(ALARMS_CHANNEL, message).catch(() => undefined); // stored already: replay covers a lost push
+  }
+
+  async get(organizationId: string, id: string): Promise<AlarmView> {
+    const [row] = await this.storage.execute<AlarmRow>('select * from alarms where id = ? and organization_id = ?', [id, organizationId]);
+    if (!row) throw new NotFoundError('Alarm');
+    return presentAlarm(row);
+  }
+
+  /** Events after `sinceSeq`, in order, in pages (replay for a reconnecting subscriber). */
+  async *eventsSince(organizationId: string, sinceSeq: number, buildingId?: number, pageSize = 1000): AsyncGenerator<AlarmEventMessage['event']> {
+    let after = sinceSeq;
+    for (;;) {
+      const rows = await this.storage.execute<{ seq: string; kind: 'raised' | 'updated' | 'state_changed'; alarm: AlarmView | string }>(
+        `select seq, kind, alarm from alarm_events where organization_id = ? and seq > ? ${buildingId === undefined ? '' : 'and building_id = ?'} order by seq limit ?`,
+        buildingId === undefined ? [organizationId, after, pageSize] : [organizationId, after, buildingId, pageSize],
+      );
+      for (const row of rows) yield { ...json<AlarmView>(row.alarm), event: row.kind };
+      if (rows.length < pageSize) return;
+      after = Number(rows[rows.length - 1]!.seq);
+    }
+  }
+}

@@ -1,0 +1,230 @@
+import * as deadman from '../../shared/detection/deadman.detector.js';
+import * as maxStay from '../../shared/detection/max-stay.detector.js';
+import * as transition from '../../shared/detection/transition.detector.js';
+import type { ZoneKind } from '../../shared/detection/zone-index.js';
+import type { PositionRecord } from '../../shared/positions/position-record.js';
+import type { RaiseAlarm } from '../alarms/alarm-service.js';
+import type { BuildingRegistry, BuildingRuntime } from '../realtime/building-registry.js';
+import { detectionOf, type BuildingDetection } from './building-detection.js';
+
+/** An enter or exit of a zone, as stored for reports and pushed to `buildings/{id}/geofence-events`. */
+export interface ZoneEventRecord {
+  organizationId: string;
+  buildingId: number;
+  floorId: number | null;
+  zoneKind: ZoneKind;
+  /** Geofence uuid, or the event id for event and conversion areas. */
+  zoneId: string;
+  zoneName: string;
+  deviceId: string;
+  userId: string | null;
+  type: 'enter' | 'exit';
+  /** When the transition happened (first observation, before any debounce). */
+  at: number;
+  /** When it was decided (after debounce). */
+  firedAt: number;
+}
+
+export interface TriggeredEvent {
+  id: number;
+  buildingId: number;
+  name: string;
+  info: string;
+  url: string | null;
+}
+
+export interface Detections {
+  zoneEvents: ZoneEventRecord[];
+  alarms: Omit<RaiseAlarm, 'by'>[];
+  /** Event trigger areas entered: their content goes to `devices/{id}` (plain data: it travels on the bus). */
+  triggered: { organizationId: string; deviceId: string; event: TriggeredEvent }[];
+}
+
+export const emptyDetections = (): Detections => ({ zoneEvents: [], alarms: [], triggered: [] });
+
+/** Small per-device state: what each detector remembers, plus who owns the device's sweeps. */
+interface DeviceState {
+  organizationId: string;
+  deviceId: string;
+  userId: string | null;
+  buildingId: number | null;
+  floorId: number | null;
+  last: PositionRecord;
+  transition: transition.TransitionState;
+  maxStay: maxStay.MaxStayState;
+  deadman?: deadman.DeadmanState;
+  /** This gateway accepted the device's latest position: its sweeps (timeouts, silence) emit here only. */
+  ownedHere: boolean;
+}
+
+const zoneKindOf = (zoneId: string): ZoneKind => (zoneId.startsWith('event:') ? 'event' : zoneId.startsWith('conversion:') ? 'conversion' : 'geofence');
+const NO_RULES: transition.TransitionRules = new Map();
+
+/**
+ * Runs the detectors over every position. Every gateway feeds every position (its own from the pipeline,
+ * the others' from the bus), so each holds the same per-device state; only the gateway that accepted a
+ * position emits what it causes, and periodic sweeps emit only for devices this gateway owns.
+ * Detection time is the server's arrival time (`receivedAt`), carried in the record so every gateway agrees.
+ */
+export class DetectionEngine {
+  private readonly devices = new Map<string, DeviceState>();
+
+  constructor(
+    private readonly registry: BuildingRegistry,
+    /** A silent device's state is settled (exits emitted) and dropped after this long. */
+    private readonly forgetAfterMs: number,
+  ) {}
+
+  get trackedDevices(): number {
+    return this.devices.size;
+  }
+
+  observe(record: PositionRecord, runtime: BuildingRuntime | undefined, emit: boolean): Detections {
+    const out = emptyDetections();
+    const key = `${record.organizationId}|${record.deviceId}`;
+    const now = record.receivedAt;
+    let state = this.devices.get(key);
+    if (state && state.last.timestamp > record.timestamp) return out; // an older fix arriving late changes nothing live
+    if (!state) {
+      state = {
+        organizationId: record.organizationId,
+        deviceId: record.deviceId,
+        userId: record.userId,
+        buildingId: null,
+        floorId: null,
+        last: record,
+        transition: transition.initialTransitionState(),
+        maxStay: maxStay.initialMaxStayState(),
+        ownedHere: emit,
+      };
+      this.devices.set(key, state);
+    }
+    // Leaving a building (or its floors' coverage) closes every open stay there at once.
+    if (state.buildingId !== null && state.buildingId !== record.buildingId) this.leaveBuilding(state, now, out);
+    state.last = record;
+    state.userId = record.userId;
+    state.ownedHere = emit;
+    const detection = detectionOf(runtime);
+    if (runtime && detection && record.floorId !== null && record.x !== null && record.y !== null) {
+      state.buildingId = runtime.id;
+      state.floorId = record.floorId;
+      const zoneIds = detection.index.zonesAt(record.floorId, record.x, record.y).map((zone) => zone.id);
+      const stepped = transition.step(state.transition, { zoneIds, floorId: record.floorId }, detection.transitionRules, now);
+      state.transition = stepped.state;
+      this.collectTransitions(state, detection, stepped.transitions, out);
+      this.checkMaxStay(state, detection, now, false, out);
+      state.deadman = deadman.observe(state.deadman, { x: record.x, y: record.y, floorId: record.floorId, buildingId: runtime.id }, detection.deadman, now);
+    } else {
+      state.buildingId = record.buildingId;
+      state.floorId = null;
+      state.deadman = undefined; // out of the building: neither stillness nor silence means anything
+    }
+    return emit ? out : emptyDetections();
+  }
+
+  /** Timeouts that need no new position: pending debounces, stays running over, dead-man, forgotten devices. */
+  sweep(now: number): Detections {
+    const out = emptyDetections();
+    for (const [key, state] of this.devices) {
+      const runtime = state.buildingId !== null ? this.registry.peek(state.buildingId) : undefined;
+      const detection = detectionOf(runtime);
+      const local = state.ownedHere ? out : emptyDetections();
+      if (now - state.last.receivedAt > this.forgetAfterMs) {
+        this.leaveBuilding(state, now, local);
+        this.devices.delete(key);
+        continue;
+      }
+      if (!detection) continue;
+      const swept = transition.sweep(state.transition, detection.transitionRules, now);
+      if (swept.transitions.length > 0) {
+        state.transition = swept.state;
+        this.collectTransitions(state, detection, swept.transitions, local);
+      }
+      this.checkMaxStay(state, detection, now, true, local);
+      if (state.deadman) {
+        const result = deadman.sweepDevice(state.deadman, detection.deadman, now);
+        state.deadman = result.state;
+        if (result.alarm) {
+          local.alarms.push({
+            ...this.alarmPlace(state),
+            type: 'DEADMAN',
+            details: { reason: result.alarm.reason, since: new Date(result.alarm.since).toISOString() },
+          });
+        }
+      }
+    }
+    return out;
+  }
+
+  private leaveBuilding(state: DeviceState, now: number, out: Detections): void {
+    const runtime = state.buildingId !== null ? this.registry.peek(state.buildingId) : undefined;
+    const detection = detectionOf(runtime);
+    const left = transition.step(state.transition, { zoneIds: [], floorId: null }, NO_RULES, now);
+    if (detection) this.collectTransitions(state, detection, left.transitions, out);
+    state.transition = transition.initialTransitionState();
+    state.maxStay = maxStay.initialMaxStayState();
+    state.deadman = undefined;
+  }
+
+  private collectTransitions(state: DeviceState, detection: BuildingDetection, transitions: readonly transition.ZoneTransition[], out: Detections): void {
+    for (const change of transitions) {
+      const zoneKind = zoneKindOf(change.zoneId);
+      const event = zoneKind === 'geofence' ? undefined : detection.events.get(change.zoneId);
+      const geofence = zoneKind === 'geofence' ? detection.geofences.get(change.zoneId) : undefined;
+      out.zoneEvents.push({
+        organizationId: state.organizationId,
+        buildingId: state.buildingId!,
+        floorId: state.floorId,
+        zoneKind,
+        zoneId: zoneKind === 'geofence' ? change.zoneId : String(event?.id ?? change.zoneId.split(':')[1]),
+        zoneName: geofence?.name ?? event?.name ?? '',
+        deviceId: state.deviceId,
+        userId: state.userId,
+        type: change.type,
+        at: change.at,
+        firedAt: change.firedAt,
+      });
+      if (zoneKind === 'event' && change.type === 'enter' && event) {
+        out.triggered.push({
+          organizationId: state.organizationId,
+          deviceId: state.deviceId,
+          event: { id: event.id, buildingId: event.buildingId, name: event.name, info: event.info, url: event.url ?? null },
+        });
+      }
+    }
+  }
+
+  private checkMaxStay(state: DeviceState, detection: BuildingDetection, now: number, sweeping: boolean, out: Detections): void {
+    let result: maxStay.MaxStayResult;
+    if (sweeping) result = maxStay.sweep(state.maxStay, detection.maxStayRules, now);
+    else {
+      const inside = transition.confirmedInside(state.transition);
+      for (const zoneId of [...inside.keys()]) if (zoneKindOf(zoneId) !== 'geofence') inside.delete(zoneId);
+      result = maxStay.step(state.maxStay, { insideZoneIds: inside.keys(), enteredAt: inside, now }, detection.maxStayRules);
+    }
+    state.maxStay = result.state;
+    for (const alarm of result.alarms) {
+      out.alarms.push({
+        ...this.alarmPlace(state),
+        type: 'GEOFENCE_MAX_STAY_TIME',
+        geofenceId: alarm.zoneId,
+        details: { entered_at: new Date(alarm.enteredAt).toISOString(), stayed_s: Math.round(alarm.stayedS), max_stay_time: alarm.maxStayTimeS, geofence_name: detection.geofences.get(alarm.zoneId)?.name ?? null },
+      });
+    }
+  }
+
+  private alarmPlace(state: DeviceState): Omit<RaiseAlarm, 'by' | 'type'> {
+    const last = state.last;
+    return {
+      organizationId: state.organizationId,
+      deviceId: state.deviceId,
+      userId: state.userId,
+      buildingId: state.buildingId,
+      floorId: last.floorId,
+      x: last.x,
+      y: last.y,
+      lat: last.lat,
+      lng: last.lng,
+    };
+  }
+}

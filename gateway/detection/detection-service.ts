@@ -1,0 +1,180 @@
+import type { Bus } from '../../shared/bus/index.js';
+import type { Logger } from '../../shared/logger.js';
+import type { Storage } from '../../shared/storage/index.js';
+import { pgArray } from '../../shared/storage/pg-array.js';
+import { ALARMS_CHANNEL, type AlarmEventMessage, type AlarmService } from '../alarms/alarm-service.js';
+import { POSITIONS_CHANNEL, type DetectionSteps, type PositionBatch, type PositionsMessage } from '../pipeline/position-pipeline.js';
+import type { BuildingRegistry } from '../realtime/building-registry.js';
+import type { WebSocketGateway } from '../ws/ws-gateway.js';
+import type { DetectionEngine, Detections, ZoneEventRecord } from './detection-engine.js';
+
+export const ZONE_EVENTS_CHANNEL = 'zone-events';
+
+interface ZoneEventsMessage {
+  organizationId: string;
+  zoneEvents: ZoneEventRecord[];
+  triggered: Detections['triggered'];
+}
+
+const presentZoneEvent = (event: ZoneEventRecord) => ({
+  type: event.type,
+  zone_kind: event.zoneKind,
+  geofence_id: event.zoneKind === 'geofence' ? event.zoneId : null,
+  zone_id: event.zoneId,
+  zone_name: event.zoneName,
+  building_id: event.buildingId,
+  floor_id: event.floorId,
+  device_id: event.deviceId,
+  user_id: event.userId,
+  at: new Date(event.at).toISOString(),
+  fired_at: new Date(event.firedAt).toISOString(),
+});
+
+/**
+ * Glue between the pure detectors and the rest: pipeline steps, the once-a-second sweep, storage of what was
+ * found (zone events for reports, alarms through the alarm service), and pushes to WebSocket subscribers.
+ */
+export class DetectionService {
+  private sweepTimer?: NodeJS.Timeout;
+
+  constructor(
+    private readonly engine: DetectionEngine,
+    private readonly alarms: AlarmService,
+    private readonly registry: BuildingRegistry,
+    private readonly storage: Storage,
+    private readonly bus: Bus,
+    private readonly logger: Logger,
+  ) {}
+
+  /** The steps the position pipeline runs around persistence. */
+  steps(): DetectionSteps {
+    return {
+      beforePersist: [
+        // An alarm button pressed on the app is part of the upload: if it cannot be stored, the upload fails and is retried.
+        { name: 'raise-requested-alarms', critical: true, run: (batch) => this.raiseRequested(batch) },
+        { name: 'detect', run: (batch) => this.detect(batch) },
+      ],
+      afterPersist: [{ name: 'record-detections', run: (batch) => this.record(batch.detections) }],
+    };
+  }
+
+  async start(websockets: WebSocketGateway, sweepIntervalMs = 1000): Promise<void> {
+    // Positions accepted by other gateways keep this gateway's detector state in step (nothing is emitted for them).
+    await this.bus.subscribe(POSITIONS_CHANNEL, (payload) => {
+      const message = payload as PositionsMessage;
+      if (message.originNode === this.bus.nodeId) return;
+      for (const record of message.records) {
+        const runtime = record.buildingId !== null ? this.registry.peek(record.buildingId) : undefined;
+        if (runtime || record.buildingId === null) this.engine.observe(record, runtime, false);
+        else void this.registry.get(record.organizationId, record.buildingId).then((loaded) => this.engine.observe(record, loaded, false), () => undefined);
+      }
+    });
+    await this.bus.subscribe(ZONE_EVENTS_CHANNEL, (payload) => {
+      const message = payload as ZoneEventsMessage;
+      for (const event of message.zoneEvents) {
+        if (event.zoneKind === 'geofence') websockets.publish(message.organizationId, `buildings/${event.buildingId}/geofence-events`, 'geofence_event', presentZoneEvent(event));
+      }
+      for (const trigger of message.triggered) {
+        const { event } = trigger;
+        websockets.publish(message.organizationId, `devices/${trigger.deviceId}`, 'event', { event_id: event.id, building_id: event.buildingId, name: event.name, info: event.info, url: event.url });
+      }
+    });
+    await this.bus.subscribe(ALARMS_CHANNEL, (payload) => {
+      const message = payload as AlarmEventMessage;
+      websockets.publish(message.organizationId, 'organization/alarms', 'alarm', message.event);
+      if (message.buildingId !== null) websockets.publish(message.organizationId, `buildings/${message.buildingId}/alarms`, 'alarm', message.event);
+    });
+    websockets.registerReplay(/^(organization\/alarms|buildings\/\d+\/alarms)$/, async (principal, topic, sinceSeq, send) => {
+      const building = /^buildings\/(\d+)\//.exec(topic);
+      for await (const event of this.alarms.eventsSince(principal.organizationId, sinceSeq, building ? Number(building[1]) : undefined)) {
+        send({ op: 'alarm', topic, data: event, replay: true });
+      }
+    });
+    this.sweepTimer = setInterval(() => void this.sweep(Date.now()), sweepIntervalMs);
+    this.sweepTimer.unref();
+  }
+
+  stop(): void {
+    clearInterval(this.sweepTimer);
+  }
+
+  async sweep(now: number): Promise<void> {
+    try {
+      await this.record(this.engine.sweep(now));
+    } catch (error) {
+      this.logger.error({ err: error }, 'detection sweep failed');
+    }
+  }
+
+  private async raiseRequested(batch: PositionBatch): Promise<void> {
+    const by = { user_id: batch.principal.userId, email: batch.principal.email };
+    for (const [index, pose] of batch.poses.entries()) {
+      const types = [pose.danger ? 'DANGER' : undefined, pose.assistance_request ? 'ASSISTANCE_REQUEST' : undefined].filter((type) => type !== undefined);
+      const record = batch.records[index]!;
+      for (const type of types) {
+        await this.alarms.raise({
+          organizationId: record.organizationId,
+          type: type as 'DANGER' | 'ASSISTANCE_REQUEST',
+          deviceId: record.deviceId,
+          userId: record.userId,
+          buildingId: record.buildingId,
+          floorId: record.floorId,
+          x: record.x,
+          y: record.y,
+          lat: record.lat,
+          lng: record.lng,
+          details: { source: 'pose' },
+          by,
+        });
+      }
+    }
+  }
+
+  private detect(batch: PositionBatch): void {
+    for (const [index, record] of batch.records.entries()) {
+      const found = this.engine.observe(record, batch.buildings[index], true);
+      batch.detections.zoneEvents.push(...found.zoneEvents);
+      batch.detections.alarms.push(...found.alarms);
+      batch.detections.triggered.push(...found.triggered);
+    }
+  }
+
+  /** Stores zone events, raises alarms (stored, then pushed), and announces both to every gateway. */
+  async record(detections: Detections): Promise<void> {
+    const { zoneEvents, alarms, triggered } = detections;
+    if (zoneEvents.length > 0) {
+      const column = <T>(pick: (event: ZoneEventRecord) => T) => pgArray(zoneEvents.map(pick) as never);
+      await this.storage.execute(
+        `insert into zone_events (organization_id, building_id, floor_id, zone_kind, zone_id, device_id, user_id, type, at, fired_at)
+         select * from unnest(?::uuid[], ?::int[], ?::int[], ?::text[], ?::text[], ?::text[], ?::uuid[], ?::text[], ?::timestamptz[], ?::timestamptz[])`,
+        [
+          column((e) => e.organizationId),
+          column((e) => e.buildingId),
+          column((e) => e.floorId),
+          column((e) => e.zoneKind),
+          column((e) => e.zoneId),
+          column((e) => e.deviceId),
+          column((e) => e.userId),
+          column((e) => e.type),
+          column((e) => new Date(e.at).toISOString()),
+          column((e) => new Date(e.firedAt).toISOString()),
+        ],
+      );
+    }
+    for (const alarm of alarms) await this.alarms.raise({ ...alarm, by: 'system' });
+    if (zoneEvents.length > 0 || triggered.length > 0) {
+      const byOrganization = new Map<string, ZoneEventsMessage>();
+      for (const event of zoneEvents) {
+        const message = byOrganization.get(event.organizationId) ?? { organizationId: event.organizationId, zoneEvents: [], triggered: [] };
+        message.zoneEvents.push(event);
+        byOrganization.set(event.organizationId, message);
+      }
+      for (const trigger of triggered) {
+        const message = byOrganization.get(trigger.organizationId) ?? { organizationId: trigger.organizationId, zoneEvents: [], triggered: [] };
+        message.triggered.push(trigger);
+        byOrganization.set(trigger.organizationId, message);
+      }
+      for (const message of byOrganization.values()) await this.bus.publish(ZONE_EVENTS_CHANNEL, message);
+    }
+  }
+}

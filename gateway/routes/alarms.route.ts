@@ -1,0 +1,203 @@
+import { z } from 'zod';
+import { ALARM_STATES, ALARM_TRANSITIONS, ALARM_TYPES } from '../../shared/detection/alarm-states.js';
+import { ForbiddenError, NotFoundError, ValidationError } from '../../shared/errors.js';
+import { BuildingSchema } from '../../shared/storage/entities/index.js';
+import { presentAlarm } from '../alarms/alarm-service.js';
+import { latitude, longitude } from '../cartography/placement.js';
+import { idParam, listParam, pageMetadata, paginated, paginationQuery, uuidParam } from '../http/query-schemas.js';
+import { defineRoute } from '../http/route.js';
+import type { GatewayServices } from '../services.js';
+
+const historyEntry = z.object({
+  state: z.enum(ALARM_STATES),
+  from: z.enum(ALARM_STATES).nullable(),
+  at: z.string(),
+  by: z.union([z.object({ user_id: z.string(), email: z.string() }), z.literal('system')]),
+  comment: z.string().nullable(),
+});
+const alarmSchema = z.object({
+  id: z.uuid(),
+  seq: z.number().int().describe('Seq of the alarm’s latest event; every raise or state change of an organization takes the next number'),
+  type: z.enum(ALARM_TYPES),
+  state: z.enum(ALARM_STATES),
+  organization_id: z.uuid(),
+  building_id: z.number().int().nullable(),
+  floor_id: z.number().int().nullable(),
+  device_id: z.string().nullable(),
+  user_id: z.string().nullable(),
+  geofence_id: z.string().nullable(),
+  position: z.object({ floor_id: z.number().int().nullable(), cartesians: z.object({ x: z.number(), y: z.number() }).nullable(), georeferences: z.object({ lat: z.number(), lng: z.number() }).nullable() }).nullable(),
+  details: z.record(z.string(), z.unknown()),
+  occurrences: z.number().int().describe('How many times it was raised while OPEN'),
+  history: z.array(historyEntry),
+  created_at: z.string(),
+  updated_at: z.string(),
+});
+
+const ALARM_SORT: Record<string, string> = { created_at: 'created_at', updated_at: 'updated_at', seq: 'seq', type: 'type', state: 'state' };
+
+/** Alarms: list, read, raise (always OPEN), state changes through one transition table; building alarm settings. */
+export function alarmRoutes(services: GatewayServices) {
+  const { alarms, storage } = services;
+  return [
+    defineRoute({
+      method: 'GET',
+      path: '/api/v1/alarms',
+      summary: 'Alarms of the organization, newest first (paginated)',
+      tags: ['alarms'],
+      auth: 'authenticated',
+      action: 'alarms:read',
+      query: z.object({
+        building_id: idParam.optional(),
+        state: listParam(z.enum(ALARM_STATES)).optional(),
+        type: listParam(z.enum(ALARM_TYPES)).optional(),
+        device_id: z.string().optional(),
+        user_id: uuidParam.optional(),
+        from_date: z.iso.datetime({ offset: true }).optional(),
+        to_date: z.iso.datetime({ offset: true }).optional(),
+        ...paginationQuery,
+      }),
+      response: paginated(alarmSchema),
+      handler: async ({ principal, query }) => {
+        const where: string[] = ['organization_id = ?'];
+        const params: unknown[] = [principal.organizationId];
+        const add = (condition: string, ...values: unknown[]) => (where.push(condition), params.push(...values));
+        if (query.building_id) add('building_id = ?', query.building_id);
+        if (query.state) add(`state in (${query.state.map(() => '?').join(', ')})`, ...query.state);
+        if (query.type) add(`type in (${query.type.map(() => '?').join(', ')})`, ...query.type);
+        if (query.device_id) add('device_id = ?', query.device_id);
+        if (query.user_id) add('user_id = ?', query.user_id);
+        if (query.from_date) add('created_at >= ?', new Date(query.from_date));
+        if (query.to_date) add('created_at < ?', new Date(query.to_date));
+        // A plain user sees the alarms about themself.
+        if (principal.role === 'user') add('user_id = ?', principal.userId);
+        const [field, inline] = (query.sort ?? 'created_at,desc').split(',');
+        const column = ALARM_SORT[field!];
+        if (!column) throw new ValidationError([{ field: 'query.sort', message: `sortable fields: ${Object.keys(ALARM_SORT).join(', ')}` }]);
+        const direction = (inline ?? query.direction ?? 'desc').toLowerCase() === 'asc' ? 'asc' : 'desc';
+        const [{ total }] = (await storage.execute<{ total: number }>(`select count(*)::int as total from alarms where ${where.join(' and ')}`, params)) as [{ total: number }];
+        const rows = await storage.execute(`select * from alarms where ${where.join(' and ')} order by ${column} ${direction}, id limit ? offset ?`, [...params, query.size, query.page * query.size]);
+        return { body: { data: rows.map((row) => presentAlarm(row as never)), metadata: pageMetadata(query, total, rows.length) } };
+      },
+    }),
+    defineRoute({
+      method: 'GET',
+      path: '/api/v1/alarms/:id',
+      summary: 'One alarm, with the history of its state changes',
+      tags: ['alarms'],
+      auth: 'authenticated',
+      action: 'alarms:read',
+      params: z.object({ id: uuidParam }),
+      response: alarmSchema,
+      handler: async ({ principal, params }) => {
+        const alarm = await alarms.get(principal.organizationId, params.id);
+        if (principal.role === 'user' && alarm.user_id !== principal.userId) throw new ForbiddenError('Not an alarm about you');
+        return { body: alarm };
+      },
+    }),
+    defineRoute({
+      method: 'POST',
+      path: '/api/v1/alarms',
+      summary: 'Raise an alarm (always OPEN; a repeat of an OPEN one of the same device and kind updates it)',
+      tags: ['alarms'],
+      auth: 'authenticated',
+      action: 'alarms:raise',
+      body: z.object({
+        type: z.enum(['DANGER', 'ASSISTANCE_REQUEST', 'DEADMAN', 'GEOFENCE_MAX_STAY_TIME']).describe('BREACH, EMERGENCY and STATIONARY are not to be used (spec 2.11)'),
+        device_id: z.string().min(1).max(200).optional(),
+        user_id: z.uuid().optional(),
+        building_id: z.coerce.number().int().positive().optional(),
+        floor_id: z.coerce.number().int().positive().optional(),
+        geofence_id: z.uuid().optional(),
+        x: z.number().finite().optional(),
+        y: z.number().finite().optional(),
+        lat: latitude.optional(),
+        lng: longitude.optional(),
+        comment: z.string().max(2000).optional(),
+      }),
+      response: alarmSchema,
+      successStatus: 201,
+      handler: async ({ principal, body }) => {
+        if (principal.role === 'user' && body.user_id !== undefined && body.user_id !== principal.userId) throw new ForbiddenError('You may only raise alarms about yourself');
+        let { x, y, lat, lng } = body;
+        if (body.building_id !== undefined) {
+          const building = await services.registry.get(principal.organizationId, body.building_id);
+          if (!building) throw new ValidationError([{ field: 'building_id', message: 'no such building in your organization' }]);
+          if (body.floor_id !== undefined && !building.floors.has(body.floor_id)) throw new ValidationError([{ field: 'floor_id', message: `no floor ${body.floor_id} in building ${body.building_id}` }]);
+          if (x !== undefined && y !== undefined && lat === undefined) ({ lat, lng } = building.transform.toGeo({ x, y }));
+          else if (lat !== undefined && lng !== undefined && x === undefined) ({ x, y } = building.transform.toCartesian({ lat, lng }));
+        }
+        const message = await alarms.raise({
+          organizationId: principal.organizationId,
+          type: body.type,
+          deviceId: body.device_id ?? null,
+          userId: body.user_id ?? (principal.role === 'user' ? principal.userId : null),
+          buildingId: body.building_id ?? null,
+          floorId: body.floor_id ?? null,
+          geofenceId: body.geofence_id ?? null,
+          x: x ?? null,
+          y: y ?? null,
+          lat: lat ?? null,
+          lng: lng ?? null,
+          details: { source: 'api' },
+          comment: body.comment ?? null,
+          by: { user_id: principal.userId, email: principal.email },
+        });
+        const { event: _kind, ...alarm } = message.event;
+        return { status: message.event.event === 'raised' ? 201 : 200, body: alarm };
+      },
+    }),
+    defineRoute({
+      method: 'PATCH',
+      path: '/api/v1/alarms/:id',
+      summary: `Change an alarm's state: ${Object.entries(ALARM_TRANSITIONS).map(([from, to]) => `${from} -> ${to.length ? to.join('|') : '(final)'}`).join('; ')}. 409 for any other move`,
+      tags: ['alarms'],
+      auth: 'authenticated',
+      action: 'alarms:manage',
+      params: z.object({ id: uuidParam }),
+      body: z.object({ state: z.enum(ALARM_STATES), comment: z.string().max(2000).optional() }),
+      response: alarmSchema,
+      handler: async ({ principal, params, body }) => {
+        const message = await alarms.changeState(principal.organizationId, params.id, body.state, body.comment ?? null, { user_id: principal.userId, email: principal.email });
+        const { event: _kind, ...alarm } = message.event;
+        return { body: alarm };
+      },
+    }),
+    ...['GET', 'PUT'].map((method) =>
+      defineRoute({
+        method: method as 'GET' | 'PUT',
+        path: '/api/v1/buildings/:id/alarm_settings',
+        summary: method === 'GET' ? 'Dead-man thresholds of a building' : 'Set the dead-man thresholds of a building (null switches a condition off)',
+        tags: ['alarms'],
+        auth: 'authenticated',
+        action: method === 'GET' ? 'alarms:read' : 'cartography:write',
+        params: z.object({ id: idParam }),
+        body:
+          method === 'PUT'
+            ? z.object({
+                deadman_after_s: z.number().int().positive().nullable().optional().describe('Still for longer than this raises DEADMAN'),
+                deadman_radius_m: z.number().positive().nullable().optional().describe('Moving less than this counts as still'),
+                deadman_silence_s: z.number().int().positive().nullable().optional().describe('Silent for longer than this, after being in the building, raises DEADMAN'),
+              })
+            : undefined,
+        response: z.object({ building_id: z.number().int(), deadman_after_s: z.number().nullable(), deadman_radius_m: z.number().nullable(), deadman_silence_s: z.number().nullable() }),
+        handler: async ({ principal, params, body }) => {
+          const em = storage.em();
+          const building = await em.findOne(BuildingSchema, { id: params.id, organization: principal.organizationId });
+          if (!building) throw new NotFoundError('Building');
+          if (method === 'PUT') {
+            const settings = body as { deadman_after_s?: number | null; deadman_radius_m?: number | null; deadman_silence_s?: number | null };
+            if (settings.deadman_after_s !== undefined) building.deadmanAfterS = settings.deadman_after_s;
+            if (settings.deadman_radius_m !== undefined) building.deadmanRadiusM = settings.deadman_radius_m;
+            if (settings.deadman_silence_s !== undefined) building.deadmanSilenceS = settings.deadman_silence_s;
+            await em.flush();
+            await services.cartography.announce({ organizationId: principal.organizationId, buildingId: building.id, kind: 'building', id: building.id, change: 'updated' });
+          }
+          return {
+            body: { building_id: building.id, deadman_after_s: building.deadmanAfterS ?? null, deadman_radius_m: building.deadmanRadiusM ?? null, deadman_silence_s: building.deadmanSilenceS ?? null },
+          };
+        },
+      }),
+    ),
+  ];
+}
