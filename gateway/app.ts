@@ -26,6 +26,7 @@ import type { RouteDefinition } from './http/route.js';
 import { loadNativeUws } from './http/uws.js';
 import { authRoutes } from './routes/auth.route.js';
 import { alarmRoutes } from './routes/alarms.route.js';
+import { reportRoutes } from './routes/reports.route.js';
 import { realtimeRoutes } from './routes/realtime.route.js';
 import { cartographyRoutes } from './routes/cartography.route.js';
 import { deviceRoutes } from './routes/devices.route.js';
@@ -96,6 +97,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
     ...cartographyRoutes(services),
     ...realtimeRoutes(services),
     ...alarmRoutes(services),
+    ...reportRoutes(services),
     ...imageRoutes(services),
     ...openApiRoutes(() => http.router.routes),
   );

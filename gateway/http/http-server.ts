@@ -250,7 +250,8 @@ export class HttpServer {
     const principal = route.auth === 'public' ? (undefined as unknown as Principal) : await this.options.authenticate(request.headers, route);
     const rawBody = await bodyPromise;
     const params = validate(route.params, rawParams, 'path');
-    const query = validate(route.query, parseQuery(request.queryString), 'query');
+    const rawQuery = parseQuery(request.queryString);
+    const query = validate(route.query, rawQuery, 'query');
     let body: unknown = undefined;
     if (route.bodyKind === 'raw') body = rawBody;
     else if (rawBody.length > 0) {
@@ -266,6 +267,7 @@ export class HttpServer {
       path: request.path,
       params,
       query,
+      rawQuery,
       body,
       headers: request.headers,
       rawBody,

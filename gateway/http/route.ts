@@ -13,6 +13,8 @@ export interface RequestContext<Params = any, Query = any, Body = any> {
   path: string;
   params: Params;
   query: Query;
+  /** The query as received (arrays folded), before validation: what a job re-validates on its side. */
+  rawQuery: RawQuery;
   body: Body;
   /** Lower-cased header names. */
   headers: Record<string, string>;

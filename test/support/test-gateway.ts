@@ -1,6 +1,8 @@
 import { startGateway, type Gateway, type GatewayOptions } from '../../gateway/app.js';
 import { loadConfig } from '../../shared/config.js';
 import { createLogger } from '../../shared/logger.js';
+import { BullmqJobWorker } from '../../shared/jobs/bullmq-job-worker.js';
+import { processors } from '../../workers/processors/index.js';
 import { TestClient } from './http-client.js';
 import { createTestEnvironment, type TestEnvironment } from './test-environment.js';
 
@@ -23,7 +25,18 @@ export async function startTestGateway(
 ): Promise<RunningGateway> {
   const env = environment ?? (await createTestEnvironment(overrides));
   const config = environment ? loadConfig({ ...env.env, ...overrides }) : env.config;
-  const gateway = await startGateway(config, { ...options, logger: createLogger(config.LOG_LEVEL) });
+  const logger = createLogger(config.LOG_LEVEL);
+  const gateway = await startGateway(config, { ...options, logger });
+  // With Redis, jobs go to BullMQ: run a worker as `npm run workers` would, on the same storage.
+  const worker = config.REDIS_URL
+    ? new BullmqJobWorker(config.REDIS_URL, config.REDIS_PREFIX, processors, { storage: gateway.services.storage, logger }, config.JOB_CONCURRENCY, logger)
+    : undefined;
+  await worker?.waitUntilReady();
+  const close = gateway.close;
+  gateway.close = async () => {
+    await worker?.close();
+    await close();
+  };
   const baseUrl = `http://127.0.0.1:${gateway.port}`;
   return {
     gateway,

@@ -1,0 +1,62 @@
+import { z } from 'zod';
+import { csvChunks } from '../../shared/csv/csv.js';
+import { REPORT_NAMES, reportParamSchemas, type ReportJob, type ReportName, type ReportResult } from '../../shared/reports/report-params.js';
+import { defineRoute, type RouteDefinition } from '../http/route.js';
+import type { GatewayServices } from '../services.js';
+
+const PURPOSES: Record<ReportName, string> = {
+  geofencing_stay_time: 'Time each device stayed in each geofence, per day or hour of entry (computed from positions against the current geometry)',
+  geofencing_sessions_matches: 'Each stay of a device in a geofence: entry, exit, duration',
+  visitors: 'Unique visitors (users, or devices without one) per month, day or hour',
+  positioning_time: 'Time devices spent in the building: min, average, median, 90th percentile and max per group',
+  heatmap: 'Geohash (precision 10) cells of a floor with their centre and a weight (distinct users)',
+  raw_data: 'Positions with their geospatial and geometric information',
+  user_positions: 'A trajectory: positions in order with a session mark (what the official client reads as {data})',
+};
+
+const resultSchema = z.object({
+  data: z.array(z.record(z.string(), z.unknown())),
+  meta: z.array(z.object({ name: z.string(), type: z.string(), nullable: z.boolean() })),
+  statistics: z.object({ rows_read: z.number().int(), rows_returned: z.number().int(), elapsed_ms: z.number() }),
+});
+
+/**
+ * Spec 4.4: `GET /api/v1/reports/<name>.json|csv`. The parameters are checked here (422 at once); the report
+ * itself runs as a job (BullMQ workers with Redis, the in-process runner otherwise) and the request waits
+ * for it, up to JOB_TIMEOUT_MS.
+ */
+export function reportRoutes(services: GatewayServices): RouteDefinition[] {
+  return REPORT_NAMES.flatMap((name) =>
+    (['json', 'csv'] as const).map((format) =>
+      defineRoute({
+        method: 'GET',
+        path: `/api/v1/reports/${name}.${format}`,
+        summary: `${PURPOSES[name]} (${format.toUpperCase()})`,
+        tags: ['reports'],
+        auth: 'authenticated',
+        action: 'reports:read',
+        query: reportParamSchemas[name] as z.ZodType,
+        response: format === 'json' ? resultSchema : undefined,
+        rawResponseDoc: format === 'csv' ? { contentType: 'text/csv', description: 'RFC 4180 CSV; statistics in the X-Db-Statistics header' } : undefined,
+        handler: async ({ principal, rawQuery }) => {
+          const job: ReportJob = {
+            report: name,
+            // The raw query, not the parsed one: the worker validates it again with the same schema.
+            params: rawQuery,
+            scope: { organizationId: principal.organizationId, ...(principal.role === 'user' ? { onlyUserId: principal.userId } : {}) },
+          };
+          const result = await services.jobs.run<ReportResult>({ name: 'report', organizationId: principal.organizationId, data: job }, services.config.JOB_TIMEOUT_MS);
+          if (format === 'json') {
+            const data = result.rows.map((row) => Object.fromEntries(result.meta.map((column, i) => [column.name, row[i]])));
+            return { body: { data, meta: result.meta, statistics: result.statistics } };
+          }
+          return {
+            stream: csvChunks(result.meta.map((column) => column.name), [result.rows as never]),
+            contentType: 'text/csv; charset=utf-8',
+            headers: { 'x-db-statistics': JSON.stringify(result.statistics), 'content-disposition': `attachment; filename="${name}.csv"` },
+          };
+        },
+      }),
+    ),
+  );
+}

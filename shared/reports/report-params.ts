@@ -1,0 +1,113 @@
+import { z } from 'zod';
+
+/**
+ * Report parameters (spec 4.4). Arrays arrive comma separated (`a=1,2`) or as `a[]=1&a[]=2`; an empty list is
+ * refused. Dates are ISO 8601 instants; `time_zone` is an IANA name, UTC by default.
+ */
+const list = <T extends z.ZodType>(item: T) =>
+  z
+    .union([z.string(), z.array(z.string())])
+    .transform((value) => (Array.isArray(value) ? value : [value]).flatMap((part) => part.split(',')).map((part) => part.trim()).filter((part) => part !== ''))
+    .pipe(z.array(item).min(1, 'at least one item') as unknown as z.ZodType<z.output<T>[], string[]>);
+
+const bool = z.enum(['true', 'false']).transform((value) => value === 'true');
+const instant = z.iso.datetime({ offset: true, message: 'an ISO 8601 date-time such as 2026-05-01T00:00:00Z' }).transform((value) => new Date(value).toISOString());
+const seconds = z.coerce.number().min(0);
+
+export const timeZone = z
+  .string()
+  .default('UTC')
+  .refine((name) => {
+    try {
+      new Intl.DateTimeFormat('en', { timeZone: name });
+      return true;
+    } catch {
+      return false;
+    }
+  }, 'an IANA time zone such as Europe/Madrid');
+
+const window = {
+  from_date: instant,
+  to_date: instant,
+  time_zone: timeZone,
+};
+
+const geofencing = {
+  organization_id: z.uuid().optional(),
+  building_ids: list(z.coerce.number().int().positive()).optional(),
+  device_ids: list(z.string()).optional(),
+  user_ids: list(z.uuid()).optional(),
+  fence_ids: list(z.uuid()).optional(),
+  only_assigned: bool.default(false),
+  min_stay_time: seconds.optional(),
+  max_stay_time: seconds.optional(),
+  session_threshold: seconds.default(15),
+  ...window,
+};
+
+export const reportParamSchemas = {
+  geofencing_stay_time: z.object({ ...geofencing, group: z.enum(['day', 'hour']).default('day') }),
+  geofencing_sessions_matches: z.object(geofencing),
+  visitors: z.object({ building_id: z.coerce.number().int().positive(), floor_id: z.coerce.number().int().positive().optional(), group: z.enum(['month', 'day', 'hour']).default('day'), ...window }),
+  positioning_time: z.object({
+    building_id: z.coerce.number().int().positive(),
+    floor_id: z.coerce.number().int().positive().optional(),
+    group: z.enum(['month', 'day', 'hour', 'day_of_week']).default('day_of_week'),
+    session_threshold: seconds.default(15),
+    ...window,
+  }),
+  heatmap: z.object({
+    building_id: z.coerce.number().int().positive(),
+    floor_id: z.coerce.number().int().positive(),
+    device_id: z.string().optional(),
+    user_id: z.uuid().optional(),
+    position_type: z.enum(['indoor', 'outdoor']).optional(),
+    ...window,
+  }),
+  raw_data: z.object({
+    organization_id: z.uuid().optional(),
+    building_ids: list(z.coerce.number().int().positive()).optional(),
+    floor_ids: list(z.coerce.number().int().positive()).optional(),
+    device_ids: list(z.string()).optional(),
+    user_ids: list(z.string()).optional(),
+    order_by: list(z.enum(['timestamp', 'device_id', 'user_id', 'building_id', 'floor_id'])).optional(),
+    order_direction: z.enum(['asc', 'desc']).default('asc'),
+    position_type: z.enum(['indoor', 'outdoor']).optional(),
+    limit: z.coerce.number().int().min(1).max(100_000).default(10_000),
+    ...window,
+  }),
+  user_positions: z.object({
+    building_id: z.coerce.number().int().positive().optional(),
+    user_id: z.uuid().optional(),
+    device_id: z.string().optional(),
+    session_threshold: seconds.default(15),
+    ...window,
+  }),
+} as const;
+
+export type ReportName = keyof typeof reportParamSchemas;
+export const REPORT_NAMES = Object.keys(reportParamSchemas) as ReportName[];
+
+/** Who asks: the organization, and for a plain user, the only user whose positions they may see. */
+export interface ReportScope {
+  organizationId: string;
+  onlyUserId?: string;
+}
+
+export interface ReportJob {
+  report: ReportName;
+  params: Record<string, unknown>;
+  scope: ReportScope;
+}
+
+export interface ReportColumn {
+  name: string;
+  type: 'string' | 'integer' | 'number' | 'boolean' | 'datetime';
+  nullable: boolean;
+}
+
+export interface ReportResult {
+  meta: ReportColumn[];
+  rows: unknown[][];
+  statistics: { rows_read: number; rows_returned: number; elapsed_ms: number };
+}
