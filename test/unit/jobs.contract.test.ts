@@ -24,8 +24,8 @@ const processors: ProcessorRegistry = {
     await new Promise((resolve) => setTimeout(resolve, data.ms));
     return 'late';
   },
-  record: async (data: { label: string }) => {
-    await new Promise((resolve) => setTimeout(resolve, 20));
+  record: async (data: { label: string; ms?: number }) => {
+    await new Promise((resolve) => setTimeout(resolve, data.ms ?? 20));
     order.push(data.label);
     return data.label;
   },
@@ -113,17 +113,21 @@ describe.each(factories)('job queue contract: $name', (factory) => {
   });
 });
 
-describe('in-process job queue fairness', () => {
+describe.each(factories)('job queue fairness: $name', (factory) => {
   it('serves organizations in turn, so a burst from one does not starve another', async () => {
     order.length = 0;
-    const queue = new LocalJobQueue(processors, context, 1);
-    const jobs = [
-      ...Array.from({ length: 5 }, (_, i) => queue.run({ name: 'record', organizationId: 'busy', data: { label: `busy-${i}` } }, 10_000)),
-      queue.run({ name: 'record', organizationId: 'quiet', data: { label: 'quiet-0' } }, 10_000),
-    ];
-    await Promise.all(jobs);
-    await queue.close();
-    // busy-0 was already running; the quiet organization's only job goes next, not after all of busy's.
-    expect(order.indexOf('quiet-0')).toBe(1);
+    const { queue, cleanup } = await factory.create(1);
+    try {
+      // Each job of the burst outlasts the enqueueing of the whole burst and of the quiet job.
+      const busy = Array.from({ length: 5 }, (_, i) => queue.run({ name: 'record', organizationId: 'busy', data: { label: `busy-${i}`, ms: 300 } }, 20_000));
+      await new Promise((resolve) => setTimeout(resolve, 100)); // the burst is queued first
+      const quiet = queue.run({ name: 'record', organizationId: 'quiet', data: { label: 'quiet-0' } }, 20_000);
+      await Promise.all([...busy, quiet]);
+      // The quiet organization's only job runs right after the burst's first, not after all of them.
+      expect(order.indexOf('quiet-0')).toBeLessThanOrEqual(1);
+      expect(order).toHaveLength(6);
+    } finally {
+      await cleanup();
+    }
   });
 });
