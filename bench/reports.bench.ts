@@ -1,0 +1,75 @@
+import { PositionStore } from '../shared/positions/position-store.js';
+import { createVenue, squareCartesians } from '../test/support/cartography.js';
+import { adminClient } from '../test/support/identity.js';
+import { startTestGateway } from '../test/support/test-gateway.js';
+import type { Figure, Scenario } from './harness.js';
+
+/**
+ * Reports over a day of positions (issue target: 100 devices every second = 8.64 million rows, every report
+ * within 3 times a plain count(*) over the same rows). The day is generated inside PostgreSQL. On embedded
+ * storage the seed is scaled down (BENCH_REPORT_SECONDS, default 3,600 there) and the figure names say so.
+ */
+export const reportsScenario: Scenario = {
+  name: 'reports',
+  async run(): Promise<Figure[]> {
+    const devices = Number(process.env.BENCH_REPORT_DEVICES ?? 100);
+    const seconds = Number(process.env.BENCH_REPORT_SECONDS ?? (process.env.DATABASE_URL ? 86_400 : 3_600));
+    const running = await startTestGateway({ LOG_LEVEL: 'silent', JOB_TIMEOUT_MS: '1800000' });
+    try {
+      const { storage } = running.gateway.services;
+      const admin = await adminClient(running.client);
+      const { building, floors } = await createVenue(admin, 'Report bench');
+      for (let i = 0; i < 20; i++) {
+        await admin.post('/api/v1/geofences', { name: `Zone ${i}`, building_id: building.id, floor_id: floors[0].id, type: 'POLYGON', cartesians: squareCartesians((i % 5) * 22 + 2, Math.floor(i / 5) * 18 + 2, 15) });
+      }
+      const organization = (await admin.get('/api/v1/organizations/current_organization')).body.id;
+      const day = Date.UTC(2026, 0, 15);
+      await new PositionStore(storage).ensurePartitions([{ timestamp: day } as never, { timestamp: day + seconds * 1000 - 1 } as never]);
+      const seedStarted = performance.now();
+      // Each device walks a slow loop over the floor; one statement per device keeps transactions small.
+      for (let d = 0; d < devices; d++) {
+        await storage.execute(
+          `insert into positions (organization_id, device_id, user_id, building_id, floor_id, indoor, x, y, lat, lng, yaw, accuracy, ts, received_at)
+           select ?::uuid, 'bench-' || ?::text, null, ?::int, ?::int, true,
+                  60 + 55 * sin((s + ?::int * 97) / 600.0), 40 + 35 * cos((s + ?::int * 61) / 900.0),
+                  40.4168 + s * 1e-9, -3.7038, 0, 2, to_timestamp(?::float8 / 1000 + s), to_timestamp(?::float8 / 1000 + s)
+           from generate_series(0, ?::int - 1) as s`,
+          [organization, d, building.id, floors[0].id, d, d, day, day, seconds],
+        );
+      }
+      const seedSeconds = (performance.now() - seedStarted) / 1000;
+      await storage.execute('analyze positions');
+      const rows = devices * seconds;
+      const from = new Date(day).toISOString().replace('.000Z', 'Z');
+      const to = new Date(day + seconds * 1000).toISOString().replace('.000Z', 'Z');
+      const countStarted = performance.now();
+      await storage.execute('select count(*) from positions where organization_id = ? and building_id = ? and ts >= ? and ts < ?', [organization, building.id, from, to]);
+      const countMs = performance.now() - countStarted;
+      const label = seconds === 86_400 && devices === 100 ? '8.64M positions' : `${(rows / 1e6).toFixed(2)}M positions (scaled down)`;
+      const figures: Figure[] = [
+        { scenario: 'reports', metric: `seed ${label}`, value: seedSeconds, unit: 's' },
+        { scenario: 'reports', metric: 'count(*) baseline', value: countMs, unit: 'ms' },
+      ];
+      const window = `from_date=${from}&to_date=${to}`;
+      const reports: [string, string][] = [
+        ['geofencing_stay_time', `${window}&building_ids=${building.id}`],
+        ['geofencing_sessions_matches', `${window}&building_ids=${building.id}`],
+        ['visitors', `${window}&building_id=${building.id}&group=hour`],
+        ['positioning_time', `${window}&building_id=${building.id}`],
+        ['heatmap', `${window}&building_id=${building.id}&floor_id=${floors[0].id}`],
+        ['raw_data', `${window}&building_ids=${building.id}`],
+        ['user_positions', `${window}&building_id=${building.id}`],
+      ];
+      for (const [name, query] of reports) {
+        const started = performance.now();
+        const response = await admin.get(`/api/v1/reports/${name}.json?${query}`);
+        const elapsed = performance.now() - started;
+        if (response.status !== 200) throw new Error(`${name}: ${response.status} ${response.text.slice(0, 200)}`);
+        figures.push({ scenario: 'reports', metric: `${name} (${label})`, value: elapsed, unit: 'ms', target: `<= 3x count(*) = ${Math.round(countMs * 3)} ms`, met: elapsed <= countMs * 3 });
+      }
+      return figures;
+    } finally {
+      await running.stop();
+    }
+  },
+};

@@ -1,0 +1,54 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { openStorage, type Storage } from '../../shared/storage/index.js';
+import { OrganizationSchema } from '../../shared/storage/entities/index.js';
+import { PositionStore } from '../../shared/positions/position-store.js';
+import type { PositionRecord } from '../../shared/positions/position-record.js';
+import { createTestEnvironment, driverLabel, type TestEnvironment } from '../support/test-environment.js';
+
+const DAY = 24 * 3600 * 1000;
+
+describe(`positions table: partitions and retention (${driverLabel})`, () => {
+  let environment: TestEnvironment;
+  let storage: Storage;
+  let organizationId: string;
+  const at = (timestamp: number, deviceId = 'd'): PositionRecord => ({
+    organizationId, deviceId, userId: null, buildingId: null, floorId: null, indoor: false, x: null, y: null,
+    lat: 1, lng: 1, yaw: 0, accuracy: null, timestamp, receivedAt: timestamp,
+  });
+
+  beforeAll(async () => {
+    environment = await createTestEnvironment();
+    storage = await openStorage(environment.config);
+    organizationId = crypto.randomUUID();
+    const em = storage.em();
+    em.create(OrganizationSchema, { id: organizationId, name: 'o', createdAt: new Date(), updatedAt: new Date() });
+    await em.flush();
+  });
+  afterAll(async () => {
+    await storage?.close();
+    await environment?.cleanup();
+  });
+
+  it('creates one partition per day on demand and keeps text with quotes and commas intact', async () => {
+    const store = new PositionStore(storage);
+    const now = Date.UTC(2026, 10, 22, 12);
+    await store.insert([at(now, 'a "quoted", device'), at(now - DAY, 'b\\\\slash'), at(now - 3 * DAY)]);
+    const partitions = await storage.execute<{ name: string }>("select c.relname as name from pg_inherits i join pg_class c on c.oid = i.inhrelid join pg_class p on p.oid = i.inhparent where p.relname = 'positions' order by 1");
+    expect(partitions.map((p) => p.name)).toEqual(['positions_p20261119', 'positions_p20261121', 'positions_p20261122']);
+    const devices = await storage.execute<{ device_id: string }>('select device_id from positions order by ts desc');
+    expect(devices.map((d) => d.device_id)).toEqual(['a "quoted", device', 'b\\\\slash', 'd']);
+  });
+
+  it('drops whole day partitions past retention and keeps the rest', async () => {
+    const store = new PositionStore(storage);
+    const now = Date.UTC(2026, 10, 22, 12);
+    const dropped = await store.dropPartitionsOlderThan(2, now);
+    expect(dropped).toEqual(['positions_p20261119']);
+    const [row] = await storage.execute<{ n: number }>('select count(*)::int as n from positions');
+    expect(row!.n).toBe(2);
+    // A new write to a dropped day recreates its partition.
+    await store.insert([at(now - 3 * DAY)]);
+    const [again] = await storage.execute<{ n: number }>('select count(*)::int as n from positions');
+    expect(again!.n).toBe(3);
+  });
+});
