@@ -62,14 +62,8 @@ class Exchange {
    * truncated response rather than a complete-looking one.
    */
   async stream(status: number, headers: Record<string, string>, chunks: AsyncIterable<string | Buffer>): Promise<void> {
-    if (this.aborted || this.finished) return;
-    this.finished = true;
-    this.status = status;
-    this.res.cork(() => {
-      this.res.writeStatus(statusLine(status));
-      for (const name in CORS_HEADERS) this.res.writeHeader(name, CORS_HEADERS[name]!);
-      for (const name in headers) this.res.writeHeader(name, headers[name]!);
-    });
+    if (!this.begin(status)) return;
+    this.res.cork(() => this.writeHead(status, headers));
     const iterator = chunks[Symbol.asyncIterator]();
     try {
       for (let next = await iterator.next(); !next.done; next = await iterator.next()) {
@@ -98,15 +92,26 @@ class Exchange {
     }
   }
 
-  /** Writes a whole response, corked, unless the client went away. */
-  send(status: number, headers: Record<string, string>, body: string | Buffer | undefined, closeConnection = false, representationLength?: number): void {
-    if (this.aborted || this.finished) return;
+  /** Claims the response; false when the client went away or it was already answered. */
+  private begin(status: number): boolean {
+    if (this.aborted || this.finished) return false;
     this.finished = true;
     this.status = status;
+    return true;
+  }
+
+  /** Status line, CORS headers, then the response's own; call inside a cork. */
+  private writeHead(status: number, headers: Record<string, string>): void {
+    this.res.writeStatus(statusLine(status));
+    for (const name in CORS_HEADERS) this.res.writeHeader(name, CORS_HEADERS[name]!);
+    for (const name in headers) this.res.writeHeader(name, headers[name]!);
+  }
+
+  /** Writes a whole response, corked, unless the client went away. */
+  send(status: number, headers: Record<string, string>, body: string | Buffer | undefined, closeConnection = false, representationLength?: number): void {
+    if (!this.begin(status)) return;
     this.res.cork(() => {
-      this.res.writeStatus(statusLine(status));
-      for (const name in CORS_HEADERS) this.res.writeHeader(name, CORS_HEADERS[name]!);
-      for (const name in headers) this.res.writeHeader(name, headers[name]!);
+      this.writeHead(status, headers);
       // endWithoutBody() only with a known length: given none, this uWS build announces a bogus Content-Length
       // and poisons keep-alive.
       if (representationLength !== undefined && body === undefined) this.res.endWithoutBody(representationLength, closeConnection);
