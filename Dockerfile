@@ -9,6 +9,9 @@ COPY tsconfig.json ./
 COPY gateway ./gateway
 COPY workers ./workers
 COPY shared ./shared
+COPY console ./console
+# The control-room console is built into the image, so the gateway does not build it at boot.
+RUN node --import tsx console/build.ts
 RUN mkdir -p /data && chown node:node /data
 USER node
 ENV DATA_DIR=/data HOST=0.0.0.0 PORT=8080

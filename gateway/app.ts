@@ -36,6 +36,7 @@ import { imageRoutes } from './routes/images.route.js';
 import { organizationRoutes } from './routes/organizations.route.js';
 import { userRoutes } from './routes/users.route.js';
 import { openApiRoutes } from './routes/openapi.route.js';
+import { consoleRoutes } from './routes/console.route.js';
 import type { GatewayServices } from './services.js';
 
 export interface Gateway {
@@ -99,6 +100,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
     ...alarmRoutes(services),
     ...reportRoutes(services),
     ...imageRoutes(services),
+    ...consoleRoutes(logger),
     ...openApiRoutes(() => http.router.routes),
   );
   if (options.extraRoutes) http.add(...options.extraRoutes(services));

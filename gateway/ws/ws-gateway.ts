@@ -264,6 +264,13 @@ export class WebSocketGateway {
     for (const connection of subscribers) connection.send((encoded[connection.format] ??= encode(connection.format, frame)));
   }
 
+  /** Closes every socket with `code`, as a network drop would (tests use it; clients resume alarms with since_seq). */
+  dropAll(code = 1012, reason = 'connection dropped'): number {
+    const all = [...this.connections];
+    for (const connection of all) connection.close(code, reason);
+    return all.length;
+  }
+
   get connectionCount(): number {
     return this.connections.size;
   }

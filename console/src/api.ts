@@ -1,0 +1,109 @@
+import type { Alarm, AlarmState, Building, BuildingDetail, Floor, PositionFeature } from './model.js';
+
+/** The flat error body every route answers with. */
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+  ) {
+    super(message);
+    this.name = 'ApiError';
+  }
+}
+
+interface Page<T> {
+  data: T[];
+}
+
+/**
+ * The REST calls the console makes, all on this origin and all with the Bearer token (held in memory; never
+ * put in a URL). A 401 means the session is over: `onUnauthorized` signs the operator out.
+ */
+export class Api {
+  constructor(
+    private readonly token: string,
+    private readonly onUnauthorized: (message: string) => void,
+  ) {}
+
+  static async signIn(email: string, password: string): Promise<{ access_token: string }> {
+    // btoa only takes Latin-1: encode UTF-8 first so any e-mail or password survives.
+    const credentials = btoa(String.fromCharCode(...new TextEncoder().encode(`${email}:${password}`)));
+    const response = await fetch('/api/v1/auth/access_tokens', { method: 'POST', headers: { authorization: `Basic ${credentials}` }, cache: 'no-store' });
+    if (!response.ok) throw await errorOf(response);
+    return (await response.json()) as { access_token: string };
+  }
+
+  private async request<T>(method: string, path: string, body?: unknown): Promise<T> {
+    const headers: Record<string, string> = { authorization: `Bearer ${this.token}`, accept: 'application/json' };
+    if (body !== undefined) headers['content-type'] = 'application/json';
+    const response = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), cache: 'no-store' });
+    if (!response.ok) {
+      const error = await errorOf(response);
+      if (response.status === 401) this.onUnauthorized(error.message);
+      throw error;
+    }
+    return (response.status === 204 ? undefined : await response.json()) as T;
+  }
+
+  buildings(): Promise<Building[]> {
+    return this.request('GET', '/api/v1/buildings?view=compact');
+  }
+
+  building(id: number): Promise<BuildingDetail> {
+    return this.request('GET', `/api/v1/buildings/${id}`);
+  }
+
+  async floors(): Promise<Floor[]> {
+    const answer = await this.request<Floor[] | Page<Floor>>('GET', '/api/v1/floors?size=1000');
+    return Array.isArray(answer) ? answer : answer.data;
+  }
+
+  /** Users' names for labels; only managers may list users, so anyone else just gets ids. */
+  async userNames(): Promise<Map<string, string>> {
+    try {
+      const page = await this.request<Page<{ id: string; full_name: string; email: string }>>('GET', '/api/v1/users?size=1000');
+      return new Map(page.data.map((user) => [user.id, user.full_name || user.email]));
+    } catch (error) {
+      if (error instanceof ApiError && error.status === 403) return new Map();
+      throw error;
+    }
+  }
+
+  async livePositions(buildingId: number): Promise<PositionFeature[]> {
+    const collection = await this.request<{ features: PositionFeature[] }>('GET', `/api/v1/real_time/building/${buildingId}`);
+    return collection.features;
+  }
+
+  async alarms(size = 200): Promise<Alarm[]> {
+    return (await this.request<Page<Alarm>>('GET', `/api/v1/alarms?size=${size}&sort=created_at,desc`)).data;
+  }
+
+  alarm(id: string): Promise<Alarm> {
+    return this.request('GET', `/api/v1/alarms/${encodeURIComponent(id)}`);
+  }
+
+  changeAlarmState(id: string, state: AlarmState): Promise<Alarm> {
+    return this.request('PATCH', `/api/v1/alarms/${encodeURIComponent(id)}`, { state });
+  }
+
+  /** A protected image (floorplans need the token) as a blob: URL; the caller revokes it. */
+  async imageUrl(path: string): Promise<string> {
+    const response = await fetch(path, { headers: { authorization: `Bearer ${this.token}` } });
+    if (!response.ok) {
+      const error = await errorOf(response);
+      if (response.status === 401) this.onUnauthorized(error.message);
+      throw error;
+    }
+    return URL.createObjectURL(await response.blob());
+  }
+}
+
+async function errorOf(response: Response): Promise<ApiError> {
+  try {
+    const body = (await response.json()) as { code?: string; message?: string };
+    return new ApiError(response.status, body.code ?? 'error', body.message ?? response.statusText);
+  } catch {
+    return new ApiError(response.status, 'error', response.statusText || `HTTP ${response.status}`);
+  }
+}

@@ -1,0 +1,307 @@
+import { setText, svg } from './dom.js';
+import type { Api } from './api.js';
+import type { BuildingDetail, Floor, PositionFeature } from './model.js';
+
+/** A device with no position for this long is drawn grey and marked "stale". */
+export const STALE_AFTER_MS = 30_000;
+/** ... and forgotten after this long (the gateway's live view forgets it too). */
+const FORGET_AFTER_MS = 15 * 60_000;
+/** Pixels per metre of the plain background drawn when a floor has no image. */
+const PLAIN_SCALE = 10;
+
+interface Device {
+  feature: PositionFeature;
+  /** When the position was taken (its own timestamp), ms since the epoch. */
+  at: number;
+  group?: SVGGElement;
+}
+
+interface Frame {
+  /** Drawing size in SVG user units (the image's pixels, or metres x PLAIN_SCALE). */
+  width: number;
+  height: number;
+  /** User units per metre. */
+  scale: number;
+}
+
+/**
+ * The floor as an SVG whose user units are the floorplan's pixels: metres map through `maps.scale` (pixels
+ * per metre), y flipped because floor coordinates start at the bottom-left corner. Zones and event areas are
+ * outlined; each device is a dot with a label, grey once stale.
+ */
+export class FloorMap {
+  private readonly devices = new Map<string, Device>();
+  private building: BuildingDetail | null = null;
+  private floor: Floor | null = null;
+  private frame: Frame | null = null;
+  private imageUrl: string | null = null;
+  private highlighted: { deviceId: string | null; position: { x: number; y: number } | null } = { deviceId: null, position: null };
+  private readonly root: SVGSVGElement;
+  private readonly layers: { base: SVGGElement; zones: SVGGElement; alarm: SVGGElement; devices: SVGGElement };
+  private loadToken = 0;
+
+  constructor(
+    private readonly container: HTMLElement,
+    private readonly summary: HTMLElement,
+    private readonly api: () => Api,
+    private readonly userName: (userId: string | null) => string | null,
+  ) {
+    this.root = svg('svg', { class: 'floor-map', role: 'img', 'aria-labelledby': 'map-summary', preserveAspectRatio: 'xMidYMid meet' });
+    this.layers = {
+      base: svg('g', { class: 'layer-base' }),
+      zones: svg('g', { class: 'layer-zones' }),
+      alarm: svg('g', { class: 'layer-alarm' }),
+      devices: svg('g', { class: 'layer-devices' }),
+    };
+    this.root.append(this.layers.base, this.layers.zones, this.layers.alarm, this.layers.devices);
+    this.container.replaceChildren(this.root);
+  }
+
+  /** Shows a floor of a building: its plan (fetched with the token), zones, event areas and the devices on it. */
+  async show(building: BuildingDetail, floor: Floor | null): Promise<void> {
+    const token = ++this.loadToken;
+    if (this.building?.id !== building.id) this.devices.clear();
+    this.building = building;
+    this.floor = floor;
+    this.releaseImage();
+    this.frame = null; // nothing is drawn until the new plan's size is known
+    for (const layer of Object.values(this.layers)) layer.replaceChildren();
+    this.root.dataset.floorId = floor ? String(floor.id) : '';
+    let frame: Frame = { width: building.dimensions.width * PLAIN_SCALE, height: building.dimensions.length * PLAIN_SCALE, scale: PLAIN_SCALE };
+    let image: SVGImageElement | null = null;
+    if (floor?.maps.map_url) {
+      try {
+        const url = await this.api().imageUrl(floor.maps.map_url);
+        if (token !== this.loadToken) return URL.revokeObjectURL(url);
+        const size = await naturalSize(url);
+        if (token !== this.loadToken) return URL.revokeObjectURL(url);
+        this.imageUrl = url;
+        const scale = floor.maps.scale ?? size.width / building.dimensions.width;
+        frame = { width: size.width, height: size.height, scale };
+        image = svg('image', { class: 'floorplan', href: url, x: 0, y: 0, width: size.width, height: size.height, preserveAspectRatio: 'none' });
+      } catch (error) {
+        console.warn('floorplan not loaded', error);
+      }
+    }
+    if (token !== this.loadToken) return;
+    this.frame = frame;
+    this.root.setAttribute('viewBox', `0 0 ${frame.width} ${frame.height}`);
+    this.root.dataset.scale = String(frame.scale);
+    this.root.dataset.height = String(frame.height);
+    // The plain background is also the hit area and the reference box tests measure against.
+    this.layers.base.append(svg('rect', { class: image ? 'floor-frame' : 'floor-plain', x: 0, y: 0, width: frame.width, height: frame.height }));
+    if (image) this.layers.base.append(image);
+    else this.layers.base.append(grid(frame, 10));
+    if (floor) this.drawZones(building, floor.id);
+    this.layers.devices.replaceChildren();
+    for (const device of this.devices.values()) device.group = undefined;
+    this.redraw();
+  }
+
+  clear(): void {
+    ++this.loadToken;
+    this.releaseImage();
+    this.devices.clear();
+    this.building = null;
+    this.floor = null;
+    this.frame = null;
+    for (const layer of Object.values(this.layers)) layer.replaceChildren();
+    setText(this.summary, 'No building selected.');
+  }
+
+  /** Positions replace one another per device; ones of other buildings are ignored. */
+  update(feature: PositionFeature): void {
+    if (!this.building || feature.properties.building_id !== this.building.id) return;
+    const at = Math.min(Date.parse(feature.properties.time) || Date.now(), Date.now());
+    const known = this.devices.get(feature.id);
+    if (known && known.at > at) return; // an older fix arriving late
+    this.devices.set(feature.id, { feature, at, group: known?.group });
+    this.drawDevice(feature.id);
+    this.describe();
+  }
+
+  /** Re-evaluates staleness (called every second). */
+  tick(now = Date.now()): void {
+    for (const [id, device] of this.devices) {
+      if (now - device.at > FORGET_AFTER_MS) {
+        device.group?.remove();
+        this.devices.delete(id);
+      } else this.drawDevice(id, now);
+    }
+    this.describe(now);
+  }
+
+  /** Marks an alarm's device (and where the alarm was raised); null clears. */
+  highlight(deviceId: string | null, position: { x: number; y: number } | null): void {
+    this.highlighted = { deviceId, position };
+    this.redraw();
+  }
+
+  private redraw(): void {
+    this.layers.alarm.replaceChildren();
+    const { position } = this.highlighted;
+    if (this.frame && position) {
+      const [px, py] = this.toPixels(position.x, position.y);
+      const r = this.unit() * 2.2;
+      this.layers.alarm.append(
+        svg('g', { class: 'alarm-marker' }, svg('title', {}, 'Where the alarm was raised'), svg('path', { d: `M ${px - r} ${py - r} L ${px + r} ${py + r} M ${px - r} ${py + r} L ${px + r} ${py - r}` }), svg('circle', { cx: px, cy: py, r: r * 1.4 })),
+      );
+    }
+    for (const id of this.devices.keys()) this.drawDevice(id);
+    this.describe();
+  }
+
+  private releaseImage(): void {
+    if (this.imageUrl) URL.revokeObjectURL(this.imageUrl);
+    this.imageUrl = null;
+  }
+
+  /** Metres from the bottom-left corner to SVG user units (y grows downwards on screen). */
+  private toPixels(x: number, y: number): [number, number] {
+    const { scale, height } = this.frame!;
+    return [x * scale, height - y * scale];
+  }
+
+  /** A size that reads the same whatever the plan's resolution: a 120th of its larger side. */
+  private unit(): number {
+    return this.frame ? Math.max(this.frame.width, this.frame.height) / 120 : 1;
+  }
+
+  private drawZones(building: BuildingDetail, floorId: number): void {
+    const { scale } = this.frame!;
+    const u = this.unit();
+    for (const zone of building.geofences.filter((g) => g.floor_id === floorId)) {
+      const points = zone.cartesians.map(([x, y]) => this.toPixels(x, y));
+      const group = svg('g', { class: `zone zone-${zone.type.toLowerCase()}`, 'data-zone-id': zone.id }, svg('title', {}, `${zone.name} (${zone.type.toLowerCase()})`));
+      const radius = (zone.radius ?? 0) * scale;
+      if (zone.type === 'POLYGON') group.append(svg('polygon', { points: points.map((p) => p.join(',')).join(' ') }));
+      else if (zone.type === 'LINE') {
+        if (radius > 0) group.append(svg('polyline', { class: 'capture', points: points.map((p) => p.join(',')).join(' '), 'stroke-width': radius * 2 }));
+        group.append(svg('polyline', { points: points.map((p) => p.join(',')).join(' ') }));
+      } else if (points[0]) {
+        const [cx, cy] = points[0];
+        if (zone.type === 'CIRCLE') group.append(svg('circle', { cx, cy, r: radius }));
+        else {
+          if (radius > 0) group.append(svg('circle', { class: 'capture', cx, cy, r: radius }));
+          group.append(svg('circle', { class: 'point', cx, cy, r: u * 0.6 }));
+        }
+      }
+      // A point's name goes under it; any other zone's name in its middle.
+      const [lx, ly] = zone.type === 'POINT' ? [points[0]?.[0] ?? 0, (points[0]?.[1] ?? 0) + u * 2.4] : centroid(points);
+      group.append(svg('text', { class: 'zone-label', x: lx, y: ly, 'font-size': u * 2, 'text-anchor': 'middle', 'dominant-baseline': 'middle' }, zone.name));
+      this.layers.zones.append(group);
+    }
+    for (const event of building.events.filter((e) => e.position.floor_id === floorId)) {
+      const [cx, cy] = this.toPixels(event.position.cartesians.x, event.position.cartesians.y);
+      this.layers.zones.append(
+        svg(
+          'g',
+          { class: 'event-area', 'data-event-id': event.id },
+          svg('title', {}, `Event area: ${event.name}`),
+          svg('circle', { cx, cy, r: event.position.radius * scale }),
+          svg('text', { class: 'zone-label', x: cx, y: cy, 'font-size': u * 1.8, 'text-anchor': 'middle', 'dominant-baseline': 'middle' }, event.name),
+        ),
+      );
+    }
+  }
+
+  private drawDevice(id: string, now = Date.now()): void {
+    const device = this.devices.get(id);
+    if (!device || !this.frame) return;
+    const { properties } = device.feature;
+    const here = this.floor !== null && properties.floor_id === this.floor.id && properties.local_coordinates !== null;
+    if (!here) {
+      device.group?.remove();
+      device.group = undefined;
+      return;
+    }
+    const [x, y] = properties.local_coordinates!;
+    const [px, py] = this.toPixels(x, y);
+    const u = this.unit();
+    const stale = now - device.at > STALE_AFTER_MS;
+    const user = this.userName(properties.user_id);
+    const label = `${user ? `${user} · ${id}` : id}${stale ? ` · stale ${ago(now - device.at)}` : ''}`;
+    const highlighted = this.highlighted.deviceId === id;
+    let group = device.group;
+    if (!group || !group.isConnected) {
+      group = svg('g', { class: 'device', 'data-device-id': id });
+      group.append(
+        svg('title'),
+        svg('circle', { class: 'device-accuracy' }),
+        svg('circle', { class: 'device-ring' }),
+        svg('circle', { class: 'device-dot' }),
+        svg('text', { class: 'device-label', 'dominant-baseline': 'middle' }),
+      );
+      this.layers.devices.append(group);
+      device.group = group;
+    }
+    group.classList.toggle('stale', stale);
+    group.classList.toggle('highlighted', highlighted);
+    group.dataset.stale = String(stale);
+    const [title, accuracy, ring, dot, text] = Array.from(group.children) as [SVGTitleElement, SVGCircleElement, SVGCircleElement, SVGCircleElement, SVGTextElement];
+    setText(title, `${label} at x ${x.toFixed(1)} m, y ${y.toFixed(1)} m`);
+    setAttributes(accuracy, { cx: px, cy: py, r: Math.max(0, (properties.accuracy ?? 0) * this.frame.scale) });
+    setAttributes(ring, { cx: px, cy: py, r: highlighted ? u * 3 : 0 });
+    setAttributes(dot, { cx: px, cy: py, r: u * 1.1 });
+    // Labels go right of the dot, or left of it where they would run off the plan (estimated width).
+    const fontSize = u * 2.2;
+    const flip = px + u * 1.8 + label.length * fontSize * 0.6 > this.frame.width;
+    setAttributes(text, { x: flip ? px - u * 1.8 : px + u * 1.8, y: py, 'font-size': fontSize });
+    if (text.getAttribute('text-anchor') !== (flip ? 'end' : 'start')) text.setAttribute('text-anchor', flip ? 'end' : 'start');
+    setText(text, label);
+  }
+
+  /** The map's text alternative (also shown under it): what is drawn and how many devices are live or stale. */
+  private describe(now = Date.now()): void {
+    if (!this.building) return setText(this.summary, 'No building selected.');
+    let live = 0;
+    let stale = 0;
+    let elsewhere = 0;
+    for (const device of this.devices.values()) {
+      if (this.floor && device.feature.properties.floor_id === this.floor.id) {
+        if (now - device.at > STALE_AFTER_MS) stale++;
+        else live++;
+      } else elsewhere++;
+    }
+    const floorName = this.floor ? this.floor.name || `level ${this.floor.level}` : 'no floor';
+    const plan = this.imageUrl ? 'floorplan' : 'plain outline (no floorplan image)';
+    setText(this.summary, `${this.building.name}, ${floorName}: ${plan}. ${live} device${live === 1 ? '' : 's'} live, ${stale} stale${elsewhere ? `, ${elsewhere} on other floors` : ''}.`);
+  }
+}
+
+/** Lines every `metres` from the bottom-left corner: orientation on a floor that has no plan. */
+function grid(frame: Frame, metres: number): SVGPathElement {
+  const step = metres * frame.scale;
+  const d: string[] = [];
+  for (let x = step; x < frame.width; x += step) d.push(`M ${x} 0 V ${frame.height}`);
+  for (let y = frame.height - step; y > 0; y -= step) d.push(`M 0 ${y} H ${frame.width}`);
+  return svg('path', { class: 'floor-grid', d: d.join(' ') });
+}
+
+function setAttributes(element: Element, attributes: Record<string, number>): void {
+  for (const [name, value] of Object.entries(attributes)) {
+    const text = String(Math.round(value * 1000) / 1000);
+    if (element.getAttribute(name) !== text) element.setAttribute(name, text);
+  }
+}
+
+function centroid(points: [number, number][]): [number, number] {
+  if (points.length === 0) return [0, 0];
+  const unique = points.length > 1 && points[0]![0] === points.at(-1)![0] && points[0]![1] === points.at(-1)![1] ? points.slice(0, -1) : points;
+  const sum = unique.reduce(([sx, sy], [x, y]) => [sx + x, sy + y], [0, 0]);
+  return [sum[0] / unique.length, sum[1] / unique.length];
+}
+
+export function ago(ms: number): string {
+  const s = Math.max(0, Math.round(ms / 1000));
+  if (s < 60) return `${s} s`;
+  const m = Math.floor(s / 60);
+  if (m < 60) return `${m} min`;
+  return `${Math.floor(m / 60)} h ${m % 60} min`;
+}
+
+function naturalSize(url: string): Promise<{ width: number; height: number }> {
+  const image = new Image();
+  image.src = url;
+  return image.decode().then(() => ({ width: image.naturalWidth, height: image.naturalHeight }));
+}

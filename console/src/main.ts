@@ -1,0 +1,360 @@
+import './styles.css';
+import { AlarmInbox } from './alarm-inbox.js';
+import { Announcer } from './announcer.js';
+import { Api, ApiError } from './api.js';
+import { byId, h, setText } from './dom.js';
+import { FloorMap } from './floor-map.js';
+import { LiveSocket, type ConnectionState } from './live-socket.js';
+import { typeLabel, type Alarm, type AlarmState, type Building, type BuildingDetail, type Floor } from './model.js';
+import { clearSession, loadSession, saveSession, sessionOf, type Session } from './session.js';
+
+/**
+ * The control-room console: sign in, pick a building and floor, watch devices move on the plan, work the
+ * alarm inbox. One ControlRoom per signed-in session; signing out stops it and forgets everything.
+ */
+
+const ui = {
+  connection: byId('connection'),
+  session: byId('session'),
+  userEmail: byId('user-email'),
+  sound: byId<HTMLButtonElement>('sound'),
+  signOut: byId<HTMLButtonElement>('sign-out'),
+  loginView: byId('login-view'),
+  loginForm: byId<HTMLFormElement>('login-form'),
+  email: byId<HTMLInputElement>('email'),
+  password: byId<HTMLInputElement>('password'),
+  loginError: byId('login-error'),
+  signIn: byId<HTMLButtonElement>('sign-in'),
+  consoleView: byId('console-view'),
+  banner: byId('announce'),
+  bannerText: byId('announce-text'),
+  bannerMore: byId('announce-more'),
+  bannerShow: byId<HTMLButtonElement>('announce-show'),
+  bannerAck: byId<HTMLButtonElement>('announce-ack'),
+  bannerAckAll: byId<HTMLButtonElement>('announce-ack-all'),
+  building: byId<HTMLSelectElement>('building'),
+  floor: byId<HTMLSelectElement>('floor'),
+  map: byId('map'),
+  mapSummary: byId('map-summary'),
+  alarmsHeading: byId('alarms-heading'),
+  activeOnly: byId<HTMLInputElement>('active-only'),
+  inboxError: byId('inbox-error'),
+  alarms: byId<HTMLOListElement>('alarms'),
+};
+
+const VIEW_KEY = 'floorcast.console.view';
+const MANAGERS = new Set(['admin', 'user_manager']);
+
+class ControlRoom {
+  private readonly api: Api;
+  private readonly map: FloorMap;
+  private readonly inbox: AlarmInbox;
+  private readonly announcer: Announcer;
+  private live: LiveSocket | null = null;
+  private readonly buildings = new Map<number, Building>();
+  private readonly floors = new Map<number, Floor>();
+  private readonly details = new Map<number, BuildingDetail>();
+  private users = new Map<string, string>();
+  private building: BuildingDetail | null = null;
+  private floor: Floor | null = null;
+  private connection: ConnectionState = { kind: 'connecting' };
+  private ticker: number | undefined;
+  private expiry: number | undefined;
+  private stopped = false;
+  private readonly cleanups: (() => void)[] = [];
+
+  constructor(
+    private readonly session: Session,
+    private readonly signOut: (message?: string) => void,
+  ) {
+    this.api = new Api(session.token, (message) => this.signOut(`Signed out: ${message}`));
+    this.map = new FloorMap(ui.map, ui.mapSummary, () => this.api, (userId) => (userId ? (this.users.get(userId) ?? null) : null));
+    this.announcer = new Announcer({ banner: ui.banner, text: ui.bannerText, more: ui.bannerMore, soundButton: ui.sound }, (alarm) => `${typeLabel(alarm.type)} · ${this.who(alarm)} · ${this.where(alarm)}`);
+    this.inbox = new AlarmInbox(ui.alarms, ui.alarmsHeading, {
+      canManage: MANAGERS.has(session.role),
+      who: (alarm) => this.who(alarm),
+      where: (alarm) => this.where(alarm),
+      select: (alarm) => void this.showAlarm(alarm),
+      act: (alarm, state) => this.changeState(alarm, state),
+      unacknowledged: (alarms) => this.announcer.update(alarms),
+    });
+  }
+
+  async start(): Promise<void> {
+    ui.loginView.hidden = true;
+    ui.consoleView.hidden = false;
+    ui.session.hidden = false;
+    setText(ui.userEmail, this.session.email);
+    this.listen(ui.building, 'change', () => void this.selectBuilding(Number(ui.building.value)));
+    this.listen(ui.floor, 'change', () => void this.selectFloor(Number(ui.floor.value)));
+    this.listen(ui.activeOnly, 'change', () => this.inbox.setActiveOnly(ui.activeOnly.checked));
+    this.listen(ui.sound, 'click', () => this.announcer.toggleSound());
+    this.listen(ui.bannerAck, 'click', () => this.acknowledgeShown());
+    this.listen(ui.bannerAckAll, 'click', () => {
+      for (const alarm of [...this.announcer.all]) this.inbox.acknowledge(alarm.id);
+      ui.alarmsHeading.focus();
+    });
+    this.listen(ui.bannerShow, 'click', () => {
+      const alarm = this.announcer.shown;
+      if (!alarm) return;
+      this.inbox.acknowledge(alarm.id);
+      void this.showAlarm(alarm);
+      this.inbox.focus(alarm.id);
+    });
+    const untilExpiry = this.session.expiresAt * 1000 - Date.now();
+    this.expiry = window.setTimeout(() => this.signOut('Your session has expired: sign in again.'), Math.min(Math.max(untilExpiry, 0), 2 ** 31 - 1));
+    this.ticker = window.setInterval(() => this.tick(), 1000);
+
+    try {
+      const [buildings, floors, users, alarms] = await Promise.all([this.api.buildings(), this.api.floors(), this.api.userNames().catch(() => new Map<string, string>()), this.api.alarms()]);
+      if (this.stopped) return;
+      for (const building of buildings) this.buildings.set(building.id, building);
+      for (const floor of floors) this.floors.set(floor.id, floor);
+      this.users = users;
+      this.inbox.load(alarms);
+      // Resume from the newest event the list reflects: the socket replays everything after it.
+      const lastSeq = alarms.reduce((max, alarm) => Math.max(max, alarm.seq), 0);
+      this.live = new LiveSocket(this.session.token, lastSeq, {
+        state: (state) => this.showConnection(state),
+        position: (feature) => this.map.update(feature),
+        alarm: (alarm) => this.inbox.receive(alarm, true),
+        unauthorized: (message) => this.signOut(`Signed out: ${message}`),
+        resumed: () => void this.refreshPositions(),
+      });
+      this.live.start();
+      this.fillBuildings(buildings);
+      const saved = savedView();
+      const first = buildings.find((b) => b.id === saved?.building) ?? buildings[0];
+      if (first) await this.selectBuilding(first.id, saved?.building === first.id ? saved.floor : undefined);
+      else this.map.clear();
+    } catch (error) {
+      if (!this.stopped) setText(ui.inboxError, `Could not load: ${messageOf(error)}`);
+    }
+  }
+
+  stop(): void {
+    this.stopped = true;
+    this.live?.stop();
+    this.announcer.stop();
+    window.clearInterval(this.ticker);
+    window.clearTimeout(this.expiry);
+    for (const cleanup of this.cleanups.splice(0)) cleanup();
+    this.map.clear();
+    this.inbox.clear();
+    ui.building.replaceChildren();
+    ui.floor.replaceChildren();
+    setText(ui.inboxError, '');
+    ui.consoleView.hidden = true;
+    ui.session.hidden = true;
+  }
+
+  private listen(target: EventTarget, type: string, listener: () => void): void {
+    target.addEventListener(type, listener);
+    this.cleanups.push(() => target.removeEventListener(type, listener));
+  }
+
+  private tick(): void {
+    const now = Date.now();
+    this.map.tick(now);
+    this.inbox.tick(now);
+    if (this.connection.kind === 'reconnecting') this.showConnection(this.connection);
+  }
+
+  private showConnection(state: ConnectionState): void {
+    this.connection = state;
+    const text: Record<ConnectionState['kind'], string> = {
+      connecting: 'Connecting…',
+      live: 'Live',
+      reconnecting: state.kind === 'reconnecting' ? `Connection lost: retrying in ${Math.max(0, Math.ceil((state.retryAt - Date.now()) / 1000))} s` : '',
+      offline: 'Offline: waiting for the network',
+      stopped: 'Signed out',
+    };
+    ui.connection.dataset.state = state.kind;
+    setText(ui.connection, text[state.kind]);
+  }
+
+  private fillBuildings(buildings: Building[]): void {
+    ui.building.replaceChildren(...buildings.map((b) => h('option', { value: b.id }, b.name)));
+    ui.building.disabled = buildings.length === 0;
+    if (buildings.length === 0) ui.building.append(h('option', { value: '' }, 'No buildings'));
+  }
+
+  private async detail(id: number): Promise<BuildingDetail> {
+    let detail = this.details.get(id);
+    if (!detail) {
+      detail = await this.api.building(id);
+      this.details.set(id, detail);
+      for (const floor of detail.floors) this.floors.set(floor.id, { ...floor, building_id: id });
+    }
+    return detail;
+  }
+
+  private async selectBuilding(id: number, floorId?: number | null): Promise<void> {
+    try {
+      const detail = await this.detail(id);
+      if (this.stopped) return;
+      this.building = detail;
+      ui.building.value = String(id);
+      ui.floor.replaceChildren(...detail.floors.map((f) => h('option', { value: f.id }, f.name || `Level ${f.level}`)));
+      ui.floor.disabled = detail.floors.length === 0;
+      if (detail.floors.length === 0) ui.floor.append(h('option', { value: '' }, 'No floors'));
+      const floor = detail.floors.find((f) => f.id === floorId) ?? detail.floors.find((f) => f.level === 0) ?? detail.floors[0] ?? null;
+      this.live?.watchBuilding(id);
+      await this.selectFloor(floor?.id ?? null);
+      await this.refreshPositions();
+    } catch (error) {
+      setText(ui.mapSummary, `Could not load the building: ${messageOf(error)}`);
+    }
+  }
+
+  private async selectFloor(id: number | null): Promise<void> {
+    if (!this.building) return;
+    this.floor = this.building.floors.find((f) => f.id === id) ?? null;
+    if (this.floor) ui.floor.value = String(this.floor.id);
+    saveView({ building: this.building.id, floor: this.floor?.id ?? null });
+    await this.map.show(this.building, this.floor);
+    this.highlightSelected();
+  }
+
+  private async refreshPositions(): Promise<void> {
+    if (!this.building) return;
+    const id = this.building.id;
+    try {
+      for (const feature of await this.api.livePositions(id)) this.map.update(feature);
+    } catch (error) {
+      console.warn('live positions not loaded', error);
+    }
+  }
+
+  private selected: Alarm | null = null;
+
+  /** Selecting an alarm brings up its building and floor and marks its device and where it was raised. */
+  private async showAlarm(alarm: Alarm): Promise<void> {
+    this.selected = alarm;
+    this.inbox.select(alarm.id);
+    const floorId = alarm.position?.floor_id ?? alarm.floor_id;
+    if (alarm.building_id !== null && alarm.building_id !== this.building?.id && this.buildings.has(alarm.building_id)) await this.selectBuilding(alarm.building_id, floorId);
+    else if (floorId !== null && floorId !== this.floor?.id && this.building?.floors.some((f) => f.id === floorId)) await this.selectFloor(floorId);
+    this.highlightSelected();
+  }
+
+  private highlightSelected(): void {
+    const alarm = this.selected;
+    if (!alarm) return this.map.highlight(null, null);
+    const floorId = alarm.position?.floor_id ?? alarm.floor_id;
+    const here = alarm.building_id === this.building?.id && floorId === this.floor?.id;
+    this.map.highlight(alarm.device_id, here ? (alarm.position?.cartesians ?? null) : null);
+  }
+
+  private acknowledgeShown(): void {
+    const alarm = this.announcer.shown;
+    if (!alarm) return;
+    this.inbox.acknowledge(alarm.id);
+    // Keep the keyboard in the banner while more wait; otherwise go to the inbox.
+    if (this.announcer.all.length > 0) ui.bannerAck.focus();
+    else ui.alarmsHeading.focus();
+  }
+
+  private async changeState(alarm: Alarm, state: AlarmState): Promise<void> {
+    try {
+      this.inbox.receive(await this.api.changeAlarmState(alarm.id, state), false);
+      if (this.selected?.id === alarm.id) this.selected = this.inbox.get(alarm.id) ?? this.selected;
+    } catch (error) {
+      if (error instanceof ApiError && (error.status === 409 || error.status === 404)) {
+        // Someone else moved it first: show where it stands now.
+        this.inbox.receive(await this.api.alarm(alarm.id).catch(() => alarm), false);
+      }
+      throw new Error(`Not changed: ${messageOf(error)}`);
+    }
+  }
+
+  private who(alarm: Alarm): string {
+    const user = alarm.user_id ? (this.users.get(alarm.user_id) ?? null) : null;
+    if (alarm.device_id && user) return `${alarm.device_id} (${user})`;
+    return alarm.device_id ?? user ?? (alarm.user_id ? `user ${alarm.user_id.slice(0, 8)}` : 'no device');
+  }
+
+  private where(alarm: Alarm): string {
+    if (alarm.building_id === null) return 'no building';
+    const building = this.buildings.get(alarm.building_id)?.name ?? `building ${alarm.building_id}`;
+    const floorId = alarm.position?.floor_id ?? alarm.floor_id;
+    const floor = floorId !== null ? this.floors.get(floorId) : undefined;
+    return floor ? `${building}, ${floor.name || `level ${floor.level}`}` : floorId !== null ? `${building}, floor ${floorId}` : building;
+  }
+}
+
+function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
+function savedView(): { building: number; floor: number | null } | null {
+  try {
+    return JSON.parse(localStorage.getItem(VIEW_KEY) ?? 'null') as { building: number; floor: number | null } | null;
+  } catch {
+    return null;
+  }
+}
+
+function saveView(view: { building: number; floor: number | null }): void {
+  try {
+    localStorage.setItem(VIEW_KEY, JSON.stringify(view));
+  } catch {
+    // not kept: the first building shows next time
+  }
+}
+
+// --- signing in and out -----------------------------------------------------------------------------------
+
+let room: ControlRoom | null = null;
+
+function enter(session: Session): void {
+  room = new ControlRoom(session, leave);
+  void room.start();
+}
+
+function leave(message?: string): void {
+  room?.stop();
+  room = null;
+  clearSession();
+  ui.connection.dataset.state = 'signed-out';
+  setText(ui.connection, 'Signed out');
+  ui.loginView.hidden = false;
+  ui.password.value = '';
+  setText(ui.loginError, message ?? '');
+  ui.email.focus();
+}
+
+ui.loginForm.addEventListener('submit', (event) => {
+  event.preventDefault();
+  const email = ui.email.value.trim();
+  const password = ui.password.value;
+  if (!email || !password) {
+    setText(ui.loginError, 'Enter your e-mail and password.');
+    (email ? ui.password : ui.email).focus();
+    return;
+  }
+  ui.signIn.disabled = true;
+  setText(ui.loginError, '');
+  Api.signIn(email, password)
+    .then(({ access_token }) => {
+      const session = sessionOf(access_token);
+      saveSession(session);
+      ui.password.value = '';
+      enter(session);
+      ui.building.focus();
+    })
+    .catch((error: unknown) => {
+      const status = error instanceof ApiError ? error.status : 0;
+      setText(ui.loginError, status === 401 ? 'Wrong e-mail or password.' : status === 429 ? 'Too many attempts: wait a few minutes and try again.' : `Could not sign in: ${messageOf(error)}`);
+      ui.password.select();
+    })
+    .finally(() => {
+      ui.signIn.disabled = false;
+    });
+});
+
+ui.signOut.addEventListener('click', () => leave());
+
+const resumed = loadSession();
+if (resumed) enter(resumed);
+else ui.email.focus();

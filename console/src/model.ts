@@ -1,0 +1,98 @@
+import { ALARM_TRANSITIONS, type AlarmState, type AlarmType } from '../../shared/detection/alarm-states.js';
+
+export type { AlarmState, AlarmType };
+
+/** The shapes the console reads (README: cartography, positions, alarms). */
+export interface Building {
+  id: number;
+  name: string;
+  dimensions: { width: number; length: number };
+}
+
+export interface Floor {
+  id: number;
+  building_id: number;
+  name: string;
+  level: number;
+  maps: { scale: number | null; map_url: string | null };
+}
+
+export interface Geofence {
+  id: string;
+  name: string;
+  type: 'POLYGON' | 'CIRCLE' | 'POINT' | 'LINE';
+  cartesians: [number, number][];
+  radius: number | null;
+  floor_id: number;
+}
+
+export interface CartographyEvent {
+  id: number;
+  name: string;
+  position: { floor_id: number; radius: number; cartesians: { x: number; y: number } };
+}
+
+export interface BuildingDetail extends Building {
+  floors: Floor[];
+  geofences: Geofence[];
+  events: CartographyEvent[];
+}
+
+export interface PositionFeature {
+  id: string;
+  properties: {
+    device_id: string;
+    user_id: string | null;
+    building_id: number | null;
+    floor_id: number | null;
+    time: string;
+    accuracy: number | null;
+    local_coordinates: [number, number] | null;
+  };
+}
+
+export interface Alarm {
+  id: string;
+  seq: number;
+  type: AlarmType;
+  state: AlarmState;
+  building_id: number | null;
+  floor_id: number | null;
+  device_id: string | null;
+  user_id: string | null;
+  position: { floor_id: number | null; cartesians: { x: number; y: number } | null } | null;
+  occurrences: number;
+  created_at: string;
+  updated_at: string;
+  /** On pushed alarms: raised | updated | state_changed. */
+  event?: string;
+}
+
+/** The operator's actions, in the order the buttons appear; each is offered only where the transition table allows it. */
+export const ALARM_ACTIONS: readonly { state: AlarmState; label: string }[] = [
+  { state: 'CONFIRMED', label: 'Confirm' },
+  { state: 'MARKED_FALSE', label: 'Mark false' },
+  { state: 'CLOSED', label: 'Close' },
+];
+
+export const allowedActions = (state: AlarmState) => ALARM_ACTIONS.filter((action) => ALARM_TRANSITIONS[state]?.includes(action.state));
+
+export const isActive = (state: AlarmState) => (ALARM_TRANSITIONS[state]?.length ?? 0) > 0;
+
+export const TYPE_LABELS: Record<string, string> = {
+  DANGER: 'DANGER',
+  ASSISTANCE_REQUEST: 'ASSISTANCE',
+  DEADMAN: 'DEAD-MAN',
+  GEOFENCE_MAX_STAY_TIME: 'OVERSTAY',
+};
+
+export const STATE_LABELS: Record<string, string> = {
+  OPEN: 'OPEN',
+  CONFIRMED: 'CONFIRMED',
+  OTHER: 'OTHER',
+  CLOSED: 'CLOSED',
+  MARKED_FALSE: 'MARKED FALSE',
+};
+
+export const typeLabel = (type: string) => TYPE_LABELS[type] ?? type.replace(/_/g, ' ');
+export const stateLabel = (state: string) => STATE_LABELS[state] ?? state.replace(/_/g, ' ');
