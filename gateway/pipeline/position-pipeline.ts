@@ -120,7 +120,9 @@ async function georeference(batch: PositionBatch, registry: BuildingRegistry): P
   for (const [index, pose] of batch.poses.entries()) {
     if (!pose) continue; // already reported by the schema
     const indoor = pose.floor_id !== undefined;
-    let runtime = pose.building_id !== undefined ? await registry.get(organizationId, pose.building_id) : undefined;
+    // The loaded runtime when there is one (no await per pose on the hot path); a miss loads it.
+    const loaded = pose.building_id !== undefined ? registry.peek(pose.building_id) : undefined;
+    let runtime = loaded?.organizationId === organizationId ? loaded : pose.building_id !== undefined ? await registry.get(organizationId, pose.building_id) : undefined;
     if (pose.building_id !== undefined && !runtime) {
       errors.push({ field: `poses.${index}.building_id`, message: 'no such building in your organization' });
       continue;
