@@ -76,7 +76,9 @@ class Exchange {
           await new Promise<void>((resolve) => {
             this.writable = resolve;
             this.res.onWritable(() => {
-              resolve();
+              // Resolved on the next turn: a promise settled inside this native callback may not run its
+              // continuation until some unrelated Node callback happens, stalling an idle gateway's stream.
+              setImmediate(resolve);
               return true;
             });
           });

@@ -45,6 +45,20 @@ const probeRoutes = () => [
   }),
   defineRoute({
     method: 'GET',
+    path: '/test-stream',
+    summary: 'stream',
+    auth: 'public',
+    // 64 MiB produced as fast as possible: far more than socket buffers hold, so the writer must wait for drains.
+    handler: () => ({
+      contentType: 'application/octet-stream',
+      stream: (async function* () {
+        const chunk = Buffer.alloc(64 * 1024, 0x61);
+        for (let i = 0; i < 1024; i++) yield chunk;
+      })(),
+    }),
+  }),
+  defineRoute({
+    method: 'GET',
     path: '/test-slow',
     summary: 'slow',
     auth: 'public',
@@ -155,6 +169,14 @@ describe(`gateway foundation (${driverLabel})`, () => {
     expect(response.body.openapi).toBe('3.1.0');
     expect(Object.keys(response.body.paths)).toEqual(expect.arrayContaining(['/healthz', '/readyz', '/api/v1/version']));
     expect(response.body.paths['/api/v1/version'].get.security).not.toEqual([]);
+  });
+
+  it('streams a body far larger than the socket buffers to the end, waiting for drains, on an otherwise idle gateway', async () => {
+    const response = await fetch(`${running.baseUrl}/test-stream`);
+    expect(response.status).toBe(200);
+    let received = 0;
+    for await (const chunk of response.body as unknown as AsyncIterable<Uint8Array>) received += chunk.byteLength;
+    expect(received).toBe(64 * 1024 * 1024);
   });
 
   it('keeps a keep-alive connection usable after a 204 response', async () => {
