@@ -28,6 +28,7 @@ import { authRoutes } from './routes/auth.route.js';
 import { alarmRoutes } from './routes/alarms.route.js';
 import { reportRoutes } from './routes/reports.route.js';
 import { realtimeRoutes } from './routes/realtime.route.js';
+import { historyRoutes } from './routes/history.route.js';
 import { cartographyRoutes } from './routes/cartography.route.js';
 import { deviceRoutes } from './routes/devices.route.js';
 import { groupRoutes } from './routes/groups.route.js';
@@ -99,6 +100,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
     ...realtimeRoutes(services),
     ...alarmRoutes(services),
     ...reportRoutes(services),
+    ...historyRoutes(services),
     ...imageRoutes(services),
     ...consoleRoutes(logger),
     ...openApiRoutes(() => http.router.routes),
