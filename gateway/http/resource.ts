@@ -66,6 +66,23 @@ export async function flushOrExplain(em: EntityManager, noun: string): Promise<v
   }
 }
 
+/**
+ * A reference in a request body to another object of the caller's organization: `undefined` when the field
+ * was not sent, `null` when it was cleared, the object when it exists, else 422 naming the field.
+ */
+export async function referenced<T extends object>(
+  context: ResourceContext,
+  entity: EntitySchema<T>,
+  id: string | null | undefined,
+  field: string,
+  noun: string,
+): Promise<T | null | undefined> {
+  if (id === undefined || id === null) return id;
+  const found = await context.em.findOne(entity, { id, organization: context.principal.organizationId } as unknown as FilterQuery<T>);
+  if (!found) throw new ValidationError([{ field, message: `no such ${noun} in your organization` }]);
+  return found as T;
+}
+
 export function resourceRoutes<E extends object, C, U, Q>(storage: Storage, spec: ResourceSpec<E, C, U, Q>): RouteDefinition[] {
   const item = `${spec.path}/:id`;
   const params = z.object({ id: spec.idParam });

@@ -1,9 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
-import { ValidationError } from '../../shared/errors.js';
 import { DeviceSchema, OrganizationSchema, UserSchema, type Device } from '../../shared/storage/entities/index.js';
 import { booleanParam, listParam, uuidParam } from '../http/query-schemas.js';
-import { resourceRoutes, type ResourceContext } from '../http/resource.js';
+import { referenced, resourceRoutes } from '../http/resource.js';
 import type { GatewayServices } from '../services.js';
 
 const deviceFields = {
@@ -32,14 +31,6 @@ const presentDevice = (device: Device): z.infer<typeof deviceResponse> => ({
   updated_at: device.updatedAt.toISOString(),
 });
 
-async function resolveUser(context: ResourceContext, userId: string | null | undefined) {
-  if (userId === undefined) return undefined;
-  if (userId === null) return null;
-  const user = await context.em.findOne(UserSchema, { id: userId, organization: context.principal.organizationId });
-  if (!user) throw new ValidationError([{ field: 'user_id', message: 'no such user in your organization' }]);
-  return user;
-}
-
 /** Tracked devices. Apps also register a device implicitly by uploading positions with a new device_id. */
 export function deviceRoutes(services: GatewayServices) {
   return resourceRoutes(services.storage, {
@@ -60,12 +51,12 @@ export function deviceRoutes(services: GatewayServices) {
         organization: context.em.getReference(OrganizationSchema, context.principal.organizationId),
         identifier: body.identifier,
         name: body.name,
-        user: (await resolveUser(context, body.user_id)) ?? null,
+        user: (await referenced(context, UserSchema, body.user_id, 'user_id', 'user')) ?? null,
         createdAt: new Date(),
         updatedAt: new Date(),
       }),
     update: async (context, device, body) => {
-      const user = await resolveUser(context, body.user_id);
+      const user = await referenced(context, UserSchema, body.user_id, 'user_id', 'user');
       if (body.identifier !== undefined) device.identifier = body.identifier;
       if (body.name !== undefined) device.name = body.name;
       if (user !== undefined) device.user = user;

@@ -7,7 +7,7 @@ import { GroupSchema, OrganizationSchema, ROLES, UserSchema, type Role, type Use
 import { assignableRoles } from '../auth/permissions.js';
 import type { Principal } from '../auth/principal.js';
 import { booleanParam, listParam, uuidParam } from '../http/query-schemas.js';
-import { resourceRoutes, type ResourceContext } from '../http/resource.js';
+import { referenced, resourceRoutes, type ResourceContext } from '../http/resource.js';
 import type { GatewayServices } from '../services.js';
 
 /**
@@ -97,14 +97,12 @@ function requireAssignable(principal: Principal, role: Role, field = 'role'): vo
   }
 }
 
-async function resolveGroup(context: ResourceContext, body: { groups?: unknown; group_ids?: unknown }) {
+/** The user's group: `groups` (an id or a one-element list) or, as the official client sends it, `group_ids`. */
+function resolveGroup(context: ResourceContext, body: { groups?: unknown; group_ids?: unknown }) {
+  const field = body.groups !== undefined ? 'groups' : 'group_ids';
   const value = body.groups !== undefined ? body.groups : body.group_ids;
-  if (value === undefined) return undefined;
-  const id = Array.isArray(value) ? value[0] : value;
-  if (id === null || id === undefined) return null;
-  const group = await context.em.findOne(GroupSchema, { id: id as string, organization: context.principal.organizationId });
-  if (!group) throw new ValidationError([{ field: body.groups !== undefined ? 'groups' : 'group_ids', message: 'no such group in your organization' }]);
-  return group;
+  const id = Array.isArray(value) ? (value[0] ?? null) : value;
+  return referenced(context, GroupSchema, id as string | null | undefined, field, 'group');
 }
 
 /** Users of the caller's organization (paginated, with the filters the official client sends). */
