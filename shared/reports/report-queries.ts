@@ -213,15 +213,28 @@ const geofencingStayTime: Query = async (storage, params, scope) => {
   };
 };
 
-/** Unique visitors (a user, or a device without one) per local month, day or hour. */
+const TRUNCATE: Record<string, { unit: string; format: string }> = {
+  month: { unit: 'month', format: 'YYYY-MM' },
+  day: { unit: 'day', format: 'YYYY-MM-DD' },
+  hour: { unit: 'hour', format: 'YYYY-MM-DD HH24:00' },
+};
+
+/**
+ * Unique visitors (a user, or a device without one) per local month, day or hour. Two levels: hash-group the
+ * positions by bucket and visitor first, then count per bucket; a count(distinct) straight over every position
+ * would sort them all (about 6x slower on a day of 8.64M positions). Buckets are formatted after grouping.
+ */
 const visitors: Query = async (storage, params, scope) => {
   const filter = baseFilter(scope, params);
   filter.add('p.building_id = ?', params.building_id);
   if (params.floor_id) filter.add('p.floor_id = ?', params.floor_id);
+  const { unit, format } = TRUNCATE[params.group]!;
   const rows = await storage.execute<{ bucket: string; visitors: number; devices: number; positions: number }>(
-    `select ${bucketSql(params.group)} as bucket, count(distinct coalesce(p.user_id::text, 'device:' || p.device_id))::int as visitors,
-            count(distinct p.device_id)::int as devices, count(*)::int as positions
-     from positions p where ${filter.where.join(' and ')} group by 1 order by 1`,
+    `select to_char(bucket, '${format}') as bucket, count(distinct visitor)::int as visitors, count(distinct device_id)::int as devices, sum(n)::int as positions
+     from (
+       select date_trunc('${unit}', p.ts at time zone ?::text) as bucket, p.device_id, coalesce(p.user_id::text, 'device:' || p.device_id) as visitor, count(*) as n
+       from positions p where ${filter.where.join(' and ')} group by 1, p.user_id, p.device_id
+     ) v group by v.bucket order by v.bucket`,
     [params.time_zone, ...filter.values],
   );
   return {
@@ -281,11 +294,15 @@ const heatmap: Query = async (storage, params, scope) => {
   else filter.add('(p.floor_id = ? or not p.indoor)', params.floor_id);
   if (params.device_id) filter.add('p.device_id = ?', params.device_id);
   if (params.user_id) filter.add('p.user_id = ?', params.user_id);
+  // Two levels, as for visitors: per cell and visitor first (a hash aggregate), then per cell.
   const cells = await storage.execute<{ lat_cell: string; lng_cell: string; lat: number; lng: number; weight: number; positions: number }>(
-    `select floor((p.lat + 90) / 180 * 33554432)::bigint as lat_cell, floor((p.lng + 180) / 360 * 33554432)::bigint as lng_cell,
-            avg(p.lat) as lat, avg(p.lng) as lng,
-            count(distinct coalesce(p.user_id::text, 'device:' || p.device_id))::int as weight, count(*)::int as positions
-     from positions p where ${filter.where.join(' and ')} group by 1, 2 order by 1, 2`,
+    `select lat_cell, lng_cell, sum(sum_lat) / sum(n) as lat, sum(sum_lng) / sum(n) as lng,
+            count(distinct coalesce(user_id::text, 'device:' || device_id))::int as weight, sum(n)::int as positions
+     from (
+       select floor((p.lat + 90) / 180 * 33554432)::bigint as lat_cell, floor((p.lng + 180) / 360 * 33554432)::bigint as lng_cell,
+              p.user_id, p.device_id, count(*) as n, sum(p.lat) as sum_lat, sum(p.lng) as sum_lng
+       from positions p where ${filter.where.join(' and ')} group by 1, 2, 3, 4
+     ) c group by 1, 2 order by 1, 2`,
     filter.values,
   );
   const rows = cells.map((cell) => {

@@ -144,6 +144,17 @@ describe(`reports (${driverLabel}, jobs on ${serverRedisUrl ? 'BullMQ workers' :
     expect(madridHours.body.data.map((r: any) => [r.group, r.visitors])).toEqual([['2026-03-29 00:00', 1], ['2026-03-29 01:00', 1], ['2026-03-29 03:00', 1]]);
   });
 
+  it('visitors and heatmap count a user carrying two devices once', async () => {
+    const carrier = await createUser(admin, 'user');
+    const at = (deviceId: string) => ({ device_id: deviceId, user_id: carrier.user.id, timestamp: s(5000), building_id: venue.building.id, floor_id: venue.floors[1].id, x: 70, y: 70 });
+    await upload([at('carrier-phone'), at('carrier-watch')]);
+    const query = `from_date=${iso(s(4990))}&to_date=${iso(s(5010))}&building_id=${venue.building.id}&floor_id=${venue.floors[1].id}`;
+    const visitors = await report('visitors.json', `${query}&group=hour`);
+    expect(visitors.body.data.map((r: any) => [r.visitors, r.devices, r.positions])).toEqual([[1, 2, 2]]);
+    const heat = await report('heatmap.json', query);
+    expect(heat.body.data.map((r: any) => [r.weight, r.positions])).toEqual([[1, 2]]);
+  });
+
   it('positioning_time: per-device time in the building, then min, average, percentiles and max per group', async () => {
     const response = await report('positioning_time.json', `${window}&building_id=${venue.building.id}&group=day`);
     expect(response.status, response.text).toBe(200);
