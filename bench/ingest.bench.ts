@@ -8,8 +8,9 @@ const SCENARIO = 'ingest';
 const DEVICES = 2000;
 const GEOFENCES = 1000;
 const BATCH = 100;
-const LANES = 8;
-const WS_SOCKETS = 4;
+/** Concurrent uploads in flight (each lane owns its devices, so their timestamps stay ordered); BENCH_LANES overrides. */
+const LANES = Number(process.env.BENCH_LANES ?? 32);
+const WS_SOCKETS = Math.min(8, LANES);
 /** Measured seconds of each closed-loop phase (after 1 s of warm-up); BENCH_SECONDS overrides. */
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
 const LATENCY_SECONDS = Math.min(SECONDS, 6);

@@ -345,21 +345,29 @@ const rawData: Query = async (storage, params, scope) => {
   };
 };
 
-/** A trajectory: positions in order, `session_mark` numbering each device's sessions (gaps over the threshold). */
+/**
+ * A trajectory: positions in order, `session_mark` numbering each device's sessions (gaps over the threshold).
+ * The answer is the first 100,000 positions by time, and a position's mark depends only on its device's
+ * earlier positions, which are all in that prefix: so the prefix is taken first (index order, no sort of the
+ * whole range) and the window runs over it alone.
+ */
 const userPositions: Query = async (storage, params, scope) => {
   const filter = baseFilter(scope, params);
   if (params.building_id) filter.add('p.building_id = ?', params.building_id);
   if (params.user_id) filter.add('p.user_id = ?', params.user_id);
   if (params.device_id) filter.add('p.device_id = ?', params.device_id);
   const rows = await storage.execute<Record<string, any>>(
-    `with ordered as (
-       select p.ts, p.device_id, p.user_id::text as user_id, p.floor_id, p.lat, p.lng,
-              case when lag(p.ts) over w is null or p.ts - lag(p.ts) over w > make_interval(secs => ?) then 1 else 0 end as starts
-       from positions p where ${filter.where.join(' and ')} window w as (partition by p.device_id order by p.ts)
+    `with prefix as (
+       select p.ts, p.device_id, p.user_id::text as user_id, p.floor_id, p.lat, p.lng
+       from positions p where ${filter.where.join(' and ')} order by p.ts, p.device_id limit 100000
+     ),
+     ordered as (
+       select *, case when lag(ts) over w is null or ts - lag(ts) over w > make_interval(secs => ?) then 1 else 0 end as starts
+       from prefix window w as (partition by device_id order by ts)
      )
      select ts, device_id, user_id, floor_id, lat, lng, sum(starts) over (partition by device_id order by ts)::int as session_mark
-     from ordered order by ts, device_id limit 100000`,
-    [params.session_threshold, ...filter.values],
+     from ordered order by ts, device_id`,
+    [...filter.values, params.session_threshold],
   );
   return {
     meta: [col('timestamp', 'datetime'), col('session_mark', 'integer'), col('floor_id', 'integer', true), col('user_id', 'string', true), col('device_id', 'string'), col('lat', 'number'), col('lng', 'number')],
