@@ -16,6 +16,14 @@ export interface CartographyChange {
 
 export const CARTOGRAPHY_CHANNEL = 'cartography:changed';
 
+/** A building's placement as the geo module takes it: the one mapping from the entity's columns. */
+export const buildingTransform = (building: Building): BuildingTransform =>
+  createBuildingTransform({
+    location: { lat: building.locationLat, lng: building.locationLng },
+    dimensions: { width: building.width, length: building.length },
+    rotation: building.rotation,
+  });
+
 /** Lookups every cartography route needs: buildings and floors in scope, the building's transform. */
 export class CartographyService {
   private readonly transforms = new Map<number, { key: string; transform: BuildingTransform }>();
@@ -41,11 +49,7 @@ export class CartographyService {
     const key = `${building.locationLat},${building.locationLng},${building.width},${building.length},${building.rotation}`;
     const cached = this.transforms.get(building.id);
     if (cached && cached.key === key) return cached.transform;
-    const transform = createBuildingTransform({
-      location: { lat: building.locationLat, lng: building.locationLng },
-      dimensions: { width: building.width, length: building.length },
-      rotation: building.rotation,
-    });
+    const transform = buildingTransform(building);
     if (this.transforms.size > 5000) this.transforms.clear();
     this.transforms.set(building.id, { key, transform });
     return transform;

@@ -1,9 +1,9 @@
 import type { Bus } from '../../shared/bus/index.js';
-import { containsGeo, createBuildingTransform, type BuildingTransform, type LatLng } from '../../shared/geo/building-transform.js';
+import { containsGeo, type BuildingTransform, type LatLng } from '../../shared/geo/building-transform.js';
 import type { Logger } from '../../shared/logger.js';
 import type { Storage } from '../../shared/storage/index.js';
 import { BuildingSchema, EventSchema, FloorSchema, GeofenceSchema, type Building, type CartographyEvent, type Geofence } from '../../shared/storage/entities/index.js';
-import { CARTOGRAPHY_CHANNEL, type CartographyChange } from '../cartography/cartography-service.js';
+import { CARTOGRAPHY_CHANNEL, buildingTransform, type CartographyChange } from '../cartography/cartography-service.js';
 
 /** What the hot path needs of a building, kept in memory and rebuilt when its cartography changes. */
 export interface BuildingRuntime {
@@ -98,11 +98,7 @@ export class BuildingRegistry {
       id: building.id,
       organizationId: (building.organization as { id: string }).id,
       building,
-      transform: createBuildingTransform({
-        location: { lat: building.locationLat, lng: building.locationLng },
-        dimensions: { width: building.width, length: building.length },
-        rotation: building.rotation,
-      }),
+      transform: buildingTransform(building),
       floors: new Map(floors.map((floor) => [floor.id, { level: floor.level, levelHeight: floor.levelHeight }])),
       geofences,
       events,
