@@ -1,7 +1,7 @@
 import * as deadman from '../../shared/detection/deadman.detector.js';
 import * as maxStay from '../../shared/detection/max-stay.detector.js';
 import * as transition from '../../shared/detection/transition.detector.js';
-import type { ZoneKind } from '../../shared/detection/zone-index.js';
+import type { Neighbourhood, ZoneKind } from '../../shared/detection/zone-index.js';
 import type { PositionRecord } from '../../shared/positions/position-record.js';
 import type { RaiseAlarm } from '../alarms/alarm-service.js';
 import type { BuildingRegistry, BuildingRuntime } from '../realtime/building-registry.js';
@@ -51,7 +51,11 @@ interface DeviceState {
   floorId: number | null;
   last: PositionRecord;
   transition: transition.TransitionState;
+  /** Geofences confirmed inside, with each stay's start: derived from `transition`, kept until it changes. */
+  insideGeofences: ReadonlyMap<string, number>;
   maxStay: maxStay.MaxStayState;
+  /** Zone candidates around the latest position, so the next few skip the tree. */
+  near?: Neighbourhood;
   deadman?: deadman.DeadmanState;
   /** This gateway accepted the device's latest position: its sweeps (timeouts, silence) emit here only. */
   ownedHere: boolean;
@@ -59,6 +63,16 @@ interface DeviceState {
 
 const zoneKindOf = (zoneId: string): ZoneKind => (zoneId.startsWith('event:') ? 'event' : zoneId.startsWith('conversion:') ? 'conversion' : 'geofence');
 const NO_RULES: transition.TransitionRules = new Map();
+const NOWHERE: ReadonlyMap<string, number> = new Map();
+
+/** Replaces the transition state, re-deriving what max-stay reads from it only when it actually changed. */
+function setTransition(state: DeviceState, next: transition.TransitionState): void {
+  if (next === state.transition) return;
+  state.transition = next;
+  const inside = transition.confirmedInside(next);
+  for (const zoneId of inside.keys()) if (zoneKindOf(zoneId) !== 'geofence') inside.delete(zoneId);
+  state.insideGeofences = inside;
+}
 
 /**
  * Runs the detectors over every position. Every gateway feeds every position (its own from the pipeline,
@@ -94,6 +108,7 @@ export class DetectionEngine {
         floorId: null,
         last: record,
         transition: transition.initialTransitionState(),
+        insideGeofences: NOWHERE,
         maxStay: maxStay.initialMaxStayState(),
         ownedHere: emit,
       };
@@ -108,9 +123,11 @@ export class DetectionEngine {
     if (runtime && detection && record.floorId !== null && record.x !== null && record.y !== null) {
       state.buildingId = runtime.id;
       state.floorId = record.floorId;
-      const zoneIds = detection.index.zonesAt(record.floorId, record.x, record.y).map((zone) => zone.id);
+      const tagged = detection.index.zonesNear(record.floorId, record.x, record.y, state.near);
+      state.near = tagged.near;
+      const zoneIds = tagged.zones.map((zone) => zone.id);
       const stepped = transition.step(state.transition, { zoneIds, floorId: record.floorId }, detection.transitionRules, now);
-      state.transition = stepped.state;
+      setTransition(state, stepped.state);
       this.collectTransitions(state, detection, stepped.transitions, out);
       this.checkMaxStay(state, detection, now, false, out);
       state.deadman = deadman.observe(state.deadman, { x: record.x, y: record.y, floorId: record.floorId, buildingId: runtime.id }, detection.deadman, now);
@@ -137,7 +154,7 @@ export class DetectionEngine {
       if (!detection) continue;
       const swept = transition.sweep(state.transition, detection.transitionRules, now);
       if (swept.transitions.length > 0) {
-        state.transition = swept.state;
+        setTransition(state, swept.state);
         this.collectTransitions(state, detection, swept.transitions, local);
       }
       this.checkMaxStay(state, detection, now, true, local);
@@ -161,7 +178,7 @@ export class DetectionEngine {
     const detection = detectionOf(runtime);
     const left = transition.step(state.transition, { zoneIds: [], floorId: null }, NO_RULES, now);
     if (detection) this.collectTransitions(state, detection, left.transitions, out);
-    state.transition = transition.initialTransitionState();
+    setTransition(state, transition.initialTransitionState());
     state.maxStay = maxStay.initialMaxStayState();
     state.deadman = undefined;
   }
@@ -197,11 +214,7 @@ export class DetectionEngine {
   private checkMaxStay(state: DeviceState, detection: BuildingDetection, now: number, sweeping: boolean, out: Detections): void {
     let result: maxStay.MaxStayResult;
     if (sweeping) result = maxStay.sweep(state.maxStay, detection.maxStayRules, now);
-    else {
-      const inside = transition.confirmedInside(state.transition);
-      for (const zoneId of [...inside.keys()]) if (zoneKindOf(zoneId) !== 'geofence') inside.delete(zoneId);
-      result = maxStay.step(state.maxStay, { insideZoneIds: inside.keys(), enteredAt: inside, now }, detection.maxStayRules);
-    }
+    else result = maxStay.step(state.maxStay, { insideZoneIds: state.insideGeofences.keys(), enteredAt: state.insideGeofences, now }, detection.maxStayRules);
     state.maxStay = result.state;
     for (const alarm of result.alarms) {
       out.alarms.push({

@@ -71,14 +71,18 @@ export function observe(
 ): DeadmanState {
   if (!state || state.buildingId !== position.buildingId || state.firedSilence) return fresh(position, now);
   const { anchor } = state;
-  const moved =
-    position.floorId !== anchor.floorId ||
-    Math.hypot(position.x - anchor.x, position.y - anchor.y) > (setting(settings?.deadmanRadiusM) ?? 0);
+  const radius = setting(settings?.deadmanRadiusM) ?? 0;
+  const dx = position.x - anchor.x;
+  const dy = position.y - anchor.y;
+  const moved = position.floorId !== anchor.floorId || dx * dx + dy * dy > radius * radius;
+  // Spelled out rather than spread: this runs for every position of every device.
   return {
-    ...state,
+    buildingId: state.buildingId,
     anchor: moved ? { x: position.x, y: position.y, floorId: position.floorId, at: now } : anchor,
     lastSeenAt: now,
+    insideBuildingSince: state.insideBuildingSince,
     firedStill: moved ? false : state.firedStill,
+    firedSilence: state.firedSilence,
   };
 }
 

@@ -42,8 +42,9 @@ export interface MaxStayAlarm {
 }
 
 export interface MaxStayResult {
+  /** The same object as the input when nothing changed. */
   state: MaxStayState;
-  alarms: MaxStayAlarm[];
+  alarms: readonly MaxStayAlarm[];
 }
 
 export function initialMaxStayState(): MaxStayState {
@@ -56,22 +57,44 @@ export function maxStayRulesOf(geofences: Iterable<Pick<Geofence, 'id' | 'maxSta
   return rules;
 }
 
+/** Strictly over its fence's limit and not yet alarmed. */
+function isDue(zoneId: string, stay: Stay, rules: MaxStayRules, now: number): boolean {
+  if (stay.fired) return false;
+  const limit = rules.get(zoneId);
+  return limit != null && limit > 0 && now - stay.enteredAt > limit * 1000;
+}
+
 /** The stay after checking it, and the alarm if this is the moment it went over. */
 function check(zoneId: string, stay: Stay, rules: MaxStayRules, now: number): { stay: Stay; alarm?: MaxStayAlarm } {
-  const limit = rules.get(zoneId);
-  if (stay.fired || limit == null || !(limit > 0) || now - stay.enteredAt <= limit * 1000) return { stay };
+  if (!isDue(zoneId, stay, rules, now)) return { stay };
+  const limit = rules.get(zoneId)!;
   return {
     stay: { enteredAt: stay.enteredAt, fired: true },
     alarm: { zoneId, enteredAt: stay.enteredAt, stayedS: (now - stay.enteredAt) / 1000, maxStayTimeS: limit },
   };
 }
 
+const NO_ALARMS: readonly MaxStayAlarm[] = Object.freeze([]);
+
+/** The same stays, none of them due: the common case, decided without allocating. */
+function nothingChanges(state: MaxStayState, inside: readonly string[], rules: MaxStayRules, now: number): boolean {
+  let stays = 0;
+  for (const zoneId in state.stays) {
+    if (isDue(zoneId, state.stays[zoneId]!, rules, now)) return false;
+    stays++;
+  }
+  if (stays !== inside.length) return false;
+  for (const zoneId of inside) if (!Object.hasOwn(state.stays, zoneId)) return false;
+  return true;
+}
+
 export function step(state: MaxStayState, observation: MaxStayObservation, rules: MaxStayRules): MaxStayResult {
   const { now, enteredAt } = observation;
+  const inside = [...new Set(observation.insideZoneIds)];
+  if (nothingChanges(state, inside, rules, now)) return { state, alarms: NO_ALARMS };
   const stays: Record<string, Stay> = {};
   const alarms: MaxStayAlarm[] = [];
-  for (const zoneId of observation.insideZoneIds) {
-    if (Object.hasOwn(stays, zoneId)) continue;
+  for (const zoneId of inside) {
     const known = Object.hasOwn(state.stays, zoneId) ? state.stays[zoneId] : undefined;
     const result = check(zoneId, known ?? { enteredAt: enteredAt?.get(zoneId) ?? now, fired: false }, rules, now);
     stays[zoneId] = result.stay;

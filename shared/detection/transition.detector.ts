@@ -53,8 +53,9 @@ export interface ZoneTransition {
 }
 
 export interface TransitionResult {
+  /** The same object as the input when nothing changed. */
   state: TransitionState;
-  transitions: ZoneTransition[];
+  transitions: readonly ZoneTransition[];
 }
 
 export function initialTransitionState(): TransitionState {
@@ -110,8 +111,28 @@ function ordered(transitions: ZoneTransition[]): ZoneTransition[] {
   );
 }
 
+const NO_TRANSITIONS: readonly ZoneTransition[] = Object.freeze([]);
+
+/**
+ * True when the observation only confirms what the state already says: every tracked zone is confirmed inside
+ * with nothing pending, and the observed zones are exactly those. The common case at 1 Hz (still inside the same
+ * fences, or outside all of them), so it is decided without allocating.
+ */
+function confirmsState(state: TransitionState, observed: ReadonlySet<string>, floorId: number | null): boolean {
+  if (state.floorId !== floorId) return false;
+  let tracked = 0;
+  for (const zoneId in state.zones) {
+    const track = state.zones[zoneId]!;
+    if (track.pendingSince !== null || track.enteredAt === null || !observed.has(zoneId)) return false;
+    tracked++;
+  }
+  return tracked === observed.size;
+}
+
 export function step(state: TransitionState, observation: ZoneObservation, rules: TransitionRules, now: number): TransitionResult {
   const observed = new Set(observation.zoneIds);
+  // Nothing changes: the same state object comes back, so callers can skip work keyed on it.
+  if (confirmsState(state, observed, observation.floorId ?? null)) return { state, transitions: NO_TRANSITIONS };
   const zones: Record<string, ZoneTrack> = {};
   const transitions: ZoneTransition[] = [];
   const visit = (zoneId: string, track: ZoneTrack) => {

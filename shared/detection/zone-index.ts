@@ -8,6 +8,8 @@ import {
   bboxOf,
   circleContains,
   distanceToPolyline,
+  flattenRing,
+  pointInFlatRing,
   pointInPolygon,
   type BBox,
   type Point,
@@ -45,6 +47,8 @@ export const DEFAULT_CAPTURE_RADIUS_M = 1;
 
 interface Item extends BBox {
   zone: Zone;
+  /** A polygon's ring, flattened for the exact test; null for the other shapes. */
+  ring: Float64Array | null;
 }
 
 const finite = (p: Point | undefined): p is Point => p !== undefined && Number.isFinite(p[0]) && Number.isFinite(p[1]);
@@ -88,6 +92,25 @@ export function zoneContains(zone: Zone, x: number, y: number): boolean {
   }
 }
 
+/** Half the side of a neighbourhood square, metres: a few seconds of walking. */
+const NEIGHBOURHOOD_M = 2;
+
+/** Candidate zones around a position, valid for one index (a rebuilt index makes it stale). */
+export interface Neighbourhood extends BBox {
+  readonly index: ZoneIndex;
+  readonly floorId: number;
+  readonly candidates: readonly Item[];
+}
+
+function containing(items: readonly Item[], x: number, y: number): Zone[] {
+  const found: Zone[] = [];
+  for (const item of items) {
+    if (item.minX > x || x > item.maxX || item.minY > y || y > item.maxY) continue;
+    if (item.ring ? pointInFlatRing(x, y, item.ring) : zoneContains(item.zone, x, y)) found.push(item.zone);
+  }
+  return found;
+}
+
 export class ZoneIndex {
   private readonly floors = new Map<number, RBush<Item>>();
   /** Zones actually indexed (those with an unusable shape are left out). */
@@ -101,7 +124,9 @@ export class ZoneIndex {
       if (!box) continue;
       let items = byFloor.get(zone.floorId);
       if (!items) byFloor.set(zone.floorId, (items = []));
-      items.push({ ...box, zone });
+      // Spelled out, not spread: rbush reads these boxes on every query, and a spread copy made slow objects.
+      const ring = zone.shape.type === 'polygon' ? flattenRing(zone.shape.ring) : null;
+      items.push({ minX: box.minX, minY: box.minY, maxX: box.maxX, maxY: box.maxY, zone, ring });
       size++;
     }
     // Bulk load: faster than inserts and gives a better-packed tree for the queries that follow.
@@ -113,11 +138,23 @@ export class ZoneIndex {
   zonesAt(floorId: number, x: number, y: number): Zone[] {
     const tree = this.floors.get(floorId);
     if (!tree) return [];
-    const found: Zone[] = [];
-    for (const item of tree.search({ minX: x, minY: y, maxX: x, maxY: y })) {
-      if (zoneContains(item.zone, x, y)) found.push(item.zone);
+    return containing(tree.search({ minX: x, minY: y, maxX: x, maxY: y }), x, y);
+  }
+
+  /**
+   * The same answer as `zonesAt`, using (and refreshing) a caller-held neighbourhood: the zones whose boxes
+   * meet a square of `NEIGHBOURHOOD_M` around an earlier position. A device at walking speed stays inside it for
+   * several positions, which then skip the tree and only run the exact tests on those few candidates.
+   */
+  zonesNear(floorId: number, x: number, y: number, near: Neighbourhood | undefined): { zones: Zone[]; near: Neighbourhood | undefined } {
+    if (near && near.index === this && near.floorId === floorId && near.minX <= x && x <= near.maxX && near.minY <= y && y <= near.maxY) {
+      return { zones: containing(near.candidates, x, y), near };
     }
-    return found;
+    const tree = this.floors.get(floorId);
+    if (!tree) return { zones: [], near: undefined };
+    const box = { minX: x - NEIGHBOURHOOD_M, minY: y - NEIGHBOURHOOD_M, maxX: x + NEIGHBOURHOOD_M, maxY: y + NEIGHBOURHOOD_M };
+    const fresh: Neighbourhood = { index: this, floorId, ...box, candidates: tree.search(box) };
+    return { zones: containing(fresh.candidates, x, y), near: fresh };
   }
 }
 

@@ -152,6 +152,32 @@ export function pointInPolygon(point: Point, ring: readonly Point[], boundaryTol
   return inside;
 }
 
+/** A ring as one flat array `[x0, y0, x1, y1, ...]`: no object per vertex to chase on the hot path. */
+export function flattenRing(ring: readonly Point[]): Float64Array {
+  const flat = new Float64Array(ring.length * 2);
+  ring.forEach(([x, y], i) => {
+    flat[2 * i] = x;
+    flat[2 * i + 1] = y;
+  });
+  return flat;
+}
+
+/** `pointInPolygon` (boundary inclusive, exact) over a flattened ring; same answers, no allocation. */
+export function pointInFlatRing(px: number, py: number, ring: Float64Array): boolean {
+  let inside = false;
+  const n = ring.length;
+  for (let i = 0, j = n - 2; i < n; j = i, i += 2) {
+    const ax = ring[j]!;
+    const ay = ring[j + 1]!;
+    const bx = ring[i]!;
+    const by = ring[i + 1]!;
+    const collinear = (bx - ax) * (py - ay) - (by - ay) * (px - ax) === 0;
+    if (collinear && Math.min(ax, bx) <= px && px <= Math.max(ax, bx) && Math.min(ay, by) <= py && py <= Math.max(ay, by)) return true;
+    if (ay > py !== by > py && px < ((bx - ax) * (py - ay)) / (by - ay) + ax) inside = !inside;
+  }
+  return inside;
+}
+
 export function distanceToSegment(point: Point, a: Point, b: Point): number {
   const dx = b[0] - a[0];
   const dy = b[1] - a[1];

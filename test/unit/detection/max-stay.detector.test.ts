@@ -76,3 +76,16 @@ describe('max stay sweep', () => {
     expect(state).toEqual(copy);
   });
 });
+
+describe('max stay step when nothing changes', () => {
+  it('hands back the same state until a stay falls due, then fires once', () => {
+    const entered = run([[0, ['f']]]).state;
+    const later = step(entered, { insideZoneIds: ['f'], now: s(30) }, rules);
+    expect(later.state).toBe(entered);
+    expect(later.alarms).toEqual([]);
+    const due = step(entered, { insideZoneIds: ['f'], now: s(61) }, rules);
+    expect(due.alarms).toHaveLength(1);
+    expect(step(due.state, { insideZoneIds: ['f'], now: s(62) }, rules).state).toBe(due.state);
+    expect(step(entered, { insideZoneIds: [], now: s(30) }, rules).state.stays).toEqual({});
+  });
+});

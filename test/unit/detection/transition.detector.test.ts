@@ -131,3 +131,23 @@ describe('transition state', () => {
     expect(state).toEqual(copy);
   });
 });
+
+describe('transition step when nothing changes', () => {
+  it('hands back the same state object, which is what lets the engine skip re-deriving its stays', () => {
+    const inside = run(none, [[0, ['f']]]).state;
+    const again = step(inside, { zoneIds: ['f'], floorId: 1 }, none, s(1));
+    expect(again.state).toBe(inside);
+    expect(again.transitions).toEqual([]);
+    const outside = initialTransitionState();
+    expect(step({ ...outside, floorId: 1 }, { zoneIds: [], floorId: 1 }, none, s(1)).transitions).toEqual([]);
+  });
+
+  it('still moves on when only the set of zones or a pending side differs', () => {
+    const inside = run(none, [[0, ['f']]]).state;
+    expect(step(inside, { zoneIds: ['f', 'g'], floorId: 1 }, none, s(1)).state).not.toBe(inside);
+    expect(step(inside, { zoneIds: ['f'], floorId: 2 }, none, s(1)).state).not.toBe(inside);
+    const pending = run(debounced, [[0, ['f']]]).state; // enter waiting for its 5 s dwell
+    const confirmed = step(pending, { zoneIds: ['f'], floorId: 1 }, debounced, s(5));
+    expect(confirmed.transitions.map((t) => t.type)).toEqual(['enter']);
+  });
+});

@@ -3,6 +3,7 @@ import type { Point } from '../../../shared/geo/geometry.js';
 import {
   type EventSource,
   type GeofenceSource,
+  type Neighbourhood,
   type Zone,
   ZoneIndex,
   zoneContains,
@@ -112,6 +113,36 @@ describe('ZoneIndex', () => {
     }
     // Otherwise the comparison would pass trivially on empty answers.
     expect(tagged).toBeGreaterThan(50);
+
+    // A device walking 0.3 m steps, changing floor now and then: the neighbourhood answer is zonesAt's, and is
+    // mostly served from the neighbourhood it carries.
+    let near: Neighbourhood | undefined;
+    let reused = 0;
+    let walkTagged = 0;
+    let [x, y, floorId] = [500, 500, 1];
+    for (let i = 0; i < 5000; i++) {
+      const angle = random() * 2 * Math.PI;
+      x += 0.3 * Math.cos(angle);
+      y += 0.3 * Math.sin(angle);
+      if (i % 500 === 499) floorId = 1 + (floorId % 3);
+      const result = index.zonesNear(floorId, x, y, near);
+      if (result.near === near) reused++;
+      near = result.near;
+      const expected = ids(index.zonesAt(floorId, x, y));
+      expect(ids(result.zones)).toEqual(expected);
+      walkTagged += expected.length;
+    }
+    expect(walkTagged).toBeGreaterThan(50);
+    expect(reused).toBeGreaterThan(2500);
+  });
+
+  it('does not reuse a neighbourhood from an index since rebuilt', () => {
+    const square = (id: string): Zone => ({ id, kind: 'geofence', floorId: 1, shape: { type: 'polygon', ring: [[0, 0], [10, 0], [10, 10], [0, 10], [0, 0]] } });
+    const before = new ZoneIndex([square('old')]);
+    const { near } = before.zonesNear(1, 5, 5, undefined);
+    expect(ids(before.zonesNear(1, 5.1, 5, near).zones)).toEqual(['old']);
+    const after = new ZoneIndex([square('new')]);
+    expect(ids(after.zonesNear(1, 5.1, 5, near).zones)).toEqual(['new']);
   });
 });
 

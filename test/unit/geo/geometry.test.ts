@@ -8,6 +8,8 @@ import {
   distanceToPolyline,
   distanceToSegment,
   geometricToCartesian,
+  flattenRing,
+  pointInFlatRing,
   pointInPolygon,
   segmentsIntersect,
   validateRing,
@@ -80,6 +82,23 @@ describe('validateRing', () => {
     expect(validateRing(ring)).toEqual([]);
     ring[1500] = [60, 0];
     expect(codes(ring)).toContain('self_intersection');
+  });
+});
+
+describe('pointInFlatRing', () => {
+  it('answers as pointInPolygon does, boundaries included, on a grid over a concave ring', () => {
+    const flat = flattenRing(u);
+    let inside = 0;
+    for (let x = -1; x <= 7; x += 0.25) {
+      for (let y = -1; y <= 7; y += 0.25) {
+        const expected = pointInPolygon([x, y], u);
+        expect(pointInFlatRing(x, y, flat), `(${x}, ${y})`).toBe(expected);
+        if (expected) inside++;
+      }
+    }
+    expect(inside).toBeGreaterThan(100);
+    expect(pointInFlatRing(3, 2, flat)).toBe(true); // on an edge of the notch
+    expect(pointInFlatRing(3, 4, flat)).toBe(false); // in the notch
   });
 });
 
