@@ -1,29 +1,12 @@
 import * as deadman from '../../shared/detection/deadman.detector.js';
 import * as maxStay from '../../shared/detection/max-stay.detector.js';
 import * as transition from '../../shared/detection/transition.detector.js';
+import type { ZoneEventRecord } from '../../shared/detection/zone-event.js';
 import type { Neighbourhood, ZoneKind } from '../../shared/detection/zone-index.js';
 import type { PositionRecord } from '../../shared/positions/position-record.js';
 import type { RaiseAlarm } from '../alarms/alarm-service.js';
 import type { BuildingRegistry, BuildingRuntime } from '../realtime/building-registry.js';
 import { detectionOf, type BuildingDetection } from './building-detection.js';
-
-/** An enter or exit of a zone, as stored for reports and pushed to `buildings/{id}/geofence-events`. */
-export interface ZoneEventRecord {
-  organizationId: string;
-  buildingId: number;
-  floorId: number | null;
-  zoneKind: ZoneKind;
-  /** Geofence uuid, or the event id for event and conversion areas. */
-  zoneId: string;
-  zoneName: string;
-  deviceId: string;
-  userId: string | null;
-  type: 'enter' | 'exit';
-  /** When the transition happened (first observation, before any debounce). */
-  at: number;
-  /** When it was decided (after debounce). */
-  firedAt: number;
-}
 
 export interface TriggeredEvent {
   id: number;
@@ -40,6 +23,8 @@ export interface Detections {
   triggered: { organizationId: string; deviceId: string; event: TriggeredEvent }[];
 }
 
+export type { ZoneEventRecord };
+
 export const emptyDetections = (): Detections => ({ zoneEvents: [], alarms: [], triggered: [] });
 
 /** Small per-device state: what each detector remembers, plus who owns the device's sweeps. */
@@ -51,8 +36,8 @@ interface DeviceState {
   floorId: number | null;
   last: PositionRecord;
   transition: transition.TransitionState;
-  /** Geofences confirmed inside, with each stay's start: derived from `transition`, kept until it changes. */
-  insideGeofences: ReadonlyMap<string, number>;
+  /** `transition` changed since max-stay last looked at it; otherwise max-stay has the same stays to check. */
+  transitionChanged: boolean;
   maxStay: maxStay.MaxStayState;
   /** Zone candidates around the latest position, so the next few skip the tree. */
   near?: Neighbourhood;
@@ -63,15 +48,12 @@ interface DeviceState {
 
 const zoneKindOf = (zoneId: string): ZoneKind => (zoneId.startsWith('event:') ? 'event' : zoneId.startsWith('conversion:') ? 'conversion' : 'geofence');
 const NO_RULES: transition.TransitionRules = new Map();
-const NOWHERE: ReadonlyMap<string, number> = new Map();
 
-/** Replaces the transition state, re-deriving what max-stay reads from it only when it actually changed. */
+/** A change is remembered until max-stay has followed it. */
 function setTransition(state: DeviceState, next: transition.TransitionState): void {
   if (next === state.transition) return;
   state.transition = next;
-  const inside = transition.confirmedInside(next);
-  for (const zoneId of inside.keys()) if (zoneKindOf(zoneId) !== 'geofence') inside.delete(zoneId);
-  state.insideGeofences = inside;
+  state.transitionChanged = true;
 }
 
 /**
@@ -108,7 +90,7 @@ export class DetectionEngine {
         floorId: null,
         last: record,
         transition: transition.initialTransitionState(),
-        insideGeofences: NOWHERE,
+        transitionChanged: false,
         maxStay: maxStay.initialMaxStayState(),
         ownedHere: emit,
       };
@@ -129,7 +111,7 @@ export class DetectionEngine {
       const stepped = transition.step(state.transition, { zoneIds, floorId: record.floorId }, detection.transitionRules, now);
       setTransition(state, stepped.state);
       this.collectTransitions(state, detection, stepped.transitions, out);
-      this.checkMaxStay(state, detection, now, false, out);
+      this.checkMaxStay(state, detection, now, out);
       state.deadman = deadman.observe(state.deadman, { x: record.x, y: record.y, floorId: record.floorId, buildingId: runtime.id }, detection.deadman, now);
     } else {
       state.buildingId = record.buildingId;
@@ -157,7 +139,7 @@ export class DetectionEngine {
         setTransition(state, swept.state);
         this.collectTransitions(state, detection, swept.transitions, local);
       }
-      this.checkMaxStay(state, detection, now, true, local);
+      this.checkMaxStay(state, detection, now, local);
       if (state.deadman) {
         const result = deadman.sweepDevice(state.deadman, detection.deadman, now);
         state.deadman = result.state;
@@ -211,10 +193,20 @@ export class DetectionEngine {
     }
   }
 
-  private checkMaxStay(state: DeviceState, detection: BuildingDetection, now: number, sweeping: boolean, out: Detections): void {
+  /**
+   * Max-stay over the geofences confirmed inside. While the transition state is unchanged the stays are the same
+   * and only time has moved (a sweep's check, allocation-free); after a change the stays follow the new set, so
+   * a stay confirmed over by an exit (even one settled by a sweep) can no longer fire.
+   */
+  private checkMaxStay(state: DeviceState, detection: BuildingDetection, now: number, out: Detections): void {
     let result: maxStay.MaxStayResult;
-    if (sweeping) result = maxStay.sweep(state.maxStay, detection.maxStayRules, now);
-    else result = maxStay.step(state.maxStay, { insideZoneIds: state.insideGeofences.keys(), enteredAt: state.insideGeofences, now }, detection.maxStayRules);
+    if (!state.transitionChanged) result = maxStay.sweep(state.maxStay, detection.maxStayRules, now);
+    else {
+      const inside = transition.confirmedInside(state.transition);
+      for (const zoneId of [...inside.keys()]) if (zoneKindOf(zoneId) !== 'geofence') inside.delete(zoneId);
+      result = maxStay.step(state.maxStay, { insideZoneIds: inside.keys(), enteredAt: inside, now }, detection.maxStayRules);
+      state.transitionChanged = false;
+    }
     state.maxStay = result.state;
     for (const alarm of result.alarms) {
       out.alarms.push({

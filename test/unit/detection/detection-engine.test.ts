@@ -1,0 +1,67 @@
+import { describe, expect, it } from 'vitest';
+import { attachDetection } from '../../../gateway/detection/building-detection.js';
+import { DetectionEngine } from '../../../gateway/detection/detection-engine.js';
+import type { BuildingRegistry, BuildingRuntime } from '../../../gateway/realtime/building-registry.js';
+import { createBuildingTransform } from '../../../shared/geo/building-transform.js';
+import type { PositionRecord } from '../../../shared/positions/position-record.js';
+import type { Building, Geofence } from '../../../shared/storage/entities/index.js';
+
+const T0 = Date.UTC(2025, 0, 6, 9, 0, 0);
+const s = (seconds: number) => T0 + seconds * 1000;
+
+/** One building, one floor, one 10 m square fence at (0,0) with the given rules. */
+function venue(rules: Partial<Pick<Geofence, 'maxStayTime' | 'minDwellS' | 'exitGraceS'>>) {
+  const fence = {
+    id: 'fence-1', buildingId: 1, floorId: 1, name: 'Square', type: 'POLYGON', radius: null, deleted: false, customFields: [], geometric: [],
+    cartesians: [[0, 0], [10, 0], [10, 10], [0, 10], [0, 0]], maxStayTime: null, minDwellS: 0, exitGraceS: 0, ...rules,
+  } as unknown as Geofence;
+  const building = { id: 1, name: 'B', locationLat: 40, locationLng: -3, width: 100, length: 100, rotation: 0 } as unknown as Building;
+  const runtime: BuildingRuntime = {
+    id: 1, organizationId: 'org', building, geofences: [fence], events: [], loadedAt: 0,
+    transform: createBuildingTransform({ location: { lat: 40, lng: -3 }, dimensions: { width: 100, length: 100 }, rotation: 0 }),
+    floors: new Map([[1, { level: 0, levelHeight: 0 }]]),
+  };
+  attachDetection(runtime);
+  const engine = new DetectionEngine({ peek: () => runtime } as unknown as BuildingRegistry, 3600_000);
+  const at = (second: number, x: number): PositionRecord => ({
+    organizationId: 'org', deviceId: 'd', userId: null, buildingId: 1, floorId: 1, indoor: true, x, y: 5, lat: 0, lng: 0, yaw: 0, accuracy: 1,
+    timestamp: s(second), receivedAt: s(second),
+  });
+  return { engine, runtime, observe: (second: number, x: number) => engine.observe(at(second, x), runtime, true) };
+}
+
+describe('DetectionEngine: transitions and max stay together', () => {
+  it('raises max stay once for a device that stays, from positions and from the sweep alike', () => {
+    const { engine, observe } = venue({ maxStayTime: 30 });
+    observe(0, 5);
+    for (let second = 1; second <= 30; second++) expect(observe(second, 5).alarms).toEqual([]);
+    expect(observe(31, 5).alarms.map((a) => a.type)).toEqual(['GEOFENCE_MAX_STAY_TIME']);
+    expect(observe(32, 5).alarms).toEqual([]);
+    expect(engine.sweep(s(40)).alarms).toEqual([]);
+
+    const quiet = venue({ maxStayTime: 30 });
+    quiet.observe(0, 5);
+    expect(quiet.engine.sweep(s(30)).alarms).toEqual([]);
+    expect(quiet.engine.sweep(s(31)).alarms.map((a) => a.geofenceId)).toEqual(['fence-1']);
+  });
+
+  it('ends the stay with an exit settled by the sweep: no max-stay alarm for a fence already left', () => {
+    const { engine, observe } = venue({ maxStayTime: 30, exitGraceS: 5 });
+    observe(0, 5);
+    observe(10, 50); // outside: the exit waits for its 5 s grace
+    const settled = engine.sweep(s(16));
+    expect(settled.zoneEvents.map((e) => e.type)).toEqual(['exit']);
+    expect(engine.sweep(s(40)).alarms).toEqual([]);
+    expect(observe(41, 50).alarms).toEqual([]);
+  });
+
+  it('starts a new stay on re-entry that can fire again', () => {
+    const { observe } = venue({ maxStayTime: 30 });
+    observe(0, 5);
+    expect(observe(31, 5).alarms).toHaveLength(1);
+    observe(32, 50);
+    observe(33, 5);
+    expect(observe(63, 5).alarms).toEqual([]);
+    expect(observe(64, 5).alarms).toHaveLength(1);
+  });
+});
