@@ -19,6 +19,9 @@ export interface SocketLike {
   end(code?: number, reason?: string): void;
 }
 
+/** An encoded frame and, for a live position, the key it coalesces under. */
+export type OutgoingFrame = readonly [payload: string | Buffer, coalesceKey?: string];
+
 /** One socket: its subscriptions and, when it falls behind, the latest position per device waiting to go. */
 export class Connection {
   readonly subscriptions = new Set<string>();
@@ -41,6 +44,19 @@ export class Connection {
    */
   send(payload: string | Buffer, coalesceKey?: string): void {
     if (this.closed) return;
+    this.ws.cork(() => this.sendCorked(payload, coalesceKey));
+  }
+
+  /** Several frames in one write (one cork): a batch of positions costs a subscriber one syscall, not one per frame. */
+  sendAll(frames: readonly OutgoingFrame[]): void {
+    if (this.closed || frames.length === 0) return;
+    this.ws.cork(() => {
+      for (const [payload, coalesceKey] of frames) this.sendCorked(payload, coalesceKey);
+    });
+  }
+
+  private sendCorked(payload: string | Buffer, coalesceKey: string | undefined): void {
+    if (this.closed) return;
     const buffered = this.ws.getBufferedAmount();
     if (buffered > this.options.maxBufferBytes) {
       this.close(WS_CLOSE.slowConsumer, 'slow consumer: send buffer limit exceeded');
@@ -51,7 +67,7 @@ export class Connection {
       this.pending.set(coalesceKey, payload);
       return;
     }
-    this.ws.cork(() => this.ws.send(payload, typeof payload !== 'string'));
+    this.ws.send(payload, typeof payload !== 'string');
   }
 
   message(message: object, coalesceKey?: string): void {

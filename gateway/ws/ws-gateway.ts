@@ -9,7 +9,7 @@ import { statusLine } from '../http/status-text.js';
 import { toFeature } from '../realtime/geojson.js';
 import type { GatewayServices } from '../services.js';
 import { MSGPACK_SUBPROTOCOL, decode, encode, type WireFormat } from './ws-codec.js';
-import { Connection, WS_CLOSE, type SocketLike, type SocketData } from './ws-connection.js';
+import { Connection, WS_CLOSE, type OutgoingFrame, type SocketLike, type SocketData } from './ws-connection.js';
 import { authorizeTopic, topicKey } from './topics.js';
 
 /** Replays what a subscriber missed (alarms since a seq), from storage, before live delivery starts. */
@@ -240,6 +240,8 @@ export class WebSocketGateway {
   /** Live positions to `buildings/{id}/positions` and `devices/{id}` subscribers, each frame encoded once per format. */
   publishPositions(records: readonly PositionRecord[]): void {
     if (this.topics.size === 0) return;
+    // Frames are gathered per subscriber first, so each gets the whole batch in one write.
+    const outgoing = new Map<Connection, OutgoingFrame[]>();
     for (const record of records) {
       const topics = [`devices/${record.deviceId}`];
       if (record.buildingId !== null) topics.push(`buildings/${record.buildingId}/positions`);
@@ -250,9 +252,14 @@ export class WebSocketGateway {
         const frame = { op: 'position', topic, data: toFeature(record, levelHeight) };
         const encoded: Partial<Record<WireFormat, string | Buffer>> = {};
         const coalesceKey = `${topic}|${record.deviceId}`;
-        for (const connection of subscribers) connection.send((encoded[connection.format] ??= encode(connection.format, frame)), coalesceKey);
+        for (const connection of subscribers) {
+          let frames = outgoing.get(connection);
+          if (!frames) outgoing.set(connection, (frames = []));
+          frames.push([(encoded[connection.format] ??= encode(connection.format, frame)), coalesceKey]);
+        }
       }
     }
+    for (const [connection, frames] of outgoing) connection.sendAll(frames);
   }
 
   /** Any other message to a topic (geofence events, alarms, device events); never coalesced. */

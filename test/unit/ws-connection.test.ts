@@ -13,7 +13,9 @@ class FakeSocket implements SocketLike {
     this.sent.push(message.toString());
     return 1;
   }
+  corks = 0;
   cork(callback: () => void) {
+    this.corks++;
     callback();
   }
   end(code?: number, reason?: string) {
@@ -23,6 +25,30 @@ class FakeSocket implements SocketLike {
 
 const limits = { coalesceBytes: 1000, maxBufferBytes: 5000 };
 const position = (device: string, n: number) => JSON.stringify({ op: 'position', device, n });
+
+describe('WebSocket batched sends', () => {
+  it('writes a batch of positions under one cork, in order', () => {
+    const socket = new FakeSocket();
+    const connection = new Connection(socket, 'json', limits);
+    connection.sendAll([[position('a', 1), 'a'], [position('b', 1), 'b'], [position('a', 2), 'a']]);
+    expect(socket.corks).toBe(1);
+    expect(socket.sent).toEqual([position('a', 1), position('b', 1), position('a', 2)]);
+  });
+
+  it('applies the slow-consumer policy frame by frame inside a batch', () => {
+    const socket = new FakeSocket();
+    const connection = new Connection(socket, 'json', limits);
+    socket.buffered = 2000;
+    connection.sendAll([[position('a', 1), 'a'], [position('a', 2), 'a'], [JSON.stringify({ op: 'alarm' })]]);
+    expect(socket.sent).toEqual([JSON.stringify({ op: 'alarm' })]);
+    socket.buffered = 0;
+    connection.drain();
+    expect(socket.sent.at(-1)).toBe(position('a', 2));
+    socket.buffered = 6000;
+    connection.sendAll([[position('b', 1), 'b']]);
+    expect(socket.ended?.code).toBe(WS_CLOSE.slowConsumer);
+  });
+});
 
 describe('WebSocket slow-consumer policy', () => {
   it('sends everything at once while the subscriber keeps up', () => {
