@@ -1,7 +1,6 @@
 import type { Bus } from '../../shared/bus/index.js';
 import type { Logger } from '../../shared/logger.js';
-import type { Storage } from '../../shared/storage/index.js';
-import { pgArray } from '../../shared/storage/pg-array.js';
+import type { PositionWriter } from '../../shared/positions/position-writer.js';
 import { ALARMS_CHANNEL, type AlarmEventMessage, type AlarmService } from '../alarms/alarm-service.js';
 import { POSITIONS_CHANNEL, type DetectionSteps, type PositionBatch, type PositionsMessage } from '../pipeline/position-pipeline.js';
 import type { BuildingRegistry } from '../realtime/building-registry.js';
@@ -41,7 +40,8 @@ export class DetectionService {
     private readonly engine: DetectionEngine,
     private readonly alarms: AlarmService,
     private readonly registry: BuildingRegistry,
-    private readonly storage: Storage,
+    /** Zone events go through the group commit, with the positions of the batch that caused them. */
+    private readonly writer: PositionWriter,
     private readonly bus: Bus,
     private readonly logger: Logger,
   ) {}
@@ -54,7 +54,8 @@ export class DetectionService {
         { name: 'raise-requested-alarms', critical: true, run: (batch) => this.raiseRequested(batch) },
         { name: 'detect', run: (batch) => this.detect(batch) },
       ],
-      afterPersist: [{ name: 'record-detections', run: (batch) => this.record(batch.detections) }],
+      // The batch's zone events were committed with its positions by then.
+      afterPersist: [{ name: 'announce-detections', run: (batch) => this.announce(batch.detections) }],
     };
   }
 
@@ -100,7 +101,9 @@ export class DetectionService {
 
   async sweep(now: number): Promise<void> {
     try {
-      await this.record(this.engine.sweep(now));
+      const found = this.engine.sweep(now);
+      await this.writer.write([], found.zoneEvents);
+      await this.announce(found);
     } catch (error) {
       this.logger.error({ err: error }, 'detection sweep failed');
     }
@@ -139,28 +142,9 @@ export class DetectionService {
     }
   }
 
-  /** Stores zone events, raises alarms (stored, then pushed), and announces both to every gateway. */
-  async record(detections: Detections): Promise<void> {
+  /** Raises alarms (stored, then pushed) and announces them and the (already stored) zone events to every gateway. */
+  async announce(detections: Detections): Promise<void> {
     const { zoneEvents, alarms, triggered } = detections;
-    if (zoneEvents.length > 0) {
-      const column = <T>(pick: (event: ZoneEventRecord) => T) => pgArray(zoneEvents.map(pick) as never);
-      await this.storage.execute(
-        `insert into zone_events (organization_id, building_id, floor_id, zone_kind, zone_id, device_id, user_id, type, at, fired_at)
-         select * from unnest(?::uuid[], ?::int[], ?::int[], ?::text[], ?::text[], ?::text[], ?::uuid[], ?::text[], ?::timestamptz[], ?::timestamptz[])`,
-        [
-          column((e) => e.organizationId),
-          column((e) => e.buildingId),
-          column((e) => e.floorId),
-          column((e) => e.zoneKind),
-          column((e) => e.zoneId),
-          column((e) => e.deviceId),
-          column((e) => e.userId),
-          column((e) => e.type),
-          column((e) => new Date(e.at).toISOString()),
-          column((e) => new Date(e.firedAt).toISOString()),
-        ],
-      );
-    }
     for (const alarm of alarms) await this.alarms.raise({ ...alarm, by: 'system' });
     if (zoneEvents.length > 0 || triggered.length > 0) {
       const byOrganization = new Map<string, ZoneEventsMessage>();

@@ -33,7 +33,7 @@ export interface PositionBatch {
   buildings: (BuildingRuntime | undefined)[];
   /** Problems found so far; the batch is refused, whole, once enrichment has looked at every pose. */
   errors: FieldError[];
-  /** What the detectors found (geofence transitions, alarms, event triggers), recorded after persistence. */
+  /** What the detectors found: zone events are persisted with the positions, alarms raised after them. */
   detections: Detections;
 }
 
@@ -62,7 +62,8 @@ export function positionSteps(deps: PipelineDependencies, detection: DetectionSt
     { name: 'refuse-invalid', critical: true, run: refuseInvalid },
     { name: 'resolve-devices', critical: true, run: (batch) => resolveDevices(batch, deps.devices) },
     ...detection.beforePersist,
-    { name: 'persist', critical: true, run: (batch) => deps.writer.write(batch.records) },
+    // Positions and the zone events detected in them share one group commit.
+    { name: 'persist', critical: true, run: (batch) => deps.writer.write(batch.records, batch.detections.zoneEvents) },
     ...detection.afterPersist,
     { name: 'publish', run: (batch) => publish(batch, deps.bus) },
   ];

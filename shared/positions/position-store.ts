@@ -1,3 +1,4 @@
+import type { ZoneEventRecord } from '../detection/zone-event.js';
 import type { Logger } from '../logger.js';
 import { pgArray } from '../storage/pg-array.js';
 import type { Storage } from '../storage/storage.js';
@@ -38,30 +39,55 @@ export class PositionStore {
     }
   }
 
-  /** Inserts a batch in one statement: atomic, and durable once it returns. */
-  async insert(records: readonly PositionRecord[]): Promise<void> {
-    if (records.length === 0) return;
+  /**
+   * Inserts a batch of positions, and the zone events detection found in it, in one statement (the events
+   * through a data-modifying CTE): atomic, one commit for both, and durable once it returns.
+   */
+  async insert(records: readonly PositionRecord[], zoneEvents: readonly ZoneEventRecord[] = []): Promise<void> {
+    if (records.length === 0 && zoneEvents.length === 0) return;
     await this.ensurePartitions(records);
-    const column = <T>(pick: (record: PositionRecord) => T) => records.map(pick);
+    const column = <T>(pick: (record: PositionRecord) => T) => pgArray(records.map(pick) as never);
+    const eventColumn = <T>(pick: (event: ZoneEventRecord) => T) => pgArray(zoneEvents.map(pick) as never);
+    const withEvents = zoneEvents.length > 0
+      ? `with stored_zone_events as (
+           insert into zone_events (organization_id, building_id, floor_id, zone_kind, zone_id, device_id, user_id, type, at, fired_at)
+           select * from unnest(?::uuid[], ?::int[], ?::int[], ?::text[], ?::text[], ?::text[], ?::uuid[], ?::text[], ?::timestamptz[], ?::timestamptz[])
+         ) `
+      : '';
+    const eventValues = zoneEvents.length > 0
+      ? [
+          eventColumn((e) => e.organizationId),
+          eventColumn((e) => e.buildingId),
+          eventColumn((e) => e.floorId),
+          eventColumn((e) => e.zoneKind),
+          eventColumn((e) => e.zoneId),
+          eventColumn((e) => e.deviceId),
+          eventColumn((e) => e.userId),
+          eventColumn((e) => e.type),
+          eventColumn((e) => new Date(e.at).toISOString()),
+          eventColumn((e) => new Date(e.firedAt).toISOString()),
+        ]
+      : [];
     await this.storage.execute(
-      `insert into positions (organization_id, device_id, user_id, building_id, floor_id, indoor, x, y, lat, lng, yaw, accuracy, ts, received_at)
+      `${withEvents}insert into positions (organization_id, device_id, user_id, building_id, floor_id, indoor, x, y, lat, lng, yaw, accuracy, ts, received_at)
        select * from unnest(?::uuid[], ?::text[], ?::uuid[], ?::int[], ?::int[], ?::bool[], ?::float8[], ?::float8[], ?::float8[], ?::float8[],
                             ?::float8[], ?::float8[], ?::timestamptz[], ?::timestamptz[])`,
       [
-        pgArray(column((r) => r.organizationId)),
-        pgArray(column((r) => r.deviceId)),
-        pgArray(column((r) => r.userId)),
-        pgArray(column((r) => r.buildingId)),
-        pgArray(column((r) => r.floorId)),
-        pgArray(column((r) => r.indoor)),
-        pgArray(column((r) => r.x)),
-        pgArray(column((r) => r.y)),
-        pgArray(column((r) => r.lat)),
-        pgArray(column((r) => r.lng)),
-        pgArray(column((r) => r.yaw)),
-        pgArray(column((r) => r.accuracy)),
-        pgArray(column((r) => new Date(r.timestamp).toISOString())),
-        pgArray(column((r) => new Date(r.receivedAt).toISOString())),
+        ...eventValues,
+        column((r) => r.organizationId),
+        column((r) => r.deviceId),
+        column((r) => r.userId),
+        column((r) => r.buildingId),
+        column((r) => r.floorId),
+        column((r) => r.indoor),
+        column((r) => r.x),
+        column((r) => r.y),
+        column((r) => r.lat),
+        column((r) => r.lng),
+        column((r) => r.yaw),
+        column((r) => r.accuracy),
+        column((r) => new Date(r.timestamp).toISOString()),
+        column((r) => new Date(r.receivedAt).toISOString()),
       ],
     );
   }

@@ -3,6 +3,7 @@ import { openStorage, type Storage } from '../../shared/storage/index.js';
 import { OrganizationSchema } from '../../shared/storage/entities/index.js';
 import { PositionStore } from '../../shared/positions/position-store.js';
 import type { PositionRecord } from '../../shared/positions/position-record.js';
+import type { ZoneEventRecord } from '../../shared/detection/zone-event.js';
 import { createTestEnvironment, driverLabel, type TestEnvironment } from '../support/test-environment.js';
 
 const DAY = 24 * 3600 * 1000;
@@ -50,5 +51,26 @@ describe(`positions table: partitions and retention (${driverLabel})`, () => {
     await store.insert([at(now - 3 * DAY)]);
     const [again] = await storage.execute<{ n: number }>('select count(*)::int as n from positions');
     expect(again!.n).toBe(3);
+  });
+
+  it('commits a batch\'s zone events with its positions, and neither when one of them is refused', async () => {
+    const store = new PositionStore(storage);
+    const now = Date.UTC(2026, 10, 22, 13);
+    const event = (type: 'enter' | 'exit', zoneKind: ZoneEventRecord['zoneKind'] = 'geofence'): ZoneEventRecord => ({
+      organizationId, buildingId: 7, floorId: 3, zoneKind, zoneId: 'fence-1', zoneName: 'Fence', deviceId: 'zone-device', userId: null, type, at: now, firedAt: now + 1000,
+    });
+    await store.insert([at(now, 'zone-device')], [event('enter'), event('exit')]);
+    const stored = await storage.execute<{ type: string; fired_at: Date | string }>("select type, fired_at from zone_events where device_id = 'zone-device' order by type");
+    expect(stored.map((row) => row.type)).toEqual(['enter', 'exit']);
+    expect(new Date(stored[0]!.fired_at).getTime()).toBe(now + 1000);
+    // Zone events alone (a sweep's exits) need no positions.
+    await store.insert([], [event('exit')]);
+    const count = async (sql: string) => (await storage.execute<{ n: number }>(sql))[0]!.n;
+    expect(await count("select count(*)::int as n from zone_events where device_id = 'zone-device'")).toBe(3);
+    // One statement: an event the table refuses takes the positions down with it.
+    const positionsBefore = await count("select count(*)::int as n from positions where device_id = 'zone-device'");
+    await expect(store.insert([at(now + 1, 'zone-device')], [event('enter', 'bogus' as never)])).rejects.toThrow();
+    expect(await count("select count(*)::int as n from positions where device_id = 'zone-device'")).toBe(positionsBefore);
+    expect(await count("select count(*)::int as n from zone_events where device_id = 'zone-device'")).toBe(3);
   });
 });

@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import type { PositionRecord } from '../../shared/positions/position-record.js';
 import type { PositionStore } from '../../shared/positions/position-store.js';
 import { PositionWriter } from '../../shared/positions/position-writer.js';
+import type { ZoneEventRecord } from '../../shared/detection/zone-event.js';
 
 const record = (deviceId: string): PositionRecord => ({
   organizationId: 'org',
@@ -23,10 +24,12 @@ const record = (deviceId: string): PositionRecord => ({
 /** Records each insert; `gate` holds an insert open until the test releases it. */
 class FakeStore {
   inserts: string[][] = [];
+  zoneEvents: string[][] = [];
   failNext = false;
   gate?: Promise<void>;
-  async insert(records: readonly PositionRecord[]) {
+  async insert(records: readonly PositionRecord[], zoneEvents: readonly ZoneEventRecord[] = []) {
     this.inserts.push(records.map((r) => r.deviceId));
+    this.zoneEvents.push(zoneEvents.map((e) => `${e.deviceId}:${e.type}`));
     if (this.gate) await this.gate;
     if (this.failNext) {
       this.failNext = false;
@@ -82,5 +85,16 @@ describe('group commit', () => {
     void writer.write([record('a')]);
     await writer.flush();
     expect(store.inserts).toEqual([['a']]);
+  });
+
+  it('commits each write\'s zone events in the same insert as the positions, zone events alone too', async () => {
+    const store = new FakeStore();
+    const writer = new PositionWriter(store as unknown as PositionStore);
+    const event = (deviceId: string, type: 'enter' | 'exit') => ({ deviceId, type }) as ZoneEventRecord;
+    await Promise.all([writer.write([record('a')], [event('a', 'enter')]), writer.write([record('b')]), writer.write([], [event('c', 'exit')])]);
+    expect(store.inserts).toEqual([['a', 'b']]);
+    expect(store.zoneEvents).toEqual([['a:enter', 'c:exit']]);
+    await writer.write([], []);
+    expect(store.inserts).toHaveLength(1);
   });
 });

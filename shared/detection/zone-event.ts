@@ -1,0 +1,19 @@
+import type { ZoneKind } from './zone-index.js';
+
+/** An enter or exit of a zone, as stored for reports and pushed to `buildings/{id}/geofence-events`. */
+export interface ZoneEventRecord {
+  organizationId: string;
+  buildingId: number;
+  floorId: number | null;
+  zoneKind: ZoneKind;
+  /** Geofence uuid, or the event id for event and conversion areas. */
+  zoneId: string;
+  zoneName: string;
+  deviceId: string;
+  userId: string | null;
+  type: 'enter' | 'exit';
+  /** When the transition happened (first observation, before any debounce). */
+  at: number;
+  /** When it was decided (after debounce). */
+  firedAt: number;
+}
