@@ -25,11 +25,16 @@ export class RedisBus implements Bus {
   private readonly subscriber: Redis;
   private readonly subscriptions = new LocalSubscriptions();
   private readonly channelPrefix: string;
+  /** How our own envelopes begin (map header, "node", our id): an echo is recognised without decoding it. */
+  private readonly ownEnvelopeHead: Buffer;
 
   constructor(url: string, prefix: string, private readonly logger?: Logger) {
     this.channelPrefix = `${prefix}:bus:`;
+    const probe = packr.pack({ node: this.nodeId, payload: null } satisfies Envelope);
+    this.ownEnvelopeHead = Buffer.from(probe.subarray(0, probe.length - packr.pack(null).length - packr.pack('payload').length));
     const options = { lazyConnect: false, maxRetriesPerRequest: 2, enableOfflineQueue: true } as const;
-    this.publisher = new Redis(url, { ...options, connectionName: `floorcast-bus-pub-${this.nodeId}` });
+    // Auto-pipelining sends the publishes of one tick (a burst of uploads) in one write.
+    this.publisher = new Redis(url, { ...options, enableAutoPipelining: true, connectionName: `floorcast-bus-pub-${this.nodeId}` });
     this.subscriber = new Redis(url, { ...options, connectionName: `floorcast-bus-sub-${this.nodeId}` });
     for (const connection of [this.publisher, this.subscriber]) {
       connection.on('error', (error) => this.logger?.warn({ err: error }, 'redis bus connection error'));
@@ -38,6 +43,8 @@ export class RedisBus implements Bus {
   }
 
   private onMessage(rawChannel: Buffer, message: Buffer): void {
+    // Our own echo: local subscribers already had it, and decoding a large batch only to drop it costs.
+    if (message.subarray(0, this.ownEnvelopeHead.length).equals(this.ownEnvelopeHead)) return;
     let envelope: Envelope;
     try {
       envelope = packr.unpack(message) as Envelope;
