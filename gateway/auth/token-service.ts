@@ -34,7 +34,17 @@ export function loadJwtSecret(config: Config): Uint8Array {
 
 const ISSUER = 'floorcast';
 
+type VerifiedClaims = Readonly<AccessClaims & { exp: number; iat: number }>;
+
+/**
+ * Tokens whose signature was already checked. An HMAC verification per request is measurable when apps upload
+ * thousands of batches a second; bounded, oldest first out, so a flood of distinct tokens cannot grow it.
+ */
+const VERIFIED_CACHE_SIZE = 10_000;
+
 export class TokenService {
+  private readonly verified = new Map<string, VerifiedClaims>();
+
   constructor(
     private readonly secret: Uint8Array,
     readonly ttlSeconds: number,
@@ -53,7 +63,21 @@ export class TokenService {
   }
 
   /** Verifies signature, algorithm, issuer and expiry; 401 `token_expired` or `unauthenticated` otherwise. */
-  async verify(token: string): Promise<AccessClaims & { exp: number; iat: number }> {
+  async verify(token: string): Promise<VerifiedClaims> {
+    // A token's signature never changes its verdict, so it is checked once; expiry is checked on every use.
+    const known = this.verified.get(token);
+    if (known) {
+      if (known.exp > Math.floor(this.now() / 1000)) return known;
+      this.verified.delete(token);
+      throw new UnauthenticatedError('The access token has expired', ErrorCode.TokenExpired);
+    }
+    const claims = await this.verifySignature(token);
+    if (this.verified.size >= VERIFIED_CACHE_SIZE) this.verified.delete(this.verified.keys().next().value!);
+    this.verified.set(token, claims);
+    return claims;
+  }
+
+  private async verifySignature(token: string): Promise<VerifiedClaims> {
     try {
       const { payload } = await jwtVerify(token, this.secret, {
         algorithms: ['HS256'],
@@ -63,7 +87,7 @@ export class TokenService {
       if (typeof payload.sub !== 'string' || typeof payload.organization_uuid !== 'string') {
         throw new UnauthenticatedError('The access token is malformed');
       }
-      return payload as unknown as AccessClaims & { exp: number; iat: number };
+      return Object.freeze(payload) as unknown as VerifiedClaims;
     } catch (error) {
       if (error instanceof joseErrors.JWTExpired) throw new UnauthenticatedError('The access token has expired', ErrorCode.TokenExpired);
       if (error instanceof UnauthenticatedError) throw error;

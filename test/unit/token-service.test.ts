@@ -30,6 +30,21 @@ describe('access tokens', () => {
     expect(error.status).toBe(401);
   });
 
+  it('expire at the same instant whether their signature was checked before or not', async () => {
+    let now = Date.UTC(2026, 0, 1);
+    const warm = new TokenService(secret, 60, () => now);
+    const cold = new TokenService(secret, 60, () => now);
+    const token = await warm.sign(claims);
+    await warm.verify(token); // remembered from here on
+    for (const offset of [59_000, 59_999, 60_000, 61_000]) {
+      now = Date.UTC(2026, 0, 1) + offset;
+      const fresh = new TokenService(secret, 60, () => now);
+      const verdict = async (service: TokenService) => service.verify(token).then(() => 'ok', (e: AppError) => e.code);
+      expect([offset, await verdict(warm)]).toEqual([offset, await verdict(fresh)]);
+    }
+    expect(await cold.verify(token).catch((e: AppError) => e.code)).toBe(ErrorCode.TokenExpired);
+  });
+
   it('refuse a token signed with another key, or with alg none', async () => {
     const service = new TokenService(secret, day);
     const other = new TokenService(new TextEncoder().encode('another-secret-that-is-long-enough-0987654321'), day);
