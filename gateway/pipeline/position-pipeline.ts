@@ -53,7 +53,14 @@ export interface PipelineDependencies {
 
 /**
  * The hot path, in order. Enrich first (validate, georeference, attach buildings and devices), then detect,
- * then persist, record what detection found, and publish. Detection steps come from the detection module.
+ * publish the live positions, persist, and announce what detection found. Detection steps come from the
+ * detection module.
+ *
+ * Live positions go out before the commit, so a control room sees a position as soon as it is accepted rather
+ * than a group commit later; the upload's acknowledgement still waits for the commit. If the commit fails, the
+ * app gets an error and sends the batch again: a live screen may have shown a position that is stored only on
+ * that retry, never one that is lost after its 204. Alarms, which must never be missed, are stored before they
+ * are pushed (detection's after-persist steps).
  */
 export function positionSteps(deps: PipelineDependencies, detection: DetectionSteps = { beforePersist: [], afterPersist: [] }): PipelineStep<PositionBatch>[] {
   return [
@@ -62,10 +69,10 @@ export function positionSteps(deps: PipelineDependencies, detection: DetectionSt
     { name: 'refuse-invalid', critical: true, run: refuseInvalid },
     { name: 'resolve-devices', critical: true, run: (batch) => resolveDevices(batch, deps.devices) },
     ...detection.beforePersist,
+    { name: 'publish', run: (batch) => publish(batch, deps.bus) },
     // Positions and the zone events detected in them share one group commit.
     { name: 'persist', critical: true, run: (batch) => deps.writer.write(batch.records, batch.detections.zoneEvents) },
     ...detection.afterPersist,
-    { name: 'publish', run: (batch) => publish(batch, deps.bus) },
   ];
 }
 
