@@ -18,12 +18,20 @@ interface PendingWrite {
 export class PositionWriter {
   private pending: PendingWrite[] = [];
   private pendingRows = 0;
-  private running: Promise<void> | undefined;
+  /** Commits under way; `drained` resolves when there are none and nothing is pending. */
+  private committing = 0;
+  private scheduled = false;
+  private idle: (() => void)[] = [];
 
   constructor(
     private readonly store: PositionStore,
     /** Rows per insert statement; a larger backlog is split over several commits. */
     private readonly maxBatchRows = 10_000,
+    /**
+     * Commits allowed at once. One on a single-connection database; more on a server, so a batch arriving
+     * while a commit runs starts its own at once instead of waiting a whole commit for its turn.
+     */
+    private readonly maxConcurrentCommits = 1,
   ) {}
 
   /** Resolves once every record is committed; rejects if the batch holding them failed (nothing of it stored). */
@@ -32,44 +40,59 @@ export class PositionWriter {
     return new Promise<void>((resolve, reject) => {
       this.pending.push({ records, zoneEvents, resolve, reject });
       this.pendingRows += records.length + zoneEvents.length;
-      this.running ??= new Promise<void>((done) => setImmediate(done)).then(() => this.drain());
+      this.schedule();
     });
   }
 
   /** Resolves when everything written so far is committed (graceful shutdown). */
-  async flush(): Promise<void> {
-    while (this.running) await this.running;
+  flush(): Promise<void> {
+    if (this.committing === 0 && this.pending.length === 0) return Promise.resolve();
+    return new Promise((resolve) => this.idle.push(resolve));
   }
 
   get backlog(): number {
     return this.pendingRows;
   }
 
-  private async drain(): Promise<void> {
+  /** Waits for the current tick, so writes made together share a commit. */
+  private schedule(): void {
+    if (this.scheduled || this.committing >= this.maxConcurrentCommits) return;
+    this.scheduled = true;
+    setImmediate(() => {
+      this.scheduled = false;
+      while (this.committing < this.maxConcurrentCommits && this.pending.length > 0) void this.commit(this.take());
+    });
+  }
+
+  /** The oldest pending writes, whole (a caller's rows are never split across two commits), up to the row cap. */
+  private take(): PendingWrite[] {
+    const batch: PendingWrite[] = [];
+    let rows = 0;
+    const rowsOf = (write: PendingWrite) => write.records.length + write.zoneEvents.length;
+    while (this.pending.length > 0 && (batch.length === 0 || rows + rowsOf(this.pending[0]!) <= this.maxBatchRows)) {
+      const write = this.pending.shift()!;
+      batch.push(write);
+      rows += rowsOf(write);
+    }
+    this.pendingRows -= rows;
+    return batch;
+  }
+
+  private async commit(batch: PendingWrite[]): Promise<void> {
+    this.committing++;
     try {
-      while (this.pending.length > 0) {
-        const batch: PendingWrite[] = [];
-        let rows = 0;
-        // Whole writes only: a caller's rows are never split across two commits.
-        const rowsOf = (write: PendingWrite) => write.records.length + write.zoneEvents.length;
-        while (this.pending.length > 0 && (batch.length === 0 || rows + rowsOf(this.pending[0]!) <= this.maxBatchRows)) {
-          const write = this.pending.shift()!;
-          batch.push(write);
-          rows += rowsOf(write);
-        }
-        this.pendingRows -= rows;
-        try {
-          await this.store.insert(
-            batch.length === 1 ? batch[0]!.records : batch.flatMap((write) => write.records),
-            batch.length === 1 ? batch[0]!.zoneEvents : batch.flatMap((write) => write.zoneEvents),
-          );
-          for (const write of batch) write.resolve();
-        } catch (error) {
-          for (const write of batch) write.reject(error);
-        }
-      }
+      await this.store.insert(
+        batch.length === 1 ? batch[0]!.records : batch.flatMap((write) => write.records),
+        batch.length === 1 ? batch[0]!.zoneEvents : batch.flatMap((write) => write.zoneEvents),
+      );
+      for (const write of batch) write.resolve();
+    } catch (error) {
+      for (const write of batch) write.reject(error);
     } finally {
-      this.running = undefined;
+      this.committing--;
+      // What gathered during this commit goes next, in one insert.
+      if (this.pending.length > 0) this.schedule();
+      else if (this.committing === 0) for (const resolve of this.idle.splice(0)) resolve();
     }
   }
 }

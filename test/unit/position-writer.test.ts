@@ -97,4 +97,26 @@ describe('group commit', () => {
     await writer.write([], []);
     expect(store.inserts).toHaveLength(1);
   });
+
+  it('with room for two commits, starts a second while the first is held, and flush waits for both', async () => {
+    const store = new FakeStore();
+    let release!: () => void;
+    store.gate = new Promise((resolve) => (release = resolve));
+    const writer = new PositionWriter(store as unknown as PositionStore, 10_000, 2);
+    const first = writer.write([record('a')]);
+    await new Promise((resolve) => setImmediate(resolve));
+    const second = writer.write([record('b')]);
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(store.inserts).toEqual([['a'], ['b']]); // both running
+    const third = writer.write([record('c')]); // no room: waits for one of them
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(store.inserts).toHaveLength(2);
+    let flushed = false;
+    const flushing = writer.flush().then(() => (flushed = true));
+    store.gate = undefined;
+    release();
+    await Promise.all([first, second, third, flushing]);
+    expect(store.inserts).toEqual([['a'], ['b'], ['c']]);
+    expect(flushed).toBe(true);
+  });
 });
