@@ -111,3 +111,27 @@ describe.each(factories)('bus contract: $name', (factory) => {
     await expect(a.ping()).resolves.toBeUndefined();
   });
 });
+
+describe.runIf(redisUrl)('Redis bus wire format', () => {
+  it('drops a message that is not ours to decode and keeps delivering the next ones', async () => {
+    const { Redis } = await import('ioredis');
+    const prefix = `fctest:bus:${Math.random().toString(36).slice(2)}`;
+    const bus = new RedisBus(redisUrl!, prefix);
+    const raw = new Redis(redisUrl!);
+    try {
+      const received: unknown[] = [];
+      await bus.subscribe('c', (payload) => void received.push(payload));
+      await raw.publish(`${prefix}:bus:c`, Buffer.from('short'));
+      await raw.publish(`${prefix}:bus:c`, Buffer.concat([Buffer.from('x'.repeat(36)), Buffer.from([0x92, 0x01])])); // an array of two holding one: truncated
+      const other = new RedisBus(redisUrl!, prefix);
+      await other.publish('c', { records: [{ deviceId: 'd1', x: 1.5 }, { deviceId: 'd2', x: 2.5 }] });
+      await settle();
+      await other.close();
+      expect(received).toEqual([{ records: [{ deviceId: 'd1', x: 1.5 }, { deviceId: 'd2', x: 2.5 }] }]);
+    } finally {
+      raw.disconnect();
+      await bus.close();
+      await deleteRedisPrefix(redisUrl!, prefix);
+    }
+  });
+});
