@@ -68,7 +68,7 @@ export class PositionStore {
           eventColumn((e) => new Date(e.firedAt).toISOString()),
         ]
       : [];
-    await this.storage.execute(
+    await this.storage.executeBound(
       `${withEvents}insert into positions (organization_id, device_id, user_id, building_id, floor_id, indoor, x, y, lat, lng, yaw, accuracy, ts, received_at)
        select * from unnest(?::uuid[], ?::text[], ?::uuid[], ?::int[], ?::int[], ?::bool[], ?::float8[], ?::float8[], ?::float8[], ?::float8[],
                             ?::float8[], ?::float8[], ?::timestamptz[], ?::timestamptz[])`,

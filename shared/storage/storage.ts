@@ -16,6 +16,12 @@ export interface Storage {
   em(): EntityManager;
   /** Raw SQL with `?` placeholders, for the hot path and reports. */
   execute<T = Record<string, unknown>>(sql: string, params?: readonly unknown[]): Promise<T[]>;
+  /**
+   * A statement whose parameters travel bound, not inlined: for the hot path's large array literals, which
+   * inlining would escape on our side and make the server lex as one huge SQL string. `?` placeholders; no
+   * array expansion (pass array literals, see pg-array.ts); no rows returned.
+   */
+  executeBound(sql: string, params: readonly (string | number | boolean | null)[]): Promise<void>;
   /** Resolves when the database answers (used by /readyz). */
   ping(): Promise<void>;
   close(): Promise<void>;
@@ -47,6 +53,10 @@ export abstract class OrmStorage implements Storage {
 
   async execute<T>(sql: string, params: readonly unknown[] = []): Promise<T[]> {
     return (await this.orm.em.getConnection().execute(sql, params as unknown[], 'all')) as T[];
+  }
+
+  async executeBound(sql: string, params: readonly (string | number | boolean | null)[]): Promise<void> {
+    await this.orm.em.getConnection().getKnex().raw(sql, params as (string | number | boolean | null)[]);
   }
 
   async ping(): Promise<void> {

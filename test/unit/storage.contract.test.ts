@@ -97,6 +97,17 @@ describe.each(factories)('storage contract: $name', (factory) => {
     expect(rows).toEqual([{ sum: 42 }]);
   });
 
+  it('runs a statement with bound parameters, values taken literally', async () => {
+    const { storage } = await open();
+    // A plain table: on a server the two calls may run on different pooled connections.
+    await storage.execute('create table bound_probe (t text, n int, b bool)');
+    const tricky = `it's "quoted", a \\ backslash, a ? mark and $1`;
+    await storage.executeBound('insert into bound_probe select * from unnest(?::text[], ?::int[], ?::bool[])', ['{"x","y"}', '{1,NULL}', '{true,false}']);
+    await storage.executeBound('insert into bound_probe values (?, ?, ?)', [tricky, null, true]);
+    const rows = await storage.execute<{ t: string; n: number | null; b: boolean }>('select * from bound_probe order by t');
+    expect(rows).toEqual([{ t: tricky, n: null, b: true }, { t: 'x', n: 1, b: true }, { t: 'y', n: null, b: false }]);
+  });
+
   it('answers ping, and fails it once closed', async () => {
     const { storage } = await open();
     await expect(storage.ping()).resolves.toBeUndefined();
