@@ -150,31 +150,46 @@ export class AlarmService {
   /** Raises an alarm, or updates the OPEN one of the same device, kind and geofence (no flood of repeats). */
   async raise(request: RaiseAlarm): Promise<AlarmEventMessage> {
     const now = new Date();
+    const history: AlarmHistoryEntry[] = [{ state: 'OPEN', from: null, at: now.toISOString(), by: request.by, comment: request.comment ?? null }];
     const message = await this.storage.em().transactional(async (tx) => {
-      const seq = await this.nextSeq(tx, request.organizationId);
-      const [open] = await tx.execute<AlarmRow[]>(
-        `select * from alarms where organization_id = ? and type = ? and state = 'OPEN'
-           and coalesce(device_id, '') = coalesce(?::text, '') and geofence_id is not distinct from ?::uuid for update`,
-        [request.organizationId, request.type, request.deviceId ?? null, request.geofenceId ?? null],
+      // One statement (alarms are on the path a control room waits on): take the organization's next seq, whose
+      // row lock serialises the organization's alarm writes so commit order is seq order, then insert the alarm
+      // or, when one of the same device, kind and geofence is OPEN, update that one. The partial unique index is
+      // the arbiter, and ON CONFLICT sees rows committed after this statement's snapshot, unlike a SELECT would.
+      const [row] = await tx.execute<(AlarmRow & { inserted: boolean })[]>(
+        `with next as (
+           insert into alarm_sequences (organization_id, last_seq) values (?, 1)
+           on conflict (organization_id) do update set last_seq = alarm_sequences.last_seq + 1 returning last_seq
+         )
+         insert into alarms as a (id, organization_id, seq, type, state, building_id, floor_id, x, y, lat, lng, device_id, user_id, geofence_id, details, history, created_at, updated_at)
+         values (?, ?, (select last_seq from next), ?, 'OPEN', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?::jsonb, ?, ?)
+         on conflict (organization_id, type, coalesce(device_id, ''), coalesce(geofence_id, '00000000-0000-0000-0000-000000000000'::uuid)) where state = 'OPEN'
+         do update set seq = excluded.seq, occurrences = a.occurrences + 1, updated_at = excluded.updated_at,
+           building_id = coalesce(excluded.building_id, a.building_id), floor_id = coalesce(excluded.floor_id, a.floor_id),
+           x = coalesce(excluded.x, a.x), y = coalesce(excluded.y, a.y), lat = coalesce(excluded.lat, a.lat), lng = coalesce(excluded.lng, a.lng),
+           details = a.details || excluded.details
+         returning a.*, (a.xmax = 0) as inserted`,
+        [
+          request.organizationId,
+          randomUUID(),
+          request.organizationId,
+          request.type,
+          request.buildingId ?? null,
+          request.floorId ?? null,
+          request.x ?? null,
+          request.y ?? null,
+          request.lat ?? null,
+          request.lng ?? null,
+          request.deviceId ?? null,
+          request.userId ?? null,
+          request.geofenceId ?? null,
+          JSON.stringify(request.details ?? {}),
+          JSON.stringify(history),
+          now,
+          now,
+        ],
       );
-      const position = [request.buildingId ?? null, request.floorId ?? null, request.x ?? null, request.y ?? null, request.lat ?? null, request.lng ?? null];
-      if (open) {
-        const [row] = await tx.execute<AlarmRow[]>(
-          `update alarms set seq = ?, occurrences = occurrences + 1, updated_at = ?,
-             building_id = coalesce(?, building_id), floor_id = coalesce(?, floor_id), x = coalesce(?, x), y = coalesce(?, y),
-             lat = coalesce(?, lat), lng = coalesce(?, lng), details = details || ?::jsonb
-           where id = ? returning *`,
-          [seq, now, ...position, JSON.stringify(request.details ?? {}), open.id],
-        );
-        return this.recordEvent(tx, row!, 'updated');
-      }
-      const history: AlarmHistoryEntry[] = [{ state: 'OPEN', from: null, at: now.toISOString(), by: request.by, comment: request.comment ?? null }];
-      const [row] = await tx.execute<AlarmRow[]>(
-        `insert into alarms (id, organization_id, seq, type, state, building_id, floor_id, x, y, lat, lng, device_id, user_id, geofence_id, details, history, created_at, updated_at)
-         values (?, ?, ?, ?, 'OPEN', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?::jsonb, ?, ?) returning *`,
-        [randomUUID(), request.organizationId, seq, request.type, ...position, request.deviceId ?? null, request.userId ?? null, request.geofenceId ?? null, JSON.stringify(request.details ?? {}), JSON.stringify(history), now, now],
-      );
-      return this.recordEvent(tx, row!, 'raised');
+      return this.recordEvent(tx, row!, row!.inserted ? 'raised' : 'updated');
     });
     await this.announce(message);
     return message;

@@ -115,6 +115,17 @@ describe(`detection and alarms end to end (${driverLabel})`, () => {
     expect(assistance.body.position.georeferences).not.toBeNull();
   });
 
+  it('turns concurrent repeats into one OPEN alarm, each repeat with its own seq', async () => {
+    const repeats = await Promise.all(Array.from({ length: 12 }, () => admin.post('/api/v1/alarms', { type: 'DANGER', device_id: 'hammered' })));
+    expect(repeats.every((r) => r.status === 200 || r.status === 201)).toBe(true);
+    expect(repeats.filter((r) => r.status === 201)).toHaveLength(1);
+    expect(new Set(repeats.map((r) => r.body.id)).size).toBe(1);
+    const seqs = repeats.map((r) => Number(r.body.seq)).sort((a, b) => a - b);
+    expect(new Set(seqs).size).toBe(12);
+    const latest = repeats.find((r) => Number(r.body.seq) === seqs.at(-1))!;
+    expect(latest.body.occurrences).toBe(12);
+  });
+
   it('moves alarms along the transition table only, recording who and when', async () => {
     const raised = (await admin.post('/api/v1/alarms', { type: 'DANGER', device_id: 'lifecycle' })).body;
     const confirmed = await admin.patch(`/api/v1/alarms/${raised.id}`, { state: 'CONFIRMED', comment: 'on my way' });
