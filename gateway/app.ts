@@ -75,7 +75,8 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
   const registry = new BuildingRegistry(storage, bus, logger);
   const devices = new DeviceDirectory(storage, bus);
   const positionStore = new PositionStore(storage, logger);
-  const writer = new PositionWriter(positionStore);
+  // PGlite has one connection; a server takes a second commit while one is under way.
+  const writer = new PositionWriter(positionStore, undefined, storage.kind === 'embedded' ? 1 : 2);
   const pipeline = new PositionPipeline({ registry, devices, writer, bus, logger });
   const realtime = new RealtimeService(bus, registry, positionStore, { liveTtlSeconds: config.LIVE_POSITION_TTL_SECONDS, retentionDays: config.POSITIONS_RETENTION_DAYS }, logger);
   registry.extend(attachDetection);
