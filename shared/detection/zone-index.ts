@@ -152,8 +152,9 @@ export class ZoneIndex {
     }
     const tree = this.floors.get(floorId);
     if (!tree) return { zones: [], near: undefined };
-    const box = { minX: x - NEIGHBOURHOOD_M, minY: y - NEIGHBOURHOOD_M, maxX: x + NEIGHBOURHOOD_M, maxY: y + NEIGHBOURHOOD_M };
-    const fresh: Neighbourhood = { index: this, floorId, ...box, candidates: tree.search(box) };
+    const [minX, minY, maxX, maxY] = [x - NEIGHBOURHOOD_M, y - NEIGHBOURHOOD_M, x + NEIGHBOURHOOD_M, y + NEIGHBOURHOOD_M];
+    // Kept by every device between positions: spelled out (a spread makes a slow, large object), exact length.
+    const fresh: Neighbourhood = { index: this, floorId, minX, minY, maxX, maxY, candidates: tree.search({ minX, minY, maxX, maxY }).slice() };
     return { zones: containing(fresh.candidates, x, y), near: fresh };
   }
 }
