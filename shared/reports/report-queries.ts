@@ -343,7 +343,7 @@ const SHAPE_KINDS = ['polygon', 'disc', 'path'] as const;
 type Rect = [number, number, number, number];
 /** Cells are classified with this margin (m) around them, far above float error and PostgreSQL's 1e-6 fuzz. */
 const CELL_MARGIN = 1e-3;
-/** Upper bound on grid cells per report (each layer is an int[] parameter of that many entries). */
+/** Upper bound on grid cells per report (one int[] parameter per floor and layer holds them). */
 const MAX_CELLS = 200_000;
 
 function shapeBox(shape: FenceShape): Rect {
@@ -401,12 +401,13 @@ function rectInside(shape: FenceShape, rect: Rect): boolean {
 }
 
 /**
- * Geofence containment without joining every position to every geofence: a grid over each floor's geofences,
- * cell size `cell` m, stored as 2-D int arrays indexed by `(x / cell)::int`, `(y / cell)::int` (rounded to
- * the nearest: cell i spans (i - 1/2, i + 1/2) cells). A cell lists the shapes that can contain its points: +n
- * when all of the cell is inside shape n (no test needed), -n when shape n crosses it (PostgreSQL's own test
- * decides, as before). Cells overlapped by several shapes hold them in successive layers (arrays), so a
- * position costs one array lookup per layer instead of a join (which took 2x the scan on a day of positions).
+ * Geofence containment without joining every position to every geofence (the bounding-box join checked
+ * positions x geofences pairs): a grid over each floor's geofences, stored as 2-D int arrays indexed by
+ * `(x / cell)::int`, `(y / cell)::int` (rounded: cell i spans (i - 1/2, i + 1/2) cells). A cell lists the
+ * shapes that can contain its points: +n when all of it is inside shape n (no test needed), -n when shape n
+ * crosses it (PostgreSQL's own test decides, as before). Cells reached by several shapes hold them in
+ * successive layers (arrays). An array lookup per position is far cheaper than a hash join to cells, which
+ * alone took as long as the scan on a day of positions.
  */
 class FenceGrid {
   /** Shapes numbered from 1: by floor, then by kind (polygons, discs, paths), as `exact` expects. */
@@ -452,14 +453,25 @@ class FenceGrid {
 
   /** The finest cell size (from 0.5 m, doubling) that keeps the grid under MAX_CELLS. */
   static for(shapes: FenceShape[]): FenceGrid {
+    const extents = new Map<number, Rect>();
+    for (const shape of shapes) {
+      const [x0, y0, x1, y1] = shapeBox(shape);
+      const extent = extents.get(shape.floorId);
+      extents.set(shape.floorId, extent ? [Math.min(extent[0], x0), Math.min(extent[1], y0), Math.max(extent[2], x1), Math.max(extent[3], y1)] : [x0, y0, x1, y1]);
+    }
+    const count = (boxes: Rect[], size: number) => boxes.reduce((sum, [x0, y0, x1, y1]) => sum + (Math.round(x1 / size) - Math.round(x0 / size) + 3) * (Math.round(y1 / size) - Math.round(y0 / size) + 3), 0);
+    // The arrays span each floor's shapes, in as many layers as shapes overlap.
+    const cells = (size: number) => Math.max(count([...extents.values()], size), count(shapes.map(shapeBox), size));
     let cell = 0.5;
-    const count = (size: number) =>
-      shapes.reduce((sum, shape) => {
-        const box = shapeBox(shape);
-        return sum + (Math.round(box[2] / size) - Math.round(box[0] / size) + 3) * (Math.round(box[3] / size) - Math.round(box[1] / size) + 3);
-      }, 0);
-    while (count(cell) > MAX_CELLS) cell *= 2;
-    return new FenceGrid(shapes, cell);
+    while (cells(cell) > MAX_CELLS) cell *= 2;
+    let grid = new FenceGrid(shapes, cell);
+    while (grid.size > 2 * MAX_CELLS) grid = new FenceGrid(shapes, (cell *= 2));
+    return grid;
+  }
+
+  /** Entries of all the arrays. */
+  get size(): number {
+    return this.floors.reduce((sum, { cells }) => sum + cells.length * cells[0]!.length * cells[0]![0]!.length, 0);
   }
 
   get floorIds(): number[] {
@@ -556,7 +568,9 @@ async function fenceSessions(storage: Storage, params: Params, scope: ReportScop
   if (shapes.length === 0) return { sessions: [] as FenceSession[], names };
   const grid = FenceGrid.for(shapes);
   const filter = baseFilter(scope, params);
-  if (params.building_ids) filter.add('p.building_id = any(?::int[])', pgArray(params.building_ids));
+  // `= any(array)` costs a few % of the scan per position; one building, the usual case, is a plain `=`.
+  if (params.building_ids?.length === 1) filter.add('p.building_id = ?', params.building_ids[0]);
+  else if (params.building_ids) filter.add('p.building_id = any(?::int[])', pgArray(params.building_ids));
   if (params.device_ids) filter.add('p.device_id = any(?::text[])', pgArray(params.device_ids));
   if (params.user_ids) filter.add('p.user_id = any(?::uuid[])', pgArray(params.user_ids));
   if (params.only_assigned) filter.add('exists (select 1 from devices d where d.organization_id = p.organization_id and d.identifier = p.device_id and d.user_id is not null)');
@@ -573,7 +587,8 @@ async function fenceSessions(storage: Storage, params: Params, scope: ReportScop
     const originMs = Date.parse(origin);
     const timing = new SessionWindows(params.session_threshold, origin, (Date.parse(params.to_date) - originMs) * 1000);
     // Ordered by device, so that stays can be ordered as PostgreSQL orders device ids.
-    const LEVEL = joinSql([
+    const rows = await execute<WindowRow>(
+      joinSql([
         'select p.device_id, p.user_id::text as user_id, ',
         hits,
         ', ',
@@ -583,11 +598,8 @@ async function fenceSessions(storage: Storage, params: Params, scope: ReportScop
         ` group by p.device_id, p.user_id, ${layers.map((layer) => `k${layer}`).join(', ')}, `,
         timing.window,
         ' order by p.device_id',
-      ]);
-    const T1 = performance.now();
-    const rows = await execute<WindowRow>(LEVEL);
-    console.error('DBG level1', rows.length, 'layers', grid.layers, (performance.now() - T1).toFixed(0), 'ms');
-    (await import('node:fs')).writeFileSync('/tmp/rq/fence-level1.json', JSON.stringify(LEVEL));
+      ]),
+    );
     const deviceRank = new Map<string, number>();
     const windows = new Map<string, Window>();
     for (const row of rows) {
@@ -623,7 +635,6 @@ async function fenceSessions(storage: Storage, params: Params, scope: ReportScop
         });
       }
     }
-    console.error('DBG sessions built', sessions.length, (performance.now() - T1).toFixed(0));
     // As `order by min(ts), device_id, fence_id::text` (lower-case uuid text compares the same in JS).
     sessions.sort((a, b) => a.entered - b.entered || a.rank - b.rank || (a.fence_id < b.fence_id ? -1 : a.fence_id > b.fence_id ? 1 : 0));
     return { sessions: sessions as FenceSession[], names };

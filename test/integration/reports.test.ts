@@ -202,6 +202,37 @@ describe(`reports (${driverLabel}, jobs on ${serverRedisUrl ? 'BullMQ workers' :
     expect((await admin.get(`/api/v1/reports/nonsense.json?${window}`)).status).toBe(404);
   });
 
+  it('geofence shapes: overlapping polygons, a point and a line with capture radius, boundaries included', async () => {
+    const fence = async (name: string, body: object) => (await admin.post('/api/v1/geofences', { name, building_id: venue.building.id, floor_id: venue.floors[0].id, ...body })).body as { id: string };
+    const inner = await fence('Inner', { type: 'POLYGON', cartesians: squareCartesians(12, 12, 4) }); // inside Fence A
+    const line = await fence('Line', { type: 'LINE', cartesians: [[60, 10], [70, 10], [70, 20]], radius: 1.5 });
+    const point = await fence('Point', { type: 'POINT', cartesians: [[80, 10]] }); // default capture radius: 1 m
+    await upload(track('shapes', [[2000, 14, 14], [2005, 16, 14], [2010, 18, 14], [2015, 65, 11], [2020, 71.4, 15], [2025, 80.9, 10], [2030, 82, 10]]));
+    const response = await report('geofencing_sessions_matches.json', `${window}&device_ids=shapes&fence_ids=${[fenceA.id, inner.id, line.id, point.id].join(',')}`);
+    expect(response.status, response.text).toBe(200);
+    const rows = response.body.data.map((r: any) => [r.geofence_name, r.entered_at, r.exited_at, r.positions]).sort((a: string[], b: string[]) => (a[0]! < b[0]! ? -1 : 1));
+    expect(rows).toEqual([
+      ['Fence A', iso(s(2000)), iso(s(2010)), 3],
+      ['Inner', iso(s(2000)), iso(s(2005)), 2], // (16, 14) is on its edge
+      ['Line', iso(s(2015)), iso(s(2020)), 2], // 1 m from the first segment, 1.4 m from the second
+      ['Point', iso(s(2025)), iso(s(2025)), 1], // 0.9 m away; (82, 10) is 2 m away
+    ]);
+    for (const { id } of [inner, line, point]) await admin.delete(`/api/v1/geofences/${id}`);
+  });
+
+  it('session_threshold 0 makes every instant its own stay', async () => {
+    const response = await report('geofencing_sessions_matches.json', `${window}&device_ids=gappy&session_threshold=0`);
+    expect(response.body.data.map((r: any) => [r.duration_s, r.positions])).toEqual(Array.from({ length: 7 }, () => [0, 1]));
+  });
+
+  it('counts a fix uploaded twice as stored, in stays as in the raw data', async () => {
+    await upload(track('twice', [[3000, 18, 18], [3005, 18, 18]]));
+    await upload(track('twice', [[3005, 18, 18]]));
+    expect((await report('raw_data.json', `${window}&device_ids=twice`)).body.data).toHaveLength(3);
+    const response = await report('geofencing_sessions_matches.json', `${window}&device_ids=twice`);
+    expect(response.body.data.map((r: any) => [r.geofence_name, r.duration_s, r.positions])).toEqual([['Fence A', 5, 3]]);
+  });
+
   it('shows a plain user only their own positions', async () => {
     const walker = await createUser(admin, 'user');
     await upload([{ device_id: 'own-phone', user_id: walker.user.id, timestamp: s(3000), building_id: venue.building.id, floor_id: venue.floors[0].id, x: 15, y: 15 }]);
