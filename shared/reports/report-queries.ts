@@ -2,6 +2,7 @@ import { IsolationLevel } from '@mikro-orm/core';
 import { DEFAULT_CAPTURE_RADIUS_M } from '../detection/zone-index.js';
 import { ValidationError } from '../errors.js';
 import { decodeGeohashCenter, encodeGeohash } from '../geo/geohash.js';
+import { distanceToSegment, pointInPolygon } from '../geo/geometry.js';
 import { pgArray } from '../storage/pg-array.js';
 import type { Storage } from '../storage/storage.js';
 import type { ReportColumn, ReportName, ReportScope } from './report-params.js';
@@ -371,24 +372,6 @@ function segmentMeetsRect([ax, ay]: [number, number], [bx, by]: [number, number]
   return true;
 }
 
-function insideRing([x, y]: [number, number], ring: [number, number][]): boolean {
-  let inside = false;
-  for (let i = 0, j = ring.length - 1; i < ring.length; j = i++) {
-    const [xi, yi] = ring[i]!;
-    const [xj, yj] = ring[j]!;
-    if (yi > y !== yj > y && x < ((xj - xi) * (y - yi)) / (yj - yi) + xi) inside = !inside;
-  }
-  return inside;
-}
-
-function distanceToSegment([x, y]: [number, number], [ax, ay]: [number, number], [bx, by]: [number, number]): number {
-  const dx = bx - ax;
-  const dy = by - ay;
-  const length = dx * dx + dy * dy;
-  const t = length === 0 ? 0 : Math.max(0, Math.min(1, ((x - ax) * dx + (y - ay) * dy) / length));
-  return Math.hypot(x - (ax + t * dx), y - (ay + t * dy));
-}
-
 /** Whether every point of the rectangle is inside the shape (then PostgreSQL's test would say so too). */
 function rectInside(shape: FenceShape, rect: Rect): boolean {
   const corners: [number, number][] = [[rect[0], rect[1]], [rect[2], rect[1]], [rect[2], rect[3]], [rect[0], rect[3]]];
@@ -396,7 +379,8 @@ function rectInside(shape: FenceShape, rect: Rect): boolean {
   if (shape.kind === 'disc') return corners.every(([x, y]) => Math.hypot(x - points[0]![0], y - points[0]![1]) < radius);
   if (shape.kind === 'path') return points.slice(1).some((b, i) => corners.every((corner) => distanceToSegment(corner, points[i]!, b) < radius));
   // Polygon: the corners inside and no edge entering the rectangle.
-  if (!corners.every((corner) => insideRing(corner, points))) return false;
+  // Boundary-inclusive here, but a corner on the boundary has an edge through it, which the next check refuses.
+  if (!corners.every((corner) => pointInPolygon(corner, points))) return false;
   return !points.some((a, i) => segmentMeetsRect(a, points[(i + 1) % points.length]!, rect));
 }
 
