@@ -9,6 +9,19 @@ import type { Figure, Scenario } from './harness.js';
  * within 3 times a plain count(*) over the same rows). The day is generated inside PostgreSQL. On embedded
  * storage the seed is scaled down (BENCH_REPORT_SECONDS, default 3,600 there) and the figure names say so.
  */
+/** Each query runs this many times and the median counts: one slow run (a checkpoint, another process) is not the figure. */
+const RUNS = Number(process.env.BENCH_REPORT_RUNS ?? 3);
+
+async function medianMs(runs: number, run: () => Promise<unknown>): Promise<number> {
+  const times: number[] = [];
+  for (let i = 0; i < runs; i++) {
+    const started = performance.now();
+    await run();
+    times.push(performance.now() - started);
+  }
+  return times.sort((a, b) => a - b)[Math.floor(times.length / 2)]!;
+}
+
 export const reportsScenario: Scenario = {
   name: 'reports',
   async run(): Promise<Figure[]> {
@@ -38,17 +51,21 @@ export const reportsScenario: Scenario = {
         );
       }
       const seedSeconds = (performance.now() - seedStarted) / 1000;
-      await storage.execute('analyze positions');
+      // A day that has been written is vacuumed by autovacuum before anyone reports on it: hint bits and the
+      // visibility map set. Without this, the first scan (whichever query it is) pays for setting them.
+      await storage.execute('vacuum analyze positions');
       const rows = devices * seconds;
       const from = new Date(day).toISOString().replace('.000Z', 'Z');
       const to = new Date(day + seconds * 1000).toISOString().replace('.000Z', 'Z');
-      const countStarted = performance.now();
-      await storage.execute('select count(*) from positions where organization_id = ? and building_id = ? and ts >= ? and ts < ?', [organization, building.id, from, to]);
-      const countMs = performance.now() - countStarted;
+      const countSql = 'select count(*) from positions where organization_id = ? and building_id = ? and ts >= ? and ts < ?';
+      const countParams = [organization, building.id, from, to];
+      const countPlan = await storage.execute<{ 'QUERY PLAN': string }>(`explain ${countSql}`, countParams);
+      const countMs = await medianMs(RUNS, () => storage.execute(countSql, countParams));
       const label = seconds === 86_400 && devices === 100 ? '8.64M positions' : `${(rows / 1e6).toFixed(2)}M positions (scaled down)`;
+      const scan = countPlan.some((line) => /Index Only Scan/.test(line['QUERY PLAN'])) ? 'index-only scan' : 'seq scan';
       const figures: Figure[] = [
         { scenario: 'reports', metric: `seed ${label}`, value: seedSeconds, unit: 's' },
-        { scenario: 'reports', metric: 'count(*) baseline', value: countMs, unit: 'ms' },
+        { scenario: 'reports', metric: `count(*) baseline (${scan}, median of ${RUNS})`, value: countMs, unit: 'ms' },
       ];
       const window = `from_date=${from}&to_date=${to}`;
       const reports: [string, string][] = [
@@ -61,10 +78,10 @@ export const reportsScenario: Scenario = {
         ['user_positions', `${window}&building_id=${building.id}`],
       ];
       for (const [name, query] of reports) {
-        const started = performance.now();
-        const response = await admin.get(`/api/v1/reports/${name}.json?${query}`);
-        const elapsed = performance.now() - started;
-        if (response.status !== 200) throw new Error(`${name}: ${response.status} ${response.text.slice(0, 200)}`);
+        const elapsed = await medianMs(RUNS, async () => {
+          const response = await admin.get(`/api/v1/reports/${name}.json?${query}`);
+          if (response.status !== 200) throw new Error(`${name}: ${response.status} ${response.text.slice(0, 200)}`);
+        });
         figures.push({ scenario: 'reports', metric: `${name} (${label})`, value: elapsed, unit: 'ms', target: `<= 3x count(*) = ${Math.round(countMs * 3)} ms`, met: elapsed <= countMs * 3 });
       }
       return figures;
