@@ -182,6 +182,11 @@ describe(`reports (${driverLabel}, jobs on ${serverRedisUrl ? 'BullMQ workers' :
     expect(raw.body.data[0]).toMatchObject({ device_id: 'gappy', x: 12, y: 12, indoor: true, building_id: venue.building.id });
     const trajectory = await report('user_positions.json', `${window}&device_id=gappy`);
     expect(trajectory.body.data.map((r: any) => r.session_mark)).toEqual([1, 1, 1, 1, 1, 2, 2]);
+    // gappy's gaps are 5, 5, 14, 5, 16, 5 s: a gap equal to the threshold stays in the session.
+    for (const [threshold, marks] of [['4.999', [1, 2, 3, 4, 5, 6, 7]], ['5', [1, 1, 1, 2, 2, 3, 3]], ['14', [1, 1, 1, 1, 1, 2, 2]], ['16', [1, 1, 1, 1, 1, 1, 1]]] as const) {
+      const marked = await report('user_positions.json', `${window}&device_id=gappy&session_threshold=${threshold}`);
+      expect(marked.body.data.map((r: any) => r.session_mark), threshold).toEqual(marks);
+    }
     expect(Object.keys(trajectory.body.data[0]).sort()).toEqual(['device_id', 'floor_id', 'lat', 'lng', 'session_mark', 'timestamp', 'user_id']);
   });
 
