@@ -144,6 +144,16 @@ describe(`reports (${driverLabel}, jobs on ${serverRedisUrl ? 'BullMQ workers' :
     expect(madridHours.body.data.map((r: any) => [r.group, r.visitors])).toEqual([['2026-03-29 00:00', 1], ['2026-03-29 01:00', 1], ['2026-03-29 03:00', 1]]);
   });
 
+  it('visitors: a zone whose offset is not whole quarter hours (Monrovia, -00:44:30 until 1972) splits its days exactly', async () => {
+    const at = (isoTime: string, deviceId: string) => ({ device_id: deviceId, timestamp: isoTime, building_id: venue.building.id, floor_id: venue.floors[1].id, x: 5, y: 5 });
+    // Local midnight of 1971-06-01 is 00:44:30Z: one fix just before it, one just after, in the same UTC quarter hour.
+    await upload([at('1971-06-01T00:44:00Z', 'monrovia-1'), at('1971-06-01T00:44:45Z', 'monrovia-2')]);
+    const query = `from_date=1971-05-31T12:00:00Z&to_date=1971-06-01T12:00:00Z&building_id=${venue.building.id}&floor_id=${venue.floors[1].id}&time_zone=Africa/Monrovia`;
+    const days = await report('visitors.json', `${query}&group=day`);
+    expect(days.status, days.text).toBe(200);
+    expect(days.body.data.map((r: any) => [r.group, r.visitors])).toEqual([['1971-05-31', 1], ['1971-06-01', 1]]);
+  });
+
   it('visitors and heatmap count a user carrying two devices once', async () => {
     const carrier = await createUser(admin, 'user');
     const at = (deviceId: string) => ({ device_id: deviceId, user_id: carrier.user.id, timestamp: s(5000), building_id: venue.building.id, floor_id: venue.floors[1].id, x: 70, y: 70 });
