@@ -1,0 +1,238 @@
+import { DEFAULT_CAPTURE_RADIUS_M } from '../detection/zone-index.js';
+import { distanceToSegment, pointInPolygon } from '../geo/geometry.js';
+import { pgArray } from '../storage/pg-array.js';
+import type { Storage } from '../storage/storage.js';
+import type { ReportScope } from './report-params.js';
+import { joinSql, sqlOf, type Params, type Sql } from './report-sql.js';
+
+/** A geofence's current geometry, one shape per geofence: polygon, disc (circle, or point with capture radius) or path (line with capture radius). */
+interface FenceShape {
+  fenceId: string;
+  floorId: number;
+  kind: 'polygon' | 'disc' | 'path';
+  points: [number, number][];
+  /** The polygon or path literal PostgreSQL tests against. */
+  literal: string;
+  radius: number;
+}
+
+export async function fenceShapes(storage: Storage, scope: ReportScope, params: Params) {
+  const where = ['organization_id = ?'];
+  const values: unknown[] = [scope.organizationId];
+  if (params.fence_ids) {
+    where.push('id = any(?::uuid[])');
+    values.push(pgArray(params.fence_ids));
+  } else where.push('not deleted');
+  if (params.building_ids) {
+    where.push('building_id = any(?::int[])');
+    values.push(pgArray(params.building_ids));
+  }
+  const fences = await storage.execute<{ id: string; name: string; floor_id: number; type: string; cartesians: [number, number][] | string; radius: number | null }>(
+    `select id, name, floor_id, type, cartesians, radius from geofences where ${where.join(' and ')} order by id`,
+    values,
+  );
+  const shapes: FenceShape[] = [];
+  const names = new Map<string, string>();
+  const pt = ([x, y]: [number, number]) => `(${x},${y})`;
+  for (const fence of fences) {
+    names.set(fence.id, fence.name);
+    const points = typeof fence.cartesians === 'string' ? (JSON.parse(fence.cartesians) as [number, number][]) : fence.cartesians;
+    const radius = fence.radius ?? DEFAULT_CAPTURE_RADIUS_M;
+    const shape = { fenceId: fence.id, floorId: fence.floor_id, points };
+    if (points.length === 0) continue;
+    if (fence.type === 'POLYGON') shapes.push({ ...shape, kind: 'polygon', literal: `(${points.map(pt).join(',')})`, radius: 0 });
+    else if (fence.type === 'CIRCLE' || fence.type === 'POINT') shapes.push({ ...shape, points: [points[0]!], kind: 'disc', literal: '', radius });
+    // A line tests the distance to its nearest segment (`point <-> path`); one point makes no segment, as before.
+    else if (points.length >= 2) shapes.push({ ...shape, kind: 'path', literal: `[${points.map(pt).join(',')}]`, radius });
+  }
+  return { shapes, names };
+}
+
+const SHAPE_KINDS = ['polygon', 'disc', 'path'] as const;
+
+type Rect = [number, number, number, number];
+/** Cells are classified with this margin (m) around them, far above float error and PostgreSQL's 1e-6 fuzz. */
+const CELL_MARGIN = 1e-3;
+/** Upper bound on grid cells per report (one int[] parameter per floor and layer holds them). */
+const MAX_CELLS = 200_000;
+
+function shapeBox(shape: FenceShape): Rect {
+  const xs = shape.points.map((p) => p[0]);
+  const ys = shape.points.map((p) => p[1]);
+  return [Math.min(...xs) - shape.radius, Math.min(...ys) - shape.radius, Math.max(...xs) + shape.radius, Math.max(...ys) + shape.radius];
+}
+
+/** Whether the segment a-b meets the closed rectangle (Liang-Barsky clipping). */
+function segmentMeetsRect([ax, ay]: [number, number], [bx, by]: [number, number], [x0, y0, x1, y1]: Rect): boolean {
+  let t0 = 0;
+  let t1 = 1;
+  const dx = bx - ax;
+  const dy = by - ay;
+  for (const [p, q] of [[-dx, ax - x0], [dx, x1 - ax], [-dy, ay - y0], [dy, y1 - ay]] as const) {
+    if (p === 0) {
+      if (q < 0) return false;
+    } else {
+      const t = q / p;
+      if (p < 0) t0 = Math.max(t0, t);
+      else t1 = Math.min(t1, t);
+      if (t0 > t1) return false;
+    }
+  }
+  return true;
+}
+
+/** Whether every point of the rectangle is inside the shape (then PostgreSQL's test would say so too). */
+function rectInside(shape: FenceShape, rect: Rect): boolean {
+  const corners: [number, number][] = [[rect[0], rect[1]], [rect[2], rect[1]], [rect[2], rect[3]], [rect[0], rect[3]]];
+  const { points, radius } = shape;
+  if (shape.kind === 'disc') return corners.every(([x, y]) => Math.hypot(x - points[0]![0], y - points[0]![1]) < radius);
+  if (shape.kind === 'path') return points.slice(1).some((b, i) => corners.every((corner) => distanceToSegment(corner, points[i]!, b) < radius));
+  // Polygon: the corners inside and no edge entering the rectangle.
+  // Boundary-inclusive here, but a corner on the boundary has an edge through it, which the next check refuses.
+  if (!corners.every((corner) => pointInPolygon(corner, points))) return false;
+  return !points.some((a, i) => segmentMeetsRect(a, points[(i + 1) % points.length]!, rect));
+}
+
+/**
+ * Geofence containment without joining every position to every geofence (the bounding-box join checked
+ * positions x geofences pairs): a grid over each floor's geofences, stored as 2-D int arrays indexed by
+ * `(x / cell)::int`, `(y / cell)::int` (rounded: cell i spans (i - 1/2, i + 1/2) cells). A cell lists the
+ * shapes that can contain its points: +n when all of it is inside shape n (no test needed), -n when shape n
+ * crosses it (PostgreSQL's own test decides, as before). Cells reached by several shapes hold them in
+ * successive layers (arrays). An array lookup per position is far cheaper than a hash join to cells, which
+ * alone took as long as the scan on a day of positions.
+ */
+export class FenceGrid {
+  /** Shapes numbered from 1: by floor, then by kind (polygons, discs, paths), as `exact` expects. */
+  readonly shapes: FenceShape[];
+  readonly layers: number;
+  private readonly floors: { floorId: number; base: number; shapes: FenceShape[]; x0: number; y0: number; x1: number; y1: number; cells: number[][][] }[] = [];
+
+  private constructor(
+    shapes: FenceShape[],
+    readonly cell: number,
+  ) {
+    const floorIds = [...new Set(shapes.map((shape) => shape.floorId))];
+    this.shapes = floorIds.flatMap((floorId) => SHAPE_KINDS.flatMap((kind) => shapes.filter((shape) => shape.floorId === floorId && shape.kind === kind)));
+    const perFloor = floorIds.map((floorId) => {
+      const cells = new Map<string, { x: number; y: number; entries: number[] }>();
+      this.shapes.forEach((shape, index) => {
+        if (shape.floorId !== floorId) return;
+        const box = shapeBox(shape);
+        for (let x = Math.round(box[0] / cell) - 1; x <= Math.round(box[2] / cell) + 1; x++) {
+          for (let y = Math.round(box[1] / cell) - 1; y <= Math.round(box[3] / cell) + 1; y++) {
+            const rect: Rect = [(x - 0.5) * cell - CELL_MARGIN, (y - 0.5) * cell - CELL_MARGIN, (x + 0.5) * cell + CELL_MARGIN, (y + 0.5) * cell + CELL_MARGIN];
+            if (rect[2] < box[0] || rect[0] > box[2] || rect[3] < box[1] || rect[1] > box[3]) continue;
+            const entry = cells.get(`${x},${y}`) ?? { x, y, entries: [] };
+            entry.entries.push(rectInside(shape, rect) ? index + 1 : -(index + 1));
+            cells.set(`${x},${y}`, entry);
+          }
+        }
+      });
+      return { floorId, entries: [...cells.values()] };
+    });
+    this.layers = Math.max(1, ...perFloor.flatMap(({ entries }) => entries.map((entry) => entry.entries.length)));
+    for (const { floorId, entries } of perFloor) {
+      const x0 = Math.min(...entries.map((e) => e.x));
+      const y0 = Math.min(...entries.map((e) => e.y));
+      const x1 = Math.max(...entries.map((e) => e.x));
+      const y1 = Math.max(...entries.map((e) => e.y));
+      const cells = Array.from({ length: this.layers }, () => Array.from({ length: x1 - x0 + 1 }, () => new Array<number>(y1 - y0 + 1).fill(0)));
+      for (const entry of entries) entry.entries.forEach((value, layer) => (cells[layer]![entry.x - x0]![entry.y - y0] = value));
+      const base = this.shapes.findIndex((shape) => shape.floorId === floorId);
+      this.floors.push({ floorId, base, shapes: this.shapes.filter((shape) => shape.floorId === floorId), x0, y0, x1, y1, cells });
+    }
+  }
+
+  /** The finest cell size (from 0.5 m, doubling) that keeps the grid under MAX_CELLS. */
+  static for(shapes: FenceShape[]): FenceGrid {
+    const extents = new Map<number, Rect>();
+    for (const shape of shapes) {
+      const [x0, y0, x1, y1] = shapeBox(shape);
+      const extent = extents.get(shape.floorId);
+      extents.set(shape.floorId, extent ? [Math.min(extent[0], x0), Math.min(extent[1], y0), Math.max(extent[2], x1), Math.max(extent[3], y1)] : [x0, y0, x1, y1]);
+    }
+    const count = (boxes: Rect[], size: number) => boxes.reduce((sum, [x0, y0, x1, y1]) => sum + (Math.round(x1 / size) - Math.round(x0 / size) + 3) * (Math.round(y1 / size) - Math.round(y0 / size) + 3), 0);
+    // The arrays span each floor's shapes, in as many layers as shapes overlap.
+    const cells = (size: number) => Math.max(count([...extents.values()], size), count(shapes.map(shapeBox), size));
+    let cell = 0.5;
+    while (cells(cell) > MAX_CELLS) cell *= 2;
+    let grid = new FenceGrid(shapes, cell);
+    while (grid.size > 2 * MAX_CELLS) grid = new FenceGrid(shapes, (cell *= 2));
+    return grid;
+  }
+
+  /** Entries of all the arrays. */
+  get size(): number {
+    return this.floors.reduce((sum, { cells }) => sum + cells.length * cells[0]!.length * cells[0]![0]!.length, 0);
+  }
+
+  get floorIds(): number[] {
+    return this.floors.map((floor) => floor.floorId);
+  }
+
+  /** One expression per floor, chosen by `p.floor_id` when there are several. */
+  private perFloor(build: (floor: FenceGrid['floors'][number]) => Sql): Sql {
+    if (this.floors.length === 1) return build(this.floors[0]!);
+    return joinSql(['(case p.floor_id', ...this.floors.map((floor) => joinSql([` when ${floor.floorId} then `, build(floor)])), ' end)']);
+  }
+
+  /**
+   * The signed shape number of layer `layer` of the cell of position `p` on `floor`, NULL outside the grid.
+   * `guarded` checks the bounds first (which also keeps the casts in range): the WHERE clause does, and the
+   * select list, computed only for the rows it kept, need not.
+   */
+  private cellOf(floor: FenceGrid['floors'][number], layer: number, guarded: boolean): Sql {
+    const { x0, y0, x1, y1, cells } = floor;
+    const literal = `[${x0}:${x1}][${y0}:${y1}]={${cells[layer]!.map((column) => `{${column.join(',')}}`).join(',')}}`;
+    const cell = sqlOf(`(?::int[])[(p.x * ${1 / this.cell})::int][(p.y * ${1 / this.cell})::int]`, literal);
+    if (!guarded) return cell;
+    const [minX, maxX, minY, maxY] = [(x0 - 0.5) * this.cell, (x1 + 0.5) * this.cell, (y0 - 0.5) * this.cell, (y1 + 0.5) * this.cell];
+    return joinSql([`case when p.x between ${minX} and ${maxX} and p.y between ${minY} and ${maxY} then `, cell, ' end']);
+  }
+
+  /** Whether position `p` is in a cell of some shape (for the WHERE clause; false or NULL otherwise). */
+  get candidate(): Sql {
+    return joinSql([this.perFloor((floor) => this.cellOf(floor, 0, true)), ' <> 0']);
+  }
+
+  /**
+   * PostgreSQL's containment test of position `p` in shape number `n` (an SQL expression) of `floor`. The
+   * geometry comes from arrays of the floor's shapes of each kind (a polygon or path array is read from its
+   * start, so arrays are kept per floor).
+   */
+  private exact(floor: FenceGrid['floors'][number], n: Sql): Sql {
+    const branches: { last: number; test: Sql }[] = [];
+    let offset = floor.base;
+    for (const kind of SHAPE_KINDS) {
+      const of = floor.shapes.filter((shape) => shape.kind === kind);
+      if (of.length === 0) continue;
+      const at = (values: (string | number)[], type: string) => joinSql([sqlOf(`(?::${type}[])[`, pgArray(values)), n, ` - ${offset}]`]);
+      const radius = at(of.map((s) => s.radius), 'float8');
+      const test =
+        kind === 'polygon'
+          ? joinSql([at(of.map((s) => s.literal), 'polygon'), ' @> point(p.x, p.y)'])
+          : kind === 'disc'
+            ? joinSql(['point(', at(of.map((s) => s.points[0]![0]), 'float8'), ', ', at(of.map((s) => s.points[0]![1]), 'float8'), ') <-> point(p.x, p.y) <= ', radius])
+            : joinSql(['point(p.x, p.y) <-> ', at(of.map((s) => s.literal), 'path'), ' <= ', radius]);
+      offset += of.length;
+      branches.push({ last: offset, test });
+    }
+    if (branches.length === 1) return branches[0]!.test;
+    return joinSql(['(case ', joinSql(branches.map(({ last, test }) => joinSql(['when ', n, ` <= ${last} then `, test])), ' '), ' end)']);
+  }
+
+  /**
+   * The shape number position `p` is in on layer `layer`, or 0 (for rows the WHERE clause kept). A cell wholly
+   * inside costs one lookup (`greatest` keeps its positive number and `coalesce` stops there), and so does an
+   * empty layer above the first (which every kept row fills).
+   */
+  hit(layer: number): Sql {
+    return this.perFloor((floor) => {
+      const code = this.cellOf(floor, layer, false);
+      const n = joinSql(['(-', code, ')']);
+      const hit = joinSql(['coalesce(nullif(greatest(', code, ', 0), 0), case when ', code, ' < 0 and ', this.exact(floor, n), ' then ', n, ' end, 0)']);
+      return layer === 0 ? hit : joinSql(['case ', code, ' when 0 then 0 else ', hit, ' end']);
+    });
+  }
+}
