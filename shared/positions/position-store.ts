@@ -41,7 +41,9 @@ export class PositionStore {
 
   /**
    * Inserts a batch of positions, and the zone events detection found in it, in one statement (the events
-   * through a data-modifying CTE): atomic, one commit for both, and durable once it returns.
+   * through a data-modifying CTE): atomic, one commit for both, and durable once it returns. Times travel as
+   * epoch milliseconds (to_timestamp rounds to the µs, so whole ms stay exact): formatting two ISO dates per
+   * position was a tenth of the insert's cost in the gateway.
    */
   async insert(records: readonly PositionRecord[], zoneEvents: readonly ZoneEventRecord[] = []): Promise<void> {
     if (records.length === 0 && zoneEvents.length === 0) return;
@@ -51,7 +53,8 @@ export class PositionStore {
     const withEvents = zoneEvents.length > 0
       ? `with stored_zone_events as (
            insert into zone_events (organization_id, building_id, floor_id, zone_kind, zone_id, device_id, user_id, type, at, fired_at)
-           select * from unnest(?::uuid[], ?::int[], ?::int[], ?::text[], ?::text[], ?::text[], ?::uuid[], ?::text[], ?::timestamptz[], ?::timestamptz[])
+           select o, b, f, k, z, d, u, t, to_timestamp(a / 1000), to_timestamp(r / 1000)
+           from unnest(?::uuid[], ?::int[], ?::int[], ?::text[], ?::text[], ?::text[], ?::uuid[], ?::text[], ?::float8[], ?::float8[]) as e(o, b, f, k, z, d, u, t, a, r)
          ) `
       : '';
     const eventValues = zoneEvents.length > 0
@@ -64,14 +67,15 @@ export class PositionStore {
           eventColumn((e) => e.deviceId),
           eventColumn((e) => e.userId),
           eventColumn((e) => e.type),
-          eventColumn((e) => new Date(e.at).toISOString()),
-          eventColumn((e) => new Date(e.firedAt).toISOString()),
+          eventColumn((e) => e.at),
+          eventColumn((e) => e.firedAt),
         ]
       : [];
     await this.storage.executeBound(
       `${withEvents}insert into positions (organization_id, device_id, user_id, building_id, floor_id, indoor, x, y, lat, lng, yaw, accuracy, ts, received_at)
-       select * from unnest(?::uuid[], ?::text[], ?::uuid[], ?::int[], ?::int[], ?::bool[], ?::float8[], ?::float8[], ?::float8[], ?::float8[],
-                            ?::float8[], ?::float8[], ?::timestamptz[], ?::timestamptz[])`,
+       select o, d, u, b, f, i, x, y, la, ln, yw, ac, to_timestamp(t / 1000), to_timestamp(r / 1000)
+       from unnest(?::uuid[], ?::text[], ?::uuid[], ?::int[], ?::int[], ?::bool[], ?::float8[], ?::float8[], ?::float8[], ?::float8[],
+                   ?::float8[], ?::float8[], ?::float8[], ?::float8[]) as p(o, d, u, b, f, i, x, y, la, ln, yw, ac, t, r)`,
       [
         ...eventValues,
         column((r) => r.organizationId),
@@ -86,8 +90,8 @@ export class PositionStore {
         column((r) => r.lng),
         column((r) => r.yaw),
         column((r) => r.accuracy),
-        column((r) => new Date(r.timestamp).toISOString()),
-        column((r) => new Date(r.receivedAt).toISOString()),
+        column((r) => r.timestamp),
+        column((r) => r.receivedAt),
       ],
     );
   }

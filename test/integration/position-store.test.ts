@@ -40,6 +40,20 @@ describe(`positions table: partitions and retention (${driverLabel})`, () => {
     expect(devices.map((d) => d.device_id)).toEqual(['a "quoted", device', 'b\\\\slash', 'd']);
   });
 
+  it('stores times to the millisecond, as epoch milliseconds travel', async () => {
+    const store = new PositionStore(storage);
+    const times = [Date.UTC(2026, 10, 22, 12, 0, 0, 1), Date.UTC(2026, 10, 22, 23, 59, 59, 999), Date.UTC(2026, 10, 21, 0, 0, 0, 0)];
+    await store.insert(times.map((timestamp) => ({ ...at(timestamp, 'ms-device'), receivedAt: timestamp + 7 })));
+    const rows = await storage.execute<{ ts: Date | string; received_at: Date | string; us: string }>(
+      "select ts, received_at, (extract(microseconds from ts)::int % 1000)::text as us from positions where device_id = 'ms-device' order by ts",
+    );
+    const sorted = [...times].sort((a, b) => a - b);
+    expect(rows.map((row) => new Date(row.ts).getTime())).toEqual(sorted);
+    expect(rows.map((row) => new Date(row.received_at).getTime())).toEqual(sorted.map((t) => t + 7));
+    expect(rows.map((row) => row.us)).toEqual(['0', '0', '0']);
+    await storage.execute("delete from positions where device_id = 'ms-device'");
+  });
+
   it('drops whole day partitions past retention and keeps the rest', async () => {
     const store = new PositionStore(storage);
     const now = Date.UTC(2026, 10, 22, 12);
