@@ -1,5 +1,6 @@
 import type { Principal } from '../auth/principal.js';
 import { toErrorBody } from '../../shared/errors.js';
+import { positionFrame, positionsFrame, type LivePosition, type TopicPositions } from './position-frames.js';
 import { encode, type WireFormat } from './ws-codec.js';
 import type { WsOptions } from './ws-gateway.js';
 
@@ -9,6 +10,8 @@ export interface SocketData {
   connection?: Connection;
   format: WireFormat;
   principal?: Principal;
+  /** Opened with `?positions=batched`: a batch's positions for a topic come in one frame. */
+  batchedPositions: boolean;
 }
 
 /** The part of a uWS WebSocket a connection uses (a test can stand in for it). */
@@ -19,13 +22,19 @@ export interface SocketLike {
   end(code?: number, reason?: string): void;
 }
 
-/** An encoded frame and, for a live position, the key it coalesces under. */
-export type OutgoingFrame = readonly [payload: string | Buffer, coalesceKey?: string];
+/** A live position waiting, while its subscriber is behind, to be sent: the latest per topic and device wins. */
+interface PendingPosition {
+  topic: string;
+  position: LivePosition;
+}
 
-/** One socket: its subscriptions and, when it falls behind, the latest position per device waiting to go. */
+/**
+ * One socket: its subscriptions and, when it falls behind, the latest position per device waiting to go.
+ * `batched` sockets (opened with `?positions=batched`) get a batch's positions for a topic in one frame.
+ */
 export class Connection {
   readonly subscriptions = new Set<string>();
-  readonly pending = new Map<string, string | Buffer>();
+  readonly pending = new Map<string, PendingPosition>();
   principal?: Principal;
   authTimer?: NodeJS.Timeout;
   closed = false;
@@ -35,55 +44,93 @@ export class Connection {
     readonly ws: SocketLike,
     readonly format: WireFormat,
     private readonly options: Pick<WsOptions, 'coalesceBytes' | 'maxBufferBytes'>,
+    readonly batched = false,
   ) {}
 
   /**
-   * Sends a frame. A coalescible frame (a live position, keyed by device) waits in `pending`, replaced by
-   * newer ones, while the socket is behind; anything else (alarms, acks) is always queued. Past the hard
+   * Sends a frame that is never coalesced (alarms, geofence events, acks): it is always queued. Past the hard
    * limit the subscriber is disconnected, saying why: it can resume alarms with since_seq.
    */
-  send(payload: string | Buffer, coalesceKey?: string): void {
-    if (this.closed) return;
-    this.ws.cork(() => this.sendCorked(payload, coalesceKey));
+  send(payload: string | Buffer): void {
+    if (this.closed || this.overLimit()) return;
+    this.ws.cork(() => this.ws.send(payload, typeof payload !== 'string'));
   }
 
-  /** Several frames in one write (one cork): a batch of positions costs a subscriber one syscall, not one per frame. */
-  sendAll(frames: readonly OutgoingFrame[]): void {
-    if (this.closed || frames.length === 0) return;
+  /**
+   * Live positions, several topics' worth, in one write (one cork). While the socket is behind, or positions
+   * already wait, they go to `pending` instead, replaced by newer ones of the same device and topic, so a
+   * device's positions never overtake each other.
+   */
+  sendPositions(groups: readonly TopicPositions[]): void {
+    if (this.closed || groups.length === 0) return;
     this.ws.cork(() => {
-      for (const [payload, coalesceKey] of frames) this.sendCorked(payload, coalesceKey);
+      for (const group of groups) {
+        if (this.batched) {
+          if (this.overLimit()) return;
+          if (this.behind()) this.hold(group, 0);
+          else this.ws.send(group.batch(this.format), this.format === 'msgpack');
+          continue;
+        }
+        for (let index = 0; index < group.positions.length; index++) {
+          if (this.overLimit()) return;
+          if (this.behind()) this.hold(group, index, index + 1);
+          else this.ws.send(group.single(this.format, index), this.format === 'msgpack');
+        }
+      }
     });
   }
 
-  private sendCorked(payload: string | Buffer, coalesceKey: string | undefined): void {
-    if (this.closed) return;
-    const buffered = this.ws.getBufferedAmount();
-    if (buffered > this.options.maxBufferBytes) {
-      this.close(WS_CLOSE.slowConsumer, 'slow consumer: send buffer limit exceeded');
-      return;
-    }
-    if (coalesceKey !== undefined && (buffered > this.options.coalesceBytes || this.pending.size > 0)) {
-      this.pending.delete(coalesceKey); // re-insert so the newest goes last
-      this.pending.set(coalesceKey, payload);
-      return;
-    }
-    this.ws.send(payload, typeof payload !== 'string');
+  /** Whether positions must wait: the socket's backlog is past the coalescing threshold, or older ones wait. */
+  private behind(): boolean {
+    return this.pending.size > 0 || this.ws.getBufferedAmount() > this.options.coalesceBytes;
   }
 
-  message(message: object, coalesceKey?: string): void {
-    this.send(encode(this.format, message), coalesceKey);
+  private hold(group: TopicPositions, from: number, to = group.positions.length): void {
+    for (let index = from; index < to; index++) {
+      const position = group.positions[index]!;
+      const key = `${group.topic}|${position.deviceId}`;
+      this.pending.delete(key); // re-insert so the newest goes last
+      this.pending.set(key, { topic: group.topic, position });
+    }
+  }
+
+  private overLimit(): boolean {
+    if (this.ws.getBufferedAmount() <= this.options.maxBufferBytes) return false;
+    this.close(WS_CLOSE.slowConsumer, 'slow consumer: send buffer limit exceeded');
+    return true;
+  }
+
+  message(message: object): void {
+    this.send(encode(this.format, message));
   }
 
   error(error: unknown, extra: Record<string, unknown> = {}): void {
     this.message({ op: 'error', ...extra, ...toErrorBody(error) });
   }
 
-  /** Called by uWS when the socket has room again: drain coalesced positions while it stays under the threshold. */
+  /**
+   * Called by uWS when the socket has room again: sends the waiting positions while it stays under the
+   * threshold (a batched socket gets them as one frame per topic).
+   */
   drain(): void {
-    for (const [key, payload] of this.pending) {
+    if (this.closed || this.ws.getBufferedAmount() > this.options.coalesceBytes) return;
+    if (this.batched) {
+      const byTopic = new Map<string, LivePosition[]>();
+      for (const { topic, position } of this.pending.values()) {
+        const positions = byTopic.get(topic);
+        if (positions) positions.push(position);
+        else byTopic.set(topic, [position]);
+      }
+      this.pending.clear();
+      this.ws.cork(() => {
+        for (const [topic, positions] of byTopic) this.ws.send(positionsFrame(this.format, topic, positions), this.format === 'msgpack');
+      });
+      return;
+    }
+    for (const [key, { topic, position }] of this.pending) {
       if (this.closed || this.ws.getBufferedAmount() > this.options.coalesceBytes) return;
       this.pending.delete(key);
-      this.ws.send(payload, typeof payload !== 'string');
+      this.ws.send(positionFrame(this.format, topic, position), this.format === 'msgpack');
     }
   }
 

@@ -6,10 +6,10 @@ import { can } from '../auth/permissions.js';
 import type { Principal } from '../auth/principal.js';
 import type { RouteDefinition } from '../http/route.js';
 import { statusLine } from '../http/status-text.js';
-import { toFeature } from '../realtime/geojson.js';
 import type { GatewayServices } from '../services.js';
 import { MSGPACK_SUBPROTOCOL, decode, encode, type WireFormat } from './ws-codec.js';
-import { Connection, WS_CLOSE, type OutgoingFrame, type SocketLike, type SocketData } from './ws-connection.js';
+import { LivePosition, TopicPositions } from './position-frames.js';
+import { Connection, WS_CLOSE, type SocketLike, type SocketData } from './ws-connection.js';
 import { authorizeTopic, topicKey } from './topics.js';
 
 /** Replays what a subscriber missed (alarms since a seq), from storage, before live delivery starts. */
@@ -84,6 +84,7 @@ export class WebSocketGateway {
     const offered = (headers['sec-websocket-protocol'] ?? '').split(',').map((p) => p.trim());
     const format: WireFormat = offered.includes(MSGPACK_SUBPROTOCOL) ? 'msgpack' : 'json';
     const protocol = format === 'msgpack' ? MSGPACK_SUBPROTOCOL : offered.includes('json') ? 'json' : '';
+    const positions = req.getQuery('positions') || 'single';
     let aborted = false;
     res.onAborted(() => {
       aborted = true;
@@ -94,12 +95,13 @@ export class WebSocketGateway {
       res.cork(() => res.writeStatus(statusLine(body.status)).writeHeader('content-type', 'application/json').end(JSON.stringify(body)));
     };
     if (!this.accepting) return refuse(new AppError(ErrorCode.Unavailable, 'The server is shutting down'));
+    if (positions !== 'single' && positions !== 'batched') return refuse(new AppError(ErrorCode.BadRequest, 'positions must be single or batched'));
     const credentials = headers.authorization || headers['x-api-key'];
     const authenticated = credentials ? this.services.authenticator.authenticate(headers, SOCKET_ROUTE) : Promise.resolve(undefined);
     authenticated.then(
       (principal) => {
         if (aborted) return;
-        res.cork(() => res.upgrade<SocketData>({ format, principal }, key, protocol, extensions, context));
+        res.cork(() => res.upgrade<SocketData>({ format, principal, batchedPositions: positions === 'batched' }, key, protocol, extensions, context));
       },
       refuse,
     );
@@ -107,7 +109,7 @@ export class WebSocketGateway {
 
   private open(ws: WebSocket<SocketData>): void {
     const data = ws.getUserData();
-    const connection = new Connection(ws as unknown as SocketLike, data.format, this.options);
+    const connection = new Connection(ws as unknown as SocketLike, data.format, this.options, data.batchedPositions);
     data.connection = connection;
     this.connections.add(connection);
     if (data.principal) this.authenticated(connection, data.principal);
@@ -237,29 +239,44 @@ export class WebSocketGateway {
     this.connections.delete(connection);
   }
 
-  /** Live positions to `buildings/{id}/positions` and `devices/{id}` subscribers, each frame encoded once per format. */
+  /**
+   * Live positions to `buildings/{id}/positions` and `devices/{id}` subscribers. A position's Feature is built
+   * once, each topic's frames are encoded once per format (TopicPositions), and each subscriber gets all of
+   * its frames of the batch in one write.
+   */
   publishPositions(records: readonly PositionRecord[]): void {
     if (this.topics.size === 0) return;
-    // Frames are gathered per subscriber first, so each gets the whole batch in one write.
-    const outgoing = new Map<Connection, OutgoingFrame[]>();
+    const groups = new Map<string, { group: TopicPositions; subscribers: Set<Connection> }>();
+    const add = (key: string, topic: string, position: () => LivePosition) => {
+      const subscribers = this.topics.get(key);
+      if (!subscribers || subscribers.size === 0) return;
+      let entry = groups.get(key);
+      if (!entry) groups.set(key, (entry = { group: new TopicPositions(topic), subscribers }));
+      entry.group.positions.push(position());
+    };
     for (const record of records) {
-      const topics = [`devices/${record.deviceId}`];
-      if (record.buildingId !== null) topics.push(`buildings/${record.buildingId}/positions`);
-      for (const topic of topics) {
-        const subscribers = this.topics.get(topicKey(record.organizationId, topic));
-        if (!subscribers || subscribers.size === 0) continue;
-        const levelHeight = record.floorId !== null && record.buildingId !== null ? (this.services.registry.peek(record.buildingId)?.floors.get(record.floorId)?.levelHeight ?? null) : null;
-        const frame = { op: 'position', topic, data: toFeature(record, levelHeight) };
-        const encoded: Partial<Record<WireFormat, string | Buffer>> = {};
-        const coalesceKey = `${topic}|${record.deviceId}`;
-        for (const connection of subscribers) {
-          let frames = outgoing.get(connection);
-          if (!frames) outgoing.set(connection, (frames = []));
-          frames.push([(encoded[connection.format] ??= encode(connection.format, frame)), coalesceKey]);
-        }
+      let position: LivePosition | undefined;
+      const live = () => (position ??= new LivePosition(record, this.levelHeightOf(record)));
+      add(topicKey(record.organizationId, `devices/${record.deviceId}`), `devices/${record.deviceId}`, live);
+      if (record.buildingId !== null) {
+        const topic = `buildings/${record.buildingId}/positions`;
+        add(topicKey(record.organizationId, topic), topic, live);
       }
     }
-    for (const [connection, frames] of outgoing) connection.sendAll(frames);
+    const outgoing = new Map<Connection, TopicPositions[]>();
+    for (const { group, subscribers } of groups.values()) {
+      for (const connection of subscribers) {
+        const list = outgoing.get(connection);
+        if (list) list.push(group);
+        else outgoing.set(connection, [group]);
+      }
+    }
+    for (const [connection, list] of outgoing) connection.sendPositions(list);
+  }
+
+  private levelHeightOf(record: PositionRecord): number | null {
+    if (record.floorId === null || record.buildingId === null) return null;
+    return this.services.registry.peek(record.buildingId)?.floors.get(record.floorId)?.levelHeight ?? null;
   }
 
   /** Any other message to a topic (geofence events, alarms, device events); never coalesced. */

@@ -75,6 +75,21 @@ describe(`WebSocket gateway (${driverLabel})`, () => {
     expect(socket.frames.slice(before).filter((f) => f.op === 'position')).toEqual([]);
   });
 
+  it('sends a batch\'s positions as one frame per topic to a socket opened with ?positions=batched', async () => {
+    const topic = `buildings/${venue.building.id}/positions`;
+    for (const protocol of [undefined, 'msgpack']) {
+      const socket = await open({ headers: { authorization: `Bearer ${token}` }, protocol, query: 'positions=batched' });
+      expect((await socket.request({ op: 'subscribe', topics: [topic] })).op).toBe('subscribed');
+      const devices = ['batch-1', 'batch-2', 'batch-3'].map((device) => `${device}-${protocol ?? 'json'}`);
+      expect((await admin.post('/api/v1/realtime/positions', { poses: devices.map((device, i) => pose(device, i)) })).status).toBe(204);
+      const frame = await socket.next((f) => f.op === 'positions' && f.data.some((feature: any) => feature.id === devices[0]));
+      expect(frame.topic).toBe(topic);
+      expect(frame.data.map((feature: any) => [feature.type, feature.id, feature.properties.local_coordinates])).toEqual(devices.map((device, i) => ['Feature', device, [i, 3]]));
+      expect(socket.frames.filter((f) => f.op === 'position')).toEqual([]);
+    }
+    await expect(open({ headers: { authorization: `Bearer ${token}` }, query: 'positions=sometimes' })).rejects.toMatchObject({ statusCode: 400 });
+  });
+
   it('refuses a subscription outside the organization (or unknown) with an error frame and keeps the connection', async () => {
     const { client: other } = await createOrganization(admin);
     const otherVenue = await createVenue(other, 'Foreign venue');

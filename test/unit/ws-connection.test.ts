@@ -1,5 +1,7 @@
 import { describe, expect, it } from 'vitest';
+import { LivePosition, TopicPositions, positionFrame, positionsFrame } from '../../gateway/ws/position-frames.js';
 import { Connection, WS_CLOSE, type SocketLike } from '../../gateway/ws/ws-connection.js';
+import type { PositionRecord } from '../../shared/positions/position-record.js';
 
 /** A socket whose send buffer the test fills and drains by hand, the way a slow subscriber's would. */
 class FakeSocket implements SocketLike {
@@ -24,13 +26,23 @@ class FakeSocket implements SocketLike {
 }
 
 const limits = { coalesceBytes: 1000, maxBufferBytes: 5000 };
-const position = (device: string, n: number) => JSON.stringify({ op: 'position', device, n });
+const TOPIC = 'buildings/1/positions';
+const record = (device: string, n: number): PositionRecord => ({
+  organizationId: 'org', deviceId: device, userId: null, buildingId: 1, floorId: 2, indoor: true, x: n, y: 0,
+  lat: 40, lng: -3, yaw: 0, accuracy: null, timestamp: Date.UTC(2026, 10, 22) + n * 1000, receivedAt: Date.UTC(2026, 10, 22) + n * 1000,
+});
+const live = (device: string, n: number) => new LivePosition(record(device, n), null);
+/** One batch's positions for the building topic. */
+const batch = (...positions: [string, number][]) => new TopicPositions(TOPIC, positions.map(([device, n]) => live(device, n)));
+/** The single-position frame a subscriber receives (as JSON text). */
+const position = (device: string, n: number) => positionFrame('json', TOPIC, live(device, n)) as string;
+const alarm = (seq?: number) => JSON.stringify({ op: 'alarm', seq });
 
 describe('WebSocket batched sends', () => {
   it('writes a batch of positions under one cork, in order', () => {
     const socket = new FakeSocket();
     const connection = new Connection(socket, 'json', limits);
-    connection.sendAll([[position('a', 1), 'a'], [position('b', 1), 'b'], [position('a', 2), 'a']]);
+    connection.sendPositions([batch(['a', 1], ['b', 1], ['a', 2])]);
     expect(socket.corks).toBe(1);
     expect(socket.sent).toEqual([position('a', 1), position('b', 1), position('a', 2)]);
   });
@@ -39,13 +51,14 @@ describe('WebSocket batched sends', () => {
     const socket = new FakeSocket();
     const connection = new Connection(socket, 'json', limits);
     socket.buffered = 2000;
-    connection.sendAll([[position('a', 1), 'a'], [position('a', 2), 'a'], [JSON.stringify({ op: 'alarm' })]]);
-    expect(socket.sent).toEqual([JSON.stringify({ op: 'alarm' })]);
+    connection.sendPositions([batch(['a', 1], ['a', 2])]);
+    connection.send(alarm());
+    expect(socket.sent).toEqual([alarm()]);
     socket.buffered = 0;
     connection.drain();
     expect(socket.sent.at(-1)).toBe(position('a', 2));
     socket.buffered = 6000;
-    connection.sendAll([[position('b', 1), 'b']]);
+    connection.sendPositions([batch(['b', 1])]);
     expect(socket.ended?.code).toBe(WS_CLOSE.slowConsumer);
   });
 });
@@ -54,7 +67,7 @@ describe('WebSocket slow-consumer policy', () => {
   it('sends everything at once while the subscriber keeps up', () => {
     const socket = new FakeSocket();
     const connection = new Connection(socket, 'json', limits);
-    for (let n = 0; n < 5; n++) connection.send(position('a', n), 'a');
+    for (let n = 0; n < 5; n++) connection.sendPositions([batch(['a', n])]);
     expect(socket.sent).toHaveLength(5);
   });
 
@@ -62,16 +75,13 @@ describe('WebSocket slow-consumer policy', () => {
     const socket = new FakeSocket();
     const connection = new Connection(socket, 'json', limits);
     socket.buffered = 2000; // behind: past the coalescing threshold
-    for (let n = 0; n < 50; n++) {
-      connection.send(position('a', n), 'a');
-      connection.send(position('b', n), 'b');
-    }
+    for (let n = 0; n < 50; n++) connection.sendPositions([batch(['a', n], ['b', n])]);
     expect(socket.sent).toEqual([]);
     socket.buffered = 0;
     connection.drain();
     expect(socket.sent).toEqual([position('a', 49), position('b', 49)]);
     // Once drained, positions flow one by one again.
-    connection.send(position('a', 50), 'a');
+    connection.sendPositions([batch(['a', 50])]);
     expect(socket.sent.at(-1)).toBe(position('a', 50));
   });
 
@@ -79,7 +89,7 @@ describe('WebSocket slow-consumer policy', () => {
     const socket = new FakeSocket();
     const connection = new Connection(socket, 'json', limits);
     socket.buffered = 2000;
-    for (let n = 0; n < 10; n++) connection.send(JSON.stringify({ op: 'alarm', seq: n }));
+    for (let n = 0; n < 10; n++) connection.send(alarm(n));
     expect(socket.sent).toHaveLength(10);
   });
 
@@ -87,9 +97,9 @@ describe('WebSocket slow-consumer policy', () => {
     const socket = new FakeSocket();
     const connection = new Connection(socket, 'json', limits);
     socket.buffered = 2000;
-    connection.send(position('a', 1), 'a');
+    connection.sendPositions([batch(['a', 1])]);
     socket.buffered = 0; // room again, but 'a' 1 is still pending
-    connection.send(position('a', 2), 'a');
+    connection.sendPositions([batch(['a', 2])]);
     expect(socket.sent).toEqual([]);
     connection.drain();
     expect(socket.sent).toEqual([position('a', 2)]);
@@ -99,10 +109,38 @@ describe('WebSocket slow-consumer policy', () => {
     const socket = new FakeSocket();
     const connection = new Connection(socket, 'json', limits);
     socket.buffered = 6000;
-    connection.send(JSON.stringify({ op: 'alarm', seq: 1 }));
+    connection.send(alarm(1));
     expect(socket.ended).toEqual({ code: WS_CLOSE.slowConsumer, reason: 'slow consumer: send buffer limit exceeded' });
     expect(socket.sent).toEqual([]);
-    connection.send(JSON.stringify({ op: 'alarm', seq: 2 }));
+    connection.send(alarm(2));
     expect(socket.sent).toEqual([]); // closed connections send nothing more
+  });
+});
+
+describe('WebSocket batched position frames (?positions=batched)', () => {
+  const frame = (...positions: [string, number][]) => positionsFrame('json', TOPIC, positions.map(([device, n]) => live(device, n))) as string;
+
+  it('sends a batch for a topic as one frame, in order', () => {
+    const socket = new FakeSocket();
+    const connection = new Connection(socket, 'json', limits, true);
+    connection.sendPositions([batch(['a', 1], ['b', 1], ['a', 2])]);
+    expect(socket.sent).toEqual([frame(['a', 1], ['b', 1], ['a', 2])]);
+    expect(JSON.parse(socket.sent[0]!)).toMatchObject({ op: 'positions', topic: TOPIC });
+  });
+
+  it('coalesces per device while behind and drains the latest of each as one frame per topic', () => {
+    const socket = new FakeSocket();
+    const connection = new Connection(socket, 'json', limits, true);
+    socket.buffered = 2000;
+    for (let n = 0; n < 20; n++) connection.sendPositions([batch(['a', n], ['b', n])]);
+    connection.send(alarm(1));
+    expect(socket.sent).toEqual([alarm(1)]);
+    socket.buffered = 0;
+    connection.drain();
+    expect(socket.sent.slice(1)).toEqual([frame(['a', 19], ['b', 19])]);
+    expect(connection.pending.size).toBe(0);
+    socket.buffered = 6000;
+    connection.sendPositions([batch(['a', 20])]);
+    expect(socket.ended?.code).toBe(WS_CLOSE.slowConsumer);
   });
 });
