@@ -42,7 +42,8 @@ export interface LoadCommand {
   /** Seeding: every device sends exactly this many poses, then the run ends (duration ignored). */
   rounds?: number;
   /** A live subscriber (WebSocket) open for the whole run. */
-  subscribe?: { url: string; token: string; positionsTopic?: string; alarmsTopic?: string; measure: boolean };
+  /** `batched`: the subscriber opens the socket with `?positions=batched` (one frame per upload and topic). */
+  subscribe?: { url: string; token: string; positionsTopic?: string; alarmsTopic?: string; measure: boolean; batched?: boolean };
   /** Alarm triggers: single-pose uploads with `danger: true`, each from a distinct device, during the window. */
   alarms?: { url: string; token: string; perSecond: number; devicePrefix: string; count: number; buildingId: number; floorId: number };
 }
@@ -66,8 +67,8 @@ export interface LoadResult {
   errorSamples: string[];
   /** Upload round trip (send to 204/ack), for uploads sent within the window. */
   ackMs: Summary;
-  /** Position frames received by the subscriber within the window. */
-  deliveredFrames: number;
+  /** Positions received by the subscriber within the window (in single or batched frames). */
+  deliveredPositions: number;
   /** Upload-to-subscriber latency of poses sent within the window (when measured). */
   deliveryMs: Summary;
   /** Poses sent within the window whose frame never came (coalesced away, or later than the grace period). */
@@ -249,28 +250,31 @@ async function run(command: LoadCommand): Promise<LoadResult> {
   const alarmSentAt = new Map<string, number>();
   const deliverySamples: number[] = [];
   const alarmSamples: number[] = [];
-  let deliveredFrames = 0;
+  let deliveredPositions = 0;
   let alarmsReceived = 0;
   let subscriber: WebSocket | undefined;
   const measure = command.subscribe?.measure ?? false;
   if (command.subscribe) {
     const options = command.subscribe;
-    subscriber = await openSocket(options.url);
+    subscriber = await openSocket(options.batched ? `${options.url}?positions=batched` : options.url);
     await ask(subscriber, { op: 'auth', token: options.token, id: 'auth' });
     const topics = [options.positionsTopic, options.alarmsTopic].filter((topic): topic is string => !!topic);
+    const delivered = (now: number, feature: { id: string; properties: { time: string } }) => {
+      if (inWindow(now)) deliveredPositions++;
+      if (!measure) return;
+      const key = `${feature.id}|${Date.parse(feature.properties.time)}`;
+      const sent = sentAt.get(key);
+      if (sent !== undefined) {
+        sentAt.delete(key);
+        deliverySamples.push(now - sent);
+      }
+    };
     subscriber.on('message', (data: Buffer) => {
       const now = performance.now();
       const frame = JSON.parse(data.toString());
-      if (frame.op === 'position') {
-        if (inWindow(now)) deliveredFrames++;
-        if (!measure) return;
-        const key = `${frame.data.id}|${Date.parse(frame.data.properties.time)}`;
-        const sent = sentAt.get(key);
-        if (sent !== undefined) {
-          sentAt.delete(key);
-          deliverySamples.push(now - sent);
-        }
-      } else if (frame.op === 'alarm') {
+      if (frame.op === 'position') delivered(now, frame.data);
+      else if (frame.op === 'positions') for (const feature of frame.data) delivered(now, feature);
+      else if (frame.op === 'alarm') {
         const sent = alarmSentAt.get(frame.data.device_id);
         if (sent !== undefined) {
           alarmSentAt.delete(frame.data.device_id);
@@ -440,7 +444,7 @@ async function run(command: LoadCommand): Promise<LoadResult> {
     errors,
     errorSamples,
     ackMs: summarise(ackSamples),
-    deliveredFrames,
+    deliveredPositions,
     deliveryMs: summarise(deliverySamples),
     undelivered,
     alarmsSent,
