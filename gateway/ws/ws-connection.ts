@@ -66,23 +66,30 @@ export class Connection {
     this.ws.cork(() => {
       for (const group of groups) {
         if (this.batched) {
-          if (this.overLimit()) return;
-          if (this.behind()) this.hold(group, 0);
+          const room = this.room();
+          if (room === 'closed') return;
+          if (room === 'behind') this.hold(group, 0);
           else this.ws.send(group.batch(this.format), this.format === 'msgpack');
           continue;
         }
         for (let index = 0; index < group.positions.length; index++) {
-          if (this.overLimit()) return;
-          if (this.behind()) this.hold(group, index, index + 1);
+          const room = this.room();
+          if (room === 'closed') return;
+          if (room === 'behind') this.hold(group, index, index + 1);
           else this.ws.send(group.single(this.format, index), this.format === 'msgpack');
         }
       }
     });
   }
 
-  /** Whether positions must wait: the socket's backlog is past the coalescing threshold, or older ones wait. */
-  private behind(): boolean {
-    return this.pending.size > 0 || this.ws.getBufferedAmount() > this.options.coalesceBytes;
+  /**
+   * What a live position may do now: go out; wait (`behind`: the backlog is past the coalescing threshold, or
+   * older positions already wait); or nothing, the socket having just been closed for passing the hard limit.
+   */
+  private room(): 'send' | 'behind' | 'closed' {
+    const buffered = this.ws.getBufferedAmount();
+    if (this.overLimit(buffered)) return 'closed';
+    return this.pending.size > 0 || buffered > this.options.coalesceBytes ? 'behind' : 'send';
   }
 
   private hold(group: TopicPositions, from: number, to = group.positions.length): void {
@@ -94,8 +101,8 @@ export class Connection {
     }
   }
 
-  private overLimit(): boolean {
-    if (this.ws.getBufferedAmount() <= this.options.maxBufferBytes) return false;
+  private overLimit(buffered = this.ws.getBufferedAmount()): boolean {
+    if (buffered <= this.options.maxBufferBytes) return false;
     this.close(WS_CLOSE.slowConsumer, 'slow consumer: send buffer limit exceeded');
     return true;
   }
