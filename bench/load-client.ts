@@ -64,9 +64,11 @@ export async function settledGc(): Promise<void> {
     setFlagsFromString('--expose-gc');
     gcFunction = runInNewContext('gc') as () => void;
   }
+  // Settle first (requests finishing, timers), then collect: a reading right after the last gc() holds no
+  // garbage made while waiting, which otherwise moved a per-device figure by a kilobyte either way.
   for (let i = 0; i < 3; i++) {
-    gcFunction();
     await new Promise((resolve) => setTimeout(resolve, 400));
+    gcFunction();
   }
 }
 
