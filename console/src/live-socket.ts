@@ -90,7 +90,8 @@ export class LiveSocket {
     if (this.stopped) return;
     window.clearTimeout(this.retryTimer);
     this.handlers.state({ kind: 'connecting' });
-    const url = `${location.protocol === 'https:' ? 'wss' : 'ws'}://${location.host}/api/v1/ws`;
+    // A control room follows every device of a building: one frame per upload rather than per position.
+    const url = `${location.protocol === 'https:' ? 'wss' : 'ws'}://${location.host}/api/v1/ws?positions=batched`;
     let ws: WebSocket;
     try {
       ws = new WebSocket(url);
@@ -159,6 +160,9 @@ export class LiveSocket {
       }
       case 'position':
         this.handlers.position(frame.data as PositionFeature);
+        break;
+      case 'positions':
+        for (const feature of frame.data as PositionFeature[]) this.handlers.position(feature);
         break;
       case 'error':
         if (frame.id === 'auth' || (frame.status === 401 && !this.authenticated)) {
