@@ -229,16 +229,21 @@ const visitors: Query = async (storage, params, scope) => {
   const { unit, format } = TRUNCATE[params.group]!;
   const localBucket = (instant: string) => `date_trunc('${unit}', ${instant} at time zone ?::text)`;
   const quarters = Date.parse(params.from_date) >= QUARTER_HOUR_OFFSETS_SINCE;
-  const rows = await storage.execute<{ bucket: string; visitors: number; devices: number; positions: number }>(
-    `select to_char(bucket, '${format}') as bucket, count(distinct visitor)::int as visitors, count(distinct device_id)::int as devices, sum(n)::int as positions
-     from (
-       select ${quarters ? localBucket('q.at') : 'q.at'} as bucket, q.device_id, coalesce(q.user_id::text, 'device:' || q.device_id) as visitor, sum(q.n) as n
-       from (
-         select ${quarters ? `date_bin('15 minutes', p.ts, '2000-01-01T00:00:00Z')` : localBucket('p.ts')} as at, p.device_id, p.user_id, count(*) as n
-         from positions p where ${filter.where.join(' and ')} group by 1, 2, 3
-       ) q group by 1, 2, 3
-     ) v group by v.bucket order by v.bucket`,
-    [params.time_zone, ...filter.values],
+  const rows = await inReportTransaction(storage, (execute) =>
+    execute<{ bucket: string; visitors: number; devices: number; positions: number }>(
+      sqlOf(
+        `select to_char(bucket, '${format}') as bucket, count(distinct visitor)::int as visitors, count(distinct device_id)::int as devices, sum(n)::int as positions
+         from (
+           select ${quarters ? localBucket('q.at') : 'q.at'} as bucket, q.device_id, coalesce(q.user_id::text, 'device:' || q.device_id) as visitor, sum(q.n) as n
+           from (
+             select ${quarters ? `date_bin('15 minutes', p.ts, '2000-01-01T00:00:00Z')` : localBucket('p.ts')} as at, p.device_id, p.user_id, count(*) as n
+             from positions p where ${filter.where.join(' and ')} group by 1, 2, 3
+           ) q group by 1, 2, 3
+         ) v group by v.bucket order by v.bucket`,
+        params.time_zone,
+        ...filter.values,
+      ),
+    ),
   );
   return {
     meta: [col('group', 'string'), col('visitors', 'integer'), col('devices', 'integer'), col('positions', 'integer')],
@@ -318,20 +323,24 @@ const heatmap: Query = async (storage, params, scope) => {
   else filter.add('(p.floor_id = ? or not p.indoor)', params.floor_id);
   if (params.device_id) filter.add('p.device_id = ?', params.device_id);
   if (params.user_id) filter.add('p.user_id = ?', params.user_id);
-  // Two levels, as for visitors: per cell and visitor first (a hash aggregate), then per cell.
-  const cells = await storage.execute<{ lat_cell: string; lng_cell: string; lat: number; lng: number; weight: number; positions: number }>(
-    `select lat_cell, lng_cell, sum(sum_lat) / sum(n) as lat, sum(sum_lng) / sum(n) as lng,
-            count(distinct coalesce(user_id::text, 'device:' || device_id))::int as weight, sum(n)::int as positions
-     from (
-       select floor((p.lat + 90) / 180 * 33554432)::bigint as lat_cell, floor((p.lng + 180) / 360 * 33554432)::bigint as lng_cell,
-              p.user_id, p.device_id, count(*) as n, sum(p.lat) as sum_lat, sum(p.lng) as sum_lng
-       from positions p where ${filter.where.join(' and ')} group by 1, 2, 3, 4
-     ) c group by 1, 2 order by 1, 2`,
-    filter.values,
+  // Two levels, as for visitors: per cell and visitor first (a hash aggregate), then per cell. A cell is the
+  // geohash-10 grid cell (2^25 rows of latitude, 2^25 columns of longitude; the pole and the antimeridian
+  // belong to the last ones, as in a geohash): its centre names it.
+  const cells = await inReportTransaction(storage, (execute) =>
+    execute<{ lat_cell: string; lng_cell: string; weight: number; positions: number }>(
+      sqlOf(
+        `select lat_cell, lng_cell, count(distinct coalesce(user_id::text, 'device:' || device_id))::int as weight, sum(n)::int as positions
+         from (
+           select least(floor((p.lat + 90) / 180 * 33554432), 33554431)::bigint as lat_cell, least(floor((p.lng + 180) / 360 * 33554432), 33554431)::bigint as lng_cell,
+                  p.user_id, p.device_id, count(*) as n
+           from positions p where ${filter.where.join(' and ')} group by 1, 2, 3, 4
+         ) c group by 1, 2 order by 1, 2`,
+        ...filter.values,
+      ),
+    ),
   );
   const rows = cells.map((cell) => {
-    // Any point of the cell has the cell's geohash; its centre is what the report gives.
-    const hash = encodeGeohash(Number(cell.lat), Number(cell.lng), 10);
+    const hash = encodeGeohash(((Number(cell.lat_cell) + 0.5) / 33554432) * 180 - 90, ((Number(cell.lng_cell) + 0.5) / 33554432) * 360 - 180, 10);
     const center = decodeGeohashCenter(hash);
     return [hash, center.lat, center.lng, cell.weight, cell.positions];
   });

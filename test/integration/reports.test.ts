@@ -154,6 +154,15 @@ describe(`reports (${driverLabel}, jobs on ${serverRedisUrl ? 'BullMQ workers' :
     expect(days.body.data.map((r: any) => [r.group, r.visitors])).toEqual([['1971-05-31', 1], ['1971-06-01', 1]]);
   });
 
+  it('heatmap: the north pole and the antimeridian fall in the last geohash cell, as in a geohash', async () => {
+    const edge = { device_id: 'edge-tag', building_id: venue.building.id, lat: 90, lng: 180 };
+    await upload([{ ...edge, timestamp: s(7000) }, { ...edge, timestamp: s(7001), lat: 89.9999999 }]);
+    const query = `from_date=${iso(s(6990))}&to_date=${iso(s(7010))}&building_id=${venue.building.id}&floor_id=${venue.floors[0].id}&position_type=outdoor&device_id=edge-tag`;
+    const heat = await report('heatmap.json', query);
+    expect(heat.status, heat.text).toBe(200);
+    expect(heat.body.data.map((r: any) => [r.geohash, r.weight, r.positions])).toEqual([[encodeGeohash(90, 180, 10), 1, 2]]);
+  });
+
   it('visitors and heatmap count a user carrying two devices once', async () => {
     const carrier = await createUser(admin, 'user');
     const at = (deviceId: string) => ({ device_id: deviceId, user_id: carrier.user.id, timestamp: s(5000), building_id: venue.building.id, floor_id: venue.floors[1].id, x: 70, y: 70 });
