@@ -1,7 +1,7 @@
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import type { DetectionEngine } from '../gateway/detection/detection-engine.js';
 import { startTestGateway } from '../test/support/test-gateway.js';
-import type { Figure, Scenario } from './harness.js';
+import { median, type Figure, type Scenario } from './harness.js';
 import { LoadGenerator, formatRate, roundRate, settledGc, setupVenue, startBareUws } from './load-client.js';
 import type { LoadCommand, LoadResult } from './load-generator.js';
 
@@ -104,7 +104,7 @@ export const ingestScenario: Scenario = {
         checkErrors(`paced ${formatRate(rate)}/s`, result, figures);
         const achieved = rateOf(result);
         log(`offered ${formatRate(rate)} pos/s (${batched ? 'batched' : 'single'} frames): achieved ${formatRate(achieved)}, delivery p50 ${result.deliveryMs.p50.toFixed(1)} p99 ${result.deliveryMs.p99.toFixed(1)} max ${result.deliveryMs.max.toFixed(1)} ms (n=${result.deliveryMs.n}, undelivered ${result.undelivered}), ack p99 ${result.ackMs.p99.toFixed(1)} ms, skipped batches ${result.skippedBatches}, gateway event-loop delay p50 ${loop.p50.toFixed(1)} p99 ${loop.p99.toFixed(1)} max ${loop.max.toFixed(1)} ms`);
-        return { rate, achieved, result, loop };
+        return { rate, achieved, result };
       };
       const maxRate = Math.max(httpRate, 1);
       let point = await paced(maxRate >= TARGET_RATE ? TARGET_RATE : roundRate(maxRate * 0.9));
@@ -140,7 +140,6 @@ export const ingestScenario: Scenario = {
         const after = process.memoryUsage();
         deltas.push({ heap: after.heapUsed - before.heapUsed, rss: after.rss - before.rss, live: services.realtime.live.size - liveBefore, tracked: engine.trackedDevices - trackedBefore });
       }
-      const median = (values: number[]) => [...values].sort((a, b) => a - b)[1]!;
       log(`memory per device over three rounds of ${DEVICES}: heap ${deltas.map((d) => Math.round(d.heap / DEVICES)).join(', ')} B; +${deltas.map((d) => d.live).join('/')} live positions, +${deltas.map((d) => d.tracked).join('/')} detection states`);
       const heapPerDevice = median(deltas.map((d) => d.heap)) / DEVICES;
       const live = Math.min(...deltas.map((d) => d.live));

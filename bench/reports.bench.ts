@@ -2,13 +2,8 @@ import { PositionStore } from '../shared/positions/position-store.js';
 import { createVenue, squareCartesians } from '../test/support/cartography.js';
 import { adminClient } from '../test/support/identity.js';
 import { startTestGateway } from '../test/support/test-gateway.js';
-import type { Figure, Scenario } from './harness.js';
+import { median, type Figure, type Scenario } from './harness.js';
 
-/**
- * Reports over a day of positions (issue target: 100 devices every second = 8.64 million rows, every report
- * within 3 times a plain count(*) over the same rows). The day is generated inside PostgreSQL. On embedded
- * storage the seed is scaled down (BENCH_REPORT_SECONDS, default 3,600 there) and the figure names say so.
- */
 /** Each query runs this many times and the median counts: one slow run (a checkpoint, another process) is not the figure. */
 const RUNS = Number(process.env.BENCH_REPORT_RUNS ?? 3);
 
@@ -19,9 +14,14 @@ async function medianMs(runs: number, run: () => Promise<unknown>): Promise<numb
     await run();
     times.push(performance.now() - started);
   }
-  return times.sort((a, b) => a - b)[Math.floor(times.length / 2)]!;
+  return median(times);
 }
 
+/**
+ * Reports over a day of positions (issue target: 100 devices every second = 8.64 million rows, every report
+ * within 3 times a plain count(*) over the same rows). The day is generated inside PostgreSQL. On embedded
+ * storage the seed is scaled down (BENCH_REPORT_SECONDS, default 3,600 there) and the figure names say so.
+ */
 export const reportsScenario: Scenario = {
   name: 'reports',
   async run(): Promise<Figure[]> {
