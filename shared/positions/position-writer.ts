@@ -18,7 +18,7 @@ interface PendingWrite {
 export class PositionWriter {
   private pending: PendingWrite[] = [];
   private pendingRows = 0;
-  /** Commits under way; `drained` resolves when there are none and nothing is pending. */
+  /** Commits under way; `flush()` callers in `idle` are resolved when there are none and nothing is pending. */
   private committing = 0;
   private scheduled = false;
   private idle: (() => void)[] = [];
