@@ -315,6 +315,9 @@ const positioningTime: Query = async (storage, params, scope) => {
  * Heatmap of a floor: geohash cells of precision 10 (25 latitude and 25 longitude bits, grouped by PostgreSQL
  * as integer cells, then named here), the weight being the number of distinct users (or devices) seen there.
  */
+/** Rows (and columns) of the geohash-10 grid: 25 bits of latitude and 25 of longitude. */
+const GEOHASH10_ROWS = 2 ** 25;
+
 const heatmap: Query = async (storage, params, scope) => {
   const filter = baseFilter(scope, params);
   filter.add('p.building_id = ?', params.building_id);
@@ -331,7 +334,7 @@ const heatmap: Query = async (storage, params, scope) => {
       sqlOf(
         `select lat_cell, lng_cell, count(distinct coalesce(user_id::text, 'device:' || device_id))::int as weight, sum(n)::int as positions
          from (
-           select least(floor((p.lat + 90) / 180 * 33554432), 33554431)::bigint as lat_cell, least(floor((p.lng + 180) / 360 * 33554432), 33554431)::bigint as lng_cell,
+           select least(floor((p.lat + 90) / 180 * ${GEOHASH10_ROWS}), ${GEOHASH10_ROWS - 1})::bigint as lat_cell, least(floor((p.lng + 180) / 360 * ${GEOHASH10_ROWS}), ${GEOHASH10_ROWS - 1})::bigint as lng_cell,
                   p.user_id, p.device_id, count(*) as n
            from positions p where ${filter.where.join(' and ')} group by 1, 2, 3, 4
          ) c group by 1, 2 order by 1, 2`,
@@ -340,7 +343,7 @@ const heatmap: Query = async (storage, params, scope) => {
     ),
   );
   const rows = cells.map((cell) => {
-    const hash = encodeGeohash(((Number(cell.lat_cell) + 0.5) / 33554432) * 180 - 90, ((Number(cell.lng_cell) + 0.5) / 33554432) * 360 - 180, 10);
+    const hash = encodeGeohash(((Number(cell.lat_cell) + 0.5) / GEOHASH10_ROWS) * 180 - 90, ((Number(cell.lng_cell) + 0.5) / GEOHASH10_ROWS) * 360 - 180, 10);
     const center = decodeGeohashCenter(hash);
     return [hash, center.lat, center.lng, cell.weight, cell.positions];
   });
