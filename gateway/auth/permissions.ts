@@ -22,6 +22,10 @@ export const ACTIONS = [
   'alarms:read',
   'alarms:raise',
   'alarms:manage',
+  /** See the positions, devices and alarms of every user of the organization, not only one's own. */
+  'tracking:read-all',
+  /** Raise alarm types that only the system raises (DEADMAN, GEOFENCE_MAX_STAY_TIME...): nobody holds it. */
+  'alarms:raise-system',
 ] as const;
 export type Action = (typeof ACTIONS)[number];
 
@@ -38,8 +42,8 @@ const everyone: Action[] = [
 
 /** The role table. Admins do everything in their organization; user managers run people and devices. */
 export const ROLE_PERMISSIONS: Readonly<Record<Role, ReadonlySet<Action>>> = {
-  admin: new Set<Action>(ACTIONS),
-  user_manager: new Set<Action>([...everyone, 'users:read', 'users:write', 'groups:read', 'groups:write', 'devices:read', 'devices:write', 'alarms:manage']),
+  admin: new Set<Action>(ACTIONS.filter((action) => action !== 'alarms:raise-system')),
+  user_manager: new Set<Action>([...everyone, 'users:read', 'users:write', 'groups:read', 'groups:write', 'devices:read', 'devices:write', 'alarms:manage', 'tracking:read-all']),
   user: new Set<Action>(everyone),
 };
 
@@ -51,3 +55,12 @@ export function assignableRoles(role: Role): Role[] {
   if (role === 'user_manager') return ['user_manager', 'user'];
   return [];
 }
+
+/**
+ * The one visibility rule for positions, devices and alarms: a caller whose role lacks `tracking:read-all`
+ * sees (and uploads) only what is about their own user. Returns the user id to confine a query, a topic or a
+ * replay to, or undefined when the caller sees the whole organization. REST, WebSocket topics, replay, history,
+ * exports and reports all ask this function.
+ */
+export const confinedUserId = (principal: { role: Role; userId: string }): string | undefined =>
+  can(principal.role, 'tracking:read-all') ? undefined : principal.userId;

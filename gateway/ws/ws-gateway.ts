@@ -295,6 +295,21 @@ export class WebSocketGateway {
     return all.length;
   }
 
+  /**
+   * Closes every authenticated socket whose principal matches, with `code` and `reason` (revocation: a deleted
+   * key, a changed password or role). Returns how many were closed.
+   */
+  closeWhere(match: (principal: Principal) => boolean, code: number, reason: string): number {
+    let closed = 0;
+    for (const connection of [...this.connections]) {
+      if (connection.principal && match(connection.principal)) {
+        connection.close(code, reason);
+        closed++;
+      }
+    }
+    return closed;
+  }
+
   get connectionCount(): number {
     return this.connections.size;
   }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ACTIONS, assignableRoles, can, type Action } from '../../gateway/auth/permissions.js';
+import { ACTIONS, assignableRoles, can, confinedUserId, type Action } from '../../gateway/auth/permissions.js';
 import { ROLES, type Role } from '../../shared/storage/entities/index.js';
 
 /** The expected rules, written out independently of the implementation's table. */
@@ -21,6 +21,8 @@ const expected: Record<Action, Role[]> = {
   'alarms:read': ['admin', 'user_manager', 'user'],
   'alarms:raise': ['admin', 'user_manager', 'user'],
   'alarms:manage': ['admin', 'user_manager'],
+  'tracking:read-all': ['admin', 'user_manager'],
+  'alarms:raise-system': [],
 };
 
 describe('role table', () => {
@@ -31,6 +33,12 @@ describe('role table', () => {
   const cells = ACTIONS.flatMap((action) => ROLES.map((role) => ({ action, role, allowed: expected[action].includes(role) })));
   it.each(cells)('$role may $action: $allowed', ({ action, role, allowed }) => {
     expect(can(role, action)).toBe(allowed);
+  });
+
+  it('confines a plain user to their own user id, and lets managers see the organization', () => {
+    expect(confinedUserId({ role: 'user', userId: 'u1' })).toBe('u1');
+    expect(confinedUserId({ role: 'user_manager', userId: 'u2' })).toBeUndefined();
+    expect(confinedUserId({ role: 'admin', userId: 'u3' })).toBeUndefined();
   });
 
   it('never lets a role hand out a role above its own', () => {
