@@ -23,6 +23,12 @@ export interface VenueSpec {
   /** Floor extent (metres): device walks stay inside it. */
   width: number;
   length: number;
+  /**
+   * How devices move. `circle` (default): each walks a 3 m circle around its own centre. `random`: each starts
+   * at a uniform point of the floor and moves by up to ±`stepM` in x and y per pose, clamped to the floor,
+   * from a seeded generator (the geofencing scenario's workload).
+   */
+  walk?: { kind: 'circle' } | { kind: 'random'; seed: number; stepM: number };
 }
 
 export type UploadTarget =
@@ -43,7 +49,7 @@ export interface LoadCommand {
   rounds?: number;
   /** A live subscriber (WebSocket) open for the whole run. */
   /** `batched`: the subscriber opens the socket with `?positions=batched` (one frame per upload and topic). */
-  subscribe?: { url: string; token: string; positionsTopic?: string; alarmsTopic?: string; measure: boolean; batched?: boolean };
+  subscribe?: { url: string; token: string; positionsTopic?: string; alarmsTopic?: string; geofenceEventsTopic?: string; measure: boolean; batched?: boolean };
   /** Alarm triggers: single-pose uploads with `danger: true`, each from a distinct device, during the window. */
   alarms?: { url: string; token: string; perSecond: number; devicePrefix: string; count: number; buildingId: number; floorId: number };
 }
@@ -75,6 +81,8 @@ export interface LoadResult {
   undelivered: number;
   alarmsSent: number;
   alarmsReceived: number;
+  /** Geofence enter/exit events the subscriber received within the window (single or batched frames). */
+  geofenceEvents: number;
   alarmMs: Summary;
   /** Generator CPU (user + system) over the window, as a share of one core. */
   generatorCpu: number;
@@ -87,6 +95,18 @@ const WALK_RADIUS_M = 3;
 
 export const deviceName = (prefix: string, index: number) => `${prefix}${String(index).padStart(4, '0')}`;
 
+/** mulberry32: a small seeded generator, so a workload is the same in every run. */
+export function seededRandom(seed: number): () => number {
+  let state = seed >>> 0;
+  return () => {
+    state = (state + 0x6d2b79f5) >>> 0;
+    let t = state;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
 /** Each device walks a 3 m circle around its own centre, about 0.3 m per pose, crossing fence lines now and then. */
 class Fleet {
   readonly ids: string[];
@@ -95,25 +115,54 @@ class Fleet {
   private readonly cy: Float64Array;
   private readonly head: string;
 
+  /**
+   * Random walk only: the generator moving every device. Fences and starting points repeat exactly; with several
+   * lanes the steps are drawn in the order uploads are acknowledged, so walks differ a little between runs.
+   */
+  private readonly random?: () => number;
+
   constructor(readonly venue: VenueSpec) {
     const n = venue.devices;
     this.ids = Array.from({ length: n }, (_, d) => deviceName(venue.devicePrefix, d));
     this.steps = new Int32Array(n);
     this.cx = new Float64Array(n);
     this.cy = new Float64Array(n);
-    const margin = WALK_RADIUS_M + 1;
-    for (let d = 0; d < n; d++) {
-      this.cx[d] = margin + ((d * 37.31) % (venue.width - 2 * margin));
-      this.cy[d] = margin + ((d * 23.71) % (venue.length - 2 * margin));
-      this.steps[d] = d % STEPS;
+    const walk = venue.walk ?? { kind: 'circle' };
+    if (walk.kind === 'random') {
+      this.random = seededRandom(walk.seed);
+      for (let d = 0; d < n; d++) {
+        this.cx[d] = this.random() * venue.width;
+        this.cy[d] = this.random() * venue.length;
+      }
+    } else {
+      const margin = WALK_RADIUS_M + 1;
+      for (let d = 0; d < n; d++) {
+        this.cx[d] = margin + ((d * 37.31) % (venue.width - 2 * margin));
+        this.cy[d] = margin + ((d * 23.71) % (venue.length - 2 * margin));
+        this.steps[d] = d % STEPS;
+      }
     }
     this.head = `,"building_id":${venue.buildingId},"floor_id":${venue.floorId},"x":`;
   }
 
   pose(d: number, timestamp: number): string {
     const step = this.steps[d]++ % STEPS;
-    const x = (this.cx[d] + WALK_RADIUS_M * COS[step]!).toFixed(2);
-    const y = (this.cy[d] + WALK_RADIUS_M * SIN[step]!).toFixed(2);
+    let x: string;
+    let y: string;
+    const walk = this.venue.walk;
+    if (walk?.kind === 'random') {
+      const clamp = (value: number, max: number) => Math.min(max, Math.max(0, value));
+      // The first pose of a device is its starting point; each later one moves it.
+      if (this.steps[d]! > 1) {
+        this.cx[d] = clamp(this.cx[d]! + (this.random!() * 2 - 1) * walk.stepM, this.venue.width);
+        this.cy[d] = clamp(this.cy[d]! + (this.random!() * 2 - 1) * walk.stepM, this.venue.length);
+      }
+      x = this.cx[d]!.toFixed(2);
+      y = this.cy[d]!.toFixed(2);
+    } else {
+      x = (this.cx[d]! + WALK_RADIUS_M * COS[step]!).toFixed(2);
+      y = (this.cy[d]! + WALK_RADIUS_M * SIN[step]!).toFixed(2);
+    }
     return `{"device_id":"${this.ids[d]}","timestamp":${timestamp}${this.head}${x},"y":${y},"yaw":${(step / 10).toFixed(1)},"accuracy":2}`;
   }
 }
@@ -252,13 +301,14 @@ async function run(command: LoadCommand): Promise<LoadResult> {
   const alarmSamples: number[] = [];
   let deliveredPositions = 0;
   let alarmsReceived = 0;
+  let geofenceEvents = 0;
   let subscriber: WebSocket | undefined;
   const measure = command.subscribe?.measure ?? false;
   if (command.subscribe) {
     const options = command.subscribe;
     subscriber = await openSocket(options.batched ? `${options.url}?positions=batched` : options.url);
     await ask(subscriber, { op: 'auth', token: options.token, id: 'auth' });
-    const topics = [options.positionsTopic, options.alarmsTopic].filter((topic): topic is string => !!topic);
+    const topics = [options.positionsTopic, options.alarmsTopic, options.geofenceEventsTopic].filter((topic): topic is string => !!topic);
     const delivered = (now: number, feature: { id: string; properties: { time: string } }) => {
       if (inWindow(now)) deliveredPositions++;
       if (!measure) return;
@@ -274,7 +324,11 @@ async function run(command: LoadCommand): Promise<LoadResult> {
       const frame = JSON.parse(data.toString());
       if (frame.op === 'position') delivered(now, frame.data);
       else if (frame.op === 'positions') for (const feature of frame.data) delivered(now, feature);
-      else if (frame.op === 'alarm') {
+      else if (frame.op === 'geofence_event') {
+        if (inWindow(now)) geofenceEvents++;
+      } else if (frame.op === 'geofence_events') {
+        if (inWindow(now)) geofenceEvents += frame.data.length;
+      } else if (frame.op === 'alarm') {
         const sent = alarmSentAt.get(frame.data.device_id);
         if (sent !== undefined) {
           alarmSentAt.delete(frame.data.device_id);
@@ -449,6 +503,7 @@ async function run(command: LoadCommand): Promise<LoadResult> {
     undelivered,
     alarmsSent,
     alarmsReceived,
+    geofenceEvents,
     alarmMs: summarise(alarmSamples),
     generatorCpu: cpu / 1000 / windowMs,
   };

@@ -1,6 +1,7 @@
 import { buildingDetailScenario } from './cartography.bench.js';
 import { csvExportScenario } from './history.bench.js';
 import { detectionScenario } from './detection.bench.js';
+import { geofencingScenario } from './geofencing.bench.js';
 import { ingestScenario } from './ingest.bench.js';
 import { report, type Figure, type Scenario } from './harness.js';
 import { reportsScenario } from './reports.bench.js';
@@ -10,7 +11,7 @@ import { reportsScenario } from './reports.bench.js';
  * default; DATABASE_URL / REDIS_URL for PostgreSQL and Redis), prints a table and writes bench/results/.
  * Figures are reported against their targets, never asserted: speed is measured here, not in the tests.
  */
-const scenarios: Scenario[] = [buildingDetailScenario, csvExportScenario, ingestScenario, detectionScenario, reportsScenario];
+const scenarios: Scenario[] = [buildingDetailScenario, csvExportScenario, ingestScenario, detectionScenario, geofencingScenario, reportsScenario];
 
 const wanted = process.argv.slice(2);
 const figures: Figure[] = [];

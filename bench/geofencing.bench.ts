@@ -1,0 +1,156 @@
+import { ADMIN_EMAIL, ADMIN_PASSWORD, login } from '../test/support/identity.js';
+import { startTestGateway, type RunningGateway } from '../test/support/test-gateway.js';
+import type { Figure, Scenario } from './harness.js';
+import { LoadGenerator, formatRate } from './load-client.js';
+import { seededRandom, type LoadCommand, type LoadResult, type VenueSpec } from './load-generator.js';
+
+const SCENARIO = 'geofencing';
+const FLOOR_M = 200;
+const DEVICES = 2000;
+const BATCH = 100;
+const SEED = Number(process.env.BENCH_SEED ?? 15);
+/** Fence counts to run; BENCH_FENCES="1000" runs one. */
+const FENCE_COUNTS = (process.env.BENCH_FENCES ?? '1000,10000').split(',').map(Number);
+/** Concurrent uploads in flight (each lane owns its devices); BENCH_LANES overrides. */
+const LANES = Number(process.env.BENCH_LANES ?? 32);
+const WS_SOCKETS = Math.min(8, LANES);
+/** Measured seconds of each closed-loop run (after 1 s of warm-up); BENCH_SECONDS overrides. */
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
+
+/** A rectangle of sides `w` x `h` centred on (cx, cy), turned by `angle`, as a closed ring of floor metres. */
+export function rotatedRectangle(cx: number, cy: number, w: number, h: number, angle: number): [number, number][] {
+  const cos = Math.cos(angle);
+  const sin = Math.sin(angle);
+  const corners: [number, number][] = [
+    [-w / 2, -h / 2],
+    [w / 2, -h / 2],
+    [w / 2, h / 2],
+    [-w / 2, h / 2],
+  ].map(([dx, dy]) => [Math.round((cx + dx! * cos - dy! * sin) * 1000) / 1000, Math.round((cy + dx! * sin + dy! * cos) * 1000) / 1000]);
+  return [...corners, corners[0]!];
+}
+
+interface GeofencingVenue {
+  token: string;
+  buildingId: number;
+  floorId: number;
+}
+
+/**
+ * The workload of issue 15: one 200 m x 200 m floor (rotation 0) with `fences` rotated rectangles, sides 4-20 m,
+ * centres uniform in 10-190 m, from a seeded generator; created through the API as an operator would.
+ */
+async function setupGeofencingVenue(running: RunningGateway, fences: number): Promise<GeofencingVenue> {
+  const token = (await login(running.client, ADMIN_EMAIL, ADMIN_PASSWORD)).access_token;
+  const admin = running.client.withToken(token);
+  const building = await admin.post('/api/v1/buildings', {
+    name: `Geofencing ${fences}`,
+    location: { lat: 40.4168, lng: -3.7038 },
+    dimensions: { width: FLOOR_M, length: FLOOR_M },
+    rotation: 0,
+  });
+  if (building.status !== 201) throw new Error(`building: ${building.status} ${building.text}`);
+  const floor = await admin.post('/api/v1/floors', { building_id: building.body.id, level: 0, name: 'Ground' });
+  if (floor.status !== 201) throw new Error(`floor: ${floor.status} ${floor.text}`);
+  const random = seededRandom(SEED * 7919 + fences);
+  const shapes = Array.from({ length: fences }, () => rotatedRectangle(10 + random() * 180, 10 + random() * 180, 4 + random() * 16, 4 + random() * 16, random() * Math.PI));
+  let next = 0;
+  const worker = async () => {
+    for (let i = next++; i < fences; i = next++) {
+      const response = await admin.post('/api/v1/geofences', { name: `Fence ${i}`, building_id: building.body.id, floor_id: floor.body.id, type: 'POLYGON', cartesians: shapes[i] });
+      if (response.status !== 201) throw new Error(`geofence ${i}: ${response.status} ${response.text}`);
+    }
+  };
+  await Promise.all([worker(), worker(), worker(), worker()]);
+  return { token, buildingId: building.body.id, floorId: floor.body.id };
+}
+
+interface Measured {
+  positionsPerSecond: number;
+  eventsPerSecond: number;
+  eventsPerPosition: number;
+  /** CPU of this process (the gateway; the load generator is a child) per acknowledged position. */
+  gatewayCpuUsPerPosition: number;
+  result: LoadResult;
+}
+
+/**
+ * Issue 15: the dedicated in-memory geofencing server's workload, on Floorcast storing every position. 2,000
+ * devices random-walking (±1 m per step, clamped to the floor), poses in batches of 100 over several
+ * connections with several uploads in flight, each device's first position uploaded before timing starts; a
+ * position counts once acknowledged (stored); one WebSocket subscriber of the building's geofence events gets
+ * every enter/exit. Run at 1,000 and 10,000 fences, over HTTP and over WebSocket upload.
+ */
+export const geofencingScenario: Scenario = {
+  name: SCENARIO,
+  async run(): Promise<Figure[]> {
+    const figures: Figure[] = [];
+    const add = (figure: Omit<Figure, 'scenario'>) => figures.push({ scenario: SCENARIO, ...figure });
+    const log = (line: string) => process.stdout.write(`  ${line}\n`);
+    const perFence: { fences: number; http: Measured; ws: Measured }[] = [];
+    for (const fences of FENCE_COUNTS) {
+      const running = await startTestGateway({ LOG_LEVEL: 'silent' });
+      const generator = LoadGenerator.start();
+      try {
+        const started = performance.now();
+        const venue = await setupGeofencingVenue(running, fences);
+        log(`${formatRate(fences)} fences created in ${((performance.now() - started) / 1000).toFixed(1)} s`);
+        const wsUrl = `${running.baseUrl.replace(/^http/, 'ws')}/api/v1/ws`;
+        const fleet = (prefix: string): VenueSpec => ({
+          buildingId: venue.buildingId,
+          floorId: venue.floorId,
+          devicePrefix: prefix,
+          devices: DEVICES,
+          width: FLOOR_M,
+          length: FLOOR_M,
+          walk: { kind: 'random', seed: SEED, stepM: 1 },
+        });
+        const http = { type: 'http' as const, url: `${running.baseUrl}/api/v1/realtime/positions`, token: venue.token };
+        const subscriber = { url: wsUrl, token: venue.token, geofenceEventsTopic: `buildings/${venue.buildingId}/geofence-events`, measure: false };
+        const measure = async (label: string, target: LoadCommand['target'], prefix: string): Promise<Measured> => {
+          const base = { venue: fleet(prefix), batch: BATCH, lanes: LANES };
+          // Each device's first position, before timing starts (it enters its first fences here).
+          await generator.run({ ...base, target: http, rounds: 1, warmupMs: 0, durationMs: 0 });
+          const cpuBefore = process.cpuUsage();
+          const result = await generator.run({ ...base, target, warmupMs: 1000, durationMs: SECONDS * 1000, subscribe: subscriber });
+          const cpu = process.cpuUsage(cpuBefore);
+          if (result.errors > 0) {
+            log(`${label}: ${result.errors} failed uploads, e.g. ${result.errorSamples.join(' | ')}`);
+            add({ metric: `F=${fences} ${label}: failed uploads`, value: result.errors, unit: 'requests', target: '0', met: false });
+          }
+          const positionsPerSecond = (result.ackedPoses * 1000) / result.windowMs;
+          const eventsPerSecond = (result.geofenceEvents * 1000) / result.windowMs;
+          // The whole run's CPU (warm-up and drain included) over the positions acknowledged in the window: an upper bound.
+          const gatewayCpuUsPerPosition = (cpu.user + cpu.system) / Math.max(1, result.ackedPoses);
+          const measured = { positionsPerSecond, eventsPerSecond, eventsPerPosition: eventsPerSecond / Math.max(1, positionsPerSecond), gatewayCpuUsPerPosition, result };
+          log(
+            `F=${formatRate(fences)} ${label}: ${formatRate(positionsPerSecond)} pos/s, ${formatRate(eventsPerSecond)} enter/exit/s (${measured.eventsPerPosition.toFixed(2)} per position), ack p99 ${result.ackMs.p99.toFixed(1)} ms, gateway CPU ${gatewayCpuUsPerPosition.toFixed(1)} µs/position, generator CPU ${(result.generatorCpu * 100).toFixed(0)}%`,
+          );
+          return measured;
+        };
+        const overHttp = await measure(`HTTP (${LANES} uploads in flight)`, http, 'h-');
+        const overWs = await measure(`WebSocket (${WS_SOCKETS} sockets, ${LANES} uploads in flight)`, { type: 'ws', url: wsUrl, token: venue.token, sockets: WS_SOCKETS }, 'w-');
+        perFence.push({ fences, http: overHttp, ws: overWs });
+        const positionTarget = fences <= 1000 ? { target: '>= 40,000 pos/s (peer in memory: 40,500)' } : {};
+        const eventTarget = fences >= 10_000 ? { target: '>= 40,000 events/s (peer: ~25,000)' } : {};
+        for (const [label, m] of [['HTTP', overHttp], ['WebSocket upload', overWs]] as const) {
+          add({ metric: `F=${fences}: acknowledged positions over ${label}`, value: m.positionsPerSecond, unit: 'pos/s', ...positionTarget, ...(fences <= 1000 ? { met: m.positionsPerSecond >= 40_000 } : {}) });
+          add({ metric: `F=${fences}: enter/exit events stored and pushed, ${label}`, value: m.eventsPerSecond, unit: 'events/s', ...eventTarget, ...(fences >= 10_000 ? { met: m.eventsPerSecond >= 40_000 } : {}) });
+          add({ metric: `F=${fences}: gateway CPU per position, ${label} (${m.eventsPerPosition.toFixed(2)} events/position)`, value: m.gatewayCpuUsPerPosition, unit: 'µs' });
+        }
+      } finally {
+        generator.stop();
+        await running.stop();
+      }
+    }
+    // Fitted over the fence counts: CPU per position = a + b x events per position (HTTP runs).
+    if (perFence.length >= 2) {
+      const [low, high] = [perFence[0]!.http, perFence[perFence.length - 1]!.http];
+      const perEvent = (high.gatewayCpuUsPerPosition - low.gatewayCpuUsPerPosition) / (high.eventsPerPosition - low.eventsPerPosition);
+      const perPosition = low.gatewayCpuUsPerPosition - perEvent * low.eventsPerPosition;
+      add({ metric: 'fitted gateway CPU per position (no events), HTTP', value: perPosition, unit: 'µs' });
+      add({ metric: 'fitted gateway CPU per enter/exit event, HTTP', value: perEvent, unit: 'µs' });
+    }
+    return figures;
+  },
+};
