@@ -38,6 +38,8 @@ import { organizationRoutes } from './routes/organizations.route.js';
 import { userRoutes } from './routes/users.route.js';
 import { openApiRoutes } from './routes/openapi.route.js';
 import { consoleRoutes } from './routes/console.route.js';
+import { routingRoutes } from './routes/routing.route.js';
+import { RoutingService } from './routing/routing-service.js';
 import type { GatewayServices } from './services.js';
 
 export interface Gateway {
@@ -85,8 +87,9 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
   const engine = new DetectionEngine(registry, Math.max(config.LIVE_POSITION_TTL_SECONDS, 3600) * 1000);
   const detection = new DetectionService(engine, alarms, registry, writer, bus, logger);
   pipeline.useDetection(detection.steps());
-  await Promise.all([registry.start(), devices.start(), realtime.start()]);
-  const services: GatewayServices = { config, logger, storage, bus, jobs, tokens, credentials, authenticator, cartography, registry, devices, writer, pipeline, realtime, alarms, detection };
+  const routing = new RoutingService(storage, registry, realtime.live, bus);
+  await Promise.all([registry.start(), devices.start(), realtime.start(), routing.start()]);
+  const services: GatewayServices = { config, logger, storage, bus, jobs, tokens, credentials, authenticator, cartography, registry, devices, writer, pipeline, realtime, alarms, detection, routing };
   const bootstrap = await bootstrapFirstAdmin(storage, config, logger);
 
   const http = new HttpServer({ maxBodyBytes: config.MAX_BODY_BYTES, logger, authenticate: authenticator.authenticate });
@@ -102,6 +105,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
     ...alarmRoutes(services),
     ...reportRoutes(services),
     ...historyRoutes(services),
+    ...routingRoutes(services),
     ...imageRoutes(services),
     ...consoleRoutes(logger),
     ...openApiRoutes(() => http.router.routes),

@@ -15,6 +15,7 @@ import type { WebSocketGateway } from './ws/ws-gateway.js';
 import type { AlarmService } from './alarms/alarm-service.js';
 import type { DetectionService } from './detection/detection-service.js';
 import type { PositionWriter } from '../shared/positions/position-writer.js';
+import type { RoutingService } from './routing/routing-service.js';
 
 /** The gateway's long-lived collaborators, built once at boot and handed to every route module. */
 export interface GatewayServices {
@@ -34,6 +35,7 @@ export interface GatewayServices {
   realtime: RealtimeService;
   alarms: AlarmService;
   detection: DetectionService;
+  routing: RoutingService;
   /** Set once the WebSocket side is attached (after the services are built). */
   websockets?: WebSocketGateway;
 }
