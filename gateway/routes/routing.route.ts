@@ -113,10 +113,11 @@ export function routingRoutes(services: GatewayServices) {
         y: metres,
         limit: z.coerce.number().int().min(1).max(1000).default(10),
         accessible: booleanParam.optional(),
+        group_id: z.uuid().optional().describe("Only devices whose user is in this group (e.g. the responders)"),
       }),
       response: nearestSchema,
       handler: async ({ principal, params, query }) => ({
-        body: await routing.nearestDevices(principal, params.building_id, { floorId: query.floor_id, x: query.x, y: query.y }, { limit: query.limit, accessible: query.accessible ?? false, maxAgeSeconds: config.LIVE_POSITION_TTL_SECONDS }),
+        body: await routing.nearestDevices(principal, params.building_id, { floorId: query.floor_id, x: query.x, y: query.y }, { limit: query.limit, accessible: query.accessible ?? false, maxAgeSeconds: config.LIVE_POSITION_TTL_SECONDS, groupId: query.group_id }),
       }),
     }),
   ];

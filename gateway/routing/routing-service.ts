@@ -101,7 +101,7 @@ export class RoutingService {
   }
 
   /** Live devices of the building ranked by route distance to a point (nearest first), for dispatch. */
-  async nearestDevices(principal: Principal, buildingId: number, target: Placed, options: { limit: number; accessible: boolean; maxAgeSeconds: number }) {
+  async nearestDevices(principal: Principal, buildingId: number, target: Placed, options: { limit: number; accessible: boolean; maxAgeSeconds: number; groupId?: string }) {
     const runtime = await this.runtime(principal, buildingId);
     const { graph } = await this.graphOf(runtime);
     if (!runtime.floors.has(target.floorId)) throw new ValidationError([{ field: 'floor_id', message: `no floor ${target.floorId} in building ${buildingId}` }]);
@@ -109,12 +109,18 @@ export class RoutingService {
     const toSnap = this.snap(graph, target, search, 'to');
     const distanceFrom = graph.distancesTo(toSnap, search);
     const confined = confinedUserId(principal);
+    // Responders of one group: devices whose user is in it.
+    let userIds = confined !== undefined ? [confined] : undefined;
+    if (options.groupId !== undefined) {
+      const members = await this.storage.execute<{ id: string }>('select id from users where organization_id = ? and group_id = ?', [principal.organizationId, options.groupId]);
+      userIds = members.map((member) => member.id).filter((id) => confined === undefined || id === confined);
+    }
     const records = this.live.query({
       organizationId: principal.organizationId,
       buildingIds: [runtime.id],
       indoor: true,
       since: this.now() - options.maxAgeSeconds * 1000,
-      ...(confined ? { userIds: [confined] } : {}),
+      ...(userIds ? { userIds } : {}),
     });
     const ranked = [];
     for (const record of records) {

@@ -123,6 +123,15 @@ describe('routing on the path graph', () => {
     expect(nearest.body.data[1].route_distance_m).toBeCloseTo(30, 1);
     expect(nearest.body.data[0].straight_distance_m).toBeLessThan(nearest.body.data[1].straight_distance_m);
 
+    // Responders: only devices whose user is in the chosen group.
+    const group = await admin.post('/api/v1/groups', { name: 'Responders' });
+    expect(group.status, group.text).toBe(201);
+    const responder = await createUser(admin, 'user', { groups: group.body.id });
+    expect((await admin.post('/api/v1/realtime/positions', { poses: [{ device_id: 'responder-phone', user_id: responder.user.id, timestamp: Date.now(), building_id: buildingId, floor_id: first, x: 5, y: 10 }] })).status).toBe(204);
+    const responders = await admin.get(`/api/v1/buildings/${buildingId}/nearest_devices?floor_id=${first}&x=50&y=10&group_id=${group.body.id}`);
+    expect(responders.status, responders.text).toBe(200);
+    expect(responders.body.data.map((device: { device_id: string }) => device.device_id)).toEqual(['responder-phone']);
+
     // A plain user sees only their own devices, and cannot route from a colleague's.
     const user = await createUser(admin, 'user');
     const plain = running.client.withToken((await login(running.client, user.email, user.password)).access_token);
