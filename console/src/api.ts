@@ -1,4 +1,4 @@
-import type { Alarm, AlarmState, Building, BuildingDetail, Floor, PositionFeature } from './model.js';
+import type { Alarm, AlarmState, Building, BuildingDetail, Floor, Group, PositionFeature, RankedDevice, ReportResult, Route } from './model.js';
 
 /** The flat error body every route answers with. */
 export class ApiError extends Error {
@@ -87,8 +87,43 @@ export class Api {
     return this.request('PATCH', `/api/v1/alarms/${encodeURIComponent(id)}`, { state });
   }
 
+  /** Groups (for the responders picker); only managers may list them, anyone else gets none. */
+  async groups(): Promise<Group[]> {
+    try {
+      const answer = await this.request<Group[] | Page<Group>>('GET', '/api/v1/groups?size=1000');
+      return Array.isArray(answer) ? answer : answer.data;
+    } catch (error) {
+      if (error instanceof ApiError && error.status === 403) return [];
+      throw error;
+    }
+  }
+
+  nearestDevices(buildingId: number, floorId: number, x: number, y: number, groupId: string | null, limit = 5): Promise<{ data: RankedDevice[] }> {
+    const query = new URLSearchParams({ floor_id: String(floorId), x: String(x), y: String(y), limit: String(limit) });
+    if (groupId) query.set('group_id', groupId);
+    return this.request('GET', `/api/v1/buildings/${buildingId}/nearest_devices?${query}`);
+  }
+
+  routeToAlarm(buildingId: number, fromDeviceId: string, alarmId: string): Promise<Route> {
+    const query = new URLSearchParams({ from_device_id: fromDeviceId, to_alarm_id: alarmId });
+    return this.request('GET', `/api/v1/buildings/${buildingId}/route?${query}`);
+  }
+
+  report<Row>(name: string, params: Record<string, string>): Promise<ReportResult<Row>> {
+    return this.request('GET', `/api/v1/reports/${name}.json?${new URLSearchParams(params)}`);
+  }
+
+  /** A report's CSV as a blob: URL (the token travels in a header, so a plain link cannot fetch it); the caller revokes it. */
+  async reportCsvUrl(name: string, params: Record<string, string>): Promise<string> {
+    return this.blobUrl(`/api/v1/reports/${name}.csv?${new URLSearchParams(params)}`);
+  }
+
   /** A protected image (floorplans need the token) as a blob: URL; the caller revokes it. */
-  async imageUrl(path: string): Promise<string> {
+  imageUrl(path: string): Promise<string> {
+    return this.blobUrl(path);
+  }
+
+  private async blobUrl(path: string): Promise<string> {
     const response = await fetch(path, { headers: { authorization: `Bearer ${this.token}` } });
     if (!response.ok) {
       const error = await errorOf(response);

@@ -16,6 +16,25 @@ interface Device {
   group?: SVGGElement;
 }
 
+/** A route to draw: each leg's points on its floor (only the shown floor's leg is drawn). */
+export interface MapRoute {
+  legs: { floor_id: number; points: { x: number; y: number }[] }[];
+  label: string;
+}
+
+/** Where a device has been, oldest first. */
+export interface MapTrail {
+  deviceId: string;
+  points: { floorId: number; x: number; y: number }[];
+}
+
+/** Heat on one floor: squares of `size` metres centred on (x, y), shaded by weight. */
+export interface MapHeat {
+  floorId: number;
+  size: number;
+  cells: { x: number; y: number; weight: number }[];
+}
+
 interface Frame {
   /** Drawing size in SVG user units (the image's pixels, or metres x PLAIN_SCALE). */
   width: number;
@@ -37,7 +56,8 @@ export class FloorMap {
   private imageUrl: string | null = null;
   private highlighted: { deviceId: string | null; position: { x: number; y: number } | null } = { deviceId: null, position: null };
   private readonly root: SVGSVGElement;
-  private readonly layers: { base: SVGGElement; zones: SVGGElement; alarm: SVGGElement; devices: SVGGElement };
+  private readonly layers: { base: SVGGElement; heat: SVGGElement; zones: SVGGElement; trail: SVGGElement; route: SVGGElement; alarm: SVGGElement; devices: SVGGElement };
+  private overlays: { route: MapRoute | null; trail: MapTrail | null; heat: MapHeat | null } = { route: null, trail: null, heat: null };
   private loadToken = 0;
 
   constructor(
@@ -45,15 +65,20 @@ export class FloorMap {
     private readonly summary: HTMLElement,
     private readonly api: () => Api,
     private readonly userName: (userId: string | null) => string | null,
+    /** A device dot clicked (or chosen with Enter): the console shows its trail. */
+    private readonly selectDevice: (deviceId: string) => void = () => undefined,
   ) {
     this.root = svg('svg', { class: 'floor-map', role: 'img', 'aria-labelledby': 'map-summary', preserveAspectRatio: 'xMidYMid meet' });
     this.layers = {
       base: svg('g', { class: 'layer-base' }),
+      heat: svg('g', { class: 'layer-heat' }),
       zones: svg('g', { class: 'layer-zones' }),
+      trail: svg('g', { class: 'layer-trail' }),
+      route: svg('g', { class: 'layer-route' }),
       alarm: svg('g', { class: 'layer-alarm' }),
       devices: svg('g', { class: 'layer-devices' }),
     };
-    this.root.append(this.layers.base, this.layers.zones, this.layers.alarm, this.layers.devices);
+    this.root.append(this.layers.base, this.layers.heat, this.layers.zones, this.layers.trail, this.layers.route, this.layers.alarm, this.layers.devices);
     this.container.replaceChildren(this.root);
   }
 
@@ -100,6 +125,7 @@ export class FloorMap {
 
   clear(): void {
     ++this.loadToken;
+    this.overlays = { route: null, trail: null, heat: null };
     this.releaseImage();
     this.devices.clear();
     this.building = null;
@@ -137,7 +163,68 @@ export class FloorMap {
     this.redraw();
   }
 
+  /** The route from a responder to the selected alarm; null clears. */
+  setRoute(route: MapRoute | null): void {
+    this.overlays.route = route;
+    this.drawOverlays();
+  }
+
+  /** A device's recent trail; null clears. */
+  setTrail(trail: MapTrail | null): void {
+    this.overlays.trail = trail;
+    this.drawOverlays();
+  }
+
+  /** The heatmap of a floor; null clears. */
+  setHeat(heat: MapHeat | null): void {
+    this.overlays.heat = heat;
+    this.drawOverlays();
+  }
+
+  private drawOverlays(): void {
+    for (const layer of [this.layers.heat, this.layers.trail, this.layers.route]) layer.replaceChildren();
+    if (!this.frame || !this.floor) return;
+    const floorId = this.floor.id;
+    const u = this.unit();
+    const { heat, trail, route } = this.overlays;
+    if (heat && heat.floorId === floorId && heat.cells.length > 0) {
+      const max = Math.max(...heat.cells.map((cell) => cell.weight));
+      const side = heat.size * this.frame.scale;
+      for (const cell of heat.cells) {
+        const [px, py] = this.toPixels(cell.x, cell.y);
+        // Opacity from a fifth (one visit) to nearly opaque (the busiest cell): square root, so quiet cells still show.
+        const opacity = 0.2 + 0.7 * Math.sqrt(cell.weight / max);
+        this.layers.heat.append(svg('rect', { class: 'heat-cell', x: px - side / 2, y: py - side / 2, width: side, height: side, 'fill-opacity': opacity.toFixed(3), 'data-weight': cell.weight }, svg('title', {}, `${cell.weight} positions`)));
+      }
+    }
+    if (trail) {
+      const points = trail.points.filter((point) => point.floorId === floorId).map((point) => this.toPixels(point.x, point.y).join(','));
+      if (points.length > 0) {
+        this.layers.trail.append(
+          svg('g', { class: 'trail', 'data-device-id': trail.deviceId, 'data-points': points.length }, svg('title', {}, `Trail of ${trail.deviceId}`), svg('polyline', { points: points.join(' '), 'stroke-width': u * 0.5 })),
+        );
+      }
+    }
+    if (route) {
+      const leg = route.legs.find((candidate) => candidate.floor_id === floorId);
+      if (leg && leg.points.length > 0) {
+        const points = leg.points.map((point) => this.toPixels(point.x, point.y));
+        const [ex, ey] = points[points.length - 1]!;
+        this.layers.route.append(
+          svg(
+            'g',
+            { class: 'route' },
+            svg('title', {}, route.label),
+            svg('polyline', { points: points.map((point) => point.join(',')).join(' '), 'stroke-width': u * 0.8 }),
+            svg('circle', { class: 'route-end', cx: ex, cy: ey, r: u * 1.2 }),
+          ),
+        );
+      }
+    }
+  }
+
   private redraw(): void {
+    this.drawOverlays();
     this.layers.alarm.replaceChildren();
     const { position } = this.highlighted;
     if (this.frame && position) {
@@ -224,7 +311,11 @@ export class FloorMap {
     const highlighted = this.highlighted.deviceId === id;
     let group = device.group;
     if (!group || !group.isConnected) {
-      group = svg('g', { class: 'device', 'data-device-id': id });
+      group = svg('g', { class: 'device', 'data-device-id': id, tabindex: 0, role: 'button' });
+      group.addEventListener('click', () => this.selectDevice(id));
+      group.addEventListener('keydown', (event) => {
+        if ((event as KeyboardEvent).key === 'Enter') this.selectDevice(id);
+      });
       group.append(
         svg('title'),
         svg('circle', { class: 'device-accuracy' }),
@@ -239,7 +330,7 @@ export class FloorMap {
     group.classList.toggle('highlighted', highlighted);
     group.dataset.stale = String(stale);
     const [title, accuracy, ring, dot, text] = Array.from(group.children) as [SVGTitleElement, SVGCircleElement, SVGCircleElement, SVGCircleElement, SVGTextElement];
-    setText(title, `${label} at x ${x.toFixed(1)} m, y ${y.toFixed(1)} m`);
+    setText(title, `${label} at x ${x.toFixed(1)} m, y ${y.toFixed(1)} m (select to show its trail)`);
     setAttributes(accuracy, { cx: px, cy: py, r: Math.max(0, (properties.accuracy ?? 0) * this.frame.scale) });
     setAttributes(ring, { cx: px, cy: py, r: highlighted ? u * 3 : 0 });
     setAttributes(dot, { cx: px, cy: py, r: u * 1.1 });

@@ -4,6 +4,7 @@ import { Announcer } from './announcer.js';
 import { Api, ApiError } from './api.js';
 import { byId, h, setText } from './dom.js';
 import { FloorMap } from './floor-map.js';
+import { DayReport, deviceTrail, floorHeat, responderRoute } from './insights.js';
 import { LiveSocket, type ConnectionState } from './live-socket.js';
 import { typeLabel, type Alarm, type AlarmState, type Building, type BuildingDetail, type Floor } from './model.js';
 import { clearSession, loadSession, saveSession, sessionOf, type Session } from './session.js';
@@ -40,6 +41,16 @@ const ui = {
   activeOnly: byId<HTMLInputElement>('active-only'),
   inboxError: byId('inbox-error'),
   alarms: byId<HTMLOListElement>('alarms'),
+  responders: byId<HTMLSelectElement>('responders'),
+  trailMinutes: byId<HTMLSelectElement>('trail-minutes'),
+  heatmap: byId<HTMLSelectElement>('heatmap'),
+  routeSummary: byId('route-summary'),
+  trailSummary: byId('trail-summary'),
+  reportDay: byId<HTMLInputElement>('report-day'),
+  reportShow: byId<HTMLButtonElement>('report-show'),
+  reportStatus: byId('report-status'),
+  visitorsChart: byId('visitors-chart'),
+  stayChart: byId('stay-chart'),
 };
 
 const VIEW_KEY = 'floorcast.console.view';
@@ -62,13 +73,18 @@ class ControlRoom {
   private expiry: number | undefined;
   private stopped = false;
   private readonly cleanups: (() => void)[] = [];
+  private readonly report: DayReport;
+  /** The device whose trail is shown, and counters that drop answers overtaken by a newer request. */
+  private trailDevice: string | null = null;
+  private readonly latest = { route: 0, trail: 0, heat: 0 };
 
   constructor(
     private readonly session: Session,
     private readonly signOut: (message?: string) => void,
   ) {
     this.api = new Api(session.token, (message) => this.signOut(`Signed out: ${message}`));
-    this.map = new FloorMap(ui.map, ui.mapSummary, () => this.api, (userId) => (userId ? (this.users.get(userId) ?? null) : null));
+    this.map = new FloorMap(ui.map, ui.mapSummary, () => this.api, (userId) => (userId ? (this.users.get(userId) ?? null) : null), (deviceId) => void this.showTrail(deviceId));
+    this.report = new DayReport(() => this.api, { status: ui.reportStatus, visitors: ui.visitorsChart, stays: ui.stayChart });
     this.announcer = new Announcer({ banner: ui.banner, text: ui.bannerText, more: ui.bannerMore, soundButton: ui.sound }, (alarm) => `${typeLabel(alarm.type)} · ${this.who(alarm)} · ${this.where(alarm)}`);
     this.inbox = new AlarmInbox(ui.alarms, ui.alarmsHeading, {
       canManage: MANAGERS.has(session.role),
@@ -89,6 +105,17 @@ class ControlRoom {
     this.listen(ui.floor, 'change', () => void this.selectFloor(Number(ui.floor.value)));
     this.listen(ui.activeOnly, 'change', () => this.inbox.setActiveOnly(ui.activeOnly.checked));
     this.listen(ui.sound, 'click', () => this.announcer.toggleSound());
+    this.listen(ui.responders, 'change', () => {
+      if (this.selected) void this.routeTo(this.selected);
+    });
+    this.listen(ui.trailMinutes, 'change', () => {
+      if (this.trailDevice) void this.showTrail(this.trailDevice);
+    });
+    this.listen(ui.heatmap, 'change', () => void this.refreshHeat());
+    this.listen(ui.reportShow, 'click', () => {
+      if (this.building && ui.reportDay.value) void this.report.show(this.building, ui.reportDay.value);
+    });
+    ui.reportDay.value = localDay(new Date());
     this.listen(ui.bannerAck, 'click', () => this.acknowledgeShown());
     this.listen(ui.bannerAckAll, 'click', () => {
       for (const alarm of [...this.announcer.all]) this.inbox.acknowledge(alarm.id);
@@ -106,8 +133,15 @@ class ControlRoom {
     this.ticker = window.setInterval(() => this.tick(), 1000);
 
     try {
-      const [buildings, floors, users, alarms] = await Promise.all([this.api.buildings(), this.api.floors(), this.api.userNames().catch(() => new Map<string, string>()), this.api.alarms()]);
+      const [buildings, floors, users, alarms, groups] = await Promise.all([
+        this.api.buildings(),
+        this.api.floors(),
+        this.api.userNames().catch(() => new Map<string, string>()),
+        this.api.alarms(),
+        this.api.groups().catch(() => []),
+      ]);
       if (this.stopped) return;
+      ui.responders.replaceChildren(h('option', { value: '' }, 'any device'), ...groups.map((group) => h('option', { value: group.id }, group.name)));
       for (const building of buildings) this.buildings.set(building.id, building);
       for (const floor of floors) this.floors.set(floor.id, floor);
       this.users = users;
@@ -141,6 +175,9 @@ class ControlRoom {
     for (const cleanup of this.cleanups.splice(0)) cleanup();
     this.map.clear();
     this.inbox.clear();
+    this.report.clear();
+    setText(ui.routeSummary, '');
+    setText(ui.trailSummary, '');
     ui.building.replaceChildren();
     ui.floor.replaceChildren();
     setText(ui.inboxError, '');
@@ -200,6 +237,9 @@ class ControlRoom {
       if (detail.floors.length === 0) ui.floor.append(h('option', { value: '' }, 'No floors'));
       const floor = detail.floors.find((f) => f.id === floorId) ?? detail.floors.find((f) => f.level === 0) ?? detail.floors[0] ?? null;
       this.live?.watchBuilding(id);
+      this.trailDevice = null;
+      this.map.setTrail(null);
+      setText(ui.trailSummary, '');
       await this.selectFloor(floor?.id ?? null);
       await this.refreshPositions();
     } catch (error) {
@@ -214,6 +254,58 @@ class ControlRoom {
     saveView({ building: this.building.id, floor: this.floor?.id ?? null });
     await this.map.show(this.building, this.floor);
     this.highlightSelected();
+    await this.refreshHeat();
+  }
+
+  /** The heatmap overlay of the shown floor over the chosen range (off: none). */
+  private async refreshHeat(): Promise<void> {
+    const token = ++this.latest.heat;
+    const hours = Number(ui.heatmap.value);
+    if (!hours || !this.building || !this.floor) return this.map.setHeat(null);
+    try {
+      const heat = await floorHeat(this.api, this.building, this.floor.id, hours);
+      if (token === this.latest.heat && !this.stopped) this.map.setHeat(heat);
+    } catch (error) {
+      if (token === this.latest.heat) setText(ui.mapSummary, `Could not load the heatmap: ${messageOf(error)}`);
+    }
+  }
+
+  /** Draws where a device has been over the chosen minutes (a click on its dot, or the selected alarm's device). */
+  private async showTrail(deviceId: string): Promise<void> {
+    if (!this.building) return;
+    const token = ++this.latest.trail;
+    const minutes = Number(ui.trailMinutes.value) || 15;
+    this.trailDevice = deviceId;
+    setText(ui.trailSummary, `Loading the trail of ${deviceId}…`);
+    try {
+      const trail = await deviceTrail(this.api, this.building.id, deviceId, minutes);
+      if (token !== this.latest.trail || this.stopped) return;
+      this.map.setTrail(trail);
+      const here = trail.points.filter((point) => point.floorId === this.floor?.id).length;
+      setText(ui.trailSummary, `Trail of ${deviceId}: ${trail.points.length} position${trail.points.length === 1 ? '' : 's'} in the last ${minutes} min${here !== trail.points.length ? `, ${here} on this floor` : ''}.`);
+    } catch (error) {
+      if (token === this.latest.trail) setText(ui.trailSummary, `Could not load the trail: ${messageOf(error)}`);
+    }
+  }
+
+  /** The route from the nearest responder (of the chosen group) to the selected alarm, floor by floor. */
+  private async routeTo(alarm: Alarm): Promise<void> {
+    const token = ++this.latest.route;
+    this.map.setRoute(null);
+    const building = alarm.building_id !== null ? await this.detail(alarm.building_id).catch(() => null) : null;
+    if (token !== this.latest.route) return;
+    if (!building?.paths?.links.length) return setText(ui.routeSummary, building ? 'No route: this building has no path graph.' : '');
+    setText(ui.routeSummary, 'Finding the nearest responder…');
+    try {
+      const found = await responderRoute(this.api, alarm, ui.responders.value || null, (device) => this.who({ ...alarm, device_id: device.device_id, user_id: device.user_id }));
+      if (token !== this.latest.route || this.stopped) return;
+      if (!found) return setText(ui.routeSummary, alarm.position ? 'No responder with a live position can reach this alarm.' : 'This alarm has no position to route to.');
+      this.map.setRoute(found.route);
+      const floors = found.floors.map((id) => this.floors.get(id)?.name || `floor ${id}`);
+      setText(ui.routeSummary, `Nearest responder: ${found.route.label}${floors.length > 1 ? ` (${floors.join(' → ')})` : ''}.`);
+    } catch (error) {
+      if (token === this.latest.route) setText(ui.routeSummary, `No route: ${messageOf(error)}`);
+    }
   }
 
   private async refreshPositions(): Promise<void> {
@@ -236,6 +328,7 @@ class ControlRoom {
     if (alarm.building_id !== null && alarm.building_id !== this.building?.id && this.buildings.has(alarm.building_id)) await this.selectBuilding(alarm.building_id, floorId);
     else if (floorId !== null && floorId !== this.floor?.id && this.building?.floors.some((f) => f.id === floorId)) await this.selectFloor(floorId);
     this.highlightSelected();
+    await this.routeTo(alarm);
   }
 
   private highlightSelected(): void {
@@ -281,6 +374,11 @@ class ControlRoom {
     const floor = floorId !== null ? this.floors.get(floorId) : undefined;
     return floor ? `${building}, ${floor.name || `level ${floor.level}`}` : floorId !== null ? `${building}, floor ${floorId}` : building;
   }
+}
+
+/** YYYY-MM-DD of a date in the browser's time zone (the date input's format). */
+function localDay(date: Date): string {
+  return `${date.getFullYear()}-${String(date.getMonth() + 1).padStart(2, '0')}-${String(date.getDate()).padStart(2, '0')}`;
 }
 
 function messageOf(error: unknown): string {

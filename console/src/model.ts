@@ -7,6 +7,9 @@ export interface Building {
   id: number;
   name: string;
   dimensions: { width: number; length: number };
+  /** Placement (the detail carries it; the compact list may not). */
+  location?: { lat: number; lng: number };
+  rotation?: number;
 }
 
 export interface Floor {
@@ -36,6 +39,8 @@ export interface BuildingDetail extends Building {
   floors: Floor[];
   geofences: Geofence[];
   events: CartographyEvent[];
+  /** The navigation graph (only whether it has links matters here: no links, no routes). */
+  paths?: { links: unknown[] };
 }
 
 export interface PositionFeature {
@@ -96,3 +101,40 @@ export const STATE_LABELS: Record<string, string> = {
 
 export const typeLabel = (type: string) => TYPE_LABELS[type] ?? type.replace(/_/g, ' ');
 export const stateLabel = (state: string) => STATE_LABELS[state] ?? state.replace(/_/g, ' ');
+
+export interface Group {
+  id: string;
+  name: string;
+}
+
+/** A point of a route leg, in floor metres and degrees. */
+export interface RoutePoint {
+  x: number;
+  y: number;
+  lat: number;
+  lng: number;
+}
+
+/** GET /api/v1/buildings/:id/route (README: Routing). */
+export interface Route {
+  distance_m: number;
+  duration_s: number;
+  from: RoutePoint & { floor_id: number; snap_distance_m: number };
+  to: RoutePoint & { floor_id: number; snap_distance_m: number };
+  legs: { floor_id: number; distance_m: number; points: RoutePoint[] }[];
+  steps: { instruction: string; distance_m: number; floor_id: number; floor_change?: { from_floor_id: number; to_floor_id: number; direction: 'up' | 'down'; via: string } }[];
+}
+
+export interface RankedDevice {
+  device_id: string;
+  user_id: string | null;
+  floor_id: number;
+  x: number;
+  y: number;
+  route_distance_m: number;
+}
+
+/** A JSON report: rows keyed by the columns of `meta`. */
+export interface ReportResult<Row> {
+  data: Row[];
+}
