@@ -15,6 +15,8 @@ export interface HttpServerOptions {
   maxBodyBytes: number;
   logger: Logger;
   authenticate: Authenticator;
+  /** Counts an authenticated request against its credential's budget; returns RateLimit headers, throws 429. */
+  rateLimit?: (principal: Principal, route: RouteDefinition, body: unknown) => Promise<Record<string, string>>;
 }
 
 const METHODS = new Set<HttpMethod>(['GET', 'POST', 'PUT', 'PATCH', 'DELETE']);
@@ -23,7 +25,7 @@ const CORS_HEADERS: Record<string, string> = {
   'access-control-allow-origin': '*',
   'access-control-allow-methods': 'GET, POST, PUT, PATCH, DELETE, OPTIONS',
   'access-control-allow-headers': 'Authorization, Content-Type, Accept-Language, X-API-EMAIL, X-API-KEY',
-  'access-control-expose-headers': 'X-Db-Statistics, Retry-After, Content-Disposition, ETag',
+  'access-control-expose-headers': 'X-Db-Statistics, Retry-After, RateLimit, RateLimit-Policy, Content-Disposition, ETag',
   'access-control-max-age': '600',
 };
 
@@ -269,6 +271,7 @@ export class HttpServer {
       }
     }
     if (route.body && route.bodyKind !== 'raw') body = validate(route.body, body, 'body');
+    const limitHeaders = principal ? await this.options.rateLimit?.(principal, route, body) : undefined;
     const context: RequestContext = {
       method: request.method,
       path: request.path,
@@ -285,7 +288,7 @@ export class HttpServer {
     if (reply.stream) {
       const headers = { 'content-type': reply.contentType ?? 'application/octet-stream', ...reply.headers };
       await exchange.stream(reply.status ?? 200, headers, reply.stream).catch((error) => this.options.logger.error({ err: error, path: request.path }, 'stream failed'));
-    } else exchange.sendReply(reply);
+    } else exchange.sendReply(limitHeaders ? { ...reply, headers: { ...limitHeaders, ...reply.headers } } : reply);
   }
 
   /** Collects the body up to `limit` bytes; past it, rejects with 413 (the connection is then closed). */
