@@ -69,9 +69,9 @@ export const configSchema = z.object({
   /** Requests a credential may make beyond its steady rate in a burst (refilled at the steady rate; 0: none). */
   RATE_LIMIT_BURST: z.coerce.number().int().min(0).default(10_000),
   /** Steady budget of uploaded positions (counted per pose) of each user and API key, per second (an API key may override it). */
-  RATE_LIMIT_POSES_PER_SECOND: z.coerce.number().int().min(1).default(50_000),
+  RATE_LIMIT_POSES_PER_SECOND: z.coerce.number().int().min(1).default(200_000),
   /** Poses a credential may upload beyond its steady rate in a burst (refilled at the steady rate; 0: none). */
-  RATE_LIMIT_POSES_BURST: z.coerce.number().int().min(0).default(100_000),
+  RATE_LIMIT_POSES_BURST: z.coerce.number().int().min(0).default(400_000),
 });
 
 export type Config = z.output<typeof configSchema>;

@@ -17,6 +17,12 @@ interface Policy {
   limiter: Pick<RateLimiterAbstract, 'consume'>;
 }
 
+/** What the HTTP server holds for one request: the headers to answer with, and the pose count once the body is known. */
+export interface RequestLimit {
+  headers: Record<string, string>;
+  afterBody(body: unknown): Promise<void>;
+}
+
 /** The credential a budget belongs to: the API key behind the request, else the user. */
 const budgetKey = (principal: Principal) => (principal.apiKeyId ? `key:${principal.apiKeyId}` : `user:${principal.userId}`);
 
@@ -60,16 +66,17 @@ export class RateLimits {
   }
 
   /**
-   * Counts one request (plus `poses` uploaded poses) against the caller's budgets. Returns the RateLimit
-   * headers for the response; throws 429 when a budget is spent.
+   * Counts `requests` requests and `poses` uploaded poses against the caller's budgets. Returns the
+   * RateLimit headers of the budgets counted; throws 429 when one is spent.
    */
-  async consume(principal: Principal, poses = 0): Promise<Record<string, string>> {
+  async consume(principal: Principal, { requests = 1, poses = 0 }: { requests?: number; poses?: number } = {}): Promise<Record<string, string>> {
     const key = budgetKey(principal);
-    const policies = [this.policy('requests', principal.limits?.requestsPerSecond)];
-    if (poses > 0) policies.push(this.policy('poses', principal.limits?.posesPerSecond));
+    const spend: [Policy, number][] = [];
+    if (requests > 0) spend.push([this.policy('requests', principal.limits?.requestsPerSecond), requests]);
+    if (poses > 0) spend.push([this.policy('poses', principal.limits?.posesPerSecond), poses]);
     const results = await Promise.all(
-      policies.map((policy) =>
-        policy.limiter.consume(key, policy.budget === 'poses' ? poses : 1).then(
+      spend.map(([policy, points]) =>
+        policy.limiter.consume(key, points).then(
           (res) => ({ policy, res, ok: true }),
           (reason: unknown) => {
             if (reason instanceof RateLimiterRes) return { policy, res: reason, ok: false };
@@ -93,7 +100,22 @@ export class RateLimits {
     return headers;
   }
 
-  /** The HTTP server's hook: every authenticated request counts, position uploads also per pose. */
-  readonly forRequest = (principal: Principal, route: RouteDefinition, body: unknown): Promise<Record<string, string>> =>
-    this.consume(principal, route.allowPositioningKey ? posesIn(body) : 0);
+  /**
+   * The HTTP server's hook, called once the caller is known and before the body is read (so a request over
+   * budget costs no parsing); a position upload's poses are counted once its body is validated.
+   */
+  readonly forRequest = async (principal: Principal, route: RouteDefinition): Promise<RequestLimit> => {
+    const headers = await this.consume(principal);
+    return {
+      headers,
+      afterBody: async (body) => {
+        const poses = route.allowPositioningKey ? posesIn(body) : 0;
+        if (poses === 0) return;
+        const posesHeaders = await this.consume(principal, { requests: 0, poses });
+        for (const name of ['ratelimit-policy', 'ratelimit'] as const) {
+          if (posesHeaders[name]) headers[name] = headers[name] ? `${headers[name]}, ${posesHeaders[name]}` : posesHeaders[name];
+        }
+      },
+    };
+  };
 }

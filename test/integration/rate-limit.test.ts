@@ -91,6 +91,8 @@ describe(`per-credential rate limits (${driverLabel})`, () => {
     expect(tooMany.headers.get('ratelimit-policy')).toContain('"poses";q=5;w=1');
     const fits = await eventually(() => tracker.post('/api/v1/realtime/positions', { poses: [pose(1), pose(2)] }));
     expect(fits.status).toBe(204);
+    expect(fits.headers.get('ratelimit-policy')).toBe('"requests";q=4;w=1, "poses";q=5;w=1');
+    expect(fits.headers.get('ratelimit')).toMatch(/^"requests";r=\d+;t=\d+, "poses";r=3;t=\d+$/);
 
     const socket = await TestSocket.open(running.baseUrl, { headers: { 'x-api-key': key } });
     try {

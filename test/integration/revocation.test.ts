@@ -1,4 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { RequestAuthenticator } from '../../gateway/auth/authenticator.js';
+import type { RouteDefinition } from '../../gateway/http/route.js';
+import type { Bus } from '../../shared/bus/index.js';
 import type { TestClient } from '../support/http-client.js';
 import { adminClient, createUser, login } from '../support/identity.js';
 import { driverLabel, serverDatabaseUrl, serverRedisUrl } from '../support/test-environment.js';
@@ -109,6 +112,23 @@ describe(`credential revocation (${driverLabel})`, () => {
     expect((await admin.put(`/api/v1/users/${user.user.id}`, { full_name: 'Renamed' })).status).toBe(200);
     expect((await socket.request({ op: 'ping' })).op).toBe('pong');
     expect(socket.closeCode).toBeUndefined();
+  });
+
+  it('a change whose announcement never arrived still takes effect once the cache TTL has passed (backstop)', async () => {
+    const { tokens, storage, credentials } = running.gateway.services;
+    const user = await createUser(admin, 'user');
+    const token = (await login(running.client, user.email, user.password)).access_token;
+    const deaf: Bus = { nodeId: 'deaf', kind: 'local', publish: async () => undefined, subscribe: async () => async () => undefined, ping: async () => undefined, close: async () => undefined };
+    let now = Date.now();
+    const authenticator = new RequestAuthenticator(tokens, storage, deaf, credentials, 5000, () => now);
+    const route = { method: 'GET', path: '/probe', summary: '', auth: 'authenticated', handler: () => ({}) } as RouteDefinition;
+    const headers = { authorization: `Bearer ${token}` };
+    await expect(authenticator.authenticate(headers, route)).resolves.toMatchObject({ userId: user.user.id });
+    // A password change made behind this gateway's back: nothing tells it.
+    await storage.execute('update users set credential_version = credential_version + 1 where id = ?', [user.user.id]);
+    await expect(authenticator.authenticate(headers, route)).resolves.toMatchObject({ userId: user.user.id });
+    now += 5001;
+    await expect(authenticator.authenticate(headers, route)).rejects.toMatchObject({ status: 401 });
   });
 
   it('deleting a user refuses their refresh tokens and closes their sockets', async () => {
