@@ -25,7 +25,7 @@ let decoyHash: Promise<string> | undefined;
 
 export const invalidCredentials = () => new UnauthenticatedError('Invalid credentials', ErrorCode.InvalidCredentials);
 
-/** The credential a token came from was revoked: its API key deleted, or the user's password or role changed. */
+/** The credential a token came from was revoked: its API key deleted, or the user's password changed. */
 export const credentialRevoked = () => new UnauthenticatedError('The credential of this token was revoked; sign in again', ErrorCode.InvalidCredentials);
 
 /**
