@@ -20,6 +20,9 @@ import { DetectionService } from './detection/detection-service.js';
 import { PositionStore } from '../shared/positions/position-store.js';
 import { PositionWriter } from '../shared/positions/position-writer.js';
 import { TokenService, loadJwtSecret } from './auth/token-service.js';
+import { createLimiterBackend } from './auth/limiter-backend.js';
+import { LoginThrottle } from './auth/login-throttle.js';
+import { RateLimits } from './http/rate-limit.js';
 import { bootstrapFirstAdmin, type BootstrapResult } from './bootstrap.js';
 import { HttpServer } from './http/http-server.js';
 import type { RouteDefinition } from './http/route.js';
@@ -70,8 +73,10 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
   const bus = createBus(config, logger);
   const jobs = createJobQueue(config, processors, { storage, logger }, logger);
   const tokens = new TokenService(loadJwtSecret(config), config.JWT_TTL_SECONDS);
-  const credentials = new CredentialService(storage, tokens, config);
+  const limiters = createLimiterBackend(config);
+  const credentials = new CredentialService(storage, tokens, config, new LoginThrottle(limiters, config));
   const authenticator = new RequestAuthenticator(tokens, storage, bus, credentials);
+  const rateLimits = new RateLimits(limiters, config, logger);
   await authenticator.start();
   const cartography = new CartographyService(bus);
   const registry = new BuildingRegistry(storage, bus, logger);
@@ -89,10 +94,10 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
   pipeline.useDetection(detection.steps());
   const routing = new RoutingService(storage, registry, realtime.live, bus);
   await Promise.all([registry.start(), devices.start(), realtime.start(), routing.start()]);
-  const services: GatewayServices = { config, logger, storage, bus, jobs, tokens, credentials, authenticator, cartography, registry, devices, writer, pipeline, realtime, alarms, detection, routing };
+  const services: GatewayServices = { config, logger, storage, bus, jobs, tokens, credentials, authenticator, cartography, registry, devices, writer, pipeline, realtime, alarms, detection, routing, rateLimits };
   const bootstrap = await bootstrapFirstAdmin(storage, config, logger);
 
-  const http = new HttpServer({ maxBodyBytes: config.MAX_BODY_BYTES, logger, authenticate: authenticator.authenticate });
+  const http = new HttpServer({ maxBodyBytes: config.MAX_BODY_BYTES, logger, authenticate: authenticator.authenticate, rateLimit: rateLimits.forRequest });
   http.add(
     ...healthRoutes(services),
     ...authRoutes(services),
@@ -119,6 +124,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
     maxBufferBytes: config.WS_MAX_BUFFER_BYTES,
   });
   services.websockets = websockets;
+  authenticator.sockets = (match, code, reason) => websockets.closeWhere(match, code, reason);
   await detection.start(websockets);
 
   const app = uws.App();
@@ -143,6 +149,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       // This uWS build has no app.close(): the closed listen socket plus process exit end idle keep-alive sockets.
       await jobs.close();
       await bus.close();
+      await limiters.close();
       await storage.close();
       logger.info('gateway stopped');
     })());

@@ -12,6 +12,7 @@ import type { BuildingRegistry } from './realtime/building-registry.js';
 import type { DeviceDirectory } from './realtime/device-directory.js';
 import type { RealtimeService } from './realtime/realtime-service.js';
 import type { WebSocketGateway } from './ws/ws-gateway.js';
+import type { RateLimits } from './http/rate-limit.js';
 import type { AlarmService } from './alarms/alarm-service.js';
 import type { DetectionService } from './detection/detection-service.js';
 import type { PositionWriter } from '../shared/positions/position-writer.js';
@@ -36,6 +37,8 @@ export interface GatewayServices {
   alarms: AlarmService;
   detection: DetectionService;
   routing: RoutingService;
+  /** Per-credential request and pose budgets (HTTP and WebSocket uploads share them). */
+  rateLimits?: RateLimits;
   /** Set once the WebSocket side is attached (after the services are built). */
   websockets?: WebSocketGateway;
 }

@@ -38,7 +38,7 @@ export const configSchema = z.object({
   JWT_SECRET: optionalString.pipe(z.string().min(32, 'at least 32 characters').optional()),
   /** Lifetime of an access token in seconds (the spec says 4 days). */
   JWT_TTL_SECONDS: z.coerce.number().int().min(60).default(4 * 24 * 3600),
-  /** Failed logins of one account within LOGIN_THROTTLE_WINDOW_SECONDS before further attempts get 429. */
+  /** Failed logins of one account from one client address within LOGIN_THROTTLE_WINDOW_SECONDS before further attempts get 429. */
   LOGIN_THROTTLE_MAX_FAILURES: z.coerce.number().int().min(1).default(10),
   /** Window of the failed-login throttle, in seconds. */
   LOGIN_THROTTLE_WINDOW_SECONDS: z.coerce.number().int().min(1).default(15 * 60),
@@ -60,6 +60,18 @@ export const configSchema = z.object({
   WS_MAX_BUFFER_BYTES: z.coerce.number().int().min(4096).default(8 * 1024 * 1024),
   /** Seconds SIGTERM waits for in-flight requests before closing anyway. */
   SHUTDOWN_GRACE_SECONDS: z.coerce.number().int().min(0).default(10),
+  /** Failed logins of one account from all addresses within the window before it gets 429 everywhere (looser than the per-address one). */
+  LOGIN_THROTTLE_MAX_FAILURES_PER_ACCOUNT: z.coerce.number().int().min(1).default(100),
+  /** Failed logins from one client address, whatever the account, within the window before it gets 429. */
+  LOGIN_THROTTLE_MAX_FAILURES_PER_ADDRESS: z.coerce.number().int().min(1).default(100),
+  /** Steady request budget of each user and each API key, per second (an API key may override it). */
+  RATE_LIMIT_REQUESTS_PER_SECOND: z.coerce.number().int().min(1).default(5000),
+  /** Requests a credential may make beyond its steady rate in a burst (refilled at the steady rate; 0: none). */
+  RATE_LIMIT_BURST: z.coerce.number().int().min(0).default(10_000),
+  /** Steady budget of uploaded positions (counted per pose) of each user and API key, per second (an API key may override it). */
+  RATE_LIMIT_POSES_PER_SECOND: z.coerce.number().int().min(1).default(200_000),
+  /** Poses a credential may upload beyond its steady rate in a burst (refilled at the steady rate; 0: none). */
+  RATE_LIMIT_POSES_BURST: z.coerce.number().int().min(0).default(400_000),
 });
 
 export type Config = z.output<typeof configSchema>;

@@ -1,10 +1,10 @@
 import type { Bus } from '../../shared/bus/index.js';
 import { ForbiddenError, UnauthenticatedError } from '../../shared/errors.js';
 import type { Storage } from '../../shared/storage/index.js';
-import { ApiKeySchema, UserSchema } from '../../shared/storage/entities/index.js';
+import { ApiKeySchema, UserSchema, type ApiKey } from '../../shared/storage/entities/index.js';
 import type { Authenticator } from '../http/http-server.js';
 import type { RouteDefinition } from '../http/route.js';
-import { invalidCredentials, sha256, type CredentialService } from './credential-service.js';
+import { credentialRevoked, invalidCredentials, sha256, type CredentialService } from './credential-service.js';
 import { can } from './permissions.js';
 import type { ApiPermission, Principal } from './principal.js';
 import type { TokenService } from './token-service.js';
@@ -25,33 +25,53 @@ export function authorize(principal: Principal, route: RouteDefinition): void {
 }
 
 interface CachedUser {
-  principal: Omit<Principal, 'permission' | 'via'>;
+  principal: Omit<Principal, 'permission' | 'via'> & { credentialVersion: number };
   expiresAt: number;
 }
 
 interface CachedApiKey {
+  id: string;
   userId: string;
   permission: ApiPermission;
   email: string;
+  limits: NonNullable<Principal['limits']>;
   expiresAt: number;
 }
 
-/** What the bus carries when a credential or user changes, so every gateway drops its cached copy at once. */
+/** A socket close code and reason, sent to the sockets a revocation ends. */
+export const CREDENTIAL_REVOKED = { code: 4401, reason: 'credential revoked' } as const;
+
+/**
+ * What the bus carries when a credential or user changes, so every gateway drops its cached copy at once.
+ * With `revoke`, every gateway also closes the open sockets of that credential: all of the key's, or those
+ * of the user opened with another credential version than `credentialVersion` (all of them when unset).
+ */
 export interface AuthInvalidation {
   userId?: string;
   apiKeyHash?: string;
+  apiKeyId?: string;
+  revoke?: boolean;
+  credentialVersion?: number;
 }
 
 export const AUTH_INVALIDATION_CHANNEL = 'auth:invalidate';
 
+/** What a revocation closes; WebSocketGateway.closeWhere in the gateway. */
+export type SocketCloser = (match: (principal: Principal) => boolean, code: number, reason: string) => number;
+
 /**
  * Turns `Authorization: Bearer <JWT>`, or `X-API-KEY` (with or without `X-API-EMAIL`), into a principal.
- * Users and keys are cached for a few seconds to spare a database read per request; a change (user deleted,
- * role changed, key revoked) is announced on the bus and drops the cached copy on every gateway.
+ * A token must still match the credential it was minted from: the user's credential version, and its API
+ * key if it came from one. Users and keys are cached for a few seconds to spare a database read per request;
+ * a change (user deleted, password or role changed, key revoked) is announced on the bus and drops the cached
+ * copy on every gateway, and closes the sockets of a revoked credential. The short TTL is the backstop.
  */
 export class RequestAuthenticator {
   private readonly users = new Map<string, CachedUser>();
-  private readonly apiKeys = new Map<string, CachedApiKey>();
+  /** Keyed by the key's hash (direct use) and, for tokens minted from a key, by `id:<key id>`. */
+  private readonly apiKeys = new Map<string, CachedApiKey | { missing: true; expiresAt: number }>();
+  /** Set once the WebSocket side is attached. */
+  sockets?: SocketCloser;
 
   constructor(
     private readonly tokens: TokenService,
@@ -69,15 +89,31 @@ export class RequestAuthenticator {
   /** Announces a change to every gateway (this one included). */
   async invalidate(change: AuthInvalidation): Promise<void> {
     this.forget(change);
-    await this.bus.publish(AUTH_INVALIDATION_CHANNEL, change);
+    // Only defined fields travel, so every bus encoding reads the same message.
+    await this.bus.publish(AUTH_INVALIDATION_CHANNEL, Object.fromEntries(Object.entries(change).filter(([, value]) => value !== undefined)));
   }
 
   private forget(change: AuthInvalidation): void {
     if (change.userId) {
       this.users.delete(change.userId);
-      for (const [hash, key] of this.apiKeys) if (key.userId === change.userId) this.apiKeys.delete(hash);
+      for (const [hash, key] of this.apiKeys) if ('userId' in key && key.userId === change.userId) this.apiKeys.delete(hash);
     }
     if (change.apiKeyHash) this.apiKeys.delete(change.apiKeyHash);
+    if (change.apiKeyId) {
+      this.apiKeys.delete(`id:${change.apiKeyId}`);
+      for (const [hash, key] of this.apiKeys) if ('id' in key && key.id === change.apiKeyId) this.apiKeys.delete(hash);
+    }
+    if (change.revoke) this.closeSockets(change);
+  }
+
+  private closeSockets(change: AuthInvalidation): void {
+    if (!this.sockets) return;
+    const { code, reason } = CREDENTIAL_REVOKED;
+    if (change.apiKeyId) this.sockets((principal) => principal.apiKeyId === change.apiKeyId, code, reason);
+    if (change.userId) {
+      const version = change.credentialVersion;
+      this.sockets((principal) => principal.userId === change.userId && (version === undefined || (principal.credentialVersion ?? 0) !== version), code, reason);
+    }
   }
 
   readonly authenticate: Authenticator = async (headers, route) => {
@@ -88,7 +124,14 @@ export class RequestAuthenticator {
       const claims = await this.tokens.verify(bearer[1]!);
       const user = await this.loadUser(claims.sub);
       if (!user) throw new UnauthenticatedError('The user of this token no longer exists');
+      if ((claims.cv ?? 0) !== user.credentialVersion) throw credentialRevoked();
       principal = { ...user, permission: claims.api_permission, via: 'jwt' };
+      if (claims.key_id) {
+        const key = await this.apiKeyById(claims.key_id);
+        if (!key) throw credentialRevoked();
+        principal.apiKeyId = key.id;
+        principal.limits = key.limits;
+      }
     } else if (headers['x-api-key']) {
       principal = await this.fromApiKey(headers['x-api-key'], headers['x-api-email']);
     } else {
@@ -112,26 +155,52 @@ export class RequestAuthenticator {
       organizationId: (user.organization as { id: string }).id,
       role: user.role,
       platformAdmin: user.platformAdmin,
+      credentialVersion: user.credentialVersion ?? 0,
     };
     if (this.users.size > 10_000) this.users.clear();
     this.users.set(userId, { principal, expiresAt: this.now() + this.cacheMs });
     return principal;
   }
 
+  private remember(cacheKey: string, apiKey: ApiKey | null): CachedApiKey | undefined {
+    const expiresAt = this.now() + this.cacheMs;
+    if (this.apiKeys.size > 10_000) this.apiKeys.clear();
+    if (!apiKey) {
+      this.apiKeys.set(cacheKey, { missing: true, expiresAt });
+      return undefined;
+    }
+    const entry: CachedApiKey = {
+      id: apiKey.id,
+      userId: apiKey.user.id,
+      permission: apiKey.permission,
+      email: apiKey.user.email,
+      limits: { requestsPerSecond: apiKey.requestsPerSecond ?? null, posesPerSecond: apiKey.posesPerSecond ?? null },
+      expiresAt,
+    };
+    this.apiKeys.set(cacheKey, entry);
+    return entry;
+  }
+
+  /** The key a token was minted from, or undefined once it is deleted. */
+  private async apiKeyById(id: string): Promise<CachedApiKey | undefined> {
+    const cached = this.apiKeys.get(`id:${id}`);
+    if (cached && cached.expiresAt > this.now()) return 'missing' in cached ? undefined : cached;
+    const apiKey = await this.storage.em().findOne(ApiKeySchema, { id }, { populate: ['user'] });
+    return this.remember(`id:${id}`, apiKey);
+  }
+
   private async fromApiKey(key: string, email: string | undefined): Promise<Principal> {
     const hash = sha256(key);
     let entry = this.apiKeys.get(hash);
-    if (!entry || entry.expiresAt <= this.now()) {
+    if (!entry || entry.expiresAt <= this.now() || 'missing' in entry) {
       const apiKey = await this.storage.em().findOne(ApiKeySchema, { keyHash: hash }, { populate: ['user'] });
       if (!apiKey) throw invalidCredentials();
-      entry = { userId: apiKey.user.id, permission: apiKey.permission, email: apiKey.user.email, expiresAt: this.now() + this.cacheMs };
       await this.credentials.markApiKeyUsed(hash);
-      if (this.apiKeys.size > 10_000) this.apiKeys.clear();
-      this.apiKeys.set(hash, entry);
+      entry = this.remember(hash, apiKey)!;
     }
     if (email !== undefined && email.trim().toLowerCase() !== entry.email) throw invalidCredentials();
     const user = await this.loadUser(entry.userId);
     if (!user) throw invalidCredentials();
-    return { ...user, permission: entry.permission, via: 'apikey' };
+    return { ...user, permission: entry.permission, via: 'apikey', apiKeyId: entry.id, limits: entry.limits };
   }
 }

@@ -1,10 +1,12 @@
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import type { Config } from '../../shared/config.js';
-import { AppError, ErrorCode, UnauthenticatedError } from '../../shared/errors.js';
+import { ErrorCode, UnauthenticatedError } from '../../shared/errors.js';
 import { hashPassword, verifyPassword } from '../../shared/passwords.js';
 import type { Storage } from '../../shared/storage/index.js';
 import { ApiKeySchema, RefreshTokenSchema, UserSchema, type ApiKey, type ApiKeyPermission, type User } from '../../shared/storage/entities/index.js';
 import type { ApiPermission, Principal } from './principal.js';
+import { createLimiterBackend } from './limiter-backend.js';
+import { LoginThrottle } from './login-throttle.js';
 import type { TokenService } from './token-service.js';
 
 export interface TokenPair {
@@ -23,43 +25,34 @@ let decoyHash: Promise<string> | undefined;
 
 export const invalidCredentials = () => new UnauthenticatedError('Invalid credentials', ErrorCode.InvalidCredentials);
 
+/** The credential a token came from was revoked: its API key deleted, or the user's password changed. */
+export const credentialRevoked = () => new UnauthenticatedError('The credential of this token was revoked; sign in again', ErrorCode.InvalidCredentials);
+
 /**
- * Checks credentials and mints tokens: e-mail + password (throttled per account), API keys, and one-time
- * refresh tokens that rotate on use.
+ * Checks credentials and mints tokens: e-mail + password (throttled per account, address and both), API
+ * keys, and one-time refresh tokens that rotate on use. Every token and refresh chain names the credential
+ * it came from (the user's credential version, and the API key if any) so revoking it refuses them.
  */
 export class CredentialService {
   constructor(
     private readonly storage: Storage,
     private readonly tokens: TokenService,
-    private readonly config: Config,
+    config: Config,
+    private readonly throttle = new LoginThrottle(createLimiterBackend({ ...config, REDIS_URL: undefined }), config),
     private readonly now: () => number = Date.now,
   ) {}
 
   /**
-   * After LOGIN_THROTTLE_MAX_FAILURES failures within the window, every attempt on that account gets 429,
-   * the right password included, until the oldest failure leaves the window.
+   * The attempt is counted before the hash is checked (see LoginThrottle): once a budget is spent, every
+   * attempt gets 429, the right password included, until the window ends.
    */
-  async loginWithPassword(emailInput: string, password: string): Promise<User> {
+  async loginWithPassword(emailInput: string, password: string, address: string): Promise<User> {
     const email = emailInput.trim().toLowerCase();
-    const windowSeconds = this.config.LOGIN_THROTTLE_WINDOW_SECONDS;
-    const since = new Date(this.now() - windowSeconds * 1000);
-    const [failures] = await this.storage.execute<{ count: number; oldest: Date | null }>(
-      'select count(*)::int as count, min(failed_at) as oldest from login_failures where email = ? and failed_at > ?',
-      [email, since],
-    );
-    if (failures && failures.count >= this.config.LOGIN_THROTTLE_MAX_FAILURES) {
-      const oldest = new Date(failures.oldest!).getTime();
-      const retryAfter = Math.max(1, Math.ceil((oldest + windowSeconds * 1000 - this.now()) / 1000));
-      throw new AppError(ErrorCode.RateLimited, 'Too many failed sign-in attempts; try again later', undefined, { 'retry-after': String(retryAfter) });
-    }
+    const succeeded = await this.throttle.attempt(email, address);
     const user = await this.storage.em().findOne(UserSchema, { email }, { populate: ['organization'] });
     const ok = user ? await verifyPassword(password, user.passwordHash) : await verifyPassword(password, await (decoyHash ??= hashPassword(randomUUID())));
-    if (!user || !ok) {
-      await this.storage.execute('insert into login_failures (email, failed_at) values (?, ?)', [email, new Date(this.now())]);
-      await this.storage.execute('delete from login_failures where email = ? and failed_at <= ?', [email, since]);
-      throw invalidCredentials();
-    }
-    await this.storage.execute('delete from login_failures where email = ?', [email]);
+    if (!user || !ok) throw invalidCredentials();
+    await succeeded();
     return user;
   }
 
@@ -77,8 +70,10 @@ export class CredentialService {
     await this.storage.execute('update api_keys set last_used_at = ? where key_hash = ?', [new Date(this.now()), keyHash]);
   }
 
-  async issueTokens(user: User, permission: ApiPermission): Promise<TokenPair> {
+  /** A token pair for `user`; `apiKey` when it was minted from one, so deleting the key revokes the pair. */
+  async issueTokens(user: User, permission: ApiPermission, apiKey?: ApiKey): Promise<TokenPair> {
     const refreshToken = randomBytes(32).toString('base64url');
+    const credentialVersion = user.credentialVersion ?? 0;
     const em = this.storage.em();
     em.create(RefreshTokenSchema, {
       id: randomUUID(),
@@ -87,6 +82,8 @@ export class CredentialService {
       permission,
       expiresAt: new Date(this.now() + REFRESH_TTL_MS),
       createdAt: new Date(this.now()),
+      apiKeyId: apiKey?.id ?? null,
+      credentialVersion,
     });
     await em.flush();
     const organizationId = typeof user.organization === 'object' ? user.organization.id : (user.organization as string);
@@ -97,6 +94,8 @@ export class CredentialService {
       role: user.role,
       api_permission: permission,
       ...(user.platformAdmin ? { platform_admin: true } : {}),
+      cv: credentialVersion,
+      ...(apiKey ? { key_id: apiKey.id } : {}),
     });
     return { access_token: accessToken, refresh_token: refreshToken };
   }
@@ -112,17 +111,26 @@ export class CredentialService {
     if (!stored || stored.revokedAt || stored.expiresAt.getTime() <= this.now() || stored.user.id !== claims.sub) {
       throw new UnauthenticatedError('The refresh token is invalid, expired or already used', ErrorCode.InvalidCredentials);
     }
+    // A password or role change since the chain started ends it (a deleted key's chain is already gone).
+    if ((stored.credentialVersion ?? 0) !== (stored.user.credentialVersion ?? 0)) throw credentialRevoked();
+    const apiKey = stored.apiKeyId ? await em.findOne(ApiKeySchema, { id: stored.apiKeyId }) : undefined;
+    if (stored.apiKeyId && !apiKey) throw credentialRevoked();
     // Consume it atomically: of two concurrent refreshes with one token, only one wins.
     const consumed = await this.storage.execute<{ id: string }>(
       'update refresh_tokens set revoked_at = ? where id = ? and revoked_at is null returning id',
       [new Date(this.now()), stored.id],
     );
     if (consumed.length === 0) throw new UnauthenticatedError('The refresh token is already used', ErrorCode.InvalidCredentials);
-    return this.issueTokens(stored.user, stored.permission as ApiPermission);
+    return this.issueTokens(stored.user, stored.permission as ApiPermission, apiKey ?? undefined);
   }
 
   /** Creates a key for `owner`; the clear key is returned once and only its hash is kept. */
-  async createApiKey(owner: User, permission: ApiKeyPermission, description: string): Promise<{ apiKey: ApiKey; key: string }> {
+  async createApiKey(
+    owner: User,
+    permission: ApiKeyPermission,
+    description: string,
+    limits: { requestsPerSecond?: number | null; posesPerSecond?: number | null } = {},
+  ): Promise<{ apiKey: ApiKey; key: string }> {
     const key = API_KEY_PREFIX + randomBytes(24).toString('base64url');
     const em = this.storage.em();
     const apiKey = em.create(ApiKeySchema, {
@@ -134,6 +142,8 @@ export class CredentialService {
       permission,
       description,
       createdAt: new Date(this.now()),
+      requestsPerSecond: limits.requestsPerSecond ?? null,
+      posesPerSecond: limits.posesPerSecond ?? null,
     });
     await em.flush();
     return { apiKey, key };
@@ -149,5 +159,6 @@ export function principalOf(user: User, permission: ApiPermission, via: Principa
     platformAdmin: user.platformAdmin,
     permission,
     via,
+    credentialVersion: user.credentialVersion ?? 0,
   };
 }

@@ -13,4 +13,10 @@ export interface Principal {
   permission: ApiPermission;
   /** How the caller proved who they are. */
   via: 'jwt' | 'apikey' | 'basic';
+  /** The API key behind the request (sent directly, or the one a token was minted from); revoking it ends the session. */
+  apiKeyId?: string;
+  /** The user's credential version the session was opened with; a password or role change bumps it. */
+  credentialVersion?: number;
+  /** The key's own rate limits, when it overrides the deployment's. */
+  limits?: { requestsPerSecond?: number | null; posesPerSecond?: number | null };
 }

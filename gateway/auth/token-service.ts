@@ -15,6 +15,10 @@ export interface AccessClaims {
   role: Role;
   api_permission: ApiPermission;
   platform_admin?: boolean;
+  /** The user's credential version when minted: a password or role change since refuses the token. */
+  cv?: number;
+  /** The API key this token was minted from: deleting the key refuses the token. */
+  key_id?: string;
 }
 
 /**

@@ -3,6 +3,7 @@ import { z } from 'zod';
 import { AppError, ErrorCode, ValidationError, toErrorBody, type FieldError } from '../../shared/errors.js';
 import type { Logger } from '../../shared/logger.js';
 import type { Principal } from '../auth/principal.js';
+import type { RequestLimit } from './rate-limit.js';
 import { parseQuery } from './query.js';
 import type { HttpMethod, Reply, RequestContext, RouteDefinition } from './route.js';
 import { Router } from './router.js';
@@ -15,6 +16,8 @@ export interface HttpServerOptions {
   maxBodyBytes: number;
   logger: Logger;
   authenticate: Authenticator;
+  /** Counts an authenticated request against its credential's budget; returns RateLimit headers, throws 429. */
+  rateLimit?: (principal: Principal, route: RouteDefinition) => Promise<RequestLimit>;
 }
 
 const METHODS = new Set<HttpMethod>(['GET', 'POST', 'PUT', 'PATCH', 'DELETE']);
@@ -23,7 +26,7 @@ const CORS_HEADERS: Record<string, string> = {
   'access-control-allow-origin': '*',
   'access-control-allow-methods': 'GET, POST, PUT, PATCH, DELETE, OPTIONS',
   'access-control-allow-headers': 'Authorization, Content-Type, Accept-Language, X-API-EMAIL, X-API-KEY',
-  'access-control-expose-headers': 'X-Db-Statistics, Retry-After, Content-Disposition, ETag',
+  'access-control-expose-headers': 'X-Db-Statistics, Retry-After, RateLimit, RateLimit-Policy, Content-Disposition, ETag',
   'access-control-max-age': '600',
 };
 
@@ -255,6 +258,7 @@ export class HttpServer {
     bodyPromise: Promise<Buffer>,
   ): Promise<void> {
     const principal = route.auth === 'public' ? (undefined as unknown as Principal) : await this.options.authenticate(request.headers, route);
+    const limit = principal ? await this.options.rateLimit?.(principal, route) : undefined;
     const rawBody = await bodyPromise;
     const params = validate(route.params, rawParams, 'path');
     const rawQuery = parseQuery(request.queryString);
@@ -269,6 +273,7 @@ export class HttpServer {
       }
     }
     if (route.body && route.bodyKind !== 'raw') body = validate(route.body, body, 'body');
+    await limit?.afterBody(body);
     const context: RequestContext = {
       method: request.method,
       path: request.path,
@@ -285,7 +290,7 @@ export class HttpServer {
     if (reply.stream) {
       const headers = { 'content-type': reply.contentType ?? 'application/octet-stream', ...reply.headers };
       await exchange.stream(reply.status ?? 200, headers, reply.stream).catch((error) => this.options.logger.error({ err: error, path: request.path }, 'stream failed'));
-    } else exchange.sendReply(reply);
+    } else exchange.sendReply(limit ? { ...reply, headers: { ...limit.headers, ...reply.headers } } : reply);
   }
 
   /** Collects the body up to `limit` bytes; past it, rejects with 413 (the connection is then closed). */

@@ -17,6 +17,8 @@ const apiKeySchema = z.object({
   user_id: z.uuid(),
   created_at: z.iso.datetime(),
   last_used_at: z.iso.datetime().nullable(),
+  requests_per_second: z.number().int().nullable().describe("This key's request budget per second; null: the deployment's RATE_LIMIT_REQUESTS_PER_SECOND"),
+  poses_per_second: z.number().int().nullable().describe("This key's uploaded-pose budget per second; null: the deployment's RATE_LIMIT_POSES_PER_SECOND"),
 });
 
 const presentApiKey = (apiKey: ApiKey, clearKey?: string) => ({
@@ -27,6 +29,8 @@ const presentApiKey = (apiKey: ApiKey, clearKey?: string) => ({
   user_id: apiKey.user.id,
   created_at: apiKey.createdAt.toISOString(),
   last_used_at: apiKey.lastUsedAt?.toISOString() ?? null,
+  requests_per_second: apiKey.requestsPerSecond ?? null,
+  poses_per_second: apiKey.posesPerSecond ?? null,
 });
 
 /** Basic `email:password`, decoded; undefined when the header is not Basic. */
@@ -60,15 +64,15 @@ export function authRoutes(services: GatewayServices) {
       tags: ['credentials'],
       auth: 'public',
       response: tokenPairSchema,
-      handler: async ({ headers }) => {
+      handler: async ({ headers, remoteAddress }) => {
         const basic = basicCredentials(headers.authorization);
         if (basic) {
-          const user = await credentials.loginWithPassword(basic.email, basic.password);
+          const user = await credentials.loginWithPassword(basic.email, basic.password, remoteAddress);
           return { body: await credentials.issueTokens(user, 'read-write') };
         }
         if (headers['x-api-key']) {
           const { user, apiKey } = await credentials.loginWithApiKey(headers['x-api-key'], headers['x-api-email']);
-          return { body: await credentials.issueTokens(user, apiKey.permission) };
+          return { body: await credentials.issueTokens(user, apiKey.permission, apiKey) };
         }
         throw new UnauthenticatedError('Send Authorization: Basic <email:password>, or X-API-KEY');
       },
@@ -114,6 +118,8 @@ export function authRoutes(services: GatewayServices) {
         permission: z.enum(API_KEY_PERMISSIONS).default('read-only'),
         description: z.string().max(500).default(''),
         user_id: z.uuid().optional(),
+        requests_per_second: z.number().int().min(1).nullable().optional().describe("Overrides the deployment's request budget for this key"),
+        poses_per_second: z.number().int().min(1).nullable().optional().describe("Overrides the deployment's uploaded-pose budget for this key"),
       }),
       response: apiKeySchema,
       successStatus: 201,
@@ -121,14 +127,17 @@ export function authRoutes(services: GatewayServices) {
         const owner = await keyOwner(services, principal, body.user_id);
         // A credential cannot mint a stronger one than itself.
         if (principal.permission !== 'read-write') throw new ForbiddenError('Only a read-write credential may create API keys');
-        const { apiKey, key } = await credentials.createApiKey(owner, body.permission, body.description);
+        const { apiKey, key } = await credentials.createApiKey(owner, body.permission, body.description, {
+          requestsPerSecond: body.requests_per_second,
+          posesPerSecond: body.poses_per_second,
+        });
         return { status: 201, body: presentApiKey(apiKey, key) };
       },
     }),
     defineRoute({
       method: 'DELETE',
       path: '/api/v1/auth/apikeys/:id',
-      summary: 'Revoke an API key',
+      summary: 'Revoke an API key: its requests, the tokens minted from it and their refresh chains are refused at once, and its open WebSockets closed (4401)',
       tags: ['credentials'],
       auth: 'authenticated',
       action: 'apikeys:own',
@@ -139,7 +148,7 @@ export function authRoutes(services: GatewayServices) {
         if (!apiKey || (apiKey.user.id !== principal.userId && !can(principal.role, 'apikeys:others'))) throw new NotFoundError('API key');
         em.remove(apiKey);
         await em.flush();
-        await services.authenticator.invalidate({ apiKeyHash: apiKey.keyHash });
+        await services.authenticator.invalidate({ apiKeyHash: apiKey.keyHash, apiKeyId: apiKey.id, revoke: true });
         return { status: 204 };
       },
     }),

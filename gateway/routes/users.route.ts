@@ -105,6 +105,9 @@ function resolveGroup(context: ResourceContext, body: { groups?: unknown; group_
   return referenced(context, GroupSchema, id as string | null | undefined, field, 'group');
 }
 
+/** Users whose role an update is changing, so that its announcement also closes their sockets (opened under the old role). */
+const roleChanged = new WeakSet<User>();
+
 /** Users of the caller's organization (paginated, with the filters the official client sends). */
 export function userRoutes(services: GatewayServices) {
   return resourceRoutes(services.storage, {
@@ -148,6 +151,10 @@ export function userRoutes(services: GatewayServices) {
       }
       const group = await resolveGroup(context, body);
       if (body.email !== undefined) user.email = body.email.toLowerCase();
+      // A new password signs the user out everywhere: tokens of the old credential version are refused.
+      if (body.password !== undefined) user.credentialVersion = (user.credentialVersion ?? 0) + 1;
+      // A new role applies to existing tokens at once (the role is read per request), but not to open sockets.
+      if (body.role !== undefined && body.role !== user.role) roleChanged.add(user);
       if (body.password !== undefined) user.passwordHash = await hashPassword(body.password);
       if (body.full_name !== undefined) user.fullName = body.full_name;
       if (body.role !== undefined) user.role = body.role;
@@ -162,7 +169,13 @@ export function userRoutes(services: GatewayServices) {
       if (user.id === context.principal.userId) throw new AppError(ErrorCode.Conflict, 'You cannot delete yourself');
       if (user.platformAdmin) throw new AppError(ErrorCode.Conflict, 'The platform administrator cannot be deleted');
     },
-    onChange: (_context, user) => services.authenticator.invalidate({ userId: user.id }),
+    // Sockets of an older credential version are closed; all of them when the user is deleted or changes role.
+    onChange: (_context, user, change) =>
+      services.authenticator.invalidate({
+        userId: user.id,
+        revoke: change !== 'created',
+        credentialVersion: change === 'deleted' || roleChanged.delete(user) ? undefined : (user.credentialVersion ?? 0),
+      }),
     list: {
       paginated: true,
       query: z.object({

@@ -162,6 +162,7 @@ export class WebSocketGateway {
     if (message.op === 'upload') {
       if (principal.permission === 'read-only') throw new ForbiddenError('This credential is read-only');
       if (!can(principal.role, 'positions:upload')) throw new ForbiddenError('Your role may not upload positions');
+      await this.services.rateLimits?.consume(principal, { poses: message.poses.length });
       const batch = await this.services.pipeline.process(principal, message.poses);
       return connection.message({ op: 'ack', id: message.id, count: batch.records.length });
     }

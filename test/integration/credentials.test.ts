@@ -128,6 +128,18 @@ describe(`credentials (${driverLabel})`, () => {
     expect((await running.client.post('/api/v1/auth/access_tokens', undefined, { authorization: basicAuth(ADMIN_EMAIL, ADMIN_PASSWORD) })).status).toBe(200);
   });
 
+  it('counts each of N parallel wrong attempts before checking the password: only the budget gets a guess', async () => {
+    const victim = await createUser(admin, 'user');
+    const attempts = await Promise.all(
+      Array.from({ length: 12 }, () => running.client.post('/api/v1/auth/access_tokens', undefined, { authorization: basicAuth(victim.email, 'guess-guess') })),
+    );
+    const statuses = attempts.map((response) => response.status);
+    expect(statuses.filter((status) => status === 401)).toHaveLength(3);
+    expect(statuses.filter((status) => status === 429)).toHaveLength(9);
+    const blocked = await running.client.post('/api/v1/auth/access_tokens', undefined, { authorization: basicAuth(victim.email, victim.password) });
+    expect(blocked.status).toBe(429);
+  });
+
   it('lists API keys masked, shows a key once, filters by permission, and revokes', async () => {
     const created = await admin.post('/api/v1/auth/apikeys', { permission: 'positioning', description: 'tracker app' });
     expect(created.status).toBe(201);
@@ -139,7 +151,7 @@ describe(`credentials (${driverLabel})`, () => {
     expect(listed.apikey).not.toBe(created.body.apikey);
     expect(listed.apikey).toContain('…');
     expect(list.body.every((key: { permission: string }) => key.permission === 'positioning')).toBe(true);
-    expect(Object.keys(listed).sort()).toEqual(['apikey', 'created_at', 'description', 'id', 'last_used_at', 'permission', 'user_id']);
+    expect(Object.keys(listed).sort()).toEqual(['apikey', 'created_at', 'description', 'id', 'last_used_at', 'permission', 'poses_per_second', 'requests_per_second', 'user_id']);
     const revoked = await admin.delete(`/api/v1/auth/apikeys/${created.body.id}`);
     expect(revoked.status).toBe(204);
     const afterRevoke = await running.client.post('/api/v1/auth/access_tokens', undefined, { 'x-api-key': created.body.apikey });
@@ -192,5 +204,23 @@ describe(`credentials (${driverLabel})`, () => {
     expect((await doomed.client.get('/api/v1/version')).status).toBe(200);
     expect((await admin.delete(`/api/v1/users/${doomed.user.id}`)).status).toBe(204);
     expect((await doomed.client.get('/api/v1/version')).status).toBe(401);
+  });
+});
+
+describe(`login throttle per client address (${driverLabel})`, () => {
+  let running: RunningGateway;
+  beforeAll(async () => {
+    running = await startTestGateway({ LOGIN_THROTTLE_MAX_FAILURES: '3', LOGIN_THROTTLE_MAX_FAILURES_PER_ADDRESS: '4', LOGIN_THROTTLE_WINDOW_SECONDS: '600' });
+  });
+  afterAll(async () => running?.stop());
+
+  it('stops one address trying many accounts, whatever the account', async () => {
+    for (let i = 0; i < 4; i++) {
+      const failed = await running.client.post('/api/v1/auth/access_tokens', undefined, { authorization: basicAuth(`sprayed-${i}@example.test`, 'guess-guess') });
+      expect(failed.status).toBe(401);
+    }
+    const blocked = await running.client.post('/api/v1/auth/access_tokens', undefined, { authorization: basicAuth(ADMIN_EMAIL, ADMIN_PASSWORD) });
+    expect(blocked.status).toBe(429);
+    expect(Number(blocked.headers.get('retry-after'))).toBeGreaterThan(0);
   });
 });

@@ -18,6 +18,13 @@ describe('access tokens', () => {
     await expect(service.verify(token)).resolves.toMatchObject(claims);
   });
 
+  it('name the credential they came from: the credential version and, when minted from one, the API key', async () => {
+    const service = new TokenService(secret, 4 * day);
+    const token = await service.sign({ ...claims, cv: 3, key_id: '6f1c0c1e-0000-4000-8000-000000000001' });
+    await expect(service.verify(token)).resolves.toMatchObject({ cv: 3, key_id: '6f1c0c1e-0000-4000-8000-000000000001' });
+    await expect(service.verifyIgnoringExpiry(token)).resolves.toMatchObject({ cv: 3, key_id: '6f1c0c1e-0000-4000-8000-000000000001' });
+  });
+
   it('are refused as expired one second after exp, with code token_expired', async () => {
     let now = Date.UTC(2026, 0, 1);
     const service = new TokenService(secret, 4 * day, () => now);

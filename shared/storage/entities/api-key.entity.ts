@@ -17,6 +17,9 @@ export interface ApiKey {
   description: string;
   createdAt: Date;
   lastUsedAt?: Date | null;
+  /** Overrides of the deployment's rate limits for this key (null: the deployment's). */
+  requestsPerSecond?: number | null;
+  posesPerSecond?: number | null;
 }
 
 export const ApiKeySchema = new EntitySchema<ApiKey>({
@@ -32,5 +35,7 @@ export const ApiKeySchema = new EntitySchema<ApiKey>({
     description: { type: 'text', default: '' },
     createdAt: { type: 'Date', onCreate: () => new Date() },
     lastUsedAt: { type: 'Date', nullable: true },
+    requestsPerSecond: { type: 'integer', nullable: true },
+    posesPerSecond: { type: 'integer', nullable: true },
   },
 });

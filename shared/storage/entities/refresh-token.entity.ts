@@ -11,6 +11,10 @@ export interface RefreshToken {
   expiresAt: Date;
   createdAt: Date;
   revokedAt?: Date | null;
+  /** The API key this chain was started from: deleting the key deletes the chain. */
+  apiKeyId?: string | null;
+  /** The user's credential version when the chain started; a password or role change ends the chain. */
+  credentialVersion?: number;
 }
 
 export const RefreshTokenSchema = new EntitySchema<RefreshToken>({
@@ -24,5 +28,7 @@ export const RefreshTokenSchema = new EntitySchema<RefreshToken>({
     expiresAt: { type: 'Date' },
     createdAt: { type: 'Date', onCreate: () => new Date() },
     revokedAt: { type: 'Date', nullable: true },
+    apiKeyId: { type: 'uuid', fieldName: 'api_key_id', nullable: true },
+    credentialVersion: { type: 'integer', default: 0 },
   },
 });

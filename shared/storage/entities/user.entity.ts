@@ -22,6 +22,8 @@ export interface User {
   info?: string | null;
   /** Buildings the user is assigned to. */
   buildingIds: number[];
+  /** Bumped by a password or role change: tokens and refresh chains minted under an older one are refused. */
+  credentialVersion?: number;
   createdAt: Date;
   updatedAt: Date;
 }
@@ -42,6 +44,7 @@ export const UserSchema = new EntitySchema<User>({
     locale: { type: 'string', nullable: true },
     info: { type: 'text', nullable: true },
     buildingIds: { type: 'integer[]', default: [] },
+    credentialVersion: { type: 'integer', default: 0 },
     createdAt: { type: 'Date', onCreate: () => new Date() },
     updatedAt: { type: 'Date', onCreate: () => new Date(), onUpdate: () => new Date() },
   },

@@ -1,0 +1,171 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { RequestAuthenticator } from '../../gateway/auth/authenticator.js';
+import type { RouteDefinition } from '../../gateway/http/route.js';
+import type { Bus } from '../../shared/bus/index.js';
+import type { TestClient } from '../support/http-client.js';
+import { adminClient, createUser, login } from '../support/identity.js';
+import { driverLabel, serverDatabaseUrl, serverRedisUrl } from '../support/test-environment.js';
+import { startTestGateway, type RunningGateway } from '../support/test-gateway.js';
+import { TestSocket } from '../support/ws-client.js';
+
+const REVOKED = { code: 4401, reason: 'credential revoked' };
+
+/** Issue 14 item 3: revoking a credential reaches the tokens, refresh chains and open sockets derived from it. */
+describe(`credential revocation (${driverLabel})`, () => {
+  let running: RunningGateway;
+  let admin: TestClient;
+  const sockets: TestSocket[] = [];
+  const open = async (baseUrl: string, headers: Record<string, string>) => {
+    const socket = await TestSocket.open(baseUrl, { headers });
+    sockets.push(socket);
+    await socket.next((frame) => frame.op === 'authenticated');
+    return socket;
+  };
+  const closedWith = async (socket: TestSocket) => {
+    await socket.closed();
+    return { code: socket.closeCode, reason: socket.closeReason };
+  };
+
+  beforeAll(async () => {
+    running = await startTestGateway();
+    admin = await adminClient(running.client);
+  });
+  afterAll(async () => {
+    for (const socket of sockets) socket.close();
+    await running?.stop();
+  });
+
+  /** A key of a fresh user, and the token pair minted from it. */
+  async function keySession(permission = 'read-write') {
+    const owner = await createUser(admin, 'user');
+    const key = (await owner.client.post('/api/v1/auth/apikeys', { permission })).body;
+    const tokens = (await running.client.post('/api/v1/auth/access_tokens', undefined, { 'x-api-key': key.apikey })).body;
+    return { owner, key, tokens };
+  }
+
+  it('deleting an API key refuses the tokens minted from it and their refresh chain, and closes their sockets', async () => {
+    const { owner, key, tokens } = await keySession();
+    const viaToken = running.client.withToken(tokens.access_token);
+    expect((await viaToken.get('/api/v1/organizations/current_organization')).status).toBe(200); // cached now
+    const tokenSocket = await open(running.baseUrl, { authorization: `Bearer ${tokens.access_token}` });
+    const keySocket = await open(running.baseUrl, { 'x-api-key': key.apikey });
+    // A socket of the same user on another credential stays open.
+    const passwordSocket = await open(running.baseUrl, { authorization: `Bearer ${(await login(running.client, owner.email, owner.password)).access_token}` });
+
+    expect((await owner.client.delete(`/api/v1/auth/apikeys/${key.id}`)).status).toBe(204);
+
+    const refused = await viaToken.get('/api/v1/organizations/current_organization');
+    expect(refused.status).toBe(401);
+    expect(refused.body.code).toBe('invalid_credentials');
+    expect((await running.client.post('/api/v1/auth/refresh_access_tokens', tokens)).status).toBe(401);
+    expect(await closedWith(tokenSocket)).toEqual(REVOKED);
+    expect(await closedWith(keySocket)).toEqual(REVOKED);
+    expect((await passwordSocket.request({ op: 'ping' })).op).toBe('pong');
+    expect(passwordSocket.closeCode).toBeUndefined();
+  });
+
+  it('a refresh chain started from a key stays tied to it: the refreshed token dies with the key too', async () => {
+    const { owner, key, tokens } = await keySession('read-only');
+    const refreshed = (await running.client.post('/api/v1/auth/refresh_access_tokens', tokens)).body;
+    const viaRefreshed = running.client.withToken(refreshed.access_token);
+    expect((await viaRefreshed.get('/api/v1/organizations/current_organization')).status).toBe(200);
+    await owner.client.delete(`/api/v1/auth/apikeys/${key.id}`);
+    expect((await viaRefreshed.get('/api/v1/organizations/current_organization')).status).toBe(401);
+    expect((await running.client.post('/api/v1/auth/refresh_access_tokens', refreshed)).status).toBe(401);
+  });
+
+  it('a password change refuses the old tokens and refresh tokens and closes the old sockets; the new password works', async () => {
+    const user = await createUser(admin, 'user');
+    const old = await login(running.client, user.email, user.password);
+    const oldClient = running.client.withToken(old.access_token);
+    expect((await oldClient.get('/api/v1/organizations/current_organization')).status).toBe(200);
+    const socket = await open(running.baseUrl, { authorization: `Bearer ${old.access_token}` });
+
+    expect((await admin.put(`/api/v1/users/${user.user.id}`, { password: 'a-brand-new-password' })).status).toBe(200);
+
+    expect((await oldClient.get('/api/v1/organizations/current_organization')).status).toBe(401);
+    expect((await running.client.post('/api/v1/auth/refresh_access_tokens', old)).status).toBe(401);
+    expect(await closedWith(socket)).toEqual(REVOKED);
+    const fresh = await login(running.client, user.email, 'a-brand-new-password');
+    expect((await running.client.withToken(fresh.access_token).get('/api/v1/organizations/current_organization')).status).toBe(200);
+    expect((await running.client.post('/api/v1/auth/refresh_access_tokens', fresh)).status).toBe(200);
+  });
+
+  it('a role change applies to existing tokens at once and closes the sockets opened under the old role', async () => {
+    const manager = await createUser(admin, 'user_manager');
+    const token = (await login(running.client, manager.email, manager.password)).access_token;
+    const socket = await open(running.baseUrl, { authorization: `Bearer ${token}` });
+    expect((await manager.client.get('/api/v1/users')).status).toBe(200);
+
+    expect((await admin.put(`/api/v1/users/${manager.user.id}`, { role: 'user' })).status).toBe(200);
+
+    expect((await manager.client.get('/api/v1/users')).status).toBe(403);
+    expect(await closedWith(socket)).toEqual(REVOKED);
+    const reopened = await TestSocket.open(running.baseUrl, { headers: { authorization: `Bearer ${token}` } });
+    sockets.push(reopened);
+    expect(await reopened.next((frame) => frame.op === 'authenticated')).toMatchObject({ role: 'user' });
+  });
+
+  it('an update that changes no credential leaves the user’s sockets open', async () => {
+    const user = await createUser(admin, 'user');
+    const socket = await open(running.baseUrl, { authorization: `Bearer ${(await login(running.client, user.email, user.password)).access_token}` });
+    expect((await admin.put(`/api/v1/users/${user.user.id}`, { full_name: 'Renamed' })).status).toBe(200);
+    expect((await socket.request({ op: 'ping' })).op).toBe('pong');
+    expect(socket.closeCode).toBeUndefined();
+  });
+
+  it('a change whose announcement never arrived still takes effect once the cache TTL has passed (backstop)', async () => {
+    const { tokens, storage, credentials } = running.gateway.services;
+    const user = await createUser(admin, 'user');
+    const token = (await login(running.client, user.email, user.password)).access_token;
+    const deaf: Bus = { nodeId: 'deaf', kind: 'local', publish: async () => undefined, subscribe: async () => async () => undefined, ping: async () => undefined, close: async () => undefined };
+    let now = Date.now();
+    const authenticator = new RequestAuthenticator(tokens, storage, deaf, credentials, 5000, () => now);
+    const route = { method: 'GET', path: '/probe', summary: '', auth: 'authenticated', handler: () => ({}) } as RouteDefinition;
+    const headers = { authorization: `Bearer ${token}` };
+    await expect(authenticator.authenticate(headers, route)).resolves.toMatchObject({ userId: user.user.id });
+    // A password change made behind this gateway's back: nothing tells it.
+    await storage.execute('update users set credential_version = credential_version + 1 where id = ?', [user.user.id]);
+    await expect(authenticator.authenticate(headers, route)).resolves.toMatchObject({ userId: user.user.id });
+    now += 5001;
+    await expect(authenticator.authenticate(headers, route)).rejects.toMatchObject({ status: 401 });
+  });
+
+  it('deleting a user refuses their refresh tokens and closes their sockets', async () => {
+    const doomed = await createUser(admin, 'user');
+    const tokens = await login(running.client, doomed.email, doomed.password);
+    const socket = await open(running.baseUrl, { authorization: `Bearer ${tokens.access_token}` });
+    expect((await admin.delete(`/api/v1/users/${doomed.user.id}`)).status).toBe(204);
+    expect(await closedWith(socket)).toEqual(REVOKED);
+    expect((await running.client.post('/api/v1/auth/refresh_access_tokens', tokens)).status).toBe(401);
+  });
+});
+
+describe.runIf(serverDatabaseUrl && serverRedisUrl)(`credential revocation across gateways (${driverLabel})`, () => {
+  it('a key deleted on one gateway is refused at once on another that had it cached, and its socket there is closed', async () => {
+    const first = await startTestGateway();
+    const second = await startTestGateway({}, {}, first.environment);
+    try {
+      const admin = await adminClient(first.client);
+      const key = (await admin.post('/api/v1/auth/apikeys', { permission: 'read-write' })).body;
+      const tokens = (await second.client.post('/api/v1/auth/access_tokens', undefined, { 'x-api-key': key.apikey })).body;
+      const viaKey = second.client.withHeaders({ 'x-api-key': key.apikey });
+      const viaToken = second.client.withToken(tokens.access_token);
+      expect((await viaKey.get('/api/v1/organizations/current_organization')).status).toBe(200);
+      expect((await viaToken.get('/api/v1/organizations/current_organization')).status).toBe(200);
+      const socket = await TestSocket.open(second.baseUrl, { headers: { authorization: `Bearer ${tokens.access_token}` } });
+      await socket.next((frame) => frame.op === 'authenticated');
+
+      expect((await admin.delete(`/api/v1/auth/apikeys/${key.id}`)).status).toBe(204);
+
+      await socket.closed();
+      expect({ code: socket.closeCode, reason: socket.closeReason }).toEqual(REVOKED);
+      // The socket closing proves the bus message arrived, and it dropped the cached key before closing.
+      expect((await viaKey.get('/api/v1/organizations/current_organization')).status).toBe(401);
+      expect((await viaToken.get('/api/v1/organizations/current_organization')).status).toBe(401);
+    } finally {
+      await second.gateway.close();
+      await first.stop();
+    }
+  });
+});

@@ -1,0 +1,109 @@
+import { randomBytes } from 'node:crypto';
+import { Redis } from 'ioredis';
+import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
+import { createLimiterBackend, type LimiterBackend } from '../../gateway/auth/limiter-backend.js';
+import { LoginThrottle } from '../../gateway/auth/login-throttle.js';
+import { loadConfig } from '../../shared/config.js';
+import { AppError, ErrorCode } from '../../shared/errors.js';
+import { deleteRedisPrefix, serverRedisUrl } from '../support/test-environment.js';
+
+const WINDOW_SECONDS = 600;
+
+/** The same suite runs on the in-memory counters and, when REDIS_URL is set, on Redis. */
+const drivers = [{ kind: 'memory', url: undefined as string | undefined }, ...(serverRedisUrl ? [{ kind: 'redis', url: serverRedisUrl }] : [])];
+
+describe.each(drivers)('login throttle ($kind)', ({ url }) => {
+  const prefixes: string[] = [];
+  const backends: LimiterBackend[] = [];
+  afterEach(() => vi.useRealTimers());
+  afterAll(async () => {
+    for (const backend of backends) await backend.close();
+    if (url) for (const prefix of prefixes) await deleteRedisPrefix(url, prefix);
+  });
+
+  function throttle() {
+    const prefix = `fctest:throttle:${randomBytes(4).toString('hex')}`;
+    prefixes.push(prefix);
+    const config = loadConfig({
+      REDIS_URL: url,
+      REDIS_PREFIX: prefix,
+      LOGIN_THROTTLE_WINDOW_SECONDS: String(WINDOW_SECONDS),
+      LOGIN_THROTTLE_MAX_FAILURES: '3',
+      LOGIN_THROTTLE_MAX_FAILURES_PER_ACCOUNT: '5',
+      LOGIN_THROTTLE_MAX_FAILURES_PER_ADDRESS: '4',
+    });
+    const backend = createLimiterBackend(config);
+    backends.push(backend);
+    return { throttle: new LoginThrottle(backend, config), prefix };
+  }
+  const refusal = (promise: Promise<unknown>) => promise.then(() => undefined, (error: AppError) => error);
+
+  it('counts every one of N parallel attempts before any password is checked', async () => {
+    const { throttle: subject } = throttle();
+    const results = await Promise.allSettled(Array.from({ length: 10 }, () => subject.attempt('victim@x.test', '10.0.0.1')));
+    expect(results.filter((r) => r.status === 'fulfilled')).toHaveLength(3);
+    const refused = results.filter((r): r is PromiseRejectedResult => r.status === 'rejected').map((r) => r.reason as AppError);
+    expect(refused).toHaveLength(7);
+    for (const error of refused) {
+      expect(error.code).toBe(ErrorCode.RateLimited);
+      expect(Number(error.headers?.['retry-after'])).toBeGreaterThan(0);
+      expect(Number(error.headers?.['retry-after'])).toBeLessThanOrEqual(WINDOW_SECONDS);
+    }
+  });
+
+  it('locks an account out from the guessing address only; the owner elsewhere still signs in', async () => {
+    const { throttle: subject } = throttle();
+    for (let i = 0; i < 3; i++) await subject.attempt('owner@x.test', '10.0.0.66');
+    expect((await refusal(subject.attempt('owner@x.test', '10.0.0.66')))?.code).toBe(ErrorCode.RateLimited);
+    await expect(subject.attempt('owner@x.test', '10.0.0.2')).resolves.toBeTypeOf('function');
+  });
+
+  it('bounds a distributed guesser with the looser per-account budget', async () => {
+    const { throttle: subject } = throttle();
+    for (let i = 0; i < 5; i++) await subject.attempt('target@x.test', `10.1.0.${i}`);
+    expect((await refusal(subject.attempt('target@x.test', '10.1.0.99')))?.code).toBe(ErrorCode.RateLimited);
+  });
+
+  it('limits one address spraying many accounts', async () => {
+    const { throttle: subject } = throttle();
+    for (let i = 0; i < 4; i++) await subject.attempt(`user${i}@x.test`, '10.2.0.1');
+    expect((await refusal(subject.attempt('user9@x.test', '10.2.0.1')))?.code).toBe(ErrorCode.RateLimited);
+    await expect(subject.attempt('user9@x.test', '10.2.0.2')).resolves.toBeTypeOf('function');
+  });
+
+  it('gives a successful attempt back and clears its account+address count', async () => {
+    const { throttle: subject } = throttle();
+    await subject.attempt('me@x.test', '10.3.0.1');
+    await subject.attempt('me@x.test', '10.3.0.1');
+    const succeeded = await subject.attempt('me@x.test', '10.3.0.1');
+    await succeeded();
+    // Without the clearing, 3 + 2 attempts would pass the account+address budget of 3.
+    for (let i = 0; i < 2; i++) await subject.attempt('me@x.test', '10.3.0.1');
+  });
+
+  it.runIf(!url)('forgets an entry once the window has passed (memory)', async () => {
+    vi.useFakeTimers({ toFake: ['Date', 'setTimeout', 'clearTimeout'] });
+    const { throttle: subject } = throttle();
+    for (let i = 0; i < 3; i++) await subject.attempt('later@x.test', '10.4.0.1');
+    expect((await refusal(subject.attempt('later@x.test', '10.4.0.1')))?.code).toBe(ErrorCode.RateLimited);
+    vi.advanceTimersByTime(WINDOW_SECONDS * 1000 + 1);
+    await expect(subject.attempt('later@x.test', '10.4.0.1')).resolves.toBeTypeOf('function');
+  });
+
+  it.runIf(url)('stores every counter under the deployment prefix with an expiry (redis)', async () => {
+    const { throttle: subject, prefix } = throttle();
+    await subject.attempt('ttl@x.test', '10.5.0.1');
+    const redis = new Redis(url!);
+    try {
+      const keys = await redis.keys(`${prefix}:*`);
+      expect(keys).toHaveLength(3);
+      for (const key of keys) {
+        const ttl = await redis.ttl(key);
+        expect(ttl).toBeGreaterThan(0);
+        expect(ttl).toBeLessThanOrEqual(WINDOW_SECONDS);
+      }
+    } finally {
+      redis.disconnect();
+    }
+  });
+});
