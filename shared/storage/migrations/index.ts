@@ -5,6 +5,7 @@ import { M0003Cartography } from './m0003-cartography.js';
 import { M0004Images } from './m0004-images.js';
 import { M0005Positions } from './m0005-positions.js';
 import { M0006DetectionAndAlarms } from './m0006-detection-and-alarms.js';
+import { M0007AlarmRaiseKeys } from './m0007-alarm-raise-keys.js';
 
 /**
  * Every migration, in order. Listed explicitly (not globbed from disk) so they run the same under tsx,
@@ -17,4 +18,5 @@ export const migrationsList: MigrationObject[] = [
   { name: 'm0004-images', class: M0004Images },
   { name: 'm0005-positions', class: M0005Positions },
   { name: 'm0006-detection-and-alarms', class: M0006DetectionAndAlarms },
+  { name: 'm0007-alarm-raise-keys', class: M0007AlarmRaiseKeys },
 ];
