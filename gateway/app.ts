@@ -82,8 +82,8 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
   registry.extend(attachDetection);
   const alarms = new AlarmService(storage, bus);
   // Silent devices are forgotten once no detector could still need them.
-  const engine = new DetectionEngine(registry, Math.max(config.LIVE_POSITION_TTL_SECONDS, 3600) * 1000);
-  const detection = new DetectionService(engine, alarms, registry, writer, bus, logger);
+  const engine = new DetectionEngine(registry, Math.max(config.LIVE_POSITION_TTL_SECONDS, 3600) * 1000, config.DETECTION_MAX_TRACKED_DEVICES);
+  const detection = new DetectionService(engine, alarms, registry, writer, bus, logger, config.DETECTION_OUTBOX_MAX);
   pipeline.useDetection(detection.steps());
   await Promise.all([registry.start(), devices.start(), realtime.start()]);
   const services: GatewayServices = { config, logger, storage, bus, jobs, tokens, credentials, authenticator, cartography, registry, devices, writer, pipeline, realtime, alarms, detection };
