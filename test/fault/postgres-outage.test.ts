@@ -99,4 +99,35 @@ describe.skipIf(!faultServersAvailable)('PostgreSQL outage (private servers)', (
     const lost = acknowledged.filter((pose) => !stored.has(`${pose.device_id}@${pose.timestamp}`));
     expect(lost).toEqual([]);
   });
+
+  it('raises a max stay that runs over during the outage exactly once after it, and loses or doubles no enter', async () => {
+    const floorId = venue.floors[1].id;
+    const fence = await admin.post('/api/v1/geofences', { name: 'Store room', building_id: venue.building.id, floor_id: floorId, type: 'CIRCLE', cartesians: [[40, 40]], radius: 4, max_stay_time: 2 });
+    expect(fence.status, fence.text).toBe(201);
+    const pose = (deviceId: string, x: number, timestamp = Date.now()) => ({ device_id: deviceId, timestamp, building_id: venue.building.id, floor_id: floorId, x, y: 40 });
+    expect((await admin.post('/api/v1/realtime/positions', { poses: [pose('stayer', 40)] })).status).toBe(204);
+    expect((await admin.post('/api/v1/realtime/positions', { poses: [pose('walker', 10)] })).status).toBe(204); // known, outside
+    postgres.stop('fast');
+    // The walker steps in while the database is down: the upload is refused, the detectors have seen it all the same.
+    const resent = { poses: [pose('walker', 40)] };
+    expect((await admin.post('/api/v1/realtime/positions', resent)).status).toBe(503);
+    await sleep(3500); // the stay runs over (2 s) and the sweeps fail to store it
+    expect(running.gateway.services.detection.outbox.size).toBeGreaterThan(0);
+    await postgres.resume();
+    let response = await admin.post('/api/v1/realtime/positions', resent); // the app resends its batch
+    for (let attempt = 0; attempt < 50 && response.status === 503; attempt++) {
+      await sleep(200);
+      response = await admin.post('/api/v1/realtime/positions', resent);
+    }
+    expect(response.status).toBe(204);
+    const alarmsOf = () => postgres.query<{ id: string; occurrences: number }>("select id, occurrences from alarms where device_id = 'stayer' and type = 'GEOFENCE_MAX_STAY_TIME'");
+    for (let attempt = 0; attempt < 100 && (await alarmsOf()).length === 0; attempt++) await sleep(100);
+    for (let attempt = 0; attempt < 100 && running.gateway.services.detection.outbox.size > 0; attempt++) await sleep(100);
+    await sleep(1500); // a few more sweeps: nothing more may come
+    const alarms = await alarmsOf();
+    expect(alarms).toEqual([{ id: alarms[0]?.id, occurrences: 1 }]);
+    expect(await postgres.query('select seq from alarm_events where alarm_id = $1', [alarms[0]!.id])).toHaveLength(1);
+    const walkerEvents = await postgres.query<{ type: string }>("select type from zone_events where device_id = 'walker' and zone_id = $1 order by at", [fence.body.id]);
+    expect(walkerEvents.map((row) => row.type)).toEqual(['enter']);
+  });
 });
