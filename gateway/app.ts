@@ -1,6 +1,7 @@
 import type { us_listen_socket } from 'uWebSockets.js';
 import { createBus } from '../shared/bus/index.js';
 import type { Config } from '../shared/config.js';
+import { setAfterCommitReporter } from '../shared/errors.js';
 import { createJobQueue } from '../shared/jobs/index.js';
 import { createLogger, type Logger } from '../shared/logger.js';
 import { openStorage } from '../shared/storage/index.js';
@@ -63,6 +64,7 @@ export interface GatewayOptions {
 
 export async function startGateway(config: Config, options: GatewayOptions = {}): Promise<Gateway> {
   const logger = options.logger ?? createLogger(config.LOG_LEVEL, { service: 'gateway' });
+  setAfterCommitReporter((error, step) => logger.error({ err: error, step }, 'post-commit step failed; the write is committed and answered as such'));
   const uws = loadNativeUws();
   const storage = await openStorage(config, logger);
   const bus = createBus(config, logger);

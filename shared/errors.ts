@@ -154,3 +154,24 @@ export function toErrorBody(thrown: unknown): ErrorBody {
 
 /** WebSocket close code for an error: 4000 + its HTTP status (4401 unauthenticated, 4403 forbidden...). */
 export const wsCloseCodeOf = (error: unknown): number => 4000 + toErrorBody(error).status;
+
+type AfterCommitReporter = (error: unknown, step: string) => void;
+let reportAfterCommit: AfterCommitReporter = (error, step) => process.emitWarning(`post-commit step "${step}" failed: ${error instanceof Error ? error.message : String(error)}`);
+
+/** Where post-commit failures are logged (the gateway sets its logger at boot). */
+export function setAfterCommitReporter(reporter: AfterCommitReporter): void {
+  reportAfterCommit = reporter;
+}
+
+/**
+ * Runs what follows a commit (cache invalidation on the bus, pushes). The write is stored by then, so the answer
+ * must be success: a failure here is logged, never thrown, or the client would retry a write that succeeded.
+ * Whatever such a step keeps fresh must therefore also be kept fresh otherwise (TTL, replay).
+ */
+export async function afterCommit(step: string, run: () => unknown): Promise<void> {
+  try {
+    await run();
+  } catch (error) {
+    reportAfterCommit(error, step);
+  }
+}
