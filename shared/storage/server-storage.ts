@@ -28,6 +28,13 @@ export class ServerStorage extends OrmStorage {
       clientUrl: databaseUrl,
       pool: { min: 0, max: 10, acquireTimeoutMillis: timeouts.acquireTimeoutMs, createTimeoutMillis: timeouts.acquireTimeoutMs },
       driverOptions: {
+        // knex's own warnings ("Connection Error: ..." during an outage) go to our log, not to the console.
+        log: {
+          warn: (message: unknown) => logger?.warn({ knex: String(message) }, 'database connection'),
+          error: (message: unknown) => logger?.error({ knex: String(message) }, 'database connection'),
+          deprecate: () => undefined,
+          debug: () => undefined,
+        },
         acquireConnectionTimeout: timeouts.acquireTimeoutMs,
         connection: {
           statement_timeout: timeouts.statementTimeoutMs,
