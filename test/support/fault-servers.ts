@@ -11,8 +11,20 @@ import pg from 'pg';
  * by name) and also runs on process exit, so a failing test leaves nothing running.
  */
 const PG_BIN = '/usr/lib/postgresql/15/bin';
-export const faultServersAvailable = existsSync(join(PG_BIN, 'initdb')) && existsSync(join(PG_BIN, 'pg_ctl'));
-export const faultServersSkipReason = faultServersAvailable ? '' : `fault suite skipped: ${PG_BIN}/initdb not found`;
+const hasPostgresUser = (() => {
+  try {
+    execFileSync('id', ['-u', 'postgres'], { stdio: 'pipe' });
+    return true;
+  } catch {
+    return false;
+  }
+})();
+const hasInitdb = existsSync(join(PG_BIN, 'initdb')) && existsSync(join(PG_BIN, 'pg_ctl'));
+/** initdb refuses to run as root, so the servers run as `postgres` through runuser, which needs root. */
+export const faultServersAvailable = hasInitdb && hasPostgresUser && process.getuid?.() === 0;
+export const faultServersSkipReason = faultServersAvailable
+  ? ''
+  : `fault suite skipped: ${!hasInitdb ? `${PG_BIN}/initdb not found` : !hasPostgresUser ? 'no postgres user' : 'runuser needs root'}`;
 
 export async function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
