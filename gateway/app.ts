@@ -1,6 +1,7 @@
 import type { us_listen_socket } from 'uWebSockets.js';
 import { createBus } from '../shared/bus/index.js';
 import type { Config } from '../shared/config.js';
+import { setAfterCommitReporter } from '../shared/errors.js';
 import { createJobQueue } from '../shared/jobs/index.js';
 import { createLogger, type Logger } from '../shared/logger.js';
 import { openStorage } from '../shared/storage/index.js';
@@ -68,6 +69,7 @@ export interface GatewayOptions {
 
 export async function startGateway(config: Config, options: GatewayOptions = {}): Promise<Gateway> {
   const logger = options.logger ?? createLogger(config.LOG_LEVEL, { service: 'gateway' });
+  setAfterCommitReporter((error, step) => logger.error({ err: error, step }, 'post-commit step failed; the write is committed and answered as such'));
   const uws = loadNativeUws();
   const storage = await openStorage(config, logger);
   const bus = createBus(config, logger);
@@ -89,8 +91,8 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
   registry.extend(attachDetection);
   const alarms = new AlarmService(storage, bus);
   // Silent devices are forgotten once no detector could still need them.
-  const engine = new DetectionEngine(registry, Math.max(config.LIVE_POSITION_TTL_SECONDS, 3600) * 1000);
-  const detection = new DetectionService(engine, alarms, registry, writer, bus, logger);
+  const engine = new DetectionEngine(registry, Math.max(config.LIVE_POSITION_TTL_SECONDS, 3600) * 1000, config.DETECTION_MAX_TRACKED_DEVICES);
+  const detection = new DetectionService(engine, alarms, registry, writer, bus, logger, config.DETECTION_OUTBOX_MAX);
   pipeline.useDetection(detection.steps());
   const routing = new RoutingService(storage, registry, realtime.live, bus);
   await Promise.all([registry.start(), devices.start(), realtime.start(), routing.start()]);

@@ -72,6 +72,14 @@ export const configSchema = z.object({
   RATE_LIMIT_POSES_PER_SECOND: z.coerce.number().int().min(1).default(200_000),
   /** Poses a credential may upload beyond its steady rate in a burst (refilled at the steady rate; 0: none). */
   RATE_LIMIT_POSES_BURST: z.coerce.number().int().min(0).default(400_000),
+  /** Longest a single SQL statement may run on a PostgreSQL server before it is cancelled (a request then gets 503). */
+  DATABASE_STATEMENT_TIMEOUT_MS: z.coerce.number().int().min(100).default(30_000),
+  /** Longest a request waits for a PostgreSQL connection (pool slot or a new connection) before it gets 503. */
+  DATABASE_ACQUIRE_TIMEOUT_MS: z.coerce.number().int().min(100).default(5000),
+  /** Devices whose detector state is kept in memory; past it the least recently seen is settled (exits) and dropped. */
+  DETECTION_MAX_TRACKED_DEVICES: z.coerce.number().int().min(1).default(200_000),
+  /** Detections (alarms, zone events) waiting in memory for the database; past it the oldest are dropped and logged. */
+  DETECTION_OUTBOX_MAX: z.coerce.number().int().min(1).default(100_000),
 });
 
 export type Config = z.output<typeof configSchema>;

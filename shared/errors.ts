@@ -92,9 +92,59 @@ export class UnauthenticatedError extends AppError {
   }
 }
 
-/** Anything thrown that is not an AppError is an internal error; its details stay in the log. */
-export function toErrorBody(error: unknown): ErrorBody {
-  if (error instanceof AppError) {
+/** Seconds a client is asked to wait before retrying after a 503. */
+export const OUTAGE_RETRY_AFTER_SECONDS = 5;
+
+/**
+ * A dependency (PostgreSQL, or the Redis behind the bus) cannot be reached or did not answer in time. Nothing
+ * of the request is committed, so the client may retry it as is: 503 with Retry-After, never a 500.
+ */
+export class StorageUnavailableError extends AppError {
+  constructor(message = 'The database is unavailable; retry later', readonly original?: unknown) {
+    super(ErrorCode.Unavailable, message, undefined, { 'retry-after': String(OUTAGE_RETRY_AFTER_SECONDS) });
+    this.name = 'StorageUnavailableError';
+  }
+}
+
+/**
+ * SQLSTATEs of an outage rather than of the request: connection exceptions (08), shutdown and restart (57P01-03),
+ * too many connections (53300), statement timeout (57014).
+ */
+const OUTAGE_SQLSTATE = /^(08...|57P0[123]|53300|57014)$/;
+const OUTAGE_NODE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN']);
+/** What pg, knex and ioredis say when the connection is gone or never came (they set no code for these). */
+const OUTAGE_MESSAGE = /Connection terminated|Timeout acquiring a connection|not queryable|timeout exceeded when trying to connect|Connection ended unexpectedly|Connection is closed|Reached the max retries per request/i;
+
+/**
+ * Whether an error means "a dependency is down", whatever layer wrapped it: the driver's error, MikroORM's
+ * DriverException (which copies the driver error's fields), an AggregateError of connection attempts, a cause chain.
+ */
+export function isOutageError(error: unknown, depth = 0): boolean {
+  if (depth > 5 || typeof error !== 'object' || error === null) return false;
+  if (error instanceof StorageUnavailableError) return true;
+  if (error instanceof AppError) return false;
+  const { code, name, message, cause, errors } = error as { code?: unknown; name?: unknown; message?: unknown; cause?: unknown; errors?: unknown };
+  if (typeof code === 'string' && (OUTAGE_SQLSTATE.test(code) || OUTAGE_NODE_CODES.has(code))) return true;
+  if (name === 'KnexTimeoutError' || name === 'MaxRetriesPerRequestError') return true;
+  if (typeof message === 'string' && OUTAGE_MESSAGE.test(message)) return true;
+  if (Array.isArray(errors) && errors.some((inner) => isOutageError(inner, depth + 1))) return true;
+  return cause !== undefined && isOutageError(cause, depth + 1);
+}
+
+/** The AppError an error answers as: itself, a 503 for an outage, undefined for a bug (500). */
+export function asAppError(error: unknown): AppError | undefined {
+  if (error instanceof AppError) return error;
+  if (isOutageError(error)) return new StorageUnavailableError(undefined, error);
+  return undefined;
+}
+
+/** Response headers an error asks for (Retry-After of a 503). */
+export const errorHeaders = (error: unknown): Record<string, string> => asAppError(error)?.headers ?? {};
+
+/** Anything thrown that is not an AppError (nor an outage) is an internal error; its details stay in the log. */
+export function toErrorBody(thrown: unknown): ErrorBody {
+  const error = asAppError(thrown);
+  if (error) {
     const body: ErrorBody = { status: error.status, code: error.code, message: error.message };
     if (error.errors && error.errors.length > 0) body.errors = error.errors;
     return body;
@@ -104,3 +154,24 @@ export function toErrorBody(error: unknown): ErrorBody {
 
 /** WebSocket close code for an error: 4000 + its HTTP status (4401 unauthenticated, 4403 forbidden...). */
 export const wsCloseCodeOf = (error: unknown): number => 4000 + toErrorBody(error).status;
+
+type AfterCommitReporter = (error: unknown, step: string) => void;
+let reportAfterCommit: AfterCommitReporter = (error, step) => process.emitWarning(`post-commit step "${step}" failed: ${error instanceof Error ? error.message : String(error)}`);
+
+/** Where post-commit failures are logged (the gateway sets its logger at boot). */
+export function setAfterCommitReporter(reporter: AfterCommitReporter): void {
+  reportAfterCommit = reporter;
+}
+
+/**
+ * Runs what follows a commit (cache invalidation on the bus, pushes). The write is stored by then, so the answer
+ * must be success: a failure here is logged, never thrown, or the client would retry a write that succeeded.
+ * Whatever such a step keeps fresh must therefore also be kept fresh otherwise (TTL, replay).
+ */
+export async function afterCommit(step: string, run: () => unknown): Promise<void> {
+  try {
+    await run();
+  } catch (error) {
+    reportAfterCommit(error, step);
+  }
+}

@@ -57,6 +57,12 @@ export interface RaiseAlarm {
   details?: Record<string, unknown>;
   by: AlarmHistoryEntry['by'];
   comment?: string | null;
+  /**
+   * Names the condition that raised it (a detector's stay, a pose's button press). A raise whose key is already
+   * stored changes nothing, so a raise retried after an outage, or after an answer lost with the connection,
+   * counts once.
+   */
+  idempotencyKey?: string;
 }
 
 interface AlarmRow {
@@ -149,9 +155,34 @@ export class AlarmService {
 
   /** Raises an alarm, or updates the OPEN one of the same device, kind and geofence (no flood of repeats). */
   async raise(request: RaiseAlarm): Promise<AlarmEventMessage> {
+    return (await this.store({ ...request, idempotencyKey: undefined }))!;
+  }
+
+  /**
+   * `raise` for a condition named by `idempotencyKey`: stored at most once however often it is retried.
+   * Undefined when the key was already stored (nothing new to announce).
+   */
+  raiseOnce(request: RaiseAlarm & { idempotencyKey: string }): Promise<AlarmEventMessage | undefined> {
+    return this.store(request);
+  }
+
+  /** Forgets keys older than any retry could be (the outbox retries for minutes, apps resend for days). */
+  async pruneIdempotencyKeys(olderThanDays = 30): Promise<void> {
+    await this.storage.execute(`delete from alarm_raise_keys where created_at < now() - make_interval(days => ?)`, [olderThanDays]);
+  }
+
+  private async store(request: RaiseAlarm): Promise<AlarmEventMessage | undefined> {
     const now = new Date();
     const history: AlarmHistoryEntry[] = [{ state: 'OPEN', from: null, at: now.toISOString(), by: request.by, comment: request.comment ?? null }];
     const message = await this.storage.em().transactional(async (tx) => {
+      if (request.idempotencyKey !== undefined) {
+        // In the raise's own transaction: the key is stored if and only if the alarm is.
+        const fresh = await tx.execute<{ key: string }[]>(
+          'insert into alarm_raise_keys (organization_id, key) values (?, ?) on conflict do nothing returning key',
+          [request.organizationId, request.idempotencyKey],
+        );
+        if (fresh.length === 0) return undefined;
+      }
       // One statement (alarms are on the path a control room waits on): take the organization's next seq, whose
       // row lock serialises the organization's alarm writes so commit order is seq order, then insert the alarm
       // or, when one of the same device, kind and geofence is OPEN, update that one. The partial unique index is
@@ -191,7 +222,7 @@ export class AlarmService {
       );
       return this.recordEvent(tx, row!, row!.inserted ? 'raised' : 'updated');
     });
-    await this.announce(message);
+    if (message) await this.announce(message);
     return message;
   }
 

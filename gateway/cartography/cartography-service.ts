@@ -1,6 +1,6 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Bus } from '../../shared/bus/index.js';
-import { NotFoundError, ValidationError } from '../../shared/errors.js';
+import { NotFoundError, ValidationError, afterCommit } from '../../shared/errors.js';
 import { createBuildingTransform, type BuildingTransform } from '../../shared/geo/building-transform.js';
 import { BuildingSchema, FloorSchema, type Building, type Floor } from '../../shared/storage/entities/index.js';
 import type { Principal } from '../auth/principal.js';
@@ -55,8 +55,8 @@ export class CartographyService {
     return transform;
   }
 
-  /** Announces a change on the bus (every gateway, this one included). */
+  /** Announces a change on the bus (every gateway, this one included). Called after the commit: never throws. */
   async announce(change: CartographyChange): Promise<void> {
-    await this.bus.publish(CARTOGRAPHY_CHANNEL, change);
+    await afterCommit('cartography announce', () => this.bus.publish(CARTOGRAPHY_CHANNEL, change));
   }
 }

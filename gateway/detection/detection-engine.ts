@@ -63,14 +63,20 @@ function setTransition(state: DeviceState, next: transition.TransitionState): vo
  * Detection time is the server's arrival time (`receivedAt`), carried in the record so every gateway agrees.
  */
 export class DetectionEngine {
+  /** In least-recently-seen order (a device moves to the end at each position), so the first one is evicted. */
   private readonly devices = new Map<string, DeviceState>();
+  /** Exits settled by evicting devices over the cap, emitted by the next sweep (an eviction has no caller to tell). */
+  private evicted = emptyDetections();
 
   constructor(
     private readonly registry: BuildingRegistry,
     /** A silent device's state is settled (exits emitted) and dropped after this long. */
     private readonly forgetAfterMs: number,
+    /** Devices kept at most; past it the least recently seen one is settled and forgotten, as a silent one would be. */
+    private readonly maxDevices = 200_000,
   ) {}
 
+  /** Devices whose detector state is held in memory (bounded by `maxDevices`). */
   get trackedDevices(): number {
     return this.devices.size;
   }
@@ -94,6 +100,10 @@ export class DetectionEngine {
         maxStay: maxStay.initialMaxStayState(),
         ownedHere: emit,
       };
+      this.devices.set(key, state);
+      if (this.devices.size > this.maxDevices) this.evictOldest(now);
+    } else {
+      this.devices.delete(key);
       this.devices.set(key, state);
     }
     // Leaving a building (or its floors' coverage) closes every open stay there at once.
@@ -121,9 +131,16 @@ export class DetectionEngine {
     return emit ? out : emptyDetections();
   }
 
+  private evictOldest(now: number): void {
+    const [key, state] = this.devices.entries().next().value!;
+    this.leaveBuilding(state, now, state.ownedHere ? this.evicted : emptyDetections());
+    this.devices.delete(key);
+  }
+
   /** Timeouts that need no new position: pending debounces, stays running over, dead-man, forgotten devices. */
   sweep(now: number): Detections {
-    const out = emptyDetections();
+    const out = this.evicted;
+    this.evicted = emptyDetections();
     for (const [key, state] of this.devices) {
       const runtime = state.buildingId !== null ? this.registry.peek(state.buildingId) : undefined;
       const detection = detectionOf(runtime);
@@ -147,6 +164,8 @@ export class DetectionEngine {
           local.alarms.push({
             ...this.alarmPlace(state),
             type: 'DEADMAN',
+            // One condition, one alarm: a retry after an outage must not count it twice.
+            idempotencyKey: `deadman|${state.deviceId}|${result.alarm.reason}|${result.alarm.since}`,
             details: { reason: result.alarm.reason, since: new Date(result.alarm.since).toISOString() },
           });
         }
@@ -213,6 +232,7 @@ export class DetectionEngine {
         ...this.alarmPlace(state),
         type: 'GEOFENCE_MAX_STAY_TIME',
         geofenceId: alarm.zoneId,
+        idempotencyKey: `max-stay|${state.deviceId}|${alarm.zoneId}|${alarm.enteredAt}`,
         details: { entered_at: new Date(alarm.enteredAt).toISOString(), stayed_s: Math.round(alarm.stayedS), max_stay_time: alarm.maxStayTimeS, geofence_name: detection.geofences.get(alarm.zoneId)?.name ?? null },
       });
     }

@@ -6,6 +6,7 @@ import { POSITIONS_CHANNEL, type DetectionSteps, type PositionBatch, type Positi
 import type { BuildingRegistry } from '../realtime/building-registry.js';
 import type { WebSocketGateway } from '../ws/ws-gateway.js';
 import type { DetectionEngine, Detections, ZoneEventRecord } from './detection-engine.js';
+import { DetectionOutbox, type OutboxAlarm } from './detection-outbox.js';
 
 export const ZONE_EVENTS_CHANNEL = 'zone-events';
 
@@ -29,12 +30,20 @@ const presentZoneEvent = (event: ZoneEventRecord) => ({
   fired_at: new Date(event.firedAt).toISOString(),
 });
 
+const PRUNE_EVERY_MS = 3600_000;
+
 /**
  * Glue between the pure detectors and the rest: pipeline steps, the once-a-second sweep, storage of what was
  * found (zone events for reports, alarms through the alarm service), and pushes to WebSocket subscribers.
+ *
+ * Detector state moves on with every position, stored or not, so what it produces goes through an outbox that
+ * retries until it is stored: nothing found during a database outage is lost, and idempotency keys keep a
+ * retried alarm from counting twice.
  */
 export class DetectionService {
   private sweepTimer?: NodeJS.Timeout;
+  readonly outbox: DetectionOutbox;
+  private lastPrune = 0;
 
   constructor(
     private readonly engine: DetectionEngine,
@@ -44,7 +53,23 @@ export class DetectionService {
     private readonly writer: PositionWriter,
     private readonly bus: Bus,
     private readonly logger: Logger,
-  ) {}
+    outboxMax = 100_000,
+  ) {
+    this.outbox = new DetectionOutbox(
+      {
+        storeZoneEvents: (zoneEvents) => this.writer.write([], zoneEvents),
+        raiseAlarm: async (alarm) => void (await this.alarms.raiseOnce({ ...alarm, by: 'system' })),
+        announce: (entry) => this.announceZoneEvents(entry.zoneEvents, entry.triggered),
+      },
+      logger,
+      outboxMax,
+    );
+  }
+
+  /** Devices whose detector state is held in memory. */
+  get trackedDevices(): number {
+    return this.engine.trackedDevices;
+  }
 
   /** The steps the position pipeline runs around persistence. */
   steps(): DetectionSteps {
@@ -54,8 +79,11 @@ export class DetectionService {
         { name: 'raise-requested-alarms', critical: true, run: (batch) => this.raiseRequested(batch) },
         { name: 'detect', run: (batch) => this.detect(batch) },
       ],
-      // The batch's zone events were committed with its positions by then.
-      afterPersist: [{ name: 'announce-detections', run: (batch) => this.announce(batch.detections) }],
+      // The batch's zone events were committed with its positions by then; its alarms are stored next.
+      afterPersist: [{ name: 'announce-detections', run: (batch) => this.settle(batch.detections, true) }],
+      // The detectors have moved on all the same: what they found is stored apart, so it is neither lost nor,
+      // when the app resends the batch, found again.
+      persistFailed: (batch) => void this.settle(batch.detections, false),
     };
   }
 
@@ -99,14 +127,23 @@ export class DetectionService {
     clearInterval(this.sweepTimer);
   }
 
+  /** Runs the detectors' timeouts and retries what waits in the outbox; resolves when both are done. */
   async sweep(now: number): Promise<void> {
     try {
-      const found = this.engine.sweep(now);
-      await this.writer.write([], found.zoneEvents);
-      await this.announce(found);
+      await this.settle(this.engine.sweep(now), false);
     } catch (error) {
       this.logger.error({ err: error }, 'detection sweep failed');
     }
+    if (now - this.lastPrune > PRUNE_EVERY_MS) {
+      this.lastPrune = now;
+      await this.alarms.pruneIdempotencyKeys().catch((error) => this.logger.warn({ err: error }, 'pruning alarm idempotency keys failed'));
+    }
+  }
+
+  /** Hands what was found to the outbox and stores what waits there; never rejects. */
+  private settle(found: Detections, zoneEventsStored: boolean): Promise<void> {
+    this.outbox.add(found, zoneEventsStored, found.alarms as OutboxAlarm[]);
+    return this.outbox.drain();
   }
 
   private async raiseRequested(batch: PositionBatch): Promise<void> {
@@ -115,7 +152,9 @@ export class DetectionService {
       const types = [pose.danger ? 'DANGER' : undefined, pose.assistance_request ? 'ASSISTANCE_REQUEST' : undefined].filter((type) => type !== undefined);
       const record = batch.records[index]!;
       for (const type of types) {
-        await this.alarms.raise({
+        // Keyed by the pose: an upload resent after an ambiguous failure does not count the press twice.
+        await this.alarms.raiseOnce({
+          idempotencyKey: `pose|${record.deviceId}|${type}|${record.timestamp}`,
           organizationId: record.organizationId,
           type: type as 'DANGER' | 'ASSISTANCE_REQUEST',
           deviceId: record.deviceId,
@@ -142,10 +181,8 @@ export class DetectionService {
     }
   }
 
-  /** Raises alarms (stored, then pushed) and announces them and the (already stored) zone events to every gateway. */
-  async announce(detections: Detections): Promise<void> {
-    const { zoneEvents, alarms, triggered } = detections;
-    for (const alarm of alarms) await this.alarms.raise({ ...alarm, by: 'system' });
+  /** Announces stored zone events and triggered event content to every gateway. */
+  private async announceZoneEvents(zoneEvents: readonly ZoneEventRecord[], triggered: Detections['triggered']): Promise<void> {
     if (zoneEvents.length > 0 || triggered.length > 0) {
       const byOrganization = new Map<string, ZoneEventsMessage>();
       for (const event of zoneEvents) {

@@ -1,6 +1,6 @@
 import type { HttpRequest, HttpResponse, TemplatedApp } from 'uWebSockets.js';
 import { z } from 'zod';
-import { AppError, ErrorCode, ValidationError, toErrorBody, type FieldError } from '../../shared/errors.js';
+import { AppError, ErrorCode, ValidationError, errorHeaders, toErrorBody, type FieldError } from '../../shared/errors.js';
 import type { Logger } from '../../shared/logger.js';
 import type { Principal } from '../auth/principal.js';
 import type { RequestLimit } from './rate-limit.js';
@@ -127,7 +127,7 @@ class Exchange {
   sendError(error: unknown, closeConnection = false): void {
     const body = toErrorBody(error);
     const headers: Record<string, string> = { 'content-type': 'application/json; charset=utf-8' };
-    if (error instanceof AppError && error.headers) Object.assign(headers, error.headers);
+    Object.assign(headers, errorHeaders(error)); // Retry-After of a 503, including a database outage that is no AppError yet
     if (error instanceof AppError && error.code === ErrorCode.MethodNotAllowed && error.errors) {
       headers.allow = error.errors.map((e) => e.message).join(', ');
       delete body.errors;

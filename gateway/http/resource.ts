@@ -1,7 +1,7 @@
 import { UniqueConstraintViolationException, ForeignKeyConstraintViolationException, type EntitySchema, type FilterQuery } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { z } from 'zod';
-import { AppError, ErrorCode, NotFoundError, ValidationError } from '../../shared/errors.js';
+import { AppError, ErrorCode, NotFoundError, ValidationError, afterCommit } from '../../shared/errors.js';
 import type { Storage } from '../../shared/storage/index.js';
 import { can, type Action } from '../auth/permissions.js';
 import type { Principal } from '../auth/principal.js';
@@ -160,7 +160,7 @@ export function resourceRoutes<E extends object, C, U, Q>(storage: Storage, spec
         const ctx = context(principal);
         const entity = await spec.create(ctx, body);
         await flushOrExplain(ctx.em, spec.noun);
-        await spec.onChange?.(ctx, entity, 'created');
+        await afterCommit(`${spec.noun} created`, () => spec.onChange?.(ctx, entity, 'created')); // committed: success whatever the bus says
         return { status: 201, body: spec.present(await load(ctx, (entity as { id: unknown }).id)) };
       },
     }),
@@ -182,7 +182,7 @@ export function resourceRoutes<E extends object, C, U, Q>(storage: Storage, spec
           const entity = await load(ctx, p.id);
           await spec.update(ctx, entity, body);
           await flushOrExplain(ctx.em, spec.noun);
-          await spec.onChange?.(ctx, entity, 'updated');
+          await afterCommit(`${spec.noun} updated`, () => spec.onChange?.(ctx, entity, 'updated')); // committed: success whatever the bus says
           return { body: spec.present(entity) };
         },
       }),
@@ -204,7 +204,7 @@ export function resourceRoutes<E extends object, C, U, Q>(storage: Storage, spec
         if (spec.remove) await spec.remove(ctx, entity);
         else ctx.em.remove(entity);
         await flushOrExplain(ctx.em, spec.noun);
-        await spec.onChange?.(ctx, entity, 'deleted');
+        await afterCommit(`${spec.noun} deleted`, () => spec.onChange?.(ctx, entity, 'deleted')); // committed: success whatever the bus says
         return { status: 204 };
       },
     }),

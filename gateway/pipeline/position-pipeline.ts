@@ -41,6 +41,8 @@ export interface PositionBatch {
 export interface DetectionSteps {
   beforePersist: PipelineStep<PositionBatch>[];
   afterPersist: PipelineStep<PositionBatch>[];
+  /** Told when the batch's commit failed (the upload then fails); must not throw. */
+  persistFailed?: (batch: PositionBatch) => void;
 }
 
 export interface PipelineDependencies {
@@ -71,7 +73,14 @@ export function positionSteps(deps: PipelineDependencies, detection: DetectionSt
     ...detection.beforePersist,
     { name: 'publish', run: (batch) => publish(batch, deps.bus) },
     // Positions and the zone events detected in them share one group commit.
-    { name: 'persist', critical: true, run: (batch) => deps.writer.write(batch.records, batch.detections.zoneEvents) },
+    {
+      name: 'persist',
+      critical: true,
+      run: (batch) => deps.writer.write(batch.records, batch.detections.zoneEvents).catch((error: unknown) => {
+        detection.persistFailed?.(batch);
+        throw error;
+      }),
+    },
     ...detection.afterPersist,
   ];
 }

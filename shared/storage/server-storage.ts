@@ -3,16 +3,45 @@ import { PostgreSqlDriver } from '@mikro-orm/postgresql';
 import type { Logger } from '../logger.js';
 import { OrmStorage, commonOrmOptions } from './storage.js';
 
-/** PostgreSQL server, selected by DATABASE_URL. */
+export interface ServerStorageTimeouts {
+  /** Server-side `statement_timeout` of every connection. */
+  statementTimeoutMs: number;
+  /** Waiting for a pool slot, and for a new connection to open. */
+  acquireTimeoutMs: number;
+}
+
+export const DEFAULT_SERVER_TIMEOUTS: ServerStorageTimeouts = { statementTimeoutMs: 30_000, acquireTimeoutMs: 5000 };
+
+/**
+ * PostgreSQL server, selected by DATABASE_URL. Every wait is bounded, so an outage answers 503 instead of hanging
+ * requests: a statement timeout on the server, and acquire and connect timeouts in the pool. Dead connections
+ * are dropped by the pool and new ones are opened on demand, so the gateway recovers by itself when the server
+ * is back.
+ */
 export class ServerStorage extends OrmStorage {
   readonly kind = 'server' as const;
 
-  static async open(databaseUrl: string, logger?: Logger): Promise<ServerStorage> {
+  static async open(databaseUrl: string, logger?: Logger, timeouts: ServerStorageTimeouts = DEFAULT_SERVER_TIMEOUTS): Promise<ServerStorage> {
     const orm = (await MikroORM.init({
       ...commonOrmOptions(logger),
       driver: PostgreSqlDriver,
       clientUrl: databaseUrl,
-      pool: { min: 0, max: 10 },
+      pool: { min: 0, max: 10, acquireTimeoutMillis: timeouts.acquireTimeoutMs, createTimeoutMillis: timeouts.acquireTimeoutMs },
+      driverOptions: {
+        // knex's own warnings ("Connection Error: ..." during an outage) go to our log, not to the console.
+        log: {
+          warn: (message: unknown) => logger?.warn({ knex: String(message) }, 'database connection'),
+          error: (message: unknown) => logger?.error({ knex: String(message) }, 'database connection'),
+          deprecate: () => undefined,
+          debug: () => undefined,
+        },
+        acquireConnectionTimeout: timeouts.acquireTimeoutMs,
+        connection: {
+          statement_timeout: timeouts.statementTimeoutMs,
+          connectionTimeoutMillis: timeouts.acquireTimeoutMs,
+          keepAlive: true,
+        },
+      },
     } as never)) as unknown as MikroORM<PostgreSqlDriver>;
     const storage = new ServerStorage(orm);
     await storage.migrate();

@@ -1,6 +1,7 @@
 import { MikroORM, type Options } from '@mikro-orm/core';
 import type { EntityManager, PostgreSqlDriver } from '@mikro-orm/postgresql';
 import { Migrator } from '@mikro-orm/migrations';
+import { StorageUnavailableError, isOutageError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { allEntities } from './entities/index.js';
 import { migrationsList } from './migrations/index.js';
@@ -41,6 +42,9 @@ export function commonOrmOptions(logger?: Logger): Partial<Options> {
   };
 }
 
+/** A driver error that means "the database is down" becomes the one error class callers (and the HTTP layer) know. */
+const outage = (error: unknown): unknown => (isOutageError(error) && !(error instanceof StorageUnavailableError) ? new StorageUnavailableError(undefined, error) : error);
+
 /** Base class: everything but how the ORM is opened and closed. */
 export abstract class OrmStorage implements Storage {
   abstract readonly kind: 'embedded' | 'server';
@@ -52,11 +56,19 @@ export abstract class OrmStorage implements Storage {
   }
 
   async execute<T>(sql: string, params: readonly unknown[] = []): Promise<T[]> {
-    return (await this.orm.em.getConnection().execute(sql, params as unknown[], 'all')) as T[];
+    try {
+      return (await this.orm.em.getConnection().execute(sql, params as unknown[], 'all')) as T[];
+    } catch (error) {
+      throw outage(error);
+    }
   }
 
   async executeBound(sql: string, params: readonly (string | number | boolean | null)[]): Promise<void> {
-    await this.orm.em.getConnection().getKnex().raw(sql, params as (string | number | boolean | null)[]);
+    try {
+      await this.orm.em.getConnection().getKnex().raw(sql, params as (string | number | boolean | null)[]);
+    } catch (error) {
+      throw outage(error);
+    }
   }
 
   async ping(): Promise<void> {

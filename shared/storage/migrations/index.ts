@@ -6,6 +6,7 @@ import { M0004Images } from './m0004-images.js';
 import { M0005Positions } from './m0005-positions.js';
 import { M0006DetectionAndAlarms } from './m0006-detection-and-alarms.js';
 import { M0007CredentialRevocation } from './m0007-credential-revocation.js';
+import { M0008AlarmRaiseKeys } from './m0008-alarm-raise-keys.js';
 
 /**
  * Every migration, in order. Listed explicitly (not globbed from disk) so they run the same under tsx,
@@ -19,4 +20,5 @@ export const migrationsList: MigrationObject[] = [
   { name: 'm0005-positions', class: M0005Positions },
   { name: 'm0006-detection-and-alarms', class: M0006DetectionAndAlarms },
   { name: 'm0007-credential-revocation', class: M0007CredentialRevocation },
+  { name: 'm0008-alarm-raise-keys', class: M0008AlarmRaiseKeys },
 ];

@@ -65,3 +65,37 @@ describe('DetectionEngine: transitions and max stay together', () => {
     expect(observe(64, 5).alarms).toHaveLength(1);
   });
 });
+
+describe('DetectionEngine: a bounded number of tracked devices', () => {
+  it('keeps at most maxDevices, settling the least recently seen one (its exit is emitted by the next sweep)', () => {
+    const { runtime } = venue({});
+    const engine = new DetectionEngine({ peek: () => runtime } as unknown as BuildingRegistry, 3600_000, 3);
+    const at = (deviceId: string, second: number, x: number): PositionRecord => ({
+      organizationId: 'org', deviceId, userId: null, buildingId: 1, floorId: 1, indoor: true, x, y: 5, lat: 0, lng: 0, yaw: 0, accuracy: 1,
+      timestamp: s(second), receivedAt: s(second),
+    });
+    engine.observe(at('inside', 0, 5), runtime, true); // enters the fence
+    engine.observe(at('b', 1, 50), runtime, true);
+    engine.observe(at('c', 2, 50), runtime, true);
+    engine.observe(at('b', 3, 50), runtime, true); // b is seen again: it is not the oldest any more
+    expect(engine.trackedDevices).toBe(3);
+    for (let i = 0; i < 20; i++) engine.observe(at(`new-${i}`, 4 + i, 50), runtime, true);
+    expect(engine.trackedDevices).toBe(3);
+    const settled = engine.sweep(s(30));
+    expect(settled.zoneEvents.map((event) => [event.deviceId, event.type])).toEqual([['inside', 'exit']]);
+  });
+
+  it('evicts the least recently seen, not the first seen', () => {
+    const { runtime } = venue({});
+    const engine = new DetectionEngine({ peek: () => runtime } as unknown as BuildingRegistry, 3600_000, 2);
+    const at = (deviceId: string, second: number): PositionRecord => ({
+      organizationId: 'org', deviceId, userId: null, buildingId: 1, floorId: 1, indoor: true, x: 5, y: 5, lat: 0, lng: 0, yaw: 0, accuracy: 1,
+      timestamp: s(second), receivedAt: s(second),
+    });
+    engine.observe(at('first', 0), runtime, true);
+    engine.observe(at('second', 1), runtime, true);
+    engine.observe(at('first', 2), runtime, true);
+    engine.observe(at('third', 3), runtime, true); // over the cap: `second` goes
+    expect(engine.sweep(s(4)).zoneEvents.map((event) => event.deviceId)).toEqual(['second']);
+  });
+});

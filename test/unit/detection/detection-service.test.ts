@@ -1,0 +1,119 @@
+import { describe, expect, it } from 'vitest';
+import type { AlarmService, RaiseAlarm } from '../../../gateway/alarms/alarm-service.js';
+import { attachDetection } from '../../../gateway/detection/building-detection.js';
+import { DetectionEngine } from '../../../gateway/detection/detection-engine.js';
+import { DetectionService } from '../../../gateway/detection/detection-service.js';
+import type { BuildingRegistry, BuildingRuntime } from '../../../gateway/realtime/building-registry.js';
+import { LocalBus } from '../../../shared/bus/local-bus.js';
+import type { ZoneEventRecord } from '../../../shared/detection/zone-event.js';
+import { StorageUnavailableError } from '../../../shared/errors.js';
+import { createBuildingTransform } from '../../../shared/geo/building-transform.js';
+import { createLogger } from '../../../shared/logger.js';
+import type { PositionRecord } from '../../../shared/positions/position-record.js';
+import type { PositionWriter } from '../../../shared/positions/position-writer.js';
+import type { Building, Geofence } from '../../../shared/storage/entities/index.js';
+
+const T0 = Date.UTC(2025, 0, 6, 9, 0, 0);
+const s = (seconds: number) => T0 + seconds * 1000;
+
+/**
+ * The service around the detectors with a database that can be "down": a fake alarm store and writer that
+ * refuse with the outage error while `down`, and remember what they stored (raises by idempotency key, as the
+ * real one does). No I/O, no real clock: sweeps are called with hand-made times.
+ */
+function world(rules: Partial<Pick<Geofence, 'maxStayTime' | 'minDwellS' | 'exitGraceS'>>, deadman: Partial<Building> = {}) {
+  const fence = {
+    id: 'fence-1', buildingId: 1, floorId: 1, name: 'Square', type: 'POLYGON', radius: null, deleted: false, customFields: [], geometric: [],
+    cartesians: [[0, 0], [10, 0], [10, 10], [0, 10], [0, 0]], maxStayTime: null, minDwellS: 0, exitGraceS: 0, ...rules,
+  } as unknown as Geofence;
+  const building = { id: 1, name: 'B', locationLat: 40, locationLng: -3, width: 100, length: 100, rotation: 0, ...deadman } as unknown as Building;
+  const runtime: BuildingRuntime = {
+    id: 1, organizationId: 'org', building, geofences: [fence], events: [], loadedAt: 0,
+    transform: createBuildingTransform({ location: { lat: 40, lng: -3 }, dimensions: { width: 100, length: 100 }, rotation: 0 }),
+    floors: new Map([[1, { level: 0, levelHeight: 0 }]]),
+  };
+  attachDetection(runtime);
+  const registry = { peek: () => runtime } as unknown as BuildingRegistry;
+  const engine = new DetectionEngine(registry, 3600_000);
+  const state = { down: false };
+  const alarms: RaiseAlarm[] = [];
+  const keys = new Set<string>();
+  const zoneEvents: ZoneEventRecord[] = [];
+  const store = (request: RaiseAlarm) => {
+    if (state.down) throw new StorageUnavailableError();
+    if (request.idempotencyKey !== undefined) {
+      if (keys.has(request.idempotencyKey)) return undefined;
+      keys.add(request.idempotencyKey);
+    }
+    alarms.push(request);
+    return {};
+  };
+  const alarmService = { raise: async (request: RaiseAlarm) => store(request), raiseOnce: async (request: RaiseAlarm) => store(request), pruneIdempotencyKeys: async () => undefined } as unknown as AlarmService;
+  const writer = {
+    write: async (_records: unknown[], events: ZoneEventRecord[] = []) => {
+      if (state.down) throw new StorageUnavailableError();
+      zoneEvents.push(...events);
+    },
+  } as unknown as PositionWriter;
+  const service = new DetectionService(engine, alarmService, registry, writer, new LocalBus(), createLogger('silent'));
+  const at = (second: number, x: number, deviceId = 'd'): PositionRecord => ({
+    organizationId: 'org', deviceId, userId: null, buildingId: 1, floorId: 1, indoor: true, x, y: 5, lat: 0, lng: 0, yaw: 0, accuracy: 1,
+    timestamp: s(second), receivedAt: s(second),
+  });
+  return { engine, service, state, alarms, zoneEvents, observe: (second: number, x: number, deviceId?: string) => engine.observe(at(second, x, deviceId), runtime, true) };
+}
+
+describe('DetectionService: what the detectors find survives a database outage', () => {
+  it('raises a max stay that ran over during an outage exactly once, after the database is back', async () => {
+    const { service, state, alarms, observe } = world({ maxStayTime: 30 });
+    observe(0, 5);
+    await service.sweep(s(10));
+    state.down = true;
+    for (let second = 25; second <= 60; second += 5) await service.sweep(s(second)); // it runs over at 31
+    expect(alarms).toEqual([]);
+    state.down = false;
+    await service.sweep(s(61));
+    await service.sweep(s(62));
+    await service.sweep(s(90));
+    expect(alarms.map((alarm) => [alarm.type, alarm.geofenceId])).toEqual([['GEOFENCE_MAX_STAY_TIME', 'fence-1']]);
+  });
+
+  it('raises a dead-man silence that happened during an outage once', async () => {
+    const { service, state, alarms, observe } = world({}, { deadmanSilenceS: 20 } as Partial<Building>);
+    observe(0, 50);
+    state.down = true;
+    for (let second = 10; second <= 40; second += 5) await service.sweep(s(second));
+    state.down = false;
+    for (let second = 41; second <= 45; second++) await service.sweep(s(second));
+    expect(alarms.map((alarm) => [alarm.type, alarm.details?.reason])).toEqual([['DEADMAN', 'silence']]);
+  });
+
+  it('stores an exit settled by a sweep during an outage once the database is back, once', async () => {
+    const { service, state, zoneEvents, observe } = world({ exitGraceS: 5 });
+    observe(0, 5);
+    observe(10, 50); // outside: the exit waits for its grace, settled by the sweep
+    state.down = true;
+    await service.sweep(s(16));
+    await service.sweep(s(17));
+    state.down = false;
+    await service.sweep(s(18));
+    await service.sweep(s(19));
+    expect(zoneEvents.map((event) => event.type)).toEqual(['exit']);
+  });
+
+  it('keeps the zone events and alarms of a batch whose commit failed, and stores them apart', async () => {
+    const { service, state, zoneEvents, observe } = world({});
+    const found = observe(0, 5); // an enter, found by the pipeline's detect step
+    expect(found.zoneEvents.map((event) => event.type)).toEqual(['enter']);
+    const batch = { detections: found } as never;
+    state.down = true;
+    service.steps().persistFailed?.(batch);
+    await service.sweep(s(1));
+    state.down = false;
+    await service.sweep(s(2));
+    expect(zoneEvents.map((event) => event.type)).toEqual(['enter']);
+    // The app resends the same positions: the detectors have moved on, nothing is found twice.
+    expect(observe(0, 5).zoneEvents).toEqual([]);
+    expect(service.outbox.size).toBe(0);
+  });
+});
