@@ -101,6 +101,3 @@ export function toErrorBody(error: unknown): ErrorBody {
   }
   return { status: 500, code: ErrorCode.Internal, message: 'Internal server error' };
 }
-
-/** WebSocket close code for an error: 4000 + its HTTP status (4401 unauthenticated, 4403 forbidden...). */
-export const wsCloseCodeOf = (error: unknown): number => 4000 + toErrorBody(error).status;
