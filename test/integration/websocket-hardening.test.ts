@@ -67,6 +67,17 @@ describe(`WebSocket hardening (${driverLabel})`, () => {
       expect(reply).not.toHaveProperty('id');
     }
     expect(await socket.request({ op: 'ping' })).toMatchObject({ op: 'pong' });
+    // The same in msgpack, whose decoder recurses: a deep top-level array, and a deep id in a ping.
+    const deepArray = Buffer.concat([Buffer.alloc(depth, 0x91), Buffer.from([0x90])]); // [[[...[]...]]]
+    const ping = Buffer.from([0x82, 0xa2, 0x6f, 0x70, 0xa4, 0x70, 0x69, 0x6e, 0x67, 0xa2, 0x69, 0x64]); // {op:'ping',id:
+    for (const frame of [deepArray, Buffer.concat([ping, deepArray])]) {
+      const before = socket.frames.length;
+      socket.ws.send(frame, { binary: true });
+      const reply = await socket.next((candidate) => socket.frames.indexOf(candidate) >= before);
+      expect(reply).toMatchObject({ op: 'error', status: 400 });
+      expect(reply).not.toHaveProperty('id');
+    }
+    expect(await socket.request({ op: 'ping' })).toMatchObject({ op: 'pong' });
     // Bounded ids are echoed as they came.
     socket.send({ op: 'ping', id: 'x'.repeat(128) });
     socket.send({ op: 'ping', id: 42 });
