@@ -1,5 +1,6 @@
 import { ConfigError, loadConfig } from '../shared/config.js';
 import { createLogger } from '../shared/logger.js';
+import { ProcessGuard } from '../shared/process-guard.js';
 import { startGateway } from './app.js';
 
 /** `npm start`: one gateway process, configured from the environment (see README). */
@@ -15,7 +16,10 @@ async function main(): Promise<void> {
     throw error;
   }
   const logger = createLogger(config.LOG_LEVEL, { service: 'gateway' });
+  // Installed first: a fault while starting is logged too. Sockets are told to reconnect before a fatal exit.
+  const guard = ProcessGuard.install({ logger, flushTimeoutMs: config.SHUTDOWN_GRACE_SECONDS * 1000 });
   const gateway = await startGateway(config, { logger });
+  guard.flushWith(() => gateway.close());
   if (gateway.bootstrap.generatedPassword) {
     // Printed once, on the first start only; it is stored only as a hash.
     process.stdout.write(

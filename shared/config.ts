@@ -52,7 +52,7 @@ export const configSchema = z.object({
   POSITIONS_RETENTION_DAYS: z.coerce.number().int().min(0).default(365),
   /** A WebSocket that has not authenticated within this many milliseconds is closed with 4401. */
   WS_AUTH_TIMEOUT_MS: z.coerce.number().int().min(100).default(5000),
-  /** Largest WebSocket message accepted, in bytes. */
+  /** Largest WebSocket message accepted, in bytes; a larger one closes the socket with 1009 (past twice this, unread). */
   WS_MAX_MESSAGE_BYTES: z.coerce.number().int().min(1024).default(1024 * 1024),
   /** Past this many buffered bytes a subscriber gets only the latest position per device (alarms still all). */
   WS_COALESCE_BYTES: z.coerce.number().int().min(1024).default(256 * 1024),
@@ -80,6 +80,12 @@ export const configSchema = z.object({
   DETECTION_MAX_TRACKED_DEVICES: z.coerce.number().int().min(1).default(200_000),
   /** Detections (alarms, zone events) waiting in memory for the database; past it the oldest are dropped and logged. */
   DETECTION_OUTBOX_MAX: z.coerce.number().int().min(1).default(100_000),
+  /** Topics one WebSocket may hold at once; a subscribe past it gets a 422 error frame. */
+  WS_MAX_TOPICS: z.coerce.number().int().min(1).default(100),
+  /** Operations (auth, subscribe, unsubscribe, upload) one WebSocket may have unanswered; past it, 429 error frames. */
+  WS_MAX_IN_FLIGHT: z.coerce.number().int().min(1).default(16),
+  /** Not-yet-authenticated WebSockets one remote address may hold; past it the upgrade gets 429. */
+  WS_MAX_UNAUTHENTICATED_PER_ADDRESS: z.coerce.number().int().min(1).default(32),
 });
 
 export type Config = z.output<typeof configSchema>;

@@ -152,9 +152,6 @@ export function toErrorBody(thrown: unknown): ErrorBody {
   return { status: 500, code: ErrorCode.Internal, message: 'Internal server error' };
 }
 
-/** WebSocket close code for an error: 4000 + its HTTP status (4401 unauthenticated, 4403 forbidden...). */
-export const wsCloseCodeOf = (error: unknown): number => 4000 + toErrorBody(error).status;
-
 type AfterCommitReporter = (error: unknown, step: string) => void;
 let reportAfterCommit: AfterCommitReporter = (error, step) => process.emitWarning(`post-commit step "${step}" failed: ${error instanceof Error ? error.message : String(error)}`);
 

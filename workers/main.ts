@@ -1,6 +1,7 @@
 import { ConfigError, loadConfig } from '../shared/config.js';
 import { BullmqJobWorker } from '../shared/jobs/bullmq-job-worker.js';
 import { createLogger } from '../shared/logger.js';
+import { ProcessGuard } from '../shared/process-guard.js';
 import { openStorage } from '../shared/storage/index.js';
 import { processors } from './processors/index.js';
 
@@ -21,6 +22,7 @@ async function main(): Promise<void> {
     process.exit(2);
   }
   const logger = createLogger(config.LOG_LEVEL, { service: 'worker' });
+  ProcessGuard.install({ logger }); // jobs a fatal exit interrupts are retried by BullMQ
   const storage = await openStorage(config, logger);
   const worker = new BullmqJobWorker(config.REDIS_URL, config.REDIS_PREFIX, processors, { storage, logger }, config.JOB_CONCURRENCY, logger);
   await worker.waitUntilReady();

@@ -113,10 +113,10 @@ export class DetectionService {
       websockets.publish(message.organizationId, 'organization/alarms', 'alarm', message.event);
       if (message.buildingId !== null) websockets.publish(message.organizationId, `buildings/${message.buildingId}/alarms`, 'alarm', message.event);
     });
-    websockets.registerReplay(/^(organization\/alarms|buildings\/\d+\/alarms)$/, async (principal, topic, sinceSeq, send) => {
+    websockets.registerReplay(/^(organization\/alarms|buildings\/\d+\/alarms)$/, async (principal, topic, sinceSeq, send, confinedTo) => {
       const building = /^buildings\/(\d+)\//.exec(topic);
       for await (const event of this.alarms.eventsSince(principal.organizationId, sinceSeq, building ? Number(building[1]) : undefined)) {
-        send({ op: 'alarm', topic, data: event, replay: true });
+        if (confinedTo === undefined || event.user_id === confinedTo) send({ op: 'alarm', topic, data: event, replay: true });
       }
     });
     this.sweepTimer = setInterval(() => void this.sweep(Date.now()), sweepIntervalMs);

@@ -13,6 +13,13 @@ const DEVICE_TOPIC = /^devices\/(.{1,200})$/;
 
 export const topicKey = (organizationId: string, topic: string) => `${organizationId}|${topic}`;
 
+/**
+ * Topics whose messages a plain user receives only when they are about that user (confinedUserId): positions
+ * by the record's user, alarms and geofence events by `user_id`. `devices/{id}` is checked once, on subscribe.
+ */
+const CONFINED_TOPIC = /^(buildings\/\d+\/(positions|geofence-events|alarms)|organization\/alarms)$/;
+export const isConfinedTopic = (topic: string): boolean => CONFINED_TOPIC.test(topic);
+
 const actionOf: Record<string, Action> = { positions: 'positions:read', 'geofence-events': 'positions:read', alarms: 'alarms:read' };
 
 /** Throws the AppError a refused subscription gets (the connection stays open). */

@@ -1,15 +1,18 @@
 import type { Principal } from '../auth/principal.js';
 import { toErrorBody } from '../../shared/errors.js';
 import { positionFrame, positionsFrame, type LivePosition, type TopicPositions } from './position-frames.js';
+import type { ReplayGate } from './replay-gate.js';
 import { encode, type WireFormat } from './ws-codec.js';
 import type { WsOptions } from './ws-gateway.js';
 
-export const WS_CLOSE = { unauthenticated: 4401, slowConsumer: 4008, goingAway: 1001 } as const;
+export const WS_CLOSE = { unauthenticated: 4401, slowConsumer: 4008, goingAway: 1001, messageTooBig: 1009, internalError: 1011 } as const;
 
 export interface SocketData {
   connection?: Connection;
   format: WireFormat;
   principal?: Principal;
+  /** The remote address, when the socket counts against its address's quota of unauthenticated sockets. */
+  unauthenticatedAddress?: string;
   /** Opened with `?positions=batched`: a batch's positions for a topic come in one frame. */
   batchedPositions: boolean;
 }
@@ -35,7 +38,13 @@ interface PendingPosition {
 export class Connection {
   readonly subscriptions = new Set<string>();
   readonly pending = new Map<string, PendingPosition>();
+  /** Subscriptions resumed with since_seq, by topic key: replay and live alarms meet there (see ReplayGate). */
+  readonly replays = new Map<string, ReplayGate>();
   principal?: Principal;
+  /** The user a plain user's topics are confined to (confinedUserId); undefined sees the organization. */
+  confinedTo?: string;
+  /** Set while the socket holds a slot of its address's unauthenticated quota. */
+  unauthenticatedAddress?: string;
   authTimer?: NodeJS.Timeout;
   closed = false;
   inFlight = 0;

@@ -1,8 +1,8 @@
 import type { HttpRequest, HttpResponse, TemplatedApp, us_socket_context_t, WebSocket } from 'uWebSockets.js';
 import { z } from 'zod';
-import { AppError, ErrorCode, ForbiddenError, UnauthenticatedError, toErrorBody } from '../../shared/errors.js';
+import { AppError, ErrorCode, ForbiddenError, UnauthenticatedError, ValidationError, toErrorBody } from '../../shared/errors.js';
 import type { PositionRecord } from '../../shared/positions/position-record.js';
-import { can } from '../auth/permissions.js';
+import { can, confinedUserId } from '../auth/permissions.js';
 import type { Principal } from '../auth/principal.js';
 import type { RouteDefinition } from '../http/route.js';
 import { statusLine } from '../http/status-text.js';
@@ -10,17 +10,37 @@ import type { GatewayServices } from '../services.js';
 import { MSGPACK_SUBPROTOCOL, decode, encode, type WireFormat } from './ws-codec.js';
 import { LivePosition, TopicPositions } from './position-frames.js';
 import { Connection, WS_CLOSE, type SocketLike, type SocketData } from './ws-connection.js';
-import { authorizeTopic, topicKey } from './topics.js';
+import { ReplayGate } from './replay-gate.js';
+import { authorizeTopic, isConfinedTopic, topicKey } from './topics.js';
 
-/** Replays what a subscriber missed (alarms since a seq), from storage, before live delivery starts. */
-export type ReplayProvider = (principal: Principal, topic: string, sinceSeq: number, send: (message: object) => void) => Promise<void>;
+/**
+ * Replays what a subscriber missed (alarms since a seq), from storage, in seq order, before live delivery
+ * starts. `confinedTo` is the user a plain user is confined to (confinedUserId): replay only what is about them.
+ */
+export type ReplayProvider = (principal: Principal, topic: string, sinceSeq: number, send: (message: object) => void, confinedTo: string | undefined) => Promise<void>;
 
 export interface WsOptions {
   authTimeoutMs: number;
   maxMessageBytes: number;
   coalesceBytes: number;
   maxBufferBytes: number;
+  /** The caps below default to the WS_MAX_* settings. */
+  maxTopics?: number;
+  maxInFlight?: number;
+  maxUnauthenticatedPerAddress?: number;
 }
+
+/**
+ * uWS drops a message over its maxPayloadLength without a close frame (the client sees 1006), so uWS gets a
+ * higher ceiling and our own limit is checked in the handler, answering 1009. Past the ceiling a message is
+ * still refused unread, so memory stays bounded.
+ */
+export const UWS_PAYLOAD_CEILING_FACTOR = 2;
+
+/** An id the client chose, echoed in the reply: bounded, so echoing it can neither blow the stack nor the frame. */
+const MAX_ID_LENGTH = 128;
+const messageId = z.union([z.string().max(MAX_ID_LENGTH), z.number().finite()]);
+type MessageId = z.infer<typeof messageId>;
 
 export { WS_CLOSE };
 
@@ -29,12 +49,13 @@ const SOCKET_ROUTE = { method: 'GET', path: '/api/v1/ws', summary: '', auth: 'au
 
 
 const clientMessage = z.discriminatedUnion('op', [
-  z.object({ op: z.literal('auth'), token: z.string().min(1), id: z.unknown().optional() }),
-  z.object({ op: z.literal('subscribe'), topics: z.array(z.string()).min(1).max(100), since_seq: z.number().int().min(0).optional(), id: z.unknown().optional() }),
-  z.object({ op: z.literal('unsubscribe'), topics: z.array(z.string()).min(1).max(100), id: z.unknown().optional() }),
-  z.object({ op: z.literal('upload'), poses: z.array(z.unknown()).min(1).max(10_000), id: z.unknown().optional() }),
-  z.object({ op: z.literal('ping'), id: z.unknown().optional() }),
+  z.object({ op: z.literal('auth'), token: z.string().min(1), id: messageId.optional() }),
+  z.object({ op: z.literal('subscribe'), topics: z.array(z.string()).min(1).max(100), since_seq: z.number().int().min(0).optional(), id: messageId.optional() }),
+  z.object({ op: z.literal('unsubscribe'), topics: z.array(z.string()).min(1).max(100), id: messageId.optional() }),
+  z.object({ op: z.literal('upload'), poses: z.array(z.unknown()).min(1).max(10_000), id: messageId.optional() }),
+  z.object({ op: z.literal('ping'), id: messageId.optional() }),
 ]);
+type ClientMessage = z.infer<typeof clientMessage>;
 
 /**
  * The WebSocket side of the gateway at /api/v1/ws: authentication (Bearer header on the upgrade, or a first
@@ -45,12 +66,20 @@ export class WebSocketGateway {
   private readonly topics = new Map<string, Set<Connection>>();
   private readonly connections = new Set<Connection>();
   private readonly replays: { pattern: RegExp; provider: ReplayProvider }[] = [];
+  /** Unauthenticated sockets per remote address (entries go when they reach zero). */
+  private readonly unauthenticated = new Map<string, number>();
+  private readonly limits: { maxTopics: number; maxInFlight: number; maxUnauthenticatedPerAddress: number };
   private accepting = true;
 
   constructor(
     private readonly services: GatewayServices,
     private readonly options: WsOptions,
   ) {
+    this.limits = {
+      maxTopics: options.maxTopics ?? services.config.WS_MAX_TOPICS,
+      maxInFlight: options.maxInFlight ?? services.config.WS_MAX_IN_FLIGHT,
+      maxUnauthenticatedPerAddress: options.maxUnauthenticatedPerAddress ?? services.config.WS_MAX_UNAUTHENTICATED_PER_ADDRESS,
+    };
     services.realtime.onFreshPositions((records) => this.publishPositions(records));
   }
 
@@ -59,58 +88,103 @@ export class WebSocketGateway {
   }
 
   attach(app: TemplatedApp): void {
+    // Nothing a client sends may throw out of a uWS callback: that would be an uncaught exception.
+    const guarded =
+      <A extends unknown[]>(name: string, callback: (...args: A) => void) =>
+      (...args: A) => {
+        try {
+          callback(...args);
+        } catch (error) {
+          this.services.logger.error({ err: error, callback: name }, 'websocket callback failed');
+        }
+      };
     app.ws<SocketData>('/api/v1/ws', {
-      maxPayloadLength: this.options.maxMessageBytes,
+      maxPayloadLength: this.options.maxMessageBytes * UWS_PAYLOAD_CEILING_FACTOR,
       // Our own limits decide what to coalesce and when to disconnect; uWS must never drop silently.
       maxBackpressure: this.options.maxBufferBytes * 4,
       closeOnBackpressureLimit: 0,
       idleTimeout: 120,
       sendPingsAutomatically: true,
       upgrade: (res, req, context) => this.upgrade(res, req, context),
-      open: (ws) => this.open(ws),
+      open: guarded('open', (ws: WebSocket<SocketData>) => this.open(ws)),
       message: (ws, data, isBinary) => this.onMessage(ws, data, isBinary),
-      drain: (ws) => ws.getUserData().connection?.drain(),
-      close: (ws) => this.onClose(ws),
+      drain: guarded('drain', (ws: WebSocket<SocketData>) => ws.getUserData().connection?.drain()),
+      close: guarded('close', (ws: WebSocket<SocketData>) => this.onClose(ws)),
     });
   }
 
   private upgrade(res: HttpResponse, req: HttpRequest, context: us_socket_context_t): void {
-    const headers: Record<string, string> = {};
-    req.forEach((name, value) => {
-      headers[name] = value;
-    });
-    const key = headers['sec-websocket-key'] ?? '';
-    const extensions = headers['sec-websocket-extensions'] ?? '';
-    const offered = (headers['sec-websocket-protocol'] ?? '').split(',').map((p) => p.trim());
-    const format: WireFormat = offered.includes(MSGPACK_SUBPROTOCOL) ? 'msgpack' : 'json';
-    const protocol = format === 'msgpack' ? MSGPACK_SUBPROTOCOL : offered.includes('json') ? 'json' : '';
-    const positions = req.getQuery('positions') || 'single';
     let aborted = false;
     res.onAborted(() => {
       aborted = true;
     });
     const refuse = (error: unknown) => {
       if (aborted) return;
+      if (!(error instanceof AppError)) this.services.logger.error({ err: error }, 'websocket upgrade failed');
       const body = toErrorBody(error);
-      res.cork(() => res.writeStatus(statusLine(body.status)).writeHeader('content-type', 'application/json').end(JSON.stringify(body)));
+      try {
+        res.cork(() => res.writeStatus(statusLine(body.status)).writeHeader('content-type', 'application/json').end(JSON.stringify(body)));
+      } catch (again) {
+        this.services.logger.error({ err: again }, 'websocket upgrade refusal failed');
+      }
     };
-    if (!this.accepting) return refuse(new AppError(ErrorCode.Unavailable, 'The server is shutting down'));
-    if (positions !== 'single' && positions !== 'batched') return refuse(new AppError(ErrorCode.BadRequest, 'positions must be single or batched'));
-    const credentials = headers.authorization || headers['x-api-key'];
-    const authenticated = credentials ? this.services.authenticator.authenticate(headers, SOCKET_ROUTE) : Promise.resolve(undefined);
-    authenticated.then(
-      (principal) => {
-        if (aborted) return;
-        res.cork(() => res.upgrade<SocketData>({ format, principal, batchedPositions: positions === 'batched' }, key, protocol, extensions, context));
-      },
-      refuse,
-    );
+    let reserved: string | undefined;
+    const release = () => {
+      if (reserved !== undefined) this.releaseUnauthenticated(reserved);
+      reserved = undefined;
+    };
+    try {
+      const headers: Record<string, string> = {};
+      req.forEach((name, value) => {
+        headers[name] = value;
+      });
+      const address = Buffer.from(res.getRemoteAddressAsText()).toString();
+      const key = headers['sec-websocket-key'] ?? '';
+      const extensions = headers['sec-websocket-extensions'] ?? '';
+      const offered = (headers['sec-websocket-protocol'] ?? '').split(',').map((p) => p.trim());
+      const format: WireFormat = offered.includes(MSGPACK_SUBPROTOCOL) ? 'msgpack' : 'json';
+      const protocol = format === 'msgpack' ? MSGPACK_SUBPROTOCOL : offered.includes('json') ? 'json' : '';
+      const positions = req.getQuery('positions') || 'single';
+      if (!this.accepting) return refuse(new AppError(ErrorCode.Unavailable, 'The server is shutting down'));
+      if (positions !== 'single' && positions !== 'batched') return refuse(new AppError(ErrorCode.BadRequest, 'positions must be single or batched'));
+      const credentials = headers.authorization || headers['x-api-key'];
+      if (!credentials) {
+        // Reserved now, not on open: upgrades from one address may be in progress together.
+        if ((this.unauthenticated.get(address) ?? 0) >= this.limits.maxUnauthenticatedPerAddress) {
+          return refuse(new AppError(ErrorCode.RateLimited, `Too many unauthenticated sockets from your address (at most ${this.limits.maxUnauthenticatedPerAddress}): authenticate or close some first`));
+        }
+        this.unauthenticated.set(address, (this.unauthenticated.get(address) ?? 0) + 1);
+        reserved = address;
+      }
+      const authenticated = credentials ? this.services.authenticator.authenticate(headers, SOCKET_ROUTE) : Promise.resolve(undefined);
+      authenticated
+        .then((principal) => {
+          if (aborted) return release();
+          const data: SocketData = { format, principal, batchedPositions: positions === 'batched', unauthenticatedAddress: reserved };
+          res.cork(() => res.upgrade<SocketData>(data, key, protocol, extensions, context));
+          reserved = undefined; // the socket holds the slot now, until it authenticates or closes
+        })
+        .catch((error) => {
+          release();
+          refuse(error);
+        });
+    } catch (error) {
+      release();
+      refuse(error);
+    }
+  }
+
+  private releaseUnauthenticated(address: string): void {
+    const count = (this.unauthenticated.get(address) ?? 1) - 1;
+    if (count > 0) this.unauthenticated.set(address, count);
+    else this.unauthenticated.delete(address);
   }
 
   private open(ws: WebSocket<SocketData>): void {
     const data = ws.getUserData();
     const connection = new Connection(ws as unknown as SocketLike, data.format, this.options, data.batchedPositions);
     data.connection = connection;
+    connection.unauthenticatedAddress = data.unauthenticatedAddress;
     this.connections.add(connection);
     if (data.principal) this.authenticated(connection, data.principal);
     else {
@@ -118,38 +192,70 @@ export class WebSocketGateway {
     }
   }
 
-  private authenticated(connection: Connection, principal: Principal, id?: unknown): void {
+  private authenticated(connection: Connection, principal: Principal, id?: MessageId): void {
     clearTimeout(connection.authTimer);
+    if (connection.unauthenticatedAddress !== undefined) this.releaseUnauthenticated(connection.unauthenticatedAddress);
+    connection.unauthenticatedAddress = undefined;
     connection.principal = principal;
+    connection.confinedTo = confinedUserId(principal);
     connection.message({ op: 'authenticated', id, user_id: principal.userId, organization_id: principal.organizationId, role: principal.role, permission: principal.permission });
   }
 
+  /**
+   * The one boundary every message goes through: whatever the frame holds, and whatever its handling throws
+   * (synchronously or not), the client gets an error frame and the connection stays consistent.
+   */
   private onMessage(ws: WebSocket<SocketData>, data: ArrayBuffer, isBinary: boolean): void {
-    const connection = ws.getUserData().connection!;
-    let raw: unknown;
+    const connection = ws.getUserData().connection;
+    if (!connection || connection.closed) return;
+    if (data.byteLength > this.options.maxMessageBytes) return connection.close(WS_CLOSE.messageTooBig, 'message too big');
+    let id: MessageId | undefined;
     try {
-      raw = decode(data, isBinary); // decoded now: uWS reuses `data` after this callback
-    } catch {
-      return connection.error(new AppError(ErrorCode.InvalidJson, isBinary ? 'The frame is not valid msgpack' : 'The frame is not valid JSON'));
+      let raw: unknown;
+      try {
+        raw = decode(data, isBinary); // decoded now: uWS reuses `data` after this callback
+      } catch {
+        throw new AppError(ErrorCode.InvalidJson, isBinary ? 'The frame is not valid msgpack' : 'The frame is not valid JSON');
+      }
+      const rawId = typeof raw === 'object' && raw !== null && !Array.isArray(raw) ? (raw as { id?: unknown }).id : undefined;
+      if (rawId !== undefined) {
+        const checked = messageId.safeParse(rawId);
+        if (!checked.success) throw new AppError(ErrorCode.BadRequest, `id must be a string of at most ${MAX_ID_LENGTH} characters or a finite number`);
+        id = checked.data;
+      }
+      const parsed = clientMessage.safeParse(raw);
+      if (!parsed.success) throw new AppError(ErrorCode.BadRequest, 'Unknown or malformed operation: auth, subscribe, unsubscribe, upload, ping');
+      const message = parsed.data;
+      if (message.op === 'ping') return connection.message({ op: 'pong', id });
+      if (connection.inFlight >= this.limits.maxInFlight) {
+        throw new AppError(ErrorCode.RateLimited, `At most ${this.limits.maxInFlight} operations may be in flight on one socket: wait for their replies`);
+      }
+      connection.inFlight += 1;
+      this.handle(connection, message)
+        .catch((error) => this.fail(connection, error, id))
+        .finally(() => {
+          connection.inFlight -= 1;
+        });
+    } catch (error) {
+      this.fail(connection, error, id);
     }
-    const parsed = clientMessage.safeParse(raw);
-    if (!parsed.success) {
-      const id = (raw as { id?: unknown } | null)?.id;
-      return connection.error(new AppError(ErrorCode.BadRequest, 'Unknown or malformed operation: auth, subscribe, unsubscribe, upload, ping'), { id });
-    }
-    connection.inFlight += 1;
-    this.handle(connection, parsed.data)
-      .catch((error) => {
-        if (!(error instanceof AppError)) this.services.logger.error({ err: error }, 'websocket operation failed');
-        connection.error(error, { id: parsed.data.id });
-      })
-      .finally(() => {
-        connection.inFlight -= 1;
-      });
   }
 
-  private async handle(connection: Connection, message: z.infer<typeof clientMessage>): Promise<void> {
-    if (message.op === 'ping') return connection.message({ op: 'pong', id: message.id });
+  /** Answers an error frame (never throws): if even that fails, the socket is closed rather than left half-done. */
+  private fail(connection: Connection, error: unknown, id: MessageId | undefined): void {
+    try {
+      if (!(error instanceof AppError)) this.services.logger.error({ err: error }, 'websocket operation failed');
+      connection.error(error, id === undefined ? {} : { id });
+    } catch (again) {
+      try {
+        this.services.logger.error({ err: again }, 'websocket error frame failed');
+      } finally {
+        connection.close(WS_CLOSE.internalError, 'internal error');
+      }
+    }
+  }
+
+  private async handle(connection: Connection, message: Exclude<ClientMessage, { op: 'ping' }>): Promise<void> {
     if (message.op === 'auth') {
       if (connection.principal) throw new AppError(ErrorCode.Conflict, 'Already authenticated');
       const headers: Record<string, string> = message.token.startsWith('fc_') ? { 'x-api-key': message.token } : { authorization: `Bearer ${message.token}` };
@@ -170,53 +276,65 @@ export class WebSocketGateway {
       for (const topic of message.topics) this.unsubscribe(connection, topicKey(principal.organizationId, topic));
       return connection.message({ op: 'unsubscribed', id: message.id, topics: message.topics });
     }
+    const fresh = new Set(message.topics.map((topic) => topicKey(principal.organizationId, topic)).filter((key) => !connection.subscriptions.has(key)));
+    if (connection.subscriptions.size + fresh.size > this.limits.maxTopics) throw this.tooManyTopics(connection);
     const accepted: string[] = [];
     for (const topic of message.topics) {
       try {
         await authorizeTopic(topic, principal, this.services.registry, this.services.storage);
+        const key = topicKey(principal.organizationId, topic);
+        const replay = message.since_seq !== undefined ? this.replays.find((candidate) => candidate.pattern.test(topic)) : undefined;
+        if (replay) await this.subscribeWithReplay(connection, principal, topic, key, message.since_seq!, replay.provider);
+        else this.subscribe(connection, key);
         accepted.push(topic);
       } catch (error) {
+        if (!(error instanceof AppError)) this.services.logger.error({ err: error, topic }, 'websocket subscription failed');
         connection.error(error, { id: message.id, topic });
       }
     }
-    for (const topic of accepted) {
-      const replay = message.since_seq !== undefined ? this.replays.find((candidate) => candidate.pattern.test(topic)) : undefined;
-      if (replay) {
-        // Buffer live messages while replaying from storage, then drop those the replay already sent.
-        await this.subscribeWithReplay(connection, principal, topic, message.since_seq!, replay.provider);
-      } else {
-        this.subscribe(connection, topicKey(principal.organizationId, topic));
-      }
-    }
-    if (accepted.length > 0 || message.topics.length === 0) connection.message({ op: 'subscribed', id: message.id, topics: accepted });
+    if (accepted.length > 0) connection.message({ op: 'subscribed', id: message.id, topics: accepted });
   }
 
-  private async subscribeWithReplay(connection: Connection, principal: Principal, topic: string, sinceSeq: number, provider: ReplayProvider): Promise<void> {
-    const key = topicKey(principal.organizationId, topic);
-    const live: object[] = [];
-    const catcher = new Connection(connection.ws, connection.format, this.options);
-    // A stand-in subscriber collects what goes live during the replay.
-    catcher.message = (message: object) => void live.push(message);
-    this.subscribe(catcher, key);
-    let lastSeq = sinceSeq;
-    try {
-      await provider(principal, topic, sinceSeq, (message) => {
-        const seq = (message as { data?: { seq?: number } }).data?.seq;
-        if (typeof seq === 'number') lastSeq = Math.max(lastSeq, seq);
-        connection.message(message);
-      });
-    } finally {
-      this.unsubscribe(catcher, key);
-    }
+  private tooManyTopics(connection: Connection): AppError {
+    const max = this.limits.maxTopics;
+    return new ValidationError([{ field: 'topics', message: `a socket may hold at most ${max} topics (this one holds ${connection.subscriptions.size}): unsubscribe some first` }], 'Too many topics');
+  }
+
+  /**
+   * Subscribes at once, so that live alarms reach the subscription's ReplayGate while the replay from storage
+   * runs; the gate holds them and, when the replay is done, sends those it did not cover, in seq order. One
+   * more read after the replay covers alarms pushed live before others committed earlier were pushed.
+   */
+  private async subscribeWithReplay(connection: Connection, principal: Principal, topic: string, key: string, sinceSeq: number, provider: ReplayProvider): Promise<void> {
+    const gate = new ReplayGate(sinceSeq);
     this.subscribe(connection, key);
-    for (const message of live) {
-      const seq = (message as { data?: { seq?: number } }).data?.seq;
-      if (typeof seq === 'number' && seq <= lastSeq) continue; // already replayed
-      connection.message(message);
+    connection.replays.set(key, gate);
+    const send = (frame: object) => {
+      if (!this.visible(connection, topic, (frame as { data?: unknown }).data)) return;
+      const fresh = gate.replayed(frame);
+      if (fresh) connection.message(fresh);
+    };
+    try {
+      await provider(principal, topic, sinceSeq, send, connection.confinedTo);
+      if (gate.holdsNewer && !connection.closed) await provider(principal, topic, gate.upTo, send, connection.confinedTo);
+    } catch (error) {
+      // A partial replay must not turn into a gap: the client resubscribes from the last seq it got.
+      if (connection.replays.get(key) === gate) this.unsubscribe(connection, key);
+      throw error;
     }
+    // The gate stays: a push of an alarm the replay sent may still arrive, and is dropped there.
+    for (const frame of gate.finish()) connection.message(frame);
+  }
+
+  /** Whether a message on `topic` is for this subscriber: a confined (plain) user gets only what is about them. */
+  private visible(connection: Connection, topic: string, data: unknown): boolean {
+    if (connection.confinedTo === undefined || !isConfinedTopic(topic)) return true;
+    return (data as { user_id?: unknown } | null | undefined)?.user_id === connection.confinedTo;
   }
 
   private subscribe(connection: Connection, key: string): void {
+    // Checked again here: several subscribe operations of one socket may be in flight together.
+    if (!connection.subscriptions.has(key) && connection.subscriptions.size >= this.limits.maxTopics) throw this.tooManyTopics(connection);
     let set = this.topics.get(key);
     if (!set) this.topics.set(key, (set = new Set()));
     set.add(connection);
@@ -228,6 +346,7 @@ export class WebSocketGateway {
     set?.delete(connection);
     if (set?.size === 0) this.topics.delete(key);
     connection.subscriptions.delete(key);
+    connection.replays.delete(key);
   }
 
   private onClose(ws: WebSocket<SocketData>): void {
@@ -235,6 +354,8 @@ export class WebSocketGateway {
     if (!connection) return;
     connection.closed = true;
     clearTimeout(connection.authTimer);
+    if (connection.unauthenticatedAddress !== undefined) this.releaseUnauthenticated(connection.unauthenticatedAddress);
+    connection.unauthenticatedAddress = undefined;
     for (const key of connection.subscriptions) this.topics.get(key)?.delete(connection);
     for (const key of connection.subscriptions) if (this.topics.get(key)?.size === 0) this.topics.delete(key);
     this.connections.delete(connection);
@@ -265,11 +386,24 @@ export class WebSocketGateway {
       }
     }
     const outgoing = new Map<Connection, TopicPositions[]>();
-    for (const { group, subscribers } of groups.values()) {
+    // A confined subscriber gets the group's positions of its own user: filtered once per topic and user.
+    const confined = new Map<string, TopicPositions | undefined>();
+    const confine = (key: string, group: TopicPositions, userId: string) => {
+      const cacheKey = `${key}|${userId}`;
+      if (!confined.has(cacheKey)) {
+        const own = group.positions.filter((position) => position.record.userId === userId);
+        confined.set(cacheKey, own.length > 0 ? new TopicPositions(group.topic, own) : undefined);
+      }
+      return confined.get(cacheKey);
+    };
+    for (const [key, { group, subscribers }] of groups) {
+      const confinable = isConfinedTopic(group.topic);
       for (const connection of subscribers) {
+        const mine = confinable && connection.confinedTo !== undefined ? confine(key, group, connection.confinedTo) : group;
+        if (!mine) continue;
         const list = outgoing.get(connection);
-        if (list) list.push(group);
-        else outgoing.set(connection, [group]);
+        if (list) list.push(mine);
+        else outgoing.set(connection, [mine]);
       }
     }
     for (const [connection, list] of outgoing) connection.sendPositions(list);
@@ -280,13 +414,22 @@ export class WebSocketGateway {
     return this.services.registry.peek(record.buildingId)?.floors.get(record.floorId)?.levelHeight ?? null;
   }
 
-  /** Any other message to a topic (geofence events, alarms, device events); never coalesced. */
+  /**
+   * Any other message to a topic (geofence events, alarms, device events); never coalesced. Encoded once per
+   * format; a confined subscriber gets it only when it is about its user, a replaying one through its gate.
+   */
   publish(organizationId: string, topic: string, op: string, data: unknown): void {
-    const subscribers = this.topics.get(topicKey(organizationId, topic));
+    const key = topicKey(organizationId, topic);
+    const subscribers = this.topics.get(key);
     if (!subscribers) return;
     const frame = { op, topic, data };
     const encoded: Partial<Record<WireFormat, string | Buffer>> = {};
-    for (const connection of subscribers) connection.send((encoded[connection.format] ??= encode(connection.format, frame)));
+    for (const connection of subscribers) {
+      if (!this.visible(connection, topic, data)) continue;
+      const gate = connection.replays.get(key);
+      if (gate && !gate.live(frame)) continue;
+      connection.send((encoded[connection.format] ??= encode(connection.format, frame)));
+    }
   }
 
   /** Closes every socket with `code`, as a network drop would (tests use it; clients resume alarms with since_seq). */
@@ -309,10 +452,6 @@ export class WebSocketGateway {
       }
     }
     return closed;
-  }
-
-  get connectionCount(): number {
-    return this.connections.size;
   }
 
   /** Shutdown: refuse new sockets, let uploads in flight finish, then close every socket (1001). */
