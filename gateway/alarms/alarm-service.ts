@@ -117,8 +117,6 @@ export function presentAlarm(row: AlarmRow): AlarmView {
   };
 }
 
-export const alarmTransitionTable = ALARM_TRANSITIONS;
-
 /**
  * Alarms are stored before they are pushed. Each raise or state change takes the organization's next `seq`
  * in its own transaction, writes the alarm and an alarm_events row, and only after the commit is announced

@@ -45,18 +45,3 @@ export function canTransition(from: AlarmState, to: AlarmState): boolean {
   return isAlarmState(from) && isAlarmState(to) && ALARM_TRANSITIONS[from].includes(to);
 }
 
-/** Plain Error, not an AppError: the alarm route decides it is a 409; a worker would treat it as a bug. */
-export class IllegalTransitionError extends Error {
-  readonly code = 'illegal_transition';
-  constructor(
-    readonly from: AlarmState,
-    readonly to: AlarmState,
-  ) {
-    super(`an alarm cannot go from ${from} to ${to}`);
-    this.name = 'IllegalTransitionError';
-  }
-}
-
-export function assertTransition(from: AlarmState, to: AlarmState): void {
-  if (!canTransition(from, to)) throw new IllegalTransitionError(from, to);
-}

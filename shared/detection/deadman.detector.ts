@@ -1,7 +1,8 @@
 /**
  * DEADMAN: somebody inside a building who stopped moving (`still`) or whose device stopped reporting
- * (`silence`). Positions only update last-seen state (`observe`); alarms come from a periodic `sweep` over all
- * devices, so there is no timer per device and a silent device is noticed at all. Time is the server's clock at
+ * (`silence`). Positions only update last-seen state (`observe`); alarms come from `sweepDevice`, which the
+ * detection engine's periodic sweep calls for every device, so there is no timer per device and a silent device
+ * is noticed at all. Time is the server's clock at
  * arrival, never the device's.
  *
  * - still: within `deadmanRadiusM` of an anchor for longer than `deadmanAfterS` (strictly). Leaving the radius
@@ -40,14 +41,6 @@ export interface DeadmanState {
 }
 
 export type DeadmanReason = 'still' | 'silence';
-
-export interface DeadmanAlarm {
-  deviceKey: string;
-  buildingId: number;
-  reason: DeadmanReason;
-  /** still: when the device settled at its anchor; silence: its last position. */
-  since: number;
-}
 
 const setting = (value: number | null | undefined): number | null =>
   value != null && Number.isFinite(value) && value >= 0 ? value : null;
@@ -102,25 +95,4 @@ export function sweepDevice(
   }
   if (afterS === null || radiusM === null || state.firedStill || now - state.anchor.at <= afterS * 1000) return { state };
   return { state: { ...state, firedStill: true }, alarm: { reason: 'still', since: state.anchor.at } };
-}
-
-/**
- * Every device, at least once a second. Writes the fired flags back into `states` (replacing entries, never
- * mutating a state object) because that map is the one in-memory last-seen store; nothing else is touched.
- */
-export function sweep(
-  states: Map<string, DeadmanState>,
-  settingsByBuilding: ReadonlyMap<number, DeadmanSettings>,
-  now: number,
-): DeadmanAlarm[] {
-  const alarms: DeadmanAlarm[] = [];
-  for (const [deviceKey, state] of states) {
-    const settings = settingsByBuilding.get(state.buildingId);
-    if (!settings) continue;
-    const result = sweepDevice(state, settings, now);
-    if (!result.alarm) continue;
-    states.set(deviceKey, result.state);
-    alarms.push({ deviceKey, buildingId: state.buildingId, ...result.alarm });
-  }
-  return alarms;
 }
