@@ -148,10 +148,9 @@ export function alarmRoutes(services: GatewayServices) {
         if (!mayRaiseAlarmType(principal.role, body.type)) throw new ForbiddenError(`Only the system raises ${body.type} alarms`);
         const confined = confinedUserId(principal);
         if (confined !== undefined && body.user_id !== undefined && body.user_id !== confined) throw new ForbiddenError('You may only raise alarms about yourself');
-        if (confined !== undefined && body.device_id !== undefined) {
-          const [device] = await storage.execute<{ user_id: string | null }>('select user_id from devices where organization_id = ? and identifier = ?', [principal.organizationId, body.device_id]);
-          if (device?.user_id !== confined) throw new ForbiddenError('You may only raise alarms about your own devices');
-        }
+        // An alarm about a device is about its owner (so the owner sees it), unless the caller names someone.
+        const [device] = body.device_id === undefined ? [] : await storage.execute<{ user_id: string | null }>('select user_id from devices where organization_id = ? and identifier = ?', [principal.organizationId, body.device_id]);
+        if (confined !== undefined && body.device_id !== undefined && device?.user_id !== confined) throw new ForbiddenError('You may only raise alarms about your own devices');
         let { x, y, lat, lng } = body;
         if (body.building_id !== undefined) {
           const building = await services.registry.get(principal.organizationId, body.building_id);
@@ -164,7 +163,7 @@ export function alarmRoutes(services: GatewayServices) {
           organizationId: principal.organizationId,
           type: body.type,
           deviceId: body.device_id ?? null,
-          userId: body.user_id ?? confined ?? null,
+          userId: body.user_id ?? device?.user_id ?? confined ?? null,
           buildingId: body.building_id ?? null,
           floorId: body.floor_id ?? null,
           geofenceId: body.geofence_id ?? null,
