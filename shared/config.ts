@@ -9,6 +9,14 @@ const optionalString = z
   .optional()
   .transform((value) => (value === undefined || value.trim() === '' ? undefined : value));
 
+/**
+ * Values copied from a sample instead of chosen: a JWT secret anyone can read in a repository lets anyone sign
+ * tokens. Matched case-insensitively as substrings (the secret) or whole values (the password).
+ */
+const PLACEHOLDER_SECRET = /change-?me|secret|example|placeholder|replace|your[-_ ]/i;
+const PLACEHOLDER_PASSWORD = /change-?me|example|placeholder|^(?:password1?|admin(?:istrator)?1?|12345678|123456789|qwerty123)$/i;
+const notPlaceholder = (pattern: RegExp) => (value: string | undefined) => value === undefined || !pattern.test(value);
+
 export const configSchema = z.object({
   /** Interface the gateway listens on. */
   HOST: z.string().min(1).default('0.0.0.0'),
@@ -25,7 +33,9 @@ export const configSchema = z.object({
   /** E-mail of the first administrator, created on first start when there are no users. */
   ADMIN_EMAIL: z.email().default('admin@floorcast.local'),
   /** Password of the first administrator; generated and printed once when unset. */
-  ADMIN_PASSWORD: optionalString.pipe(z.string().min(8, 'at least 8 characters').optional()),
+  ADMIN_PASSWORD: optionalString
+    .pipe(z.string().min(8, 'at least 8 characters').optional())
+    .refine(notPlaceholder(PLACEHOLDER_PASSWORD), 'a placeholder, not a password: choose one (or leave it unset to have one generated)'),
   /** Name of the first organization created on first start. */
   ADMIN_ORGANIZATION: z.string().min(1).default('Default organization'),
   /** pino log level. */
@@ -35,7 +45,9 @@ export const configSchema = z.object({
   /** Largest image upload in bytes (floorplans, pictures). */
   MAX_IMAGE_BYTES: z.coerce.number().int().min(1024).default(10 * 1024 * 1024),
   /** HS256 signing secret of access tokens; unset means a random key generated once and kept under DATA_DIR. */
-  JWT_SECRET: optionalString.pipe(z.string().min(32, 'at least 32 characters').optional()),
+  JWT_SECRET: optionalString
+    .pipe(z.string().min(32, 'at least 32 characters').optional())
+    .refine(notPlaceholder(PLACEHOLDER_SECRET), 'a placeholder, not a secret: use e.g. `openssl rand -base64 48`'),
   /** Lifetime of an access token in seconds (the spec says 4 days). */
   JWT_TTL_SECONDS: z.coerce.number().int().min(60).default(4 * 24 * 3600),
   /** Failed logins of one account from one client address within LOGIN_THROTTLE_WINDOW_SECONDS before further attempts get 429. */

@@ -1,3 +1,4 @@
+import type { AlarmType } from '../../shared/detection/alarm-states.js';
 import type { Role } from '../../shared/storage/entities/user.entity.js';
 
 /**
@@ -64,3 +65,18 @@ export function assignableRoles(role: Role): Role[] {
  */
 export const confinedUserId = (principal: { role: Role; userId: string }): string | undefined =>
   can(principal.role, 'tracking:read-all') ? undefined : principal.userId;
+
+/** The alarm types a person raises (through `POST /api/v1/alarms`); every other type is the system's. */
+export const USER_ALARM_TYPES = ['DANGER', 'ASSISTANCE_REQUEST'] as const satisfies readonly AlarmType[];
+
+/** Whether a role may raise an alarm of this type by hand: the user types, or a system type with `alarms:raise-system`. */
+export const mayRaiseAlarmType = (role: Role, type: AlarmType): boolean =>
+  (USER_ALARM_TYPES as readonly string[]).includes(type) || can(role, 'alarms:raise-system');
+
+/**
+ * The platform administrator (who creates organizations) is changed only by itself: another admin of its
+ * organization may not reset its password, edit it or manage its API keys, or the platform could be taken over
+ * from inside one organization.
+ */
+export const mayChangeUser = (principal: { userId: string }, target: { id: string; platformAdmin: boolean }): boolean =>
+  !target.platformAdmin || target.id === principal.userId;

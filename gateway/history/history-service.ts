@@ -3,6 +3,7 @@ import { ValidationError } from '../../shared/errors.js';
 import { PositionHistory, type HistoryQuery, type HistoryRow } from '../../shared/positions/position-history.js';
 import type { Storage } from '../../shared/storage/storage.js';
 import { formatOffsetDate, localDay } from '../../shared/time/offset-date.js';
+import { confinedUserId } from '../auth/permissions.js';
 import type { Principal } from '../auth/principal.js';
 import type { CartographyService } from '../cartography/cartography-service.js';
 import type { HistoryWindow } from './history-window.js';
@@ -48,7 +49,7 @@ export class HistoryService {
     this.maxJsonRows = options.maxJsonRows ?? MAX_JSON_ROWS;
   }
 
-  /** The building must be the caller's (404 otherwise); a `user` sees only their own fixes. */
+  /** The building must be the caller's (404 otherwise); a plain user sees only their own fixes (permissions.ts, confinedUserId). */
   private async scope(principal: Principal, buildingId: number, window: HistoryWindow): Promise<HistoryQuery> {
     await this.cartography.building(this.storage.em(), principal, buildingId);
     return {
@@ -57,7 +58,7 @@ export class HistoryService {
       from: window.from,
       to: window.to,
       deviceId: window.deviceId,
-      userId: principal.role === 'user' ? principal.userId : undefined,
+      userId: confinedUserId(principal),
     };
   }
 

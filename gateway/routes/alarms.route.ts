@@ -7,12 +7,18 @@ import { latitude, longitude } from '../cartography/placement.js';
 import { idParam, listParam, pageMetadata, paginated, paginationQuery, uuidParam } from '../http/query-schemas.js';
 import { defineRoute } from '../http/route.js';
 import type { GatewayServices } from '../services.js';
+import { confinedUserId, mayRaiseAlarmType, USER_ALARM_TYPES } from '../auth/permissions.js';
+import type { Principal } from '../auth/principal.js';
+import type { AlarmHistoryEntry, AlarmView } from '../alarms/alarm-service.js';
 
 const historyEntry = z.object({
   state: z.enum(ALARM_STATES),
   from: z.enum(ALARM_STATES).nullable(),
   at: z.string(),
-  by: z.union([z.object({ user_id: z.string(), email: z.string() }), z.literal('system')]),
+  by: z.union([
+    z.object({ user_id: z.string(), email: z.string().nullable().describe('Null when shown to a plain user and the change was not theirs: plain users do not see colleagues’ e-mails') }),
+    z.literal('system'),
+  ]),
   comment: z.string().nullable(),
 });
 const alarmSchema = z.object({
@@ -33,6 +39,22 @@ const alarmSchema = z.object({
   created_at: z.string(),
   updated_at: z.string(),
 });
+
+type SeenHistoryEntry = Omit<AlarmHistoryEntry, 'by'> & { by: { user_id: string; email: string | null } | 'system' };
+
+/**
+ * An alarm as a caller may see it. A plain user sees only alarms about themself (the queries make sure of
+ * that), and in their history the operators who handled them by user id only: a plain user may not list
+ * users, so colleagues' e-mails are not theirs to see (their own entries keep their e-mail).
+ */
+export function alarmAsSeenBy<A extends Pick<AlarmView, 'history'>>(principal: Pick<Principal, 'role' | 'userId'>, alarm: A): Omit<A, 'history'> & { history: SeenHistoryEntry[] } {
+  const confined = confinedUserId(principal);
+  if (confined === undefined) return alarm;
+  return {
+    ...alarm,
+    history: alarm.history.map((entry) => (entry.by === 'system' || entry.by.user_id === confined ? entry : { ...entry, by: { user_id: entry.by.user_id, email: null } })),
+  };
+}
 
 const ALARM_SORT: Record<string, string> = { created_at: 'created_at', updated_at: 'updated_at', seq: 'seq', type: 'type', state: 'state' };
 
@@ -69,15 +91,15 @@ export function alarmRoutes(services: GatewayServices) {
         if (query.user_id) add('user_id = ?', query.user_id);
         if (query.from_date) add('created_at >= ?', new Date(query.from_date));
         if (query.to_date) add('created_at < ?', new Date(query.to_date));
-        // A plain user sees the alarms about themself.
-        if (principal.role === 'user') add('user_id = ?', principal.userId);
+        const confined = confinedUserId(principal);
+        if (confined !== undefined) add('user_id = ?', confined);
         const [field, inline] = (query.sort ?? 'created_at,desc').split(',');
         const column = ALARM_SORT[field!];
         if (!column) throw new ValidationError([{ field: 'query.sort', message: `sortable fields: ${Object.keys(ALARM_SORT).join(', ')}` }]);
         const direction = (inline ?? query.direction ?? 'desc').toLowerCase() === 'asc' ? 'asc' : 'desc';
         const [{ total }] = (await storage.execute<{ total: number }>(`select count(*)::int as total from alarms where ${where.join(' and ')}`, params)) as [{ total: number }];
         const rows = await storage.execute(`select * from alarms where ${where.join(' and ')} order by ${column} ${direction}, id limit ? offset ?`, [...params, query.size, query.page * query.size]);
-        return { body: { data: rows.map((row) => presentAlarm(row as never)), metadata: pageMetadata(query, total, rows.length) } };
+        return { body: { data: rows.map((row) => alarmAsSeenBy(principal, presentAlarm(row as never))), metadata: pageMetadata(query, total, rows.length) } };
       },
     }),
     defineRoute({
@@ -91,8 +113,9 @@ export function alarmRoutes(services: GatewayServices) {
       response: alarmSchema,
       handler: async ({ principal, params }) => {
         const alarm = await alarms.get(principal.organizationId, params.id);
-        if (principal.role === 'user' && alarm.user_id !== principal.userId) throw new ForbiddenError('Not an alarm about you');
-        return { body: alarm };
+        const confined = confinedUserId(principal);
+        if (confined !== undefined && alarm.user_id !== confined) throw new ForbiddenError('Not an alarm about you');
+        return { body: alarmAsSeenBy(principal, alarm) };
       },
     }),
     defineRoute({
@@ -103,9 +126,11 @@ export function alarmRoutes(services: GatewayServices) {
       auth: 'authenticated',
       action: 'alarms:raise',
       body: z.object({
-        type: z.enum(['DANGER', 'ASSISTANCE_REQUEST', 'DEADMAN', 'GEOFENCE_MAX_STAY_TIME']).describe('BREACH, EMERGENCY and STATIONARY are not to be used (spec 2.11)'),
-        device_id: z.string().min(1).max(200).optional(),
-        user_id: z.uuid().optional(),
+        type: z
+          .enum(ALARM_TYPES)
+          .describe(`${USER_ALARM_TYPES.join(' and ')} only: every other type is raised by the system alone (403); BREACH, EMERGENCY and STATIONARY are not to be used (spec 2.11)`),
+        device_id: z.string().min(1).max(200).optional().describe('A plain user may name only a device assigned to them'),
+        user_id: z.uuid().optional().describe('Whom the alarm is about; a plain user may name only themself (the default for them)'),
         building_id: z.coerce.number().int().positive().optional(),
         floor_id: z.coerce.number().int().positive().optional(),
         geofence_id: z.uuid().optional(),
@@ -118,7 +143,14 @@ export function alarmRoutes(services: GatewayServices) {
       response: alarmSchema,
       successStatus: 201,
       handler: async ({ principal, body }) => {
-        if (principal.role === 'user' && body.user_id !== undefined && body.user_id !== principal.userId) throw new ForbiddenError('You may only raise alarms about yourself');
+        // A forged system alarm would be the OPEN one a later real one merges into (one OPEN per device, kind and
+        // geofence), so system types are refused to every caller, not only to plain users.
+        if (!mayRaiseAlarmType(principal.role, body.type)) throw new ForbiddenError(`Only the system raises ${body.type} alarms`);
+        const confined = confinedUserId(principal);
+        if (confined !== undefined && body.user_id !== undefined && body.user_id !== confined) throw new ForbiddenError('You may only raise alarms about yourself');
+        // An alarm about a device is about its owner (so the owner sees it), unless the caller names someone.
+        const [device] = body.device_id === undefined ? [] : await storage.execute<{ user_id: string | null }>('select user_id from devices where organization_id = ? and identifier = ?', [principal.organizationId, body.device_id]);
+        if (confined !== undefined && body.device_id !== undefined && device?.user_id !== confined) throw new ForbiddenError('You may only raise alarms about your own devices');
         let { x, y, lat, lng } = body;
         if (body.building_id !== undefined) {
           const building = await services.registry.get(principal.organizationId, body.building_id);
@@ -131,7 +163,7 @@ export function alarmRoutes(services: GatewayServices) {
           organizationId: principal.organizationId,
           type: body.type,
           deviceId: body.device_id ?? null,
-          userId: body.user_id ?? (principal.role === 'user' ? principal.userId : null),
+          userId: body.user_id ?? device?.user_id ?? confined ?? null,
           buildingId: body.building_id ?? null,
           floorId: body.floor_id ?? null,
           geofenceId: body.geofence_id ?? null,
@@ -144,7 +176,7 @@ export function alarmRoutes(services: GatewayServices) {
           by: { user_id: principal.userId, email: principal.email },
         });
         const { event: _kind, ...alarm } = message.event;
-        return { status: message.event.event === 'raised' ? 201 : 200, body: alarm };
+        return { status: message.event.event === 'raised' ? 201 : 200, body: alarmAsSeenBy(principal, alarm) };
       },
     }),
     defineRoute({

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { ForbiddenError, NotFoundError, UnauthenticatedError } from '../../shared/errors.js';
 import { API_KEY_PERMISSIONS, ApiKeySchema, UserSchema, type ApiKey } from '../../shared/storage/entities/index.js';
-import { can } from '../auth/permissions.js';
+import { can, mayChangeUser } from '../auth/permissions.js';
 import type { Principal } from '../auth/principal.js';
 import { listParam, uuidParam } from '../http/query-schemas.js';
 import { defineRoute } from '../http/route.js';
@@ -50,6 +50,7 @@ async function keyOwner(services: GatewayServices, principal: Principal, userId:
   }
   const owner = await services.storage.em().findOne(UserSchema, { id: userId ?? principal.userId, organization: principal.organizationId });
   if (!owner) throw new NotFoundError('User');
+  if (!mayChangeUser(principal, owner)) throw new ForbiddenError('Only the platform administrator manages its API keys');
   return owner;
 }
 
@@ -144,8 +145,9 @@ export function authRoutes(services: GatewayServices) {
       params: z.object({ id: uuidParam }),
       handler: async ({ principal, params }) => {
         const em = services.storage.em();
-        const apiKey = await em.findOne(ApiKeySchema, { id: params.id, organization: principal.organizationId });
+        const apiKey = await em.findOne(ApiKeySchema, { id: params.id, organization: principal.organizationId }, { populate: ['user'] });
         if (!apiKey || (apiKey.user.id !== principal.userId && !can(principal.role, 'apikeys:others'))) throw new NotFoundError('API key');
+        if (!mayChangeUser(principal, apiKey.user)) throw new ForbiddenError('Only the platform administrator manages its API keys');
         em.remove(apiKey);
         await em.flush();
         await services.authenticator.invalidate({ apiKeyHash: apiKey.keyHash, apiKeyId: apiKey.id, revoke: true });

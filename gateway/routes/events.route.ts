@@ -9,24 +9,51 @@ import { resourceRoutes, type ResourceContext } from '../http/resource.js';
 import { defineRoute } from '../http/route.js';
 import type { GatewayServices } from '../services.js';
 
+/** Link and image schemes an event may carry: no `data:` (a link to a full-screen page), no `javascript:`. */
+export const EVENT_URL_SCHEMES = ['http', 'https'] as const;
+
+const keyword = (...words: string[]) => new RegExp(`^(?:${words.join('|')})$`, 'i');
+/** A colour: #rgb(a), #rrggbb(aa), rgb()/rgba()/hsl()/hsla() of plain numbers, or a named colour. */
+const colour = /^(?:#[0-9a-f]{3,8}|(?:rgb|hsl)a?\(\s*[\d.%]+(?:\s*[,\s/]\s*[\d.%]+){2,3}\s*\)|[a-z]{3,20})$/i;
+
+/**
+ * The CSS an event's HTML may keep: text formatting only. Anything that sizes or places a box (position,
+ * width, z-index...) or loads something (background-image, url()) is dropped, so a text cannot cover the
+ * app that shows it.
+ */
+export const EVENT_ALLOWED_STYLES: Record<string, RegExp[]> = {
+  color: [colour],
+  'background-color': [colour],
+  'font-weight': [keyword('normal', 'bold', 'bolder', 'lighter', '[1-9]00')],
+  'font-style': [keyword('normal', 'italic', 'oblique')],
+  'text-align': [keyword('left', 'right', 'center', 'justify', 'start', 'end')],
+  'text-decoration': [keyword('none', 'underline', 'overline', 'line-through')],
+};
+
+/** What survives sanitising: formatting, http(s) links and images, text-only styles; never scripts, handlers or frames. */
+export const sanitiseEventHtml = (html: string) =>
+  sanitizeHtml(html, {
+    allowedTags: sanitizeHtml.defaults.allowedTags.concat(['img', 'h1', 'h2', 'span']),
+    allowedAttributes: { a: ['href', 'title', 'target'], img: ['src', 'alt', 'width', 'height'], '*': ['class', 'style'] },
+    allowedSchemes: [...EVENT_URL_SCHEMES],
+    allowedSchemesByTag: {},
+    allowedSchemesAppliedToAttributes: ['href', 'src', 'cite'],
+    allowedStyles: { '*': EVENT_ALLOWED_STYLES },
+  });
+
+/** An event's link, opened by the app: an absolute http(s) URL (422 for `javascript:`, `data:` and the like). */
+const eventUrl = z.url({ protocol: /^https?$/, error: 'an absolute http or https URL' }).max(2000);
+
 const areaInput = positionInput.extend({ radius: z.number().positive('a trigger area needs a radius > 0') });
 const eventFields = {
   building_id: z.coerce.number().int().positive(),
   name: z.string().trim().min(1).max(300),
   info: z.string().max(200_000).describe('HTML; stored as sent (info_unsafe) and sanitised (info)'),
-  url: z.string().max(2000).nullable(),
+  url: eventUrl.nullable(),
   position: areaInput,
   conversion_area: areaInput.nullable(),
   custom_fields: customFieldsInput,
 };
-
-/** What survives sanitising: formatting, links and images; never scripts, handlers or frames. */
-const sanitise = (html: string) =>
-  sanitizeHtml(html, {
-    allowedTags: sanitizeHtml.defaults.allowedTags.concat(['img', 'h1', 'h2', 'span']),
-    allowedAttributes: { a: ['href', 'title', 'target'], img: ['src', 'alt', 'width', 'height'], '*': ['class', 'style'] },
-    allowedSchemes: ['http', 'https', 'mailto', 'data'],
-  });
 
 export function eventRoutes(services: GatewayServices) {
   const { cartography, storage } = services;
@@ -50,7 +77,7 @@ export function eventRoutes(services: GatewayServices) {
     if (body.name !== undefined) event.name = body.name;
     if (body.info !== undefined) {
       event.infoUnsafe = body.info;
-      event.info = sanitise(body.info);
+      event.info = sanitiseEventHtml(body.info);
     }
     if (body.url !== undefined) event.url = body.url;
     if (body.custom_fields !== undefined) event.customFields = body.custom_fields;

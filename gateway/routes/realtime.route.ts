@@ -1,5 +1,7 @@
 import { z } from 'zod';
 import { DeviceSchema, UserSchema } from '../../shared/storage/entities/index.js';
+import { confinedUserId } from '../auth/permissions.js';
+import type { Principal } from '../auth/principal.js';
 import { booleanParam, idParam, listParam } from '../http/query-schemas.js';
 import { defineRoute } from '../http/route.js';
 import { poseSchema, uploadPosesSchema } from '../realtime/pose-schema.js';
@@ -36,6 +38,16 @@ const deviceInfoSchema = z.object({
   updated_at: z.string(),
 });
 
+/**
+ * The users whose live positions a caller may see, narrowed by the users they asked for: a plain user sees only
+ * their own devices (asking for a colleague gets nothing), others see what they asked for.
+ */
+function visibleUserIds(principal: Principal, requested: readonly string[] | undefined): readonly string[] | undefined {
+  const confined = confinedUserId(principal);
+  if (confined === undefined) return requested;
+  return requested === undefined || requested.includes(confined) ? [confined] : [];
+}
+
 /** Spec 4.3: position upload and the real-time views, served from this gateway's live state. */
 export function realtimeRoutes(services: GatewayServices) {
   const { pipeline, realtime, storage } = services;
@@ -69,7 +81,7 @@ export function realtimeRoutes(services: GatewayServices) {
     handler: async ({ principal, params }) => {
       const em = storage.em();
       await services.cartography.building(em, principal, params.building_id);
-      const features = await realtime.features({ organizationId: principal.organizationId, buildingIds: [params.building_id] });
+      const features = await realtime.features({ organizationId: principal.organizationId, buildingIds: [params.building_id], userIds: visibleUserIds(principal, undefined) });
       return { body: { type: 'FeatureCollection', features } };
     },
   });
@@ -91,7 +103,7 @@ export function realtimeRoutes(services: GatewayServices) {
     response: featureCollectionSchema.extend({ devices_info: z.array(deviceInfoSchema) }),
     handler: async ({ principal, query }) => {
       const features = await realtime.features(
-        { organizationId: principal.organizationId, buildingIds: query.building_ids, userIds: query.user_ids, deviceIds: query.device_ids, indoor: query.indoor },
+        { organizationId: principal.organizationId, buildingIds: query.building_ids, userIds: visibleUserIds(principal, query.user_ids), deviceIds: query.device_ids, indoor: query.indoor },
         query.max_sec_threshold,
       );
       const em = storage.em();

@@ -4,7 +4,7 @@ import { z } from 'zod';
 import { AppError, ErrorCode, ForbiddenError, ValidationError } from '../../shared/errors.js';
 import { hashPassword } from '../../shared/passwords.js';
 import { GroupSchema, OrganizationSchema, ROLES, UserSchema, type Role, type User } from '../../shared/storage/entities/index.js';
-import { assignableRoles } from '../auth/permissions.js';
+import { assignableRoles, mayChangeUser } from '../auth/permissions.js';
 import type { Principal } from '../auth/principal.js';
 import { booleanParam, listParam, uuidParam } from '../http/query-schemas.js';
 import { referenced, resourceRoutes, type ResourceContext } from '../http/resource.js';
@@ -144,6 +144,7 @@ export function userRoutes(services: GatewayServices) {
       });
     },
     update: async (context, user, body) => {
+      if (!mayChangeUser(context.principal, user)) throw new ForbiddenError('Only the platform administrator changes the platform administrator');
       requireAssignable(context.principal, user.role, 'the user’s current role');
       if (body.role !== undefined && body.role !== user.role) {
         requireAssignable(context.principal, body.role);
@@ -165,6 +166,7 @@ export function userRoutes(services: GatewayServices) {
       if (group !== undefined) user.group = group;
     },
     beforeDelete: (context, user) => {
+      if (!mayChangeUser(context.principal, user)) throw new ForbiddenError('Only the platform administrator changes the platform administrator');
       requireAssignable(context.principal, user.role, 'the user’s current role');
       if (user.id === context.principal.userId) throw new AppError(ErrorCode.Conflict, 'You cannot delete yourself');
       if (user.platformAdmin) throw new AppError(ErrorCode.Conflict, 'The platform administrator cannot be deleted');

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createVenue } from '../support/cartography.js';
 import type { TestClient } from '../support/http-client.js';
-import { adminClient, createApiKey, createOrganization, createUser } from '../support/identity.js';
+import { ADMIN_EMAIL, ADMIN_PASSWORD, adminClient, createApiKey, createOrganization, createUser, login } from '../support/identity.js';
 import { pngBytes, uploadImage } from '../support/images.js';
 import { driverLabel } from '../support/test-environment.js';
 import { startTestGateway, type RunningGateway } from '../support/test-gateway.js';
@@ -269,6 +269,166 @@ describe(`organizations, users, groups, devices (${driverLabel})`, () => {
       expect(crossGroup.status).toBe(422);
       const crossKey = await intruder.get(`/api/v1/auth/apikeys?user_id=${member.user.id}`);
       expect(crossKey.status).toBe(404);
+    });
+  });
+
+  describe('one visibility rule for plain users (permissions.ts, confinedUserId)', () => {
+    let venue: Awaited<ReturnType<typeof createVenue>>;
+    let me: Awaited<ReturnType<typeof createUser>>;
+    let colleague: Awaited<ReturnType<typeof createUser>>;
+    let manager: Awaited<ReturnType<typeof createUser>>;
+    const mine = `mine-${Date.now()}`;
+    const theirs = `theirs-${Date.now()}`;
+    beforeAll(async () => {
+      venue = await createVenue(admin, 'Visibility venue');
+      me = await createUser(admin, 'user');
+      colleague = await createUser(admin, 'user');
+      manager = await createUser(admin, 'user_manager');
+      expect((await admin.post('/api/v1/devices', { identifier: mine, user_id: me.user.id })).status).toBe(201);
+      expect((await admin.post('/api/v1/devices', { identifier: theirs, user_id: colleague.user.id })).status).toBe(201);
+      const at = Date.now();
+      const place = { building_id: venue.building.id, floor_id: venue.floors[0].id, x: 5, y: 5 };
+      expect((await me.client.post('/api/v1/realtime/positions', { poses: [{ device_id: mine, timestamp: at, ...place }] })).status).toBe(204);
+      expect((await colleague.client.post('/api/v1/realtime/positions', { poses: [{ device_id: theirs, timestamp: at, ...place }] })).status).toBe(204);
+    });
+
+    const ids = (response: { body: { features: { id: string }[] } }) => response.body.features.map((feature) => feature.id).filter((id) => id === mine || id === theirs).sort();
+
+    it('live positions: a user sees their own devices only, even when naming a colleague; managers see both', async () => {
+      expect(ids(await me.client.get('/api/v1/realtime/positions'))).toEqual([mine]);
+      expect(ids(await me.client.get(`/api/v1/realtime/positions?user_ids=${colleague.user.id}`))).toEqual([]);
+      expect(ids(await me.client.get(`/api/v1/realtime/positions?device_ids=${theirs}`))).toEqual([]);
+      const own = await me.client.get(`/api/v1/realtime/positions?building_ids=${venue.building.id}`);
+      expect(own.body.devices_info.map((device: { id: string }) => device.id)).toEqual([mine]);
+      expect(ids(await me.client.get(`/api/v1/real_time/building/${venue.building.id}`))).toEqual([mine]);
+      expect(ids(await manager.client.get('/api/v1/realtime/positions'))).toEqual([mine, theirs].sort());
+      expect(ids(await admin.get(`/api/v1/real_time/building/${venue.building.id}`))).toEqual([mine, theirs].sort());
+    });
+
+    it('history and its export: a user gets their own fixes only', async () => {
+      const date = encodeURIComponent(`${new Date().toISOString().slice(0, 10)}T00:00:00.000+00:00`);
+      const json = await me.client.get(`/api/v1/real_time/analytics/raw_pose_data?building_id=${venue.building.id}&date=${date}`);
+      expect(json.status, json.text).toBe(200);
+      expect([...new Set(json.body.analytics.map((row: { device_id: string }) => row.device_id))]).toEqual([mine]);
+      const csv = await me.client.get(`/api/v1/real_time/export/${venue.building.id}?date=${date}`);
+      expect(csv.status, csv.text).toBe(200);
+      expect(csv.text).toContain(mine);
+      expect(csv.text).not.toContain(theirs);
+      expect((await manager.client.get(`/api/v1/real_time/export/${venue.building.id}?date=${date}`)).text).toContain(theirs);
+    });
+
+    it('alarms: a user lists and reads only alarms about themself, and sees operators by id, not e-mail', async () => {
+      const about = (await me.client.post('/api/v1/alarms', { type: 'DANGER', device_id: mine, comment: 'help' })).body;
+      const other = (await colleague.client.post('/api/v1/alarms', { type: 'ASSISTANCE_REQUEST', device_id: theirs })).body;
+      expect(about.user_id).toBe(me.user.id);
+      const handled = await manager.client.patch(`/api/v1/alarms/${about.id}`, { state: 'CONFIRMED', comment: 'on my way' });
+      expect(handled.status, handled.text).toBe(200);
+      const listed = await me.client.get('/api/v1/alarms?size=1000');
+      expect(listed.body.data.map((alarm: { id: string }) => alarm.id)).toContain(about.id);
+      expect(listed.body.data.every((alarm: { user_id: string }) => alarm.user_id === me.user.id)).toBe(true);
+      expect((await me.client.get(`/api/v1/alarms?user_id=${colleague.user.id}`)).body.data).toEqual([]);
+      expect((await me.client.get(`/api/v1/alarms/${other.id}`)).status).toBe(403);
+      const read = await me.client.get(`/api/v1/alarms/${about.id}`);
+      expect(read.body.history.map((entry: { by: unknown }) => entry.by)).toEqual([
+        { user_id: me.user.id, email: me.email },
+        { user_id: manager.user.id, email: null },
+      ]);
+      expect(JSON.stringify(listed.body)).not.toContain(manager.email);
+      // Managers see the organization, e-mails included.
+      expect((await manager.client.get(`/api/v1/alarms/${other.id}`)).status).toBe(200);
+      expect((await manager.client.get(`/api/v1/alarms/${about.id}`)).body.history[1].by).toEqual({ user_id: manager.user.id, email: manager.email });
+    });
+  });
+
+  describe('the platform administrator is changed only by itself', () => {
+    it('another admin of its organization may not reset its password, edit it, or manage its API keys', async () => {
+      const users = (await admin.get('/api/v1/users?size=1000')).body.data as { id: string; platform_admin: boolean }[];
+      const platform = users.find((user) => user.platform_admin)!;
+      const platformKey = (await admin.post('/api/v1/auth/apikeys', { permission: 'read-only' })).body;
+      const other = await createUser(admin, 'admin');
+      expect((await other.client.put(`/api/v1/users/${platform.id}`, { password: 'taken-over-1' })).status).toBe(403);
+      expect((await other.client.patch(`/api/v1/users/${platform.id}`, { email: 'mine@example.test' })).status).toBe(403);
+      expect((await other.client.patch(`/api/v1/users/${platform.id}`, { role: 'user' })).status).toBe(403);
+      expect((await other.client.post('/api/v1/auth/apikeys', { permission: 'read-write', user_id: platform.id })).status).toBe(403);
+      expect((await other.client.get(`/api/v1/auth/apikeys?user_id=${platform.id}`)).status).toBe(403);
+      expect((await other.client.delete(`/api/v1/auth/apikeys/${platformKey.id}`)).status).toBe(403);
+      // Nothing changed: the password still works and the key is still there.
+      await login(running.client, ADMIN_EMAIL, ADMIN_PASSWORD);
+      expect((await admin.get('/api/v1/auth/apikeys')).body.map((key: { id: string }) => key.id)).toContain(platformKey.id);
+      // The platform administrator changes itself; other admins still manage each other.
+      expect((await admin.patch(`/api/v1/users/${platform.id}`, { full_name: 'Platform' })).status).toBe(200);
+      expect((await admin.delete(`/api/v1/auth/apikeys/${platformKey.id}`)).status).toBe(204);
+      const colleague = await createUser(admin, 'admin');
+      expect((await other.client.patch(`/api/v1/users/${colleague.user.id}`, { full_name: 'Renamed' })).status).toBe(200);
+      expect((await other.client.post('/api/v1/auth/apikeys', { permission: 'read-only', user_id: colleague.user.id })).status).toBe(201);
+    });
+  });
+
+  describe('alarm types raised by hand', () => {
+    it('nobody raises a system type; a forged OPEN alarm therefore cannot absorb the real one', async () => {
+      const member = await createUser(admin, 'user');
+      const manager = await createUser(admin, 'user_manager');
+      const device = `raiser-${Date.now()}`;
+      expect((await admin.post('/api/v1/devices', { identifier: device, user_id: member.user.id })).status).toBe(201);
+      for (const client of [member.client, manager.client, admin]) {
+        for (const type of ['DEADMAN', 'GEOFENCE_MAX_STAY_TIME', 'BREACH', 'EMERGENCY', 'STATIONARY']) {
+          const refused = await client.post('/api/v1/alarms', { type, device_id: device });
+          expect(refused.status, `${type}: ${refused.text}`).toBe(403);
+        }
+      }
+      expect((await admin.get(`/api/v1/alarms?device_id=${device}`)).body.data).toEqual([]);
+      // The system's own alarm is then a new one, not a repeat of a forged one.
+      const real = await running.gateway.services.alarms.raise({
+        organizationId: member.user.organization_id,
+        type: 'DEADMAN',
+        deviceId: device,
+        userId: member.user.id,
+        details: { reason: 'still' },
+        by: 'system',
+      });
+      expect(real.event.event).toBe('raised');
+      expect(real.event.occurrences).toBe(1);
+    });
+
+    it('a user raises DANGER and ASSISTANCE_REQUEST about themself only', async () => {
+      const member = await createUser(admin, 'user');
+      const colleague = await createUser(admin, 'user');
+      const own = `own-${Date.now()}`;
+      const theirs = `their-${Date.now()}`;
+      await admin.post('/api/v1/devices', { identifier: own, user_id: member.user.id });
+      await admin.post('/api/v1/devices', { identifier: theirs, user_id: colleague.user.id });
+      const danger = await member.client.post('/api/v1/alarms', { type: 'DANGER', device_id: own });
+      expect(danger.status, danger.text).toBe(201);
+      expect(danger.body.user_id).toBe(member.user.id);
+      expect((await member.client.post('/api/v1/alarms', { type: 'ASSISTANCE_REQUEST' })).status).toBe(201);
+      expect((await member.client.post('/api/v1/alarms', { type: 'DANGER', user_id: colleague.user.id })).status).toBe(403);
+      expect((await member.client.post('/api/v1/alarms', { type: 'DANGER', device_id: theirs })).status).toBe(403);
+      expect((await member.client.post('/api/v1/alarms', { type: 'DANGER', device_id: 'nobody-s-device' })).status).toBe(403);
+      expect((await admin.get(`/api/v1/alarms?device_id=${theirs}`)).body.data).toEqual([]);
+      // Operators still raise about anyone; an alarm about a device is about its owner, who then sees it.
+      const raised = await admin.post('/api/v1/alarms', { type: 'DANGER', device_id: theirs });
+      expect(raised.status).toBe(201);
+      expect(raised.body.user_id).toBe(colleague.user.id);
+      expect((await colleague.client.get(`/api/v1/alarms/${raised.body.id}`)).status).toBe(200);
+    });
+  });
+
+  describe('event content', () => {
+    it('an event’s url is an http(s) URL (422 otherwise); its HTML keeps only text styles and http(s) links', async () => {
+      const venue = await createVenue(admin, 'Event venue');
+      const event = (url: unknown, info = '') => ({ building_id: venue.building.id, name: 'Promo', url, info, position: { floor_id: venue.floors[0].id, radius: 2, cartesians: { x: 1, y: 1 } } });
+      for (const url of ['javascript:alert(1)', 'data:text/html;base64,PHNjcmlwdD4=', 'file:///etc/passwd', 'vbscript:x', 'example.test/no-scheme']) {
+        const refused = await admin.post('/api/v1/events', event(url));
+        expect(refused.status, url).toBe(422);
+        expect(refused.body.errors.map((error: { field: string }) => error.field)).toEqual(['url']);
+      }
+      // One declaration per style: a ';' in a text field trips the embedded driver on serial-id inserts (reported separately).
+      const html = '<p style="position: fixed">Hi <span style="color: red">there</span> <a href="data:text/html,x">x</a></p>';
+      const created = await admin.post('/api/v1/events', event('https://example.test/promo', html));
+      expect(created.status, created.text).toBe(201);
+      expect(created.body.info).toBe('<p>Hi <span style="color:red">there</span> <a>x</a></p>');
+      expect((await admin.put(`/api/v1/events/${created.body.id}`, { url: 'javascript:alert(1)' })).status).toBe(422);
+      expect((await admin.put(`/api/v1/events/${created.body.id}`, { url: null })).status).toBe(200);
     });
   });
 });

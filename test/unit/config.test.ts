@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { readFileSync } from 'node:fs';
 import { ConfigError, loadConfig } from '../../shared/config.js';
 
 describe('config', () => {
@@ -57,5 +58,43 @@ describe('config', () => {
     expect(thrown).toBeInstanceOf(ConfigError);
     expect((thrown as ConfigError).issues.map((issue) => issue.variable)).toEqual([variable]);
     expect((thrown as ConfigError).message).toContain(variable);
+  });
+
+  it.each([
+    ['JWT_SECRET', 'change-me-to-a-long-random-secret-of-32-chars-or-more'],
+    ['JWT_SECRET', 'CHANGEME-CHANGEME-CHANGEME-CHANGEME-1'],
+    ['JWT_SECRET', 'my-super-secret-jwt-key-for-production-use'],
+    ['JWT_SECRET', 'an-example-value-copied-from-the-documentation'],
+    ['ADMIN_PASSWORD', 'change-me-please'],
+    ['ADMIN_PASSWORD', 'password'],
+    ['ADMIN_PASSWORD', 'example-password'],
+  ])('refuses a placeholder %s (%s) and names it', (variable, value) => {
+    let thrown: unknown;
+    try {
+      loadConfig({ [variable]: value });
+    } catch (error) {
+      thrown = error;
+    }
+    expect(thrown).toBeInstanceOf(ConfigError);
+    expect((thrown as ConfigError).issues.map((issue) => issue.variable)).toEqual([variable]);
+  });
+
+  it('accepts a random secret and a chosen password', () => {
+    const config = loadConfig({ JWT_SECRET: 'q8Zb3vN0x7Kp2Lm9Rt4Yw6Hc1Jd5Fg0aS3eU7iO2', ADMIN_PASSWORD: 'admin-password-1' });
+    expect(config.JWT_SECRET).toBe('q8Zb3vN0x7Kp2Lm9Rt4Yw6Hc1Jd5Fg0aS3eU7iO2');
+    expect(config.ADMIN_PASSWORD).toBe('admin-password-1');
+  });
+
+  it('docker-compose.yml ships no secret: it requires JWT_SECRET and ADMIN_PASSWORD from the environment or a git-ignored .env', () => {
+    const compose = readFileSync(new URL('../../docker-compose.yml', import.meta.url), 'utf8');
+    for (const variable of ['JWT_SECRET', 'ADMIN_PASSWORD']) {
+      const line = compose.split('\n').find((text) => text.trim().startsWith(`${variable}:`));
+      expect(line, variable).toMatch(new RegExp(`^\\s*${variable}: \\$\\{${variable}:\\?[^}]+\\}$`));
+    }
+    const ignored = readFileSync(new URL('../../.gitignore', import.meta.url), 'utf8').split('\n').map((line) => line.trim());
+    expect(ignored).toContain('.env');
+    const example = readFileSync(new URL('../../.env.example', import.meta.url), 'utf8');
+    expect(example).toMatch(/^JWT_SECRET=$/m);
+    expect(example).toMatch(/^ADMIN_PASSWORD=$/m);
   });
 });

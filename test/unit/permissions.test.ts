@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { ACTIONS, assignableRoles, can, confinedUserId, type Action } from '../../gateway/auth/permissions.js';
+import { ACTIONS, assignableRoles, can, confinedUserId, mayChangeUser, mayRaiseAlarmType, type Action } from '../../gateway/auth/permissions.js';
+import { ALARM_TYPES } from '../../shared/detection/alarm-states.js';
 import { ROLES, type Role } from '../../shared/storage/entities/index.js';
 
 /** The expected rules, written out independently of the implementation's table. */
@@ -45,5 +46,18 @@ describe('role table', () => {
     expect(assignableRoles('admin')).toEqual(['admin', 'user_manager', 'user']);
     expect(assignableRoles('user_manager')).toEqual(['user_manager', 'user']);
     expect(assignableRoles('user')).toEqual([]);
+  });
+
+  it('lets every role raise DANGER and ASSISTANCE_REQUEST by hand, and no role any system type', () => {
+    for (const role of ROLES) {
+      expect(ALARM_TYPES.filter((type) => mayRaiseAlarmType(role, type))).toEqual(['DANGER', 'ASSISTANCE_REQUEST']);
+    }
+  });
+
+  it('lets only the platform administrator change the platform administrator', () => {
+    const platform = { id: 'p', platformAdmin: true };
+    expect(mayChangeUser({ userId: 'p' }, platform)).toBe(true);
+    expect(mayChangeUser({ userId: 'a' }, platform)).toBe(false);
+    expect(mayChangeUser({ userId: 'a' }, { id: 'b', platformAdmin: false })).toBe(true);
   });
 });
