@@ -15,7 +15,7 @@ const historyEntry = z.object({
   by: z.union([z.object({ user_id: z.string(), email: z.string() }), z.literal('system')]),
   comment: z.string().nullable(),
 });
-const alarmSchema = z.object({
+export const alarmSchema = z.object({
   id: z.uuid(),
   seq: z.number().int().describe('Seq of the alarm’s latest event; every raise or state change of an organization takes the next number'),
   type: z.enum(ALARM_TYPES),
@@ -117,6 +117,7 @@ export function alarmRoutes(services: GatewayServices) {
       }),
       response: alarmSchema,
       successStatus: 201,
+      otherResponses: { 200: { description: 'A repeat of an OPEN alarm of the same device and kind: that alarm, updated', schema: alarmSchema } },
       handler: async ({ principal, body }) => {
         if (principal.role === 'user' && body.user_id !== undefined && body.user_id !== principal.userId) throw new ForbiddenError('You may only raise alarms about yourself');
         let { x, y, lat, lng } = body;
