@@ -657,6 +657,7 @@ export type paths = {
                         password: string;
                         /** @default  */
                         full_name?: string;
+                        /** @description Case-insensitive: admin, admin_org, user_manager, zone_manager, collective_manager, user, staff (aliases of admin, user_manager, user) */
                         role?: string;
                         code?: string | null;
                         locale?: string | null;
@@ -794,6 +795,7 @@ export type paths = {
                         email?: string;
                         password?: string;
                         full_name?: string;
+                        /** @description Case-insensitive: admin, admin_org, user_manager, zone_manager, collective_manager, user, staff (aliases of admin, user_manager, user) */
                         role?: string;
                         code?: string | null;
                         locale?: string | null;
@@ -897,6 +899,7 @@ export type paths = {
                         email?: string;
                         password?: string;
                         full_name?: string;
+                        /** @description Case-insensitive: admin, admin_org, user_manager, zone_manager, collective_manager, user, staff (aliases of admin, user_manager, user) */
                         role?: string;
                         code?: string | null;
                         locale?: string | null;
