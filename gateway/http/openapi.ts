@@ -9,11 +9,15 @@ const errorBodySchema = {
     status: { type: 'integer' },
     code: { type: 'string' },
     message: { type: 'string' },
-    errors: { type: 'array', items: { type: 'object', properties: { field: { type: 'string' }, message: { type: 'string' } } } },
+    errors: {
+      type: 'array',
+      items: { type: 'object', required: ['field', 'message'], properties: { field: { type: 'string' }, message: { type: 'string' } }, additionalProperties: false },
+    },
   },
+  additionalProperties: false,
 };
 
-function jsonSchema(schema: z.ZodType, io: 'input' | 'output'): Record<string, unknown> {
+export function jsonSchema(schema: z.ZodType, io: 'input' | 'output'): Record<string, unknown> {
   const generated = z.toJSONSchema(schema, { io, unrepresentable: 'any', target: 'draft-2020-12' }) as Record<string, unknown>;
   delete generated.$schema;
   return generated;
@@ -23,8 +27,64 @@ function jsonSchema(schema: z.ZodType, io: 'input' | 'output'): Record<string, u
 const openApiPath = (path: string) => path.replace(/:([A-Za-z_]+)/g, '{$1}');
 
 /**
- * The OpenAPI 3.1 document, generated from the same zod schemas that validate requests, so it cannot drift
- * from what the server accepts.
+ * The object a query or path schema starts from: a `.transform()` (or `.pipe()`) after the object changes what
+ * the handler gets, never what the client sends, so the parameters are those of the object before it.
+ */
+function inputObject(schema: z.ZodType | undefined): z.ZodObject | undefined {
+  let current: unknown = schema;
+  while (current instanceof z.ZodPipe) current = current.def.in;
+  return current instanceof z.ZodObject ? current : undefined;
+}
+
+/** Who may call: none, sign-in credentials (Basic or an API key), or any credential (the e-mail header is optional). */
+function securityOf(route: RouteDefinition): Record<string, string[]>[] {
+  const apiKey: Record<string, string[]>[] = [{ apiKey: [] }, { apiKey: [], apiEmail: [] }];
+  if (route.signIn) return [{ basic: [] }, ...apiKey];
+  return route.auth === 'public' ? [] : [{ bearer: [] }, ...apiKey];
+}
+
+/** Text media types are strings; anything else (images) is binary. */
+const rawSchema = (mediaType: string) => (/^(text\/|application\/json)/.test(mediaType) ? { type: 'string' } : { type: 'string', format: 'binary' });
+
+function responsesOf(route: RouteDefinition): Record<string, unknown> {
+  const responses: Record<string, unknown> = {};
+  const success = route.successStatus ?? (route.response || route.rawResponseDoc ? 200 : 204);
+  if (route.response) responses[success] = { description: 'Success', content: { 'application/json': { schema: jsonSchema(route.response, 'output') } } };
+  else if (route.rawResponseDoc) {
+    const types = ([] as string[]).concat(route.rawResponseDoc.contentType);
+    responses[success] = { description: route.rawResponseDoc.description, content: Object.fromEntries(types.map((type) => [type, { schema: rawSchema(type) }])) };
+  } else responses[success] = { description: 'Success, no content' };
+  for (const [status, other] of Object.entries(route.otherResponses ?? {})) {
+    responses[status] = other.schema
+      ? { description: other.description, content: { 'application/json': { schema: jsonSchema(other.schema, 'output') } } }
+      : { description: other.description };
+  }
+  responses.default = { description: 'Error', content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } } };
+  return responses;
+}
+
+function parametersOf(route: RouteDefinition): unknown[] {
+  const parameters: unknown[] = [];
+  const params = inputObject(route.params)?.shape as Record<string, z.ZodType> | undefined;
+  for (const name of route.path.match(/:([A-Za-z_]+)/g) ?? []) {
+    const key = name.slice(1);
+    const shape = params?.[key];
+    parameters.push({ name: key, in: 'path', required: true, schema: shape ? jsonSchema(shape, 'input') : { type: 'string' } });
+  }
+  const query = inputObject(route.query);
+  if (route.query && !query) throw new Error(`${route.method} ${route.path}: the query schema must be an object (optionally transformed) to be documented`);
+  for (const [key, shape] of Object.entries((query?.shape ?? {}) as Record<string, z.ZodType>)) {
+    const parameter: Record<string, unknown> = { name: key, in: 'query', required: !shape.safeParse(undefined).success, schema: jsonSchema(shape, 'input') };
+    if (shape.description) parameter.description = shape.description;
+    parameters.push(parameter);
+  }
+  return parameters;
+}
+
+/**
+ * The OpenAPI 3.1 document, generated from the route definitions: the zod schemas that validate requests and
+ * describe answers, the success status, the other answers, the raw media types and who may call. Nothing is
+ * written by hand here, so nothing can be forgotten.
  */
 export function buildOpenApiDocument(routes: RouteDefinition[]): Record<string, unknown> {
   const paths: Record<string, Record<string, unknown>> = {};
@@ -33,33 +93,13 @@ export function buildOpenApiDocument(routes: RouteDefinition[]): Record<string, 
     const operation: Record<string, unknown> = {
       summary: route.summary,
       tags: route.tags ?? [],
-      security: route.auth === 'public' ? [] : [{ bearer: [] }, { apiKey: [], apiEmail: [] }],
-      parameters: [] as unknown[],
-      responses: {} as Record<string, unknown>,
+      security: securityOf(route),
+      parameters: parametersOf(route),
     };
-    const parameters = operation.parameters as unknown[];
-    for (const name of route.path.match(/:([A-Za-z_]+)/g) ?? []) {
-      const key = name.slice(1);
-      const shape = route.params instanceof z.ZodObject ? (route.params.shape as Record<string, z.ZodType>)[key] : undefined;
-      parameters.push({ name: key, in: 'path', required: true, schema: shape ? jsonSchema(shape, 'input') : { type: 'string' } });
-    }
-    if (route.query instanceof z.ZodObject) {
-      for (const [key, shape] of Object.entries(route.query.shape as Record<string, z.ZodType>)) {
-        parameters.push({ name: key, in: 'query', required: !shape.safeParse(undefined).success, schema: jsonSchema(shape, 'input'), description: shape.description });
-      }
-    }
-    if (route.body && route.bodyKind !== 'raw') {
-      operation.requestBody = { required: true, content: { 'application/json': { schema: jsonSchema(route.body, 'input') } } };
-    }
+    const body = route.bodyDoc ?? route.body;
     if (route.rawBodyDoc) operation.requestBody = { required: true, content: { [route.rawBodyDoc.contentType]: { schema: route.rawBodyDoc.schema } } };
-    const responses = operation.responses as Record<string, unknown>;
-    const success = String(route.successStatus ?? (route.response ? 200 : 204));
-    responses[success] = route.response
-      ? { description: 'Success', content: { 'application/json': { schema: jsonSchema(route.response, 'output') } } }
-      : route.rawResponseDoc
-        ? { description: route.rawResponseDoc.description, content: { [route.rawResponseDoc.contentType]: { schema: { type: 'string', format: 'binary' } } } }
-        : { description: 'Success, no content' };
-    responses.default = { description: 'Error', content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } } };
+    else if (body && route.bodyKind !== 'raw') operation.requestBody = { required: !body.safeParse(undefined).success, content: { 'application/json': { schema: jsonSchema(body, 'input') } } };
+    operation.responses = responsesOf(route);
     (paths[openApiPath(route.path)] ??= {})[route.method.toLowerCase()] = operation;
   }
   return {
@@ -67,16 +107,18 @@ export function buildOpenApiDocument(routes: RouteDefinition[]): Record<string, 
     info: {
       title: 'Floorcast indoor-location API',
       version: packageVersion,
-      description: 'Indoor-location REST API (spec v1 paths) and real-time gateway. Errors are always `{status, code, message, errors?}`.',
+      description:
+        'Indoor-location REST API (spec v1 paths) and real-time gateway. Errors are always `{status, code, message, errors?}`. ' +
+        'The WebSocket protocol at `/api/v1/ws` is described by the AsyncAPI document at `/api/v1/asyncapi.json`.',
     },
     paths,
     components: {
       schemas: { Error: errorBodySchema },
       securitySchemes: {
-        bearer: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT' },
-        basic: { type: 'http', scheme: 'basic' },
-        apiKey: { type: 'apiKey', in: 'header', name: 'X-API-KEY' },
-        apiEmail: { type: 'apiKey', in: 'header', name: 'X-API-EMAIL' },
+        bearer: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT', description: 'An access token from POST /api/v1/auth/access_tokens' },
+        basic: { type: 'http', scheme: 'basic', description: 'email:password; only to get an access token' },
+        apiKey: { type: 'apiKey', in: 'header', name: 'X-API-KEY', description: 'An API key; on its own, or with X-API-EMAIL' },
+        apiEmail: { type: 'apiKey', in: 'header', name: 'X-API-EMAIL', description: 'Optional: the e-mail of the key’s owner, checked when sent' },
       },
     },
   };

@@ -61,11 +61,24 @@ export interface RouteDefinition<Params = any, Query = any, Body = any> {
   maxBodyBytes?: number;
   /** OpenAPI for a `raw` body: its media type and schema (e.g. multipart/form-data). */
   rawBodyDoc?: { contentType: string; schema: Record<string, unknown> };
-  /** OpenAPI for a non-JSON success response: its media type. */
-  rawResponseDoc?: { contentType: string; description: string };
+  /**
+   * The JSON body as documented, when `body` validates only its outline and the items are checked one by one
+   * later (position uploads, bulk POIs report every bad item by index): the document shows the full item type.
+   */
+  bodyDoc?: z.ZodType;
+  /** OpenAPI for a non-JSON success response: every media type it may have (without parameters). */
+  rawResponseDoc?: { contentType: string | string[]; description: string };
   /** Documented response (OpenAPI) of `successStatus`. */
   response?: z.ZodType;
+  /** The success status; default 200 when a response (JSON or raw) is declared, else 204. */
   successStatus?: number;
+  /** Other answers than the success one and errors, e.g. a repeat POST's 200 beside the 201, or a 304. */
+  otherResponses?: Record<number, { description: string; schema?: z.ZodType }>;
+  /**
+   * A public route that reads sign-in credentials itself (`POST /auth/access_tokens`): documented as needing
+   * HTTP Basic or an API key.
+   */
+  signIn?: boolean;
   /** Not listed in the OpenAPI document (aliases kept for old clients). */
   hidden?: boolean;
   handler: (request: RequestContext<Params, Query, Body>) => Promise<Reply> | Reply;

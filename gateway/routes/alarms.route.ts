@@ -21,7 +21,7 @@ const historyEntry = z.object({
   ]),
   comment: z.string().nullable(),
 });
-const alarmSchema = z.object({
+export const alarmSchema = z.object({
   id: z.uuid(),
   seq: z.number().int().describe('Seq of the alarm’s latest event; every raise or state change of an organization takes the next number'),
   type: z.enum(ALARM_TYPES),
@@ -142,6 +142,7 @@ export function alarmRoutes(services: GatewayServices) {
       }),
       response: alarmSchema,
       successStatus: 201,
+      otherResponses: { 200: { description: 'A repeat of an OPEN alarm of the same device and kind: that alarm, updated', schema: alarmSchema } },
       handler: async ({ principal, body }) => {
         // A forged system alarm would be the OPEN one a later real one merges into (one OPEN per device, kind and
         // geofence), so system types are refused to every caller, not only to plain users.

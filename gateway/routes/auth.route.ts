@@ -64,6 +64,7 @@ export function authRoutes(services: GatewayServices) {
       summary: 'Get an access token (JWT, 4 days) and a refresh token: HTTP Basic email:password, or X-API-KEY (optionally with X-API-EMAIL)',
       tags: ['credentials'],
       auth: 'public',
+      signIn: true,
       response: tokenPairSchema,
       handler: async ({ headers, remoteAddress }) => {
         const basic = basicCredentials(headers.authorization);

@@ -33,6 +33,9 @@ import { resourceRoutes } from '../http/resource.js';
 import { defineRoute } from '../http/route.js';
 import type { GatewayServices } from '../services.js';
 
+/** What `view=compact` answers instead of the full building (see presentCompactBuilding). */
+const compactBuildingSchema = buildingSchema.pick({ id: true, name: true, location: true, corners: true, dimensions: true, rotation: true, created_at: true, updated_at: true });
+
 const viewQuery = z.object({ view: z.enum(['compact', 'full']).optional().describe('compact: fewer fields, no nested lists') });
 
 const buildingFields = {
@@ -89,7 +92,7 @@ export function buildingRoutes(services: GatewayServices) {
     auth: 'authenticated',
     action: 'cartography:read',
     query: viewQuery,
-    response: z.array(buildingSchema),
+    response: z.array(z.xor([buildingSchema, compactBuildingSchema.describe('view=compact')])),
     handler: async ({ principal, query }) => {
       const buildings = await services.storage.em().find(BuildingSchema, { organization: principal.organizationId }, { orderBy: { id: 'asc' } });
       return { body: buildings.map((b) => (query.view === 'compact' ? presentCompactBuilding(b, cartography.transformOf(b)) : present(b))) };
@@ -109,14 +112,17 @@ export function buildingRoutes(services: GatewayServices) {
     present,
     detail: {
       query: viewQuery,
-      response: buildingSchema.extend({
-        floors: z.array(floorSchema),
-        indoor_pois: z.array(indoorPoiSchema),
-        outdoor_pois: z.array(outdoorPoiSchema),
-        events: z.array(eventSchema),
-        paths: pathsSchema,
-        geofences: z.array(geofenceSchema),
-      }),
+      response: z.xor([
+        buildingSchema.extend({
+          floors: z.array(floorSchema),
+          indoor_pois: z.array(indoorPoiSchema),
+          outdoor_pois: z.array(outdoorPoiSchema),
+          events: z.array(eventSchema),
+          paths: pathsSchema,
+          geofences: z.array(geofenceSchema),
+        }),
+        compactBuildingSchema.describe('view=compact'),
+      ]),
       build: async ({ em }, building, query) => {
         const transform = cartography.transformOf(building);
         if (query.view === 'compact') return presentCompactBuilding(building, transform);

@@ -96,6 +96,7 @@ export function consoleRoutes(logger: Logger) {
       auth: 'public',
       successStatus: 200,
       rawResponseDoc: { contentType: 'text/html', description: 'The console page' },
+      otherResponses: { 304: { description: 'Not modified (If-None-Match matched the ETag)' } },
       handler: ({ headers }) => serve('index.html', headers['if-none-match'], 'no-cache'),
     }),
     defineRoute({
@@ -106,7 +107,8 @@ export function consoleRoutes(logger: Logger) {
       auth: 'public',
       params: z.object({ file: z.string() }),
       successStatus: 200,
-      rawResponseDoc: { contentType: 'text/javascript', description: 'A script, stylesheet or source map' },
+      rawResponseDoc: { contentType: [...new Set(Object.values(CONTENT_TYPES).map((type) => type.split(';')[0]!))], description: 'A script, stylesheet, source map or image' },
+      otherResponses: { 304: { description: 'Not modified (If-None-Match matched the ETag)' } },
       handler: ({ params, headers }) => serve(`assets/${params.file}`, headers['if-none-match'], 'public, max-age=31536000, immutable'),
     }),
   ];

@@ -128,7 +128,8 @@ export function imageRoutes(services: GatewayServices) {
       action: 'cartography:read',
       params,
       successStatus: 200,
-      rawResponseDoc: { contentType: 'image/*', description: 'The image (image/png, image/jpeg or image/webp)' },
+      rawResponseDoc: { contentType: [...IMAGE_TYPES], description: 'The image, in the media type it was uploaded as' },
+      otherResponses: { 304: { description: 'Not modified (If-None-Match matched the ETag)' } },
       handler: async ({ principal, params: p, headers }) => {
         const em = storage.em();
         // `data` is lazy: a revalidation (304) is answered without reading the bytes.

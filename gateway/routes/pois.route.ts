@@ -130,6 +130,7 @@ export function poiRoutes(services: GatewayServices) {
     auth: 'authenticated',
     action: 'cartography:write',
     body: z.array(z.unknown()).min(1).max(10_000),
+    bodyDoc: z.array(createPoiBody).min(1).max(10_000),
     response: z.array(poiSchema),
     successStatus: 201,
     handler: async ({ principal, body }) => {

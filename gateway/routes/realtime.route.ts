@@ -7,7 +7,7 @@ import { defineRoute } from '../http/route.js';
 import { poseSchema, uploadPosesSchema } from '../realtime/pose-schema.js';
 import type { GatewayServices } from '../services.js';
 
-const featureSchema = z.object({
+export const featureSchema = z.object({
   type: z.literal('Feature'),
   id: z.string().describe('The device identifier'),
   geometry: z.object({ type: z.literal('Point'), coordinates: z.tuple([z.number(), z.number()]).describe('[latitude, longitude], as the official client reads them') }),
@@ -61,6 +61,7 @@ export function realtimeRoutes(services: GatewayServices) {
     action: 'positions:upload',
     allowPositioningKey: true,
     body: z.object({ poses: z.array(poseSchema).min(1).max(10_000) }),
+    bodyDoc: z.object({ poses: z.array(poseSchema).min(1).max(10_000) }),
     handler: async ({ principal, body }) => {
       await pipeline.process(principal, body.poses);
       return { status: 204 };

@@ -29,7 +29,8 @@ export const roleInput = z
     const role = ROLE_ALIASES[value.toLowerCase()];
     if (!role) context.addIssue({ code: 'custom', message: `one of ${ROLES.join(', ')}` });
     return role as Role;
-  });
+  })
+  .describe(`Case-insensitive: ${Object.keys(ROLE_ALIASES).join(', ')} (aliases of ${ROLES.join(', ')})`);
 
 /** A user is in at most one group: `groups` (id or one-element list) or the client's `group_ids`. */
 const groupInput = z.union([z.uuid(), z.array(z.uuid()).max(1, 'a user belongs to at most one group'), z.null()]);

@@ -1,5 +1,9 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { buildOpenApiDocument } from '../../gateway/http/openapi.js';
+import type { RouteDefinition } from '../../gateway/http/route.js';
+import { buildAsyncApiDocument, clientFrames, serverFrames } from '../../gateway/ws/frames.schema.js';
 import { configSchema } from '../../shared/config.js';
 
 const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
@@ -15,5 +19,51 @@ describe('README', () => {
     const quickStart = readme.slice(readme.indexOf('## Quick start'), readme.indexOf('## Try it'));
     const commands = [...quickStart.matchAll(/```sh\n([^`]+)```/g)].map((match) => match[1]!.trim());
     expect(commands).toEqual(['npm ci && npm start', 'npm ci && npm test']);
+  });
+});
+
+describe('OpenAPI generator', () => {
+  const base = { summary: 's', auth: 'authenticated' as const, handler: () => ({}) };
+  const operation = (route: Partial<RouteDefinition>) =>
+    (buildOpenApiDocument([{ method: 'GET', path: '/x', ...base, ...route } as RouteDefinition]).paths as any)['/x'][(route.method ?? 'GET').toLowerCase()];
+
+  it('documents a raw answer at 200 with every media type it may have, never as 204', () => {
+    const op = operation({ rawResponseDoc: { contentType: ['text/css', 'image/svg+xml'], description: 'asset' } });
+    expect(Object.keys(op.responses)).toEqual(['200', 'default']);
+    expect(Object.keys(op.responses['200'].content)).toEqual(['text/css', 'image/svg+xml']);
+    expect(Object.keys(operation({}).responses)).toEqual(['204', 'default']);
+  });
+
+  it('documents the input parameters of a transformed query, required ones required', () => {
+    const query = z.object({ date: z.string(), limit: z.coerce.number().optional() }).transform((q) => ({ window: q.date }));
+    const parameters = operation({ query }).parameters.map((p: any) => [p.name, p.in, p.required]);
+    expect(parameters).toEqual([['date', 'query', true], ['limit', 'query', false]]);
+  });
+
+  it('documents other answers beside the success one', () => {
+    const op = operation({ method: 'POST', response: z.object({ id: z.string() }), successStatus: 201, otherResponses: { 200: { description: 'repeat', schema: z.object({ id: z.string() }) } } });
+    expect(Object.keys(op.responses).sort()).toEqual(['200', '201', 'default']);
+    expect(op.responses['200'].content['application/json'].schema.properties.id.type).toBe('string');
+  });
+
+  it('declares the credentials a route takes: sign-in (Basic or API key), any credential (an API key alone will do), or none', () => {
+    expect(operation({ auth: 'public', signIn: true }).security).toEqual([{ basic: [] }, { apiKey: [] }, { apiKey: [], apiEmail: [] }]);
+    expect(operation({}).security).toContainEqual({ apiKey: [] });
+    expect(operation({}).security).toContainEqual({ bearer: [] });
+    expect(operation({ auth: 'public' }).security).toEqual([]);
+  });
+
+  it('documents the full item type of a body validated item by item (bodyDoc)', () => {
+    const op = operation({ method: 'POST', body: z.array(z.unknown()), bodyDoc: z.array(z.object({ name: z.string() })) });
+    expect(op.requestBody.content['application/json'].schema.items.required).toEqual(['name']);
+  });
+});
+
+describe('AsyncAPI document', () => {
+  it('has a message and an operation for every client and server frame', () => {
+    const document = buildAsyncApiDocument() as any;
+    const names = [...Object.keys(clientFrames).map((op) => `client_${op}`), ...Object.keys(serverFrames).map((op) => `server_${op}`)].sort();
+    expect(Object.keys(document.components.messages).sort()).toEqual(names);
+    expect(Object.keys(document.operations).sort()).toEqual(names);
   });
 });
