@@ -1,5 +1,6 @@
 import type { ZoneEventRecord } from '../detection/zone-event.js';
 import type { PositionRecord } from './position-record.js';
+import { failsEveryBatch } from './commit-failure.js';
 import type { PositionStore } from './position-store.js';
 
 interface PendingWrite {
@@ -14,6 +15,10 @@ interface PendingWrite {
  * that nothing is lost; concurrent callers share one insert. While one insert runs, new writes gather for
  * the next, so under load batches grow by themselves and at rest a write waits only for the current tick.
  * The zone events detection found in a batch ride in the same commit: one commit per flush, not one per upload.
+ *
+ * One caller's bad rows never fail another's: when a shared insert fails, the callers' writes are retried apart
+ * (by halves, so one bad write among n costs about 2·log2(n) more inserts) and only the writes that fail alone
+ * are rejected. A failure of the database itself (see `failsEveryBatch`) rejects them all at once instead.
  */
 export class PositionWriter {
   private pending: PendingWrite[] = [];
@@ -81,18 +86,33 @@ export class PositionWriter {
   private async commit(batch: PendingWrite[]): Promise<void> {
     this.committing++;
     try {
-      await this.store.insert(
-        batch.length === 1 ? batch[0]!.records : batch.flatMap((write) => write.records),
-        batch.length === 1 ? batch[0]!.zoneEvents : batch.flatMap((write) => write.zoneEvents),
-      );
-      for (const write of batch) write.resolve();
-    } catch (error) {
-      for (const write of batch) write.reject(error);
+      await this.commitIsolated(batch);
     } finally {
       this.committing--;
       // What gathered during this commit goes next, in one insert.
       if (this.pending.length > 0) this.schedule();
       else if (this.committing === 0) for (const resolve of this.idle.splice(0)) resolve();
     }
+  }
+
+  /** Inserts the writes together; if that fails for something in them, each half again, down to single writes. */
+  private async commitIsolated(batch: PendingWrite[]): Promise<void> {
+    try {
+      await this.store.insert(
+        batch.length === 1 ? batch[0]!.records : batch.flatMap((write) => write.records),
+        batch.length === 1 ? batch[0]!.zoneEvents : batch.flatMap((write) => write.zoneEvents),
+      );
+    } catch (error) {
+      // The insert is one statement, so nothing of a failed one is stored: retrying its writes is safe.
+      if (batch.length === 1 || failsEveryBatch(error)) {
+        for (const write of batch) write.reject(error);
+        return;
+      }
+      const middle = Math.ceil(batch.length / 2);
+      await this.commitIsolated(batch.slice(0, middle));
+      await this.commitIsolated(batch.slice(middle));
+      return;
+    }
+    for (const write of batch) write.resolve();
   }
 }
