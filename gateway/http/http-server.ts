@@ -3,6 +3,7 @@ import { z } from 'zod';
 import { AppError, ErrorCode, ValidationError, toErrorBody, type FieldError } from '../../shared/errors.js';
 import type { Logger } from '../../shared/logger.js';
 import type { Principal } from '../auth/principal.js';
+import { mayHoldRefusedText, refuseTextPostgresRefuses } from './pg-text.js';
 import { parseQuery } from './query.js';
 import type { HttpMethod, Reply, RequestContext, RouteDefinition } from './route.js';
 import { Router } from './router.js';
@@ -256,17 +257,23 @@ export class HttpServer {
   ): Promise<void> {
     const principal = route.auth === 'public' ? (undefined as unknown as Principal) : await this.options.authenticate(request.headers, route);
     const rawBody = await bodyPromise;
+    // Strings PostgreSQL would refuse (NUL, lone surrogates) are refused here, for every route, before any schema.
+    refuseTextPostgresRefuses(rawParams, 'path');
     const params = validate(route.params, rawParams, 'path');
     const rawQuery = parseQuery(request.queryString);
+    refuseTextPostgresRefuses(rawQuery, 'query');
     const query = validate(route.query, rawQuery, 'query');
     let body: unknown = undefined;
     if (route.bodyKind === 'raw') body = rawBody;
     else if (rawBody.length > 0) {
+      const text = rawBody.toString('utf8');
       try {
-        body = JSON.parse(rawBody.toString('utf8'));
+        body = JSON.parse(text);
       } catch {
         throw new AppError(ErrorCode.InvalidJson, 'The request body is not valid JSON');
       }
+      // Only an escape can put such a string in JSON: the walk runs only when the text holds one.
+      if (mayHoldRefusedText(text)) refuseTextPostgresRefuses(body, undefined);
     }
     if (route.body && route.bodyKind !== 'raw') body = validate(route.body, body, 'body');
     const context: RequestContext = {
