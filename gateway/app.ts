@@ -77,7 +77,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
   const positionStore = new PositionStore(storage, logger);
   // PGlite has one connection; a server takes a second commit while one is under way.
   const writer = new PositionWriter(positionStore, undefined, storage.kind === 'embedded' ? 1 : 2);
-  const pipeline = new PositionPipeline({ registry, devices, writer, bus, logger });
+  const pipeline = new PositionPipeline({ registry, devices, writer, bus, logger, maxAgeMs: config.POSITIONS_MAX_AGE_SECONDS * 1000 });
   const realtime = new RealtimeService(bus, registry, positionStore, { liveTtlSeconds: config.LIVE_POSITION_TTL_SECONDS, retentionDays: config.POSITIONS_RETENTION_DAYS }, logger);
   registry.extend(attachDetection);
   const alarms = new AlarmService(storage, bus);

@@ -60,6 +60,8 @@ export const configSchema = z.object({
   WS_MAX_BUFFER_BYTES: z.coerce.number().int().min(4096).default(8 * 1024 * 1024),
   /** Seconds SIGTERM waits for in-flight requests before closing anyway. */
   SHUTDOWN_GRACE_SECONDS: z.coerce.number().int().min(0).default(10),
+  /** Oldest fix an upload may carry, in seconds before now (apps upload what they buffered offline); older ones get 422. */
+  POSITIONS_MAX_AGE_SECONDS: z.coerce.number().int().min(60).default(7 * 24 * 3600),
 });
 
 export type Config = z.output<typeof configSchema>;
