@@ -39,9 +39,18 @@ export class PositionWriter {
     private readonly maxConcurrentCommits = 1,
   ) {}
 
-  /** Resolves once every record is committed; rejects if the batch holding them failed (nothing of it stored). */
+  /**
+   * Resolves once every record is committed; rejects if the batch holding them failed (nothing of it stored).
+   * The day partitions the records need are created first, by this caller alone: DDL never runs inside the
+   * shared commit, where every other caller would wait for it (or fail with it).
+   */
   write(records: readonly PositionRecord[], zoneEvents: readonly ZoneEventRecord[] = []): Promise<void> {
     if (records.length === 0 && zoneEvents.length === 0) return Promise.resolve();
+    const partitions = records.length > 0 ? this.store.ensurePartitions(records) : undefined;
+    return partitions ? partitions.then(() => this.enqueue(records, zoneEvents)) : this.enqueue(records, zoneEvents);
+  }
+
+  private enqueue(records: readonly PositionRecord[], zoneEvents: readonly ZoneEventRecord[]): Promise<void> {
     return new Promise<void>((resolve, reject) => {
       this.pending.push({ records, zoneEvents, resolve, reject });
       this.pendingRows += records.length + zoneEvents.length;

@@ -70,6 +70,11 @@ describe(`ingest validation: physical ranges, characters PostgreSQL refuses, upl
     expect(await storedCount('back-dated')).toBe(7);
   });
 
+  it('has today\'s partition and the next three days\' ready from boot, before any upload needs them', async () => {
+    const names = (await running.gateway.services.storage.execute<{ name: string }>("select relname as name from pg_class where relname like 'positions_p%'")).map((row) => row.name);
+    for (let i = 0; i <= 3; i++) expect(names).toContain(`positions_p${new Date(Date.now() + i * DAY).toISOString().slice(0, 10).replace(/-/g, '')}`);
+  });
+
   it('refuses a NUL or a lone surrogate in a device_id with 422 naming the pose', async () => {
     const nul = await upload(admin, [{ device_id: 'nul\u0000phone', timestamp: Date.now(), lat: 1, lng: 1 }]);
     expect(nul.status, nul.text).toBe(422);

@@ -32,6 +32,18 @@ class FakeStore {
   /** Any insert holding a device whose id starts with this fails, as a bad row fails its whole statement. */
   poison?: string;
   gate?: Promise<void>;
+  /** Devices whose partition is still to be created: their ensurePartitions waits for `partitionGate`. */
+  newDays = new Set<string>();
+  partitionGate?: Promise<void>;
+  ensured: string[] = [];
+  ensurePartitions(records: readonly PositionRecord[]): Promise<void> | undefined {
+    const fresh = records.filter((r) => this.newDays.has(r.deviceId));
+    if (fresh.length === 0) return undefined;
+    return (this.partitionGate ?? Promise.resolve()).then(() => {
+      this.ensured.push(...fresh.map((r) => r.deviceId));
+      if (fresh.some((r) => r.deviceId.startsWith('no-partition'))) throw new Error('permission denied to create a partition');
+    });
+  }
   async insert(records: readonly PositionRecord[], zoneEvents: readonly ZoneEventRecord[] = []) {
     this.inserts.push(records.map((r) => r.deviceId));
     this.zoneEvents.push(zoneEvents.map((e) => `${e.deviceId}:${e.type}`));
@@ -104,6 +116,31 @@ describe('group commit', () => {
     const results = await Promise.allSettled(ids.map((id) => writer.write([record(id)])));
     expect(results.map((r) => r.status === 'fulfilled')).toEqual(ids.map((id) => id.startsWith('ok')));
     expect(store.committed.flat().sort()).toEqual(ids.filter((id) => id.startsWith('ok')).sort());
+  });
+
+  it('creates a write\'s missing partitions before it joins a commit, so other writes never wait for that DDL', async () => {
+    const store = new FakeStore();
+    store.newDays.add('back-dated');
+    let release!: () => void;
+    store.partitionGate = new Promise((resolve) => (release = resolve));
+    const writer = new PositionWriter(store as unknown as PositionStore);
+    const old = writer.write([record('back-dated')]);
+    await writer.write([record('today')]); // commits while the other write's partition is still being created
+    expect(store.inserts).toEqual([['today']]);
+    expect(store.ensured).toEqual([]);
+    release();
+    await old;
+    expect(store.ensured).toEqual(['back-dated']);
+    expect(store.inserts).toEqual([['today'], ['back-dated']]);
+  });
+
+  it('fails only the write whose partition could not be created', async () => {
+    const store = new FakeStore();
+    store.newDays.add('no-partition');
+    const writer = new PositionWriter(store as unknown as PositionStore);
+    const results = await Promise.allSettled([writer.write([record('a')]), writer.write([record('no-partition')]), writer.write([record('b')])]);
+    expect(results.map((r) => r.status)).toEqual(['fulfilled', 'rejected', 'fulfilled']);
+    expect(store.committed.flat().sort()).toEqual(['a', 'b']);
   });
 
   it('splits a backlog over several inserts without splitting any one write', async () => {
