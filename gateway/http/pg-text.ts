@@ -24,27 +24,42 @@ export function mayHoldRefusedText(json: string): boolean {
   return json.includes('\\u0000') || /\\u[dD][89a-fA-F]/.test(json);
 }
 
+/** One step down a JSON value: paths are rebuilt from these links only for a finding, so depth costs no copies. */
+interface Step {
+  value: unknown;
+  key: string | undefined;
+  parent: Step | undefined;
+}
+
+const pathOf = (step: Step, last?: string): string => {
+  const parts: string[] = last === undefined ? [] : [last];
+  for (let at: Step | undefined = step; at; at = at.parent) if (at.key !== undefined) parts.push(at.key);
+  return parts.reverse().join('.');
+};
+
 /**
  * Every string (and key) of a parsed JSON value that PostgreSQL would refuse, by path (`poses.3.device_id`).
- * Iterative, so a deeply nested body cannot overflow the stack; stops after `limit` findings.
+ * Iterative and linear in the value's size, so a deeply nested body neither overflows the stack nor costs
+ * quadratic time; stops after `limit` findings.
  */
 export function refusedTextIn(value: unknown, prefix: string | undefined, limit = 20): FieldError[] {
   const found: FieldError[] = [];
-  const stack: [unknown, string[]][] = [[value, prefix === undefined ? [] : [prefix]]];
+  const stack: Step[] = [{ value, key: prefix, parent: undefined }];
   while (stack.length > 0 && found.length < limit) {
-    const [current, path] = stack.pop()!;
+    const step = stack.pop()!;
+    const current = step.value;
     if (typeof current === 'string') {
       const problem = pgTextProblem(current);
-      if (problem) found.push({ field: path.join('.') || prefix || 'body', message: problem });
+      if (problem) found.push({ field: pathOf(step) || 'body', message: problem });
     } else if (Array.isArray(current)) {
-      for (let index = current.length - 1; index >= 0; index--) stack.push([current[index], [...path, String(index)]]);
+      for (let index = current.length - 1; index >= 0; index--) stack.push({ value: current[index], key: String(index), parent: step });
     } else if (current !== null && typeof current === 'object') {
-      const entries = Object.entries(current);
-      for (let index = entries.length - 1; index >= 0; index--) {
-        const [key, item] = entries[index]!;
+      const keys = Object.keys(current);
+      for (let index = keys.length - 1; index >= 0; index--) {
+        const key = keys[index]!;
         const problem = pgTextProblem(key);
-        if (problem) found.push({ field: [...path, printable(key)].join('.'), message: `key ${problem}` });
-        else stack.push([item, [...path, key]]);
+        if (problem) found.push({ field: pathOf(step, printable(key)), message: `key ${problem}` });
+        else stack.push({ value: (current as Record<string, unknown>)[key], key, parent: step });
       }
     }
   }
