@@ -8,7 +8,7 @@ import type { Principal } from '../auth/principal.js';
 import { fieldErrors } from '../http/http-server.js';
 import type { BuildingRegistry, BuildingRuntime } from '../realtime/building-registry.js';
 import type { DeviceDirectory } from '../realtime/device-directory.js';
-import { DEFAULT_POSITIONS_MAX_AGE_MS, poseSchema, timestampProblem, type Pose } from '../realtime/pose-schema.js';
+import { DEFAULT_POSITIONS_MAX_AGE_MS, parsePoseFast, poseSchema, timestampProblem, type Pose } from '../realtime/pose-schema.js';
 import { emptyDetections, type Detections } from '../detection/detection-engine.js';
 import { runPipeline, type PipelineStep } from './pipeline.js';
 
@@ -102,12 +102,17 @@ export class PositionPipeline {
 function validate(batch: PositionBatch, maxAgeMs: number): void {
   const errors = batch.errors;
   batch.items.forEach((item, index) => {
-    const parsed = poseSchema.safeParse(item);
-    if (!parsed.success) return void errors.push(...fieldErrors(parsed.error, `poses.${index}`));
+    // The common well-formed pose skips zod's allocations; anything else gets the schema's verdict and messages.
+    let pose = parsePoseFast(item);
+    if (!pose) {
+      const parsed = poseSchema.safeParse(item);
+      if (!parsed.success) return void errors.push(...fieldErrors(parsed.error, `poses.${index}`));
+      pose = parsed.data;
+    }
     // Against the batch's receipt time, so one upload is judged by one clock.
-    const late = timestampProblem(parsed.data.timestamp, batch.receivedAt, maxAgeMs);
+    const late = timestampProblem(pose.timestamp, batch.receivedAt, maxAgeMs);
     if (late) errors.push({ field: `poses.${index}.timestamp`, message: late });
-    else batch.poses[index] = parsed.data;
+    else batch.poses[index] = pose;
   });
   // A confined caller (a plain user, or their key) uploads only their own positions.
   const confined = confinedUserId(batch.principal);

@@ -73,3 +73,51 @@ export type Pose = z.infer<typeof poseSchema>;
 export const uploadPosesSchema = z.object({
   poses: z.array(z.unknown()).min(1, 'at least one pose').max(10_000, 'at most 10,000 poses per upload'),
 });
+
+const isoWithOffset = z.regexes.datetime({ offset: true, local: false, precision: undefined } as never);
+const uuidPattern = z.regexes.uuid();
+const isSafeInt = Number.isSafeInteger;
+const optionalNumberIn = (value: unknown, min: number, max: number) => value === undefined || (typeof value === 'number' && value >= min && value <= max);
+
+/**
+ * `poseSchema`'s answer for the common, well-formed pose, without zod's per-field allocations (an upload can
+ * carry 10,000 poses; issue 15). Returns undefined for anything it is not sure of (strings for numbers, a
+ * missing field, any bad value): `poseSchema` then decides and explains. Whatever it accepts, `poseSchema`
+ * accepts with the same result; a property test compares the two on generated input.
+ */
+export function parsePoseFast(item: unknown): Pose | undefined {
+  if (typeof item !== 'object' || item === null || Array.isArray(item)) return undefined;
+  const { device_id, timestamp, building_id, floor_id, x, y, lat, lng, yaw, accuracy, user_id, danger, assistance_request } = item as Record<string, unknown>;
+  let deviceId: string;
+  if (typeof device_id === 'string') {
+    deviceId = device_id.trim();
+    if (deviceId.length === 0 || deviceId.length > 200 || pgTextProblem(deviceId) !== undefined) return undefined;
+  } else if (typeof device_id === 'number' && isSafeInt(device_id) && device_id >= 0) deviceId = String(device_id);
+  else return undefined;
+  let time: number;
+  if (typeof timestamp === 'number' && isSafeInt(timestamp) && timestamp > 0) time = timestamp;
+  else if (typeof timestamp === 'string' && isoWithOffset.test(timestamp)) time = Date.parse(timestamp);
+  else return undefined;
+  if (building_id !== undefined && !(typeof building_id === 'number' && isSafeInt(building_id) && building_id > 0)) return undefined;
+  if (floor_id !== undefined && !(typeof floor_id === 'number' && isSafeInt(floor_id) && floor_id > 0)) return undefined;
+  const M = MAX_LOCAL_COORDINATE_METRES;
+  if (!optionalNumberIn(x, -M, M) || !optionalNumberIn(y, -M, M) || !optionalNumberIn(lat, -90, 90) || !optionalNumberIn(lng, -180, 180)) return undefined;
+  if (yaw !== undefined && !(typeof yaw === 'number' && Number.isFinite(yaw))) return undefined;
+  if (!optionalNumberIn(accuracy, 0, Number.MAX_VALUE)) return undefined;
+  if (user_id !== undefined && !(typeof user_id === 'string' && uuidPattern.test(user_id))) return undefined;
+  if ((danger !== undefined && typeof danger !== 'boolean') || (assistance_request !== undefined && typeof assistance_request !== 'boolean')) return undefined;
+  const indoor = floor_id !== undefined || x !== undefined || y !== undefined;
+  if (indoor ? building_id === undefined || floor_id === undefined || x === undefined || y === undefined : lat === undefined || lng === undefined) return undefined;
+  const pose: Pose = { device_id: deviceId, timestamp: time, yaw: (yaw as number | undefined) ?? 0 };
+  if (building_id !== undefined) pose.building_id = building_id as number;
+  if (floor_id !== undefined) pose.floor_id = floor_id as number;
+  if (x !== undefined) pose.x = x as number;
+  if (y !== undefined) pose.y = y as number;
+  if (lat !== undefined) pose.lat = lat as number;
+  if (lng !== undefined) pose.lng = lng as number;
+  if (accuracy !== undefined) pose.accuracy = accuracy as number;
+  if (user_id !== undefined) pose.user_id = user_id as string;
+  if (danger !== undefined) pose.danger = danger as boolean;
+  if (assistance_request !== undefined) pose.assistance_request = assistance_request as boolean;
+  return pose;
+}
