@@ -99,10 +99,11 @@ export class PositionStore {
    * epoch milliseconds (to_timestamp rounds to the µs, so whole ms stay exact): formatting two ISO dates per
    * position was a tenth of the insert's cost in the gateway.
    */
-  async insert(records: readonly PositionRecord[], zoneEvents: readonly ZoneEventRecord[] = []): Promise<void> {
+  async insert(records: readonly PositionRecord[], zoneEvents: readonly ZoneEventRecord[] = [], options: { createPartitions?: boolean } = {}): Promise<void> {
     if (records.length === 0 && zoneEvents.length === 0) return;
-    // A no-op on the writer's path (it ensured them before the write joined the commit); direct callers get theirs.
-    await this.ensurePartitions(records);
+    // The writer creates partitions before a write joins its shared commit and says `createPartitions: false`,
+    // so no DDL ever runs inside it; direct callers (tools, tests) get theirs here.
+    if (options.createPartitions !== false) await this.ensurePartitions(records);
     const column = <T>(pick: (record: PositionRecord) => T) => pgArray(records.map(pick) as never);
     const eventColumn = <T>(pick: (event: ZoneEventRecord) => T) => pgArray(zoneEvents.map(pick) as never);
     const withEvents = zoneEvents.length > 0
@@ -126,7 +127,7 @@ export class PositionStore {
           eventColumn((e) => e.firedAt),
         ]
       : [];
-    await this.storage.executeBound(
+    await this.forgettingDroppedDays(records, this.storage.executeBound(
       `${withEvents}insert into positions (organization_id, device_id, user_id, building_id, floor_id, indoor, x, y, lat, lng, yaw, accuracy, ts, received_at)
        select o, d, u, b, f, i, x, y, la, ln, yw, ac, to_timestamp(t / 1000), to_timestamp(r / 1000)
        from unnest(?::uuid[], ?::text[], ?::uuid[], ?::int[], ?::int[], ?::bool[], ?::float8[], ?::float8[], ?::float8[], ?::float8[],
@@ -148,7 +149,20 @@ export class PositionStore {
         column((r) => r.timestamp),
         column((r) => r.receivedAt),
       ],
-    );
+    ));
+  }
+
+  /**
+   * A partition this gateway knew of but another one dropped (an older gateway, an operator): forget the days
+   * of the failed insert, so the caller's retry recreates them instead of failing the same way for good.
+   */
+  private async forgettingDroppedDays(records: readonly PositionRecord[], inserting: Promise<void>): Promise<void> {
+    try {
+      await inserting;
+    } catch (error) {
+      if (/no partition of relation/i.test(String((error as Error)?.message))) for (const record of records) this.knownDays.delete(dayOf(record.timestamp));
+      throw error;
+    }
   }
 
   /**

@@ -3,6 +3,9 @@ import type { PositionRecord } from './position-record.js';
 import { failsEveryBatch } from './commit-failure.js';
 import type { PositionStore } from './position-store.js';
 
+/** Partitions are created per write before it joins a commit (see `write`), never inside the commit. */
+const NO_DDL = { createPartitions: false } as const;
+
 interface PendingWrite {
   records: readonly PositionRecord[];
   zoneEvents: readonly ZoneEventRecord[];
@@ -104,24 +107,31 @@ export class PositionWriter {
     }
   }
 
-  /** Inserts the writes together; if that fails for something in them, each half again, down to single writes. */
-  private async commitIsolated(batch: PendingWrite[]): Promise<void> {
+  /**
+   * Inserts the writes together; if that fails for something in them, each half again, down to single writes.
+   * Returns the outage error that stopped it, if one did: the remaining halves are then rejected untried.
+   */
+  private async commitIsolated(batch: PendingWrite[]): Promise<unknown> {
     try {
       await this.store.insert(
         batch.length === 1 ? batch[0]!.records : batch.flatMap((write) => write.records),
         batch.length === 1 ? batch[0]!.zoneEvents : batch.flatMap((write) => write.zoneEvents),
+        NO_DDL,
       );
     } catch (error) {
       // The insert is one statement, so nothing of a failed one is stored: retrying its writes is safe.
-      if (batch.length === 1 || failsEveryBatch(error)) {
+      const outage = failsEveryBatch(error);
+      if (batch.length === 1 || outage) {
         for (const write of batch) write.reject(error);
-        return;
+        return outage ? error : undefined;
       }
       const middle = Math.ceil(batch.length / 2);
-      await this.commitIsolated(batch.slice(0, middle));
-      await this.commitIsolated(batch.slice(middle));
-      return;
+      const stopped = await this.commitIsolated(batch.slice(0, middle));
+      if (stopped === undefined) return this.commitIsolated(batch.slice(middle));
+      for (const write of batch.slice(middle)) write.reject(stopped);
+      return stopped;
     }
     for (const write of batch) write.resolve();
+    return undefined;
   }
 }

@@ -114,4 +114,19 @@ describe(`positions table: partitions and retention (${driverLabel})`, () => {
     expect(dropped).not.toContain('positions_p20270303');
     expect(await partitionNames()).toEqual(expect.arrayContaining(['positions_p20270303', 'positions_p20270304', 'positions_p20270305']));
   });
+
+  it('when another gateway dropped a partition this one knew of, only the batch for that day fails, and its retry succeeds', async () => {
+    const { PositionWriter } = await import('../../shared/positions/position-writer.js');
+    const mine = new PositionStore(storage);
+    const writer = new PositionWriter(mine);
+    const dropped = Date.UTC(2027, 3, 1, 10);
+    const kept = Date.UTC(2027, 3, 2, 10);
+    await writer.write([at(dropped, 'gone-1'), at(kept, 'kept-1')]);
+    await storage.execute('drop table positions_p20270401'); // another gateway's retention, say
+    const results = await Promise.allSettled([writer.write([at(dropped, 'gone-2')]), writer.write([at(kept, 'kept-2')])]);
+    expect(results.map((r) => r.status)).toEqual(['rejected', 'fulfilled']);
+    await writer.write([at(dropped, 'gone-2')]); // the app's retry
+    const rows = await storage.execute<{ device_id: string }>("select device_id from positions where device_id in ('gone-1', 'gone-2', 'kept-1', 'kept-2') order by 1");
+    expect(rows.map((row) => row.device_id)).toEqual(['gone-2', 'kept-1', 'kept-2']);
+  });
 });

@@ -108,6 +108,23 @@ describe('group commit', () => {
     expect(committed.sort()).toEqual(['a', 'a-2', 'b', 'b-2', 'c', 'c-2', 'd', 'd-2']);
   });
 
+  it('stops retrying apart when the database goes down half-way, and rejects the rest untried', async () => {
+    const store = new FakeStore();
+    store.poison = 'bad';
+    const writer = new PositionWriter(store as unknown as PositionStore);
+    const insert = store.insert.bind(store);
+    store.insert = async (records, zoneEvents) => {
+      if (store.inserts.length >= 1) {
+        store.inserts.push(records.map((r) => r.deviceId));
+        throw Object.assign(new Error('terminating connection due to administrator command'), { code: '57P01' });
+      }
+      return insert(records, zoneEvents);
+    };
+    const results = await Promise.allSettled(['a', 'bad', 'c', 'd'].map((id) => writer.write([record(id)])));
+    expect(results.map((r) => r.status)).toEqual(['rejected', 'rejected', 'rejected', 'rejected']);
+    expect(store.inserts).toEqual([['a', 'bad', 'c', 'd'], ['a', 'bad']]);
+  });
+
   it('isolates two failing batches among many, and commits each good one once', async () => {
     const store = new FakeStore();
     store.poison = 'bad';
