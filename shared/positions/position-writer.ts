@@ -29,6 +29,8 @@ export class PositionWriter {
   /** Commits under way; `flush()` callers in `idle` are resolved when there are none and nothing is pending. */
   private committing = 0;
   private scheduled = false;
+  /** Writes creating their partitions, not yet pending: `flush()` waits for them too. */
+  private preparing = 0;
   private idle: (() => void)[] = [];
 
   constructor(
@@ -50,7 +52,19 @@ export class PositionWriter {
   write(records: readonly PositionRecord[], zoneEvents: readonly ZoneEventRecord[] = []): Promise<void> {
     if (records.length === 0 && zoneEvents.length === 0) return Promise.resolve();
     const partitions = records.length > 0 ? this.store.ensurePartitions(records) : undefined;
-    return partitions ? partitions.then(() => this.enqueue(records, zoneEvents)) : this.enqueue(records, zoneEvents);
+    if (!partitions) return this.enqueue(records, zoneEvents);
+    this.preparing++;
+    return partitions.then(
+      () => {
+        this.preparing--;
+        return this.enqueue(records, zoneEvents);
+      },
+      (error: unknown) => {
+        this.preparing--;
+        this.settleIdle();
+        throw error;
+      },
+    );
   }
 
   private enqueue(records: readonly PositionRecord[], zoneEvents: readonly ZoneEventRecord[]): Promise<void> {
@@ -63,7 +77,7 @@ export class PositionWriter {
 
   /** Resolves when everything written so far is committed (graceful shutdown). */
   flush(): Promise<void> {
-    if (this.committing === 0 && this.pending.length === 0) return Promise.resolve();
+    if (this.isIdle()) return Promise.resolve();
     return new Promise((resolve) => this.idle.push(resolve));
   }
 
@@ -103,8 +117,16 @@ export class PositionWriter {
       this.committing--;
       // What gathered during this commit goes next, in one insert.
       if (this.pending.length > 0) this.schedule();
-      else if (this.committing === 0) for (const resolve of this.idle.splice(0)) resolve();
+      else this.settleIdle();
     }
+  }
+
+  private isIdle(): boolean {
+    return this.committing === 0 && this.pending.length === 0 && this.preparing === 0;
+  }
+
+  private settleIdle(): void {
+    if (this.isIdle()) for (const resolve of this.idle.splice(0)) resolve();
   }
 
   /**

@@ -151,6 +151,24 @@ describe('group commit', () => {
     expect(store.inserts).toEqual([['today'], ['back-dated']]);
   });
 
+  it('flush waits for a write still creating its partition, and is not left waiting when that fails', async () => {
+    const store = new FakeStore();
+    store.newDays.add('back-dated');
+    store.newDays.add('no-partition');
+    let release!: () => void;
+    store.partitionGate = new Promise((resolve) => (release = resolve));
+    const writer = new PositionWriter(store as unknown as PositionStore);
+    const results = Promise.allSettled([writer.write([record('back-dated')]), writer.write([record('no-partition')])]);
+    let flushed = false;
+    const flushing = writer.flush().then(() => (flushed = true));
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(flushed).toBe(false);
+    release();
+    await flushing;
+    expect(store.committed).toEqual([['back-dated']]);
+    expect((await results).map((r) => r.status)).toEqual(['fulfilled', 'rejected']);
+  });
+
   it('fails only the write whose partition could not be created', async () => {
     const store = new FakeStore();
     store.newDays.add('no-partition');
