@@ -83,10 +83,11 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
   const cartography = new CartographyService(bus);
   const registry = new BuildingRegistry(storage, bus, logger);
   const devices = new DeviceDirectory(storage, bus);
-  const positionStore = new PositionStore(storage, logger);
+  const positionStore = new PositionStore(storage, logger, { maxAgeMs: config.POSITIONS_MAX_AGE_SECONDS * 1000 });
+  await positionStore.startMaintenance(); // today's partition and the next days', then hourly
   // PGlite has one connection; a server takes a second commit while one is under way.
   const writer = new PositionWriter(positionStore, undefined, storage.kind === 'embedded' ? 1 : 2);
-  const pipeline = new PositionPipeline({ registry, devices, writer, bus, logger });
+  const pipeline = new PositionPipeline({ registry, devices, writer, bus, logger, maxAgeMs: config.POSITIONS_MAX_AGE_SECONDS * 1000 });
   const realtime = new RealtimeService(bus, registry, positionStore, { liveTtlSeconds: config.LIVE_POSITION_TTL_SECONDS, retentionDays: config.POSITIONS_RETENTION_DAYS }, logger);
   registry.extend(attachDetection);
   const alarms = new AlarmService(storage, bus);
@@ -147,6 +148,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       await Promise.all([http.drain(config.SHUTDOWN_GRACE_SECONDS * 1000), websockets.close(config.SHUTDOWN_GRACE_SECONDS * 1000)]);
       await writer.flush(); // nothing acknowledged may be left in memory
       realtime.stop();
+      positionStore.stopMaintenance();
       detection.stop();
       // This uWS build has no app.close(): the closed listen socket plus process exit end idle keep-alive sockets.
       await jobs.close();

@@ -98,6 +98,8 @@ export const configSchema = z.object({
   WS_MAX_IN_FLIGHT: z.coerce.number().int().min(1).default(16),
   /** Not-yet-authenticated WebSockets one remote address may hold; past it the upgrade gets 429. */
   WS_MAX_UNAUTHENTICATED_PER_ADDRESS: z.coerce.number().int().min(1).default(32),
+  /** Oldest fix an upload may carry, in seconds before now (apps upload what they buffered offline); older ones get 422. */
+  POSITIONS_MAX_AGE_SECONDS: z.coerce.number().int().min(60).default(7 * 24 * 3600),
 });
 
 export type Config = z.output<typeof configSchema>;

@@ -4,6 +4,7 @@ import { AppError, ErrorCode, ValidationError, errorHeaders, toErrorBody, type F
 import type { Logger } from '../../shared/logger.js';
 import type { Principal } from '../auth/principal.js';
 import type { RequestLimit } from './rate-limit.js';
+import { mayHoldRefusedText, refuseTextPostgresRefuses } from './pg-text.js';
 import { parseQuery } from './query.js';
 import type { HttpMethod, Reply, RequestContext, RouteDefinition } from './route.js';
 import { Router } from './router.js';
@@ -260,17 +261,23 @@ export class HttpServer {
     const principal = route.auth === 'public' ? (undefined as unknown as Principal) : await this.options.authenticate(request.headers, route);
     const limit = principal ? await this.options.rateLimit?.(principal, route) : undefined;
     const rawBody = await bodyPromise;
+    // Strings PostgreSQL would refuse (NUL, lone surrogates) are refused here, for every route, before any schema.
+    refuseTextPostgresRefuses(rawParams, 'path');
     const params = validate(route.params, rawParams, 'path');
     const rawQuery = parseQuery(request.queryString);
+    refuseTextPostgresRefuses(rawQuery, 'query');
     const query = validate(route.query, rawQuery, 'query');
     let body: unknown = undefined;
     if (route.bodyKind === 'raw') body = rawBody;
     else if (rawBody.length > 0) {
+      const text = rawBody.toString('utf8');
       try {
-        body = JSON.parse(rawBody.toString('utf8'));
+        body = JSON.parse(text);
       } catch {
         throw new AppError(ErrorCode.InvalidJson, 'The request body is not valid JSON');
       }
+      // Only an escape can put such a string in JSON: the walk runs only when the text holds one.
+      if (mayHoldRefusedText(text)) refuseTextPostgresRefuses(body, undefined);
     }
     if (route.body && route.bodyKind !== 'raw') body = validate(route.body, body, 'body');
     await limit?.afterBody(body);

@@ -3,11 +3,12 @@ import { ForbiddenError, ValidationError, type FieldError } from '../../shared/e
 import type { Logger } from '../../shared/logger.js';
 import type { PositionRecord } from '../../shared/positions/position-record.js';
 import type { PositionWriter } from '../../shared/positions/position-writer.js';
+import { confinedUserId } from '../auth/permissions.js';
 import type { Principal } from '../auth/principal.js';
 import { fieldErrors } from '../http/http-server.js';
 import type { BuildingRegistry, BuildingRuntime } from '../realtime/building-registry.js';
 import type { DeviceDirectory } from '../realtime/device-directory.js';
-import { poseSchema, type Pose } from '../realtime/pose-schema.js';
+import { DEFAULT_POSITIONS_MAX_AGE_MS, parsePoseFast, poseSchema, timestampProblem, type Pose } from '../realtime/pose-schema.js';
 import { emptyDetections, type Detections } from '../detection/detection-engine.js';
 import { runPipeline, type PipelineStep } from './pipeline.js';
 
@@ -51,6 +52,8 @@ export interface PipelineDependencies {
   writer: PositionWriter;
   bus: Bus;
   logger: Logger;
+  /** POSITIONS_MAX_AGE_SECONDS in ms: older fixes are refused (default 7 days). */
+  maxAgeMs?: number;
 }
 
 /**
@@ -66,7 +69,7 @@ export interface PipelineDependencies {
  */
 export function positionSteps(deps: PipelineDependencies, detection: DetectionSteps = { beforePersist: [], afterPersist: [] }): PipelineStep<PositionBatch>[] {
   return [
-    { name: 'validate', critical: true, run: validate },
+    { name: 'validate', critical: true, run: (batch) => validate(batch, deps.maxAgeMs ?? DEFAULT_POSITIONS_MAX_AGE_MS) },
     { name: 'georeference', critical: true, run: (batch) => georeference(batch, deps.registry) },
     { name: 'refuse-invalid', critical: true, run: refuseInvalid },
     { name: 'resolve-devices', critical: true, run: (batch) => resolveDevices(batch, deps.devices) },
@@ -105,18 +108,26 @@ export class PositionPipeline {
   }
 }
 
-function validate(batch: PositionBatch): void {
+function validate(batch: PositionBatch, maxAgeMs: number): void {
   const errors = batch.errors;
   batch.items.forEach((item, index) => {
-    const parsed = poseSchema.safeParse(item);
-    if (parsed.success) batch.poses[index] = parsed.data;
-    else errors.push(...fieldErrors(parsed.error, `poses.${index}`));
+    // The common well-formed pose skips zod's allocations; anything else gets the schema's verdict and messages.
+    let pose = parsePoseFast(item);
+    if (!pose) {
+      const parsed = poseSchema.safeParse(item);
+      if (!parsed.success) return void errors.push(...fieldErrors(parsed.error, `poses.${index}`));
+      pose = parsed.data;
+    }
+    // Against the batch's receipt time, so one upload is judged by one clock.
+    const late = timestampProblem(pose.timestamp, batch.receivedAt, maxAgeMs);
+    if (late) errors.push({ field: `poses.${index}.timestamp`, message: late });
+    else batch.poses[index] = pose;
   });
-  const { principal } = batch;
-  // A plain user (or their key) uploads only their own positions.
-  if (principal.role === 'user') {
+  // A confined caller (a plain user, or their key) uploads only their own positions.
+  const confined = confinedUserId(batch.principal);
+  if (confined !== undefined) {
     batch.poses.forEach((pose, index) => {
-      if (pose?.user_id !== undefined && pose.user_id !== principal.userId) {
+      if (pose?.user_id !== undefined && pose.user_id !== confined) {
         errors.push({ field: `poses.${index}.user_id`, message: 'you may only upload your own positions' });
       }
     });
@@ -157,6 +168,11 @@ async function georeference(batch: PositionBatch, registry: BuildingRegistry): P
       x = pose.x!;
       y = pose.y!;
       ({ lat, lng } = runtime!.transform.toGeo({ x, y }));
+      // A building near a pole (or a transform gone wrong) can still turn bounded x/y into no place on Earth.
+      if (!(Math.abs(lat) <= 90 && Math.abs(lng) <= 180)) {
+        errors.push({ field: `poses.${index}.x`, message: 'x and y derive no valid latitude/longitude on this building' });
+        continue;
+      }
     } else {
       lat = pose.lat!;
       lng = pose.lng!;
@@ -182,16 +198,21 @@ async function georeference(batch: PositionBatch, registry: BuildingRegistry): P
   }
 }
 
-/** Registers unknown devices and fills each record's user: the pose's, else the device's owner, else a plain user's own. */
+/**
+ * Registers unknown devices and fills each record's user: the pose's, else the device's owner, else a plain
+ * user's own. A confined caller uploads only for devices unassigned or assigned to themselves, whatever the
+ * pose's `user_id` says: otherwise anyone could move a colleague's device, fake its zone events, mute its
+ * dead-man alarm.
+ */
 async function resolveDevices(batch: PositionBatch, directory: DeviceDirectory): Promise<void> {
-  const { principal } = batch;
-  const devices = await directory.resolve(principal.organizationId, batch.records.map((record) => record.deviceId));
+  const confined = confinedUserId(batch.principal);
+  const devices = await directory.resolve(batch.principal.organizationId, batch.records.map((record) => record.deviceId));
   for (const [index, record] of batch.records.entries()) {
-    const device = devices.get(record.deviceId);
-    if (record.userId === null) record.userId = device?.userId ?? (principal.role === 'user' ? principal.userId : null);
-    if (principal.role === 'user' && record.userId !== principal.userId) {
+    const owner = devices.get(record.deviceId)?.userId ?? null;
+    if (confined !== undefined && owner !== null && owner !== confined) {
       throw new ForbiddenError(`poses.${index}: device ${record.deviceId} is assigned to another user`);
     }
+    record.userId ??= owner ?? confined ?? null;
   }
 }
 

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { ValidationError, type FieldError } from '../../shared/errors.js';
-import { BuildingPathsSchema, FloorSchema, OrganizationSchema } from '../../shared/storage/entities/index.js';
+import { BuildingPathsSchema, FloorSchema } from '../../shared/storage/entities/index.js';
 import { pathsSchema, presentPaths } from '../cartography/presenters.js';
 import { idParam } from '../http/query-schemas.js';
 import { defineRoute } from '../http/route.js';
@@ -94,10 +94,12 @@ export function pathRoutes(services: GatewayServices) {
           accessible: link.accessible ?? link.accesible ?? true,
           tags: link.tags,
         }));
-        const existing = await em.findOne(BuildingPathsSchema, { buildingId: building.id });
-        if (existing) Object.assign(existing, { nodes: body.nodes, links });
-        else em.create(BuildingPathsSchema, { buildingId: building.id, organization: em.getReference(OrganizationSchema, principal.organizationId), nodes: body.nodes, links, updatedAt: new Date() });
-        await em.flush();
+        // One upsert: two PUTs at once both succeed and the last wins whole (a find-then-insert raced on the key).
+        await storage.executeBound(
+          `insert into building_paths (building_id, organization_id, nodes, links, updated_at) values (?, ?::uuid, ?::jsonb, ?::jsonb, now())
+           on conflict (building_id) do update set nodes = excluded.nodes, links = excluded.links, updated_at = excluded.updated_at`,
+          [building.id, principal.organizationId, JSON.stringify(body.nodes), JSON.stringify(links)],
+        );
         await cartography.announce({ organizationId: principal.organizationId, buildingId: building.id, kind: 'paths', id: building.id, change: 'updated' });
         return { body: { nodes: body.nodes, links } };
       },

@@ -1,6 +1,10 @@
 import type { ZoneEventRecord } from '../detection/zone-event.js';
 import type { PositionRecord } from './position-record.js';
+import { failsEveryBatch } from './commit-failure.js';
 import type { PositionStore } from './position-store.js';
+
+/** Partitions are created per write before it joins a commit (see `write`), never inside the commit. */
+const NO_DDL = { createPartitions: false } as const;
 
 interface PendingWrite {
   records: readonly PositionRecord[];
@@ -14,6 +18,10 @@ interface PendingWrite {
  * that nothing is lost; concurrent callers share one insert. While one insert runs, new writes gather for
  * the next, so under load batches grow by themselves and at rest a write waits only for the current tick.
  * The zone events detection found in a batch ride in the same commit: one commit per flush, not one per upload.
+ *
+ * One caller's bad rows never fail another's: when a shared insert fails, the callers' writes are retried apart
+ * (by halves, so one bad write among n costs about 2·log2(n) more inserts) and only the writes that fail alone
+ * are rejected. A failure of the database itself (see `failsEveryBatch`) rejects them all at once instead.
  */
 export class PositionWriter {
   private pending: PendingWrite[] = [];
@@ -21,6 +29,8 @@ export class PositionWriter {
   /** Commits under way; `flush()` callers in `idle` are resolved when there are none and nothing is pending. */
   private committing = 0;
   private scheduled = false;
+  /** Writes creating their partitions, not yet pending: `flush()` waits for them too. */
+  private preparing = 0;
   private idle: (() => void)[] = [];
 
   constructor(
@@ -34,9 +44,30 @@ export class PositionWriter {
     private readonly maxConcurrentCommits = 1,
   ) {}
 
-  /** Resolves once every record is committed; rejects if the batch holding them failed (nothing of it stored). */
+  /**
+   * Resolves once every record is committed; rejects if the batch holding them failed (nothing of it stored).
+   * The day partitions the records need are created first, by this caller alone: DDL never runs inside the
+   * shared commit, where every other caller would wait for it (or fail with it).
+   */
   write(records: readonly PositionRecord[], zoneEvents: readonly ZoneEventRecord[] = []): Promise<void> {
     if (records.length === 0 && zoneEvents.length === 0) return Promise.resolve();
+    const partitions = records.length > 0 ? this.store.ensurePartitions(records) : undefined;
+    if (!partitions) return this.enqueue(records, zoneEvents);
+    this.preparing++;
+    return partitions.then(
+      () => {
+        this.preparing--;
+        return this.enqueue(records, zoneEvents);
+      },
+      (error: unknown) => {
+        this.preparing--;
+        this.settleIdle();
+        throw error;
+      },
+    );
+  }
+
+  private enqueue(records: readonly PositionRecord[], zoneEvents: readonly ZoneEventRecord[]): Promise<void> {
     return new Promise<void>((resolve, reject) => {
       this.pending.push({ records, zoneEvents, resolve, reject });
       this.pendingRows += records.length + zoneEvents.length;
@@ -46,7 +77,7 @@ export class PositionWriter {
 
   /** Resolves when everything written so far is committed (graceful shutdown). */
   flush(): Promise<void> {
-    if (this.committing === 0 && this.pending.length === 0) return Promise.resolve();
+    if (this.isIdle()) return Promise.resolve();
     return new Promise((resolve) => this.idle.push(resolve));
   }
 
@@ -81,18 +112,48 @@ export class PositionWriter {
   private async commit(batch: PendingWrite[]): Promise<void> {
     this.committing++;
     try {
-      await this.store.insert(
-        batch.length === 1 ? batch[0]!.records : batch.flatMap((write) => write.records),
-        batch.length === 1 ? batch[0]!.zoneEvents : batch.flatMap((write) => write.zoneEvents),
-      );
-      for (const write of batch) write.resolve();
-    } catch (error) {
-      for (const write of batch) write.reject(error);
+      await this.commitIsolated(batch);
     } finally {
       this.committing--;
       // What gathered during this commit goes next, in one insert.
       if (this.pending.length > 0) this.schedule();
-      else if (this.committing === 0) for (const resolve of this.idle.splice(0)) resolve();
+      else this.settleIdle();
     }
+  }
+
+  private isIdle(): boolean {
+    return this.committing === 0 && this.pending.length === 0 && this.preparing === 0;
+  }
+
+  private settleIdle(): void {
+    if (this.isIdle()) for (const resolve of this.idle.splice(0)) resolve();
+  }
+
+  /**
+   * Inserts the writes together; if that fails for something in them, each half again, down to single writes.
+   * Returns the outage error that stopped it, if one did: the remaining halves are then rejected untried.
+   */
+  private async commitIsolated(batch: PendingWrite[]): Promise<unknown> {
+    try {
+      await this.store.insert(
+        batch.length === 1 ? batch[0]!.records : batch.flatMap((write) => write.records),
+        batch.length === 1 ? batch[0]!.zoneEvents : batch.flatMap((write) => write.zoneEvents),
+        NO_DDL,
+      );
+    } catch (error) {
+      // The insert is one statement, so nothing of a failed one is stored: retrying its writes is safe.
+      const outage = failsEveryBatch(error);
+      if (batch.length === 1 || outage) {
+        for (const write of batch) write.reject(error);
+        return outage ? error : undefined;
+      }
+      const middle = Math.ceil(batch.length / 2);
+      const stopped = await this.commitIsolated(batch.slice(0, middle));
+      if (stopped === undefined) return this.commitIsolated(batch.slice(middle));
+      for (const write of batch.slice(middle)) write.reject(stopped);
+      return stopped;
+    }
+    for (const write of batch) write.resolve();
+    return undefined;
   }
 }

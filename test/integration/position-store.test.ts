@@ -87,4 +87,46 @@ describe(`positions table: partitions and retention (${driverLabel})`, () => {
     expect(await count("select count(*)::int as n from positions where device_id = 'zone-device'")).toBe(positionsBefore);
     expect(await count("select count(*)::int as n from zone_events where device_id = 'zone-device'")).toBe(3);
   });
+
+  const partitionNames = async () =>
+    (await storage.execute<{ name: string }>("select c.relname as name from pg_inherits i join pg_class c on c.oid = i.inhrelid join pg_class p on p.oid = i.inhparent where p.relname = 'positions' order by 1")).map((p) => p.name);
+
+  it('creates today\'s partition and the next days\' ahead of time (the maintenance timer\'s work)', async () => {
+    const store = new PositionStore(storage);
+    await store.createAhead(Date.UTC(2027, 0, 10, 12), 3);
+    expect(await partitionNames()).toEqual(expect.arrayContaining(['positions_p20270110', 'positions_p20270111', 'positions_p20270112', 'positions_p20270113']));
+    expect(await partitionNames()).not.toContain('positions_p20270114');
+  });
+
+  it('lets two gateways create the same new days at once, both succeeding', async () => {
+    const [one, two] = [new PositionStore(storage), new PositionStore(storage)];
+    const days = Array.from({ length: 5 }, (_, i) => at(Date.UTC(2027, 1, 1 + i, 8)));
+    await expect(Promise.all([one.ensurePartitions(days), two.ensurePartitions(days), one.ensurePartitions(days)])).resolves.toBeDefined();
+    expect(await partitionNames()).toEqual(expect.arrayContaining(['positions_p20270201', 'positions_p20270205']));
+  });
+
+  it('never drops, whatever the retention, a partition that could still receive an accepted fix', async () => {
+    const store = new PositionStore(storage, undefined, { maxAgeMs: 7 * DAY });
+    await store.createAhead(Date.UTC(2027, 2, 1, 12), 4); // 1 to 5 March
+    const now = Date.UTC(2027, 2, 11, 12); // a fix from 4 March 12:00 is still accepted
+    const dropped = await store.dropPartitionsOlderThan(1, now);
+    expect(dropped).toEqual(expect.arrayContaining(['positions_p20270301', 'positions_p20270302']));
+    expect(dropped).not.toContain('positions_p20270303');
+    expect(await partitionNames()).toEqual(expect.arrayContaining(['positions_p20270303', 'positions_p20270304', 'positions_p20270305']));
+  });
+
+  it('when another gateway dropped a partition this one knew of, only the batch for that day fails, and its retry succeeds', async () => {
+    const { PositionWriter } = await import('../../shared/positions/position-writer.js');
+    const mine = new PositionStore(storage);
+    const writer = new PositionWriter(mine);
+    const dropped = Date.UTC(2027, 3, 1, 10);
+    const kept = Date.UTC(2027, 3, 2, 10);
+    await writer.write([at(dropped, 'gone-1'), at(kept, 'kept-1')]);
+    await storage.execute('drop table positions_p20270401'); // another gateway's retention, say
+    const results = await Promise.allSettled([writer.write([at(dropped, 'gone-2')]), writer.write([at(kept, 'kept-2')])]);
+    expect(results.map((r) => r.status)).toEqual(['rejected', 'fulfilled']);
+    await writer.write([at(dropped, 'gone-2')]); // the app's retry
+    const rows = await storage.execute<{ device_id: string }>("select device_id from positions where device_id in ('gone-1', 'gone-2', 'kept-1', 'kept-2') order by 1");
+    expect(rows.map((row) => row.device_id)).toEqual(['gone-2', 'kept-1', 'kept-2']);
+  });
 });

@@ -48,7 +48,8 @@ describe(`reports (${driverLabel}, jobs on ${serverRedisUrl ? 'BullMQ workers' :
   const report = (name: string, query: string) => admin.get(`/api/v1/reports/${name}?${query}`);
 
   beforeAll(async () => {
-    running = await startTestGateway();
+    // The fixtures are fixed dates (March 2026, 1971), far older than the 7 days uploads accept by default.
+    running = await startTestGateway({ POSITIONS_MAX_AGE_SECONDS: String(100 * 365 * 86_400) });
     admin = await adminClient(running.client);
     venue = await createVenue(admin, 'Report venue');
     fenceA = (await admin.post('/api/v1/geofences', { name: 'Fence A', building_id: venue.building.id, floor_id: venue.floors[0].id, type: 'POLYGON', cartesians: squareCartesians(10, 10, 10) })).body;

@@ -51,3 +51,70 @@ describe('position pipeline order', () => {
     expect(events[0]).toBe('published on positions');
   });
 });
+
+describe('position pipeline validation (clock injected through receivedAt)', () => {
+  const DAY = 24 * 3600_000;
+  const receivedAt = Date.UTC(2026, 10, 23, 12);
+  const plainUser: Principal = { ...principal, userId: 'me', role: 'user' };
+
+  /** A pipeline whose registry knows one building near the pole (where x/y can leave the map) and whose
+   * directory knows `owned-by-colleague`; it records what reached the writer. */
+  function pipelineOverFakes(maxAgeMs?: number) {
+    const written: string[] = [];
+    const runtime = {
+      id: 7,
+      organizationId: 'org',
+      floors: new Map([[1, { level: 0, levelHeight: 3 }]]),
+      transform: { toGeo: ({ x }: { x: number; y: number }) => (x > 9_000 ? { lat: 89.99, lng: Number.NaN } : { lat: 40, lng: -3 }) },
+    };
+    const deps: PipelineDependencies = {
+      registry: { peek: () => runtime, get: async () => runtime, buildingAt: async () => undefined } as never,
+      devices: { resolve: async () => new Map([['owned-by-colleague', { id: 'x', identifier: 'owned-by-colleague', userId: 'colleague' }], ['mine', { id: 'y', identifier: 'mine', userId: 'me' }]]) } as never,
+      writer: { write: async (records: { deviceId: string }[]) => void written.push(...records.map((r) => r.deviceId)) } as unknown as PositionWriter,
+      bus: { nodeId: 'n', publish: async () => undefined } as unknown as Bus,
+      logger: createLogger('silent'),
+      maxAgeMs,
+    };
+    return { pipeline: new PositionPipeline(deps), written };
+  }
+  const fields = async (run: Promise<unknown>) => {
+    const error = (await run.then(() => undefined, (e) => e)) as { status?: number; errors?: { field: string }[] } | undefined;
+    return error?.errors?.map((e) => e.field) ?? [];
+  };
+
+  it('accepts [receivedAt - max age, receivedAt + 5 min] and refuses either side, by index', async () => {
+    const { pipeline, written } = pipelineOverFakes(2 * DAY);
+    const at = (timestamp: number, device_id = 'd') => ({ device_id, timestamp, lat: 1, lng: 1 });
+    await pipeline.process(principal, [at(receivedAt - 2 * DAY, 'edge-old'), at(receivedAt + 5 * 60_000, 'edge-new')], receivedAt);
+    expect(written).toEqual(['edge-old', 'edge-new']);
+    expect(await fields(pipeline.process(principal, [at(receivedAt), at(receivedAt - 2 * DAY - 1), at(receivedAt + 5 * 60_000 + 1)], receivedAt))).toEqual(['poses.1.timestamp', 'poses.2.timestamp']);
+  });
+
+  it('defaults the max age to 7 days', async () => {
+    const { pipeline } = pipelineOverFakes();
+    const at = (timestamp: number) => ({ device_id: 'd', timestamp, lat: 1, lng: 1 });
+    expect(await fields(pipeline.process(principal, [at(receivedAt - 7 * DAY + 1000), at(receivedAt - 7 * DAY - 1000)], receivedAt))).toEqual(['poses.1.timestamp']);
+  });
+
+  it('refuses x/y beyond 10 km and x/y whose derived lat/lng is not on Earth, before anything is written', async () => {
+    const { pipeline, written } = pipelineOverFakes();
+    const indoor = (x: number, y = 0) => ({ device_id: 'd', timestamp: receivedAt, building_id: 7, floor_id: 1, x, y });
+    expect(await fields(pipeline.process(principal, [indoor(1), indoor(1e20), indoor(0, -10_001), indoor(9_500)], receivedAt))).toEqual(['poses.1.x', 'poses.2.y', 'poses.3.x']);
+    expect(written).toEqual([]);
+  });
+
+  it('lets a plain user upload for unassigned devices and their own only, whatever user_id says', async () => {
+    const { pipeline, written } = pipelineOverFakes();
+    const pose = (device_id: string, user_id?: string) => ({ device_id, timestamp: receivedAt, lat: 1, lng: 1, ...(user_id ? { user_id } : {}) });
+    const me = '00000000-0000-4000-8000-000000000001';
+    const user: Principal = { ...plainUser, userId: me };
+    const forged = pipeline.process(user, [pose('new-device'), pose('owned-by-colleague', me)], receivedAt);
+    await expect(forged).rejects.toMatchObject({ status: 403, message: expect.stringContaining('poses.1') });
+    await expect(pipeline.process(user, [pose('owned-by-colleague')], receivedAt)).rejects.toMatchObject({ status: 403 });
+    expect(written).toEqual([]);
+    await pipeline.process(user, [pose('new-device', me)], receivedAt);
+    expect(written).toEqual(['new-device']);
+    await pipeline.process(principal, [pose('owned-by-colleague')], receivedAt); // an admin uploads for anyone
+    expect(written).toEqual(['new-device', 'owned-by-colleague']);
+  });
+});

@@ -25,16 +25,37 @@ const record = (deviceId: string): PositionRecord => ({
 class FakeStore {
   inserts: string[][] = [];
   zoneEvents: string[][] = [];
+  /** Inserts that succeeded, as the statement is atomic: all of its rows or none. */
+  committed: string[][] = [];
   failNext = false;
+  failure = () => new Error('database down');
+  /** Any insert holding a device whose id starts with this fails, as a bad row fails its whole statement. */
+  poison?: string;
   gate?: Promise<void>;
+  /** Devices whose partition is still to be created: their ensurePartitions waits for `partitionGate`. */
+  newDays = new Set<string>();
+  partitionGate?: Promise<void>;
+  ensured: string[] = [];
+  ensurePartitions(records: readonly PositionRecord[]): Promise<void> | undefined {
+    const fresh = records.filter((r) => this.newDays.has(r.deviceId));
+    if (fresh.length === 0) return undefined;
+    return (this.partitionGate ?? Promise.resolve()).then(() => {
+      this.ensured.push(...fresh.map((r) => r.deviceId));
+      if (fresh.some((r) => r.deviceId.startsWith('no-partition'))) throw new Error('permission denied to create a partition');
+    });
+  }
   async insert(records: readonly PositionRecord[], zoneEvents: readonly ZoneEventRecord[] = []) {
     this.inserts.push(records.map((r) => r.deviceId));
     this.zoneEvents.push(zoneEvents.map((e) => `${e.deviceId}:${e.type}`));
     if (this.gate) await this.gate;
     if (this.failNext) {
       this.failNext = false;
-      throw new Error('database down');
+      throw this.failure();
     }
+    if (this.poison && records.some((r) => r.deviceId.startsWith(this.poison!))) {
+      throw Object.assign(new Error('value out of range for type double precision'), { code: '22003' });
+    }
+    this.committed.push(records.map((r) => r.deviceId));
   }
 }
 
@@ -63,13 +84,98 @@ describe('group commit', () => {
     expect(store.inserts).toEqual([['a'], ['b', 'c']]);
   });
 
-  it('rejects every write of a failed insert, and only those', async () => {
+  it('rejects every write of an insert that failed for a connection outage, without retrying them apart', async () => {
     const store = new FakeStore();
     store.failNext = true;
+    store.failure = () => Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' });
     const writer = new PositionWriter(store as unknown as PositionStore);
     const results = await Promise.allSettled([writer.write([record('a')]), writer.write([record('b')])]);
     expect(results.map((r) => r.status)).toEqual(['rejected', 'rejected']);
+    expect(store.inserts).toEqual([['a', 'b']]);
     await expect(writer.write([record('c')])).resolves.toBeUndefined();
+  });
+
+  it('when a shared insert fails on one batch, retries the batches apart: only that batch is rejected', async () => {
+    const store = new FakeStore();
+    store.poison = 'bad';
+    const writer = new PositionWriter(store as unknown as PositionStore);
+    const ids = ['a', 'b', 'bad', 'c', 'd'];
+    const results = await Promise.allSettled(ids.map((id) => writer.write([record(id), record(`${id}-2`)])));
+    expect(results.map((r) => r.status)).toEqual(['fulfilled', 'fulfilled', 'rejected', 'fulfilled', 'fulfilled']);
+    expect((results[2] as PromiseRejectedResult).reason.message).toMatch(/value out of range/);
+    // Every good batch committed exactly once, the bad one never.
+    const committed = store.committed.flat();
+    expect(committed.sort()).toEqual(['a', 'a-2', 'b', 'b-2', 'c', 'c-2', 'd', 'd-2']);
+  });
+
+  it('stops retrying apart when the database goes down half-way, and rejects the rest untried', async () => {
+    const store = new FakeStore();
+    store.poison = 'bad';
+    const writer = new PositionWriter(store as unknown as PositionStore);
+    const insert = store.insert.bind(store);
+    store.insert = async (records, zoneEvents) => {
+      if (store.inserts.length >= 1) {
+        store.inserts.push(records.map((r) => r.deviceId));
+        throw Object.assign(new Error('terminating connection due to administrator command'), { code: '57P01' });
+      }
+      return insert(records, zoneEvents);
+    };
+    const results = await Promise.allSettled(['a', 'bad', 'c', 'd'].map((id) => writer.write([record(id)])));
+    expect(results.map((r) => r.status)).toEqual(['rejected', 'rejected', 'rejected', 'rejected']);
+    expect(store.inserts).toEqual([['a', 'bad', 'c', 'd'], ['a', 'bad']]);
+  });
+
+  it('isolates two failing batches among many, and commits each good one once', async () => {
+    const store = new FakeStore();
+    store.poison = 'bad';
+    const writer = new PositionWriter(store as unknown as PositionStore);
+    const ids = Array.from({ length: 9 }, (_, i) => (i === 1 || i === 7 ? `bad${i}` : `ok${i}`));
+    const results = await Promise.allSettled(ids.map((id) => writer.write([record(id)])));
+    expect(results.map((r) => r.status === 'fulfilled')).toEqual(ids.map((id) => id.startsWith('ok')));
+    expect(store.committed.flat().sort()).toEqual(ids.filter((id) => id.startsWith('ok')).sort());
+  });
+
+  it('creates a write\'s missing partitions before it joins a commit, so other writes never wait for that DDL', async () => {
+    const store = new FakeStore();
+    store.newDays.add('back-dated');
+    let release!: () => void;
+    store.partitionGate = new Promise((resolve) => (release = resolve));
+    const writer = new PositionWriter(store as unknown as PositionStore);
+    const old = writer.write([record('back-dated')]);
+    await writer.write([record('today')]); // commits while the other write's partition is still being created
+    expect(store.inserts).toEqual([['today']]);
+    expect(store.ensured).toEqual([]);
+    release();
+    await old;
+    expect(store.ensured).toEqual(['back-dated']);
+    expect(store.inserts).toEqual([['today'], ['back-dated']]);
+  });
+
+  it('flush waits for a write still creating its partition, and is not left waiting when that fails', async () => {
+    const store = new FakeStore();
+    store.newDays.add('back-dated');
+    store.newDays.add('no-partition');
+    let release!: () => void;
+    store.partitionGate = new Promise((resolve) => (release = resolve));
+    const writer = new PositionWriter(store as unknown as PositionStore);
+    const results = Promise.allSettled([writer.write([record('back-dated')]), writer.write([record('no-partition')])]);
+    let flushed = false;
+    const flushing = writer.flush().then(() => (flushed = true));
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(flushed).toBe(false);
+    release();
+    await flushing;
+    expect(store.committed).toEqual([['back-dated']]);
+    expect((await results).map((r) => r.status)).toEqual(['fulfilled', 'rejected']);
+  });
+
+  it('fails only the write whose partition could not be created', async () => {
+    const store = new FakeStore();
+    store.newDays.add('no-partition');
+    const writer = new PositionWriter(store as unknown as PositionStore);
+    const results = await Promise.allSettled([writer.write([record('a')]), writer.write([record('no-partition')]), writer.write([record('b')])]);
+    expect(results.map((r) => r.status)).toEqual(['fulfilled', 'rejected', 'fulfilled']);
+    expect(store.committed.flat().sort()).toEqual(['a', 'b']);
   });
 
   it('splits a backlog over several inserts without splitting any one write', async () => {
@@ -118,5 +224,18 @@ describe('group commit', () => {
     await Promise.all([first, second, third, flushing]);
     expect(store.inserts).toEqual([['a'], ['b'], ['c']]);
     expect(flushed).toBe(true);
+  });
+});
+
+describe('which commit failures fail every batch', () => {
+  it('takes connection and operator errors for outages, row errors for a batch of its own', async () => {
+    const { failsEveryBatch } = await import('../../shared/positions/commit-failure.js');
+    expect(failsEveryBatch(Object.assign(new Error('x'), { code: 'ECONNRESET' }))).toBe(true);
+    expect(failsEveryBatch(Object.assign(new Error('terminating connection due to administrator command'), { code: '57P01' }))).toBe(true);
+    expect(failsEveryBatch(Object.assign(new Error('wrapped'), { cause: Object.assign(new Error('x'), { code: '08006' }) }))).toBe(true);
+    expect(failsEveryBatch(Object.assign(new Error('Timeout acquiring a connection'), { name: 'KnexTimeoutError' }))).toBe(true);
+    expect(failsEveryBatch(Object.assign(new Error('invalid byte sequence for encoding "UTF8": 0x00'), { code: '22021' }))).toBe(false);
+    expect(failsEveryBatch(Object.assign(new Error('no partition of relation "positions" found for row'), { code: '23514' }))).toBe(false);
+    expect(failsEveryBatch(new Error('something else'))).toBe(false);
   });
 });
