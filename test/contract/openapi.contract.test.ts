@@ -155,8 +155,17 @@ function concretePath(operation: Operation): string {
   });
 }
 
+/** Queries whose parameters are all optional but go in combinations (a route's two ends), from the seeded venue. */
+function exampleQuery(operation: Operation): Record<string, string> {
+  const floor = String(venue.floors[0].id);
+  const examples: Record<string, Record<string, string>> = {
+    'get /api/v1/buildings/{building_id}/route': { from_floor_id: floor, from_x: '1', from_y: '1', to_floor_id: floor, to_x: '15', to_y: '1' },
+  };
+  return examples[`${operation.method} ${operation.path}`] ?? {};
+}
+
 function queryOf(operation: Operation): string {
-  const query = new URLSearchParams();
+  const query = new URLSearchParams(exampleQuery(operation));
   for (const parameter of operation.spec.parameters ?? []) {
     // Searches need at least one filter: the venue's building is the natural one.
     if (parameter.in !== 'query' || !(parameter.required || parameter.name === 'building_id')) continue;
@@ -239,6 +248,13 @@ describe('the OpenAPI document tells the whole truth', () => {
     admin = running.client.withToken(token);
     apiKey = await createApiKey(admin, 'read-write');
     venue = await createVenue(admin, 'Contract venue');
+    // A corridor on the ground floor, so routes and nearest devices have a graph to answer on.
+    const floor = venue.floors[0].id;
+    const paths = await admin.put(`/api/v1/buildings/${venue.building.id}/paths`, {
+      nodes: [{ id: 1, floor_id: floor, x: 0, y: 0 }, { id: 2, floor_id: floor, x: 20, y: 0 }],
+      links: [{ source: 1, target: 2, origin: 'both', accessible: true }],
+    });
+    expect(paths.status, paths.text).toBe(200);
     adminUserId = (await admin.get('/api/v1/users/me')).body?.id ?? (await admin.get('/api/v1/users')).body.data?.[0]?.id;
     document = await (await fetch(`${running.baseUrl}/api/v1/openapi.json`)).json();
     validator = new DocumentValidator(document);

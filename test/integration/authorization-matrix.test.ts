@@ -69,6 +69,7 @@ const ROUTES: Record<string, Entry> = {
   'GET /console': { public: true },
   'GET /console/assets/:file': { public: true },
   'GET /api/v1/openapi.json': { public: true },
+  'GET /api/v1/asyncapi.json': { public: true },
   'GET /api/v1/docs': { public: true },
   'POST /api/v1/auth/access_tokens': { public: true },
   'POST /api/v1/auth/refresh_access_tokens': { public: true },
@@ -157,6 +158,9 @@ const ROUTES: Record<string, Entry> = {
   'GET /api/v1/projects/:building_id/paths': {},
   'GET /api/v1/paths': { query: (f, cell) => `?building_id=${building(f, cell)}`, crossOrganization: true, rule: filterOnly },
   'PUT /api/v1/buildings/:building_id/paths': { body: { nodes: [], links: [] } },
+  // Routing: a point on a floor that is not the building's is refused (422) once every check has passed.
+  'GET /api/v1/buildings/:building_id/route': { query: () => '?from_floor_id=999999&from_x=1&from_y=1&to_floor_id=999999&to_x=2&to_y=2', ok: 422 },
+  'GET /api/v1/buildings/:building_id/nearest_devices': { query: () => '?floor_id=999999&x=1&y=1', ok: 422 },
   'GET /api/v1/infrastructure': { query: (f, cell) => `?building_id=${building(f, cell)}`, crossOrganization: true },
   'GET /api/v1/infrastructure/:id': {},
   'POST /api/v1/infrastructure': { ok: 422 },

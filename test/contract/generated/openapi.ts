@@ -291,6 +291,10 @@ export type paths = {
                             /** Format: date-time */
                             created_at: string;
                             last_used_at: string | null;
+                            /** @description This key's request budget per second; null: the deployment's RATE_LIMIT_REQUESTS_PER_SECOND */
+                            requests_per_second: number | null;
+                            /** @description This key's uploaded-pose budget per second; null: the deployment's RATE_LIMIT_POSES_PER_SECOND */
+                            poses_per_second: number | null;
                         }[];
                     };
                 };
@@ -326,6 +330,10 @@ export type paths = {
                         description?: string;
                         /** Format: uuid */
                         user_id?: string;
+                        /** @description Overrides the deployment's request budget for this key */
+                        requests_per_second?: number | null;
+                        /** @description Overrides the deployment's uploaded-pose budget for this key */
+                        poses_per_second?: number | null;
                     };
                 };
             };
@@ -349,6 +357,10 @@ export type paths = {
                             /** Format: date-time */
                             created_at: string;
                             last_used_at: string | null;
+                            /** @description This key's request budget per second; null: the deployment's RATE_LIMIT_REQUESTS_PER_SECOND */
+                            requests_per_second: number | null;
+                            /** @description This key's uploaded-pose budget per second; null: the deployment's RATE_LIMIT_POSES_PER_SECOND */
+                            poses_per_second: number | null;
                         };
                     };
                 };
@@ -379,7 +391,7 @@ export type paths = {
         get?: never;
         put?: never;
         post?: never;
-        /** Revoke an API key */
+        /** Revoke an API key: its requests, the tokens minted from it and their refresh chains are refused at once, and its open WebSockets closed (4401) */
         delete: {
             parameters: {
                 query?: never;
@@ -6273,7 +6285,9 @@ export type paths = {
                             timestamp: number | string;
                             building_id?: number;
                             floor_id?: number;
+                            /** @description Metres from the building origin, at most 10 km either way */
                             x?: number;
+                            /** @description Metres from the building origin, at most 10 km either way */
                             y?: number;
                             lat?: number;
                             lng?: number;
@@ -6476,7 +6490,8 @@ export type paths = {
                                     at: string;
                                     by: {
                                         user_id: string;
-                                        email: string;
+                                        /** @description Null when shown to a plain user and the change was not theirs: plain users do not see colleagues’ e-mails */
+                                        email: string | null;
                                     } | "system";
                                     comment: string | null;
                                 }[];
@@ -6519,12 +6534,16 @@ export type paths = {
                 content: {
                     "application/json": {
                         /**
-                         * @description BREACH, EMERGENCY and STATIONARY are not to be used (spec 2.11)
+                         * @description DANGER and ASSISTANCE_REQUEST only: every other type is raised by the system alone (403); BREACH, EMERGENCY and STATIONARY are not to be used (spec 2.11)
                          * @enum {string}
                          */
-                        type: "DANGER" | "ASSISTANCE_REQUEST" | "DEADMAN" | "GEOFENCE_MAX_STAY_TIME";
+                        type: "DANGER" | "DEADMAN" | "GEOFENCE_MAX_STAY_TIME" | "ASSISTANCE_REQUEST" | "BREACH" | "EMERGENCY" | "STATIONARY";
+                        /** @description A plain user may name only a device assigned to them */
                         device_id?: string;
-                        /** Format: uuid */
+                        /**
+                         * Format: uuid
+                         * @description Whom the alarm is about; a plain user may name only themself (the default for them)
+                         */
                         user_id?: string;
                         building_id?: number;
                         floor_id?: number;
@@ -6584,7 +6603,8 @@ export type paths = {
                                 at: string;
                                 by: {
                                     user_id: string;
-                                    email: string;
+                                    /** @description Null when shown to a plain user and the change was not theirs: plain users do not see colleagues’ e-mails */
+                                    email: string | null;
                                 } | "system";
                                 comment: string | null;
                             }[];
@@ -6638,7 +6658,8 @@ export type paths = {
                                 at: string;
                                 by: {
                                     user_id: string;
-                                    email: string;
+                                    /** @description Null when shown to a plain user and the change was not theirs: plain users do not see colleagues’ e-mails */
+                                    email: string | null;
                                 } | "system";
                                 comment: string | null;
                             }[];
@@ -6728,7 +6749,8 @@ export type paths = {
                                 at: string;
                                 by: {
                                     user_id: string;
-                                    email: string;
+                                    /** @description Null when shown to a plain user and the change was not theirs: plain users do not see colleagues’ e-mails */
+                                    email: string | null;
                                 } | "system";
                                 comment: string | null;
                             }[];
@@ -6818,7 +6840,8 @@ export type paths = {
                                 at: string;
                                 by: {
                                     user_id: string;
-                                    email: string;
+                                    /** @description Null when shown to a plain user and the change was not theirs: plain users do not see colleagues’ e-mails */
+                                    email: string | null;
                                 } | "system";
                                 comment: string | null;
                             }[];
@@ -7912,6 +7935,191 @@ export type paths = {
                     };
                     content: {
                         "text/csv": string;
+                    };
+                };
+                /** @description Error */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/buildings/{building_id}/route": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Shortest route on the navigation graph between two points (or a device, a POI, an alarm); 422 naming the end that cannot be reached */
+        get: {
+            parameters: {
+                query?: {
+                    from_floor_id?: number;
+                    from_x?: number;
+                    from_y?: number;
+                    /** @description Start at this device's live position */
+                    from_device_id?: string;
+                    to_floor_id?: number;
+                    to_x?: number;
+                    to_y?: number;
+                    /** @description End at this indoor POI */
+                    to_poi_id?: number;
+                    /** @description End at this alarm's position */
+                    to_alarm_id?: string;
+                    /** @description Only accessible links: lifts and ramps, no stairs */
+                    accessible?: "true" | "false";
+                    /** @description Geofences the route must not enter */
+                    avoid_geofence_ids?: string | string[];
+                };
+                header?: never;
+                path: {
+                    building_id: number;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            building_id: number;
+                            /** @description Along the links, from the snapped start to the snapped end */
+                            distance_m: number;
+                            /** @description Walking estimate: 1.2 m/s on a floor, plus the climb or the lift */
+                            duration_s: number;
+                            accessible: boolean;
+                            from: {
+                                x: number;
+                                y: number;
+                                lat: number;
+                                lng: number;
+                                floor_id: number;
+                                /** @description From the requested point to the nearest link */
+                                snap_distance_m: number;
+                            };
+                            to: {
+                                x: number;
+                                y: number;
+                                lat: number;
+                                lng: number;
+                                floor_id: number;
+                                snap_distance_m: number;
+                            };
+                            /** @description One per floor visited, in order */
+                            legs: {
+                                floor_id: number;
+                                distance_m: number;
+                                points: {
+                                    x: number;
+                                    y: number;
+                                    lat: number;
+                                    lng: number;
+                                }[];
+                            }[];
+                            steps: {
+                                instruction: string;
+                                distance_m: number;
+                                floor_id: number;
+                                floor_change?: {
+                                    from_floor_id: number;
+                                    to_floor_id: number;
+                                    /** @enum {string} */
+                                    direction: "up" | "down";
+                                    /** @enum {string} */
+                                    via: "lift" | "stairs" | "escalator" | "ramp";
+                                };
+                            }[];
+                        };
+                    };
+                };
+                /** @description Error */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/buildings/{building_id}/nearest_devices": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Live devices of the building ranked by route distance (not straight line) to a point, nearest first */
+        get: {
+            parameters: {
+                query: {
+                    floor_id: number;
+                    x: number;
+                    y: number;
+                    limit?: number;
+                    accessible?: "true" | "false";
+                    /** @description Only devices whose user is in this group (e.g. the responders) */
+                    group_id?: string;
+                };
+                header?: never;
+                path: {
+                    building_id: number;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            building_id: number;
+                            floor_id: number;
+                            x: number;
+                            y: number;
+                            snap_distance_m: number;
+                            data: {
+                                device_id: string;
+                                user_id: string | null;
+                                floor_id: number;
+                                x: number;
+                                y: number;
+                                time: string;
+                                /** @description Walking distance along the links to the point (snap included) */
+                                route_distance_m: number;
+                                snap_distance_m: number;
+                                straight_distance_m: number;
+                            }[];
+                        };
                     };
                 };
                 /** @description Error */
