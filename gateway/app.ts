@@ -13,6 +13,7 @@ import { PositionPipeline } from './pipeline/position-pipeline.js';
 import { BuildingRegistry } from './realtime/building-registry.js';
 import { DeviceDirectory } from './realtime/device-directory.js';
 import { RealtimeService } from './realtime/realtime-service.js';
+import { attachLiveFeeds } from './ws/live-feeds.js';
 import { WebSocketGateway } from './ws/ws-gateway.js';
 import { AlarmService } from './alarms/alarm-service.js';
 import { attachDetection } from './detection/building-detection.js';
@@ -87,17 +88,31 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
   await positionStore.startMaintenance(); // today's partition and the next days', then hourly
   // PGlite has one connection; a server takes a second commit while one is under way.
   const writer = new PositionWriter(positionStore, undefined, storage.kind === 'embedded' ? 1 : 2);
-  const pipeline = new PositionPipeline({ registry, devices, writer, bus, logger, maxAgeMs: config.POSITIONS_MAX_AGE_SECONDS * 1000 });
   const realtime = new RealtimeService(bus, registry, positionStore, { liveTtlSeconds: config.LIVE_POSITION_TTL_SECONDS, retentionDays: config.POSITIONS_RETENTION_DAYS }, logger);
   registry.extend(attachDetection);
   const alarms = new AlarmService(storage, bus);
   // Silent devices are forgotten once no detector could still need them.
   const engine = new DetectionEngine(registry, Math.max(config.LIVE_POSITION_TTL_SECONDS, 3600) * 1000, config.DETECTION_MAX_TRACKED_DEVICES);
   const detection = new DetectionService(engine, alarms, registry, writer, bus, logger, config.DETECTION_OUTBOX_MAX);
-  pipeline.useDetection(detection.steps());
+  // The hot path, with detection's steps around persistence (position-pipeline.ts lists them in order).
+  const pipeline = new PositionPipeline({ registry, devices, writer, bus, logger, maxAgeMs: config.POSITIONS_MAX_AGE_SECONDS * 1000 }, detection.steps());
   const routing = new RoutingService(storage, registry, realtime.live, bus);
-  await Promise.all([registry.start(), devices.start(), realtime.start(), routing.start()]);
-  const services: GatewayServices = { config, logger, storage, bus, jobs, tokens, credentials, authenticator, cartography, registry, devices, writer, pipeline, realtime, alarms, detection, routing, rateLimits };
+  const websockets = new WebSocketGateway(
+    { logger, authenticator, pipeline, registry, storage, rateLimits },
+    {
+      authTimeoutMs: config.WS_AUTH_TIMEOUT_MS,
+      maxMessageBytes: config.WS_MAX_MESSAGE_BYTES,
+      coalesceBytes: config.WS_COALESCE_BYTES,
+      maxBufferBytes: config.WS_MAX_BUFFER_BYTES,
+      maxTopics: config.WS_MAX_TOPICS,
+      maxInFlight: config.WS_MAX_IN_FLIGHT,
+      maxUnauthenticatedPerAddress: config.WS_MAX_UNAUTHENTICATED_PER_ADDRESS,
+    },
+  );
+  // Every bus -> socket feed (positions, zone events, alarms and their replay, revoked credentials).
+  await attachLiveFeeds({ bus, realtime, alarms }, websockets);
+  await Promise.all([registry.start(), devices.start(), realtime.start(), routing.start(), detection.start()]);
+  const services: GatewayServices = { config, logger, storage, bus, jobs, tokens, credentials, authenticator, cartography, registry, devices, writer, pipeline, realtime, alarms, detection, routing, rateLimits, websockets };
   const bootstrap = await bootstrapFirstAdmin(storage, config, logger);
 
   const http = new HttpServer({ maxBodyBytes: config.MAX_BODY_BYTES, logger, authenticate: authenticator.authenticate, rateLimit: rateLimits.forRequest });
@@ -119,16 +134,6 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
     ...openApiRoutes(() => http.router.routes),
   );
   if (options.extraRoutes) http.add(...options.extraRoutes(services));
-
-  const websockets = new WebSocketGateway(services, {
-    authTimeoutMs: config.WS_AUTH_TIMEOUT_MS,
-    maxMessageBytes: config.WS_MAX_MESSAGE_BYTES,
-    coalesceBytes: config.WS_COALESCE_BYTES,
-    maxBufferBytes: config.WS_MAX_BUFFER_BYTES,
-  });
-  services.websockets = websockets;
-  authenticator.sockets = (match, code, reason) => websockets.closeWhere(match, code, reason);
-  await detection.start(websockets);
 
   const app = uws.App();
   websockets.attach(app); // before the HTTP catch-all, so /api/v1/ws upgrades

@@ -39,6 +39,5 @@ export interface GatewayServices {
   routing: RoutingService;
   /** Per-credential request and pose budgets (HTTP and WebSocket uploads share them). */
   rateLimits?: RateLimits;
-  /** Set once the WebSocket side is attached (after the services are built). */
-  websockets?: WebSocketGateway;
+  websockets: WebSocketGateway;
 }

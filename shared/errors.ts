@@ -1,3 +1,4 @@
+import type { z } from 'zod';
 /**
  * The few errors the product raises on purpose. One mapper (`toErrorBody`) turns them into the flat JSON body
  * the official client reads, `{ status, code, message, errors? }`, into HTTP statuses and into WebSocket
@@ -44,6 +45,14 @@ const statusOf: Record<ErrorCode, number> = {
 export interface FieldError {
   field: string;
   message: string;
+}
+
+/** Turns zod issues into the `errors: [{field, message}]` list of a 422; `prefix` names where they were found. */
+export function fieldErrors(error: z.ZodError, prefix?: string): FieldError[] {
+  return error.issues.map((issue) => ({
+    field: [prefix, ...issue.path.map(String)].filter((part) => part !== undefined && part !== '').join('.') || (prefix ?? 'body'),
+    message: issue.message,
+  }));
 }
 
 export interface ErrorBody {

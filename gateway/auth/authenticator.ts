@@ -43,8 +43,9 @@ export const CREDENTIAL_REVOKED = { code: 4401, reason: 'credential revoked' } a
 
 /**
  * What the bus carries when a credential or user changes, so every gateway drops its cached copy at once.
- * With `revoke`, every gateway also closes the open sockets of that credential: all of the key's, or those
- * of the user opened with another credential version than `credentialVersion` (all of them when unset).
+ * With `revoke`, every gateway also closes the open sockets of that credential (gateway/ws/live-feeds.ts): all
+ * of the key's, or those of the user opened with another credential version than `credentialVersion` (all of
+ * them when unset).
  */
 export interface AuthInvalidation {
   userId?: string;
@@ -56,22 +57,17 @@ export interface AuthInvalidation {
 
 export const AUTH_INVALIDATION_CHANNEL = 'auth:invalidate';
 
-/** What a revocation closes; WebSocketGateway.closeWhere in the gateway. */
-export type SocketCloser = (match: (principal: Principal) => boolean, code: number, reason: string) => number;
-
 /**
  * Turns `Authorization: Bearer <JWT>`, or `X-API-KEY` (with or without `X-API-EMAIL`), into a principal.
  * A token must still match the credential it was minted from: the user's credential version, and its API
  * key if it came from one. Users and keys are cached for a few seconds to spare a database read per request;
  * a change (user deleted, password or role changed, key revoked) is announced on the bus and drops the cached
- * copy on every gateway, and closes the sockets of a revoked credential. The short TTL is the backstop.
+ * copy on every gateway (the live feeds close a revoked credential's sockets). The short TTL is the backstop.
  */
 export class RequestAuthenticator {
   private readonly users = new Map<string, CachedUser>();
   /** Keyed by the key's hash (direct use) and, for tokens minted from a key, by `id:<key id>`. */
   private readonly apiKeys = new Map<string, CachedApiKey | { missing: true; expiresAt: number }>();
-  /** Set once the WebSocket side is attached. */
-  sockets?: SocketCloser;
 
   constructor(
     private readonly tokens: TokenService,
@@ -102,17 +98,6 @@ export class RequestAuthenticator {
     if (change.apiKeyId) {
       this.apiKeys.delete(`id:${change.apiKeyId}`);
       for (const [hash, key] of this.apiKeys) if ('id' in key && key.id === change.apiKeyId) this.apiKeys.delete(hash);
-    }
-    if (change.revoke) this.closeSockets(change);
-  }
-
-  private closeSockets(change: AuthInvalidation): void {
-    if (!this.sockets) return;
-    const { code, reason } = CREDENTIAL_REVOKED;
-    if (change.apiKeyId) this.sockets((principal) => principal.apiKeyId === change.apiKeyId, code, reason);
-    if (change.userId) {
-      const version = change.credentialVersion;
-      this.sockets((principal) => principal.userId === change.userId && (version === undefined || (principal.credentialVersion ?? 0) !== version), code, reason);
     }
   }
 

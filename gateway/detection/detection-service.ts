@@ -1,40 +1,20 @@
 import type { Bus } from '../../shared/bus/index.js';
 import type { Logger } from '../../shared/logger.js';
 import type { PositionWriter } from '../../shared/positions/position-writer.js';
-import { ALARMS_CHANNEL, type AlarmEventMessage, type AlarmService } from '../alarms/alarm-service.js';
-import { POSITIONS_CHANNEL, type DetectionSteps, type PositionBatch, type PositionsMessage } from '../pipeline/position-pipeline.js';
+import { POSITIONS_CHANNEL, type PositionsMessage } from '../../shared/positions/positions-message.js';
+import type { AlarmService } from '../alarms/alarm-service.js';
+import type { DetectionSteps, PositionBatch } from '../pipeline/position-pipeline.js';
 import type { BuildingRegistry } from '../realtime/building-registry.js';
-import type { WebSocketGateway } from '../ws/ws-gateway.js';
 import type { DetectionEngine, Detections, ZoneEventRecord } from './detection-engine.js';
 import { DetectionOutbox, type OutboxAlarm } from './detection-outbox.js';
-
-export const ZONE_EVENTS_CHANNEL = 'zone-events';
-
-interface ZoneEventsMessage {
-  organizationId: string;
-  zoneEvents: ZoneEventRecord[];
-  triggered: Detections['triggered'];
-}
-
-const presentZoneEvent = (event: ZoneEventRecord) => ({
-  type: event.type,
-  zone_kind: event.zoneKind,
-  geofence_id: event.zoneKind === 'geofence' ? event.zoneId : null,
-  zone_id: event.zoneId,
-  zone_name: event.zoneName,
-  building_id: event.buildingId,
-  floor_id: event.floorId,
-  device_id: event.deviceId,
-  user_id: event.userId,
-  at: new Date(event.at).toISOString(),
-  fired_at: new Date(event.firedAt).toISOString(),
-});
+import { ZONE_EVENTS_CHANNEL, type ZoneEventsMessage } from './zone-events-message.js';
 
 const PRUNE_EVERY_MS = 3600_000;
 
 /**
- * Glue between the pure detectors and the rest: pipeline steps, the once-a-second sweep, storage of what was
- * found (zone events for reports, alarms through the alarm service), and pushes to WebSocket subscribers.
+ * Glue between the pure detectors and the rest: pipeline steps, the once-a-second sweep, and storage of what
+ * was found (zone events for reports, alarms through the alarm service), announced on the bus once stored
+ * (gateway/ws/live-feeds.ts pushes the announcements to sockets).
  *
  * Detector state moves on with every position, stored or not, so what it produces goes through an outbox that
  * retries until it is stored: nothing found during a database outage is lost, and idempotency keys keep a
@@ -87,7 +67,7 @@ export class DetectionService {
     };
   }
 
-  async start(websockets: WebSocketGateway, sweepIntervalMs = 1000): Promise<void> {
+  async start(sweepIntervalMs = 1000): Promise<void> {
     // Positions accepted by other gateways keep this gateway's detector state in step (nothing is emitted for them).
     await this.bus.subscribe(POSITIONS_CHANNEL, (payload) => {
       const message = payload as PositionsMessage;
@@ -96,27 +76,6 @@ export class DetectionService {
         const runtime = record.buildingId !== null ? this.registry.peek(record.buildingId) : undefined;
         if (runtime || record.buildingId === null) this.engine.observe(record, runtime, false);
         else void this.registry.get(record.organizationId, record.buildingId).then((loaded) => this.engine.observe(record, loaded, false), () => undefined);
-      }
-    });
-    await this.bus.subscribe(ZONE_EVENTS_CHANNEL, (payload) => {
-      const message = payload as ZoneEventsMessage;
-      for (const event of message.zoneEvents) {
-        if (event.zoneKind === 'geofence') websockets.publish(message.organizationId, `buildings/${event.buildingId}/geofence-events`, 'geofence_event', presentZoneEvent(event));
-      }
-      for (const trigger of message.triggered) {
-        const { event } = trigger;
-        websockets.publish(message.organizationId, `devices/${trigger.deviceId}`, 'event', { event_id: event.id, building_id: event.buildingId, name: event.name, info: event.info, url: event.url });
-      }
-    });
-    await this.bus.subscribe(ALARMS_CHANNEL, (payload) => {
-      const message = payload as AlarmEventMessage;
-      websockets.publish(message.organizationId, 'organization/alarms', 'alarm', message.event);
-      if (message.buildingId !== null) websockets.publish(message.organizationId, `buildings/${message.buildingId}/alarms`, 'alarm', message.event);
-    });
-    websockets.registerReplay(/^(organization\/alarms|buildings\/\d+\/alarms)$/, async (principal, topic, sinceSeq, send, confinedTo) => {
-      const building = /^buildings\/(\d+)\//.exec(topic);
-      for await (const event of this.alarms.eventsSince(principal.organizationId, sinceSeq, building ? Number(building[1]) : undefined)) {
-        if (confinedTo === undefined || event.user_id === confinedTo) send({ op: 'alarm', topic, data: event, replay: true });
       }
     });
     this.sweepTimer = setInterval(() => void this.sweep(Date.now()), sweepIntervalMs);

@@ -1,6 +1,6 @@
 import type { HttpRequest, HttpResponse, TemplatedApp } from 'uWebSockets.js';
 import { z } from 'zod';
-import { AppError, ErrorCode, ValidationError, errorHeaders, toErrorBody, type FieldError } from '../../shared/errors.js';
+import { AppError, ErrorCode, ValidationError, errorHeaders, fieldErrors, toErrorBody, type FieldError } from '../../shared/errors.js';
 import type { Logger } from '../../shared/logger.js';
 import type { Principal } from '../auth/principal.js';
 import type { RequestLimit } from './rate-limit.js';
@@ -30,14 +30,6 @@ const CORS_HEADERS: Record<string, string> = {
   'access-control-expose-headers': 'X-Db-Statistics, Retry-After, RateLimit, RateLimit-Policy, Content-Disposition, ETag',
   'access-control-max-age': '600',
 };
-
-/** Turns zod issues into the `errors: [{field, message}]` list of a 422. */
-export function fieldErrors(error: z.ZodError, prefix?: string): FieldError[] {
-  return error.issues.map((issue) => ({
-    field: [prefix, ...issue.path.map(String)].filter((part) => part !== undefined && part !== '').join('.') || (prefix ?? 'body'),
-    message: issue.message,
-  }));
-}
 
 function validate<T>(schema: z.ZodType<T> | undefined, value: unknown, where: string): T {
   if (!schema) return value as T;

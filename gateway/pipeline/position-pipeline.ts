@@ -1,26 +1,17 @@
 import type { Bus } from '../../shared/bus/index.js';
-import { ForbiddenError, ValidationError, type FieldError } from '../../shared/errors.js';
+import { ForbiddenError, ValidationError, fieldErrors, type FieldError } from '../../shared/errors.js';
 import type { Logger } from '../../shared/logger.js';
 import type { PositionRecord } from '../../shared/positions/position-record.js';
 import type { PositionWriter } from '../../shared/positions/position-writer.js';
+import { POSITIONS_CHANNEL, type PositionsMessage } from '../../shared/positions/positions-message.js';
 import { confinedUserId } from '../auth/permissions.js';
 import type { Principal } from '../auth/principal.js';
-import { fieldErrors } from '../http/http-server.js';
 import type { BuildingRegistry, BuildingRuntime } from '../realtime/building-registry.js';
 import type { DeviceDirectory } from '../realtime/device-directory.js';
 import { DEFAULT_POSITIONS_MAX_AGE_MS, parsePoseFast, poseSchema, timestampProblem, type Pose } from '../realtime/pose-schema.js';
 import { emptyDetections, type Detections } from '../detection/detection-engine.js';
 import { runPipeline, type PipelineStep } from './pipeline.js';
 
-export const POSITIONS_CHANNEL = 'positions';
-
-/** What travels on the bus for one accepted batch: the change records, built once. */
-export interface PositionsMessage {
-  organizationId: string;
-  /** The gateway that accepted the batch (it has already run detection on it). */
-  originNode: string;
-  records: PositionRecord[];
-}
 
 /** A batch flowing through the pipeline; each step reads what earlier ones left and adds its own part. */
 export interface PositionBatch {
@@ -89,15 +80,14 @@ export function positionSteps(deps: PipelineDependencies, detection: DetectionSt
 }
 
 export class PositionPipeline {
-  private steps: PipelineStep<PositionBatch>[];
+  private readonly steps: PipelineStep<PositionBatch>[];
 
-  constructor(private readonly deps: PipelineDependencies) {
-    this.steps = positionSteps(deps);
-  }
-
-  /** Detection plugs its steps in once it is built (it needs the pipeline's neighbours: alarms, sockets). */
-  useDetection(detection: DetectionSteps): void {
-    this.steps = positionSteps(this.deps, detection);
+  constructor(
+    private readonly deps: PipelineDependencies,
+    /** Detection's steps around persistence (none in tests of the enrichment alone). */
+    detection?: DetectionSteps,
+  ) {
+    this.steps = positionSteps(deps, detection);
   }
 
   /** Resolves once the batch is durably stored; rejects with a 422 listing every bad item, storing nothing. */

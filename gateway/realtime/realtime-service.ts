@@ -2,7 +2,7 @@ import type { Bus } from '../../shared/bus/index.js';
 import type { Logger } from '../../shared/logger.js';
 import type { PositionRecord } from '../../shared/positions/position-record.js';
 import type { PositionStore } from '../../shared/positions/position-store.js';
-import { POSITIONS_CHANNEL, type PositionsMessage } from '../pipeline/position-pipeline.js';
+import { POSITIONS_CHANNEL, type PositionsMessage } from '../../shared/positions/positions-message.js';
 import type { BuildingRegistry } from './building-registry.js';
 import { toFeature, type PositionFeature } from './geojson.js';
 import { LiveState, type LiveQuery } from './live-state.js';

@@ -1,11 +1,10 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { z } from 'zod';
-import { ValidationError, type FieldError } from '../../shared/errors.js';
+import { ValidationError, fieldErrors, type FieldError } from '../../shared/errors.js';
 import { OrganizationSchema, PoiCategorySchema, PoiSchema, type Poi } from '../../shared/storage/entities/index.js';
 import type { Principal } from '../auth/principal.js';
 import { customFieldsInput, latLngInput, place, positionInput } from '../cartography/placement.js';
 import { indoorPoiSchema, outdoorPoiSchema, presentPoi } from '../cartography/presenters.js';
-import { fieldErrors } from '../http/http-server.js';
 import { idParam } from '../http/query-schemas.js';
 import { flushOrExplain, resourceRoutes, type ResourceContext } from '../http/resource.js';
 import { defineRoute } from '../http/route.js';

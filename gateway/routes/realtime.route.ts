@@ -60,15 +60,15 @@ export function realtimeRoutes(services: GatewayServices) {
     auth: 'authenticated',
     action: 'positions:upload',
     allowPositioningKey: true,
-    body: z.object({ poses: z.array(poseSchema).min(1).max(10_000) }),
+    // The route checks the envelope; the pipeline checks each pose and reports every bad one by index. The
+    // document shows the poses' full schema.
+    body: uploadPosesSchema,
     bodyDoc: z.object({ poses: z.array(poseSchema).min(1).max(10_000) }),
     handler: async ({ principal, body }) => {
       await pipeline.process(principal, body.poses);
       return { status: 204 };
     },
   });
-  // Items are validated by the pipeline (every bad pose reported by index), not by the route's schema.
-  upload.body = uploadPosesSchema as never;
 
   const byBuilding = defineRoute({
     method: 'GET',

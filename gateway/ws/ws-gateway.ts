@@ -6,7 +6,12 @@ import { can, confinedUserId } from '../auth/permissions.js';
 import type { Principal } from '../auth/principal.js';
 import type { RouteDefinition } from '../http/route.js';
 import { statusLine } from '../http/status-text.js';
-import type { GatewayServices } from '../services.js';
+import type { Logger } from '../../shared/logger.js';
+import type { Storage } from '../../shared/storage/index.js';
+import type { RequestAuthenticator } from '../auth/authenticator.js';
+import type { RateLimits } from '../http/rate-limit.js';
+import type { PositionPipeline } from '../pipeline/position-pipeline.js';
+import type { BuildingRegistry } from '../realtime/building-registry.js';
 import { MSGPACK_SUBPROTOCOL, decode, encode, type WireFormat } from './ws-codec.js';
 import { LivePosition, TopicPositions } from './position-frames.js';
 import { Connection, WS_CLOSE, type SocketLike, type SocketData } from './ws-connection.js';
@@ -24,10 +29,19 @@ export interface WsOptions {
   maxMessageBytes: number;
   coalesceBytes: number;
   maxBufferBytes: number;
-  /** The caps below default to the WS_MAX_* settings. */
-  maxTopics?: number;
-  maxInFlight?: number;
-  maxUnauthenticatedPerAddress?: number;
+  maxTopics: number;
+  maxInFlight: number;
+  maxUnauthenticatedPerAddress: number;
+}
+
+/** What the WebSocket side uses of the gateway: authentication, uploads through the pipeline, topic checks. */
+export interface WsDependencies {
+  logger: Logger;
+  authenticator: Pick<RequestAuthenticator, 'authenticate'>;
+  pipeline: Pick<PositionPipeline, 'process'>;
+  registry: BuildingRegistry;
+  storage: Storage;
+  rateLimits?: Pick<RateLimits, 'consume'>;
 }
 
 /**
@@ -68,20 +82,12 @@ export class WebSocketGateway {
   private readonly replays: { pattern: RegExp; provider: ReplayProvider }[] = [];
   /** Unauthenticated sockets per remote address (entries go when they reach zero). */
   private readonly unauthenticated = new Map<string, number>();
-  private readonly limits: { maxTopics: number; maxInFlight: number; maxUnauthenticatedPerAddress: number };
   private accepting = true;
 
   constructor(
-    private readonly services: GatewayServices,
+    private readonly services: WsDependencies,
     private readonly options: WsOptions,
-  ) {
-    this.limits = {
-      maxTopics: options.maxTopics ?? services.config.WS_MAX_TOPICS,
-      maxInFlight: options.maxInFlight ?? services.config.WS_MAX_IN_FLIGHT,
-      maxUnauthenticatedPerAddress: options.maxUnauthenticatedPerAddress ?? services.config.WS_MAX_UNAUTHENTICATED_PER_ADDRESS,
-    };
-    services.realtime.onFreshPositions((records) => this.publishPositions(records));
-  }
+  ) {}
 
   registerReplay(pattern: RegExp, provider: ReplayProvider): void {
     this.replays.push({ pattern, provider });
@@ -150,8 +156,8 @@ export class WebSocketGateway {
       const credentials = headers.authorization || headers['x-api-key'];
       if (!credentials) {
         // Reserved now, not on open: upgrades from one address may be in progress together.
-        if ((this.unauthenticated.get(address) ?? 0) >= this.limits.maxUnauthenticatedPerAddress) {
-          return refuse(new AppError(ErrorCode.RateLimited, `Too many unauthenticated sockets from your address (at most ${this.limits.maxUnauthenticatedPerAddress}): authenticate or close some first`));
+        if ((this.unauthenticated.get(address) ?? 0) >= this.options.maxUnauthenticatedPerAddress) {
+          return refuse(new AppError(ErrorCode.RateLimited, `Too many unauthenticated sockets from your address (at most ${this.options.maxUnauthenticatedPerAddress}): authenticate or close some first`));
         }
         this.unauthenticated.set(address, (this.unauthenticated.get(address) ?? 0) + 1);
         reserved = address;
@@ -227,8 +233,8 @@ export class WebSocketGateway {
       if (!parsed.success) throw new AppError(ErrorCode.BadRequest, 'Unknown or malformed operation: auth, subscribe, unsubscribe, upload, ping');
       const message = parsed.data;
       if (message.op === 'ping') return connection.message({ op: 'pong', id });
-      if (connection.inFlight >= this.limits.maxInFlight) {
-        throw new AppError(ErrorCode.RateLimited, `At most ${this.limits.maxInFlight} operations may be in flight on one socket: wait for their replies`);
+      if (connection.inFlight >= this.options.maxInFlight) {
+        throw new AppError(ErrorCode.RateLimited, `At most ${this.options.maxInFlight} operations may be in flight on one socket: wait for their replies`);
       }
       connection.inFlight += 1;
       this.handle(connection, message)
@@ -277,7 +283,7 @@ export class WebSocketGateway {
       return connection.message({ op: 'unsubscribed', id: message.id, topics: message.topics });
     }
     const fresh = new Set(message.topics.map((topic) => topicKey(principal.organizationId, topic)).filter((key) => !connection.subscriptions.has(key)));
-    if (connection.subscriptions.size + fresh.size > this.limits.maxTopics) throw this.tooManyTopics(connection);
+    if (connection.subscriptions.size + fresh.size > this.options.maxTopics) throw this.tooManyTopics(connection);
     const accepted: string[] = [];
     for (const topic of message.topics) {
       try {
@@ -296,7 +302,7 @@ export class WebSocketGateway {
   }
 
   private tooManyTopics(connection: Connection): AppError {
-    const max = this.limits.maxTopics;
+    const max = this.options.maxTopics;
     return new ValidationError([{ field: 'topics', message: `a socket may hold at most ${max} topics (this one holds ${connection.subscriptions.size}): unsubscribe some first` }], 'Too many topics');
   }
 
@@ -334,7 +340,7 @@ export class WebSocketGateway {
 
   private subscribe(connection: Connection, key: string): void {
     // Checked again here: several subscribe operations of one socket may be in flight together.
-    if (!connection.subscriptions.has(key) && connection.subscriptions.size >= this.limits.maxTopics) throw this.tooManyTopics(connection);
+    if (!connection.subscriptions.has(key) && connection.subscriptions.size >= this.options.maxTopics) throw this.tooManyTopics(connection);
     let set = this.topics.get(key);
     if (!set) this.topics.set(key, (set = new Set()));
     set.add(connection);

@@ -230,7 +230,7 @@ describe.skipIf(!hasChromium)(hasChromium ? title : `${title}: SKIPPED, ${CHROMI
     // Offline first, so the page cannot come straight back; then the server drops its socket.
     const retry = page.waitForEvent('websocket', { timeout: 20_000 });
     await context.setOffline(true);
-    expect(running.gateway.services.websockets!.dropAll()).toBeGreaterThan(0);
+    expect(running.gateway.services.websockets.dropAll()).toBeGreaterThan(0);
     await page.locator('#connection:not([data-state="live"])').waitFor();
     // The page tries again by itself, and fails while the network is down.
     const failed = await retry;

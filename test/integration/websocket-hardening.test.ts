@@ -244,7 +244,7 @@ describe(`WebSocket hardening (${driverLabel})`, () => {
       await raise(user.user.id, 'confined-alarm-after-mine');
       const { organization_id: organizationId } = await mine.next((frame) => frame.op === 'authenticated');
       for (const [who, id] of [['theirs', colleague.user.id], ['mine', user.user.id]] as const) {
-        running.gateway.services.websockets!.publish(organizationId, topics[2]!, 'geofence_event', { user_id: id, device_id: `fence-${who}` });
+        running.gateway.services.websockets.publish(organizationId, topics[2]!, 'geofence_event', { user_id: id, device_id: `fence-${who}` });
       }
       await mine.next((frame) => frame.op === 'geofence_event');
       await mine.next((frame) => frame.op === 'alarm' && frame.topic === topics[1] && frame.data.device_id === 'confined-alarm-after-mine');

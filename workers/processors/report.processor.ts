@@ -1,4 +1,4 @@
-import { ValidationError } from '../../shared/errors.js';
+import { ValidationError, fieldErrors } from '../../shared/errors.js';
 import type { Processor } from '../../shared/jobs/index.js';
 import { reportParamSchemas, type ReportJob, type ReportResult } from '../../shared/reports/report-params.js';
 import { reportQueries } from '../../shared/reports/report-queries.js';
@@ -13,7 +13,7 @@ export const reportProcessor: Processor = async (job: ReportJob, { storage }): P
   const schema = reportParamSchemas[job.report];
   if (!schema) throw new ValidationError([{ field: 'report', message: `unknown report ${String(job.report)}` }]);
   const parsed = schema.safeParse(job.params);
-  if (!parsed.success) throw new ValidationError(parsed.error.issues.map((issue) => ({ field: issue.path.join('.'), message: issue.message })));
+  if (!parsed.success) throw new ValidationError(fieldErrors(parsed.error));
   const result = await reportQueries[job.report](storage, parsed.data as Record<string, unknown>, job.scope);
   return {
     meta: result.meta,
