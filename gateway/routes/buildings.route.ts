@@ -35,12 +35,15 @@ import type { GatewayServices } from '../services.js';
 
 const viewQuery = z.object({ view: z.enum(['compact', 'full']).optional().describe('compact: fewer fields, no nested lists') });
 
+/** The longest side a building may have, in metres (the database refuses anything not in (0, this]). */
+const MAX_SIDE_M = 10_000;
+
 const buildingFields = {
   name: z.string().trim().min(1).max(200),
   description: z.string().max(10_000).nullable(),
   info: z.string().max(100_000).nullable(),
   location: latLngInput,
-  dimensions: z.object({ width: z.number().positive().max(10_000), length: z.number().positive().max(10_000) }),
+  dimensions: z.object({ width: z.number().positive().max(MAX_SIDE_M), length: z.number().positive().max(MAX_SIDE_M) }),
   rotation: z.number().finite(),
   corners: z.array(latLngInput).length(4, 'four corners: topleft, topright, bottomright, bottomleft'),
   custom_fields: customFieldsInput,
@@ -65,13 +68,18 @@ const updateBuildingBody = z.object(buildingFields).partial();
 function placement(body: z.infer<typeof updateBuildingBody>, current?: Building) {
   if (body.corners && !body.location && !body.dimensions && body.rotation === undefined) {
     const derived = deriveGeometryFromCorners(body.corners);
+    // Corners are free input: four equal points, or points a continent apart, derive no building the database keeps.
+    const { width, length } = derived.dimensions;
+    if (!(width > 0 && width <= MAX_SIDE_M && length > 0 && length <= MAX_SIDE_M)) {
+      throw new ValidationError([{ field: 'corners', message: `the corners must make a rectangle with sides of more than 0 and at most ${MAX_SIDE_M} m` }]);
+    }
     return { location: derived.location, dimensions: derived.dimensions, rotation: derived.rotation };
   }
-  return {
-    location: body.location ?? (current ? { lat: current.locationLat, lng: current.locationLng } : undefined),
-    dimensions: body.dimensions ?? (current ? { width: current.width, length: current.length } : undefined),
-    rotation: body.rotation ?? current?.rotation ?? 0,
-  };
+  const location = body.location ?? (current ? { lat: current.locationLat, lng: current.locationLng } : undefined);
+  const dimensions = body.dimensions ?? (current ? { width: current.width, length: current.length } : undefined);
+  // Corners with a rotation, or a location without dimensions, place nothing on their own.
+  if (!location || !dimensions) throw new ValidationError([{ field: location ? 'dimensions' : 'location', message: 'give location and dimensions (and rotation), or corners alone' }]);
+  return { location, dimensions, rotation: body.rotation ?? current?.rotation ?? 0 };
 }
 
 /** Buildings: list, detail (with floors, POIs, events, paths and geofences), writes. */
@@ -148,10 +156,10 @@ export function buildingRoutes(services: GatewayServices) {
         name: body.name,
         description: body.description ?? null,
         info: body.info ?? null,
-        locationLat: location!.lat,
-        locationLng: location!.lng,
-        width: dimensions!.width,
-        length: dimensions!.length,
+        locationLat: location.lat,
+        locationLng: location.lng,
+        width: dimensions.width,
+        length: dimensions.length,
         rotation,
         customFields: body.custom_fields ?? [],
         pictureId: body.picture_id ?? null,
@@ -163,7 +171,6 @@ export function buildingRoutes(services: GatewayServices) {
       const moved = body.location !== undefined || body.dimensions !== undefined || body.rotation !== undefined || body.corners !== undefined;
       if (moved) {
         const { location, dimensions, rotation } = placement(body, building);
-        if (!location || !dimensions) throw new ValidationError([{ field: 'location', message: 'required' }]);
         Object.assign(building, { locationLat: location.lat, locationLng: location.lng, width: dimensions.width, length: dimensions.length, rotation });
       }
       if (body.name !== undefined) building.name = body.name;
