@@ -37,13 +37,18 @@ const viewQuery = z.object({ view: z.enum(['compact', 'full']).optional().descri
 
 /** The longest side a building may have, in metres (the database refuses anything not in (0, this]). */
 const MAX_SIDE_M = 10_000;
+/**
+ * The shortest: 1 cm. Positive is not enough: a floorplan's scale is its pixel width over the building's, and a
+ * side of 5e-324 m makes it infinite, which no floor write can store.
+ */
+const MIN_SIDE_M = 0.01;
 
 const buildingFields = {
   name: z.string().trim().min(1).max(200),
   description: z.string().max(10_000).nullable(),
   info: z.string().max(100_000).nullable(),
   location: latLngInput,
-  dimensions: z.object({ width: z.number().positive().max(MAX_SIDE_M), length: z.number().positive().max(MAX_SIDE_M) }),
+  dimensions: z.object({ width: z.number().min(MIN_SIDE_M).max(MAX_SIDE_M), length: z.number().min(MIN_SIDE_M).max(MAX_SIDE_M) }),
   rotation: z.number().finite(),
   corners: z.array(latLngInput).length(4, 'four corners: topleft, topright, bottomright, bottomleft'),
   custom_fields: customFieldsInput,
@@ -70,8 +75,8 @@ function placement(body: z.infer<typeof updateBuildingBody>, current?: Building)
     const derived = deriveGeometryFromCorners(body.corners);
     // Corners are free input: four equal points, or points a continent apart, derive no building the database keeps.
     const { width, length } = derived.dimensions;
-    if (!(width > 0 && width <= MAX_SIDE_M && length > 0 && length <= MAX_SIDE_M)) {
-      throw new ValidationError([{ field: 'corners', message: `the corners must make a rectangle with sides of more than 0 and at most ${MAX_SIDE_M} m` }]);
+    if (!(width >= MIN_SIDE_M && width <= MAX_SIDE_M && length >= MIN_SIDE_M && length <= MAX_SIDE_M)) {
+      throw new ValidationError([{ field: 'corners', message: `the corners must make a rectangle with sides of ${MIN_SIDE_M} to ${MAX_SIDE_M} m` }]);
     }
     return { location: derived.location, dimensions: derived.dimensions, rotation: derived.rotation };
   }

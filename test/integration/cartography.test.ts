@@ -243,6 +243,12 @@ describe(`cartography (${driverLabel})`, () => {
       expect(rotated.body.errors[0].field).toBe('location');
     });
 
+    it('names the field: a building side under 1 cm (a floorplan scaled to it would be infinite)', async () => {
+      const tiny = await admin.patch(`/api/v1/buildings/${venue.building.id}`, { dimensions: { width: 5e-324, length: 80 } });
+      expect(tiny.status, tiny.text).toBe(422);
+      expect(tiny.body.errors[0].field).toBe('dimensions.width');
+    });
+
     it('names the field: unclosed and self-intersecting polygon rings', async () => {
       const base = { name: 'G', building_id: venue.building.id, floor_id: venue.floors[0].id, type: 'POLYGON' };
       const unclosed = await admin.post('/api/v1/geofences', { ...base, cartesians: [[0, 0], [10, 0], [10, 10], [0, 10]] });
