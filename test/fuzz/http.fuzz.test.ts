@@ -27,6 +27,14 @@ describe(`fuzz: every operation of the served OpenAPI document (${driverLabel}, 
     await running?.stop();
   });
 
+  /** The seeded world, but with a new building (and floor) of its own. */
+  async function freshBuilding(): Promise<SeededWorld> {
+    const building = await world.admin.post('/api/v1/buildings', { name: 'Fresh', location: { lat: 40.4, lng: -3.7 }, dimensions: { width: 50, length: 30 } });
+    const floor = await world.admin.post('/api/v1/floors', { building_id: building.body.id, level: 0 });
+    expect(floor.status, floor.text).toBe(201);
+    return { ...world, ids: { ...world.ids, building: String(building.body.id), floor: String(floor.body.id) } };
+  }
+
   /** Runs one property per operation and collects every failure, so one defect does not hide the others. */
   async function fuzzEach(selected: Operation[], property: (operation: Operation, sent: WeakMap<object, ConcreteRequest[]>) => fc.IAsyncPropertyWithHooks<[SymbolicRequest]>): Promise<string[]> {
     const failures: string[] = [];
@@ -59,7 +67,9 @@ describe(`fuzz: every operation of the served OpenAPI document (${driverLabel}, 
       fc.asyncProperty(requestArbitrary(operation), async (symbolic) => {
         // Valid-looking and authenticated: the race is in the handler, past validation.
         const honest: SymbolicRequest = { ...symbolic, auth: 'admin', query: [], body: symbolic.body && { ...symbolic.body, mutation: { kind: 'none' }, transport: { kind: 'json', contentType: 'application/json' } } };
-        const request = await concrete(operation, honest, world, running.baseUrl, MAX_BODY_BYTES);
+        // Upserts race on their first write: a building's writes go to a building that has none yet.
+        const target = operation.pathParams.some((parameter) => parameter.kind === 'building') ? await freshBuilding() : world;
+        const request = await concrete(operation, honest, target, running.baseUrl, MAX_BODY_BYTES);
         sent.set(symbolic, [request, request]);
         const outcomes = await Promise.all([send(request), send(request), send(request)]);
         const problem = outcomes.map(violations).find(Boolean);
