@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { deriveGeometryFromCorners } from '../../shared/geo/building-transform.js';
+import { MAX_ABS_LAT, createBuildingTransform, deriveGeometryFromCorners } from '../../shared/geo/building-transform.js';
 import { ValidationError } from '../../shared/errors.js';
 import {
   BuildingPathsSchema,
@@ -47,7 +47,8 @@ const buildingFields = {
   name: z.string().trim().min(1).max(200),
   description: z.string().max(10_000).nullable(),
   info: z.string().max(100_000).nullable(),
-  location: latLngInput,
+  /** Not at the poles: no plane is georeferenced there, and the transform refuses it (see building-transform.ts). */
+  location: latLngInput.extend({ lat: z.number().min(-MAX_ABS_LAT, `a building's latitude must be within ±${MAX_ABS_LAT}`).max(MAX_ABS_LAT, `a building's latitude must be within ±${MAX_ABS_LAT}`) }),
   dimensions: z.object({ width: z.number().min(MIN_SIDE_M).max(MAX_SIDE_M), length: z.number().min(MIN_SIDE_M).max(MAX_SIDE_M) }),
   rotation: z.number().finite(),
   corners: z.array(latLngInput).length(4, 'four corners: topleft, topright, bottomright, bottomleft'),
@@ -71,6 +72,18 @@ const createBuildingBody = z
 const updateBuildingBody = z.object(buildingFields).partial();
 
 function placement(body: z.infer<typeof updateBuildingBody>, current?: Building) {
+  const placed = place(body, current);
+  // Stored geometry must make a transform, or every later read of the building (and of what it holds) fails.
+  try {
+    createBuildingTransform(placed);
+  } catch (error) {
+    if (!(error instanceof RangeError)) throw error;
+    throw new ValidationError([{ field: body.corners && !body.location ? 'corners' : 'location', message: error.message }]);
+  }
+  return placed;
+}
+
+function place(body: z.infer<typeof updateBuildingBody>, current?: Building) {
   if (body.corners && !body.location && !body.dimensions && body.rotation === undefined) {
     const derived = deriveGeometryFromCorners(body.corners);
     // Corners are free input: four equal points, or points a continent apart, derive no building the database keeps.

@@ -249,6 +249,15 @@ describe(`cartography (${driverLabel})`, () => {
       expect(tiny.body.errors[0].field).toBe('dimensions.width');
     });
 
+    it('names the field: a building at the pole, which no transform can georeference (it was stored, then every read of it failed)', async () => {
+      const polar = await admin.post('/api/v1/buildings', { name: 'Pole', location: { lat: -89.99999999999999, lng: 0 }, dimensions: { width: 10, length: 10 } });
+      expect(polar.status, polar.text).toBe(422);
+      expect(polar.body.errors[0].field).toBe('location.lat');
+      const byCorners = await admin.post('/api/v1/buildings', { name: 'Pole', corners: [{ lat: 89.95, lng: 0 }, { lat: 89.95, lng: 0.01 }, { lat: 89.949, lng: 0.01 }, { lat: 89.949, lng: 0 }] });
+      expect(byCorners.status, byCorners.text).toBe(422);
+      expect(byCorners.body.errors[0].field).toBe('corners');
+    });
+
     it('names the field: unclosed and self-intersecting polygon rings', async () => {
       const base = { name: 'G', building_id: venue.building.id, floor_id: venue.floors[0].id, type: 'POLYGON' };
       const unclosed = await admin.post('/api/v1/geofences', { ...base, cartesians: [[0, 0], [10, 0], [10, 10], [0, 10]] });
