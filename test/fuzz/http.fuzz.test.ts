@@ -36,13 +36,13 @@ describe(`fuzz: every operation of the served OpenAPI document (${driverLabel}, 
   }
 
   /** Runs one property per operation and collects every failure, so one defect does not hide the others. */
-  async function fuzzEach(selected: Operation[], property: (operation: Operation, sent: WeakMap<object, ConcreteRequest[]>) => fc.IAsyncPropertyWithHooks<[SymbolicRequest]>): Promise<string[]> {
+  async function fuzzEach(test: string, selected: Operation[], property: (operation: Operation, sent: WeakMap<object, ConcreteRequest[]>) => fc.IAsyncPropertyWithHooks<[SymbolicRequest]>): Promise<string[]> {
     const failures: string[] = [];
     for (const operation of selected) {
       const sent = new WeakMap<object, ConcreteRequest[]>();
       const details = await fc.check(property(operation, sent), checkParameters());
       if (details.failed) {
-        failures.push(describeFailure(operation.key, details, (counterexample) => (sent.get(counterexample as object) ?? []).map(renderRequest).join('\n-- and at the same time --\n') || JSON.stringify(counterexample), FILE));
+        failures.push(describeFailure(operation.key, details, (counterexample) => (sent.get(counterexample as object) ?? []).map(renderRequest).join('\n-- and at the same time --\n') || JSON.stringify(counterexample), `${FILE} -t '${test}'`));
       }
     }
     return failures;
@@ -50,7 +50,7 @@ describe(`fuzz: every operation of the served OpenAPI document (${driverLabel}, 
 
   it('answers malformed and extreme requests to every operation with a 4xx JSON error, never a 5xx', { timeout: 300_000 }, async () => {
     expect(operations.length).toBeGreaterThan(FUZZ_ONLY ? 0 : 100);
-    const failures = await fuzzEach(operations, (operation, sent) =>
+    const failures = await fuzzEach('malformed and extreme', operations, (operation, sent) =>
       fc.asyncProperty(requestArbitrary(operation), async (symbolic) => {
         const request = await concrete(operation, symbolic, world, running.baseUrl, MAX_BODY_BYTES);
         sent.set(symbolic, [request]);
@@ -63,7 +63,7 @@ describe(`fuzz: every operation of the served OpenAPI document (${driverLabel}, 
 
   it('answers the same write sent twice at once without a 5xx (races on unique keys)', { timeout: 120_000 }, async () => {
     const writes = operations.filter((operation) => operation.method === 'PUT');
-    const failures = await fuzzEach(writes, (operation, sent) =>
+    const failures = await fuzzEach('sent twice at once', writes, (operation, sent) =>
       fc.asyncProperty(requestArbitrary(operation), async (symbolic) => {
         // Valid-looking and authenticated: the race is in the handler, past validation.
         const honest: SymbolicRequest = { ...symbolic, auth: 'admin', query: [], body: symbolic.body && { ...symbolic.body, mutation: { kind: 'none' }, transport: { kind: 'json', contentType: 'application/json' } } };

@@ -65,7 +65,7 @@ describe(`fuzz: every WebSocket op (${driverLabel}, seed ${FUZZ_SEED})`, () => {
   it('answers malformed and extreme frames of every op with 4xx error frames or a clean close, and keeps answering', { timeout: 300_000 }, async () => {
     if (FUZZ_ONLY && !SUBJECT.includes(FUZZ_ONLY)) return;
     const details = await fc.check(fc.asyncProperty(socketCase, play), checkParameters(FUZZ_RUNS * 10));
-    if (details.failed) expect.fail(describeFailure(SUBJECT, details, (testCase) => renderCase(testCase as SocketCase, world), FILE));
+    if (details.failed) expect.fail(describeFailure(SUBJECT, details, (testCase) => renderCase(testCase as SocketCase, world), `${FILE} -t 'malformed and extreme'`));
   });
 
   it('closes a socket that sends a message over WS_MAX_MESSAGE_BYTES with 1009 (message too big), not a dropped connection', async () => {
