@@ -3,8 +3,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestGateway, type RunningGateway } from '../support/test-gateway.js';
 import { driverLabel } from '../support/test-environment.js';
 import { TestSocket } from '../support/ws-client.js';
-import { FUZZ_LOG_LEVEL, FUZZ_ONLY, FUZZ_RUNS, FUZZ_SEED, checkParameters, describeFailure } from './support/fuzz-settings.js';
-import { concrete, operationsOf, renderRequest, requestArbitrary, send, violations, type ConcreteRequest, type Operation, type SymbolicRequest } from './support/http-operations.js';
+import { FUZZ_LOG_LEVEL, FUZZ_ONLY, FUZZ_RUNS, FUZZ_SEED, checkParameters, describeFailure, isKnownDefect } from './support/fuzz-settings.js';
+import { concrete, nulEverywhere, operationsOf, renderRequest, requestArbitrary, send, violations, type ConcreteRequest, type Operation, type SymbolicRequest } from './support/http-operations.js';
 import { seedWorld, type SeededWorld } from './support/seeded-world.js';
 
 const FILE = 'test/fuzz/http.fuzz.test.ts';
@@ -36,11 +36,11 @@ describe(`fuzz: every operation of the served OpenAPI document (${driverLabel}, 
   }
 
   /** Runs one property per operation and collects every failure, so one defect does not hide the others. */
-  async function fuzzEach(test: string, selected: Operation[], property: (operation: Operation, sent: WeakMap<object, ConcreteRequest[]>) => fc.IAsyncPropertyWithHooks<[SymbolicRequest]>): Promise<string[]> {
+  async function fuzzEach(test: string, selected: Operation[], property: (operation: Operation, sent: WeakMap<object, ConcreteRequest[]>) => fc.IAsyncPropertyWithHooks<[SymbolicRequest]>, runs?: number): Promise<string[]> {
     const failures: string[] = [];
     for (const operation of selected) {
       const sent = new WeakMap<object, ConcreteRequest[]>();
-      const details = await fc.check(property(operation, sent), checkParameters());
+      const details = await fc.check(property(operation, sent), checkParameters(runs));
       if (details.failed) {
         failures.push(describeFailure(operation.key, details, (counterexample) => (sent.get(counterexample as object) ?? []).map(renderRequest).join('\n-- and at the same time --\n') || JSON.stringify(counterexample), `${FILE} -t '${test}'`));
       }
@@ -57,6 +57,20 @@ describe(`fuzz: every operation of the served OpenAPI document (${driverLabel}, 
         const problem = violations(await send(request));
         if (problem) throw new Error(problem);
       }),
+    );
+    if (failures.length > 0) expect.fail(`${failures.length} operation(s) failed:\n\n${failures.join('\n\n')}\n`);
+  });
+
+  it('answers NUL in every string of every operation with a 4xx, never a 500 from PostgreSQL', { timeout: 120_000 }, async () => {
+    if (isKnownDefect('nul-to-postgres')) return;
+    const failures = await fuzzEach('NUL in every string', operations, (operation, sent) =>
+      fc.asyncProperty(nulEverywhere(operation), async (symbolic) => {
+        const request = await concrete(operation, symbolic, world, running.baseUrl, MAX_BODY_BYTES);
+        sent.set(symbolic, [request]);
+        const problem = violations(await send(request));
+        if (problem) throw new Error(problem);
+      }),
+      8,
     );
     if (failures.length > 0) expect.fail(`${failures.length} operation(s) failed:\n\n${failures.join('\n\n')}\n`);
   });

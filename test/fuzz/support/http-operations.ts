@@ -212,6 +212,44 @@ export function requestArbitrary(operation: Operation): fc.Arbitrary<SymbolicReq
   return fc.record({ auth: authMode, path, query: queryEntries(operation), body, multipart }, { requiredKeys: ['auth', 'path', 'query'] });
 }
 
+/** The value with NUL appended to its `at`-th string (counting depth first), seeded ids left alone. */
+function withNul(value: unknown, at: number): unknown {
+  const strings = spots(value).filter((path) => typeof pathValue_(value, path) === 'string');
+  if (strings.length === 0) return value;
+  const path = strings[at % strings.length]!;
+  const copy = structuredCopy(value);
+  if (path.length === 0) return `${copy as string}\u0000`;
+  const parent = pathValue_(copy, path.slice(0, -1));
+  parent[path[path.length - 1]!] = `${parent[path[path.length - 1]!]}\u0000`;
+  return copy;
+}
+const pathValue_ = (value: unknown, path: (string | number)[]): any => path.reduce<any>((node, key) => node?.[key], value);
+
+/** Free text: a string without enum, format or pattern, where NUL is not refused by the shape alone. */
+const freeText = (schema: JsonSchema): boolean =>
+  (schema.type === 'string' && !schema.enum && !schema.format && !schema.pattern) || (schema.anyOf ?? []).some((option: JsonSchema) => freeText(option) || (option.type === 'array' && freeText(option.items ?? {})));
+
+/**
+ * NUL in one string of the request, a query parameter's or the body's, everything else valid: PostgreSQL refuses
+ * NUL in text, so each must be refused before it gets there. Random mutations reach a given field only now and then.
+ */
+export function nulEverywhere(operation: Operation): fc.Arbitrary<SymbolicRequest> {
+  const path = fc.tuple(...operation.pathParams.map((parameter) => (operation.method === 'DELETE' ? fc.constant('a%00b') : ref(parameter.kind))));
+  const texts = operation.queryParams.filter((parameter) => freeText(parameter.schema));
+  const bodySchema = operation.body && operation.body !== 'multipart' ? operation.body : undefined;
+  const valid: fc.Arbitrary<unknown> = bodySchema ? (bodyHints[operation.key] ?? validValue(bodySchema)) : fc.constant(undefined);
+  // Each run puts NUL in one place: a free-text query parameter, or one string of the body.
+  return fc.tuple(path, valid, fc.nat(), fc.boolean()).map(([pathValues, value, at, inQuery]): SymbolicRequest => {
+    const queryHit = texts.length > 0 && (inQuery || !bodySchema);
+    return {
+      auth: 'admin',
+      path: pathValues,
+      query: queryHit ? [{ name: texts[at % texts.length]!.name, value: 'a%00b', brackets: false }] : [],
+      body: bodySchema ? { value: queryHit ? value : withNul(value, at), mutation: { kind: 'none' }, transport: { kind: 'json', contentType: 'application/json' } } : undefined,
+    };
+  });
+}
+
 /** Every container and key of a JSON value, as paths, in a stable order (so `at` shrinks sensibly). */
 function spots(value: unknown, path: (string | number)[] = [], out: (string | number)[][] = []): (string | number)[][] {
   out.push(path);
