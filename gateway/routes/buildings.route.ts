@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { deriveGeometryFromCorners } from '../../shared/geo/building-transform.js';
+import { MAX_ABS_LAT, createBuildingTransform, deriveGeometryFromCorners } from '../../shared/geo/building-transform.js';
 import { ValidationError } from '../../shared/errors.js';
 import {
   BuildingPathsSchema,
@@ -38,12 +38,21 @@ const compactBuildingSchema = buildingSchema.pick({ id: true, name: true, locati
 
 const viewQuery = z.object({ view: z.enum(['compact', 'full']).optional().describe('compact: fewer fields, no nested lists') });
 
+/** The longest side a building may have, in metres (the database refuses anything not in (0, this]). */
+const MAX_SIDE_M = 10_000;
+/**
+ * The shortest: 1 cm. Positive is not enough: a floorplan's scale is its pixel width over the building's, and a
+ * side of 5e-324 m makes it infinite, which no floor write can store.
+ */
+const MIN_SIDE_M = 0.01;
+
 const buildingFields = {
   name: z.string().trim().min(1).max(200),
   description: z.string().max(10_000).nullable(),
   info: z.string().max(100_000).nullable(),
-  location: latLngInput,
-  dimensions: z.object({ width: z.number().positive().max(10_000), length: z.number().positive().max(10_000) }),
+  /** Not at the poles: no plane is georeferenced there, and the transform refuses it (see building-transform.ts). */
+  location: latLngInput.extend({ lat: z.number().min(-MAX_ABS_LAT, `a building's latitude must be within ±${MAX_ABS_LAT}`).max(MAX_ABS_LAT, `a building's latitude must be within ±${MAX_ABS_LAT}`) }),
+  dimensions: z.object({ width: z.number().min(MIN_SIDE_M).max(MAX_SIDE_M), length: z.number().min(MIN_SIDE_M).max(MAX_SIDE_M) }),
   rotation: z.number().finite(),
   corners: z.array(latLngInput).length(4, 'four corners: topleft, topright, bottomright, bottomleft'),
   custom_fields: customFieldsInput,
@@ -66,15 +75,32 @@ const createBuildingBody = z
 const updateBuildingBody = z.object(buildingFields).partial();
 
 function placement(body: z.infer<typeof updateBuildingBody>, current?: Building) {
+  const placed = place(body, current);
+  // Stored geometry must make a transform, or every later read of the building (and of what it holds) fails.
+  try {
+    createBuildingTransform(placed);
+  } catch (error) {
+    if (!(error instanceof RangeError)) throw error;
+    throw new ValidationError([{ field: body.corners && !body.location ? 'corners' : 'location', message: error.message }]);
+  }
+  return placed;
+}
+
+function place(body: z.infer<typeof updateBuildingBody>, current?: Building) {
   if (body.corners && !body.location && !body.dimensions && body.rotation === undefined) {
     const derived = deriveGeometryFromCorners(body.corners);
+    // Corners are free input: four equal points, or points a continent apart, derive no building the database keeps.
+    const { width, length } = derived.dimensions;
+    if (!(width >= MIN_SIDE_M && width <= MAX_SIDE_M && length >= MIN_SIDE_M && length <= MAX_SIDE_M)) {
+      throw new ValidationError([{ field: 'corners', message: `the corners must make a rectangle with sides of ${MIN_SIDE_M} to ${MAX_SIDE_M} m` }]);
+    }
     return { location: derived.location, dimensions: derived.dimensions, rotation: derived.rotation };
   }
-  return {
-    location: body.location ?? (current ? { lat: current.locationLat, lng: current.locationLng } : undefined),
-    dimensions: body.dimensions ?? (current ? { width: current.width, length: current.length } : undefined),
-    rotation: body.rotation ?? current?.rotation ?? 0,
-  };
+  const location = body.location ?? (current ? { lat: current.locationLat, lng: current.locationLng } : undefined);
+  const dimensions = body.dimensions ?? (current ? { width: current.width, length: current.length } : undefined);
+  // Corners with a rotation, or a location without dimensions, place nothing on their own.
+  if (!location || !dimensions) throw new ValidationError([{ field: location ? 'dimensions' : 'location', message: 'give location and dimensions (and rotation), or corners alone' }]);
+  return { location, dimensions, rotation: body.rotation ?? current?.rotation ?? 0 };
 }
 
 /** Buildings: list, detail (with floors, POIs, events, paths and geofences), writes. */
@@ -154,10 +180,10 @@ export function buildingRoutes(services: GatewayServices) {
         name: body.name,
         description: body.description ?? null,
         info: body.info ?? null,
-        locationLat: location!.lat,
-        locationLng: location!.lng,
-        width: dimensions!.width,
-        length: dimensions!.length,
+        locationLat: location.lat,
+        locationLng: location.lng,
+        width: dimensions.width,
+        length: dimensions.length,
         rotation,
         customFields: body.custom_fields ?? [],
         pictureId: body.picture_id ?? null,
@@ -169,7 +195,6 @@ export function buildingRoutes(services: GatewayServices) {
       const moved = body.location !== undefined || body.dimensions !== undefined || body.rotation !== undefined || body.corners !== undefined;
       if (moved) {
         const { location, dimensions, rotation } = placement(body, building);
-        if (!location || !dimensions) throw new ValidationError([{ field: 'location', message: 'required' }]);
         Object.assign(building, { locationLat: location.lat, locationLng: location.lng, width: dimensions.width, length: dimensions.length, rotation });
       }
       if (body.name !== undefined) building.name = body.name;

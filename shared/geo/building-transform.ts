@@ -53,7 +53,7 @@ const WGS84_F = 1 / 298.257223563;
 const WGS84_E2 = WGS84_F * (2 - WGS84_F);
 const DEG = Math.PI / 180;
 // cos(lat) vanishes at the poles, where east-west metres per degree blow up; no building needs it.
-const MAX_ABS_LAT = 89.9;
+export const MAX_ABS_LAT = 89.9;
 
 /** Meridional and prime-vertical radii of curvature (metres) of the WGS84 ellipsoid at a latitude. */
 export function radiiOfCurvature(latDeg: number): { meridional: number; primeVertical: number } {

@@ -231,6 +231,33 @@ describe(`cartography (${driverLabel})`, () => {
       expect(response.body.errors.map((e: { field: string }) => e.field)).toEqual(['location.lat']);
     });
 
+    it('names the field: corners that make no building, or that come with a rotation but no location', async () => {
+      const point = { lat: 40.4168, lng: -3.7038 };
+      const degenerate = await admin.post('/api/v1/buildings', { name: 'Dot', corners: [point, point, point, point] });
+      expect(degenerate.status, degenerate.text).toBe(422);
+      expect(degenerate.body.errors[0].field).toBe('corners');
+      const continental = await admin.post('/api/v1/buildings', { name: 'Huge', corners: [{ lat: 80, lng: -180 }, { lat: 80, lng: 180 }, { lat: -80, lng: 180 }, { lat: -80, lng: -180 }] });
+      expect(continental.status, continental.text).toBe(422);
+      const rotated = await admin.post('/api/v1/buildings', { name: 'Rotated', rotation: 0, corners: [point, point, point, point] });
+      expect(rotated.status, rotated.text).toBe(422);
+      expect(rotated.body.errors[0].field).toBe('location');
+    });
+
+    it('names the field: a building side under 1 cm (a floorplan scaled to it would be infinite)', async () => {
+      const tiny = await admin.patch(`/api/v1/buildings/${venue.building.id}`, { dimensions: { width: 5e-324, length: 80 } });
+      expect(tiny.status, tiny.text).toBe(422);
+      expect(tiny.body.errors[0].field).toBe('dimensions.width');
+    });
+
+    it('names the field: a building at the pole, which no transform can georeference (it was stored, then every read of it failed)', async () => {
+      const polar = await admin.post('/api/v1/buildings', { name: 'Pole', location: { lat: -89.99999999999999, lng: 0 }, dimensions: { width: 10, length: 10 } });
+      expect(polar.status, polar.text).toBe(422);
+      expect(polar.body.errors[0].field).toBe('location.lat');
+      const byCorners = await admin.post('/api/v1/buildings', { name: 'Pole', corners: [{ lat: 89.95, lng: 0 }, { lat: 89.95, lng: 0.01 }, { lat: 89.949, lng: 0.01 }, { lat: 89.949, lng: 0 }] });
+      expect(byCorners.status, byCorners.text).toBe(422);
+      expect(byCorners.body.errors[0].field).toBe('corners');
+    });
+
     it('names the field: unclosed and self-intersecting polygon rings', async () => {
       const base = { name: 'G', building_id: venue.building.id, floor_id: venue.floors[0].id, type: 'POLYGON' };
       const unclosed = await admin.post('/api/v1/geofences', { ...base, cartesians: [[0, 0], [10, 0], [10, 10], [0, 10]] });
