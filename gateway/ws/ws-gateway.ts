@@ -5,6 +5,7 @@ import type { PositionRecord } from '../../shared/positions/position-record.js';
 import { can, confinedUserId } from '../auth/permissions.js';
 import type { Principal } from '../auth/principal.js';
 import type { RouteDefinition } from '../http/route.js';
+import { mayHoldRefusedText, refuseTextPostgresRefuses } from '../http/pg-text.js';
 import { statusLine } from '../http/status-text.js';
 import type { Logger } from '../../shared/logger.js';
 import type { Storage } from '../../shared/storage/index.js';
@@ -218,8 +219,16 @@ export class WebSocketGateway {
     let id: MessageId | undefined;
     try {
       let raw: unknown;
+      // Only an escape can put a string PostgreSQL refuses (NUL, a lone surrogate) in JSON text; msgpack is walked.
+      let mayHoldRefusedStrings = isBinary;
       try {
-        raw = decode(data, isBinary); // decoded now: uWS reuses `data` after this callback
+        // Decoded now: uWS reuses `data` after this callback.
+        if (isBinary) raw = decode(data, true);
+        else {
+          const text = Buffer.from(data).toString('utf8');
+          mayHoldRefusedStrings = mayHoldRefusedText(text);
+          raw = JSON.parse(text);
+        }
       } catch {
         throw new AppError(ErrorCode.InvalidJson, isBinary ? 'The frame is not valid msgpack' : 'The frame is not valid JSON');
       }
@@ -232,6 +241,8 @@ export class WebSocketGateway {
       const parsed = clientMessage.safeParse(raw);
       if (!parsed.success) throw new AppError(ErrorCode.BadRequest, 'Unknown or malformed operation: auth, subscribe, unsubscribe, upload, ping');
       const message = parsed.data;
+      // As on HTTP: strings PostgreSQL cannot store never get as far as a query (a topic, a device id).
+      if (mayHoldRefusedStrings) refuseTextPostgresRefuses(message, undefined);
       if (message.op === 'ping') return connection.message({ op: 'pong', id });
       if (connection.inFlight >= this.options.maxInFlight) {
         throw new AppError(ErrorCode.RateLimited, `At most ${this.options.maxInFlight} operations may be in flight on one socket: wait for their replies`);

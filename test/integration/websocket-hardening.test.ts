@@ -5,6 +5,7 @@ import type { TestClient } from '../support/http-client.js';
 import { ADMIN_EMAIL, ADMIN_PASSWORD, adminClient, createUser, login } from '../support/identity.js';
 import { driverLabel } from '../support/test-environment.js';
 import { startTestGateway, type RunningGateway } from '../support/test-gateway.js';
+import { encode } from '../../gateway/ws/ws-codec.js';
 import { TestSocket } from '../support/ws-client.js';
 
 const MAX_MESSAGE_BYTES = 256 * 1024;
@@ -83,6 +84,18 @@ describe(`WebSocket hardening (${driverLabel})`, () => {
     socket.send({ op: 'ping', id: 42 });
     await socket.next((frame) => frame.id === 'x'.repeat(128));
     expect(await socket.next((frame) => frame.id === 42)).toMatchObject({ op: 'pong' });
+  });
+
+  it('refuses strings PostgreSQL cannot store (NUL, lone surrogates) with a 422 error frame, in JSON and msgpack alike', async () => {
+    // Found by the fuzz suite: a topic with a NUL reached a query, and embedded PostgreSQL answered "outage".
+    const socket = await authenticated();
+    socket.ws.send('{"op":"subscribe","topics":["devices/a\\u0000b"],"id":"nul"}');
+    expect(await socket.next((frame) => frame.id === 'nul')).toMatchObject({ op: 'error', status: 422, code: 'validation_failed' });
+    socket.ws.send('{"op":"upload","poses":[{"device_id":"\\ud800","timestamp":1}],"id":"surrogate"}');
+    expect(await socket.next((frame) => frame.id === 'surrogate')).toMatchObject({ op: 'error', status: 422 });
+    socket.ws.send(encode('msgpack', { op: 'subscribe', topics: ['devices/a\u0000b'], id: 'nul-msgpack' }) as Buffer);
+    expect(await socket.next((frame) => frame.id === 'nul-msgpack')).toMatchObject({ op: 'error', status: 422 });
+    expect(await socket.request({ op: 'ping' })).toMatchObject({ op: 'pong' });
   });
 
   it('closes a socket sending a message over WS_MAX_MESSAGE_BYTES with 1009 "message too big"', async () => {
