@@ -232,7 +232,11 @@ describe(`organizations, users, groups, devices (${driverLabel})`, () => {
         export: venue.building.id,
       };
       const bodies: Record<string, unknown> = { 'PUT /api/v1/buildings/:building_id/paths': { nodes: [], links: [] }, 'PATCH /api/v1/alarms/:id': { state: 'CLOSED' } };
-      const queries: Record<string, string> = { 'GET /api/v1/real_time/export/:building_id': '?date=2026-01-01T00:00:00.000%2B00:00' };
+      const queries: Record<string, string> = {
+        'GET /api/v1/real_time/export/:building_id': '?date=2026-01-01T00:00:00.000%2B00:00',
+        'GET /api/v1/buildings/:building_id/route': `?from_floor_id=${floor}&from_x=1&from_y=1&to_floor_id=${floor}&to_x=2&to_y=2`,
+        'GET /api/v1/buildings/:building_id/nearest_devices': `?floor_id=${floor}&x=1&y=1`,
+      };
       const secrets = [member.user.id, group.id, device.id, keyId, imageId, firstOrganization, geofence.id, 'Secret venue', 'Secret POI', 'Secret event', 'Secret zone', 'Secret category', 'Secret beacon', alarm.id];
 
       const { client: intruder } = await createOrganization(admin);
