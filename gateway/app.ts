@@ -72,8 +72,8 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
   const authenticator = new RequestAuthenticator(tokens, storage, bus, credentials);
   await authenticator.start();
   const cartography = new CartographyService(bus);
-  const registry = new BuildingRegistry(storage, bus, logger);
-  const devices = new DeviceDirectory(storage, bus);
+  const registry = new BuildingRegistry(storage, bus, logger, { ttlMs: config.CACHE_TTL_SECONDS * 1000 });
+  const devices = new DeviceDirectory(storage, bus, { ttlMs: config.CACHE_TTL_SECONDS * 1000 });
   const positionStore = new PositionStore(storage, logger);
   // PGlite has one connection; a server takes a second commit while one is under way.
   const writer = new PositionWriter(positionStore, undefined, storage.kind === 'embedded' ? 1 : 2);

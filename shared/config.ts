@@ -60,6 +60,12 @@ export const configSchema = z.object({
   WS_MAX_BUFFER_BYTES: z.coerce.number().int().min(4096).default(8 * 1024 * 1024),
   /** Seconds SIGTERM waits for in-flight requests before closing anyway. */
   SHUTDOWN_GRACE_SECONDS: z.coerce.number().int().min(0).default(10),
+  /** Longest a gateway serves cached cartography and device owners before re-reading them, should a bus message be lost. */
+  CACHE_TTL_SECONDS: z.coerce.number().int().min(1).default(60),
+  /** Widest report window (to_date - from_date) in days; wider requests get 422. */
+  REPORTS_MAX_WINDOW_DAYS: z.coerce.number().int().min(1).default(31),
+  /** How long a job-backed request waits for Redis to take its job before answering 503 (Redis down). */
+  JOBS_ENQUEUE_TIMEOUT_MS: z.coerce.number().int().min(100).default(5000),
 });
 
 export type Config = z.output<typeof configSchema>;

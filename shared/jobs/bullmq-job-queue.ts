@@ -21,6 +21,8 @@ export class BullmqJobQueue implements JobQueue {
   private readonly queue: Queue;
   private readonly events: QueueEvents;
   private readonly redis: Redis;
+  /** BullMQ leaves a connection it was handed open on close; we close it. */
+  private readonly eventsRedis: Redis;
   private readonly ready: Promise<unknown>;
 
   constructor(
@@ -31,7 +33,8 @@ export class BullmqJobQueue implements JobQueue {
     const prefix = bullPrefix(redisPrefix);
     this.redis = bullConnection(url, 'floorcast-jobs-producer');
     this.queue = new Queue(JOBS_QUEUE_NAME, { connection: this.redis, prefix });
-    this.events = new QueueEvents(JOBS_QUEUE_NAME, { connection: bullConnection(url, 'floorcast-jobs-events'), prefix });
+    this.eventsRedis = bullConnection(url, 'floorcast-jobs-events');
+    this.events = new QueueEvents(JOBS_QUEUE_NAME, { connection: this.eventsRedis, prefix });
     const onError = (error: Error) => this.logger?.warn({ err: error }, 'bullmq connection error');
     this.queue.on('error', onError);
     this.events.on('error', onError);
@@ -78,6 +81,6 @@ export class BullmqJobQueue implements JobQueue {
 
   async close(): Promise<void> {
     await Promise.allSettled([this.events.close(), this.queue.close()]);
-    await this.redis.quit().catch(() => undefined);
+    await Promise.allSettled([this.redis.quit(), this.eventsRedis.quit()]);
   }
 }

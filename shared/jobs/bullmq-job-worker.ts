@@ -1,4 +1,5 @@
 import { UnrecoverableError, Worker } from 'bullmq';
+import type { Redis } from 'ioredis';
 import { AppError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { JOBS_QUEUE_NAME, bullConnection, bullPrefix } from './bullmq-job-queue.js';
@@ -10,8 +11,12 @@ import { encodeJobError, type ProcessorContext, type ProcessorRegistry } from '.
  */
 export class BullmqJobWorker {
   private readonly worker: Worker;
+  /** BullMQ leaves a connection it was handed open on close; we close it. */
+  private readonly redis: Redis;
 
   constructor(url: string, redisPrefix: string, processors: ProcessorRegistry, context: ProcessorContext, concurrency: number, logger: Logger) {
+    this.redis = bullConnection(url, 'floorcast-jobs-worker');
+    this.redis.on('error', (error) => logger.warn({ err: error }, 'bullmq worker connection error'));
     this.worker = new Worker(
       JOBS_QUEUE_NAME,
       async (job) => {
@@ -25,7 +30,7 @@ export class BullmqJobWorker {
           throw new UnrecoverableError(encodeJobError(error));
         }
       },
-      { connection: bullConnection(url, 'floorcast-jobs-worker'), prefix: bullPrefix(redisPrefix), concurrency },
+      { connection: this.redis, prefix: bullPrefix(redisPrefix), concurrency },
     );
     this.worker.on('error', (error) => logger.warn({ err: error }, 'bullmq worker error'));
   }
@@ -37,5 +42,6 @@ export class BullmqJobWorker {
   /** Finishes the jobs in hand, takes no new ones. */
   async close(): Promise<void> {
     await this.worker.close();
+    await this.redis.quit().catch(() => undefined);
   }
 }
