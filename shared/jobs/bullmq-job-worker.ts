@@ -3,7 +3,7 @@ import type { Redis } from 'ioredis';
 import { AppError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { JOBS_QUEUE_NAME, bullConnection, bullPrefix } from './bullmq-job-queue.js';
-import { encodeJobError, type ProcessorContext, type ProcessorRegistry } from './job-queue.js';
+import { encodeJobError, jobTimeoutError, limitsUntil, type ProcessorContext, type ProcessorRegistry } from './job-queue.js';
 
 /**
  * Consumer side of BullMQ, run by `npm run workers` (workers/main.ts). A processor's AppError (bad
@@ -22,12 +22,19 @@ export class BullmqJobWorker {
       async (job) => {
         const processor = processors[job.name];
         if (!processor) throw new UnrecoverableError(`no processor named ${job.name}`);
+        // Jobs queued before deadlines existed have none: they get the whole of no time limit, as before.
+        const deadline = typeof job.data.deadline === 'number' ? job.data.deadline : Number.POSITIVE_INFINITY;
+        // Nobody waits for it any more (it sat in the queue past its caller's timeout): do not run it.
+        if (Date.now() >= deadline) throw new UnrecoverableError(encodeJobError(jobTimeoutError(0)));
+        const bounds = limitsUntil(Number.isFinite(deadline) ? deadline : Date.now() + 2 ** 31 - 1);
         try {
-          const result = await processor(job.data.data, context);
+          const result = await processor(job.data.data, context, bounds.limits);
           return result === undefined ? null : result;
         } catch (error) {
           if (!(error instanceof AppError)) logger.error({ err: error, job: job.name }, 'job failed');
           throw new UnrecoverableError(encodeJobError(error));
+        } finally {
+          bounds.dispose();
         }
       },
       { connection: this.redis, prefix: bullPrefix(redisPrefix), concurrency },
