@@ -16,7 +16,7 @@ const organizationOf = async (running: RunningGateway, buildingId: number) =>
  * directory) must not stay stale when a message is lost: a change made while Redis is down (here written
  * straight to the database, as another gateway would have, its announcement lost) shows once Redis is back.
  */
-describe(`caches across a Redis restart (${driverLabel.split(' + ')[0]} + private redis)`, () => {
+describe(`Redis outage: caches and reports (${driverLabel.split(' + ')[0]} + private redis)`, () => {
   let redis: PrivateRedis;
   let running: RunningGateway;
   let admin: TestClient;
@@ -53,6 +53,22 @@ describe(`caches across a Redis restart (${driverLabel.split(' + ')[0]} + privat
 
     await expect.poll(names, { timeout: 15_000 }).toEqual(['After']);
     await expect.poll(async () => (await devices.resolve(organizationId, ['tag-cache'])).get('tag-cache')?.userId, { timeout: 15_000 }).toBe(owner!.id);
+  });
+
+  it('answers a report 503 with Retry-After while Redis is down, instead of hanging, and serves it again after', async () => {
+    const query = `/api/v1/reports/visitors.json?from_date=2026-01-01T00:00:00Z&to_date=2026-01-02T00:00:00Z&building_id=${venue.building.id}`;
+    // Redis came back in the previous test: the job queue's connections may still be on their way back.
+    await expect.poll(async () => (await admin.get(query)).status, { timeout: 15_000, interval: 200 }).toBe(200);
+    await redis.stop();
+    try {
+      const down = await admin.get(query);
+      expect(down.status, down.text).toBe(503);
+      expect(down.body.code).toBe('unavailable');
+      expect(down.headers.get('retry-after')).toMatch(/^\d+$/);
+    } finally {
+      await redis.start();
+    }
+    await expect.poll(async () => (await admin.get(query)).status, { timeout: 15_000, interval: 200 }).toBe(200);
   });
 });
 
