@@ -1,5 +1,6 @@
 import { ValidationError } from '../errors.js';
 import { decodeGeohashCenter, encodeGeohash } from '../geo/geohash.js';
+import { LruCache } from '../lru-cache.js';
 import { pgArray } from '../storage/pg-array.js';
 import type { Storage } from '../storage/storage.js';
 import { FenceGrid, fenceShapes } from './fence-grid.js';
@@ -29,8 +30,11 @@ export function formatInstant(value: Date | string, timeZone: string): string {
   return localFormat(timeZone).format(date);
 }
 
-/** One formatter per time zone: building an Intl.DateTimeFormat costs far more than formatting with it. */
-const localFormats = new Map<string, Intl.DateTimeFormat>();
+/**
+ * One formatter per time zone: building an Intl.DateTimeFormat costs far more than formatting with it. Bounded:
+ * zone names are accepted in any letter case, so a client could otherwise add entries without end.
+ */
+const localFormats = new LruCache<string, Intl.DateTimeFormat>({ maxEntries: 1000 });
 function localFormat(timeZone: string): Intl.DateTimeFormat {
   let format = localFormats.get(timeZone);
   if (!format) {
