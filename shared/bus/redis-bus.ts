@@ -100,7 +100,9 @@ export class RedisBus implements Bus {
     return this.resyncListeners.add(listener);
   }
 
+  /** Refuses at once while the connection is lost (a PING would otherwise wait for Redis in the offline queue). */
   async ping(): Promise<void> {
+    if (['reconnecting', 'close', 'end'].includes(this.publisher.status)) throw new Error(`redis is unreachable (${this.publisher.status})`);
     await this.publisher.ping();
   }
 

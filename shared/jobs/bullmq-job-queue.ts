@@ -128,7 +128,9 @@ export class BullmqJobQueue implements JobQueue {
     }
   }
 
+  /** Refuses at once while the connection is lost (a PING would otherwise wait in the offline queue for Redis). */
   async ping(): Promise<void> {
+    if (LOST.has(this.redis.status)) throw new Error(`redis is unreachable (${this.redis.status})`);
     await this.redis.ping();
   }
 

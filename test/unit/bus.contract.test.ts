@@ -163,6 +163,7 @@ describe('Redis bus across a Redis restart', () => {
       const resynced = new Promise<void>((resolve) => b.onResync(resolve));
       await b.ping();
       await redis.stop();
+      await expect.poll(() => b.ping().then(() => 'up', () => 'down')).toBe('down'); // at once, not after Redis returns
       await redis.start();
       await resynced;
       // The signal comes after the subscription is restored: what is published now arrives.

@@ -173,6 +173,7 @@ describe('BullMQ job queue with Redis down', () => {
       await expect(queue.run({ name: 'add', organizationId: 'org-a', data: { a: 1, b: 1 } }, 10_000)).resolves.toEqual({ sum: 2 });
       await redis.stop();
       unavailable(await queue.run({ name: 'add', organizationId: 'org-a', data: { a: 1, b: 2 } }, 10_000).catch((e: unknown) => e));
+      await expect(queue.ping()).rejects.toThrow(/unreachable/); // /readyz answers at once too
       await redis.start();
       await expect.poll(() => queue.run({ name: 'add', organizationId: 'org-a', data: { a: 2, b: 2 } }, 10_000).catch(() => 'not yet'), { timeout: 15_000, interval: 200 }).toEqual({ sum: 4 });
     } finally {
