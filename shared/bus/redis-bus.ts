@@ -110,6 +110,9 @@ export class RedisBus implements Bus {
     this.closing = true;
     this.subscriptions.clear();
     this.resyncListeners.clear();
-    await Promise.allSettled([this.subscriber.quit(), this.publisher.quit()]);
+    // Bounded: QUIT waits in the offline queue while Redis is away; then the connections are just dropped.
+    await Promise.race([Promise.allSettled([this.subscriber.quit(), this.publisher.quit()]), new Promise((resolve) => setTimeout(resolve, 2000).unref())]);
+    this.subscriber.disconnect();
+    this.publisher.disconnect();
   }
 }

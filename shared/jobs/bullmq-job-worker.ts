@@ -13,6 +13,9 @@ export class BullmqJobWorker {
   private readonly worker: Worker;
   /** BullMQ leaves a connection it was handed open on close; we close it. */
   private readonly redis: Redis;
+  /** Jobs being processed here, and who waits for them to be done (close). */
+  private active = 0;
+  private idle: (() => void)[] = [];
 
   constructor(url: string, redisPrefix: string, processors: ProcessorRegistry, context: ProcessorContext, concurrency: number, logger: Logger) {
     this.redis = bullConnection(url, 'floorcast-jobs-worker');
@@ -27,6 +30,7 @@ export class BullmqJobWorker {
         // Nobody waits for it any more (it sat in the queue past its caller's timeout): do not run it.
         if (Date.now() >= deadline) throw new UnrecoverableError(encodeJobError(jobTimeoutError(0)));
         const bounds = limitsUntil(Number.isFinite(deadline) ? deadline : Date.now() + 2 ** 31 - 1);
+        this.active += 1;
         try {
           const result = await processor(job.data.data, context, bounds.limits);
           return result === undefined ? null : result;
@@ -35,6 +39,7 @@ export class BullmqJobWorker {
           throw new UnrecoverableError(encodeJobError(error));
         } finally {
           bounds.dispose();
+          if (--this.active === 0) for (const resolve of this.idle.splice(0)) resolve();
         }
       },
       { connection: this.redis, prefix: bullPrefix(redisPrefix), concurrency },
@@ -46,9 +51,17 @@ export class BullmqJobWorker {
     return this.worker.waitUntilReady();
   }
 
-  /** Finishes the jobs in hand, takes no new ones. */
+  /**
+   * Finishes the jobs in hand, takes no new ones. BullMQ's close may wait for a Redis that went away (or came
+   * back under its blocking connection): after the jobs in hand (bounded by their deadlines) and a short grace,
+   * the connection is dropped.
+   */
   async close(): Promise<void> {
-    await this.worker.close();
-    await this.redis.quit().catch(() => undefined);
+    const graceful = this.worker.close().then(() => this.redis.quit()).catch(() => undefined);
+    const jobsDone = this.active === 0 ? Promise.resolve() : new Promise<void>((resolve) => this.idle.push(resolve));
+    // BullMQ's close can wait for ever on a blocking connection that lived through a Redis restart.
+    const drained = jobsDone.then(() => new Promise((resolve) => setTimeout(resolve, 2000).unref()));
+    await Promise.race([graceful, drained]);
+    this.redis.disconnect();
   }
 }

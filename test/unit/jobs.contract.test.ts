@@ -2,6 +2,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { AppError, ErrorCode, ValidationError } from '../../shared/errors.js';
 import { BullmqJobQueue } from '../../shared/jobs/bullmq-job-queue.js';
 import { BullmqJobWorker } from '../../shared/jobs/bullmq-job-worker.js';
+import { RedisBus } from '../../shared/bus/redis-bus.js';
 import type { JobQueue, ProcessorRegistry } from '../../shared/jobs/index.js';
 import { LocalJobQueue } from '../../shared/jobs/local-job-queue.js';
 import { createLogger } from '../../shared/logger.js';
@@ -179,6 +180,22 @@ describe('BullMQ job queue with Redis down', () => {
     } finally {
       await worker.close();
       await queue.close();
+      await redis.stop();
+    }
+  });
+
+  it('a worker, a queue and a bus close after Redis restarted under them (BullMQ alone would wait for ever)', async () => {
+    const redis = await PrivateRedis.start();
+    const worker = new BullmqJobWorker(redis.url, 'fctest:jobs-restart', processors, context, 1, logger);
+    const queue = new BullmqJobQueue(redis.url, 'fctest:jobs-restart', logger);
+    const bus = new RedisBus(redis.url, 'fctest:jobs-restart', logger);
+    try {
+      await worker.waitUntilReady();
+      await bus.ping();
+      await redis.stop();
+      await redis.start();
+      await Promise.all([worker.close(), queue.close(), bus.close()]);
+    } finally {
       await redis.stop();
     }
   });
