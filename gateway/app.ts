@@ -82,8 +82,8 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
   const rateLimits = new RateLimits(limiters, config, logger);
   await authenticator.start();
   const cartography = new CartographyService(bus);
-  const registry = new BuildingRegistry(storage, bus, logger);
-  const devices = new DeviceDirectory(storage, bus);
+  const registry = new BuildingRegistry(storage, bus, logger, { ttlMs: config.CACHE_TTL_SECONDS * 1000 });
+  const devices = new DeviceDirectory(storage, bus, { ttlMs: config.CACHE_TTL_SECONDS * 1000 });
   const positionStore = new PositionStore(storage, logger, { maxAgeMs: config.POSITIONS_MAX_AGE_SECONDS * 1000 });
   await positionStore.startMaintenance(); // today's partition and the next days', then hourly
   // PGlite has one connection; a server takes a second commit while one is under way.

@@ -100,6 +100,12 @@ export const configSchema = z.object({
   WS_MAX_UNAUTHENTICATED_PER_ADDRESS: z.coerce.number().int().min(1).default(32),
   /** Oldest fix an upload may carry, in seconds before now (apps upload what they buffered offline); older ones get 422. */
   POSITIONS_MAX_AGE_SECONDS: z.coerce.number().int().min(60).default(7 * 24 * 3600),
+  /** Longest a gateway serves cached cartography and device owners before re-reading them, should a bus message be lost. */
+  CACHE_TTL_SECONDS: z.coerce.number().int().min(1).default(60),
+  /** Widest report window (to_date - from_date) in days; wider requests get 422. */
+  REPORTS_MAX_WINDOW_DAYS: z.coerce.number().int().min(1).default(31),
+  /** How long a job-backed request waits for Redis to take its job before answering 503 (Redis down). */
+  JOBS_ENQUEUE_TIMEOUT_MS: z.coerce.number().int().min(100).default(5000),
 });
 
 export type Config = z.output<typeof configSchema>;

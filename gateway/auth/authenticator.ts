@@ -80,6 +80,11 @@ export class RequestAuthenticator {
 
   async start(): Promise<void> {
     await this.bus.subscribe(AUTH_INVALIDATION_CHANNEL, (payload) => this.forget(payload as AuthInvalidation));
+    // A revocation announced while this node's bus was disconnected is lost: start from the database again.
+    this.bus.onResync(() => {
+      this.users.clear();
+      this.apiKeys.clear();
+    });
   }
 
   /** Announces a change to every gateway (this one included). */

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { csvChunks } from '../../shared/csv/csv.js';
-import { REPORT_NAMES, reportParamSchemas, type ReportJob, type ReportName, type ReportResult } from '../../shared/reports/report-params.js';
+import { ValidationError } from '../../shared/errors.js';
+import { REPORT_NAMES, reportParamSchemas, windowProblems, type ReportJob, type ReportName, type ReportResult } from '../../shared/reports/report-params.js';
 import { defineRoute, type RouteDefinition } from '../http/route.js';
 import type { GatewayServices } from '../services.js';
 
@@ -23,7 +24,8 @@ const resultSchema = z.object({
 /**
  * Spec 4.4: `GET /api/v1/reports/<name>.json|csv`. The parameters are checked here (422 at once); the report
  * itself runs as a job (BullMQ workers with Redis, the in-process runner otherwise) and the request waits
- * for it, up to JOB_TIMEOUT_MS.
+ * for it, up to JOB_TIMEOUT_MS; the job's statements are cancelled in the database then. With Redis down the
+ * request answers 503 at once (or after JOBS_ENQUEUE_TIMEOUT_MS).
  */
 export function reportRoutes(services: GatewayServices): RouteDefinition[] {
   return REPORT_NAMES.flatMap((name) =>
@@ -38,7 +40,10 @@ export function reportRoutes(services: GatewayServices): RouteDefinition[] {
         query: reportParamSchemas[name] as z.ZodType,
         response: format === 'json' ? resultSchema : undefined,
         rawResponseDoc: format === 'csv' ? { contentType: 'text/csv', description: 'RFC 4180 CSV; statistics in the X-Db-Statistics header' } : undefined,
-        handler: async ({ principal, rawQuery }) => {
+        handler: async ({ principal, query, rawQuery }) => {
+          // Checked here, before any job: the window bounds the report's work (422 beyond REPORTS_MAX_WINDOW_DAYS).
+          const problems = windowProblems(query as { from_date: string; to_date: string }, services.config.REPORTS_MAX_WINDOW_DAYS);
+          if (problems.length > 0) throw new ValidationError(problems);
           const job: ReportJob = {
             report: name,
             // The raw query, not the parsed one: the worker validates it again with the same schema.

@@ -50,7 +50,8 @@ const round2 = (value: number) => Math.round(value * 100) / 100;
 /**
  * Routes on a building's navigation graph, and devices ranked by route distance. Each building's graph is
  * built once from its stored paths and floors, shared by every request, and dropped when the bus announces a
- * change to the building's paths, floors or placement (the same announcement that rebuilds its geofence index).
+ * change to the building's paths, floors or placement (the same announcement that rebuilds its geofence index),
+ * when the bus may have missed such an announcement, and at the latest after GRAPH_TTL_MS.
  */
 export class RoutingService {
   private readonly graphs = new Map<number, Promise<BuildingGraph>>();
@@ -68,6 +69,8 @@ export class RoutingService {
       const change = payload as CartographyChange;
       if (change.kind === 'paths' || change.kind === 'floor' || change.kind === 'building') this.graphs.delete(change.buildingId);
     });
+    // A change announced while this node's bus was disconnected is lost: every graph is rebuilt on next use.
+    this.bus.onResync(() => this.graphs.clear());
   }
 
   get cachedGraphs(): number {

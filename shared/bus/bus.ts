@@ -4,6 +4,8 @@
  * (alarms) is stored first and replayed from storage, never from the bus.
  */
 export type BusHandler = (payload: unknown, channel: string) => void;
+/** Called when this node may have missed messages; see `Bus.onResync`. */
+export type ResyncListener = () => void;
 
 export interface Bus {
   /** Identifies this process in every envelope so it can drop its own echoes. */
@@ -13,6 +15,12 @@ export interface Bus {
   publish(channel: string, payload: unknown): Promise<void>;
   /** Returns the function that removes this subscription. */
   subscribe(channel: string, handler: BusHandler): Promise<() => Promise<void>>;
+  /**
+   * Registers a listener called whenever this node may have missed messages (the Redis connection dropped and
+   * is back, subscriptions restored): every cache kept fresh by bus messages must then be dropped, since the
+   * message that would have invalidated it may be gone. Returns the function that removes the listener.
+   */
+  onResync(listener: ResyncListener): () => void;
   /** Resolves when the bus can carry messages; rejects otherwise (used by /readyz). */
   ping(): Promise<void>;
   close(): Promise<void>;
@@ -56,5 +64,32 @@ export class LocalSubscriptions {
 
   clear(): void {
     this.handlers.clear();
+  }
+}
+
+/** Resync listeners of one node; a listener throwing does not keep the others from running. */
+export class ResyncListeners {
+  private readonly listeners = new Set<ResyncListener>();
+  /** Times the listeners were called, for tests and metrics. */
+  resyncs = 0;
+
+  add(listener: ResyncListener): () => void {
+    this.listeners.add(listener);
+    return () => void this.listeners.delete(listener);
+  }
+
+  fire(onError: (error: unknown) => void): void {
+    this.resyncs += 1;
+    for (const listener of [...this.listeners]) {
+      try {
+        listener();
+      } catch (error) {
+        onError(error);
+      }
+    }
+  }
+
+  clear(): void {
+    this.listeners.clear();
   }
 }

@@ -1,12 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import type { Logger } from '../logger.js';
-import { LocalSubscriptions, type Bus, type BusHandler } from './bus.js';
+import { LocalSubscriptions, ResyncListeners, type Bus, type BusHandler, type ResyncListener } from './bus.js';
 
-/** In-process bus for a single gateway (no Redis configured). */
+/** In-process bus for a single gateway (no Redis configured). Nothing can be lost in process, so it never resyncs. */
 export class LocalBus implements Bus {
   readonly nodeId = randomUUID();
   readonly kind = 'local' as const;
   private readonly subscriptions = new LocalSubscriptions();
+  private readonly resyncListeners = new ResyncListeners();
   private closed = false;
 
   constructor(private readonly logger?: Logger) {}
@@ -21,6 +22,10 @@ export class LocalBus implements Bus {
     return async () => void this.subscriptions.remove(channel, handler);
   }
 
+  onResync(listener: ResyncListener): () => void {
+    return this.resyncListeners.add(listener);
+  }
+
   async ping(): Promise<void> {
     if (this.closed) throw new Error('bus is closed');
   }
@@ -28,5 +33,6 @@ export class LocalBus implements Bus {
   async close(): Promise<void> {
     this.closed = true;
     this.subscriptions.clear();
+    this.resyncListeners.clear();
   }
 }

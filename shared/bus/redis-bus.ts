@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { Packr } from 'msgpackr';
 import type { Logger } from '../logger.js';
-import { LocalSubscriptions, type Bus, type BusHandler } from './bus.js';
+import { LocalSubscriptions, ResyncListeners, type Bus, type BusHandler, type ResyncListener } from './bus.js';
 
 /**
  * What travels on a Redis channel: the sender's node id (a UUID, 36 ASCII bytes), so every node drops its own
@@ -26,6 +26,9 @@ export class RedisBus implements Bus {
   private readonly subscriptions = new LocalSubscriptions();
   private readonly channelPrefix: string;
   private readonly nodeIdBytes: Buffer;
+  private readonly resyncListeners = new ResyncListeners();
+  private subscriberWasReady = false;
+  private closing = false;
 
   constructor(url: string, prefix: string, private readonly logger?: Logger) {
     this.channelPrefix = `${prefix}:bus:`;
@@ -39,6 +42,29 @@ export class RedisBus implements Bus {
       connection.on('error', (error) => this.logger?.warn({ err: error }, 'redis bus connection error'));
     }
     this.subscriber.on('messageBuffer', (rawChannel: Buffer, message: Buffer) => this.onMessage(rawChannel, message));
+    this.subscriber.on('ready', () => this.onSubscriberReady());
+  }
+
+  /**
+   * 'ready' after the first one means the subscriber reconnected: whatever was published while it was away is
+   * lost. ioredis re-sends SUBSCRIBE for every channel on reconnection; a PING queued behind them answers once
+   * Redis has processed them, so a cache reloaded after the signal cannot miss a later change.
+   */
+  private onSubscriberReady(): void {
+    if (!this.subscriberWasReady) {
+      this.subscriberWasReady = true;
+      return;
+    }
+    this.logger?.warn('redis bus reconnected: dropping caches kept by bus messages');
+    const fire = () => {
+      if (!this.closing) this.resyncListeners.fire((error) => this.logger?.error({ err: error }, 'bus resync listener failed'));
+    };
+    this.subscriber.ping().then(fire, fire);
+  }
+
+  /** How many times this node resynced since it started (visible to metrics). */
+  get resyncs(): number {
+    return this.resyncListeners.resyncs;
   }
 
   private onMessage(rawChannel: Buffer, message: Buffer): void {
@@ -70,12 +96,23 @@ export class RedisBus implements Bus {
     };
   }
 
+  onResync(listener: ResyncListener): () => void {
+    return this.resyncListeners.add(listener);
+  }
+
+  /** Refuses at once while the connection is lost (a PING would otherwise wait for Redis in the offline queue). */
   async ping(): Promise<void> {
+    if (['reconnecting', 'close', 'end'].includes(this.publisher.status)) throw new Error(`redis is unreachable (${this.publisher.status})`);
     await this.publisher.ping();
   }
 
   async close(): Promise<void> {
+    this.closing = true;
     this.subscriptions.clear();
-    await Promise.allSettled([this.subscriber.quit(), this.publisher.quit()]);
+    this.resyncListeners.clear();
+    // Bounded: QUIT waits in the offline queue while Redis is away; then the connections are just dropped.
+    await Promise.race([Promise.allSettled([this.subscriber.quit(), this.publisher.quit()]), new Promise((resolve) => setTimeout(resolve, 2000).unref())]);
+    this.subscriber.disconnect();
+    this.publisher.disconnect();
   }
 }

@@ -96,27 +96,138 @@ export function validateRing(points: readonly Point[]): RingProblem[] {
   }
   if (n < 3) return problems;
 
-  let reported = 0;
-  for (let i = 0; i < n && reported < MAX_REPORTED_INTERSECTIONS; i++) {
-    const a = vertices[i];
-    const b = vertices[(i + 1) % n];
-    for (let j = i + 1; j < n && reported < MAX_REPORTED_INTERSECTIONS; j++) {
-      const c = vertices[j];
-      const d = vertices[(j + 1) % n];
-      // Adjacent edges share a vertex by construction. A spike folding back between them always also makes a
-      // non-adjacent edge touch the spike, except in a 3-vertex collinear ring, which zero_area reports.
-      if (j === i + 1 || (i === 0 && j === n - 1)) continue;
-      if (segmentsIntersect(a, b, c, d)) {
-        problems.push({
-          code: 'self_intersection',
-          message: `edges starting at points ${origin[i]} and ${origin[j]} intersect`,
-          index: origin[i],
-        });
-        reported++;
-      }
-    }
+  const found = findSelfIntersection(vertices);
+  if (!found) return problems;
+  // Which edges to name: on a small ring every crossing pair, as a person fixing it wants them (at most a few
+  // thousand pair tests); on a large one, the pair found, so validation stays O(n log n) on the event loop.
+  const pairs = n <= ENUMERATE_PAIRS_UP_TO ? intersectingPairs(vertices, MAX_REPORTED_INTERSECTIONS) : [found];
+  for (const [i, j] of pairs) {
+    problems.push({ code: 'self_intersection', message: `edges starting at points ${origin[i]} and ${origin[j]} intersect`, index: origin[i] });
   }
   return problems;
+}
+
+/** Rings up to this many vertices get every intersecting pair named (the O(n²) enumeration costs ~1 ms there). */
+const ENUMERATE_PAIRS_UP_TO = 256;
+
+const adjacentEdges = (i: number, j: number, n: number) => Math.abs(i - j) === 1 || Math.abs(i - j) === n - 1;
+
+/** The reference: every non-adjacent pair of edges, in order, tested directly. O(n²): small rings only (and tests). */
+export function intersectingPairs(vertices: readonly Point[], limit = Number.POSITIVE_INFINITY): [number, number][] {
+  const n = vertices.length;
+  const pairs: [number, number][] = [];
+  for (let i = 0; i < n && pairs.length < limit; i++) {
+    const a = vertices[i];
+    const b = vertices[(i + 1) % n];
+    for (let j = i + 1; j < n && pairs.length < limit; j++) {
+      // Adjacent edges share a vertex by construction. A spike folding back between them always also makes a
+      // non-adjacent edge touch the spike, except in a 3-vertex collinear ring, which zero_area reports.
+      if (adjacentEdges(i, j, n)) continue;
+      if (segmentsIntersect(a, b, vertices[j], vertices[(j + 1) % n])) pairs.push([i, j]);
+    }
+  }
+  return pairs;
+}
+
+/** Lexicographic order, x then y: the sweep's order of events, and which end of an edge is its left. */
+function lexCompare(p: Point, q: Point): number {
+  return p[0] !== q[0] ? p[0] - q[0] : p[1] - q[1];
+}
+
+interface SweepEdge {
+  /** Index of the edge (the vertex it starts from). */
+  id: number;
+  left: Point;
+  right: Point;
+}
+
+/**
+ * Whether two edges that are not neighbours in the ring intersect (closed segments, as `segmentsIntersect`),
+ * and if so one such pair [i, j] with i < j; in O(n log n) (Shamos–Hoey). The ring has distinct consecutive
+ * vertices and no repeated closing point. Three degenerate cases are settled first, each in one pass: a
+ * vertex repeated further on (the ring touches itself there), and a spike folding back along the edge it came
+ * from. With those gone every vertex is a distinct point shared by exactly its two edges, and the sweep's
+ * classic argument holds: until the leftmost intersection, the edges crossing the sweep line keep one order,
+ * and the two edges meeting there are neighbours in it at some event, where they are tested.
+ */
+export function findSelfIntersection(vertices: readonly Point[]): [number, number] | undefined {
+  const n = vertices.length;
+  if (n < 4) return undefined; // a triangle's edges are all neighbours
+  const at = (i: number) => vertices[((i % n) + n) % n];
+  const ordered = Array.from({ length: n }, (_, i) => i).sort((i, j) => lexCompare(vertices[i], vertices[j]) || i - j);
+  for (let k = 1; k < n; k++) {
+    if (samePoint(vertices[ordered[k - 1]], vertices[ordered[k]])) {
+      const [i, j] = [ordered[k - 1], ordered[k]].sort((x, y) => x - y);
+      return [i, j];
+    }
+  }
+  for (let i = 0; i < n; i++) {
+    const a = at(i - 1);
+    const b = at(i);
+    const c = at(i + 1);
+    const backwards = (b[0] - a[0]) * (c[0] - b[0]) + (b[1] - a[1]) * (c[1] - b[1]) < 0;
+    if (orient(a, b, c) !== 0 || !backwards) continue;
+    // The fold ends on the edge it came from (touching the edge after it), or runs back past that edge's start.
+    const pair = withinBox(c, a, b) ? [(i - 1 + n) % n, (i + 1) % n] : [(i - 2 + 2 * n) % n, i];
+    const [p, q] = pair.sort((x, y) => x - y);
+    return [p, q];
+  }
+
+  const edges: SweepEdge[] = Array.from({ length: n }, (_, id) => {
+    const p = vertices[id];
+    const q = at(id + 1);
+    return lexCompare(p, q) < 0 ? { id, left: p, right: q } : { id, left: q, right: p };
+  });
+  /** Below (<0) or above (>0) in the sweep's order; valid for edges that overlap in x and do not cross. */
+  const compare = (s: SweepEdge, t: SweepEdge): number => {
+    if (s === t) return 0;
+    if (lexCompare(t.left, s.left) <= 0) {
+      const o = orient(t.left, t.right, s.left) || orient(t.left, t.right, s.right);
+      if (o !== 0) return o > 0 ? 1 : -1;
+    } else {
+      const o = orient(s.left, s.right, t.left) || orient(s.left, s.right, t.right);
+      if (o !== 0) return o > 0 ? -1 : 1;
+    }
+    return s.id - t.id; // collinear and overlapping: an intersection the neighbour tests report
+  };
+  const status: SweepEdge[] = [];
+  const position = (edge: SweepEdge) => {
+    let lo = 0;
+    let hi = status.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (compare(status[mid], edge) < 0) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo;
+  };
+  const test = (s: SweepEdge | undefined, t: SweepEdge | undefined): [number, number] | undefined => {
+    if (!s || !t || adjacentEdges(s.id, t.id, n)) return undefined;
+    if (!segmentsIntersect(s.left, s.right, t.left, t.right)) return undefined;
+    return s.id < t.id ? [s.id, t.id] : [t.id, s.id];
+  };
+  for (const k of ordered) {
+    const point = vertices[k];
+    const incident = [edges[(k - 1 + n) % n], edges[k]];
+    // Edges ending here leave before those starting here join: two edges meeting end to start at a vertex
+    // are neighbours in the ring, never an intersection.
+    for (const edge of incident) {
+      if (!samePoint(edge.right, point)) continue;
+      let index = position(edge);
+      if (status[index] !== edge) index = status.indexOf(edge); // cannot happen while the order holds; never corrupt it
+      status.splice(index, 1);
+      const found = test(status[index - 1], status[index]);
+      if (found) return found;
+    }
+    for (const edge of incident) {
+      if (!samePoint(edge.left, point)) continue;
+      const index = position(edge);
+      status.splice(index, 0, edge);
+      const found = test(status[index - 1], edge) ?? test(edge, status[index + 1]);
+      if (found) return found;
+    }
+  }
+  return undefined;
 }
 
 /** Shoelace area of an implicitly closed ring; positive when counter-clockwise. */

@@ -1,9 +1,11 @@
-import { Queue, QueueEvents } from 'bullmq';
+import { Queue, QueueEvents, type Job } from 'bullmq';
+import { AppError } from '../errors.js';
 import { Redis } from 'ioredis';
 import type { Logger } from '../logger.js';
-import { decodeJobError, jobTimeoutError, type JobQueue, type JobRequest } from './job-queue.js';
+import { decodeJobError, jobsUnavailableError, jobTimeoutError, type JobQueue, type JobRequest } from './job-queue.js';
 
 export const JOBS_QUEUE_NAME = 'jobs';
+const LOST = new Set(['reconnecting', 'close', 'end']);
 export const bullPrefix = (redisPrefix: string) => `${redisPrefix}:bull`;
 /** BullMQ's blocking commands must never give up, hence `maxRetriesPerRequest: null`. */
 export const bullConnection = (url: string, name: string) =>
@@ -21,20 +23,27 @@ export class BullmqJobQueue implements JobQueue {
   private readonly queue: Queue;
   private readonly events: QueueEvents;
   private readonly redis: Redis;
+  /** BullMQ leaves a connection it was handed open on close; we close it. */
+  private readonly eventsRedis: Redis;
   private readonly ready: Promise<unknown>;
 
   constructor(
     url: string,
     private readonly redisPrefix: string,
     private readonly logger?: Logger,
+    /** How long handing a job to Redis may take before the request answers 503 (Redis down or stalled). */
+    private readonly enqueueTimeoutMs = 5000,
   ) {
     const prefix = bullPrefix(redisPrefix);
     this.redis = bullConnection(url, 'floorcast-jobs-producer');
     this.queue = new Queue(JOBS_QUEUE_NAME, { connection: this.redis, prefix });
-    this.events = new QueueEvents(JOBS_QUEUE_NAME, { connection: bullConnection(url, 'floorcast-jobs-events'), prefix });
+    this.eventsRedis = bullConnection(url, 'floorcast-jobs-events');
+    this.events = new QueueEvents(JOBS_QUEUE_NAME, { connection: this.eventsRedis, prefix });
     const onError = (error: Error) => this.logger?.warn({ err: error }, 'bullmq connection error');
     this.queue.on('error', onError);
     this.events.on('error', onError);
+    this.redis.on('error', onError);
+    this.eventsRedis.on('error', onError);
     this.ready = this.events.waitUntilReady();
   }
 
@@ -42,14 +51,69 @@ export class BullmqJobQueue implements JobQueue {
     return `${this.redisPrefix}:jobs:unfinished:${organizationId}`;
   }
 
+  /**
+   * With Redis down, BullMQ's connections (`maxRetriesPerRequest: null`) would queue every command until it
+   * returns, and the request would hang: a connection that is not ready refuses at once, and handing the job
+   * over is bounded by `enqueueTimeoutMs`; both answer 503 `unavailable` with Retry-After.
+   */
   async run<T>(request: JobRequest, timeoutMs: number): Promise<T> {
+    // Lost its connection: refuse now. Still connecting (just started): wait, within the enqueue timeout.
+    if (LOST.has(this.redis.status)) throw jobsUnavailableError();
+    const deadline = Date.now() + timeoutMs;
+    let gaveUp = false;
+    const handedOver = this.enqueue(request, deadline);
+    let timer: NodeJS.Timeout | undefined;
+    const timedOut = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => {
+        gaveUp = true;
+        reject(jobsUnavailableError());
+      }, this.enqueueTimeoutMs);
+    });
+    // Late to arrive after a 503: nobody waits for it, so it goes (and the worker would skip it past its deadline).
+    handedOver.then(
+      ({ job, release }) => {
+        if (!gaveUp) return;
+        void job.remove().catch(() => undefined);
+        void release();
+      },
+      () => undefined,
+    );
+    let job: Job;
+    let release: () => Promise<void>;
+    try {
+      ({ job, release } = await Promise.race([handedOver, timedOut]));
+    } catch (error) {
+      if (error instanceof AppError) throw error;
+      this.logger?.warn({ err: error }, 'could not queue a job');
+      throw jobsUnavailableError();
+    } finally {
+      clearTimeout(timer);
+    }
+    try {
+      return (await job.waitUntilFinished(this.events, Math.max(1, deadline - Date.now()))) as T;
+    } catch (error) {
+      const message = error instanceof Error ? error.message : String(error);
+      if (/timed out/i.test(message)) {
+        await job.remove().catch(() => undefined); // still waiting: nobody will read its result
+        throw jobTimeoutError(timeoutMs);
+      }
+      throw decodeJobError(message);
+    } finally {
+      void release(); // not awaited: with Redis gone it would wait for Redis, and the answer with it
+    }
+  }
+
+  /** Adds the job; `release` undoes the organization's unfinished-jobs count once it is over. */
+  private async enqueue(request: JobRequest, deadline: number): Promise<{ job: Job; release: () => Promise<void> }> {
     await this.ready;
     const counter = this.counterKey(request.organizationId);
     const [[, unfinished]] = (await this.redis.multi().incr(counter).expire(counter, 3600).exec()) as [[null, number]];
+    const release = async () => void (await this.redis.decr(counter).catch(() => undefined));
     try {
       const job = await this.queue.add(
         request.name,
-        { organizationId: request.organizationId, data: request.data },
+        // The deadline travels with the job: the worker bounds its database work by it and skips a job past it.
+        { organizationId: request.organizationId, data: request.data, deadline },
         {
           priority: Math.min(unfinished, 2_000_000),
           attempts: 1,
@@ -57,27 +121,24 @@ export class BullmqJobQueue implements JobQueue {
           removeOnFail: { age: 3600 },
         },
       );
-      try {
-        return (await job.waitUntilFinished(this.events, timeoutMs)) as T;
-      } catch (error) {
-        const message = error instanceof Error ? error.message : String(error);
-        if (/timed out/i.test(message)) {
-          await job.remove().catch(() => undefined); // still waiting: nobody will read its result
-          throw jobTimeoutError(timeoutMs);
-        }
-        throw decodeJobError(message);
-      }
-    } finally {
-      await this.redis.decr(counter).catch(() => undefined);
+      return { job, release };
+    } catch (error) {
+      void release();
+      throw error;
     }
   }
 
+  /** Refuses at once while the connection is lost (a PING would otherwise wait in the offline queue for Redis). */
   async ping(): Promise<void> {
+    if (LOST.has(this.redis.status)) throw new Error(`redis is unreachable (${this.redis.status})`);
     await this.redis.ping();
   }
 
+  /** Bounded: with Redis down, BullMQ's own close would wait for it; the connections are then dropped. */
   async close(): Promise<void> {
-    await Promise.allSettled([this.events.close(), this.queue.close()]);
-    await this.redis.quit().catch(() => undefined);
+    const graceful = Promise.allSettled([this.events.close(), this.queue.close()]).then(() => Promise.allSettled([this.redis.quit(), this.eventsRedis.quit()]));
+    await Promise.race([graceful, new Promise((resolve) => setTimeout(resolve, 2000).unref())]);
+    this.redis.disconnect();
+    this.eventsRedis.disconnect();
   }
 }

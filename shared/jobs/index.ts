@@ -4,11 +4,11 @@ import { BullmqJobQueue } from './bullmq-job-queue.js';
 import type { JobQueue, ProcessorContext, ProcessorRegistry } from './job-queue.js';
 import { LocalJobQueue } from './local-job-queue.js';
 
-export type { JobQueue, JobRequest, Processor, ProcessorContext, ProcessorRegistry } from './job-queue.js';
+export type { JobLimits, JobQueue, JobRequest, Processor, ProcessorContext, ProcessorRegistry } from './job-queue.js';
 
 /** BullMQ when REDIS_URL is set (workers run in `npm run workers`), the in-process runner otherwise. */
 export function createJobQueue(config: Config, processors: ProcessorRegistry, context: ProcessorContext, logger?: Logger): JobQueue {
   return config.REDIS_URL
-    ? new BullmqJobQueue(config.REDIS_URL, config.REDIS_PREFIX, logger)
+    ? new BullmqJobQueue(config.REDIS_URL, config.REDIS_PREFIX, logger, config.JOBS_ENQUEUE_TIMEOUT_MS)
     : new LocalJobQueue(processors, context, config.JOB_CONCURRENCY);
 }

@@ -20,8 +20,19 @@ export interface ProcessorContext {
   logger: Logger;
 }
 
+/**
+ * The bounds of one job run: the instant its caller gives up (enqueue time + timeout, carried in the job so a
+ * worker elsewhere knows it), and a signal raised then. A processor bounds its database work with them
+ * (statement timeout, cancellation), so a job does not keep running after its 504.
+ */
+export interface JobLimits {
+  /** Epoch milliseconds. */
+  deadline: number;
+  signal: AbortSignal;
+}
+
 /** A processor gets plain JSON data and returns a JSON-serialisable result; an AppError it throws reaches the caller. */
-export type Processor = (data: any, context: ProcessorContext) => Promise<unknown>;
+export type Processor = (data: any, context: ProcessorContext, limits: JobLimits) => Promise<unknown>;
 export type ProcessorRegistry = Readonly<Record<string, Processor>>;
 
 export interface JobQueue {
@@ -34,6 +45,23 @@ export interface JobQueue {
 
 export const jobTimeoutError = (timeoutMs: number) =>
   new AppError(ErrorCode.Timeout, `The job did not finish within ${Math.round(timeoutMs / 1000)} s`);
+
+/** The job queue cannot take jobs (Redis down): answered at once, with when to try again. */
+export const jobsUnavailableError = (retryAfterSeconds = 5) =>
+  new AppError(ErrorCode.Unavailable, 'Jobs cannot be queued right now (Redis is unreachable); try again later', undefined, { 'retry-after': String(retryAfterSeconds) });
+
+/** Limits for a job that has until `deadline`; the signal fires then. */
+export function limitsUntil(deadline: number): { limits: JobLimits; abort: (reason?: unknown) => void; dispose: () => void } {
+  const controller = new AbortController();
+  const remaining = deadline - Date.now();
+  const timer = setTimeout(() => controller.abort(jobTimeoutError(remaining)), Math.max(0, remaining));
+  timer.unref?.();
+  return {
+    limits: { deadline, signal: controller.signal },
+    abort: (reason) => controller.abort(reason),
+    dispose: () => clearTimeout(timer),
+  };
+}
 
 /** Serialises a processor failure so it survives a trip through BullMQ's failedReason string. */
 const marker = 'floorcast-error:';

@@ -1,9 +1,10 @@
 import { AppError, ErrorCode } from '../errors.js';
 import type { JobQueue, JobRequest, ProcessorContext, ProcessorRegistry } from './job-queue.js';
-import { jobTimeoutError } from './job-queue.js';
+import { jobTimeoutError, type JobLimits } from './job-queue.js';
 
 interface PendingJob {
   request: JobRequest;
+  limits: JobLimits;
   resolve: (value: unknown) => void;
   reject: (error: unknown) => void;
   settled: boolean;
@@ -36,8 +37,15 @@ export class LocalJobQueue implements JobQueue {
     if (this.closed) return Promise.reject(new Error('job queue is closed'));
     if (!this.processors[request.name]) return Promise.reject(new Error(`no processor named ${request.name}`));
     return new Promise<T>((resolve, reject) => {
-      const job: PendingJob = { request, resolve: resolve as (v: unknown) => void, reject, settled: false };
-      const timer = setTimeout(() => settle(job, () => reject(jobTimeoutError(timeoutMs))), timeoutMs);
+      // The signal tells a running processor that its caller gave up, so it cancels its database work; raised
+      // after the caller's rejection, so a processor that stops at once cannot answer in its place.
+      const controller = new AbortController();
+      const job: PendingJob = { request, limits: { deadline: Date.now() + timeoutMs, signal: controller.signal }, resolve: resolve as (v: unknown) => void, reject, settled: false };
+      const timer = setTimeout(() => {
+        const error = jobTimeoutError(timeoutMs);
+        settle(job, () => reject(error));
+        controller.abort(error);
+      }, timeoutMs);
       job.resolve = (value) => settle(job, () => (clearTimeout(timer), resolve(value as T)));
       job.reject = (error) => settle(job, () => (clearTimeout(timer), reject(error)));
       // A job that data cannot survive as JSON would fail on BullMQ; fail it here too, identically.
@@ -88,7 +96,7 @@ export class LocalJobQueue implements JobQueue {
       this.running += 1;
       this.runningByOrganization.set(organizationId, this.runningOf(organizationId) + 1);
       const processor = this.processors[job.request.name]!;
-      processor(job.request.data, this.context)
+      processor(job.request.data, this.context, job.limits)
         // Round-trip the result through JSON so in-process and BullMQ results look the same.
         .then((result) => job.resolve(result === undefined ? null : JSON.parse(JSON.stringify(result))))
         .catch((error) => {

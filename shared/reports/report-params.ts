@@ -85,6 +85,17 @@ export const reportParamSchemas = {
   }),
 } as const;
 
+/**
+ * A report's window spans at most `maxDays`: the cost of a report grows with its window, and an unbounded one
+ * would hold a database connection (on embedded storage, the only one) for as long as it takes. Problems name
+ * the field, as the parameter checks do; a backwards window is the report's own to refuse.
+ */
+export function windowProblems(params: { from_date: string; to_date: string }, maxDays: number): { field: string; message: string }[] {
+  const span = Date.parse(params.to_date) - Date.parse(params.from_date);
+  if (span > maxDays * 86_400_000) return [{ field: 'query.to_date', message: `at most ${maxDays} days after from_date (REPORTS_MAX_WINDOW_DAYS)` }];
+  return [];
+}
+
 export type ReportName = keyof typeof reportParamSchemas;
 export const REPORT_NAMES = Object.keys(reportParamSchemas) as ReportName[];
 

@@ -1,10 +1,12 @@
 import { ValidationError } from '../errors.js';
 import { decodeGeohashCenter, encodeGeohash } from '../geo/geohash.js';
+import { LruCache } from '../lru-cache.js';
 import { pgArray } from '../storage/pg-array.js';
 import type { Storage } from '../storage/storage.js';
 import { FenceGrid, fenceShapes } from './fence-grid.js';
 import type { ReportColumn, ReportName, ReportScope } from './report-params.js';
-import { inReportTransaction, intervalMicros, joinSql, originOf, sqlOf, type Params } from './report-sql.js';
+import type { JobLimits } from '../jobs/job-queue.js';
+import { inBoundedTransaction, inReportTransaction, intervalMicros, joinSql, originOf, sqlOf, UNBOUNDED, type Params } from './report-sql.js';
 import { addWindow, pushTo, SessionWindows, type Position, type Window, type WindowRow } from './session-windows.js';
 
 export interface QueryResult {
@@ -13,7 +15,8 @@ export interface QueryResult {
   rowsRead: number;
 }
 
-type Query = (storage: Storage, params: Params, scope: ReportScope) => Promise<QueryResult>;
+/** `limits`: the job's deadline and abort signal, which bound the report's statements (see inBoundedTransaction). */
+type Query = (storage: Storage, params: Params, scope: ReportScope, limits?: JobLimits) => Promise<QueryResult>;
 
 const col = (name: string, type: ReportColumn['type'], nullable = false): ReportColumn => ({ name, type, nullable });
 
@@ -27,8 +30,11 @@ export function formatInstant(value: Date | string, timeZone: string): string {
   return localFormat(timeZone).format(date);
 }
 
-/** One formatter per time zone: building an Intl.DateTimeFormat costs far more than formatting with it. */
-const localFormats = new Map<string, Intl.DateTimeFormat>();
+/**
+ * One formatter per time zone: building an Intl.DateTimeFormat costs far more than formatting with it. Bounded:
+ * zone names are accepted in any letter case, so a client could otherwise add entries without end.
+ */
+const localFormats = new LruCache<string, Intl.DateTimeFormat>({ maxEntries: 1000 });
 function localFormat(timeZone: string): Intl.DateTimeFormat {
   let format = localFormats.get(timeZone);
   if (!format) {
@@ -93,7 +99,7 @@ interface FenceSession {
  * device, geofence and window (SessionWindows); the stays are assembled here. A position counts as stored:
  * one uploaded twice counts twice, as in every other report.
  */
-async function fenceSessions(storage: Storage, params: Params, scope: ReportScope) {
+async function fenceSessions(storage: Storage, params: Params, scope: ReportScope, limits: JobLimits) {
   checkOrganization(params, scope);
   const { shapes, names } = await fenceShapes(storage, scope, params);
   if (shapes.length === 0) return { sessions: [] as FenceSession[], names };
@@ -113,7 +119,7 @@ async function fenceSessions(storage: Storage, params: Params, scope: ReportScop
   const hits = joinSql(layers.map((layer) => joinSql([grid.hit(layer), ` as k${layer}`])), ', ');
   const shapesOf = (row: Record<string, unknown>) => layers.map((layer) => Number(row[`k${layer}`])).filter((n) => n !== 0);
 
-  return inReportTransaction(storage, async (execute) => {
+  return inReportTransaction(storage, limits, async (execute) => {
     const origin = await originOf(execute, params, where);
     const originMs = Date.parse(origin);
     const timing = new SessionWindows(params.session_threshold, origin, (Date.parse(params.to_date) - originMs) * 1000);
@@ -172,8 +178,8 @@ async function fenceSessions(storage: Storage, params: Params, scope: ReportScop
   });
 }
 
-const geofencingSessionsMatches: Query = async (storage, params, scope) => {
-  const { sessions, names } = await fenceSessions(storage, params, scope);
+const geofencingSessionsMatches: Query = async (storage, params, scope, limits = UNBOUNDED) => {
+  const { sessions, names } = await fenceSessions(storage, params, scope, limits);
   return {
     meta: [col('device_id', 'string'), col('user_id', 'string', true), col('geofence_id', 'string'), col('geofence_name', 'string'), col('entered_at', 'datetime'), col('exited_at', 'datetime'), col('duration_s', 'number'), col('positions', 'integer')],
     rows: sessions.map((s) => [s.device_id, s.user_id, s.fence_id, names.get(s.fence_id) ?? '', formatInstant(s.entered_at, params.time_zone), formatInstant(s.exited_at, params.time_zone), Number(s.duration_s), s.positions]),
@@ -182,8 +188,8 @@ const geofencingSessionsMatches: Query = async (storage, params, scope) => {
 };
 
 /** Stay time per group (the local day or hour a stay began), device and geofence. */
-const geofencingStayTime: Query = async (storage, params, scope) => {
-  const { sessions, names } = await fenceSessions(storage, params, scope);
+const geofencingStayTime: Query = async (storage, params, scope, limits = UNBOUNDED) => {
+  const { sessions, names } = await fenceSessions(storage, params, scope, limits);
   const groups = new Map<string, { group: string; device: string; user: string | null; fence: string; sessions: number; total: number; first: Date; last: Date; positions: number }>();
   for (const s of sessions) {
     const local = formatInstant(s.entered_at, params.time_zone === 'UTC' ? 'UTC' : params.time_zone).replace('T', ' ');
@@ -222,14 +228,14 @@ const QUARTER_HOUR_OFFSETS_SINCE = Date.UTC(1980, 0, 1);
  * of a day of 8.64M positions in Europe/Madrid). Before 1980 some zones had offsets such as -00:44:30, so
  * such windows place each position itself. A count(distinct) straight over every position would sort them all.
  */
-const visitors: Query = async (storage, params, scope) => {
+const visitors: Query = async (storage, params, scope, limits = UNBOUNDED) => {
   const filter = baseFilter(scope, params);
   filter.add('p.building_id = ?', params.building_id);
   if (params.floor_id) filter.add('p.floor_id = ?', params.floor_id);
   const { unit, format } = TRUNCATE[params.group]!;
   const localBucket = (instant: string) => `date_trunc('${unit}', ${instant} at time zone ?::text)`;
   const quarters = Date.parse(params.from_date) >= QUARTER_HOUR_OFFSETS_SINCE;
-  const rows = await inReportTransaction(storage, (execute) =>
+  const rows = await inReportTransaction(storage, limits, (execute) =>
     execute<{ bucket: string; visitors: number; devices: number; positions: number }>(
       sqlOf(
         `select to_char(bucket, '${format}') as bucket, count(distinct visitor)::int as visitors, count(distinct device_id)::int as devices, sum(n)::int as positions
@@ -257,12 +263,12 @@ const visitors: Query = async (storage, params, scope) => {
  * per group, then min / average / percentiles / max of those totals. Sessions come from one parallel
  * aggregation per device and window (SessionWindows); the statistics then run in SQL over them, as before.
  */
-const positioningTime: Query = async (storage, params, scope) => {
+const positioningTime: Query = async (storage, params, scope, limits = UNBOUNDED) => {
   const filter = baseFilter(scope, params);
   filter.add('p.building_id = ?', params.building_id);
   if (params.floor_id) filter.add('p.floor_id = ?', params.floor_id);
   const where = sqlOf(filter.where.join(' and '), ...filter.values);
-  const rows = await inReportTransaction(storage, async (execute) => {
+  const rows = await inReportTransaction(storage, limits, async (execute) => {
     const origin = await originOf(execute, params, where);
     const timing = new SessionWindows(params.session_threshold, origin, (Date.parse(params.to_date) - Date.parse(origin)) * 1000);
     const windows = new Map<string, Window>();
@@ -318,7 +324,7 @@ const positioningTime: Query = async (storage, params, scope) => {
 /** Rows (and columns) of the geohash-10 grid: 25 bits of latitude and 25 of longitude. */
 const GEOHASH10_ROWS = 2 ** 25;
 
-const heatmap: Query = async (storage, params, scope) => {
+const heatmap: Query = async (storage, params, scope, limits = UNBOUNDED) => {
   const filter = baseFilter(scope, params);
   filter.add('p.building_id = ?', params.building_id);
   if (params.position_type === 'outdoor') filter.add('not p.indoor');
@@ -329,7 +335,7 @@ const heatmap: Query = async (storage, params, scope) => {
   // Two levels, as for visitors: per cell and visitor first (a hash aggregate), then per cell. A cell is the
   // geohash-10 grid cell (2^25 rows of latitude, 2^25 columns of longitude; the pole and the antimeridian
   // belong to the last ones, as in a geohash): its centre names it.
-  const cells = await inReportTransaction(storage, (execute) =>
+  const cells = await inReportTransaction(storage, limits, (execute) =>
     execute<{ lat_cell: string; lng_cell: string; weight: number; positions: number }>(
       sqlOf(
         `select lat_cell, lng_cell, count(distinct coalesce(user_id::text, 'device:' || device_id))::int as weight, sum(n)::int as positions
@@ -356,7 +362,7 @@ const heatmap: Query = async (storage, params, scope) => {
 
 const RAW_ORDER: Record<string, string> = { timestamp: 'p.ts', device_id: 'p.device_id', user_id: 'p.user_id', building_id: 'p.building_id', floor_id: 'p.floor_id' };
 
-const rawData: Query = async (storage, params, scope) => {
+const rawData: Query = async (storage, params, scope, limits = UNBOUNDED) => {
   checkOrganization(params, scope);
   const filter = baseFilter(scope, params);
   // One building, the usual case, as a plain `=`: the (organization, building, ts) index then yields positions
@@ -369,10 +375,15 @@ const rawData: Query = async (storage, params, scope) => {
   if (params.position_type) filter.add(params.position_type === 'indoor' ? 'p.indoor' : 'not p.indoor');
   const direction = params.order_direction === 'desc' ? 'desc' : 'asc';
   const order = ((params.order_by as string[] | undefined) ?? ['timestamp']).map((field) => `${RAW_ORDER[field]} ${direction}`).join(', ');
-  const rows = await storage.execute<Record<string, any>>(
-    `select p.ts, p.device_id, p.user_id::text as user_id, p.building_id, p.floor_id, p.indoor, p.x, p.y, p.lat, p.lng, p.yaw, p.accuracy
-     from positions p where ${filter.where.join(' and ')} order by ${order}, p.ts, p.device_id limit ?`,
-    [...filter.values, params.limit],
+  const rows = await inBoundedTransaction(storage, limits, (execute) =>
+    execute<Record<string, any>>(
+      sqlOf(
+        `select p.ts, p.device_id, p.user_id::text as user_id, p.building_id, p.floor_id, p.indoor, p.x, p.y, p.lat, p.lng, p.yaw, p.accuracy
+         from positions p where ${filter.where.join(' and ')} order by ${order}, p.ts, p.device_id limit ?`,
+        ...filter.values,
+        params.limit,
+      ),
+    ),
   );
   return {
     meta: [
@@ -391,15 +402,20 @@ const rawData: Query = async (storage, params, scope) => {
  * (no sort of the whole range) and the marks are counted here in one pass over it, in the order it arrives
  * (sorting it by device for window functions and back by time cost more than reading it).
  */
-const userPositions: Query = async (storage, params, scope) => {
+const userPositions: Query = async (storage, params, scope, limits = UNBOUNDED) => {
   const filter = baseFilter(scope, params);
   if (params.building_id) filter.add('p.building_id = ?', params.building_id);
   if (params.user_id) filter.add('p.user_id = ?', params.user_id);
   if (params.device_id) filter.add('p.device_id = ?', params.device_id);
-  const rows = await storage.execute<Record<string, any>>(
-    `select p.ts, (extract(epoch from p.ts - ?::timestamptz) * 1000000)::int8 as t, p.device_id, p.user_id::text as user_id, p.floor_id, p.lat, p.lng
-     from positions p where ${filter.where.join(' and ')} order by p.ts, p.device_id limit 100000`,
-    [params.from_date, ...filter.values],
+  const rows = await inBoundedTransaction(storage, limits, (execute) =>
+    execute<Record<string, any>>(
+      sqlOf(
+        `select p.ts, (extract(epoch from p.ts - ?::timestamptz) * 1000000)::int8 as t, p.device_id, p.user_id::text as user_id, p.floor_id, p.lat, p.lng
+         from positions p where ${filter.where.join(' and ')} order by p.ts, p.device_id limit 100000`,
+        params.from_date,
+        ...filter.values,
+      ),
+    ),
   );
   const thresholdUs = intervalMicros(params.session_threshold);
   const devices = new Map<string, { last: number; mark: number }>();

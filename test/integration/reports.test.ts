@@ -210,6 +210,17 @@ describe(`reports (${driverLabel}, jobs on ${serverRedisUrl ? 'BullMQ workers' :
     expect(Object.keys(trajectory.body.data[0]).sort()).toEqual(['device_id', 'floor_id', 'lat', 'lng', 'session_mark', 'timestamp', 'user_id']);
   });
 
+  it('refuses a window wider than REPORTS_MAX_WINDOW_DAYS (31 by default) with 422 naming to_date, and takes one exactly that wide', async () => {
+    const day = 86_400_000;
+    for (const name of ['visitors.json', 'raw_data.csv', 'geofencing_sessions_matches.json']) {
+      const wide = await report(name, `from_date=${iso(s(0))}&to_date=${iso(s(0) + 31 * day + 1000)}&building_id=${venue.building.id}`);
+      expect(wide.status, `${name}: ${wide.text}`).toBe(422);
+      expect(wide.body.errors.map((e: { field: string }) => e.field)).toEqual(['query.to_date']);
+    }
+    const widest = await report('visitors.json', `from_date=${iso(s(0))}&to_date=${iso(s(0) + 31 * day)}&building_id=${venue.building.id}`);
+    expect(widest.status, widest.text).toBe(200);
+  });
+
   it('refuses bad parameters with 422 naming them', async () => {
     for (const [query, field] of [
       [`to_date=${iso(s(10))}`, 'query.from_date'],

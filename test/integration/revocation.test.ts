@@ -118,7 +118,7 @@ describe(`credential revocation (${driverLabel})`, () => {
     const { tokens, storage, credentials } = running.gateway.services;
     const user = await createUser(admin, 'user');
     const token = (await login(running.client, user.email, user.password)).access_token;
-    const deaf: Bus = { nodeId: 'deaf', kind: 'local', publish: async () => undefined, subscribe: async () => async () => undefined, ping: async () => undefined, close: async () => undefined };
+    const deaf: Bus = { nodeId: 'deaf', kind: 'local', publish: async () => undefined, subscribe: async () => async () => undefined, ping: async () => undefined, onResync: () => () => undefined, close: async () => undefined };
     let now = Date.now();
     const authenticator = new RequestAuthenticator(tokens, storage, deaf, credentials, 5000, () => now);
     const route = { method: 'GET', path: '/probe', summary: '', auth: 'authenticated', handler: () => ({}) } as RouteDefinition;

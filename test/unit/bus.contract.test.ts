@@ -2,6 +2,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type { Bus } from '../../shared/bus/index.js';
 import { LocalBus } from '../../shared/bus/local-bus.js';
 import { RedisBus } from '../../shared/bus/redis-bus.js';
+import { PrivateRedis } from '../support/redis-server.js';
 import { deleteRedisPrefix, serverRedisUrl } from '../support/test-environment.js';
 
 /** One contract, run against every bus implementation this run can reach. */
@@ -105,6 +106,20 @@ describe.each(factories)('bus contract: $name', (factory) => {
     expect(await received).toEqual({ ok: true });
   });
 
+  it('does not signal a resync while connected, and a removed resync listener is not called', async () => {
+    const { a, b, cleanup: c } = factory.pair();
+    cleanup = c;
+    let resyncs = 0;
+    const remove = a.onResync(() => resyncs++);
+    b.onResync(() => resyncs++);
+    remove();
+    await a.subscribe('quiet', () => undefined);
+    await settle();
+    await a.publish('quiet', { n: 1 });
+    await settle();
+    expect(resyncs).toBe(0);
+  });
+
   it('answers ping while open and refuses after close', async () => {
     const { a, cleanup: c } = factory.pair();
     cleanup = c;
@@ -132,6 +147,32 @@ describe.runIf(redisUrl)('Redis bus wire format', () => {
       raw.disconnect();
       await bus.close();
       await deleteRedisPrefix(redisUrl!, prefix);
+    }
+  });
+});
+
+/** Always runs: the outage needs a Redis of its own, never the shared one. */
+describe('Redis bus across a Redis restart', () => {
+  it('signals a resync once it is back and subscribed again, and carries messages again', async () => {
+    const redis = await PrivateRedis.start();
+    const a = new RedisBus(redis.url, 'fctest:resync');
+    const b = new RedisBus(redis.url, 'fctest:resync');
+    try {
+      const received: unknown[] = [];
+      await b.subscribe('cartography', (payload) => void received.push(payload));
+      const resynced = new Promise<void>((resolve) => b.onResync(resolve));
+      await b.ping();
+      await redis.stop();
+      await expect.poll(() => b.ping().then(() => 'up', () => 'down')).toBe('down'); // at once, not after Redis returns
+      await redis.start();
+      await resynced;
+      // The signal comes after the subscription is restored: what is published now arrives.
+      await a.publish('cartography', { after: true });
+      await expect.poll(() => received).toEqual([{ after: true }]);
+    } finally {
+      await a.close();
+      await b.close();
+      await redis.stop();
     }
   });
 });

@@ -2,15 +2,19 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { AppError, ErrorCode, ValidationError } from '../../shared/errors.js';
 import { BullmqJobQueue } from '../../shared/jobs/bullmq-job-queue.js';
 import { BullmqJobWorker } from '../../shared/jobs/bullmq-job-worker.js';
+import { RedisBus } from '../../shared/bus/redis-bus.js';
 import type { JobQueue, ProcessorRegistry } from '../../shared/jobs/index.js';
 import { LocalJobQueue } from '../../shared/jobs/local-job-queue.js';
 import { createLogger } from '../../shared/logger.js';
 import type { Storage } from '../../shared/storage/index.js';
+import { freePort, PrivateRedis } from '../support/redis-server.js';
 import { deleteRedisPrefix, serverRedisUrl } from '../support/test-environment.js';
 
 const logger = createLogger('silent');
 const context = { storage: {} as Storage, logger };
 const order: string[] = [];
+/** Labels of `watch` jobs whose processor saw its limits' signal fire, with the reason's code. */
+const aborted = new Map<string, string>();
 
 const processors: ProcessorRegistry = {
   add: async (data: { a: number; b: number }) => ({ sum: data.a + data.b }),
@@ -24,6 +28,12 @@ const processors: ProcessorRegistry = {
     await new Promise((resolve) => setTimeout(resolve, data.ms));
     return 'late';
   },
+  watch: async (data: { label: string }, _context, limits) => {
+    const reason = await new Promise<unknown>((resolve) => limits.signal.addEventListener('abort', () => resolve(limits.signal.reason), { once: true }));
+    aborted.set(data.label, (reason as AppError).code);
+    return 'never read';
+  },
+  deadline: async (_data, _context, limits) => ({ inFuture: limits.deadline > Date.now(), signalled: limits.signal.aborted }),
   record: async (data: { label: string; ms?: number }) => {
     await new Promise((resolve) => setTimeout(resolve, data.ms ?? 20));
     order.push(data.label);
@@ -106,6 +116,21 @@ describe.each(factories)('job queue contract: $name', (factory) => {
     expect(error.status).toBe(504);
   });
 
+  it('tells the processor when its caller gave up, so it can cancel its work (reports cancel their SQL)', async () => {
+    const { queue, cleanup: c } = await factory.create(1);
+    cleanup = c;
+    const label = `watch-${Math.random()}`;
+    const error = (await queue.run({ name: 'watch', organizationId: 'org-a', data: { label } }, 400).catch((e: unknown) => e)) as AppError;
+    expect(error.code).toBe(ErrorCode.Timeout);
+    await expect.poll(() => aborted.get(label)).toBe(ErrorCode.Timeout);
+  });
+
+  it('gives the processor a deadline ahead of it and a signal not yet raised', async () => {
+    const { queue, cleanup: c } = await factory.create(1);
+    cleanup = c;
+    await expect(queue.run({ name: 'deadline', organizationId: 'org-a', data: {} }, 10_000)).resolves.toEqual({ inFuture: true, signalled: false });
+  });
+
   it('answers ping', async () => {
     const { queue, cleanup: c } = await factory.create(1);
     cleanup = c;
@@ -128,6 +153,59 @@ describe.each(factories)('job queue fairness: $name', (factory) => {
       expect(order).toHaveLength(6);
     } finally {
       await cleanup();
+    }
+  });
+});
+
+/** Redis down: a job-backed request answers 503 with Retry-After instead of hanging. Its own Redis, never the shared one. */
+describe('BullMQ job queue with Redis down', () => {
+  const unavailable = (error: unknown) => {
+    expect(error).toBeInstanceOf(AppError);
+    expect((error as AppError).status).toBe(503);
+    expect((error as AppError).headers?.['retry-after']).toMatch(/^\d+$/);
+  };
+
+  it('refuses with 503 once the connection is lost, and works again when Redis is back', async () => {
+    const redis = await PrivateRedis.start();
+    const queue = new BullmqJobQueue(redis.url, 'fctest:jobs-outage', logger, 500);
+    const worker = new BullmqJobWorker(redis.url, 'fctest:jobs-outage', processors, context, 1, logger);
+    try {
+      await worker.waitUntilReady();
+      await expect(queue.run({ name: 'add', organizationId: 'org-a', data: { a: 1, b: 1 } }, 10_000)).resolves.toEqual({ sum: 2 });
+      await redis.stop();
+      unavailable(await queue.run({ name: 'add', organizationId: 'org-a', data: { a: 1, b: 2 } }, 10_000).catch((e: unknown) => e));
+      await expect(queue.ping()).rejects.toThrow(/unreachable/); // /readyz answers at once too
+      await redis.start();
+      await expect.poll(() => queue.run({ name: 'add', organizationId: 'org-a', data: { a: 2, b: 2 } }, 10_000).catch(() => 'not yet'), { timeout: 15_000, interval: 200 }).toEqual({ sum: 4 });
+    } finally {
+      await worker.close();
+      await queue.close();
+      await redis.stop();
+    }
+  });
+
+  it('a worker, a queue and a bus close after Redis restarted under them (BullMQ alone would wait for ever)', async () => {
+    const redis = await PrivateRedis.start();
+    const worker = new BullmqJobWorker(redis.url, 'fctest:jobs-restart', processors, context, 1, logger);
+    const queue = new BullmqJobQueue(redis.url, 'fctest:jobs-restart', logger);
+    const bus = new RedisBus(redis.url, 'fctest:jobs-restart', logger);
+    try {
+      await worker.waitUntilReady();
+      await bus.ping();
+      await redis.stop();
+      await redis.start();
+      await Promise.all([worker.close(), queue.close(), bus.close()]);
+    } finally {
+      await redis.stop();
+    }
+  });
+
+  it('refuses with 503 within the enqueue timeout when Redis never answered', async () => {
+    const queue = new BullmqJobQueue(`redis://127.0.0.1:${await freePort()}`, 'fctest:jobs-never', logger, 300);
+    try {
+      unavailable(await queue.run({ name: 'add', organizationId: 'org-a', data: { a: 1, b: 1 } }, 60_000).catch((e: unknown) => e));
+    } finally {
+      await queue.close();
     }
   });
 });
