@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { FaultPostgres, FaultRedis, faultServersAvailable, faultServersSkipReason } from '../support/fault-servers.js';
+import { FaultPostgres, FaultRedis, faultServersAvailable, faultServersSkipReason, seeded, sleep } from '../support/fault-servers.js';
 
 /**
  * `kill -9` of a gateway process under upload load: nothing drains, nothing flushes, so only what was committed
@@ -11,13 +11,8 @@ import { FaultPostgres, FaultRedis, faultServersAvailable, faultServersSkipReaso
  */
 if (!faultServersAvailable) console.warn(faultServersSkipReason);
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const LISTENING = /listening on http:\/\/[\d.]+:(\d+)/;
 
-function seeded(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => ((state = (state * 1664525 + 1013904223) >>> 0) / 2 ** 32);
-}
 
 describe.skipIf(!faultServersAvailable)('gateway killed with SIGKILL under load (private servers)', () => {
   let postgres: FaultPostgres;

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createVenue } from '../support/cartography.js';
-import { FaultPostgres, FaultRedis, faultServersAvailable, faultServersSkipReason } from '../support/fault-servers.js';
+import { FaultPostgres, FaultRedis, faultServersAvailable, faultServersSkipReason, seeded, sleep } from '../support/fault-servers.js';
 import type { TestClient } from '../support/http-client.js';
 import { adminClient } from '../support/identity.js';
 import { startTestGateway, type RunningGateway } from '../support/test-gateway.js';
@@ -11,13 +11,7 @@ import { startTestGateway, type RunningGateway } from '../support/test-gateway.j
  */
 if (!faultServersAvailable) console.warn(faultServersSkipReason);
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-/** A small deterministic generator, so a failing run can be replayed. */
-function seeded(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => ((state = (state * 1664525 + 1013904223) >>> 0) / 2 ** 32);
-}
 
 describe.skipIf(!faultServersAvailable)('PostgreSQL outage (private servers)', () => {
   let postgres: FaultPostgres;

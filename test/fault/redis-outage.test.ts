@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createVenue } from '../support/cartography.js';
-import { FaultPostgres, FaultRedis, faultServersAvailable, faultServersSkipReason } from '../support/fault-servers.js';
+import { FaultPostgres, FaultRedis, faultServersAvailable, faultServersSkipReason, sleep } from '../support/fault-servers.js';
 import type { TestClient } from '../support/http-client.js';
 import { ADMIN_EMAIL, ADMIN_PASSWORD, adminClient, login } from '../support/identity.js';
 import { startTestGateway, type RunningGateway } from '../support/test-gateway.js';
@@ -13,7 +13,6 @@ import { TestSocket } from '../support/ws-client.js';
  */
 if (!faultServersAvailable) console.warn(faultServersSkipReason);
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 describe.skipIf(!faultServersAvailable)('Redis outage (private servers)', () => {
   let postgres: FaultPostgres;

@@ -180,3 +180,11 @@ export class FaultRedis {
     return this.stop();
   }
 }
+
+export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** A small deterministic generator, so a failing fault run can be replayed. */
+export function seeded(seed: number): () => number {
+  let state = seed >>> 0;
+  return () => ((state = (state * 1664525 + 1013904223) >>> 0) / 2 ** 32);
+}
