@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { LivePosition, TopicPositions } from '../../gateway/ws/position-frames.js';
@@ -5,7 +6,7 @@ import { Connection, type SocketLike } from '../../gateway/ws/ws-connection.js';
 import { createLogger } from '../../shared/logger.js';
 import { instrumentProcessors } from '../../shared/metrics/job-metrics.js';
 import { startMetricsListener } from '../../shared/metrics/metrics-server.js';
-import { registerSources } from '../../shared/metrics/metrics.js';
+import { collectProcessMetrics, registerSources, registry } from '../../shared/metrics/metrics.js';
 import { processors } from '../../workers/processors/index.js';
 import { parsePrometheus, scrape } from '../support/prometheus.js';
 
@@ -122,5 +123,16 @@ describe('WebSocket metrics', () => {
       expect(after.value('floorcast_ws_coalesced_positions_total') - before.value('floorcast_ws_coalesced_positions_total')).toBe(2);
       expect(after.value('floorcast_ws_slow_consumer_disconnects_total') - before.value('floorcast_ws_slow_consumer_disconnects_total')).toBe(1);
     });
+  });
+});
+
+describe('the Grafana dashboard', () => {
+  it('queries only metrics the registry declares', async () => {
+    collectProcessMetrics();
+    const declared = new Set((await registry.getMetricsAsJSON()).map((metric) => metric.name));
+    const dashboard = readFileSync(new URL('../../docs/grafana-dashboard.json', import.meta.url), 'utf8');
+    const used = new Set([...dashboard.matchAll(/floorcast_[a-z0-9_]+/g)].map(([name]) => name.replace(/_(bucket|sum|count)$/, '')));
+    expect(used.size).toBeGreaterThan(10);
+    expect([...used].filter((name) => !declared.has(name))).toEqual([]);
   });
 });
