@@ -68,7 +68,7 @@ export async function startMetricsListener(options: MetricsListenerOptions): Pro
     });
   });
   const port = (server.address() as AddressInfo).port;
-  options.logger.info({ host: options.host, port, token: expected !== undefined }, 'metrics listening');
+  options.logger.info({ host: options.host, port, tokenRequired: expected !== undefined }, 'metrics listening');
   return {
     port,
     close: () =>

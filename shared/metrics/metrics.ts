@@ -153,15 +153,14 @@ new Gauge({
   labelNames: ['state'] as const,
   registers: [registry],
   async collect() {
-    let waiting = 0;
-    let active = 0;
+    // Absent rather than 0 where nobody can tell (a worker process; Redis down): 0 would read as "queue empty".
+    this.reset();
     for (const source of sources) {
-      // A queue that cannot answer (Redis down) leaves the scrape to the rest.
       const stats = await source.jobs?.().catch(() => undefined);
-      if (stats) ((waiting += stats.waiting), (active += stats.active));
+      if (!stats) continue;
+      this.labels('waiting').inc(stats.waiting);
+      this.labels('active').inc(stats.active);
     }
-    this.labels('waiting').set(waiting);
-    this.labels('active').set(active);
   },
 });
 new Gauge({

@@ -59,14 +59,17 @@ describe("a worker's metrics", () => {
 
   it('reads the registered sources at scrape time, and forgets them when unregistered', async () => {
     await withListener(undefined, async (url) => {
+      // Nobody here can tell the queue's depth (as on a worker): absent, not a misleading 0.
+      expect((await scrape(url)).has('floorcast_job_queue_jobs')).toBe(false);
       let used = 3;
-      const unregister = registerSources({ databasePool: () => ({ used, pending: 1, free: 6 }), maps: () => ({ probe: 42 }) });
+      const unregister = registerSources({ databasePool: () => ({ used, pending: 1, free: 6 }), maps: () => ({ probe: 42 }), jobs: async () => ({ waiting: 4, active: 1 }) });
       expect((await scrape(url)).value('floorcast_database_pool_connections', { state: 'used' })).toBe(3);
       used = 7;
       const samples = await scrape(url);
       expect(samples.value('floorcast_database_pool_connections', { state: 'used' })).toBe(7);
       expect(samples.value('floorcast_database_pool_connections', { state: 'pending' })).toBe(1);
       expect(samples.value('floorcast_map_entries', { map: 'probe' })).toBe(42);
+      expect(samples.value('floorcast_job_queue_jobs', { state: 'waiting' })).toBe(4);
       unregister();
       expect((await scrape(url)).has('floorcast_database_pool_connections')).toBe(false);
     });
