@@ -46,11 +46,16 @@ import { consoleRoutes } from './routes/console.route.js';
 import { routingRoutes } from './routes/routing.route.js';
 import { RoutingService } from './routing/routing-service.js';
 import type { GatewayServices } from './services.js';
+import { registerSources } from '../shared/metrics/metrics.js';
+import { startMetricsListener } from '../shared/metrics/metrics-server.js';
+import { gatewayMetricSources } from './gateway-metrics.js';
 
 export interface Gateway {
   services: GatewayServices;
   /** The port actually bound (useful with PORT=0). */
   port: number;
+  /** The port of the `/metrics` listener (METRICS_PORT, `auto` in tests); undefined when METRICS_PORT=0. */
+  metricsPort: number | undefined;
   bootstrap: BootstrapResult;
   /** Every route mounted, for tests that sweep all of them (permissions, isolation). */
   routes: readonly RouteDefinition[];
@@ -135,6 +140,10 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
   );
   if (options.extraRoutes) http.add(...options.extraRoutes(services));
 
+  // Before the API listens: a metrics port that cannot be bound stops the start, naming METRICS_PORT.
+  const metrics = await startMetricsListener({ host: config.METRICS_HOST, port: config.METRICS_PORT, token: config.METRICS_TOKEN, logger });
+  const unregisterMetrics = registerSources(gatewayMetricSources(services));
+
   const app = uws.App();
   websockets.attach(app); // before the HTTP catch-all, so /api/v1/ws upgrades
   http.attach(app);
@@ -149,6 +158,8 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
     (closing ??= (async () => {
       logger.info('gateway draining');
       http.stopAccepting();
+      await metrics?.close();
+      unregisterMetrics();
       uws.us_listen_socket_close(listenSocket);
       await Promise.all([http.drain(config.SHUTDOWN_GRACE_SECONDS * 1000), websockets.close(config.SHUTDOWN_GRACE_SECONDS * 1000)]);
       await writer.flush(); // nothing acknowledged may be left in memory
@@ -163,5 +174,5 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       logger.info('gateway stopped');
     })());
 
-  return { services, port, bootstrap, routes: http.router.routes, close };
+  return { services, port, metricsPort: metrics?.port, bootstrap, routes: http.router.routes, close };
 }

@@ -106,6 +106,17 @@ export const configSchema = z.object({
   REPORTS_MAX_WINDOW_DAYS: z.coerce.number().int().min(1).default(31),
   /** How long a job-backed request waits for Redis to take its job before answering 503 (Redis down). */
   JOBS_ENQUEUE_TIMEOUT_MS: z.coerce.number().int().min(100).default(5000),
+  /** Port of the Prometheus `GET /metrics` listener (gateway and worker); 0 turns it off, `auto` picks a free port (tests). */
+  METRICS_PORT: z
+    .string()
+    .trim()
+    .default('9464')
+    .refine((value) => value === 'auto' || (/^\d{1,5}$/.test(value) && Number(value) <= 65535), 'a port (0 turns metrics off) or "auto"')
+    .transform((value): number | 'auto' => (value === 'auto' ? 'auto' : Number(value))),
+  /** Interface of the metrics listener; loopback by default so metrics are never public by accident. */
+  METRICS_HOST: z.string().min(1).default('127.0.0.1'),
+  /** When set, a scrape of /metrics must send `Authorization: Bearer <token>` (else 401). */
+  METRICS_TOKEN: optionalString.pipe(z.string().min(16, 'at least 16 characters').optional()),
 });
 
 export type Config = z.output<typeof configSchema>;

@@ -1,6 +1,9 @@
 import { ConfigError, loadConfig } from '../shared/config.js';
 import { BullmqJobWorker } from '../shared/jobs/bullmq-job-worker.js';
 import { createLogger } from '../shared/logger.js';
+import { databasePoolSource } from '../shared/metrics/database-pool.js';
+import { registerSources } from '../shared/metrics/metrics.js';
+import { startMetricsListener } from '../shared/metrics/metrics-server.js';
 import { ProcessGuard } from '../shared/process-guard.js';
 import { openStorage } from '../shared/storage/index.js';
 import { processors } from './processors/index.js';
@@ -26,6 +29,9 @@ async function main(): Promise<void> {
   const storage = await openStorage(config, logger);
   const worker = new BullmqJobWorker(config.REDIS_URL, config.REDIS_PREFIX, processors, { storage, logger }, config.JOB_CONCURRENCY, logger);
   await worker.waitUntilReady();
+  // Job durations and failures (the processors are instrumented), the pool, the process; queue depth comes from gateways.
+  registerSources({ databasePool: databasePoolSource(storage) });
+  const metrics = await startMetricsListener({ host: config.METRICS_HOST, port: config.METRICS_PORT, token: config.METRICS_TOKEN, logger });
   logger.info({ concurrency: config.JOB_CONCURRENCY, processors: Object.keys(processors) }, 'worker ready');
 
   let stopping = false;
@@ -34,6 +40,7 @@ async function main(): Promise<void> {
     stopping = true;
     logger.info({ signal }, 'worker draining');
     await worker.close();
+    await metrics?.close();
     await storage.close();
     process.exit(0);
   };

@@ -3,6 +3,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Bus } from '../../shared/bus/index.js';
 import { ALARM_TRANSITIONS, canTransition, type AlarmState, type AlarmType } from '../../shared/detection/alarm-states.js';
 import { AppError, ErrorCode, NotFoundError } from '../../shared/errors.js';
+import { alarmsRaisedByType } from '../../shared/metrics/metrics.js';
 import type { Storage } from '../../shared/storage/index.js';
 
 export const ALARMS_CHANNEL = 'alarms';
@@ -220,6 +221,7 @@ export class AlarmService {
       );
       return this.recordEvent(tx, row!, row!.inserted ? 'raised' : 'updated');
     });
+    if (message?.event.event === 'raised') alarmsRaisedByType[request.type].inc();
     if (message) await this.announce(message);
     return message;
   }

@@ -1,5 +1,6 @@
 import type { Bus } from '../../shared/bus/index.js';
 import type { Logger } from '../../shared/logger.js';
+import { zoneEventCounters } from '../../shared/metrics/metrics.js';
 import type { PositionWriter } from '../../shared/positions/position-writer.js';
 import { POSITIONS_CHANNEL, type PositionsMessage } from '../../shared/positions/positions-message.js';
 import type { AlarmService } from '../alarms/alarm-service.js';
@@ -142,6 +143,8 @@ export class DetectionService {
 
   /** Announces stored zone events and triggered event content to every gateway. */
   private async announceZoneEvents(zoneEvents: readonly ZoneEventRecord[], triggered: Detections['triggered']): Promise<void> {
+    // Counted here, once stored, so a retried outbox entry is not counted twice.
+    for (const event of zoneEvents) zoneEventCounters[event.type][event.zoneKind].inc();
     if (zoneEvents.length > 0 || triggered.length > 0) {
       const byOrganization = new Map<string, ZoneEventsMessage>();
       for (const event of zoneEvents) {

@@ -1,6 +1,7 @@
 import type { Bus } from '../../shared/bus/index.js';
 import { ForbiddenError, ValidationError, fieldErrors, type FieldError } from '../../shared/errors.js';
 import type { Logger } from '../../shared/logger.js';
+import { positionsAccepted, refusedPositions, uploadBatchSize, uploadToPublish } from '../../shared/metrics/metrics.js';
 import type { PositionRecord } from '../../shared/positions/position-record.js';
 import type { PositionWriter } from '../../shared/positions/position-writer.js';
 import { POSITIONS_CHANNEL, type PositionsMessage } from '../../shared/positions/positions-message.js';
@@ -93,7 +94,14 @@ export class PositionPipeline {
   /** Resolves once the batch is durably stored; rejects with a 422 listing every bad item, storing nothing. */
   async process(principal: Principal, items: readonly unknown[], receivedAt = Date.now()): Promise<PositionBatch> {
     const batch: PositionBatch = { principal, items, receivedAt, poses: [], records: [], buildings: [], errors: [], detections: emptyDetections() };
-    await runPipeline(this.steps, batch, this.deps.logger);
+    uploadBatchSize.observe(items.length);
+    try {
+      await runPipeline(this.steps, batch, this.deps.logger);
+    } catch (error) {
+      (error instanceof ValidationError ? refusedPositions.invalid : error instanceof ForbiddenError ? refusedPositions.forbidden : refusedPositions.failed).inc(items.length);
+      throw error;
+    }
+    positionsAccepted.inc(batch.records.length);
     return batch;
   }
 }
@@ -209,4 +217,5 @@ async function resolveDevices(batch: PositionBatch, directory: DeviceDirectory):
 async function publish(batch: PositionBatch, bus: Bus): Promise<void> {
   const message: PositionsMessage = { organizationId: batch.principal.organizationId, originNode: bus.nodeId, records: batch.records };
   await bus.publish(POSITIONS_CHANNEL, message);
+  uploadToPublish.observe((Date.now() - batch.receivedAt) / 1000);
 }

@@ -1,5 +1,6 @@
 import type { Principal } from '../auth/principal.js';
 import { toErrorBody } from '../../shared/errors.js';
+import { wsCoalescedPositions, wsSlowConsumerDisconnects } from '../../shared/metrics/metrics.js';
 import { positionFrame, positionsFrame, type LivePosition, type TopicPositions } from './position-frames.js';
 import type { ReplayGate } from './replay-gate.js';
 import { encode, type WireFormat } from './ws-codec.js';
@@ -105,13 +106,15 @@ export class Connection {
     for (let index = from; index < to; index++) {
       const position = group.positions[index]!;
       const key = `${group.topic}|${position.deviceId}`;
-      this.pending.delete(key); // re-insert so the newest goes last
+      // Re-inserted so the newest goes last; the one it replaces will never be sent.
+      if (this.pending.delete(key)) wsCoalescedPositions.inc();
       this.pending.set(key, { topic: group.topic, position });
     }
   }
 
   private overLimit(buffered = this.ws.getBufferedAmount()): boolean {
     if (buffered <= this.options.maxBufferBytes) return false;
+    if (!this.closed) wsSlowConsumerDisconnects.inc();
     this.close(WS_CLOSE.slowConsumer, 'slow consumer: send buffer limit exceeded');
     return true;
   }

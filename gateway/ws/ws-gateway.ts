@@ -449,6 +449,17 @@ export class WebSocketGateway {
     }
   }
 
+  /** Read at scrape time by the metrics (shared/metrics): open sockets, their subscriptions, bytes not yet sent. */
+  stats(): { connections: number; subscriptions: number; backlogBytes: number } {
+    let subscriptions = 0;
+    let backlogBytes = 0;
+    for (const connection of this.connections) {
+      subscriptions += connection.subscriptions.size;
+      if (!connection.closed) backlogBytes += connection.ws.getBufferedAmount();
+    }
+    return { connections: this.connections.size, subscriptions, backlogBytes };
+  }
+
   /** Closes every socket with `code`, as a network drop would (tests use it; clients resume alarms with since_seq). */
   dropAll(code = 1012, reason = 'connection dropped'): number {
     const all = [...this.connections];

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Logger } from '../logger.js';
+import { busPublishedOn } from '../metrics/metrics.js';
 import { LocalSubscriptions, ResyncListeners, type Bus, type BusHandler, type ResyncListener } from './bus.js';
 
 /** In-process bus for a single gateway (no Redis configured). Nothing can be lost in process, so it never resyncs. */
@@ -14,6 +15,7 @@ export class LocalBus implements Bus {
 
   async publish(channel: string, payload: unknown): Promise<void> {
     if (this.closed) throw new Error('bus is closed');
+    busPublishedOn(channel).inc();
     this.subscriptions.deliver(channel, payload, (error) => this.logger?.error({ err: error, channel }, 'bus handler failed'));
   }
 

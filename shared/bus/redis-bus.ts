@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { Packr } from 'msgpackr';
 import type { Logger } from '../logger.js';
+import { busPublishedOn, busReceivedOn } from '../metrics/metrics.js';
 import { LocalSubscriptions, ResyncListeners, type Bus, type BusHandler, type ResyncListener } from './bus.js';
 
 /**
@@ -79,10 +80,12 @@ export class RedisBus implements Bus {
       return;
     }
     const channel = rawChannel.toString('utf8').slice(this.channelPrefix.length);
+    busReceivedOn(channel).inc();
     this.subscriptions.deliver(channel, payload, (error) => this.logger?.error({ err: error, channel }, 'bus handler failed'));
   }
 
   async publish(channel: string, payload: unknown): Promise<void> {
+    busPublishedOn(channel).inc();
     this.subscriptions.deliver(channel, payload, (error) => this.logger?.error({ err: error, channel }, 'bus handler failed'));
     await this.publisher.publish(this.channelPrefix + channel, Buffer.concat([this.nodeIdBytes, packr.pack(payload)]));
   }

@@ -128,6 +128,17 @@ export class BullmqJobQueue implements JobQueue {
     }
   }
 
+  /** Bounded like `ping`: with Redis away a scrape gets no queue depth rather than hanging. */
+  async stats(): Promise<{ waiting: number; active: number }> {
+    if (LOST.has(this.redis.status)) throw new Error(`redis is unreachable (${this.redis.status})`);
+    let timer: NodeJS.Timeout | undefined;
+    const counts = await Promise.race([
+      this.queue.getJobCounts('waiting', 'prioritized', 'delayed', 'active'),
+      new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error('job counts timed out')), 1000))),
+    ]).finally(() => clearTimeout(timer));
+    return { waiting: (counts.waiting ?? 0) + (counts.prioritized ?? 0) + (counts.delayed ?? 0), active: counts.active ?? 0 };
+  }
+
   /** Refuses at once while the connection is lost (a PING would otherwise wait in the offline queue for Redis). */
   async ping(): Promise<void> {
     if (LOST.has(this.redis.status)) throw new Error(`redis is unreachable (${this.redis.status})`);

@@ -39,6 +39,8 @@ export interface JobQueue {
   readonly kind: 'local' | 'bullmq';
   /** Enqueues and waits for the result; rejects with a 504 AppError after `timeoutMs`. */
   run<T = unknown>(job: JobRequest, timeoutMs: number): Promise<T>;
+  /** Jobs waiting and running (metrics); rejects when the queue cannot tell (Redis down). */
+  stats(): Promise<{ waiting: number; active: number }>;
   ping(): Promise<void>;
   close(): Promise<void>;
 }

@@ -115,6 +115,12 @@ export class LocalJobQueue implements JobQueue {
     }
   }
 
+  async stats(): Promise<{ waiting: number; active: number }> {
+    let waiting = 0;
+    for (const queue of this.queues.values()) for (const job of queue) if (!job.settled) waiting++;
+    return { waiting, active: this.running };
+  }
+
   async ping(): Promise<void> {
     if (this.closed) throw new Error('job queue is closed');
   }

@@ -1,5 +1,6 @@
 import type { ZoneEventRecord } from '../detection/zone-event.js';
 import type { PositionRecord } from './position-record.js';
+import { groupCommitRows, groupCommitSeconds } from '../metrics/metrics.js';
 import { failsEveryBatch } from './commit-failure.js';
 import type { PositionStore } from './position-store.js';
 
@@ -111,9 +112,14 @@ export class PositionWriter {
 
   private async commit(batch: PendingWrite[]): Promise<void> {
     this.committing++;
+    const started = performance.now();
     try {
       await this.commitIsolated(batch);
     } finally {
+      groupCommitSeconds.observe((performance.now() - started) / 1000);
+      let rows = 0;
+      for (const write of batch) rows += write.records.length + write.zoneEvents.length;
+      groupCommitRows.observe(rows);
       this.committing--;
       // What gathered during this commit goes next, in one insert.
       if (this.pending.length > 0) this.schedule();

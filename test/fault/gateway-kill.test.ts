@@ -35,6 +35,7 @@ describe.skipIf(!faultServersAvailable)('gateway killed with SIGKILL under load 
         DATABASE_URL: postgres.url,
         REDIS_URL: redis.url,
         REDIS_PREFIX: 'fault-kill',
+        METRICS_PORT: '0',
       },
       stdio: ['ignore', 'pipe', 'pipe'],
     });

@@ -73,6 +73,8 @@ export async function createTestEnvironment(overrides: Record<string, string> = 
     ADMIN_PASSWORD: 'admin-password-1',
     REDIS_PREFIX: `fctest:${uniqueSuffix()}`,
     SHUTDOWN_GRACE_SECONDS: '5',
+    // No metrics listener unless a test asks for one (METRICS_PORT=auto): test gateways must not fight over 9464.
+    METRICS_PORT: '0',
   };
   const cleanups: (() => Promise<void>)[] = [async () => rmSync(dataDir, { recursive: true, force: true })];
   if (serverDatabaseUrl) {

@@ -13,6 +13,15 @@ describe('config', () => {
     expect(config.JWT_SECRET).toBeUndefined();
     expect(config.JWT_TTL_SECONDS).toBe(4 * 24 * 3600);
     expect(config.REDIS_PREFIX).toBe('floorcast');
+    expect(config.METRICS_PORT).toBe(9464);
+    expect(config.METRICS_HOST).toBe('127.0.0.1');
+    expect(config.METRICS_TOKEN).toBeUndefined();
+  });
+
+  it('reads METRICS_PORT as a port, 0 (off) or auto (a free port, for tests)', () => {
+    expect(loadConfig({ METRICS_PORT: '0' }).METRICS_PORT).toBe(0);
+    expect(loadConfig({ METRICS_PORT: '9100' }).METRICS_PORT).toBe(9100);
+    expect(loadConfig({ METRICS_PORT: 'auto' }).METRICS_PORT).toBe('auto');
   });
 
   it('reads and coerces values from the environment', () => {
@@ -48,6 +57,9 @@ describe('config', () => {
     ['JWT_SECRET', 'too-short'],
     ['MAX_BODY_BYTES', '-1'],
     ['REDIS_PREFIX', 'has space'],
+    ['METRICS_PORT', '70000'],
+    ['METRICS_PORT', 'nine'],
+    ['METRICS_TOKEN', 'short'],
   ])('rejects a bad %s and names it', (variable, value) => {
     let thrown: unknown;
     try {

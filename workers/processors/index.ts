@@ -1,11 +1,13 @@
 import type { ProcessorRegistry } from '../../shared/jobs/index.js';
+import { instrumentProcessors } from '../../shared/metrics/job-metrics.js';
+import { REPORT_NAMES } from '../../shared/reports/report-params.js';
 import { reportProcessor } from './report.processor.js';
 
 /**
  * Every job processor, by name. The same registry runs on the in-process runner (no Redis) and on BullMQ
  * workers (`npm run workers`), so a processor is written once.
  */
-export const processors: ProcessorRegistry = {
+export const processors: ProcessorRegistry = instrumentProcessors({
   /** Analytics reports (spec 4.4), run in the database. */
   report: reportProcessor,
   /** Diagnostics: proves a worker is consuming and can reach storage (`npm run admin -- check-workers`). */
@@ -13,4 +15,10 @@ export const processors: ProcessorRegistry = {
     const [row] = await storage.execute<{ now: string }>('select now()::text as now');
     return { storage: storage.kind, databaseTime: row?.now ?? null };
   },
-};
+}, reportOf);
+
+/** The report a `report` job runs, when it is one we know (a metrics label: never an arbitrary string). */
+function reportOf(name: string, data: unknown): string | undefined {
+  const report = name === 'report' ? (data as { report?: unknown } | null)?.report : undefined;
+  return typeof report === 'string' && (REPORT_NAMES as readonly string[]).includes(report) ? report : undefined;
+}

@@ -1,0 +1,31 @@
+import type { MetricSources } from '../shared/metrics/metrics.js';
+import { databasePoolSource } from '../shared/metrics/database-pool.js';
+import type { GatewayServices } from './services.js';
+
+/**
+ * What a gateway reports at scrape time (shared/metrics/metrics.ts): sockets, the job queue, the database pool,
+ * the group-commit backlog, and the size of every bounded in-memory map, read from the objects that own them.
+ */
+export function gatewayMetricSources(services: GatewayServices): MetricSources {
+  const { websockets, jobs, storage, writer, registry, devices, detection, realtime, routing } = services;
+  return {
+    websockets: () => websockets.stats(),
+    jobs: () => jobs.stats(),
+    databasePool: databasePoolSource(storage),
+    writerBacklog: () => writer.backlog,
+    maps: () => {
+      const buildings = registry.stats();
+      return {
+        building_runtimes: buildings.loaded.size,
+        absent_buildings: buildings.absent.size,
+        organization_buildings: buildings.organizations.size,
+        buildings_loading: buildings.loading,
+        device_directory: devices.stats().size,
+        detection_tracked_devices: detection.trackedDevices,
+        detection_outbox: detection.outbox.size,
+        live_positions: realtime.live.size,
+        routing_graphs: routing.cachedGraphs,
+      };
+    },
+  };
+}

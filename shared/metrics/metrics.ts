@@ -1,0 +1,205 @@
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { ALARM_TYPES, type AlarmType } from '../detection/alarm-states.js';
+
+/**
+ * Every metric of the product, in one place, on one registry per process (served by metrics-server.ts on
+ * METRICS_PORT). The hot path only increments: by batch counts, never per position, through label children
+ * bound here once. Gauges of things that already keep their own count (sockets, queues, caches, the database
+ * pool) are read at scrape time from the sources a gateway or worker registers (`registerSources`), so they
+ * cost nothing between scrapes.
+ */
+export const registry = new Registry();
+
+const PREFIX = 'floorcast_';
+/** Poses per upload: one pose from a phone, thousands from a backfill. */
+const BATCH_BUCKETS = [1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10_000];
+/** Seconds, 0.5 ms to 10 s: a commit or a publish is a few ms when healthy, seconds during an outage. */
+const LATENCY_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+/** Seconds, 10 ms to 10 min: reports. */
+const JOB_BUCKETS = [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600];
+
+// --- Ingest (gateway/pipeline) ------------------------------------------------------------------------------
+
+export const positionsAccepted = new Counter({ name: `${PREFIX}positions_accepted_total`, help: 'Poses stored (counted per pose, after the commit).', registers: [registry] });
+const positionsRefused = new Counter({ name: `${PREFIX}positions_refused_total`, help: 'Poses of refused uploads (the whole batch): invalid (422), forbidden (403) or failed (not stored, e.g. the database is down).', labelNames: ['reason'] as const, registers: [registry] });
+export const refusedPositions = {
+  invalid: positionsRefused.labels('invalid'),
+  forbidden: positionsRefused.labels('forbidden'),
+  failed: positionsRefused.labels('failed'),
+};
+export const uploadBatchSize = new Histogram({ name: `${PREFIX}upload_batch_poses`, help: 'Poses per upload (HTTP or WebSocket), accepted or not.', buckets: BATCH_BUCKETS, registers: [registry] });
+export const uploadToPublish = new Histogram({ name: `${PREFIX}upload_to_publish_seconds`, help: 'From receipt of an upload to its positions published on the bus (live screens see them then).', buckets: LATENCY_BUCKETS, registers: [registry] });
+
+// --- Persistence (shared/positions/position-writer.ts) -------------------------------------------------------
+
+export const groupCommitSeconds = new Histogram({ name: `${PREFIX}group_commit_seconds`, help: 'Duration of one group commit (positions and zone events of every upload that shares it).', buckets: LATENCY_BUCKETS, registers: [registry] });
+export const groupCommitRows = new Histogram({ name: `${PREFIX}group_commit_rows`, help: 'Rows (positions and zone events) per group commit.', buckets: BATCH_BUCKETS, registers: [registry] });
+
+// --- Detection and alarms ------------------------------------------------------------------------------------
+
+const zoneEvents = new Counter({ name: `${PREFIX}zone_events_total`, help: 'Zone enter/exit events stored and announced, by type and zone kind.', labelNames: ['type', 'zone_kind'] as const, registers: [registry] });
+const ZONE_KINDS = ['geofence', 'event', 'conversion'] as const;
+export const zoneEventCounters: Record<'enter' | 'exit', Record<(typeof ZONE_KINDS)[number], Counter.Internal>> = {
+  enter: Object.fromEntries(ZONE_KINDS.map((kind) => [kind, zoneEvents.labels('enter', kind)])) as never,
+  exit: Object.fromEntries(ZONE_KINDS.map((kind) => [kind, zoneEvents.labels('exit', kind)])) as never,
+};
+const alarmsRaised = new Counter({ name: `${PREFIX}alarms_raised_total`, help: 'Alarms raised (stored as new OPEN alarms; a repeat of an OPEN one is not counted), by type.', labelNames: ['type'] as const, registers: [registry] });
+export const alarmsRaisedByType = Object.fromEntries(ALARM_TYPES.map((type) => [type, alarmsRaised.labels(type)])) as Record<AlarmType, Counter.Internal>;
+
+// --- WebSockets (gateway/ws) ---------------------------------------------------------------------------------
+
+export const wsCoalescedPositions = new Counter({ name: `${PREFIX}ws_coalesced_positions_total`, help: 'Live position frames never sent because a newer position of the same device replaced them while the subscriber was behind.', registers: [registry] });
+export const wsSlowConsumerDisconnects = new Counter({ name: `${PREFIX}ws_slow_consumer_disconnects_total`, help: 'Sockets closed with 4008 for passing WS_MAX_BUFFER_BYTES.', registers: [registry] });
+
+// --- Bus (shared/bus) ----------------------------------------------------------------------------------------
+
+const busPublished = new Counter({ name: `${PREFIX}bus_published_total`, help: 'Messages published on the bus, by channel.', labelNames: ['channel'] as const, registers: [registry] });
+const busReceived = new Counter({ name: `${PREFIX}bus_received_total`, help: 'Messages received from other nodes over Redis, by channel (the local bus has no other nodes).', labelNames: ['channel'] as const, registers: [registry] });
+/** Bus channels are a handful of constants: their children are bound on first use and kept. */
+const boundBy = <C extends Counter<'channel'>>(counter: C) => {
+  const children = new Map<string, Counter.Internal>();
+  return (channel: string) => {
+    let child = children.get(channel);
+    if (!child) children.set(channel, (child = counter.labels(channel)));
+    return child;
+  };
+};
+export const busPublishedOn = boundBy(busPublished);
+export const busReceivedOn = boundBy(busReceived);
+
+// --- Jobs (shared/jobs, workers) -----------------------------------------------------------------------------
+
+export const jobDuration = new Histogram({ name: `${PREFIX}job_duration_seconds`, help: 'Duration of jobs run by this process, by job and report (`none` for other jobs).', labelNames: ['job', 'report'] as const, buckets: JOB_BUCKETS, registers: [registry] });
+export const jobFailures = new Counter({ name: `${PREFIX}job_failures_total`, help: 'Jobs run by this process that failed, by job and report.', labelNames: ['job', 'report'] as const, registers: [registry] });
+
+// --- Webhooks (gateway/webhooks: to be wired by the webhook deliveries) ---------------------------------------
+
+/** One count per delivery attempt: `delivered`, `failed` (to be retried), `dead` (dead-lettered), `refused` (address not allowed). */
+export const webhookDeliveries = new Counter({ name: `${PREFIX}webhook_deliveries_total`, help: 'Webhook delivery attempts, by outcome.', labelNames: ['outcome'] as const, registers: [registry] });
+
+// --- Read at scrape time -------------------------------------------------------------------------------------
+
+/** What a process can tell at scrape time; every part optional (a worker has no sockets). */
+export interface MetricSources {
+  websockets?: () => { connections: number; subscriptions: number; backlogBytes: number };
+  /** Jobs waiting and running in the queue this process feeds (the gateway's view of the shared queue). */
+  jobs?: () => Promise<{ waiting: number; active: number }>;
+  /** PostgreSQL server pool; undefined on the embedded database. */
+  databasePool?: () => { used: number; pending: number; free: number } | undefined;
+  /** Entries of the bounded in-memory maps, by name. */
+  maps?: () => Record<string, number>;
+  /** Rows waiting for the next group commit. */
+  writerBacklog?: () => number;
+}
+
+const sources = new Set<MetricSources>();
+
+/** Adds a process's sources (tests may run several gateways in one process: their values add up). */
+export function registerSources(source: MetricSources): () => void {
+  sources.add(source);
+  return () => void sources.delete(source);
+}
+
+function sum<T>(read: (source: MetricSources) => T | undefined, add: (value: T) => void): void {
+  for (const source of sources) {
+    const value = read(source);
+    if (value !== undefined) add(value);
+  }
+}
+
+new Gauge({
+  name: `${PREFIX}ws_connections`,
+  help: 'Open WebSockets.',
+  registers: [registry],
+  collect() {
+    let total = 0;
+    sum((source) => source.websockets?.(), (value) => (total += value.connections));
+    this.set(total);
+  },
+});
+new Gauge({
+  name: `${PREFIX}ws_subscriptions`,
+  help: 'Topic subscriptions held by open WebSockets.',
+  registers: [registry],
+  collect() {
+    let total = 0;
+    sum((source) => source.websockets?.(), (value) => (total += value.subscriptions));
+    this.set(total);
+  },
+});
+new Gauge({
+  name: `${PREFIX}ws_backlog_bytes`,
+  help: 'Bytes buffered for WebSocket subscribers, not yet sent.',
+  registers: [registry],
+  collect() {
+    let total = 0;
+    sum((source) => source.websockets?.(), (value) => (total += value.backlogBytes));
+    this.set(total);
+  },
+});
+new Gauge({
+  name: `${PREFIX}position_writer_backlog_rows`,
+  help: 'Rows waiting for the next group commit.',
+  registers: [registry],
+  collect() {
+    let total = 0;
+    sum((source) => source.writerBacklog?.(), (value) => (total += value));
+    this.set(total);
+  },
+});
+new Gauge({
+  name: `${PREFIX}job_queue_jobs`,
+  help: 'Jobs in the queue, by state (waiting, active).',
+  labelNames: ['state'] as const,
+  registers: [registry],
+  async collect() {
+    // Absent rather than 0 where nobody can tell (a worker process; Redis down): 0 would read as "queue empty".
+    this.reset();
+    for (const source of sources) {
+      const stats = await source.jobs?.().catch(() => undefined);
+      if (!stats) continue;
+      this.labels('waiting').inc(stats.waiting);
+      this.labels('active').inc(stats.active);
+    }
+  },
+});
+new Gauge({
+  name: `${PREFIX}database_pool_connections`,
+  help: 'PostgreSQL pool connections, by state: used, pending (requests waiting for one), free. Absent on the embedded database.',
+  labelNames: ['state'] as const,
+  registers: [registry],
+  collect() {
+    this.reset();
+    sum(
+      (source) => source.databasePool?.(),
+      (pool) => {
+        this.labels('used').inc(pool.used);
+        this.labels('pending').inc(pool.pending);
+        this.labels('free').inc(pool.free);
+      },
+    );
+  },
+});
+new Gauge({
+  name: `${PREFIX}map_entries`,
+  help: 'Entries of the bounded in-memory maps (caches, detector state, outbox, live state), by map.',
+  labelNames: ['map'] as const,
+  registers: [registry],
+  collect() {
+    this.reset();
+    sum(
+      (source) => source.maps?.(),
+      (maps) => {
+        for (const [map, size] of Object.entries(maps)) this.labels(map).inc(size);
+      },
+    );
+  },
+});
+
+let defaultsCollected = false;
+/** Event-loop delay, heap, GC, CPU and file descriptors (prom-client's defaults), once per process, when served. */
+export function collectProcessMetrics(): void {
+  if (defaultsCollected) return;
+  defaultsCollected = true;
+  collectDefaultMetrics({ register: registry, prefix: PREFIX });
+}
