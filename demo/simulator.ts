@@ -1,0 +1,301 @@
+import { pathToFileURL } from 'node:url';
+import { parseArgs } from 'node:util';
+import { DemoApi } from './api-client.js';
+import { deviceIdentifier } from './seed.js';
+import { DEMO_BUILDING_NAME } from './venue.js';
+
+/**
+ * Simulated staff for a venue: devices walking its path graph, uploading their positions in one HTTP batch per
+ * tick (`POST /api/v1/realtime/positions`), exactly as a tracking app would. It uses the public API only, so it
+ * runs against any gateway: `tsx demo/simulator.ts --url http://127.0.0.1:8080 --api-key fc_...`.
+ *
+ * Besides the walkers, a few scripted devices make the control room busy: lingerers stay in the max-stay
+ * geofences (GEOFENCE_MAX_STAY_TIME), one device goes silent (DEADMAN, given the building's silence setting)
+ * and one presses DANGER.
+ */
+export interface SimulatorOptions {
+  url: string;
+  /** A key that may read the building and upload for every device (the seeder's simulator key). */
+  apiKey: string;
+  /** The building, by id or else by name (default the demo's). */
+  buildingId?: number;
+  buildingName?: string;
+  devices?: number;
+  devicePrefix?: string;
+  /** One upload of every device per interval (1 Hz by default). */
+  intervalMs?: number;
+  speedMps?: number;
+  /** How many devices stay in the max-stay geofences, and for how long before they walk on. */
+  lingerers?: number;
+  lingerSeconds?: number;
+  /** The silent device stops uploading after this long. */
+  silentAfterSeconds?: number;
+  /** The DANGER device sets `danger: true` on one pose after this long. */
+  dangerAfterSeconds?: number;
+  /** Seed of the random walks (the same seed walks the same way). */
+  seed?: number;
+  log?: (line: string) => void;
+}
+
+interface Node {
+  id: number;
+  floorId: number;
+  x: number;
+  y: number;
+  neighbours: { node: Node; metres: number }[];
+}
+
+type Role = 'walker' | 'lingerer' | 'silent' | 'danger';
+interface Device {
+  id: string;
+  role: Role;
+  from: Node;
+  to: Node;
+  /** Metres walked along from -> to. */
+  along: number;
+  /** Lingerers: where they stand, and until when (ms since start). */
+  stay?: { node: Node; until: number };
+  dangerSent?: boolean;
+}
+
+export interface SimulatorStats {
+  ticks: number;
+  posesSent: number;
+  failedUploads: number;
+  lastError?: string;
+}
+
+/** Time a floor change takes, in metres of walking (a link between floors joins two points above each other). */
+const FLOOR_CHANGE_METRES = 8;
+
+export class Simulator {
+  readonly stats: SimulatorStats = { ticks: 0, posesSent: 0, failedUploads: 0 };
+  private timer?: NodeJS.Timeout;
+  private running?: Promise<void>;
+  private stopped = false;
+  private startedAt = 0;
+  private readonly random: () => number;
+
+  private constructor(
+    private readonly api: DemoApi,
+    readonly buildingId: number,
+    private readonly devices: Device[],
+    private readonly options: Required<Omit<SimulatorOptions, 'url' | 'apiKey' | 'buildingId' | 'buildingName' | 'log'>> & { log: (line: string) => void },
+    random: () => number,
+  ) {
+    this.random = random;
+  }
+
+  /** Reads the building, its path graph and geofences through the API and places the devices. */
+  static async connect(input: SimulatorOptions): Promise<Simulator> {
+    const options = {
+      devices: 50,
+      devicePrefix: 'demo',
+      intervalMs: 1000,
+      speedMps: 1.3,
+      lingerers: 3,
+      lingerSeconds: 180,
+      silentAfterSeconds: 10,
+      dangerAfterSeconds: 15,
+      seed: 17,
+      log: () => {},
+      ...stripUndefined(input),
+    };
+    const api = new DemoApi(input.url, { apiKey: input.apiKey });
+    let buildingId = input.buildingId;
+    if (buildingId === undefined) {
+      const name = input.buildingName ?? DEMO_BUILDING_NAME;
+      const found = (await api.get<any[]>('/api/v1/buildings')).find((b) => b.name === name);
+      if (!found) throw new Error(`no building named "${name}" (seed it with npm run demo, or pass --building)`);
+      buildingId = found.id as number;
+    }
+    const building = await api.get<any>(`/api/v1/buildings/${buildingId}`);
+    const graph = await api.get<{ nodes: any[]; links: any[] }>(`/api/v1/buildings/${buildingId}/paths`);
+    const nodes = new Map<number, Node>(graph.nodes.map((n) => [n.id, { id: n.id, floorId: n.floor_id, x: n.x, y: n.y, neighbours: [] }]));
+    for (const link of graph.links) {
+      const a = nodes.get(link.source);
+      const b = nodes.get(link.target);
+      if (!a || !b) continue;
+      const metres = a.floorId === b.floorId ? Math.max(Math.hypot(a.x - b.x, a.y - b.y), 0.1) : FLOOR_CHANGE_METRES;
+      if (link.origin !== 'target') a.neighbours.push({ node: b, metres });
+      if (link.origin !== 'source') b.neighbours.push({ node: a, metres });
+    }
+    const linked = [...nodes.values()].filter((n) => n.neighbours.length > 0);
+    if (linked.length === 0) throw new Error(`building ${buildingId} has no path graph to walk`);
+    const random = mulberry32(options.seed);
+    // Where lingerers stand: a graph node inside each geofence that has a max-stay time.
+    const stays = (building.geofences ?? [])
+      .filter((g: any) => g.max_stay_time && !g.deleted && g.type === 'POLYGON')
+      .map((g: any) => linked.find((n) => n.floorId === g.floor_id && insidePolygon(n.x, n.y, g.cartesians)))
+      .filter((n: Node | undefined): n is Node => n !== undefined);
+
+    const count = options.devices;
+    const devices: Device[] = [];
+    for (let i = 0; i < count; i++) {
+      const from = linked[Math.floor(random() * linked.length)]!;
+      const edge = from.neighbours[Math.floor(random() * from.neighbours.length)]!;
+      // Scripted roles take the last devices, so the first ones (the responders') always walk.
+      const fromEnd = count - 1 - i;
+      const role: Role = fromEnd < options.lingerers && stays.length > 0 ? 'lingerer' : fromEnd === options.lingerers ? 'silent' : fromEnd === options.lingerers + 1 ? 'danger' : 'walker';
+      const device: Device = { id: deviceIdentifier(options.devicePrefix, i), role, from, to: edge.node, along: random() * edge.metres };
+      if (role === 'lingerer') {
+        const node = stays[fromEnd % stays.length]!;
+        device.stay = { node, until: options.lingerSeconds * 1000 };
+        device.from = node;
+        device.to = node.neighbours[0]!.node;
+        device.along = 0;
+      }
+      devices.push(device);
+    }
+    options.log(`simulating ${count} devices in building ${buildingId} "${building.name}" (${stays.length} max-stay geofences)`);
+    return new Simulator(api, buildingId, devices, options, random);
+  }
+
+  start(): void {
+    this.startedAt = Date.now();
+    const loop = async () => {
+      if (this.stopped) return;
+      const began = Date.now();
+      this.running = this.tick(began - this.startedAt);
+      await this.running;
+      if (!this.stopped) this.timer = setTimeout(loop, Math.max(0, this.options.intervalMs - (Date.now() - began)));
+    };
+    void loop();
+  }
+
+  /** Stops ticking and waits for an upload under way. */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearTimeout(this.timer);
+    await this.running;
+  }
+
+  /** One step of every device and one batch upload. */
+  private async tick(elapsedMs: number): Promise<void> {
+    const dt = this.stats.ticks === 0 ? 0 : this.options.intervalMs / 1000;
+    const now = Date.now();
+    const poses: Record<string, unknown>[] = [];
+    for (const device of this.devices) {
+      if (device.role === 'silent' && elapsedMs >= this.options.silentAfterSeconds * 1000) continue;
+      const pose = this.step(device, dt, elapsedMs);
+      if (device.role === 'danger' && !device.dangerSent && elapsedMs >= this.options.dangerAfterSeconds * 1000) {
+        pose.danger = true;
+        device.dangerSent = true;
+        this.options.log(`${device.id} pressed DANGER`);
+      }
+      poses.push({ device_id: device.id, timestamp: now, building_id: this.buildingId, ...pose });
+    }
+    this.stats.ticks++;
+    try {
+      await this.api.post('/api/v1/realtime/positions', { poses });
+      this.stats.posesSent += poses.length;
+    } catch (error) {
+      this.stats.failedUploads++;
+      this.stats.lastError = error instanceof Error ? error.message : String(error);
+      this.options.log(`upload failed: ${this.stats.lastError}`);
+    }
+  }
+
+  /** Moves one device by dt seconds and answers its pose (floor, x, y, yaw, accuracy). */
+  private step(device: Device, dt: number, elapsedMs: number): Record<string, unknown> {
+    if (device.stay && elapsedMs < device.stay.until) {
+      const { node } = device.stay;
+      return { floor_id: node.floorId, x: round(node.x + (this.random() - 0.5)), y: round(node.y + (this.random() - 0.5)), yaw: 0, accuracy: 1.5 };
+    }
+    device.stay = undefined;
+    let left = this.options.speedMps * dt * (0.8 + this.random() * 0.4);
+    for (;;) {
+      const metres = device.from.neighbours.find((n) => n.node === device.to)?.metres ?? 1;
+      if (device.along + left < metres) {
+        device.along += left;
+        break;
+      }
+      left -= metres - device.along;
+      // At a node: on, avoiding the way back unless it is a dead end.
+      const onward = device.to.neighbours.filter((n) => n.node !== device.from);
+      const choices = onward.length > 0 ? onward : device.to.neighbours;
+      device.from = device.to;
+      device.to = choices[Math.floor(this.random() * choices.length)]!.node;
+      device.along = 0;
+    }
+    const { from, to } = device;
+    const metres = from.neighbours.find((n) => n.node === to)?.metres ?? 1;
+    const f = Math.min(device.along / metres, 1);
+    // Between floors the device is on the floor it left until half way.
+    const floorId = from.floorId === to.floorId || f < 0.5 ? from.floorId : to.floorId;
+    return {
+      floor_id: floorId,
+      x: round(from.x + (to.x - from.x) * f),
+      y: round(from.y + (to.y - from.y) * f),
+      yaw: round(Math.atan2(to.y - from.y, to.x - from.x)),
+      accuracy: round(1 + this.random() * 2),
+    };
+  }
+}
+
+const round = (value: number) => Math.round(value * 100) / 100;
+
+function stripUndefined<T extends object>(value: T): Partial<T> {
+  return Object.fromEntries(Object.entries(value).filter(([, v]) => v !== undefined)) as Partial<T>;
+}
+
+/** A small seeded generator, so a run can be repeated. */
+function mulberry32(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+function insidePolygon(x: number, y: number, ring: [number, number][]): boolean {
+  let inside = false;
+  for (let i = 0, j = ring.length - 1; i < ring.length; j = i++) {
+    const [xi, yi] = ring[i]!;
+    const [xj, yj] = ring[j]!;
+    if (yi > y !== yj > y && x < ((xj - xi) * (y - yi)) / (yj - yi) + xi) inside = !inside;
+  }
+  return inside;
+}
+
+/** CLI: `tsx demo/simulator.ts --url http://127.0.0.1:8080 --api-key fc_... [--building 1] [--devices 50]`. */
+async function main(): Promise<void> {
+  const { values } = parseArgs({
+    options: {
+      url: { type: 'string', default: 'http://127.0.0.1:8080' },
+      'api-key': { type: 'string', default: process.env.FLOORCAST_API_KEY },
+      building: { type: 'string' },
+      devices: { type: 'string' },
+      'interval-ms': { type: 'string' },
+      seed: { type: 'string' },
+    },
+  });
+  if (!values['api-key']) {
+    process.stderr.write('usage: tsx demo/simulator.ts --url http://127.0.0.1:8080 --api-key fc_... [--building ID] [--devices 50] [--interval-ms 1000]\n');
+    process.exit(2);
+  }
+  const number = (value: string | undefined) => (value === undefined ? undefined : Number(value));
+  const simulator = await Simulator.connect({
+    url: values.url!,
+    apiKey: values['api-key'],
+    buildingId: number(values.building),
+    devices: number(values.devices),
+    intervalMs: number(values['interval-ms']),
+    seed: number(values.seed),
+    log: (line) => process.stdout.write(`${line}\n`),
+  });
+  simulator.start();
+  const stop = () => void simulator.stop().then(() => process.exit(0));
+  process.on('SIGINT', stop);
+  process.on('SIGTERM', stop);
+}
+
+if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
+  main().catch((error) => {
+    process.stderr.write(`simulator failed: ${error instanceof Error ? error.message : String(error)}\n`);
+    process.exit(1);
+  });
+}

@@ -1,0 +1,106 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DemoApi, DemoApiError } from '../../demo/api-client.js';
+import { seedDemoVenue, type SeededVenue } from '../../demo/seed.js';
+import { Simulator } from '../../demo/simulator.js';
+import { DEMO_BUILDING_NAME } from '../../demo/venue.js';
+import { ADMIN_EMAIL, ADMIN_PASSWORD } from '../support/identity.js';
+import { driverLabel } from '../support/test-environment.js';
+import { startTestGateway, type RunningGateway } from '../support/test-gateway.js';
+import { TestSocket } from '../support/ws-client.js';
+
+/**
+ * `npm run demo`'s parts against a test gateway: the venue seeded through the API, then the simulator for a few
+ * seconds with everything accelerated (2 s max stay, 2 s of silence, DANGER after 1 s, 4 Hz).
+ */
+describe(`demo venue and simulator (${driverLabel})`, () => {
+  let running: RunningGateway;
+  let admin: DemoApi;
+  let venue: SeededVenue;
+
+  beforeAll(async () => {
+    running = await startTestGateway();
+    admin = await DemoApi.signIn(running.baseUrl, ADMIN_EMAIL, ADMIN_PASSWORD);
+    venue = await seedDemoVenue(admin, { maxStaySeconds: 2, deadmanSilenceSeconds: 2, responders: 2 });
+  });
+  afterAll(async () => {
+    await running?.stop();
+  });
+
+  it('seeds two floors with a floorplan, max-stay geofences, an event, POIs, Responders and a graph that routes between floors', async () => {
+    expect(venue.created).toBe(true);
+    const building = await admin.get(`/api/v1/buildings/${venue.buildingId}`);
+    expect(building.floors).toHaveLength(2);
+    for (const floor of building.floors) {
+      const image = await fetch(running.baseUrl + floor.maps.map_url, { headers: { 'x-api-key': venue.simulatorApiKey } });
+      expect(image.status).toBe(200);
+      expect(image.headers.get('content-type')).toBe('image/png');
+    }
+    expect(building.geofences.filter((g: any) => g.max_stay_time === 2)).toHaveLength(2);
+    expect(building.events).toHaveLength(1);
+    expect(building.indoor_pois.length).toBeGreaterThanOrEqual(5);
+    const settings = await admin.get(`/api/v1/buildings/${venue.buildingId}/alarm_settings`);
+    expect(settings).toMatchObject({ deadman_silence_s: 2 });
+    const groups = await admin.get<any>('/api/v1/groups?name=Responders');
+    expect((Array.isArray(groups) ? groups : groups.data).map((g: any) => g.id)).toContain(venue.groupId);
+
+    const [ground, first] = venue.floorIds;
+    const route = (extra = '') => admin.get(`/api/v1/buildings/${venue.buildingId}/route?from_floor_id=${ground}&from_x=15&from_y=40&to_floor_id=${first}&to_x=25&to_y=10${extra}`);
+    const stairs = await route();
+    expect(stairs.legs.map((leg: any) => leg.floor_id)).toEqual([ground, first]);
+    expect(stairs.steps.find((s: any) => s.floor_change).floor_change.via).toBe('stairs');
+    const lift = await route('&accessible=true');
+    expect(lift.steps.find((s: any) => s.floor_change).floor_change.via).toBe('lift');
+  });
+
+  it('walks devices that store positions, cross geofences and raise max-stay, DEADMAN and DANGER alarms', async () => {
+    const started = new Date();
+    const watcher = await TestSocket.open(running.baseUrl, { headers: { 'x-api-key': venue.simulatorApiKey } });
+    const subscribed = await watcher.request({ op: 'subscribe', topics: [`buildings/${venue.buildingId}/geofence-events`, 'organization/alarms'] });
+    expect(subscribed.op).toBe('subscribed');
+
+    const simulator = await Simulator.connect({
+      url: running.baseUrl,
+      apiKey: venue.simulatorApiKey,
+      buildingId: venue.buildingId,
+      devices: 12,
+      intervalMs: 250,
+      lingerers: 2,
+      lingerSeconds: 60,
+      silentAfterSeconds: 1,
+      dangerAfterSeconds: 1,
+    });
+    simulator.start();
+    try {
+      await watcher.next((f) => f.op === 'geofence_event' && f.data.type === 'enter', 15_000);
+      for (const type of ['DANGER', 'GEOFENCE_MAX_STAY_TIME', 'DEADMAN']) {
+        await watcher.next((f) => f.op === 'alarm' && f.data.type === type && f.data.event === 'raised', 15_000);
+      }
+    } finally {
+      await simulator.stop();
+      watcher.ws.close();
+    }
+    expect(simulator.stats.failedUploads).toBe(0);
+    expect(simulator.stats.posesSent).toBeGreaterThan(12);
+
+    const alarms = await admin.get(`/api/v1/alarms?building_id=${venue.buildingId}&size=100`);
+    const raised = (alarms.data ?? alarms) as any[];
+    expect(raised.find((a) => a.type === 'DANGER')).toMatchObject({ device_id: 'demo-09', state: 'OPEN' });
+    expect(raised.find((a) => a.type === 'DEADMAN')).toMatchObject({ device_id: 'demo-10', details: expect.objectContaining({ reason: 'silence' }) });
+    expect(raised.filter((a) => a.type === 'GEOFENCE_MAX_STAY_TIME').map((a) => a.device_id)).toEqual(expect.arrayContaining(['demo-11', 'demo-12']));
+
+    // Every acknowledged pose is stored (the raw_data report reads them back from PostgreSQL).
+    const query = `from_date=${started.toISOString()}&to_date=${new Date(Date.now() + 60_000).toISOString()}&building_ids=${venue.buildingId}&limit=100000`;
+    const stored = await admin.get(`/api/v1/reports/raw_data.json?${query}`);
+    expect(stored.data).toHaveLength(simulator.stats.posesSent);
+    for (const row of stored.data) expect(venue.floorIds).toContain(row.floor_id);
+  });
+
+  it('reuses the seeded venue on a second start and replaces the simulator key', async () => {
+    const again = await seedDemoVenue(admin, { maxStaySeconds: 2, deadmanSilenceSeconds: 2, responders: 2 });
+    expect(again).toMatchObject({ created: false, buildingId: venue.buildingId, floorIds: venue.floorIds, groupId: venue.groupId });
+    expect((await admin.get<any[]>('/api/v1/buildings')).filter((b) => b.name === DEMO_BUILDING_NAME)).toHaveLength(1);
+    const old = new DemoApi(running.baseUrl, { apiKey: venue.simulatorApiKey });
+    await expect(old.get('/api/v1/buildings')).rejects.toMatchObject({ status: 401 } satisfies Partial<DemoApiError>);
+    expect(await new DemoApi(running.baseUrl, { apiKey: again.simulatorApiKey }).get('/api/v1/buildings')).toHaveLength(1);
+  });
+});
