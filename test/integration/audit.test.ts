@@ -1,6 +1,8 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { AuditService } from '../../gateway/audit/audit-service.js';
 import { isWriteRoute } from '../../gateway/auth/authenticator.js';
+import { defineRoute } from '../../gateway/http/route.js';
+import { AppError, ErrorCode } from '../../shared/errors.js';
 import { createLogger } from '../../shared/logger.js';
 import { parseCsv } from '../support/csv.js';
 import { createVenue } from '../support/cartography.js';
@@ -24,7 +26,37 @@ describe(`audit log (${driverLabel})`, () => {
   let admin: TestClient;
 
   beforeAll(async () => {
-    running = await startTestGateway();
+    // Two probe routes: a write that forgets its entry, and one whose entry is recorded and then rolled back.
+    running = await startTestGateway({}, {
+      extraRoutes: (services) => [
+        defineRoute({ method: 'POST', path: '/api/v1/probe/unaudited', summary: 'probe', auth: 'authenticated', hidden: true, handler: () => ({ status: 204 }) }),
+        defineRoute({
+          method: 'POST',
+          path: '/api/v1/probe/rolled_back',
+          summary: 'probe',
+          auth: 'authenticated',
+          hidden: true,
+          handler: async ({ audit }) => {
+            await services.storage.em().transactional(async (em) => {
+              await audit.record(em, { objectType: 'probe', objectId: 'rolled-back', before: null, after: { x: 1 } });
+              throw new AppError(ErrorCode.Conflict, 'fails after its entry');
+            });
+            return { status: 204 };
+          },
+        }),
+        defineRoute({
+          method: 'POST',
+          path: '/api/v1/probe/outside',
+          summary: 'probe',
+          auth: 'authenticated',
+          hidden: true,
+          handler: async ({ audit }) => {
+            await audit.record(services.storage.em(), { objectType: 'probe', objectId: 'outside', before: null, after: null });
+            return { status: 204 };
+          },
+        }),
+      ],
+    });
     admin = await adminClient(running.client);
   }, 60_000);
   afterAll(async () => running?.stop());
@@ -41,6 +73,37 @@ describe(`audit log (${driverLabel})`, () => {
     expect(Object.fromEntries(exempt.map((route) => [`${route.method} ${route.path}`, route.auditExempt]))).toEqual(
       Object.fromEntries(Object.entries(EXEMPT).map(([key, reason]) => [key, expect.stringMatching(reason)])),
     );
+  });
+
+  it('the entry is part of the write: a write that fails after it leaves none, and an entry failing fails the write', async () => {
+    expect((await admin.post('/api/v1/probe/rolled_back')).status).toBe(409);
+    expect(await entries('object_type=probe')).toEqual([]);
+    // An entry outside any transaction is refused outright (it could outlive a rolled-back write).
+    expect((await admin.post('/api/v1/probe/outside')).status).toBe(500);
+    expect(await entries('object_type=probe')).toEqual([]);
+    // And the other way round: a real route whose entry cannot be stored stores nothing.
+    const { storage } = running.gateway.services;
+    await storage.execute(`alter table audit_log add constraint probe_refuse_devices check (object_type <> 'devices')`);
+    try {
+      const identifier = `atomic-${Date.now()}`;
+      expect((await admin.post('/api/v1/devices', { identifier })).status).toBe(500);
+      expect(await storage.execute('select 1 from devices where identifier = ?', [identifier])).toHaveLength(0);
+    } finally {
+      await storage.execute('alter table audit_log drop constraint probe_refuse_devices');
+    }
+  });
+
+  it('a successful write that left no entry is logged as an error', async () => {
+    const error = vi.spyOn(running.gateway.services.logger, 'error');
+    try {
+      expect((await admin.post('/api/v1/probe/unaudited')).status).toBe(204);
+      expect(error).toHaveBeenCalledWith(expect.objectContaining({ method: 'POST', route: '/api/v1/probe/unaudited' }), 'a successful write left no audit entry');
+      error.mockClear();
+      expect((await admin.post('/api/v1/groups', { name: `guarded-${Date.now()}` })).status).toBe(201);
+      expect(error).not.toHaveBeenCalled();
+    } finally {
+      error.mockRestore();
+    }
   });
 
   it('create, update and delete through the resource helper: one entry each, actor, credential, route and diff', async () => {
