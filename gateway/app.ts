@@ -34,6 +34,8 @@ import { alarmRoutes } from './routes/alarms.route.js';
 import { reportRoutes } from './routes/reports.route.js';
 import { realtimeRoutes } from './routes/realtime.route.js';
 import { historyRoutes } from './routes/history.route.js';
+import { auditRoutes } from './routes/audit.route.js';
+import { AuditService } from './audit/audit-service.js';
 import { cartographyRoutes } from './routes/cartography.route.js';
 import { deviceRoutes } from './routes/devices.route.js';
 import { groupRoutes } from './routes/groups.route.js';
@@ -120,6 +122,8 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
   const services: GatewayServices = { config, logger, storage, bus, jobs, tokens, credentials, authenticator, cartography, registry, devices, writer, pipeline, realtime, alarms, detection, routing, rateLimits, websockets };
   const bootstrap = await bootstrapFirstAdmin(storage, config, logger);
 
+  const audit = new AuditService(storage, logger, config.AUDIT_RETENTION_DAYS ?? config.POSITIONS_RETENTION_DAYS);
+  audit.start(); // the retention sweep, hourly
   const http = new HttpServer({ maxBodyBytes: config.MAX_BODY_BYTES, logger, authenticate: authenticator.authenticate, rateLimit: rateLimits.forRequest });
   http.add(
     ...healthRoutes(services),
@@ -135,6 +139,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
     ...historyRoutes(services),
     ...routingRoutes(services),
     ...imageRoutes(services),
+    ...auditRoutes(audit),
     ...consoleRoutes(logger),
     ...openApiRoutes(() => http.router.routes),
   );
@@ -165,6 +170,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       await writer.flush(); // nothing acknowledged may be left in memory
       realtime.stop();
       positionStore.stopMaintenance();
+      audit.stop();
       detection.stop();
       // This uWS build has no app.close(): the closed listen socket plus process exit end idle keep-alive sockets.
       await jobs.close();

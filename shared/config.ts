@@ -62,6 +62,8 @@ export const configSchema = z.object({
   LIVE_POSITION_TTL_SECONDS: z.coerce.number().int().min(1).default(300),
   /** Days of position history kept; older day partitions are dropped (0 keeps everything). */
   POSITIONS_RETENTION_DAYS: z.coerce.number().int().min(0).default(365),
+  /** Days of audit log kept (0 keeps everything); unset means POSITIONS_RETENTION_DAYS. */
+  AUDIT_RETENTION_DAYS: z.coerce.number().int().min(0).optional(),
   /** A WebSocket that has not authenticated within this many milliseconds is closed with 4401. */
   WS_AUTH_TIMEOUT_MS: z.coerce.number().int().min(100).default(5000),
   /** Largest WebSocket message accepted, in bytes; a larger one closes the socket with 1009 (past twice this, unread). */

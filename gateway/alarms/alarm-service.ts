@@ -6,6 +6,9 @@ import { AppError, ErrorCode, NotFoundError } from '../../shared/errors.js';
 import { alarmsRaisedByType } from '../../shared/metrics/metrics.js';
 import type { Storage } from '../../shared/storage/index.js';
 
+
+/** Runs inside an alarm write's transaction, with the alarm before it (null when raised): the API's audit entry. */
+export type AlarmWriteHook = (tx: EntityManager, message: AlarmEventMessage, before: AlarmView | null) => Promise<void>;
 export const ALARMS_CHANNEL = 'alarms';
 
 export interface AlarmHistoryEntry {
@@ -153,8 +156,8 @@ export class AlarmService {
   }
 
   /** Raises an alarm, or updates the OPEN one of the same device, kind and geofence (no flood of repeats). */
-  async raise(request: RaiseAlarm): Promise<AlarmEventMessage> {
-    return (await this.store({ ...request, idempotencyKey: undefined }))!;
+  async raise(request: RaiseAlarm, inTransaction?: AlarmWriteHook): Promise<AlarmEventMessage> {
+    return (await this.store({ ...request, idempotencyKey: undefined }, inTransaction))!;
   }
 
   /**
@@ -170,7 +173,7 @@ export class AlarmService {
     await this.storage.execute(`delete from alarm_raise_keys where created_at < now() - make_interval(days => ?)`, [olderThanDays]);
   }
 
-  private async store(request: RaiseAlarm): Promise<AlarmEventMessage | undefined> {
+  private async store(request: RaiseAlarm, inTransaction?: AlarmWriteHook): Promise<AlarmEventMessage | undefined> {
     const now = new Date();
     const history: AlarmHistoryEntry[] = [{ state: 'OPEN', from: null, at: now.toISOString(), by: request.by, comment: request.comment ?? null }];
     const message = await this.storage.em().transactional(async (tx) => {
@@ -219,7 +222,9 @@ export class AlarmService {
           now,
         ],
       );
-      return this.recordEvent(tx, row!, row!.inserted ? 'raised' : 'updated');
+      const event = await this.recordEvent(tx, row!, row!.inserted ? 'raised' : 'updated');
+      await inTransaction?.(tx, event, null);
+      return event;
     });
     if (message?.event.event === 'raised') alarmsRaisedByType[request.type].inc();
     if (message) await this.announce(message);
@@ -227,7 +232,7 @@ export class AlarmService {
   }
 
   /** Moves an alarm along the transition table (409 for an illegal move), recording who and when. */
-  async changeState(organizationId: string, id: string, to: AlarmState, comment: string | null, by: AlarmHistoryEntry['by']): Promise<AlarmEventMessage> {
+  async changeState(organizationId: string, id: string, to: AlarmState, comment: string | null, by: AlarmHistoryEntry['by'], inTransaction?: AlarmWriteHook): Promise<AlarmEventMessage> {
     const message = await this.storage.em().transactional(async (tx) => {
       const seq = await this.nextSeq(tx, organizationId);
       const [current] = await tx.execute<AlarmRow[]>('select * from alarms where id = ? and organization_id = ? for update', [id, organizationId]);
@@ -241,7 +246,9 @@ export class AlarmService {
         `update alarms set state = ?, seq = ?, updated_at = now(), history = history || ?::jsonb where id = ? returning *`,
         [to, seq, JSON.stringify([entry]), id],
       );
-      return this.recordEvent(tx, row!, 'state_changed');
+      const event = await this.recordEvent(tx, row!, 'state_changed');
+      await inTransaction?.(tx, event, presentAlarm(current));
+      return event;
     });
     await this.announce(message);
     return message;

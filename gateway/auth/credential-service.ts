@@ -1,4 +1,5 @@
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
+import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Config } from '../../shared/config.js';
 import { ErrorCode, UnauthenticatedError } from '../../shared/errors.js';
 import { hashPassword, verifyPassword } from '../../shared/passwords.js';
@@ -130,22 +131,27 @@ export class CredentialService {
     permission: ApiKeyPermission,
     description: string,
     limits: { requestsPerSecond?: number | null; posesPerSecond?: number | null } = {},
+    /** Runs in the creation's transaction (the API's audit entry). */
+    inTransaction?: (tx: EntityManager, apiKey: ApiKey) => Promise<void>,
   ): Promise<{ apiKey: ApiKey; key: string }> {
     const key = API_KEY_PREFIX + randomBytes(24).toString('base64url');
-    const em = this.storage.em();
-    const apiKey = em.create(ApiKeySchema, {
-      id: randomUUID(),
-      organization: owner.organization,
-      user: em.getReference(UserSchema, owner.id),
-      keyHash: sha256(key),
-      keyHint: `${key.slice(0, 7)}…${key.slice(-4)}`,
-      permission,
-      description,
-      createdAt: new Date(this.now()),
-      requestsPerSecond: limits.requestsPerSecond ?? null,
-      posesPerSecond: limits.posesPerSecond ?? null,
+    const apiKey = await this.storage.em().transactional(async (em) => {
+      const apiKey = em.create(ApiKeySchema, {
+        id: randomUUID(),
+        organization: owner.organization,
+        user: em.getReference(UserSchema, owner.id),
+        keyHash: sha256(key),
+        keyHint: `${key.slice(0, 7)}…${key.slice(-4)}`,
+        permission,
+        description,
+        createdAt: new Date(this.now()),
+        requestsPerSecond: limits.requestsPerSecond ?? null,
+        posesPerSecond: limits.posesPerSecond ?? null,
+      });
+      await em.flush();
+      await inTransaction?.(em, apiKey);
+      return apiKey;
     });
-    await em.flush();
     return { apiKey, key };
   }
 }

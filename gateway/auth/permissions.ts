@@ -23,6 +23,8 @@ export const ACTIONS = [
   'alarms:read',
   'alarms:raise',
   'alarms:manage',
+  /** Read the audit log of the organization (admins only). */
+  'audit:read',
   /** See the positions, devices and alarms of every user of the organization, not only one's own. */
   'tracking:read-all',
   /** Raise alarm types that only the system raises (DEADMAN, GEOFENCE_MAX_STAY_TIME...): nobody holds it. */

@@ -7,7 +7,8 @@ import type { RequestLimit } from './rate-limit.js';
 import { mayHoldRefusedText, refuseTextPostgresRefuses } from './pg-text.js';
 import { parseQuery } from './query.js';
 import type { HttpMethod, Reply, RequestContext, RouteDefinition } from './route.js';
-import { Router } from './router.js';
+import { Router, normalisePath } from './router.js';
+import { AuditRecorder } from '../audit/audit-log.js';
 import { statusLine } from './status-text.js';
 
 /** Resolves the caller from the request headers; throws 401/403 AppErrors. */
@@ -284,8 +285,12 @@ export class HttpServer {
       rawBody,
       remoteAddress: request.remoteAddress,
       principal,
+      audit: new AuditRecorder(principal, request.method, normalisePath(route.path), request.remoteAddress),
     };
     const reply = await route.handler(context);
+    if (principal && (route.write ?? route.method !== 'GET') && !route.auditExempt && (reply.status ?? 200) < 300 && context.audit.recorded === 0) {
+      this.options.logger.error({ method: request.method, route: route.path }, 'a successful write left no audit entry');
+    }
     if (reply.stream) {
       const headers = { 'content-type': reply.contentType ?? 'application/octet-stream', ...reply.headers };
       await exchange.stream(reply.status ?? 200, headers, reply.stream).catch((error) => this.options.logger.error({ err: error, path: request.path }, 'stream failed'));

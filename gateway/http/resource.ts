@@ -17,7 +17,8 @@ export interface ResourceContext {
  * One REST resource as a short declaration. The helper does the rest the same way for every resource:
  * organization scope (another organization's object is a 404, exactly like a missing one), the role check,
  * validation, PUT and PATCH (both partial: the official client sends partial PUTs), constraint violations as
- * 409/422, and an optional change hook (index invalidation on the bus).
+ * 409/422, the audit entry (in the write's transaction), and an optional change hook (index invalidation on the
+ * bus, after the commit).
  */
 export interface ResourceSpec<E extends object, Create, Update, ListQuery> {
   /** Singular noun for messages: "Group not found". */
@@ -96,6 +97,8 @@ export function resourceRoutes<E extends object, C, U, Q>(storage: Storage, spec
   }
 
   const context = (principal: Principal): ResourceContext => ({ em: storage.em(), principal });
+  /** The audit log's name for the collection: the path's last segment (`geofences`, `poi_categories`). */
+  const objectType = spec.path.split('/').pop()!;
   const routes: RouteDefinition[] = [];
 
   if (spec.list) {
@@ -156,12 +159,19 @@ export function resourceRoutes<E extends object, C, U, Q>(storage: Storage, spec
       body: spec.createBody,
       response: spec.response,
       successStatus: 201,
-      handler: async ({ principal, body }) => {
-        const ctx = context(principal);
-        const entity = await spec.create(ctx, body);
-        await flushOrExplain(ctx.em, spec.noun);
-        await afterCommit(`${spec.noun} created`, () => spec.onChange?.(ctx, entity, 'created')); // committed: success whatever the bus says
-        return { status: 201, body: spec.present(await load(ctx, (entity as { id: unknown }).id)) };
+      handler: async ({ principal, body, audit }) => {
+        // The write and its audit entry commit together, or neither does.
+        const { entity, presented } = await storage.em().transactional(async (em) => {
+          const ctx = { em, principal };
+          const created = await spec.create(ctx, body);
+          await flushOrExplain(em, spec.noun);
+          const id = (created as { id: unknown }).id;
+          const presented = snapshot(spec.present(await load(ctx, id)));
+          await audit.record(em, { objectType, objectId: id as string, before: null, after: presented, sent: body });
+          return { entity: created, presented };
+        });
+        await afterCommit(`${spec.noun} created`, () => spec.onChange?.(context(principal), entity, 'created')); // committed: success whatever the bus says
+        return { status: 201, body: presented };
       },
     }),
   );
@@ -177,13 +187,19 @@ export function resourceRoutes<E extends object, C, U, Q>(storage: Storage, spec
         params,
         body: spec.updateBody,
         response: spec.response,
-        handler: async ({ principal, params: p, body }) => {
-          const ctx = context(principal);
-          const entity = await load(ctx, p.id);
-          await spec.update(ctx, entity, body);
-          await flushOrExplain(ctx.em, spec.noun);
-          await afterCommit(`${spec.noun} updated`, () => spec.onChange?.(ctx, entity, 'updated')); // committed: success whatever the bus says
-          return { body: spec.present(entity) };
+        handler: async ({ principal, params: p, body, audit }) => {
+          const { entity, presented } = await storage.em().transactional(async (em) => {
+            const ctx = { em, principal };
+            const entity = await load(ctx, p.id);
+            const before = snapshot(spec.present(entity));
+            await spec.update(ctx, entity, body);
+            await flushOrExplain(em, spec.noun);
+            const presented = snapshot(spec.present(entity));
+            await audit.record(em, { objectType, objectId: p.id as string, before, after: presented, sent: body });
+            return { entity, presented };
+          });
+          await afterCommit(`${spec.noun} updated`, () => spec.onChange?.(context(principal), entity, 'updated')); // committed: success whatever the bus says
+          return { body: presented };
         },
       }),
     );
@@ -197,19 +213,27 @@ export function resourceRoutes<E extends object, C, U, Q>(storage: Storage, spec
       auth: 'authenticated',
       action: spec.actions.write,
       params,
-      handler: async ({ principal, params: p }) => {
-        const ctx = context(principal);
-        const entity = await load(ctx, p.id);
-        await spec.beforeDelete?.(ctx, entity);
-        if (spec.remove) await spec.remove(ctx, entity);
-        else ctx.em.remove(entity);
-        await flushOrExplain(ctx.em, spec.noun);
-        await afterCommit(`${spec.noun} deleted`, () => spec.onChange?.(ctx, entity, 'deleted')); // committed: success whatever the bus says
+      handler: async ({ principal, params: p, audit }) => {
+        const entity = await storage.em().transactional(async (em) => {
+          const ctx = { em, principal };
+          const entity = await load(ctx, p.id);
+          const before = snapshot(spec.present(entity));
+          await spec.beforeDelete?.(ctx, entity);
+          if (spec.remove) await spec.remove(ctx, entity);
+          else em.remove(entity);
+          await flushOrExplain(em, spec.noun);
+          await audit.record(em, { objectType, objectId: p.id as string, before, after: null });
+          return entity;
+        });
+        await afterCommit(`${spec.noun} deleted`, () => spec.onChange?.(context(principal), entity, 'deleted')); // committed: success whatever the bus says
         return { status: 204 };
       },
     }),
   );
   return routes;
 }
+
+/** The presentation as JSON stores it, taken before an update can mutate what it refers to. */
+const snapshot = (value: unknown): unknown => JSON.parse(JSON.stringify(value ?? null));
 
 const capitalise = (text: string) => text.charAt(0).toUpperCase() + text.slice(1);

@@ -1,6 +1,7 @@
 import type { z } from 'zod';
 import type { Action } from '../auth/permissions.js';
 import type { Principal } from '../auth/principal.js';
+import type { AuditRecorder } from '../audit/audit-log.js';
 
 export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
 
@@ -22,6 +23,8 @@ export interface RequestContext<Params = any, Query = any, Body = any> {
   remoteAddress: string;
   /** Present on every route whose `auth` is not `public`. */
   principal: Principal;
+  /** The audit entry of this request (authenticated routes): a write records it inside its own transaction. */
+  audit: AuditRecorder;
 }
 
 export interface Reply {
@@ -49,6 +52,12 @@ export interface RouteDefinition<Params = any, Query = any, Body = any> {
   auth: RouteAuth;
   /** A write route: refused to read-only credentials. Defaults to true for every method but GET. */
   write?: boolean;
+  /**
+   * A write route that leaves no audit entry, and why (position uploads are data, not configuration). Every
+   * other authenticated write must record one (`request.audit.record`) in its transaction; the HTTP server
+   * logs an error when a successful write did not, and test/integration/audit.test.ts lists the exemptions.
+   */
+  auditExempt?: string;
   /** What the caller's role must allow (see auth/permissions.ts); unset means any authenticated caller. */
   action?: Action;
   /** Positioning-only credentials may call this route (position uploads). */

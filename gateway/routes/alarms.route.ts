@@ -143,7 +143,7 @@ export function alarmRoutes(services: GatewayServices) {
       response: alarmSchema,
       successStatus: 201,
       otherResponses: { 200: { description: 'A repeat of an OPEN alarm of the same device and kind: that alarm, updated', schema: alarmSchema } },
-      handler: async ({ principal, body }) => {
+      handler: async ({ principal, body, audit }) => {
         // A forged system alarm would be the OPEN one a later real one merges into (one OPEN per device, kind and
         // geofence), so system types are refused to every caller, not only to plain users.
         if (!mayRaiseAlarmType(principal.role, body.type)) throw new ForbiddenError(`Only the system raises ${body.type} alarms`);
@@ -175,6 +175,11 @@ export function alarmRoutes(services: GatewayServices) {
           details: { source: 'api' },
           comment: body.comment ?? null,
           by: { user_id: principal.userId, email: principal.email },
+        }, (tx, { event }) => {
+          const { event: kind, ...alarm } = event;
+          // A repeat of an OPEN alarm only counts one more occurrence (and fills in what was unknown).
+          const [before, after] = kind === 'raised' ? [null, alarm] : [{ occurrences: alarm.occurrences - 1 }, { occurrences: alarm.occurrences }];
+          return audit.record(tx, { objectType: 'alarms', objectId: alarm.id, before, after });
         });
         const { event: _kind, ...alarm } = message.event;
         return { status: message.event.event === 'raised' ? 201 : 200, body: alarmAsSeenBy(principal, alarm) };
@@ -190,8 +195,12 @@ export function alarmRoutes(services: GatewayServices) {
       params: z.object({ id: uuidParam }),
       body: z.object({ state: z.enum(ALARM_STATES), comment: z.string().max(2000).optional() }),
       response: alarmSchema,
-      handler: async ({ principal, params, body }) => {
-        const message = await alarms.changeState(principal.organizationId, params.id, body.state, body.comment ?? null, { user_id: principal.userId, email: principal.email });
+      handler: async ({ principal, params, body, audit }) => {
+        const by = { user_id: principal.userId, email: principal.email };
+        const message = await alarms.changeState(principal.organizationId, params.id, body.state, body.comment ?? null, by, (tx, { event }, before) => {
+          const { event: _kind, ...after } = event;
+          return audit.record(tx, { objectType: 'alarms', objectId: after.id, before, after });
+        });
         const { event: _kind, ...alarm } = message.event;
         return { body: alarm };
       },
@@ -214,21 +223,32 @@ export function alarmRoutes(services: GatewayServices) {
               })
             : undefined,
         response: z.object({ building_id: z.number().int(), deadman_after_s: z.number().nullable(), deadman_radius_m: z.number().nullable(), deadman_silence_s: z.number().nullable() }),
-        handler: async ({ principal, params, body }) => {
-          const em = storage.em();
-          const building = await em.findOne(BuildingSchema, { id: params.id, organization: principal.organizationId });
-          if (!building) throw new NotFoundError('Building');
-          if (method === 'PUT') {
+        handler: async ({ principal, params, body, audit }) => {
+          const present = (building: { id: number; deadmanAfterS?: number | null; deadmanRadiusM?: number | null; deadmanSilenceS?: number | null }) => ({
+            building_id: building.id,
+            deadman_after_s: building.deadmanAfterS ?? null,
+            deadman_radius_m: building.deadmanRadiusM ?? null,
+            deadman_silence_s: building.deadmanSilenceS ?? null,
+          });
+          const find = async (em: ReturnType<typeof storage.em>) => {
+            const building = await em.findOne(BuildingSchema, { id: params.id, organization: principal.organizationId });
+            if (!building) throw new NotFoundError('Building');
+            return building;
+          };
+          if (method === 'GET') return { body: present(await find(storage.em())) };
+          const after = await storage.em().transactional(async (em) => {
+            const building = await find(em);
+            const before = present(building);
             const settings = body as { deadman_after_s?: number | null; deadman_radius_m?: number | null; deadman_silence_s?: number | null };
             if (settings.deadman_after_s !== undefined) building.deadmanAfterS = settings.deadman_after_s;
             if (settings.deadman_radius_m !== undefined) building.deadmanRadiusM = settings.deadman_radius_m;
             if (settings.deadman_silence_s !== undefined) building.deadmanSilenceS = settings.deadman_silence_s;
             await em.flush();
-            await services.cartography.announce({ organizationId: principal.organizationId, buildingId: building.id, kind: 'building', id: building.id, change: 'updated' });
-          }
-          return {
-            body: { building_id: building.id, deadman_after_s: building.deadmanAfterS ?? null, deadman_radius_m: building.deadmanRadiusM ?? null, deadman_silence_s: building.deadmanSilenceS ?? null },
-          };
+            await audit.record(em, { objectType: 'alarm_settings', objectId: building.id, before, after: present(building) });
+            return present(building);
+          });
+          await services.cartography.announce({ organizationId: principal.organizationId, buildingId: params.id, kind: 'building', id: params.id, change: 'updated' });
+          return { body: after };
         },
       }),
     ),

@@ -125,14 +125,18 @@ export function authRoutes(services: GatewayServices) {
       }),
       response: apiKeySchema,
       successStatus: 201,
-      handler: async ({ principal, body }) => {
+      handler: async ({ principal, body, audit }) => {
         const owner = await keyOwner(services, principal, body.user_id);
         // A credential cannot mint a stronger one than itself.
         if (principal.permission !== 'read-write') throw new ForbiddenError('Only a read-write credential may create API keys');
-        const { apiKey, key } = await credentials.createApiKey(owner, body.permission, body.description, {
-          requestsPerSecond: body.requests_per_second,
-          posesPerSecond: body.poses_per_second,
-        });
+        const { apiKey, key } = await credentials.createApiKey(
+          owner,
+          body.permission,
+          body.description,
+          { requestsPerSecond: body.requests_per_second, posesPerSecond: body.poses_per_second },
+          // Masked as the list shows it (and `apikey` is a secret-named field, redacted anyway): no key material in the log.
+          (tx, created) => audit.record(tx, { objectType: 'apikeys', objectId: created.id, before: null, after: presentApiKey(created) }),
+        );
         return { status: 201, body: presentApiKey(apiKey, key) };
       },
     }),
@@ -144,13 +148,17 @@ export function authRoutes(services: GatewayServices) {
       auth: 'authenticated',
       action: 'apikeys:own',
       params: z.object({ id: uuidParam }),
-      handler: async ({ principal, params }) => {
-        const em = services.storage.em();
-        const apiKey = await em.findOne(ApiKeySchema, { id: params.id, organization: principal.organizationId }, { populate: ['user'] });
-        if (!apiKey || (apiKey.user.id !== principal.userId && !can(principal.role, 'apikeys:others'))) throw new NotFoundError('API key');
-        if (!mayChangeUser(principal, apiKey.user)) throw new ForbiddenError('Only the platform administrator manages its API keys');
-        em.remove(apiKey);
-        await em.flush();
+      handler: async ({ principal, params, audit }) => {
+        const apiKey = await services.storage.em().transactional(async (em) => {
+          const apiKey = await em.findOne(ApiKeySchema, { id: params.id, organization: principal.organizationId }, { populate: ['user'] });
+          if (!apiKey || (apiKey.user.id !== principal.userId && !can(principal.role, 'apikeys:others'))) throw new NotFoundError('API key');
+          if (!mayChangeUser(principal, apiKey.user)) throw new ForbiddenError('Only the platform administrator manages its API keys');
+          const before = presentApiKey(apiKey);
+          em.remove(apiKey);
+          await em.flush();
+          await audit.record(em, { objectType: 'apikeys', objectId: apiKey.id, before, after: null });
+          return apiKey;
+        });
         await services.authenticator.invalidate({ apiKeyHash: apiKey.keyHash, apiKeyId: apiKey.id, revoke: true });
         return { status: 204 };
       },

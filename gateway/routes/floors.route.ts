@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { ValidationError } from '../../shared/errors.js';
 import { FloorSchema, OrganizationSchema, type Floor } from '../../shared/storage/entities/index.js';
-import type { Storage } from '../../shared/storage/index.js';
+import type { EntityManager } from '@mikro-orm/postgresql';
 import { customFieldsInput } from '../cartography/placement.js';
 import { floorSchema, presentFloor } from '../cartography/presenters.js';
 import { idParam } from '../http/query-schemas.js';
@@ -19,9 +19,12 @@ const floorFields = {
   custom_fields: customFieldsInput,
 };
 
-/** The floorplan must be an image of the caller's organization; its pixel width gives a default scale. */
-async function floorplanWidth(storage: Storage, organizationId: string, mapId: string): Promise<number | null> {
-  const [image] = await storage.execute<{ width: number | null }>('select width from images where id = ? and organization_id = ?', [mapId, organizationId]);
+/**
+ * The floorplan must be an image of the caller's organization; its pixel width gives a default scale. Read
+ * through the write's own entity manager: the write is a transaction, and PGlite has a single connection.
+ */
+async function floorplanWidth(em: EntityManager, organizationId: string, mapId: string): Promise<number | null> {
+  const [image] = await em.execute<{ width: number | null }[]>('select width from images where id = ? and organization_id = ?', [mapId, organizationId]);
   if (!image) throw new ValidationError([{ field: 'map_id', message: 'no such image in your organization' }]);
   return image.width;
 }
@@ -67,7 +70,7 @@ export function floorRoutes(services: GatewayServices) {
       const building = await cartography.building(em, principal, body.building_id, 'building_id');
       let scale = body.scale ?? null;
       if (body.map_id) {
-        const width = await floorplanWidth(storage, principal.organizationId, body.map_id);
+        const width = await floorplanWidth(em, principal.organizationId, body.map_id);
         if (scale === null && width) scale = width / building.width;
       }
       return em.create(FloorSchema, {
@@ -88,7 +91,7 @@ export function floorRoutes(services: GatewayServices) {
         throw new ValidationError([{ field: 'building_id', message: 'a floor cannot move to another building' }]);
       }
       if (body.map_id) {
-        const width = await floorplanWidth(storage, principal.organizationId, body.map_id);
+        const width = await floorplanWidth(em, principal.organizationId, body.map_id);
         if (body.scale === undefined && width) floor.scale = width / (await cartography.building(em, principal, floor.buildingId)).width;
       }
       if (body.map_id !== undefined) floor.mapId = body.map_id;

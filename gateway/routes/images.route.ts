@@ -93,7 +93,7 @@ export function imageRoutes(services: GatewayServices) {
       maxBodyBytes: services.config.MAX_IMAGE_BYTES,
       response: imageResponse,
       successStatus: 201,
-      handler: async ({ principal, headers, rawBody }) => {
+      handler: async ({ principal, headers, rawBody, audit }) => {
         // `rtf`, which the official client may send, has no documented meaning: it is accepted and ignored.
         const part = filePart(headers, rawBody);
         if (part.data.length === 0) throw new ValidationError([{ field: part.name, message: 'The file is empty' }]);
@@ -102,20 +102,23 @@ export function imageRoutes(services: GatewayServices) {
         }
         const info = readImageInfo(part.data);
         if (!info) throw new ValidationError([{ field: part.name, message: 'The image header is truncated or corrupt: no size can be read' }]);
-        const em = storage.em();
-        const image = em.create(ImageSchema, {
-          id: randomUUID(),
-          organization: em.getReference(OrganizationSchema, principal.organizationId),
-          contentType: info.contentType,
-          byteSize: part.data.length,
-          width: info.width,
-          height: info.height,
-          sha256: createHash('sha256').update(part.data).digest('hex'),
-          originalFilename: cleanFilename(part.filename),
-          data: part.data,
-          createdAt: new Date(),
+        const image = await storage.em().transactional(async (em) => {
+          const image = em.create(ImageSchema, {
+            id: randomUUID(),
+            organization: em.getReference(OrganizationSchema, principal.organizationId),
+            contentType: info.contentType,
+            byteSize: part.data.length,
+            width: info.width,
+            height: info.height,
+            sha256: createHash('sha256').update(part.data).digest('hex'),
+            originalFilename: cleanFilename(part.filename),
+            data: part.data,
+            createdAt: new Date(),
+          });
+          await em.flush();
+          await audit.record(em, { objectType: 'images', objectId: image.id, before: null, after: present(image) }); // metadata, not the bytes
+          return image;
         });
-        await em.flush();
         return { status: 201, body: present(image) };
       },
     }),
@@ -149,7 +152,7 @@ export function imageRoutes(services: GatewayServices) {
       auth: 'authenticated',
       action: 'cartography:write',
       params,
-      handler: async ({ principal, params: p }) => {
+      handler: async ({ principal, params: p, audit }) => {
         const [use] = await storage.execute<{ what: string }>(
           `select 'floor ' || id as what from floors where map_id = ? and organization_id = ?
            union all select 'building ' || id from buildings where picture_id = ? and organization_id = ?
@@ -158,8 +161,14 @@ export function imageRoutes(services: GatewayServices) {
           [p.id, principal.organizationId, p.id, principal.organizationId, p.id, p.id, principal.organizationId],
         );
         if (use) throw new AppError(ErrorCode.Conflict, `The image is in use (${use.what}); change that first`);
-        const deleted = await storage.em().nativeDelete(ImageSchema, { id: p.id, organization: principal.organizationId });
-        if (deleted === 0) throw new NotFoundError('Image');
+        await storage.em().transactional(async (em) => {
+          const image = await em.findOne(ImageSchema, { id: p.id, organization: principal.organizationId });
+          if (!image) throw new NotFoundError('Image');
+          const before = present(image);
+          const deleted = await em.nativeDelete(ImageSchema, { id: p.id, organization: principal.organizationId });
+          if (deleted === 0) throw new NotFoundError('Image');
+          await audit.record(em, { objectType: 'images', objectId: p.id, before, after: null });
+        });
         return { status: 204 };
       },
     }),

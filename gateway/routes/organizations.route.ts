@@ -45,25 +45,31 @@ export function organizationRoutes(services: GatewayServices) {
       }),
       response: organizationResponse.extend({ admin: userResponse }),
       successStatus: 201,
-      handler: async ({ principal, body }) => {
+      handler: async ({ principal, body, audit }) => {
         if (!principal.platformAdmin) throw new ForbiddenError('Only the platform administrator creates organizations');
-        const em = services.storage.em();
-        const now = new Date();
-        const organization = em.create(OrganizationSchema, { id: randomUUID(), name: body.name, createdAt: now, updatedAt: now });
-        const admin = em.create(UserSchema, {
-          id: randomUUID(),
-          organization,
-          email: body.admin.email.toLowerCase(),
-          passwordHash: await hashPassword(body.admin.password),
-          fullName: body.admin.full_name,
-          role: 'admin',
-          platformAdmin: false,
-          buildingIds: [],
-          createdAt: now,
-          updatedAt: now,
+        const passwordHash = await hashPassword(body.admin.password);
+        const presented = await services.storage.em().transactional(async (em) => {
+          const now = new Date();
+          const organization = em.create(OrganizationSchema, { id: randomUUID(), name: body.name, createdAt: now, updatedAt: now });
+          const admin = em.create(UserSchema, {
+            id: randomUUID(),
+            organization,
+            email: body.admin.email.toLowerCase(),
+            passwordHash,
+            fullName: body.admin.full_name,
+            role: 'admin',
+            platformAdmin: false,
+            buildingIds: [],
+            createdAt: now,
+            updatedAt: now,
+          });
+          await flushOrExplain(em, 'user');
+          const presented = { ...presentOrganization(organization), admin: presentUser(admin) };
+          // Logged in the creator's organization (who did it); `sent` lists the admin's password, redacted.
+          await audit.record(em, { objectType: 'organizations', objectId: organization.id, before: null, after: presented, sent: body });
+          return presented;
         });
-        await flushOrExplain(em, 'user');
-        return { status: 201, body: { ...presentOrganization(organization), admin: presentUser(admin) } };
+        return { status: 201, body: presented };
       },
     }),
   ];

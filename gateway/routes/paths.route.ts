@@ -71,7 +71,7 @@ export function pathRoutes(services: GatewayServices) {
       params: z.object({ building_id: idParam }),
       body: pathsBody,
       response: pathsSchema,
-      handler: async ({ principal, params, body }) => {
+      handler: async ({ principal, params, body, audit }) => {
         const em = storage.em();
         const building = await cartography.building(em, principal, params.building_id);
         const floors = new Set((await em.find(FloorSchema, { buildingId: building.id })).map((floor) => floor.id));
@@ -95,11 +95,21 @@ export function pathRoutes(services: GatewayServices) {
           tags: link.tags,
         }));
         // One upsert: two PUTs at once both succeed and the last wins whole (a find-then-insert raced on the key).
-        await storage.executeBound(
-          `insert into building_paths (building_id, organization_id, nodes, links, updated_at) values (?, ?::uuid, ?::jsonb, ?::jsonb, now())
-           on conflict (building_id) do update set nodes = excluded.nodes, links = excluded.links, updated_at = excluded.updated_at`,
-          [building.id, principal.organizationId, JSON.stringify(body.nodes), JSON.stringify(links)],
-        );
+        // Bound, not inlined (large arrays); in one transaction with the audit entry, which records the graph's
+        // size before and after rather than copying a graph of up to 100,000 nodes into the log.
+        await storage.em().transactional(async (tx) => {
+          const previous = await tx.findOne(BuildingPathsSchema, { buildingId: building.id });
+          await tx
+            .getKnex()
+            .raw(
+              `insert into building_paths (building_id, organization_id, nodes, links, updated_at) values (?, ?::uuid, ?::jsonb, ?::jsonb, now())
+               on conflict (building_id) do update set nodes = excluded.nodes, links = excluded.links, updated_at = excluded.updated_at`,
+              [building.id, principal.organizationId, JSON.stringify(body.nodes), JSON.stringify(links)],
+            )
+            .transacting(tx.getTransactionContext()!);
+          const size = (nodes: unknown[], links: unknown[]) => ({ building_id: building.id, nodes: nodes.length, links: links.length });
+          await audit.record(tx, { objectType: 'paths', objectId: building.id, before: previous ? size(previous.nodes, previous.links) : null, after: size(body.nodes, links) });
+        });
         await cartography.announce({ organizationId: principal.organizationId, buildingId: building.id, kind: 'paths', id: building.id, change: 'updated' });
         return { body: { nodes: body.nodes, links } };
       },

@@ -132,29 +132,33 @@ export function poiRoutes(services: GatewayServices) {
     bodyDoc: z.array(createPoiBody).min(1).max(10_000),
     response: z.array(poiSchema),
     successStatus: 201,
-    handler: async ({ principal, body }) => {
-      const em = storage.em();
-      const context = { em, principal };
-      const errors: FieldError[] = [];
-      const pois: Partial<Poi>[] = [];
-      for (const [index, item] of body.entries()) {
-        const parsed = createPoiBody.safeParse(item);
-        if (!parsed.success) {
-          errors.push(...fieldErrors(parsed.error, String(index)));
-          continue;
+    handler: async ({ principal, body, audit }) => {
+      // All or none, with one audit entry per POI (so the log can be filtered by object), in one transaction.
+      const created = await storage.em().transactional(async (em) => {
+        const context = { em, principal };
+        const errors: FieldError[] = [];
+        const pois: Partial<Poi>[] = [];
+        for (const [index, item] of body.entries()) {
+          const parsed = createPoiBody.safeParse(item);
+          if (!parsed.success) {
+            errors.push(...fieldErrors(parsed.error, String(index)));
+            continue;
+          }
+          const poi = newPoi(context);
+          try {
+            await apply(context, poi, parsed.data, `${index}.`);
+            pois.push(poi);
+          } catch (error) {
+            if (error instanceof ValidationError) errors.push(...(error.errors ?? []));
+            else throw error;
+          }
         }
-        const poi = newPoi(context);
-        try {
-          await apply(context, poi, parsed.data, `${index}.`);
-          pois.push(poi);
-        } catch (error) {
-          if (error instanceof ValidationError) errors.push(...(error.errors ?? []));
-          else throw error;
-        }
-      }
-      if (errors.length > 0) throw new ValidationError(errors, 'Some POIs are invalid; none was created');
-      const created = pois.map((poi) => em.create(PoiSchema, poi as never));
-      await flushOrExplain(em, 'POI');
+        if (errors.length > 0) throw new ValidationError(errors, 'Some POIs are invalid; none was created');
+        const created = pois.map((poi) => em.create(PoiSchema, poi as never));
+        await flushOrExplain(em, 'POI');
+        for (const poi of created) await audit.record(em, { objectType: 'pois', objectId: poi.id, before: null, after: presentPoi(poi) });
+        return created;
+      });
       for (const buildingId of new Set(created.map((poi) => poi.buildingId))) {
         await cartography.announce({ organizationId: principal.organizationId, buildingId, kind: 'poi', id: 0, change: 'created' });
       }

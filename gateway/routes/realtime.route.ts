@@ -60,6 +60,7 @@ export function realtimeRoutes(services: GatewayServices) {
     auth: 'authenticated',
     action: 'positions:upload',
     allowPositioningKey: true,
+    auditExempt: 'position uploads are data, not configuration: the positions themselves are the record (history, exports)',
     // The route checks the envelope; the pipeline checks each pose and reports every bad one by index. The
     // document shows the poses' full schema.
     body: uploadPosesSchema,

@@ -191,6 +191,10 @@ const ROUTES: Record<string, Entry> = {
   'POST /api/v1/images': { ok: 415 },
   'GET /api/v1/images/:id': {},
   'DELETE /api/v1/images/:id': {},
+
+  // Admins only (audit:read); another organization's entries are simply not in the caller's log.
+  'GET /api/v1/audit': {},
+  'GET /api/v1/audit.csv': {},
 };
 // Reports: every role may ask; without parameters the request is refused (422) once the checks have passed.
 for (const name of ['geofencing_stay_time', 'geofencing_sessions_matches', 'visitors', 'positioning_time', 'heatmap', 'raw_data', 'user_positions']) {

@@ -8293,6 +8293,152 @@ export type paths = {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/audit": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Audit log: who changed what, when and from where (newest first, paginated) */
+        get: {
+            parameters: {
+                query?: {
+                    object_type?: string;
+                    object_id?: string;
+                    user_id?: string;
+                    /** @description Inclusive */
+                    from_date?: string;
+                    /** @description Exclusive */
+                    to_date?: string;
+                    page?: number;
+                    size?: number;
+                    sort?: string;
+                    direction?: "asc" | "desc" | "ASC" | "DESC";
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            data: {
+                                id: number;
+                                /** Format: date-time */
+                                at: string;
+                                user_id: string | null;
+                                user_email: string | null;
+                                /** @description How the caller signed in: jwt (an access token; api_key_id set when minted from an API key), apikey, basic */
+                                via: string;
+                                api_key_id: string | null;
+                                method: string;
+                                /** @description The route template, e.g. /api/v1/geofences/:id */
+                                route: string;
+                                /** @description The collection: users, geofences, apikeys, alarms, paths... */
+                                object_type: string;
+                                object_id: string | null;
+                                /** @description The changed fields before the write (null: created); secrets read [redacted] */
+                                before: {
+                                    [key: string]: unknown;
+                                } | null;
+                                /** @description The changed fields after the write (null: deleted); secrets read [redacted] */
+                                after: {
+                                    [key: string]: unknown;
+                                } | null;
+                                /** @description The client address the gateway saw */
+                                address: string | null;
+                            }[];
+                            metadata: {
+                                first: boolean;
+                                last: boolean;
+                                total_pages: number;
+                                total_elements: number;
+                                number_of_elements: number;
+                                size: number;
+                                number: number;
+                            };
+                        };
+                    };
+                };
+                /** @description Error */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/audit.csv": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Audit log as CSV (same filters), streamed */
+        get: {
+            parameters: {
+                query?: {
+                    object_type?: string;
+                    object_id?: string;
+                    user_id?: string;
+                    /** @description Inclusive */
+                    from_date?: string;
+                    /** @description Exclusive */
+                    to_date?: string;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description RFC 4180 CSV with a header row, newest first; before/after as JSON */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "text/csv": string;
+                    };
+                };
+                /** @description Error */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/console": {
         parameters: {
             query?: never;
