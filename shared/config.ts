@@ -106,6 +106,16 @@ export const configSchema = z.object({
   REPORTS_MAX_WINDOW_DAYS: z.coerce.number().int().min(1).default(31),
   /** How long a job-backed request waits for Redis to take its job before answering 503 (Redis down). */
   JOBS_ENQUEUE_TIMEOUT_MS: z.coerce.number().int().min(100).default(5000),
+  /** Let webhooks reach loopback, link-local, private (RFC 1918, ULA, CGNAT) and unspecified addresses (tests, closed networks). */
+  WEBHOOK_ALLOW_PRIVATE_ADDRESSES: z.enum(['true', 'false']).default('false').transform((value) => value === 'true'),
+  /** Longest one webhook delivery attempt may take (DNS, connect, answer) before it counts as failed. */
+  WEBHOOK_TIMEOUT_MS: z.coerce.number().int().min(100).max(120_000).default(10_000),
+  /** Seconds to wait before each retry of a failed delivery (jitter added); after the last one it is dead-lettered. */
+  WEBHOOK_RETRY_SCHEDULE: z
+    .string()
+    .default('5,300,1800,7200,18000,36000,36000')
+    .transform((value) => value.split(',').map((part) => Number(part.trim())))
+    .refine((delays) => delays.length >= 1 && delays.every((delay) => Number.isFinite(delay) && delay >= 0), 'comma-separated seconds, e.g. 5,300,1800'),
 });
 
 export type Config = z.output<typeof configSchema>;

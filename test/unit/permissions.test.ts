@@ -23,6 +23,7 @@ const expected: Record<Action, Role[]> = {
   'alarms:raise': ['admin', 'user_manager', 'user'],
   'alarms:manage': ['admin', 'user_manager'],
   'tracking:read-all': ['admin', 'user_manager'],
+  'webhooks:manage': ['admin'],
   'alarms:raise-system': [],
 };
 
