@@ -113,7 +113,7 @@ export const configSchema = z.object({
   /** Seconds to wait before each retry of a failed delivery (jitter added); after the last one it is dead-lettered. */
   WEBHOOK_RETRY_SCHEDULE: z
     .string()
-    .default('5,300,1800,7200,18000,36000,36000')
+    .default('5,300,1800,7200,18000,36000,36000,36000')
     .transform((value) => value.split(',').map((part) => Number(part.trim())))
     .refine((delays) => delays.length >= 1 && delays.every((delay) => Number.isFinite(delay) && delay >= 0), 'comma-separated seconds, e.g. 5,300,1800'),
 });
