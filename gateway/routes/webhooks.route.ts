@@ -29,7 +29,7 @@ const urlField = z
 const fields = {
   url: urlField,
   events: z.array(z.enum(WEBHOOK_EVENTS)).min(1).max(WEBHOOK_EVENTS.length).transform((events) => [...new Set(events)]),
-  building_ids: z.array(z.number().int().positive()).min(1).max(1000).nullable(),
+  building_ids: z.array(z.number().int().positive().max(2_147_483_647)).min(1).max(1000).nullable(),
   description: z.string().max(2000),
 };
 

@@ -53,6 +53,9 @@ export class ForbiddenDestinationError extends Error {
   }
 }
 
+/** How long creating or changing a webhook waits for DNS before accepting the name unresolved. */
+const LOOKUP_WAIT_MS = 2000;
+
 const bareHost = (hostname: string) => (hostname.startsWith('[') && hostname.endsWith(']') ? hostname.slice(1, -1) : hostname);
 
 /**
@@ -65,10 +68,15 @@ export async function destinationProblem(url: URL, allowPrivate: boolean): Promi
   const host = bareHost(url.hostname);
   if (isIP(host)) return isForbiddenAddress(host) ? `${host} is a loopback, link-local, private or unspecified address` : undefined;
   let addresses: LookupAddress[];
+  let timer: NodeJS.Timeout | undefined;
   try {
-    addresses = await dnsLookupAsync(host, { all: true });
+    // A resolver that does not answer must not hold the request: unresolved is accepted (checked at delivery).
+    const gaveUp = new Promise<LookupAddress[]>((resolve) => (timer = setTimeout(() => resolve([]), LOOKUP_WAIT_MS)));
+    addresses = await Promise.race([dnsLookupAsync(host, { all: true }), gaveUp]);
   } catch {
     return undefined;
+  } finally {
+    clearTimeout(timer);
   }
   const bad = addresses.find((entry) => isForbiddenAddress(entry.address));
   return bad ? `${host} resolves to ${bad.address}, a loopback, link-local, private or unspecified address` : undefined;
