@@ -144,6 +144,22 @@ describe(`outbound webhooks (${driverLabel})`, () => {
     for (const receipt of ok) verify(receipt, hook.secret);
   });
 
+  it('delivers device.event when a device enters an event area', async () => {
+    const venue = await createVenue(admin, 'Event venue');
+    const hook = await create('/device-events', ['device.event']);
+    receiver.respond = () => 204;
+    const area = await admin.post('/api/v1/events', { building_id: venue.building.id, name: 'Welcome desk', info: 'Say hello', position: { floor_id: venue.floors[0].id, cartesians: { x: 40, y: 40 }, radius: 3 } });
+    expect(area.status, area.text).toBe(201);
+    const pose = (x: number) => ({ device_id: 'visitor', timestamp: Date.now(), building_id: venue.building.id, floor_id: venue.floors[0].id, x, y: 40 });
+    expect((await admin.post('/api/v1/realtime/positions', { poses: [pose(10)] })).status).toBe(204);
+    await sleep(50);
+    expect((await admin.post('/api/v1/realtime/positions', { poses: [pose(40)] })).status).toBe(204);
+    const [receipt] = await until('the device event', () => receiver.delivered('/device-events').length >= 1 && receiver.delivered('/device-events'));
+    const body = JSON.parse(receipt!.body);
+    expect(body).toMatchObject({ type: 'device.event', data: { device_id: 'visitor', building_id: venue.building.id, event: { id: area.body.id, name: 'Welcome desk' } } });
+    verify(receipt!, hook.secret);
+  });
+
   it('dead-letters after the retry schedule (a redirect is a failure), and redelivers a dead delivery', async () => {
     const hook = await create('/dead', ['alarm.raised']);
     receiver.respond = (receipt) => (receipt.path === '/dead' ? 302 : 204);
