@@ -4,7 +4,7 @@ import type { Config } from '../../shared/config.js';
 import type { JobQueue } from '../../shared/jobs/index.js';
 import type { Logger } from '../../shared/logger.js';
 import type { Storage } from '../../shared/storage/index.js';
-import { enqueueEvent, policyOf, rescuePending, wake, type DeliveryPolicy, type EnqueuedDelivery, type Execute, type WebhookEvent } from '../../shared/webhooks/deliveries.js';
+import { enqueueEvents, policyOf, rescuePending, wake, type DeliveryPolicy, type EnqueuedDelivery, type Execute, type WebhookEvent } from '../../shared/webhooks/deliveries.js';
 import type { AlarmEventHook, AlarmEventMessage } from '../alarms/alarm-service.js';
 import type { Detections, ZoneEventRecord } from '../detection/detection-engine.js';
 
@@ -69,7 +69,7 @@ export class WebhookService {
 
   /** Given to the alarm service: stores the deliveries in the alarm's transaction, wakes them after its commit. */
   readonly alarmHook: AlarmEventHook = {
-    stored: (tx: EntityManager, message: AlarmEventMessage) => enqueueEvent(((sql: string, params: unknown[]) => tx.execute(sql, params)) as Execute, alarmWebhookEvent(message)),
+    stored: (tx: EntityManager, message: AlarmEventMessage) => enqueueEvents(((sql: string, params: unknown[]) => tx.execute(sql, params)) as Execute, [alarmWebhookEvent(message)]),
     committed: (handle: unknown) => this.wake(handle as EnqueuedDelivery[]),
   };
 
@@ -87,12 +87,11 @@ export class WebhookService {
         data: { organization_id: trigger.organizationId, device_id: trigger.deviceId, building_id: trigger.event.buildingId, event: trigger.event },
       });
     }
-    for (const event of events) {
-      try {
-        await this.wake(await enqueueEvent(((sql: string, params: unknown[]) => this.storage.execute(sql, params)) as Execute, event));
-      } catch (error) {
-        this.logger.error({ err: error, event: event.key }, 'could not enqueue a webhook event');
-      }
+    if (events.length === 0) return;
+    try {
+      await this.wake(await enqueueEvents(((sql: string, params: unknown[]) => this.storage.execute(sql, params)) as Execute, events));
+    } catch (error) {
+      this.logger.error({ err: error, events: events.length }, 'could not enqueue webhook events');
     }
   }
 

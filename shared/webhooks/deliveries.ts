@@ -56,18 +56,30 @@ export interface EnqueuedDelivery {
 }
 
 /**
- * Stores the deliveries an event owes, in the caller's transaction when `execute` is one: with the event itself,
- * so the event is enqueued if and only if it is stored. One statement, cheap when nobody subscribed.
+ * Stores the deliveries events owe, in the caller's transaction when `execute` is one: with the events themselves,
+ * so an event is enqueued if and only if it is stored. One statement for a whole batch, cheap when nobody
+ * subscribed; a webhook's deliveries take `seq` in the order of `events`.
  */
-export async function enqueueEvent(execute: Execute, event: WebhookEvent): Promise<EnqueuedDelivery[]> {
-  const body = JSON.stringify({ type: event.type, timestamp: event.timestamp, data: event.data });
+export async function enqueueEvents(execute: Execute, events: readonly WebhookEvent[]): Promise<EnqueuedDelivery[]> {
+  if (events.length === 0) return [];
+  const rows = events.map((event, i) => ({
+    i,
+    organization_id: event.organizationId,
+    building_id: event.buildingId,
+    key: event.key,
+    type: event.type,
+    body: JSON.stringify({ type: event.type, timestamp: event.timestamp, data: event.data }),
+  }));
   return execute<EnqueuedDelivery>(
     `insert into webhook_deliveries (id, webhook_id, organization_id, event_key, event_type, payload, job_token)
-     select gen_random_uuid(), w.id, w.organization_id, ?, ?, ?, gen_random_uuid() from webhooks w
-     where w.organization_id = ? and w.events @> ?::jsonb and (w.building_ids is null or w.building_ids @> ?::jsonb)
+     select gen_random_uuid(), w.id, w.organization_id, e.key, e.type, e.body, gen_random_uuid()
+     from jsonb_to_recordset(?::jsonb) as e(i int, organization_id uuid, building_id int, key text, type text, body text)
+     join webhooks w on w.organization_id = e.organization_id and w.events @> jsonb_build_array(e.type)
+       and (w.building_ids is null or w.building_ids @> jsonb_build_array(e.building_id))
+     order by e.i, w.id
      on conflict (webhook_id, event_key) do nothing
      returning id, organization_id, job_token`,
-    [event.key, event.type, body, event.organizationId, JSON.stringify([event.type]), JSON.stringify([event.buildingId])],
+    [JSON.stringify(rows)],
   );
 }
 
