@@ -47,6 +47,8 @@ import { openApiRoutes } from './routes/openapi.route.js';
 import { consoleRoutes } from './routes/console.route.js';
 import { routingRoutes } from './routes/routing.route.js';
 import { RoutingService } from './routing/routing-service.js';
+import { webhookRoutes } from './routes/webhooks.route.js';
+import { WebhookService } from './webhooks/webhook-service.js';
 import type { GatewayServices } from './services.js';
 import { registerSources } from '../shared/metrics/metrics.js';
 import { startMetricsListener } from '../shared/metrics/metrics-server.js';
@@ -97,10 +99,14 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
   const writer = new PositionWriter(positionStore, undefined, storage.kind === 'embedded' ? 1 : 2);
   const realtime = new RealtimeService(bus, registry, positionStore, { liveTtlSeconds: config.LIVE_POSITION_TTL_SECONDS, retentionDays: config.POSITIONS_RETENTION_DAYS }, logger);
   registry.extend(attachDetection);
-  const alarms = new AlarmService(storage, bus);
+  // Webhook deliveries are stored with the alarm events and zone events that owe them (webhook-service.ts).
+  const webhooks = new WebhookService(storage, jobs, config, logger);
+  const alarms = new AlarmService(storage, bus, webhooks.alarmHook);
   // Silent devices are forgotten once no detector could still need them.
   const engine = new DetectionEngine(registry, Math.max(config.LIVE_POSITION_TTL_SECONDS, 3600) * 1000, config.DETECTION_MAX_TRACKED_DEVICES);
-  const detection = new DetectionService(engine, alarms, registry, writer, bus, logger, config.DETECTION_OUTBOX_MAX);
+  const detection = new DetectionService(engine, alarms, registry, writer, bus, logger, config.DETECTION_OUTBOX_MAX, (zoneEvents, triggered) =>
+    webhooks.detectionsStored(zoneEvents, triggered),
+  );
   // The hot path, with detection's steps around persistence (position-pipeline.ts lists them in order).
   const pipeline = new PositionPipeline({ registry, devices, writer, bus, logger, maxAgeMs: config.POSITIONS_MAX_AGE_SECONDS * 1000 }, detection.steps());
   const routing = new RoutingService(storage, registry, realtime.live, bus);
@@ -118,8 +124,8 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
   );
   // Every bus -> socket feed (positions, zone events, alarms and their replay, revoked credentials).
   await attachLiveFeeds({ bus, realtime, alarms }, websockets);
-  await Promise.all([registry.start(), devices.start(), realtime.start(), routing.start(), detection.start()]);
-  const services: GatewayServices = { config, logger, storage, bus, jobs, tokens, credentials, authenticator, cartography, registry, devices, writer, pipeline, realtime, alarms, detection, routing, rateLimits, websockets };
+  await Promise.all([registry.start(), devices.start(), realtime.start(), routing.start(), detection.start(), webhooks.start()]);
+  const services: GatewayServices = { config, logger, storage, bus, jobs, tokens, credentials, authenticator, cartography, registry, devices, writer, pipeline, realtime, alarms, detection, routing, webhooks, rateLimits, websockets };
   const bootstrap = await bootstrapFirstAdmin(storage, config, logger);
 
   const audit = new AuditService(storage, logger, config.AUDIT_RETENTION_DAYS ?? config.POSITIONS_RETENTION_DAYS);
@@ -138,6 +144,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
     ...reportRoutes(services),
     ...historyRoutes(services),
     ...routingRoutes(services),
+    ...webhookRoutes(services),
     ...imageRoutes(services),
     ...auditRoutes(audit),
     ...consoleRoutes(logger),
@@ -172,6 +179,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       positionStore.stopMaintenance();
       audit.stop();
       detection.stop();
+      webhooks.stop();
       // This uWS build has no app.close(): the closed listen socket plus process exit end idle keep-alive sockets.
       await jobs.close();
       await bus.close();

@@ -17,6 +17,7 @@ import type { AlarmService } from './alarms/alarm-service.js';
 import type { DetectionService } from './detection/detection-service.js';
 import type { PositionWriter } from '../shared/positions/position-writer.js';
 import type { RoutingService } from './routing/routing-service.js';
+import type { WebhookService } from './webhooks/webhook-service.js';
 
 /** The gateway's long-lived collaborators, built once at boot and handed to every route module. */
 export interface GatewayServices {
@@ -37,6 +38,7 @@ export interface GatewayServices {
   alarms: AlarmService;
   detection: DetectionService;
   routing: RoutingService;
+  webhooks: WebhookService;
   /** Per-credential request and pose budgets (HTTP and WebSocket uploads share them). */
   rateLimits?: RateLimits;
   websockets: WebSocketGateway;

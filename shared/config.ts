@@ -119,6 +119,16 @@ export const configSchema = z.object({
   METRICS_HOST: z.string().min(1).default('127.0.0.1'),
   /** When set, a scrape of /metrics must send `Authorization: Bearer <token>` (else 401). */
   METRICS_TOKEN: optionalString.pipe(z.string().min(16, 'at least 16 characters').optional()),
+  /** Let webhooks reach loopback, link-local, private (RFC 1918, ULA, CGNAT) and unspecified addresses (tests, closed networks). */
+  WEBHOOK_ALLOW_PRIVATE_ADDRESSES: z.enum(['true', 'false']).default('false').transform((value) => value === 'true'),
+  /** Longest one webhook delivery attempt may take (DNS, connect, answer) before it counts as failed. */
+  WEBHOOK_TIMEOUT_MS: z.coerce.number().int().min(100).max(120_000).default(10_000),
+  /** Seconds to wait before each retry of a failed delivery (jitter added); after the last one it is dead-lettered. */
+  WEBHOOK_RETRY_SCHEDULE: z
+    .string()
+    .default('5,300,1800,7200,18000,36000,36000,36000')
+    .transform((value) => value.split(',').map((part) => Number(part.trim())))
+    .refine((delays) => delays.length >= 1 && delays.every((delay) => Number.isFinite(delay) && delay >= 0), 'comma-separated seconds, e.g. 5,300,1800'),
 });
 
 export type Config = z.output<typeof configSchema>;

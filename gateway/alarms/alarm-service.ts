@@ -122,6 +122,15 @@ export function presentAlarm(row: AlarmRow): AlarmView {
 }
 
 /**
+ * Told of every alarm event: `stored` runs in the transaction that stores it (so what it writes commits with
+ * the event or not at all), `committed` after the commit with what `stored` returned. Webhooks use it.
+ */
+export interface AlarmEventHook {
+  stored(tx: EntityManager, message: AlarmEventMessage): Promise<unknown>;
+  committed(handle: unknown): Promise<void>;
+}
+
+/**
  * Alarms are stored before they are pushed. Each raise or state change takes the organization's next `seq`
  * in its own transaction, writes the alarm and an alarm_events row, and only after the commit is announced
  * on the bus; a subscriber that missed some replays them from alarm_events by seq.
@@ -130,6 +139,7 @@ export class AlarmService {
   constructor(
     private readonly storage: Storage,
     private readonly bus: Bus,
+    private readonly hook?: AlarmEventHook,
   ) {}
 
   private async nextSeq(tx: EntityManager, organizationId: string): Promise<number> {
@@ -152,8 +162,13 @@ export class AlarmService {
       view.building_id,
       JSON.stringify(view),
     ]);
-    return { organizationId: view.organization_id, buildingId: view.building_id, event: { ...view, event: kind } };
+    const message: AlarmEventMessage = { organizationId: view.organization_id, buildingId: view.building_id, event: { ...view, event: kind } };
+    if (this.hook) this.hooked.set(message, await this.hook.stored(tx, message));
+    return message;
   }
+
+  /** What the hook's `stored` returned, per message, until `committed` takes it. */
+  private readonly hooked = new WeakMap<AlarmEventMessage, unknown>();
 
   /** Raises an alarm, or updates the OPEN one of the same device, kind and geofence (no flood of repeats). */
   async raise(request: RaiseAlarm, inTransaction?: AlarmWriteHook): Promise<AlarmEventMessage> {
@@ -256,6 +271,11 @@ export class AlarmService {
 
   private async announce(message: AlarmEventMessage): Promise<void> {
     await this.bus.publish(ALARMS_CHANNEL, message).catch(() => undefined); // stored already: replay covers a lost push
+    if (this.hook) {
+      const handle = this.hooked.get(message);
+      this.hooked.delete(message);
+      await this.hook.committed(handle).catch(() => undefined); // stored already, with the event
+    }
   }
 
   async get(organizationId: string, id: string): Promise<AlarmView> {

@@ -27,6 +27,8 @@ export const ACTIONS = [
   'audit:read',
   /** See the positions, devices and alarms of every user of the organization, not only one's own. */
   'tracking:read-all',
+  /** Outbound webhooks: they carry the whole organization's events to another system, and hold its signing secrets. */
+  'webhooks:manage',
   /** Raise alarm types that only the system raises (DEADMAN, GEOFENCE_MAX_STAY_TIME...): nobody holds it. */
   'alarms:raise-system',
 ] as const;

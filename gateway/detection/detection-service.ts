@@ -35,6 +35,8 @@ export class DetectionService {
     private readonly bus: Bus,
     private readonly logger: Logger,
     outboxMax = 100_000,
+    /** Told of zone events and triggers once stored, on this node only (webhooks enqueue them there). */
+    private readonly onStored?: (zoneEvents: readonly ZoneEventRecord[], triggered: Detections['triggered']) => Promise<void>,
   ) {
     this.outbox = new DetectionOutbox(
       {
@@ -145,6 +147,9 @@ export class DetectionService {
   private async announceZoneEvents(zoneEvents: readonly ZoneEventRecord[], triggered: Detections['triggered']): Promise<void> {
     // Counted here, once stored, so a retried outbox entry is not counted twice.
     for (const event of zoneEvents) zoneEventCounters[event.type][event.zoneKind].inc();
+    if (this.onStored && (zoneEvents.length > 0 || triggered.length > 0)) {
+      await this.onStored(zoneEvents, triggered).catch((error) => this.logger.error({ err: error }, 'webhook enqueue of stored detections failed'));
+    }
     if (zoneEvents.length > 0 || triggered.length > 0) {
       const byOrganization = new Map<string, ZoneEventsMessage>();
       for (const event of zoneEvents) {

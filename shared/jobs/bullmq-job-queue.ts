@@ -2,7 +2,7 @@ import { Queue, QueueEvents, type Job } from 'bullmq';
 import { AppError } from '../errors.js';
 import { Redis } from 'ioredis';
 import type { Logger } from '../logger.js';
-import { decodeJobError, jobsUnavailableError, jobTimeoutError, type JobQueue, type JobRequest } from './job-queue.js';
+import { decodeJobError, jobsUnavailableError, jobTimeoutError, type JobQueue, type JobRequest, type ScheduleOptions } from './job-queue.js';
 
 export const JOBS_QUEUE_NAME = 'jobs';
 const LOST = new Set(['reconnecting', 'close', 'end']);
@@ -103,6 +103,11 @@ export class BullmqJobQueue implements JobQueue {
     }
   }
 
+  async schedule(request: JobRequest, options: ScheduleOptions = {}): Promise<void> {
+    if (LOST.has(this.redis.status)) throw jobsUnavailableError();
+    await scheduleOn(this.queue, request, options);
+  }
+
   /** Adds the job; `release` undoes the organization's unfinished-jobs count once it is over. */
   private async enqueue(request: JobRequest, deadline: number): Promise<{ job: Job; release: () => Promise<void> }> {
     await this.ready;
@@ -152,4 +157,17 @@ export class BullmqJobQueue implements JobQueue {
     this.redis.disconnect();
     this.eventsRedis.disconnect();
   }
+}
+
+/**
+ * Adds a job nobody waits for: no deadline (the worker gives it all the time it needs), no priority counter
+ * (deliveries are short and must not wait behind a burst of reports), no BullMQ retry (its owner keeps the
+ * retry schedule in storage).
+ */
+export async function scheduleOn(queue: Queue, request: JobRequest, options: ScheduleOptions): Promise<void> {
+  await queue.add(
+    request.name,
+    { organizationId: request.organizationId, data: request.data },
+    { delay: Math.max(0, Math.round(options.delayMs ?? 0)), attempts: 1, removeOnComplete: true, removeOnFail: { age: 3600 } },
+  );
 }

@@ -1,8 +1,8 @@
-import { UnrecoverableError, Worker } from 'bullmq';
+import { Queue, UnrecoverableError, Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { AppError } from '../errors.js';
 import type { Logger } from '../logger.js';
-import { JOBS_QUEUE_NAME, bullConnection, bullPrefix } from './bullmq-job-queue.js';
+import { JOBS_QUEUE_NAME, bullConnection, bullPrefix, scheduleOn } from './bullmq-job-queue.js';
 import { encodeJobError, jobTimeoutError, limitsUntil, type ProcessorContext, type ProcessorRegistry } from './job-queue.js';
 
 /**
@@ -16,10 +16,23 @@ export class BullmqJobWorker {
   /** Jobs being processed here, and who waits for them to be done (close). */
   private active = 0;
   private idle: (() => void)[] = [];
+  /** Producer for the follow-up jobs processors schedule (webhook retries), opened on first use. */
+  private scheduler?: { queue: Queue; redis: Redis };
 
-  constructor(url: string, redisPrefix: string, processors: ProcessorRegistry, context: ProcessorContext, concurrency: number, logger: Logger) {
+  constructor(url: string, redisPrefix: string, processors: ProcessorRegistry, baseContext: ProcessorContext, concurrency: number, logger: Logger) {
     this.redis = bullConnection(url, 'floorcast-jobs-worker');
     this.redis.on('error', (error) => logger.warn({ err: error }, 'bullmq worker connection error'));
+    const context: ProcessorContext = {
+      ...baseContext,
+      schedule: async (request, options = {}) => {
+        if (!this.scheduler) {
+          const redis = bullConnection(url, 'floorcast-jobs-scheduler');
+          redis.on('error', (error) => logger.warn({ err: error }, 'bullmq scheduler connection error'));
+          this.scheduler = { redis, queue: new Queue(JOBS_QUEUE_NAME, { connection: redis, prefix: bullPrefix(redisPrefix) }) };
+        }
+        await scheduleOn(this.scheduler.queue, request, options);
+      },
+    };
     this.worker = new Worker(
       JOBS_QUEUE_NAME,
       async (job) => {
@@ -63,5 +76,10 @@ export class BullmqJobWorker {
     const drained = jobsDone.then(() => new Promise((resolve) => setTimeout(resolve, 2000).unref()));
     await Promise.race([graceful, drained]);
     this.redis.disconnect();
+    if (this.scheduler) {
+      const { queue, redis } = this.scheduler;
+      await Promise.race([queue.close().catch(() => undefined), new Promise((resolve) => setTimeout(resolve, 1000).unref())]);
+      redis.disconnect();
+    }
   }
 }

@@ -4,7 +4,7 @@ import { BullmqJobQueue } from './bullmq-job-queue.js';
 import type { JobQueue, ProcessorContext, ProcessorRegistry } from './job-queue.js';
 import { LocalJobQueue } from './local-job-queue.js';
 
-export type { JobLimits, JobQueue, JobRequest, Processor, ProcessorContext, ProcessorRegistry } from './job-queue.js';
+export type { JobLimits, JobQueue, JobRequest, Processor, ProcessorContext, ProcessorRegistry, ScheduleOptions } from './job-queue.js';
 
 /** BullMQ when REDIS_URL is set (workers run in `npm run workers`), the in-process runner otherwise. */
 export function createJobQueue(config: Config, processors: ProcessorRegistry, context: ProcessorContext, logger?: Logger): JobQueue {

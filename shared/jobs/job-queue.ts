@@ -18,6 +18,13 @@ export interface JobRequest {
 export interface ProcessorContext {
   storage: Storage;
   logger: Logger;
+  /** Queues a follow-up job (a webhook retry); given by both drivers to the processors they run. */
+  schedule?: (job: JobRequest, options?: ScheduleOptions) => Promise<void>;
+}
+
+export interface ScheduleOptions {
+  /** Run no earlier than this many milliseconds from now. */
+  delayMs?: number;
 }
 
 /**
@@ -41,6 +48,11 @@ export interface JobQueue {
   run<T = unknown>(job: JobRequest, timeoutMs: number): Promise<T>;
   /** Jobs waiting and running (metrics); rejects when the queue cannot tell (Redis down). */
   stats(): Promise<{ waiting: number; active: number }>;
+  /**
+   * Queues a job nobody waits for (webhook deliveries), optionally delayed. At most once: work that must survive
+   * a restart keeps its own durable record and schedules itself again from it.
+   */
+  schedule(job: JobRequest, options?: ScheduleOptions): Promise<void>;
   ping(): Promise<void>;
   close(): Promise<void>;
 }

@@ -1,5 +1,5 @@
 import { AppError, ErrorCode } from '../errors.js';
-import type { JobQueue, JobRequest, ProcessorContext, ProcessorRegistry } from './job-queue.js';
+import type { JobQueue, JobRequest, ProcessorContext, ProcessorRegistry, ScheduleOptions } from './job-queue.js';
 import { jobTimeoutError, type JobLimits } from './job-queue.js';
 
 interface PendingJob {
@@ -26,12 +26,35 @@ export class LocalJobQueue implements JobQueue {
   private readonly lastStarted = new Map<string, number>();
   private ticks = 0;
   private closed = false;
+  /** Delayed jobs not yet queued: dropped on close (their owners re-schedule them from storage at boot). */
+  private readonly timers = new Set<NodeJS.Timeout>();
+  private readonly context: ProcessorContext;
 
   constructor(
     private readonly processors: ProcessorRegistry,
-    private readonly context: ProcessorContext,
+    context: ProcessorContext,
     private readonly concurrency: number,
-  ) {}
+  ) {
+    this.context = { ...context, schedule: (job, options) => this.schedule(job, options) };
+  }
+
+  async schedule(request: JobRequest, options: ScheduleOptions = {}): Promise<void> {
+    if (this.closed) throw new Error('job queue is closed');
+    if (!this.processors[request.name]) throw new Error(`no processor named ${request.name}`);
+    const start = () => {
+      if (this.closed) return;
+      // Nobody waits for the result; a failure is the processor's to record, and is logged here.
+      this.run(request, 2 ** 31 - 1).catch((error) => this.context.logger.warn({ err: error, job: request.name }, 'scheduled job failed'));
+    };
+    const delay = Math.max(0, options.delayMs ?? 0);
+    if (delay === 0) return start();
+    const timer = setTimeout(() => {
+      this.timers.delete(timer);
+      start();
+    }, Math.min(delay, 2 ** 31 - 1));
+    timer.unref();
+    this.timers.add(timer);
+  }
 
   run<T>(request: JobRequest, timeoutMs: number): Promise<T> {
     if (this.closed) return Promise.reject(new Error('job queue is closed'));
@@ -128,6 +151,8 @@ export class LocalJobQueue implements JobQueue {
   /** Stops taking jobs; queued jobs are rejected, running ones finish. */
   async close(): Promise<void> {
     this.closed = true;
+    for (const timer of this.timers) clearTimeout(timer);
+    this.timers.clear();
     for (const queue of this.queues.values()) for (const job of queue) job.reject(new Error('job queue closed'));
     this.queues.clear();
     this.turn.length = 0;

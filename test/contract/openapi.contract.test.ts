@@ -135,6 +135,8 @@ function exampleBody(operation: Operation): unknown {
     'post /api/v1/organizations': () => ({ name: 'Contract org', admin: { email: `org-${randomUUID().slice(0, 8)}@example.test`, password: 'contract-password-1', full_name: 'Org admin' } }),
     'post /api/v1/users': () => ({ email: `user-${randomUUID().slice(0, 8)}@example.test`, password: 'contract-password-1', role: 'user', full_name: 'Contract user' }),
     'put /api/v1/buildings/{building_id}/paths': () => ({ nodes: [], links: [] }),
+    // `.invalid` never resolves (RFC 6761), and no event of this kind happens here: no delivery leaves the machine.
+    'post /api/v1/webhooks': () => ({ url: 'https://hooks.contract.invalid/', events: ['device.event'] }),
   };
   const key = `${operation.method} ${operation.path}`;
   if (examples[key]) return examples[key]!();
@@ -177,7 +179,20 @@ function queryOf(operation: Operation): string {
   return text ? `?${text}` : '';
 }
 
+/** Objects no operation makes: a dead webhook delivery (the receiver never answered) to send again. */
+async function prepare(operation: Operation): Promise<void> {
+  if (operation.path !== '/api/v1/webhooks/{id}/deliveries/{delivery_id}/redeliver') return;
+  const id = randomUUID();
+  await running.gateway.services.storage.execute(
+    `insert into webhook_deliveries (id, webhook_id, organization_id, event_key, event_type, payload, status, attempts)
+     select ?, id, organization_id, 'contract', 'device.event', '{"type":"device.event","timestamp":"2026-01-01T00:00:00.000Z","data":{}}', 'dead', 9 from webhooks where id = ?`,
+    [id, created.get('/api/v1/webhooks')],
+  );
+  created.set('/api/v1/webhooks/{id}/deliveries', id);
+}
+
 async function call(operation: Operation): Promise<Response> {
+  await prepare(operation);
   const headers: Record<string, string> = {};
   const security: Schema[] = operation.spec.security ?? [];
   if (security.some((requirement) => 'basic' in requirement)) headers.authorization = basicAuth(ADMIN_EMAIL, ADMIN_PASSWORD);

@@ -211,6 +211,7 @@ describe(`organizations, users, groups, devices (${driverLabel})`, () => {
       const category = (await admin.post('/api/v1/poi_categories', { name_en: 'Secret category', code: 'secret' })).body;
       const beacon = (await admin.post('/api/v1/infrastructure', { building_id: venue.building.id, type: 'ble', name: 'Secret beacon', uuid: 'f7826da6-4fa2-4e98-8024-bc5b71e0893e', major: 1, minor: 2, position: { floor_id: floor, cartesians: { x: 1, y: 1 } } })).body;
       const alarm = (await admin.post('/api/v1/alarms', { type: 'DANGER', device_id: 'secret-device', comment: 'Secret alarm' })).body;
+      const webhook = (await admin.post('/api/v1/webhooks', { url: 'https://secret-hook.example.invalid/', events: ['geofence.exit'] })).body;
       /** The first organization's object for each collection that has an item route (by the segment before the parameter). */
       const fixtures: Record<string, string | number> = {
         users: member.user.id,
@@ -228,6 +229,7 @@ describe(`organizations, users, groups, devices (${driverLabel})`, () => {
         poi_categories: category.id,
         infrastructure: beacon.id,
         alarms: alarm.id,
+        webhooks: webhook.id,
         building: venue.building.id,
         export: venue.building.id,
       };
@@ -237,7 +239,7 @@ describe(`organizations, users, groups, devices (${driverLabel})`, () => {
         'GET /api/v1/buildings/:building_id/route': `?from_floor_id=${floor}&from_x=1&from_y=1&to_floor_id=${floor}&to_x=2&to_y=2`,
         'GET /api/v1/buildings/:building_id/nearest_devices': `?floor_id=${floor}&x=1&y=1`,
       };
-      const secrets = [member.user.id, group.id, device.id, keyId, imageId, firstOrganization, geofence.id, 'Secret venue', 'Secret POI', 'Secret event', 'Secret zone', 'Secret category', 'Secret beacon', alarm.id];
+      const secrets = [member.user.id, group.id, device.id, keyId, imageId, firstOrganization, geofence.id, 'Secret venue', 'Secret POI', 'Secret event', 'Secret zone', 'Secret category', 'Secret beacon', alarm.id, webhook.id, 'secret-hook'];
 
       const { client: intruder } = await createOrganization(admin);
       await createApiKey(intruder, 'read-write');

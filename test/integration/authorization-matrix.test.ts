@@ -188,6 +188,15 @@ const ROUTES: Record<string, Entry> = {
   'GET /api/v1/buildings/:id/alarm_settings': {},
   'PUT /api/v1/buildings/:id/alarm_settings': {},
 
+  // Webhooks: admins only. A redelivery names a delivery; the matrix puts the webhook's id there, which names none.
+  'GET /api/v1/webhooks': {},
+  'POST /api/v1/webhooks': { ok: 422 },
+  'GET /api/v1/webhooks/:id': {},
+  'PATCH /api/v1/webhooks/:id': {},
+  'DELETE /api/v1/webhooks/:id': {},
+  'GET /api/v1/webhooks/:id/deliveries': {},
+  'POST /api/v1/webhooks/:id/deliveries/:delivery_id/redeliver': { ok: 404 },
+
   'POST /api/v1/images': { ok: 415 },
   'GET /api/v1/images/:id': {},
   'DELETE /api/v1/images/:id': {},
@@ -273,6 +282,8 @@ describe(`authorization matrix (${driverLabel})`, () => {
       deviceIdentifier: device,
       alarms: await created('/api/v1/alarms', { type: 'DANGER', device_id: device }),
       apikeys: await created('/api/v1/auth/apikeys', { permission: 'read-only', user_id: ownerId }),
+      // `.invalid` never resolves (RFC 6761): the matrix's alarms cause no traffic outside.
+      webhooks: await created('/api/v1/webhooks', { url: 'https://hooks.matrix.invalid/', events: ['alarm.raised'] }),
       users: ownerId,
     };
     return objects;
@@ -343,6 +354,8 @@ describe(`authorization matrix (${driverLabel})`, () => {
         return made('/api/v1/infrastructure', { building_id: buildingId, type: 'ble', name: 'Gone', uuid: 'f7826da6-4fa2-4e98-8024-bc5b71e0893e', major: 2, minor: counter++, position });
       case 'images':
         return (await uploadImage(admin, pngBytes(2, 2))).body.id;
+      case 'webhooks':
+        return made('/api/v1/webhooks', { url: 'https://hooks.gone.invalid/', events: ['geofence.enter'] });
       default:
         throw new Error(`no fresh-object factory for ${collection}`);
     }

@@ -15,8 +15,16 @@ const context = { storage: {} as Storage, logger };
 const order: string[] = [];
 /** Labels of `watch` jobs whose processor saw its limits' signal fire, with the reason's code. */
 const aborted = new Map<string, string>();
+/** Labels of `note` jobs, with when they ran. */
+const noted = new Map<string, number>();
 
 const processors: ProcessorRegistry = {
+  // Scheduled jobs: nobody waits for them; a processor may schedule a follow-up (webhook retries do).
+  note: async (data: { label: string; then?: string }, context) => {
+    noted.set(data.label, Date.now());
+    if (data.then) await context.schedule!({ name: 'note', organizationId: 'org-a', data: { label: data.then } }, { delayMs: 50 });
+    return null;
+  },
   add: async (data: { a: number; b: number }) => ({ sum: data.a + data.b }),
   invalid: async () => {
     throw new ValidationError([{ field: 'from_date', message: 'required' }]);
@@ -114,6 +122,18 @@ describe.each(factories)('job queue contract: $name', (factory) => {
     expect(error).toBeInstanceOf(AppError);
     expect(error.code).toBe(ErrorCode.Timeout);
     expect(error.status).toBe(504);
+  });
+
+  it('runs a scheduled job after its delay, and lets its processor schedule a follow-up', async () => {
+    const { queue, cleanup: c } = await factory.create(1);
+    cleanup = c;
+    const label = `note-${Math.random()}`;
+    const scheduledAt = Date.now();
+    await queue.schedule({ name: 'note', organizationId: 'org-a', data: { label, then: `${label}-next` } }, { delayMs: 300 });
+    expect(noted.has(label)).toBe(false);
+    await expect.poll(() => noted.get(`${label}-next`), { timeout: 5000 }).toBeDefined();
+    expect(noted.get(label)! - scheduledAt).toBeGreaterThanOrEqual(290);
+    expect(noted.get(`${label}-next`)!).toBeGreaterThanOrEqual(noted.get(label)! + 40);
   });
 
   it('tells the processor when its caller gave up, so it can cancel its work (reports cancel their SQL)', async () => {

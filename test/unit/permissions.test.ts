@@ -24,6 +24,7 @@ const expected: Record<Action, Role[]> = {
   'alarms:manage': ['admin', 'user_manager'],
   'audit:read': ['admin'],
   'tracking:read-all': ['admin', 'user_manager'],
+  'webhooks:manage': ['admin'],
   'alarms:raise-system': [],
 };
 

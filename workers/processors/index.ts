@@ -2,6 +2,8 @@ import type { ProcessorRegistry } from '../../shared/jobs/index.js';
 import { instrumentProcessors } from '../../shared/metrics/job-metrics.js';
 import { REPORT_NAMES } from '../../shared/reports/report-params.js';
 import { reportProcessor } from './report.processor.js';
+import { webhookDeliveryProcessor } from './webhook-delivery.processor.js';
+import { WEBHOOK_DELIVERY_JOB } from '../../shared/webhooks/deliveries.js';
 
 /**
  * Every job processor, by name. The same registry runs on the in-process runner (no Redis) and on BullMQ
@@ -10,6 +12,8 @@ import { reportProcessor } from './report.processor.js';
 export const processors: ProcessorRegistry = instrumentProcessors({
   /** Analytics reports (spec 4.4), run in the database. */
   report: reportProcessor,
+  /** Outbound webhooks: one attempt of one delivery, then its retry or the webhook's next delivery. */
+  [WEBHOOK_DELIVERY_JOB]: webhookDeliveryProcessor,
   /** Diagnostics: proves a worker is consuming and can reach storage (`npm run admin -- check-workers`). */
   'storage-check': async (_data, { storage }) => {
     const [row] = await storage.execute<{ now: string }>('select now()::text as now');

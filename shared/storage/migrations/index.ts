@@ -8,6 +8,7 @@ import { M0006DetectionAndAlarms } from './m0006-detection-and-alarms.js';
 import { M0007CredentialRevocation } from './m0007-credential-revocation.js';
 import { M0008AlarmRaiseKeys } from './m0008-alarm-raise-keys.js';
 import { M0010AuditLog } from './m0010-audit-log.js';
+import { M0009Webhooks } from './m0009-webhooks.js';
 
 /**
  * Every migration, in order. Listed explicitly (not globbed from disk) so they run the same under tsx,
@@ -22,5 +23,6 @@ export const migrationsList: MigrationObject[] = [
   { name: 'm0006-detection-and-alarms', class: M0006DetectionAndAlarms },
   { name: 'm0007-credential-revocation', class: M0007CredentialRevocation },
   { name: 'm0008-alarm-raise-keys', class: M0008AlarmRaiseKeys },
+  { name: 'm0009-webhooks', class: M0009Webhooks },
   { name: 'm0010-audit-log', class: M0010AuditLog },
 ];

@@ -8141,6 +8141,422 @@ export type paths = {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/webhooks": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Webhooks of the organization */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** Format: uuid */
+                            id: string;
+                            /** Format: uuid */
+                            organization_id: string;
+                            url: string;
+                            events: ("alarm.raised" | "alarm.updated" | "alarm.state_changed" | "geofence.enter" | "geofence.exit" | "device.event")[];
+                            /** @description Only events of these buildings; null: every building, and events without one */
+                            building_ids: number[] | null;
+                            description: string;
+                            created_at: string;
+                            updated_at: string;
+                        }[];
+                    };
+                };
+                /** @description Error */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        /** Create a webhook; the answer holds its signing secret, shown only this once */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        url: string;
+                        events: ("alarm.raised" | "alarm.updated" | "alarm.state_changed" | "geofence.enter" | "geofence.exit" | "device.event")[];
+                        building_ids?: number[] | null;
+                        /** @default  */
+                        description?: string;
+                    };
+                };
+            };
+            responses: {
+                /** @description Success */
+                201: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** Format: uuid */
+                            id: string;
+                            /** Format: uuid */
+                            organization_id: string;
+                            url: string;
+                            events: ("alarm.raised" | "alarm.updated" | "alarm.state_changed" | "geofence.enter" | "geofence.exit" | "device.event")[];
+                            /** @description Only events of these buildings; null: every building, and events without one */
+                            building_ids: number[] | null;
+                            description: string;
+                            created_at: string;
+                            updated_at: string;
+                            /** @description Signing secret (Standard Webhooks, `whsec_<base64>`): shown here once, never again */
+                            secret: string;
+                        };
+                    };
+                };
+                /** @description Error */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/webhooks/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One webhook (without its secret) */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** Format: uuid */
+                            id: string;
+                            /** Format: uuid */
+                            organization_id: string;
+                            url: string;
+                            events: ("alarm.raised" | "alarm.updated" | "alarm.state_changed" | "geofence.enter" | "geofence.exit" | "device.event")[];
+                            /** @description Only events of these buildings; null: every building, and events without one */
+                            building_ids: number[] | null;
+                            description: string;
+                            created_at: string;
+                            updated_at: string;
+                        };
+                    };
+                };
+                /** @description Error */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        /** Delete a webhook and its deliveries (pending ones are not sent) */
+        delete: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success, no content */
+                204: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        options?: never;
+        head?: never;
+        /** Change a webhook (only the fields sent); deliveries already queued keep their payload */
+        patch: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        url?: string;
+                        events?: ("alarm.raised" | "alarm.updated" | "alarm.state_changed" | "geofence.enter" | "geofence.exit" | "device.event")[];
+                        building_ids?: number[] | null;
+                        description?: string;
+                    };
+                };
+            };
+            responses: {
+                /** @description Success */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** Format: uuid */
+                            id: string;
+                            /** Format: uuid */
+                            organization_id: string;
+                            url: string;
+                            events: ("alarm.raised" | "alarm.updated" | "alarm.state_changed" | "geofence.enter" | "geofence.exit" | "device.event")[];
+                            /** @description Only events of these buildings; null: every building, and events without one */
+                            building_ids: number[] | null;
+                            description: string;
+                            created_at: string;
+                            updated_at: string;
+                        };
+                    };
+                };
+                /** @description Error */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        trace?: never;
+    };
+    "/api/v1/webhooks/{id}/deliveries": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A webhook's deliveries, newest first, with their attempts (paginated) */
+        get: {
+            parameters: {
+                query?: {
+                    status?: "pending" | "succeeded" | "dead";
+                    page?: number;
+                    size?: number;
+                    sort?: string;
+                    direction?: "asc" | "desc" | "ASC" | "DESC";
+                };
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            data: {
+                                /**
+                                 * Format: uuid
+                                 * @description Also the `webhook-id` header of every attempt: a receiver dedupes on it
+                                 */
+                                id: string;
+                                /** Format: uuid */
+                                webhook_id: string;
+                                /** @enum {string} */
+                                event_type: "alarm.raised" | "alarm.updated" | "alarm.state_changed" | "geofence.enter" | "geofence.exit" | "device.event";
+                                /** @enum {string} */
+                                status: "pending" | "succeeded" | "dead";
+                                attempts: number;
+                                last_response_code: number | null;
+                                last_error: string | null;
+                                /** @description When the next attempt is due (pending only) */
+                                next_attempt_at: string | null;
+                                attempt_log: {
+                                    at: string;
+                                    response_code: number | null;
+                                    error: string | null;
+                                    duration_ms: number;
+                                }[];
+                                /** @description The body sent: `{type, timestamp, data}` */
+                                payload: unknown;
+                                created_at: string;
+                                updated_at: string;
+                            }[];
+                            metadata: {
+                                first: boolean;
+                                last: boolean;
+                                total_pages: number;
+                                total_elements: number;
+                                number_of_elements: number;
+                                size: number;
+                                number: number;
+                            };
+                        };
+                    };
+                };
+                /** @description Error */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/webhooks/{id}/deliveries/{delivery_id}/redeliver": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Send a dead-lettered delivery again, with a fresh retry schedule (409 unless it is dead) */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                    delivery_id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success */
+                202: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /**
+                             * Format: uuid
+                             * @description Also the `webhook-id` header of every attempt: a receiver dedupes on it
+                             */
+                            id: string;
+                            /** Format: uuid */
+                            webhook_id: string;
+                            /** @enum {string} */
+                            event_type: "alarm.raised" | "alarm.updated" | "alarm.state_changed" | "geofence.enter" | "geofence.exit" | "device.event";
+                            /** @enum {string} */
+                            status: "pending" | "succeeded" | "dead";
+                            attempts: number;
+                            last_response_code: number | null;
+                            last_error: string | null;
+                            /** @description When the next attempt is due (pending only) */
+                            next_attempt_at: string | null;
+                            attempt_log: {
+                                at: string;
+                                response_code: number | null;
+                                error: string | null;
+                                duration_ms: number;
+                            }[];
+                            /** @description The body sent: `{type, timestamp, data}` */
+                            payload: unknown;
+                            created_at: string;
+                            updated_at: string;
+                        };
+                    };
+                };
+                /** @description Error */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/images": {
         parameters: {
             query?: never;

@@ -1,0 +1,258 @@
+import { randomUUID } from 'node:crypto';
+import { z } from 'zod';
+import { AppError, ErrorCode, NotFoundError, ValidationError } from '../../shared/errors.js';
+import { destinationProblem } from '../../shared/webhooks/address-guard.js';
+import { scheduleDelivery, WEBHOOK_EVENTS } from '../../shared/webhooks/deliveries.js';
+import { generateSecret } from '../../shared/webhooks/signature.js';
+import { pageMetadata, paginated, paginationQuery, uuidParam } from '../http/query-schemas.js';
+import { defineRoute } from '../http/route.js';
+import type { GatewayServices } from '../services.js';
+
+const webhookSchema = z.object({
+  id: z.uuid(),
+  organization_id: z.uuid(),
+  url: z.string(),
+  events: z.array(z.enum(WEBHOOK_EVENTS)),
+  building_ids: z.array(z.number().int()).nullable().describe('Only events of these buildings; null: every building, and events without one'),
+  description: z.string(),
+  created_at: z.string(),
+  updated_at: z.string(),
+});
+const createdSchema = webhookSchema.extend({
+  secret: z.string().describe('Signing secret (Standard Webhooks, `whsec_<base64>`): shown here once, never again'),
+});
+
+const urlField = z
+  .string()
+  .max(2000)
+  .refine((value) => URL.canParse(value) && ['http:', 'https:'].includes(new URL(value).protocol), 'an http:// or https:// URL');
+const fields = {
+  url: urlField,
+  events: z.array(z.enum(WEBHOOK_EVENTS)).min(1).max(WEBHOOK_EVENTS.length).transform((events) => [...new Set(events)]),
+  building_ids: z.array(z.number().int().positive().max(2_147_483_647)).min(1).max(1000).nullable(),
+  description: z.string().max(2000),
+};
+
+const deliverySchema = z.object({
+  id: z.uuid().describe('Also the `webhook-id` header of every attempt: a receiver dedupes on it'),
+  webhook_id: z.uuid(),
+  event_type: z.enum(WEBHOOK_EVENTS),
+  status: z.enum(['pending', 'succeeded', 'dead']),
+  attempts: z.number().int(),
+  last_response_code: z.number().int().nullable(),
+  last_error: z.string().nullable(),
+  next_attempt_at: z.string().nullable().describe('When the next attempt is due (pending only)'),
+  attempt_log: z.array(z.object({ at: z.string(), response_code: z.number().int().nullable(), error: z.string().nullable(), duration_ms: z.number() })),
+  payload: z.unknown().describe('The body sent: `{type, timestamp, data}`'),
+  created_at: z.string(),
+  updated_at: z.string(),
+});
+
+interface WebhookRow {
+  id: string;
+  organization_id: string;
+  url: string;
+  events: string[] | string;
+  building_ids: number[] | string | null;
+  description: string;
+  created_at: Date | string;
+  updated_at: Date | string;
+}
+
+const json = <T>(value: T | string): T => (typeof value === 'string' ? (JSON.parse(value) as T) : value);
+const iso = (value: Date | string) => new Date(value).toISOString();
+
+const presentWebhook = (row: WebhookRow) => ({
+  id: row.id,
+  organization_id: row.organization_id,
+  url: row.url,
+  events: json(row.events),
+  building_ids: row.building_ids === null ? null : json(row.building_ids),
+  description: row.description,
+  created_at: iso(row.created_at),
+  updated_at: iso(row.updated_at),
+});
+
+const presentDelivery = (row: Record<string, any>) => ({
+  id: row.id,
+  webhook_id: row.webhook_id,
+  event_type: row.event_type,
+  status: row.status,
+  attempts: row.attempts,
+  last_response_code: row.last_response_code,
+  last_error: row.last_error,
+  next_attempt_at: row.status === 'pending' ? iso(row.next_attempt_at) : null,
+  attempt_log: json(row.attempt_log),
+  payload: JSON.parse(row.payload),
+  created_at: iso(row.created_at),
+  updated_at: iso(row.updated_at),
+});
+
+const COLUMNS = 'id, organization_id, url, events, building_ids, description, created_at, updated_at';
+
+/**
+ * Outbound webhooks (admins): where an organization's alarm, geofence and device events are POSTed, signed the
+ * Standard Webhooks way, retried for a day, then dead-lettered; their deliveries can be listed and a dead one
+ * sent again.
+ */
+export function webhookRoutes(services: GatewayServices) {
+  const { storage, config, jobs, webhooks } = services;
+
+  async function load(organizationId: string, id: string): Promise<WebhookRow> {
+    const [row] = await storage.execute<WebhookRow>(`select ${COLUMNS} from webhooks where id = ? and organization_id = ?`, [id, organizationId]);
+    if (!row) throw new NotFoundError('Webhook');
+    return row;
+  }
+
+  /** 422 for a URL that leads inwards (checked again at every delivery) and for buildings of another organization. */
+  async function check(organizationId: string, body: { url?: string; building_ids?: number[] | null }): Promise<void> {
+    if (body.url !== undefined) {
+      const problem = await destinationProblem(new URL(body.url), config.WEBHOOK_ALLOW_PRIVATE_ADDRESSES);
+      if (problem) throw new ValidationError([{ field: 'url', message: problem }]);
+    }
+    if (body.building_ids) {
+      const found = await storage.execute<{ id: number }>(`select id from buildings where organization_id = ? and id in (${body.building_ids.map(() => '?').join(', ')})`, [
+        organizationId,
+        ...body.building_ids,
+      ]);
+      const known = new Set(found.map((row) => row.id));
+      const missing = body.building_ids.filter((id) => !known.has(id));
+      if (missing.length > 0) throw new ValidationError([{ field: 'building_ids', message: `no such building in your organization: ${missing.join(', ')}` }]);
+    }
+  }
+
+  const params = z.object({ id: uuidParam });
+  return [
+    defineRoute({
+      method: 'POST',
+      path: '/api/v1/webhooks',
+      summary: 'Create a webhook; the answer holds its signing secret, shown only this once',
+      tags: ['webhooks'],
+      auth: 'authenticated',
+      action: 'webhooks:manage',
+      body: z.object({ url: fields.url, events: fields.events, building_ids: fields.building_ids.optional(), description: fields.description.default('') }),
+      response: createdSchema,
+      successStatus: 201,
+      handler: async ({ principal, body }) => {
+        await check(principal.organizationId, body);
+        const secret = generateSecret();
+        const [row] = await storage.execute<WebhookRow>(
+          `insert into webhooks (id, organization_id, url, events, building_ids, description, secret) values (?, ?, ?, ?::jsonb, ?::jsonb, ?, ?) returning ${COLUMNS}`,
+          [randomUUID(), principal.organizationId, body.url, JSON.stringify(body.events), body.building_ids ? JSON.stringify(body.building_ids) : null, body.description, secret],
+        );
+        return { status: 201, body: { ...presentWebhook(row!), secret } };
+      },
+    }),
+    defineRoute({
+      method: 'GET',
+      path: '/api/v1/webhooks',
+      summary: 'Webhooks of the organization',
+      tags: ['webhooks'],
+      auth: 'authenticated',
+      action: 'webhooks:manage',
+      response: z.array(webhookSchema),
+      handler: async ({ principal }) => {
+        const rows = await storage.execute<WebhookRow>(`select ${COLUMNS} from webhooks where organization_id = ? order by created_at, id`, [principal.organizationId]);
+        return { body: rows.map(presentWebhook) };
+      },
+    }),
+    defineRoute({
+      method: 'GET',
+      path: '/api/v1/webhooks/:id',
+      summary: 'One webhook (without its secret)',
+      tags: ['webhooks'],
+      auth: 'authenticated',
+      action: 'webhooks:manage',
+      params,
+      response: webhookSchema,
+      handler: async ({ principal, params: p }) => ({ body: presentWebhook(await load(principal.organizationId, p.id)) }),
+    }),
+    defineRoute({
+      method: 'PATCH',
+      path: '/api/v1/webhooks/:id',
+      summary: 'Change a webhook (only the fields sent); deliveries already queued keep their payload',
+      tags: ['webhooks'],
+      auth: 'authenticated',
+      action: 'webhooks:manage',
+      params,
+      body: z.object(fields).partial(),
+      response: webhookSchema,
+      handler: async ({ principal, params: p, body }) => {
+        await load(principal.organizationId, p.id);
+        await check(principal.organizationId, body);
+        const sets: string[] = [];
+        const values: unknown[] = [];
+        if (body.url !== undefined) sets.push('url = ?'), values.push(body.url);
+        if (body.events !== undefined) sets.push('events = ?::jsonb'), values.push(JSON.stringify(body.events));
+        if (body.building_ids !== undefined) sets.push('building_ids = ?::jsonb'), values.push(body.building_ids === null ? null : JSON.stringify(body.building_ids));
+        if (body.description !== undefined) sets.push('description = ?'), values.push(body.description);
+        const [row] = await storage.execute<WebhookRow>(
+          `update webhooks set ${[...sets, 'updated_at = now()'].join(', ')} where id = ? and organization_id = ? returning ${COLUMNS}`,
+          [...values, p.id, principal.organizationId],
+        );
+        if (!row) throw new NotFoundError('Webhook');
+        return { body: presentWebhook(row) };
+      },
+    }),
+    defineRoute({
+      method: 'DELETE',
+      path: '/api/v1/webhooks/:id',
+      summary: 'Delete a webhook and its deliveries (pending ones are not sent)',
+      tags: ['webhooks'],
+      auth: 'authenticated',
+      action: 'webhooks:manage',
+      params,
+      handler: async ({ principal, params: p }) => {
+        const deleted = await storage.execute('delete from webhooks where id = ? and organization_id = ? returning id', [p.id, principal.organizationId]);
+        if (deleted.length === 0) throw new NotFoundError('Webhook');
+        return { status: 204 };
+      },
+    }),
+    defineRoute({
+      method: 'GET',
+      path: '/api/v1/webhooks/:id/deliveries',
+      summary: "A webhook's deliveries, newest first, with their attempts (paginated)",
+      tags: ['webhooks'],
+      auth: 'authenticated',
+      action: 'webhooks:manage',
+      params,
+      query: z.object({ status: z.enum(['pending', 'succeeded', 'dead']).optional(), ...paginationQuery }),
+      response: paginated(deliverySchema),
+      handler: async ({ principal, params: p, query }) => {
+        await load(principal.organizationId, p.id);
+        const where = `webhook_id = ?${query.status ? ' and status = ?' : ''}`;
+        const values: unknown[] = query.status ? [p.id, query.status] : [p.id];
+        const [{ total }] = (await storage.execute<{ total: number }>(`select count(*)::int as total from webhook_deliveries where ${where}`, values)) as [{ total: number }];
+        const rows = await storage.execute(`select * from webhook_deliveries where ${where} order by seq desc limit ? offset ?`, [...values, query.size, query.page * query.size]);
+        return { body: { data: rows.map(presentDelivery), metadata: pageMetadata(query, total, rows.length) } };
+      },
+    }),
+    defineRoute({
+      method: 'POST',
+      path: '/api/v1/webhooks/:id/deliveries/:delivery_id/redeliver',
+      summary: 'Send a dead-lettered delivery again, with a fresh retry schedule (409 unless it is dead)',
+      tags: ['webhooks'],
+      auth: 'authenticated',
+      action: 'webhooks:manage',
+      params: z.object({ id: uuidParam, delivery_id: uuidParam }),
+      response: deliverySchema,
+      successStatus: 202,
+      handler: async ({ principal, params: p }) => {
+        await load(principal.organizationId, p.id);
+        const [current] = await storage.execute<{ status: string }>('select status from webhook_deliveries where id = ? and webhook_id = ?', [p.delivery_id, p.id]);
+        if (!current) throw new NotFoundError('Delivery');
+        const [row] = await storage.execute<Record<string, any>>(
+          `update webhook_deliveries set status = 'pending', attempts = 0, next_attempt_at = now(), updated_at = now()
+           where id = ? and webhook_id = ? and status = 'dead' returning *`,
+          [p.delivery_id, p.id],
+        );
+        if (!row) throw new AppError(ErrorCode.Conflict, `Only a dead delivery can be redelivered (this one is ${current.status})`);
+        // Stored as pending already: a failed wake-up is found by the gateways' overdue rescue.
+        await scheduleDelivery(storage, (job, options) => jobs.schedule(job, options), webhooks.policy, { id: row.id, organization_id: row.organization_id }, 0).catch((error) =>
+          services.logger.warn({ err: error }, 'could not wake a redelivery; the rescue will'),
+        );
+        return { status: 202, body: presentDelivery(row) };
+      },
+    }),
+  ];
+}

@@ -1,0 +1,250 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { sign } from '../../shared/webhooks/signature.js';
+import { createVenue, squareCartesians } from '../support/cartography.js';
+import type { TestClient } from '../support/http-client.js';
+import { adminClient, createUser } from '../support/identity.js';
+import { driverLabel } from '../support/test-environment.js';
+import { startTestGateway, type RunningGateway } from '../support/test-gateway.js';
+import { WebhookReceiver, type Receipt } from '../support/webhook-receiver.js';
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+async function until<T>(what: string, probe: () => Promise<T | undefined | false> | T | undefined | false, timeoutMs = 15_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(50);
+  }
+}
+
+/** Checks a receipt the way a Standard Webhooks receiver would. */
+function verify(receipt: Receipt, secret: string): void {
+  expect(receipt.signature).toBe(sign(secret, receipt.id, Number(receipt.timestamp), receipt.body));
+  expect(Math.abs(Number(receipt.timestamp) - Date.now() / 1000)).toBeLessThan(60);
+}
+
+/** Ids in first-arrival order; `ordered` holds when no id comes back after a later one was first seen. */
+function arrival(receipts: Receipt[]): { firstSeen: string[]; ordered: boolean } {
+  const firstSeen: string[] = [];
+  let ordered = true;
+  for (const receipt of receipts) {
+    const index = firstSeen.indexOf(receipt.id);
+    if (index === -1) firstSeen.push(receipt.id);
+    else if (index !== firstSeen.length - 1) ordered = false;
+  }
+  return { firstSeen, ordered };
+}
+
+// Retries after ~0.2 s, 0.2 s, 1 s, 1 s, 1 s (jitter aside): dead after six attempts, about 3.4 s.
+const SETTINGS = { WEBHOOK_ALLOW_PRIVATE_ADDRESSES: 'true', WEBHOOK_RETRY_SCHEDULE: '0.2,0.2,1,1,1', WEBHOOK_TIMEOUT_MS: '2000' };
+
+describe(`outbound webhooks (${driverLabel})`, () => {
+  let running: RunningGateway;
+  let admin: TestClient;
+  let receiver: WebhookReceiver;
+
+  const create = async (path: string, events: string[], extra: object = {}) => {
+    const response = await admin.post('/api/v1/webhooks', { url: receiver.url(path), events, ...extra });
+    expect(response.status, response.text).toBe(201);
+    return response.body as { id: string; secret: string };
+  };
+  const deliveries = async (webhookId: string) => (await admin.get(`/api/v1/webhooks/${webhookId}/deliveries?size=100`)).body.data as any[];
+
+  beforeAll(async () => {
+    receiver = await WebhookReceiver.start();
+    running = await startTestGateway(SETTINGS);
+    admin = await adminClient(running.client);
+  });
+  afterAll(async () => {
+    await running?.stop();
+    await receiver?.close();
+  });
+
+  it('creates, reads, changes and deletes webhooks; the secret is shown once, admins only', async () => {
+    const created = await admin.post('/api/v1/webhooks', { url: receiver.url('/crud'), events: ['alarm.raised'], description: 'pager' });
+    expect(created.status, created.text).toBe(201);
+    expect(created.body.secret).toMatch(/^whsec_[A-Za-z0-9+/]{43}=$/);
+    expect(created.body).toMatchObject({ url: receiver.url('/crud'), events: ['alarm.raised'], building_ids: null, description: 'pager' });
+    const read = await admin.get(`/api/v1/webhooks/${created.body.id}`);
+    expect(read.body.secret).toBeUndefined();
+    expect((await admin.get('/api/v1/webhooks')).body.map((hook: { id: string }) => hook.id)).toContain(created.body.id);
+    const changed = await admin.patch(`/api/v1/webhooks/${created.body.id}`, { events: ['geofence.enter', 'geofence.exit'] });
+    expect(changed.body.events).toEqual(['geofence.enter', 'geofence.exit']);
+    expect((await admin.post('/api/v1/webhooks', { url: 'ftp://example.com/', events: ['alarm.raised'] })).status).toBe(422);
+    expect((await admin.post('/api/v1/webhooks', { url: receiver.url(), events: ['alarm.nope'] })).status).toBe(422);
+    expect((await admin.post('/api/v1/webhooks', { url: receiver.url(), events: ['alarm.raised'], building_ids: [999_999] })).status).toBe(422);
+    const manager = await createUser(admin, 'user_manager');
+    expect((await manager.client.get('/api/v1/webhooks')).status).toBe(403);
+    expect((await admin.delete(`/api/v1/webhooks/${created.body.id}`)).status).toBe(204);
+    expect((await admin.get(`/api/v1/webhooks/${created.body.id}`)).status).toBe(404);
+  });
+
+  it('delivers every alarm event exactly once per webhook-id after retries, signed, in order', async () => {
+    const hook = await create('/alarms', ['alarm.raised', 'alarm.updated', 'alarm.state_changed']);
+    receiver.respond = (receipt, attempt) => (receipt.path === '/alarms' && attempt <= 2 ? 503 : 204);
+    const first = (await admin.post('/api/v1/alarms', { type: 'DANGER', device_id: 'hook-a' })).body;
+    await admin.post('/api/v1/alarms', { type: 'DANGER', device_id: 'hook-a' }); // a repeat: alarm.updated
+    expect((await admin.patch(`/api/v1/alarms/${first.id}`, { state: 'CONFIRMED' })).status).toBe(200);
+    const second = (await admin.post('/api/v1/alarms', { type: 'ASSISTANCE_REQUEST', device_id: 'hook-b' })).body;
+
+    const delivered = await until('four alarm deliveries', () => receiver.delivered('/alarms').length >= 4 && receiver.delivered('/alarms'));
+    await sleep(300); // anything sent twice would arrive now
+    const ok = receiver.delivered('/alarms');
+    expect(ok).toHaveLength(4);
+    expect(new Set(ok.map((receipt) => receipt.id)).size).toBe(4);
+    for (const receipt of ok) verify(receipt, hook.secret);
+    const bodies = ok.map((receipt) => JSON.parse(receipt.body));
+    expect(bodies.map((body) => [body.type, body.data.id])).toEqual([
+      ['alarm.raised', first.id],
+      ['alarm.updated', first.id],
+      ['alarm.state_changed', first.id],
+      ['alarm.raised', second.id],
+    ]);
+    expect(bodies.map((body) => body.data.seq)).toEqual([...bodies.map((body) => body.data.seq)].sort((a, b) => a - b));
+    expect(bodies[0].timestamp).toBe(first.created_at);
+    // Each id failed twice before it went through, and the next one waited for it.
+    const all = receiver.receipts.filter((receipt) => receipt.path === '/alarms');
+    expect(all).toHaveLength(12);
+    const { firstSeen, ordered } = arrival(all);
+    expect(ordered).toBe(true);
+    expect(firstSeen).toEqual(delivered.map((receipt) => receipt.id));
+
+    const listed = await deliveries(hook.id);
+    expect(listed).toHaveLength(4);
+    for (const delivery of listed) {
+      expect(delivery).toMatchObject({ status: 'succeeded', attempts: 3, last_response_code: 204, next_attempt_at: null });
+      expect(delivery.attempt_log.map((entry: { response_code: number }) => entry.response_code)).toEqual([503, 503, 204]);
+    }
+  });
+
+  it('delivers geofence enters and exits of the buildings asked for', async () => {
+    const venue = await createVenue(admin, 'Webhook venue');
+    const other = await createVenue(admin, 'Other venue');
+    const hook = await create('/fences', ['geofence.enter', 'geofence.exit'], { building_ids: [venue.building.id] });
+    receiver.respond = () => 204;
+    for (const place of [venue, other]) {
+      const fence = await admin.post('/api/v1/geofences', { name: 'Ward', building_id: place.building.id, floor_id: place.floors[0].id, type: 'POLYGON', cartesians: squareCartesians(10, 10, 10) });
+      expect(fence.status, fence.text).toBe(201);
+    }
+    const at = (place: typeof venue, x: number, y: number) => ({ device_id: `walker-${place.building.id}`, timestamp: Date.now(), building_id: place.building.id, floor_id: place.floors[0].id, x, y });
+    for (const [x, y] of [[5, 5], [15, 15], [30, 30]] as const) {
+      expect((await admin.post('/api/v1/realtime/positions', { poses: [at(venue, x, y), at(other, x, y)] })).status).toBe(204);
+      await sleep(50);
+    }
+    const ok = await until('enter and exit', () => receiver.delivered('/fences').length >= 2 && receiver.delivered('/fences'));
+    await sleep(300);
+    expect(receiver.delivered('/fences')).toHaveLength(2);
+    const bodies = ok.map((receipt) => JSON.parse(receipt.body));
+    expect(bodies.map((body) => [body.type, body.data.building_id, body.data.geofence_name, body.data.device_id])).toEqual([
+      ['geofence.enter', venue.building.id, 'Ward', `walker-${venue.building.id}`],
+      ['geofence.exit', venue.building.id, 'Ward', `walker-${venue.building.id}`],
+    ]);
+    for (const receipt of ok) verify(receipt, hook.secret);
+  });
+
+  it('delivers device.event when a device enters an event area', async () => {
+    const venue = await createVenue(admin, 'Event venue');
+    const hook = await create('/device-events', ['device.event']);
+    receiver.respond = () => 204;
+    const area = await admin.post('/api/v1/events', { building_id: venue.building.id, name: 'Welcome desk', info: 'Say hello', position: { floor_id: venue.floors[0].id, cartesians: { x: 40, y: 40 }, radius: 3 } });
+    expect(area.status, area.text).toBe(201);
+    const pose = (x: number) => ({ device_id: 'visitor', timestamp: Date.now(), building_id: venue.building.id, floor_id: venue.floors[0].id, x, y: 40 });
+    expect((await admin.post('/api/v1/realtime/positions', { poses: [pose(10)] })).status).toBe(204);
+    await sleep(50);
+    expect((await admin.post('/api/v1/realtime/positions', { poses: [pose(40)] })).status).toBe(204);
+    const [receipt] = await until('the device event', () => receiver.delivered('/device-events').length >= 1 && receiver.delivered('/device-events'));
+    const body = JSON.parse(receipt!.body);
+    expect(body).toMatchObject({ type: 'device.event', data: { device_id: 'visitor', building_id: venue.building.id, event: { id: area.body.id, name: 'Welcome desk' } } });
+    verify(receipt!, hook.secret);
+  });
+
+  it('dead-letters after the retry schedule (a redirect is a failure), and redelivers a dead delivery', async () => {
+    const hook = await create('/dead', ['alarm.raised']);
+    receiver.respond = (receipt) => (receipt.path === '/dead' ? 302 : 204);
+    await admin.post('/api/v1/alarms', { type: 'DANGER', device_id: 'hook-dead' });
+    const [dead] = await until('a dead delivery', async () => {
+      const listed = await deliveries(hook.id);
+      return listed[0]?.status === 'dead' && listed;
+    });
+    expect(dead).toMatchObject({ status: 'dead', attempts: 6, last_response_code: 302, last_error: 'redirect (302) not followed' });
+    expect(receiver.receipts.filter((receipt) => receipt.path === '/dead')).toHaveLength(6);
+
+    receiver.respond = () => 204;
+    const again = await admin.post(`/api/v1/webhooks/${hook.id}/deliveries/${dead.id}/redeliver`);
+    expect(again.status, again.text).toBe(202);
+    expect(again.body.status).toBe('pending');
+    await until('the redelivery', async () => (await deliveries(hook.id))[0]?.status === 'succeeded');
+    const ok = receiver.delivered('/dead');
+    expect(ok.map((receipt) => receipt.id)).toEqual([dead.id]);
+    verify(ok[0]!, hook.secret);
+    expect((await admin.post(`/api/v1/webhooks/${hook.id}/deliveries/${dead.id}/redeliver`)).status).toBe(409);
+  });
+
+  it('loses nothing when the gateway restarts mid-retry', async () => {
+    const hook = await create('/restart', ['alarm.raised']);
+    let down = true;
+    receiver.respond = (receipt) => (receipt.path === '/restart' && down ? 500 : 204);
+    const raised = [];
+    for (const device of ['restart-1', 'restart-2']) raised.push((await admin.post('/api/v1/alarms', { type: 'DANGER', device_id: device })).body);
+    await until('a failed attempt', () => receiver.receipts.some((receipt) => receipt.path === '/restart'));
+    running = await running.restart();
+    admin = await adminClient(running.client);
+    down = false;
+    const ok = await until('both deliveries after the restart', () => receiver.delivered('/restart').length >= 2 && receiver.delivered('/restart'));
+    await sleep(300);
+    expect(receiver.delivered('/restart')).toHaveLength(2);
+    expect(ok.map((receipt) => JSON.parse(receipt.body).data.id)).toEqual(raised.map((alarm) => alarm.id));
+    expect(arrival(receiver.receipts.filter((receipt) => receipt.path === '/restart')).ordered).toBe(true);
+    for (const receipt of ok) verify(receipt, hook.secret);
+  });
+});
+
+describe(`outbound webhooks refuse private addresses by default (${driverLabel})`, () => {
+  let running: RunningGateway;
+  let admin: TestClient;
+
+  beforeAll(async () => {
+    running = await startTestGateway({ WEBHOOK_RETRY_SCHEDULE: '0.1' });
+    admin = await adminClient(running.client);
+  });
+  afterAll(async () => {
+    await running?.stop();
+  });
+
+  it.each(['http://127.0.0.1:8080/', 'http://localhost/', 'http://10.1.2.3/', 'http://172.16.0.1/', 'http://192.168.1.1/', 'http://169.254.169.254/latest', 'http://100.64.0.1/', 'http://0.0.0.0/', 'http://[::1]/', 'http://[fd00::1]/', 'http://[fe80::1]/', 'http://[::ffff:127.0.0.1]/'])(
+    'refuses %s with 422',
+    async (url) => {
+      const response = await admin.post('/api/v1/webhooks', { url, events: ['alarm.raised'] });
+      expect(response.status, response.text).toBe(422);
+      expect(response.body.errors[0].field).toBe('url');
+    },
+  );
+
+  // `.invalid` never resolves (RFC 6761): accepted (checked again at delivery), and no traffic leaves the machine.
+  it('refuses a change of URL to a private address', async () => {
+    const created = await admin.post('/api/v1/webhooks', { url: 'https://hooks.example.invalid/', events: ['geofence.enter'] });
+    expect(created.status, created.text).toBe(201);
+    expect((await admin.patch(`/api/v1/webhooks/${created.body.id}`, { url: 'http://192.168.0.10/' })).status).toBe(422);
+  });
+
+  it('refuses at delivery time too: a row pointing inwards is never sent', async () => {
+    const receiver = await WebhookReceiver.start();
+    try {
+      const created = await admin.post('/api/v1/webhooks', { url: 'https://hooks.example.invalid/', events: ['alarm.raised'] });
+      // As if the URL had been stored when it was allowed (or the name resolved elsewhere then).
+      await running.gateway.services.storage.execute('update webhooks set url = ? where id = ?', [receiver.url('/inside'), created.body.id]);
+      await admin.post('/api/v1/alarms', { type: 'DANGER', device_id: 'ssrf' });
+      const [dead] = await until('the refused delivery to be dead', async () => {
+        const listed = (await admin.get(`/api/v1/webhooks/${created.body.id}/deliveries`)).body.data;
+        return listed[0]?.status === 'dead' && listed;
+      });
+      expect(dead.last_error).toMatch(/refused: 127\.0\.0\.1/);
+      expect(dead.last_response_code).toBeNull();
+      expect(receiver.receipts).toEqual([]);
+    } finally {
+      await receiver.close();
+    }
+  });
+});
