@@ -1,3 +1,4 @@
+import type { EntityManager } from '@mikro-orm/postgresql';
 import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import { AppError, ErrorCode, NotFoundError, ValidationError } from '../../shared/errors.js';
@@ -121,6 +122,10 @@ export function webhookRoutes(services: GatewayServices) {
     }
   }
 
+  /** A write's statements and its audit entry, in one transaction. */
+  const transaction = <T>(run: (execute: <R>(sql: string, values: unknown[]) => Promise<R[]>, tx: EntityManager) => Promise<T>): Promise<T> =>
+    storage.em().transactional((tx) => run(<R>(sql: string, values: unknown[]) => tx.execute(sql, values) as Promise<R[]>, tx as EntityManager));
+
   const params = z.object({ id: uuidParam });
   return [
     defineRoute({
@@ -133,14 +138,19 @@ export function webhookRoutes(services: GatewayServices) {
       body: z.object({ url: fields.url, events: fields.events, building_ids: fields.building_ids.optional(), description: fields.description.default('') }),
       response: createdSchema,
       successStatus: 201,
-      handler: async ({ principal, body }) => {
+      handler: async ({ principal, body, audit }) => {
         await check(principal.organizationId, body);
         const secret = generateSecret();
-        const [row] = await storage.execute<WebhookRow>(
-          `insert into webhooks (id, organization_id, url, events, building_ids, description, secret) values (?, ?, ?, ?::jsonb, ?::jsonb, ?, ?) returning ${COLUMNS}`,
-          [randomUUID(), principal.organizationId, body.url, JSON.stringify(body.events), body.building_ids ? JSON.stringify(body.building_ids) : null, body.description, secret],
-        );
-        return { status: 201, body: { ...presentWebhook(row!), secret } };
+        const row = await transaction(async (execute, tx) => {
+          const [created] = await execute<WebhookRow>(
+            `insert into webhooks (id, organization_id, url, events, building_ids, description, secret) values (?, ?, ?, ?::jsonb, ?::jsonb, ?, ?) returning ${COLUMNS}`,
+            [randomUUID(), principal.organizationId, body.url, JSON.stringify(body.events), body.building_ids ? JSON.stringify(body.building_ids) : null, body.description, secret],
+          );
+          // The log never holds the secret: the presented webhook has none.
+          await audit.record(tx, { objectType: 'webhooks', objectId: created!.id, before: null, after: presentWebhook(created!) });
+          return created!;
+        });
+        return { status: 201, body: { ...presentWebhook(row), secret } };
       },
     }),
     defineRoute({
@@ -177,8 +187,8 @@ export function webhookRoutes(services: GatewayServices) {
       params,
       body: z.object(fields).partial(),
       response: webhookSchema,
-      handler: async ({ principal, params: p, body }) => {
-        await load(principal.organizationId, p.id);
+      handler: async ({ principal, params: p, body, audit }) => {
+        const before = await load(principal.organizationId, p.id);
         await check(principal.organizationId, body);
         const sets: string[] = [];
         const values: unknown[] = [];
@@ -186,11 +196,15 @@ export function webhookRoutes(services: GatewayServices) {
         if (body.events !== undefined) sets.push('events = ?::jsonb'), values.push(JSON.stringify(body.events));
         if (body.building_ids !== undefined) sets.push('building_ids = ?::jsonb'), values.push(body.building_ids === null ? null : JSON.stringify(body.building_ids));
         if (body.description !== undefined) sets.push('description = ?'), values.push(body.description);
-        const [row] = await storage.execute<WebhookRow>(
-          `update webhooks set ${[...sets, 'updated_at = now()'].join(', ')} where id = ? and organization_id = ? returning ${COLUMNS}`,
-          [...values, p.id, principal.organizationId],
-        );
-        if (!row) throw new NotFoundError('Webhook');
+        const row = await transaction(async (execute, tx) => {
+          const [updated] = await execute<WebhookRow>(
+            `update webhooks set ${[...sets, 'updated_at = now()'].join(', ')} where id = ? and organization_id = ? returning ${COLUMNS}`,
+            [...values, p.id, principal.organizationId],
+          );
+          if (!updated) throw new NotFoundError('Webhook');
+          await audit.record(tx, { objectType: 'webhooks', objectId: p.id, before: presentWebhook(before), after: presentWebhook(updated), sent: body });
+          return updated;
+        });
         return { body: presentWebhook(row) };
       },
     }),
@@ -202,9 +216,12 @@ export function webhookRoutes(services: GatewayServices) {
       auth: 'authenticated',
       action: 'webhooks:manage',
       params,
-      handler: async ({ principal, params: p }) => {
-        const deleted = await storage.execute('delete from webhooks where id = ? and organization_id = ? returning id', [p.id, principal.organizationId]);
-        if (deleted.length === 0) throw new NotFoundError('Webhook');
+      handler: async ({ principal, params: p, audit }) => {
+        await transaction(async (execute, tx) => {
+          const [deleted] = await execute<WebhookRow>(`delete from webhooks where id = ? and organization_id = ? returning ${COLUMNS}`, [p.id, principal.organizationId]);
+          if (!deleted) throw new NotFoundError('Webhook');
+          await audit.record(tx, { objectType: 'webhooks', objectId: p.id, before: presentWebhook(deleted), after: null });
+        });
         return { status: 204 };
       },
     }),
@@ -237,16 +254,20 @@ export function webhookRoutes(services: GatewayServices) {
       params: z.object({ id: uuidParam, delivery_id: uuidParam }),
       response: deliverySchema,
       successStatus: 202,
-      handler: async ({ principal, params: p }) => {
+      handler: async ({ principal, params: p, audit }) => {
         await load(principal.organizationId, p.id);
         const [current] = await storage.execute<{ status: string }>('select status from webhook_deliveries where id = ? and webhook_id = ?', [p.delivery_id, p.id]);
         if (!current) throw new NotFoundError('Delivery');
-        const [row] = await storage.execute<Record<string, any>>(
-          `update webhook_deliveries set status = 'pending', attempts = 0, next_attempt_at = now(), updated_at = now()
-           where id = ? and webhook_id = ? and status = 'dead' returning *`,
-          [p.delivery_id, p.id],
-        );
-        if (!row) throw new AppError(ErrorCode.Conflict, `Only a dead delivery can be redelivered (this one is ${current.status})`);
+        const row = await transaction(async (execute, tx) => {
+          const [redelivered] = await execute<Record<string, any>>(
+            `update webhook_deliveries set status = 'pending', attempts = 0, next_attempt_at = now(), updated_at = now()
+             where id = ? and webhook_id = ? and status = 'dead' returning *`,
+            [p.delivery_id, p.id],
+          );
+          if (!redelivered) throw new AppError(ErrorCode.Conflict, `Only a dead delivery can be redelivered (this one is ${current.status})`);
+          await audit.record(tx, { objectType: 'webhook_deliveries', objectId: p.delivery_id, before: { status: 'dead' }, after: { status: 'pending' } });
+          return redelivered;
+        });
         // Stored as pending already: a failed wake-up is found by the gateways' overdue rescue.
         await scheduleDelivery(storage, (job, options) => jobs.schedule(job, options), webhooks.policy, { id: row.id, organization_id: row.organization_id }, 0).catch((error) =>
           services.logger.warn({ err: error }, 'could not wake a redelivery; the rescue will'),

@@ -170,6 +170,28 @@ describe(`audit log (${driverLabel})`, () => {
     expect(JSON.stringify(revoked)).not.toContain(key.slice(-8));
   });
 
+  it('webhooks: create, change and delete leave one entry each, and the signing secret never reaches the log', async () => {
+    // .invalid never resolves: the create is accepted (checked again at delivery) and nothing is ever sent.
+    const created = await admin.post('/api/v1/webhooks', { url: 'https://audit-receiver.invalid/hook', events: ['alarm.raised'] });
+    expect(created.status, created.text).toBe(201);
+    const secret: string = created.body.secret;
+    expect(secret).toMatch(/^whsec_/);
+    const [entry, ...rest] = await entries(`object_type=webhooks&object_id=${created.body.id}`);
+    expect(rest).toEqual([]);
+    expect(entry).toMatchObject({ method: 'POST', route: '/api/v1/webhooks', before: null });
+    expect(entry.after).toMatchObject({ id: created.body.id, url: 'https://audit-receiver.invalid/hook' });
+    expect(JSON.stringify(entry)).not.toContain(secret.slice(6, 20));
+
+    expect((await admin.patch(`/api/v1/webhooks/${created.body.id}`, { description: 'pager' })).status).toBe(200);
+    expect((await admin.delete(`/api/v1/webhooks/${created.body.id}`)).status).toBe(204);
+    const all = await entries(`object_type=webhooks&object_id=${created.body.id}`);
+    expect(all.map((e) => e.method)).toEqual(['DELETE', 'PATCH', 'POST']);
+    expect(all[1].before).toMatchObject({ description: '' });
+    expect(all[1].after).toMatchObject({ description: 'pager' });
+    expect(all[0].after).toBeNull();
+    expect(JSON.stringify(all)).not.toContain(secret.slice(6, 20));
+  });
+
   it('an alarm raise and state change: one entry each, with the state before and after', async () => {
     const raised = await admin.post('/api/v1/alarms', { type: 'DANGER', device_id: `audit-${Date.now()}` });
     expect(raised.status, raised.text).toBe(201);
