@@ -55,6 +55,12 @@ export const wsSlowConsumerDisconnects = new Counter({ name: `${PREFIX}ws_slow_c
 
 const busPublished = new Counter({ name: `${PREFIX}bus_published_total`, help: 'Messages published on the bus, by channel.', labelNames: ['channel'] as const, registers: [registry] });
 const busReceived = new Counter({ name: `${PREFIX}bus_received_total`, help: 'Messages received from other nodes over Redis, by channel (the local bus has no other nodes).', labelNames: ['channel'] as const, registers: [registry] });
+export const busLag = new Histogram({
+  name: `${PREFIX}bus_lag_seconds`,
+  help: 'From a message published by another node to its arrival here, over Redis (includes the clock difference between the two hosts).',
+  buckets: LATENCY_BUCKETS,
+  registers: [registry],
+});
 /** Bus channels are a handful of constants: their children are bound on first use and kept. */
 const boundBy = <C extends Counter<'channel'>>(counter: C) => {
   const children = new Map<string, Counter.Internal>();

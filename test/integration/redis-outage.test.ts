@@ -4,7 +4,7 @@ import { DeviceDirectory } from '../../gateway/realtime/device-directory.js';
 import { createVenue, squareCartesians } from '../support/cartography.js';
 import type { TestClient } from '../support/http-client.js';
 import { adminClient } from '../support/identity.js';
-import { PrivateRedis } from '../support/redis-server.js';
+import { FaultRedis } from '../support/fault-servers.js';
 import { driverLabel } from '../support/test-environment.js';
 import { startTestGateway, type RunningGateway } from '../support/test-gateway.js';
 
@@ -17,14 +17,14 @@ const organizationOf = async (running: RunningGateway, buildingId: number) =>
  * straight to the database, as another gateway would have, its announcement lost) shows once Redis is back.
  */
 describe(`Redis outage: caches and reports (${driverLabel.split(' + ')[0]} + private redis)`, () => {
-  let redis: PrivateRedis;
+  let redis: FaultRedis;
   let running: RunningGateway;
   let admin: TestClient;
   let venue: Awaited<ReturnType<typeof createVenue>>;
   let organizationId: string;
 
   beforeAll(async () => {
-    redis = await PrivateRedis.start();
+    redis = await FaultRedis.start();
     // A TTL far beyond the test: only the resync signal can refresh the caches in time.
     running = await startTestGateway({ REDIS_URL: redis.url, CACHE_TTL_SECONDS: '3600' });
     admin = await adminClient(running.client);
@@ -49,7 +49,7 @@ describe(`Redis outage: caches and reports (${driverLabel.split(' + ')[0]} + pri
     await storage.execute('update geofences set name = ? where id = ?', ['After', fence.body.id]);
     await storage.execute('update devices set user_id = ? where organization_id = ? and identifier = ?', [owner!.id, organizationId, 'tag-cache']);
     expect(await names()).toEqual(['Before']); // nobody told this gateway
-    await redis.start();
+    await redis.resume();
 
     await expect.poll(names, { timeout: 15_000 }).toEqual(['After']);
     await expect.poll(async () => (await devices.resolve(organizationId, ['tag-cache'])).get('tag-cache')?.userId, { timeout: 15_000 }).toBe(owner!.id);
@@ -66,7 +66,7 @@ describe(`Redis outage: caches and reports (${driverLabel.split(' + ')[0]} + pri
       expect(down.body.code).toBe('unavailable');
       expect(down.headers.get('retry-after')).toMatch(/^\d+$/);
     } finally {
-      await redis.start();
+      await redis.resume();
     }
     await expect.poll(async () => (await admin.get(query)).status, { timeout: 15_000, interval: 200 }).toBe(200);
   });

@@ -7,7 +7,7 @@ import type { JobQueue, ProcessorRegistry } from '../../shared/jobs/index.js';
 import { LocalJobQueue } from '../../shared/jobs/local-job-queue.js';
 import { createLogger } from '../../shared/logger.js';
 import type { Storage } from '../../shared/storage/index.js';
-import { freePort, PrivateRedis } from '../support/redis-server.js';
+import { FaultRedis, freePort } from '../support/fault-servers.js';
 import { deleteRedisPrefix, serverRedisUrl } from '../support/test-environment.js';
 
 const logger = createLogger('silent');
@@ -186,7 +186,7 @@ describe('BullMQ job queue with Redis down', () => {
   };
 
   it('refuses with 503 once the connection is lost, and works again when Redis is back', async () => {
-    const redis = await PrivateRedis.start();
+    const redis = await FaultRedis.start();
     const queue = new BullmqJobQueue(redis.url, 'fctest:jobs-outage', logger, 500);
     const worker = new BullmqJobWorker(redis.url, 'fctest:jobs-outage', processors, context, 1, logger);
     try {
@@ -195,7 +195,7 @@ describe('BullMQ job queue with Redis down', () => {
       await redis.stop();
       unavailable(await queue.run({ name: 'add', organizationId: 'org-a', data: { a: 1, b: 2 } }, 10_000).catch((e: unknown) => e));
       await expect(queue.ping()).rejects.toThrow(/unreachable/); // /readyz answers at once too
-      await redis.start();
+      await redis.resume();
       await expect.poll(() => queue.run({ name: 'add', organizationId: 'org-a', data: { a: 2, b: 2 } }, 10_000).catch(() => 'not yet'), { timeout: 15_000, interval: 200 }).toEqual({ sum: 4 });
     } finally {
       await worker.close();
@@ -205,7 +205,7 @@ describe('BullMQ job queue with Redis down', () => {
   });
 
   it('a worker, a queue and a bus close after Redis restarted under them (BullMQ alone would wait for ever)', async () => {
-    const redis = await PrivateRedis.start();
+    const redis = await FaultRedis.start();
     const worker = new BullmqJobWorker(redis.url, 'fctest:jobs-restart', processors, context, 1, logger);
     const queue = new BullmqJobQueue(redis.url, 'fctest:jobs-restart', logger);
     const bus = new RedisBus(redis.url, 'fctest:jobs-restart', logger);
@@ -213,7 +213,7 @@ describe('BullMQ job queue with Redis down', () => {
       await worker.waitUntilReady();
       await bus.ping();
       await redis.stop();
-      await redis.start();
+      await redis.resume();
       await Promise.all([worker.close(), queue.close(), bus.close()]);
     } finally {
       await redis.stop();
