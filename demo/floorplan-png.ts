@@ -44,6 +44,11 @@ export function demoFloorplanPng(pxPerMetre = 10): Buffer {
       rows[offset++] = value === ROOM && (column % (pxPerMetre * 5) === 0 || row % (pxPerMetre * 5) === 0) ? GRID : value;
     }
   }
+  return greyscalePng(width, height, rows);
+}
+
+/** An 8-bit greyscale PNG from its filtered rows (each row a filter byte, then one byte a pixel). */
+export function greyscalePng(width: number, height: number, rows: Buffer): Buffer {
   const header = Buffer.alloc(13);
   header.writeUInt32BE(width, 0);
   header.writeUInt32BE(height, 4);

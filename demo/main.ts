@@ -1,7 +1,7 @@
 import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { startGateway, type Gateway } from '../gateway/app.js';
-import { ConfigError, loadConfig, type Config } from '../shared/config.js';
+import { loadConfigOrExit, type Config } from '../shared/config.js';
 import { createLogger } from '../shared/logger.js';
 import { ProcessGuard } from '../shared/process-guard.js';
 import { DemoApi } from './api-client.js';
@@ -16,16 +16,7 @@ const ADMIN_KEY_FILE = 'demo-admin-key';
  * the public API (reused on later starts), and 50 simulated devices walking it, in one process.
  */
 async function main(): Promise<void> {
-  let config: Config;
-  try {
-    config = loadConfig();
-  } catch (error) {
-    if (error instanceof ConfigError) {
-      process.stderr.write(`${error.message}\n`);
-      process.exit(2);
-    }
-    throw error;
-  }
+  const config = loadConfigOrExit();
   const logger = createLogger(config.LOG_LEVEL, { service: 'gateway' });
   const guard = ProcessGuard.install({ logger, flushTimeoutMs: config.SHUTDOWN_GRACE_SECONDS * 1000 });
   const gateway = await startGateway(config, { logger });

@@ -1,3 +1,4 @@
+import type { GraphLink, GraphNode } from '../shared/routing/path-graph.js';
 /**
  * The demo venue, as plain data: an 80 m x 50 m clinic with two floors, one corridor each (y = 25), rooms above
  * and below it, stairs at the west end and a lift at the east end. The seeder sends it through the API; the
@@ -80,19 +81,6 @@ export const DEMO_POIS: readonly { floor: number; name: string; x: number; y: nu
   { floor: 1, name: 'Lift', x: LIFT_X, y: CORRIDOR_Y },
 ];
 
-export interface GraphNode {
-  id: number;
-  floor_id: number;
-  x: number;
-  y: number;
-}
-export interface GraphLink {
-  source: number;
-  target: number;
-  origin: 'both';
-  accessible: boolean;
-  tags: string[];
-}
 
 /** The path graph: per floor the corridor and its branches (ids floor index * 100 + n), then stairs and lift. */
 export function demoGraph(floorIds: readonly number[]): { nodes: GraphNode[]; links: GraphLink[] } {

@@ -1,20 +1,11 @@
-import { ConfigError, loadConfig } from '../shared/config.js';
+import { loadConfigOrExit } from '../shared/config.js';
 import { createLogger } from '../shared/logger.js';
 import { ProcessGuard } from '../shared/process-guard.js';
 import { startGateway } from './app.js';
 
 /** `npm start`: one gateway process, configured from the environment (see README). */
 async function main(): Promise<void> {
-  let config;
-  try {
-    config = loadConfig();
-  } catch (error) {
-    if (error instanceof ConfigError) {
-      process.stderr.write(`${error.message}\n`);
-      process.exit(2);
-    }
-    throw error;
-  }
+  const config = loadConfigOrExit();
   const logger = createLogger(config.LOG_LEVEL, { service: 'gateway' });
   // Installed first: a fault while starting is logged too. Sockets are told to reconnect before a fatal exit.
   const guard = ProcessGuard.install({ logger, flushTimeoutMs: config.SHUTDOWN_GRACE_SECONDS * 1000 });

@@ -155,5 +155,18 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   return parsed.data;
 }
 
+/** The entry points' (`npm start`, `npm run workers`, `npm run demo`) reading: a bad value exits 2 naming it. */
+export function loadConfigOrExit(): Config {
+  try {
+    return loadConfig();
+  } catch (error) {
+    if (error instanceof ConfigError) {
+      process.stderr.write(`${error.message}\n`);
+      process.exit(2);
+    }
+    throw error;
+  }
+}
+
 /** Whether the Redis-backed drivers (bus, BullMQ) are in use. */
 export const usesRedis = (config: Config): boolean => config.REDIS_URL !== undefined;

@@ -1,4 +1,4 @@
-import { ConfigError, loadConfig } from '../shared/config.js';
+import { loadConfigOrExit } from '../shared/config.js';
 import { BullmqJobWorker } from '../shared/jobs/bullmq-job-worker.js';
 import { createLogger } from '../shared/logger.js';
 import { databasePoolSource } from '../shared/metrics/database-pool.js';
@@ -10,16 +10,7 @@ import { processors } from './processors/index.js';
 
 /** `npm run workers`: consumes the BullMQ job queue (reports, exports). Needs REDIS_URL. */
 async function main(): Promise<void> {
-  let config;
-  try {
-    config = loadConfig();
-  } catch (error) {
-    if (error instanceof ConfigError) {
-      process.stderr.write(`${error.message}\n`);
-      process.exit(2);
-    }
-    throw error;
-  }
+  const config = loadConfigOrExit();
   if (!config.REDIS_URL) {
     process.stderr.write('REDIS_URL: required by the worker process (without Redis, jobs run inside the gateway)\n');
     process.exit(2);

@@ -1,5 +1,5 @@
 import { existsSync } from 'node:fs';
-import { crc32, deflateSync } from 'node:zlib';
+import { greyscalePng } from '../../demo/floorplan-png.js';
 
 /** Debian's Chromium, driven by playwright-core (never a downloaded browser); .ci/run installs it. */
 export const CHROMIUM = '/usr/bin/chromium';
@@ -17,17 +17,5 @@ export function floorplanPng(width: number, height: number, pxPerMetre: number):
     rows.push(0);
     for (let x = 0; x < width; x++) rows.push(wall(x, y) ? 40 : x % (pxPerMetre * 10) === 0 || y % (pxPerMetre * 10) === 0 ? 215 : 250);
   }
-  const chunk = (type: string, data: Buffer) => {
-    const typed = Buffer.concat([Buffer.from(type, 'ascii'), data]);
-    const length = Buffer.alloc(4);
-    length.writeUInt32BE(data.length);
-    const crc = Buffer.alloc(4);
-    crc.writeUInt32BE(crc32(typed));
-    return Buffer.concat([length, typed, crc]);
-  };
-  const header = Buffer.alloc(13);
-  header.writeUInt32BE(width, 0);
-  header.writeUInt32BE(height, 4);
-  header.set([8, 0, 0, 0, 0], 8); // 8-bit greyscale
-  return Buffer.concat([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]), chunk('IHDR', header), chunk('IDAT', deflateSync(Buffer.from(rows))), chunk('IEND', Buffer.alloc(0))]);
+  return greyscalePng(width, height, Buffer.from(rows));
 }
