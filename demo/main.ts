@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { startGateway, type Gateway } from '../gateway/app.js';
 import { loadConfigOrExit, type Config } from '../shared/config.js';
 import { createLogger } from '../shared/logger.js';
-import { ProcessGuard } from '../shared/process-guard.js';
+import { ProcessGuard, stopOnSignals } from '../shared/process-guard.js';
 import { DemoApi } from './api-client.js';
 import { seedDemoVenue } from './seed.js';
 import { Simulator } from './simulator.js';
@@ -21,35 +21,20 @@ async function main(): Promise<void> {
   const guard = ProcessGuard.install({ logger, flushTimeoutMs: config.SHUTDOWN_GRACE_SECONDS * 1000 });
   const gateway = await startGateway(config, { logger });
   let simulator: Simulator | undefined;
-  guard.flushWith(async () => {
+  // One way down, for a signal and for a fatal fault alike: the simulator first, then the gateway.
+  const close = async () => {
     await simulator?.stop();
     await gateway.close();
-  });
-  let stopping = false;
-  const stop = (signal: string) => {
-    if (stopping) return;
-    stopping = true;
-    logger.info({ signal }, 'stopping the demo');
-    (async () => {
-      await simulator?.stop();
-      await gateway.close();
-    })().then(
-      () => process.exit(0),
-      (error) => {
-        logger.error({ err: error }, 'unclean stop');
-        process.exit(1);
-      },
-    );
   };
-  process.on('SIGTERM', () => stop('SIGTERM'));
-  process.on('SIGINT', () => stop('SIGINT'));
+  guard.flushWith(close);
+  const stopping = stopOnSignals(logger, 'the demo', close);
 
   const host = config.HOST === '0.0.0.0' || config.HOST === '::' ? '127.0.0.1' : config.HOST;
   const baseUrl = `http://${host}:${gateway.port}`;
   const admin = await adminApi(config, gateway, baseUrl);
   const venue = await seedDemoVenue(admin);
   simulator = await Simulator.connect({ url: baseUrl, apiKey: venue.simulatorApiKey, buildingId: venue.buildingId, log: (line) => logger.info(`demo: ${line}`) });
-  if (stopping) return;
+  if (stopping()) return;
   simulator.start();
 
   const password = gateway.bootstrap.generatedPassword

@@ -1,6 +1,6 @@
 import { loadConfigOrExit } from '../shared/config.js';
 import { createLogger } from '../shared/logger.js';
-import { ProcessGuard } from '../shared/process-guard.js';
+import { ProcessGuard, stopOnSignals } from '../shared/process-guard.js';
 import { startGateway } from './app.js';
 
 /** `npm start`: one gateway process, configured from the environment (see README). */
@@ -19,21 +19,7 @@ async function main(): Promise<void> {
   }
   process.stdout.write(`Floorcast listening on http://${config.HOST === '0.0.0.0' ? '127.0.0.1' : config.HOST}:${gateway.port}\n`);
 
-  let stopping = false;
-  const stop = (signal: string) => {
-    if (stopping) return;
-    stopping = true;
-    logger.info({ signal }, 'stopping');
-    gateway.close().then(
-      () => process.exit(0),
-      (error) => {
-        logger.error({ err: error }, 'unclean stop');
-        process.exit(1);
-      },
-    );
-  };
-  process.on('SIGTERM', () => stop('SIGTERM'));
-  process.on('SIGINT', () => stop('SIGINT'));
+  stopOnSignals(logger, 'the gateway', () => gateway.close());
 }
 
 main().catch((error) => {

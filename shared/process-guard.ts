@@ -110,3 +110,26 @@ export class ProcessGuard {
     (this.options.exit ?? ((code: number) => process.exit(code)))(FAULT_EXIT_CODE);
   }
 }
+
+/**
+ * The entry points' graceful stop: the first SIGTERM or SIGINT runs `close` once, then exits 0, or 1 when the
+ * close failed. Returns whether a stop has begun (a start still under way can give up).
+ */
+export function stopOnSignals(logger: Logger, what: string, close: () => Promise<void>): () => boolean {
+  let stopping = false;
+  const stop = (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    logger.info({ signal }, `stopping ${what}`);
+    close().then(
+      () => process.exit(0),
+      (error) => {
+        logger.error({ err: error }, 'unclean stop');
+        process.exit(1);
+      },
+    );
+  };
+  process.on('SIGTERM', () => stop('SIGTERM'));
+  process.on('SIGINT', () => stop('SIGINT'));
+  return () => stopping;
+}

@@ -4,7 +4,7 @@ import { createLogger } from '../shared/logger.js';
 import { databasePoolSource } from '../shared/metrics/database-pool.js';
 import { registerSources } from '../shared/metrics/metrics.js';
 import { startMetricsListener } from '../shared/metrics/metrics-server.js';
-import { ProcessGuard } from '../shared/process-guard.js';
+import { ProcessGuard, stopOnSignals } from '../shared/process-guard.js';
 import { openStorage } from '../shared/storage/index.js';
 import { processors } from './processors/index.js';
 
@@ -25,18 +25,11 @@ async function main(): Promise<void> {
   const metrics = await startMetricsListener({ host: config.METRICS_HOST, port: config.METRICS_PORT, token: config.METRICS_TOKEN, logger });
   logger.info({ concurrency: config.JOB_CONCURRENCY, processors: Object.keys(processors) }, 'worker ready');
 
-  let stopping = false;
-  const stop = async (signal: string) => {
-    if (stopping) return;
-    stopping = true;
-    logger.info({ signal }, 'worker draining');
+  stopOnSignals(logger, 'the worker (draining)', async () => {
     await worker.close();
     await metrics?.close();
     await storage.close();
-    process.exit(0);
-  };
-  process.on('SIGTERM', () => void stop('SIGTERM'));
-  process.on('SIGINT', () => void stop('SIGINT'));
+  });
 }
 
 main().catch((error) => {
