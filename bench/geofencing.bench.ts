@@ -1,6 +1,6 @@
 import { ADMIN_EMAIL, ADMIN_PASSWORD, login } from '../test/support/identity.js';
 import { startTestGateway, type RunningGateway } from '../test/support/test-gateway.js';
-import type { Figure, Scenario } from './harness.js';
+import { startStageProfile, type Figure, type Scenario } from './harness.js';
 import { LoadGenerator, formatRate } from './load-client.js';
 import { seededRandom, type LoadCommand, type LoadResult, type VenueSpec } from './load-generator.js';
 
@@ -112,8 +112,10 @@ export const geofencingScenario: Scenario = {
           // Each device's first position, before timing starts (it enters its first fences here).
           await generator.run({ ...base, target: http, rounds: 1, warmupMs: 0, durationMs: 0 });
           const cpuBefore = process.cpuUsage();
+          const profile = await startStageProfile(SCENARIO, `F=${fences} ${label}`); // BENCH_PROFILE=1 only
           const result = await generator.run({ ...base, target, warmupMs: 1000, durationMs: SECONDS * 1000, subscribe: subscriber });
           const cpu = process.cpuUsage(cpuBefore);
+          figures.push(...((await profile?.finish({ positions: result.ackedPoses, events: result.geofenceEvents, warmupMs: 1000, windowMs: result.windowMs })) ?? []));
           if (result.errors > 0) {
             log(`${label}: ${result.errors} failed uploads, e.g. ${result.errorSamples.join(' | ')}`);
             add({ metric: `F=${fences} ${label}: failed uploads`, value: result.errors, unit: 'requests', target: '0', met: false });

@@ -1,4 +1,6 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
+import { Session } from 'node:inspector/promises';
+import { formatStageTable, stageRows, stageTimes, type CpuProfile } from './profile-stages.js';
 
 /** One measured figure; `target` is the goal it is compared with (reported, never asserted). */
 export interface Figure {
@@ -46,4 +48,47 @@ export function report(figures: Figure[], environment: Record<string, unknown>):
   writeFileSync(new URL('latest.json', directory), payload);
   writeFileSync(new URL(`${new Date().toISOString().replace(/[:.]/g, '-')}.json`, directory), payload);
   process.stdout.write(`\nwritten to bench/results/latest.json\n`);
+}
+
+/** A CPU profile of this process around one closed-loop run (see `startStageProfile`). */
+export interface StageProfile {
+  /**
+   * Stops the profiler, writes the profile to bench/results/profiles/, prints the per-stage table and returns its
+   * per-position rows as figures. `warmupMs` / `windowMs` place the generator's measured window after the run was started.
+   */
+  finish(run: { positions: number; events: number; warmupMs: number; windowMs: number }): Promise<Figure[]>;
+}
+
+/**
+ * BENCH_PROFILE=1: samples the CPU of this process (the in-process gateway under test; the load generator is a
+ * child) through the inspector, from now until `finish`, every BENCH_PROFILE_INTERVAL_US (500 µs). Undefined
+ * otherwise, so a scenario's hook costs nothing. Call it right before the run whose window it measures.
+ */
+export async function startStageProfile(scenario: string, label: string): Promise<StageProfile | undefined> {
+  if (process.env.BENCH_PROFILE !== '1') return undefined;
+  const session = new Session();
+  session.connect();
+  await session.post('Profiler.enable');
+  await session.post('Profiler.setSamplingInterval', { interval: Number(process.env.BENCH_PROFILE_INTERVAL_US ?? 500) });
+  await session.post('Profiler.start');
+  return {
+    async finish({ positions, events, warmupMs, windowMs }) {
+      const { profile } = (await session.post('Profiler.stop')) as { profile: CpuProfile };
+      session.disconnect();
+      const directory = new URL('./results/profiles/', import.meta.url);
+      mkdirSync(directory, { recursive: true });
+      const file = `${scenario}-${label.replace(/[^A-Za-z0-9=]+/g, '-')}-${new Date().toISOString().replace(/[:.]/g, '-')}.cpuprofile`;
+      writeFileSync(new URL(file, directory), JSON.stringify(profile));
+      // The generator opens its connections before its warm-up starts: the window starts a few ms later than this.
+      const times = stageTimes(profile, { fromUs: warmupMs * 1000, toUs: (warmupMs + windowMs) * 1000 });
+      const counts = { positions, events };
+      process.stdout.write(`  CPU profile, ${label} (bench/results/profiles/${file}):\n${formatStageTable(times, counts).replace(/^/gm, '    ')}\n`);
+      // Per position only: a stage's µs per event is the same time over another count (printed in the table).
+      return stageRows(times, counts).map((row): Figure =>
+        row.stage === 'idle'
+          ? { scenario, metric: `${label}: idle share of the profile`, value: row.share * 100, unit: '%' }
+          : { scenario, metric: `${label}: ${row.stage} CPU per position (profile)`, value: row.usPerPosition, unit: 'µs' },
+      );
+    },
+  };
 }
