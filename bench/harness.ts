@@ -1,6 +1,6 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector/promises';
-import { formatStageTable, stageRows, stageTimes, type CpuProfile } from './profile-stages.js';
+import { busyUs, formatStageTable, stageRows, stageTimes, type CpuProfile } from './profile-stages.js';
 
 /** One measured figure; `target` is the goal it is compared with (reported, never asserted). */
 export interface Figure {
@@ -71,9 +71,11 @@ export async function startStageProfile(scenario: string, label: string): Promis
   await session.post('Profiler.enable');
   await session.post('Profiler.setSamplingInterval', { interval: Number(process.env.BENCH_PROFILE_INTERVAL_US ?? 500) });
   await session.post('Profiler.start');
+  const cpuAtStart = process.cpuUsage();
   return {
     async finish({ positions, events, warmupMs, windowMs }) {
       const { profile } = (await session.post('Profiler.stop')) as { profile: CpuProfile };
+      const cpu = process.cpuUsage(cpuAtStart);
       session.disconnect();
       const directory = new URL('./results/profiles/', import.meta.url);
       mkdirSync(directory, { recursive: true });
@@ -81,10 +83,12 @@ export async function startStageProfile(scenario: string, label: string): Promis
       writeFileSync(new URL(file, directory), JSON.stringify(profile));
       // The generator opens its connections before its warm-up starts: the window starts a few ms later than this.
       const times = stageTimes(profile, { fromUs: warmupMs * 1000, toUs: (warmupMs + windowMs) * 1000 });
+      // Samples are wall time: scaled to the CPU this process used over the whole profile (all its threads).
+      const cpuScale = (cpu.user + cpu.system) / busyUs(stageTimes(profile));
       const counts = { positions, events };
-      process.stdout.write(`  CPU profile, ${label} (bench/results/profiles/${file}):\n${formatStageTable(times, counts).replace(/^/gm, '    ')}\n`);
+      process.stdout.write(`  CPU profile, ${label} (bench/results/profiles/${file}):\n${formatStageTable(times, counts, cpuScale).replace(/^/gm, '    ')}\n`);
       // Per position only: a stage's µs per event is the same time over another count (printed in the table).
-      return stageRows(times, counts).map((row): Figure =>
+      return stageRows(times, counts, cpuScale).map((row): Figure =>
         row.stage === 'idle'
           ? { scenario, metric: `${label}: idle share of the profile`, value: row.share * 100, unit: '%' }
           : { scenario, metric: `${label}: ${row.stage} CPU per position (profile)`, value: row.usPerPosition, unit: 'µs' },

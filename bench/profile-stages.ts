@@ -9,6 +9,10 @@
  * of a builtin lands in the stage that called it. The profiler's pseudo-frames name themselves: garbage
  * collection, idle (the event loop waiting) and `(program)` (native code outside any JS frame: uWS parsing
  * and socket writes, libuv).
+ *
+ * A sample lasts from one tick to the next in wall time: on a busy machine, time the thread spent descheduled
+ * inside a function counts as that function's. `cpuScale` (the process's CPU time over the busy sample time,
+ * both over the whole profile) turns the busy stages into CPU time, assuming descheduling hits every stage alike.
  */
 
 export interface CpuProfileNode {
@@ -171,15 +175,21 @@ export interface StageRow {
   usPerEvent: number;
 }
 
-/** The stage times per position and per event of the run (NaN per event when there were none). */
-export function stageRows(times: StageTimes, counts: { positions: number; events: number }): StageRow[] {
+/** Busy (all but idle) sample time: what `cpuScale` divides the process's CPU time by. */
+export const busyUs = (times: StageTimes) => times.totalUs - times.byStage.idle;
+
+/**
+ * The stage times per position and per event of the run (NaN per event when there were none), busy stages
+ * multiplied by `cpuScale`; `share` stays the share of the samples.
+ */
+export function stageRows(times: StageTimes, counts: { positions: number; events: number }, cpuScale = 1): StageRow[] {
   return STAGES.map(({ stage, label }) => {
-    const us = times.byStage[stage];
+    const us = times.byStage[stage] * (stage === 'idle' ? 1 : cpuScale);
     return {
       stage,
       label,
       us,
-      share: times.totalUs > 0 ? us / times.totalUs : NaN,
+      share: times.totalUs > 0 ? times.byStage[stage] / times.totalUs : NaN,
       usPerPosition: counts.positions > 0 ? us / counts.positions : NaN,
       usPerEvent: counts.events > 0 ? us / counts.events : NaN,
     };
@@ -189,17 +199,17 @@ export function stageRows(times: StageTimes, counts: { positions: number; events
 const cell = (value: number, digits: number) => (Number.isFinite(value) ? value.toFixed(digits) : 'n/a');
 
 /** A plain-text table: one row per stage, a busy (all but idle) total, and the top functions. */
-export function formatStageTable(times: StageTimes, counts: { positions: number; events: number }): string {
-  const rows = stageRows(times, counts);
+export function formatStageTable(times: StageTimes, counts: { positions: number; events: number }, cpuScale = 1): string {
+  const rows = stageRows(times, counts, cpuScale);
   const busy = rows.filter((row) => row.stage !== 'idle').reduce((sum, row) => sum + row.us, 0);
   const lines = rows.map((row) => [row.label, `${cell(row.share * 100, 1)}%`, cell(row.usPerPosition, 2), cell(row.usPerEvent, 2)]);
-  lines.push(['busy (all but idle)', `${cell((busy / times.totalUs) * 100, 1)}%`, cell(busy / counts.positions, 2), cell(counts.events > 0 ? busy / counts.events : NaN, 2)]);
+  lines.push(['busy (all but idle)', `${cell((busyUs(times) / times.totalUs) * 100, 1)}%`, cell(busy / counts.positions, 2), cell(counts.events > 0 ? busy / counts.events : NaN, 2)]);
   const header = ['stage', 'share', 'µs/position', 'µs/event'];
   const widths = header.map((h, i) => Math.max(h.length, ...lines.map((line) => line[i]!.length)));
   const format = (cells: string[]) => cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join('  ');
   const top = times.top.map((entry) => `  ${cell((entry.us / times.totalUs) * 100, 1).padStart(5)}%  ${entry.stage.padEnd(11)} ${entry.name}`);
   return [
-    `${(times.totalUs / 1000).toFixed(0)} ms profiled, ${counts.positions} positions, ${counts.events} enter/exit events`,
+    `${(times.totalUs / 1000).toFixed(0)} ms profiled, ${counts.positions} positions, ${counts.events} enter/exit events; busy stages in CPU time (x${cpuScale.toFixed(2)} of sample time)`,
     format(header),
     widths.map((w) => '-'.repeat(w)).join('  '),
     ...lines.map(format),

@@ -74,4 +74,11 @@ describe('profile stages', () => {
     const table = formatStageTable(stageTimes(profile), { positions: 4, events: 0 });
     expect(table).toMatch(/busy \(all but idle\)\s+83\.3%\s+250\.00\s+n\/a/);
   });
+
+  it('scales the busy stages to CPU time, leaving idle and the sample shares alone', () => {
+    const rows = stageRows(stageTimes(profile), { positions: 4, events: 2 }, 0.5);
+    expect(rows.find((row) => row.stage === 'detection')).toMatchObject({ us: 100, usPerPosition: 25, usPerEvent: 50, share: 200 / 1200 });
+    expect(rows.find((row) => row.stage === 'idle')).toMatchObject({ us: 200, usPerPosition: 50 });
+    expect(formatStageTable(stageTimes(profile), { positions: 4, events: 2 }, 0.5)).toMatch(/busy \(all but idle\)\s+83\.3%\s+125\.00\s+250\.00/);
+  });
 });
