@@ -96,3 +96,44 @@ export function sweepDevice(
   if (afterS === null || radiusM === null || state.firedStill || now - state.anchor.at <= afterS * 1000) return { state };
   return { state: { ...state, firedStill: true }, alarm: { reason: 'still', since: state.anchor.at } };
 }
+
+/** One stored position of a device, in arrival order; `position` is null when it was outside any building. */
+export interface DeadmanTrailEntry {
+  position: DeadmanPosition | null;
+  at: number;
+}
+
+/**
+ * The state a detector that had followed these positions would be in: the rebuild from stored positions when a
+ * gateway takes a building over or restarts. `trail` is the device's latest stored positions, oldest first, the
+ * last being its latest; replaying them with the sweeps that ran between them (a gap past the silence resets
+ * the session as it did live) gives the anchor, presence and fired flags exactly, as far as the trail reaches.
+ * Silence then runs from the latest position's arrival, as it did.
+ *
+ * Stillness older than the trail cannot be seen in it. When the trail never moved and its session reaches back
+ * to its first entry, `stillAlarmedSince` (the `since` of a still alarm already raised for the device) is taken
+ * as the anchor, fired: the same stillness keeps its one alarm. Otherwise the anchor is the trail's, so a
+ * stillness longer than the trail and not yet alarmed fires at most `deadmanAfterS` late.
+ */
+export function restoredState(
+  trail: readonly DeadmanTrailEntry[],
+  settings: DeadmanSettings | undefined,
+  stillAlarmedSince?: number,
+): DeadmanState | undefined {
+  let state: DeadmanState | undefined;
+  for (const { position, at } of trail) {
+    if (!position) state = undefined;
+    else state = observe(state && sweepDevice(state, settings, at).state, position, settings, at);
+  }
+  if (!state || stillAlarmedSince === undefined) return state;
+  const sessionFromTrailStart = state.insideBuildingSince === trail[0]!.at && state.anchor.at === state.insideBuildingSince;
+  if (stillAlarmedSince === state.anchor.at || (sessionFromTrailStart && stillAlarmedSince < state.anchor.at)) {
+    return {
+      ...state,
+      anchor: { ...state.anchor, at: stillAlarmedSince },
+      insideBuildingSince: Math.min(state.insideBuildingSince, stillAlarmedSince),
+      firedStill: true,
+    };
+  }
+  return state;
+}
