@@ -90,8 +90,8 @@ export class DetectionEngine {
 
   constructor(
     private readonly registry: BuildingRegistry,
-    /** A silent device's state is settled (exits emitted) and dropped after this long. */
-    private readonly forgetAfterMs: number,
+    /** A silent device's state is settled (exits emitted) and dropped after this long: what a rebuild looks back over. */
+    readonly forgetAfterMs: number,
     /** Devices kept at most; past it the least recently seen one is settled and forgotten, as a silent one would be. */
     private readonly maxDevices = 200_000,
   ) {}

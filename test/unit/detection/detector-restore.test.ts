@@ -70,15 +70,23 @@ describe('deadman.restoredState', () => {
   it('takes an alarmed stillness older than the trail as its anchor when the trail never moved: no second alarm', () => {
     const patient = { ...settings, deadmanSilenceS: 300 };
     const positions = trail([100, 0], [110, 0.5], [120, 1]);
-    const restored = deadman.restoredState(positions, patient, s(5))!;
+    const restored = deadman.restoredState(positions, patient, { stillAlarmedSince: s(5) })!;
     expect(restored).toMatchObject({ anchor: { at: s(5) }, firedStill: true, insideBuildingSince: s(5) });
     expect(deadman.sweepDevice(restored, patient, s(161)).alarm).toBeUndefined();
     // Without it the trail's own anchor would fire a second, differently keyed, alarm.
     expect(deadman.sweepDevice(deadman.restoredState(positions, patient)!, patient, s(161)).alarm).toEqual({ reason: 'still', since: s(100) });
   });
 
+  it('counts a session reaching back past a truncated trail as present long enough, and only then', () => {
+    const positions = trail([100, 0], [110, 0.5], [120, 1]);
+    expect(deadman.sweepDevice(deadman.restoredState(positions, settings)!, settings, s(151)).alarm).toBeUndefined();
+    expect(deadman.sweepDevice(deadman.restoredState(positions, settings, { truncated: true })!, settings, s(151)).alarm).toEqual({ reason: 'silence', since: s(120) });
+    const arrived = trail([90, null], [100, 0], [110, 0.5], [120, 1]);
+    expect(deadman.sweepDevice(deadman.restoredState(arrived, settings, { truncated: true })!, settings, s(151)).alarm).toBeUndefined();
+  });
+
   it('ignores an alarmed stillness the trail has moved since', () => {
-    const restored = deadman.restoredState(trail([100, 0], [110, 10], [120, 10]), settings, s(5))!;
+    const restored = deadman.restoredState(trail([100, 0], [110, 10], [120, 10]), settings, { stillAlarmedSince: s(5) })!;
     expect(restored).toMatchObject({ anchor: { at: s(110) }, firedStill: false });
   });
 });
