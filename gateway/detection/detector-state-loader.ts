@@ -16,9 +16,14 @@ export interface DetectorStateLoaderOptions {
   maxAgeMs?: number;
   /** How far back stored enters are looked for: a stay begun earlier is not restored (its device would enter again). */
   openStaysLookbackMs?: number;
-  /** Latest positions replayed per device for the dead-man state (see `deadman.restoredState`). */
+  /**
+   * Latest positions replayed per device for the dead-man state (see `deadman.restoredState`), in a building
+   * where stillness or a minimum presence is configured; elsewhere the latest position says all there is.
+   */
   trailLength?: number;
 }
+
+const DEFAULT_TRAIL_LENGTH = 30;
 
 /** Epoch milliseconds of a timestamptz, exactly (stored times are whole milliseconds: see position-store.ts). */
 const ms = (column: string) => `round(extract(epoch from ${column}) * 1000)::float8`;
@@ -99,8 +104,10 @@ export class DetectorStateLoader {
     }
     const latest = runtimes.size === 0 ? [] : await this.latestPositions(organizationId, [...runtimes.keys()], now);
     const deviceIds = latest.map((row) => row.device_id);
-    const [trails, stays] = deviceIds.length === 0 ? [new Map<string, TrailRow[]>(), [] as StayRow[]] : await Promise.all([this.trails(organizationId, deviceIds, now), this.stays(organizationId, [...runtimes.keys()], deviceIds, now)]);
-    const trailLength = this.options.trailLength ?? 100;
+    const trailLength = this.options.trailLength ?? DEFAULT_TRAIL_LENGTH;
+    // Stillness and presence need the way the device came; silence alone only needs its latest position.
+    const trailed = latest.filter((row) => detectionOf(runtimes.get(row.building_id))?.deadman.deadmanAfterS).map((row) => row.device_id);
+    const [trails, stays] = deviceIds.length === 0 ? [new Map<string, TrailRow[]>(), [] as StayRow[]] : await Promise.all([this.trails(organizationId, trailed, trailLength, now), this.stays(organizationId, [...runtimes.keys()], deviceIds, now)]);
     const latestBuilding = new Map(latest.map((row) => [row.device_id, row.building_id]));
 
     // Per device: open stays (engine zone ids) and what settled them.
@@ -116,7 +123,7 @@ export class DetectorStateLoader {
     // The dead-man replays, first without what was alarmed, to know which still alarm to look for.
     const settingsOf = (row: LatestRow) => detectionOf(runtimes.get(row.building_id))?.deadman;
     const trailOf = (row: LatestRow): deadman.DeadmanTrailEntry[] =>
-      (trails.get(row.device_id) ?? []).map((point) => ({
+      (trails.get(row.device_id) ?? [row]).map((point) => ({
         at: point.received_ms,
         position: point.building_id === row.building_id && point.floor_id !== null && point.x !== null && point.y !== null ? { x: point.x, y: point.y, floorId: point.floor_id, buildingId: point.building_id } : null,
       }));
@@ -172,9 +179,12 @@ export class DetectorStateLoader {
     );
   }
 
-  /** Each device's latest positions, oldest first. */
-  private async trails(organizationId: string, deviceIds: string[], now: number): Promise<Map<string, TrailRow[]>> {
-    const { trailLength = 100 } = this.options;
+  /**
+   * These devices' latest positions, oldest first. The cost is one random heap read
+   * per position (a device's fixes are spread among everyone's), hence trails only where they tell something.
+   */
+  private async trails(organizationId: string, deviceIds: string[], length: number, now: number): Promise<Map<string, TrailRow[]>> {
+    if (deviceIds.length === 0) return new Map();
     const rows = await this.storage.execute<TrailRow>(
       `select d.device_id, t.building_id, t.floor_id, t.x, t.y, t.ts_ms, t.received_ms
        from unnest(?::text[]) as d(device_id)
@@ -184,12 +194,13 @@ export class DetectorStateLoader {
          where p.organization_id = ? and p.device_id = d.device_id and p.ts >= to_timestamp(?::float8 / 1000)
          order by p.ts desc, p.received_at desc
          limit ?
-       ) t
-       order by d.device_id, t.ts_ms, t.received_ms`,
-      [pgArray(deviceIds), organizationId, this.oldestRelevantFix(now), trailLength],
+       ) t`,
+      [pgArray(deviceIds), organizationId, this.oldestRelevantFix(now), length],
     );
     const trails = new Map<string, TrailRow[]>();
     for (const row of rows) (trails.get(row.device_id) ?? trails.set(row.device_id, []).get(row.device_id)!).push(row);
+    // Sorted here, a few positions per device, rather than all of them in one sort by the database.
+    for (const trail of trails.values()) trail.sort((a, b) => a.ts_ms - b.ts_ms || a.received_ms - b.received_ms);
     return trails;
   }
 

@@ -1,4 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DetectionEngine } from '../../gateway/detection/detection-engine.js';
+import { DetectorStateLoader } from '../../gateway/detection/detector-state-loader.js';
+import { PositionStore } from '../../shared/positions/position-store.js';
+import type { PositionRecord } from '../../shared/positions/position-record.js';
 import { createVenue } from '../support/cartography.js';
 import type { TestClient } from '../support/http-client.js';
 import { adminClient } from '../support/identity.js';
@@ -95,5 +99,42 @@ describe(`detector state rebuilt across gateway restarts (${driverLabel})`, () =
     const stays = (await alarmsOf('sitter')).filter((row) => row.type === 'GEOFENCE_MAX_STAY_TIME');
     expect(stays.map((row) => row.occurrences)).toEqual([1]);
     expect((await zoneEventsOf('sitter')).map((row) => [row.type, row.zone_id])).toEqual([['enter', shortStay.id]]);
+  });
+
+  it('rebuilds a building from exactly the devices last seen in it recently, replacing what was held, stays included', async () => {
+    const other = await createVenue(admin, 'Rebuild annex');
+    const fence = (await admin.post('/api/v1/geofences', { name: 'Annex room', building_id: other.building.id, floor_id: other.floors[0].id, type: 'CIRCLE', cartesians: [[30, 30]], radius: 4 })).body;
+    const pose = (deviceId: string, building: typeof other, x: number) => ({ device_id: deviceId, timestamp: Date.now(), building_id: building.building.id, floor_id: building.floors[0].id, x, y: 30 });
+    const inside = pose('l-inside', other, 30);
+    await upload(inside, pose('l-outside', other, 60), pose('l-moved', other, 60));
+    await upload(pose('l-moved', venue, 60));
+    const [{ organization_id: organizationId }] = await storage().execute<{ organization_id: string }>('select organization_id from buildings where id = ?', [other.building.id]);
+    // Seen in the annex two hours ago only: past the engine's forget window.
+    const hoursAgo = Date.now() - 2 * 3600_000;
+    const record = (deviceId: string, x: number, receivedAt: number): PositionRecord => ({
+      organizationId, deviceId, userId: null, buildingId: other.building.id, floorId: other.floors[0].id, indoor: true, x, y: 30, lat: 40.4, lng: -3.7, yaw: 0, accuracy: 1, timestamp: receivedAt, receivedAt,
+    });
+    await new PositionStore(storage()).insert([record('l-old', 30, hoursAgo)]);
+    await until(() => zoneEventsOf('l-inside'), (rows) => rows.length === 1);
+
+    const { registry, logger } = running.gateway.services;
+    const engine = new DetectionEngine(registry, 3600_000);
+    const loader = new DetectorStateLoader(storage(), engine, registry, logger, { lookbackMs: engine.forgetAfterMs });
+    const runtime = await registry.get(organizationId, other.building.id);
+    engine.observe(record('l-held', 60, Date.now() - 1000), runtime, true);
+    expect(engine.trackedDevicesIn(other.building.id)).toBe(1);
+    expect(await loader.rebuildBuilding(organizationId, other.building.id)).toBe(2);
+    expect(engine.trackedDevicesIn(other.building.id)).toBe(2); // l-inside and l-outside; l-held was never stored
+    expect(await loader.rebuildBuilding(organizationId, other.building.id)).toBe(2);
+
+    // (a) the stored enter is the state: the position that caused it, observed again, emits nothing.
+    const again = record('l-inside', 30, Date.now());
+    expect(engine.observe({ ...again, timestamp: inside.timestamp }, runtime, true).zoneEvents).toEqual([]);
+    // (b) without the stored enter, the same position emits it, once.
+    await storage().execute("delete from zone_events where device_id = 'l-inside'");
+    await loader.rebuildBuilding(organizationId, other.building.id);
+    const replayed = engine.observe({ ...again, timestamp: inside.timestamp }, runtime, true);
+    expect(replayed.zoneEvents.map((event) => [event.type, event.zoneId])).toEqual([['enter', fence.id]]);
+    expect(engine.observe({ ...again, timestamp: inside.timestamp }, runtime, true).zoneEvents).toEqual([]);
   });
 });
