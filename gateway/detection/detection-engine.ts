@@ -42,7 +42,7 @@ interface DeviceState {
    * restored zone state decides whether they change anything (see `restore`).
    */
   observedThrough: number | null;
-  /** After a rebuild, positions received before this were settled by the stored zone events: ignored. */
+  /** After a rebuild, positions received before this are reflected in the stored zone events: ignored. */
   settledBefore: number;
   transition: transition.TransitionState;
   /** `transition` changed since max-stay last looked at it; otherwise max-stay has the same stays to check. */
@@ -65,7 +65,10 @@ export interface RestoredDevice {
   transition: transition.TransitionState;
   maxStay: maxStay.MaxStayState;
   deadman?: deadman.DeadmanState;
-  /** Arrival time of the device's latest stored zone event: positions received before it are settled. */
+  /**
+   * The `at` of the device's latest stored zone event, the arrival of a position the previous owner had run:
+   * positions received before it are settled (re-observing them would repeat what is stored).
+   */
   settledBefore: number;
 }
 
