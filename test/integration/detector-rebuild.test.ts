@@ -137,4 +137,21 @@ describe(`detector state rebuilt across gateway restarts (${driverLabel})`, () =
     expect(replayed.zoneEvents.map((event) => [event.type, event.zoneId])).toEqual([['enter', fence.id]]);
     expect(engine.observe({ ...again, timestamp: inside.timestamp }, runtime, true).zoneEvents).toEqual([]);
   });
+
+  it('keeps an alarmed stillness alarmed across a restart while the device goes on reporting from the same spot', async () => {
+    const still = await createVenue(admin, 'Rebuild still');
+    expect((await admin.put(`/api/v1/buildings/${still.building.id}/alarm_settings`, { deadman_after_s: 1, deadman_radius_m: 2, deadman_silence_s: 60 })).status).toBe(200);
+    const lying = () => ({ device_id: 'lying', timestamp: Date.now(), building_id: still.building.id, floor_id: still.floors[0].id, x: 60, y: 60 });
+    await upload(lying());
+    await sleep(1200);
+    await upload(lying());
+    const raised = await until(() => alarmsOf('lying'), (rows) => rows.length === 1);
+    expect(raised.map((row) => [row.type, row.details.reason, row.occurrences])).toEqual([['DEADMAN', 'still', 1]]);
+    await restart();
+    await upload(lying());
+    await sleep(2500);
+    await upload(lying());
+    await sleep(1500);
+    expect((await alarmsOf('lying')).map((row) => [row.type, row.details.reason, row.occurrences])).toEqual([['DEADMAN', 'still', 1]]);
+  });
 });
