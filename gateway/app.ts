@@ -19,6 +19,7 @@ import { AlarmService } from './alarms/alarm-service.js';
 import { attachDetection } from './detection/building-detection.js';
 import { DetectionEngine } from './detection/detection-engine.js';
 import { DetectionService } from './detection/detection-service.js';
+import { DetectorStateLoader, rebuildAll } from './detection/detector-state-loader.js';
 import { PositionStore } from '../shared/positions/position-store.js';
 import { PositionWriter } from '../shared/positions/position-writer.js';
 import { TokenService, loadJwtSecret } from './auth/token-service.js';
@@ -107,6 +108,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
   const detection = new DetectionService(engine, alarms, registry, writer, bus, logger, config.DETECTION_OUTBOX_MAX, (zoneEvents, triggered) =>
     webhooks.detectionsStored(zoneEvents, triggered),
   );
+  await rebuildAll(storage, new DetectorStateLoader(storage, engine, registry, logger, { lookbackMs: engine.forgetAfterMs, maxAgeMs: config.POSITIONS_MAX_AGE_SECONDS * 1000 }), logger);
   // The hot path, with detection's steps around persistence (position-pipeline.ts lists them in order).
   const pipeline = new PositionPipeline({ registry, devices, writer, bus, logger, maxAgeMs: config.POSITIONS_MAX_AGE_SECONDS * 1000 }, detection.steps());
   const routing = new RoutingService(storage, registry, realtime.live, bus);

@@ -34,7 +34,16 @@ interface DeviceState {
   userId: string | null;
   buildingId: number | null;
   floorId: number | null;
+  /** The newest position known (by fix time): where alarms are placed. */
   last: PositionRecord;
+  /**
+   * Fix time of the newest position run through the detectors here; older ones arriving late are ignored. Null
+   * after a rebuild from storage: positions the previous owner may not have finished are then run again, and the
+   * restored zone state decides whether they change anything (see `restore`).
+   */
+  observedThrough: number | null;
+  /** After a rebuild, positions received before this are reflected in the stored zone events: ignored. */
+  settledBefore: number;
   transition: transition.TransitionState;
   /** `transition` changed since max-stay last looked at it; otherwise max-stay has the same stays to check. */
   transitionChanged: boolean;
@@ -48,6 +57,20 @@ interface DeviceState {
 
 const zoneKindOf = (zoneId: string): ZoneKind => (zoneId.startsWith('event:') ? 'event' : zoneId.startsWith('conversion:') ? 'conversion' : 'geofence');
 const NO_RULES: transition.TransitionRules = new Map();
+
+/** A device's detector state rebuilt from storage (gateway/detection/detector-state-loader.ts builds it). */
+export interface RestoredDevice {
+  /** The device's latest stored position, inside the building restored. */
+  last: PositionRecord;
+  transition: transition.TransitionState;
+  maxStay: maxStay.MaxStayState;
+  deadman?: deadman.DeadmanState;
+  /**
+   * The `at` of the device's latest stored zone event, the arrival of a position the previous owner had run:
+   * positions received before it are settled (re-observing them would repeat what is stored).
+   */
+  settledBefore: number;
+}
 
 /** A change is remembered until max-stay has followed it. */
 function setTransition(state: DeviceState, next: transition.TransitionState): void {
@@ -70,8 +93,8 @@ export class DetectionEngine {
 
   constructor(
     private readonly registry: BuildingRegistry,
-    /** A silent device's state is settled (exits emitted) and dropped after this long. */
-    private readonly forgetAfterMs: number,
+    /** A silent device's state is settled (exits emitted) and dropped after this long: what a rebuild looks back over. */
+    readonly forgetAfterMs: number,
     /** Devices kept at most; past it the least recently seen one is settled and forgotten, as a silent one would be. */
     private readonly maxDevices = 200_000,
   ) {}
@@ -86,7 +109,9 @@ export class DetectionEngine {
     const key = `${record.organizationId}|${record.deviceId}`;
     const now = record.receivedAt;
     let state = this.devices.get(key);
-    if (state && state.last.timestamp > record.timestamp) return out; // an older fix arriving late changes nothing live
+    if (state && state.observedThrough !== null && state.observedThrough > record.timestamp) return out; // an older fix arriving late changes nothing live
+    // Replayed after a rebuild: older than what the stored state already reflects, or from where the device was before.
+    if (state && state.observedThrough === null && (record.receivedAt < state.settledBefore || (record.timestamp < state.last.timestamp && record.buildingId !== state.buildingId))) return out;
     if (!state) {
       state = {
         organizationId: record.organizationId,
@@ -95,6 +120,8 @@ export class DetectionEngine {
         buildingId: null,
         floorId: null,
         last: record,
+        observedThrough: null,
+        settledBefore: 0,
         transition: transition.initialTransitionState(),
         transitionChanged: false,
         maxStay: maxStay.initialMaxStayState(),
@@ -108,8 +135,14 @@ export class DetectionEngine {
     }
     // Leaving a building (or its floors' coverage) closes every open stay there at once.
     if (state.buildingId !== null && state.buildingId !== record.buildingId) this.leaveBuilding(state, now, out);
-    state.last = record;
-    state.userId = record.userId;
+    // Only a replay after a rebuild can be older than `last`: it may still enter or exit, but `last` and the
+    // dead-man state stay with the newer stored position.
+    const newest = record.timestamp >= state.last.timestamp;
+    state.observedThrough = record.timestamp;
+    if (newest) {
+      state.last = record;
+      state.userId = record.userId;
+    }
     state.ownedHere = emit;
     const detection = detectionOf(runtime);
     if (runtime && detection && record.floorId !== null && record.x !== null && record.y !== null) {
@@ -122,13 +155,55 @@ export class DetectionEngine {
       setTransition(state, stepped.state);
       this.collectTransitions(state, detection, stepped.transitions, out);
       this.checkMaxStay(state, detection, now, out);
-      state.deadman = deadman.observe(state.deadman, { x: record.x, y: record.y, floorId: record.floorId, buildingId: runtime.id }, detection.deadman, now);
+      if (newest) state.deadman = deadman.observe(state.deadman, { x: record.x, y: record.y, floorId: record.floorId, buildingId: runtime.id }, detection.deadman, now);
     } else {
       state.buildingId = record.buildingId;
       state.floorId = null;
       state.deadman = undefined; // out of the building: neither stillness nor silence means anything
     }
     return emit ? out : emptyDetections();
+  }
+
+  /** Devices whose detector state is held for this building. */
+  trackedDevicesIn(buildingId: number): number {
+    let count = 0;
+    for (const state of this.devices.values()) if (state.buildingId === buildingId) count++;
+    return count;
+  }
+
+  /** Drops every device state held for this building; emits nothing (the building moved to another owner). */
+  forgetBuilding(buildingId: number): void {
+    for (const [key, state] of this.devices) if (state.buildingId === buildingId) this.devices.delete(key);
+  }
+
+  /**
+   * Takes a device's state rebuilt from storage, replacing what was held for it, unless what was held is newer
+   * (this gateway has seen a later position of the device since). Its sweeps emit here: the building is owned
+   * here. Positions re-observed afterwards are not dropped for being older than the restored `last`: the
+   * restored zone state decides, so one whose enter or exit is stored changes nothing and one whose is not emits it.
+   */
+  restore(device: RestoredDevice): void {
+    const { last } = device;
+    const key = `${last.organizationId}|${last.deviceId}`;
+    const held = this.devices.get(key);
+    if (held && held.last.timestamp > last.timestamp) return;
+    this.devices.delete(key);
+    this.devices.set(key, {
+      organizationId: last.organizationId,
+      deviceId: last.deviceId,
+      userId: last.userId,
+      buildingId: last.buildingId,
+      floorId: last.floorId,
+      last,
+      observedThrough: null,
+      settledBefore: device.settledBefore,
+      transition: device.transition,
+      transitionChanged: false,
+      maxStay: device.maxStay,
+      deadman: device.deadman,
+      ownedHere: true,
+    });
+    if (this.devices.size > this.maxDevices) this.evictOldest(last.receivedAt);
   }
 
   private evictOldest(now: number): void {

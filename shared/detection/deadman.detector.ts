@@ -96,3 +96,58 @@ export function sweepDevice(
   if (afterS === null || radiusM === null || state.firedStill || now - state.anchor.at <= afterS * 1000) return { state };
   return { state: { ...state, firedStill: true }, alarm: { reason: 'still', since: state.anchor.at } };
 }
+
+/** One stored position of a device, in arrival order; `position` is null when it was outside any building. */
+export interface DeadmanTrailEntry {
+  position: DeadmanPosition | null;
+  at: number;
+}
+
+export interface DeadmanRestoreHints {
+  /** The `since` of the device's latest still alarm already raised. */
+  stillAlarmedSince?: number;
+  /** The trail was cut at a length, not at the device's arrival: a session reaching its start is long enough present. */
+  truncated?: boolean;
+}
+
+/**
+ * The state a detector that had followed these positions would be in: the rebuild from stored positions when a
+ * gateway takes a building over or restarts. `trail` is the device's latest stored positions, oldest first, the
+ * last being its latest; replaying them with the sweeps that ran between them (a gap past the silence resets
+ * the session as it did live) gives the anchor, presence and fired flags exactly, as far as the trail reaches.
+ * Silence then runs from the latest position's arrival, as it did.
+ *
+ * Stillness older than the trail cannot be seen in it. When the trail never moved and its session reaches back
+ * to its first entry, `stillAlarmedSince` (the `since` of a still alarm already raised for the device) is taken
+ * as the anchor, fired: the same stillness keeps its one alarm. Otherwise the anchor is the trail's, so a
+ * stillness longer than the trail and not yet alarmed fires at most `deadmanAfterS` late. Likewise a session
+ * reaching back past a `truncated` trail counts as present for `deadmanAfterS`: the trail was cut, not the stay
+ * (a device with a whole trail of positions in the building did not merely brush it).
+ */
+export function restoredState(
+  trail: readonly DeadmanTrailEntry[],
+  settings: DeadmanSettings | undefined,
+  known: DeadmanRestoreHints = {},
+): DeadmanState | undefined {
+  let state: DeadmanState | undefined;
+  for (const { position, at } of trail) {
+    if (!position) state = undefined;
+    else state = observe(state && sweepDevice(state, settings, at).state, position, settings, at);
+  }
+  if (!state) return state;
+  const sessionFromTrailStart = state.insideBuildingSince === trail[0]!.at;
+  if (known.truncated && sessionFromTrailStart) {
+    state = { ...state, insideBuildingSince: Math.min(state.insideBuildingSince, state.lastSeenAt - (setting(settings?.deadmanAfterS) ?? 0) * 1000) };
+  }
+  const { stillAlarmedSince } = known;
+  if (stillAlarmedSince === undefined) return state;
+  if (stillAlarmedSince === state.anchor.at || (sessionFromTrailStart && state.anchor.at === trail[0]!.at && stillAlarmedSince < state.anchor.at)) {
+    return {
+      ...state,
+      anchor: { ...state.anchor, at: stillAlarmedSince },
+      insideBuildingSince: Math.min(state.insideBuildingSince, stillAlarmedSince),
+      firedStill: true,
+    };
+  }
+  return state;
+}

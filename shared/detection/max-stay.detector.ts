@@ -51,6 +51,16 @@ export function initialMaxStayState(): MaxStayState {
   return { stays: {} };
 }
 
+/**
+ * The state rebuilt from stored enters: one stay per zone from its enter's `at`, marked fired when its alarm was
+ * already raised (the same stay keeps its one alarm across the rebuild).
+ */
+export function restoredState(enteredAt: ReadonlyMap<string, number>, alarmed: ReadonlySet<string>): MaxStayState {
+  const stays: Record<string, Stay> = {};
+  for (const [zoneId, at] of enteredAt) stays[zoneId] = { enteredAt: at, fired: alarmed.has(zoneId) };
+  return { stays };
+}
+
 export function maxStayRulesOf(geofences: Iterable<Pick<Geofence, 'id' | 'maxStayTime'>>): Map<string, number> {
   const rules = new Map<string, number>();
   for (const g of geofences) if (g.maxStayTime != null && g.maxStayTime > 0) rules.set(g.id, g.maxStayTime);

@@ -68,6 +68,16 @@ export function transitionRulesOf(geofences: Iterable<Pick<Geofence, 'id' | 'min
   return rules;
 }
 
+/**
+ * The state rebuilt from stored enters (a gateway taking a building over, or restarting): confirmed inside each
+ * zone since its enter's `at`, nothing pending. A debounce under way when the state was lost starts again.
+ */
+export function restoredState(insideSince: ReadonlyMap<string, number>, floorId: number | null): TransitionState {
+  const zones: Record<string, ZoneTrack> = {};
+  for (const [zoneId, enteredAt] of insideSince) zones[zoneId] = { enteredAt, pendingSince: null };
+  return { floorId, zones };
+}
+
 /** Zones the device is confirmed inside, with the start of each stay: the input max-stay wants. */
 export function confirmedInside(state: TransitionState): Map<string, number> {
   const inside = new Map<string, number>();

@@ -1,0 +1,131 @@
+import { describe, expect, it } from 'vitest';
+import { attachDetection } from '../../../gateway/detection/building-detection.js';
+import { DetectionEngine, type RestoredDevice } from '../../../gateway/detection/detection-engine.js';
+import type { BuildingRegistry, BuildingRuntime } from '../../../gateway/realtime/building-registry.js';
+import * as deadman from '../../../shared/detection/deadman.detector.js';
+import * as maxStay from '../../../shared/detection/max-stay.detector.js';
+import * as transition from '../../../shared/detection/transition.detector.js';
+import { createBuildingTransform } from '../../../shared/geo/building-transform.js';
+import type { PositionRecord } from '../../../shared/positions/position-record.js';
+import type { Building, Geofence } from '../../../shared/storage/entities/index.js';
+
+const T0 = Date.UTC(2025, 0, 6, 9, 0, 0);
+const s = (seconds: number) => T0 + seconds * 1000;
+
+/** Buildings 1 and 2, each with one 10 m square fence at (0,0) staying at most 30 s, and dead-man silence after 20 s. */
+function runtimeOf(id: number): BuildingRuntime {
+  const fence = {
+    id: `fence-${id}`, buildingId: id, floorId: id, name: 'Square', type: 'POLYGON', radius: null, deleted: false, customFields: [], geometric: [],
+    cartesians: [[0, 0], [10, 0], [10, 10], [0, 10], [0, 0]], maxStayTime: 30, minDwellS: 0, exitGraceS: 0,
+  } as unknown as Geofence;
+  const building = { id, name: 'B', locationLat: 40, locationLng: -3, width: 100, length: 100, rotation: 0, deadmanSilenceS: 20 } as unknown as Building;
+  const runtime: BuildingRuntime = {
+    id, organizationId: 'org', building, geofences: [fence], events: [], loadedAt: 0,
+    transform: createBuildingTransform({ location: { lat: 40, lng: -3 }, dimensions: { width: 100, length: 100 }, rotation: 0 }),
+    floors: new Map([[id, { level: 0, levelHeight: 0 }]]),
+  };
+  attachDetection(runtime);
+  return runtime;
+}
+
+const buildings = new Map([1, 2].map((id) => [id, runtimeOf(id)]));
+const newEngine = () => new DetectionEngine({ peek: (id: number) => buildings.get(id) } as unknown as BuildingRegistry, 3600_000);
+const at = (deviceId: string, second: number, x: number, buildingId = 1): PositionRecord => ({
+  organizationId: 'org', deviceId, userId: null, buildingId, floorId: buildingId, indoor: true, x, y: 5, lat: 0, lng: 0, yaw: 0, accuracy: 1,
+  timestamp: s(second), receivedAt: s(second),
+});
+const observe = (engine: DetectionEngine, record: PositionRecord) => engine.observe(record, buildings.get(record.buildingId!), true);
+
+/** What the loader builds for a device last seen at `last`, inside the fence since `enteredAt` (if given). */
+function restored(last: PositionRecord, options: { enteredAt?: number; alarmed?: boolean; settledBefore?: number } = {}): RestoredDevice {
+  const inside = new Map(options.enteredAt === undefined ? [] : [[`fence-${last.buildingId}`, options.enteredAt]]);
+  return {
+    last,
+    transition: transition.restoredState(inside, last.floorId),
+    maxStay: maxStay.restoredState(inside, new Set(options.alarmed ? inside.keys() : [])),
+    deadman: deadman.restoredState([{ at: last.receivedAt, position: { x: last.x!, y: last.y!, floorId: last.floorId!, buildingId: last.buildingId! } }], { deadmanSilenceS: 20 }),
+    settledBefore: options.settledBefore ?? 0,
+  };
+}
+
+describe('DetectionEngine.forgetBuilding and trackedDevicesIn', () => {
+  it('drops every device of the building and nothing else, emitting nothing for them', () => {
+    const engine = newEngine();
+    observe(engine, at('a', 0, 5, 1));
+    observe(engine, at('b', 0, 50, 1));
+    observe(engine, at('c', 0, 5, 2));
+    expect([engine.trackedDevicesIn(1), engine.trackedDevicesIn(2), engine.trackedDevicesIn(3)]).toEqual([2, 1, 0]);
+    engine.forgetBuilding(1);
+    expect([engine.trackedDevicesIn(1), engine.trackedDevicesIn(2), engine.trackedDevicesIn(3)]).toEqual([0, 1, 0]);
+    // No exit for `a` (the new owner has its stay), no max-stay nor silence for it either; `c` carries on.
+    const later = engine.sweep(s(40));
+    expect(later.zoneEvents).toEqual([]);
+    expect(later.alarms.map((alarm) => [alarm.type, alarm.deviceId])).toEqual([['GEOFENCE_MAX_STAY_TIME', 'c'], ['DEADMAN', 'c']]);
+  });
+});
+
+describe('DetectionEngine.restore', () => {
+  it('raises what the outage delayed on the next sweep, once, keyed as the previous owner would have', () => {
+    const engine = newEngine();
+    engine.restore(restored(at('d', 10, 5), { enteredAt: s(0) }));
+    expect(engine.trackedDevicesIn(1)).toBe(1);
+    const delayed = engine.sweep(s(45));
+    expect(delayed.alarms.map((alarm) => alarm.idempotencyKey)).toEqual([`max-stay|d|fence-1|${s(0)}`, `deadman|d|silence|${s(10)}`]);
+    expect(delayed.zoneEvents).toEqual([]);
+    expect(engine.sweep(s(50)).alarms).toEqual([]);
+  });
+
+  it('keeps an already alarmed stay from alarming again', () => {
+    const engine = newEngine();
+    engine.restore(restored(at('d', 40, 5), { enteredAt: s(0), alarmed: true }));
+    expect(engine.sweep(s(45)).alarms).toEqual([]);
+  });
+
+  it('replaces what was held for the building, but not a newer state of the device', () => {
+    const engine = newEngine();
+    observe(engine, at('d', 20, 50));
+    engine.restore(restored(at('d', 10, 5), { enteredAt: s(10) }));
+    expect(observe(engine, at('d', 21, 50)).zoneEvents).toEqual([]); // still the held state: outside
+    engine.forgetBuilding(1);
+    engine.restore(restored(at('d', 10, 5), { enteredAt: s(10) }));
+    expect(observe(engine, at('d', 22, 50)).zoneEvents.map((event) => [event.type, event.at])).toEqual([['exit', s(22)]]);
+  });
+});
+
+describe('DetectionEngine: positions re-observed after a rebuild (no duplicate, no gap)', () => {
+  const P = at('d', 10, 5); // inside the fence
+
+  it('(a) emits nothing for a position whose enter is stored already', () => {
+    const engine = newEngine();
+    engine.restore(restored(P, { enteredAt: P.receivedAt, settledBefore: P.receivedAt }));
+    const again = observe(engine, P);
+    expect(again.zoneEvents).toEqual([]);
+    expect(again.alarms).toEqual([]);
+  });
+
+  it('(b) emits exactly the enter of a position whose enter was not stored, though the rebuild read the position itself', () => {
+    const engine = newEngine();
+    engine.restore(restored(P));
+    expect(observe(engine, P).zoneEvents.map((event) => [event.type, event.zoneId, event.at])).toEqual([['enter', 'fence-1', P.receivedAt]]);
+    expect(observe(engine, P).zoneEvents).toEqual([]);
+  });
+
+  it('replays an older unfinished position in order, while alarms stay placed at the newest stored one', () => {
+    const engine = newEngine();
+    const latest = at('d', 12, 6);
+    engine.restore(restored(latest, { settledBefore: s(5) }));
+    expect(observe(engine, at('d', 4, 50)).zoneEvents).toEqual([]); // settled before the rebuild: ignored
+    expect(observe(engine, P).zoneEvents.map((event) => event.type)).toEqual(['enter']);
+    expect(observe(engine, latest).zoneEvents).toEqual([]);
+    const late = engine.sweep(s(45)).alarms;
+    expect(late.map((alarm) => [alarm.idempotencyKey, alarm.x])).toEqual([[`max-stay|d|fence-1|${s(10)}`, 6], [`deadman|d|silence|${s(12)}`, 6]]);
+  });
+
+  it('ignores a replayed older position from another building, and an older one once live again', () => {
+    const engine = newEngine();
+    engine.restore(restored(P, { enteredAt: s(0) }));
+    expect(observe(engine, at('d', 5, 5, 2)).zoneEvents).toEqual([]);
+    expect(observe(engine, at('d', 11, 5)).zoneEvents).toEqual([]);
+    expect(observe(engine, at('d', 9, 50)).zoneEvents).toEqual([]); // older than one observed live: dropped as before
+  });
+});
