@@ -1,0 +1,153 @@
+/**
+ * Encoder for PostgreSQL's binary COPY format (`COPY ... FROM STDIN (FORMAT binary)`): the 19-byte PGCOPY header,
+ * then per row an int16 field count and per field an int32 byte length (-1 for NULL) and the value in the type's
+ * binary send format, then the int16 -1 trailer. Pure: it knows nothing of tables, only of values, and writes
+ * them all into one growing Buffer (no Buffer per field or per row), which `finish()` hands over whole.
+ *
+ * It refuses what the server would refuse anyway or store differently from the text path (a non-finite float,
+ * a non-integer int4, a malformed uuid), so both paths agree on what gets stored; the error is thrown before
+ * anything is sent. Text is written as UTF-8 by `Buffer.write`, whose byte count becomes the field's length, so
+ * whatever the string holds the stream stays well-formed (a lone surrogate becomes U+FFFD; NUL bytes are refused
+ * by validation before records are built, and by the server otherwise).
+ */
+
+const SIGNATURE = Buffer.from('PGCOPY\n\xff\r\n\0', 'latin1');
+/** Header: signature, int32 flags (no OIDs), int32 header-extension length. */
+const HEADER_BYTES = SIGNATURE.length + 8;
+/** PostgreSQL's timestamp epoch, 2000-01-01T00:00:00Z, in Unix epoch ms. */
+const PG_EPOCH_MS = 946_684_800_000;
+const TWO_32 = 4_294_967_296;
+/** Max UTF-8 bytes per UTF-16 code unit (a surrogate pair is 2 units for 4 bytes). */
+const MAX_UTF8_PER_UNIT = 3;
+
+/** Hex digit value per char code, -1 for anything else. */
+const HEX = new Int8Array(128).fill(-1);
+for (let i = 0; i < 10; i++) HEX[48 + i] = i;
+for (let i = 0; i < 6; i++) HEX[65 + i] = HEX[97 + i] = 10 + i;
+const hexAt = (text: string, index: number): number => {
+  const code = text.charCodeAt(index);
+  return code < 128 ? HEX[code]! : -1;
+};
+
+export class BinaryCopyEncoder {
+  private buffer: Buffer;
+  private offset = 0;
+
+  /** `expectedBytes`: a guess at the stream's size, so a commit's buffer rarely has to grow. */
+  constructor(expectedBytes = 64 * 1024) {
+    this.buffer = Buffer.allocUnsafe(Math.max(expectedBytes, HEADER_BYTES + 2));
+    SIGNATURE.copy(this.buffer, 0);
+    this.buffer.writeInt32BE(0, SIGNATURE.length);
+    this.buffer.writeInt32BE(0, SIGNATURE.length + 4);
+    this.offset = HEADER_BYTES;
+  }
+
+  /** Starts a row of `fields` values; exactly that many value calls must follow. */
+  row(fields: number): void {
+    this.reserve(2);
+    this.buffer.writeInt16BE(fields, this.offset);
+    this.offset += 2;
+  }
+
+  /** A uuid in its canonical text form (36 characters) or as 32 hex digits. */
+  uuid(value: string | null | undefined): void {
+    if (value === null || value === undefined) return this.nullField();
+    const hyphens = value.length === 36;
+    if (!hyphens && value.length !== 32) throw new TypeError(`not a uuid: ${JSON.stringify(value)}`);
+    this.reserve(20);
+    const buffer = this.buffer;
+    buffer.writeInt32BE(16, this.offset);
+    let at = this.offset + 4;
+    for (let i = 0; i < value.length; ) {
+      if (hyphens && (i === 8 || i === 13 || i === 18 || i === 23)) {
+        if (value.charCodeAt(i) !== 45) throw new TypeError(`not a uuid: ${JSON.stringify(value)}`);
+        i++;
+        continue;
+      }
+      const high = hexAt(value, i);
+      const low = hexAt(value, i + 1);
+      if (high < 0 || low < 0) throw new TypeError(`not a uuid: ${JSON.stringify(value)}`);
+      buffer[at++] = (high << 4) | low;
+      i += 2;
+    }
+    this.offset = at;
+  }
+
+  /** Text as UTF-8; the length written is the byte count `Buffer.write` reports, so it is exact. */
+  text(value: string | null | undefined): void {
+    if (value === null || value === undefined) return this.nullField();
+    this.reserve(4 + value.length * MAX_UTF8_PER_UNIT);
+    const bytes = this.buffer.write(value, this.offset + 4, 'utf8');
+    this.buffer.writeInt32BE(bytes, this.offset);
+    this.offset += 4 + bytes;
+  }
+
+  int4(value: number | null | undefined): void {
+    if (value === null || value === undefined) return this.nullField();
+    if (!Number.isInteger(value) || value < -2_147_483_648 || value > 2_147_483_647) throw new RangeError(`not an int4: ${value}`);
+    this.reserve(8);
+    this.buffer.writeInt32BE(4, this.offset);
+    this.buffer.writeInt32BE(value, this.offset + 4);
+    this.offset += 8;
+  }
+
+  bool(value: boolean | null | undefined): void {
+    if (value === null || value === undefined) return this.nullField();
+    this.reserve(5);
+    this.buffer.writeInt32BE(1, this.offset);
+    this.buffer[this.offset + 4] = value ? 1 : 0;
+    this.offset += 5;
+  }
+
+  float8(value: number | null | undefined): void {
+    if (value === null || value === undefined) return this.nullField();
+    if (!Number.isFinite(value)) throw new RangeError(`not a finite number: ${value}`);
+    this.reserve(12);
+    this.buffer.writeInt32BE(8, this.offset);
+    this.buffer.writeDoubleBE(value, this.offset + 4);
+    this.offset += 12;
+  }
+
+  /**
+   * Epoch milliseconds as int64 µs since 2000-01-01, exactly for whole ms whatever the date (the product would
+   * pass 2^53 as one double, so it is built from two 32-bit halves); a fraction of a ms is rounded to the µs.
+   */
+  timestamptz(epochMs: number | null | undefined): void {
+    if (epochMs === null || epochMs === undefined) return this.nullField();
+    if (!Number.isFinite(epochMs)) throw new RangeError(`not a finite time: ${epochMs}`);
+    const ms = epochMs - PG_EPOCH_MS;
+    const wholeMs = Math.floor(ms);
+    const fractionUs = Math.round((ms - wholeMs) * 1000);
+    // wholeMs = high·2^32 + low, 0 <= low < 2^32; then µs = high·1000·2^32 + (low·1000 + fraction), the last < 2^53.
+    const high = Math.floor(wholeMs / TWO_32);
+    const lowUs = (wholeMs - high * TWO_32) * 1000 + fractionUs;
+    const carry = Math.floor(lowUs / TWO_32);
+    this.reserve(12);
+    this.buffer.writeInt32BE(8, this.offset);
+    this.buffer.writeInt32BE(high * 1000 + carry, this.offset + 4);
+    this.buffer.writeUInt32BE(lowUs - carry * TWO_32, this.offset + 8);
+    this.offset += 12;
+  }
+
+  /** The whole stream, trailer included; the encoder must not be used afterwards. */
+  finish(): Buffer {
+    this.reserve(2);
+    this.buffer.writeInt16BE(-1, this.offset);
+    this.offset += 2;
+    return this.buffer.subarray(0, this.offset);
+  }
+
+  private nullField(): void {
+    this.reserve(4);
+    this.buffer.writeInt32BE(-1, this.offset);
+    this.offset += 4;
+  }
+
+  /** Room for `bytes` more: the buffer doubles when full, so growth is amortised over the commit. */
+  private reserve(bytes: number): void {
+    if (this.offset + bytes <= this.buffer.length) return;
+    const grown = Buffer.allocUnsafe(Math.max(this.buffer.length * 2, this.offset + bytes));
+    this.buffer.copy(grown, 0, 0, this.offset);
+    this.buffer = grown;
+  }
+}
