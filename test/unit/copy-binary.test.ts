@@ -62,6 +62,19 @@ describe('binary COPY encoder', () => {
     expect(field((c) => c.uuid(hex)).toString('hex')).toBe(expected);
   });
 
+  it('writes each uuid of a row sequence right, repeated ones (served from the last one parsed) included', () => {
+    const a = crypto.randomUUID();
+    const b = crypto.randomUUID();
+    const copy = new BinaryCopyEncoder(0);
+    for (const uuid of [a, a, b, a, b, b]) {
+      copy.row(1);
+      copy.uuid(uuid);
+    }
+    const stream = copy.finish();
+    const written = Array.from({ length: 6 }, (_, i) => stream.subarray(19 + i * 22 + 6, 19 + i * 22 + 22).toString('hex'));
+    expect(written).toEqual([a, a, b, a, b, b].map((uuid) => uuid.replace(/-/g, '')));
+  });
+
   it('refuses a malformed uuid rather than sending something else', () => {
     for (const bad of ['', 'not-a-uuid', '01234567-89ab-cdef-0123-456789abcde', '01234567+89ab-cdef-0123-456789abcdef', '0123456789abcdef0123456789abcdeg', '0123456789abcdef0123456789abcde\u0130']) {
       expect(() => field((c) => c.uuid(bad)), bad).toThrow(TypeError);
