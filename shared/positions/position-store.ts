@@ -90,10 +90,9 @@ const asOutage = (error: unknown): unknown => (isOutageError(error) && !(error i
 
 /**
  * SQL for the positions table: batched inserts (one transaction per batch, whatever its size: binary COPY on a
- * PostgreSQL server, one `unnest` statement on the embedded database),
- * day partitions created ahead of time (a maintenance timer for today and the next days; `ensurePartitions`
- * for accepted back-dated days, which the writer calls before a write joins the shared commit), retention by
- * dropping whole partitions.
+ * PostgreSQL server, one `unnest` statement on the embedded database), day partitions created ahead of time (a
+ * maintenance timer for today and the next days; `ensurePartitions` for accepted back-dated days, which the
+ * writer calls before a write joins the shared commit), retention by dropping whole partitions.
  */
 export class PositionStore {
   /** Days whose partition is known to exist; a miss costs one `create table if not exists`. */

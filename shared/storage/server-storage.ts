@@ -13,7 +13,7 @@ export interface ServerStorageTimeouts {
 
 export const DEFAULT_SERVER_TIMEOUTS: ServerStorageTimeouts = { statementTimeoutMs: 30_000, acquireTimeoutMs: 5000 };
 
-/** Connections of the positions writer's pool: one per group commit in flight (see gateway/app.ts). */
+/** Connections of the positions writer's pool: one per group commit in flight (gateway/app.ts allows 4). */
 export const WRITER_POOL_SIZE = 4;
 
 /**
