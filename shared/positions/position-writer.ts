@@ -36,7 +36,7 @@ export class PositionWriter {
 
   constructor(
     private readonly store: PositionStore,
-    /** Rows per insert statement; a larger backlog is split over several commits. */
+    /** Rows per commit (positions and zone events); a larger backlog is split over several commits. */
     private readonly maxBatchRows = 10_000,
     /**
      * Commits allowed at once. One on a single-connection database; more on a server, so a batch arriving
@@ -147,7 +147,7 @@ export class PositionWriter {
         NO_DDL,
       );
     } catch (error) {
-      // The insert is one statement, so nothing of a failed one is stored: retrying its writes is safe.
+      // The insert is atomic (one transaction), so nothing of a failed one is stored: retrying its writes is safe.
       const outage = failsEveryBatch(error);
       if (batch.length === 1 || outage) {
         for (const write of batch) write.reject(error);

@@ -1,5 +1,6 @@
 import { MikroORM } from '@mikro-orm/core';
 import { PostgreSqlDriver } from '@mikro-orm/postgresql';
+import pg from 'pg';
 import type { Logger } from '../logger.js';
 import { OrmStorage, commonOrmOptions } from './storage.js';
 
@@ -12,6 +13,9 @@ export interface ServerStorageTimeouts {
 
 export const DEFAULT_SERVER_TIMEOUTS: ServerStorageTimeouts = { statementTimeoutMs: 30_000, acquireTimeoutMs: 5000 };
 
+/** Connections of the positions writer's pool: one per group commit in flight (gateway/app.ts allows 4). */
+export const WRITER_POOL_SIZE = 4;
+
 /**
  * PostgreSQL server, selected by DATABASE_URL. Every wait is bounded, so an outage answers 503 instead of hanging
  * requests: a statement timeout on the server, and acquire and connect timeouts in the pool. Dead connections
@@ -20,6 +24,18 @@ export const DEFAULT_SERVER_TIMEOUTS: ServerStorageTimeouts = { statementTimeout
  */
 export class ServerStorage extends OrmStorage {
   readonly kind = 'server' as const;
+
+  private constructor(
+    orm: MikroORM<PostgreSqlDriver>,
+    /**
+     * Plain `pg` connections for the positions writer's binary COPY (position-store.ts), beside the ORM's pool:
+     * the hot path's commits go through no ORM and never wait behind the requests' queries for a connection.
+     * Same timeouts as the ORM's pool; connections open on first use.
+     */
+    readonly writerPool: pg.Pool,
+  ) {
+    super(orm);
+  }
 
   static async open(databaseUrl: string, logger?: Logger, timeouts: ServerStorageTimeouts = DEFAULT_SERVER_TIMEOUTS): Promise<ServerStorage> {
     const orm = (await MikroORM.init({
@@ -43,8 +59,25 @@ export class ServerStorage extends OrmStorage {
         },
       },
     } as never)) as unknown as MikroORM<PostgreSqlDriver>;
-    const storage = new ServerStorage(orm);
+    const writerPool = new pg.Pool({
+      connectionString: databaseUrl,
+      max: WRITER_POOL_SIZE,
+      connectionTimeoutMillis: timeouts.acquireTimeoutMs,
+      statement_timeout: timeouts.statementTimeoutMs,
+      keepAlive: true,
+    });
+    // An idle connection the server drops (restart, outage) is only logged; the pool opens a new one on demand.
+    writerPool.on('error', (error) => logger?.warn({ err: error }, 'idle writer connection lost'));
+    const storage = new ServerStorage(orm, writerPool);
     await storage.migrate();
     return storage;
+  }
+
+  override async close(): Promise<void> {
+    try {
+      await super.close();
+    } finally {
+      if (!this.writerPool.ended) await this.writerPool.end();
+    }
   }
 }
