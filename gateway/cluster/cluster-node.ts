@@ -1,9 +1,8 @@
 import type { Logger } from '../../shared/logger.js';
 import type { PositionRecord } from '../../shared/positions/position-record.js';
 import type { Coordination } from './coordination.js';
-import { isGroupGone } from './redis-shard-log.js';
 import { shardOfBuilding, shardOfDevice, shardsOwnedBy } from './rendezvous.js';
-import type { ShardEntry, ShardLog } from './shard-log.js';
+import { isGroupGone, type ShardEntry, type ShardLog } from './shard-log.js';
 
 /** What an owner does with its shards (detection: gateway/cluster/detection-shards.ts). */
 export interface ShardHandler {

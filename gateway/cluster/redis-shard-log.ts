@@ -9,9 +9,6 @@ const FIELD = 'r';
 const READ_COUNT = 200;
 const packr = new Packr({ useRecords: true });
 
-/** Redis answered that a shard's stream or group is gone: Redis restarted (or was flushed). */
-export const isGroupGone = (error: unknown): boolean => error instanceof Error && /NOGROUP/.test(error.message);
-
 type RawEntry = [Buffer, Buffer[]];
 /** ioredis has the command but its typings lack the Buffer variant (msgpack needs the raw bytes). */
 interface XAutoClaim {

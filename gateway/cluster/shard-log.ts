@@ -25,3 +25,6 @@ export interface ShardLog {
   ack(shard: number, ids: readonly string[]): Promise<void>;
   close(): Promise<void>;
 }
+
+/** The log answered that a shard's stream or consumer group is gone: Redis restarted (or was flushed). */
+export const isGroupGone = (error: unknown): boolean => error instanceof Error && /NOGROUP/.test(error.message);
