@@ -26,6 +26,7 @@ export function gatewayMetricSources(services: GatewayServices): MetricSources {
         detection_outbox: detection.outbox.size,
         live_positions: realtime.live.size,
         routing_graphs: routing.cachedGraphs,
+        cluster_waiting_positions: cluster.waitingRecords,
       };
     },
   };

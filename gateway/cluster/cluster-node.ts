@@ -21,6 +21,9 @@ export interface ShardHandler {
   buildingsIn(shard: number): number;
 }
 
+/** Positions held in memory at most while the shard log refuses them (about 200 bytes each). */
+const MAX_WAITING_RECORDS = 500_000;
+
 export interface ClusterOptions {
   shards: number;
   heartbeatMs: number;
@@ -59,6 +62,9 @@ export class ClusterNode {
   private ticking?: Promise<void>;
   private reading?: Promise<void>;
   private wakeReader?: () => void;
+  /** Batches refused by the log (Redis down), by shard, appended in order once it is back. */
+  private readonly waiting = new Map<number, PositionRecord[][]>();
+  private waitingCount = 0;
   /** The batch being processed by the read loop, if any: a shard's state is dropped only after it. */
   private processing: Promise<unknown> = Promise.resolve();
 
@@ -110,7 +116,14 @@ export class ClusterNode {
     return state !== undefined && Date.now() < state.validUntil;
   }
 
-  /** Hands accepted positions to the owners of their shards; resolves once every entry is durable. */
+  /**
+   * Hands accepted (committed) positions to the owners of their shards. Never rejects: while the log refuses
+   * (Redis down), a shard's batches wait here, in order, and are appended by the next heartbeats once it is
+   * back; later batches of that shard queue behind them. So an upload is acknowledged whatever Redis does, as
+   * its positions are stored; only a crash of this gateway during a Redis outage loses what waits here (its
+   * positions stay stored, and the owner's rebuild reads them). Bounded by MAX_WAITING_RECORDS, past which the
+   * oldest batches are dropped, loudly.
+   */
   async handOff(records: readonly PositionRecord[]): Promise<void> {
     const byShard = new Map<number, PositionRecord[]>();
     for (const record of records) {
@@ -119,7 +132,51 @@ export class ClusterNode {
       if (list) list.push(record);
       else byShard.set(shard, [record]);
     }
-    await Promise.all([...byShard].map(([shard, list]) => this.log.append(shard, list)));
+    await Promise.all(
+      [...byShard].map(async ([shard, list]) => {
+        if (this.waiting.has(shard)) return this.wait(shard, list);
+        try {
+          await this.log.append(shard, list);
+        } catch (error) {
+          this.logger.warn({ err: error, shard }, 'handing positions to their owner failed; they wait here for the log to come back');
+          this.wait(shard, list);
+        }
+      }),
+    );
+  }
+
+  /** Positions of uploads waiting for the log to take them (Redis down), by shard, oldest first. */
+  get waitingRecords(): number {
+    return this.waitingCount;
+  }
+
+  private wait(shard: number, records: PositionRecord[]): void {
+    const queue = this.waiting.get(shard) ?? [];
+    queue.push(records);
+    this.waiting.set(shard, queue);
+    this.waitingCount += records.length;
+    while (this.waitingCount > MAX_WAITING_RECORDS) {
+      const [oldest, batches] = this.waiting.entries().next().value!;
+      const lost = batches.shift()!;
+      this.waitingCount -= lost.length;
+      if (batches.length === 0) this.waiting.delete(oldest);
+      this.logger.error({ shard: oldest, positions: lost.length }, 'too many positions waiting for the shard log: oldest dropped from detection (they are stored)');
+    }
+  }
+
+  /** Appends what waits, shard by shard in order; stops at the first refusal (retried next heartbeat). */
+  private async appendWaiting(): Promise<void> {
+    for (const [shard, batches] of this.waiting) {
+      while (batches.length > 0) {
+        try {
+          await this.log.append(shard, batches[0]!);
+        } catch {
+          return;
+        }
+        this.waitingCount -= batches.shift()!.length;
+      }
+      this.waiting.delete(shard);
+    }
   }
 
   /** Joins: the first heartbeat (and the shards it brings) before resolving, then one every `heartbeatMs`. */
@@ -144,6 +201,7 @@ export class ClusterNode {
     await this.reading;
     for (const shard of [...this.held.keys()]) await this.drop(shard, true);
     await Promise.all(this.leaving.values());
+    await this.appendWaiting();
     await this.coordination.leave().catch((error) => this.logger.warn({ err: error }, 'leaving the cluster failed; the heartbeat will expire'));
     await this.close();
   }
@@ -173,6 +231,7 @@ export class ClusterNode {
 
   private async tick(): Promise<void> {
     const started = Date.now();
+    if (this.waiting.size > 0) await this.appendWaiting();
     try {
       this.members = await this.coordination.heartbeat();
     } catch (error) {

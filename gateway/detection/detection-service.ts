@@ -68,10 +68,8 @@ export class DetectionService {
     return {
       // An alarm button pressed on the app is part of the upload: if it cannot be stored, the upload fails and is retried.
       beforePersist: [{ name: 'raise-requested-alarms', critical: true, run: (batch) => this.raiseRequested(batch) }],
-      // Part of the upload too: once acknowledged, its positions are stored and queued for their buildings'
-      // owners, who detect on them even if this gateway dies now. If the hand-off fails the upload fails and is
-      // resent: its positions may then be stored twice, never detected on zero times.
-      afterPersist: [{ name: 'hand-to-owners', critical: true, run: (batch) => owners.handOff(batch.records) }],
+      // Once stored, positions go to their buildings' owners, who detect on them (never rejects: see handOff).
+      afterPersist: [{ name: 'hand-to-owners', run: (batch) => owners.handOff(batch.records) }],
     };
   }
 

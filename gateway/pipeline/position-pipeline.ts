@@ -49,8 +49,10 @@ export interface PipelineDependencies {
  * Live positions go out before the commit, so a control room sees a position as soon as it is accepted rather
  * than a group commit later; the upload's acknowledgement still waits for the commit. If the commit fails, the
  * app gets an error and sends the batch again: a live screen may have shown a position that is stored only on
- * that retry, never one that is lost after its 204. The 204 also promises detection: the positions are queued
- * durably for their buildings' owners, which store and push what they find (alarms stored before pushed).
+ * that retry, never one that is lost after its 204. Before the 204 the stored positions are also appended to
+ * their buildings' shard streams, from which the owners detect on them even if this gateway dies right after
+ * (while Redis is down they wait in this gateway's memory instead, see ClusterNode.handOff); the owners store
+ * and push what they find, alarms stored before pushed.
  */
 export function positionSteps(deps: PipelineDependencies, detection: DetectionSteps = { beforePersist: [], afterPersist: [] }): PipelineStep<PositionBatch>[] {
   return [

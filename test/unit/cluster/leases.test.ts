@@ -60,6 +60,27 @@ describe('ClusterNode: lease fencing', () => {
   });
 });
 
+describe('ClusterNode: hand-off while the shard log refuses', () => {
+  it('keeps refused batches in order and appends them, before later ones, once the log takes them again', async () => {
+    const log = new LocalShardLog();
+    let refusing = true;
+    const append = log.append.bind(log);
+    log.append = async (shard, records) => (refusing ? Promise.reject(new Error('redis is down')) : append(shard, records));
+    const { events, handler } = recorder();
+    const node = new ClusterNode(new FakeCoordination('only'), log, handler, { shards: 1, heartbeatMs: 50, ttlMs: 150 }, createLogger('silent'));
+    await node.handOff([record('first')]); // resolves: the upload is acknowledged, its positions being stored
+    await node.handOff([record('second')]);
+    expect(node.waitingRecords).toBe(2);
+    refusing = false;
+    await node.handOff([record('third')]); // queued behind the waiting ones, not ahead of them
+    await node.start();
+    for (let attempt = 0; attempt < 50 && !events.some((event) => event.includes('third')); attempt++) await sleep(20);
+    expect(events.filter((event) => event.startsWith('process')).join(' ')).toMatch(/first.*second.*third/);
+    expect(node.waitingRecords).toBe(0);
+    await node.stop();
+  });
+});
+
 describe.skipIf(!serverRedisUrl)('RedisCoordination: membership and leases', () => {
   const prefix = `fctest:coord:${Math.random().toString(36).slice(2)}`;
   const members: RedisCoordination[] = [];
