@@ -150,7 +150,7 @@ function engineDriver(layout: Layout): (ms: number) => EngineRun {
           timestamp: at,
           receivedAt: at,
         };
-        const found = engine.observe(record, runtime, true);
+        const found = engine.observe(record, runtime);
         zoneEvents += found.zoneEvents.length;
         alarms += found.alarms.length;
       }

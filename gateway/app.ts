@@ -19,7 +19,9 @@ import { AlarmService } from './alarms/alarm-service.js';
 import { attachDetection } from './detection/building-detection.js';
 import { DetectionEngine } from './detection/detection-engine.js';
 import { DetectionService } from './detection/detection-service.js';
-import { DetectorStateLoader, rebuildAll } from './detection/detector-state-loader.js';
+import { DetectorStateLoader } from './detection/detector-state-loader.js';
+import { createClusterNode } from './cluster/index.js';
+import { DetectionShards } from './cluster/detection-shards.js';
 import { PositionStore } from '../shared/positions/position-store.js';
 import { PositionWriter } from '../shared/positions/position-writer.js';
 import { TokenService, loadJwtSecret } from './auth/token-service.js';
@@ -109,9 +111,12 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
   const detection = new DetectionService(engine, alarms, registry, writer, bus, logger, config.DETECTION_OUTBOX_MAX, (zoneEvents, triggered) =>
     webhooks.detectionsStored(zoneEvents, triggered),
   );
-  await rebuildAll(storage, new DetectorStateLoader(storage, engine, registry, logger, { lookbackMs: engine.forgetAfterMs, maxAgeMs: config.POSITIONS_MAX_AGE_SECONDS * 1000 }), logger);
+  // A building arriving here (at boot, or from a gateway that left) gets its detector state rebuilt from storage.
+  const stateLoader = new DetectorStateLoader(storage, engine, registry, logger, { lookbackMs: engine.forgetAfterMs, maxAgeMs: config.POSITIONS_MAX_AGE_SECONDS * 1000 });
+  // Detection is partitioned by building across gateways: this one runs it for the buildings it owns.
+  const cluster = createClusterNode(config, new DetectionShards(detection, stateLoader, engine, storage, config.CLUSTER_SHARDS, logger), logger);
   // The hot path, with detection's steps around persistence (position-pipeline.ts lists them in order).
-  const pipeline = new PositionPipeline({ registry, devices, writer, bus, logger, maxAgeMs: config.POSITIONS_MAX_AGE_SECONDS * 1000 }, detection.steps());
+  const pipeline = new PositionPipeline({ registry, devices, writer, bus, logger, maxAgeMs: config.POSITIONS_MAX_AGE_SECONDS * 1000 }, detection.steps(cluster));
   const routing = new RoutingService(storage, registry, realtime.live, bus);
   const websockets = new WebSocketGateway(
     { logger, authenticator, pipeline, registry, storage, rateLimits },
@@ -127,8 +132,10 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
   );
   // Every bus -> socket feed (positions, zone events, alarms and their replay, revoked credentials).
   await attachLiveFeeds({ bus, realtime, alarms }, websockets);
-  await Promise.all([registry.start(), devices.start(), realtime.start(), routing.start(), detection.start(), webhooks.start()]);
-  const services: GatewayServices = { config, logger, storage, bus, jobs, tokens, credentials, authenticator, cartography, registry, devices, writer, pipeline, realtime, alarms, detection, routing, webhooks, rateLimits, websockets };
+  await Promise.all([registry.start(), devices.start(), realtime.start(), routing.start(), webhooks.start()]);
+  await cluster.start(); // joins; the shards it takes are rebuilt from storage in the background
+  detection.start((buildingId) => cluster.ownsBuilding(buildingId));
+  const services: GatewayServices = { config, logger, storage, bus, jobs, tokens, credentials, authenticator, cartography, registry, devices, writer, pipeline, realtime, alarms, detection, cluster, routing, webhooks, rateLimits, websockets };
   const bootstrap = await bootstrapFirstAdmin(storage, config, logger);
 
   const audit = new AuditService(storage, logger, config.AUDIT_RETENTION_DAYS ?? config.POSITIONS_RETENTION_DAYS);
@@ -177,11 +184,13 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       unregisterMetrics();
       uws.us_listen_socket_close(listenSocket);
       await Promise.all([http.drain(config.SHUTDOWN_GRACE_SECONDS * 1000), websockets.close(config.SHUTDOWN_GRACE_SECONDS * 1000)]);
+      detection.stop();
+      // Finishes the batch being detected, gives the shards back and leaves: the others take over at once.
+      await cluster.stop();
       await writer.flush(); // nothing acknowledged may be left in memory
       realtime.stop();
       positionStore.stopMaintenance();
       audit.stop();
-      detection.stop();
       webhooks.stop();
       // This uWS build has no app.close(): the closed listen socket plus process exit end idle keep-alive sockets.
       await jobs.close();

@@ -4,15 +4,16 @@ import type { GatewayServices } from './services.js';
 
 /**
  * What a gateway reports at scrape time (shared/metrics/metrics.ts): sockets, the job queue, the database pool,
- * the group-commit backlog, and the size of every bounded in-memory map, read from the objects that own them.
+ * the group-commit backlog, the cluster as this member sees it, and the size of every bounded in-memory map, read from the objects that own them.
  */
 export function gatewayMetricSources(services: GatewayServices): MetricSources {
-  const { websockets, jobs, storage, writer, registry, devices, detection, realtime, routing } = services;
+  const { websockets, jobs, storage, writer, registry, devices, detection, realtime, routing, cluster } = services;
   return {
     websockets: () => websockets.stats(),
     jobs: () => jobs.stats(),
     databasePool: databasePoolSource(storage),
     writerBacklog: () => writer.backlog,
+    cluster: () => cluster.view(),
     maps: () => {
       const buildings = registry.stats();
       return {
@@ -25,6 +26,7 @@ export function gatewayMetricSources(services: GatewayServices): MetricSources {
         detection_outbox: detection.outbox.size,
         live_positions: realtime.live.size,
         routing_graphs: routing.cachedGraphs,
+        cluster_waiting_positions: cluster.waitingRecords,
       };
     },
   };

@@ -15,6 +15,7 @@ import type { WebSocketGateway } from './ws/ws-gateway.js';
 import type { RateLimits } from './http/rate-limit.js';
 import type { AlarmService } from './alarms/alarm-service.js';
 import type { DetectionService } from './detection/detection-service.js';
+import type { ClusterNode } from './cluster/cluster-node.js';
 import type { PositionWriter } from '../shared/positions/position-writer.js';
 import type { RoutingService } from './routing/routing-service.js';
 import type { WebhookService } from './webhooks/webhook-service.js';
@@ -37,6 +38,8 @@ export interface GatewayServices {
   realtime: RealtimeService;
   alarms: AlarmService;
   detection: DetectionService;
+  /** This gateway's membership of the cluster and the shards (buildings) it owns for detection. */
+  cluster: ClusterNode;
   routing: RoutingService;
   webhooks: WebhookService;
   /** Per-credential request and pose budgets (HTTP and WebSocket uploads share them). */

@@ -129,6 +129,14 @@ export const configSchema = z.object({
     .default('5,300,1800,7200,18000,36000,36000,36000')
     .transform((value) => value.split(',').map((part) => Number(part.trim())))
     .refine((delays) => delays.length >= 1 && delays.every((delay) => Number.isFinite(delay) && delay >= 0), 'comma-separated seconds, e.g. 5,300,1800'),
+  /** Shards the buildings are spread over for detection ownership; every gateway of a deployment must agree (change it only with all stopped). */
+  CLUSTER_SHARDS: z.coerce.number().int().min(1).max(4096).default(64),
+  /** How often a gateway renews its membership and shard leases, in milliseconds. */
+  CLUSTER_HEARTBEAT_MS: z.coerce.number().int().min(50).default(1000),
+  /** A gateway (and its shard leases) counts as gone this long after its last heartbeat, in milliseconds: the failover delay. */
+  CLUSTER_MEMBER_TTL_MS: z.coerce.number().int().min(150).default(3000),
+  /** This gateway's member id in the cluster; unset means hostname:pid:random, new at every start. */
+  CLUSTER_MEMBER_ID: optionalString.pipe(z.string().regex(/^[A-Za-z0-9:._-]{1,100}$/, 'letters, digits, ":", ".", "_" and "-" only').optional()),
 });
 
 export type Config = z.output<typeof configSchema>;

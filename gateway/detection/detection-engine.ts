@@ -51,8 +51,6 @@ interface DeviceState {
   /** Zone candidates around the latest position, so the next few skip the tree. */
   near?: Neighbourhood;
   deadman?: deadman.DeadmanState;
-  /** This gateway accepted the device's latest position: its sweeps (timeouts, silence) emit here only. */
-  ownedHere: boolean;
 }
 
 const zoneKindOf = (zoneId: string): ZoneKind => (zoneId.startsWith('event:') ? 'event' : zoneId.startsWith('conversion:') ? 'conversion' : 'geofence');
@@ -80,9 +78,8 @@ function setTransition(state: DeviceState, next: transition.TransitionState): vo
 }
 
 /**
- * Runs the detectors over every position. Every gateway feeds every position (its own from the pipeline,
- * the others' from the bus), so each holds the same per-device state; only the gateway that accepted a
- * position emits what it causes, and periodic sweeps emit only for devices this gateway owns.
+ * Runs the detectors over the positions of the buildings this gateway owns (gateway/cluster hands each building's
+ * positions to its one owner), so what a position causes, and what a sweep finds, is emitted once, here.
  * Detection time is the server's arrival time (`receivedAt`), carried in the record so every gateway agrees.
  */
 export class DetectionEngine {
@@ -104,7 +101,7 @@ export class DetectionEngine {
     return this.devices.size;
   }
 
-  observe(record: PositionRecord, runtime: BuildingRuntime | undefined, emit: boolean): Detections {
+  observe(record: PositionRecord, runtime: BuildingRuntime | undefined): Detections {
     const out = emptyDetections();
     const key = `${record.organizationId}|${record.deviceId}`;
     const now = record.receivedAt;
@@ -125,7 +122,6 @@ export class DetectionEngine {
         transition: transition.initialTransitionState(),
         transitionChanged: false,
         maxStay: maxStay.initialMaxStayState(),
-        ownedHere: emit,
       };
       this.devices.set(key, state);
       if (this.devices.size > this.maxDevices) this.evictOldest(now);
@@ -143,7 +139,6 @@ export class DetectionEngine {
       state.last = record;
       state.userId = record.userId;
     }
-    state.ownedHere = emit;
     const detection = detectionOf(runtime);
     if (runtime && detection && record.floorId !== null && record.x !== null && record.y !== null) {
       state.buildingId = runtime.id;
@@ -161,7 +156,7 @@ export class DetectionEngine {
       state.floorId = null;
       state.deadman = undefined; // out of the building: neither stillness nor silence means anything
     }
-    return emit ? out : emptyDetections();
+    return out;
   }
 
   /** Devices whose detector state is held for this building. */
@@ -201,14 +196,13 @@ export class DetectionEngine {
       transitionChanged: false,
       maxStay: device.maxStay,
       deadman: device.deadman,
-      ownedHere: true,
     });
     if (this.devices.size > this.maxDevices) this.evictOldest(last.receivedAt);
   }
 
   private evictOldest(now: number): void {
     const [key, state] = this.devices.entries().next().value!;
-    this.leaveBuilding(state, now, state.ownedHere ? this.evicted : emptyDetections());
+    this.leaveBuilding(state, now, this.evicted);
     this.devices.delete(key);
   }
 
@@ -219,9 +213,8 @@ export class DetectionEngine {
     for (const [key, state] of this.devices) {
       const runtime = state.buildingId !== null ? this.registry.peek(state.buildingId) : undefined;
       const detection = detectionOf(runtime);
-      const local = state.ownedHere ? out : emptyDetections();
       if (now - state.last.receivedAt > this.forgetAfterMs) {
-        this.leaveBuilding(state, now, local);
+        this.leaveBuilding(state, now, out);
         this.devices.delete(key);
         continue;
       }
@@ -229,14 +222,14 @@ export class DetectionEngine {
       const swept = transition.sweep(state.transition, detection.transitionRules, now);
       if (swept.transitions.length > 0) {
         setTransition(state, swept.state);
-        this.collectTransitions(state, detection, swept.transitions, local);
+        this.collectTransitions(state, detection, swept.transitions, out);
       }
-      this.checkMaxStay(state, detection, now, local);
+      this.checkMaxStay(state, detection, now, out);
       if (state.deadman) {
         const result = deadman.sweepDevice(state.deadman, detection.deadman, now);
         state.deadman = result.state;
         if (result.alarm) {
-          local.alarms.push({
+          out.alarms.push({
             ...this.alarmPlace(state),
             type: 'DEADMAN',
             // One condition, one alarm: a retry after an outage must not count it twice.

@@ -1,25 +1,34 @@
 import type { Bus } from '../../shared/bus/index.js';
 import type { Logger } from '../../shared/logger.js';
-import { zoneEventCounters } from '../../shared/metrics/metrics.js';
+import { detectionCpuSeconds, detectionPositions, zoneEventCounters } from '../../shared/metrics/metrics.js';
+import type { PositionRecord } from '../../shared/positions/position-record.js';
 import type { PositionWriter } from '../../shared/positions/position-writer.js';
-import { POSITIONS_CHANNEL, type PositionsMessage } from '../../shared/positions/positions-message.js';
 import type { AlarmService } from '../alarms/alarm-service.js';
 import type { DetectionSteps, PositionBatch } from '../pipeline/position-pipeline.js';
-import type { BuildingRegistry } from '../realtime/building-registry.js';
-import type { DetectionEngine, Detections, ZoneEventRecord } from './detection-engine.js';
+import type { BuildingRegistry, BuildingRuntime } from '../realtime/building-registry.js';
+import { emptyDetections, type DetectionEngine, type Detections, type ZoneEventRecord } from './detection-engine.js';
 import { DetectionOutbox, type OutboxAlarm } from './detection-outbox.js';
 import { ZONE_EVENTS_CHANNEL, type ZoneEventsMessage } from './zone-events-message.js';
 
 const PRUNE_EVERY_MS = 3600_000;
 
+/** Whether this gateway owns a building's detection now (its shard's lease is held); `null`: no building. */
+export type OwnsBuilding = (buildingId: number | null) => boolean;
+
+/** Where accepted positions go for detection: to the owners of their buildings (gateway/cluster). */
+export interface PositionHandOff {
+  handOff(records: readonly PositionRecord[]): Promise<void>;
+}
+
 /**
- * Glue between the pure detectors and the rest: pipeline steps, the once-a-second sweep, and storage of what
- * was found (zone events for reports, alarms through the alarm service), announced on the bus once stored
- * (gateway/ws/live-feeds.ts pushes the announcements to sockets).
+ * Glue between the pure detectors and the rest: the pipeline's steps, detection of the positions of the
+ * buildings this gateway owns (`consume`, fed by gateway/cluster from the shard streams), the once-a-second
+ * sweep, and storage of what was found (zone events for reports, alarms through the alarm service), announced
+ * on the bus once stored (gateway/ws/live-feeds.ts pushes the announcements to sockets).
  *
- * Detector state moves on with every position, stored or not, so what it produces goes through an outbox that
- * retries until it is stored: nothing found during a database outage is lost, and idempotency keys keep a
- * retried alarm from counting twice.
+ * What the detectors produce goes through an outbox that retries until it is stored: nothing found during a
+ * database outage is lost, and idempotency keys keep a retried alarm from counting twice. Output is fenced by
+ * ownership: once a building's lease is lost, nothing more is emitted for it here.
  */
 export class DetectionService {
   private sweepTimer?: NodeJS.Timeout;
@@ -30,7 +39,7 @@ export class DetectionService {
     private readonly engine: DetectionEngine,
     private readonly alarms: AlarmService,
     private readonly registry: BuildingRegistry,
-    /** Zone events go through the group commit, with the positions of the batch that caused them. */
+    /** Zone events go through the group commit. */
     private readonly writer: PositionWriter,
     private readonly bus: Bus,
     private readonly logger: Logger,
@@ -55,34 +64,51 @@ export class DetectionService {
   }
 
   /** The steps the position pipeline runs around persistence. */
-  steps(): DetectionSteps {
+  steps(owners: PositionHandOff): DetectionSteps {
     return {
-      beforePersist: [
-        // An alarm button pressed on the app is part of the upload: if it cannot be stored, the upload fails and is retried.
-        { name: 'raise-requested-alarms', critical: true, run: (batch) => this.raiseRequested(batch) },
-        { name: 'detect', run: (batch) => this.detect(batch) },
-      ],
-      // The batch's zone events were committed with its positions by then; its alarms are stored next.
-      afterPersist: [{ name: 'announce-detections', run: (batch) => this.settle(batch.detections, true) }],
-      // The detectors have moved on all the same: what they found is stored apart, so it is neither lost nor,
-      // when the app resends the batch, found again.
-      persistFailed: (batch) => void this.settle(batch.detections, false),
+      // An alarm button pressed on the app is part of the upload: if it cannot be stored, the upload fails and is retried.
+      beforePersist: [{ name: 'raise-requested-alarms', critical: true, run: (batch) => this.raiseRequested(batch) }],
+      // Once stored, positions go to their buildings' owners, who detect on them (never rejects: see handOff).
+      afterPersist: [{ name: 'hand-to-owners', run: (batch) => owners.handOff(batch.records) }],
     };
   }
 
-  async start(sweepIntervalMs = 1000): Promise<void> {
-    // Positions accepted by other gateways keep this gateway's detector state in step (nothing is emitted for them).
-    await this.bus.subscribe(POSITIONS_CHANNEL, (payload) => {
-      const message = payload as PositionsMessage;
-      if (message.originNode === this.bus.nodeId) return;
-      for (const record of message.records) {
-        const runtime = record.buildingId !== null ? this.registry.peek(record.buildingId) : undefined;
-        if (runtime || record.buildingId === null) this.engine.observe(record, runtime, false);
-        else void this.registry.get(record.organizationId, record.buildingId).then((loaded) => this.engine.observe(record, loaded, false), () => undefined);
-      }
-    });
-    this.sweepTimer = setInterval(() => void this.sweep(Date.now()), sweepIntervalMs);
+  /** Sweeps every `sweepIntervalMs`, emitting only for the buildings this gateway owns at that moment. */
+  start(owns: OwnsBuilding, sweepIntervalMs = 1000): void {
+    this.sweepTimer = setInterval(() => void this.sweep(Date.now(), owns), sweepIntervalMs);
     this.sweepTimer.unref();
+  }
+
+  /**
+   * Runs the detectors over positions of buildings this gateway owns, in order, and stores what they found.
+   * Resolves to true once everything is stored (the positions may then be acknowledged); false while some
+   * waits for the database, or when `holds()` turned false (ownership lost: nothing is emitted).
+   */
+  async consume(records: readonly PositionRecord[], holds: () => boolean): Promise<boolean> {
+    const runtimes: (BuildingRuntime | undefined)[] = [];
+    for (const record of records) {
+      const id = record.buildingId;
+      runtimes.push(id === null ? undefined : (this.registry.peek(id) ?? (await this.registry.get(record.organizationId, id))));
+    }
+    const found = emptyDetections();
+    const cpu = process.cpuUsage();
+    records.forEach((record, index) => {
+      const out = this.engine.observe(record, runtimes[index]);
+      found.zoneEvents.push(...out.zoneEvents);
+      found.alarms.push(...out.alarms);
+      found.triggered.push(...out.triggered);
+    });
+    countCpu(cpu);
+    detectionPositions.inc(records.length);
+    if (!holds()) return false;
+    this.outbox.add(found, false, found.alarms as OutboxAlarm[]);
+    return this.stored();
+  }
+
+  /** Stores what waits in the outbox; resolves to true once nothing does. */
+  async stored(): Promise<boolean> {
+    await this.outbox.drain();
+    return this.outbox.size === 0;
   }
 
   stop(): void {
@@ -90,9 +116,19 @@ export class DetectionService {
   }
 
   /** Runs the detectors' timeouts and retries what waits in the outbox; resolves when both are done. */
-  async sweep(now: number): Promise<void> {
+  async sweep(now: number, owns: OwnsBuilding): Promise<void> {
     try {
-      await this.settle(this.engine.sweep(now), false);
+      const cpu = process.cpuUsage();
+      const found = this.engine.sweep(now);
+      countCpu(cpu);
+      // Between losing a lease and forgetting its buildings, a sweep must not emit for them.
+      const kept: Detections = {
+        zoneEvents: found.zoneEvents.filter((event) => owns(event.buildingId)),
+        alarms: found.alarms.filter((alarm) => owns(alarm.buildingId ?? null)),
+        triggered: found.triggered.filter((trigger) => owns(trigger.event.buildingId)),
+      };
+      this.outbox.add(kept, false, kept.alarms as OutboxAlarm[]);
+      await this.outbox.drain();
     } catch (error) {
       this.logger.error({ err: error }, 'detection sweep failed');
     }
@@ -100,12 +136,6 @@ export class DetectionService {
       this.lastPrune = now;
       await this.alarms.pruneIdempotencyKeys().catch((error) => this.logger.warn({ err: error }, 'pruning alarm idempotency keys failed'));
     }
-  }
-
-  /** Hands what was found to the outbox and stores what waits there; never rejects. */
-  private settle(found: Detections, zoneEventsStored: boolean): Promise<void> {
-    this.outbox.add(found, zoneEventsStored, found.alarms as OutboxAlarm[]);
-    return this.outbox.drain();
   }
 
   private async raiseRequested(batch: PositionBatch): Promise<void> {
@@ -134,15 +164,6 @@ export class DetectionService {
     }
   }
 
-  private detect(batch: PositionBatch): void {
-    for (const [index, record] of batch.records.entries()) {
-      const found = this.engine.observe(record, batch.buildings[index], true);
-      batch.detections.zoneEvents.push(...found.zoneEvents);
-      batch.detections.alarms.push(...found.alarms);
-      batch.detections.triggered.push(...found.triggered);
-    }
-  }
-
   /** Announces stored zone events and triggered event content to every gateway. */
   private async announceZoneEvents(zoneEvents: readonly ZoneEventRecord[], triggered: Detections['triggered']): Promise<void> {
     // Counted here, once stored, so a retried outbox entry is not counted twice.
@@ -165,4 +186,10 @@ export class DetectionService {
       for (const message of byOrganization.values()) await this.bus.publish(ZONE_EVENTS_CHANNEL, message);
     }
   }
+}
+
+/** Adds the CPU time spent since `since` (a `process.cpuUsage()` reading) to the detection counter. */
+function countCpu(since: NodeJS.CpuUsage): void {
+  const spent = process.cpuUsage(since);
+  detectionCpuSeconds.inc((spent.user + spent.system) / 1e6);
 }

@@ -253,27 +253,3 @@ function recordOf(organizationId: string, row: LatestRow): PositionRecord {
     receivedAt: row.received_ms,
   };
 }
-
-/**
- * At start, rebuilds every building with positions recent enough to hold detector state, an organization at a
- * time, so a restarted gateway keeps the dead-man and max-stay coverage it had. A failure is logged, not thrown:
- * the gateway still starts, with the coverage of a fresh one for that organization. Returns the devices restored.
- */
-export async function rebuildAll(storage: Storage, loader: DetectorStateLoader, logger: Logger, now = Date.now()): Promise<number> {
-  const rows = await storage.execute<{ organization_id: string; id: number }>(
-    `select b.organization_id, b.id from buildings b
-     where exists (select 1 from positions p where p.organization_id = b.organization_id and p.building_id = b.id and p.ts >= to_timestamp(?::float8 / 1000))`,
-    [loader.oldestRelevantFix(now)],
-  );
-  const byOrganization = new Map<string, number[]>();
-  for (const row of rows) byOrganization.set(row.organization_id, [...(byOrganization.get(row.organization_id) ?? []), row.id]);
-  let restored = 0;
-  for (const [organizationId, buildingIds] of byOrganization) {
-    try {
-      restored += await loader.rebuildBuildings(organizationId, buildingIds, now);
-    } catch (error) {
-      logger.error({ err: error, organizationId }, 'rebuilding detector state failed: its devices start afresh');
-    }
-  }
-  return restored;
-}

@@ -10,7 +10,6 @@ import type { Principal } from '../auth/principal.js';
 import type { BuildingRegistry, BuildingRuntime } from '../realtime/building-registry.js';
 import type { DeviceDirectory } from '../realtime/device-directory.js';
 import { DEFAULT_POSITIONS_MAX_AGE_MS, parsePoseFast, poseSchema, timestampProblem, type Pose } from '../realtime/pose-schema.js';
-import { emptyDetections, type Detections } from '../detection/detection-engine.js';
 import { runPipeline, type PipelineStep } from './pipeline.js';
 
 
@@ -22,20 +21,14 @@ export interface PositionBatch {
   receivedAt: number;
   poses: Pose[];
   records: PositionRecord[];
-  /** Building runtime of each record (same index), when it has a building. */
-  buildings: (BuildingRuntime | undefined)[];
   /** Problems found so far; the batch is refused, whole, once enrichment has looked at every pose. */
   errors: FieldError[];
-  /** What the detectors found: zone events are persisted with the positions, alarms raised after them. */
-  detections: Detections;
 }
 
 /** Steps contributed by detection, around persistence. */
 export interface DetectionSteps {
   beforePersist: PipelineStep<PositionBatch>[];
   afterPersist: PipelineStep<PositionBatch>[];
-  /** Told when the batch's commit failed (the upload then fails); must not throw. */
-  persistFailed?: (batch: PositionBatch) => void;
 }
 
 export interface PipelineDependencies {
@@ -49,15 +42,17 @@ export interface PipelineDependencies {
 }
 
 /**
- * The hot path, in order. Enrich first (validate, georeference, attach buildings and devices), then detect,
- * publish the live positions, persist, and announce what detection found. Detection steps come from the
- * detection module.
+ * The hot path, in order. Enrich first (validate, georeference, attach buildings and devices), then raise
+ * the alarms the poses ask for, publish the live positions, persist, and hand the positions to the owners of
+ * their buildings, who run the detectors (gateway/cluster). Detection steps come from the detection module.
  *
  * Live positions go out before the commit, so a control room sees a position as soon as it is accepted rather
  * than a group commit later; the upload's acknowledgement still waits for the commit. If the commit fails, the
  * app gets an error and sends the batch again: a live screen may have shown a position that is stored only on
- * that retry, never one that is lost after its 204. Alarms, which must never be missed, are stored before they
- * are pushed (detection's after-persist steps).
+ * that retry, never one that is lost after its 204. Before the 204 the stored positions are also appended to
+ * their buildings' shard streams, from which the owners detect on them even if this gateway dies right after
+ * (while Redis is down they wait in this gateway's memory instead, see ClusterNode.handOff); the owners store
+ * and push what they find, alarms stored before pushed.
  */
 export function positionSteps(deps: PipelineDependencies, detection: DetectionSteps = { beforePersist: [], afterPersist: [] }): PipelineStep<PositionBatch>[] {
   return [
@@ -67,15 +62,7 @@ export function positionSteps(deps: PipelineDependencies, detection: DetectionSt
     { name: 'resolve-devices', critical: true, run: (batch) => resolveDevices(batch, deps.devices) },
     ...detection.beforePersist,
     { name: 'publish', run: (batch) => publish(batch, deps.bus) },
-    // Positions and the zone events detected in them share one group commit.
-    {
-      name: 'persist',
-      critical: true,
-      run: (batch) => deps.writer.write(batch.records, batch.detections.zoneEvents).catch((error: unknown) => {
-        detection.persistFailed?.(batch);
-        throw error;
-      }),
-    },
+    { name: 'persist', critical: true, run: (batch) => deps.writer.write(batch.records) },
     ...detection.afterPersist,
   ];
 }
@@ -93,7 +80,7 @@ export class PositionPipeline {
 
   /** Resolves once the batch is durably stored; rejects with a 422 listing every bad item, storing nothing. */
   async process(principal: Principal, items: readonly unknown[], receivedAt = Date.now()): Promise<PositionBatch> {
-    const batch: PositionBatch = { principal, items, receivedAt, poses: [], records: [], buildings: [], errors: [], detections: emptyDetections() };
+    const batch: PositionBatch = { principal, items, receivedAt, poses: [], records: [], errors: [] };
     uploadBatchSize.observe(items.length);
     try {
       await runPipeline(this.steps, batch, this.deps.logger);
@@ -176,7 +163,6 @@ async function georeference(batch: PositionBatch, registry: BuildingRegistry): P
       lng = pose.lng!;
       runtime ??= await registry.buildingAt(organizationId, { lat, lng });
     }
-    batch.buildings[index] = runtime;
     batch.records[index] = {
       organizationId,
       deviceId: pose.device_id,

@@ -96,6 +96,8 @@ export interface MetricSources {
   maps?: () => Record<string, number>;
   /** Rows waiting for the next group commit. */
   writerBacklog?: () => number;
+  /** This gateway's view of the cluster (gateway/cluster). */
+  cluster?: () => { members: number; ownedBuildings: number; readyBuildings: number };
 }
 
 const sources = new Set<MetricSources>();
@@ -209,3 +211,22 @@ export function collectProcessMetrics(): void {
   defaultsCollected = true;
   collectDefaultMetrics({ register: registry, prefix: PREFIX });
 }
+
+// --- Cluster (gateway/cluster): detection partitioned by building across gateways -----------------------------
+
+export const detectionCpuSeconds = new Counter({ name: `${PREFIX}detection_cpu_seconds_total`, help: 'CPU seconds this process spent running the detectors (position batches and sweeps).', registers: [registry] });
+export const detectionPositions = new Counter({ name: `${PREFIX}detection_positions_total`, help: 'Positions run through the detectors on this process (those of the buildings it owns).', registers: [registry] });
+const clusterGauge = (name: string, help: string, read: (view: ReturnType<NonNullable<MetricSources['cluster']>>) => number) =>
+  new Gauge({
+    name: `${PREFIX}${name}`,
+    help,
+    registers: [registry],
+    collect() {
+      let total = 0;
+      sum((source) => source.cluster?.(), (view) => (total += read(view)));
+      this.set(total);
+    },
+  });
+clusterGauge('cluster_members', 'Live gateways this gateway sees (itself included).', (view) => view.members);
+clusterGauge('cluster_owned_buildings', 'Buildings whose detection this gateway owns (their shard lease is held).', (view) => view.ownedBuildings);
+clusterGauge('cluster_ready_buildings', 'Owned buildings whose detector state is rebuilt and whose shard is being read.', (view) => view.readyBuildings);

@@ -121,7 +121,7 @@ describe(`detector state rebuilt across gateway restarts (${driverLabel})`, () =
     const engine = new DetectionEngine(registry, 3600_000);
     const loader = new DetectorStateLoader(storage(), engine, registry, logger, { lookbackMs: engine.forgetAfterMs });
     const runtime = await registry.get(organizationId, other.building.id);
-    engine.observe(record('l-held', 60, Date.now() - 1000), runtime, true);
+    engine.observe(record('l-held', 60, Date.now() - 1000), runtime);
     expect(engine.trackedDevicesIn(other.building.id)).toBe(1);
     expect(await loader.rebuildBuilding(organizationId, other.building.id)).toBe(2);
     expect(engine.trackedDevicesIn(other.building.id)).toBe(2); // l-inside and l-outside; l-held was never stored
@@ -129,13 +129,13 @@ describe(`detector state rebuilt across gateway restarts (${driverLabel})`, () =
 
     // (a) the stored enter is the state: the position that caused it, observed again, emits nothing.
     const again = record('l-inside', 30, Date.now());
-    expect(engine.observe({ ...again, timestamp: inside.timestamp }, runtime, true).zoneEvents).toEqual([]);
+    expect(engine.observe({ ...again, timestamp: inside.timestamp }, runtime).zoneEvents).toEqual([]);
     // (b) without the stored enter, the same position emits it, once.
     await storage().execute("delete from zone_events where device_id = 'l-inside'");
     await loader.rebuildBuilding(organizationId, other.building.id);
-    const replayed = engine.observe({ ...again, timestamp: inside.timestamp }, runtime, true);
+    const replayed = engine.observe({ ...again, timestamp: inside.timestamp }, runtime);
     expect(replayed.zoneEvents.map((event) => [event.type, event.zoneId])).toEqual([['enter', fence.id]]);
-    expect(engine.observe({ ...again, timestamp: inside.timestamp }, runtime, true).zoneEvents).toEqual([]);
+    expect(engine.observe({ ...again, timestamp: inside.timestamp }, runtime).zoneEvents).toEqual([]);
   });
 
   it('keeps an alarmed stillness alarmed across a restart while the device goes on reporting from the same spot', async () => {

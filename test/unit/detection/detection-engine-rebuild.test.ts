@@ -34,7 +34,7 @@ const at = (deviceId: string, second: number, x: number, buildingId = 1): Positi
   organizationId: 'org', deviceId, userId: null, buildingId, floorId: buildingId, indoor: true, x, y: 5, lat: 0, lng: 0, yaw: 0, accuracy: 1,
   timestamp: s(second), receivedAt: s(second),
 });
-const observe = (engine: DetectionEngine, record: PositionRecord) => engine.observe(record, buildings.get(record.buildingId!), true);
+const observe = (engine: DetectionEngine, record: PositionRecord) => engine.observe(record, buildings.get(record.buildingId!));
 
 /** What the loader builds for a device last seen at `last`, inside the fence since `enteredAt` (if given). */
 function restored(last: PositionRecord, options: { enteredAt?: number; alarmed?: boolean; settledBefore?: number } = {}): RestoredDevice {

@@ -27,7 +27,7 @@ function venue(rules: Partial<Pick<Geofence, 'maxStayTime' | 'minDwellS' | 'exit
     organizationId: 'org', deviceId: 'd', userId: null, buildingId: 1, floorId: 1, indoor: true, x, y: 5, lat: 0, lng: 0, yaw: 0, accuracy: 1,
     timestamp: s(second), receivedAt: s(second),
   });
-  return { engine, runtime, observe: (second: number, x: number) => engine.observe(at(second, x), runtime, true) };
+  return { engine, runtime, observe: (second: number, x: number) => engine.observe(at(second, x), runtime) };
 }
 
 describe('DetectionEngine: transitions and max stay together', () => {
@@ -74,12 +74,12 @@ describe('DetectionEngine: a bounded number of tracked devices', () => {
       organizationId: 'org', deviceId, userId: null, buildingId: 1, floorId: 1, indoor: true, x, y: 5, lat: 0, lng: 0, yaw: 0, accuracy: 1,
       timestamp: s(second), receivedAt: s(second),
     });
-    engine.observe(at('inside', 0, 5), runtime, true); // enters the fence
-    engine.observe(at('b', 1, 50), runtime, true);
-    engine.observe(at('c', 2, 50), runtime, true);
-    engine.observe(at('b', 3, 50), runtime, true); // b is seen again: it is not the oldest any more
+    engine.observe(at('inside', 0, 5), runtime); // enters the fence
+    engine.observe(at('b', 1, 50), runtime);
+    engine.observe(at('c', 2, 50), runtime);
+    engine.observe(at('b', 3, 50), runtime); // b is seen again: it is not the oldest any more
     expect(engine.trackedDevices).toBe(3);
-    for (let i = 0; i < 20; i++) engine.observe(at(`new-${i}`, 4 + i, 50), runtime, true);
+    for (let i = 0; i < 20; i++) engine.observe(at(`new-${i}`, 4 + i, 50), runtime);
     expect(engine.trackedDevices).toBe(3);
     const settled = engine.sweep(s(30));
     expect(settled.zoneEvents.map((event) => [event.deviceId, event.type])).toEqual([['inside', 'exit']]);
@@ -92,10 +92,10 @@ describe('DetectionEngine: a bounded number of tracked devices', () => {
       organizationId: 'org', deviceId, userId: null, buildingId: 1, floorId: 1, indoor: true, x: 5, y: 5, lat: 0, lng: 0, yaw: 0, accuracy: 1,
       timestamp: s(second), receivedAt: s(second),
     });
-    engine.observe(at('first', 0), runtime, true);
-    engine.observe(at('second', 1), runtime, true);
-    engine.observe(at('first', 2), runtime, true);
-    engine.observe(at('third', 3), runtime, true); // over the cap: `second` goes
+    engine.observe(at('first', 0), runtime);
+    engine.observe(at('second', 1), runtime);
+    engine.observe(at('first', 2), runtime);
+    engine.observe(at('third', 3), runtime); // over the cap: `second` goes
     expect(engine.sweep(s(4)).zoneEvents.map((event) => event.deviceId)).toEqual(['second']);
   });
 });

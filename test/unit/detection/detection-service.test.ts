@@ -60,21 +60,21 @@ function world(rules: Partial<Pick<Geofence, 'maxStayTime' | 'minDwellS' | 'exit
     organizationId: 'org', deviceId, userId: null, buildingId: 1, floorId: 1, indoor: true, x, y: 5, lat: 0, lng: 0, yaw: 0, accuracy: 1,
     timestamp: s(second), receivedAt: s(second),
   });
-  return { engine, service, state, alarms, zoneEvents, observe: (second: number, x: number, deviceId?: string) => engine.observe(at(second, x, deviceId), runtime, true) };
+  return { engine, service, state, alarms, zoneEvents, at, observe: (second: number, x: number, deviceId?: string) => engine.observe(at(second, x, deviceId), runtime) };
 }
 
 describe('DetectionService: what the detectors find survives a database outage', () => {
   it('raises a max stay that ran over during an outage exactly once, after the database is back', async () => {
     const { service, state, alarms, observe } = world({ maxStayTime: 30 });
     observe(0, 5);
-    await service.sweep(s(10));
+    await service.sweep(s(10), ownsAll);
     state.down = true;
-    for (let second = 25; second <= 60; second += 5) await service.sweep(s(second)); // it runs over at 31
+    for (let second = 25; second <= 60; second += 5) await service.sweep(s(second), ownsAll); // it runs over at 31
     expect(alarms).toEqual([]);
     state.down = false;
-    await service.sweep(s(61));
-    await service.sweep(s(62));
-    await service.sweep(s(90));
+    await service.sweep(s(61), ownsAll);
+    await service.sweep(s(62), ownsAll);
+    await service.sweep(s(90), ownsAll);
     expect(alarms.map((alarm) => [alarm.type, alarm.geofenceId])).toEqual([['GEOFENCE_MAX_STAY_TIME', 'fence-1']]);
   });
 
@@ -82,9 +82,9 @@ describe('DetectionService: what the detectors find survives a database outage',
     const { service, state, alarms, observe } = world({}, { deadmanSilenceS: 20 } as Partial<Building>);
     observe(0, 50);
     state.down = true;
-    for (let second = 10; second <= 40; second += 5) await service.sweep(s(second));
+    for (let second = 10; second <= 40; second += 5) await service.sweep(s(second), ownsAll);
     state.down = false;
-    for (let second = 41; second <= 45; second++) await service.sweep(s(second));
+    for (let second = 41; second <= 45; second++) await service.sweep(s(second), ownsAll);
     expect(alarms.map((alarm) => [alarm.type, alarm.details?.reason])).toEqual([['DEADMAN', 'silence']]);
   });
 
@@ -93,27 +93,35 @@ describe('DetectionService: what the detectors find survives a database outage',
     observe(0, 5);
     observe(10, 50); // outside: the exit waits for its grace, settled by the sweep
     state.down = true;
-    await service.sweep(s(16));
-    await service.sweep(s(17));
+    await service.sweep(s(16), ownsAll);
+    await service.sweep(s(17), ownsAll);
     state.down = false;
-    await service.sweep(s(18));
-    await service.sweep(s(19));
+    await service.sweep(s(18), ownsAll);
+    await service.sweep(s(19), ownsAll);
     expect(zoneEvents.map((event) => event.type)).toEqual(['exit']);
   });
 
-  it('keeps the zone events and alarms of a batch whose commit failed, and stores them apart', async () => {
-    const { service, state, zoneEvents, observe } = world({});
-    const found = observe(0, 5); // an enter, found by the pipeline's detect step
-    expect(found.zoneEvents.map((event) => event.type)).toEqual(['enter']);
-    const batch = { detections: found } as never;
+  it('consumes positions of an owned building: stored once the database is back, then acknowledgeable', async () => {
+    const { service, state, zoneEvents, at } = world({});
     state.down = true;
-    service.steps().persistFailed?.(batch);
-    await service.sweep(s(1));
+    expect(await service.consume([at(0, 5)], () => true)).toBe(false); // the enter waits in the outbox: not to be acknowledged yet
+    expect(zoneEvents).toEqual([]);
     state.down = false;
-    await service.sweep(s(2));
+    expect(await service.stored()).toBe(true);
     expect(zoneEvents.map((event) => event.type)).toEqual(['enter']);
-    // The app resends the same positions: the detectors have moved on, nothing is found twice.
-    expect(observe(0, 5).zoneEvents).toEqual([]);
+    // The same position again (an entry replayed after a takeover): nothing is found twice.
+    expect(await service.consume([at(0, 5)], () => true)).toBe(true);
+    expect(zoneEvents).toHaveLength(1);
+  });
+
+  it('emits nothing for a building whose ownership is lost: neither from positions nor from sweeps', async () => {
+    const { service, zoneEvents, alarms, at } = world({ maxStayTime: 30 });
+    expect(await service.consume([at(0, 5)], () => false)).toBe(false);
+    await service.sweep(s(40), () => false); // the stay ran over, but the building is not this gateway's any more
+    expect(zoneEvents).toEqual([]);
+    expect(alarms).toEqual([]);
     expect(service.outbox.size).toBe(0);
   });
 });
+
+const ownsAll = () => true;

@@ -1,0 +1,364 @@
+import type { Logger } from '../../shared/logger.js';
+import type { PositionRecord } from '../../shared/positions/position-record.js';
+import type { Coordination } from './coordination.js';
+import { shardOfBuilding, shardOfDevice, shardsOwnedBy } from './rendezvous.js';
+import { isGroupGone, type ShardEntry, type ShardLog } from './shard-log.js';
+
+/** What an owner does with its shards (detection: gateway/cluster/detection-shards.ts). */
+export interface ShardHandler {
+  /** A shard arrives: restore the state of its buildings from storage, before any of its entries is processed. */
+  gain(shard: number): Promise<void>;
+  /** A shard left: drop its buildings' state (nothing of it is emitted any more). */
+  lose(shard: number): void;
+  /**
+   * Processes entries in order; resolves to true once everything they caused is stored, so they may be
+   * acknowledged. `holds()` says whether this member still holds the shard: output is fenced by it.
+   */
+  process(shard: number, entries: readonly ShardEntry[], holds: () => boolean): Promise<boolean>;
+  /** Retries storing what waits; resolves to true once nothing does (entries processed before may then be acknowledged). */
+  stored(): Promise<boolean>;
+  /** Buildings known in a held shard (metrics). */
+  buildingsIn(shard: number): number;
+}
+
+/** Positions held in memory at most while the shard log refuses them (about 200 bytes each). */
+const MAX_WAITING_RECORDS = 500_000;
+
+export interface ClusterOptions {
+  shards: number;
+  heartbeatMs: number;
+  /** Lifetime of a heartbeat and of a lease without renewal. */
+  ttlMs: number;
+}
+
+interface HeldShard {
+  /** 'starting' while its buildings are rebuilt and its pending entries replayed; 'ready' once read live. */
+  phase: 'starting' | 'ready';
+  /** This member's clock reading before the request that last took or renewed the lease, plus its TTL. */
+  validUntil: number;
+  /** Entries processed whose detections still wait in storage's outbox: acknowledged once stored. */
+  unacked: string[];
+  /** The gain under way (rebuild, replay). */
+  starting: Promise<void>;
+}
+
+/**
+ * One member of the cluster of gateways. Every heartbeat it refreshes its membership, computes the shards it
+ * should own (rendezvous hashing over the live members), renews the leases it holds, gives back the shards it
+ * should no longer own and tries to take the ones it should. A shard is taken only through its lease, so two
+ * members that disagree for a moment about who is alive never both own one. A taken shard is rebuilt from
+ * storage, its entries left pending by the previous owner are processed, then new entries are read live.
+ *
+ * Fencing: a lease counts as held only until `validUntil`, measured from before the request that renewed it,
+ * so this member stops emitting before Redis lets anyone else take the shard.
+ */
+export class ClusterNode {
+  private readonly held = new Map<number, HeldShard>();
+  /** Shards being given up: not taken again before their state is dropped. */
+  private readonly leaving = new Map<number, Promise<void>>();
+  private members: string[] = [];
+  private running = false;
+  private tickTimer?: NodeJS.Timeout;
+  private ticking?: Promise<void>;
+  private reading?: Promise<void>;
+  private wakeReader?: () => void;
+  /** Batches refused by the log (Redis down), by shard, appended in order once it is back. */
+  private readonly waiting = new Map<number, PositionRecord[][]>();
+  private waitingCount = 0;
+  /** The batch being processed by the read loop, if any: a shard's state is dropped only after it. */
+  private processing: Promise<unknown> = Promise.resolve();
+
+  constructor(
+    private readonly coordination: Coordination,
+    private readonly log: ShardLog,
+    private readonly handler: ShardHandler,
+    private readonly options: ClusterOptions,
+    private readonly logger: Logger,
+  ) {}
+
+  get memberId(): string {
+    return this.coordination.memberId;
+  }
+
+  /** Live members as of the last heartbeat. */
+  get liveMembers(): readonly string[] {
+    return this.members;
+  }
+
+  /** Shards whose lease this member holds (starting or ready). */
+  get heldShards(): number[] {
+    return [...this.held.keys()].filter((shard) => this.holds(shard));
+  }
+
+  /** Shards rebuilt and read live. */
+  get readyShards(): number[] {
+    return this.heldShards.filter((shard) => this.held.get(shard)!.phase === 'ready');
+  }
+
+  /** What /metrics reports of the cluster as this member sees it. */
+  view(): { members: number; ownedBuildings: number; readyBuildings: number } {
+    const count = (shards: number[]) => shards.reduce((total, shard) => total + this.handler.buildingsIn(shard), 0);
+    return { members: this.members.length, ownedBuildings: count(this.heldShards), readyBuildings: count(this.readyShards) };
+  }
+
+  /** Whether this member owns the building's detection now (`null`, no building: nobody else could). */
+  ownsBuilding(buildingId: number | null): boolean {
+    return buildingId === null || this.holds(shardOfBuilding(buildingId, this.options.shards));
+  }
+
+  shardOf(record: Pick<PositionRecord, 'buildingId' | 'organizationId' | 'deviceId'>): number {
+    return record.buildingId !== null ? shardOfBuilding(record.buildingId, this.options.shards) : shardOfDevice(record.organizationId, record.deviceId, this.options.shards);
+  }
+
+  /** Whether this member holds the shard's lease now (the fence of everything it emits for the shard). */
+  holds(shard: number): boolean {
+    const state = this.held.get(shard);
+    return state !== undefined && Date.now() < state.validUntil;
+  }
+
+  /**
+   * Hands accepted (committed) positions to the owners of their shards. Never rejects: while the log refuses
+   * (Redis down), a shard's batches wait here, in order, and are appended by the next heartbeats once it is
+   * back; later batches of that shard queue behind them. So an upload is acknowledged whatever Redis does, as
+   * its positions are stored; only a crash of this gateway during a Redis outage loses what waits here (its
+   * positions stay stored, and the owner's rebuild reads them). Bounded by MAX_WAITING_RECORDS, past which the
+   * oldest batches are dropped, loudly.
+   */
+  async handOff(records: readonly PositionRecord[]): Promise<void> {
+    const byShard = new Map<number, PositionRecord[]>();
+    for (const record of records) {
+      const shard = this.shardOf(record);
+      const list = byShard.get(shard);
+      if (list) list.push(record);
+      else byShard.set(shard, [record]);
+    }
+    await Promise.all(
+      [...byShard].map(async ([shard, list]) => {
+        if (this.waiting.has(shard)) return this.wait(shard, list);
+        try {
+          await this.log.append(shard, list);
+        } catch (error) {
+          this.logger.warn({ err: error, shard }, 'handing positions to their owner failed; they wait here for the log to come back');
+          this.wait(shard, list);
+        }
+      }),
+    );
+  }
+
+  /** Positions of uploads waiting for the log to take them (Redis down), by shard, oldest first. */
+  get waitingRecords(): number {
+    return this.waitingCount;
+  }
+
+  private wait(shard: number, records: PositionRecord[]): void {
+    const queue = this.waiting.get(shard) ?? [];
+    queue.push(records);
+    this.waiting.set(shard, queue);
+    this.waitingCount += records.length;
+    while (this.waitingCount > MAX_WAITING_RECORDS) {
+      const [oldest, batches] = this.waiting.entries().next().value!;
+      const lost = batches.shift()!;
+      this.waitingCount -= lost.length;
+      if (batches.length === 0) this.waiting.delete(oldest);
+      this.logger.error({ shard: oldest, positions: lost.length }, 'too many positions waiting for the shard log: oldest dropped from detection (they are stored)');
+    }
+  }
+
+  /** Appends what waits, shard by shard in order; stops at the first refusal (retried next heartbeat). */
+  private async appendWaiting(): Promise<void> {
+    for (const [shard, batches] of this.waiting) {
+      while (batches.length > 0) {
+        try {
+          await this.log.append(shard, batches[0]!);
+        } catch {
+          return;
+        }
+        this.waitingCount -= batches.shift()!.length;
+      }
+      this.waiting.delete(shard);
+    }
+  }
+
+  /** Joins: the first heartbeat (and the shards it brings) before resolving, then one every `heartbeatMs`. */
+  async start(): Promise<void> {
+    this.running = true;
+    await this.tick();
+    const loop = () => {
+      this.tickTimer = setTimeout(() => {
+        this.ticking = this.tick().finally(() => this.running && loop());
+      }, this.options.heartbeatMs);
+      this.tickTimer.unref();
+    };
+    loop();
+    this.reading = this.readLoop();
+  }
+
+  /** Graceful stop: finishes what is being processed, gives every shard back and leaves at once. */
+  async stop(): Promise<void> {
+    if (!this.running) return;
+    this.halt();
+    await this.ticking;
+    await this.reading;
+    for (const shard of [...this.held.keys()]) await this.drop(shard, true);
+    await Promise.all(this.leaving.values());
+    await this.appendWaiting();
+    await this.coordination.leave().catch((error) => this.logger.warn({ err: error }, 'leaving the cluster failed; the heartbeat will expire'));
+    await this.close();
+  }
+
+  /**
+   * Stops heartbeats, lease renewals and reading at once and gives nothing back, as a crash would: the other
+   * members take over once the heartbeat and the leases expire (failover tests).
+   */
+  async abandon(): Promise<void> {
+    this.halt();
+    await this.ticking;
+    await this.reading;
+    for (const state of this.held.values()) state.validUntil = 0;
+    await this.close();
+  }
+
+  private halt(): void {
+    this.running = false;
+    clearTimeout(this.tickTimer);
+    this.wakeReader?.();
+  }
+
+  private async close(): Promise<void> {
+    await this.log.close();
+    await this.coordination.close();
+  }
+
+  private async tick(): Promise<void> {
+    const started = Date.now();
+    if (this.waiting.size > 0) await this.appendWaiting();
+    try {
+      this.members = await this.coordination.heartbeat();
+    } catch (error) {
+      this.logger.warn({ err: error }, 'cluster heartbeat failed; leases lapse unless it comes back');
+    }
+    const shards = [...this.held.keys()];
+    try {
+      const renewed = await this.coordination.renew(shards);
+      shards.forEach((shard, index) => {
+        // Gone: expired while Redis was out of reach, or Redis restarted without it. Taken again from scratch.
+        if (!renewed[index]) void this.drop(shard, false);
+        else this.held.get(shard)!.validUntil = started + this.options.ttlMs;
+      });
+    } catch (error) {
+      this.logger.warn({ err: error }, 'renewing shard leases failed');
+    }
+    for (const shard of this.held.keys()) if (!this.holds(shard)) void this.drop(shard, false);
+    if (!this.running) return;
+    const wanted = new Set(shardsOwnedBy(this.memberId, this.members, this.options.shards));
+    for (const shard of this.held.keys()) if (!wanted.has(shard)) void this.drop(shard, true);
+    for (const shard of wanted) {
+      if (this.held.has(shard) || this.leaving.has(shard)) continue;
+      try {
+        if (await this.coordination.acquire(shard)) this.take(shard, started);
+      } catch (error) {
+        this.logger.warn({ err: error, shard }, 'taking a shard lease failed');
+        break;
+      }
+    }
+  }
+
+  private take(shard: number, started: number): void {
+    const state: HeldShard = { phase: 'starting', validUntil: started + this.options.ttlMs, unacked: [], starting: Promise.resolve() };
+    this.held.set(shard, state);
+    state.starting = (async () => {
+      await this.log.open(shard);
+      await this.handler.gain(shard);
+      // What the previous owner left unacknowledged comes before anything new.
+      const pending = await this.log.takePending(shard);
+      if (pending.length > 0) await this.process(shard, state, pending);
+      if (this.held.get(shard) === state) {
+        state.phase = 'ready';
+        this.wakeReader?.();
+      }
+    })().catch((error) => {
+      this.logger.error({ err: error, shard }, 'taking over a shard failed; it is given back and taken again');
+      void this.drop(shard, true);
+    });
+  }
+
+  /** Stops owning a shard: nothing of it is read or emitted any more; its state is dropped once work under way ends. */
+  private drop(shard: number, release: boolean): Promise<void> {
+    const state = this.held.get(shard);
+    if (!state) return this.leaving.get(shard) ?? Promise.resolve();
+    this.held.delete(shard);
+    const leaving = (async () => {
+      await state.starting;
+      await this.processing;
+      this.handler.lose(shard);
+      if (release) await this.coordination.release(shard).catch((error) => this.logger.warn({ err: error, shard }, 'releasing a shard lease failed; it will expire'));
+    })().finally(() => this.leaving.delete(shard));
+    this.leaving.set(shard, leaving);
+    return leaving;
+  }
+
+  private async process(shard: number, state: HeldShard, entries: readonly ShardEntry[]): Promise<void> {
+    const stored = await this.handler.process(shard, entries, () => this.held.get(shard) === state && this.holds(shard));
+    state.unacked.push(...entries.map((entry) => entry.id));
+    if (stored) await this.acknowledge(shard, state);
+  }
+
+  /** Acknowledges what was processed and stored, while the lease is still held (a fenced owner acknowledges nothing). */
+  private async acknowledge(shard: number, state: HeldShard): Promise<void> {
+    if (state.unacked.length === 0 || this.held.get(shard) !== state || !this.holds(shard)) return;
+    const ids = state.unacked.splice(0);
+    await this.log.ack(shard, ids).catch((error) => {
+      state.unacked.unshift(...ids);
+      this.logger.warn({ err: error, shard }, 'acknowledging shard entries failed; retried');
+    });
+  }
+
+  private async readLoop(): Promise<void> {
+    const blockMs = this.options.heartbeatMs;
+    while (this.running) {
+      const ready = this.readyShards;
+      if (ready.length === 0) {
+        await new Promise<void>((resolve) => {
+          const timer = setTimeout(resolve, blockMs);
+          this.wakeReader = () => (clearTimeout(timer), resolve());
+        });
+        this.wakeReader = undefined;
+        continue;
+      }
+      let delivered: Map<number, ShardEntry[]>;
+      try {
+        delivered = await this.log.read(ready, blockMs);
+      } catch (error) {
+        if (!this.running) return;
+        if (isGroupGone(error)) {
+          // Redis lost the streams (a restart): every shard is taken again from storage.
+          this.logger.warn('shard streams are gone (Redis restarted?): rebuilding every shard held');
+          for (const shard of ready) void this.drop(shard, false);
+        } else {
+          this.logger.warn({ err: error }, 'reading shard streams failed');
+          await new Promise((resolve) => setTimeout(resolve, blockMs));
+        }
+        continue;
+      }
+      const work = (async () => {
+        for (const [shard, entries] of delivered) {
+          const state = this.held.get(shard);
+          // Given up meanwhile: left pending, for the next owner.
+          if (!state || !this.holds(shard)) continue;
+          try {
+            await this.process(shard, state, entries);
+          } catch (error) {
+            // Left pending: the shard is taken again from storage, which replays them (e.g. after a database outage).
+            this.logger.error({ err: error, shard }, 'processing shard entries failed; the shard is taken again');
+            void this.drop(shard, false);
+          }
+        }
+        // Entries whose detections waited for the database are acknowledged once stored.
+        const waiting = [...this.held].filter(([, state]) => state.unacked.length > 0);
+        if (waiting.length > 0 && (await this.handler.stored())) for (const [shard, state] of waiting) await this.acknowledge(shard, state);
+      })();
+      this.processing = work.catch((error) => this.logger.error({ err: error }, 'processing shard entries failed'));
+      await this.processing;
+    }
+  }
+}

@@ -1,0 +1,72 @@
+import type { Logger } from '../../shared/logger.js';
+import type { Storage } from '../../shared/storage/index.js';
+import type { DetectionService } from '../detection/detection-service.js';
+import type { ShardHandler } from './cluster-node.js';
+import { shardOfBuilding } from './rendezvous.js';
+import type { ShardEntry } from './shard-log.js';
+
+/** Restores a building's detector state from storage (gateway/detection/detector-state-loader.ts). */
+export interface BuildingStateLoader {
+  rebuildBuilding(organizationId: string, buildingId: number): Promise<number>;
+}
+
+/** Drops a building's detector state without emitting (gateway/detection/detection-engine.ts). */
+export interface BuildingStateHolder {
+  forgetBuilding(buildingId: number): void;
+}
+
+/**
+ * Detection as the owner of shards: on taking a shard, the state of each of its buildings is rebuilt from
+ * storage (before its pending positions are replayed); on giving it up, their state is dropped; in between,
+ * the shard's positions are run through the detectors and what they find is stored.
+ */
+export class DetectionShards implements ShardHandler {
+  /** Buildings of each held shard: listed when it was taken, plus those whose positions arrived since. */
+  private readonly buildings = new Map<number, Set<number>>();
+  /** The building list being read: shards taken together (at start, after a member left) share one query. */
+  private listing?: Promise<{ id: number; organization_id: string }[]>;
+
+  constructor(
+    private readonly detection: DetectionService,
+    private readonly loader: BuildingStateLoader,
+    private readonly engine: BuildingStateHolder,
+    private readonly storage: Storage,
+    private readonly shards: number,
+    private readonly logger: Logger,
+  ) {}
+
+  /** Buildings known in a shard this member holds. */
+  buildingsIn(shard: number): number {
+    return this.buildings.get(shard)?.size ?? 0;
+  }
+
+  async gain(shard: number): Promise<void> {
+    this.listing ??= this.storage.execute<{ id: number; organization_id: string }>('select id, organization_id from buildings').finally(() => (this.listing = undefined));
+    const rows = await this.listing;
+    const mine = rows.filter((row) => shardOfBuilding(Number(row.id), this.shards) === shard);
+    const buildings = new Set<number>();
+    let devices = 0;
+    for (const row of mine) {
+      devices += await this.loader.rebuildBuilding(row.organization_id, Number(row.id));
+      buildings.add(Number(row.id));
+    }
+    this.buildings.set(shard, buildings);
+    this.logger.debug({ shard, buildings: buildings.size, devices }, 'shard taken: detector state rebuilt');
+  }
+
+  lose(shard: number): void {
+    for (const building of this.buildings.get(shard) ?? []) this.engine.forgetBuilding(building);
+    this.buildings.delete(shard);
+  }
+
+  process(shard: number, entries: readonly ShardEntry[], holds: () => boolean): Promise<boolean> {
+    const known = this.buildings.get(shard);
+    const records = entries.flatMap((entry) => entry.records);
+    for (const record of records) if (record.buildingId !== null) known?.add(record.buildingId);
+    return this.detection.consume(records, holds);
+  }
+
+  stored(): Promise<boolean> {
+    return this.detection.stored();
+  }
+}

@@ -1,0 +1,21 @@
+import { hostname } from 'node:os';
+import { randomBytes } from 'node:crypto';
+import type { Config } from '../../shared/config.js';
+import type { Logger } from '../../shared/logger.js';
+import { ClusterNode, type ShardHandler } from './cluster-node.js';
+import { LocalCoordination } from './coordination.js';
+import { LocalShardLog } from './local-shard-log.js';
+import { RedisCoordination } from './redis-coordination.js';
+import { RedisShardLog } from './redis-shard-log.js';
+
+/** hostname:pid:random, so two gateways in one process (tests) or one host are distinct members. */
+export const defaultMemberId = (): string => `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
+
+/** A member of the Redis cluster when REDIS_URL is set; otherwise the single member of an embedded gateway. */
+export function createClusterNode(config: Config, handler: ShardHandler, logger: Logger): ClusterNode {
+  const memberId = config.CLUSTER_MEMBER_ID ?? defaultMemberId();
+  const options = { shards: config.CLUSTER_SHARDS, heartbeatMs: config.CLUSTER_HEARTBEAT_MS, ttlMs: config.CLUSTER_MEMBER_TTL_MS };
+  return config.REDIS_URL
+    ? new ClusterNode(new RedisCoordination(config.REDIS_URL, config.REDIS_PREFIX, memberId, options.ttlMs), new RedisShardLog(config.REDIS_URL, config.REDIS_PREFIX, memberId), handler, options, logger)
+    : new ClusterNode(new LocalCoordination(memberId), new LocalShardLog(), handler, options, logger);
+}

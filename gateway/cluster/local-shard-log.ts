@@ -1,0 +1,66 @@
+import type { PositionRecord } from '../../shared/positions/position-record.js';
+import type { ShardEntry, ShardLog } from './shard-log.js';
+
+interface LocalShard {
+  waiting: ShardEntry[];
+  pending: ShardEntry[];
+}
+
+/**
+ * Embedded mode's shard log: an in-process ordered queue per shard, with the same delivery rules as the Redis
+ * stream (delivered entries stay pending until acknowledged). The single member of an embedded gateway is
+ * always the owner, so nothing here outlives the process, as nothing else in it does.
+ */
+export class LocalShardLog implements ShardLog {
+  private readonly shards = new Map<number, LocalShard>();
+  private sequence = 0;
+  private wake?: () => void;
+  private closed = false;
+
+  private shard(shard: number): LocalShard {
+    let state = this.shards.get(shard);
+    if (!state) this.shards.set(shard, (state = { waiting: [], pending: [] }));
+    return state;
+  }
+
+  async append(shard: number, records: readonly PositionRecord[]): Promise<void> {
+    if (this.closed) throw new Error('shard log is closed');
+    this.shard(shard).waiting.push({ id: String(++this.sequence), records: [...records] });
+    this.wake?.();
+  }
+
+  async open(): Promise<void> {}
+
+  async takePending(shard: number): Promise<ShardEntry[]> {
+    return [...this.shard(shard).pending];
+  }
+
+  async read(shards: readonly number[], blockMs: number): Promise<Map<number, ShardEntry[]>> {
+    if (!this.closed && !shards.some((shard) => this.shard(shard).waiting.length > 0)) {
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(() => (this.wake = undefined, resolve()), blockMs);
+        this.wake = () => (clearTimeout(timer), (this.wake = undefined), resolve());
+      });
+    }
+    const delivered = new Map<number, ShardEntry[]>();
+    for (const shard of shards) {
+      const state = this.shard(shard);
+      if (state.waiting.length === 0) continue;
+      const entries = state.waiting.splice(0);
+      state.pending.push(...entries);
+      delivered.set(shard, entries);
+    }
+    return delivered;
+  }
+
+  async ack(shard: number, ids: readonly string[]): Promise<void> {
+    const done = new Set(ids);
+    const state = this.shard(shard);
+    state.pending = state.pending.filter((entry) => !done.has(entry.id));
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    this.wake?.();
+  }
+}

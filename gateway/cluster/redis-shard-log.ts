@@ -1,0 +1,97 @@
+import { Redis } from 'ioredis';
+import { Packr } from 'msgpackr';
+import type { PositionRecord } from '../../shared/positions/position-record.js';
+import type { ShardEntry, ShardLog } from './shard-log.js';
+
+const GROUP = 'detection';
+const FIELD = 'r';
+/** Entries read per shard at once: a few uploads' worth, so a big backlog is processed in bounded steps. */
+const READ_COUNT = 200;
+const packr = new Packr({ useRecords: true });
+
+type RawEntry = [Buffer, Buffer[]];
+/** ioredis has the command but its typings lack the Buffer variant (msgpack needs the raw bytes). */
+interface XAutoClaim {
+  xautoclaimBuffer(key: string, group: string, consumer: string, minIdleMs: number, start: string, count: 'COUNT', n: number): Promise<[Buffer, RawEntry[], Buffer[]]>;
+}
+
+/**
+ * A Redis Stream per shard (`<prefix>:cluster:shard:<n>`) with one consumer group, `detection`, whose consumers
+ * are the members (by member id). The group starts at the stream's beginning, so entries appended before any
+ * owner opened the shard are read too. After acknowledging, the owner trims the stream up to what it
+ * acknowledged (MINID): entries stay in Redis only while they wait for their owner.
+ * Blocking reads have a connection of their own, so appends and acknowledgements never wait behind them.
+ */
+export class RedisShardLog implements ShardLog {
+  private readonly commands: Redis;
+  private readonly reader: Redis;
+  private readonly keyPrefix: string;
+
+  constructor(url: string, prefix: string, private readonly consumer: string) {
+    this.keyPrefix = `${prefix}:cluster:shard:`;
+    const options = { maxRetriesPerRequest: 2, enableOfflineQueue: true } as const;
+    this.commands = new Redis(url, { ...options, enableAutoPipelining: true, connectionName: `floorcast-shards-${consumer}` });
+    this.reader = new Redis(url, { ...options, connectionName: `floorcast-shards-read-${consumer}` });
+    // Errors surface through the commands' rejections; these only keep ioredis from reporting them as unhandled.
+    this.commands.on('error', () => undefined);
+    this.reader.on('error', () => undefined);
+  }
+
+  private key(shard: number): string {
+    return this.keyPrefix + shard;
+  }
+
+  async append(shard: number, records: readonly PositionRecord[]): Promise<void> {
+    await this.commands.xadd(this.key(shard), '*', FIELD, packr.pack(records));
+  }
+
+  async open(shard: number): Promise<void> {
+    try {
+      await this.commands.xgroup('CREATE', this.key(shard), GROUP, '0', 'MKSTREAM');
+    } catch (error) {
+      if (!(error instanceof Error && /BUSYGROUP/.test(error.message))) throw error;
+    }
+  }
+
+  async takePending(shard: number): Promise<ShardEntry[]> {
+    const entries: ShardEntry[] = [];
+    let cursor = '0-0';
+    do {
+      const [next, claimed] = await (this.commands as unknown as XAutoClaim).xautoclaimBuffer(this.key(shard), GROUP, this.consumer, 0, cursor, 'COUNT', READ_COUNT);
+      cursor = next.toString();
+      entries.push(...claimed.map(decode));
+    } while (cursor !== '0-0');
+    return entries;
+  }
+
+  async read(shards: readonly number[], blockMs: number): Promise<Map<number, ShardEntry[]>> {
+    const delivered = new Map<number, ShardEntry[]>();
+    if (shards.length === 0) return delivered;
+    const keys = shards.map((shard) => this.key(shard));
+    const answer = (await this.reader.xreadgroupBuffer(
+      'GROUP', GROUP, this.consumer, 'COUNT', READ_COUNT, 'BLOCK', blockMs, 'STREAMS', ...keys, ...keys.map(() => '>'),
+    )) as [Buffer, RawEntry[]][] | null;
+    for (const [key, entries] of answer ?? []) delivered.set(Number(key.toString().slice(this.keyPrefix.length)), entries.map(decode));
+    return delivered;
+  }
+
+  async ack(shard: number, ids: readonly string[]): Promise<void> {
+    if (ids.length === 0) return;
+    const key = this.key(shard);
+    await this.commands.xack(key, GROUP, ...ids);
+    // Entries are acknowledged in order, so everything before the last one is done.
+    await this.commands.xtrim(key, 'MINID', '~', ids.at(-1)!);
+  }
+
+  async close(): Promise<void> {
+    // A blocked read holds nothing worth waiting for; appends and acknowledgements under way are.
+    this.reader.disconnect();
+    await Promise.race([this.commands.quit().catch(() => undefined), new Promise((resolve) => setTimeout(resolve, 2000).unref())]);
+    this.commands.disconnect();
+  }
+}
+
+function decode([id, fields]: RawEntry): ShardEntry {
+  const value = fields[fields.findIndex((field) => field.toString() === FIELD) + 1];
+  return { id: id.toString(), records: value ? (packr.unpack(value) as PositionRecord[]) : [] };
+}

@@ -1,0 +1,30 @@
+import type { PositionRecord } from '../../shared/positions/position-record.js';
+
+/** One appended batch of a shard: the positions of one upload that fall in this shard, in upload order. */
+export interface ShardEntry {
+  id: string;
+  records: PositionRecord[];
+}
+
+/**
+ * The durable, ordered hand-off of positions from the gateway that accepted them to the owner of their shard.
+ * An entry stays until acknowledged: an owner that dies before acknowledging leaves it pending, and the next
+ * owner gets it again from `takePending` before anything new. Drivers: `LocalShardLog` (one process, embedded
+ * mode) and `RedisShardLog` (a Redis Stream per shard with one consumer group).
+ */
+export interface ShardLog {
+  /** Appends one entry; resolves once it is durable (in Redis, or in this process's queue). */
+  append(shard: number, records: readonly PositionRecord[]): Promise<void>;
+  /** Prepares a shard this member is starting to consume (creates the Redis consumer group). */
+  open(shard: number): Promise<void>;
+  /** Every entry delivered before and not acknowledged, whoever it was delivered to, now delivered to this member, in order. */
+  takePending(shard: number): Promise<ShardEntry[]>;
+  /** Entries never delivered yet, of any of these shards, waiting up to `blockMs` for one to come. */
+  read(shards: readonly number[], blockMs: number): Promise<Map<number, ShardEntry[]>>;
+  /** Marks entries processed (their detections stored); they are not delivered again, and memory is freed. */
+  ack(shard: number, ids: readonly string[]): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** The log answered that a shard's stream or consumer group is gone: Redis restarted (or was flushed). */
+export const isGroupGone = (error: unknown): boolean => error instanceof Error && /NOGROUP/.test(error.message);

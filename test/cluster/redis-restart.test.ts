@@ -1,0 +1,38 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { FaultRedis } from '../support/fault-servers.js';
+import { serverRedisUrl } from '../support/test-environment.js';
+import { converged, ownerIndex, sleep, startCluster, venueWithFence, type TestCluster } from './cluster-support.js';
+
+/**
+ * A Redis restart loses memberships, leases and the shard streams with their consumer groups. The gateways
+ * register again, take every shard again (each once), rebuild from storage and detect again.
+ */
+describe.skipIf(!serverRedisUrl)('two gateways converge after a Redis restart (private Redis)', () => {
+  let redis: FaultRedis;
+  let cluster: TestCluster;
+  beforeAll(async () => {
+    redis = await FaultRedis.start();
+    cluster = await startCluster(2, { REDIS_URL: redis.url });
+    await converged(cluster.gateways);
+  }, 60_000);
+  afterAll(async () => {
+    await cluster?.stop();
+    await redis?.destroy();
+  });
+
+  it('owns every building once again and detects again', async () => {
+    const venue = await venueWithFence(cluster.admins[0]!, 'Restart venue');
+    await redis.stop();
+    await sleep(1500); // leases lapse: nobody emits meanwhile
+    expect(cluster.gateways.every((gateway) => gateway.gateway.services.cluster.heldShards.length === 0)).toBe(true);
+    await redis.resume();
+    await converged(cluster.gateways, undefined, 30_000);
+    ownerIndex(cluster.gateways, venue.building.id);
+    const watcher = await cluster.subscribe(1, [`buildings/${venue.building.id}/geofence-events`]);
+    await cluster.upload(0, venue.at('returner', 15, 15));
+    await watcher.next((frame) => frame.op === 'geofence_event' && frame.data.device_id === 'returner' && frame.data.type === 'enter', 10_000);
+    await sleep(500);
+    const stored = await cluster.gateways[0]!.gateway.services.storage.execute("select type from zone_events where device_id = 'returner'");
+    expect(stored).toHaveLength(1);
+  });
+});

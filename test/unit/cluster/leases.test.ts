@@ -1,0 +1,122 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { ClusterNode, type ShardHandler } from '../../../gateway/cluster/cluster-node.js';
+import type { Coordination } from '../../../gateway/cluster/coordination.js';
+import { LocalShardLog } from '../../../gateway/cluster/local-shard-log.js';
+import { RedisCoordination } from '../../../gateway/cluster/redis-coordination.js';
+import { createLogger } from '../../../shared/logger.js';
+import { deleteRedisPrefix, serverRedisUrl } from '../../support/test-environment.js';
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** A coordination whose leases can be taken away, as an expiry during a Redis outage would. */
+class FakeCoordination implements Coordination {
+  leasesKept = true;
+  constructor(readonly memberId: string) {}
+  async heartbeat() { return [this.memberId]; }
+  async acquire() { return this.leasesKept; }
+  async renew(shards: readonly number[]) { return shards.map(() => this.leasesKept); }
+  async release() {}
+  async leave() {}
+  async close() {}
+}
+
+function recorder() {
+  const events: string[] = [];
+  const handler: ShardHandler = {
+    gain: async (shard) => void events.push(`gain ${shard}`),
+    lose: (shard) => void events.push(`lose ${shard}`),
+    process: async (shard, entries, holds) => {
+      events.push(`process ${shard} ${holds() ? 'held' : 'fenced'} ${entries.map((entry) => entry.records[0]!.deviceId).join(',')}`);
+      return true;
+    },
+    stored: async () => true,
+    buildingsIn: () => 0,
+  };
+  return { events, handler };
+}
+
+const record = (deviceId: string) => ({ organizationId: 'org', deviceId, userId: null, buildingId: 1, floorId: 1, indoor: true, x: 1, y: 1, lat: 0, lng: 0, yaw: 0, accuracy: null, timestamp: 1, receivedAt: 1 });
+
+describe('ClusterNode: lease fencing', () => {
+  it('rebuilds a shard before processing its entries, and stops processing it once its lease is lost', async () => {
+    const coordination = new FakeCoordination('only');
+    const log = new LocalShardLog();
+    const { events, handler } = recorder();
+    const node = new ClusterNode(coordination, log, handler, { shards: 1, heartbeatMs: 50, ttlMs: 150 }, createLogger('silent'));
+    await node.handOff([record('before-start')]);
+    await node.start();
+    for (let attempt = 0; attempt < 50 && node.readyShards.length === 0; attempt++) await sleep(20);
+    await node.handOff([record('live')]);
+    for (let attempt = 0; attempt < 50 && !events.some((event) => event.includes('live')); attempt++) await sleep(20);
+    expect(events.slice(0, 3)).toEqual(['gain 0', 'process 0 held before-start', 'process 0 held live']);
+    coordination.leasesKept = false; // renewals fail from now on: the lease lapses
+    for (let attempt = 0; attempt < 50 && !events.includes('lose 0'); attempt++) await sleep(20);
+    expect(node.holds(0)).toBe(false);
+    expect(node.ownsBuilding(1)).toBe(false);
+    await node.handOff([record('after-loss')]);
+    await sleep(200);
+    expect(events.filter((event) => event.includes('after-loss'))).toEqual([]);
+    await node.stop();
+  });
+});
+
+describe('ClusterNode: hand-off while the shard log refuses', () => {
+  it('keeps refused batches in order and appends them, before later ones, once the log takes them again', async () => {
+    const log = new LocalShardLog();
+    let refusing = true;
+    const append = log.append.bind(log);
+    log.append = async (shard, records) => (refusing ? Promise.reject(new Error('redis is down')) : append(shard, records));
+    const { events, handler } = recorder();
+    const node = new ClusterNode(new FakeCoordination('only'), log, handler, { shards: 1, heartbeatMs: 50, ttlMs: 150 }, createLogger('silent'));
+    await node.handOff([record('first')]); // resolves: the upload is acknowledged, its positions being stored
+    await node.handOff([record('second')]);
+    expect(node.waitingRecords).toBe(2);
+    refusing = false;
+    await node.handOff([record('third')]); // queued behind the waiting ones, not ahead of them
+    await node.start();
+    for (let attempt = 0; attempt < 50 && !events.some((event) => event.includes('third')); attempt++) await sleep(20);
+    expect(events.filter((event) => event.startsWith('process')).join(' ')).toMatch(/first.*second.*third/);
+    expect(node.waitingRecords).toBe(0);
+    await node.stop();
+  });
+});
+
+describe.skipIf(!serverRedisUrl)('RedisCoordination: membership and leases', () => {
+  const prefix = `fctest:coord:${Math.random().toString(36).slice(2)}`;
+  const members: RedisCoordination[] = [];
+  const member = (id: string, ttlMs = 400) => {
+    const made = new RedisCoordination(serverRedisUrl!, prefix, id, ttlMs);
+    members.push(made);
+    return made;
+  };
+  afterEach(async () => {
+    for (const made of members.splice(0)) await made.close();
+    await deleteRedisPrefix(serverRedisUrl!, prefix);
+  });
+
+  it('lists live members, forgets one whose heartbeat expired and one that left', async () => {
+    const [a, b, c] = [member('a'), member('b'), member('c')];
+    await b.heartbeat();
+    await c.heartbeat();
+    expect(await a.heartbeat()).toEqual(['a', 'b', 'c']);
+    await c.leave();
+    expect(await a.heartbeat()).toEqual(['a', 'b']);
+    await sleep(500); // b's heartbeat expires
+    expect(await a.heartbeat()).toEqual(['a']);
+  });
+
+  it('lets one member hold a lease: the other takes it only once released or expired', async () => {
+    const [a, b] = [member('a'), member('b')];
+    expect(await a.acquire(4)).toBe(true);
+    expect(await b.acquire(4)).toBe(false);
+    expect(await b.renew([4])).toEqual([false]);
+    expect(await a.renew([4])).toEqual([true]);
+    await a.release(4);
+    expect(await b.acquire(4)).toBe(true);
+    await a.release(4); // not a's any more: nothing happens
+    expect(await a.acquire(4)).toBe(false);
+    await sleep(500); // b stops renewing: its lease expires
+    expect(await a.acquire(4)).toBe(true);
+    expect(await b.renew([4])).toEqual([false]);
+  });
+});

@@ -1,0 +1,94 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { LocalShardLog } from '../../../gateway/cluster/local-shard-log.js';
+import { RedisShardLog } from '../../../gateway/cluster/redis-shard-log.js';
+import type { ShardLog } from '../../../gateway/cluster/shard-log.js';
+import type { PositionRecord } from '../../../shared/positions/position-record.js';
+import { deleteRedisPrefix, serverRedisUrl } from '../../support/test-environment.js';
+
+/** One contract, run against every shard log driver this run can reach. */
+interface ShardLogFactory {
+  name: string;
+  /** Two members sharing one log (a previous and a next owner); the local driver has one member only. */
+  pair(): { a: ShardLog; b: ShardLog; cleanup(): Promise<void> };
+}
+
+const factories: ShardLogFactory[] = [
+  {
+    name: 'local',
+    pair: () => {
+      const log = new LocalShardLog();
+      return { a: log, b: log, cleanup: () => log.close() };
+    },
+  },
+];
+const redisUrl = serverRedisUrl;
+if (redisUrl) {
+  factories.push({
+    name: 'redis',
+    pair: () => {
+      const prefix = `fctest:shards:${Math.random().toString(36).slice(2)}`;
+      const a = new RedisShardLog(redisUrl, prefix, 'member-a');
+      const b = new RedisShardLog(redisUrl, prefix, 'member-b');
+      return { a, b, cleanup: async () => (await a.close(), await b.close(), await deleteRedisPrefix(redisUrl, prefix)) };
+    },
+  });
+}
+
+const record = (deviceId: string, timestamp: number): PositionRecord => ({
+  organizationId: 'org', deviceId, userId: null, buildingId: 7, floorId: 1, indoor: true, x: 1.5, y: 2, lat: 40.1, lng: -3.2, yaw: 0, accuracy: null, timestamp, receivedAt: timestamp,
+});
+const devices = (entries: readonly { records: PositionRecord[] }[]) => entries.flatMap((entry) => entry.records.map((item) => item.deviceId));
+
+describe.each(factories)('shard log contract: $name', (factory) => {
+  let cleanup: (() => Promise<void>) | undefined;
+  afterEach(async () => cleanup?.());
+
+  it('delivers appended entries in order, records intact, including those appended before the shard was opened', async () => {
+    const { a, cleanup: c } = factory.pair();
+    cleanup = c;
+    await a.append(3, [record('d1', 1000), record('d2', 1001)]);
+    await a.open(3);
+    await a.append(3, [record('d3', 1002)]);
+    const read = await a.read([3], 500);
+    expect(devices(read.get(3)!)).toEqual(['d1', 'd2', 'd3']);
+    expect(read.get(3)![0]!.records[0]).toEqual(record('d1', 1000));
+  });
+
+  it('keeps shards apart and returns nothing new once everything was delivered', async () => {
+    const { a, cleanup: c } = factory.pair();
+    cleanup = c;
+    await Promise.all([a.open(1), a.open(2)]);
+    await a.append(1, [record('one', 1)]);
+    await a.append(2, [record('two', 2)]);
+    const read = await a.read([1], 500);
+    expect([...read.keys()]).toEqual([1]);
+    expect((await a.read([1], 50)).size).toBe(0);
+    expect(devices((await a.read([2], 500)).get(2)!)).toEqual(['two']);
+  });
+
+  it('wakes a blocked read when an entry is appended', async () => {
+    const { a, cleanup: c } = factory.pair();
+    cleanup = c;
+    await a.open(5);
+    const reading = a.read([5], 10_000);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    await a.append(5, [record('late', 5)]);
+    expect(devices((await reading).get(5)!)).toEqual(['late']);
+  });
+
+  it('hands what one owner left unacknowledged to the next, in order, and never what was acknowledged', async () => {
+    const { a, b, cleanup: c } = factory.pair();
+    cleanup = c;
+    await a.open(9);
+    for (const [index, device] of ['p1', 'p2', 'p3'].entries()) await a.append(9, [record(device, index)]);
+    const delivered = (await a.read([9], 500)).get(9)!;
+    await a.ack(9, [delivered[0]!.id]); // the owner dies having stored only the first one's detections
+    await a.append(9, [record('p4', 4)]);
+    await b.open(9);
+    expect(devices(await b.takePending(9))).toEqual(['p2', 'p3']);
+    expect(devices((await b.read([9], 500)).get(9)!)).toEqual(['p4']);
+    const all = (await b.takePending(9)).map((entry) => entry.id);
+    await b.ack(9, all);
+    expect(await b.takePending(9)).toEqual([]);
+  });
+});
