@@ -129,6 +129,10 @@ export const configSchema = z.object({
     .default('5,300,1800,7200,18000,36000,36000,36000')
     .transform((value) => value.split(',').map((part) => Number(part.trim())))
     .refine((delays) => delays.length >= 1 && delays.every((delay) => Number.isFinite(delay) && delay >= 0), 'comma-separated seconds, e.g. 5,300,1800'),
+  /** How often the report materializer keeps geofence stays (and rollups) up to date, in ms; 0 turns it off in this process. */
+  REPORTS_MATERIALIZE_INTERVAL_MS: z.coerce.number().int().min(0).default(5000),
+  /** How long a received position may take to commit (writer batches, retries): the materializer stays that far behind now. */
+  REPORTS_MATERIALIZE_LAG_MS: z.coerce.number().int().min(0).default(30_000),
 });
 
 export type Config = z.output<typeof configSchema>;
