@@ -33,7 +33,7 @@ const CATCH_UP_CHUNK_MS = 6 * HOUR_MS;
 /** Device-hours per rebuild call (bounds each statement's arrays). */
 const REBUILD_BATCH = 500;
 /** pg_advisory_xact_lock key of the materializer ('Flrcast' in ASCII). */
-const LOCK_KEY = '0x466c7263617374';
+const LOCK_KEY = '19822486919148404';
 
 /** The UTC hour of `column`, whatever the session's TimeZone (date_trunc would follow it). */
 export const utcHour = (column: string) => `date_bin('1 hour', ${column}, '2000-01-01T00:00:00Z')`;
