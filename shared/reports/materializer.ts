@@ -64,6 +64,8 @@ export class ReportMaterializer {
   private timer: NodeJS.Timeout | undefined;
   private running: Promise<unknown> = Promise.resolve();
   private stopped = true;
+  /** Set by stop(): a catch-up ends after its current chunk. */
+  private stopping = false;
 
   constructor(
     private readonly storage: Storage,
@@ -78,6 +80,7 @@ export class ReportMaterializer {
   start(): void {
     if (!this.stopped) return;
     this.stopped = false;
+    this.stopping = false;
     const tick = () => {
       this.running = this.runOnce()
         .catch((error) => this.logger.warn({ err: error }, 'report materializer pass failed; the next one retries'))
@@ -90,6 +93,7 @@ export class ReportMaterializer {
 
   async stop(): Promise<void> {
     this.stopped = true;
+    this.stopping = true;
     clearTimeout(this.timer);
     await this.running;
   }
@@ -114,7 +118,8 @@ export class ReportMaterializer {
       });
       if (!step) return total;
       total += step.units;
-      if (step.done) return total;
+      // A long catch-up yields to stop() between chunks: the watermark keeps what is done.
+      if (step.done || this.stopping) return total;
     }
   }
 
