@@ -40,6 +40,8 @@ export const reportsScenario: Scenario = {
         await admin.post('/api/v1/geofences', { name: `Zone ${i}`, building_id: building.id, floor_id: floors[0].id, type: 'POLYGON', cartesians: squareCartesians((i % 5) * 22 + 2, Math.floor(i / 5) * 18 + 2, 15) });
       }
       const organization = (await admin.get('/api/v1/organizations/current_organization')).body.id;
+      // The zones were drawn before the day they report on (as in a deployment): their geometry took effect then.
+      await storage.execute('update geofences set geometry_since = ?', [new Date(Date.UTC(2026, 0, 1)).toISOString()]);
       const day = Date.UTC(2026, 0, 15);
       await new PositionStore(storage).ensurePartitions([{ timestamp: day } as never, { timestamp: day + seconds * 1000 - 1 } as never]);
       const seedStarted = performance.now();

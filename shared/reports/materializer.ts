@@ -106,15 +106,21 @@ export class ReportMaterializer {
       const step = await this.locked(false, async (execute) => {
         let from = await watermark(execute);
         if (!Number.isFinite(from)) {
-          const [first] = await execute<{ ms: string | null }>(sqlOf('select (extract(epoch from min(received_at)) * 1000)::int8 as ms from positions'));
+          const [first] = await execute<{ ms: string | null }>(sqlOf('select (floor(extract(epoch from min(received_at)) * 1000))::int8 as ms from positions'));
           from = first?.ms ? Number(first.ms) : until;
         }
         const to = Math.min(from + CATCH_UP_CHUNK_MS, until);
         if (to <= from) return undefined;
         const units = await this.unitsOf(execute, sqlOf('p.received_at >= ? and p.received_at < ?', new Date(from).toISOString(), new Date(to).toISOString()));
         await this.rebuild(execute, units);
-        await execute(sqlOf(`update report_watermarks set watermark = ? where name = 'reports'`, new Date(to).toISOString()));
-        return { units: units.length, done: to >= until };
+        let next = to;
+        if (units.length === 0 && to < until) {
+          // Nothing received in this chunk: skip to the next row received (a quiet month is one step, not 120).
+          const [row] = await execute<{ ms: string | null }>(sqlOf('select (floor(extract(epoch from min(received_at)) * 1000))::int8 as ms from positions where received_at >= ?', new Date(to).toISOString()));
+          next = row?.ms ? Math.min(Number(row.ms), until) : until;
+        }
+        await execute(sqlOf(`update report_watermarks set watermark = ? where name = 'reports'`, new Date(next).toISOString()));
+        return { units: units.length, done: next >= until };
       });
       if (!step) return total;
       total += step.units;
