@@ -105,7 +105,6 @@ async function fenceSessions(storage: Storage, params: Params, scope: ReportScop
   checkOrganization(params, scope);
   const { shapes, names } = await fenceShapes(storage, scope, params);
   if (shapes.length === 0) return { sessions: [] as FenceSession[], names };
-  const grid = FenceGrid.for(shapes);
   const filter = baseFilter(scope, params);
   // The same filters on stay segments `s`, which keep user, device and building.
   const onStays: Sql[] = scope.onlyUserId ? [sqlOf(' and s.user_id = ?', scope.onlyUserId)] : [];
@@ -130,7 +129,8 @@ async function fenceSessions(storage: Storage, params: Params, scope: ReportScop
     const fromStays = (params as Record<symbol, unknown>)[RAW_PATH]
       ? undefined
       : await staysRuns(execute, { organizationId: scope.organizationId, from: Date.parse(params.from_date), to: Date.parse(params.to_date), shapes, timing, where, staysWhere: joinSql(onStays) });
-    const byKey = fromStays ?? (await fenceRuns(execute, grid, timing, sqlOf('positions p'), where));
+    // The grid costs a few hundred ms to build for a floor of zones: only for a report computed from positions.
+    const byKey = fromStays ?? (await fenceRuns(execute, FenceGrid.for(shapes), timing, sqlOf('positions p'), where));
     // Stays are ordered as PostgreSQL orders device ids.
     const devices = [...new Set([...byKey.keys()].map((key) => key.split('\u0000')[0]!))];
     const ranked = devices.length > 1 ? (await execute<{ d: string }>(sqlOf('select d from unnest(?::text[]) as d order by d', pgArray(devices)))).map((row) => row.d) : devices;
