@@ -3,6 +3,7 @@ import { createBus } from '../shared/bus/index.js';
 import type { Config } from '../shared/config.js';
 import { setAfterCommitReporter } from '../shared/errors.js';
 import { createJobQueue } from '../shared/jobs/index.js';
+import { startReportMaterializer } from '../shared/reports/materializations.js';
 import { createLogger, type Logger } from '../shared/logger.js';
 import { openStorage } from '../shared/storage/index.js';
 import { processors } from '../workers/processors/index.js';
@@ -140,6 +141,8 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
 
   const audit = new AuditService(storage, logger, config.AUDIT_RETENTION_DAYS ?? config.POSITIONS_RETENTION_DAYS);
   audit.start(); // the retention sweep, hourly
+  // Without Redis the jobs run here, and so does the report materializer (workers/main.ts runs it otherwise).
+  const materializer = jobs.kind === 'local' ? startReportMaterializer(storage, config, logger) : undefined;
   const http = new HttpServer({ maxBodyBytes: config.MAX_BODY_BYTES, logger, authenticate: authenticator.authenticate, rateLimit: rateLimits.forRequest });
   http.add(
     ...healthRoutes(services),
@@ -191,6 +194,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       realtime.stop();
       positionStore.stopMaintenance();
       audit.stop();
+      await materializer?.stop();
       webhooks.stop();
       // This uWS build has no app.close(): the closed listen socket plus process exit end idle keep-alive sockets.
       await jobs.close();

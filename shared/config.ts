@@ -137,6 +137,10 @@ export const configSchema = z.object({
   CLUSTER_MEMBER_TTL_MS: z.coerce.number().int().min(150).default(3000),
   /** This gateway's member id in the cluster; unset means hostname:pid:random, new at every start. */
   CLUSTER_MEMBER_ID: optionalString.pipe(z.string().regex(/^[A-Za-z0-9:._-]{1,100}$/, 'letters, digits, ":", ".", "_" and "-" only').optional()),
+  /** How often the report materializer keeps geofence stays (and rollups) up to date, in ms; 0 turns it off in this process. */
+  REPORTS_MATERIALIZE_INTERVAL_MS: z.coerce.number().int().min(0).default(5000),
+  /** How long a received position may take to commit (writer batches, retries): the materializer stays that far behind now. */
+  REPORTS_MATERIALIZE_LAG_MS: z.coerce.number().int().min(0).default(30_000),
 });
 
 export type Config = z.output<typeof configSchema>;

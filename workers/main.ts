@@ -5,10 +5,11 @@ import { databasePoolSource } from '../shared/metrics/database-pool.js';
 import { registerSources } from '../shared/metrics/metrics.js';
 import { startMetricsListener } from '../shared/metrics/metrics-server.js';
 import { ProcessGuard, stopOnSignals } from '../shared/process-guard.js';
+import { startReportMaterializer } from '../shared/reports/materializations.js';
 import { openStorage } from '../shared/storage/index.js';
 import { processors } from './processors/index.js';
 
-/** `npm run workers`: consumes the BullMQ job queue (reports, exports). Needs REDIS_URL. */
+/** `npm run workers`: consumes the BullMQ job queue (reports, exports) and keeps report data (stays). Needs REDIS_URL. */
 async function main(): Promise<void> {
   const config = loadConfigOrExit();
   if (!config.REDIS_URL) {
@@ -20,6 +21,8 @@ async function main(): Promise<void> {
   const storage = await openStorage(config, logger);
   const worker = new BullmqJobWorker(config.REDIS_URL, config.REDIS_PREFIX, processors, { storage, logger }, config.JOB_CONCURRENCY, logger);
   await worker.waitUntilReady();
+  // Keeps geofence stays as positions arrive; an advisory lock lets one pass run at a time across workers.
+  const materializer = startReportMaterializer(storage, config, logger);
   // Job durations and failures (the processors are instrumented), the pool, the process; queue depth comes from gateways.
   registerSources({ databasePool: databasePoolSource(storage) });
   const metrics = await startMetricsListener({ host: config.METRICS_HOST, port: config.METRICS_PORT, token: config.METRICS_TOKEN, logger });
@@ -27,6 +30,7 @@ async function main(): Promise<void> {
 
   stopOnSignals(logger, 'the worker (draining)', async () => {
     await worker.close();
+    await materializer?.stop();
     await metrics?.close();
     await storage.close();
   });

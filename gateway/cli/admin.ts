@@ -5,6 +5,8 @@ import { TokenService, loadJwtSecret } from '../auth/token-service.js';
 import { ConfigError, loadConfig } from '../../shared/config.js';
 import { createLogger } from '../../shared/logger.js';
 import { generatePassword, hashPassword } from '../../shared/passwords.js';
+import { materializations } from '../../shared/reports/materializations.js';
+import { ReportMaterializer } from '../../shared/reports/materializer.js';
 import { openStorage } from '../../shared/storage/index.js';
 import { API_KEY_PERMISSIONS, OrganizationSchema, ROLES, UserSchema, type ApiKeyPermission, type Role } from '../../shared/storage/entities/index.js';
 
@@ -17,6 +19,10 @@ Commands:
                  Creates an API key for the user with that e-mail and prints it (the only time it is shown).
   list-organizations
                  Prints every organization's id and name.
+  backfill-reports --from ISO --to ISO [--organization ID]
+                 Rebuilds the data reports keep (geofence stays) for positions stored in [from, to): for
+                 positions stored behind the materializer (imported straight into the table). Safe to run
+                 beside a gateway or worker on a server database: a rebuild replaces what it rebuilds.
 
 It uses the same environment as the gateway (DATABASE_URL, DATA_DIR, ...). With embedded storage, stop the
 gateway first: embedded PostgreSQL is single-process.`;
@@ -35,6 +41,8 @@ async function main(argv: string[]): Promise<void> {
       organization: { type: 'string' },
       permission: { type: 'string', default: 'read-only' },
       description: { type: 'string', default: '' },
+      from: { type: 'string' },
+      to: { type: 'string' },
     },
   });
   if (!command || command === 'help' || command === '--help') {
@@ -82,6 +90,13 @@ async function main(argv: string[]): Promise<void> {
       const credentials = new CredentialService(storage, new TokenService(loadJwtSecret(config), config.JWT_TTL_SECONDS), config);
       const { apiKey, key } = await credentials.createApiKey(user, values.permission as ApiKeyPermission, values.description ?? '');
       process.stdout.write(`created ${apiKey.permission} API key ${apiKey.id} for ${user.email}\napikey: ${key}\n`);
+    } else if (command === 'backfill-reports') {
+      const from = Date.parse(values.from ?? '');
+      const to = Date.parse(values.to ?? '');
+      if (!Number.isFinite(from) || !Number.isFinite(to) || to <= from) throw new UsageError('--from and --to: ISO 8601 instants, --to after --from');
+      const materializer = new ReportMaterializer(storage, materializations, logger);
+      const units = await materializer.backfill(new Date(from), new Date(to), values.organization);
+      process.stdout.write(`rebuilt ${units} device-hours of ${new Date(from).toISOString()} .. ${new Date(to).toISOString()}\n`);
     } else {
       throw new UsageError(`unknown command ${command}`);
     }

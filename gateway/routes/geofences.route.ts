@@ -83,7 +83,12 @@ export function geofenceRoutes(services: GatewayServices) {
     }
     if (!cartesians || !geometric) throw new ValidationError([{ field: 'geometric', message: 'required' }]);
     checkShape(type, cartesians, radius, field);
+    const geometry = (fence: Partial<Geofence>) => JSON.stringify([fence.floorId, fence.type, fence.radius ?? null, fence.cartesians]);
+    const before = geometry(geofence);
     Object.assign(geofence, { buildingId: building.id, floorId, type, radius: radius ?? null, geometric, cartesians: cartesians.map(([x, y]) => [x, y]) });
+    // A new geometry is a new version from now on: reports read stays computed against the old one only before.
+    if (geofence.geometryVersion === undefined) Object.assign(geofence, { geometryVersion: 1, geometrySince: new Date() });
+    else if (geometry(geofence) !== before) Object.assign(geofence, { geometryVersion: geofence.geometryVersion + 1, geometrySince: new Date() });
     if (body.name !== undefined) geofence.name = body.name;
     if (body.code !== undefined) geofence.code = body.code;
     if (body.description !== undefined) geofence.description = body.description;

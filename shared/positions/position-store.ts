@@ -298,6 +298,8 @@ export class PositionStore {
         dropped.push(name);
       }
     }
+    // Stays kept from those positions (shared/reports/stays.ts) go with them.
+    await this.storage.execute('delete from geofence_stays where hour < ?', [new Date(cutoff).toISOString()]);
     if (dropped.length > 0) this.logger?.info({ dropped }, 'dropped position partitions past retention');
     return dropped;
   }

@@ -6,7 +6,7 @@ import type { ReportScope } from './report-params.js';
 import { joinSql, sqlOf, type Params, type Sql } from './report-sql.js';
 
 /** A geofence's current geometry, one shape per geofence: polygon, disc (circle, or point with capture radius) or path (line with capture radius). */
-interface FenceShape {
+export interface FenceShape {
   fenceId: string;
   floorId: number;
   kind: 'polygon' | 'disc' | 'path';
@@ -14,6 +14,9 @@ interface FenceShape {
   /** The polygon or path literal PostgreSQL tests against. */
   literal: string;
   radius: number;
+  /** The geometry's version and when it took effect (see the geofence entity). */
+  version: number;
+  since: Date;
 }
 
 export async function fenceShapes(storage: Storage, scope: ReportScope, params: Params) {
@@ -27,10 +30,27 @@ export async function fenceShapes(storage: Storage, scope: ReportScope, params: 
     where.push('building_id = any(?::int[])');
     values.push(pgArray(params.building_ids));
   }
-  const fences = await storage.execute<{ id: string; name: string; floor_id: number; type: string; cartesians: [number, number][] | string; radius: number | null }>(
-    `select id, name, floor_id, type, cartesians, radius from geofences where ${where.join(' and ')} order by id`,
+  const fences = await storage.execute<FenceRow>(
+    `select id, name, floor_id, type, cartesians, radius, geometry_version, geometry_since from geofences where ${where.join(' and ')} order by id`,
     values,
   );
+  return shapesOf(fences);
+}
+
+/** A geofence row as stored (cartesians as JSON text on some drivers). */
+export interface FenceRow {
+  id: string;
+  name: string;
+  floor_id: number;
+  type: string;
+  cartesians: [number, number][] | string;
+  radius: number | null;
+  geometry_version: number;
+  geometry_since: Date | string;
+}
+
+/** The shapes of geofence rows (`select id, name, floor_id, type, cartesians, radius, geometry_version, geometry_since`), and their names. */
+export function shapesOf(fences: FenceRow[]) {
   const shapes: FenceShape[] = [];
   const names = new Map<string, string>();
   const pt = ([x, y]: [number, number]) => `(${x},${y})`;
@@ -38,7 +58,7 @@ export async function fenceShapes(storage: Storage, scope: ReportScope, params: 
     names.set(fence.id, fence.name);
     const points = typeof fence.cartesians === 'string' ? (JSON.parse(fence.cartesians) as [number, number][]) : fence.cartesians;
     const radius = fence.radius ?? DEFAULT_CAPTURE_RADIUS_M;
-    const shape = { fenceId: fence.id, floorId: fence.floor_id, points };
+    const shape = { fenceId: fence.id, floorId: fence.floor_id, points, version: fence.geometry_version, since: new Date(fence.geometry_since) };
     if (points.length === 0) continue;
     if (fence.type === 'POLYGON') shapes.push({ ...shape, kind: 'polygon', literal: `(${points.map(pt).join(',')})`, radius: 0 });
     else if (fence.type === 'CIRCLE' || fence.type === 'POINT') shapes.push({ ...shape, points: [points[0]!], kind: 'disc', literal: '', radius });

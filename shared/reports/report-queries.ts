@@ -6,7 +6,8 @@ import type { Storage } from '../storage/storage.js';
 import { FenceGrid, fenceShapes } from './fence-grid.js';
 import type { ReportColumn, ReportName, ReportScope } from './report-params.js';
 import type { JobLimits } from '../jobs/job-queue.js';
-import { inBoundedTransaction, inReportTransaction, intervalMicros, joinSql, originOf, sqlOf, UNBOUNDED, type Params } from './report-sql.js';
+import { inBoundedTransaction, inReportTransaction, intervalMicros, joinSql, originOf, sqlOf, UNBOUNDED, type Params, type Sql } from './report-sql.js';
+import { fenceRuns, RAW_PATH, staysRuns } from './stays.js';
 import { addWindow, pushTo, SessionWindows, type Position, type Window, type WindowRow } from './session-windows.js';
 
 export interface QueryResult {
@@ -94,67 +95,49 @@ interface FenceSession {
 }
 
 /**
- * Stays of devices in geofences, from stored positions against the geofences' current geometry: the grid
- * (FenceGrid) tells which geofences each position is in, and one parallel aggregation groups positions per
- * device, geofence and window (SessionWindows); the stays are assembled here. A position counts as stored:
- * one uploaded twice counts twice, as in every other report.
+ * Stays of devices in geofences against the geofences' current geometry: the grid (FenceGrid) tells which
+ * geofences each position is in, and one parallel aggregation groups positions per device, geofence and
+ * window (SessionWindows). Where stay segments kept as positions arrived answer exactly (stays.ts), they are
+ * read instead of the positions, and the rest of the window is computed from positions; both give the same
+ * runs. A position counts as stored: one uploaded twice counts twice, as in every other report.
  */
 async function fenceSessions(storage: Storage, params: Params, scope: ReportScope, limits: JobLimits) {
   checkOrganization(params, scope);
   const { shapes, names } = await fenceShapes(storage, scope, params);
   if (shapes.length === 0) return { sessions: [] as FenceSession[], names };
-  const grid = FenceGrid.for(shapes);
   const filter = baseFilter(scope, params);
+  // The same filters on stay segments `s`, which keep user, device and building.
+  const onStays: Sql[] = scope.onlyUserId ? [sqlOf(' and s.user_id = ?', scope.onlyUserId)] : [];
   // `= any(array)` costs a few % of the scan per position; one building, the usual case, is a plain `=`.
   if (params.building_ids?.length === 1) filter.add('p.building_id = ?', params.building_ids[0]);
   else if (params.building_ids) filter.add('p.building_id = any(?::int[])', pgArray(params.building_ids));
+  if (params.building_ids) onStays.push(sqlOf(' and s.building_id = any(?::int[])', pgArray(params.building_ids)));
   if (params.device_ids) filter.add('p.device_id = any(?::text[])', pgArray(params.device_ids));
+  if (params.device_ids) onStays.push(sqlOf(' and s.device_id = any(?::text[])', pgArray(params.device_ids)));
   if (params.user_ids) filter.add('p.user_id = any(?::uuid[])', pgArray(params.user_ids));
-  if (params.only_assigned) filter.add('exists (select 1 from devices d where d.organization_id = p.organization_id and d.identifier = p.device_id and d.user_id is not null)');
-  if (grid.floorIds.length === 1) filter.add('p.floor_id = ?', grid.floorIds[0]);
-  else filter.add('p.floor_id = any(?::int[])', pgArray(grid.floorIds));
-  // Positions in a cell of some geofence (which also rules out a null x or y).
-  const where = joinSql([sqlOf(filter.where.join(' and '), ...filter.values), ' and ', grid.candidate]);
-  const layers = Array.from({ length: grid.layers }, (_, layer) => layer);
-  const hits = joinSql(layers.map((layer) => joinSql([grid.hit(layer), ` as k${layer}`])), ', ');
-  const shapesOf = (row: Record<string, unknown>) => layers.map((layer) => Number(row[`k${layer}`])).filter((n) => n !== 0);
+  if (params.user_ids) onStays.push(sqlOf(' and s.user_id = any(?::uuid[])', pgArray(params.user_ids)));
+  if (params.only_assigned) {
+    filter.add('exists (select 1 from devices d where d.organization_id = p.organization_id and d.identifier = p.device_id and d.user_id is not null)');
+    onStays.push(sqlOf(' and exists (select 1 from devices d where d.organization_id = s.organization_id and d.identifier = s.device_id and d.user_id is not null)'));
+  }
+  const where = sqlOf(filter.where.join(' and '), ...filter.values);
 
   return inReportTransaction(storage, limits, async (execute) => {
     const origin = await originOf(execute, params, where);
     const originMs = Date.parse(origin);
     const timing = new SessionWindows(params.session_threshold, origin, (Date.parse(params.to_date) - originMs) * 1000);
-    // Ordered by device, so that stays can be ordered as PostgreSQL orders device ids.
-    const rows = await execute<WindowRow>(
-      joinSql([
-        'select p.device_id, p.user_id::text as user_id, ',
-        hits,
-        ', ',
-        timing.aggregates,
-        ' from positions p where ',
-        where,
-        ` group by p.device_id, p.user_id, ${layers.map((layer) => `k${layer}`).join(', ')}, `,
-        timing.window,
-        ' order by p.device_id',
-      ]),
-    );
-    const deviceRank = new Map<string, number>();
-    const windows = new Map<string, Window>();
-    for (const row of rows) {
-      if (!deviceRank.has(row.device_id)) deviceRank.set(row.device_id, deviceRank.size);
-      for (const shape of shapesOf(row)) addWindow(windows, timing, `${row.device_id}\u0000${shape}`, row);
-    }
-    const byKey = await timing.sessions(windows.values(), async (wanted) => {
-      const exact = new Map<string, Position[]>();
-      for (const row of await execute<Record<string, any>>(timing.reread(joinSql(['p.device_id, p.user_id::text as user_id, ', hits]), where, wanted))) {
-        const t = Number(row.t);
-        for (const shape of shapesOf(row)) pushTo(exact, `${row.device_id}\u0000${shape}\u0000${Math.floor(t / timing.windowUs)}`, { t, user: row.user_id });
-      }
-      return exact;
-    });
+    const fromStays = (params as Record<symbol, unknown>)[RAW_PATH]
+      ? undefined
+      : await staysRuns(execute, { organizationId: scope.organizationId, from: Date.parse(params.from_date), to: Date.parse(params.to_date), shapes, timing, where, staysWhere: joinSql(onStays) });
+    // The grid costs a few hundred ms to build for a floor of zones: only for a report computed from positions.
+    const byKey = fromStays ?? (await fenceRuns(execute, FenceGrid.for(shapes), timing, sqlOf('positions p'), where));
+    // Stays are ordered as PostgreSQL orders device ids.
+    const devices = [...new Set([...byKey.keys()].map((key) => key.split('\u0000')[0]!))];
+    const ranked = devices.length > 1 ? (await execute<{ d: string }>(sqlOf('select d from unnest(?::text[]) as d order by d', pgArray(devices)))).map((row) => row.d) : devices;
+    const deviceRank = new Map(ranked.map((device, rank) => [device, rank]));
     const sessions: (FenceSession & { entered: number; rank: number })[] = [];
     for (const [key, runs] of byKey) {
-      const [device, shape] = key.split('\u0000') as [string, string];
-      const fenceId = grid.shapes[Number(shape) - 1]!.fenceId;
+      const [device, fenceId] = key.split('\u0000') as [string, string];
       for (const run of runs) {
         const duration = (run.last - run.first) / 1e6;
         if (params.min_stay_time !== undefined && duration < params.min_stay_time) continue;

@@ -120,7 +120,7 @@ export interface Position {
 }
 
 /** Positions from `first` to `last` (µs after the origin), how many, and the greatest user id (as max(user_id::text)). */
-interface Run {
+export interface Run {
   first: number;
   last: number;
   n: number;

@@ -49,4 +49,13 @@ describe(`admin CLI (${driverLabel})`, () => {
     expect(result.stderr).toContain('--role must be one of');
     expect(admin(environment, 'no-such-command').status).toBe(2);
   });
+
+  it('backfill-reports rebuilds the kept report data of a window, and refuses a bad one', () => {
+    const done = admin(environment, 'backfill-reports', '--from', '2026-03-01T00:00:00Z', '--to', '2026-03-03T00:00:00Z');
+    expect(done.status, done.stderr).toBe(0);
+    expect(done.stdout).toContain('rebuilt 0 device-hours of 2026-03-01T00:00:00.000Z .. 2026-03-03T00:00:00.000Z');
+    const backwards = admin(environment, 'backfill-reports', '--from', '2026-03-03T00:00:00Z', '--to', '2026-03-01T00:00:00Z');
+    expect(backwards.status).toBe(2);
+    expect(backwards.stderr).toContain('--to after --from');
+  });
 });

@@ -27,6 +27,10 @@ export interface Geofence {
   /** Debounce: seconds outside before `exit` fires. */
   exitGraceS: number;
   customFields: CustomField[];
+  /** Bumped whenever what a position is tested against changes (floor, type, points, radius); not by a rename. */
+  geometryVersion: number;
+  /** When the current geometry took effect: reports read stays computed against it only from then on. */
+  geometrySince: Date;
   deleted: boolean;
   createdAt: Date;
   updatedAt: Date;
@@ -52,6 +56,8 @@ export const GeofenceSchema = new EntitySchema<Geofence>({
     minDwellS: { type: 'integer', default: 0, fieldName: 'min_dwell_s' },
     exitGraceS: { type: 'integer', default: 0, fieldName: 'exit_grace_s' },
     customFields: customFieldsProperty,
+    geometryVersion: { type: 'integer', default: 1, fieldName: 'geometry_version' },
+    geometrySince: { type: 'Date', fieldName: 'geometry_since' },
     deleted: { type: 'boolean', default: false },
     ...timestampProperties,
   },

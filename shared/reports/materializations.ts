@@ -1,0 +1,16 @@
+import type { Config } from '../config.js';
+import type { Logger } from '../logger.js';
+import type { Storage } from '../storage/storage.js';
+import { ReportMaterializer, type Materialization } from './materializer.js';
+import { geofenceStays } from './stays.js';
+
+/** Every materialization the reports read; one pass rebuilds each device-hour with all of them. */
+export const materializations: readonly Materialization[] = [geofenceStays];
+
+/** The materializer of this process, started; none when REPORTS_MATERIALIZE_INTERVAL_MS is 0. */
+export function startReportMaterializer(storage: Storage, config: Config, logger: Logger): ReportMaterializer | undefined {
+  if (config.REPORTS_MATERIALIZE_INTERVAL_MS === 0) return undefined;
+  const materializer = new ReportMaterializer(storage, materializations, logger, { intervalMs: config.REPORTS_MATERIALIZE_INTERVAL_MS, lagMs: config.REPORTS_MATERIALIZE_LAG_MS });
+  materializer.start();
+  return materializer;
+}

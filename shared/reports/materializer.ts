@@ -1,0 +1,177 @@
+import type { Logger } from '../logger.js';
+import type { Storage } from '../storage/storage.js';
+import { inBoundedTransaction, joinSql, sqlOf, UNBOUNDED, type Execute, type Sql } from './report-sql.js';
+
+/**
+ * Keeps report data as positions arrive. A positions row is materialised once a pass has rebuilt its
+ * device-hour (organization, device, UTC hour of `ts`): each pass takes the rows received since the stored
+ * watermark (found through the BRIN index on received_at, migration m0011), rebuilds their device-hours with
+ * every materialization, and moves the watermark, all in one transaction, so a report's snapshot sees kept
+ * data and watermark agree. The watermark stops `lagMs` short of now: a row received earlier but still in a
+ * writer's batch commits within that lag (rebuilding a device-hour twice is harmless: a rebuild REPLACES what
+ * was kept for it). Rows at or past the watermark are "pending": reports compute their device-hours from raw
+ * positions. The watermark starts at -infinity, so the first pass builds what was stored before (in chunks
+ * of received time); `backfill` rebuilds stored days whose rows sit behind the watermark (imported directly).
+ */
+export interface DeviceHour {
+  organizationId: string;
+  deviceId: string;
+  /** Start of a UTC hour. */
+  hour: Date;
+}
+
+export interface Materialization {
+  readonly name: string;
+  /** Replaces what this materialization keeps for these device-hours with what the raw positions say, in the caller's transaction. */
+  rebuild(execute: Execute, units: readonly DeviceHour[]): Promise<void>;
+}
+
+const HOUR_MS = 3_600_000;
+const DAY_MS = 24 * HOUR_MS;
+/** Received time a catching-up pass takes per transaction. */
+const CATCH_UP_CHUNK_MS = 6 * HOUR_MS;
+/** Device-hours per rebuild call (bounds each statement's arrays). */
+const REBUILD_BATCH = 500;
+/** pg_advisory_xact_lock key of the materializer ('Flrcast' in ASCII). */
+const LOCK_KEY = '19822486919148404';
+
+/** The UTC hour of `column`, whatever the session's TimeZone (date_trunc would follow it). */
+export const utcHour = (column: string) => `date_bin('1 hour', ${column}, '2000-01-01T00:00:00Z')`;
+const hourMs = (column: string) => `(extract(epoch from ${utcHour(column)}) * 1000)::int8`;
+
+/** Rows received at or after this instant are not materialised yet (-Infinity before the first pass). */
+export async function watermark(execute: Execute): Promise<number> {
+  const [row] = await execute<{ ms: string | null }>(sqlOf(`select case when watermark = '-infinity' then null else (extract(epoch from watermark) * 1000)::int8 end as ms from report_watermarks where name = 'reports'`));
+  return row?.ms ? Number(row.ms) : Number.NEGATIVE_INFINITY;
+}
+
+/** Device-hours of this window whose rows were received after the watermark: a report computes these from raw positions. */
+export async function pendingDeviceHours(execute: Execute, organizationId: string, from: Date, to: Date): Promise<DeviceHour[]> {
+  const since = await watermark(execute);
+  const rows = await execute<{ device_id: string; hour_ms: string }>(
+    joinSql([
+      sqlOf(`select p.device_id, ${hourMs('p.ts')} as hour_ms from positions p where p.organization_id = ? and p.ts >= ? and p.ts < ?`, organizationId, from.toISOString(), to.toISOString()),
+      Number.isFinite(since) ? sqlOf(' and p.received_at >= ?', new Date(since).toISOString()) : '',
+      ' group by 1, 2',
+    ]),
+  );
+  return rows.map((row) => ({ organizationId, deviceId: row.device_id, hour: new Date(Number(row.hour_ms)) }));
+}
+
+export class ReportMaterializer {
+  private readonly intervalMs: number;
+  private readonly lagMs: number;
+  private timer: NodeJS.Timeout | undefined;
+  private running: Promise<unknown> = Promise.resolve();
+  private stopped = true;
+  /** Set by stop(): a catch-up ends after its current chunk. */
+  private stopping = false;
+
+  constructor(
+    private readonly storage: Storage,
+    private readonly materializations: readonly Materialization[],
+    private readonly logger: Logger,
+    options: { intervalMs?: number; lagMs?: number } = {},
+  ) {
+    this.intervalMs = options.intervalMs ?? 5_000;
+    this.lagMs = options.lagMs ?? 30_000;
+  }
+
+  start(): void {
+    if (!this.stopped) return;
+    this.stopped = false;
+    this.stopping = false;
+    const tick = () => {
+      this.running = this.runOnce()
+        .catch((error) => this.logger.warn({ err: error }, 'report materializer pass failed; the next one retries'))
+        .finally(() => {
+          if (!this.stopped) this.timer = setTimeout(tick, this.intervalMs).unref();
+        });
+    };
+    this.timer = setTimeout(tick, this.intervalMs).unref();
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    this.stopping = true;
+    clearTimeout(this.timer);
+    await this.running;
+  }
+
+  /** One pass: every device-hour with rows received since the watermark, rebuilt by every materialization. */
+  async runOnce(now = Date.now()): Promise<number> {
+    const until = now - this.lagMs;
+    let total = 0;
+    for (;;) {
+      const step = await this.locked(false, async (execute) => {
+        let from = await watermark(execute);
+        if (!Number.isFinite(from)) {
+          const [first] = await execute<{ ms: string | null }>(sqlOf('select (floor(extract(epoch from min(received_at)) * 1000))::int8 as ms from positions'));
+          from = first?.ms ? Number(first.ms) : until;
+        }
+        const to = Math.min(from + CATCH_UP_CHUNK_MS, until);
+        if (to <= from) return undefined;
+        const units = await this.unitsOf(execute, sqlOf('p.received_at >= ? and p.received_at < ?', new Date(from).toISOString(), new Date(to).toISOString()));
+        await this.rebuild(execute, units);
+        let next = to;
+        if (units.length === 0 && to < until) {
+          // Nothing received in this chunk: skip to the next row received (a quiet month is one step, not 120).
+          const [row] = await execute<{ ms: string | null }>(sqlOf('select (floor(extract(epoch from min(received_at)) * 1000))::int8 as ms from positions where received_at >= ?', new Date(to).toISOString()));
+          next = row?.ms ? Math.min(Number(row.ms), until) : until;
+        }
+        await execute(sqlOf(`update report_watermarks set watermark = ? where name = 'reports'`, new Date(next).toISOString()));
+        return { units: units.length, done: next >= until };
+      });
+      if (!step) return total;
+      total += step.units;
+      // A long catch-up yields to stop() between chunks: the watermark keeps what is done.
+      if (step.done || this.stopping) return total;
+    }
+  }
+
+  /** Backfill: every device-hour of [from, to), in bounded chunks (a day each, one transaction each). */
+  async backfill(from: Date, to: Date, organizationId?: string): Promise<number> {
+    let total = 0;
+    for (let start = from.getTime(); start < to.getTime(); start += DAY_MS) {
+      const end = Math.min(start + DAY_MS, to.getTime());
+      total += await this.locked(true, async (execute) => {
+        const where = [sqlOf('p.ts >= ? and p.ts < ?', new Date(start).toISOString(), new Date(end).toISOString())];
+        if (organizationId) where.push(sqlOf('p.organization_id = ?', organizationId));
+        const units = await this.unitsOf(execute, joinSql(where, ' and '));
+        await this.rebuild(execute, units);
+        return units.length;
+      }) ?? 0;
+      this.logger.info({ from: new Date(start).toISOString(), to: new Date(end).toISOString(), total }, 'reports backfilled');
+    }
+    return total;
+  }
+
+  private async unitsOf(execute: Execute, where: Sql): Promise<DeviceHour[]> {
+    const rows = await execute<{ organization_id: string; device_id: string; hour_ms: string }>(
+      joinSql([`select p.organization_id, p.device_id, ${hourMs('p.ts')} as hour_ms from positions p where `, where, ' group by 1, 2, 3']),
+    );
+    return rows.map((row) => ({ organizationId: row.organization_id, deviceId: row.device_id, hour: new Date(Number(row.hour_ms)) }));
+  }
+
+  private async rebuild(execute: Execute, units: DeviceHour[]): Promise<void> {
+    for (let i = 0; i < units.length; i += REBUILD_BATCH) {
+      const batch = units.slice(i, i + REBUILD_BATCH);
+      for (const materialization of this.materializations) await materialization.rebuild(execute, batch);
+    }
+  }
+
+  /**
+   * One transaction holding the materializer's advisory lock, so two passes (two gateways, a worker, a
+   * backfill) never rebuild at once: a pass that finds it taken returns undefined; a backfill waits.
+   */
+  private locked<T>(wait: boolean, run: (execute: Execute) => Promise<T>): Promise<T | undefined> {
+    return inBoundedTransaction(this.storage, UNBOUNDED, async (execute) => {
+      if (wait) await execute(sqlOf(`select pg_advisory_xact_lock(${LOCK_KEY})`));
+      else {
+        const [row] = await execute<{ locked: boolean }>(sqlOf(`select pg_try_advisory_xact_lock(${LOCK_KEY}) as locked`));
+        if (!row?.locked) return undefined;
+      }
+      return run(execute);
+    });
+  }
+}
