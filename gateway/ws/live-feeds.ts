@@ -25,7 +25,7 @@ const ALARM_TOPICS = /^(organization\/alarms|buildings\/\d+\/alarms)$/;
  * | fresh live positions (RealtimeService)| buildings/{id}/positions, devices/{id}          | position(s)      |
  * | ZONE_EVENTS_CHANNEL: enter/exit      | buildings/{id}/geofence-events                   | geofence_event(s)|
  * | ZONE_EVENTS_CHANNEL: event triggers  | devices/{id}                                     | event(s)         |
- * | ALARMS_CHANNEL                       | organization/alarms, buildings/{id}/alarms       | alarm (+ replay) |
+ * | ALARMS_CHANNEL (a list, in seq order)| organization/alarms, buildings/{id}/alarms       | alarm (+ replay) |
  * | AUTH_INVALIDATION_CHANNEL, revoked   | the credential's sockets are closed (4401)       |                  |
  */
 export async function attachLiveFeeds({ bus, realtime, alarms }: LiveFeedSources, websockets: WebSocketGateway): Promise<void> {
@@ -49,10 +49,13 @@ export async function attachLiveFeeds({ bus, realtime, alarms }: LiveFeedSources
     if (followed.length > 0) websockets.publishEvents(organizationId, followed);
   });
 
+  // Alarm frames stay one per alarm event: the replay protocol (since_seq, ReplayGate) works by frame and seq,
+  // and the console reads `alarm` frames only.
   await bus.subscribe(ALARMS_CHANNEL, (payload) => {
-    const message = payload as AlarmEventMessage;
-    websockets.publish(message.organizationId, 'organization/alarms', 'alarm', message.event);
-    if (message.buildingId !== null) websockets.publish(message.organizationId, `buildings/${message.buildingId}/alarms`, 'alarm', message.event);
+    for (const message of payload as AlarmEventMessage[]) {
+      websockets.publish(message.organizationId, 'organization/alarms', 'alarm', message.event);
+      if (message.buildingId !== null) websockets.publish(message.organizationId, `buildings/${message.buildingId}/alarms`, 'alarm', message.event);
+    }
   });
   // What a reconnecting screen missed: stored alarm events after its since_seq, before the live feed above.
   websockets.registerReplay(ALARM_TOPICS, async (principal, topic, sinceSeq, send, confinedTo) => {

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ALARMS_CHANNEL, type AlarmEventMessage } from '../../gateway/alarms/alarm-service.js';
 import { createVenue, squareCartesians } from '../support/cartography.js';
 import type { TestClient } from '../support/http-client.js';
 import { ADMIN_EMAIL, ADMIN_PASSWORD, adminClient, createUser, login } from '../support/identity.js';
@@ -8,9 +9,10 @@ import { TestSocket } from '../support/ws-client.js';
 
 /**
  * Events ride like positions: a socket opened with `?events=batched` gets one frame per upload and topic holding
- * all of that upload's geofence events for the topic; others keep one frame per event.
+ * all of that upload's geofence events for the topic; others keep one frame per event. Alarms raised together go
+ * on the bus as one message and reach sockets one frame per alarm event, in seq order, replayable with since_seq.
  */
-describe(`batched event frames (${driverLabel})`, () => {
+describe(`batched event frames and alarms raised together (${driverLabel})`, () => {
   let running: RunningGateway;
   let admin: TestClient;
   let token: string;
@@ -106,5 +108,39 @@ describe(`batched event frames (${driverLabel})`, () => {
     expect(own.data.map((event: { device_id: string; user_id: string }) => [event.device_id, event.user_id])).toEqual(Array(3).fill(['c-mine', user.user.id]));
     expect(mine.frames.filter((f) => f.op === 'geofence_events')).toHaveLength(1);
     expect(everything.frames.filter((f) => f.op === 'geofence_events').map((f) => f.data.length)).toEqual([9, 3]);
+  });
+
+  it('alarms raised together are one bus message, arrive in seq order with consecutive seqs, and a replay after reconnecting loses none', async () => {
+    const [venue] = venues as [(typeof venues)[number]];
+    const announced: AlarmEventMessage[][] = [];
+    const unsubscribe = await running.gateway.services.bus.subscribe(ALARMS_CHANNEL, (payload) => announced.push(payload as AlarmEventMessage[]));
+    try {
+      const live = await open('events=batched');
+      expect(await live.request({ op: 'subscribe', topics: ['organization/alarms'] })).toMatchObject({ op: 'subscribed' });
+      const devices = ['together-1', 'together-2', 'together-3', 'together-4'];
+      await upload(devices.map((device, i) => pose(venue, device, 30 + i, 30, i % 2 === 0 ? { danger: true } : { assistance_request: true })));
+      const frames = [];
+      for (const device of devices) frames.push(await live.next((f) => f.op === 'alarm' && f.data.device_id === device));
+      const seqs = frames.map((f) => f.data.seq as number);
+      expect(seqs).toEqual(seqs.map((_, i) => seqs[0]! + i));
+      expect(live.frames.filter((f) => f.op === 'alarm').map((f) => f.data.seq)).toEqual(seqs);
+      const together = announced.find((message) => message.some((event) => event.event.device_id === 'together-1'));
+      expect(together?.map((event) => event.event.seq)).toEqual(seqs);
+
+      // The control room drops; four more are raised together meanwhile; it resumes from the last seq it saw.
+      live.close();
+      await upload(devices.map((device, i) => pose(venue, `${device}-later`, 30 + i, 30, { danger: true })));
+      const resumed = await open('events=batched');
+      const subscribed = resumed.request({ op: 'subscribe', topics: ['organization/alarms'], since_seq: seqs.at(-1)! }, 15_000);
+      expect(await subscribed).toMatchObject({ op: 'subscribed' });
+      // Raised after the replay: live again, right after the replayed ones.
+      expect((await admin.post('/api/v1/alarms', { type: 'DANGER', device_id: 'together-after', building_id: venue.building.id })).status).toBe(201);
+      await resumed.next((f) => f.op === 'alarm' && f.data.device_id === 'together-after');
+      const after = resumed.frames.filter((f) => f.op === 'alarm');
+      expect(after.map((f) => f.data.seq)).toEqual(Array.from({ length: 5 }, (_, i) => seqs.at(-1)! + 1 + i));
+      expect(after.map((f) => [f.data.device_id, f.replay === true])).toEqual([...devices.map((device) => [`${device}-later`, true]), ['together-after', false]]);
+    } finally {
+      await unsubscribe();
+    }
   });
 });
