@@ -36,6 +36,15 @@ export interface EventOps {
 export const GEOFENCE_EVENT_OPS: EventOps = { single: 'geofence_event', batch: 'geofence_events' };
 export const DEVICE_EVENT_OPS: EventOps = { single: 'event', batch: 'events' };
 
+/**
+ * A time as ISO 8601, remembering the last one written: a device crossing several fences with one position makes
+ * consecutive events of the same time, and `fired_at` is `at` unless debounced (toISOString is most of the cost
+ * of presenting an event).
+ */
+let lastTime = Number.NaN;
+let lastIso = '';
+const isoOf = (time: number): string => (time === lastTime ? lastIso : ((lastTime = time), (lastIso = new Date(time).toISOString())));
+
 /** An enter or exit as `buildings/{id}/geofence-events` subscribers receive it. */
 export function geofenceEvent(event: ZoneEventRecord): LiveEvent {
   const data = {
@@ -48,8 +57,8 @@ export function geofenceEvent(event: ZoneEventRecord): LiveEvent {
     floor_id: event.floorId,
     device_id: event.deviceId,
     user_id: event.userId,
-    at: new Date(event.at).toISOString(),
-    fired_at: new Date(event.firedAt).toISOString(),
+    at: isoOf(event.at),
+    fired_at: isoOf(event.firedAt),
   };
   return new LiveEvent(data, event.userId);
 }
