@@ -16,6 +16,12 @@ const LANES = Number(process.env.BENCH_LANES ?? 32);
 const WS_SOCKETS = Math.min(8, LANES);
 /** Measured seconds of each closed-loop run (after 1 s of warm-up); BENCH_SECONDS overrides. */
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
+/**
+ * How the subscriber takes the events: `batched` (a frame per upload and building, `?events=batched`, as a
+ * control room following a busy building should) or `single` (a frame per event, the default of the protocol).
+ */
+const EVENT_FRAMES = process.env.BENCH_EVENT_FRAMES ?? 'batched';
+if (EVENT_FRAMES !== 'batched' && EVENT_FRAMES !== 'single') throw new Error('BENCH_EVENT_FRAMES must be batched or single');
 
 /** A rectangle of sides `w` x `h` centred on (cx, cy), turned by `angle`, as a closed ring of floor metres. */
 export function rotatedRectangle(cx: number, cy: number, w: number, h: number, angle: number): [number, number][] {
@@ -79,7 +85,8 @@ interface Measured {
  * devices random-walking (±1 m per step, clamped to the floor), poses in batches of 100 over several
  * connections with several uploads in flight, each device's first position uploaded before timing starts; a
  * position counts once acknowledged (stored); one WebSocket subscriber of the building's geofence events gets
- * every enter/exit. Run at 1,000 and 10,000 fences, over HTTP and over WebSocket upload.
+ * every enter/exit (BENCH_EVENT_FRAMES: in a frame per upload, or per event). Run at 1,000 and 10,000 fences,
+ * over HTTP and over WebSocket upload.
  */
 export const geofencingScenario: Scenario = {
   name: SCENARIO,
@@ -94,7 +101,7 @@ export const geofencingScenario: Scenario = {
       try {
         const started = performance.now();
         const venue = await setupGeofencingVenue(running, fences);
-        log(`${formatRate(fences)} fences created in ${((performance.now() - started) / 1000).toFixed(1)} s`);
+        log(`${formatRate(fences)} fences created in ${((performance.now() - started) / 1000).toFixed(1)} s; the subscriber takes ${EVENT_FRAMES} event frames`);
         const wsUrl = `${running.baseUrl.replace(/^http/, 'ws')}/api/v1/ws`;
         const fleet = (prefix: string): VenueSpec => ({
           buildingId: venue.buildingId,
@@ -106,7 +113,7 @@ export const geofencingScenario: Scenario = {
           walk: { kind: 'random', seed: SEED, stepM: 1 },
         });
         const http = { type: 'http' as const, url: `${running.baseUrl}/api/v1/realtime/positions`, token: venue.token };
-        const subscriber = { url: wsUrl, token: venue.token, geofenceEventsTopic: `buildings/${venue.buildingId}/geofence-events`, measure: false };
+        const subscriber = { url: `${wsUrl}?events=${EVENT_FRAMES}`, token: venue.token, geofenceEventsTopic: `buildings/${venue.buildingId}/geofence-events`, measure: false };
         const measure = async (label: string, target: LoadCommand['target'], prefix: string): Promise<Measured> => {
           const base = { venue: fleet(prefix), batch: BATCH, lanes: LANES };
           // Each device's first position, before timing starts (it enters its first fences here).

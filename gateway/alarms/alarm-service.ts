@@ -9,6 +9,7 @@ import type { Storage } from '../../shared/storage/index.js';
 
 /** Runs inside an alarm write's transaction, with the alarm before it (null when raised): the API's audit entry. */
 export type AlarmWriteHook = (tx: EntityManager, message: AlarmEventMessage, before: AlarmView | null) => Promise<void>;
+/** The bus channel alarm events are announced on once stored: each message a list of them, in seq order. */
 export const ALARMS_CHANNEL = 'alarms';
 
 export interface AlarmHistoryEntry {
@@ -172,15 +173,26 @@ export class AlarmService {
 
   /** Raises an alarm, or updates the OPEN one of the same device, kind and geofence (no flood of repeats). */
   async raise(request: RaiseAlarm, inTransaction?: AlarmWriteHook): Promise<AlarmEventMessage> {
-    return (await this.store({ ...request, idempotencyKey: undefined }, inTransaction))!;
+    const message = (await this.store({ ...request, idempotencyKey: undefined }, inTransaction))!;
+    await this.announce([message]);
+    return message;
   }
 
   /**
-   * `raise` for a condition named by `idempotencyKey`: stored at most once however often it is retried.
-   * Undefined when the key was already stored (nothing new to announce).
+   * `raise` for alarms raised together (a batch's, a sweep's), each a condition named by `idempotencyKey` and so
+   * stored at most once however often it is retried (undefined in its place when its key was already stored:
+   * nothing new to announce). They are stored one after the other, each in its own transaction, and what was
+   * stored is announced in one bus message, in the order stored (seq order within an organization). When one
+   * fails, those stored before it are announced all the same, then the error is thrown.
    */
-  raiseOnce(request: RaiseAlarm & { idempotencyKey: string }): Promise<AlarmEventMessage | undefined> {
-    return this.store(request);
+  async raiseAllOnce(requests: readonly (RaiseAlarm & { idempotencyKey: string })[]): Promise<(AlarmEventMessage | undefined)[]> {
+    const messages: (AlarmEventMessage | undefined)[] = [];
+    try {
+      for (const request of requests) messages.push(await this.store(request));
+    } finally {
+      await this.announce(messages.filter((message): message is AlarmEventMessage => message !== undefined));
+    }
+    return messages;
   }
 
   /** Forgets keys older than any retry could be (the outbox retries for minutes, apps resend for days). */
@@ -242,7 +254,6 @@ export class AlarmService {
       return event;
     });
     if (message?.event.event === 'raised') alarmsRaisedByType[request.type].inc();
-    if (message) await this.announce(message);
     return message;
   }
 
@@ -265,13 +276,16 @@ export class AlarmService {
       await inTransaction?.(tx, event, presentAlarm(current));
       return event;
     });
-    await this.announce(message);
+    await this.announce([message]);
     return message;
   }
 
-  private async announce(message: AlarmEventMessage): Promise<void> {
-    await this.bus.publish(ALARMS_CHANNEL, message).catch(() => undefined); // stored already: replay covers a lost push
-    if (this.hook) {
+  /** Stored events, in seq order, to every gateway in one bus message, then to the hook. */
+  private async announce(messages: readonly AlarmEventMessage[]): Promise<void> {
+    if (messages.length === 0) return;
+    await this.bus.publish(ALARMS_CHANNEL, messages).catch(() => undefined); // stored already: replay covers a lost push
+    if (!this.hook) return;
+    for (const message of messages) {
       const handle = this.hooked.get(message);
       this.hooked.delete(message);
       await this.hook.committed(handle).catch(() => undefined); // stored already, with the event

@@ -20,8 +20,8 @@ interface OutboxEntry {
 
 export interface OutboxSink {
   storeZoneEvents(zoneEvents: readonly ZoneEventRecord[]): Promise<void>;
-  /** Stores one alarm at most once per key (a retry of a stored one changes nothing). */
-  raiseAlarm(alarm: OutboxAlarm): Promise<void>;
+  /** Stores alarms in order, each at most once per key (a retry of a stored one changes nothing). */
+  raiseAlarms(alarms: readonly OutboxAlarm[]): Promise<void>;
   /** After everything of an entry is stored: pushes to the other gateways; best effort. */
   announce(entry: Pick<OutboxEntry, 'zoneEvents' | 'triggered'>): Promise<void>;
 }
@@ -82,9 +82,9 @@ export class DetectionOutbox {
           await this.sink.storeZoneEvents(entry.zoneEvents);
           entry.zoneEventsStored = true;
         }
-        while (entry.alarms.length > 0) {
-          await this.sink.raiseAlarm(entry.alarms[0]!);
-          entry.alarms.shift();
+        if (entry.alarms.length > 0) {
+          await this.sink.raiseAlarms(entry.alarms);
+          entry.alarms = [];
         }
       } catch (error) {
         if (isOutageError(error)) {

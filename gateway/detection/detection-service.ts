@@ -50,7 +50,7 @@ export class DetectionService {
     this.outbox = new DetectionOutbox(
       {
         storeZoneEvents: (zoneEvents) => this.writer.write([], zoneEvents),
-        raiseAlarm: async (alarm) => void (await this.alarms.raiseOnce({ ...alarm, by: 'system' })),
+        raiseAlarms: async (alarms) => void (await this.alarms.raiseAllOnce(alarms.map((alarm) => ({ ...alarm, by: 'system' as const })))),
         announce: (entry) => this.announceZoneEvents(entry.zoneEvents, entry.triggered),
       },
       logger,
@@ -140,12 +140,13 @@ export class DetectionService {
 
   private async raiseRequested(batch: PositionBatch): Promise<void> {
     const by = { user_id: batch.principal.userId, email: batch.principal.email };
+    const requests: Parameters<AlarmService['raiseAllOnce']>[0][number][] = [];
     for (const [index, pose] of batch.poses.entries()) {
       const types = [pose.danger ? 'DANGER' : undefined, pose.assistance_request ? 'ASSISTANCE_REQUEST' : undefined].filter((type) => type !== undefined);
       const record = batch.records[index]!;
       for (const type of types) {
         // Keyed by the pose: an upload resent after an ambiguous failure does not count the press twice.
-        await this.alarms.raiseOnce({
+        requests.push({
           idempotencyKey: `pose|${record.deviceId}|${type}|${record.timestamp}`,
           organizationId: record.organizationId,
           type: type as 'DANGER' | 'ASSISTANCE_REQUEST',
@@ -162,6 +163,7 @@ export class DetectionService {
         });
       }
     }
+    await this.alarms.raiseAllOnce(requests);
   }
 
   /** Announces stored zone events and triggered event content to every gateway. */

@@ -24,6 +24,20 @@ export const clientFrames = {
 };
 
 const alarmEventSchema = alarmSchema.extend({ event: z.enum(['raised', 'updated', 'state_changed']) });
+const geofenceEventSchema = z.object({
+  type: z.enum(['enter', 'exit']),
+  zone_kind: z.literal('geofence'),
+  geofence_id: z.string(),
+  zone_id: z.string(),
+  zone_name: z.string(),
+  building_id: z.number().int(),
+  floor_id: z.number().int().nullable(),
+  device_id: z.string(),
+  user_id: z.string().nullable(),
+  at: z.string().describe('When the device crossed'),
+  fired_at: z.string().describe('When it was decided (after any debounce)'),
+});
+const deviceEventSchema = z.object({ event_id: z.number().int(), building_id: z.number().int(), name: z.string(), info: z.string(), url: z.string().nullable().optional() });
 
 export const serverFrames = {
   authenticated: z.object({
@@ -51,30 +65,14 @@ export const serverFrames = {
     .describe('An operation failed; the connection stays open'),
   position: z.object({ op: z.literal('position'), topic: z.string(), data: featureSchema }).describe('One live position (the default)'),
   positions: z.object({ op: z.literal('positions'), topic: z.string(), data: z.array(featureSchema) }).describe('A batch of live positions of one topic (`?positions=batched`)'),
-  geofence_event: z.object({
-    op: z.literal('geofence_event'),
-    topic: z.string(),
-    data: z.object({
-      type: z.enum(['enter', 'exit']),
-      zone_kind: z.literal('geofence'),
-      geofence_id: z.string(),
-      zone_id: z.string(),
-      zone_name: z.string(),
-      building_id: z.number().int(),
-      floor_id: z.number().int().nullable(),
-      device_id: z.string(),
-      user_id: z.string().nullable(),
-      at: z.string().describe('When the device crossed'),
-      fired_at: z.string().describe('When it was decided (after any debounce)'),
-    }),
-  }),
-  event: z
-    .object({
-      op: z.literal('event'),
-      topic: z.string(),
-      data: z.object({ event_id: z.number().int(), building_id: z.number().int(), name: z.string(), info: z.string(), url: z.string().nullable().optional() }),
-    })
-    .describe('A device entered an event area (devices/{id} topic)'),
+  geofence_event: z.object({ op: z.literal('geofence_event'), topic: z.string(), data: geofenceEventSchema }).describe('One enter or exit (the default)'),
+  geofence_events: z
+    .object({ op: z.literal('geofence_events'), topic: z.string(), data: z.array(geofenceEventSchema).min(1).describe('In the order they happened') })
+    .describe('The enters and exits one upload (or one sweep) caused in the topic\'s building (`?events=batched`)'),
+  event: z.object({ op: z.literal('event'), topic: z.string(), data: deviceEventSchema }).describe('A device entered an event area (devices/{id} topic; the default)'),
+  events: z
+    .object({ op: z.literal('events'), topic: z.string(), data: z.array(deviceEventSchema).min(1).describe('In the order they happened') })
+    .describe('The event areas a device entered in one upload (devices/{id} topic; `?events=batched`)'),
   alarm: z
     .object({ op: z.literal('alarm'), topic: z.string(), data: alarmEventSchema, replay: z.literal(true).optional().describe('Sent by a since_seq replay') })
     .describe('An alarm raised, repeated or changed'),
@@ -106,7 +104,8 @@ export function buildAsyncApiDocument(): Record<string, unknown> {
       version: packageVersion,
       description:
         'GET /api/v1/ws upgrades to a WebSocket. Credentials: `Authorization: Bearer` or `X-API-KEY` on the upgrade, or an `auth` frame within the auth timeout (else close 4401). ' +
-        'Frames are JSON text, or msgpack binary with the `msgpack` subprotocol. `?positions=batched` sends `positions` frames instead of one `position` per fix. ' +
+        'Frames are JSON text, or msgpack binary with the `msgpack` subprotocol. `?positions=batched` sends `positions` frames instead of one `position` per fix; ' +
+        '`?events=batched` sends `geofence_events` and `events` frames (all of an upload\'s events for the topic) instead of one `geofence_event` or `event` per event. Alarms always come one `alarm` frame per alarm event. ' +
         'Close codes: 4401 not authenticated, 4008 slow consumer, 1001 shutting down. The REST API is at /api/v1/openapi.json.',
     },
     defaultContentType: 'application/json',

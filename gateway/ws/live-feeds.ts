@@ -1,9 +1,9 @@
 import type { Bus } from '../../shared/bus/index.js';
 import { ALARMS_CHANNEL, type AlarmEventMessage, type AlarmService } from '../alarms/alarm-service.js';
 import { AUTH_INVALIDATION_CHANNEL, CREDENTIAL_REVOKED, type AuthInvalidation } from '../auth/authenticator.js';
-import type { ZoneEventRecord } from '../detection/detection-engine.js';
 import { ZONE_EVENTS_CHANNEL, type ZoneEventsMessage } from '../detection/zone-events-message.js';
 import type { RealtimeService } from '../realtime/realtime-service.js';
+import { DEVICE_EVENT_OPS, GEOFENCE_EVENT_OPS, TopicEvents, deviceEvent, geofenceEvent } from './event-frames.js';
 import type { WebSocketGateway } from './ws-gateway.js';
 
 /** Where the feeds come from: the bus, and the live state that turns bus positions into fresh ones. */
@@ -12,20 +12,6 @@ export interface LiveFeedSources {
   realtime: RealtimeService;
   alarms: AlarmService;
 }
-
-const presentZoneEvent = (event: ZoneEventRecord) => ({
-  type: event.type,
-  zone_kind: event.zoneKind,
-  geofence_id: event.zoneKind === 'geofence' ? event.zoneId : null,
-  zone_id: event.zoneId,
-  zone_name: event.zoneName,
-  building_id: event.buildingId,
-  floor_id: event.floorId,
-  device_id: event.deviceId,
-  user_id: event.userId,
-  at: new Date(event.at).toISOString(),
-  fired_at: new Date(event.firedAt).toISOString(),
-});
 
 const ALARM_TOPICS = /^(organization\/alarms|buildings\/\d+\/alarms)$/;
 
@@ -37,29 +23,39 @@ const ALARM_TOPICS = /^(organization\/alarms|buildings\/\d+\/alarms)$/;
  * | source                               | topic(s)                                         | frame            |
  * |--------------------------------------|--------------------------------------------------|------------------|
  * | fresh live positions (RealtimeService)| buildings/{id}/positions, devices/{id}          | position(s)      |
- * | ZONE_EVENTS_CHANNEL: enter/exit      | buildings/{id}/geofence-events                   | geofence_event   |
- * | ZONE_EVENTS_CHANNEL: event triggers  | devices/{id}                                     | event            |
- * | ALARMS_CHANNEL                       | organization/alarms, buildings/{id}/alarms       | alarm (+ replay) |
+ * | ZONE_EVENTS_CHANNEL: enter/exit      | buildings/{id}/geofence-events                   | geofence_event(s)|
+ * | ZONE_EVENTS_CHANNEL: event triggers  | devices/{id}                                     | event(s)         |
+ * | ALARMS_CHANNEL (a list, in seq order)| organization/alarms, buildings/{id}/alarms       | alarm (+ replay) |
  * | AUTH_INVALIDATION_CHANNEL, revoked   | the credential's sockets are closed (4401)       |                  |
  */
 export async function attachLiveFeeds({ bus, realtime, alarms }: LiveFeedSources, websockets: WebSocketGateway): Promise<void> {
   realtime.onFreshPositions((records) => websockets.publishPositions(records));
 
+  // One message is one batch's (or sweep's) events of one organization: a group per topic followed here, each
+  // event presented once.
   await bus.subscribe(ZONE_EVENTS_CHANNEL, (payload) => {
-    const message = payload as ZoneEventsMessage;
-    for (const event of message.zoneEvents) {
-      if (event.zoneKind === 'geofence') websockets.publish(message.organizationId, `buildings/${event.buildingId}/geofence-events`, 'geofence_event', presentZoneEvent(event));
+    const { organizationId, zoneEvents, triggered } = payload as ZoneEventsMessage;
+    const groups = new Map<string, TopicEvents | null>();
+    const groupOf = (topic: string, ops: TopicEvents['ops']) => {
+      let group = groups.get(topic);
+      if (group === undefined) groups.set(topic, (group = websockets.followed(organizationId, topic) ? new TopicEvents(topic, ops) : null));
+      return group;
+    };
+    for (const event of zoneEvents) {
+      if (event.zoneKind === 'geofence') groupOf(`buildings/${event.buildingId}/geofence-events`, GEOFENCE_EVENT_OPS)?.events.push(geofenceEvent(event));
     }
-    for (const trigger of message.triggered) {
-      const { event } = trigger;
-      websockets.publish(message.organizationId, `devices/${trigger.deviceId}`, 'event', { event_id: event.id, building_id: event.buildingId, name: event.name, info: event.info, url: event.url });
-    }
+    for (const trigger of triggered) groupOf(`devices/${trigger.deviceId}`, DEVICE_EVENT_OPS)?.events.push(deviceEvent(trigger.event));
+    const followed = [...groups.values()].filter((group): group is TopicEvents => group !== null);
+    if (followed.length > 0) websockets.publishEvents(organizationId, followed);
   });
 
+  // Alarm frames stay one per alarm event: the replay protocol (since_seq, ReplayGate) works by frame and seq,
+  // and the console reads `alarm` frames only.
   await bus.subscribe(ALARMS_CHANNEL, (payload) => {
-    const message = payload as AlarmEventMessage;
-    websockets.publish(message.organizationId, 'organization/alarms', 'alarm', message.event);
-    if (message.buildingId !== null) websockets.publish(message.organizationId, `buildings/${message.buildingId}/alarms`, 'alarm', message.event);
+    for (const message of payload as AlarmEventMessage[]) {
+      websockets.publish(message.organizationId, 'organization/alarms', 'alarm', message.event);
+      if (message.buildingId !== null) websockets.publish(message.organizationId, `buildings/${message.buildingId}/alarms`, 'alarm', message.event);
+    }
   });
   // What a reconnecting screen missed: stored alarm events after its since_seq, before the live feed above.
   websockets.registerReplay(ALARM_TOPICS, async (principal, topic, sinceSeq, send, confinedTo) => {

@@ -1,6 +1,7 @@
 import type { Principal } from '../auth/principal.js';
 import { toErrorBody } from '../../shared/errors.js';
 import { wsCoalescedPositions, wsSlowConsumerDisconnects } from '../../shared/metrics/metrics.js';
+import type { TopicEvents } from './event-frames.js';
 import { positionFrame, positionsFrame, type LivePosition, type TopicPositions } from './position-frames.js';
 import type { ReplayGate } from './replay-gate.js';
 import { encode, type WireFormat } from './ws-codec.js';
@@ -16,6 +17,8 @@ export interface SocketData {
   unauthenticatedAddress?: string;
   /** Opened with `?positions=batched`: a batch's positions for a topic come in one frame. */
   batchedPositions: boolean;
+  /** Opened with `?events=batched`: a bus message's geofence events (or event-area contents) for a topic come in one frame. */
+  batchedEvents: boolean;
 }
 
 /** The part of a uWS WebSocket a connection uses (a test can stand in for it). */
@@ -34,7 +37,8 @@ interface PendingPosition {
 
 /**
  * One socket: its subscriptions and, when it falls behind, the latest position per device waiting to go.
- * `batched` sockets (opened with `?positions=batched`) get a batch's positions for a topic in one frame.
+ * `batched` sockets (opened with `?positions=batched`) get a batch's positions for a topic in one frame,
+ * `batchedEvents` ones (`?events=batched`) a bus message's events for a topic.
  */
 export class Connection {
   readonly subscriptions = new Set<string>();
@@ -55,6 +59,7 @@ export class Connection {
     readonly format: WireFormat,
     private readonly options: Pick<WsOptions, 'coalesceBytes' | 'maxBufferBytes'>,
     readonly batched = false,
+    readonly batchedEvents = false,
   ) {}
 
   /**
@@ -64,6 +69,29 @@ export class Connection {
   send(payload: string | Buffer): void {
     if (this.closed || this.overLimit()) return;
     this.ws.cork(() => this.ws.send(payload, typeof payload !== 'string'));
+  }
+
+  /**
+   * Geofence events or event-area contents, several topics' worth, in one write (one cork): a frame per topic
+   * on a `batchedEvents` socket, else a frame per event. Never coalesced; past the hard limit the subscriber is
+   * disconnected, as for `send`.
+   */
+  sendEvents(groups: readonly TopicEvents[]): void {
+    if (this.closed || groups.length === 0) return;
+    const binary = this.format === 'msgpack';
+    this.ws.cork(() => {
+      for (const group of groups) {
+        if (this.batchedEvents) {
+          if (this.overLimit()) return;
+          this.ws.send(group.batch(this.format), binary);
+          continue;
+        }
+        for (let index = 0; index < group.events.length; index++) {
+          if (this.overLimit()) return;
+          this.ws.send(group.single(this.format, index), binary);
+        }
+      }
+    });
   }
 
   /**

@@ -14,6 +14,7 @@ import type { RateLimits } from '../http/rate-limit.js';
 import type { PositionPipeline } from '../pipeline/position-pipeline.js';
 import type { BuildingRegistry } from '../realtime/building-registry.js';
 import { MSGPACK_SUBPROTOCOL, decode, encode, type WireFormat } from './ws-codec.js';
+import { TopicEvents } from './event-frames.js';
 import { LivePosition, TopicPositions } from './position-frames.js';
 import { Connection, WS_CLOSE, type SocketLike, type SocketData } from './ws-connection.js';
 import { ReplayGate } from './replay-gate.js';
@@ -152,8 +153,10 @@ export class WebSocketGateway {
       const format: WireFormat = offered.includes(MSGPACK_SUBPROTOCOL) ? 'msgpack' : 'json';
       const protocol = format === 'msgpack' ? MSGPACK_SUBPROTOCOL : offered.includes('json') ? 'json' : '';
       const positions = req.getQuery('positions') || 'single';
+      const events = req.getQuery('events') || 'single';
       if (!this.accepting) return refuse(new AppError(ErrorCode.Unavailable, 'The server is shutting down'));
       if (positions !== 'single' && positions !== 'batched') return refuse(new AppError(ErrorCode.BadRequest, 'positions must be single or batched'));
+      if (events !== 'single' && events !== 'batched') return refuse(new AppError(ErrorCode.BadRequest, 'events must be single or batched'));
       const credentials = headers.authorization || headers['x-api-key'];
       if (!credentials) {
         // Reserved now, not on open: upgrades from one address may be in progress together.
@@ -167,7 +170,7 @@ export class WebSocketGateway {
       authenticated
         .then((principal) => {
           if (aborted) return release();
-          const data: SocketData = { format, principal, batchedPositions: positions === 'batched', unauthenticatedAddress: reserved };
+          const data: SocketData = { format, principal, batchedPositions: positions === 'batched', batchedEvents: events === 'batched', unauthenticatedAddress: reserved };
           res.cork(() => res.upgrade<SocketData>(data, key, protocol, extensions, context));
           reserved = undefined; // the socket holds the slot now, until it authenticates or closes
         })
@@ -189,7 +192,7 @@ export class WebSocketGateway {
 
   private open(ws: WebSocket<SocketData>): void {
     const data = ws.getUserData();
-    const connection = new Connection(ws as unknown as SocketLike, data.format, this.options, data.batchedPositions);
+    const connection = new Connection(ws as unknown as SocketLike, data.format, this.options, data.batchedPositions, data.batchedEvents);
     data.connection = connection;
     connection.unauthenticatedAddress = data.unauthenticatedAddress;
     this.connections.add(connection);
@@ -431,8 +434,45 @@ export class WebSocketGateway {
     return this.services.registry.peek(record.buildingId)?.floors.get(record.floorId)?.levelHeight ?? null;
   }
 
+  /** Whether any socket follows `topic` of the organization (so nothing is presented for nobody). */
+  followed(organizationId: string, topic: string): boolean {
+    return this.topics.has(topicKey(organizationId, topic));
+  }
+
   /**
-   * Any other message to a topic (geofence events, alarms, device events); never coalesced. Encoded once per
+   * One bus message's geofence events and event-area contents of an organization, grouped by topic (in the
+   * order they happened). Each group's frames are encoded once per format and shape (TopicEvents), a confined
+   * subscriber gets the events about its own user (filtered once per topic and user), and each subscriber gets
+   * all of its frames of the message in one write. These topics have no replay: nothing passes a ReplayGate.
+   */
+  publishEvents(organizationId: string, groups: readonly TopicEvents[]): void {
+    const outgoing = new Map<Connection, TopicEvents[]>();
+    for (const group of groups) {
+      const subscribers = this.topics.get(topicKey(organizationId, group.topic));
+      if (!subscribers) continue;
+      const confinable = isConfinedTopic(group.topic);
+      const confined = new Map<string, TopicEvents | undefined>();
+      for (const connection of subscribers) {
+        let mine: TopicEvents | undefined = group;
+        const userId = connection.confinedTo;
+        if (confinable && userId !== undefined) {
+          if (!confined.has(userId)) {
+            const own = group.events.filter((event) => event.userId === userId);
+            confined.set(userId, own.length > 0 ? new TopicEvents(group.topic, group.ops, own) : undefined);
+          }
+          mine = confined.get(userId);
+        }
+        if (!mine) continue;
+        const list = outgoing.get(connection);
+        if (list) list.push(mine);
+        else outgoing.set(connection, [mine]);
+      }
+    }
+    for (const [connection, list] of outgoing) connection.sendEvents(list);
+  }
+
+  /**
+   * Any other message to a topic (alarms); never coalesced. Encoded once per
    * format; a confined subscriber gets it only when it is about its user, a replaying one through its gate.
    */
   publish(organizationId: string, topic: string, op: string, data: unknown): void {

@@ -9,8 +9,8 @@ import { DocumentValidator } from './schema-validator.js';
 /**
  * The WebSocket protocol against its served AsyncAPI document: a session that goes through every operation
  * (auth, subscribe with a refused topic, ping, upload, unsubscribe, a malformed frame) and provokes every push
- * (single and batched positions, a geofence event, an event-area entry, live and replayed alarms), on JSON
- * and msgpack sockets. Every frame either side sent must match the document's schema for its `op`, closed.
+ * (single and batched positions, geofence events and event-area entries one by one and batched, live and
+ * replayed alarms), on JSON and msgpack sockets. Every frame either side sent must match the document's schema for its `op`, closed.
  */
 type Schema = Record<string, any>;
 
@@ -79,6 +79,8 @@ describe('the AsyncAPI document describes every WebSocket frame', () => {
     expect((await control.request({ op: 'auth', token })).op).toBe('authenticated');
     const batched = await open({ protocol: 'msgpack', query: 'positions=batched', headers: { authorization: `Bearer ${token}` } });
     await batched.next((frame) => frame.op === 'authenticated');
+    const batchedEvents = await open({ protocol: 'json', query: 'events=batched', headers: { authorization: `Bearer ${token}` } });
+    await batchedEvents.next((frame) => frame.op === 'authenticated');
 
     expect((await control.request({ op: 'ping' })).op).toBe('pong');
     const topics = [`buildings/${building}/positions`, `buildings/${building}/geofence-events`, `buildings/${building}/alarms`, 'organization/alarms', 'buildings/999999/positions'];
@@ -87,17 +89,21 @@ describe('the AsyncAPI document describes every WebSocket frame', () => {
     await control.next((frame) => frame.op === 'subscribed');
     await control.next((frame) => frame.op === 'error' && frame.topic === 'buildings/999999/positions');
     expect((await batched.request({ op: 'subscribe', topics: [`buildings/${building}/positions`] })).op).toBe('subscribed');
+    expect((await batchedEvents.request({ op: 'subscribe', topics: [`buildings/${building}/geofence-events`] })).op).toBe('subscribed');
 
     // Uploads: acked, pushed one by one and batched, and a walk into the geofence.
     expect((await control.request({ op: 'upload', poses: [at('walker', 5, 5, 0), at('walker', 15, 15, 10)] })).op).toBe('ack');
     await control.next((frame) => frame.op === 'position');
     await batched.next((frame) => frame.op === 'positions');
     await control.next((frame) => frame.op === 'geofence_event' && frame.data.type === 'enter');
+    await batchedEvents.next((frame) => frame.op === 'geofence_events' && frame.data[0].type === 'enter');
 
     // An event area: pushed to the device's own topic.
     expect((await control.request({ op: 'subscribe', topics: ['devices/walker'] })).op).toBe('subscribed');
+    expect((await batchedEvents.request({ op: 'subscribe', topics: ['devices/walker'] })).op).toBe('subscribed');
     expect((await control.request({ op: 'upload', poses: [at('walker', 40, 40, 20)] })).op).toBe('ack');
     await control.next((frame) => frame.op === 'event');
+    await batchedEvents.next((frame) => frame.op === 'events');
 
     // Alarms: live, then replayed to a late subscriber with since_seq.
     expect((await admin.post('/api/v1/alarms', { type: 'DANGER', device_id: 'walker', building_id: building, floor_id: floor, x: 40, y: 40 })).status).toBe(201);

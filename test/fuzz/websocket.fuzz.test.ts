@@ -32,7 +32,9 @@ describe(`fuzz: every WebSocket op (${driverLabel}, seed ${FUZZ_SEED})`, () => {
     const headers: Record<string, string> = {};
     if (testCase.auth === 'header') headers.authorization = `Bearer ${world.adminToken}`;
     if (testCase.auth === 'bad-header') headers.authorization = 'Bearer a.b.c';
-    const query = { absent: '', single: '?positions=single', batched: '?positions=batched', hostile: '?positions=%00%ED%A0%80' }[testCase.positions];
+    const parameter = (name: string, value: SocketCase['positions']) => ({ absent: '', single: `${name}=single`, batched: `${name}=batched`, hostile: `${name}=%00%ED%A0%80` })[value];
+    const parameters = [parameter('positions', testCase.positions), parameter('events', testCase.events)].filter((text) => text !== '');
+    const query = parameters.length > 0 ? `?${parameters.join('&')}` : '';
     const opened = await FuzzSocket.open(url + query, headers, testCase.protocol === 'none' ? undefined : testCase.protocol);
     if (!(opened instanceof FuzzSocket)) {
       if (opened.problem) throw new Error(opened.problem);

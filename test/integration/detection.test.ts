@@ -119,15 +119,16 @@ describe(`detection and alarms end to end (${driverLabel})`, () => {
     const { alarms, storage } = running.gateway.services;
     const organizationId: string = (await admin.get('/api/v1/organizations/current_organization')).body.id;
     const request = { organizationId, type: 'GEOFENCE_MAX_STAY_TIME' as const, deviceId: 'retried', by: 'system' as const, idempotencyKey: `max-stay|retried|fence|${Date.now()}` };
-    const results = await Promise.all(Array.from({ length: 4 }, () => alarms.raiseOnce(request)));
-    results.push(await alarms.raiseOnce(request));
+    const raiseOnce = async (keyed: typeof request) => (await alarms.raiseAllOnce([keyed]))[0];
+    const results = await Promise.all(Array.from({ length: 4 }, () => raiseOnce(request)));
+    results.push(await raiseOnce(request));
     expect(results.filter((result) => result !== undefined).map((result) => result!.event.event)).toEqual(['raised']);
     const rows = await storage.execute<{ occurrences: number }>("select occurrences from alarms where device_id = 'retried'");
     expect(rows).toEqual([{ occurrences: 1 }]);
     const events = await storage.execute("select e.seq from alarm_events e join alarms a on a.id = e.alarm_id where a.device_id = 'retried'");
     expect(events).toHaveLength(1);
     // A different condition of the same device and kind still counts as a repeat of the OPEN alarm.
-    expect((await alarms.raiseOnce({ ...request, idempotencyKey: `${request.idempotencyKey}-2` }))?.event).toMatchObject({ event: 'updated', occurrences: 2 });
+    expect((await raiseOnce({ ...request, idempotencyKey: `${request.idempotencyKey}-2` }))?.event).toMatchObject({ event: 'updated', occurrences: 2 });
   });
 
   it('turns concurrent repeats into one OPEN alarm, each repeat with its own seq', async () => {

@@ -30,6 +30,8 @@ export interface SocketCase {
   protocol: 'json' | 'msgpack' | 'none';
   /** The `positions` query of the upgrade: valid values and a hostile one. */
   positions: 'single' | 'batched' | 'absent' | 'hostile';
+  /** The `events` query of the upgrade, likewise. */
+  events: 'single' | 'batched' | 'absent' | 'hostile';
   frames: Frame[];
 }
 
@@ -94,6 +96,7 @@ export const socketCase: fc.Arbitrary<SocketCase> = fc.record({
   auth: fc.oneof({ weight: 5, arbitrary: fc.constant('header' as const) }, { weight: 3, arbitrary: fc.constant('none' as const) }, { weight: 1, arbitrary: fc.constant('bad-header' as const) }),
   protocol: fc.constantFrom('json' as const, 'msgpack' as const, 'none' as const),
   positions: fc.oneof({ weight: 6, arbitrary: fc.constant('absent' as const) }, { weight: 1, arbitrary: fc.constantFrom('single' as const, 'batched' as const, 'hostile' as const) }),
+  events: fc.oneof({ weight: 6, arbitrary: fc.constant('absent' as const) }, { weight: 1, arbitrary: fc.constantFrom('single' as const, 'batched' as const, 'hostile' as const) }),
   frames: fc.array(frame, { minLength: 1, maxLength: 3 }),
 });
 
@@ -139,7 +142,7 @@ export function renderCase(testCase: SocketCase, world: SeededWorld): string {
     }
     return `binary <${bytes.length} bytes> ${clip(bytes.toString('hex'), 120)}${decoded}`;
   });
-  return `socket auth=${testCase.auth} protocol=${testCase.protocol} positions=${testCase.positions}\n${frames.map((text) => `  → ${text}`).join('\n')}`;
+  return `socket auth=${testCase.auth} protocol=${testCase.protocol} positions=${testCase.positions} events=${testCase.events}\n${frames.map((text) => `  → ${text}`).join('\n')}`;
 }
 
 /** A socket that records frames (decoded by kind), errors and its close code. */

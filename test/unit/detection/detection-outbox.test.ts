@@ -14,10 +14,14 @@ function sink(fail: (key: string) => Error | undefined) {
     announced,
     sink: {
       storeZoneEvents: async () => undefined,
-      raiseAlarm: async (a: OutboxAlarm) => {
-        const error = fail(a.idempotencyKey);
-        if (error) throw error;
-        raised.push(a.idempotencyKey);
+      // As the alarm service does: in order, each key stored at most once, so a retried list skips what was stored.
+      raiseAlarms: async (alarms: readonly OutboxAlarm[]) => {
+        for (const a of alarms) {
+          if (raised.includes(a.idempotencyKey)) continue;
+          const error = fail(a.idempotencyKey);
+          if (error) throw error;
+          raised.push(a.idempotencyKey);
+        }
       },
       announce: async () => void announced.push(1),
     },

@@ -48,7 +48,7 @@ function world(rules: Partial<Pick<Geofence, 'maxStayTime' | 'minDwellS' | 'exit
     alarms.push(request);
     return {};
   };
-  const alarmService = { raise: async (request: RaiseAlarm) => store(request), raiseOnce: async (request: RaiseAlarm) => store(request), pruneIdempotencyKeys: async () => undefined } as unknown as AlarmService;
+  const alarmService = { raise: async (request: RaiseAlarm) => store(request), raiseAllOnce: async (requests: RaiseAlarm[]) => requests.map(store), pruneIdempotencyKeys: async () => undefined } as unknown as AlarmService;
   const writer = {
     write: async (_records: unknown[], events: ZoneEventRecord[] = []) => {
       if (state.down) throw new StorageUnavailableError();
