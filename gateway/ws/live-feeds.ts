@@ -52,7 +52,8 @@ export async function attachLiveFeeds({ bus, realtime, alarms }: LiveFeedSources
   // Alarm frames stay one per alarm event: the replay protocol (since_seq, ReplayGate) works by frame and seq,
   // and the console reads `alarm` frames only.
   await bus.subscribe(ALARMS_CHANNEL, (payload) => {
-    for (const message of payload as AlarmEventMessage[]) {
+    // A list since round 2; a gateway of the round before sends one message alone (a rolling upgrade mixes them).
+    for (const message of Array.isArray(payload) ? (payload as AlarmEventMessage[]) : [payload as AlarmEventMessage]) {
       websockets.publish(message.organizationId, 'organization/alarms', 'alarm', message.event);
       if (message.buildingId !== null) websockets.publish(message.organizationId, `buildings/${message.buildingId}/alarms`, 'alarm', message.event);
     }
