@@ -9,6 +9,7 @@ import { M0007CredentialRevocation } from './m0007-credential-revocation.js';
 import { M0008AlarmRaiseKeys } from './m0008-alarm-raise-keys.js';
 import { M0010AuditLog } from './m0010-audit-log.js';
 import { M0009Webhooks } from './m0009-webhooks.js';
+import { M0012ReportRollups } from './m0012-report-rollups.js';
 
 /**
  * Every migration, in order. Listed explicitly (not globbed from disk) so they run the same under tsx,
@@ -25,4 +26,5 @@ export const migrationsList: MigrationObject[] = [
   { name: 'm0008-alarm-raise-keys', class: M0008AlarmRaiseKeys },
   { name: 'm0009-webhooks', class: M0009Webhooks },
   { name: 'm0010-audit-log', class: M0010AuditLog },
+  { name: 'm0012-report-rollups', class: M0012ReportRollups },
 ];
