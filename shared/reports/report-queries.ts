@@ -247,13 +247,33 @@ function rowFilter(scope: ReportScope, params: Params) {
 /** Positions of the whole window, as `from` text (the raw path). */
 const windowPositions = (conditions: Sql, params: Params) => joinSql(['positions p where ', conditions, sqlOf(' and p.ts >= ? and p.ts < ?', params.from_date, params.to_date)]);
 
-/**
- * The rollups (rollups.ts) serve a window from 1980 on, unless asked for the raw path; null: positions only.
- * Since 1980 every time zone's offset from UTC is a whole number of quarter hours (checked over the IANA
- * zones), which the visitors' quarters rely on as well.
- */
+/** The rollups (rollups.ts) serve a window from 1980 on, unless asked for the raw path; null: positions only. */
 async function rollupPlan(execute: Execute, scope: ReportScope, params: Params, unitMs: number, options: ReportOptions): Promise<RollupWindow | null> {
   return options.raw ? null : RollupWindow.plan(execute, scope.organizationId, params.from_date, params.to_date, unitMs);
+}
+
+/**
+ * Whether a UTC quarter hour of the window lies in two local buckets. Since 1980 every offset is a whole number
+ * of quarter hours, but a few zones changed it at a minute past (America/Goose_Bay, St_Johns and Moncton until
+ * 2011, Asia/Gaza and Hebron in 2010-2011, Antarctica/Casey in 2020-2022): the quarter holding such a change
+ * starts in one local hour (or day) and ends in another. Checked in PostgreSQL's own time-zone data, one row per
+ * quarter of the window.
+ */
+async function offsetChangesInsideAQuarter(execute: Execute, params: Params, unit: string): Promise<boolean> {
+  const local = (instant: string) => `date_trunc('${unit}', ${instant} at time zone ?::text)`;
+  const [row] = await execute<{ straddles: boolean }>(
+    sqlOf(
+      `select exists (
+         select 1 from generate_series(date_bin('15 minutes', ?::timestamptz, '2000-01-01T00:00:00Z'), ?::timestamptz - interval '1 microsecond', interval '15 minutes') as q
+         where ${local('q')} <> ${local("(q + interval '15 minutes' - interval '1 microsecond')")}
+       ) as straddles`,
+      params.from_date,
+      params.to_date,
+      params.time_zone,
+      params.time_zone,
+    ),
+  );
+  return row!.straddles;
 }
 
 /**
@@ -261,8 +281,9 @@ async function rollupPlan(execute: Execute, scope: ReportScope, params: Params, 
  * quarter hour of UTC and visitor first (a parallel hash aggregate), and only those groups are placed in their
  * local bucket: every local hour, day and month starts on a UTC quarter hour, so no quarter straddles two
  * buckets, and the time-zone conversion runs once per quarter instead of once per position (half the time
- * of a day of 8.64M positions in Europe/Madrid). Before 1980 some zones had offsets such as -00:44:30, so
- * such windows place each position itself. A count(distinct) straight over every position would sort them all.
+ * of a day of 8.64M positions in Europe/Madrid). Before 1980 some zones had offsets such as -00:44:30, and a
+ * few later changed offset at a minute past a quarter (offsetChangesInsideAQuarter), so such windows place each
+ * position itself. A count(distinct) straight over every position would sort them all.
  * Whole quarters come from the rollups' runs (their counts per quarter, device and user are these groups);
  * the window's edges and pending device-hours from positions.
  */
@@ -273,8 +294,8 @@ const visitors: Query = async (storage, params, scope, limits = UNBOUNDED, optio
   const conditions = filter.sql();
   const { unit, format } = TRUNCATE[params.group]!;
   const localBucket = (instant: string) => sqlOf(`date_trunc('${unit}', ${instant} at time zone ?::text)`, params.time_zone);
-  const quarters = Date.parse(params.from_date) >= ROLLUPS_SINCE;
   const rows = await inReportTransaction(storage, limits, async (execute) => {
+    const quarters = Date.parse(params.from_date) >= ROLLUPS_SINCE && !(await offsetChangesInsideAQuarter(execute, params, unit));
     const plan = quarters ? await rollupPlan(execute, scope, params, QUARTER_MS, options) : null;
     const at = quarters ? sqlOf(`date_bin('15 minutes', p.ts, '2000-01-01T00:00:00Z')`) : localBucket('p.ts');
     const groups = [

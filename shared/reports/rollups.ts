@@ -20,9 +20,10 @@ import { joinSql, sqlOf, type Execute, type Sql } from './report-sql.js';
 export const RUN_GAP_US = 5_000_000;
 
 /**
- * Since 1980 every IANA zone's offset is a whole number of quarter hours and changes on a UTC quarter hour
- * (test/unit/rollup-time-zones.test.ts checks the tz data Intl carries), so a UTC quarter hour lies within
- * one local hour, day and month. Windows starting earlier are answered from positions, as before.
+ * Since 1980 every IANA zone's offset is a whole number of quarter hours (test/unit/rollup-time-zones.test.ts
+ * checks the tz data Intl carries), so a UTC quarter hour is one local quarter hour, within one local hour, day
+ * and month, except where the offset changes inside it (a few zones changed at hh:01: visitors check for that).
+ * Windows starting earlier are answered from positions, as before.
  */
 export const ROLLUPS_SINCE = Date.UTC(1980, 0, 1);
 

@@ -209,6 +209,17 @@ describe(`report rollups: one answer from rollups and from positions (${driverLa
     expect(rows).toBeGreaterThan(500);
   }, 300_000);
 
+  it('visitors: a change of offset off a quarter hour (Goose Bay changed at 00:01 local until 2011) splits its hours and days exactly', async () => {
+    // 1987-04-05 04:01Z: 00:01 becomes 01:01; 1987-10-25 03:01Z: 00:01 becomes 23:01 the day before. Each pair shares a UTC quarter hour.
+    await upload([at('goose-1', '1987-04-05T04:00:30Z', 1), at('goose-2', '1987-04-05T04:05:00Z', 1), at('goose-1', '1987-10-25T03:00:30Z', 1), at('goose-2', '1987-10-25T03:05:00Z', 1)]);
+    await rebuildAll();
+    const goose = { building_id: venue.building.id, floor_id: venue.floors[1].id, time_zone: 'America/Goose_Bay' };
+    const spring = await bothWays('visitors', { ...goose, from_date: '1987-04-05T03:00:00Z', to_date: '1987-04-05T05:00:00Z', group: 'hour' });
+    expect(spring.map((r) => [r.group, r.visitors])).toEqual([['1987-04-05 00:00', 1], ['1987-04-05 01:00', 1]]);
+    const autumn = await bothWays('visitors', { ...goose, from_date: '1987-10-24T12:00:00Z', to_date: '1987-10-25T12:00:00Z', group: 'day' });
+    expect(autumn.map((r) => [r.group, r.visitors])).toEqual([['1987-10-24', 1], ['1987-10-25', 1]]);
+  });
+
   it('reads the rollups: a position stored but never rebuilt is missing there, pending ones come from positions', async () => {
     await rebuildAll();
     const query = { from_date: '2026-03-28T22:00:00Z', to_date: '2026-03-29T04:00:00Z', building_id: venue.building.id, group: 'hour', time_zone: 'Europe/Madrid' };
