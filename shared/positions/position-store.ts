@@ -1,6 +1,7 @@
 import type { ZoneEventRecord } from '../detection/zone-event.js';
 import type { Logger } from '../logger.js';
 import { pgArray } from '../storage/pg-array.js';
+import { deleteRollupsBefore } from '../reports/rollups.js';
 import type { Storage } from '../storage/storage.js';
 import type { PositionRecord } from './position-record.js';
 
@@ -187,6 +188,8 @@ export class PositionStore {
         dropped.push(name);
       }
     }
+    // Every sweep, not only when a partition went: a sweep that stopped after the drop leaves none behind.
+    await deleteRollupsBefore((query) => this.storage.execute(query.text, query.params), new Date(cutoff));
     if (dropped.length > 0) this.logger?.info({ dropped }, 'dropped position partitions past retention');
     return dropped;
   }

@@ -204,3 +204,9 @@ export class RollupWindow {
     return joinSql([conditions, sqlOf(' and p.ts >= ? and p.ts < ? and (p.ts < ? or p.ts >= ?', this.from, this.to, this.innerFrom, this.innerTo), ...pending, ')']);
   }
 }
+
+/** Retention: the rollups go with the position partitions they were built from (positions before `cutoff`). */
+export async function deleteRollupsBefore(execute: Execute, cutoff: Date): Promise<void> {
+  await execute(sqlOf('delete from rollup_runs where quarter < ?', cutoff.toISOString()));
+  await execute(sqlOf('delete from rollup_heat_cells where hour < ?', cutoff.toISOString()));
+}

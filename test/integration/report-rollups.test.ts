@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { csvChunks } from '../../shared/csv/csv.js';
+import { PositionStore } from '../../shared/positions/position-store.js';
 import { encodeGeohash } from '../../shared/geo/geohash.js';
 import { setStandInWatermark, type DeviceHour } from '../../shared/reports/materialization.js';
 import { reportParamSchemas, type ReportScope } from '../../shared/reports/report-params.js';
@@ -258,5 +259,15 @@ describe(`report rollups: one answer from rollups and from positions (${driverLa
     expect(response.status, response.text).toBe(200);
     expect(response.body.data).toEqual(direct);
     expect(direct.length).toBeGreaterThan(0);
+  });
+
+  it('retention drops the rollups with the position partitions they came from', async () => {
+    await rebuildAll();
+    const count = async (before: string) => (await storage.execute<{ n: number }>(`select (select count(*) from rollup_runs where quarter < ?) + (select count(*) from rollup_heat_cells where hour < ?) as n`, [before, before]))[0]!.n;
+    expect(Number(await count('1981-01-01T00:00:00Z'))).toBeGreaterThan(0);
+    const dropped = await new PositionStore(storage).dropPartitionsOlderThan(1, Date.UTC(1985, 0, 1));
+    expect(dropped.length).toBeGreaterThan(0);
+    expect(Number(await count('1984-12-31T00:00:00Z'))).toBe(0);
+    expect(Number(await count('2030-01-01T00:00:00Z'))).toBeGreaterThan(0);
   });
 });
