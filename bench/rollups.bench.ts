@@ -27,7 +27,7 @@ async function medianMs(run: () => Promise<unknown>): Promise<number> {
  * positions only and a count(*) of the day: the day of reports.bench.ts (100 devices every second, scaled
  * down on embedded storage: BENCH_REPORT_SECONDS), its rollups rebuilt per device-hour (the cost bounds what
  * the materializer adds to ingest), then each report both ways, median of BENCH_REPORT_RUNS. A month: the
- * day's rollups copied to the 29 days before it (the report reads rollups only for those days).
+ * seeded span's rollups repeated over 30 days (the report reads rollups only for the copies).
  * Until the stays branch lands, the BRIN index on positions(received_at) of its migration m0011 is created
  * here, so that the pending check (positions received after the watermark) is what it will be.
  */
@@ -96,22 +96,25 @@ export const rollupsScenario: Scenario = {
         figure(`${name} from rollups (${label}), time`, servedMs, 'ms');
       }
 
-      // A month: the day's rollups copied to the 29 days before it.
+      // A month: the seeded span's rollups repeated over the 30 days that end with it (a day is 29 copies; a
+      // scaled-down seed, more), so the month figure reads a month of 100 devices whatever was seeded.
+      const spanUs = seconds * 1_000_000;
+      const copies = Math.ceil((30 * DAY_MS) / (seconds * 1000)) - 1;
       await storage.execute(
-        `insert into rollup_runs select r.organization_id, r.device_id, r.quarter - k * interval '1 day', r.building_id, r.floor_id, r.user_id, r.first_us - k * ${DAY_MS * 1000}::int8, r.last_us - k * ${DAY_MS * 1000}::int8, r.positions
-         from rollup_runs r, generate_series(1, 29) as k`,
+        `insert into rollup_runs select r.organization_id, r.device_id, r.quarter - k * ${seconds} * interval '1 second', r.building_id, r.floor_id, r.user_id, r.first_us - k * ${spanUs}::int8, r.last_us - k * ${spanUs}::int8, r.positions
+         from rollup_runs r, generate_series(1, ${copies}) as k`,
       );
       await storage.execute(
-        `insert into rollup_heat_cells select r.organization_id, r.device_id, r.hour - k * interval '1 day', r.building_id, r.floor_id, r.indoor, r.user_id, r.lat_cell, r.lng_cell, r.positions
-         from rollup_heat_cells r, generate_series(1, 29) as k`,
+        `insert into rollup_heat_cells select r.organization_id, r.device_id, r.hour - k * ${seconds} * interval '1 second', r.building_id, r.floor_id, r.indoor, r.user_id, r.lat_cell, r.lng_cell, r.positions
+         from rollup_heat_cells r, generate_series(1, ${copies}) as k`,
       );
       await storage.execute('vacuum analyze rollup_runs');
       await storage.execute('vacuum analyze rollup_heat_cells');
-      const monthFrom = new Date(day - 29 * DAY_MS).toISOString();
+      const monthFrom = new Date(day + seconds * 1000 - 30 * DAY_MS).toISOString();
       for (const [name, extra] of reports) {
         const params = reportParamSchemas[name].parse({ from_date: monthFrom, to_date: to, ...extra, ...(name === 'visitors' ? { group: 'day' } : {}) }) as Record<string, unknown>;
         const servedMs = await medianMs(() => reportQueries[name](storage, params, scope));
-        figure(`${name} over 30 days from rollups (${label} a day)`, servedMs, 'ms', { target: '< 2000 ms', met: servedMs < 2000 });
+        figure(`${name} over 30 days of ${devices} devices from rollups`, servedMs, 'ms', { target: '< 2000 ms', met: servedMs < 2000 });
       }
       return figures;
     } finally {

@@ -357,8 +357,25 @@ const positioningTime: Query = async (storage, params, scope, limits = UNBOUNDED
     if (plan) {
       const originUs = Date.parse(origin) * 1000;
       const runs = new Map<string, Run[]>();
+      // Runs joined per device in PostgreSQL first, by joinRuns' rule (a run joins when it starts within the
+      // threshold of the latest fix before it): a month is hundreds of thousands of runs, its sessions a few thousand.
+      // Both levels order runs the same total way (a run is one per key and first fix), so ties split alike.
       for (const row of await execute<{ device_id: string; first_us: string; last_us: string; positions: number }>(
-        joinSql(['select p.device_id, p.first_us, p.last_us, p.positions from ', plan.rollupSource('rollup_runs', conditions)]),
+        joinSql([
+          sqlOf(
+            `select device_id, min(first_us) as first_us, max(last_us) as last_us, sum(positions)::int as positions
+           from (
+             select *, sum(starts) over (partition by device_id order by first_us, last_us, building_id, floor_id, user_id rows unbounded preceding) as session
+             from (
+               select p.device_id, p.first_us, p.last_us, p.positions, p.building_id, p.floor_id, p.user_id,
+                      case when p.first_us - max(p.last_us) over (partition by p.device_id order by p.first_us, p.last_us, p.building_id, p.floor_id, p.user_id rows between unbounded preceding and 1 preceding) <= ?::int8 then 0 else 1 end as starts
+               from `,
+            timing.thresholdUs,
+          ),
+          plan.rollupSource('rollup_runs', conditions),
+          `) r
+           ) s group by device_id, session`,
+        ]),
       )) {
         pushTo(runs, row.device_id, { first: Number(row.first_us) - originUs, last: Number(row.last_us) - originUs, n: row.positions });
       }

@@ -122,6 +122,8 @@ describe(`report rollups: one answer from rollups and from positions (${driverLa
       ...walk('walker-a', s(-1800), s(4000), 1, carrierId),
       ...walk('walker-b', s(-100), s(3000), 2),
       ...walk('walker-b', s(-90_000), s(-80_000), 10),
+      // The same instants on both floors: runs that tie on first and last fix.
+      ...[0, 3, 3, 20, 41, 41.5].flatMap((second) => [0, 1].map((floor) => at('twin', s(-85_000 + second), floor as 0 | 1, 20, 20, undefined, walkVenue))),
       ...walk('walker-a', march - 2 * hour, march + 2 * hour, 3, carrierId),
       ...walk('walker-c', march - 1.5 * hour, march + 1.2 * hour, 4),
       ...walk('walker-a', october - 2 * hour, october + 2 * hour, 5, carrierId),
