@@ -2,10 +2,11 @@ import type { Config } from '../config.js';
 import type { Logger } from '../logger.js';
 import type { Storage } from '../storage/storage.js';
 import { ReportMaterializer, type Materialization } from './materializer.js';
+import { rollupMaterialization } from './rollups.js';
 import { geofenceStays } from './stays.js';
 
 /** Every materialization the reports read; one pass rebuilds each device-hour with all of them. */
-export const materializations: readonly Materialization[] = [geofenceStays];
+export const materializations: readonly Materialization[] = [geofenceStays, rollupMaterialization];
 
 /** The materializer of this process, started; none when REPORTS_MATERIALIZE_INTERVAL_MS is 0. */
 export function startReportMaterializer(storage: Storage, config: Config, logger: Logger): ReportMaterializer | undefined {

@@ -45,6 +45,14 @@ export async function watermark(execute: Execute): Promise<number> {
   return row?.ms ? Number(row.ms) : Number.NEGATIVE_INFINITY;
 }
 
+/**
+ * Says every row received before `at` is materialised (null: none is). For tests and benches that rebuild their
+ * device-hours themselves; the materializer moves the watermark in the transaction of the pass that rebuilt them.
+ */
+export async function setWatermark(storage: Storage, at: Date | null): Promise<void> {
+  await storage.execute(`update report_watermarks set watermark = ?::timestamptz where name = 'reports'`, [at ? at.toISOString() : '-infinity']);
+}
+
 /** Device-hours of this window whose rows were received after the watermark: a report computes these from raw positions. */
 export async function pendingDeviceHours(execute: Execute, organizationId: string, from: Date, to: Date): Promise<DeviceHour[]> {
   const since = await watermark(execute);

@@ -6,8 +6,9 @@ import type { Storage } from '../storage/storage.js';
 import { FenceGrid, fenceShapes } from './fence-grid.js';
 import type { ReportColumn, ReportName, ReportScope } from './report-params.js';
 import type { JobLimits } from '../jobs/job-queue.js';
-import { inBoundedTransaction, inReportTransaction, intervalMicros, joinSql, originOf, sqlOf, UNBOUNDED, type Params, type Sql } from './report-sql.js';
-import { fenceRuns, RAW_PATH, staysRuns } from './stays.js';
+import { inBoundedTransaction, inReportTransaction, intervalMicros, joinSql, originOf, sqlOf, UNBOUNDED, type Execute, type Params, type Sql } from './report-sql.js';
+import { fenceRuns, staysRuns } from './stays.js';
+import { GEOHASH10_ROWS, HOUR_MS, joinRuns, latCell, lngCell, QUARTER_MS, RollupWindow, ROLLUPS_SINCE, RUN_GAP_US, type Run } from './rollups.js';
 import { addWindow, pushTo, SessionWindows, type Position, type Window, type WindowRow } from './session-windows.js';
 
 export interface QueryResult {
@@ -16,8 +17,13 @@ export interface QueryResult {
   rowsRead: number;
 }
 
+/** `raw`: from positions only, never from what is materialised: the reference the materialised paths must equal. */
+export interface ReportOptions {
+  raw?: boolean;
+}
+
 /** `limits`: the job's deadline and abort signal, which bound the report's statements (see inBoundedTransaction). */
-type Query = (storage: Storage, params: Params, scope: ReportScope, limits?: JobLimits) => Promise<QueryResult>;
+type Query = (storage: Storage, params: Params, scope: ReportScope, limits?: JobLimits, options?: ReportOptions) => Promise<QueryResult>;
 
 const col = (name: string, type: ReportColumn['type'], nullable = false): ReportColumn => ({ name, type, nullable });
 
@@ -101,7 +107,7 @@ interface FenceSession {
  * read instead of the positions, and the rest of the window is computed from positions; both give the same
  * runs. A position counts as stored: one uploaded twice counts twice, as in every other report.
  */
-async function fenceSessions(storage: Storage, params: Params, scope: ReportScope, limits: JobLimits) {
+async function fenceSessions(storage: Storage, params: Params, scope: ReportScope, limits: JobLimits, options: ReportOptions = {}) {
   checkOrganization(params, scope);
   const { shapes, names } = await fenceShapes(storage, scope, params);
   if (shapes.length === 0) return { sessions: [] as FenceSession[], names };
@@ -126,7 +132,7 @@ async function fenceSessions(storage: Storage, params: Params, scope: ReportScop
     const origin = await originOf(execute, params, where);
     const originMs = Date.parse(origin);
     const timing = new SessionWindows(params.session_threshold, origin, (Date.parse(params.to_date) - originMs) * 1000);
-    const fromStays = (params as Record<symbol, unknown>)[RAW_PATH]
+    const fromStays = options.raw
       ? undefined
       : await staysRuns(execute, { organizationId: scope.organizationId, from: Date.parse(params.from_date), to: Date.parse(params.to_date), shapes, timing, where, staysWhere: joinSql(onStays) });
     // The grid costs a few hundred ms to build for a floor of zones: only for a report computed from positions.
@@ -161,8 +167,8 @@ async function fenceSessions(storage: Storage, params: Params, scope: ReportScop
   });
 }
 
-const geofencingSessionsMatches: Query = async (storage, params, scope, limits = UNBOUNDED) => {
-  const { sessions, names } = await fenceSessions(storage, params, scope, limits);
+const geofencingSessionsMatches: Query = async (storage, params, scope, limits = UNBOUNDED, options = {}) => {
+  const { sessions, names } = await fenceSessions(storage, params, scope, limits, options);
   return {
     meta: [col('device_id', 'string'), col('user_id', 'string', true), col('geofence_id', 'string'), col('geofence_name', 'string'), col('entered_at', 'datetime'), col('exited_at', 'datetime'), col('duration_s', 'number'), col('positions', 'integer')],
     rows: sessions.map((s) => [s.device_id, s.user_id, s.fence_id, names.get(s.fence_id) ?? '', formatInstant(s.entered_at, params.time_zone), formatInstant(s.exited_at, params.time_zone), Number(s.duration_s), s.positions]),
@@ -171,8 +177,8 @@ const geofencingSessionsMatches: Query = async (storage, params, scope, limits =
 };
 
 /** Stay time per group (the local day or hour a stay began), device and geofence. */
-const geofencingStayTime: Query = async (storage, params, scope, limits = UNBOUNDED) => {
-  const { sessions, names } = await fenceSessions(storage, params, scope, limits);
+const geofencingStayTime: Query = async (storage, params, scope, limits = UNBOUNDED, options = {}) => {
+  const { sessions, names } = await fenceSessions(storage, params, scope, limits, options);
   const groups = new Map<string, { group: string; device: string; user: string | null; fence: string; sessions: number; total: number; first: Date; last: Date; positions: number }>();
   for (const s of sessions) {
     const local = formatInstant(s.entered_at, params.time_zone === 'UTC' ? 'UTC' : params.time_zone).replace('T', ' ');
@@ -200,40 +206,99 @@ const TRUNCATE: Record<string, { unit: string; format: string }> = {
   hour: { unit: 'hour', format: 'YYYY-MM-DD HH24:00' },
 };
 
-/** Since 1980 every time zone's offset from UTC is a whole number of quarter hours (checked over the IANA zones). */
-const QUARTER_HOUR_OFFSETS_SINCE = Date.UTC(1980, 0, 1);
+/**
+ * A report's conditions other than its window, on columns that positions and the rollups share (both aliased
+ * `p`): organization, a plain user's own rows only, and what the report adds. Refuses a backwards window.
+ */
+function rowFilter(scope: ReportScope, params: Params) {
+  baseFilter(scope, params);
+  const where = ['p.organization_id = ?'];
+  const values: unknown[] = [scope.organizationId];
+  if (scope.onlyUserId) {
+    where.push('p.user_id = ?');
+    values.push(scope.onlyUserId);
+  }
+  return {
+    add(condition: string, ...more: unknown[]) {
+      where.push(condition);
+      values.push(...more);
+    },
+    sql: () => sqlOf(where.join(' and '), ...values),
+  };
+}
+
+/** Positions of the whole window, as `from` text (the raw path). */
+const windowPositions = (conditions: Sql, params: Params) => joinSql(['positions p where ', conditions, sqlOf(' and p.ts >= ? and p.ts < ?', params.from_date, params.to_date)]);
+
+/** The rollups (rollups.ts) serve a window from 1980 on, unless asked for the raw path; null: positions only. */
+async function rollupPlan(execute: Execute, scope: ReportScope, params: Params, unitMs: number, options: ReportOptions): Promise<RollupWindow | null> {
+  return options.raw ? null : RollupWindow.plan(execute, scope.organizationId, params.from_date, params.to_date, unitMs);
+}
+
+/**
+ * Whether a UTC quarter hour of the window lies in two local buckets. Since 1980 every offset is a whole number
+ * of quarter hours, but a few zones changed it at a minute past (America/Goose_Bay, St_Johns and Moncton until
+ * 2011, Asia/Gaza and Hebron in 2010-2011, Antarctica/Casey in 2020-2022): the quarter holding such a change
+ * starts in one local hour (or day) and ends in another. Checked in PostgreSQL's own time-zone data, one row per
+ * quarter of the window.
+ */
+async function offsetChangesInsideAQuarter(execute: Execute, params: Params, unit: string): Promise<boolean> {
+  const local = (instant: string) => `date_trunc('${unit}', ${instant} at time zone ?::text)`;
+  const [row] = await execute<{ straddles: boolean }>(
+    sqlOf(
+      `select exists (
+         select 1 from generate_series(date_bin('15 minutes', ?::timestamptz, '2000-01-01T00:00:00Z'), ?::timestamptz - interval '1 microsecond', interval '15 minutes') as q
+         where ${local('q')} <> ${local("(q + interval '15 minutes' - interval '1 microsecond')")}
+       ) as straddles`,
+      params.from_date,
+      params.to_date,
+      params.time_zone,
+      params.time_zone,
+    ),
+  );
+  return row!.straddles;
+}
 
 /**
  * Unique visitors (a user, or a device without one) per local month, day or hour. Positions are grouped per
  * quarter hour of UTC and visitor first (a parallel hash aggregate), and only those groups are placed in their
  * local bucket: every local hour, day and month starts on a UTC quarter hour, so no quarter straddles two
  * buckets, and the time-zone conversion runs once per quarter instead of once per position (half the time
- * of a day of 8.64M positions in Europe/Madrid). Before 1980 some zones had offsets such as -00:44:30, so
- * such windows place each position itself. A count(distinct) straight over every position would sort them all.
+ * of a day of 8.64M positions in Europe/Madrid). Before 1980 some zones had offsets such as -00:44:30, and a
+ * few later changed offset at a minute past a quarter (offsetChangesInsideAQuarter), so such windows place each
+ * position itself. A count(distinct) straight over every position would sort them all.
+ * Whole quarters come from the rollups' runs (their counts per quarter, device and user are these groups);
+ * the window's edges and pending device-hours from positions.
  */
-const visitors: Query = async (storage, params, scope, limits = UNBOUNDED) => {
-  const filter = baseFilter(scope, params);
+const visitors: Query = async (storage, params, scope, limits = UNBOUNDED, options = {}) => {
+  const filter = rowFilter(scope, params);
   filter.add('p.building_id = ?', params.building_id);
   if (params.floor_id) filter.add('p.floor_id = ?', params.floor_id);
+  const conditions = filter.sql();
   const { unit, format } = TRUNCATE[params.group]!;
-  const localBucket = (instant: string) => `date_trunc('${unit}', ${instant} at time zone ?::text)`;
-  const quarters = Date.parse(params.from_date) >= QUARTER_HOUR_OFFSETS_SINCE;
-  const rows = await inReportTransaction(storage, limits, (execute) =>
-    execute<{ bucket: string; visitors: number; devices: number; positions: number }>(
-      sqlOf(
+  const localBucket = (instant: string) => sqlOf(`date_trunc('${unit}', ${instant} at time zone ?::text)`, params.time_zone);
+  const rows = await inReportTransaction(storage, limits, async (execute) => {
+    const quarters = Date.parse(params.from_date) >= ROLLUPS_SINCE && !(await offsetChangesInsideAQuarter(execute, params, unit));
+    const plan = quarters ? await rollupPlan(execute, scope, params, QUARTER_MS, options) : null;
+    const at = quarters ? sqlOf(`date_bin('15 minutes', p.ts, '2000-01-01T00:00:00Z')`) : localBucket('p.ts');
+    const groups = [
+      ...(plan ? plan.rawSources(conditions) : [windowPositions(conditions, params)]).map((source) => joinSql(['select ', at, ' as at, p.device_id, p.user_id, count(*) as n from ', source, ' group by 1, 2, 3'])),
+      ...(plan ? [joinSql(['select p.quarter as at, p.device_id, p.user_id, sum(p.positions) as n from ', plan.rollupSource('rollup_runs', conditions), ' group by 1, 2, 3'])] : []),
+    ];
+    return execute<{ bucket: string; visitors: number; devices: number; positions: number }>(
+      joinSql([
         `select to_char(bucket, '${format}') as bucket, count(distinct visitor)::int as visitors, count(distinct device_id)::int as devices, sum(n)::int as positions
          from (
-           select ${quarters ? localBucket('q.at') : 'q.at'} as bucket, q.device_id, coalesce(q.user_id::text, 'device:' || q.device_id) as visitor, sum(q.n) as n
-           from (
-             select ${quarters ? `date_bin('15 minutes', p.ts, '2000-01-01T00:00:00Z')` : localBucket('p.ts')} as at, p.device_id, p.user_id, count(*) as n
-             from positions p where ${filter.where.join(' and ')} group by 1, 2, 3
-           ) q group by 1, 2, 3
+           select `,
+        quarters ? localBucket('q.at') : 'q.at',
+        ` as bucket, q.device_id, coalesce(q.user_id::text, 'device:' || q.device_id) as visitor, sum(q.n) as n
+           from (`,
+        joinSql(groups, ' union all '),
+        `) q group by 1, 2, 3
          ) v group by v.bucket order by v.bucket`,
-        params.time_zone,
-        ...filter.values,
-      ),
-    ),
-  );
+      ]),
+    );
+  });
   return {
     meta: [col('group', 'string'), col('visitors', 'integer'), col('devices', 'integer'), col('positions', 'integer')],
     rows: rows.map((r) => [r.bucket, r.visitors, r.devices, r.positions]),
@@ -245,20 +310,26 @@ const visitors: Query = async (storage, params, scope, limits = UNBOUNDED) => {
  * Time devices spent in the building: sessions (gaps over `session_threshold` split them), each device's total
  * per group, then min / average / percentiles / max of those totals. Sessions come from one parallel
  * aggregation per device and window (SessionWindows); the statistics then run in SQL over them, as before.
+ * With rollups (a threshold of at least RUN_GAP_US), whole quarters come as the rollups' runs, the window's
+ * edges and pending device-hours as sessions from positions, and the two are joined per device (joinRuns).
  */
-const positioningTime: Query = async (storage, params, scope, limits = UNBOUNDED) => {
-  const filter = baseFilter(scope, params);
+const positioningTime: Query = async (storage, params, scope, limits = UNBOUNDED, options = {}) => {
+  const filter = rowFilter(scope, params);
   filter.add('p.building_id = ?', params.building_id);
   if (params.floor_id) filter.add('p.floor_id = ?', params.floor_id);
-  const where = sqlOf(filter.where.join(' and '), ...filter.values);
+  const conditions = filter.sql();
   const rows = await inReportTransaction(storage, limits, async (execute) => {
-    const origin = await originOf(execute, params, where);
+    const origin = await originOf(execute, params, joinSql([conditions, sqlOf(' and p.ts >= ? and p.ts < ?', params.from_date, params.to_date)]));
     const timing = new SessionWindows(params.session_threshold, origin, (Date.parse(params.to_date) - Date.parse(origin)) * 1000);
+    const plan = timing.thresholdUs >= RUN_GAP_US ? await rollupPlan(execute, scope, params, QUARTER_MS, options) : null;
     const windows = new Map<string, Window>();
-    for (const row of await execute<WindowRow>(joinSql(['select p.device_id, ', timing.aggregates, ' from positions p where ', where, ' group by p.device_id, ', timing.window]))) {
-      addWindow(windows, timing, row.device_id, row);
+    for (const source of plan ? plan.rawSources(conditions) : [windowPositions(conditions, params)]) {
+      for (const row of await execute<WindowRow>(joinSql(['select p.device_id, ', timing.aggregates, ' from ', source, ' group by p.device_id, ', timing.window]))) {
+        addWindow(windows, timing, row.device_id, row);
+      }
     }
-    const byDevice = await timing.sessions(windows.values(), async (wanted) => {
+    const where = plan ? plan.rawWhere(conditions) : joinSql([conditions, sqlOf(' and p.ts >= ? and p.ts < ?', params.from_date, params.to_date)]);
+    const byDevice: Map<string, Run[]> = await timing.sessions(windows.values(), async (wanted) => {
       const exact = new Map<string, Position[]>();
       for (const row of await execute<Record<string, any>>(timing.reread(sqlOf('p.device_id'), where, wanted))) {
         const t = Number(row.t);
@@ -266,6 +337,33 @@ const positioningTime: Query = async (storage, params, scope, limits = UNBOUNDED
       }
       return exact;
     });
+    if (plan) {
+      const originUs = Date.parse(origin) * 1000;
+      const runs = new Map<string, Run[]>();
+      // Runs joined per device in PostgreSQL first, by joinRuns' rule (a run joins when it starts within the
+      // threshold of the latest fix before it): a month is hundreds of thousands of runs, its sessions a few thousand.
+      // Both levels order runs the same total way (a run is one per key and first fix), so ties split alike.
+      for (const row of await execute<{ device_id: string; first_us: string; last_us: string; positions: number }>(
+        joinSql([
+          sqlOf(
+            `select device_id, min(first_us) as first_us, max(last_us) as last_us, sum(positions)::int as positions
+           from (
+             select *, sum(starts) over (partition by device_id order by first_us, last_us, building_id, floor_id, user_id rows unbounded preceding) as session
+             from (
+               select p.device_id, p.first_us, p.last_us, p.positions, p.building_id, p.floor_id, p.user_id,
+                      case when p.first_us - max(p.last_us) over (partition by p.device_id order by p.first_us, p.last_us, p.building_id, p.floor_id, p.user_id rows between unbounded preceding and 1 preceding) <= ?::int8 then 0 else 1 end as starts
+               from `,
+            timing.thresholdUs,
+          ),
+          plan.rollupSource('rollup_runs', conditions),
+          `) r
+           ) s group by device_id, session`,
+        ]),
+      )) {
+        pushTo(runs, row.device_id, { first: Number(row.first_us) - originUs, last: Number(row.last_us) - originUs, n: row.positions });
+      }
+      for (const [device, list] of runs) byDevice.set(device, joinRuns([...(byDevice.get(device) ?? []), ...list], timing.thresholdUs));
+    }
     const sessions = [...byDevice].flatMap(([device, runs]) => runs.map((run) => ({ device, ...run })));
     return execute<Record<string, any>>(
       sqlOf(
@@ -303,34 +401,36 @@ const positioningTime: Query = async (storage, params, scope, limits = UNBOUNDED
 /**
  * Heatmap of a floor: geohash cells of precision 10 (25 latitude and 25 longitude bits, grouped by PostgreSQL
  * as integer cells, then named here), the weight being the number of distinct users (or devices) seen there.
+ * Whole hours come from the rollups' heat cells, the window's edges and pending device-hours from positions.
  */
-/** Rows (and columns) of the geohash-10 grid: 25 bits of latitude and 25 of longitude. */
-const GEOHASH10_ROWS = 2 ** 25;
-
-const heatmap: Query = async (storage, params, scope, limits = UNBOUNDED) => {
-  const filter = baseFilter(scope, params);
+const heatmap: Query = async (storage, params, scope, limits = UNBOUNDED, options = {}) => {
+  const filter = rowFilter(scope, params);
   filter.add('p.building_id = ?', params.building_id);
   if (params.position_type === 'outdoor') filter.add('not p.indoor');
   else if (params.position_type === 'indoor') filter.add('p.indoor and p.floor_id = ?', params.floor_id);
   else filter.add('(p.floor_id = ? or not p.indoor)', params.floor_id);
   if (params.device_id) filter.add('p.device_id = ?', params.device_id);
   if (params.user_id) filter.add('p.user_id = ?', params.user_id);
+  const conditions = filter.sql();
   // Two levels, as for visitors: per cell and visitor first (a hash aggregate), then per cell. A cell is the
-  // geohash-10 grid cell (2^25 rows of latitude, 2^25 columns of longitude; the pole and the antimeridian
-  // belong to the last ones, as in a geohash): its centre names it.
-  const cells = await inReportTransaction(storage, limits, (execute) =>
-    execute<{ lat_cell: string; lng_cell: string; weight: number; positions: number }>(
-      sqlOf(
-        `select lat_cell, lng_cell, count(distinct coalesce(user_id::text, 'device:' || device_id))::int as weight, sum(n)::int as positions
-         from (
-           select least(floor((p.lat + 90) / 180 * ${GEOHASH10_ROWS}), ${GEOHASH10_ROWS - 1})::bigint as lat_cell, least(floor((p.lng + 180) / 360 * ${GEOHASH10_ROWS}), ${GEOHASH10_ROWS - 1})::bigint as lng_cell,
-                  p.user_id, p.device_id, count(*) as n
-           from positions p where ${filter.where.join(' and ')} group by 1, 2, 3, 4
-         ) c group by 1, 2 order by 1, 2`,
-        ...filter.values,
+  // geohash-10 grid cell (latCell, lngCell): its centre names it.
+  const cells = await inReportTransaction(storage, limits, async (execute) => {
+    const plan = await rollupPlan(execute, scope, params, HOUR_MS, options);
+    const groups = [
+      ...(plan ? plan.rawSources(conditions) : [windowPositions(conditions, params)]).map((source) =>
+        joinSql([`select ${latCell('p.lat')} as lat_cell, ${lngCell('p.lng')} as lng_cell, p.user_id, p.device_id, count(*) as n from `, source, ' group by 1, 2, 3, 4']),
       ),
-    ),
-  );
+      ...(plan ? [joinSql(['select p.lat_cell::bigint, p.lng_cell::bigint, p.user_id, p.device_id, sum(p.positions) as n from ', plan.rollupSource('rollup_heat_cells', conditions), ' group by 1, 2, 3, 4'])] : []),
+    ];
+    return execute<{ lat_cell: string; lng_cell: string; weight: number; positions: number }>(
+      joinSql([
+        `select lat_cell, lng_cell, count(distinct coalesce(user_id::text, 'device:' || device_id))::int as weight, sum(n)::int as positions
+         from (`,
+        joinSql(groups, ' union all '),
+        ') c group by 1, 2 order by 1, 2',
+      ]),
+    );
+  });
   const rows = cells.map((cell) => {
     const hash = encodeGeohash(((Number(cell.lat_cell) + 0.5) / GEOHASH10_ROWS) * 180 - 90, ((Number(cell.lng_cell) + 0.5) / GEOHASH10_ROWS) * 360 - 180, 10);
     const center = decodeGeohashCenter(hash);

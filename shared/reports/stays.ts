@@ -17,9 +17,6 @@ export const STAYS_THRESHOLD_S = 15;
 const HOUR_MS = 3_600_000;
 const INSERT_BATCH = 5000;
 
-/** A report's parameter (never one a request can carry) that forces the raw path: tests compare both paths. */
-export const RAW_PATH = Symbol('raw path');
-
 /** Runs per `device \0 fence id`. */
 export type FenceRuns = Map<string, Run[]>;
 

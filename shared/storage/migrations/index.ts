@@ -10,6 +10,7 @@ import { M0008AlarmRaiseKeys } from './m0008-alarm-raise-keys.js';
 import { M0010AuditLog } from './m0010-audit-log.js';
 import { M0009Webhooks } from './m0009-webhooks.js';
 import { M0011ReportStays } from './m0011-report-stays.js';
+import { M0012ReportRollups } from './m0012-report-rollups.js';
 
 /**
  * Every migration, in order. Listed explicitly (not globbed from disk) so they run the same under tsx,
@@ -27,4 +28,5 @@ export const migrationsList: MigrationObject[] = [
   { name: 'm0009-webhooks', class: M0009Webhooks },
   { name: 'm0010-audit-log', class: M0010AuditLog },
   { name: 'm0011-report-stays', class: M0011ReportStays },
+  { name: 'm0012-report-rollups', class: M0012ReportRollups },
 ];
