@@ -17,4 +17,5 @@ USER node
 ENV DATA_DIR=/data HOST=0.0.0.0 PORT=8080
 EXPOSE 8080
 HEALTHCHECK --interval=10s --timeout=3s --retries=3 CMD node -e "fetch('http://127.0.0.1:'+(process.env.PORT||8080)+'/readyz').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"
-CMD ["node", "--import", "tsx", "gateway/main.ts"]
+# A 64 MB young generation: the hot path allocates per position, and the default one spent a third of its CPU in GC.
+CMD ["node", "--max-semi-space-size=64", "--import", "tsx", "gateway/main.ts"]

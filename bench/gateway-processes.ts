@@ -4,7 +4,7 @@ import { connect } from 'node:net';
 import { fileURLToPath } from 'node:url';
 
 /**
- * Gateway processes for the multi-gateway bench: `node --import tsx gateway/main.ts` (the node process itself,
+ * Gateway processes for the multi-gateway bench: `node --max-semi-space-size=64 --import tsx gateway/main.ts` (as `npm start`) (the node process itself,
  * so its pid is the one whose CPU /proc reports), on fixed ports, killed with SIGKILL or stopped with SIGTERM
  * then SIGKILL, always by pid. Every process started here is also SIGKILLed when this process exits, so a
  * failing run leaves nothing behind. (test/fault/gateway-kill.test.ts spawns the same way, inline.)
@@ -28,7 +28,7 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** Starts a gateway on `port` (metrics on `metricsPort`) with `env`, and waits until /readyz answers 200. */
 export async function startGatewayProcess(env: Record<string, string>, port: number, metricsPort: number, timeoutMs = 60_000): Promise<GatewayProcess> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'gateway/main.ts'], {
+  const child = spawn(process.execPath, ['--max-semi-space-size=64', '--import', 'tsx', 'gateway/main.ts'], {
     cwd: REPO_ROOT,
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', ...env, HOST: '127.0.0.1', PORT: String(port), METRICS_PORT: String(metricsPort) },
     stdio: ['ignore', 'pipe', 'pipe'],
