@@ -4,13 +4,16 @@ import { inBoundedTransaction, joinSql, sqlOf, UNBOUNDED, type Execute, type Sql
 
 /**
  * Keeps report data as positions arrive. A positions row is materialised once a pass has rebuilt its
- * device-hour (organization, device, UTC hour of `ts`): each pass takes the rows received since the stored
- * watermark (found through the BRIN index on received_at, migration m0011), rebuilds their device-hours with
- * every materialization, and moves the watermark, all in one transaction, so a report's snapshot sees kept
- * data and watermark agree. The watermark stops `lagMs` short of now: a row received earlier but still in a
- * writer's batch commits within that lag (rebuilding a device-hour twice is harmless: a rebuild REPLACES what
- * was kept for it). Rows at or past the watermark are "pending": reports compute their device-hours from raw
- * positions. The watermark starts at -infinity, so the first pass builds what was stored before (in chunks
+ * device-hour (organization, device, UTC hour of `ts`) after that hour closed: each pass rebuilds, with every
+ * materialization, the device-hours of the hours that closed since the stored watermark and those of closed
+ * hours that received rows since it (late fixes, found through the BRIN index on received_at, migration m0011),
+ * and moves the watermark, all in one transaction, so a report's snapshot sees kept data and watermark agree.
+ * An open hour is never rebuilt: rebuilding it at every pass would re-read the whole hour each time, which at
+ * tens of thousands of positions a second costs more than the reports it saves; each row is read about once.
+ * The watermark stops `lagMs` short of now: a row received earlier but still in a writer's batch commits within
+ * that lag (rebuilding a device-hour twice is harmless: a rebuild REPLACES what was kept for it). A device-hour
+ * is "pending" while its hour is not closed at the watermark or it has rows received at or past it: reports
+ * compute pending device-hours from raw positions. The watermark starts at -infinity, so the first pass builds what was stored before (in chunks
  * of received time); `backfill` rebuilds stored days whose rows sit behind the watermark (imported directly).
  */
 export interface DeviceHour {
@@ -37,6 +40,7 @@ const LOCK_KEY = '19822486919148404';
 
 /** The UTC hour of `column`, whatever the session's TimeZone (date_trunc would follow it). */
 export const utcHour = (column: string) => `date_bin('1 hour', ${column}, '2000-01-01T00:00:00Z')`;
+const floorHour = (ms: number) => Math.floor(ms / HOUR_MS) * HOUR_MS;
 const hourMs = (column: string) => `(extract(epoch from ${utcHour(column)}) * 1000)::int8`;
 
 /** Rows received at or after this instant are not materialised yet (-Infinity before the first pass). */
@@ -53,13 +57,16 @@ export async function setWatermark(storage: Storage, at: Date | null): Promise<v
   await storage.execute(`update report_watermarks set watermark = ?::timestamptz where name = 'reports'`, [at ? at.toISOString() : '-infinity']);
 }
 
-/** Device-hours of this window whose rows were received after the watermark: a report computes these from raw positions. */
+/**
+ * Device-hours of this window not materialised: their hour was still open at the watermark, or they have rows
+ * received at or after it. A report computes these from raw positions.
+ */
 export async function pendingDeviceHours(execute: Execute, organizationId: string, from: Date, to: Date): Promise<DeviceHour[]> {
   const since = await watermark(execute);
   const rows = await execute<{ device_id: string; hour_ms: string }>(
     joinSql([
       sqlOf(`select p.device_id, ${hourMs('p.ts')} as hour_ms from positions p where p.organization_id = ? and p.ts >= ? and p.ts < ?`, organizationId, from.toISOString(), to.toISOString()),
-      Number.isFinite(since) ? sqlOf(' and p.received_at >= ?', new Date(since).toISOString()) : '',
+      Number.isFinite(since) ? sqlOf(' and (p.received_at >= ? or p.ts >= ?)', new Date(since).toISOString(), new Date(floorHour(since)).toISOString()) : '',
       ' group by 1, 2',
     ]),
   );
@@ -106,7 +113,10 @@ export class ReportMaterializer {
     await this.running;
   }
 
-  /** One pass: every device-hour with rows received since the watermark, rebuilt by every materialization. */
+  /**
+   * One pass: the device-hours of the hours closed since the watermark, and those of closed hours with rows
+   * received since it, rebuilt by every materialization.
+   */
   async runOnce(now = Date.now()): Promise<number> {
     const until = now - this.lagMs;
     let total = 0;
@@ -119,14 +129,19 @@ export class ReportMaterializer {
         }
         const to = Math.min(from + CATCH_UP_CHUNK_MS, until);
         if (to <= from) return undefined;
-        const units = await this.unitsOf(execute, sqlOf('p.received_at >= ? and p.received_at < ?', new Date(from).toISOString(), new Date(to).toISOString()));
-        await this.rebuild(execute, units);
         let next = to;
-        if (units.length === 0 && to < until) {
+        const received = await execute(sqlOf('select 1 from positions where received_at >= ? and received_at < ? limit 1', new Date(from).toISOString(), new Date(to).toISOString()));
+        if (received.length === 0 && to < until) {
           // Nothing received in this chunk: skip to the next row received (a quiet month is one step, not 120).
           const [row] = await execute<{ ms: string | null }>(sqlOf('select (floor(extract(epoch from min(received_at)) * 1000))::int8 as ms from positions where received_at >= ?', new Date(to).toISOString()));
           next = row?.ms ? Math.min(Number(row.ms), until) : until;
         }
+        // Closed by `next`: every hour before its own. Late rows of closed hours, and every row of the hours that closed now.
+        const closed = floorHour(next);
+        const late = await this.unitsOf(execute, sqlOf('p.received_at >= ? and p.received_at < ? and p.ts < ?', new Date(from).toISOString(), new Date(next).toISOString(), new Date(closed).toISOString()));
+        const closing = floorHour(from) < closed ? await this.unitsOf(execute, sqlOf('p.ts >= ? and p.ts < ?', new Date(floorHour(from)).toISOString(), new Date(closed).toISOString())) : [];
+        const units = [...new Map([...late, ...closing].map((unit) => [`${unit.organizationId}\u0000${unit.deviceId}\u0000${unit.hour.getTime()}`, unit])).values()];
+        await this.rebuild(execute, units);
         await execute(sqlOf(`update report_watermarks set watermark = ? where name = 'reports'`, new Date(next).toISOString()));
         return { units: units.length, done: next >= until };
       });

@@ -3,7 +3,7 @@ import { csvChunks } from '../../shared/csv/csv.js';
 import { createLogger } from '../../shared/logger.js';
 import { PositionStore } from '../../shared/positions/position-store.js';
 import { materializations } from '../../shared/reports/materializations.js';
-import { ReportMaterializer } from '../../shared/reports/materializer.js';
+import { ReportMaterializer, setWatermark } from '../../shared/reports/materializer.js';
 import { reportParamSchemas, type ReportName } from '../../shared/reports/report-params.js';
 import { reportQueries } from '../../shared/reports/report-queries.js';
 import { UNBOUNDED } from '../../shared/reports/report-sql.js';
@@ -196,6 +196,23 @@ describe(`geofence reports from kept stays (${driverLabel}, jobs on ${serverRedi
     expect((await bothWays('geofencing_sessions_matches', query)).map((r: any) => r.positions)).toEqual([3]);
     await materialize();
     expect((await bothWays('geofencing_sessions_matches', query)).map((r: any) => r.positions)).toEqual([3]);
+  });
+
+  it('keeps an open hour pending (read from positions) and rebuilds it once, when it has closed', async () => {
+    const hourStart = (ms: number) => Math.floor(ms / 3_600_000) * 3_600_000;
+    if (Date.now() - hourStart(Date.now()) < 5000) await new Promise((resolve) => setTimeout(resolve, 5000));
+    const hour = hourStart(Date.now());
+    const first = Math.max(hour, Date.now() - 60_000);
+    await upload(track('open-hour', every(first, first + 4000, 2, 12, 12)));
+    const kept = async () => Number((await storage.execute<{ n: string }>("select count(*)::int8 as n from geofence_stays where device_id = 'open-hour'"))[0]!.n);
+    const query = `${window(hour, hour + 3_600_000)}&device_ids=open-hour`;
+    await materialize();
+    expect(await kept()).toBe(0); // the hour is still open: not rebuilt at every pass
+    expect((await bothWays('geofencing_sessions_matches', query)).map((r: any) => r.positions)).toEqual([3]);
+    await materializer.runOnce(hour + 3_600_000 + 1); // the hour has closed
+    expect(await kept()).toBe(1);
+    expect((await bothWays('geofencing_sessions_matches', query)).map((r: any) => r.positions)).toEqual([3]);
+    await setWatermark(storage, new Date()); // back from the future: later rows are pending again
   });
 
   it('retention drops stays with their positions', async () => {
