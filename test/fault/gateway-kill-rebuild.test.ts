@@ -1,10 +1,10 @@
-import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createVenue } from '../support/cartography.js';
 import { FaultPostgres, faultServersAvailable, faultServersSkipReason, sleep } from '../support/fault-servers.js';
+import { spawnGateway, type SpawnedGateway } from '../support/gateway-process.js';
 import { TestClient } from '../support/http-client.js';
 import { ADMIN_EMAIL, ADMIN_PASSWORD, adminClient } from '../support/identity.js';
 
@@ -15,46 +15,19 @@ import { ADMIN_EMAIL, ADMIN_PASSWORD, adminClient } from '../support/identity.js
  */
 if (!faultServersAvailable) console.warn(faultServersSkipReason);
 
-const LISTENING = /listening on http:\/\/[\d.]+:(\d+)/;
 const SILENCE_S = 2;
 
 describe.skipIf(!faultServersAvailable)('dead-man coverage across a SIGKILLed gateway (private PostgreSQL)', () => {
   let postgres: FaultPostgres;
   let dataDir: string;
-  let child: ChildProcess | undefined;
+  let child: SpawnedGateway | undefined;
 
   /** A gateway process as `npm start` runs it, on the private PostgreSQL and the in-process bus. */
   const boot = async (): Promise<TestClient> => {
-    let output = '';
-    const started = spawn(process.execPath, ['--import', 'tsx', 'gateway/main.ts'], {
-      env: {
-        PATH: process.env.PATH ?? '',
-        HOME: process.env.HOME ?? '/tmp',
-        HOST: '127.0.0.1',
-        PORT: '0',
-        DATA_DIR: dataDir,
-        LOG_LEVEL: 'warn',
-        ADMIN_EMAIL,
-        ADMIN_PASSWORD,
-        DATABASE_URL: postgres.url,
-        METRICS_PORT: '0',
-      },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    child = started;
-    started.stdout!.on('data', (chunk) => (output += chunk));
-    started.stderr!.on('data', (chunk) => (output += chunk));
-    for (let waited = 0; !LISTENING.test(output); waited += 50) {
-      if (started.exitCode !== null || waited > 45_000) throw new Error(`gateway did not start: ${output}`);
-      await sleep(50);
-    }
-    return adminClient(new TestClient(`http://127.0.0.1:${LISTENING.exec(output)![1]}`));
+    child = await spawnGateway({ DATA_DIR: dataDir, LOG_LEVEL: 'warn', ADMIN_EMAIL, ADMIN_PASSWORD, DATABASE_URL: postgres.url });
+    return adminClient(new TestClient(child.base));
   };
-  const kill = async () => {
-    const exited = new Promise((resolve) => child!.once('exit', resolve));
-    child!.kill('SIGKILL');
-    await exited;
-  };
+  const kill = () => child!.kill();
   const deadmanAlarms = () =>
     postgres.query<{ occurrences: number; reason: string; created_at: Date }>("select occurrences, details->>'reason' as reason, created_at from alarms where type = 'DEADMAN' and device_id = 'faller'");
 
@@ -64,7 +37,7 @@ describe.skipIf(!faultServersAvailable)('dead-man coverage across a SIGKILLed ga
   }, 90_000);
 
   afterAll(async () => {
-    if (child && child.exitCode === null) child.kill('SIGKILL');
+    await child?.kill();
     await postgres?.destroy();
     if (dataDir) rmSync(dataDir, { recursive: true, force: true });
   });
@@ -90,6 +63,6 @@ describe.skipIf(!faultServersAvailable)('dead-man coverage across a SIGKILLed ga
     await sleep(2500); // a few sweeps of the third gateway
     expect((await deadmanAlarms()).map((alarm) => [alarm.reason, alarm.occurrences])).toEqual([['silence', 1]]);
     expect((await postgres.query<{ n: number }>("select count(*)::int as n from alarm_raise_keys where key like 'deadman|faller|%'"))[0]!.n).toBe(1);
-    child!.kill('SIGTERM');
+    child!.child.kill('SIGTERM');
   }, 120_000);
 });

@@ -1,9 +1,9 @@
-import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FaultPostgres, FaultRedis, faultServersAvailable, faultServersSkipReason, seeded, sleep } from '../support/fault-servers.js';
+import { spawnGateway, type SpawnedGateway } from '../support/gateway-process.js';
 
 /**
  * `kill -9` of a gateway process under upload load: nothing drains, nothing flushes, so only what was committed
@@ -11,42 +11,25 @@ import { FaultPostgres, FaultRedis, faultServersAvailable, faultServersSkipReaso
  */
 if (!faultServersAvailable) console.warn(faultServersSkipReason);
 
-const LISTENING = /listening on http:\/\/[\d.]+:(\d+)/;
 
 
 describe.skipIf(!faultServersAvailable)('gateway killed with SIGKILL under load (private servers)', () => {
   let postgres: FaultPostgres;
   let redis: FaultRedis;
   let dataDir: string;
-  let child: ChildProcess | undefined;
+  let child: SpawnedGateway | undefined;
 
   const boot = async (): Promise<string> => {
-    let output = '';
-    const started = spawn(process.execPath, ['--import', 'tsx', 'gateway/main.ts'], {
-      env: {
-        PATH: process.env.PATH ?? '',
-        HOME: process.env.HOME ?? '/tmp',
-        HOST: '127.0.0.1',
-        PORT: '0',
-        DATA_DIR: dataDir,
-        LOG_LEVEL: 'silent',
-        ADMIN_EMAIL: 'admin@example.test',
-        ADMIN_PASSWORD: 'admin-password-1',
-        DATABASE_URL: postgres.url,
-        REDIS_URL: redis.url,
-        REDIS_PREFIX: 'fault-kill',
-        METRICS_PORT: '0',
-      },
-      stdio: ['ignore', 'pipe', 'pipe'],
+    child = await spawnGateway({
+      DATA_DIR: dataDir,
+      LOG_LEVEL: 'silent',
+      ADMIN_EMAIL: 'admin@example.test',
+      ADMIN_PASSWORD: 'admin-password-1',
+      DATABASE_URL: postgres.url,
+      REDIS_URL: redis.url,
+      REDIS_PREFIX: 'fault-kill',
     });
-    child = started;
-    started.stdout!.on('data', (chunk) => (output += chunk));
-    started.stderr!.on('data', (chunk) => (output += chunk));
-    for (let waited = 0; !LISTENING.test(output); waited += 50) {
-      if (started.exitCode !== null || waited > 45_000) throw new Error(`gateway did not start: ${output}`);
-      await sleep(50);
-    }
-    return `http://127.0.0.1:${LISTENING.exec(output)![1]}`;
+    return child.base;
   };
 
   const token = async (base: string) => {
@@ -60,7 +43,7 @@ describe.skipIf(!faultServersAvailable)('gateway killed with SIGKILL under load 
   }, 90_000);
 
   afterAll(async () => {
-    if (child && child.exitCode === null) child.kill('SIGKILL');
+    await child?.kill();
     await Promise.all([postgres?.destroy(), redis?.destroy()]);
     if (dataDir) rmSync(dataDir, { recursive: true, force: true });
   });
@@ -91,8 +74,7 @@ describe.skipIf(!faultServersAvailable)('gateway killed with SIGKILL under load 
     };
     const load = Promise.all([0, 1, 2, 3].map(uploader));
     while (acknowledged.length < 300) await sleep(20);
-    const exited = new Promise((resolve) => child!.once('exit', resolve));
-    child!.kill('SIGKILL'); // mid-load: requests are in flight, some commits are under way
+    const exited = child!.kill(); // mid-load: requests are in flight, some commits are under way
     killed = true;
     await exited;
     await load;
@@ -104,6 +86,6 @@ describe.skipIf(!faultServersAvailable)('gateway killed with SIGKILL under load 
     const lost = acknowledged.filter((pose) => !stored.has(`${pose.device_id}@${pose.timestamp}`));
     expect(acknowledged.length).toBeGreaterThanOrEqual(300);
     expect(lost).toEqual([]);
-    child!.kill('SIGTERM');
+    child!.child.kill('SIGTERM');
   });
 });
