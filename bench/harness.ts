@@ -28,6 +28,17 @@ export function median(values: number[]): number {
   return percentile([...values].sort((a, b) => a - b), 50);
 }
 
+/** Runs `run` `runs` times one after another; the median wall time in ms (one slow run is not the figure). */
+export async function medianMs(runs: number, run: () => Promise<unknown>): Promise<number> {
+  const times: number[] = [];
+  for (let i = 0; i < runs; i++) {
+    const started = performance.now();
+    await run();
+    times.push(performance.now() - started);
+  }
+  return median(times);
+}
+
 export function summarise(samples: number[]) {
   const sorted = [...samples].sort((a, b) => a - b);
   return { p50: percentile(sorted, 50), p95: percentile(sorted, 95), p99: percentile(sorted, 99), max: sorted[sorted.length - 1] ?? NaN, n: sorted.length };

@@ -5,20 +5,11 @@ import { ReportMaterializer } from '../shared/reports/materializer.js';
 import { createVenue, squareCartesians } from '../test/support/cartography.js';
 import { adminClient } from '../test/support/identity.js';
 import { startTestGateway } from '../test/support/test-gateway.js';
-import { median, type Figure, type Scenario } from './harness.js';
+import { medianMs, type Figure, type Scenario } from './harness.js';
 
 /** Each query runs this many times and the median counts: one slow run (a checkpoint, another process) is not the figure. */
 const RUNS = Number(process.env.BENCH_REPORT_RUNS ?? 3);
 
-async function medianMs(runs: number, run: () => Promise<unknown>): Promise<number> {
-  const times: number[] = [];
-  for (let i = 0; i < runs; i++) {
-    const started = performance.now();
-    await run();
-    times.push(performance.now() - started);
-  }
-  return median(times);
-}
 
 /**
  * Reports over a day of positions (issue target: 100 devices every second = 8.64 million rows, every report

@@ -7,20 +7,11 @@ import { rollupMaterialization } from '../shared/reports/rollups.js';
 import { createVenue } from '../test/support/cartography.js';
 import { adminClient } from '../test/support/identity.js';
 import { startTestGateway } from '../test/support/test-gateway.js';
-import { median, type Figure, type Scenario } from './harness.js';
+import { medianMs, type Figure, type Scenario } from './harness.js';
 
 const RUNS = Number(process.env.BENCH_REPORT_RUNS ?? 3);
 const DAY_MS = 86_400_000;
 
-async function medianMs(run: () => Promise<unknown>): Promise<number> {
-  const times: number[] = [];
-  for (let i = 0; i < RUNS; i++) {
-    const started = performance.now();
-    await run();
-    times.push(performance.now() - started);
-  }
-  return median(times);
-}
 
 /**
  * Visitors, positioning_time and heatmap served from the rollups (issue 18) against the same reports from
@@ -28,8 +19,6 @@ async function medianMs(run: () => Promise<unknown>): Promise<number> {
  * down on embedded storage: BENCH_REPORT_SECONDS), its rollups rebuilt per device-hour (the cost bounds what
  * the materializer adds to ingest), then each report both ways, median of BENCH_REPORT_RUNS. A month: the
  * seeded span's rollups repeated over 30 days (the report reads rollups only for the copies).
- * Until the stays branch lands, the BRIN index on positions(received_at) of its migration m0011 is created
- * here, so that the pending check (positions received after the watermark) is what it will be.
  */
 export const rollupsScenario: Scenario = {
   name: 'rollups',
@@ -78,7 +67,7 @@ export const rollupsScenario: Scenario = {
       const from = new Date(day).toISOString();
       const to = new Date(day + seconds * 1000).toISOString();
       const countSql = 'select count(*) from positions where organization_id = ? and building_id = ? and ts >= ? and ts < ?';
-      const countMs = await medianMs(() => storage.execute(countSql, [organization, building.id, from, to]));
+      const countMs = await medianMs(RUNS, () => storage.execute(countSql, [organization, building.id, from, to]));
       figure(`count(*) baseline (median of ${RUNS})`, countMs, 'ms');
       const scope = { organizationId: organization };
       const reports = [
@@ -88,8 +77,8 @@ export const rollupsScenario: Scenario = {
       ] as const;
       for (const [name, extra] of reports) {
         const params = reportParamSchemas[name].parse({ from_date: from, to_date: to, ...extra }) as Record<string, unknown>;
-        const rawMs = await medianMs(() => reportQueries[name](storage, params, scope, UNBOUNDED, { raw: true }));
-        const servedMs = await medianMs(() => reportQueries[name](storage, params, scope));
+        const rawMs = await medianMs(RUNS, () => reportQueries[name](storage, params, scope, UNBOUNDED, { raw: true }));
+        const servedMs = await medianMs(RUNS, () => reportQueries[name](storage, params, scope));
         figure(`${name} from positions (${label})`, rawMs / countMs, 'x count(*)', { target: '<= 3x', met: rawMs <= 3 * countMs });
         figure(`${name} from rollups (${label})`, servedMs / countMs, 'x count(*)', { target: '<= 3x', met: servedMs <= 3 * countMs });
         figure(`${name} from rollups (${label}), time`, servedMs, 'ms');
@@ -112,7 +101,7 @@ export const rollupsScenario: Scenario = {
       const monthFrom = new Date(day + seconds * 1000 - 30 * DAY_MS).toISOString();
       for (const [name, extra] of reports) {
         const params = reportParamSchemas[name].parse({ from_date: monthFrom, to_date: to, ...extra, ...(name === 'visitors' ? { group: 'day' } : {}) }) as Record<string, unknown>;
-        const servedMs = await medianMs(() => reportQueries[name](storage, params, scope));
+        const servedMs = await medianMs(RUNS, () => reportQueries[name](storage, params, scope));
         figure(`${name} over 30 days of ${devices} devices from rollups`, servedMs, 'ms', { target: '< 2000 ms', met: servedMs < 2000 });
       }
       return figures;
