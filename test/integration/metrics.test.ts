@@ -39,7 +39,10 @@ describe(`GET /metrics (${driverLabel})`, () => {
     const refused = [at('m-6', 1), { device_id: 'm-7' }, { device_id: 'm-8', timestamp: 'yesterday' }];
     expect((await admin.post('/api/v1/realtime/positions', { poses: refused })).status).toBe(422);
 
-    const after = await read();
+    // Detection runs on the building's owner once the positions are handed over, after the 204: wait for the enter.
+    let after = await read();
+    const enters = (metrics: typeof after) => metrics.value('floorcast_zone_events_total', { type: 'enter', zone_kind: 'geofence' });
+    for (const started = Date.now(); enters(after) === enters(before) && Date.now() - started < 10_000; after = await read()) await new Promise((resolve) => setTimeout(resolve, 50));
     const moved = (name: string, labels: Record<string, string> = {}) => after.value(name, labels) - before.value(name, labels);
     expect(moved('floorcast_positions_accepted_total')).toBe(poses.length);
     expect(moved('floorcast_positions_refused_total', { reason: 'invalid' })).toBe(refused.length);
