@@ -5,8 +5,9 @@ import type { ShardEntry, ShardLog } from './shard-log.js';
 
 const GROUP = 'detection';
 const FIELD = 'r';
-/** Entries read per shard at once: a few uploads' worth, so a big backlog is processed in bounded steps. */
-const READ_COUNT = 200;
+/** Entries read per shard at once: a few uploads' worth (each is one upload), so a backlog is processed in short steps
+ * that never hold the event loop long enough to miss a lease renewal (CLUSTER_HEARTBEAT_MS). */
+const READ_COUNT = 16;
 const packr = new Packr({ useRecords: true });
 
 type RawEntry = [Buffer, Buffer[]];

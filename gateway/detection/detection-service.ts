@@ -11,6 +11,8 @@ import { DetectionOutbox, type OutboxAlarm } from './detection-outbox.js';
 import { ZONE_EVENTS_CHANNEL, type ZoneEventsMessage } from './zone-events-message.js';
 
 const PRUNE_EVERY_MS = 3600_000;
+/** Zone events per bus message (a few hundred KB packed); subscribers get one frame per message and topic. */
+export const MAX_EVENTS_PER_MESSAGE = 2000;
 
 /** Whether this gateway owns a building's detection now (its shard's lease is held); `null`: no building. */
 export type OwnsBuilding = (buildingId: number | null) => boolean;
@@ -185,7 +187,14 @@ export class DetectionService {
         message.triggered.push(trigger);
         byOrganization.set(trigger.organizationId, message);
       }
-      for (const message of byOrganization.values()) await this.bus.publish(ZONE_EVENTS_CHANNEL, message);
+      for (const message of byOrganization.values()) {
+        // Bounded messages: one read of a shard can find a hundred thousand events, and a message that size
+        // overruns Redis's output buffer for pub/sub clients, which then drops the subscriber (and its messages).
+        for (let start = 0; start === 0 || start < message.zoneEvents.length; start += MAX_EVENTS_PER_MESSAGE) {
+          const zoneEventsPart = message.zoneEvents.slice(start, start + MAX_EVENTS_PER_MESSAGE);
+          await this.bus.publish(ZONE_EVENTS_CHANNEL, { organizationId: message.organizationId, zoneEvents: zoneEventsPart, triggered: start === 0 ? message.triggered : [] });
+        }
+      }
     }
   }
 }

@@ -2,7 +2,8 @@ import { describe, expect, it } from 'vitest';
 import type { AlarmService, RaiseAlarm } from '../../../gateway/alarms/alarm-service.js';
 import { attachDetection } from '../../../gateway/detection/building-detection.js';
 import { DetectionEngine } from '../../../gateway/detection/detection-engine.js';
-import { DetectionService } from '../../../gateway/detection/detection-service.js';
+import { DetectionService, MAX_EVENTS_PER_MESSAGE } from '../../../gateway/detection/detection-service.js';
+import { ZONE_EVENTS_CHANNEL, type ZoneEventsMessage } from '../../../gateway/detection/zone-events-message.js';
 import type { BuildingRegistry, BuildingRuntime } from '../../../gateway/realtime/building-registry.js';
 import { LocalBus } from '../../../shared/bus/local-bus.js';
 import type { ZoneEventRecord } from '../../../shared/detection/zone-event.js';
@@ -55,12 +56,13 @@ function world(rules: Partial<Pick<Geofence, 'maxStayTime' | 'minDwellS' | 'exit
       zoneEvents.push(...events);
     },
   } as unknown as PositionWriter;
-  const service = new DetectionService(engine, alarmService, registry, writer, new LocalBus(), createLogger('silent'));
+  const bus = new LocalBus();
+  const service = new DetectionService(engine, alarmService, registry, writer, bus, createLogger('silent'));
   const at = (second: number, x: number, deviceId = 'd'): PositionRecord => ({
     organizationId: 'org', deviceId, userId: null, buildingId: 1, floorId: 1, indoor: true, x, y: 5, lat: 0, lng: 0, yaw: 0, accuracy: 1,
     timestamp: s(second), receivedAt: s(second),
   });
-  return { engine, service, state, alarms, zoneEvents, at, observe: (second: number, x: number, deviceId?: string) => engine.observe(at(second, x, deviceId), runtime) };
+  return { engine, service, bus, state, alarms, zoneEvents, at, observe: (second: number, x: number, deviceId?: string) => engine.observe(at(second, x, deviceId), runtime) };
 }
 
 describe('DetectionService: what the detectors find survives a database outage', () => {
@@ -125,3 +127,17 @@ describe('DetectionService: what the detectors find survives a database outage',
 });
 
 const ownsAll = () => true;
+
+describe('DetectionService: announcing what one read of a shard found', () => {
+  it('announces a large batch in bounded bus messages, every event once and in order', async () => {
+    const { service, bus, at } = world({});
+    const messages: ZoneEventsMessage[] = [];
+    await bus.subscribe(ZONE_EVENTS_CHANNEL, (payload) => void messages.push(payload as ZoneEventsMessage));
+    const devices = MAX_EVENTS_PER_MESSAGE + 500;
+    const records = Array.from({ length: devices }, (_, index) => at(1, 5, `d-${index}`)); // every device enters the fence
+    expect(await service.consume(records, () => true)).toBe(true);
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(messages.map((message) => message.zoneEvents.length)).toEqual([MAX_EVENTS_PER_MESSAGE, 500]);
+    expect(messages.flatMap((message) => message.zoneEvents.map((event) => event.deviceId))).toEqual(records.map((record) => record.deviceId));
+  });
+});
