@@ -68,11 +68,11 @@ export const serverFrames = {
   geofence_event: z.object({ op: z.literal('geofence_event'), topic: z.string(), data: geofenceEventSchema }).describe('One enter or exit (the default)'),
   geofence_events: z
     .object({ op: z.literal('geofence_events'), topic: z.string(), data: z.array(geofenceEventSchema).min(1).describe('In the order they happened') })
-    .describe('The enters and exits one upload (or one sweep) caused in the topic\'s building (`?events=batched`)'),
+    .describe('The enters and exits of one batch the building\'s owner detected together (a few uploads or one sweep; at most 2,000) in the topic\'s building (`?events=batched`)'),
   event: z.object({ op: z.literal('event'), topic: z.string(), data: deviceEventSchema }).describe('A device entered an event area (devices/{id} topic; the default)'),
   events: z
     .object({ op: z.literal('events'), topic: z.string(), data: z.array(deviceEventSchema).min(1).describe('In the order they happened') })
-    .describe('The event areas a device entered in one upload (devices/{id} topic; `?events=batched`)'),
+    .describe('The event areas a device entered in one batch detected together (devices/{id} topic; `?events=batched`)'),
   alarm: z
     .object({ op: z.literal('alarm'), topic: z.string(), data: alarmEventSchema, replay: z.literal(true).optional().describe('Sent by a since_seq replay') })
     .describe('An alarm raised, repeated or changed'),
@@ -105,7 +105,7 @@ export function buildAsyncApiDocument(): Record<string, unknown> {
       description:
         'GET /api/v1/ws upgrades to a WebSocket. Credentials: `Authorization: Bearer` or `X-API-KEY` on the upgrade, or an `auth` frame within the auth timeout (else close 4401). ' +
         'Frames are JSON text, or msgpack binary with the `msgpack` subprotocol. `?positions=batched` sends `positions` frames instead of one `position` per fix; ' +
-        '`?events=batched` sends `geofence_events` and `events` frames (all of an upload\'s events for the topic) instead of one `geofence_event` or `event` per event. Alarms always come one `alarm` frame per alarm event. ' +
+        '`?events=batched` sends `geofence_events` and `events` frames (all of a batch\'s events for the topic, as detected together) instead of one `geofence_event` or `event` per event. Alarms always come one `alarm` frame per alarm event. ' +
         'Close codes: 4401 not authenticated, 4008 slow consumer, 1001 shutting down. The REST API is at /api/v1/openapi.json.',
     },
     defaultContentType: 'application/json',
