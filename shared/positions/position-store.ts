@@ -5,7 +5,7 @@ import { StorageUnavailableError, isOutageError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { pgArray } from '../storage/pg-array.js';
 import { ServerStorage } from '../storage/server-storage.js';
-import { deleteRollupsBefore } from '../reports/rollups.js';
+import { deleteKeptBefore } from '../reports/materializations.js';
 import type { Storage } from '../storage/storage.js';
 import { BinaryCopyEncoder } from './copy-binary.js';
 import type { PositionRecord } from './position-record.js';
@@ -299,10 +299,9 @@ export class PositionStore {
         dropped.push(name);
       }
     }
-    // Stays kept from those positions (shared/reports/stays.ts) go with them.
-    await this.storage.execute('delete from geofence_stays where hour < ?', [new Date(cutoff).toISOString()]);
-    // Every sweep, not only when a partition went: a sweep that stopped after the drop leaves none behind.
-    await deleteRollupsBefore((query) => this.storage.execute(query.text, query.params), new Date(cutoff));
+    // What the reports keep from those positions (shared/reports/materializations.ts) goes with them, at every
+    // sweep, not only when a partition went: a sweep that stopped after the drop leaves none behind.
+    await deleteKeptBefore((query) => this.storage.execute(query.text, query.params), new Date(cutoff));
     if (dropped.length > 0) this.logger?.info({ dropped }, 'dropped position partitions past retention');
     return dropped;
   }

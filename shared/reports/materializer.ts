@@ -27,9 +27,11 @@ export interface Materialization {
   readonly name: string;
   /** Replaces what this materialization keeps for these device-hours with what the raw positions say, in the caller's transaction. */
   rebuild(execute: Execute, units: readonly DeviceHour[]): Promise<void>;
+  /** Retention: deletes what it keeps from before `cutoff`, when the positions it came from are dropped. */
+  deleteBefore(execute: Execute, cutoff: Date): Promise<void>;
 }
 
-const HOUR_MS = 3_600_000;
+export const HOUR_MS = 3_600_000;
 const DAY_MS = 24 * HOUR_MS;
 /** Received time a catching-up pass takes per transaction. */
 const CATCH_UP_CHUNK_MS = 6 * HOUR_MS;

@@ -7,8 +7,9 @@ import { FenceGrid, fenceShapes } from './fence-grid.js';
 import type { ReportColumn, ReportName, ReportScope } from './report-params.js';
 import type { JobLimits } from '../jobs/job-queue.js';
 import { inBoundedTransaction, inReportTransaction, intervalMicros, joinSql, originOf, sqlOf, UNBOUNDED, type Execute, type Params, type Sql } from './report-sql.js';
+import { HOUR_MS } from './materializer.js';
 import { fenceRuns, staysRuns } from './stays.js';
-import { GEOHASH10_ROWS, HOUR_MS, joinRuns, latCell, lngCell, QUARTER_MS, RollupWindow, ROLLUPS_SINCE, RUN_GAP_US, type Run } from './rollups.js';
+import { GEOHASH10_ROWS, joinRuns, latCell, lngCell, QUARTER_MS, RollupWindow, ROLLUPS_SINCE, RUN_GAP_US, type Run } from './rollups.js';
 import { addWindow, pushTo, SessionWindows, type Position, type Window, type WindowRow } from './session-windows.js';
 
 export interface QueryResult {

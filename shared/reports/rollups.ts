@@ -1,5 +1,5 @@
 import { pgArray } from '../storage/pg-array.js';
-import { pendingDeviceHours, type DeviceHour, type Materialization } from './materializer.js';
+import { HOUR_MS, pendingDeviceHours, type DeviceHour, type Materialization } from './materializer.js';
 import { joinSql, sqlOf, type Execute, type Sql } from './report-sql.js';
 
 /**
@@ -28,7 +28,6 @@ export const RUN_GAP_US = 5_000_000;
 export const ROLLUPS_SINCE = Date.UTC(1980, 0, 1);
 
 export const QUARTER_MS = 15 * 60_000;
-export const HOUR_MS = 60 * 60_000;
 
 /** Rows (and columns) of the geohash-10 grid: 25 bits of latitude and 25 of longitude. */
 export const GEOHASH10_ROWS = 2 ** 25;
@@ -66,6 +65,10 @@ const unitPositions = (units: readonly DeviceHour[]) =>
 
 export const rollupMaterialization: Materialization = {
   name: 'rollups',
+  async deleteBefore(execute: Execute, cutoff: Date): Promise<void> {
+    await execute(sqlOf('delete from rollup_runs where quarter < ?', cutoff.toISOString()));
+    await execute(sqlOf('delete from rollup_heat_cells where hour < ?', cutoff.toISOString()));
+  },
   async rebuild(execute: Execute, units: readonly DeviceHour[]): Promise<void> {
     if (units.length === 0) return;
     await execute(
@@ -211,8 +214,3 @@ export class RollupWindow {
   }
 }
 
-/** Retention: the rollups go with the position partitions they were built from (positions before `cutoff`). */
-export async function deleteRollupsBefore(execute: Execute, cutoff: Date): Promise<void> {
-  await execute(sqlOf('delete from rollup_runs where quarter < ?', cutoff.toISOString()));
-  await execute(sqlOf('delete from rollup_heat_cells where hour < ?', cutoff.toISOString()));
-}

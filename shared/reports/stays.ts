@@ -1,6 +1,6 @@
 import { pgArray } from '../storage/pg-array.js';
 import { FenceGrid, shapesOf, type FenceRow, type FenceShape } from './fence-grid.js';
-import { pendingDeviceHours, utcHour, watermark, type DeviceHour, type Materialization } from './materializer.js';
+import { HOUR_MS, pendingDeviceHours, utcHour, watermark, type DeviceHour, type Materialization } from './materializer.js';
 import { joinSql, sqlOf, type Execute, type Sql } from './report-sql.js';
 import { addWindow, pushTo, SessionWindows, type Position, type Run, type Window, type WindowRow } from './session-windows.js';
 
@@ -14,7 +14,6 @@ import { addWindow, pushTo, SessionWindows, type Position, type Run, type Window
  */
 export const STAYS_THRESHOLD_S = 15;
 
-const HOUR_MS = 3_600_000;
 const INSERT_BATCH = 5000;
 
 /** Runs per `device \0 fence id`. */
@@ -146,7 +145,13 @@ async function rebuild(execute: Execute, units: readonly DeviceHour[]): Promise<
   }
 }
 
-export const geofenceStays: Materialization = { name: 'geofence stays', rebuild };
+export const geofenceStays: Materialization = {
+  name: 'geofence stays',
+  rebuild,
+  async deleteBefore(execute: Execute, cutoff: Date): Promise<void> {
+    await execute(sqlOf('delete from geofence_stays where hour < ?', cutoff.toISOString()));
+  },
+};
 
 /** What a geofence report asks, as fenceSessions resolved it. */
 export interface StaysQuery {
