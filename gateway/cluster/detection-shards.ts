@@ -5,9 +5,10 @@ import type { ShardHandler } from './cluster-node.js';
 import { shardOfBuilding } from './rendezvous.js';
 import type { ShardEntry } from './shard-log.js';
 
-/** Restores a building's detector state from storage (gateway/detection/detector-state-loader.ts). */
+/** Restores buildings' detector state from storage (gateway/detection/detector-state-loader.ts). */
 export interface BuildingStateLoader {
-  rebuildBuilding(organizationId: string, buildingId: number): Promise<number>;
+  /** One organization's buildings in one set of queries; resolves to the devices restored. */
+  rebuildBuildings(organizationId: string, buildingIds: readonly number[]): Promise<number>;
 }
 
 /** Drops a building's detector state without emitting (gateway/detection/detection-engine.ts). */
@@ -45,11 +46,13 @@ export class DetectionShards implements ShardHandler {
     const rows = await this.listing;
     const mine = rows.filter((row) => shardOfBuilding(Number(row.id), this.shards) === shard);
     const buildings = new Set<number>();
-    let devices = 0;
+    const byOrganization = new Map<string, number[]>();
     for (const row of mine) {
-      devices += await this.loader.rebuildBuilding(row.organization_id, Number(row.id));
       buildings.add(Number(row.id));
+      byOrganization.set(row.organization_id, [...(byOrganization.get(row.organization_id) ?? []), Number(row.id)]);
     }
+    let devices = 0;
+    for (const [organizationId, ids] of byOrganization) devices += await this.loader.rebuildBuildings(organizationId, ids);
     this.buildings.set(shard, buildings);
     this.logger.debug({ shard, buildings: buildings.size, devices }, 'shard taken: detector state rebuilt');
   }

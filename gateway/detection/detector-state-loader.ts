@@ -90,12 +90,7 @@ export class DetectorStateLoader {
     return now - this.options.lookbackMs - (this.options.maxAgeMs ?? 0);
   }
 
-  /** Rebuilds one building; replaces what the engine held for it. Returns the devices restored. */
-  rebuildBuilding(organizationId: string, buildingId: number): Promise<number> {
-    return this.rebuildBuildings(organizationId, [buildingId]);
-  }
-
-  /** Rebuilds several buildings of one organization with one pass over its devices. */
+  /** Rebuilds buildings of one organization with one pass over its devices; replaces what the engine held for them. Returns the devices restored. */
   async rebuildBuildings(organizationId: string, buildingIds: readonly number[], now = Date.now()): Promise<number> {
     const runtimes = new Map<number, NonNullable<Awaited<ReturnType<BuildingRegistry['get']>>>>();
     for (const buildingId of buildingIds) {

@@ -123,16 +123,16 @@ describe(`detector state rebuilt across gateway restarts (${driverLabel})`, () =
     const runtime = await registry.get(organizationId, other.building.id);
     engine.observe(record('l-held', 60, Date.now() - 1000), runtime);
     expect(engine.trackedDevicesIn(other.building.id)).toBe(1);
-    expect(await loader.rebuildBuilding(organizationId, other.building.id)).toBe(2);
+    expect(await loader.rebuildBuildings(organizationId, [other.building.id])).toBe(2);
     expect(engine.trackedDevicesIn(other.building.id)).toBe(2); // l-inside and l-outside; l-held was never stored
-    expect(await loader.rebuildBuilding(organizationId, other.building.id)).toBe(2);
+    expect(await loader.rebuildBuildings(organizationId, [other.building.id])).toBe(2);
 
     // (a) the stored enter is the state: the position that caused it, observed again, emits nothing.
     const again = record('l-inside', 30, Date.now());
     expect(engine.observe({ ...again, timestamp: inside.timestamp }, runtime).zoneEvents).toEqual([]);
     // (b) without the stored enter, the same position emits it, once.
     await storage().execute("delete from zone_events where device_id = 'l-inside'");
-    await loader.rebuildBuilding(organizationId, other.building.id);
+    await loader.rebuildBuildings(organizationId, [other.building.id]);
     const replayed = engine.observe({ ...again, timestamp: inside.timestamp }, runtime);
     expect(replayed.zoneEvents.map((event) => [event.type, event.zoneId])).toEqual([['enter', fence.id]]);
     expect(engine.observe({ ...again, timestamp: inside.timestamp }, runtime).zoneEvents).toEqual([]);
