@@ -7,7 +7,7 @@ import { parsePrometheus, type Samples } from '../test/support/prometheus.js';
 import { TestClient, basicAuth } from '../test/support/http-client.js';
 import { createScratchDatabase, deleteRedisPrefix } from '../test/support/test-environment.js';
 import { rotatedRectangle } from './geofencing.bench.js';
-import { killGatewayProcess, portInUse, processCpuSeconds, startGatewayProcess, stopGatewayProcess, strayGateways, type GatewayProcess } from './gateway-processes.js';
+import { portInUse, processCpuSeconds, startGatewayProcess, strayGateways, type GatewayProcess } from './gateway-processes.js';
 import { median, type Figure, type Scenario } from './harness.js';
 import { seededRandom } from './load-generator.js';
 
@@ -240,7 +240,7 @@ export const scaleOutScenario: Scenario = {
 
         if (n === maxN && n >= 2) await measureTakeover(gateways, env, add);
       } finally {
-        await Promise.all(gateways.map((g) => stopGatewayProcess(g)));
+        await Promise.all(gateways.map((g) => g.stop()));
         await database.drop().catch((error: unknown) => log(`dropping the scratch database failed: ${String(error)}`));
         await deleteRedisPrefix(redisUrl, prefix).catch(() => undefined);
         for (const dir of dataDirs) rmSync(dir, { recursive: true, force: true });
@@ -271,7 +271,7 @@ async function measureTakeover(gateways: GatewayProcess[], env: () => Record<str
     const victim = owned.indexOf(Math.max(...owned));
     const survivors = gateways.filter((_, i) => i !== victim);
     const killedAt = performance.now();
-    await killGatewayProcess(gateways[victim]!);
+    await gateways[victim]!.kill();
     const ms = await waitFor(survivors, (all) => sumOf(all, READY) === BUILDINGS, 60_000, killedAt);
     log(`  kill ${kill + 1}: gateway ${victim} owned ${owned[victim]} of ${BUILDINGS} buildings; ${ms === undefined ? 'NOT taken over within 60 s' : `taken over in ${Math.round(ms)} ms`}`);
     if (ms !== undefined) takeovers.push(ms);
