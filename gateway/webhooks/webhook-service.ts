@@ -4,7 +4,7 @@ import type { Config } from '../../shared/config.js';
 import type { JobQueue } from '../../shared/jobs/index.js';
 import type { Logger } from '../../shared/logger.js';
 import type { Storage } from '../../shared/storage/index.js';
-import { enqueueEvents, policyOf, rescuePending, wake, type DeliveryPolicy, type EnqueuedDelivery, type Execute, type WebhookEvent } from '../../shared/webhooks/deliveries.js';
+import { enqueueEvents, policyOf, rescuePending, subscribedTypes, wake, type DeliveryPolicy, type EnqueuedDelivery, type Execute, type WebhookEvent } from '../../shared/webhooks/deliveries.js';
 import type { AlarmEventHook, AlarmEventMessage } from '../alarms/alarm-service.js';
 import type { Detections, ZoneEventRecord } from '../detection/detection-engine.js';
 
@@ -73,25 +73,35 @@ export class WebhookService {
     committed: (handle: unknown) => this.wake(handle as EnqueuedDelivery[]),
   };
 
-  /** Zone events and triggers the detection outbox has just stored. */
+  /** Zone events and triggers the detection outbox has just stored: those some webhook of their organization asks for. */
   async detectionsStored(zoneEvents: readonly ZoneEventRecord[], triggered: Detections['triggered']): Promise<void> {
-    const events: WebhookEvent[] = zoneEvents.filter((event) => event.zoneKind === 'geofence').map(zoneWebhookEvent);
-    const now = new Date().toISOString();
-    for (const trigger of triggered) {
-      events.push({
-        organizationId: trigger.organizationId,
-        buildingId: trigger.event.buildingId,
-        type: 'device.event',
-        key: `trigger:${randomUUID()}`, // a trigger has no identity of its own; it is enqueued once, here
-        timestamp: now,
-        data: { organization_id: trigger.organizationId, device_id: trigger.deviceId, building_id: trigger.event.buildingId, event: trigger.event },
-      });
-    }
-    if (events.length === 0) return;
+    if (zoneEvents.length === 0 && triggered.length === 0) return;
+    const execute = ((sql: string, params: unknown[]) => this.storage.execute(sql, params)) as Execute;
     try {
-      await this.wake(await enqueueEvents(((sql: string, params: unknown[]) => this.storage.execute(sql, params)) as Execute, events));
+      const organizations = new Set<string>();
+      for (const event of zoneEvents) organizations.add(event.organizationId);
+      for (const trigger of triggered) organizations.add(trigger.organizationId);
+      const wanted = await subscribedTypes(execute, [...organizations]);
+      if (wanted.size === 0) return;
+      const events: WebhookEvent[] = [];
+      for (const event of zoneEvents) {
+        if (event.zoneKind === 'geofence' && wanted.get(event.organizationId)?.has(event.type === 'enter' ? 'geofence.enter' : 'geofence.exit')) events.push(zoneWebhookEvent(event));
+      }
+      const now = new Date().toISOString();
+      for (const trigger of triggered) {
+        if (!wanted.get(trigger.organizationId)?.has('device.event')) continue;
+        events.push({
+          organizationId: trigger.organizationId,
+          buildingId: trigger.event.buildingId,
+          type: 'device.event',
+          key: `trigger:${randomUUID()}`, // a trigger has no identity of its own; it is enqueued once, here
+          timestamp: now,
+          data: { organization_id: trigger.organizationId, device_id: trigger.deviceId, building_id: trigger.event.buildingId, event: trigger.event },
+        });
+      }
+      if (events.length > 0) await this.wake(await enqueueEvents(execute, events));
     } catch (error) {
-      this.logger.error({ err: error, events: events.length }, 'could not enqueue webhook events');
+      this.logger.error({ err: error, events: zoneEvents.length + triggered.length }, 'could not enqueue webhook events');
     }
   }
 

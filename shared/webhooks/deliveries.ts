@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { JobRequest, ProcessorContext, ScheduleOptions } from '../jobs/job-queue.js';
+import { pgArray } from '../storage/pg-array.js';
 import type { Storage } from '../storage/storage.js';
 import { sign } from './signature.js';
 import { send } from './webhook-sender.js';
@@ -53,6 +54,29 @@ export interface EnqueuedDelivery {
   id: string;
   organization_id: string;
   job_token: string;
+}
+
+/**
+ * The event types the webhooks of each of `organizationIds` ask for. Read before a batch of detected events is
+ * built, so a batch nobody subscribed to is neither built nor sent to the database: at thousands of zone events a
+ * second their JSON was most of the gateway's statement traffic. A webhook created while a batch is stored may
+ * miss that batch, as it would had it been created a moment later.
+ */
+export async function subscribedTypes(execute: Execute, organizationIds: readonly string[]): Promise<Map<string, Set<string>>> {
+  const wanted = new Map<string, Set<string>>();
+  if (organizationIds.length === 0) return wanted;
+  const rows = await execute<{ organization_id: string; type: string }>(
+    `select distinct w.organization_id::text as organization_id, t.type
+     from webhooks w cross join jsonb_array_elements_text(w.events) as t(type)
+     where w.organization_id = any(?::uuid[])`,
+    [pgArray(organizationIds)],
+  );
+  for (const row of rows) {
+    let types = wanted.get(row.organization_id);
+    if (!types) wanted.set(row.organization_id, (types = new Set()));
+    types.add(row.type);
+  }
+  return wanted;
 }
 
 /**
