@@ -1,7 +1,7 @@
 import { EncodedPayload } from '../../shared/bus/encoded-payload.js';
 import type { Logger } from '../../shared/logger.js';
 import type { PositionRecord } from '../../shared/positions/position-record.js';
-import type { EncodedPositions } from '../../shared/positions/positions-message.js';
+import { PositionsMessage, type EncodedPositions } from '../../shared/positions/positions-message.js';
 import type { Coordination } from './coordination.js';
 import { shardOfBuilding, shardOfDevice, shardsOwnedBy } from './rendezvous.js';
 import { isGroupGone, type ShardEntry, type ShardLog } from './shard-log.js';
@@ -140,7 +140,7 @@ export class ClusterNode {
     const whole = byShard.size === 1 && published?.value.records === records ? published : undefined;
     await Promise.all(
       [...byShard].map(async ([shard, list]) => {
-        const positions = whole ?? new EncodedPayload({ organizationId: list[0]!.organizationId, records: list });
+        const positions = whole ?? new EncodedPayload(new PositionsMessage(list[0]!.organizationId, list));
         if (this.waiting.has(shard)) return this.wait(shard, positions);
         try {
           await this.log.append(shard, positions);

@@ -4,7 +4,7 @@ import type { Logger } from '../../shared/logger.js';
 import { positionsAccepted, refusedPositions, uploadBatchSize, uploadToPublish } from '../../shared/metrics/metrics.js';
 import type { PositionRecord } from '../../shared/positions/position-record.js';
 import type { PositionWriter } from '../../shared/positions/position-writer.js';
-import { POSITIONS_CHANNEL, type EncodedPositions } from '../../shared/positions/positions-message.js';
+import { POSITIONS_CHANNEL, PositionsMessage, type EncodedPositions } from '../../shared/positions/positions-message.js';
 import { confinedUserId } from '../auth/permissions.js';
 import type { Principal } from '../auth/principal.js';
 import type { BuildingRegistry, BuildingRuntime } from '../realtime/building-registry.js';
@@ -203,7 +203,7 @@ async function resolveDevices(batch: PositionBatch, directory: DeviceDirectory):
 }
 
 async function publish(batch: PositionBatch, bus: Bus): Promise<void> {
-  batch.published = new EncodedPayload({ organizationId: batch.principal.organizationId, records: batch.records });
+  batch.published = new EncodedPayload(new PositionsMessage(batch.principal.organizationId, batch.records));
   await bus.publish(POSITIONS_CHANNEL, batch.published);
   uploadToPublish.observe((Date.now() - batch.receivedAt) / 1000);
 }

@@ -1,12 +1,15 @@
-import { Packr } from 'msgpackr';
+import { Packr, addExtension } from 'msgpackr';
+import { POSITIONS_EXTENSION_TYPE, PositionsMessage, positionsFromColumns, positionsToColumns } from '../positions/positions-message.js';
 
 /**
  * How the bus encodes payloads on the wire, and whoever stores the same bytes elsewhere (the shard streams of
  * gateway/cluster) with it. The bus is internal to Floorcast, so it uses msgpackr's record extension: a batch of
  * positions names its keys once, not once per position (about half the bytes and a third of the decoding time
  * of plain maps). Each message carries its own record definitions, so any reader decodes any message alone.
+ * A batch of positions, the bulk of the traffic, goes by columns (an extension): cheaper still, both ways.
  */
 const codec = new Packr({ useRecords: true });
+addExtension({ Class: PositionsMessage, type: POSITIONS_EXTENSION_TYPE, write: positionsToColumns, read: positionsFromColumns });
 
 export const decodePayload = (bytes: Buffer): unknown => codec.unpack(bytes);
 

@@ -5,7 +5,7 @@ import type { ShardLog } from '../../../gateway/cluster/shard-log.js';
 import { EncodedPayload } from '../../../shared/bus/encoded-payload.js';
 import { createLogger } from '../../../shared/logger.js';
 import type { PositionRecord } from '../../../shared/positions/position-record.js';
-import type { EncodedPositions } from '../../../shared/positions/positions-message.js';
+import { PositionsMessage, type EncodedPositions } from '../../../shared/positions/positions-message.js';
 
 /** A log that only records what is appended to it. */
 class AppendedLog implements ShardLog {
@@ -31,7 +31,7 @@ describe('ClusterNode.handOff: one packing per upload', () => {
   it('appends an upload of one shard as the payload the bus published, so its bytes are packed once', async () => {
     const log = new AppendedLog();
     const records = [record('a', 7), record('b', 7)];
-    const published = new EncodedPayload({ organizationId: 'org', records });
+    const published = new EncodedPayload(new PositionsMessage('org', records));
     await node(log).handOff(records, published);
     expect(log.appended).toHaveLength(1);
     expect(log.appended[0]!.positions).toBe(published);
@@ -43,7 +43,7 @@ describe('ClusterNode.handOff: one packing per upload', () => {
     // Two buildings in different shards.
     const second = Array.from({ length: 50 }, (_, id) => id + 2).find((id) => cluster.shardOf(record('x', id)) !== cluster.shardOf(record('x', 1)))!;
     const records = [record('a', 1), record('b', second), record('c', 1)];
-    await cluster.handOff(records, new EncodedPayload({ organizationId: 'org', records }));
+    await cluster.handOff(records, new EncodedPayload(new PositionsMessage('org', records)));
     const byShard = new Map(log.appended.map(({ shard, positions }) => [shard, positions.value.records.map((item) => item.deviceId)]));
     expect(byShard).toEqual(new Map([[cluster.shardOf(record('a', 1)), ['a', 'c']], [cluster.shardOf(record('b', second)), ['b']]]));
   });

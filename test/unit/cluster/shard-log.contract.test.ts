@@ -4,7 +4,7 @@ import { RedisShardLog } from '../../../gateway/cluster/redis-shard-log.js';
 import type { ShardLog } from '../../../gateway/cluster/shard-log.js';
 import { EncodedPayload } from '../../../shared/bus/encoded-payload.js';
 import type { PositionRecord } from '../../../shared/positions/position-record.js';
-import type { EncodedPositions } from '../../../shared/positions/positions-message.js';
+import { PositionsMessage, type EncodedPositions } from '../../../shared/positions/positions-message.js';
 import { deleteRedisPrefix, serverRedisUrl } from '../../support/test-environment.js';
 
 /** One contract, run against every shard log driver this run can reach. */
@@ -40,7 +40,7 @@ const record = (deviceId: string, timestamp: number): PositionRecord => ({
   organizationId: 'org', deviceId, userId: null, buildingId: 7, floorId: 1, indoor: true, x: 1.5, y: 2, lat: 40.1, lng: -3.2, yaw: 0, accuracy: null, timestamp, receivedAt: timestamp,
 });
 /** One upload's positions in a shard, as the pipeline hands them over. */
-const upload = (...records: PositionRecord[]): EncodedPositions => new EncodedPayload({ organizationId: 'org', records });
+const upload = (...records: PositionRecord[]): EncodedPositions => new EncodedPayload(new PositionsMessage('org', records));
 const devices = (entries: readonly { records: PositionRecord[] }[]) => entries.flatMap((entry) => entry.records.map((item) => item.deviceId));
 
 describe.each(factories)('shard log contract: $name', (factory) => {
