@@ -64,7 +64,16 @@ export function positionsToColumns(message: PositionsMessage): Columns {
 
 const orNull = (value: number): number | null => (Number.isNaN(value) ? null : value);
 
-export function positionsFromColumns([organizationId, deviceIds, userIds, indoor, bytes]: Columns): PositionsMessage {
+/**
+ * msgpackr's extensions are global to the process: the WebSocket codec would hand a client's frame holding this
+ * extension type here too, so anything but well-formed columns is refused (the frame then gets its 4xx).
+ */
+export function positionsFromColumns(columns: Columns): PositionsMessage {
+  if (!Array.isArray(columns) || columns.length !== 5) throw new Error('positions columns are not a 5-array');
+  const [organizationId, deviceIds, userIds, indoor, bytes] = columns;
+  if (typeof organizationId !== 'string' || !Array.isArray(deviceIds) || !Array.isArray(userIds) || !(indoor instanceof Uint8Array) || !(bytes instanceof Uint8Array)) {
+    throw new Error('positions columns of the wrong types');
+  }
   const count = deviceIds.length;
   if (userIds.length !== count || indoor.length !== count || bytes.length !== count * NUMBERS * 8) throw new Error('positions columns of different lengths');
   // The bytes are a view into the message, at any offset: read through a DataView, not a Float64Array.

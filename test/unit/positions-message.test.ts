@@ -33,5 +33,14 @@ describe('positions message codec (by columns)', () => {
     const [organizationId, deviceIds, userIds, flags, numbers] = positionsToColumns(new PositionsMessage('org-1', [indoor, outdoor]));
     expect(() => positionsFromColumns([organizationId, deviceIds, userIds, flags, numbers.subarray(8)])).toThrow(/different lengths/);
     expect(() => positionsFromColumns([organizationId, deviceIds.slice(1), userIds, flags, numbers])).toThrow(/different lengths/);
+    expect(() => positionsFromColumns(42 as never)).toThrow(/5-array/);
+    expect(() => positionsFromColumns([organizationId, 'd', userIds, flags, numbers] as never)).toThrow(/wrong types/);
+  });
+
+  it('reaches the WebSocket codec too (msgpackr extensions are global): a client frame holding one is refused cleanly', async () => {
+    const { decode } = await import('../../gateway/ws/ws-codec.js');
+    // ext 0x50 around a msgpack 1 (not columns), as a hostile client could send it
+    const frame = Buffer.from([0xd4, 0x50, 0x01]);
+    expect(() => decode(frame.buffer.slice(frame.byteOffset, frame.byteOffset + frame.length), true)).toThrow();
   });
 });
