@@ -1,5 +1,7 @@
+import { EncodedPayload } from '../../shared/bus/encoded-payload.js';
 import type { Logger } from '../../shared/logger.js';
 import type { PositionRecord } from '../../shared/positions/position-record.js';
+import { PositionsMessage, type EncodedPositions } from '../../shared/positions/positions-message.js';
 import type { Coordination } from './coordination.js';
 import { shardOfBuilding, shardOfDevice, shardsOwnedBy } from './rendezvous.js';
 import { isGroupGone, type ShardEntry, type ShardLog } from './shard-log.js';
@@ -63,7 +65,7 @@ export class ClusterNode {
   private reading?: Promise<void>;
   private wakeReader?: () => void;
   /** Batches refused by the log (Redis down), by shard, appended in order once it is back. */
-  private readonly waiting = new Map<number, PositionRecord[][]>();
+  private readonly waiting = new Map<number, EncodedPositions[]>();
   private waitingCount = 0;
   /** The batch being processed by the read loop, if any: a shard's state is dropped only after it. */
   private processing: Promise<unknown> = Promise.resolve();
@@ -123,8 +125,11 @@ export class ClusterNode {
    * its positions are stored; only a crash of this gateway during a Redis outage loses what waits here (its
    * positions stay stored, and the owner's rebuild reads them). Bounded by MAX_WAITING_RECORDS, past which the
    * oldest batches are dropped, loudly.
+   *
+   * `published`: the same records as the bus published them; when they all fall in one shard (an upload from one
+   * building), the shard's entry is their bytes, not packed again.
    */
-  async handOff(records: readonly PositionRecord[]): Promise<void> {
+  async handOff(records: readonly PositionRecord[], published?: EncodedPositions): Promise<void> {
     const byShard = new Map<number, PositionRecord[]>();
     for (const record of records) {
       const shard = this.shardOf(record);
@@ -132,14 +137,16 @@ export class ClusterNode {
       if (list) list.push(record);
       else byShard.set(shard, [record]);
     }
+    const whole = byShard.size === 1 && published?.value.records === records ? published : undefined;
     await Promise.all(
       [...byShard].map(async ([shard, list]) => {
-        if (this.waiting.has(shard)) return this.wait(shard, list);
+        const positions = whole ?? new EncodedPayload(new PositionsMessage(list[0]!.organizationId, list));
+        if (this.waiting.has(shard)) return this.wait(shard, positions);
         try {
-          await this.log.append(shard, list);
+          await this.log.append(shard, positions);
         } catch (error) {
           this.logger.warn({ err: error, shard }, 'handing positions to their owner failed; they wait here for the log to come back');
-          this.wait(shard, list);
+          this.wait(shard, positions);
         }
       }),
     );
@@ -150,17 +157,17 @@ export class ClusterNode {
     return this.waitingCount;
   }
 
-  private wait(shard: number, records: PositionRecord[]): void {
+  private wait(shard: number, positions: EncodedPositions): void {
     const queue = this.waiting.get(shard) ?? [];
-    queue.push(records);
+    queue.push(positions);
     this.waiting.set(shard, queue);
-    this.waitingCount += records.length;
+    this.waitingCount += positions.value.records.length;
     while (this.waitingCount > MAX_WAITING_RECORDS) {
       const [oldest, batches] = this.waiting.entries().next().value!;
-      const lost = batches.shift()!;
-      this.waitingCount -= lost.length;
+      const lost = batches.shift()!.value.records.length;
+      this.waitingCount -= lost;
       if (batches.length === 0) this.waiting.delete(oldest);
-      this.logger.error({ shard: oldest, positions: lost.length }, 'too many positions waiting for the shard log: oldest dropped from detection (they are stored)');
+      this.logger.error({ shard: oldest, positions: lost }, 'too many positions waiting for the shard log: oldest dropped from detection (they are stored)');
     }
   }
 
@@ -173,7 +180,7 @@ export class ClusterNode {
         } catch {
           return;
         }
-        this.waitingCount -= batches.shift()!.length;
+        this.waitingCount -= batches.shift()!.value.records.length;
       }
       this.waiting.delete(shard);
     }

@@ -1,4 +1,4 @@
-import type { PositionRecord } from '../../shared/positions/position-record.js';
+import type { EncodedPositions } from '../../shared/positions/positions-message.js';
 import type { ShardEntry, ShardLog } from './shard-log.js';
 
 interface LocalShard {
@@ -23,9 +23,10 @@ export class LocalShardLog implements ShardLog {
     return state;
   }
 
-  async append(shard: number, records: readonly PositionRecord[]): Promise<void> {
+  /** Never packs the positions: the owner is this process. */
+  async append(shard: number, positions: EncodedPositions): Promise<void> {
     if (this.closed) throw new Error('shard log is closed');
-    this.shard(shard).waiting.push({ id: String(++this.sequence), records: [...records] });
+    this.shard(shard).waiting.push({ id: String(++this.sequence), records: positions.value.records });
     this.wake?.();
   }
 

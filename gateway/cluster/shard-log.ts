@@ -1,4 +1,5 @@
 import type { PositionRecord } from '../../shared/positions/position-record.js';
+import type { EncodedPositions } from '../../shared/positions/positions-message.js';
 
 /** One appended batch of a shard: the positions of one upload that fall in this shard, in upload order. */
 export interface ShardEntry {
@@ -13,8 +14,11 @@ export interface ShardEntry {
  * mode) and `RedisShardLog` (a Redis Stream per shard with one consumer group).
  */
 export interface ShardLog {
-  /** Appends one entry; resolves once it is durable (in Redis, or in this process's queue). */
-  append(shard: number, records: readonly PositionRecord[]): Promise<void>;
+  /**
+   * Appends one entry, the positions of one upload in this shard; resolves once it is durable (in Redis, or in
+   * this process's queue). Their bytes are packed at most once: those the bus published, if it did.
+   */
+  append(shard: number, positions: EncodedPositions): Promise<void>;
   /** Prepares a shard this member is starting to consume (creates the Redis consumer group). */
   open(shard: number): Promise<void>;
   /** Every entry delivered before and not acknowledged, whoever it was delivered to, now delivered to this member, in order. */

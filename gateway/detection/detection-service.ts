@@ -3,6 +3,7 @@ import type { Logger } from '../../shared/logger.js';
 import { detectionCpuSeconds, detectionPositions, zoneEventCounters } from '../../shared/metrics/metrics.js';
 import type { PositionRecord } from '../../shared/positions/position-record.js';
 import type { PositionWriter } from '../../shared/positions/position-writer.js';
+import type { EncodedPositions } from '../../shared/positions/positions-message.js';
 import type { AlarmService } from '../alarms/alarm-service.js';
 import type { DetectionSteps, PositionBatch } from '../pipeline/position-pipeline.js';
 import type { BuildingRegistry, BuildingRuntime } from '../realtime/building-registry.js';
@@ -19,7 +20,8 @@ export type OwnsBuilding = (buildingId: number | null) => boolean;
 
 /** Where accepted positions go for detection: to the owners of their buildings (gateway/cluster). */
 export interface PositionHandOff {
-  handOff(records: readonly PositionRecord[]): Promise<void>;
+  /** `published`: the same records as packed for the bus, whose bytes the hand-off may reuse. */
+  handOff(records: readonly PositionRecord[], published?: EncodedPositions): Promise<void>;
 }
 
 /**
@@ -71,7 +73,7 @@ export class DetectionService {
       // An alarm button pressed on the app is part of the upload: if it cannot be stored, the upload fails and is retried.
       beforePersist: [{ name: 'raise-requested-alarms', critical: true, run: (batch) => this.raiseRequested(batch) }],
       // Once stored, positions go to their buildings' owners, who detect on them (never rejects: see handOff).
-      afterPersist: [{ name: 'hand-to-owners', run: (batch) => owners.handOff(batch.records) }],
+      afterPersist: [{ name: 'hand-to-owners', run: (batch) => owners.handOff(batch.records, batch.published) }],
     };
   }
 

@@ -1,10 +1,10 @@
-import type { Bus } from '../../shared/bus/index.js';
+import { EncodedPayload, type Bus } from '../../shared/bus/index.js';
 import { ForbiddenError, ValidationError, fieldErrors, type FieldError } from '../../shared/errors.js';
 import type { Logger } from '../../shared/logger.js';
 import { positionsAccepted, refusedPositions, uploadBatchSize, uploadToPublish } from '../../shared/metrics/metrics.js';
 import type { PositionRecord } from '../../shared/positions/position-record.js';
 import type { PositionWriter } from '../../shared/positions/position-writer.js';
-import { POSITIONS_CHANNEL, type PositionsMessage } from '../../shared/positions/positions-message.js';
+import { POSITIONS_CHANNEL, PositionsMessage, type EncodedPositions } from '../../shared/positions/positions-message.js';
 import { confinedUserId } from '../auth/permissions.js';
 import type { Principal } from '../auth/principal.js';
 import type { BuildingRegistry, BuildingRuntime } from '../realtime/building-registry.js';
@@ -23,6 +23,8 @@ export interface PositionBatch {
   records: PositionRecord[];
   /** Problems found so far; the batch is refused, whole, once enrichment has looked at every pose. */
   errors: FieldError[];
+  /** The records as `publish` put them on the bus, packed at most once (the shard streams take the same bytes). */
+  published?: EncodedPositions;
 }
 
 /** Steps contributed by detection, around persistence. */
@@ -201,7 +203,7 @@ async function resolveDevices(batch: PositionBatch, directory: DeviceDirectory):
 }
 
 async function publish(batch: PositionBatch, bus: Bus): Promise<void> {
-  const message: PositionsMessage = { organizationId: batch.principal.organizationId, originNode: bus.nodeId, records: batch.records };
-  await bus.publish(POSITIONS_CHANNEL, message);
+  batch.published = new EncodedPayload(new PositionsMessage(batch.principal.organizationId, batch.records));
+  await bus.publish(POSITIONS_CHANNEL, batch.published);
   uploadToPublish.observe((Date.now() - batch.receivedAt) / 1000);
 }

@@ -11,7 +11,10 @@ export interface Bus {
   /** Identifies this process in every envelope so it can drop its own echoes. */
   readonly nodeId: string;
   readonly kind: 'local' | 'redis';
-  /** Delivers to every subscriber of `channel` on every node, this one included. */
+  /**
+   * Delivers to every subscriber of `channel` on every node, this one included. An `EncodedPayload`
+   * (./encoded-payload.ts) is delivered as its value, and goes on the wire as its bytes, packed at most once.
+   */
   publish(channel: string, payload: unknown): Promise<void>;
   /** Returns the function that removes this subscription. */
   subscribe(channel: string, handler: BusHandler): Promise<() => Promise<void>>;

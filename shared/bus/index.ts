@@ -5,6 +5,7 @@ import { LocalBus } from './local-bus.js';
 import { RedisBus } from './redis-bus.js';
 
 export type { Bus, BusHandler } from './bus.js';
+export { EncodedPayload } from './encoded-payload.js';
 
 /** Redis pub/sub when REDIS_URL is set, the in-process bus otherwise. */
 export function createBus(config: Config, logger?: Logger): Bus {

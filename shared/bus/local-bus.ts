@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { Logger } from '../logger.js';
 import { busPublishedOn } from '../metrics/metrics.js';
 import { LocalSubscriptions, ResyncListeners, type Bus, type BusHandler, type ResyncListener } from './bus.js';
+import { payloadValue } from './encoded-payload.js';
 
 /** In-process bus for a single gateway (no Redis configured). Nothing can be lost in process, so it never resyncs. */
 export class LocalBus implements Bus {
@@ -16,7 +17,7 @@ export class LocalBus implements Bus {
   async publish(channel: string, payload: unknown): Promise<void> {
     if (this.closed) throw new Error('bus is closed');
     busPublishedOn(channel).inc();
-    this.subscriptions.deliver(channel, payload, (error) => this.logger?.error({ err: error, channel }, 'bus handler failed'));
+    this.subscriptions.deliver(channel, payloadValue(payload), (error) => this.logger?.error({ err: error, channel }, 'bus handler failed'));
   }
 
   async subscribe(channel: string, handler: BusHandler): Promise<() => Promise<void>> {

@@ -1,20 +1,18 @@
 import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
-import { Packr } from 'msgpackr';
 import type { Logger } from '../logger.js';
 import { busLag, busPublishedOn, busReceivedOn } from '../metrics/metrics.js';
 import { LocalSubscriptions, ResyncListeners, type Bus, type BusHandler, type ResyncListener } from './bus.js';
+import { decodePayload, encodePayload, payloadValue } from './encoded-payload.js';
 
 /**
  * What travels on a Redis channel: the sender's node id (a UUID, 36 ASCII bytes), so every node drops its own
  * echo without decoding it; the time it was published (a float64 of epoch milliseconds, 8 bytes), so a receiver
- * can tell how far behind the bus runs; then the payload in msgpack. The bus is internal to Floorcast, so it uses msgpackr's
- * record extension: a batch of positions names its keys once, not once per position (about half the bytes and
- * a third of the decoding time of plain maps). Each message carries its own record definitions.
+ * can tell how far behind the bus runs; then the payload in msgpack (./encoded-payload.ts), packed once for an
+ * `EncodedPayload` whatever else carries its bytes.
  */
 const NODE_ID_BYTES = 36;
 const HEADER_BYTES = NODE_ID_BYTES + 8;
-const packr = new Packr({ useRecords: true });
 
 /**
  * Redis pub/sub bus. Publisher and subscriber are separate connections (a subscribed connection can do
@@ -77,7 +75,7 @@ export class RedisBus implements Bus {
     try {
       if (message.length < HEADER_BYTES) throw new Error('bus message shorter than its header');
       busLag.observe(Math.max(0, Date.now() - message.readDoubleBE(NODE_ID_BYTES)) / 1000);
-      payload = packr.unpack(message.subarray(HEADER_BYTES));
+      payload = decodePayload(message.subarray(HEADER_BYTES));
     } catch (error) {
       this.logger?.warn({ err: error }, 'dropping undecodable bus message');
       return;
@@ -89,10 +87,10 @@ export class RedisBus implements Bus {
 
   async publish(channel: string, payload: unknown): Promise<void> {
     busPublishedOn(channel).inc();
-    this.subscriptions.deliver(channel, payload, (error) => this.logger?.error({ err: error, channel }, 'bus handler failed'));
+    this.subscriptions.deliver(channel, payloadValue(payload), (error) => this.logger?.error({ err: error, channel }, 'bus handler failed'));
     const sentAt = Buffer.allocUnsafe(8);
     sentAt.writeDoubleBE(Date.now());
-    await this.publisher.publish(this.channelPrefix + channel, Buffer.concat([this.nodeIdBytes, sentAt, packr.pack(payload)]));
+    await this.publisher.publish(this.channelPrefix + channel, Buffer.concat([this.nodeIdBytes, sentAt, encodePayload(payload)]));
   }
 
   async subscribe(channel: string, handler: BusHandler): Promise<() => Promise<void>> {

@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import type { Bus } from '../../shared/bus/index.js';
+import { EncodedPayload, type Bus } from '../../shared/bus/index.js';
 import { LocalBus } from '../../shared/bus/local-bus.js';
 import { RedisBus } from '../../shared/bus/redis-bus.js';
 import { busLag } from '../../shared/metrics/metrics.js';
@@ -121,10 +121,48 @@ describe.each(factories)('bus contract: $name', (factory) => {
     expect(resyncs).toBe(0);
   });
 
+  it('delivers an encoded payload as its value: the very object on the publishing node, an equal one elsewhere', async () => {
+    const { a, b, cleanup: c } = factory.pair();
+    cleanup = c;
+    const local: unknown[] = [];
+    await a.subscribe('positions', (payload) => local.push(payload));
+    const remote = nextMessage(b, 'positions');
+    await settle();
+    const value = { organizationId: 'org', records: [{ deviceId: 'd1', x: 1.5, userId: null }, { deviceId: 'd2', x: 2.5, userId: 'u' }] };
+    const encoded = new EncodedPayload(value);
+    await a.publish('positions', encoded);
+    expect(await remote).toEqual(value);
+    await settle();
+    expect(local).toHaveLength(1);
+    expect(local[0]).toBe(value);
+  });
+
   it('answers ping while open and refuses after close', async () => {
     const { a, cleanup: c } = factory.pair();
     cleanup = c;
     await expect(a.ping()).resolves.toBeUndefined();
+  });
+});
+
+describe('encoded payload', () => {
+  it('packs once, on first use, and its bytes decode to its value', async () => {
+    const { decodePayload } = await import('../../shared/bus/encoded-payload.js');
+    const value = { records: [{ deviceId: 'd1', x: 1.5 }] };
+    const encoded = new EncodedPayload(value);
+    const bytes = encoded.bytes;
+    expect(encoded.bytes).toBe(bytes);
+    expect(decodePayload(bytes)).toEqual(value);
+  });
+
+  it('is never packed by the local bus', async () => {
+    const bus = new LocalBus();
+    const unpackable = { big: 2n ** 70n }; // msgpack has no integer this large: packing it would throw
+    const seen: unknown[] = [];
+    await bus.subscribe('c', (payload) => seen.push(payload));
+    await bus.publish('c', new EncodedPayload(unpackable));
+    await settle();
+    await bus.close();
+    expect(seen).toEqual([unpackable]);
   });
 });
 
@@ -141,9 +179,20 @@ describe.runIf(redisUrl)('Redis bus wire format', () => {
       await raw.publish(`${prefix}:bus:c`, Buffer.concat([Buffer.from('x'.repeat(36)), Buffer.from([0x92, 0x01])])); // an array of two holding one: truncated
       const other = new RedisBus(redisUrl!, prefix);
       await other.publish('c', { records: [{ deviceId: 'd1', x: 1.5 }, { deviceId: 'd2', x: 2.5 }] });
+      const encoded = new EncodedPayload({ records: [{ deviceId: 'd3' }] });
+      await other.publish('c', encoded);
       await settle();
       await other.close();
-      expect(received).toEqual([{ records: [{ deviceId: 'd1', x: 1.5 }, { deviceId: 'd2', x: 2.5 }] }]);
+      expect(received).toEqual([{ records: [{ deviceId: 'd1', x: 1.5 }, { deviceId: 'd2', x: 2.5 }] }, { records: [{ deviceId: 'd3' }] }]);
+      // The bytes on the wire after the header are the payload's own, packed once for every other use.
+      const sub = new Redis(redisUrl!);
+      const wire = new Promise<Buffer>((resolve) => sub.on('messageBuffer', (_channel: Buffer, message: Buffer) => resolve(message)));
+      await sub.subscribe(`${prefix}:bus:c`);
+      const again = new RedisBus(redisUrl!, prefix);
+      await again.publish('c', encoded);
+      expect((await wire).subarray(44).equals(encoded.bytes)).toBe(true);
+      await again.close();
+      sub.disconnect();
     } finally {
       raw.disconnect();
       await bus.close();

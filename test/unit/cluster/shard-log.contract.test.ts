@@ -2,7 +2,9 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { LocalShardLog } from '../../../gateway/cluster/local-shard-log.js';
 import { RedisShardLog } from '../../../gateway/cluster/redis-shard-log.js';
 import type { ShardLog } from '../../../gateway/cluster/shard-log.js';
+import { EncodedPayload } from '../../../shared/bus/encoded-payload.js';
 import type { PositionRecord } from '../../../shared/positions/position-record.js';
+import { PositionsMessage, type EncodedPositions } from '../../../shared/positions/positions-message.js';
 import { deleteRedisPrefix, serverRedisUrl } from '../../support/test-environment.js';
 
 /** One contract, run against every shard log driver this run can reach. */
@@ -37,6 +39,8 @@ if (redisUrl) {
 const record = (deviceId: string, timestamp: number): PositionRecord => ({
   organizationId: 'org', deviceId, userId: null, buildingId: 7, floorId: 1, indoor: true, x: 1.5, y: 2, lat: 40.1, lng: -3.2, yaw: 0, accuracy: null, timestamp, receivedAt: timestamp,
 });
+/** One upload's positions in a shard, as the pipeline hands them over. */
+const upload = (...records: PositionRecord[]): EncodedPositions => new EncodedPayload(new PositionsMessage('org', records));
 const devices = (entries: readonly { records: PositionRecord[] }[]) => entries.flatMap((entry) => entry.records.map((item) => item.deviceId));
 
 describe.each(factories)('shard log contract: $name', (factory) => {
@@ -46,9 +50,9 @@ describe.each(factories)('shard log contract: $name', (factory) => {
   it('delivers appended entries in order, records intact, including those appended before the shard was opened', async () => {
     const { a, cleanup: c } = factory.pair();
     cleanup = c;
-    await a.append(3, [record('d1', 1000), record('d2', 1001)]);
+    await a.append(3, upload(record('d1', 1000), record('d2', 1001)));
     await a.open(3);
-    await a.append(3, [record('d3', 1002)]);
+    await a.append(3, upload(record('d3', 1002)));
     const read = await a.read([3], 500);
     expect(devices(read.get(3)!)).toEqual(['d1', 'd2', 'd3']);
     expect(read.get(3)![0]!.records[0]).toEqual(record('d1', 1000));
@@ -58,8 +62,8 @@ describe.each(factories)('shard log contract: $name', (factory) => {
     const { a, cleanup: c } = factory.pair();
     cleanup = c;
     await Promise.all([a.open(1), a.open(2)]);
-    await a.append(1, [record('one', 1)]);
-    await a.append(2, [record('two', 2)]);
+    await a.append(1, upload(record('one', 1)));
+    await a.append(2, upload(record('two', 2)));
     const read = await a.read([1], 500);
     expect([...read.keys()]).toEqual([1]);
     expect((await a.read([1], 50)).size).toBe(0);
@@ -72,7 +76,7 @@ describe.each(factories)('shard log contract: $name', (factory) => {
     await a.open(5);
     const reading = a.read([5], 10_000);
     await new Promise((resolve) => setTimeout(resolve, 50));
-    await a.append(5, [record('late', 5)]);
+    await a.append(5, upload(record('late', 5)));
     expect(devices((await reading).get(5)!)).toEqual(['late']);
   });
 
@@ -80,15 +84,79 @@ describe.each(factories)('shard log contract: $name', (factory) => {
     const { a, b, cleanup: c } = factory.pair();
     cleanup = c;
     await a.open(9);
-    for (const [index, device] of ['p1', 'p2', 'p3'].entries()) await a.append(9, [record(device, index)]);
+    for (const [index, device] of ['p1', 'p2', 'p3'].entries()) await a.append(9, upload(record(device, index)));
     const delivered = (await a.read([9], 500)).get(9)!;
     await a.ack(9, [delivered[0]!.id]); // the owner dies having stored only the first one's detections
-    await a.append(9, [record('p4', 4)]);
+    await a.append(9, upload(record('p4', 4)));
     await b.open(9);
     expect(devices(await b.takePending(9))).toEqual(['p2', 'p3']);
     expect(devices((await b.read([9], 500)).get(9)!)).toEqual(['p4']);
     const all = (await b.takePending(9)).map((entry) => entry.id);
     await b.ack(9, all);
     expect(await b.takePending(9)).toEqual([]);
+  });
+
+  it('delivers an upload already packed for the bus as its records, to the member that appended it and to another', async () => {
+    const { a, b, cleanup: c } = factory.pair();
+    cleanup = c;
+    await a.open(4);
+    expect((await a.read([4], 10)).size).toBe(0); // a reads shard 4 from now on
+    const published = upload(record('mine', 1), record('also-mine', 2));
+    void published.bytes; // packed when the bus published it
+    await a.append(4, published);
+    await b.append(4, upload(record('theirs', 3)));
+    const read = (await a.read([4], 500)).get(4)!;
+    expect(read.map((entry) => entry.records)).toEqual([[record('mine', 1), record('also-mine', 2)], [record('theirs', 3)]]);
+  });
+});
+
+describe.runIf(redisUrl)('Redis shard log', () => {
+  let cleanup: (() => Promise<void>) | undefined;
+  afterEach(async () => cleanup?.());
+  const open = () => {
+    const prefix = `fctest:shards:${Math.random().toString(36).slice(2)}`;
+    const a = new RedisShardLog(redisUrl!, prefix, 'member-a');
+    const b = new RedisShardLog(redisUrl!, prefix, 'member-b');
+    cleanup = async () => (await a.close(), await b.close(), await deleteRedisPrefix(redisUrl!, prefix));
+    return { a, b, prefix };
+  };
+
+  it('gives the owner back the records it appended itself, undecoded, and decodes the others', async () => {
+    const { a, b } = open();
+    await a.open(2);
+    await a.read([2], 10);
+    const mine = upload(record('mine', 1));
+    await a.append(2, mine);
+    await b.append(2, upload(record('theirs', 2)));
+    const [own, other] = (await a.read([2], 500)).get(2)!;
+    expect(own!.records).toBe(mine.value.records);
+    expect(other!.records).toEqual([record('theirs', 2)]);
+  });
+
+  it('remembers appends only to shards it reads: another member taking the entries decodes them', async () => {
+    const { a, b } = open();
+    await a.open(6);
+    await a.read([6], 10);
+    await a.read([], 10); // shard 6 given up
+    const appended = upload(record('p', 1));
+    await a.append(6, appended);
+    const read = (await a.read([6], 500)).get(6)!;
+    expect(read[0]!.records).not.toBe(appended.value.records);
+    expect(read[0]!.records).toEqual([record('p', 1)]);
+    expect(await b.takePending(6)).toHaveLength(1);
+  });
+
+  it('reads entries appended before the shared encoding (a packed record array in field r)', async () => {
+    const { a, prefix } = open();
+    const { Redis } = await import('ioredis');
+    const { Packr } = await import('msgpackr');
+    const raw = new Redis(redisUrl!);
+    try {
+      await a.open(8);
+      await raw.xadd(`${prefix}:cluster:shard:8`, '*', 'r', new Packr({ useRecords: true }).pack([record('old', 1)]));
+      expect((await a.read([8], 500)).get(8)![0]!.records).toEqual([record('old', 1)]);
+    } finally {
+      raw.disconnect();
+    }
   });
 });

@@ -1,0 +1,50 @@
+import { describe, expect, it } from 'vitest';
+import { ClusterNode, type ShardHandler } from '../../../gateway/cluster/cluster-node.js';
+import type { Coordination } from '../../../gateway/cluster/coordination.js';
+import type { ShardLog } from '../../../gateway/cluster/shard-log.js';
+import { EncodedPayload } from '../../../shared/bus/encoded-payload.js';
+import { createLogger } from '../../../shared/logger.js';
+import type { PositionRecord } from '../../../shared/positions/position-record.js';
+import { PositionsMessage, type EncodedPositions } from '../../../shared/positions/positions-message.js';
+
+/** A log that only records what is appended to it. */
+class AppendedLog implements ShardLog {
+  readonly appended: { shard: number; positions: EncodedPositions }[] = [];
+  async append(shard: number, positions: EncodedPositions) { this.appended.push({ shard, positions }); }
+  async open() {}
+  async takePending() { return []; }
+  async read() { return new Map(); }
+  async ack() {}
+  async close() {}
+}
+
+const handler: ShardHandler = { gain: async () => undefined, lose: () => undefined, process: async () => true, stored: async () => true, buildingsIn: () => 0 };
+const record = (deviceId: string, buildingId: number): PositionRecord => ({
+  organizationId: 'org', deviceId, userId: null, buildingId, floorId: 1, indoor: true, x: 1, y: 1, lat: 0, lng: 0, yaw: 0, accuracy: null, timestamp: 1, receivedAt: 1,
+});
+
+function node(log: ShardLog): ClusterNode {
+  return new ClusterNode({} as Coordination, log, handler, { shards: 64, heartbeatMs: 1000, ttlMs: 3000 }, createLogger('silent'));
+}
+
+describe('ClusterNode.handOff: one packing per upload', () => {
+  it('appends an upload of one shard as the payload the bus published, so its bytes are packed once', async () => {
+    const log = new AppendedLog();
+    const records = [record('a', 7), record('b', 7)];
+    const published = new EncodedPayload(new PositionsMessage('org', records));
+    await node(log).handOff(records, published);
+    expect(log.appended).toHaveLength(1);
+    expect(log.appended[0]!.positions).toBe(published);
+  });
+
+  it('splits an upload across shards into one entry per shard, each with its own records', async () => {
+    const log = new AppendedLog();
+    const cluster = node(log);
+    // Two buildings in different shards.
+    const second = Array.from({ length: 50 }, (_, id) => id + 2).find((id) => cluster.shardOf(record('x', id)) !== cluster.shardOf(record('x', 1)))!;
+    const records = [record('a', 1), record('b', second), record('c', 1)];
+    await cluster.handOff(records, new EncodedPayload(new PositionsMessage('org', records)));
+    const byShard = new Map(log.appended.map(({ shard, positions }) => [shard, positions.value.records.map((item) => item.deviceId)]));
+    expect(byShard).toEqual(new Map([[cluster.shardOf(record('a', 1)), ['a', 'c']], [cluster.shardOf(record('b', second)), ['b']]]));
+  });
+});
