@@ -111,10 +111,14 @@ function validate(batch: PositionBatch, maxAgeMs: number): void {
     }
     // Against the batch's receipt time, so one upload is judged by one clock.
     const late = timestampProblem(pose.timestamp, receivedAt, maxAgeMs);
-    if (late) errors.push({ field: `poses.${index}.timestamp`, message: late });
-    else if (confined !== undefined && pose.user_id !== undefined && pose.user_id !== confined) {
+    if (late) {
+      errors.push({ field: `poses.${index}.timestamp`, message: late });
+      continue;
+    }
+    if (confined !== undefined && pose.user_id !== undefined && pose.user_id !== confined) {
       errors.push({ field: `poses.${index}.user_id`, message: 'you may only upload your own positions' });
-    } else poses[index] = pose;
+    }
+    poses[index] = pose;
   }
 }
 
