@@ -307,19 +307,26 @@ export class HttpServer {
         exchange.res.onData(() => undefined);
         return;
       }
-      const chunks: Buffer[] = [];
+      // One buffer of the declared length, so the body is copied once (uWS reuses a chunk's memory after its
+      // callback); without a length, or past it, the buffer doubles.
+      let body = Buffer.allocUnsafe(Number.isSafeInteger(declared) && declared >= 0 ? declared : Math.min(limit, 1024));
       let received = 0;
       let failed = false;
       exchange.res.onData((chunk, isLast) => {
         if (failed) return;
+        const start = received;
         received += chunk.byteLength;
         if (received > limit) {
           failed = true;
           return reject(tooLarge());
         }
-        // uWS reuses the chunk's memory after this callback: copy it.
-        chunks.push(Buffer.from(new Uint8Array(chunk).slice()));
-        if (isLast) resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks));
+        if (received > body.length) {
+          const grown = Buffer.allocUnsafe(Math.min(limit, Math.max(received, body.length * 2)));
+          body.copy(grown, 0, 0, start);
+          body = grown;
+        }
+        body.set(new Uint8Array(chunk), start);
+        if (isLast) resolve(body.subarray(0, received));
       });
     });
   }

@@ -96,28 +96,31 @@ export class PositionPipeline {
 }
 
 function validate(batch: PositionBatch, maxAgeMs: number): void {
-  const errors = batch.errors;
-  batch.items.forEach((item, index) => {
+  const { errors, items, poses, receivedAt } = batch;
+  // A confined caller (a plain user, or their key) uploads only their own positions.
+  const confined = confinedUserId(batch.principal);
+  for (let index = 0; index < items.length; index++) {
+    const item = items[index];
     // The common well-formed pose skips zod's allocations; anything else gets the schema's verdict and messages.
     let pose = parsePoseFast(item);
     if (!pose) {
       const parsed = poseSchema.safeParse(item);
-      if (!parsed.success) return void errors.push(...fieldErrors(parsed.error, `poses.${index}`));
+      if (!parsed.success) {
+        errors.push(...fieldErrors(parsed.error, `poses.${index}`));
+        continue;
+      }
       pose = parsed.data;
     }
     // Against the batch's receipt time, so one upload is judged by one clock.
-    const late = timestampProblem(pose.timestamp, batch.receivedAt, maxAgeMs);
-    if (late) errors.push({ field: `poses.${index}.timestamp`, message: late });
-    else batch.poses[index] = pose;
-  });
-  // A confined caller (a plain user, or their key) uploads only their own positions.
-  const confined = confinedUserId(batch.principal);
-  if (confined !== undefined) {
-    batch.poses.forEach((pose, index) => {
-      if (pose?.user_id !== undefined && pose.user_id !== confined) {
-        errors.push({ field: `poses.${index}.user_id`, message: 'you may only upload your own positions' });
-      }
-    });
+    const late = timestampProblem(pose.timestamp, receivedAt, maxAgeMs);
+    if (late) {
+      errors.push({ field: `poses.${index}.timestamp`, message: late });
+      continue;
+    }
+    if (confined !== undefined && pose.user_id !== undefined && pose.user_id !== confined) {
+      errors.push({ field: `poses.${index}.user_id`, message: 'you may only upload your own positions' });
+    }
+    poses[index] = pose;
   }
 }
 
@@ -131,13 +134,23 @@ function refuseInvalid(batch: PositionBatch): void {
 
 async function georeference(batch: PositionBatch, registry: BuildingRegistry): Promise<void> {
   const { organizationId } = batch.principal;
-  const errors = batch.errors;
-  for (const [index, pose] of batch.poses.entries()) {
+  const { errors, poses, records, receivedAt } = batch;
+  let lastBuildingId: number | undefined;
+  let lastRuntime: BuildingRuntime | undefined;
+  for (let index = 0; index < poses.length; index++) {
+    const pose = poses[index];
     if (!pose) continue; // already reported by the schema
     const indoor = pose.floor_id !== undefined;
-    // The loaded runtime when there is one (no await per pose on the hot path); a miss loads it.
-    const loaded = pose.building_id !== undefined ? registry.peek(pose.building_id) : undefined;
-    let runtime = loaded?.organizationId === organizationId ? loaded : pose.building_id !== undefined ? await registry.get(organizationId, pose.building_id) : undefined;
+    let runtime: BuildingRuntime | undefined;
+    if (pose.building_id === undefined) runtime = undefined;
+    else if (pose.building_id === lastBuildingId) runtime = lastRuntime; // a batch is mostly one building: one lookup
+    else {
+      // The loaded runtime when there is one (no await per pose on the hot path); a miss loads it.
+      const loaded = registry.peek(pose.building_id);
+      runtime = loaded?.organizationId === organizationId ? loaded : await registry.get(organizationId, pose.building_id);
+      lastBuildingId = pose.building_id;
+      lastRuntime = runtime;
+    }
     if (pose.building_id !== undefined && !runtime) {
       errors.push({ field: `poses.${index}.building_id`, message: 'no such building in your organization' });
       continue;
@@ -165,7 +178,7 @@ async function georeference(batch: PositionBatch, registry: BuildingRegistry): P
       lng = pose.lng!;
       runtime ??= await registry.buildingAt(organizationId, { lat, lng });
     }
-    batch.records[index] = {
+    records[index] = {
       organizationId,
       deviceId: pose.device_id,
       userId: pose.user_id ?? null,
@@ -179,7 +192,7 @@ async function georeference(batch: PositionBatch, registry: BuildingRegistry): P
       yaw: pose.yaw,
       accuracy: pose.accuracy ?? null,
       timestamp: pose.timestamp,
-      receivedAt: batch.receivedAt,
+      receivedAt,
     };
   }
 }
@@ -191,10 +204,14 @@ async function georeference(batch: PositionBatch, registry: BuildingRegistry): P
  * dead-man alarm.
  */
 async function resolveDevices(batch: PositionBatch, directory: DeviceDirectory): Promise<void> {
+  const { records } = batch;
   const confined = confinedUserId(batch.principal);
-  const devices = await directory.resolve(batch.principal.organizationId, batch.records.map((record) => record.deviceId));
-  for (const [index, record] of batch.records.entries()) {
-    const owner = devices.get(record.deviceId)?.userId ?? null;
+  const identifiers = new Array<string>(records.length);
+  for (let index = 0; index < records.length; index++) identifiers[index] = records[index]!.deviceId;
+  const devices = await directory.resolve(batch.principal.organizationId, identifiers);
+  for (let index = 0; index < records.length; index++) {
+    const record = records[index]!;
+    const owner = devices[index]?.userId ?? null;
     if (confined !== undefined && owner !== null && owner !== confined) {
       throw new ForbiddenError(`poses.${index}: device ${record.deviceId} is assigned to another user`);
     }

@@ -1,5 +1,6 @@
 import type { Bus } from '../../shared/bus/index.js';
-import { LruCache, type CacheStats } from '../../shared/lru-cache.js';
+import type { CacheStats } from '../../shared/lru-cache.js';
+import type { Logger } from '../../shared/logger.js';
 import type { Storage } from '../../shared/storage/index.js';
 import { pgArray } from '../../shared/storage/pg-array.js';
 
@@ -16,84 +17,212 @@ export interface DeviceChange {
 }
 
 export interface DeviceDirectoryOptions {
-  /** Age past which a device's owner is read again (a backstop should a bus message be lost). */
+  /**
+   * Age past which a device's owner is no longer trusted and is read again before use (a backstop should a bus
+   * message be lost). Devices in use are re-read in the background every half of this, so they never reach it
+   * while the database answers.
+   */
   ttlMs?: number;
-  /** Devices kept in memory over all organizations; the least recently used beyond this are read again on use. */
+  /** Devices kept in memory over all organizations; beyond this the least recently used organizations' oldest go. */
   maxDevices?: number;
   now?: () => number;
+  /** Where a failed background refresh is reported (the entries then expire and are read before use). */
+  logger?: Logger;
 }
+
+/** A device as cached: what the pipeline reads, plus when its row was read and whether it was used since. */
+interface CachedDevice extends KnownDevice {
+  readAt: number;
+  used: boolean;
+}
+
+/** One organization's cached devices; replaced whole when its devices change, so a read in flight lands in the old one. */
+interface OrganizationDevices {
+  devices: Map<string, CachedDevice>;
+  /** When the next background refresh of the devices in use is due. */
+  refreshDue: number;
+  refreshing: boolean;
+}
+
+const SELECT_DEVICES = 'select id, identifier, user_id from devices where organization_id = ? and identifier = any(?::text[])';
 
 /**
  * Devices by the identifier the app sends, per organization. An unknown identifier is registered on its
  * first upload (one insert for the whole batch; concurrent gateways are reconciled by the unique key).
  *
- * One bounded cache for every organization, keyed by organization, its generation and identifier: a change
- * to an organization's devices bumps its generation, so its old entries are never read again and age out,
- * instead of being searched for. The bus's resync signal (messages may be lost) drops everything.
+ * Known devices are answered from memory without waiting (issue 15): the owners of the devices used since the
+ * last refresh are re-read in the background, one query per organization every half TTL, so an upload never
+ * waits for a read of a device it has seen unless the database stopped answering for a whole TTL. A change
+ * announced on the bus drops the organization's devices at once (a reassignment takes effect on the next
+ * upload); the background refresh bounds a lost announcement to half a TTL; the bus's resync signal (messages
+ * may be lost) drops everything.
  */
 export class DeviceDirectory {
-  private readonly known: LruCache<string, KnownDevice>;
-  /** Organization -> how many times its devices changed here; only organizations that ever changed. */
-  private readonly generations = new Map<string, number>();
+  /** In order of last use: the first is the least recently used organization, evicted from first. */
+  private readonly organizations = new Map<string, OrganizationDevices>();
+  private cached = 0;
+  private evictions = 0;
+  private readonly ttlMs: number;
+  private readonly refreshMs: number;
+  private readonly maxDevices: number;
+  private readonly now: () => number;
 
   constructor(
     private readonly storage: Storage,
     private readonly bus: Bus,
-    options: DeviceDirectoryOptions = {},
+    private readonly options: DeviceDirectoryOptions = {},
   ) {
-    this.known = new LruCache({ maxEntries: options.maxDevices ?? 100_000, ttlMs: options.ttlMs ?? 60_000, now: options.now });
+    this.ttlMs = options.ttlMs ?? 60_000;
+    this.refreshMs = this.ttlMs / 2;
+    this.maxDevices = options.maxDevices ?? 100_000;
+    if (!(this.maxDevices >= 1)) throw new Error('the device directory holds at least one device');
+    this.now = options.now ?? Date.now;
   }
 
   async start(): Promise<void> {
     await this.bus.subscribe(DEVICES_CHANNEL, (payload) => {
       // The whole organization: a renamed identifier must not keep its old entry.
-      const { organizationId } = payload as DeviceChange;
-      this.generations.set(organizationId, (this.generations.get(organizationId) ?? 0) + 1);
+      this.drop((payload as DeviceChange).organizationId);
     });
-    this.bus.onResync(() => this.known.clear());
+    this.bus.onResync(() => {
+      this.organizations.clear();
+      this.cached = 0;
+    });
   }
 
   stats(): CacheStats {
-    return this.known.stats();
+    return { size: this.cached, maxEntries: this.maxDevices, evictions: this.evictions };
   }
 
   async announce(change: DeviceChange): Promise<void> {
     await this.bus.publish(DEVICES_CHANNEL, change);
   }
 
-  private keyer(organizationId: string): (identifier: string) => string {
-    const prefix = `${organizationId}\u0000${this.generations.get(organizationId) ?? 0}\u0000`;
-    return (identifier) => prefix + identifier;
+  /**
+   * The device of each identifier, in the same order (repeats allowed); unknown ones are registered first.
+   * Known ones cost a map lookup each, and no query.
+   */
+  async resolve(organizationId: string, identifiers: readonly string[]): Promise<(KnownDevice | undefined)[]> {
+    const organization = this.use(organizationId);
+    const now = this.now();
+    const devices: (KnownDevice | undefined)[] = new Array(identifiers.length);
+    let missing: Set<string> | undefined;
+    for (let index = 0; index < identifiers.length; index++) {
+      const identifier = identifiers[index]!;
+      const device = organization.devices.get(identifier);
+      if (device && now - device.readAt < this.ttlMs) {
+        device.used = true;
+        devices[index] = device;
+      } else (missing ??= new Set()).add(identifier);
+    }
+    if (now >= organization.refreshDue && !organization.refreshing) this.refreshInBackground(organizationId, organization, now);
+    if (!missing) return devices;
+    const read = await this.register(organizationId, organization, [...missing], now);
+    // Undefined only for a device deleted between the insert and the read: its positions then have no owner.
+    for (let index = 0; index < identifiers.length; index++) devices[index] ??= read.get(identifiers[index]!);
+    return devices;
   }
 
-  /** Every identifier resolved (the map holds exactly these), unknown ones registered. */
-  async resolve(organizationId: string, identifiers: Iterable<string>): Promise<Map<string, KnownDevice>> {
-    // Keys made before the queries: rows read before a change must land under the generation they belong to.
-    const key = this.keyer(organizationId);
-    const devices = new Map<string, KnownDevice>();
-    const missing: string[] = [];
-    for (const identifier of new Set(identifiers)) {
-      const device = this.known.get(key(identifier));
-      if (device) devices.set(identifier, device);
-      else missing.push(identifier);
+  /** The organization's devices, marked as just used (created empty, its first refresh a half TTL away). */
+  private use(organizationId: string): OrganizationDevices {
+    let organization = this.organizations.get(organizationId);
+    if (organization) this.organizations.delete(organizationId);
+    else organization = { devices: new Map(), refreshDue: this.now() + this.refreshMs, refreshing: false };
+    this.organizations.set(organizationId, organization);
+    return organization;
+  }
+
+  private drop(organizationId: string): void {
+    const organization = this.organizations.get(organizationId);
+    if (!organization) return;
+    this.cached -= organization.devices.size;
+    this.organizations.delete(organizationId);
+  }
+
+  /** Inserts the identifiers not yet registered (another gateway may be doing the same: the unique key decides), then reads them all. */
+  private async register(organizationId: string, organization: OrganizationDevices, identifiers: string[], readAt: number): Promise<Map<string, KnownDevice>> {
+    await this.storage.execute(
+      `insert into devices (id, organization_id, identifier, name)
+       select gen_random_uuid(), ?::uuid, identifier, identifier from unnest(?::text[]) as t(identifier)
+       on conflict (organization_id, identifier) do nothing`,
+      [organizationId, pgArray(identifiers)],
+    );
+    const rows = await this.storage.execute<{ id: string; identifier: string; user_id: string | null }>(SELECT_DEVICES, [organizationId, pgArray(identifiers)]);
+    const read = new Map<string, KnownDevice>();
+    // Dropped (changed) or evicted while reading: the caller gets these rows, the cache does not keep them.
+    const current = this.organizations.get(organizationId) === organization;
+    for (const row of rows) {
+      const device: CachedDevice = { id: row.id, identifier: row.identifier, userId: row.user_id, readAt, used: true };
+      read.set(row.identifier, device);
+      if (current) this.remember(organization, device);
     }
-    if (missing.length > 0) {
-      await this.storage.execute(
-        `insert into devices (id, organization_id, identifier, name)
-         select gen_random_uuid(), ?::uuid, identifier, identifier from unnest(?::text[]) as t(identifier)
-         on conflict (organization_id, identifier) do nothing`,
-        [organizationId, pgArray(missing)],
-      );
-      const rows = await this.storage.execute<{ id: string; identifier: string; user_id: string | null }>(
-        'select id, identifier, user_id from devices where organization_id = ? and identifier = any(?::text[])',
-        [organizationId, pgArray(missing)],
-      );
-      for (const row of rows) {
-        const device = { id: row.id, identifier: row.identifier, userId: row.user_id };
-        devices.set(row.identifier, device);
-        this.known.set(key(row.identifier), device);
+    return read;
+  }
+
+  private remember(organization: OrganizationDevices, device: CachedDevice): void {
+    const previous = organization.devices.get(device.identifier);
+    if (previous) organization.devices.delete(device.identifier);
+    else this.cached++;
+    organization.devices.set(device.identifier, device);
+    while (this.cached > this.maxDevices) this.evictOne();
+  }
+
+  /**
+   * The least recently used organization's oldest device. An organization left empty stays (a read of its may
+   * be in flight) until it comes first again with nothing to give.
+   */
+  private evictOne(): void {
+    const [organizationId, organization] = this.organizations.entries().next().value as [string, OrganizationDevices];
+    const oldest = organization.devices.keys().next().value;
+    if (oldest === undefined) {
+      this.organizations.delete(organizationId);
+      return;
+    }
+    organization.devices.delete(oldest);
+    this.cached--;
+    this.evictions++;
+  }
+
+  /**
+   * Re-reads the owners of the devices used since the last refresh, in one query, updating them in place; a
+   * device not used since is left to age out (and forgotten here once it has), a deleted one is forgotten. Runs
+   * apart from any upload: a failure is logged, and the entries then age out and are read before use.
+   */
+  private refreshInBackground(organizationId: string, organization: OrganizationDevices, startedAt: number): void {
+    organization.refreshing = true;
+    organization.refreshDue = startedAt + this.refreshMs;
+    const inUse: CachedDevice[] = [];
+    for (const device of organization.devices.values()) {
+      if (device.used) {
+        device.used = false;
+        inUse.push(device);
+      } else if (startedAt - device.readAt >= this.ttlMs) {
+        organization.devices.delete(device.identifier);
+        this.cached--;
       }
     }
-    return devices;
+    if (inUse.length === 0) {
+      organization.refreshing = false;
+      return;
+    }
+    const identifiers = inUse.map((device) => device.identifier);
+    this.storage
+      .execute<{ id: string; identifier: string; user_id: string | null }>(SELECT_DEVICES, [organizationId, pgArray(identifiers)])
+      .then((rows) => {
+        const byIdentifier = new Map(rows.map((row) => [row.identifier, row]));
+        for (const device of inUse) {
+          const row = byIdentifier.get(device.identifier);
+          if (row && row.id === device.id) {
+            device.userId = row.user_id;
+            device.readAt = startedAt;
+          } else if (organization.devices.get(device.identifier) === device) {
+            // Deleted (or deleted and registered anew): read before its next use.
+            organization.devices.delete(device.identifier);
+            if (this.organizations.get(organizationId) === organization) this.cached--;
+          }
+        }
+      })
+      .catch((error: unknown) => this.options.logger?.warn({ err: error, organizationId }, 'device refresh failed'))
+      .finally(() => (organization.refreshing = false));
   }
 }

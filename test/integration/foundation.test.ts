@@ -19,7 +19,7 @@ async function adminToken(running: RunningGateway): Promise<string> {
 }
 
 /** Sends a request without fetch's conveniences, to control Content-Length and the body exactly. */
-function rawRequest(baseUrl: string, method: string, path: string, headers: Record<string, string>, body?: string | Buffer) {
+function rawRequest(baseUrl: string, method: string, path: string, headers: Record<string, string>, body?: string | Buffer | Buffer[]) {
   return new Promise<{ status: number; body: string }>((resolve, reject) => {
     const url = new URL(path, baseUrl);
     // agent: false: a fresh connection every time, never a pooled keep-alive one.
@@ -29,6 +29,15 @@ function rawRequest(baseUrl: string, method: string, path: string, headers: Reco
       res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString() }));
     });
     req.on('error', reject);
+    if (Array.isArray(body)) {
+      // Pieces apart in time, so the server receives them as separate chunks.
+      const write = (index: number): void => {
+        if (index === body.length) return void req.end();
+        req.write(body[index]);
+        setTimeout(() => write(index + 1), 20);
+      };
+      return write(0);
+    }
     if (body !== undefined) req.write(body);
     req.end();
   });
@@ -148,6 +157,21 @@ describe(`gateway foundation (${driverLabel})`, () => {
       big,
     );
     expect(chunked.status).toBe(413);
+  });
+
+  it('takes a body that arrives in pieces whole, with a declared length or chunked, a character split between pieces', async () => {
+    const token = await adminToken(running);
+    const text = 'é'.repeat(1500) + '€'.repeat(250); // 3,000 + 750 bytes of UTF-8
+    const json = Buffer.from(JSON.stringify({ text }));
+    // Cut inside a two-byte character (the body starts with `{"text":"`, 9 bytes) and a three-byte one.
+    const pieces = [json.subarray(0, 10), json.subarray(10, 3010), json.subarray(3010, 3100), json.subarray(3100)];
+    const headers = { 'content-type': 'application/json', authorization: `Bearer ${token}` };
+    const declared = await rawRequest(running.baseUrl, 'PUT', '/api/v1/test-echo', { ...headers, 'content-length': String(json.length) }, pieces);
+    expect(declared.status, declared.body).toBe(200);
+    expect(JSON.parse(declared.body)).toEqual({ received: { text } });
+    const chunked = await rawRequest(running.baseUrl, 'PUT', '/api/v1/test-echo', { ...headers, 'transfer-encoding': 'chunked' }, pieces);
+    expect(chunked.status, chunked.body).toBe(200);
+    expect(JSON.parse(chunked.body)).toEqual({ received: { text } });
   });
 
   it('answers 400 to malformed JSON and accepts an empty JSON body', async () => {
