@@ -5,7 +5,6 @@ import { geofencingScenario } from './geofencing.bench.js';
 import { ingestScenario } from './ingest.bench.js';
 import { report, type Figure, type Scenario } from './harness.js';
 import { reportsScenario } from './reports.bench.js';
-import { rollupsScenario } from './rollups.bench.js';
 import { routingScenario } from './routing.bench.js';
 import { scaleOutScenario } from './scale-out.bench.js';
 
@@ -14,7 +13,7 @@ import { scaleOutScenario } from './scale-out.bench.js';
  * default; DATABASE_URL / REDIS_URL for PostgreSQL and Redis), prints a table and writes bench/results/.
  * Figures are reported against their targets, never asserted: speed is measured here, not in the tests.
  */
-const scenarios: Scenario[] = [buildingDetailScenario, csvExportScenario, ingestScenario, detectionScenario, geofencingScenario, reportsScenario, rollupsScenario, routingScenario, scaleOutScenario];
+const scenarios: Scenario[] = [buildingDetailScenario, csvExportScenario, ingestScenario, detectionScenario, geofencingScenario, reportsScenario, routingScenario, scaleOutScenario];
 
 const wanted = process.argv.slice(2);
 const figures: Figure[] = [];

@@ -8,7 +8,7 @@ import type { ReportColumn, ReportName, ReportScope } from './report-params.js';
 import type { JobLimits } from '../jobs/job-queue.js';
 import { inBoundedTransaction, inReportTransaction, intervalMicros, joinSql, originOf, sqlOf, UNBOUNDED, type Execute, type Params, type Sql } from './report-sql.js';
 import { HOUR_MS } from './materializer.js';
-import { fenceRuns, staysRuns } from './stays.js';
+import { fenceRuns, sessionsSql, staysPlan } from './stays.js';
 import { GEOHASH10_ROWS, joinRuns, latCell, lngCell, QUARTER_MS, RollupWindow, ROLLUPS_SINCE, RUN_GAP_US, type Run } from './rollups.js';
 import { addWindow, pushTo, SessionWindows, type Position, type Window, type WindowRow } from './session-windows.js';
 
@@ -90,28 +90,26 @@ function checkOrganization(params: Params, scope: ReportScope): void {
   }
 }
 
-/** A stay of a device in a geofence. */
-interface FenceSession {
-  device_id: string;
-  user_id: string | null;
-  fence_id: string;
-  entered_at: Date;
-  exited_at: Date;
-  duration_s: number;
-  positions: number;
-}
-
 /**
- * Stays of devices in geofences against the geofences' current geometry: the grid (FenceGrid) tells which
- * geofences each position is in, and one parallel aggregation groups positions per device, geofence and
- * window (SessionWindows). Where stay segments kept as positions arrived answer exactly (stays.ts), they are
- * read instead of the positions, and the rest of the window is computed from positions; both give the same
- * runs. A position counts as stored: one uploaded twice counts twice, as in every other report.
+ * Stays of devices in geofences against the geofences' current geometry, as the `sessions` of sessionsSql
+ * (stays.ts) for the report to select from: the grid (FenceGrid) tells which geofences each position is in, and
+ * one parallel aggregation groups positions per device, geofence and window (SessionWindows). Where stay
+ * segments kept as positions arrived answer exactly (stays.ts), PostgreSQL reads and joins them with the runs of
+ * the rest of the window, computed from positions; both paths end in the same statement, so they give the same
+ * rows. A position counts as stored: one uploaded twice counts twice, as in every other report.
  */
-async function fenceSessions(storage: Storage, params: Params, scope: ReportScope, limits: JobLimits, options: ReportOptions = {}) {
+async function fenceSessions<T>(
+  storage: Storage,
+  params: Params,
+  scope: ReportScope,
+  limits: JobLimits,
+  options: ReportOptions,
+  select: (sessions: Sql, timing: SessionWindows) => Sql,
+): Promise<{ rows: T[]; names: Map<string, string>; originMs: number }> {
   checkOrganization(params, scope);
   const { shapes, names } = await fenceShapes(storage, scope, params);
-  if (shapes.length === 0) return { sessions: [] as FenceSession[], names };
+  const originMs = Date.parse(params.from_date);
+  if (shapes.length === 0) return { rows: [], names, originMs };
   const filter = baseFilter(scope, params);
   // The same filters on stay segments `s`, which keep user, device and building.
   const onStays: Sql[] = scope.onlyUserId ? [sqlOf(' and s.user_id = ?', scope.onlyUserId)] : [];
@@ -131,73 +129,131 @@ async function fenceSessions(storage: Storage, params: Params, scope: ReportScop
 
   return inReportTransaction(storage, limits, async (execute) => {
     const origin = await originOf(execute, params, where);
-    const originMs = Date.parse(origin);
-    const timing = new SessionWindows(params.session_threshold, origin, (Date.parse(params.to_date) - originMs) * 1000);
+    const timing = new SessionWindows(params.session_threshold, origin, (Date.parse(params.to_date) - Date.parse(origin)) * 1000);
     const fromStays = options.raw
       ? undefined
-      : await staysRuns(execute, { organizationId: scope.organizationId, from: Date.parse(params.from_date), to: Date.parse(params.to_date), shapes, timing, where, staysWhere: joinSql(onStays) });
+      : await staysPlan(execute, { organizationId: scope.organizationId, from: Date.parse(params.from_date), to: Date.parse(params.to_date), shapes, timing, where, staysWhere: joinSql(onStays) });
     // The grid costs a few hundred ms to build for a floor of zones: only for a report computed from positions.
-    const byKey = fromStays ?? (await fenceRuns(execute, FenceGrid.for(shapes), timing, sqlOf('positions p'), where));
-    // Stays are ordered as PostgreSQL orders device ids.
-    const devices = [...new Set([...byKey.keys()].map((key) => key.split('\u0000')[0]!))];
-    const ranked = devices.length > 1 ? (await execute<{ d: string }>(sqlOf('select d from unnest(?::text[]) as d order by d', pgArray(devices)))).map((row) => row.d) : devices;
-    const deviceRank = new Map(ranked.map((device, rank) => [device, rank]));
-    const sessions: (FenceSession & { entered: number; rank: number })[] = [];
-    for (const [key, runs] of byKey) {
-      const [device, fenceId] = key.split('\u0000') as [string, string];
-      for (const run of runs) {
-        const duration = (run.last - run.first) / 1e6;
-        if (params.min_stay_time !== undefined && duration < params.min_stay_time) continue;
-        if (params.max_stay_time !== undefined && duration > params.max_stay_time) continue;
-        sessions.push({
-          device_id: device,
-          user_id: run.user,
-          fence_id: fenceId,
-          entered_at: new Date(originMs + Math.floor(run.first / 1000)),
-          exited_at: new Date(originMs + Math.floor(run.last / 1000)),
-          duration_s: duration,
-          positions: run.n,
-          entered: run.first,
-          rank: deviceRank.get(device)!,
-        });
-      }
-    }
-    // As `order by min(ts), device_id, fence_id::text` (lower-case uuid text compares the same in JS).
-    sessions.sort((a, b) => a.entered - b.entered || a.rank - b.rank || (a.fence_id < b.fence_id ? -1 : a.fence_id > b.fence_id ? 1 : 0));
-    return { sessions: sessions as FenceSession[], names };
+    const raw = fromStays?.raw ?? (await fenceRuns(execute, FenceGrid.for(shapes), timing, sqlOf('positions p'), where));
+    // A month is hundreds of thousands of segments: sorted and grouped in memory rather than on disk.
+    await execute(sqlOf(`select set_config('work_mem', '128MB', true)`));
+    const rows = await execute<T>(joinSql([sessionsSql(timing, raw, fromStays?.kept), select(stayFilter(params), timing)]));
+    return { rows, names, originMs: Date.parse(origin) };
   });
 }
 
+/** `sessions s` within the report's min_stay_time / max_stay_time (durations compared as the seconds they are reported in). */
+function stayFilter(params: Params): Sql {
+  const conditions: Sql[] = [];
+  // extract gives the exact decimal seconds, and the cast the double nearest to them, as µs / 1e6 does in JS.
+  const seconds = 'extract(epoch from s.last_ts - s.first_ts)::float8';
+  if (params.min_stay_time !== undefined) conditions.push(sqlOf(`${seconds} >= ?::float8`, params.min_stay_time));
+  if (params.max_stay_time !== undefined) conditions.push(sqlOf(`${seconds} <= ?::float8`, params.max_stay_time));
+  return joinSql(['sessions s', ...(conditions.length > 0 ? [' where ', joinSql(conditions, ' and ')] : [])]);
+}
+
+/** An instant `us` µs after the origin, to the ms (as reported). */
+const instantOf = (originMs: number, us: number | string) => new Date(originMs + Math.floor(Number(us) / 1000));
+
 const geofencingSessionsMatches: Query = async (storage, params, scope, limits = UNBOUNDED, options = {}) => {
-  const { sessions, names } = await fenceSessions(storage, params, scope, limits, options);
+  // As `order by min(ts), device_id, fence_id::text`.
+  const { rows, names, originMs } = await fenceSessions<{ device_id: string; fence_id: string; first_us: string; last_us: string; n: string; user_id: string | null }>(storage, params, scope, limits, options, (sessions, timing) =>
+    joinSql(['select s.device_id, s.fence_id::text as fence_id, ', timing.offset('s.first_ts'), ' as first_us, ', timing.offset('s.last_ts'), ' as last_us, s.n, s.user_id from ', sessions, ' order by s.first_ts, s.device_id, s.fence_id']),
+  );
   return {
     meta: [col('device_id', 'string'), col('user_id', 'string', true), col('geofence_id', 'string'), col('geofence_name', 'string'), col('entered_at', 'datetime'), col('exited_at', 'datetime'), col('duration_s', 'number'), col('positions', 'integer')],
-    rows: sessions.map((s) => [s.device_id, s.user_id, s.fence_id, names.get(s.fence_id) ?? '', formatInstant(s.entered_at, params.time_zone), formatInstant(s.exited_at, params.time_zone), Number(s.duration_s), s.positions]),
-    rowsRead: sessions.reduce((sum, s) => sum + s.positions, 0),
+    rows: rows.map((s) => [
+      s.device_id,
+      s.user_id,
+      s.fence_id,
+      names.get(s.fence_id) ?? '',
+      formatInstant(instantOf(originMs, s.first_us), params.time_zone),
+      formatInstant(instantOf(originMs, s.last_us), params.time_zone),
+      (Number(s.last_us) - Number(s.first_us)) / 1e6,
+      Number(s.n),
+    ]),
+    rowsRead: rows.reduce((sum, s) => sum + Number(s.n), 0),
   };
 };
 
-/** Stay time per group (the local day or hour a stay began), device and geofence. */
-const geofencingStayTime: Query = async (storage, params, scope, limits = UNBOUNDED, options = {}) => {
-  const { sessions, names } = await fenceSessions(storage, params, scope, limits, options);
-  const groups = new Map<string, { group: string; device: string; user: string | null; fence: string; sessions: number; total: number; first: Date; last: Date; positions: number }>();
-  for (const s of sessions) {
-    const local = formatInstant(s.entered_at, params.time_zone === 'UTC' ? 'UTC' : params.time_zone).replace('T', ' ');
-    const group = params.group === 'hour' ? `${local.slice(0, 13)}:00` : local.slice(0, 10);
-    const key = `${group}|${s.device_id}|${s.fence_id}`;
-    const entry = groups.get(key) ?? { group, device: s.device_id, user: s.user_id, fence: s.fence_id, sessions: 0, total: 0, first: new Date(s.entered_at), last: new Date(s.exited_at), positions: 0 };
-    entry.sessions += 1;
-    entry.total += Number(s.duration_s);
-    entry.positions += s.positions;
-    if (new Date(s.entered_at) < entry.first) entry.first = new Date(s.entered_at);
-    if (new Date(s.exited_at) > entry.last) entry.last = new Date(s.exited_at);
-    groups.set(key, entry);
+const MINUTE_MS = 60_000;
+
+/**
+ * The groups of stay_time in a window, as the label of the local day or hour (`YYYY-MM-DD`, `YYYY-MM-DD HH:00`)
+ * an instant falls in: `labels[0]` from the window's start, `labels[i]` from `starts[i - 1]` (the first ms with
+ * that label). Found minute by minute, and to the ms where the label changes (local days and hours start on
+ * whole minutes of UTC since 1972, and at most once a minute ever), so PostgreSQL places a stay by a binary
+ * search (width_bucket) instead of converting each stay to local time.
+ */
+function localGroups(fromMs: number, toMs: number, timeZone: string, group: string): { starts: number[]; labels: string[] } {
+  const label = (ms: number) => {
+    const local = formatInstant(new Date(ms), timeZone).replace('T', ' ');
+    return group === 'hour' ? `${local.slice(0, 13)}:00` : local.slice(0, 10);
+  };
+  const labels = [label(fromMs)];
+  const starts: number[] = [];
+  for (let before = fromMs, at = Math.floor(fromMs / MINUTE_MS) * MINUTE_MS + MINUTE_MS; before < toMs - 1; at += MINUTE_MS) {
+    const t = Math.min(at, toMs - 1);
+    if (label(t) !== labels[labels.length - 1]) {
+      let low = before;
+      let high = t;
+      while (high - low > 1) {
+        const middle = Math.floor((low + high) / 2);
+        if (label(middle) === labels[labels.length - 1]) low = middle;
+        else high = middle;
+      }
+      starts.push(high);
+      labels.push(label(high));
+    }
+    before = t;
   }
-  const rows = [...groups.values()].sort((a, b) => (a.group < b.group ? -1 : a.group > b.group ? 1 : a.device < b.device ? -1 : 1));
+  return { starts, labels };
+}
+
+/**
+ * Stay time per group (the local day or hour a stay began), device and geofence, grouped in PostgreSQL: a month
+ * is hundreds of thousands of stays, its groups tens of thousands. The group's user is its first stay's; its
+ * time, the stays' durations added up exactly (in µs).
+ */
+const geofencingStayTime: Query = async (storage, params, scope, limits = UNBOUNDED, options = {}) => {
+  const groups = localGroups(Date.parse(params.from_date), Date.parse(params.to_date), params.time_zone, params.group);
+  // Stays are grouped by the rank of their label among the window's labels (a label can recur, after a clock
+  // went back across a day or hour), which orders the rows as the labels do.
+  const labels = [...new Set(groups.labels)].sort();
+  const rankOf = new Map(labels.map((label, rank) => [label, rank]));
+  const { rows, names, originMs } = await fenceSessions<{ rank: number; device_id: string; fence_id: string; user_id: string | null; sessions: number; total_us: string; first_us: string; last_us: string; n: string }>(
+    storage,
+    params,
+    scope,
+    limits,
+    options,
+    (sessions, timing) =>
+      joinSql([
+        `select g.rank, g.device_id collate "C" as device_id, g.fence_id::text as fence_id, (array_agg(g.user_id order by g.first_ts))[1] as user_id, count(*)::int as sessions,
+                (extract(epoch from sum(g.last_ts - g.first_ts)) * 1000000)::int8 as total_us, `,
+        timing.offset('min(g.first_ts)'),
+        ' as first_us, ',
+        timing.offset('max(g.last_ts)'),
+        ' as last_us, sum(g.n)::int8 as n from (',
+        sqlOf('select (?::int[])[width_bucket(s.first_ts, ?::timestamptz[]) + 1] as rank, s.* from ', pgArray(groups.labels.map((label) => rankOf.get(label)!)), pgArray(groups.starts.map((ms) => new Date(ms).toISOString()))),
+        sessions,
+        ') g group by g.rank, g.device_id collate "C", g.fence_id order by g.rank, g.device_id collate "C", min(g.first_ts), g.fence_id',
+      ]),
+  );
   return {
     meta: [col('group', 'string'), col('device_id', 'string'), col('user_id', 'string', true), col('geofence_id', 'string'), col('geofence_name', 'string'), col('sessions', 'integer'), col('stay_time_s', 'number'), col('first_entry', 'datetime'), col('last_exit', 'datetime')],
-    rows: rows.map((r) => [r.group, r.device, r.user, r.fence, names.get(r.fence) ?? '', r.sessions, r.total, formatInstant(r.first, params.time_zone), formatInstant(r.last, params.time_zone)]),
-    rowsRead: rows.reduce((sum, r) => sum + r.positions, 0),
+    rows: rows.map((r) => [
+      labels[r.rank],
+      r.device_id,
+      r.user_id,
+      r.fence_id,
+      names.get(r.fence_id) ?? '',
+      r.sessions,
+      Number(r.total_us) / 1e6,
+      formatInstant(instantOf(originMs, r.first_us), params.time_zone),
+      formatInstant(instantOf(originMs, r.last_us), params.time_zone),
+    ]),
+    rowsRead: rows.reduce((sum, r) => sum + Number(r.n), 0),
   };
 };
 

@@ -62,20 +62,6 @@ function positionsInGrid(grid: FenceGrid): Sql {
   return joinSql([floors, ' and ', grid.candidate]);
 }
 
-/** Joins time-ordered runs wherever the gap between them is within the threshold (as SessionWindows does). */
-export function joinRuns(runs: Run[], thresholdUs: number): Run[] {
-  const joined: Run[] = [];
-  for (const run of [...runs].sort((a, b) => a.first - b.first)) {
-    const last = joined[joined.length - 1];
-    if (last && run.first - last.last <= thresholdUs) {
-      last.last = Math.max(last.last, run.last);
-      last.n += run.n;
-      last.user = last.user === null ? run.user : run.user === null || last.user >= run.user ? last.user : run.user;
-    } else joined.push({ ...run });
-  }
-  return joined;
-}
-
 /**
  * Rebuilds the stay segments of device-hours: deletes what was kept for them and stores the runs their
  * positions make in every geofence of the organization (deleted ones too: a report can still name them),
@@ -166,69 +152,119 @@ export interface StaysQuery {
   staysWhere: Sql;
 }
 
+/** How a geofence report reads kept stays: `kept` selects segments as runs (see sessionsSql), `raw` the rest of the window's runs. */
+export interface StaysPlan {
+  kept: Sql;
+  raw: FenceRuns;
+}
+
 /**
- * The runs a geofence report needs, from stay segments wherever they answer exactly, and from positions
- * elsewhere; undefined when segments cannot help (a threshold below theirs, no whole hour materialised
- * before the window's end). A geofence's segments are read for whole UTC hours of the window, from the first
- * hour its current geometry was in effect for all of, for every device-hour not pending (see
- * materializer.ts) and kept against that geometry version; the rest of the window (its ragged ends, the time
- * before that geometry, pending device-hours) is computed from positions, and both are joined per device and
- * geofence with the report's threshold, so a stay crossing any of these boundaries is one run.
+ * Where stay segments answer a geofence report exactly, and the runs of the rest from positions; undefined
+ * when segments cannot help (a threshold below theirs, no whole hour materialised before the window's end).
+ * A geofence's segments are read for whole UTC hours of the window, from the first hour its current geometry
+ * was in effect for all of, for every device-hour not pending (see materializer.ts) and kept against that
+ * geometry version; the rest of the window (its ragged ends, the time before that geometry, pending
+ * device-hours) is computed from positions, and sessionsSql joins both per device and geofence with the
+ * report's threshold, so a stay crossing any of these boundaries is one run. Segments are not read here:
+ * sessionsSql reads them in the statement that joins them (a month is hundreds of thousands of segments).
  */
-export async function staysRuns(execute: Execute, query: StaysQuery): Promise<FenceRuns | undefined> {
+export async function staysPlan(execute: Execute, query: StaysQuery): Promise<StaysPlan | undefined> {
   const { timing, shapes } = query;
   if (timing.thresholdUs < STAYS_THRESHOLD_S * 1e6) return undefined;
   const kept = await watermark(execute);
   const start = Math.ceil(query.from / HOUR_MS) * HOUR_MS;
   const end = Math.floor(query.to / HOUR_MS) * HOUR_MS;
   if (!Number.isFinite(kept) || start >= end || start >= kept) return undefined;
+  const iso = (ms: number) => new Date(ms).toISOString();
   // Per geofence, the first whole hour its current geometry covers; geofences sharing it share a raw query.
   const cutoffOf = (shape: FenceShape) => Math.min(Math.max(start, Math.ceil(shape.since.getTime() / HOUR_MS) * HOUR_MS), end);
-  const version = new Map(shapes.map((shape) => [shape.fenceId, shape]));
-  const pending = new Set((await pendingDeviceHours(execute, query.organizationId, new Date(start), new Date(end))).map((unit) => `${unit.deviceId}\u0000${unit.hour.getTime()}`));
-  const segments = await execute<{ device_id: string; fence_id: string; geometry_version: number; user_id: string | null; hour_ms: string; first_us: string; last_us: string; positions: number }>(
-    joinSql([
-      'select s.device_id, s.fence_id::text as fence_id, s.geometry_version, s.user_id::text as user_id, (extract(epoch from s.hour) * 1000)::int8 as hour_ms, ',
-      timing.offset('s.first_ts'),
-      ' as first_us, ',
-      timing.offset('s.last_ts'),
-      ' as last_us, s.positions from geofence_stays s where ',
-      sqlOf('s.organization_id = ? and s.hour >= ? and s.hour < ? and s.fence_id = any(?::uuid[])', query.organizationId, new Date(start).toISOString(), new Date(end).toISOString(), pgArray(shapes.map((shape) => shape.fenceId))),
-      query.staysWhere,
-    ]),
-  );
+  const fences = sqlOf('unnest(?::uuid[], ?::int[], ?::timestamptz[]) as f(fence_id, version, cutoff)', pgArray(shapes.map((shape) => shape.fenceId)), pgArray(shapes.map((shape) => shape.version)), pgArray(shapes.map((shape) => iso(cutoffOf(shape)))));
+  const pending = new Map<string, { device: string; hour: number }>();
+  for (const unit of await pendingDeviceHours(execute, query.organizationId, new Date(start), new Date(end), kept)) pending.set(`${unit.deviceId}\u0000${unit.hour.getTime()}`, { device: unit.deviceId, hour: unit.hour.getTime() });
   // A segment of another version in a served hour (kept before the geometry changed): that device-hour is raw.
-  for (const segment of segments) {
-    const shape = version.get(segment.fence_id)!;
-    if (segment.geometry_version !== shape.version && Number(segment.hour_ms) >= cutoffOf(shape)) pending.add(`${segment.device_id}\u0000${segment.hour_ms}`);
+  // Versions only grow, so the index on (organization, fence, version, hour) finds these without reading the rest.
+  for (const row of await execute<{ device_id: string; hour_ms: string }>(
+    joinSql([
+      'select distinct s.device_id, (extract(epoch from s.hour) * 1000)::int8 as hour_ms from ',
+      fences,
+      sqlOf(' join geofence_stays s on s.organization_id = ? and s.fence_id = f.fence_id and s.geometry_version < f.version and s.hour >= f.cutoff and s.hour < ?', query.organizationId, iso(end)),
+    ]),
+  )) {
+    pending.set(`${row.device_id}\u0000${row.hour_ms}`, { device: row.device_id, hour: Number(row.hour_ms) });
   }
-  const runs: FenceRuns = new Map();
-  for (const segment of segments) {
-    const hour = Number(segment.hour_ms);
-    if (hour < cutoffOf(version.get(segment.fence_id)!) || pending.has(`${segment.device_id}\u0000${hour}`)) continue;
-    pushTo(runs, `${segment.device_id}\u0000${segment.fence_id}`, { first: Number(segment.first_us), last: Number(segment.last_us), n: segment.positions, user: segment.user_id });
-  }
+  const segments = joinSql([
+    'select s.device_id, s.fence_id, s.first_ts, s.last_ts, s.positions as n, s.user_id from ',
+    fences,
+    sqlOf(' join geofence_stays s on s.organization_id = ? and s.fence_id = f.fence_id and s.hour >= f.cutoff and s.hour < ? and s.geometry_version = f.version', query.organizationId, iso(end)),
+    query.staysWhere,
+    ...(pending.size > 0
+      ? [sqlOf(' where (s.device_id, s.hour) not in (select * from unnest(?::text[], ?::timestamptz[]))', pgArray([...pending.values()].map((unit) => unit.device)), pgArray([...pending.values()].map((unit) => iso(unit.hour))))]
+      : []),
+  ]);
   const pendingByHour = new Map<string, string[]>();
-  for (const unit of pending) {
-    const [device, hour] = unit.split('\u0000') as [string, string];
-    pushTo(pendingByHour, hour, device);
-  }
+  for (const unit of pending.values()) pushTo(pendingByHour, String(unit.hour), unit.device);
+  const raw: FenceRuns = new Map();
   const byCutoff = new Map<string, FenceShape[]>();
   for (const shape of shapes) pushTo(byCutoff, String(cutoffOf(shape)), shape);
-  for (const [cutoff, group] of byCutoff) {
+  for (const [key, group] of byCutoff) {
+    const cutoff = Number(key);
     // Raw pieces: the window up to the group's cutoff, its end after the last whole hour, pending device-hours in between.
-    const iso = (ms: number) => new Date(ms).toISOString();
     const pieces: Sql[] = [];
-    if (Number(cutoff) > query.from) pieces.push(sqlOf('p.ts < ?', iso(Number(cutoff))));
+    if (cutoff > query.from) pieces.push(sqlOf('p.ts < ?', iso(cutoff)));
     if (end < query.to) pieces.push(sqlOf('p.ts >= ?', iso(end)));
     for (const [hour, devices] of pendingByHour) {
-      if (Number(hour) >= Number(cutoff)) pieces.push(sqlOf('p.ts >= ? and p.ts < ? and p.device_id = any(?::text[])', iso(Number(hour)), iso(Number(hour) + HOUR_MS), pgArray(devices)));
+      if (Number(hour) >= cutoff) pieces.push(sqlOf('p.ts >= ? and p.ts < ? and p.device_id = any(?::text[])', iso(Number(hour)), iso(Number(hour) + HOUR_MS), pgArray(devices)));
     }
     if (pieces.length === 0) continue;
     const source = joinSql(['(', joinSql(pieces.map((piece) => joinSql(['select * from positions p where ', query.where, ' and ', piece])), ' union all '), ') p']);
     const where = joinSql([query.where, ' and (', joinSql(pieces.map((piece) => joinSql(['(', piece, ')'])), ' or '), ')']);
-    for (const [key, list] of await fenceRuns(execute, FenceGrid.for(group), timing, source, where)) for (const run of list) pushTo(runs, key, run);
+    for (const [key, list] of await fenceRuns(execute, FenceGrid.for(group), timing, source, where)) for (const run of list) pushTo(raw, key, run);
   }
-  for (const [key, list] of runs) runs.set(key, joinRuns(list, timing.thresholdUs));
-  return runs;
+  return { kept: segments, raw };
+}
+
+/**
+ * `with ... sessions`: the runs of `raw` (and the segments `kept` selects, when given) joined per device and
+ * geofence wherever the gap between them is within the report's threshold, by this rule (a run joins when
+ * it starts within the threshold of the latest end before it; the result does not depend on how the runs were
+ * grouped before, so runs joined already join again alike). Columns: device_id, fence_id (uuid), first_ts,
+ * last_ts, n, user_id (the greatest, as text). In PostgreSQL, so that a month of segments is never sent to this
+ * process; on timestamps, whose differences compare exactly to the µs, so no offset is computed per segment.
+ * A report selects from `sessions` (and computes offsets, with timing.offset, of what it returns only).
+ */
+export function sessionsSql(timing: SessionWindows, raw: FenceRuns, kept?: Sql): Sql {
+  const runs = [...raw].flatMap(([key, list]) => {
+    const [device, fence] = key.split('\u0000') as [string, string];
+    return list.map((run) => ({ device, fence, run }));
+  });
+  const given = sqlOf(
+    `select r.device_id, r.fence_id, ?::timestamptz + r.first_us * interval '1 microsecond' as first_ts, ?::timestamptz + r.last_us * interval '1 microsecond' as last_ts, r.n, r.user_id
+     from unnest(?::text[], ?::uuid[], ?::int8[], ?::int8[], ?::int[], ?::uuid[]) as r(device_id, fence_id, first_us, last_us, n, user_id)`,
+    timing.origin,
+    timing.origin,
+    pgArray(runs.map((r) => r.device)),
+    pgArray(runs.map((r) => r.fence)),
+    pgArray(runs.map((r) => r.run.first)),
+    pgArray(runs.map((r) => r.run.last)),
+    pgArray(runs.map((r) => r.run.n)),
+    pgArray(runs.map((r) => r.run.user)),
+  );
+  // Partitions compare device ids byte-wise ("C"): any total order joins alike, and it sorts faster.
+  const partition = 'partition by r.device_id collate "C", r.fence_id order by r.first_ts, r.last_ts';
+  return joinSql([
+    'with runs as (',
+    kept ? joinSql([kept, ' union all ', given]) : given,
+    sqlOf(
+      `), marked as (
+         select r.*, case when r.first_ts - max(r.last_ts) over (${partition} rows between unbounded preceding and 1 preceding) <= ?::int8 * interval '1 microsecond' then 0 else 1 end as starts
+         from runs r
+       ), numbered as (
+         select r.*, sum(r.starts) over (${partition} rows unbounded preceding) as session from marked r
+       ), sessions as (
+         select device_id, fence_id, min(first_ts) as first_ts, max(last_ts) as last_ts, sum(n)::int8 as n, max(user_id::text collate "C") as user_id
+         from numbered group by device_id, fence_id, session
+       ) `,
+      timing.thresholdUs,
+    ),
+  ]);
 }

@@ -11,6 +11,7 @@ import { M0010AuditLog } from './m0010-audit-log.js';
 import { M0009Webhooks } from './m0009-webhooks.js';
 import { M0011ReportStays } from './m0011-report-stays.js';
 import { M0012ReportRollups } from './m0012-report-rollups.js';
+import { M0013GeofenceStaysVersions } from './m0013-geofence-stays-versions.js';
 
 /**
  * Every migration, in order. Listed explicitly (not globbed from disk) so they run the same under tsx,
@@ -29,4 +30,5 @@ export const migrationsList: MigrationObject[] = [
   { name: 'm0010-audit-log', class: M0010AuditLog },
   { name: 'm0011-report-stays', class: M0011ReportStays },
   { name: 'm0012-report-rollups', class: M0012ReportRollups },
+  { name: 'm0013-geofence-stays-versions', class: M0013GeofenceStaysVersions },
 ];
