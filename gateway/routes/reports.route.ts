@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { csvChunks } from '../../shared/csv/csv.js';
 import { ValidationError } from '../../shared/errors.js';
+import { rowObjects } from '../../shared/reports/report-output.js';
 import { REPORT_NAMES, reportParamSchemas, windowProblems, type ReportJob, type ReportName, type ReportResult } from '../../shared/reports/report-params.js';
 import { defineRoute, type RouteDefinition } from '../http/route.js';
 import type { GatewayServices } from '../services.js';
@@ -51,10 +52,7 @@ export function reportRoutes(services: GatewayServices): RouteDefinition[] {
             scope: { organizationId: principal.organizationId, ...(principal.role === 'user' ? { onlyUserId: principal.userId } : {}) },
           };
           const result = await services.jobs.run<ReportResult>({ name: 'report', organizationId: principal.organizationId, data: job }, services.config.JOB_TIMEOUT_MS);
-          if (format === 'json') {
-            const data = result.rows.map((row) => Object.fromEntries(result.meta.map((column, i) => [column.name, row[i]])));
-            return { body: { data, meta: result.meta, statistics: result.statistics } };
-          }
+          if (format === 'json') return { body: { data: rowObjects(result.meta, result.rows), meta: result.meta, statistics: result.statistics } };
           return {
             stream: csvChunks(result.meta.map((column) => column.name), [result.rows as never]),
             contentType: 'text/csv; charset=utf-8',
