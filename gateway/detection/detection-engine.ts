@@ -2,7 +2,7 @@ import * as deadman from '../../shared/detection/deadman.detector.js';
 import * as maxStay from '../../shared/detection/max-stay.detector.js';
 import * as transition from '../../shared/detection/transition.detector.js';
 import type { ZoneEventRecord } from '../../shared/detection/zone-event.js';
-import type { Zone, ZoneKind } from '../../shared/detection/zone-index.js';
+import type { Zone, ZoneIndex, ZoneKind } from '../../shared/detection/zone-index.js';
 import type { PositionRecord } from '../../shared/positions/position-record.js';
 import type { RaiseAlarm } from '../alarms/alarm-service.js';
 import type { BuildingRegistry, BuildingRuntime } from '../realtime/building-registry.js';
@@ -80,6 +80,47 @@ function staysOf(state: maxStay.MaxStayState, inside: ReadonlyMap<string, number
   return stays ? { stays } : state;
 }
 
+/** Stamps kept at most (one per zone id met); past it they start again. */
+const MAX_STAMPS = 1_000_000;
+
+/**
+ * The zone ids of one position, as the transition step reads them. Emptied by moving to the next stamp rather
+ * than by clearing a Set: a cleared Set grows its table again, rehashing, for each of the tens of zones a
+ * position meets at 10,000 fences, which made filling it the largest cost of a position.
+ */
+class TaggedZones implements transition.ZoneIdSet {
+  private readonly zones: Zone[] = [];
+  private readonly ids: string[] = [];
+  /** The stamp of the position each zone id was last tagged for. */
+  private readonly stamps = new Map<string, number>();
+  private stamp = 0;
+
+  of(index: ZoneIndex, floorId: number, x: number, y: number): this {
+    if (++this.stamp > Number.MAX_SAFE_INTEGER - 1 || this.stamps.size > MAX_STAMPS) {
+      this.stamps.clear();
+      this.stamp = 1;
+    }
+    this.ids.length = 0;
+    for (const zone of index.zonesAt(floorId, x, y, this.zones)) {
+      this.ids.push(zone.id);
+      this.stamps.set(zone.id, this.stamp);
+    }
+    return this;
+  }
+
+  get size(): number {
+    return this.ids.length;
+  }
+
+  has(zoneId: string): boolean {
+    return this.stamps.get(zoneId) === this.stamp;
+  }
+
+  [Symbol.iterator](): Iterator<string> {
+    return this.ids[Symbol.iterator]();
+  }
+}
+
 /** A change is remembered until max-stay has followed it. */
 function setTransition(state: DeviceState, next: transition.TransitionState): void {
   if (next === state.transition) return;
@@ -97,9 +138,8 @@ export class DetectionEngine {
   private readonly devices = new Map<string, DeviceState>();
   /** Exits settled by evicting devices over the cap, emitted by the next sweep (an eviction has no caller to tell). */
   private evicted = emptyDetections();
-  /** The zones of the position being observed, and their ids: filled afresh for each, so tagging allocates nothing. */
-  private readonly tagged: Zone[] = [];
-  private readonly taggedIds = new Set<string>();
+  /** The zones of the position being observed: filled afresh for each, so tagging allocates nothing. */
+  private readonly tagged = new TaggedZones();
 
   constructor(
     private readonly registry: BuildingRegistry,
@@ -156,9 +196,7 @@ export class DetectionEngine {
     if (runtime && detection && record.floorId !== null && record.x !== null && record.y !== null) {
       state.buildingId = runtime.id;
       state.floorId = record.floorId;
-      const zoneIds = this.taggedIds;
-      zoneIds.clear();
-      for (const zone of detection.index.zonesAt(record.floorId, record.x, record.y, this.tagged)) zoneIds.add(zone.id);
+      const zoneIds = this.tagged.of(detection.index, record.floorId, record.x, record.y);
       const stepped = transition.step(state.transition, { zoneIds, floorId: record.floorId }, detection.transitionRules, now);
       setTransition(state, stepped.state);
       this.collectTransitions(state, detection, stepped.transitions, out);

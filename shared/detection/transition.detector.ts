@@ -37,9 +37,15 @@ export interface TransitionState {
   zones: Record<string, ZoneTrack>;
 }
 
+/** Zone ids without repeats, as a caller tagging position after position can keep them (a Set is one). */
+export interface ZoneIdSet extends Iterable<string> {
+  readonly size: number;
+  has(zoneId: string): boolean;
+}
+
 export interface ZoneObservation {
   /** Zones containing the new position (from `ZoneIndex.zonesAt`). */
-  zoneIds: Iterable<string>;
+  zoneIds: Iterable<string> | ZoneIdSet;
   floorId?: number | null;
 }
 
@@ -131,7 +137,7 @@ const NO_TRANSITIONS: readonly ZoneTransition[] = Object.freeze([]);
  * with nothing pending, and the observed zones are exactly those. The common case at 1 Hz (still inside the same
  * fences, or outside all of them), so it is decided without allocating.
  */
-function confirmsState(state: TransitionState, observed: ReadonlySet<string>, floorId: number | null): boolean {
+function confirmsState(state: TransitionState, observed: ZoneIdSet, floorId: number | null): boolean {
   if (state.floorId !== floorId) return false;
   let tracked = 0;
   for (const zoneId in state.zones) {
@@ -143,11 +149,12 @@ function confirmsState(state: TransitionState, observed: ReadonlySet<string>, fl
 }
 
 /**
- * Tracks are never modified, so an unchanged one is shared between the old state and the new. A Set given as
- * `zoneIds` is read as is (a caller tagging many positions can hand the same one each time).
+ * Tracks are never modified, so an unchanged one is shared between the old state and the new. A `ZoneIdSet` given
+ * as `zoneIds` is read as is (a caller tagging many positions can hand the same one each time).
  */
 export function step(state: TransitionState, observation: ZoneObservation, rules: TransitionRules, now: number): TransitionResult {
-  const observed = observation.zoneIds instanceof Set ? (observation.zoneIds as ReadonlySet<string>) : new Set(observation.zoneIds);
+  const zoneIds = observation.zoneIds;
+  const observed: ZoneIdSet = 'has' in zoneIds ? zoneIds : new Set(zoneIds);
   // Nothing changes: the same state object comes back, so callers can skip work keyed on it.
   if (confirmsState(state, observed, observation.floorId ?? null)) return { state, transitions: NO_TRANSITIONS };
   const zones = newZones();
