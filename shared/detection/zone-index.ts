@@ -97,6 +97,8 @@ export function zoneContains(zone: Zone, x: number, y: number): boolean {
 
 /** Side of a grid cell, metres: small against fences of a few metres, so few of them cross any one cell. */
 const CELL_M = 1;
+/** Cells are filled a square block of this many a side at a time. */
+const BLOCK_CELLS = 4;
 /** Cells are keyed by `ix * CELL_KEY_SPAN + iy`: exact integers while |ix|, |iy| stay under half the span. */
 const CELL_KEY_SPAN = 2 ** 26;
 /**
@@ -184,9 +186,9 @@ function itemContains(item: Item, x: number, y: number): boolean {
 
 /**
  * One floor's zones: an rbush over their boxes, and a uniform grid of cells, each listing the zones that contain
- * all of it and those that cross it. A cell is filled from the tree the first time a position falls in it; after
- * that a position costs a lookup, the zones containing its cell, and exact tests only on the few fences whose
- * line crosses the cell, however many fences the floor has.
+ * all of it and those that cross it. A cell is filled (with its block) from the tree the first time a position
+ * falls in it; after that a position costs a lookup, the zones containing its cell, and exact tests only on the
+ * few fences whose line crosses the cell, however many fences the floor has.
  */
 class FloorZones {
   private readonly tree: RBush<Item>;
@@ -218,7 +220,7 @@ class FloorZones {
       return;
     }
     const key = ix * CELL_KEY_SPAN + iy;
-    const cell = this.cells.get(key) ?? this.fill(key, ix, iy);
+    const cell = this.cells.get(key) ?? this.fill(ix, iy);
     const { ordinals, inside } = cell;
     for (let k = 0; k < inside; k++) into.push(items[ordinals[k]!]!.zone);
     for (let k = inside; k < ordinals.length; k++) {
@@ -227,29 +229,48 @@ class FloorZones {
     }
   }
 
-  private fill(key: number, ix: number, iy: number): Cell {
-    const minX = ix * CELL_M;
-    const minY = iy * CELL_M;
-    const maxX = minX + CELL_M;
-    const maxY = minY + CELL_M;
-    const inside: number[] = [];
-    const crossed: number[] = [];
-    for (const item of this.tree.search({ minX, minY, maxX, maxY })) {
-      const placement = placeItem(item, minX, minY, maxX, maxY);
-      if (placement === INSIDE) inside.push(item.ordinal);
-      else if (placement === CROSSED) crossed.push(item.ordinal);
+  /**
+   * Fills the block of `BLOCK_CELLS` x `BLOCK_CELLS` cells around (ix, iy) from one search of the tree (the
+   * search, not the tests, was most of filling a cell alone), and returns the cell asked for.
+   */
+  private fill(ix: number, iy: number): Cell {
+    const bx = Math.floor(ix / BLOCK_CELLS) * BLOCK_CELLS;
+    const by = Math.floor(iy / BLOCK_CELLS) * BLOCK_CELLS;
+    const inside: number[][] = Array.from({ length: BLOCK_CELLS * BLOCK_CELLS }, () => []);
+    const crossed: number[][] = Array.from({ length: BLOCK_CELLS * BLOCK_CELLS }, () => []);
+    const box = { minX: bx * CELL_M, minY: by * CELL_M, maxX: (bx + BLOCK_CELLS) * CELL_M, maxY: (by + BLOCK_CELLS) * CELL_M };
+    for (const item of this.tree.search(box)) {
+      // The cells of the block the item's box may meet (widened by the margin: a cell too many is only tested).
+      const cx0 = Math.max(bx, Math.floor((item.minX - EDGE_MARGIN_M) / CELL_M));
+      const cx1 = Math.min(bx + BLOCK_CELLS - 1, Math.floor((item.maxX + EDGE_MARGIN_M) / CELL_M));
+      const cy0 = Math.max(by, Math.floor((item.minY - EDGE_MARGIN_M) / CELL_M));
+      const cy1 = Math.min(by + BLOCK_CELLS - 1, Math.floor((item.maxY + EDGE_MARGIN_M) / CELL_M));
+      for (let cx = cx0; cx <= cx1; cx++) {
+        for (let cy = cy0; cy <= cy1; cy++) {
+          const placement = placeItem(item, cx * CELL_M, cy * CELL_M, (cx + 1) * CELL_M, (cy + 1) * CELL_M);
+          const slot = (cx - bx) * BLOCK_CELLS + (cy - by);
+          if (placement === INSIDE) inside[slot]!.push(item.ordinal);
+          else if (placement === CROSSED) crossed[slot]!.push(item.ordinal);
+        }
+      }
     }
-    const ordinals = new Int32Array(inside.length + crossed.length);
-    ordinals.set(inside);
-    ordinals.set(crossed, inside.length);
-    const cell: Cell = { ordinals, inside: inside.length };
-    this.entries += ordinals.length + CELL_OVERHEAD_ENTRIES;
-    if (this.entries > MAX_CELL_ENTRIES) {
+    let added = 0;
+    for (let slot = 0; slot < inside.length; slot++) added += inside[slot]!.length + crossed[slot]!.length + CELL_OVERHEAD_ENTRIES;
+    if (this.entries + added > MAX_CELL_ENTRIES) {
       this.cells.clear();
-      this.entries = ordinals.length + CELL_OVERHEAD_ENTRIES;
+      this.entries = 0;
     }
-    this.cells.set(key, cell);
-    return cell;
+    this.entries += added;
+    for (let slot = 0; slot < inside.length; slot++) {
+      const ordinals = new Int32Array(inside[slot]!.length + crossed[slot]!.length);
+      ordinals.set(inside[slot]!);
+      ordinals.set(crossed[slot]!, inside[slot]!.length);
+      const cx = bx + Math.floor(slot / BLOCK_CELLS);
+      const cy = by + (slot % BLOCK_CELLS);
+      // A block can reach past the keyed span, where keys would meet those of other cells; those cells are never asked for.
+      if (Math.abs(cx) < CELL_KEY_SPAN / 2 && Math.abs(cy) < CELL_KEY_SPAN / 2) this.cells.set(cx * CELL_KEY_SPAN + cy, { ordinals, inside: inside[slot]!.length });
+    }
+    return this.cells.get(ix * CELL_KEY_SPAN + iy)!;
   }
 }
 
