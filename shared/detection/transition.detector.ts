@@ -120,7 +120,6 @@ function advance(track: ZoneTrack, observedIn: boolean, zoneId: string, rules: T
  */
 const newZones = (): Record<string, ZoneTrack> => Object.create(null) as Record<string, ZoneTrack>;
 
-
 const OUTSIDE: ZoneTrack = { enteredAt: null, pendingSince: null };
 
 /** Exits before enters, so moving between adjacent zones reads as leaving one then entering the other. */
@@ -154,7 +153,7 @@ function confirmsState(state: TransitionState, observed: ZoneIdSet, floorId: num
  */
 export function step(state: TransitionState, observation: ZoneObservation, rules: TransitionRules, now: number): TransitionResult {
   const zoneIds = observation.zoneIds;
-  const observed: ZoneIdSet = 'has' in zoneIds ? zoneIds : new Set(zoneIds);
+  const observed: ZoneIdSet = typeof (zoneIds as Partial<ZoneIdSet>).has === 'function' ? (zoneIds as ZoneIdSet) : new Set(zoneIds);
   // Nothing changes: the same state object comes back, so callers can skip work keyed on it.
   if (confirmsState(state, observed, observation.floorId ?? null)) return { state, transitions: NO_TRANSITIONS };
   const zones = newZones();
