@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { attachDetection } from '../gateway/detection/building-detection.js';
+import { attachDetection, detectionOf } from '../gateway/detection/building-detection.js';
 import { DetectionEngine } from '../gateway/detection/detection-engine.js';
 import type { BuildingRegistry, BuildingRuntime } from '../gateway/realtime/building-registry.js';
 import { createBuildingTransform } from '../shared/geo/building-transform.js';
@@ -7,9 +7,10 @@ import type { PositionRecord } from '../shared/positions/position-record.js';
 import type { Building, Geofence } from '../shared/storage/entities/index.js';
 import { squareCartesians } from '../test/support/cartography.js';
 import { startTestGateway } from '../test/support/test-gateway.js';
+import { rotatedRectangle } from './geofencing.bench.js';
 import type { Figure, Scenario } from './harness.js';
 import { LoadGenerator, formatRate, roundRate, settledGc, setupVenue } from './load-client.js';
-import type { LoadCommand, LoadResult } from './load-generator.js';
+import { seededRandom, type LoadCommand, type LoadResult } from './load-generator.js';
 
 const SCENARIO = 'detection';
 const DEVICES = 2000;
@@ -165,6 +166,100 @@ function engineDriver(layout: Layout): (ms: number) => EngineRun {
   };
 }
 
+/** Issue 15's floor: 200 x 200 m, rotated rectangles of 4-20 m sides, as bench/geofencing.bench.ts creates them. */
+function issue15Runtime(fences: number): BuildingRuntime {
+  const random = seededRandom(15 * 7919 + fences);
+  const geofences = Array.from({ length: fences }, (_, i) => ({
+    id: randomUUID(),
+    buildingId: 1,
+    floorId: FLOOR_ID,
+    name: `Fence ${i}`,
+    type: 'POLYGON',
+    cartesians: rotatedRectangle(10 + random() * 180, 10 + random() * 180, 4 + random() * 16, 4 + random() * 16, random() * Math.PI),
+    geometric: [],
+    radius: null,
+    maxStayTime: null,
+    minDwellS: null,
+    exitGraceS: null,
+    customFields: [],
+    deleted: false,
+  })) as unknown as Geofence[];
+  const building = { id: 1, name: `${fences} fences`, locationLat: 40.4168, locationLng: -3.7038, width: 200, length: 200, rotation: 0, deadmanAfterS: null, deadmanRadiusM: null, deadmanSilenceS: null } as unknown as Building;
+  const runtime: BuildingRuntime = {
+    id: 1,
+    organizationId: randomUUID(),
+    building,
+    transform: createBuildingTransform({ location: { lat: building.locationLat, lng: building.locationLng }, dimensions: { width: 200, length: 200 }, rotation: 0 }),
+    floors: new Map([[FLOOR_ID, { level: 0, levelHeight: 0 }]]),
+    geofences,
+    events: [],
+    loadedAt: Date.now(),
+  };
+  attachDetection(runtime);
+  return runtime;
+}
+
+interface Issue15Run {
+  /** Engine CPU per position (tag, transitions, max stay, dead-man, event records). */
+  engineUs: number;
+  /** Of which tagging alone (ZoneIndex.zonesAt over the same positions). */
+  tagUs: number;
+  eventsPerPosition: number;
+  zonesPerPosition: number;
+}
+
+/**
+ * Issue 15's workload through DetectionEngine.observe, in-process: 2,000 devices from uniform starting points
+ * moving by up to ±1 m in x and y per position (1 s apart), positions rounded to the centimetre as uploaded.
+ * The first `warmRounds` rounds (each device's first positions: entering its first fences, filling the index's
+ * grid cells) are not measured.
+ */
+function issue15(fences: number, warmRounds: number, rounds: number): Issue15Run {
+  const runtime = issue15Runtime(fences);
+  const registry = { peek: (id: number) => (id === runtime.id ? runtime : undefined) } as unknown as BuildingRegistry;
+  const engine = new DetectionEngine(registry, 3600_000);
+  const index = detectionOf(runtime)!.index;
+  const walk = seededRandom(15);
+  const cx = Float64Array.from({ length: DEVICES }, () => walk() * 200);
+  const cy = Float64Array.from({ length: DEVICES }, () => walk() * 200);
+  const ids = Array.from({ length: DEVICES }, (_, d) => `dev-${d}`);
+  const clamp = (value: number) => Math.min(200, Math.max(0, value));
+  const t0 = Date.now();
+  let engineCpu = 0;
+  let tagCpu = 0;
+  let events = 0;
+  let zones = 0;
+  const tagged: ReturnType<typeof index.zonesAt> = [];
+  for (let round = 0; round < warmRounds + rounds; round++) {
+    const measured = round >= warmRounds;
+    const xs = new Float64Array(DEVICES);
+    const ys = new Float64Array(DEVICES);
+    for (let d = 0; d < DEVICES; d++) {
+      if (round > 0) {
+        cx[d] = clamp(cx[d]! + (walk() * 2 - 1));
+        cy[d] = clamp(cy[d]! + (walk() * 2 - 1));
+      }
+      xs[d] = Math.round(cx[d]! * 100) / 100;
+      ys[d] = Math.round(cy[d]! * 100) / 100;
+    }
+    const records: PositionRecord[] = Array.from({ length: DEVICES }, (_, d) => {
+      const at = t0 + round * 1000 + d / 2;
+      return { organizationId: runtime.organizationId, deviceId: ids[d]!, userId: null, buildingId: 1, floorId: FLOOR_ID, indoor: true, x: xs[d]!, y: ys[d]!, lat: 0, lng: 0, yaw: 0, accuracy: 2, timestamp: at, receivedAt: at };
+    });
+    let cpu = process.cpuUsage();
+    let found = 0;
+    for (const record of records) found += engine.observe(record, runtime).zoneEvents.length;
+    if (measured) engineCpu += cpuSeconds(cpu);
+    if (measured) events += found;
+    // Tagging alone, on positions whose cells the engine has just filled.
+    cpu = process.cpuUsage();
+    for (let d = 0; d < DEVICES; d++) zones += index.zonesAt(FLOOR_ID, xs[d]!, ys[d]!, tagged).length;
+    if (measured) tagCpu += cpuSeconds(cpu);
+  }
+  const positions = rounds * DEVICES;
+  return { engineUs: (engineCpu * 1e6) / positions, tagUs: (tagCpu * 1e6) / positions, eventsPerPosition: events / positions, zonesPerPosition: zones / ((warmRounds + rounds) * DEVICES) };
+}
+
 const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
 
 const rateOf = (result: LoadResult) => (result.ackedPoses * 1000) / result.windowMs;
@@ -217,6 +312,17 @@ export const detectionScenario: Scenario = {
     add({ metric: 'engine rate ratio 10,000 / 1,000 geofences (same density, same walks)', value: ratio, unit: 'x', target: '>= 0.8 (nearly flat)', met: ratio >= 0.8 });
     add({ metric: 'engine rate ratio 10,000 / 1,000 geofences (same density, devices spread 10x wider)', value: runs[2]!.rate / runs[0]!.rate, unit: 'x' });
     add({ metric: 'engine rate ratio 10,000 packed / 1,000 geofences', value: runs[3]!.rate / runs[0]!.rate, unit: 'x' });
+
+    // Issue 15: the geofencing scenario's floor and walk, the engine alone (CPU per position and per event).
+    for (const fences of [1000, 10_000]) {
+      await settledGc();
+      const run = issue15(fences, 5, fences >= 10_000 ? 15 : 40);
+      const perEvent = run.eventsPerPosition > 0 ? run.engineUs / run.eventsPerPosition : 0;
+      log(`issue 15 floor, ${formatRate(fences)} fences: engine ${run.engineUs.toFixed(1)} µs CPU/position (tagging ${run.tagUs.toFixed(1)}), ${run.zonesPerPosition.toFixed(1)} zones and ${run.eventsPerPosition.toFixed(2)} enter/exit per position`);
+      add({ metric: `issue 15 floor, F=${fences}: engine CPU per position (${run.eventsPerPosition.toFixed(2)} events/position)`, value: run.engineUs, unit: 'µs' });
+      add({ metric: `issue 15 floor, F=${fences}: of which tagging (ZoneIndex.zonesAt, ${run.zonesPerPosition.toFixed(1)} zones/position)`, value: run.tagUs, unit: 'µs' });
+      if (fences >= 10_000) add({ metric: `issue 15 floor, F=${fences}: engine CPU per enter/exit (all of a position's cost over its events)`, value: perEvent, unit: 'µs' });
+    }
 
     // 2. Alarm latency under background load, through a real gateway.
     const running = await startTestGateway({ LOG_LEVEL: 'silent' });

@@ -2,7 +2,7 @@ import * as deadman from '../../shared/detection/deadman.detector.js';
 import * as maxStay from '../../shared/detection/max-stay.detector.js';
 import * as transition from '../../shared/detection/transition.detector.js';
 import type { ZoneEventRecord } from '../../shared/detection/zone-event.js';
-import type { Neighbourhood, ZoneKind } from '../../shared/detection/zone-index.js';
+import type { Zone, ZoneIndex, ZoneKind } from '../../shared/detection/zone-index.js';
 import type { PositionRecord } from '../../shared/positions/position-record.js';
 import type { RaiseAlarm } from '../alarms/alarm-service.js';
 import type { BuildingRegistry, BuildingRuntime } from '../realtime/building-registry.js';
@@ -48,8 +48,6 @@ interface DeviceState {
   /** `transition` changed since max-stay last looked at it; otherwise max-stay has the same stays to check. */
   transitionChanged: boolean;
   maxStay: maxStay.MaxStayState;
-  /** Zone candidates around the latest position, so the next few skip the tree. */
-  near?: Neighbourhood;
   deadman?: deadman.DeadmanState;
 }
 
@@ -70,6 +68,59 @@ export interface RestoredDevice {
   settledBefore: number;
 }
 
+/** The max-stay state without stays other than those `inside` started (the same object when there are none). */
+function staysOf(state: maxStay.MaxStayState, inside: ReadonlyMap<string, number>): maxStay.MaxStayState {
+  let stays: Record<string, maxStay.Stay> | null = null;
+  for (const zoneId in state.stays) {
+    const enteredAt = inside.get(zoneId);
+    if (enteredAt === undefined || enteredAt === state.stays[zoneId]!.enteredAt) continue;
+    stays ??= { ...state.stays };
+    delete stays[zoneId];
+  }
+  return stays ? { stays } : state;
+}
+
+/** Stamps kept at most (one per zone id met); past it they start again. */
+const MAX_STAMPS = 1_000_000;
+
+/**
+ * The zone ids of one position, as the transition step reads them. Emptied by moving to the next stamp rather
+ * than by clearing a Set: a cleared Set grows its table again, rehashing, for each of the tens of zones a
+ * position meets at 10,000 fences, which made filling it the largest cost of a position.
+ */
+class TaggedZones implements transition.ZoneIdSet {
+  private readonly zones: Zone[] = [];
+  private readonly ids: string[] = [];
+  /** The stamp of the position each zone id was last tagged for. */
+  private readonly stamps = new Map<string, number>();
+  private stamp = 0;
+
+  of(index: ZoneIndex, floorId: number, x: number, y: number): this {
+    if (++this.stamp > Number.MAX_SAFE_INTEGER - 1 || this.stamps.size > MAX_STAMPS) {
+      this.stamps.clear();
+      this.stamp = 1;
+    }
+    this.ids.length = 0;
+    for (const zone of index.zonesAt(floorId, x, y, this.zones)) {
+      this.ids.push(zone.id);
+      this.stamps.set(zone.id, this.stamp);
+    }
+    return this;
+  }
+
+  get size(): number {
+    return this.ids.length;
+  }
+
+  has(zoneId: string): boolean {
+    return this.stamps.get(zoneId) === this.stamp;
+  }
+
+  [Symbol.iterator](): Iterator<string> {
+    return this.ids[Symbol.iterator]();
+  }
+}
+
 /** A change is remembered until max-stay has followed it. */
 function setTransition(state: DeviceState, next: transition.TransitionState): void {
   if (next === state.transition) return;
@@ -87,6 +138,8 @@ export class DetectionEngine {
   private readonly devices = new Map<string, DeviceState>();
   /** Exits settled by evicting devices over the cap, emitted by the next sweep (an eviction has no caller to tell). */
   private evicted = emptyDetections();
+  /** The zones of the position being observed: filled afresh for each, so tagging allocates nothing. */
+  private readonly tagged = new TaggedZones();
 
   constructor(
     private readonly registry: BuildingRegistry,
@@ -101,8 +154,8 @@ export class DetectionEngine {
     return this.devices.size;
   }
 
-  observe(record: PositionRecord, runtime: BuildingRuntime | undefined): Detections {
-    const out = emptyDetections();
+  /** What the position causes, added to `out` (a caller observing a batch collects it all in one). */
+  observe(record: PositionRecord, runtime: BuildingRuntime | undefined, out: Detections = emptyDetections()): Detections {
     const key = `${record.organizationId}|${record.deviceId}`;
     const now = record.receivedAt;
     let state = this.devices.get(key);
@@ -143,9 +196,7 @@ export class DetectionEngine {
     if (runtime && detection && record.floorId !== null && record.x !== null && record.y !== null) {
       state.buildingId = runtime.id;
       state.floorId = record.floorId;
-      const tagged = detection.index.zonesNear(record.floorId, record.x, record.y, state.near);
-      state.near = tagged.near;
-      const zoneIds = tagged.zones.map((zone) => zone.id);
+      const zoneIds = this.tagged.of(detection.index, record.floorId, record.x, record.y);
       const stepped = transition.step(state.transition, { zoneIds, floorId: record.floorId }, detection.transitionRules, now);
       setTransition(state, stepped.state);
       this.collectTransitions(state, detection, stepped.transitions, out);
@@ -284,14 +335,19 @@ export class DetectionEngine {
    * Max-stay over the geofences confirmed inside. While the transition state is unchanged the stays are the same
    * and only time has moved (a sweep's check, allocation-free); after a change the stays follow the new set, so
    * a stay confirmed over by an exit (even one settled by a sweep) can no longer fire.
+   *
+   * A building without max-stay rules can raise nothing: its devices skip the check (at 10,000 fences it was the
+   * largest cost of a position) and keep `transitionChanged`, so the stays catch up once a rule appears. Stays
+   * that ended meanwhile are then told apart by their start: a stay is the transition's only if it began then.
    */
   private checkMaxStay(state: DeviceState, detection: BuildingDetection, now: number, out: Detections): void {
+    if (detection.maxStayRules.size === 0) return;
     let result: maxStay.MaxStayResult;
     if (!state.transitionChanged) result = maxStay.sweep(state.maxStay, detection.maxStayRules, now);
     else {
       const inside = transition.confirmedInside(state.transition);
       for (const zoneId of [...inside.keys()]) if (zoneKindOf(zoneId) !== 'geofence') inside.delete(zoneId);
-      result = maxStay.step(state.maxStay, { insideZoneIds: inside.keys(), enteredAt: inside, now }, detection.maxStayRules);
+      result = maxStay.step(staysOf(state.maxStay, inside), { insideZoneIds: inside.keys(), enteredAt: inside, now }, detection.maxStayRules);
       state.transitionChanged = false;
     }
     state.maxStay = result.state;

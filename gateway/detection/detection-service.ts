@@ -96,12 +96,7 @@ export class DetectionService {
     }
     const found = emptyDetections();
     const cpu = process.cpuUsage();
-    records.forEach((record, index) => {
-      const out = this.engine.observe(record, runtimes[index]);
-      found.zoneEvents.push(...out.zoneEvents);
-      found.alarms.push(...out.alarms);
-      found.triggered.push(...out.triggered);
-    });
+    records.forEach((record, index) => this.engine.observe(record, runtimes[index], found));
     countCpu(cpu);
     detectionPositions.inc(records.length);
     if (!holds()) return false;

@@ -1,7 +1,8 @@
 /**
- * The spatial half of "tag, then compare": one building's geofences and event areas, per floor, in rbush, so a
- * position is tagged with the zones that contain it. Immutable: a cartography change builds a new index and the
- * caller swaps it in, so a position never sees a half-rebuilt tree.
+ * The spatial half of "tag, then compare": one building's geofences and event areas, per floor, in rbush and a
+ * grid of cells filled from it, so a position is tagged with the zones that contain it. Its zones are immutable:
+ * a cartography change builds a new index and the caller swaps it in, so a position never sees a half-rebuilt
+ * one (the cells are a cache of answers the tree gives).
  */
 import RBush from 'rbush';
 import {
@@ -49,6 +50,8 @@ interface Item extends BBox {
   zone: Zone;
   /** A polygon's ring, flattened for the exact test; null for the other shapes. */
   ring: Float64Array | null;
+  /** Position in its floor's items: what grid cells hold. */
+  ordinal: number;
 }
 
 const finite = (p: Point | undefined): p is Point => p !== undefined && Number.isFinite(p[0]) && Number.isFinite(p[1]);
@@ -92,27 +95,187 @@ export function zoneContains(zone: Zone, x: number, y: number): boolean {
   }
 }
 
-/** Half the side of a neighbourhood square, metres: a few seconds of walking. */
-const NEIGHBOURHOOD_M = 2;
+/** Side of a grid cell, metres: small against fences of a few metres, so few of them cross any one cell. */
+const CELL_M = 1;
+/** Cells are filled a square block of this many a side at a time. */
+const BLOCK_CELLS = 4;
+/** Cells are keyed by `ix * CELL_KEY_SPAN + iy`: exact integers while |ix|, |iy| stay under half the span. */
+const CELL_KEY_SPAN = 2 ** 26;
+/**
+ * What one floor's cached cells may hold (zone ordinals, plus a few per cell for the cell itself) before they are
+ * dropped and rebuilt as positions need them: about 16 MB; a 200 x 200 m floor with 10,000 fences needs half.
+ */
+const MAX_CELL_ENTRIES = 4_000_000;
+const CELL_OVERHEAD_ENTRIES = 16;
+/**
+ * How far a fence line must stay from a cell for the whole cell to be decided once: far above the rounding of
+ * the exact tests (about 1e-13 m on floors of a few km), far below any distance a position can tell apart.
+ */
+const EDGE_MARGIN_M = 1e-6;
 
-/** Candidate zones around a position, valid for one index (a rebuilt index makes it stale). */
-export interface Neighbourhood extends BBox {
-  readonly index: ZoneIndex;
-  readonly floorId: number;
-  readonly candidates: readonly Item[];
+/** Zones of one grid cell: those containing all of it first, then those whose boundary may cross it. */
+interface Cell {
+  /** Ordinals into the floor's items. */
+  ordinals: Int32Array;
+  /** How many of `ordinals`, from the first, contain the whole cell: no test needed. */
+  inside: number;
 }
 
-function containing(items: readonly Item[], x: number, y: number): Zone[] {
-  const found: Zone[] = [];
-  for (const item of items) {
-    if (item.minX > x || x > item.maxX || item.minY > y || y > item.maxY) continue;
-    if (item.ring ? pointInFlatRing(x, y, item.ring) : zoneContains(item.zone, x, y)) found.push(item.zone);
+const OUTSIDE = 0;
+const INSIDE = 1;
+const CROSSED = 2;
+type Placement = typeof OUTSIDE | typeof INSIDE | typeof CROSSED;
+
+/**
+ * Where a polygon lies relative to a cell (a closed box). No edge comes within `EDGE_MARGIN_M` of the cell: the
+ * crossing parity, which is what `pointInFlatRing` computes, is then the same for every point of it, so the
+ * centre decides (INSIDE or OUTSIDE). Otherwise CROSSED, and each position runs the exact test.
+ */
+function placeRing(ring: Float64Array, minX: number, minY: number, maxX: number, maxY: number): Placement {
+  const x0 = minX - EDGE_MARGIN_M;
+  const y0 = minY - EDGE_MARGIN_M;
+  const x1 = maxX + EDGE_MARGIN_M;
+  const y1 = maxY + EDGE_MARGIN_M;
+  for (let i = 0, j = ring.length - 2; i < ring.length; j = i, i += 2) {
+    const ax = ring[j]!;
+    const ay = ring[j + 1]!;
+    const bx = ring[i]!;
+    const by = ring[i + 1]!;
+    if ((ax < x0 && bx < x0) || (ax > x1 && bx > x1) || (ay < y0 && by < y0) || (ay > y1 && by > y1)) continue;
+    // The edge's line leaves every corner of the widened box strictly on one side: it cannot touch the box.
+    const dx = bx - ax;
+    const dy = by - ay;
+    const c1 = dx * (y0 - ay) - dy * (x0 - ax);
+    const c2 = dx * (y0 - ay) - dy * (x1 - ax);
+    const c3 = dx * (y1 - ay) - dy * (x0 - ax);
+    const c4 = dx * (y1 - ay) - dy * (x1 - ax);
+    if ((c1 > 0 && c2 > 0 && c3 > 0 && c4 > 0) || (c1 < 0 && c2 < 0 && c3 < 0 && c4 < 0)) continue;
+    return CROSSED;
   }
-  return found;
+  return pointInFlatRing((minX + maxX) / 2, (minY + maxY) / 2, ring) ? INSIDE : OUTSIDE;
+}
+
+/** The same for a disc (circle and point zones): the farthest and nearest points of the widened box decide. */
+function placeDisc(center: Point, radius: number, minX: number, minY: number, maxX: number, maxY: number): Placement {
+  const [cx, cy] = center;
+  const x0 = minX - EDGE_MARGIN_M;
+  const y0 = minY - EDGE_MARGIN_M;
+  const x1 = maxX + EDGE_MARGIN_M;
+  const y1 = maxY + EDGE_MARGIN_M;
+  const fx = Math.max(cx - x0, x1 - cx);
+  const fy = Math.max(cy - y0, y1 - cy);
+  if (fx * fx + fy * fy <= radius * radius) return INSIDE;
+  const nx = cx - Math.min(Math.max(cx, x0), x1);
+  const ny = cy - Math.min(Math.max(cy, y0), y1);
+  return nx * nx + ny * ny > radius * radius ? OUTSIDE : CROSSED;
+}
+
+function placeItem(item: Item, minX: number, minY: number, maxX: number, maxY: number): Placement {
+  if (item.ring) return placeRing(item.ring, minX, minY, maxX, maxY);
+  const shape = item.zone.shape;
+  if (shape.type === 'circle') return placeDisc(shape.center, shape.radius, minX, minY, maxX, maxY);
+  if (shape.type === 'point') return placeDisc(shape.point, shape.radius, minX, minY, maxX, maxY);
+  return CROSSED;
+}
+
+/** The exact test, behind the box test that rejects most candidates. */
+function itemContains(item: Item, x: number, y: number): boolean {
+  if (item.minX > x || x > item.maxX || item.minY > y || y > item.maxY) return false;
+  return item.ring ? pointInFlatRing(x, y, item.ring) : zoneContains(item.zone, x, y);
+}
+
+/**
+ * One floor's zones: an rbush over their boxes, and a uniform grid of cells, each listing the zones that contain
+ * all of it and those that cross it. A cell is filled (with its block) from the tree the first time a position
+ * falls in it; after that a position costs a lookup, the zones containing its cell, and exact tests only on the
+ * few fences whose line crosses the cell, however many fences the floor has.
+ */
+class FloorZones {
+  private readonly tree: RBush<Item>;
+  private readonly cells = new Map<number, Cell>();
+  private entries = 0;
+  /** The box of every zone of the floor: positions outside it meet no zone and fill no cell. */
+  private readonly extent: BBox;
+
+  constructor(readonly items: readonly Item[]) {
+    // Bulk load: faster than inserts and gives a better-packed tree for the queries that follow.
+    this.tree = new RBush<Item>().load(items.slice());
+    this.extent = { minX: Infinity, minY: Infinity, maxX: -Infinity, maxY: -Infinity };
+    for (const item of items) {
+      this.extent.minX = Math.min(this.extent.minX, item.minX);
+      this.extent.minY = Math.min(this.extent.minY, item.minY);
+      this.extent.maxX = Math.max(this.extent.maxX, item.maxX);
+      this.extent.maxY = Math.max(this.extent.maxY, item.maxY);
+    }
+  }
+
+  /** Pushes the zones containing (x, y) onto `into`. */
+  collect(x: number, y: number, into: Zone[]): void {
+    const { extent, items } = this;
+    if (!(x >= extent.minX && x <= extent.maxX && y >= extent.minY && y <= extent.maxY)) return; // NaN too
+    const ix = Math.floor(x / CELL_M);
+    const iy = Math.floor(y / CELL_M);
+    if (Math.abs(ix) >= CELL_KEY_SPAN / 2 || Math.abs(iy) >= CELL_KEY_SPAN / 2) {
+      for (const item of this.tree.search({ minX: x, minY: y, maxX: x, maxY: y })) if (itemContains(item, x, y)) into.push(item.zone);
+      return;
+    }
+    const key = ix * CELL_KEY_SPAN + iy;
+    const cell = this.cells.get(key) ?? this.fill(ix, iy);
+    const { ordinals, inside } = cell;
+    for (let k = 0; k < inside; k++) into.push(items[ordinals[k]!]!.zone);
+    for (let k = inside; k < ordinals.length; k++) {
+      const item = items[ordinals[k]!]!;
+      if (itemContains(item, x, y)) into.push(item.zone);
+    }
+  }
+
+  /**
+   * Fills the block of `BLOCK_CELLS` x `BLOCK_CELLS` cells around (ix, iy) from one search of the tree (the
+   * search, not the tests, was most of filling a cell alone), and returns the cell asked for.
+   */
+  private fill(ix: number, iy: number): Cell {
+    const bx = Math.floor(ix / BLOCK_CELLS) * BLOCK_CELLS;
+    const by = Math.floor(iy / BLOCK_CELLS) * BLOCK_CELLS;
+    const inside: number[][] = Array.from({ length: BLOCK_CELLS * BLOCK_CELLS }, () => []);
+    const crossed: number[][] = Array.from({ length: BLOCK_CELLS * BLOCK_CELLS }, () => []);
+    const box = { minX: bx * CELL_M, minY: by * CELL_M, maxX: (bx + BLOCK_CELLS) * CELL_M, maxY: (by + BLOCK_CELLS) * CELL_M };
+    for (const item of this.tree.search(box)) {
+      // The cells of the block the item's box may meet (widened by the margin: a cell too many is only tested).
+      const cx0 = Math.max(bx, Math.floor((item.minX - EDGE_MARGIN_M) / CELL_M));
+      const cx1 = Math.min(bx + BLOCK_CELLS - 1, Math.floor((item.maxX + EDGE_MARGIN_M) / CELL_M));
+      const cy0 = Math.max(by, Math.floor((item.minY - EDGE_MARGIN_M) / CELL_M));
+      const cy1 = Math.min(by + BLOCK_CELLS - 1, Math.floor((item.maxY + EDGE_MARGIN_M) / CELL_M));
+      for (let cx = cx0; cx <= cx1; cx++) {
+        for (let cy = cy0; cy <= cy1; cy++) {
+          const placement = placeItem(item, cx * CELL_M, cy * CELL_M, (cx + 1) * CELL_M, (cy + 1) * CELL_M);
+          const slot = (cx - bx) * BLOCK_CELLS + (cy - by);
+          if (placement === INSIDE) inside[slot]!.push(item.ordinal);
+          else if (placement === CROSSED) crossed[slot]!.push(item.ordinal);
+        }
+      }
+    }
+    let added = 0;
+    for (let slot = 0; slot < inside.length; slot++) added += inside[slot]!.length + crossed[slot]!.length + CELL_OVERHEAD_ENTRIES;
+    if (this.entries + added > MAX_CELL_ENTRIES) {
+      this.cells.clear();
+      this.entries = 0;
+    }
+    this.entries += added;
+    for (let slot = 0; slot < inside.length; slot++) {
+      const ordinals = new Int32Array(inside[slot]!.length + crossed[slot]!.length);
+      ordinals.set(inside[slot]!);
+      ordinals.set(crossed[slot]!, inside[slot]!.length);
+      const cx = bx + Math.floor(slot / BLOCK_CELLS);
+      const cy = by + (slot % BLOCK_CELLS);
+      // A block can reach past the keyed span, where keys would meet those of other cells; those cells are never asked for.
+      if (Math.abs(cx) < CELL_KEY_SPAN / 2 && Math.abs(cy) < CELL_KEY_SPAN / 2) this.cells.set(cx * CELL_KEY_SPAN + cy, { ordinals, inside: inside[slot]!.length });
+    }
+    return this.cells.get(ix * CELL_KEY_SPAN + iy)!;
+  }
 }
 
 export class ZoneIndex {
-  private readonly floors = new Map<number, RBush<Item>>();
+  private readonly floors = new Map<number, FloorZones>();
   /** Zones actually indexed (those with an unusable shape are left out). */
   readonly size: number;
 
@@ -126,36 +289,21 @@ export class ZoneIndex {
       if (!items) byFloor.set(zone.floorId, (items = []));
       // Spelled out, not spread: rbush reads these boxes on every query, and a spread copy made slow objects.
       const ring = zone.shape.type === 'polygon' ? flattenRing(zone.shape.ring) : null;
-      items.push({ minX: box.minX, minY: box.minY, maxX: box.maxX, maxY: box.maxY, zone, ring });
+      items.push({ minX: box.minX, minY: box.minY, maxX: box.maxX, maxY: box.maxY, zone, ring, ordinal: items.length });
       size++;
     }
-    // Bulk load: faster than inserts and gives a better-packed tree for the queries that follow.
-    for (const [floorId, items] of byFloor) this.floors.set(floorId, new RBush<Item>().load(items));
+    for (const [floorId, items] of byFloor) this.floors.set(floorId, new FloorZones(items));
     this.size = size;
   }
 
-  /** Zones of that floor containing (x, y); order is unspecified, compare as a set. */
-  zonesAt(floorId: number, x: number, y: number): Zone[] {
-    const tree = this.floors.get(floorId);
-    if (!tree) return [];
-    return containing(tree.search({ minX: x, minY: y, maxX: x, maxY: y }), x, y);
-  }
-
   /**
-   * The same answer as `zonesAt`, using (and refreshing) a caller-held neighbourhood: the zones whose boxes
-   * meet a square of `NEIGHBOURHOOD_M` around an earlier position. A device at walking speed stays inside it for
-   * several positions, which then skip the tree and only run the exact tests on those few candidates.
+   * Zones of that floor containing (x, y), in no particular order (compare as a set). They are pushed onto `into`
+   * after emptying it, so a caller tagging position after position can hand the same array every time.
    */
-  zonesNear(floorId: number, x: number, y: number, near: Neighbourhood | undefined): { zones: Zone[]; near: Neighbourhood | undefined } {
-    if (near && near.index === this && near.floorId === floorId && near.minX <= x && x <= near.maxX && near.minY <= y && y <= near.maxY) {
-      return { zones: containing(near.candidates, x, y), near };
-    }
-    const tree = this.floors.get(floorId);
-    if (!tree) return { zones: [], near: undefined };
-    const [minX, minY, maxX, maxY] = [x - NEIGHBOURHOOD_M, y - NEIGHBOURHOOD_M, x + NEIGHBOURHOOD_M, y + NEIGHBOURHOOD_M];
-    // Kept by every device between positions: spelled out (a spread makes a slow, large object), exact length.
-    const fresh: Neighbourhood = { index: this, floorId, minX, minY, maxX, maxY, candidates: tree.search({ minX, minY, maxX, maxY }).slice() };
-    return { zones: containing(fresh.candidates, x, y), near: fresh };
+  zonesAt(floorId: number, x: number, y: number, into: Zone[] = []): Zone[] {
+    into.length = 0;
+    this.floors.get(floorId)?.collect(x, y, into);
+    return into;
   }
 }
 

@@ -66,6 +66,41 @@ describe('DetectionEngine: transitions and max stay together', () => {
   });
 });
 
+describe('DetectionEngine: max stay in a building that had no max-stay rule', () => {
+  /** One engine over a building whose cartography (a new runtime) changes under it. */
+  function changing() {
+    let current = venue({}).runtime;
+    const engine = new DetectionEngine({ peek: () => current } as unknown as BuildingRegistry, 3600_000);
+    const observe = (second: number, x: number) =>
+      engine.observe({ organizationId: 'org', deviceId: 'd', userId: null, buildingId: 1, floorId: 1, indoor: true, x, y: 5, lat: 0, lng: 0, yaw: 0, accuracy: 1, timestamp: s(second), receivedAt: s(second) }, current);
+    const cartography = (rules: Parameters<typeof venue>[0]) => void (current = venue(rules).runtime);
+    return { engine, observe, cartography };
+  }
+  const enteredAt = (alarms: { details?: unknown }[]) => alarms.map((alarm) => (alarm.details as { entered_at: string }).entered_at);
+
+  it('applies a rule added mid-stay to the stay under way, from its enter', () => {
+    const { engine, observe, cartography } = changing();
+    observe(0, 5);
+    observe(10, 50);
+    observe(20, 5); // the stay under way starts here
+    cartography({ maxStayTime: 30 });
+    expect(engine.sweep(s(50)).alarms).toEqual([]);
+    expect(enteredAt(engine.sweep(s(51)).alarms)).toEqual([new Date(s(20)).toISOString()]);
+  });
+
+  it('does not count a stay that ended while the building had no rule', () => {
+    const { engine, observe, cartography } = changing();
+    cartography({ maxStayTime: 30 });
+    observe(0, 5); // a stay under the first rule
+    cartography({});
+    observe(10, 50); // ends while there is no rule
+    observe(20, 5);
+    cartography({ maxStayTime: 30 });
+    expect(engine.sweep(s(45)).alarms).toEqual([]); // 45 s since the first enter, 25 s into this stay
+    expect(enteredAt(engine.sweep(s(51)).alarms)).toEqual([new Date(s(20)).toISOString()]);
+  });
+});
+
 describe('DetectionEngine: a bounded number of tracked devices', () => {
   it('keeps at most maxDevices, settling the least recently seen one (its exit is emitted by the next sweep)', () => {
     const { runtime } = venue({});

@@ -151,3 +151,27 @@ describe('transition step when nothing changes', () => {
     expect(confirmed.transitions.map((t) => t.type)).toEqual(['enter']);
   });
 });
+
+describe('step over many zones', () => {
+  it('shares the tracks that did not change with the new state and reads a ZoneIdSet as it is', () => {
+    const before = run(new Map(), [[0, ['a', 'b', 'c']]]).state;
+    const reads: string[] = [];
+    const ids = ['b', 'c', 'd'];
+    const zoneIds = { size: ids.length, has: (zoneId: string) => (reads.push(zoneId), ids.includes(zoneId)), [Symbol.iterator]: () => ids[Symbol.iterator]() };
+    const after = step(before, { zoneIds, floorId: 1 }, new Map(), s(1));
+    expect(after.transitions.map((t) => `${t.type} ${t.zoneId}`)).toEqual(['exit a', 'enter d']);
+    expect(after.state.zones['b']).toBe(before.zones['b']);
+    expect(after.state.zones['c']).toBe(before.zones['c']);
+    expect(Object.keys(after.state.zones).sort()).toEqual(['b', 'c', 'd']);
+    expect(reads).toContain('a'); // membership was asked of the caller's set, not of a copy
+  });
+
+  it('gives the same transitions whatever the order of the zone ids, and ignores names inherited by a plain object', () => {
+    const state: TransitionState = { floorId: 1, zones: { f: { enteredAt: s(0), pendingSince: null } } };
+    const forward = step(state, { zoneIds: ['constructor', 'f', 'g', 'toString'], floorId: 1 }, new Map(), s(1));
+    const backward = step(state, { zoneIds: ['toString', 'g', 'f', 'constructor'], floorId: 1 }, new Map(), s(1));
+    expect(forward.transitions.map((t) => t.zoneId)).toEqual(['constructor', 'g', 'toString']);
+    expect(backward.transitions).toEqual(forward.transitions);
+    expect(forward.state.zones['f']).toBe(state.zones['f']);
+  });
+});
