@@ -6,7 +6,7 @@ import { createLogger } from '../shared/logger.js';
 import { PositionStore } from '../shared/positions/position-store.js';
 import type { PositionRecord } from '../shared/positions/position-record.js';
 import { materializations } from '../shared/reports/materializations.js';
-import { HOUR_MS, ReportMaterializer, setWatermark, watermark } from '../shared/reports/materializer.js';
+import { HOUR_MS, ReportMaterializer, setWatermark, watermark, type Materialization } from '../shared/reports/materializer.js';
 import { sqlOf } from '../shared/reports/report-sql.js';
 import { openStorage, type Storage } from '../shared/storage/index.js';
 import { pgArray } from '../shared/storage/pg-array.js';
@@ -17,19 +17,21 @@ import { median, type Figure } from './harness.js';
  * BENCH_MATERIALIZER=1 (geofencing): the same closed-loop runs with the report materializer off and on, back to
  * back in one process, BENCH_MATERIALIZER_ALTERNATIONS (3) times, so issue 18's "ingest drops by no more than
  * 10% with stays and rollups on" is a ratio taken in one sitting. "On" is the worst case, the top of an hour:
- * the materializer runs as `npm run workers` runs it (its own storage pool, the configured pass interval and
- * lag; here in this process, as the test gateway runs its BullMQ worker), with a closed hour of the same fleet's
- * positions pending, big enough that it is still rebuilding when the timed window ends (the figures say whether
- * it was). The closed hour is the fleet's own positions of the off runs, copied into the previous UTC hour
+ * `npm run workers` as a child process (with Redis the materializer runs there; REPORTS_MATERIALIZE_DUTY from
+ * BENCH_MATERIALIZER_DUTIES, `1,0.5`: an on run for each), with a closed hour of the same fleet's positions
+ * pending, big enough that it is still rebuilding when the timed window ends (each on run says whether it was).
+ * The closed hour is the fleet's own positions of the first off runs, copied into the previous UTC hour
  * BENCH_MATERIALIZER_COPIES (8) times at shifted times; before each on run the watermark is put back before them,
- * so each on run rebuilds the same backlog.
+ * so each on run rebuilds the same backlog; after it the worker is killed and its pass rolled back.
  *
- * The amortized cost comes from two calibration passes, the materializer alone (in this process) on one copy and
- * on all: DB CPU (every PostgreSQL backend of the bench database, from /proc: the server must be local) and this
- * process's CPU, split into a cost per position (the difference) and per device-hour (the rest), against the
- * same per ingested position in the off runs. In steady state every position is materialised about once and a
- * device-hour holds an hour of one device's positions, so on a CPU-bound host the ingest rate falls by about
- * materialise / (ingest + materialise) (spread over the hour instead of at its top).
+ * The amortized cost: the materializer alone (in this process, no load) on backlogs, with the CPU of every
+ * PostgreSQL backend of the bench database (from /proc: the server must be local) and of this process. On the
+ * sparse backlog above (tens of positions per device-hour), one copy and all of them split it into a cost per
+ * position and per device-hour; on a dense one (BENCH_MATERIALIZER_DENSE_COPIES, 400, copies of ten devices'
+ * positions: thousands per device-hour, as in steady state) it gives the cost per position that steady state
+ * pays. Every position is materialised about once, so on a CPU-bound host the ingest rate falls by about
+ * materialise / (ingest + materialise), spread over the hour instead of at its top, whatever the pacing.
+ * BENCH_MATERIALIZER_PROFILE=1 writes a CPU profile of each calibration pass to bench/results/profiles/.
  */
 export const MATERIALIZER_VARIANT = process.env.BENCH_MATERIALIZER === '1';
 const ALTERNATIONS = Number(process.env.BENCH_MATERIALIZER_ALTERNATIONS ?? 3);
@@ -167,6 +169,11 @@ export async function materializerOnOff(running: RunningGateway, fences: number,
     const denseAlone = await calibrate(storage, dense.from, dense.rowsPerCopy * DENSE_COPIES, lagMs, log);
     const materialise = (run: { dbCpuS: number; processCpuS: number; rows: number }) => ((run.dbCpuS + run.processCpuS) / run.rows) * 1e6;
     const densePerRow = materialise(denseAlone) / 1e6;
+    // Which materialization costs what: each alone on the same dense backlog.
+    for (const single of materializations) {
+      const each = await calibrate(storage, dense.from, denseAlone.rows, lagMs, log, [single]);
+      figures.push({ metric: `F=${fences}: materializer alone, ${single.name} only, DB + process CPU per materialised position (DB ${((each.dbCpuS / each.rows) * 1e6).toFixed(1)} µs), dense`, value: materialise(each), unit: 'µs' });
+    }
     // Figures: the on/off spread per protocol, DB CPU per position off and on, the amortized cost.
     for (const protocol of protocols) {
       for (const duty of DUTIES) {
@@ -252,9 +259,9 @@ async function seedBacklog(storage: Storage, organizationId: string, buildingId:
 }
 
 /** The materializer alone (no load): one pass over the backlog, its wall time and CPU per position. */
-async function calibrate(storage: Storage, from: number, rows: number, lagMs: number, log: (line: string) => void) {
+async function calibrate(storage: Storage, from: number, rows: number, lagMs: number, log: (line: string) => void, which: readonly Materialization[] = materializations) {
   await setWatermark(storage, new Date(from));
-  const materializer = new ReportMaterializer(storage, materializations, createLogger('silent'), { lagMs });
+  const materializer = new ReportMaterializer(storage, which, createLogger('silent'), { lagMs });
   const db = await DatabaseCpu.sample(storage);
   const before = processSeconds();
   const started = performance.now();
@@ -275,7 +282,7 @@ async function calibrate(storage: Storage, from: number, rows: number, lagMs: nu
   const wallS = (performance.now() - started) / 1000;
   const result = { rows, wallS, dbCpuS: await db.seconds(), processCpuS: processSeconds() - before };
   if (!((await watermark((query) => storage.execute(query.text, query.params))) > from)) throw new Error('the calibration pass did not move the watermark');
-  log(`materializer alone: ${rows} positions in ${wallS.toFixed(1)} s, DB CPU ${result.dbCpuS.toFixed(1)} s, process CPU ${result.processCpuS.toFixed(1)} s`);
+  log(`materializer alone (${which.map((m) => m.name).join(', ')}): ${rows} positions in ${wallS.toFixed(1)} s, DB CPU ${result.dbCpuS.toFixed(1)} s, process CPU ${result.processCpuS.toFixed(1)} s`);
   return result;
 }
 

@@ -40,6 +40,14 @@ const DAY_MS = 24 * HOUR_MS;
 const CATCH_UP_CHUNK_MS = 6 * HOUR_MS;
 /** Device-hours per rebuild call by default (bounds each statement's arrays). */
 const REBUILD_BATCH = 500;
+/**
+ * Positions per rebuild call by default (a device-hour more than this is a call of its own): in steady state a
+ * device-hour holds thousands of positions, and a pass can only pause between calls.
+ */
+const REBUILD_POSITIONS = 100_000;
+
+/** A device-hour to rebuild, with the positions its query found (all of the hour's if it closed in this pass). */
+type Unit = DeviceHour & { positions: number };
 /** pg_advisory_xact_lock key of the materializer ('Flrcast' in ASCII). */
 const LOCK_KEY = '19822486919148404';
 
@@ -101,6 +109,8 @@ export interface MaterializerOptions {
   duty?: number;
   /** Device-hours per rebuild call; the pass may pause between calls (bounds each statement's arrays). */
   batch?: number;
+  /** Positions per rebuild call, as far as device-hours allow (a bigger one is a call of its own). */
+  batchPositions?: number;
   /** The clock and the pause, injected by tests. */
   clock?: { now(): number; sleep(ms: number): Promise<void> };
 }
@@ -112,6 +122,7 @@ export class ReportMaterializer {
   private readonly lagMs: number;
   private readonly duty: number;
   private readonly batch: number;
+  private readonly batchPositions: number;
   private readonly clock: { now(): number; sleep(ms: number): Promise<void> };
   /** Ends the pause under way (stop()). */
   private wake: (() => void) | undefined;
@@ -131,6 +142,7 @@ export class ReportMaterializer {
     this.lagMs = options.lagMs ?? 30_000;
     this.duty = options.duty ?? 1;
     this.batch = options.batch ?? REBUILD_BATCH;
+    this.batchPositions = options.batchPositions ?? REBUILD_POSITIONS;
     this.clock = options.clock ?? realClock;
   }
 
@@ -183,6 +195,7 @@ export class ReportMaterializer {
         const closed = floorHour(next);
         const late = await this.unitsOf(execute, sqlOf('p.received_at >= ? and p.received_at < ? and p.ts < ?', new Date(from).toISOString(), new Date(next).toISOString(), new Date(closed).toISOString()));
         const closing = floorHour(from) < closed ? await this.unitsOf(execute, sqlOf('p.ts >= ? and p.ts < ?', new Date(floorHour(from)).toISOString(), new Date(closed).toISOString())) : [];
+        // A device-hour found by both keeps the closing query's count (all of its positions; the late one counts the late ones).
         const units = [...new Map([...late, ...closing].map((unit) => [`${unit.organizationId}\u0000${unit.deviceId}\u0000${unit.hour.getTime()}`, unit])).values()];
         await this.rebuild(execute, units, true);
         await execute(sqlOf(`update report_watermarks set watermark = ? where name = 'reports'`, new Date(next).toISOString()));
@@ -212,23 +225,27 @@ export class ReportMaterializer {
     return total;
   }
 
-  private async unitsOf(execute: Execute, where: Sql): Promise<DeviceHour[]> {
-    const rows = await execute<{ organization_id: string; device_id: string; hour_ms: string }>(
-      joinSql([`select p.organization_id, p.device_id, ${hourMs('p.ts')} as hour_ms from positions p where `, where, ' group by 1, 2, 3']),
+  private async unitsOf(execute: Execute, where: Sql): Promise<Unit[]> {
+    const rows = await execute<{ organization_id: string; device_id: string; hour_ms: string; positions: string }>(
+      joinSql([`select p.organization_id, p.device_id, ${hourMs('p.ts')} as hour_ms, count(*) as positions from positions p where `, where, ' group by 1, 2, 3']),
     );
-    return rows.map((row) => ({ organizationId: row.organization_id, deviceId: row.device_id, hour: new Date(Number(row.hour_ms)) }));
+    return rows.map((row) => ({ organizationId: row.organization_id, deviceId: row.device_id, hour: new Date(Number(row.hour_ms)), positions: Number(row.positions) }));
   }
 
   /**
    * Rebuilds `units` a batch at a time. A paced pass (`paced`, duty below 1) pauses between batches, inside its
    * transaction, so the top-of-hour burst is spread out; stop() ends the pause and the pass finishes unpaced.
    */
-  private async rebuild(execute: Execute, units: DeviceHour[], paced = false): Promise<void> {
-    for (let i = 0; i < units.length; i += this.batch) {
+  private async rebuild(execute: Execute, units: Unit[], paced = false): Promise<void> {
+    for (let i = 0; i < units.length; ) {
       const started = this.clock.now();
-      const batch = units.slice(i, i + this.batch);
+      // Up to `batch` device-hours and `batchPositions` positions (at least one device-hour).
+      let end = i + 1;
+      for (let positions = units[i]!.positions; end < units.length && end - i < this.batch && positions + units[end]!.positions <= this.batchPositions; end++) positions += units[end]!.positions;
+      const batch = units.slice(i, end);
       for (const materialization of this.materializations) await materialization.rebuild(execute, batch);
-      const pause = paced && !this.stopping && i + this.batch < units.length ? pauseAfter(this.clock.now() - started, this.duty) : 0;
+      i = end;
+      const pause = paced && !this.stopping && i < units.length ? pauseAfter(this.clock.now() - started, this.duty) : 0;
       if (pause > 0) await this.pause(pause);
     }
   }

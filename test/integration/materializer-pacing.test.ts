@@ -62,8 +62,8 @@ describe(`report materializer pacing (${driverLabel})`, () => {
     storage = running.gateway.services.storage;
     const [admin] = await storage.execute<{ organization_id: string }>('select organization_id::text from users where email = ?', [ADMIN_EMAIL]);
     await new PositionStore(storage).ensurePartitions([{ timestamp: HOUR } as PositionRecord]);
-    // Five device-hours of a closed hour: three batches of two.
-    for (const [i, device] of DEVICES.entries()) {
+    // Five device-hours of a closed hour (three batches of two), pace-a's with four positions, the others' one.
+    for (const [i, device] of [...DEVICES, 'pace-a', 'pace-a', 'pace-a'].entries()) {
       await storage.execute('insert into positions (organization_id, device_id, indoor, lat, lng, ts) values (?, ?, false, 40, -3, ?)', [admin!.organization_id, device, new Date(HOUR + i * 60_000).toISOString()]);
     }
   });
@@ -91,6 +91,16 @@ describe(`report materializer pacing (${driverLabel})`, () => {
     await materializer({ duty: 0.25, clock: clock() }).backfill(new Date(HOUR), new Date(HOUR + HOUR_MS));
     expect(rebuilt.map((batch) => batch.length)).toEqual([2, 2, 1, 2, 2, 1]);
     expect(pauses).toEqual([]);
+  });
+
+  it('bounds a batch by positions too: a bigger device-hour is a batch of its own', async () => {
+    expect(await passOverEverything(materializer({ batch: 10, batchPositions: 2, duty: 0.5, clock: clock() }))).toBe(5);
+    const positions = (device: string) => (device === 'pace-a' ? 4 : 1);
+    for (const batch of rebuilt) expect(batch.length === 1 || batch.reduce((sum, device) => sum + positions(device), 0) <= 2, batch.join()).toBe(true);
+    expect(rebuilt).toContainEqual(['pace-a']);
+    expect(rebuilt.length).toBeGreaterThanOrEqual(3); // pace-a alone, four others at most two a batch
+    expect(rebuiltDevices()).toEqual(DEVICES);
+    expect(pauses).toEqual(rebuilt.slice(1).map(() => 100));
   });
 
   it('stop() cuts the pause short and the pass finishes unpaced, moving the watermark', async () => {
