@@ -2,6 +2,7 @@ import { ADMIN_EMAIL, ADMIN_PASSWORD, login } from '../test/support/identity.js'
 import { startTestGateway, type RunningGateway } from '../test/support/test-gateway.js';
 import { startStageProfile, type Figure, type Scenario } from './harness.js';
 import { LoadGenerator, formatRate } from './load-client.js';
+import { MATERIALIZER_VARIANT, materializerOnOff } from './materializer-load.js';
 import { seededRandom, type LoadCommand, type LoadResult, type VenueSpec } from './load-generator.js';
 
 const SCENARIO = 'geofencing';
@@ -137,6 +138,17 @@ export const geofencingScenario: Scenario = {
           );
           return measured;
         };
+        if (MATERIALIZER_VARIANT) {
+          // Off and on back to back (materializer-load.ts), instead of the figures below.
+          const ws = { type: 'ws' as const, url: wsUrl, token: venue.token, sockets: WS_SOCKETS };
+          const acked = (m: Measured) => ({ positionsPerSecond: m.positionsPerSecond, acked: m.result.ackedPoses });
+          const protocols = [
+            { label: 'HTTP', run: async () => acked(await measure(`HTTP (${LANES} uploads in flight)`, http, 'h-')) },
+            { label: 'WebSocket upload', run: async () => acked(await measure(`WebSocket (${WS_SOCKETS} sockets, ${LANES} uploads in flight)`, ws, 'w-')) },
+          ];
+          for (const figure of await materializerOnOff(running, fences, DEVICES, venue.buildingId, protocols, log)) add(figure);
+          continue;
+        }
         const overHttp = await measure(`HTTP (${LANES} uploads in flight)`, http, 'h-');
         const overWs = await measure(`WebSocket (${WS_SOCKETS} sockets, ${LANES} uploads in flight)`, { type: 'ws', url: wsUrl, token: venue.token, sockets: WS_SOCKETS }, 'w-');
         perFence.push({ fences, http: overHttp, ws: overWs });

@@ -141,6 +141,8 @@ export const configSchema = z.object({
   REPORTS_MATERIALIZE_INTERVAL_MS: z.coerce.number().int().min(0).default(5000),
   /** How long a received position may take to commit (writer batches, retries): the materializer stays that far behind now. */
   REPORTS_MATERIALIZE_LAG_MS: z.coerce.number().int().min(0).default(30_000),
+  /** Share of the time a materializer pass may be busy rebuilding (0-1]: it pauses between batches of device-hours to keep to it, so the top-of-hour rebuild does not starve ingest; 1 never pauses. */
+  REPORTS_MATERIALIZE_DUTY: z.coerce.number().gt(0).max(1).default(0.5),
 });
 
 export type Config = z.output<typeof configSchema>;

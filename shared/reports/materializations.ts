@@ -17,7 +17,11 @@ export async function deleteKeptBefore(execute: Execute, cutoff: Date): Promise<
 /** The materializer of this process, started; none when REPORTS_MATERIALIZE_INTERVAL_MS is 0. */
 export function startReportMaterializer(storage: Storage, config: Config, logger: Logger): ReportMaterializer | undefined {
   if (config.REPORTS_MATERIALIZE_INTERVAL_MS === 0) return undefined;
-  const materializer = new ReportMaterializer(storage, materializations, logger, { intervalMs: config.REPORTS_MATERIALIZE_INTERVAL_MS, lagMs: config.REPORTS_MATERIALIZE_LAG_MS });
+  const materializer = new ReportMaterializer(storage, materializations, logger, {
+    intervalMs: config.REPORTS_MATERIALIZE_INTERVAL_MS,
+    lagMs: config.REPORTS_MATERIALIZE_LAG_MS,
+    duty: config.REPORTS_MATERIALIZE_DUTY,
+  });
   materializer.start();
   return materializer;
 }

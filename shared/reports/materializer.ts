@@ -15,6 +15,9 @@ import { inBoundedTransaction, joinSql, sqlOf, UNBOUNDED, type Execute, type Sql
  * is "pending" while its hour is not closed at the watermark or it has rows received at or past it: reports
  * compute pending device-hours from raw positions. The watermark starts at -infinity, so the first pass builds what was stored before (in chunks
  * of received time); `backfill` rebuilds stored days whose rows sit behind the watermark (imported directly).
+ * A pass is paced (`duty`, REPORTS_MATERIALIZE_DUTY): it pauses between batches of device-hours, inside its
+ * transaction, so the burst of an hour closing is spread out instead of starving ingest; until it commits, that
+ * hour is pending and reports read it raw, so pacing costs report speed for a while, never exactness.
  */
 export interface DeviceHour {
   organizationId: string;
@@ -35,8 +38,16 @@ export const HOUR_MS = 3_600_000;
 const DAY_MS = 24 * HOUR_MS;
 /** Received time a catching-up pass takes per transaction. */
 const CATCH_UP_CHUNK_MS = 6 * HOUR_MS;
-/** Device-hours per rebuild call (bounds each statement's arrays). */
+/** Device-hours per rebuild call by default (bounds each statement's arrays). */
 const REBUILD_BATCH = 500;
+/**
+ * Positions per rebuild call by default (a device-hour more than this is a call of its own): in steady state a
+ * device-hour holds thousands of positions, and a pass can only pause between calls.
+ */
+const REBUILD_POSITIONS = 100_000;
+
+/** A device-hour to rebuild, with the positions its query found (all of the hour's if it closed in this pass). */
+type Unit = DeviceHour & { positions: number };
 /** pg_advisory_xact_lock key of the materializer ('Flrcast' in ASCII). */
 const LOCK_KEY = '19822486919148404';
 
@@ -91,9 +102,37 @@ export async function pendingDeviceHours(execute: Execute, organizationId: strin
   return [...units.values()];
 }
 
+/**
+ * Pacing: after a rebuild batch that was busy `busyMs`, the pause that keeps the materializer busy `duty` of the
+ * time (1: no pause). A top-of-hour pass then takes 1 / duty times as long and takes about duty of the CPU it
+ * would; the report tail is exact meanwhile (the hour is pending, read from positions), only slower to read.
+ */
+export const pauseAfter = (busyMs: number, duty: number): number => (duty >= 1 ? 0 : (busyMs * (1 - duty)) / duty);
+
+export interface MaterializerOptions {
+  intervalMs?: number;
+  lagMs?: number;
+  /** Share of the time a pass may be busy rebuilding (REPORTS_MATERIALIZE_DUTY); 1, the default here, never pauses. */
+  duty?: number;
+  /** Device-hours per rebuild call; the pass may pause between calls (bounds each statement's arrays). */
+  batch?: number;
+  /** Positions per rebuild call, as far as device-hours allow (a bigger one is a call of its own). */
+  batchPositions?: number;
+  /** The clock and the pause, injected by tests. */
+  clock?: { now(): number; sleep(ms: number): Promise<void> };
+}
+
+const realClock = { now: () => performance.now(), sleep: (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms).unref()) };
+
 export class ReportMaterializer {
   private readonly intervalMs: number;
   private readonly lagMs: number;
+  private readonly duty: number;
+  private readonly batch: number;
+  private readonly batchPositions: number;
+  private readonly clock: { now(): number; sleep(ms: number): Promise<void> };
+  /** Ends the pause under way (stop()). */
+  private wake: (() => void) | undefined;
   private timer: NodeJS.Timeout | undefined;
   private running: Promise<unknown> = Promise.resolve();
   private stopped = true;
@@ -104,10 +143,14 @@ export class ReportMaterializer {
     private readonly storage: Storage,
     private readonly materializations: readonly Materialization[],
     private readonly logger: Logger,
-    options: { intervalMs?: number; lagMs?: number } = {},
+    options: MaterializerOptions = {},
   ) {
     this.intervalMs = options.intervalMs ?? 5_000;
     this.lagMs = options.lagMs ?? 30_000;
+    this.duty = options.duty ?? 1;
+    this.batch = options.batch ?? REBUILD_BATCH;
+    this.batchPositions = options.batchPositions ?? REBUILD_POSITIONS;
+    this.clock = options.clock ?? realClock;
   }
 
   start(): void {
@@ -128,6 +171,7 @@ export class ReportMaterializer {
     this.stopped = true;
     this.stopping = true;
     clearTimeout(this.timer);
+    this.wake?.();
     await this.running;
   }
 
@@ -158,8 +202,9 @@ export class ReportMaterializer {
         const closed = floorHour(next);
         const late = await this.unitsOf(execute, sqlOf('p.received_at >= ? and p.received_at < ? and p.ts < ?', new Date(from).toISOString(), new Date(next).toISOString(), new Date(closed).toISOString()));
         const closing = floorHour(from) < closed ? await this.unitsOf(execute, sqlOf('p.ts >= ? and p.ts < ?', new Date(floorHour(from)).toISOString(), new Date(closed).toISOString())) : [];
+        // A device-hour found by both keeps the closing query's count (all of its positions; the late one counts the late ones).
         const units = [...new Map([...late, ...closing].map((unit) => [`${unit.organizationId}\u0000${unit.deviceId}\u0000${unit.hour.getTime()}`, unit])).values()];
-        await this.rebuild(execute, units);
+        await this.rebuild(execute, units, true);
         await execute(sqlOf(`update report_watermarks set watermark = ? where name = 'reports'`, new Date(next).toISOString()));
         return { units: units.length, done: next >= until };
       });
@@ -187,18 +232,38 @@ export class ReportMaterializer {
     return total;
   }
 
-  private async unitsOf(execute: Execute, where: Sql): Promise<DeviceHour[]> {
-    const rows = await execute<{ organization_id: string; device_id: string; hour_ms: string }>(
-      joinSql([`select p.organization_id, p.device_id, ${hourMs('p.ts')} as hour_ms from positions p where `, where, ' group by 1, 2, 3']),
+  private async unitsOf(execute: Execute, where: Sql): Promise<Unit[]> {
+    const rows = await execute<{ organization_id: string; device_id: string; hour_ms: string; positions: string }>(
+      joinSql([`select p.organization_id, p.device_id, ${hourMs('p.ts')} as hour_ms, count(*) as positions from positions p where `, where, ' group by 1, 2, 3']),
     );
-    return rows.map((row) => ({ organizationId: row.organization_id, deviceId: row.device_id, hour: new Date(Number(row.hour_ms)) }));
+    return rows.map((row) => ({ organizationId: row.organization_id, deviceId: row.device_id, hour: new Date(Number(row.hour_ms)), positions: Number(row.positions) }));
   }
 
-  private async rebuild(execute: Execute, units: DeviceHour[]): Promise<void> {
-    for (let i = 0; i < units.length; i += REBUILD_BATCH) {
-      const batch = units.slice(i, i + REBUILD_BATCH);
+  /**
+   * Rebuilds `units` a batch at a time. A paced pass (`paced`, duty below 1) pauses between batches, inside its
+   * transaction, so the top-of-hour burst is spread out; stop() ends the pause and the pass finishes unpaced.
+   */
+  private async rebuild(execute: Execute, units: Unit[], paced = false): Promise<void> {
+    for (let i = 0; i < units.length; ) {
+      const started = this.clock.now();
+      // Up to `batch` device-hours and `batchPositions` positions (at least one device-hour).
+      let end = i + 1;
+      for (let positions = units[i]!.positions; end < units.length && end - i < this.batch && positions + units[end]!.positions <= this.batchPositions; end++) positions += units[end]!.positions;
+      const batch = units.slice(i, end);
       for (const materialization of this.materializations) await materialization.rebuild(execute, batch);
+      i = end;
+      const pause = paced && !this.stopping && i < units.length ? pauseAfter(this.clock.now() - started, this.duty) : 0;
+      if (pause > 0) await this.pause(pause);
     }
+  }
+
+  /** Sleeps `ms`, or less if stop() comes first. */
+  private async pause(ms: number): Promise<void> {
+    await new Promise<void>((resolve) => {
+      this.wake = resolve;
+      void this.clock.sleep(ms).then(resolve);
+    });
+    this.wake = undefined;
   }
 
   /**
