@@ -141,6 +141,10 @@ export const configSchema = z.object({
   REPORTS_MATERIALIZE_INTERVAL_MS: z.coerce.number().int().min(0).default(5000),
   /** How long a received position may take to commit (writer batches, retries): the materializer stays that far behind now. */
   REPORTS_MATERIALIZE_LAG_MS: z.coerce.number().int().min(0).default(30_000),
+  /** Entries (uploads) a shard's stream may hold unacknowledged by its owner before uploads to its buildings wait for detection; 0: never. */
+  CLUSTER_MAX_BACKLOG: z.coerce.number().int().min(0).default(1000),
+  /** How long an upload waits for its building's detection to catch up before it is refused with 503 and Retry-After, in ms. */
+  CLUSTER_BACKLOG_WAIT_MS: z.coerce.number().int().min(0).max(60_000).default(2000),
 });
 
 export type Config = z.output<typeof configSchema>;

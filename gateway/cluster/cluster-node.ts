@@ -1,4 +1,6 @@
+import { DetectionBehindError } from '../../shared/errors.js';
 import type { Logger } from '../../shared/logger.js';
+import { pacedUploads } from '../../shared/metrics/metrics.js';
 import type { PositionRecord } from '../../shared/positions/position-record.js';
 import type { Coordination } from './coordination.js';
 import { shardOfBuilding, shardOfDevice, shardsOwnedBy } from './rendezvous.js';
@@ -24,11 +26,23 @@ export interface ShardHandler {
 /** Positions held in memory at most while the shard log refuses them (about 200 bytes each). */
 const MAX_WAITING_RECORDS = 500_000;
 
+/** How often the backlog of shards over the bound is read again while uploads wait for it. */
+const BACKLOG_POLL_MS = 100;
+
 export interface ClusterOptions {
   shards: number;
   heartbeatMs: number;
   /** Lifetime of a heartbeat and of a lease without renewal. */
   ttlMs: number;
+  /** Uploads wait while their shard's backlog is at `maxBacklog` entries or more, up to `waitMs`, then fail (503); none: never. */
+  pacing?: { maxBacklog: number; waitMs: number };
+}
+
+/** An upload waiting for its shards' owners to catch up. */
+interface PacedUpload {
+  shards: number[];
+  resolve(): void;
+  timer: NodeJS.Timeout;
 }
 
 interface HeldShard {
@@ -67,6 +81,15 @@ export class ClusterNode {
   private waitingCount = 0;
   /** The batch being processed by the read loop, if any: a shard's state is dropped only after it. */
   private processing: Promise<unknown> = Promise.resolve();
+  /** Entries appended and not yet acknowledged by the owner, per shard: as last read from the log, plus this gateway's appends since. */
+  private readonly backlog = new Map<number, number>();
+  /** Shards appended to since the backlog was last read (read again at the next heartbeat). */
+  private readonly appendedTo = new Set<number>();
+  /** Shards whose backlog is at the bound: uploads to their buildings wait. */
+  private readonly behind = new Set<number>();
+  private readonly paced = new Set<PacedUpload>();
+  private pollTimer?: NodeJS.Timeout;
+  private polling?: Promise<void>;
 
   constructor(
     private readonly coordination: Coordination,
@@ -95,10 +118,96 @@ export class ClusterNode {
     return this.heldShards.filter((shard) => this.held.get(shard)!.phase === 'ready');
   }
 
-  /** What /metrics reports of the cluster as this member sees it. */
-  view(): { members: number; ownedBuildings: number; readyBuildings: number } {
+  /** What /metrics reports of the cluster as this member sees it; `backlog`: the largest backlog of a shard it appended to. */
+  view(): { members: number; ownedBuildings: number; readyBuildings: number; backlog: number } {
     const count = (shards: number[]) => shards.reduce((total, shard) => total + this.handler.buildingsIn(shard), 0);
-    return { members: this.members.length, ownedBuildings: count(this.heldShards), readyBuildings: count(this.readyShards) };
+    let backlog = 0;
+    for (const entries of this.backlog.values()) backlog = Math.max(backlog, entries);
+    return { members: this.members.length, ownedBuildings: count(this.heldShards), readyBuildings: count(this.readyShards), backlog };
+  }
+
+  /** Entries of a shard appended and not yet acknowledged by its owner, as this gateway last knew it. */
+  backlogOf(shard: number): number {
+    return this.backlog.get(shard) ?? 0;
+  }
+
+  /**
+   * Paces uploads to detection, before they are stored: while a shard's backlog is at the bound, an upload with
+   * positions in it waits for the owner to catch up, and fails with DetectionBehindError (503, Retry-After) if
+   * it has not within the wait, so the app sends it again later rather than detection falling ever further
+   * behind. Free while no shard is behind: no Redis round trip per upload, the backlog is read per heartbeat
+   * (and every BACKLOG_POLL_MS while a shard is behind) and counted up by this gateway's own appends between.
+   */
+  admit(records: readonly PositionRecord[]): Promise<void> | undefined {
+    if (this.behind.size === 0) return undefined;
+    const shards = new Set<number>();
+    for (const record of records) {
+      const shard = this.shardOf(record);
+      if (this.behind.has(shard)) shards.add(shard);
+    }
+    if (shards.size === 0) return undefined;
+    const waitMs = this.options.pacing!.waitMs;
+    return new Promise<void>((resolve, reject) => {
+      const upload: PacedUpload = {
+        shards: [...shards],
+        resolve: () => (clearTimeout(upload.timer), this.paced.delete(upload), pacedUploads.waited.inc(), resolve()),
+        timer: setTimeout(() => {
+          this.paced.delete(upload);
+          pacedUploads.refused.inc();
+          reject(new DetectionBehindError());
+        }, waitMs),
+      };
+      this.paced.add(upload);
+    });
+  }
+
+  /** Counts an append towards its shard's backlog; a shard reaching the bound makes its uploads wait. */
+  private appended(shard: number): void {
+    const entries = (this.backlog.get(shard) ?? 0) + 1;
+    this.backlog.set(shard, entries);
+    this.appendedTo.add(shard);
+    if (this.options.pacing && entries >= this.options.pacing.maxBacklog && !this.behind.has(shard)) {
+      this.behind.add(shard);
+      this.schedulePoll();
+    }
+  }
+
+  private schedulePoll(): void {
+    if (this.pollTimer || !this.running) return;
+    this.pollTimer = setTimeout(() => {
+      this.pollTimer = undefined;
+      void this.pollBacklog().finally(() => this.behind.size > 0 && this.schedulePoll());
+    }, BACKLOG_POLL_MS);
+    this.pollTimer.unref();
+  }
+
+  /** Reads the backlog of the shards that have one or were appended to since; lets through the uploads it can. */
+  private pollBacklog(): Promise<void> {
+    this.polling ??= (async () => {
+      // Shards with a backlog are read until it is gone (behind ones among them), and those appended to since.
+      const shards = [...new Set([...this.appendedTo, ...this.backlog.keys()])];
+      this.appendedTo.clear();
+      if (shards.length === 0) return;
+      let counts: number[];
+      try {
+        counts = await this.log.backlog(shards);
+      } catch (error) {
+        // Counts stay as they were (plus this gateway's appends) until the log answers again.
+        for (const shard of shards) this.appendedTo.add(shard);
+        this.logger.warn({ err: error }, 'reading the shards\' backlog failed');
+        return;
+      }
+      const bound = this.options.pacing?.maxBacklog ?? Infinity;
+      shards.forEach((shard, index) => {
+        const entries = counts[index]!;
+        if (entries > 0) this.backlog.set(shard, entries);
+        else this.backlog.delete(shard);
+        if (entries >= bound) this.behind.add(shard);
+        else this.behind.delete(shard);
+      });
+      for (const upload of this.paced) if (upload.shards.every((shard) => !this.behind.has(shard))) upload.resolve();
+    })().finally(() => (this.polling = undefined));
+    return this.polling;
   }
 
   /** Whether this member owns the building's detection now (`null`, no building: nobody else could). */
@@ -137,6 +246,7 @@ export class ClusterNode {
         if (this.waiting.has(shard)) return this.wait(shard, list);
         try {
           await this.log.append(shard, list);
+          this.appended(shard);
         } catch (error) {
           this.logger.warn({ err: error, shard }, 'handing positions to their owner failed; they wait here for the log to come back');
           this.wait(shard, list);
@@ -170,6 +280,7 @@ export class ClusterNode {
       while (batches.length > 0) {
         try {
           await this.log.append(shard, batches[0]!);
+          this.appended(shard);
         } catch {
           return;
         }
@@ -221,6 +332,11 @@ export class ClusterNode {
   private halt(): void {
     this.running = false;
     clearTimeout(this.tickTimer);
+    clearTimeout(this.pollTimer);
+    this.pollTimer = undefined;
+    // Uploads waiting for detection go on: stopping is not their fault, and their positions are handed over as usual.
+    for (const upload of this.paced) upload.resolve();
+    this.behind.clear();
     this.wakeReader?.();
   }
 
@@ -261,6 +377,7 @@ export class ClusterNode {
         break;
       }
     }
+    await this.pollBacklog();
   }
 
   private take(shard: number, started: number): void {

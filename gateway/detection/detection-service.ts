@@ -25,6 +25,8 @@ export type OwnsBuilding = (buildingId: number | null) => boolean;
 
 /** Where accepted positions go for detection: to the owners of their buildings (gateway/cluster). */
 export interface PositionHandOff {
+  /** Before storing: waits while the owners of these positions are too far behind, or refuses (503). */
+  admit(records: readonly PositionRecord[]): Promise<void> | undefined;
   handOff(records: readonly PositionRecord[]): Promise<void>;
 }
 
@@ -75,7 +77,11 @@ export class DetectionService {
   steps(owners: PositionHandOff): DetectionSteps {
     return {
       // An alarm button pressed on the app is part of the upload: if it cannot be stored, the upload fails and is retried.
-      beforePersist: [{ name: 'raise-requested-alarms', critical: true, run: (batch) => this.raiseRequested(batch) }],
+      // Paced by detection first: an upload refused for it stores nothing, so the app's retry counts nothing twice.
+      beforePersist: [
+        { name: 'pace-to-detection', critical: true, run: (batch) => owners.admit(batch.records) },
+        { name: 'raise-requested-alarms', critical: true, run: (batch) => this.raiseRequested(batch) },
+      ],
       // Once stored, positions go to their buildings' owners, who detect on them (never rejects: see handOff).
       afterPersist: [{ name: 'hand-to-owners', run: (batch) => owners.handOff(batch.records) }],
     };
