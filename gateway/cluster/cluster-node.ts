@@ -13,11 +13,11 @@ export interface ShardHandler {
   /** A shard left: drop its buildings' state (nothing of it is emitted any more). */
   lose(shard: number): void;
   /**
-   * Processes entries in order; resolves to true once everything they caused is stored, so they may be
-   * acknowledged. `holds()` says whether this member still holds the shard: output is fenced by it.
+   * Processes entries in order; resolves once what they caused is queued for storage (false: fenced, nothing
+   * emitted). `holds()` says whether this member still holds the shard: output is fenced by it.
    */
   process(shard: number, entries: readonly ShardEntry[], holds: () => boolean): Promise<boolean>;
-  /** Retries storing what waits; resolves to true once nothing does (entries processed before may then be acknowledged). */
+  /** Stores what waits; resolves to true once nothing does (entries processed before may then be acknowledged). */
   stored(): Promise<boolean>;
   /** Buildings known in a held shard (metrics). */
   buildingsIn(shard: number): number;
@@ -25,6 +25,12 @@ export interface ShardHandler {
 
 /** Positions held in memory at most while the shard log refuses them (about 200 bytes each). */
 const MAX_WAITING_RECORDS = 500_000;
+
+/**
+ * Entries processed whose detections are still being stored, past which reading waits for storage: the next
+ * reads are detected while earlier ones are stored (detection no longer waits out a commit per read), a few deep.
+ */
+const MAX_UNSTORED_ENTRIES = 64;
 
 /** How often the backlog of shards over the bound is read again while uploads wait for it. */
 const BACKLOG_POLL_MS = 100;
@@ -90,6 +96,8 @@ export class ClusterNode {
   private readonly paced = new Set<PacedUpload>();
   private pollTimer?: NodeJS.Timeout;
   private polling?: Promise<void>;
+  /** Acknowledging what was processed, once stored (one at a time, beside reading). */
+  private settling?: Promise<void>;
 
   constructor(
     private readonly coordination: Coordination,
@@ -310,6 +318,7 @@ export class ClusterNode {
     this.halt();
     await this.ticking;
     await this.reading;
+    await this.settle();
     for (const shard of [...this.held.keys()]) await this.drop(shard, true);
     await Promise.all(this.leaving.values());
     await this.appendWaiting();
@@ -414,20 +423,44 @@ export class ClusterNode {
     return leaving;
   }
 
+  /** Processes entries; they are acknowledged by `settle` once what they caused is stored. */
   private async process(shard: number, state: HeldShard, entries: readonly ShardEntry[]): Promise<void> {
-    const stored = await this.handler.process(shard, entries, () => this.held.get(shard) === state && this.holds(shard));
+    await this.handler.process(shard, entries, () => this.held.get(shard) === state && this.holds(shard));
     state.unacked.push(...entries.map((entry) => entry.id));
-    if (stored) await this.acknowledge(shard, state);
   }
 
-  /** Acknowledges what was processed and stored, while the lease is still held (a fenced owner acknowledges nothing). */
-  private async acknowledge(shard: number, state: HeldShard): Promise<void> {
-    if (state.unacked.length === 0 || this.held.get(shard) !== state || !this.holds(shard)) return;
-    const ids = state.unacked.splice(0);
-    await this.log.ack(shard, ids).catch((error) => {
+  /**
+   * Acknowledges entries processed, once what they caused is stored; runs until nothing more can be (all done,
+   * storage refusing: retried after the next read, or the lease lost). Entries processed meanwhile are taken
+   * in the next round: only those counted before `stored()` was asked are acknowledged by its answer.
+   */
+  private settle(): Promise<void> {
+    this.settling ??= (async () => {
+      for (;;) {
+        const rounds = [...this.held].filter(([, state]) => state.unacked.length > 0).map(([shard, state]) => ({ shard, state, count: state.unacked.length }));
+        if (rounds.length === 0 || !(await this.handler.stored())) return;
+        let acknowledged = 0;
+        for (const { shard, state, count } of rounds) acknowledged += await this.acknowledge(shard, state, count);
+        if (acknowledged === 0) return;
+      }
+    })()
+      .catch((error) => this.logger.error({ err: error }, 'acknowledging shard entries failed'))
+      .finally(() => (this.settling = undefined));
+    return this.settling;
+  }
+
+  /** Acknowledges the first `count` entries processed, while the lease is still held (a fenced owner acknowledges nothing). */
+  private async acknowledge(shard: number, state: HeldShard, count: number): Promise<number> {
+    if (count === 0 || this.held.get(shard) !== state || !this.holds(shard)) return 0;
+    const ids = state.unacked.splice(0, count);
+    try {
+      await this.log.ack(shard, ids);
+      return ids.length;
+    } catch (error) {
       state.unacked.unshift(...ids);
       this.logger.warn({ err: error, shard }, 'acknowledging shard entries failed; retried');
-    });
+      return 0;
+    }
   }
 
   private async readLoop(): Promise<void> {
@@ -470,9 +503,11 @@ export class ClusterNode {
             void this.drop(shard, false);
           }
         }
-        // Entries whose detections waited for the database are acknowledged once stored.
-        const waiting = [...this.held].filter(([, state]) => state.unacked.length > 0);
-        if (waiting.length > 0 && (await this.handler.stored())) for (const [shard, state] of waiting) await this.acknowledge(shard, state);
+        // Acknowledged once stored, while the next reads are detected; past a few reads' worth, storage sets the pace.
+        const settling = this.settle();
+        let unstored = 0;
+        for (const state of this.held.values()) unstored += state.unacked.length;
+        if (unstored > MAX_UNSTORED_ENTRIES) await settling;
       })();
       this.processing = work.catch((error) => this.logger.error({ err: error }, 'processing shard entries failed'));
       await this.processing;

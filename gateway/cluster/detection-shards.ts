@@ -78,7 +78,7 @@ export class DetectionShards implements ShardHandler {
         records.push(this.shared(record));
       }
     }
-    return this.detection.consume(records, holds);
+    return this.detection.detect(records, holds);
   }
 
   /**

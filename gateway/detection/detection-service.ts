@@ -99,6 +99,15 @@ export class DetectionService {
    * waits for the database, or when `holds()` turned false (ownership lost: nothing is emitted).
    */
   async consume(records: readonly PositionRecord[], holds: () => boolean): Promise<boolean> {
+    return (await this.detect(records, holds)) && this.stored();
+  }
+
+  /**
+   * The first half of `consume`: runs the detectors over the positions, in order, and queues what they found for
+   * storage (`stored()` then stores it); false when `holds()` turned false (nothing emitted). An owner detects its
+   * next read while the last one's detections are being stored.
+   */
+  async detect(records: readonly PositionRecord[], holds: () => boolean): Promise<boolean> {
     const runtimes: (BuildingRuntime | undefined)[] = [];
     for (const record of records) {
       const id = record.buildingId;
@@ -129,7 +138,7 @@ export class DetectionService {
     detectionPositions.inc(records.length - sliceStart);
     if (!holds()) return false;
     this.outbox.add(found, false, found.alarms as OutboxAlarm[]);
-    return this.stored();
+    return true;
   }
 
   /** Stores what waits in the outbox; resolves to true once nothing does. */

@@ -13,7 +13,7 @@ const record = (deviceId: string, timestamp: number): PositionRecord => ({
 describe('DetectionShards', () => {
   it('detects on the live state’s object of a position it holds, and on the stream’s copy otherwise, in order', async () => {
     const consumed: PositionRecord[][] = [];
-    const detection = { consume: async (records: PositionRecord[]) => (consumed.push(records), true) } as unknown as DetectionService;
+    const detection = { detect: async (records: PositionRecord[]) => (consumed.push(records), true) } as unknown as DetectionService;
     const live = new LiveState();
     const held = record('a', 1000);
     live.apply(held);
