@@ -1,4 +1,4 @@
-import { monitorEventLoopDelay } from 'node:perf_hooks';
+import { PerformanceObserver, monitorEventLoopDelay } from 'node:perf_hooks';
 import type { DetectionEngine } from '../gateway/detection/detection-engine.js';
 import { startTestGateway } from '../test/support/test-gateway.js';
 import { median, type Figure, type Scenario } from './harness.js';
@@ -17,6 +17,9 @@ const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
 /** Seconds of each paced latency run: long enough that its p99 spans several major GCs (BENCH_LATENCY_SECONDS overrides). */
 const LATENCY_SECONDS = Number(process.env.BENCH_LATENCY_SECONDS ?? 15);
 const TARGET_RATE = 20_000;
+/** Offered load of the paced latency runs; by default 20,000/s, or 90% of the HTTP rate measured when lower. BENCH_RATE
+ * fixes it, so runs before and after a change (on a busy machine) compare at one load. */
+const FIXED_RATE = process.env.BENCH_RATE ? Number(process.env.BENCH_RATE) : undefined;
 
 const rateOf = (result: LoadResult) => (result.ackedPoses * 1000) / result.windowMs;
 
@@ -61,13 +64,15 @@ export const ingestScenario: Scenario = {
       const overHttp = await generator.run({ ...base, target: http, lanes: LANES, subscribe: subscriber });
       checkErrors('HTTP', overHttp, figures);
       const httpRate = rateOf(overHttp);
-      log(`HTTP: ${formatRate(httpRate)} pos/s, ack p50 ${overHttp.ackMs.p50.toFixed(1)} ms p99 ${overHttp.ackMs.p99.toFixed(1)} ms, subscriber got ${formatRate((overHttp.deliveredPositions * 1000) / overHttp.windowMs)} positions/s, generator CPU ${(overHttp.generatorCpu * 100).toFixed(0)}%`);
+      log(`HTTP: ${formatRate(httpRate)} pos/s, ack p50 ${overHttp.ackMs.p50?.toFixed(1)} ms p99 ${overHttp.ackMs.p99?.toFixed(1)} ms, subscriber got ${formatRate((overHttp.deliveredPositions * 1000) / overHttp.windowMs)} positions/s, generator CPU ${(overHttp.generatorCpu * 100).toFixed(0)}%`);
       add({ metric: `stored+published over HTTP (${LANES} keep-alive clients x ${BATCH} poses/request)`, value: httpRate, unit: 'pos/s' });
+      // Uploads are paced by detection (CLUSTER_MAX_BACKLOG): how far behind it was when the phase ended.
+      log(`detection backlog after the HTTP phase: ${services.cluster.view().backlog} uploads not yet acknowledged by the owner`);
 
       const overWs = await generator.run({ ...base, target: { type: 'ws', url: venue.wsUrl, token: venue.token, sockets: WS_SOCKETS }, lanes: LANES, subscribe: subscriber });
       checkErrors('WebSocket', overWs, figures);
       const wsRate = rateOf(overWs);
-      log(`WS: ${formatRate(wsRate)} pos/s, ack p50 ${overWs.ackMs.p50.toFixed(1)} ms p99 ${overWs.ackMs.p99.toFixed(1)} ms, subscriber got ${formatRate((overWs.deliveredPositions * 1000) / overWs.windowMs)} positions/s, generator CPU ${(overWs.generatorCpu * 100).toFixed(0)}%`);
+      log(`WS: ${formatRate(wsRate)} pos/s, ack p50 ${overWs.ackMs.p50?.toFixed(1)} ms p99 ${overWs.ackMs.p99?.toFixed(1)} ms, subscriber got ${formatRate((overWs.deliveredPositions * 1000) / overWs.windowMs)} positions/s, generator CPU ${(overWs.generatorCpu * 100).toFixed(0)}%`);
       add({ metric: `stored+published over WebSocket (${WS_SOCKETS} sockets x ${LANES / WS_SOCKETS} uploads in flight x ${BATCH} poses)`, value: wsRate, unit: 'pos/s' });
 
       // The bare ceiling, same generator, same payloads.
@@ -91,6 +96,10 @@ export const ingestScenario: Scenario = {
         // The gateway runs in this process: its event-loop delay says how much of the latency is its own queueing.
         const loopDelay = monitorEventLoopDelay({ resolution: 1 });
         loopDelay.enable();
+        // Garbage-collection pauses of this process (the gateway's heap), beside the loop delay they cause part of.
+        const pauses: number[] = [];
+        const gc = new PerformanceObserver((list) => void pauses.push(...list.getEntries().map((entry) => entry.duration)));
+        gc.observe({ entryTypes: ['gc'] });
         const result = await generator.run({
           ...base,
           durationMs: LATENCY_SECONDS * 1000,
@@ -100,15 +109,18 @@ export const ingestScenario: Scenario = {
           subscribe: { ...subscriber, measure: true, batched },
         });
         loopDelay.disable();
+        gc.disconnect();
         const loop = { p50: loopDelay.percentile(50) / 1e6, p99: loopDelay.percentile(99) / 1e6, max: loopDelay.max / 1e6 };
+        pauses.sort((a, b) => a - b);
+        const gcLine = `GC ${pauses.length} pauses, ${pauses.reduce((total, pause) => total + pause, 0).toFixed(0)} ms in all, p99 ${(pauses[Math.floor(pauses.length * 0.99)] ?? 0).toFixed(1)} max ${(pauses.at(-1) ?? 0).toFixed(1)} ms`;
         checkErrors(`paced ${formatRate(rate)}/s`, result, figures);
         const achieved = rateOf(result);
-        log(`offered ${formatRate(rate)} pos/s (${batched ? 'batched' : 'single'} frames): achieved ${formatRate(achieved)}, delivery p50 ${result.deliveryMs.p50.toFixed(1)} p99 ${result.deliveryMs.p99.toFixed(1)} max ${result.deliveryMs.max.toFixed(1)} ms (n=${result.deliveryMs.n}, undelivered ${result.undelivered}), ack p99 ${result.ackMs.p99.toFixed(1)} ms, skipped batches ${result.skippedBatches}, gateway event-loop delay p50 ${loop.p50.toFixed(1)} p99 ${loop.p99.toFixed(1)} max ${loop.max.toFixed(1)} ms`);
+        log(`offered ${formatRate(rate)} pos/s (${batched ? 'batched' : 'single'} frames): achieved ${formatRate(achieved)}, delivery p50 ${result.deliveryMs.p50.toFixed(1)} p99 ${result.deliveryMs.p99.toFixed(1)} max ${result.deliveryMs.max.toFixed(1)} ms (n=${result.deliveryMs.n}, undelivered ${result.undelivered}), ack p99 ${result.ackMs.p99.toFixed(1)} ms, skipped batches ${result.skippedBatches}, gateway event-loop delay p50 ${loop.p50.toFixed(1)} p99 ${loop.p99.toFixed(1)} max ${loop.max.toFixed(1)} ms, ${gcLine}`);
         return { rate, achieved, result };
       };
       const maxRate = Math.max(httpRate, 1);
-      let point = await paced(maxRate >= TARGET_RATE ? TARGET_RATE : roundRate(maxRate * 0.9));
-      if (point.achieved < point.rate * 0.95) point = await paced(roundRate(point.achieved * 0.8));
+      let point = await paced(FIXED_RATE ?? (maxRate >= TARGET_RATE ? TARGET_RATE : roundRate(maxRate * 0.9)));
+      if (FIXED_RATE === undefined && point.achieved < point.rate * 0.95) point = await paced(roundRate(point.achieved * 0.8));
       const reachedTarget = point.achieved >= TARGET_RATE * 0.95;
       const label = reachedTarget
         ? `at ${formatRate(point.achieved)} pos/s`

@@ -115,7 +115,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
   // A building arriving here (at boot, or from a gateway that left) gets its detector state rebuilt from storage.
   const stateLoader = new DetectorStateLoader(storage, engine, registry, logger, { lookbackMs: engine.forgetAfterMs, maxAgeMs: config.POSITIONS_MAX_AGE_SECONDS * 1000 });
   // Detection is partitioned by building across gateways: this one runs it for the buildings it owns.
-  const cluster = createClusterNode(config, new DetectionShards(detection, stateLoader, engine, storage, config.CLUSTER_SHARDS, logger), logger);
+  const cluster = createClusterNode(config, new DetectionShards(detection, stateLoader, engine, realtime.live, storage, config.CLUSTER_SHARDS, logger), logger);
   // The hot path, with detection's steps around persistence (position-pipeline.ts lists them in order).
   const pipeline = new PositionPipeline({ registry, devices, writer, bus, logger, maxAgeMs: config.POSITIONS_MAX_AGE_SECONDS * 1000 }, detection.steps(cluster));
   const routing = new RoutingService(storage, registry, realtime.live, bus);

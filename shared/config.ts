@@ -143,6 +143,10 @@ export const configSchema = z.object({
   REPORTS_MATERIALIZE_LAG_MS: z.coerce.number().int().min(0).default(30_000),
   /** Share of the time a materializer pass may be busy rebuilding (0-1]: it pauses between batches of device-hours to keep to it, so the top-of-hour rebuild does not starve ingest; 1 never pauses. */
   REPORTS_MATERIALIZE_DUTY: z.coerce.number().gt(0).max(1).default(0.5),
+  /** Entries (uploads) a shard's stream may hold unacknowledged by its owner before uploads to its buildings wait for detection; 0: never. */
+  CLUSTER_MAX_BACKLOG: z.coerce.number().int().min(0).default(1000),
+  /** How long an upload waits for its building's detection to catch up before it is refused with 503 and Retry-After, in ms. */
+  CLUSTER_BACKLOG_WAIT_MS: z.coerce.number().int().min(0).max(60_000).default(2000),
 });
 
 export type Config = z.output<typeof configSchema>;

@@ -116,6 +116,17 @@ export class StorageUnavailableError extends AppError {
 }
 
 /**
+ * Detection of the upload's building is too far behind (its shard's backlog stayed at CLUSTER_MAX_BACKLOG
+ * through CLUSTER_BACKLOG_WAIT_MS): nothing of the upload is stored, so the app sends it again after Retry-After.
+ */
+export class DetectionBehindError extends AppError {
+  constructor(message = 'Detection of this building is behind; retry later') {
+    super(ErrorCode.Unavailable, message, undefined, { 'retry-after': String(OUTAGE_RETRY_AFTER_SECONDS) });
+    this.name = 'DetectionBehindError';
+  }
+}
+
+/**
  * SQLSTATEs of an outage rather than of the request: connection exceptions (08), shutdown and restart (57P01-03),
  * too many connections (53300), statement timeout (57014).
  */

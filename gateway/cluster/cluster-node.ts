@@ -1,5 +1,7 @@
 import { EncodedPayload } from '../../shared/bus/encoded-payload.js';
+import { DetectionBehindError } from '../../shared/errors.js';
 import type { Logger } from '../../shared/logger.js';
+import { pacedUploads } from '../../shared/metrics/metrics.js';
 import type { PositionRecord } from '../../shared/positions/position-record.js';
 import { PositionsMessage, type EncodedPositions } from '../../shared/positions/positions-message.js';
 import type { Coordination } from './coordination.js';
@@ -13,11 +15,11 @@ export interface ShardHandler {
   /** A shard left: drop its buildings' state (nothing of it is emitted any more). */
   lose(shard: number): void;
   /**
-   * Processes entries in order; resolves to true once everything they caused is stored, so they may be
-   * acknowledged. `holds()` says whether this member still holds the shard: output is fenced by it.
+   * Processes entries in order; resolves once what they caused is queued for storage (false: fenced, nothing
+   * emitted). `holds()` says whether this member still holds the shard: output is fenced by it.
    */
   process(shard: number, entries: readonly ShardEntry[], holds: () => boolean): Promise<boolean>;
-  /** Retries storing what waits; resolves to true once nothing does (entries processed before may then be acknowledged). */
+  /** Stores what waits; resolves to true once nothing does (entries processed before may then be acknowledged). */
   stored(): Promise<boolean>;
   /** Buildings known in a held shard (metrics). */
   buildingsIn(shard: number): number;
@@ -26,11 +28,29 @@ export interface ShardHandler {
 /** Positions held in memory at most while the shard log refuses them (about 200 bytes each). */
 const MAX_WAITING_RECORDS = 500_000;
 
+/**
+ * Entries processed whose detections are still being stored, past which reading waits for storage: the next
+ * reads are detected while earlier ones are stored (detection no longer waits out a commit per read), a few deep.
+ */
+const MAX_UNSTORED_ENTRIES = 64;
+
+/** How often the backlog of shards over the bound is read again while uploads wait for it. */
+const BACKLOG_POLL_MS = 100;
+
 export interface ClusterOptions {
   shards: number;
   heartbeatMs: number;
   /** Lifetime of a heartbeat and of a lease without renewal. */
   ttlMs: number;
+  /** Uploads wait while their shard's backlog is at `maxBacklog` entries or more, up to `waitMs`, then fail (503); none: never. */
+  pacing?: { maxBacklog: number; waitMs: number };
+}
+
+/** An upload waiting for its shards' owners to catch up. */
+interface PacedUpload {
+  shards: number[];
+  resolve(): void;
+  timer: NodeJS.Timeout;
 }
 
 interface HeldShard {
@@ -69,6 +89,17 @@ export class ClusterNode {
   private waitingCount = 0;
   /** The batch being processed by the read loop, if any: a shard's state is dropped only after it. */
   private processing: Promise<unknown> = Promise.resolve();
+  /** Entries appended and not yet acknowledged by the owner, per shard: as last read from the log, plus this gateway's appends since. */
+  private readonly backlog = new Map<number, number>();
+  /** Shards appended to since the backlog was last read (read again at the next heartbeat). */
+  private readonly appendedTo = new Set<number>();
+  /** Shards whose backlog is at the bound: uploads to their buildings wait. */
+  private readonly behind = new Set<number>();
+  private readonly paced = new Set<PacedUpload>();
+  private pollTimer?: NodeJS.Timeout;
+  private polling?: Promise<void>;
+  /** Acknowledging what was processed, once stored (one at a time, beside reading). */
+  private settling?: Promise<void>;
 
   constructor(
     private readonly coordination: Coordination,
@@ -97,10 +128,96 @@ export class ClusterNode {
     return this.heldShards.filter((shard) => this.held.get(shard)!.phase === 'ready');
   }
 
-  /** What /metrics reports of the cluster as this member sees it. */
-  view(): { members: number; ownedBuildings: number; readyBuildings: number } {
+  /** What /metrics reports of the cluster as this member sees it; `backlog`: the largest backlog of a shard it appended to. */
+  view(): { members: number; ownedBuildings: number; readyBuildings: number; backlog: number } {
     const count = (shards: number[]) => shards.reduce((total, shard) => total + this.handler.buildingsIn(shard), 0);
-    return { members: this.members.length, ownedBuildings: count(this.heldShards), readyBuildings: count(this.readyShards) };
+    let backlog = 0;
+    for (const entries of this.backlog.values()) backlog = Math.max(backlog, entries);
+    return { members: this.members.length, ownedBuildings: count(this.heldShards), readyBuildings: count(this.readyShards), backlog };
+  }
+
+  /** Entries of a shard appended and not yet acknowledged by its owner, as this gateway last knew it. */
+  backlogOf(shard: number): number {
+    return this.backlog.get(shard) ?? 0;
+  }
+
+  /**
+   * Paces uploads to detection, before they are stored: while a shard's backlog is at the bound, an upload with
+   * positions in it waits for the owner to catch up, and fails with DetectionBehindError (503, Retry-After) if
+   * it has not within the wait, so the app sends it again later rather than detection falling ever further
+   * behind. Free while no shard is behind: no Redis round trip per upload, the backlog is read per heartbeat
+   * (and every BACKLOG_POLL_MS while a shard is behind) and counted up by this gateway's own appends between.
+   */
+  admit(records: readonly PositionRecord[]): Promise<void> | undefined {
+    if (this.behind.size === 0) return undefined;
+    const shards = new Set<number>();
+    for (const record of records) {
+      const shard = this.shardOf(record);
+      if (this.behind.has(shard)) shards.add(shard);
+    }
+    if (shards.size === 0) return undefined;
+    const waitMs = this.options.pacing!.waitMs;
+    return new Promise<void>((resolve, reject) => {
+      const upload: PacedUpload = {
+        shards: [...shards],
+        resolve: () => (clearTimeout(upload.timer), this.paced.delete(upload), pacedUploads.waited.inc(), resolve()),
+        timer: setTimeout(() => {
+          this.paced.delete(upload);
+          pacedUploads.refused.inc();
+          reject(new DetectionBehindError());
+        }, waitMs),
+      };
+      this.paced.add(upload);
+    });
+  }
+
+  /** Counts an append towards its shard's backlog; a shard reaching the bound makes its uploads wait. */
+  private appended(shard: number): void {
+    const entries = (this.backlog.get(shard) ?? 0) + 1;
+    this.backlog.set(shard, entries);
+    this.appendedTo.add(shard);
+    if (this.options.pacing && entries >= this.options.pacing.maxBacklog && !this.behind.has(shard)) {
+      this.behind.add(shard);
+      this.schedulePoll();
+    }
+  }
+
+  private schedulePoll(): void {
+    if (this.pollTimer || !this.running) return;
+    this.pollTimer = setTimeout(() => {
+      this.pollTimer = undefined;
+      void this.pollBacklog().finally(() => this.behind.size > 0 && this.schedulePoll());
+    }, BACKLOG_POLL_MS);
+    this.pollTimer.unref();
+  }
+
+  /** Reads the backlog of the shards that have one or were appended to since; lets through the uploads it can. */
+  private pollBacklog(): Promise<void> {
+    this.polling ??= (async () => {
+      // Shards with a backlog are read until it is gone (behind ones among them), and those appended to since.
+      const shards = [...new Set([...this.appendedTo, ...this.backlog.keys()])];
+      this.appendedTo.clear();
+      if (shards.length === 0) return;
+      let counts: number[];
+      try {
+        counts = await this.log.backlog(shards);
+      } catch (error) {
+        // Counts stay as they were (plus this gateway's appends) until the log answers again.
+        for (const shard of shards) this.appendedTo.add(shard);
+        this.logger.warn({ err: error }, 'reading the shards\' backlog failed');
+        return;
+      }
+      const bound = this.options.pacing?.maxBacklog ?? Infinity;
+      shards.forEach((shard, index) => {
+        const entries = counts[index]!;
+        if (entries > 0) this.backlog.set(shard, entries);
+        else this.backlog.delete(shard);
+        if (entries >= bound) this.behind.add(shard);
+        else this.behind.delete(shard);
+      });
+      for (const upload of this.paced) if (upload.shards.every((shard) => !this.behind.has(shard))) upload.resolve();
+    })().finally(() => (this.polling = undefined));
+    return this.polling;
   }
 
   /** Whether this member owns the building's detection now (`null`, no building: nobody else could). */
@@ -144,6 +261,7 @@ export class ClusterNode {
         if (this.waiting.has(shard)) return this.wait(shard, positions);
         try {
           await this.log.append(shard, positions);
+          this.appended(shard);
         } catch (error) {
           this.logger.warn({ err: error, shard }, 'handing positions to their owner failed; they wait here for the log to come back');
           this.wait(shard, positions);
@@ -177,6 +295,7 @@ export class ClusterNode {
       while (batches.length > 0) {
         try {
           await this.log.append(shard, batches[0]!);
+          this.appended(shard);
         } catch {
           return;
         }
@@ -206,6 +325,7 @@ export class ClusterNode {
     this.halt();
     await this.ticking;
     await this.reading;
+    await this.settle();
     for (const shard of [...this.held.keys()]) await this.drop(shard, true);
     await Promise.all(this.leaving.values());
     await this.appendWaiting();
@@ -228,6 +348,11 @@ export class ClusterNode {
   private halt(): void {
     this.running = false;
     clearTimeout(this.tickTimer);
+    clearTimeout(this.pollTimer);
+    this.pollTimer = undefined;
+    // Uploads waiting for detection go on: stopping is not their fault, and their positions are handed over as usual.
+    for (const upload of this.paced) upload.resolve();
+    this.behind.clear();
     this.wakeReader?.();
   }
 
@@ -268,6 +393,7 @@ export class ClusterNode {
         break;
       }
     }
+    await this.pollBacklog();
   }
 
   private take(shard: number, started: number): void {
@@ -304,20 +430,44 @@ export class ClusterNode {
     return leaving;
   }
 
+  /** Processes entries; they are acknowledged by `settle` once what they caused is stored. */
   private async process(shard: number, state: HeldShard, entries: readonly ShardEntry[]): Promise<void> {
-    const stored = await this.handler.process(shard, entries, () => this.held.get(shard) === state && this.holds(shard));
+    await this.handler.process(shard, entries, () => this.held.get(shard) === state && this.holds(shard));
     state.unacked.push(...entries.map((entry) => entry.id));
-    if (stored) await this.acknowledge(shard, state);
   }
 
-  /** Acknowledges what was processed and stored, while the lease is still held (a fenced owner acknowledges nothing). */
-  private async acknowledge(shard: number, state: HeldShard): Promise<void> {
-    if (state.unacked.length === 0 || this.held.get(shard) !== state || !this.holds(shard)) return;
-    const ids = state.unacked.splice(0);
-    await this.log.ack(shard, ids).catch((error) => {
+  /**
+   * Acknowledges entries processed, once what they caused is stored; runs until nothing more can be (all done,
+   * storage refusing: retried after the next read, or the lease lost). Entries processed meanwhile are taken
+   * in the next round: only those counted before `stored()` was asked are acknowledged by its answer.
+   */
+  private settle(): Promise<void> {
+    this.settling ??= (async () => {
+      for (;;) {
+        const rounds = [...this.held].filter(([, state]) => state.unacked.length > 0).map(([shard, state]) => ({ shard, state, count: state.unacked.length }));
+        if (rounds.length === 0 || !(await this.handler.stored())) return;
+        let acknowledged = 0;
+        for (const { shard, state, count } of rounds) acknowledged += await this.acknowledge(shard, state, count);
+        if (acknowledged === 0) return;
+      }
+    })()
+      .catch((error) => this.logger.error({ err: error }, 'acknowledging shard entries failed'))
+      .finally(() => (this.settling = undefined));
+    return this.settling;
+  }
+
+  /** Acknowledges the first `count` entries processed, while the lease is still held (a fenced owner acknowledges nothing). */
+  private async acknowledge(shard: number, state: HeldShard, count: number): Promise<number> {
+    if (count === 0 || this.held.get(shard) !== state || !this.holds(shard)) return 0;
+    const ids = state.unacked.splice(0, count);
+    try {
+      await this.log.ack(shard, ids);
+      return ids.length;
+    } catch (error) {
       state.unacked.unshift(...ids);
       this.logger.warn({ err: error, shard }, 'acknowledging shard entries failed; retried');
-    });
+      return 0;
+    }
   }
 
   private async readLoop(): Promise<void> {
@@ -360,9 +510,11 @@ export class ClusterNode {
             void this.drop(shard, false);
           }
         }
-        // Entries whose detections waited for the database are acknowledged once stored.
-        const waiting = [...this.held].filter(([, state]) => state.unacked.length > 0);
-        if (waiting.length > 0 && (await this.handler.stored())) for (const [shard, state] of waiting) await this.acknowledge(shard, state);
+        // Acknowledged once stored, while the next reads are detected; past a few reads' worth, storage sets the pace.
+        const settling = this.settle();
+        let unstored = 0;
+        for (const state of this.held.values()) unstored += state.unacked.length;
+        if (unstored > MAX_UNSTORED_ENTRIES) await settling;
       })();
       this.processing = work.catch((error) => this.logger.error({ err: error }, 'processing shard entries failed'));
       await this.processing;

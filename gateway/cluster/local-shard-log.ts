@@ -60,6 +60,13 @@ export class LocalShardLog implements ShardLog {
     state.pending = state.pending.filter((entry) => !done.has(entry.id));
   }
 
+  async backlog(shards: readonly number[]): Promise<number[]> {
+    return shards.map((shard) => {
+      const state = this.shards.get(shard);
+      return state ? state.waiting.length + state.pending.length : 0;
+    });
+  }
+
   async close(): Promise<void> {
     this.closed = true;
     this.wake?.();

@@ -130,12 +130,41 @@ export class RedisShardLog implements ShardLog {
     await this.commands.xtrim(key, 'MINID', '~', ids.at(-1)!);
   }
 
+  /**
+   * One pipeline: XINFO GROUPS gives the group's pending count and its lag (entries never delivered, Redis 7);
+   * where Redis tells no lag (no group yet: nobody opened the shard; Redis 6; a lag it cannot tell), XLEN
+   * stands in for both. A stream that does not exist holds nothing.
+   */
+  async backlog(shards: readonly number[]): Promise<number[]> {
+    if (shards.length === 0) return [];
+    const pipeline = this.commands.pipeline();
+    for (const shard of shards) pipeline.xinfo('GROUPS', this.key(shard)).xlen(this.key(shard));
+    const answers = (await pipeline.exec()) ?? [];
+    return shards.map((_, index) => {
+      const [groupsError, groups] = answers[2 * index] ?? [];
+      const [, length] = answers[2 * index + 1] ?? [];
+      if (groupsError) return 0;
+      const group = (groups as unknown[][]).map(fieldsOf).find((fields) => fields.get('name') === GROUP);
+      if (!group) return Number(length ?? 0);
+      const lag = group.get('lag');
+      // XLEN counts the pending entries too (and a few acknowledged ones not trimmed yet): an upper bound.
+      return typeof lag === 'number' ? Number(group.get('pending') ?? 0) + lag : Number(length ?? 0);
+    });
+  }
+
   async close(): Promise<void> {
     // A blocked read holds nothing worth waiting for; appends and acknowledgements under way are.
     this.reader.disconnect();
     await Promise.race([this.commands.quit().catch(() => undefined), new Promise((resolve) => setTimeout(resolve, 2000).unref())]);
     this.commands.disconnect();
   }
+}
+
+/** A flat [name, value, name, value...] reply as a map. */
+function fieldsOf(reply: unknown[]): Map<string, unknown> {
+  const fields = new Map<string, unknown>();
+  for (let index = 0; index + 1 < reply.length; index += 2) fields.set(String(reply[index]), reply[index + 1]);
+  return fields;
 }
 
 function decode(id: string, fields: Buffer[]): ShardEntry {

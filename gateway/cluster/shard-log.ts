@@ -27,6 +27,8 @@ export interface ShardLog {
   read(shards: readonly number[], blockMs: number): Promise<Map<number, ShardEntry[]>>;
   /** Marks entries processed (their detections stored); they are not delivered again, and memory is freed. */
   ack(shard: number, ids: readonly string[]): Promise<void>;
+  /** Entries appended and not yet acknowledged (never delivered, or delivered and pending), per shard asked, in order. */
+  backlog(shards: readonly number[]): Promise<number[]>;
   close(): Promise<void>;
 }
 

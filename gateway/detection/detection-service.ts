@@ -14,12 +14,20 @@ import { ZONE_EVENTS_CHANNEL, type ZoneEventsMessage } from './zone-events-messa
 const PRUNE_EVERY_MS = 3600_000;
 /** Zone events per bus message (a few hundred KB packed); subscribers get one frame per message and topic. */
 export const MAX_EVENTS_PER_MESSAGE = 2000;
+/**
+ * Longest stretch the detectors run before uploads and live frames get the event loop back: one read of a shard
+ * holds up to 16 uploads (1,600 positions of 100), about 40 ms of detectors at 1,000 fences, which every upload
+ * arriving meanwhile (and its live frame) waited out. Time-based, so it holds at any fence count.
+ */
+const DETECT_SLICE_MS = 2;
 
 /** Whether this gateway owns a building's detection now (its shard's lease is held); `null`: no building. */
 export type OwnsBuilding = (buildingId: number | null) => boolean;
 
 /** Where accepted positions go for detection: to the owners of their buildings (gateway/cluster). */
 export interface PositionHandOff {
+  /** Before storing: waits while the owners of these positions are too far behind, or refuses (503). */
+  admit(records: readonly PositionRecord[]): Promise<void> | undefined;
   /** `published`: the same records as packed for the bus, whose bytes the hand-off may reuse. */
   handOff(records: readonly PositionRecord[], published?: EncodedPositions): Promise<void>;
 }
@@ -71,7 +79,11 @@ export class DetectionService {
   steps(owners: PositionHandOff): DetectionSteps {
     return {
       // An alarm button pressed on the app is part of the upload: if it cannot be stored, the upload fails and is retried.
-      beforePersist: [{ name: 'raise-requested-alarms', critical: true, run: (batch) => this.raiseRequested(batch) }],
+      // Paced by detection first: an upload refused for it stores nothing, so the app's retry counts nothing twice.
+      beforePersist: [
+        { name: 'pace-to-detection', critical: true, run: (batch) => owners.admit(batch.records) },
+        { name: 'raise-requested-alarms', critical: true, run: (batch) => this.raiseRequested(batch) },
+      ],
       // Once stored, positions go to their buildings' owners, who detect on them (never rejects: see handOff).
       afterPersist: [{ name: 'hand-to-owners', run: (batch) => owners.handOff(batch.records, batch.published) }],
     };
@@ -89,19 +101,43 @@ export class DetectionService {
    * waits for the database, or when `holds()` turned false (ownership lost: nothing is emitted).
    */
   async consume(records: readonly PositionRecord[], holds: () => boolean): Promise<boolean> {
+    return (await this.detect(records, holds)) && this.stored();
+  }
+
+  /**
+   * The first half of `consume`: runs the detectors over the positions, in order, and queues what they found for
+   * storage (`stored()` then stores it); false when `holds()` turned false (nothing emitted). An owner detects its
+   * next read while the last one's detections are being stored.
+   */
+  async detect(records: readonly PositionRecord[], holds: () => boolean): Promise<boolean> {
     const runtimes: (BuildingRuntime | undefined)[] = [];
     for (const record of records) {
       const id = record.buildingId;
       runtimes.push(id === null ? undefined : (this.registry.peek(id) ?? (await this.registry.get(record.organizationId, id))));
     }
-    const found = emptyDetections();
-    const cpu = process.cpuUsage();
-    records.forEach((record, index) => this.engine.observe(record, runtimes[index], found));
+    let found = emptyDetections();
+    let cpu = process.cpuUsage();
+    let sliceStart = 0;
+    let sliceEnds = performance.now() + DETECT_SLICE_MS;
+    for (let index = 0; index < records.length; index++) {
+      this.engine.observe(records[index]!, runtimes[index], found);
+      if ((index & 15) !== 15 || index + 1 === records.length || performance.now() < sliceEnds) continue;
+      // The slice's output goes to the outbox before anything else (a sweep) can run, so each device's stays in order.
+      countCpu(cpu);
+      detectionPositions.inc(index + 1 - sliceStart);
+      if (!holds()) return false;
+      this.outbox.add(found, false, found.alarms as OutboxAlarm[]);
+      found = emptyDetections();
+      await new Promise((resolve) => setImmediate(resolve));
+      cpu = process.cpuUsage();
+      sliceStart = index + 1;
+      sliceEnds = performance.now() + DETECT_SLICE_MS;
+    }
     countCpu(cpu);
-    detectionPositions.inc(records.length);
+    detectionPositions.inc(records.length - sliceStart);
     if (!holds()) return false;
     this.outbox.add(found, false, found.alarms as OutboxAlarm[]);
-    return this.stored();
+    return true;
   }
 
   /** Stores what waits in the outbox; resolves to true once nothing does. */

@@ -27,6 +27,11 @@ export class LiveState {
     return true;
   }
 
+  /** The device's latest position held, if any. */
+  latest(organizationId: string, deviceId: string): PositionRecord | undefined {
+    return this.byOrganization.get(organizationId)?.get(deviceId);
+  }
+
   query(query: LiveQuery): PositionRecord[] {
     const devices = this.byOrganization.get(query.organizationId);
     if (!devices) return [];

@@ -97,7 +97,7 @@ export interface MetricSources {
   /** Rows waiting for the next group commit. */
   writerBacklog?: () => number;
   /** This gateway's view of the cluster (gateway/cluster). */
-  cluster?: () => { members: number; ownedBuildings: number; readyBuildings: number };
+  cluster?: () => { members: number; ownedBuildings: number; readyBuildings: number; backlog: number };
 }
 
 const sources = new Set<MetricSources>();
@@ -230,3 +230,21 @@ const clusterGauge = (name: string, help: string, read: (view: ReturnType<NonNul
 clusterGauge('cluster_members', 'Live gateways this gateway sees (itself included).', (view) => view.members);
 clusterGauge('cluster_owned_buildings', 'Buildings whose detection this gateway owns (their shard lease is held).', (view) => view.ownedBuildings);
 clusterGauge('cluster_ready_buildings', 'Owned buildings whose detector state is rebuilt and whose shard is being read.', (view) => view.readyBuildings);
+// Largest, not summed: a scrape asks whether one building's detection is behind, and gateways in one process see one log.
+new Gauge({
+  name: `${PREFIX}cluster_shard_backlog`,
+  help: 'Entries (uploads) of the shard furthest behind that this gateway appended to: appended, not yet acknowledged by its owner.',
+  registers: [registry],
+  collect() {
+    let largest = 0;
+    sum((source) => source.cluster?.(), (view) => (largest = Math.max(largest, view.backlog)));
+    this.set(largest);
+  },
+});
+const pacedUploadsCounter = new Counter({
+  name: `${PREFIX}paced_uploads_total`,
+  help: 'Uploads that waited for detection to catch up (CLUSTER_MAX_BACKLOG): let through once it did, or refused with 503 after CLUSTER_BACKLOG_WAIT_MS.',
+  labelNames: ['outcome'] as const,
+  registers: [registry],
+});
+export const pacedUploads = { waited: pacedUploadsCounter.labels('waited'), refused: pacedUploadsCounter.labels('refused') };

@@ -15,6 +15,7 @@ class AppendedLog implements ShardLog {
   async takePending() { return []; }
   async read() { return new Map(); }
   async ack() {}
+  async backlog(shards: readonly number[]) { return shards.map(() => 0); }
   async close() {}
 }
 

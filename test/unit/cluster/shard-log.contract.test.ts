@@ -96,6 +96,24 @@ describe.each(factories)('shard log contract: $name', (factory) => {
     expect(await b.takePending(9)).toEqual([]);
   });
 
+  it('counts as backlog every entry not yet acknowledged, delivered or not, from before the shard was opened too', async () => {
+    const { a, cleanup: c } = factory.pair();
+    cleanup = c;
+    expect(await a.backlog([4])).toEqual([0]);
+    await a.append(4, upload(record('b1', 1)));
+    await a.append(4, upload(record('b2', 2), record('b3', 3)));
+    expect(await a.backlog([4, 6])).toEqual([2, 0]);
+    await a.open(4);
+    await a.append(4, upload(record('b4', 4)));
+    expect(await a.backlog([4])).toEqual([3]);
+    const delivered = (await a.read([4], 500)).get(4)!;
+    expect(await a.backlog([4])).toEqual([3]);
+    await a.ack(4, delivered.slice(0, 2).map((entry) => entry.id));
+    expect(await a.backlog([4])).toEqual([1]);
+    await a.append(4, upload(record('b5', 5)));
+    expect(await a.backlog([6, 4])).toEqual([0, 2]);
+  });
+
   it('delivers an upload already packed for the bus as its records, to the member that appended it and to another', async () => {
     const { a, b, cleanup: c } = factory.pair();
     cleanup = c;

@@ -137,7 +137,31 @@ describe('DetectionService: announcing what one read of a shard found', () => {
     const records = Array.from({ length: devices }, (_, index) => at(1, 5, `d-${index}`)); // every device enters the fence
     expect(await service.consume(records, () => true)).toBe(true);
     await new Promise((resolve) => setImmediate(resolve));
+    // Detected in slices of a few ms (uploads go on between them): one message or more per slice, none past the bound.
+    expect(messages.every((message) => message.zoneEvents.length <= MAX_EVENTS_PER_MESSAGE)).toBe(true);
+    const events = messages.flatMap((message) => message.zoneEvents);
+    expect(events.map((event) => event.deviceId)).toEqual(records.map((record) => record.deviceId));
+    // What one slice (or one sweep) finds together is split at the bound.
+    messages.length = 0;
+    service.outbox.add({ zoneEvents: events, alarms: [], triggered: [] }, true, []);
+    expect(await service.stored()).toBe(true);
     expect(messages.map((message) => message.zoneEvents.length)).toEqual([MAX_EVENTS_PER_MESSAGE, 500]);
+    expect(messages.flatMap((message) => message.zoneEvents)).toEqual(events);
+  });
+
+  it('lets other work run while a large read is detected, and keeps its output in order', async () => {
+    const { service, bus, at } = world({});
+    const messages: ZoneEventsMessage[] = [];
+    await bus.subscribe(ZONE_EVENTS_CHANNEL, (payload) => void messages.push(payload as ZoneEventsMessage));
+    const records = Array.from({ length: 20_000 }, (_, index) => at(1, 5, `e-${index}`));
+    // Devices tracked as seen by other work (a timer's ticks) while the read is detected: some part-way through.
+    const seen: number[] = [];
+    let ticking = true;
+    const tick = () => (seen.push(service.trackedDevices), ticking && setImmediate(tick));
+    setImmediate(tick);
+    expect(await service.consume(records, () => true)).toBe(true);
+    ticking = false;
+    expect(seen.some((tracked) => tracked > 0 && tracked < records.length)).toBe(true);
     expect(messages.flatMap((message) => message.zoneEvents.map((event) => event.deviceId))).toEqual(records.map((record) => record.deviceId));
   });
 });

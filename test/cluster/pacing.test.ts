@@ -1,0 +1,45 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { serverRedisUrl } from '../support/test-environment.js';
+import { converged, ownerIndex, sleep, startCluster, venueWithFence, type TestCluster } from './cluster-support.js';
+
+/**
+ * Detection paces ingest: once a building's shard holds CLUSTER_MAX_BACKLOG entries its owner has not
+ * acknowledged (here: the owner crashed and its lease has not expired yet), uploads for it wait, then get 503
+ * with Retry-After, storing nothing; once a survivor has taken the building over and caught up they are accepted again.
+ */
+describe.skipIf(!serverRedisUrl)('uploads paced by their building’s detection', () => {
+  let cluster: TestCluster | undefined;
+  afterEach(async () => {
+    await cluster?.stop();
+    cluster = undefined;
+  });
+
+  it('refuses uploads with 503 and Retry-After while the shard’s owner is gone and its backlog is at the bound, and takes them again once caught up', async () => {
+    // A lease outlives the crash by a few seconds: the refusals below come before any takeover.
+    const running = (cluster = await startCluster(2, { CLUSTER_MAX_BACKLOG: '2', CLUSTER_BACKLOG_WAIT_MS: '300', CLUSTER_MEMBER_TTL_MS: '5000' }));
+    await converged(running.gateways);
+    const venue = await venueWithFence(running.admins[0]!, 'Paced venue');
+    const owner = ownerIndex(running.gateways, venue.building.id);
+    const survivor = 1 - owner;
+    await running.gateways[owner]!.gateway.services.cluster.abandon(); // as kill -9: the lease stays until it expires
+    await running.upload(survivor, venue.at('first', 1, 1));
+    await running.upload(survivor, venue.at('second', 2, 2));
+    const refused = await running.admins[survivor]!.post('/api/v1/realtime/positions', { poses: [venue.at('refused', 3, 3)] });
+    expect(refused.status, refused.text).toBe(503);
+    expect(refused.body).toMatchObject({ status: 503, code: 'unavailable' });
+    expect(Number(refused.headers.get('retry-after'))).toBeGreaterThan(0);
+    const storage = running.gateways[survivor]!.gateway.services.storage;
+    expect(await storage.execute(`select device_id from positions where device_id = 'refused'`)).toEqual([]);
+
+    // The survivor takes the building over, detects the two waiting uploads and acknowledges them: the app's retry goes through.
+    const deadline = Date.now() + 30_000;
+    let retried = refused;
+    while (retried.status === 503 && Date.now() < deadline) {
+      await sleep(500);
+      retried = await running.admins[survivor]!.post('/api/v1/realtime/positions', { poses: [venue.at('refused', 3, 3)] });
+    }
+    expect(retried.status, retried.text).toBe(204);
+    expect(running.gateways[survivor]!.gateway.services.cluster.ownsBuilding(venue.building.id)).toBe(true);
+    expect(await storage.execute(`select device_id from positions where device_id = 'refused'`)).toHaveLength(1);
+  });
+});

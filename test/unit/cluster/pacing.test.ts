@@ -1,0 +1,99 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { ClusterNode, type ShardHandler } from '../../../gateway/cluster/cluster-node.js';
+import { LocalCoordination } from '../../../gateway/cluster/coordination.js';
+import { LocalShardLog } from '../../../gateway/cluster/local-shard-log.js';
+import { shardOfBuilding } from '../../../gateway/cluster/rendezvous.js';
+import { DetectionBehindError, errorHeaders, toErrorBody } from '../../../shared/errors.js';
+import { createLogger } from '../../../shared/logger.js';
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+const SHARDS = 4;
+const record = (buildingId: number, deviceId = 'd') => ({ organizationId: 'org', deviceId, userId: null, buildingId, floorId: 1, indoor: true, x: 1, y: 1, lat: 0, lng: 0, yaw: 0, accuracy: null, timestamp: 1, receivedAt: 1 });
+/** Two buildings of different shards. */
+const slow = 1;
+const other = [2, 3, 4, 5, 6, 7, 8].find((building) => shardOfBuilding(building, SHARDS) !== shardOfBuilding(slow, SHARDS))!;
+
+/** An owner whose detection of the slow building's shard holds until `release()`. */
+function gatedHandler() {
+  let open!: () => void;
+  const gate = new Promise<void>((resolve) => (open = resolve));
+  const handler: ShardHandler = {
+    gain: async () => undefined,
+    lose: () => undefined,
+    process: async (shard) => {
+      if (shard === shardOfBuilding(slow, SHARDS)) await gate;
+      return true;
+    },
+    stored: async () => true,
+    buildingsIn: () => 0,
+  };
+  return { handler, release: () => open() };
+}
+
+/** Whether a promise is still pending after `ms`. */
+async function pendingAfter(promise: Promise<unknown>, ms: number): Promise<boolean> {
+  let settled = false;
+  promise.then(() => (settled = true), () => (settled = true));
+  await sleep(ms);
+  return !settled;
+}
+
+describe('ClusterNode: uploads paced by their shard’s backlog', () => {
+  let node: ClusterNode | undefined;
+  let release: (() => void) | undefined;
+  afterEach(async () => {
+    release?.();
+    await node?.stop();
+    node = undefined;
+  });
+
+  async function started(pacing: { maxBacklog: number; waitMs: number }) {
+    const gated = gatedHandler();
+    release = gated.release;
+    node = new ClusterNode(new LocalCoordination('only'), new LocalShardLog(), gated.handler, { shards: SHARDS, heartbeatMs: 50, ttlMs: 500, pacing }, createLogger('silent'));
+    await node.start();
+    for (let attempt = 0; attempt < 100 && node.readyShards.length < SHARDS; attempt++) await sleep(10);
+    return node;
+  }
+
+  it('lets uploads through at once while the backlog is under the bound, without a round trip', async () => {
+    const cluster = await started({ maxBacklog: 3, waitMs: 5000 });
+    await cluster.handOff([record(slow)]);
+    await cluster.handOff([record(slow)]);
+    expect(cluster.backlogOf(shardOfBuilding(slow, SHARDS))).toBe(2);
+    expect(cluster.admit([record(slow)])).toBeUndefined();
+  });
+
+  it('holds uploads to a shard at its bound until the owner catches up; other shards’ uploads go on', async () => {
+    const cluster = await started({ maxBacklog: 3, waitMs: 10_000 });
+    for (let upload = 0; upload < 3; upload++) await cluster.handOff([record(slow, `d${upload}`)]);
+    expect(cluster.view().backlog).toBe(3);
+    const waiting = cluster.admit([record(other), record(slow)]);
+    expect(waiting).toBeInstanceOf(Promise);
+    expect(cluster.admit([record(other)])).toBeUndefined();
+    expect(await pendingAfter(waiting!, 300)).toBe(true);
+    release!(); // the owner processes and acknowledges the three entries
+    await waiting;
+    expect(cluster.backlogOf(shardOfBuilding(slow, SHARDS))).toBe(0);
+    expect(cluster.admit([record(slow)])).toBeUndefined();
+  });
+
+  it('refuses an upload with 503 and Retry-After when its shard stays at the bound through the wait', async () => {
+    const cluster = await started({ maxBacklog: 2, waitMs: 200 });
+    await cluster.handOff([record(slow, 'a')]);
+    await cluster.handOff([record(slow, 'b')]);
+    const refused = await cluster.admit([record(slow, 'c')])!.then(() => undefined, (error: unknown) => error);
+    expect(refused).toBeInstanceOf(DetectionBehindError);
+    expect(toErrorBody(refused)).toMatchObject({ status: 503, code: 'unavailable' });
+    expect(Number(errorHeaders(refused)['retry-after'])).toBeGreaterThan(0);
+  });
+
+  it('never paces without a bound', async () => {
+    const gated = gatedHandler();
+    release = gated.release;
+    node = new ClusterNode(new LocalCoordination('only'), new LocalShardLog(), gated.handler, { shards: SHARDS, heartbeatMs: 50, ttlMs: 500 }, createLogger('silent'));
+    await node.start();
+    for (let upload = 0; upload < 20; upload++) await node.handOff([record(slow)]);
+    expect(node.admit([record(slow)])).toBeUndefined();
+  });
+});
