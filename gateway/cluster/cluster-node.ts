@@ -25,7 +25,7 @@ export interface ShardHandler {
   buildingsIn(shard: number): number;
 }
 
-/** Positions held in memory at most while the shard log refuses them (about 200 bytes each). */
+/** Positions held in memory at most while the shard log refuses them (about 200 bytes each as records, plus about 100 once packed for the log). */
 const MAX_WAITING_RECORDS = 500_000;
 
 /**
