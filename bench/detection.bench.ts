@@ -33,6 +33,22 @@ interface Layout {
   walk?: { width: number; length: number };
 }
 
+/** A one-floor building runtime with `geofences`, its detection attached, as the registry would hold it. */
+function runtimeOf(building: Building, geofences: Geofence[]): BuildingRuntime {
+  const runtime: BuildingRuntime = {
+    id: 1,
+    organizationId: randomUUID(),
+    building,
+    transform: createBuildingTransform({ location: { lat: building.locationLat, lng: building.locationLng }, dimensions: { width: building.width, length: building.length }, rotation: building.rotation }),
+    floors: new Map([[FLOOR_ID, { level: 0, levelHeight: 0 }]]),
+    geofences,
+    events: [],
+    loadedAt: Date.now(),
+  };
+  attachDetection(runtime);
+  return runtime;
+}
+
 /**
  * A building runtime built the way the registry builds one (the entity rows, then the detection extension),
  * but from rows made here, so 10,000 geofences need no API calls. Fences are squares at 80% of a square-ish
@@ -75,18 +91,7 @@ function runtimeFor(layout: Layout): BuildingRuntime {
     deadmanRadiusM: 2,
     deadmanSilenceS: 120,
   } as unknown as Building;
-  const runtime: BuildingRuntime = {
-    id: 1,
-    organizationId: randomUUID(),
-    building,
-    transform: createBuildingTransform({ location: { lat: building.locationLat, lng: building.locationLng }, dimensions: { width: layout.width, length: layout.length }, rotation: 0.7 }),
-    floors: new Map([[FLOOR_ID, { level: 0, levelHeight: 0 }]]),
-    geofences,
-    events: [],
-    loadedAt: Date.now(),
-  };
-  attachDetection(runtime);
-  return runtime;
+  return runtimeOf(building, geofences);
 }
 
 /** Devices walking 3 m circles (0.3 m per position) around centres spread over the floor, as the load generator does. */
@@ -185,18 +190,7 @@ function issue15Runtime(fences: number): BuildingRuntime {
     deleted: false,
   })) as unknown as Geofence[];
   const building = { id: 1, name: `${fences} fences`, locationLat: 40.4168, locationLng: -3.7038, width: 200, length: 200, rotation: 0, deadmanAfterS: null, deadmanRadiusM: null, deadmanSilenceS: null } as unknown as Building;
-  const runtime: BuildingRuntime = {
-    id: 1,
-    organizationId: randomUUID(),
-    building,
-    transform: createBuildingTransform({ location: { lat: building.locationLat, lng: building.locationLng }, dimensions: { width: 200, length: 200 }, rotation: 0 }),
-    floors: new Map([[FLOOR_ID, { level: 0, levelHeight: 0 }]]),
-    geofences,
-    events: [],
-    loadedAt: Date.now(),
-  };
-  attachDetection(runtime);
-  return runtime;
+  return runtimeOf(building, geofences);
 }
 
 interface Issue15Run {

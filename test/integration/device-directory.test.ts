@@ -1,29 +1,20 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DeviceDirectory } from '../../gateway/realtime/device-directory.js';
-import { OrganizationSchema } from '../../shared/storage/entities/index.js';
-import { openStorage, type Storage } from '../../shared/storage/index.js';
-import { createTestEnvironment, driverLabel, type TestEnvironment } from '../support/test-environment.js';
+import type { Storage } from '../../shared/storage/index.js';
+import { driverLabel, openOrganizationStorage } from '../support/test-environment.js';
 
 /** The directory needs a bus only for change announcements; these tests make none. */
 const silentBus = { subscribe: async () => undefined, onResync: () => undefined, publish: async () => undefined };
 
 describe(`device directory on the database (${driverLabel})`, () => {
-  let environment: TestEnvironment;
   let storage: Storage;
   let organizationId: string;
+  let close: (() => Promise<void>) | undefined;
 
   beforeAll(async () => {
-    environment = await createTestEnvironment();
-    storage = await openStorage(environment.config);
-    organizationId = crypto.randomUUID();
-    const em = storage.em();
-    em.create(OrganizationSchema, { id: organizationId, name: 'o', createdAt: new Date(), updatedAt: new Date() });
-    await em.flush();
+    ({ storage, organizationId, close } = await openOrganizationStorage());
   });
-  afterAll(async () => {
-    await storage?.close();
-    await environment?.cleanup();
-  });
+  afterAll(async () => close?.());
 
   it('registers a new device once when two gateways get its first uploads at the same time', async () => {
     const gateways = [new DeviceDirectory(storage, silentBus as never), new DeviceDirectory(storage, silentBus as never)];

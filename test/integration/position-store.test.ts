@@ -1,34 +1,25 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { openStorage, type Storage } from '../../shared/storage/index.js';
-import { OrganizationSchema } from '../../shared/storage/entities/index.js';
+import type { Storage } from '../../shared/storage/index.js';
 import { PositionStore } from '../../shared/positions/position-store.js';
 import type { PositionRecord } from '../../shared/positions/position-record.js';
 import type { ZoneEventRecord } from '../../shared/detection/zone-event.js';
-import { createTestEnvironment, driverLabel, type TestEnvironment } from '../support/test-environment.js';
+import { driverLabel, openOrganizationStorage } from '../support/test-environment.js';
 
 const DAY = 24 * 3600 * 1000;
 
 describe(`positions table: partitions and retention (${driverLabel})`, () => {
-  let environment: TestEnvironment;
   let storage: Storage;
   let organizationId: string;
+  let close: (() => Promise<void>) | undefined;
   const at = (timestamp: number, deviceId = 'd'): PositionRecord => ({
     organizationId, deviceId, userId: null, buildingId: null, floorId: null, indoor: false, x: null, y: null,
     lat: 1, lng: 1, yaw: 0, accuracy: null, timestamp, receivedAt: timestamp,
   });
 
   beforeAll(async () => {
-    environment = await createTestEnvironment();
-    storage = await openStorage(environment.config);
-    organizationId = crypto.randomUUID();
-    const em = storage.em();
-    em.create(OrganizationSchema, { id: organizationId, name: 'o', createdAt: new Date(), updatedAt: new Date() });
-    await em.flush();
+    ({ storage, organizationId, close } = await openOrganizationStorage());
   });
-  afterAll(async () => {
-    await storage?.close();
-    await environment?.cleanup();
-  });
+  afterAll(async () => close?.());
 
   it('creates one partition per day on demand and keeps text with quotes and commas intact', async () => {
     const store = new PositionStore(storage);

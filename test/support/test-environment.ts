@@ -5,6 +5,8 @@ import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import pg from 'pg';
 import { loadConfig, type Config } from '../../shared/config.js';
+import { OrganizationSchema } from '../../shared/storage/entities/index.js';
+import { openStorage, type Storage } from '../../shared/storage/index.js';
 
 /**
  * Which drivers this test run uses: the same suite runs embedded (nothing set) and against real servers
@@ -93,6 +95,24 @@ export async function createTestEnvironment(overrides: Record<string, string> = 
     env,
     cleanup: async () => {
       for (const cleanup of cleanups.reverse()) await cleanup().catch(() => undefined);
+    },
+  };
+}
+
+/** Storage on a fresh test environment with one organization in it: for tests of the storage-backed modules alone. */
+export async function openOrganizationStorage(): Promise<{ storage: Storage; organizationId: string; close(): Promise<void> }> {
+  const environment = await createTestEnvironment();
+  const storage = await openStorage(environment.config);
+  const organizationId = crypto.randomUUID();
+  const em = storage.em();
+  em.create(OrganizationSchema, { id: organizationId, name: 'o', createdAt: new Date(), updatedAt: new Date() });
+  await em.flush();
+  return {
+    storage,
+    organizationId,
+    close: async () => {
+      await storage.close();
+      await environment.cleanup();
     },
   };
 }
