@@ -70,7 +70,7 @@ try {
     const db = await DatabaseCpu.sample(storage);
     const before = process.cpuUsage();
     const started = performance.now();
-    await geofenceStays.rebuild((query) => storage.execute(query.text, query.params) as never, units);
+    await storage.em().transactional(async (em) => geofenceStays.rebuild(async (query) => (await em.execute(query.text, query.params as unknown[])) as never, units));
     const cpu = process.cpuUsage(before);
     const run = { db: ((await db.seconds()) * 1e6) / rows, process: ((cpu.user + cpu.system) / rows), wall: ((performance.now() - started) * 1000) / rows };
     console.log(`pass ${r + 1}: DB ${run.db.toFixed(1)} µs, process ${run.process.toFixed(1)} µs, wall ${run.wall.toFixed(1)} µs per position`);
