@@ -9,8 +9,11 @@ import { DatabaseCpu } from './materializer-load.js';
 /**
  * The stays rebuild alone on dense device-hours (STAYS_DEVICES devices x 3,600 positions at 1 Hz, random walks
  * of ±1 m per step on a 200 m floor with STAYS_FENCES rotated rectangles, as bench/geofencing.bench.ts): CPU µs
- * per position of the database backends (from /proc) and of this process, best of STAYS_REPEATS passes. Writes
- * the kept segments to STAYS_DUMP (when set) so two builds' can be compared; STAYS_PROFILE writes a CPU profile.
+ * per position of the database backends (from /proc) and of this process, best of STAYS_REPEATS passes, each in
+ * one transaction as the materializer runs it. Writes the kept segments (fence names, times from the hour) to
+ * STAYS_DUMP so two builds' can be compared with cmp; STAYS_PROFILE writes a CPU profile of the last pass;
+ * STAYS_EXPLAIN (a regular expression) prints EXPLAIN ANALYZE of the statements it matches, in one more pass.
+ * Run: `DATABASE_URL=... npx tsx bench/stays-rebuild.ts` (a scratch database, dropped at the end).
  */
 const DEVICES = Number(process.env.STAYS_DEVICES ?? 20);
 const FENCES = Number(process.env.STAYS_FENCES ?? 1000);
