@@ -243,6 +243,51 @@ export class FenceGrid {
   }
 
   /**
+   * The signed entries of the cell of position `p` (an int[], for rows `candidate` kept), as in the layers, from
+   * one array of every cell's entries and one of where each cell's start: a position costs two lookups and a
+   * slice, not a lookup per layer (see `relation` for the test of a crossing shape).
+   */
+  get entries(): Sql {
+    return this.perFloor((floor) => {
+      const { x0, y0, y1, cells } = floor;
+      const height = y1 - y0 + 1;
+      const starts: number[] = [];
+      const entries: number[] = [];
+      cells[0]!.forEach((column, x) =>
+        column.forEach((_, y) => {
+          starts.push(entries.length + 1);
+          for (const layer of cells) if (layer[x]![y] !== 0) entries.push(layer[x]![y]!);
+        }),
+      );
+      starts.push(entries.length + 1);
+      const index = `((p.x * ${1 / this.cell})::int - ${x0}) * ${height} + (p.y * ${1 / this.cell})::int - ${y0} + 1`;
+      const start = sqlOf(`(?::int[])[${index}]`, pgArray(starts));
+      const end = sqlOf(`(?::int[])[${index} + 1] - 1`, pgArray(starts));
+      return joinSql([sqlOf('(?::int[])[', pgArray(entries)), start, ':', end, ']']);
+    });
+  }
+
+  /**
+   * The shapes as a relation `f(n, kind, polygon, x, y, radius, path)`, `n` numbering them as `shapes` does, and
+   * `inShape`, the test of `exact` against its row `f`: joined by shape number, a test finds its geometry by a
+   * hash lookup (an array subscript walks a polygon[] from its start, as long as the floor's polygons).
+   */
+  get relation(): Sql {
+    const of = (pick: (shape: FenceShape) => string | number | null) => pgArray(this.shapes.map(pick));
+    return sqlOf(
+      'unnest(?::text[], ?::polygon[], ?::float8[], ?::float8[], ?::float8[], ?::path[]) with ordinality as f(kind, polygon, x, y, radius, path, n)',
+      of((shape) => shape.kind),
+      of((shape) => (shape.kind === 'polygon' ? shape.literal : null)),
+      of((shape) => (shape.kind === 'disc' ? shape.points[0]![0] : null)),
+      of((shape) => (shape.kind === 'disc' ? shape.points[0]![1] : null)),
+      of((shape) => shape.radius),
+      of((shape) => (shape.kind === 'path' ? shape.literal : null)),
+    );
+  }
+
+  static readonly inShape = "case f.kind when 'polygon' then f.polygon @> point(p.x, p.y) when 'disc' then point(f.x, f.y) <-> point(p.x, p.y) <= f.radius else point(p.x, p.y) <-> f.path <= f.radius end";
+
+  /**
    * The shape number position `p` is in on layer `layer`, or 0 (for rows the WHERE clause kept). A cell wholly
    * inside costs one lookup (`greatest` keeps its positive number and `coalesce` stops there), and so does an
    * empty layer above the first (which every kept row fills).

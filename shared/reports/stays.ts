@@ -1,6 +1,6 @@
 import { pgArray } from '../storage/pg-array.js';
 import { FenceGrid, shapesOf, type FenceRow, type FenceShape } from './fence-grid.js';
-import { HOUR_MS, pendingDeviceHours, utcHour, watermark, type DeviceHour, type Materialization } from './materializer.js';
+import { HOUR_MS, pendingDeviceHours, watermark, type DeviceHour, type Materialization } from './materializer.js';
 import { joinSql, sqlOf, type Execute, type Sql } from './report-sql.js';
 import { addWindow, pushTo, SessionWindows, type Position, type Run, type Window, type WindowRow } from './session-windows.js';
 
@@ -14,46 +14,33 @@ import { addWindow, pushTo, SessionWindows, type Position, type Run, type Window
  */
 export const STAYS_THRESHOLD_S = 15;
 
-const INSERT_BATCH = 5000;
 
 /** Runs per `device \0 fence id`. */
 export type FenceRuns = Map<string, Run[]>;
 
 /**
- * Runs of positions in the grid's shapes, from `source` (positions aliased `p`, or a subquery of them) under
- * `where`, which must select the same positions when re-read from `positions p`. `keyOf` names a run's key
- * from the row (device, user, building...), the shape and the position's time (µs after the origin).
+ * Runs of each device in each geofence (keyed `device \0 fence id`), from positions: the raw path. `source`
+ * (positions aliased `p`, or a subquery of them) under `where`, which must select the same positions when
+ * re-read from `positions p`.
  */
-async function shapeRuns(
-  execute: Execute,
-  grid: FenceGrid,
-  timing: SessionWindows,
-  source: Sql,
-  where: Sql,
-  extra: { select: string; group: string },
-  keyOf: (row: Record<string, any>, shape: FenceShape, t: number) => string,
-): Promise<FenceRuns> {
+export async function fenceRuns(execute: Execute, grid: FenceGrid, timing: SessionWindows, source: Sql, where: Sql): Promise<FenceRuns> {
   const layers = Array.from({ length: grid.layers }, (_, layer) => layer);
   const hits = joinSql(layers.map((layer) => joinSql([grid.hit(layer), ` as k${layer}`])), ', ');
   const shapesOfRow = (row: Record<string, unknown>) => layers.map((layer) => Number(row[`k${layer}`])).filter((n) => n !== 0).map((n) => grid.shapes[n - 1]!);
+  const inGrid = joinSql([where, ' and ', positionsInGrid(grid)]);
   const rows = await execute<WindowRow>(
-    joinSql(['select p.device_id, p.user_id::text as user_id, ', extra.select, hits, ', ', timing.aggregates, ' from ', source, ' where ', where, ` group by p.device_id, p.user_id, ${extra.group}${layers.map((layer) => `k${layer}`).join(', ')}, `, timing.window]),
+    joinSql(['select p.device_id, p.user_id::text as user_id, ', hits, ', ', timing.aggregates, ' from ', source, ' where ', inGrid, ` group by p.device_id, p.user_id, ${layers.map((layer) => `k${layer}`).join(', ')}, `, timing.window]),
   );
   const windows = new Map<string, Window>();
-  for (const row of rows) for (const shape of shapesOfRow(row)) addWindow(windows, timing, keyOf(row, shape, Number(row.first_us)), row);
+  for (const row of rows) for (const shape of shapesOfRow(row)) addWindow(windows, timing, `${row.device_id}\u0000${shape.fenceId}`, row);
   return timing.sessions(windows.values(), async (wanted) => {
     const exact = new Map<string, Position[]>();
-    for (const row of await execute<Record<string, any>>(timing.reread(joinSql([`p.device_id, p.user_id::text as user_id, ${extra.select}`, hits]), where, wanted))) {
+    for (const row of await execute<Record<string, any>>(timing.reread(joinSql(['p.device_id, p.user_id::text as user_id, ', hits]), inGrid, wanted))) {
       const t = Number(row.t);
-      for (const shape of shapesOfRow(row)) pushTo(exact, `${keyOf(row, shape, t)}\u0000${Math.floor(t / timing.windowUs)}`, { t, user: row.user_id });
+      for (const shape of shapesOfRow(row)) pushTo(exact, `${row.device_id}\u0000${shape.fenceId}\u0000${Math.floor(t / timing.windowUs)}`, { t, user: row.user_id });
     }
     return exact;
   });
-}
-
-/** Runs of each device in each geofence (keyed `device \0 fence id`), from positions: the raw path. */
-export function fenceRuns(execute: Execute, grid: FenceGrid, timing: SessionWindows, source: Sql, where: Sql): Promise<FenceRuns> {
-  return shapeRuns(execute, grid, timing, source, joinSql([where, ' and ', positionsInGrid(grid)]), { select: '', group: '' }, (row, shape) => `${row.device_id}\u0000${shape.fenceId}`);
 }
 
 /** Positions on the grid's floors and in a cell of some geofence (which also rules out a null x or y). */
@@ -65,7 +52,11 @@ function positionsInGrid(grid: FenceGrid): Sql {
 /**
  * Rebuilds the stay segments of device-hours: deletes what was kept for them and stores the runs their
  * positions make in every geofence of the organization (deleted ones too: a report can still name them),
- * against each geofence's current geometry version.
+ * against each geofence's current geometry version. One statement per organization finds each position's
+ * shapes (the grid's layers, a lateral row each), splits the positions of each device-hour, user, building and
+ * shape into runs by time (a gap over STAYS_THRESHOLD_S starts one) and inserts them: no position is sent to
+ * this process or read twice (fenceRuns' windows and re-reads, sent here and inserted back, cost several times
+ * the CPU per position, in this process and in the database).
  */
 async function rebuild(execute: Execute, units: readonly DeviceHour[]): Promise<void> {
   const byOrganization = new Map<string, DeviceHour[]>();
@@ -85,49 +76,52 @@ async function rebuild(execute: Execute, units: readonly DeviceHour[]): Promise<
     const { shapes } = shapesOf(fences);
     if (shapes.length === 0) continue;
     const grid = FenceGrid.for(shapes);
-    const first = Math.min(...list.map((unit) => unit.hour.getTime()));
-    const last = Math.max(...list.map((unit) => unit.hour.getTime()));
-    const origin = new Date(first).toISOString();
-    const timing = new SessionWindows(STAYS_THRESHOLD_S, origin, (last + HOUR_MS - first) * 1000);
-    const source = sqlOf(
-      "unnest(?::text[], ?::timestamptz[]) as u(device_id, hour) join positions p on p.organization_id = ? and p.device_id = u.device_id and p.ts >= u.hour and p.ts < u.hour + interval '1 hour'",
-      devices,
-      hours,
-      organizationId,
-    );
-    // Re-read windows may reach into a neighbouring hour: keyed by hour, its positions land where no run is asked for.
-    const where = joinSql([sqlOf('p.organization_id = ? and ', organizationId), positionsInGrid(grid)]);
-    const segments = new Map<string, { device: string; hour: number; user: string | null; building: number | null; shape: FenceShape }>();
-    const runs = await shapeRuns(execute, grid, timing, source, where, { select: 'p.building_id, ', group: `p.building_id, ${utcHour('p.ts')}, ` }, (row, shape, t) => {
-      const hour = first + Math.floor(t / 1000 / HOUR_MS) * HOUR_MS;
-      const key = `${row.device_id}\u0000${hour}\u0000${row.user_id ?? ''}\u0000${row.building_id ?? ''}\u0000${shape.fenceId}`;
-      if (!segments.has(key)) segments.set(key, { device: row.device_id, hour, user: row.user_id ?? null, building: row.building_id ?? null, shape });
-      return key;
-    });
-    const rows = [...runs].flatMap(([key, list]) => list.map((run) => ({ ...segments.get(key)!, run })));
-    for (let i = 0; i < rows.length; i += INSERT_BATCH) {
-      const batch = rows.slice(i, i + INSERT_BATCH);
-      await execute(
+    // Device-hours by number (`unit`), which sorts faster than device ids and hours. Shapes join on xid equality,
+    // which hashes but cannot merge: the planner chose a merge join, sorting every entry to join 1,000 shapes.
+    const run = 'partition by h.unit, h.user_id, h.building_id, h.shape order by h.ts';
+    await execute(
+      joinSql([
         sqlOf(
           `insert into geofence_stays (organization_id, device_id, hour, fence_id, geometry_version, user_id, building_id, first_ts, last_ts, positions)
-           select ?::uuid, s.device_id, s.hour, s.fence_id, s.version, s.user_id, s.building_id,
-                  ?::timestamptz + s.first_us * interval '1 microsecond', ?::timestamptz + s.last_us * interval '1 microsecond', s.n
-           from unnest(?::text[], ?::timestamptz[], ?::uuid[], ?::int[], ?::uuid[], ?::int[], ?::int8[], ?::int8[], ?::int[]) as s(device_id, hour, fence_id, version, user_id, building_id, first_us, last_us, n)`,
+           select ?::uuid, (?::text[])[h.unit], (?::timestamptz[])[h.unit], (?::uuid[])[h.shape], (?::int[])[h.shape], h.user_id, h.building_id, min(h.ts), max(h.ts), count(*)::int
+           from (
+             select h.*, sum(h.starts) over (${run} rows unbounded preceding) as run
+             from (
+               select h.*, case when h.ts - lag(h.ts) over (${run}) <= make_interval(secs => ?) then 0 else 1 end as starts
+               from (
+                 select p.unit, p.user_id, p.building_id, p.ts, abs(p.entry) as shape
+                 from (
+                   select u.unit, p.user_id, p.building_id, p.ts, p.floor_id, p.x, p.y, unnest(`,
           organizationId,
-          origin,
-          origin,
-          pgArray(batch.map((r) => r.device)),
-          pgArray(batch.map((r) => new Date(r.hour).toISOString())),
-          pgArray(batch.map((r) => r.shape.fenceId)),
-          pgArray(batch.map((r) => r.shape.version)),
-          pgArray(batch.map((r) => r.user)),
-          pgArray(batch.map((r) => r.building)),
-          pgArray(batch.map((r) => r.run.first)),
-          pgArray(batch.map((r) => r.run.last)),
-          pgArray(batch.map((r) => r.run.n)),
+          devices,
+          hours,
+          pgArray(grid.shapes.map((shape) => shape.fenceId)),
+          pgArray(grid.shapes.map((shape) => shape.version)),
+          STAYS_THRESHOLD_S,
         ),
-      );
-    }
+        grid.entries,
+        sqlOf(
+          `) as entry
+                   from unnest(?::text[], ?::timestamptz[]) with ordinality as u(device_id, hour, unit)
+                   join positions p on p.organization_id = ? and p.device_id = u.device_id and p.ts >= u.hour and p.ts < u.hour + interval '1 hour'
+                   where `,
+          devices,
+          hours,
+          organizationId,
+        ),
+        positionsInGrid(grid),
+        `
+                 ) p
+                 join `,
+        grid.relation,
+        ` on f.n::int::text::xid = abs(p.entry)::text::xid
+                 where p.entry > 0 or ${FenceGrid.inShape}
+               ) h
+             ) h
+           ) h
+           group by h.unit, h.user_id, h.building_id, h.shape, h.run`,
+      ]),
+    );
   }
 }
 

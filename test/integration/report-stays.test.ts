@@ -156,6 +156,29 @@ describe(`geofence reports from kept stays (${driverLabel}, jobs on ${serverRedi
     await admin.delete(`/api/v1/geofences/${changing.id}`);
   });
 
+  it('every kind of shape, overlapping, walked across their edges in small steps: kept stays give the raw rows', async () => {
+    // A polygon, a line and a point with capture radii, a circle, overlapping: cells crossing several shapes, each tested exactly.
+    const shapes = [
+      await fence('Triangle', { type: 'POLYGON', cartesians: [[100, 95], [116, 101], [101, 109], [100, 95]] }),
+      await fence('Corridor', { type: 'LINE', cartesians: [[98, 100], [130, 103], [140, 96]], radius: 1.5 }),
+      await fence('Spot', { type: 'POINT', cartesians: [[112, 101]], radius: 2 }),
+      await fence('Disc', { type: 'CIRCLE', cartesians: [[125, 100]], radius: 4.5 }),
+    ];
+    await storage.execute('update geofences set geometry_since = ? where id = any(?::uuid[])', [new Date(T0 - 86_400_000).toISOString(), `{${shapes.map((f) => f.id).join(',')}}`]);
+    const start = s(5 * 3600); // 15:00Z
+    // 0.04 m a second eastwards, wobbling north and south across the edges; a 20 s gap and a 15 s one.
+    const walk = Array.from({ length: 1200 }, (_, i) => [start + 60_000 + i * 1000, 96 + i * 0.04, 100 + 3.3 * Math.sin(i / 9)] as [number, number, number]);
+    await upload(track('walker', walk.filter((_, i) => (i < 400 || i >= 420) && (i < 800 || i >= 814))));
+    expect(await materialize()).toBeGreaterThan(0); // the walker's device-hour, received after the last pass, is pending until one
+    expect(Number((await storage.execute<{ n: string }>("select count(*)::int8 as n from geofence_stays where device_id = 'walker'"))[0]!.n)).toBeGreaterThan(10);
+    const query = `${window(start, start + 3600_000)}&device_ids=walker`;
+    const rows = await bothWays('geofencing_sessions_matches', query);
+    expect(new Set(rows.map((r: any) => r.geofence_name))).toEqual(new Set(['Triangle', 'Corridor', 'Spot', 'Disc']));
+    expect((await bothWays('geofencing_sessions_matches', `${query}&session_threshold=30`)).length).toBeLessThan(rows.length);
+    await bothWays('geofencing_stay_time', `${query}&group=hour`);
+    for (const shape of shapes) await admin.delete(`/api/v1/geofences/${shape.id}`);
+  });
+
   it('across the daylight-saving changes of Europe/Madrid (last Sundays of March and October)', async () => {
     for (const [change, first, last] of [
       [Date.UTC(2026, 2, 29, 1), '2026-03-29 01:30:00', '2026-03-29 03:30:00'],
