@@ -79,10 +79,11 @@ export class DetectionService {
   steps(owners: PositionHandOff): DetectionSteps {
     return {
       // An alarm button pressed on the app is part of the upload: if it cannot be stored, the upload fails and is retried.
-      // Paced by detection first: an upload refused for it stores nothing, so the app's retry counts nothing twice.
+      // Then paced by detection: an upload refused for it stores no position. A DANGER or assistance request never
+      // waits behind detection: it is raised first, and the app's retry raises nothing twice (keyed by the pose).
       beforePersist: [
-        { name: 'pace-to-detection', critical: true, run: (batch) => owners.admit(batch.records) },
         { name: 'raise-requested-alarms', critical: true, run: (batch) => this.raiseRequested(batch) },
+        { name: 'pace-to-detection', critical: true, run: (batch) => owners.admit(batch.records) },
       ],
       // Once stored, positions go to their buildings' owners, who detect on them (never rejects: see handOff).
       afterPersist: [{ name: 'hand-to-owners', run: (batch) => owners.handOff(batch.records, batch.published) }],

@@ -30,6 +30,11 @@ describe.skipIf(!serverRedisUrl)('uploads paced by their building’s detection'
     expect(Number(refused.headers.get('retry-after'))).toBeGreaterThan(0);
     const storage = running.gateways[survivor]!.gateway.services.storage;
     expect(await storage.execute(`select device_id from positions where device_id = 'refused'`)).toEqual([]);
+    // A DANGER button pressed meanwhile is raised at once, even though its upload is refused for pacing (its retry
+    // raises nothing twice: alarms asked for by a pose are keyed by it).
+    const sos = await running.admins[survivor]!.post('/api/v1/realtime/positions', { poses: [{ ...venue.at('sos', 4, 4), danger: true }] });
+    expect(sos.status, sos.text).toBe(503);
+    expect(await storage.execute(`select occurrences from alarms where device_id = 'sos' and type = 'DANGER'`)).toEqual([{ occurrences: 1 }]);
 
     // The survivor takes the building over, detects the two waiting uploads and acknowledges them: the app's retry goes through.
     const deadline = Date.now() + 30_000;
