@@ -136,11 +136,6 @@ export class ClusterNode {
     return { members: this.members.length, ownedBuildings: count(this.heldShards), readyBuildings: count(this.readyShards), backlog };
   }
 
-  /** Entries of a shard appended and not yet acknowledged by its owner, as this gateway last knew it. */
-  backlogOf(shard: number): number {
-    return this.backlog.get(shard) ?? 0;
-  }
-
   /**
    * Paces uploads to detection, before they are stored: while a shard's backlog is at the bound, an upload with
    * positions in it waits for the owner to catch up, and fails with DetectionBehindError (503, Retry-After) if
