@@ -65,8 +65,9 @@ export function positionsToColumns(message: PositionsMessage): Columns {
 const orNull = (value: number): number | null => (Number.isNaN(value) ? null : value);
 
 /**
- * msgpackr's extensions are global to the process: the WebSocket codec would hand a client's frame holding this
- * extension type here too, so anything but well-formed columns is refused (the frame then gets its 4xx).
+ * msgpackr's extensions are registered for the whole process, so anything but well-formed columns is refused
+ * rather than trusted. (The WebSocket codec's plain Packr refuses a client's frame of this type before reaching
+ * here; the WebSocket fuzz sends such frames.)
  */
 export function positionsFromColumns(columns: Columns): PositionsMessage {
   if (!Array.isArray(columns) || columns.length !== 5) throw new Error('positions columns are not a 5-array');

@@ -20,6 +20,15 @@ export type Frame =
   | { kind: 'text'; text: string }
   | { kind: 'bytes'; bytes: Uint8Array };
 
+/**
+ * The bus's positions extension (msgpack ext type 0x50, registered process-wide, so the WebSocket codec decodes it
+ * too) around arbitrary bytes, and around a msgpack value of the columns' shape with arbitrary parts.
+ */
+const positionsExtension = fc.oneof(
+  fc.uint8Array({ maxLength: 64 }),
+  fc.tuple(fc.string(), fc.array(fc.oneof(fc.string(), fc.integer())), fc.array(fc.constantFrom(null, 'u')), fc.uint8Array({ maxLength: 8 }), fc.uint8Array({ maxLength: 96 })).map((columns) => new Packr().pack(columns)),
+).filter((payload) => payload.length <= 255).map((payload) => Uint8Array.from([0xc7, payload.length, 0x50, ...payload]));
+
 /** Values msgpack carries that JSON cannot: what a binary client may send however the socket was negotiated. */
 export type MsgpackOnly = 'NaN' | 'Infinity' | 'bigint' | 'date' | 'invalid-date' | 'buffer' | 'undefined' | 'map';
 const msgpackOnly = (kind: MsgpackOnly): unknown =>
@@ -89,7 +98,7 @@ const frame: fc.Arbitrary<Frame> = fc.oneof(
     ),
   },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('text' as const), text: fc.constantFrom('', '{', '{"op":', 'null', '[]', '"ping"', '{"op":"ping"}{"op":"ping"}', '\u0000', '\ud800', '{"op":"ping","id":1e400}') }) },
-  { weight: 1, arbitrary: fc.record({ kind: fc.constant('bytes' as const), bytes: fc.oneof(fc.uint8Array({ minLength: 1, maxLength: 64 }), fc.constantFrom(Uint8Array.of(0xc1), Uint8Array.of(0xdd, 0xff, 0xff, 0xff, 0xff), Uint8Array.of(0xd4, 0xff, 0x00), Uint8Array.of(0xc7, 0x10, 0x72))) }) },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant('bytes' as const), bytes: fc.oneof(fc.uint8Array({ minLength: 1, maxLength: 64 }), positionsExtension, fc.constantFrom(Uint8Array.of(0xc1), Uint8Array.of(0xdd, 0xff, 0xff, 0xff, 0xff), Uint8Array.of(0xd4, 0xff, 0x00), Uint8Array.of(0xc7, 0x10, 0x72))) }) },
 );
 
 export const socketCase: fc.Arbitrary<SocketCase> = fc.record({
