@@ -197,9 +197,13 @@ export class ClusterNode {
       try {
         counts = await this.log.backlog(shards);
       } catch (error) {
-        // Counts stay as they were (plus this gateway's appends) until the log answers again.
+        // Out of reach (Redis down): no backlog can be read, nor grow (hand-offs wait in this gateway, bounded by
+        // MAX_WAITING_RECORDS), and uploads are stored and acknowledged as in any outage, so pacing is suspended
+        // and held uploads go on. The counts stay as last read; the first read after the log answers paces again.
         for (const shard of shards) this.appendedTo.add(shard);
-        this.logger.warn({ err: error }, 'reading the shards\' backlog failed');
+        this.behind.clear();
+        for (const upload of this.paced) upload.resolve();
+        this.logger.warn({ err: error }, 'reading the shards\' backlog failed; uploads are not paced until it answers');
         return;
       }
       const bound = this.options.pacing?.maxBacklog ?? Infinity;

@@ -30,6 +30,19 @@ function gatedHandler() {
   return { handler, release: () => open() };
 }
 
+/** A log that refuses everything while `down`, as Redis out of reach. */
+class UnreachableLog extends LocalShardLog {
+  down = false;
+  override async append(...args: Parameters<LocalShardLog['append']>) {
+    if (this.down) throw new Error('log out of reach');
+    return super.append(...args);
+  }
+  override async backlog(shards: readonly number[]) {
+    if (this.down) throw new Error('log out of reach');
+    return super.backlog(shards);
+  }
+}
+
 /** Whether a promise is still pending after `ms`. */
 async function pendingAfter(promise: Promise<unknown>, ms: number): Promise<boolean> {
   let settled = false;
@@ -86,6 +99,33 @@ describe('ClusterNode: uploads paced by their shard’s backlog', () => {
     expect(refused).toBeInstanceOf(DetectionBehindError);
     expect(toErrorBody(refused)).toMatchObject({ status: 503, code: 'unavailable' });
     expect(Number(errorHeaders(refused)['retry-after'])).toBeGreaterThan(0);
+  });
+
+  it('lets uploads through while the log is out of reach (their positions are stored, their hand-offs wait here), and paces again once it answers', async () => {
+    const gated = gatedHandler();
+    release = gated.release;
+    const log = new UnreachableLog();
+    node = new ClusterNode(new LocalCoordination('only'), log, gated.handler, { shards: SHARDS, heartbeatMs: 50, ttlMs: 500, pacing: { maxBacklog: 2, waitMs: 2_000 } }, createLogger('silent'));
+    await node.start();
+    for (let attempt = 0; attempt < 100 && node.readyShards.length < SHARDS; attempt++) await sleep(10);
+    await node.handOff([record(slow, 'a')]);
+    await node.handOff([record(slow, 'b')]);
+    const held = node.admit([record(slow, 'c')]);
+    expect(held).toBeInstanceOf(Promise);
+    // Redis goes away: the backlog cannot be read, and cannot grow (appends wait in this gateway, bounded).
+    log.down = true;
+    await held;
+    await node.handOff([record(slow, 'c')]);
+    expect(node.waitingRecords).toBe(1);
+    expect(node.admit([record(slow, 'd')])).toBeUndefined();
+    // Back: the owner is still behind, so its shard is paced again.
+    log.down = false;
+    let paced = node.admit([record(slow, 'e')]);
+    for (let attempt = 0; attempt < 100 && !paced; attempt++) paced = (await sleep(10), node.admit([record(slow, 'e')]));
+    expect(paced).toBeInstanceOf(Promise);
+    expect(node.waitingRecords).toBe(0);
+    release!();
+    await paced;
   });
 
   it('never paces without a bound', async () => {
