@@ -76,7 +76,9 @@ class ControlRoom {
   private readonly report: DayReport;
   /** The device whose trail is shown, and counters that drop answers overtaken by a newer request. */
   private trailDevice: string | null = null;
-  private readonly latest = { route: 0, trail: 0, heat: 0 };
+  private readonly latest = { route: 0, trail: 0, heat: 0, view: 0 };
+  /** Loads of the shown building/floor under way: while any is, the map pane says aria-busy (the page's ready marker). */
+  private loadingView = 0;
 
   constructor(
     private readonly session: Session,
@@ -132,6 +134,7 @@ class ControlRoom {
     this.expiry = window.setTimeout(() => this.signOut('Your session has expired: sign in again.'), Math.min(Math.max(untilExpiry, 0), 2 ** 31 - 1));
     this.ticker = window.setInterval(() => this.tick(), 1000);
 
+    this.viewLoading(+1);
     try {
       const [buildings, floors, users, alarms, groups] = await Promise.all([
         this.api.buildings(),
@@ -163,6 +166,8 @@ class ControlRoom {
       else this.map.clear();
     } catch (error) {
       if (!this.stopped) setText(ui.inboxError, `Could not load: ${messageOf(error)}`);
+    } finally {
+      this.viewLoading(-1);
     }
   }
 
@@ -183,6 +188,16 @@ class ControlRoom {
     setText(ui.inboxError, '');
     ui.consoleView.hidden = true;
     ui.session.hidden = true;
+    ui.map.removeAttribute('aria-busy');
+  }
+
+  /**
+   * Counts a load of the view in or out. The map pane is aria-busy until the restored or chosen building and
+   * floor are on screen (pickers filled and set, plan drawn): what assistive technology and tests wait on.
+   */
+  private viewLoading(delta: 1 | -1): void {
+    this.loadingView += delta;
+    if (!this.stopped) ui.map.setAttribute('aria-busy', String(this.loadingView > 0));
   }
 
   private listen(target: EventTarget, type: string, listener: () => void): void {
@@ -226,10 +241,17 @@ class ControlRoom {
     return detail;
   }
 
+  /**
+   * Shows a building and one of its floors (the given one, else level 0, else the first). The last view asked
+   * for wins whatever order the answers come in: the restore after a reload, a pick in the pickers and a
+   * selected alarm may all be waiting for a building's detail at once.
+   */
   private async selectBuilding(id: number, floorId?: number | null): Promise<void> {
+    const token = ++this.latest.view;
+    this.viewLoading(+1);
     try {
       const detail = await this.detail(id);
-      if (this.stopped) return;
+      if (this.stopped || token !== this.latest.view) return;
       this.building = detail;
       ui.building.value = String(id);
       ui.floor.replaceChildren(...detail.floors.map((f) => h('option', { value: f.id }, f.name || `Level ${f.level}`)));
@@ -240,16 +262,31 @@ class ControlRoom {
       this.trailDevice = null;
       this.map.setTrail(null);
       setText(ui.trailSummary, '');
-      await this.selectFloor(floor?.id ?? null);
+      await this.showFloor(floor?.id ?? null);
       await this.refreshPositions();
     } catch (error) {
-      setText(ui.mapSummary, `Could not load the building: ${messageOf(error)}`);
+      if (token === this.latest.view) setText(ui.mapSummary, `Could not load the building: ${messageOf(error)}`);
+    } finally {
+      this.viewLoading(-1);
     }
   }
 
+  /** A floor of the shown building, asked for on its own: it overrides a building still loading. */
   private async selectFloor(id: number | null): Promise<void> {
     if (!this.building) return;
+    ++this.latest.view;
+    this.viewLoading(+1);
+    try {
+      await this.showFloor(id);
+    } finally {
+      this.viewLoading(-1);
+    }
+  }
+
+  private async showFloor(id: number | null): Promise<void> {
+    if (!this.building) return;
     this.floor = this.building.floors.find((f) => f.id === id) ?? null;
+    ui.building.value = String(this.building.id);
     if (this.floor) ui.floor.value = String(this.floor.id);
     saveView({ building: this.building.id, floor: this.floor?.id ?? null });
     await this.map.show(this.building, this.floor);

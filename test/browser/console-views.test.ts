@@ -112,7 +112,7 @@ describe.skipIf(!hasChromium)(title, () => {
   it('draws the route from the nearest responder of the chosen group to a selected alarm, with its distance', async () => {
     await page.selectOption('#responders', groupId);
     await page.locator(`li.alarm[data-alarm-id="${alarmId}"] .alarm-select`).click();
-    await expect.poll(() => page.locator('#route-summary').textContent()).toContain('Nearest responder');
+    await page.locator('#route-summary', { hasText: /^Nearest responder: / }).waitFor();
     const summary = (await page.locator('#route-summary').textContent())!;
     // From (10, 41) snapped to the corridor, to the alarm at (90, 40): 80 m along it.
     expect(summary).toContain('responder-1');
@@ -124,12 +124,12 @@ describe.skipIf(!hasChromium)(title, () => {
 
     // Any device: the walker, last seen 1 m from the alarm, is nearest (the alarm's own device never counts).
     await page.selectOption('#responders', '');
-    await expect.poll(() => page.locator('#route-summary').textContent()).toContain('walker: 1 m');
+    await page.locator('#route-summary', { hasText: /^Nearest responder: walker: 1 m/ }).waitFor();
   });
 
   it("draws a device's trail when its dot is clicked", async () => {
     await page.locator('g.device[data-device-id="walker"] .device-dot').click();
-    await expect.poll(() => page.locator('#trail-summary').textContent()).toContain('Trail of walker: 10 positions');
+    await page.locator('#trail-summary', { hasText: /^Trail of walker: 10 positions/ }).waitFor();
     const trail = page.locator('.floor-map g.trail[data-device-id="walker"]');
     expect(await trail.getAttribute('data-points')).toBe('10');
     const points = (await trail.locator('polyline').getAttribute('points'))!.split(' ');
@@ -137,13 +137,13 @@ describe.skipIf(!hasChromium)(title, () => {
     expect(points.at(-1)).toBe(`${91 * PLAN.scale},${PLAN.height - 40 * PLAN.scale}`);
     // A shorter window keeps only the last positions: one a minute, the newest now.
     await page.selectOption('#trail-minutes', '5');
-    await expect.poll(() => trail.getAttribute('data-points')).toBe('5');
+    await page.locator('.floor-map g.trail[data-device-id="walker"][data-points="5"]').waitFor({ state: 'attached' });
     await screenshot('trail');
   });
 
   it('overlays the heatmap of the floor over the chosen range', async () => {
     await page.selectOption('#heatmap', '1');
-    await expect.poll(() => page.locator('.floor-map .heat-cell').count()).toBeGreaterThan(5);
+    await page.locator('.floor-map .heat-cell').nth(5).waitFor(); // more than 5 cells
     // Every heat cell lies on the corridor the devices walked (y 30 to 42 m), drawn in 2 m squares.
     const cells = await page.locator('.floor-map .heat-cell').evaluateAll((rects) => rects.map((rect) => ({ y: Number(rect.getAttribute('y')), height: Number(rect.getAttribute('height')) })));
     for (const cell of cells) {
@@ -154,16 +154,17 @@ describe.skipIf(!hasChromium)(title, () => {
     }
     await screenshot('heatmap');
     await page.selectOption('#heatmap', '');
-    await expect.poll(() => page.locator('.floor-map .heat-cell').count()).toBe(0);
+    await page.locator('.floor-map .heat-cell').first().waitFor({ state: 'detached' });
+    expect(await page.locator('.floor-map .heat-cell').count()).toBe(0);
   });
 
   it("shows the day's visitors per hour and stay time per geofence as charts, with CSV downloads", async () => {
     await page.locator('#report-show').click();
-    await expect.poll(() => page.locator('#report-status').textContent(), { timeout: 30_000 }).toContain('Views HQ');
+    await page.locator('#report-status', { hasText: /^Views HQ, / }).waitFor();
     expect(await page.locator('#visitors-chart rect.chart-bar').count()).toBe(24);
     const visits = await page.locator('#visitors-chart rect.chart-bar').evaluateAll((rects) => rects.reduce((sum, rect) => sum + Number(rect.getAttribute('data-value')), 0));
     expect(visits).toBeGreaterThanOrEqual(3);
-    await expect.poll(() => page.locator('#stay-chart .chart-label').allTextContents()).toContain('Ward A');
+    await page.locator('#stay-chart .chart-label', { hasText: /^Ward A$/ }).first().waitFor();
     // The sitter's 2 minutes (24 gaps of 5 s), plus the walker's passes.
     expect(Number(await page.locator('#stay-chart rect.chart-bar').first().getAttribute('data-value'))).toBeGreaterThanOrEqual(120);
     await page.locator('#report-pane, .report-pane').scrollIntoViewIfNeeded();
