@@ -1,6 +1,7 @@
 import { pgArray } from '../storage/pg-array.js';
 import { HOUR_MS, pendingDeviceHours, type DeviceHour, type Materialization } from './materializer.js';
 import { joinSql, sqlOf, type Execute, type Sql } from './report-sql.js';
+import { inlined } from './inline-sql.js';
 import { ascending, binnedRuns, numbersOf } from './time-runs.js';
 
 /**
@@ -73,29 +74,29 @@ export const rollupMaterialization: Materialization = {
   async rebuild(execute: Execute, units: readonly DeviceHour[]): Promise<void> {
     if (units.length === 0) return;
     await execute(
-      joinSql([
+      inlined(joinSql([
         'delete from rollup_runs r using ',
         unitsSql(units),
         " where r.organization_id = u.organization_id and r.device_id = u.device_id and r.quarter >= u.hour and r.quarter < u.hour + interval '1 hour'",
-      ]),
+      ])),
     );
     await execute(
-      joinSql([
+      inlined(joinSql([
         'delete from rollup_heat_cells r using ',
         unitsSql(units),
         ' where r.organization_id = u.organization_id and r.device_id = u.device_id and r.hour = u.hour',
-      ]),
+      ])),
     );
     // A run starts at a key's first position, at a quarter hour, and wherever the gap from the previous one
     // exceeds RUN_GAP_US. PostgreSQL groups each device-hour's times per key (in the index's order) and this
     // process splits them: sorting every position for window functions cost more than the rest of the rebuild.
     const groups = await execute<{ unit: number | string; building_id: number; floor_id: number | null; user_id: string | null; times: string }>(
-      joinSql([
+      inlined(joinSql([
         `select u.unit, p.building_id, p.floor_id, p.user_id::text as user_id, array_to_string(array_agg((extract(epoch from p.ts - u.hour) * 1000000)::int8), ',') as times
          from `,
         unitPositions(units),
         ' group by u.unit, p.building_id, p.floor_id, p.user_id',
-      ]),
+      ])),
     );
     const runs = { organization: [] as string[], device: [] as string[], quarter: [] as string[], building: [] as number[], floor: [] as (number | null)[], user: [] as (string | null)[], first: [] as number[], last: [] as number[], n: [] as number[] };
     for (const group of groups) {
@@ -116,7 +117,7 @@ export const rollupMaterialization: Materialization = {
     }
     if (runs.n.length > 0) {
       await execute(
-        sqlOf(
+        inlined(sqlOf(
           `insert into rollup_runs (organization_id, device_id, quarter, building_id, floor_id, user_id, first_us, last_us, positions)
            select * from unnest(?::uuid[], ?::text[], ?::timestamptz[], ?::int[], ?::int[], ?::uuid[], ?::int8[], ?::int8[], ?::int[])`,
           pgArray(runs.organization),
@@ -128,17 +129,17 @@ export const rollupMaterialization: Materialization = {
           pgArray(runs.first),
           pgArray(runs.last),
           pgArray(runs.n),
-        ),
+        )),
       );
     }
     await execute(
-      joinSql([
+      inlined(joinSql([
         `insert into rollup_heat_cells (organization_id, device_id, hour, building_id, floor_id, indoor, user_id, lat_cell, lng_cell, positions)
          select p.organization_id, p.device_id, u.hour, p.building_id, p.floor_id, p.indoor, p.user_id, ${latCell('p.lat')}, ${lngCell('p.lng')}, count(*)::int
          from `,
         unitPositions(units),
         ' group by 1, 2, 3, 4, 5, 6, 7, 8, 9',
-      ]),
+      ])),
     );
   },
 };

@@ -3,6 +3,7 @@ import { FenceGrid, shapesOf, type FenceRow, type FenceShape } from './fence-gri
 import { HOUR_MS, pendingDeviceHours, watermark, type DeviceHour, type Materialization } from './materializer.js';
 import { joinSql, sqlOf, type Execute, type Sql } from './report-sql.js';
 import { LruCache } from '../lru-cache.js';
+import { inlined } from './inline-sql.js';
 import { keyedRuns, numbersOf } from './time-runs.js';
 import { addWindow, pushTo, SessionWindows, type Position, type Run, type Window, type WindowRow } from './session-windows.js';
 
@@ -88,7 +89,7 @@ async function rebuild(execute: Execute, units: readonly DeviceHour[]): Promise<
     // and to read of a time and a shape each (exact: 3.6e9 µs x a million shapes stays below 2^53).
     const base = grid.fenceIds.length + 1;
     const groups = await withPlanner(execute, { enable_mergejoin: 'off', enable_sort: 'off', max_parallel_workers_per_gather: '0' }, (execute) => execute<{ unit: number | string; user_id: string | null; building_id: number | null; hits: string }>(
-      joinSql([
+      inlined(joinSql([
         `select p.unit, p.user_id::text as user_id, p.building_id, array_to_string(array_agg(p.us * ${base} + abs(p.entry)), ',') as hits
          from (
            select u.unit, p.user_id, p.building_id, p.us, p.floor_id, p.x, p.y, unnest(`,
@@ -114,7 +115,7 @@ async function rebuild(execute: Execute, units: readonly DeviceHour[]): Promise<
         ` on f.n = abs(p.entry)
          where p.entry > 0 or ${FenceGrid.inShape}
          group by p.unit, p.user_id, p.building_id`,
-      ]),
+      ])),
     ));
     const segments = { unit: [] as number[], shape: [] as number[], user: [] as (string | null)[], building: [] as (number | null)[], first: [] as number[], last: [] as number[], n: [] as number[] };
     for (const group of groups) {
@@ -130,7 +131,7 @@ async function rebuild(execute: Execute, units: readonly DeviceHour[]): Promise<
     }
     if (segments.n.length === 0) continue;
     await execute(
-      sqlOf(
+      inlined(sqlOf(
         `insert into geofence_stays (organization_id, device_id, hour, fence_id, geometry_version, user_id, building_id, first_ts, last_ts, positions)
          select ?::uuid, u.device_id, u.hour, (?::uuid[])[s.shape], (?::int[])[s.shape], s.user_id, s.building_id,
                 u.hour + s.first_us * interval '1 microsecond', u.hour + s.last_us * interval '1 microsecond', s.n
@@ -148,7 +149,7 @@ async function rebuild(execute: Execute, units: readonly DeviceHour[]): Promise<
         pgArray(segments.n),
         devices,
         hours,
-      ),
+      )),
     );
   }
 }
@@ -179,8 +180,9 @@ interface RebuildGrid {
 }
 
 /**
- * The grid of the rebuild's organizations, kept while their fences are unchanged: building it for 1,000 fences
- * costs this process about 0.1 s, as much as rebuilding tens of thousands of positions.
+ * The grid of the rebuild's organizations, kept while their fences are unchanged, its arrays inlined (see
+ * inline-sql.ts): building it for 1,000 fences costs this process about 0.1 s, and MikroORM's escaping of its
+ * 0.6 MB of arrays as much again at every statement, as much as rebuilding tens of thousands of positions.
  */
 const rebuildGrids = new LruCache<string, RebuildGrid>({ maxEntries: 64 });
 
@@ -196,9 +198,9 @@ function rebuildGrid(organizationId: string, fences: FenceRow[]): RebuildGrid | 
   const grid = FenceGrid.for(shapes);
   const built: RebuildGrid = {
     fences: key,
-    entries: grid.entries,
-    inGrid: positionsInGrid(grid),
-    relation: grid.relation,
+    entries: inlined(grid.entries),
+    inGrid: inlined(positionsInGrid(grid)),
+    relation: inlined(grid.relation),
     fenceIds: grid.shapes.map((shape) => shape.fenceId),
     versions: pgArray(grid.shapes.map((shape) => shape.version)),
   };
