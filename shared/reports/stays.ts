@@ -184,7 +184,7 @@ interface RebuildGrid {
  * inline-sql.ts): building it for 1,000 fences costs this process about 0.1 s, and MikroORM's escaping of its
  * 0.6 MB of arrays as much again at every statement, as much as rebuilding tens of thousands of positions.
  */
-const rebuildGrids = new LruCache<string, RebuildGrid>({ maxEntries: 64 });
+const rebuildGrids = new LruCache<string, RebuildGrid>({ maxEntries: 16 });
 
 function rebuildGrid(organizationId: string, fences: FenceRow[]): RebuildGrid | undefined {
   const key = JSON.stringify(fences.map((fence) => [fence.id, fence.floor_id, fence.type, fence.cartesians, fence.radius, fence.geometry_version]));
