@@ -57,8 +57,8 @@ function positionsInGrid(grid: FenceGrid): Sql {
  * positions make in every geofence of the organization (deleted ones too: a report can still name them),
  * against each geofence's current geometry version. One statement per organization finds each position's
  * shapes (the grid's cell entries, the shapes a cell only partly covers tested by PostgreSQL's own operators)
- * and sends, per device-hour, user and building, the times and shapes of those hits as two lists of numbers, in
- * the order the index gave them (by time, else they are sorted here); this process splits them into runs by
+ * and sends, per device-hour, user and building, those hits (time and shape) as one list of numbers, in the
+ * order the index gave them (by time, else they are sorted here); this process splits them into runs by
  * time (a gap over STAYS_THRESHOLD_S starts one, exactly as `lag` over the time would) and inserts them with
  * one unnest. Sorting a row per position and shape for window functions cost PostgreSQL about 8 µs per
  * position, more than everything else together. The grid of an organization's fences is kept while they
@@ -88,6 +88,7 @@ async function rebuild(execute: Execute, units: readonly DeviceHour[]): Promise<
     // A hit travels as one number, its time (µs into the hour) times `base` plus its shape: half the numbers to print
     // and to read of a time and a shape each (exact: 3.6e9 µs x a million shapes stays below 2^53).
     const base = grid.fenceIds.length + 1;
+    if (base > 2_000_000) throw new Error(`${base - 1} geofence shapes: too many for a hit to be one exact number`);
     const groups = await withPlanner(execute, { enable_mergejoin: 'off', enable_sort: 'off', max_parallel_workers_per_gather: '0' }, (execute) => execute<{ unit: number | string; user_id: string | null; building_id: number | null; hits: string }>(
       inlined(joinSql([
         `select p.unit, p.user_id::text as user_id, p.building_id, array_to_string(array_agg(p.us * ${base} + abs(p.entry)), ',') as hits
