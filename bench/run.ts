@@ -3,6 +3,7 @@ import { csvExportScenario } from './history.bench.js';
 import { detectionScenario } from './detection.bench.js';
 import { geofencingScenario } from './geofencing.bench.js';
 import { ingestScenario } from './ingest.bench.js';
+import { materializerScenario } from './materializer.bench.js';
 import { report, type Figure, type Scenario } from './harness.js';
 import { reportsScenario } from './reports.bench.js';
 import { routingScenario } from './routing.bench.js';
@@ -13,7 +14,7 @@ import { scaleOutScenario } from './scale-out.bench.js';
  * default; DATABASE_URL / REDIS_URL for PostgreSQL and Redis), prints a table and writes bench/results/.
  * Figures are reported against their targets, never asserted: speed is measured here, not in the tests.
  */
-const scenarios: Scenario[] = [buildingDetailScenario, csvExportScenario, ingestScenario, detectionScenario, geofencingScenario, reportsScenario, routingScenario, scaleOutScenario];
+const scenarios: Scenario[] = [buildingDetailScenario, csvExportScenario, ingestScenario, detectionScenario, geofencingScenario, reportsScenario, materializerScenario, routingScenario, scaleOutScenario];
 
 const wanted = process.argv.slice(2);
 const figures: Figure[] = [];

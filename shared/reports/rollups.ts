@@ -1,6 +1,8 @@
 import { pgArray } from '../storage/pg-array.js';
 import { HOUR_MS, pendingDeviceHours, type DeviceHour, type Materialization } from './materializer.js';
 import { joinSql, sqlOf, type Execute, type Sql } from './report-sql.js';
+import { inlined } from './inline-sql.js';
+import { ascending, binnedRuns, numbersOf } from './time-runs.js';
 
 /**
  * Report rollups (issue 18): what visitors, positioning_time and heatmap need of a device-hour of positions,
@@ -41,10 +43,10 @@ export const lngCell = (lng: string) => `least(floor((${lng} + 180) / 360 * ${GE
 
 const EPOCH_BIN = `'2000-01-01T00:00:00Z'`;
 
-/** The device-hours as `unnest` columns (organization, device, hour), aliased `u`. */
+/** The device-hours as `unnest` columns (organization, device, hour, and `unit`, numbering them from 1), aliased `u`. */
 function unitsSql(units: readonly DeviceHour[]): Sql {
   return sqlOf(
-    'unnest(?::uuid[], ?::text[], ?::timestamptz[]) as u(organization_id, device_id, hour)',
+    'unnest(?::uuid[], ?::text[], ?::timestamptz[]) with ordinality as u(organization_id, device_id, hour, unit)',
     pgArray(units.map((unit) => unit.organizationId)),
     pgArray(units.map((unit) => unit.deviceId)),
     pgArray(units.map((unit) => unit.hour.toISOString())),
@@ -72,47 +74,72 @@ export const rollupMaterialization: Materialization = {
   async rebuild(execute: Execute, units: readonly DeviceHour[]): Promise<void> {
     if (units.length === 0) return;
     await execute(
-      joinSql([
+      inlined(joinSql([
         'delete from rollup_runs r using ',
         unitsSql(units),
         " where r.organization_id = u.organization_id and r.device_id = u.device_id and r.quarter >= u.hour and r.quarter < u.hour + interval '1 hour'",
-      ]),
+      ])),
     );
     await execute(
-      joinSql([
+      inlined(joinSql([
         'delete from rollup_heat_cells r using ',
         unitsSql(units),
         ' where r.organization_id = u.organization_id and r.device_id = u.device_id and r.hour = u.hour',
-      ]),
+      ])),
     );
-    // A run starts at a key's first position and wherever the gap from the previous one exceeds RUN_GAP_US.
-    await execute(
-      joinSql([
-        `insert into rollup_runs (organization_id, device_id, quarter, building_id, floor_id, user_id, first_us, last_us, positions)
-         select organization_id, device_id, quarter, building_id, floor_id, user_id, min(us), max(us), count(*)::int
-         from (
-           select *, sum(starts) over (partition by organization_id, device_id, quarter, building_id, floor_id, user_id order by us rows unbounded preceding) as run
-           from (
-             select organization_id, device_id, quarter, building_id, floor_id, user_id, us,
-                    case when us - lag(us) over (partition by organization_id, device_id, quarter, building_id, floor_id, user_id order by us) <= ${RUN_GAP_US} then 0 else 1 end as starts
-             from (
-               select p.organization_id, p.device_id, date_bin('15 minutes', p.ts, ${EPOCH_BIN}) as quarter, p.building_id, p.floor_id, p.user_id,
-                      (extract(epoch from p.ts) * 1000000)::int8 as us
-               from `,
+    // A run starts at a key's first position, at a quarter hour, and wherever the gap from the previous one
+    // exceeds RUN_GAP_US. PostgreSQL groups each device-hour's times per key (in the index's order) and this
+    // process splits them: sorting every position for window functions cost more than the rest of the rebuild.
+    const groups = await execute<{ unit: number | string; building_id: number; floor_id: number | null; user_id: string | null; times: string }>(
+      inlined(joinSql([
+        `select u.unit, p.building_id, p.floor_id, p.user_id::text as user_id, array_to_string(array_agg((extract(epoch from p.ts - u.hour) * 1000000)::int8), ',') as times
+         from `,
         unitPositions(units),
-        `     ) s
-           ) g
-         ) r group by organization_id, device_id, quarter, building_id, floor_id, user_id, run`,
-      ]),
+        ' group by u.unit, p.building_id, p.floor_id, p.user_id',
+      ])),
     );
+    const runs = { organization: [] as string[], device: [] as string[], quarter: [] as string[], building: [] as number[], floor: [] as (number | null)[], user: [] as (string | null)[], first: [] as number[], last: [] as number[], n: [] as number[] };
+    for (const group of groups) {
+      const unit = units[Number(group.unit) - 1]!;
+      const hourUs = unit.hour.getTime() * 1000;
+      // A UTC hour starts on a quarter hour of date_bin's origin: quarters of the hour's times are its own.
+      binnedRuns(ascending(numbersOf(group.times)), QUARTER_MS * 1000, RUN_GAP_US, (quarter, first, last, n) => {
+        runs.organization.push(unit.organizationId);
+        runs.device.push(unit.deviceId);
+        runs.quarter.push(new Date(unit.hour.getTime() + quarter / 1000).toISOString());
+        runs.building.push(group.building_id);
+        runs.floor.push(group.floor_id);
+        runs.user.push(group.user_id);
+        runs.first.push(hourUs + first);
+        runs.last.push(hourUs + last);
+        runs.n.push(n);
+      });
+    }
+    if (runs.n.length > 0) {
+      await execute(
+        inlined(sqlOf(
+          `insert into rollup_runs (organization_id, device_id, quarter, building_id, floor_id, user_id, first_us, last_us, positions)
+           select * from unnest(?::uuid[], ?::text[], ?::timestamptz[], ?::int[], ?::int[], ?::uuid[], ?::int8[], ?::int8[], ?::int[])`,
+          pgArray(runs.organization),
+          pgArray(runs.device),
+          pgArray(runs.quarter),
+          pgArray(runs.building),
+          pgArray(runs.floor),
+          pgArray(runs.user),
+          pgArray(runs.first),
+          pgArray(runs.last),
+          pgArray(runs.n),
+        )),
+      );
+    }
     await execute(
-      joinSql([
+      inlined(joinSql([
         `insert into rollup_heat_cells (organization_id, device_id, hour, building_id, floor_id, indoor, user_id, lat_cell, lng_cell, positions)
          select p.organization_id, p.device_id, u.hour, p.building_id, p.floor_id, p.indoor, p.user_id, ${latCell('p.lat')}, ${lngCell('p.lng')}, count(*)::int
          from `,
         unitPositions(units),
         ' group by 1, 2, 3, 4, 5, 6, 7, 8, 9',
-      ]),
+      ])),
     );
   },
 };

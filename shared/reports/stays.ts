@@ -2,6 +2,9 @@ import { pgArray } from '../storage/pg-array.js';
 import { FenceGrid, shapesOf, type FenceRow, type FenceShape } from './fence-grid.js';
 import { HOUR_MS, pendingDeviceHours, watermark, type DeviceHour, type Materialization } from './materializer.js';
 import { joinSql, sqlOf, type Execute, type Sql } from './report-sql.js';
+import { LruCache } from '../lru-cache.js';
+import { inlined } from './inline-sql.js';
+import { keyedRuns, numbersOf } from './time-runs.js';
 import { addWindow, pushTo, SessionWindows, type Position, type Run, type Window, type WindowRow } from './session-windows.js';
 
 /**
@@ -53,10 +56,13 @@ function positionsInGrid(grid: FenceGrid): Sql {
  * Rebuilds the stay segments of device-hours: deletes what was kept for them and stores the runs their
  * positions make in every geofence of the organization (deleted ones too: a report can still name them),
  * against each geofence's current geometry version. One statement per organization finds each position's
- * shapes (the grid's layers, a lateral row each), splits the positions of each device-hour, user, building and
- * shape into runs by time (a gap over STAYS_THRESHOLD_S starts one) and inserts them: no position is sent to
- * this process or read twice (fenceRuns' windows and re-reads, sent here and inserted back, cost several times
- * the CPU per position, in this process and in the database).
+ * shapes (the grid's cell entries, the shapes a cell only partly covers tested by PostgreSQL's own operators)
+ * and sends, per device-hour, user and building, those hits (time and shape) as one list of numbers, in the
+ * order the index gave them (by time, else they are sorted here); this process splits them into runs by
+ * time (a gap over STAYS_THRESHOLD_S starts one, exactly as `lag` over the time would) and inserts them with
+ * one unnest. Sorting a row per position and shape for window functions cost PostgreSQL about 8 µs per
+ * position, more than everything else together. The grid of an organization's fences is kept while they
+ * stay as they are.
  */
 async function rebuild(execute: Execute, units: readonly DeviceHour[]): Promise<void> {
   const byOrganization = new Map<string, DeviceHour[]>();
@@ -73,56 +79,134 @@ async function rebuild(execute: Execute, units: readonly DeviceHour[]): Promise<
       ),
     );
     const fences = await execute<FenceRow>(sqlOf('select id, name, floor_id, type, cartesians, radius, geometry_version, geometry_since from geofences where organization_id = ? order by id', organizationId));
-    const { shapes } = shapesOf(fences);
-    if (shapes.length === 0) continue;
-    const grid = FenceGrid.for(shapes);
-    // Device-hours by number (`unit`), which sorts faster than device ids and hours. Shapes join on xid equality,
-    // which hashes but cannot merge: the planner chose a merge join, sorting every entry to join 1,000 shapes.
-    const run = 'partition by h.unit, h.user_id, h.building_id, h.shape order by h.ts';
-    await execute(
-      joinSql([
-        sqlOf(
-          `insert into geofence_stays (organization_id, device_id, hour, fence_id, geometry_version, user_id, building_id, first_ts, last_ts, positions)
-           select ?::uuid, (?::text[])[h.unit], (?::timestamptz[])[h.unit], (?::uuid[])[h.shape], (?::int[])[h.shape], h.user_id, h.building_id, min(h.ts), max(h.ts), count(*)::int
-           from (
-             select h.*, sum(h.starts) over (${run} rows unbounded preceding) as run
-             from (
-               select h.*, case when h.ts - lag(h.ts) over (${run}) <= make_interval(secs => ?) then 0 else 1 end as starts
-               from (
-                 select p.unit, p.user_id, p.building_id, p.ts, abs(p.entry) as shape
-                 from (
-                   select u.unit, p.user_id, p.building_id, p.ts, p.floor_id, p.x, p.y, unnest(`,
-          organizationId,
-          devices,
-          hours,
-          pgArray(grid.shapes.map((shape) => shape.fenceId)),
-          pgArray(grid.shapes.map((shape) => shape.version)),
-          STAYS_THRESHOLD_S,
-        ),
+    const grid = rebuildGrid(organizationId, fences);
+    if (!grid) continue;
+    // Device-hours by number (`unit`). Shapes are hash-joined by number: the planner would rather merge-join
+    // (sorting every entry to join 1,000 shapes) or sort to group; planned without either, the index's time
+    // order also reaches this process. Joining on xid (hash only) kept merge joins out too, but casting every
+    // entry through text cost about 1.5 µs per position.
+    // A hit travels as one number, its time (µs into the hour) times `base` plus its shape: half the numbers to print
+    // and to read of a time and a shape each (exact: 3.6e9 µs x a million shapes stays below 2^53).
+    const base = grid.fenceIds.length + 1;
+    if (base > 2_000_000) throw new Error(`${base - 1} geofence shapes: too many for a hit to be one exact number`);
+    const groups = await withPlanner(execute, { enable_mergejoin: 'off', enable_sort: 'off', max_parallel_workers_per_gather: '0' }, (execute) => execute<{ unit: number | string; user_id: string | null; building_id: number | null; hits: string }>(
+      inlined(joinSql([
+        `select p.unit, p.user_id::text as user_id, p.building_id, array_to_string(array_agg(p.us * ${base} + abs(p.entry)), ',') as hits
+         from (
+           select u.unit, p.user_id, p.building_id, p.us, p.floor_id, p.x, p.y, unnest(`,
         grid.entries,
         sqlOf(
           `) as entry
-                   from unnest(?::text[], ?::timestamptz[]) with ordinality as u(device_id, hour, unit)
-                   join positions p on p.organization_id = ? and p.device_id = u.device_id and p.ts >= u.hour and p.ts < u.hour + interval '1 hour'
-                   where `,
+           from unnest(?::text[], ?::timestamptz[]) with ordinality as u(device_id, hour, unit)
+           cross join lateral (
+             select p.user_id, p.building_id, p.floor_id, p.x, p.y, (extract(epoch from p.ts - u.hour) * 1000000)::int8 as us
+             from positions p
+             where p.organization_id = ? and p.device_id = u.device_id and p.ts >= u.hour and p.ts < u.hour + interval '1 hour' and `,
           devices,
           hours,
           organizationId,
         ),
-        positionsInGrid(grid),
+        grid.inGrid,
         `
-                 ) p
-                 join `,
+             offset 0
+           ) p
+         ) p
+         join `,
         grid.relation,
-        ` on f.n::int::text::xid = abs(p.entry)::text::xid
-                 where p.entry > 0 or ${FenceGrid.inShape}
-               ) h
-             ) h
-           ) h
-           group by h.unit, h.user_id, h.building_id, h.shape, h.run`,
-      ]),
+        ` on f.n = abs(p.entry)
+         where p.entry > 0 or ${FenceGrid.inShape}
+         group by p.unit, p.user_id, p.building_id`,
+      ])),
+    ));
+    const segments = { unit: [] as number[], shape: [] as number[], user: [] as (string | null)[], building: [] as (number | null)[], first: [] as number[], last: [] as number[], n: [] as number[] };
+    for (const group of groups) {
+      keyedRuns(numbersOf(group.hits), base, STAYS_THRESHOLD_US, (shape, first, last, n) => {
+        segments.unit.push(Number(group.unit));
+        segments.shape.push(shape);
+        segments.user.push(group.user_id);
+        segments.building.push(group.building_id);
+        segments.first.push(first);
+        segments.last.push(last);
+        segments.n.push(n);
+      });
+    }
+    if (segments.n.length === 0) continue;
+    await execute(
+      inlined(sqlOf(
+        `insert into geofence_stays (organization_id, device_id, hour, fence_id, geometry_version, user_id, building_id, first_ts, last_ts, positions)
+         select ?::uuid, u.device_id, u.hour, (?::uuid[])[s.shape], (?::int[])[s.shape], s.user_id, s.building_id,
+                u.hour + s.first_us * interval '1 microsecond', u.hour + s.last_us * interval '1 microsecond', s.n
+         from unnest(?::int[], ?::int[], ?::uuid[], ?::int[], ?::int8[], ?::int8[], ?::int[]) as s(unit, shape, user_id, building_id, first_us, last_us, n)
+         join unnest(?::text[], ?::timestamptz[]) with ordinality as u(device_id, hour, unit) on u.unit = s.unit`,
+        organizationId,
+        pgArray(grid.fenceIds),
+        grid.versions,
+        pgArray(segments.unit),
+        pgArray(segments.shape),
+        pgArray(segments.user),
+        pgArray(segments.building),
+        pgArray(segments.first),
+        pgArray(segments.last),
+        pgArray(segments.n),
+        devices,
+        hours,
+      )),
     );
   }
+}
+
+/** Runs `run` with these planner settings, in the caller's transaction, then puts back what they were. */
+async function withPlanner<T>(execute: Execute, settings: Record<string, string>, run: (execute: Execute) => Promise<T>): Promise<T> {
+  const names = Object.keys(settings);
+  const [previous] = await execute<Record<string, string>>(
+    sqlOf(`select ${names.map((name, i) => `current_setting('${name}') as s${i}, set_config('${name}', ?, true)`).join(', ')}`, ...names.map((name) => settings[name])),
+  );
+  const result = await run(execute);
+  await execute(sqlOf(`select ${names.map((name) => `set_config('${name}', ?, true)`).join(', ')}`, ...names.map((_, i) => previous![`s${i}`])));
+  return result;
+}
+
+/** A gap of at most this (µs) stays inside a segment (STAYS_THRESHOLD_S, as `make_interval(secs => ...)` is exact). */
+const STAYS_THRESHOLD_US = STAYS_THRESHOLD_S * 1_000_000;
+
+/** What the rebuild sends of an organization's fence grid, with the fences it was built from (as text). */
+interface RebuildGrid {
+  fences: string;
+  entries: Sql;
+  inGrid: Sql;
+  relation: Sql;
+  /** Shape numbers index these (from 1). */
+  fenceIds: string[];
+  versions: string;
+}
+
+/**
+ * The grid of the rebuild's organizations, kept while their fences are unchanged, its arrays inlined (see
+ * inline-sql.ts): building it for 1,000 fences costs this process about 0.1 s, and MikroORM's escaping of its
+ * 0.6 MB of arrays as much again at every statement, as much as rebuilding tens of thousands of positions.
+ */
+const rebuildGrids = new LruCache<string, RebuildGrid>({ maxEntries: 16 });
+
+function rebuildGrid(organizationId: string, fences: FenceRow[]): RebuildGrid | undefined {
+  const key = JSON.stringify(fences.map((fence) => [fence.id, fence.floor_id, fence.type, fence.cartesians, fence.radius, fence.geometry_version]));
+  const kept = rebuildGrids.get(organizationId);
+  if (kept?.fences === key) return kept;
+  const { shapes } = shapesOf(fences);
+  if (shapes.length === 0) {
+    rebuildGrids.delete(organizationId);
+    return undefined;
+  }
+  const grid = FenceGrid.for(shapes);
+  const built: RebuildGrid = {
+    fences: key,
+    entries: inlined(grid.entries),
+    inGrid: inlined(positionsInGrid(grid)),
+    relation: inlined(grid.relation),
+    fenceIds: grid.shapes.map((shape) => shape.fenceId),
+    versions: pgArray(grid.shapes.map((shape) => shape.version)),
+  };
+  rebuildGrids.set(organizationId, built);
+  return built;
 }
 
 export const geofenceStays: Materialization = {
