@@ -20,7 +20,7 @@ import { DatabaseCpu } from './materializer-load.js';
  * MATERIALIZER_REPEATS passes. MATERIALIZER_DUMP writes what was kept (segments with fence names, rollup runs and
  * heat cells; times from the hour) so two builds' can be compared with cmp; MATERIALIZER_PROFILE writes a CPU
  * profile of the last pass; MATERIALIZER_EXPLAIN (a regular expression) prints EXPLAIN (ANALYZE, BUFFERS) of the
- * statements it matches, in one more pass. `npm run bench -- materializer`, or `npx tsx bench/stays-rebuild.ts`.
+ * statements it matches, in one more pass. `npm run bench -- materializer`.
  */
 const DEVICES = Number(process.env.MATERIALIZER_DEVICES ?? 5);
 const FENCES = Number(process.env.MATERIALIZER_FENCES ?? 1000);
