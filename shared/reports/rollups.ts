@@ -1,5 +1,5 @@
 import { pgArray } from '../storage/pg-array.js';
-import { HOUR_MS, pendingDeviceHours, type DeviceHour, type Materialization } from './materializer.js';
+import { HOUR_MS, pendingDeviceHours, watermark, type DeviceHour, type Materialization } from './materializer.js';
 import { joinSql, sqlOf, type Execute, type Sql } from './report-sql.js';
 
 /**
@@ -145,8 +145,12 @@ export function joinRuns(runs: readonly Run[], thresholdUs: number): Run[] {
 
 /**
  * How a report window is served: whole `unit`s inside it (quarter hours or hours) from the rollups, except
- * device-hours still pending (received after the materializer's watermark); those and the window's ragged
- * edges from positions. The sources partition the window's positions: each is read exactly once.
+ * device-hours still pending; those and the window's ragged edges from positions. The sources partition the
+ * window's positions: each is read exactly once.
+ * Pending comes in two kinds. Hours not closed at the materializer's watermark (the open hour; every hour before
+ * the first pass) are pending whole: they are read as a range of time, like the edges (`innerTo` stops where they
+ * start), so a window that is all pending is the plain raw path and never one index scan per device-hour. The
+ * device-hours of closed hours that received rows since the watermark (late fixes) are listed one by one.
  */
 export class RollupWindow {
   private constructor(
@@ -157,15 +161,20 @@ export class RollupWindow {
     readonly pending: readonly DeviceHour[],
   ) {}
 
-  /** Null when the rollups cannot serve the window: it starts before 1980, or holds no whole unit. */
+  /**
+   * Null when the rollups cannot serve the window (it starts before 1980, or holds no whole unit) or hold nothing
+   * of it yet (every whole unit is in an hour not closed at the watermark): the report reads positions only.
+   */
   static async plan(execute: Execute, organizationId: string, from: string, to: string, unitMs: number): Promise<RollupWindow | null> {
     const fromMs = Date.parse(from);
     const toMs = Date.parse(to);
     if (fromMs < ROLLUPS_SINCE) return null;
     const innerFrom = Math.ceil(fromMs / unitMs) * unitMs;
-    const innerTo = Math.floor(toMs / unitMs) * unitMs;
-    if (innerFrom >= innerTo) return null;
-    const pending = await pendingDeviceHours(execute, organizationId, new Date(innerFrom), new Date(innerTo));
+    const since = await watermark(execute);
+    // An hour start is a unit start (a unit divides an hour), so the kept part still ends on a unit.
+    const innerTo = Math.min(Math.floor(toMs / unitMs) * unitMs, Math.floor(since / HOUR_MS) * HOUR_MS);
+    if (!(innerFrom < innerTo)) return null;
+    const pending = await pendingDeviceHours(execute, organizationId, new Date(innerFrom), new Date(innerTo), since);
     return new RollupWindow(from, to, new Date(innerFrom).toISOString(), new Date(innerTo).toISOString(), pending);
   }
 
