@@ -285,6 +285,21 @@ describe(`report rollups: one answer from rollups and from positions (${driverLa
     await setWatermark(storage, new Date());
   });
 
+  it('reads a window with more late device-hours than index scans pay for (one per hour of it, at least 16) from positions only', async () => {
+    await upload(Array.from({ length: 20 }, (_, i) => at(`late-${i}`, Date.parse('2026-05-01T10:30:00Z') + i * 1000, 0, 10 + i, 10)));
+    await rebuildAll();
+    const span = { from_date: '2026-05-01T10:00:00Z', to_date: '2026-05-01T11:00:00Z', building_id: venue.building.id };
+    const plan = () => inBoundedTransaction(storage, UNBOUNDED, (execute) => RollupWindow.plan(execute, scope.organizationId, span.from_date, span.to_date, QUARTER_MS));
+    expect((await plan())?.pending).toEqual([]);
+    const served = [await bothWays('visitors', { ...span, group: 'hour' }), await bothWays('positioning_time', span), await bothWays('heatmap', { ...span, floor_id: venue.floors[0].id })];
+    expect(served[0]).toMatchObject([{ visitors: 20, positions: 20 }]);
+    // Received after this watermark, their hour closed before it: 20 late device-hours in a one-hour window.
+    await setWatermark(storage, new Date('2026-05-02T00:00:00Z'));
+    expect(await plan()).toBeNull();
+    expect([await bothWays('visitors', { ...span, group: 'hour' }), await bothWays('positioning_time', span), await bothWays('heatmap', { ...span, floor_id: venue.floors[0].id })]).toEqual(served);
+    await setWatermark(storage, new Date());
+  });
+
   it('serves the same rows over HTTP, on this run\'s job driver', async () => {
     await rebuildAll();
     const query = { from_date: '2026-10-24T22:00:00Z', to_date: '2026-10-25T05:00:00Z', building_id: String(walkVenue.building.id), group: 'hour', time_zone: 'Europe/Madrid' };
