@@ -84,6 +84,8 @@ export const reportsScenario: Scenario = {
         ['positioning_time', `building_id=${building.id}`, 'rollups'],
         ['heatmap', `building_id=${building.id}&floor_id=${floors[0].id}`, 'rollups'],
         ['raw_data', geofence, null],
+        // The largest answer a report gives (21 MB of JSON): what it costs beyond the query.
+        ['raw_data', `${geofence}&limit=100000`, null],
         ['user_positions', `building_id=${building.id}`, null],
       ];
       const dayWindow = inWindow(day, day + seconds * 1000);
@@ -93,7 +95,7 @@ export const reportsScenario: Scenario = {
       for (const [name, query] of reports) {
         const elapsed = await timeReport(name, `${dayWindow}&${query}`);
         rawMs.set(name, elapsed);
-        figure(`${name} from positions (${label})`, elapsed, 'ms', { target: `<= 3x count(*) = ${Math.round(countMs * 3)} ms (${(elapsed / countMs).toFixed(2)}x)`, met: elapsed <= countMs * 3 });
+        figure(`${name}${query.includes('limit=') ? ' limit=100000' : ''} from positions (${label})`, elapsed, 'ms', { target: `<= 3x count(*) = ${Math.round(countMs * 3)} ms (${(elapsed / countMs).toFixed(2)}x)`, met: elapsed <= countMs * 3 });
       }
 
       // One materializer pass over the day (what the first pass after an upgrade, or a backfill, does): kept

@@ -1,7 +1,6 @@
 import { z } from 'zod';
-import { csvChunks } from '../../shared/csv/csv.js';
 import { ValidationError } from '../../shared/errors.js';
-import { rowObjects } from '../../shared/reports/report-output.js';
+import { isRendered, renderedBody, renderReport, type RenderedReport } from '../../shared/reports/report-output.js';
 import { REPORT_NAMES, reportParamSchemas, windowProblems, type ReportJob, type ReportName, type ReportResult } from '../../shared/reports/report-params.js';
 import { defineRoute, type RouteDefinition } from '../http/route.js';
 import type { GatewayServices } from '../services.js';
@@ -50,16 +49,27 @@ export function reportRoutes(services: GatewayServices): RouteDefinition[] {
             // The raw query, not the parsed one: the worker validates it again with the same schema.
             params: rawQuery,
             scope: { organizationId: principal.organizationId, ...(principal.role === 'user' ? { onlyUserId: principal.userId } : {}) },
+            // The job writes the answer; deflated only when it comes back through Redis.
+            render: { format, deflate: services.jobs.kind === 'bullmq' },
           };
-          const result = await services.jobs.run<ReportResult>({ name: 'report', organizationId: principal.organizationId, data: job }, services.config.JOB_TIMEOUT_MS);
-          if (format === 'json') return { body: { data: rowObjects(result.meta, result.rows), meta: result.meta, statistics: result.statistics } };
+          const result = await services.jobs.run<ReportResult | RenderedReport>({ name: 'report', organizationId: principal.organizationId, data: job }, services.config.JOB_TIMEOUT_MS);
+          // A worker from before rendering hands back rows: written here with the same code.
+          const rendered = isRendered(result) ? result : await renderReport(result, { format, deflate: false });
+          const body = renderedBody(rendered);
+          if (format === 'json') return { raw: body, contentType: 'application/json; charset=utf-8' };
           return {
-            stream: csvChunks(result.meta.map((column) => column.name), [result.rows as never]),
+            stream: slices(body),
             contentType: 'text/csv; charset=utf-8',
-            headers: { 'x-db-statistics': JSON.stringify(result.statistics), 'content-disposition': `attachment; filename="${name}.csv"` },
+            headers: { 'x-db-statistics': JSON.stringify(rendered.statistics), 'content-disposition': `attachment; filename="${name}.csv"` },
           };
         },
       }),
     ),
   );
+}
+
+/** A CSV document in pieces of 64 KiB, written with backpressure as csvChunks' were; cut as bytes, never inside a character's UTF-16 pair. */
+async function* slices(body: Buffer | string, size = 64 * 1024): AsyncGenerator<Buffer> {
+  const bytes = typeof body === 'string' ? Buffer.from(body, 'utf8') : body;
+  for (let at = 0; at < bytes.length; at += size) yield bytes.subarray(at, at + size);
 }

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import type { ReportRendering } from './report-output.js';
 
 /**
  * Report parameters (spec 4.4). Arrays arrive comma separated (`a=1,2`) or as `a[]=1&a[]=2`; an empty list is
@@ -109,6 +110,8 @@ export interface ReportJob {
   report: ReportName;
   params: Record<string, unknown>;
   scope: ReportScope;
+  /** Hand back the answer written (report-output.ts), not the rows; absent from a gateway before this. */
+  render?: ReportRendering;
 }
 
 export interface ReportColumn {

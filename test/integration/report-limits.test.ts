@@ -2,6 +2,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AppError, ErrorCode } from '../../shared/errors.js';
 import type { JobLimits } from '../../shared/jobs/index.js';
 import { createLogger } from '../../shared/logger.js';
+import { renderedBody, renderText, type RenderedReport } from '../../shared/reports/report-output.js';
+import type { ReportResult } from '../../shared/reports/report-params.js';
 import { inBoundedTransaction, sqlOf } from '../../shared/reports/report-sql.js';
 import { openStorage, type Storage } from '../../shared/storage/index.js';
 import { reportProcessor } from '../../workers/processors/report.processor.js';
@@ -32,6 +34,19 @@ describe(`report statements are bounded by their job (${driverLabel})`, () => {
     const job = { report: 'raw_data', params: { from_date: '2026-01-01T00:00:00Z', to_date: '2026-01-02T00:00:00Z' }, scope: { organizationId: '00000000-0000-4000-8000-000000000000' } };
     const error = await reportProcessor(job, { storage, logger: createLogger('silent') }, limits(Date.now() + 60_000, controller)).catch((e: unknown) => e);
     expect(codeOf(error)).toBe(ErrorCode.Timeout);
+  });
+
+  it('hands back rows to a job that does not ask for the written answer (a gateway from before it), and refuses an unknown rendering', async () => {
+    const context = { storage, logger: createLogger('silent') };
+    const job = { report: 'visitors', params: { from_date: '2026-01-01T00:00:00Z', to_date: '2026-01-02T00:00:00Z', building_id: '1', group: 'hour' }, scope: { organizationId: '00000000-0000-4000-8000-000000000000' } };
+    const rows = (await reportProcessor(job, context, limits(Date.now() + 60_000))) as ReportResult;
+    expect(rows.meta.map((column) => column.name)).toEqual(['group', 'visitors', 'devices', 'positions']);
+    for (const format of ['json', 'csv'] as const) {
+      const rendered = (await reportProcessor({ ...job, render: { format, deflate: true } }, context, limits(Date.now() + 60_000))) as RenderedReport;
+      expect(Buffer.from(renderedBody(rendered)).toString('utf8')).toBe(await renderText({ ...rows, statistics: rendered.statistics }, format));
+    }
+    const refused = await reportProcessor({ ...job, render: { format: 'xml', deflate: true } }, context, limits(Date.now() + 60_000)).catch((e: unknown) => e);
+    expect(codeOf(refused)).toBe(ErrorCode.ValidationFailed);
   });
 
   it('runs no further statement once the signal is raised', async () => {

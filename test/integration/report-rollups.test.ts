@@ -6,7 +6,7 @@ import { setWatermark, type DeviceHour } from '../../shared/reports/materializer
 import { reportParamSchemas, type ReportScope } from '../../shared/reports/report-params.js';
 import { reportQueries, type QueryResult } from '../../shared/reports/report-queries.js';
 import { inBoundedTransaction, UNBOUNDED } from '../../shared/reports/report-sql.js';
-import { rollupMaterialization } from '../../shared/reports/rollups.js';
+import { QUARTER_MS, rollupMaterialization, RollupWindow } from '../../shared/reports/rollups.js';
 import type { Storage } from '../../shared/storage/storage.js';
 import { createVenue } from '../support/cartography.js';
 import type { TestClient } from '../support/http-client.js';
@@ -251,6 +251,53 @@ describe(`report rollups: one answer from rollups and from positions (${driverLa
     await bothWays('positioning_time', walks);
     await bothWays('heatmap', { ...walks, floor_id: walkVenue.floors[1].id });
     expect((await bothWays('visitors', { ...query, group: 'day' }))[0]!.devices).toBe(4); // night-1, -2 and -3, and the late-comer
+  });
+
+  it('reads hours not closed at the watermark as a range of positions: all pending (before the first pass) is the plain raw path', async () => {
+    await rebuildAll();
+    const from = '2026-03-28T22:07:30Z';
+    const to = '2026-03-29T03:52:10.5Z';
+    const plan = () => inBoundedTransaction(storage, UNBOUNDED, (execute) => RollupWindow.plan(execute, scope.organizationId, from, to, QUARTER_MS));
+    const everyReport = async () => {
+      const rows: Record<string, any>[][] = [];
+      for (const place of [venue, walkVenue]) {
+        const span = { from_date: from, to_date: to, building_id: place.building.id, time_zone: 'Europe/Madrid' };
+        rows.push(await bothWays('visitors', { ...span, group: 'hour' }));
+        rows.push(await bothWays('positioning_time', { ...span, group: 'hour' }));
+        for (const floor of place.floors) rows.push(await bothWays('heatmap', { ...span, floor_id: floor.id }));
+      }
+      return rows;
+    };
+    const served = await everyReport();
+    expect(served.flat().length).toBeGreaterThan(10);
+    // The watermark inside the window: its hour and those after are pending whole, read by time, not device by device.
+    await setWatermark(storage, new Date('2026-03-29T01:30:00Z'));
+    const partly = await plan();
+    expect(partly).toMatchObject({ innerFrom: '2026-03-28T22:15:00.000Z', innerTo: '2026-03-29T01:00:00.000Z' });
+    // The fixtures were received after it (now): the closed hours before it are pending device by device.
+    expect(partly!.pending.length).toBeGreaterThan(0);
+    expect(partly!.pending.every((unit) => unit.hour.getTime() < Date.parse(partly!.innerTo))).toBe(true);
+    expect(await everyReport()).toEqual(served);
+    // Before the first pass every hour is pending: no rollup is read, whatever is kept (here: all of it).
+    await setWatermark(storage, null);
+    expect(await plan()).toBeNull();
+    expect(await everyReport()).toEqual(served);
+    await setWatermark(storage, new Date());
+  });
+
+  it('reads a window with more late device-hours than index scans pay for (one per hour of it, at least 16) from positions only', async () => {
+    await upload(Array.from({ length: 20 }, (_, i) => at(`late-${i}`, Date.parse('2026-05-01T10:30:00Z') + i * 1000, 0, 10 + i, 10)));
+    await rebuildAll();
+    const span = { from_date: '2026-05-01T10:00:00Z', to_date: '2026-05-01T11:00:00Z', building_id: venue.building.id };
+    const plan = () => inBoundedTransaction(storage, UNBOUNDED, (execute) => RollupWindow.plan(execute, scope.organizationId, span.from_date, span.to_date, QUARTER_MS));
+    expect((await plan())?.pending).toEqual([]);
+    const served = [await bothWays('visitors', { ...span, group: 'hour' }), await bothWays('positioning_time', span), await bothWays('heatmap', { ...span, floor_id: venue.floors[0].id })];
+    expect(served[0]).toMatchObject([{ visitors: 20, positions: 20 }]);
+    // Received after this watermark, their hour closed before it: 20 late device-hours in a one-hour window.
+    await setWatermark(storage, new Date('2026-05-02T00:00:00Z'));
+    expect(await plan()).toBeNull();
+    expect([await bothWays('visitors', { ...span, group: 'hour' }), await bothWays('positioning_time', span), await bothWays('heatmap', { ...span, floor_id: venue.floors[0].id })]).toEqual(served);
+    await setWatermark(storage, new Date());
   });
 
   it('serves the same rows over HTTP, on this run\'s job driver', async () => {

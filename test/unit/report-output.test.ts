@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { rowObjects } from '../../shared/reports/report-output.js';
+import { csvChunks } from '../../shared/csv/csv.js';
+import { renderedBody, renderReport, rowObjects } from '../../shared/reports/report-output.js';
 import type { ReportColumn } from '../../shared/reports/report-params.js';
 
 const meta: ReportColumn[] = [
@@ -30,5 +31,25 @@ describe('rowObjects: the objects of a JSON report, as Object.fromEntries keyed 
     expect(JSON.stringify({ data: objects })).toBe(JSON.stringify({ data: reference }));
     expect(objects.map((object) => Object.keys(object))).toEqual(reference.map((object) => Object.keys(object)));
     expect(rowObjects(meta, [])).toEqual([]);
+  });
+});
+
+describe('renderReport: the answer a report job hands back, as the route wrote it from rows', () => {
+  const csvRows = rows.slice(0, 5) as never;
+  const statistics = { rows_read: 7, rows_returned: 5, elapsed_ms: 1.25 };
+  it('JSON and CSV, deflated (through Redis) or not: the same bytes', async () => {
+    let csv = '';
+    for await (const chunk of csvChunks(meta.map((column) => column.name), [csvRows])) csv += chunk;
+    const json = JSON.stringify({ data: rowObjects(meta, rows), meta, statistics });
+    for (const deflate of [false, true]) {
+      // Through BullMQ's JSON and back, as a result travels.
+      const trip = async (format: 'json' | 'csv', result: { meta: ReportColumn[]; rows: unknown[][] }) => JSON.parse(JSON.stringify(await renderReport({ ...result, statistics }, { format, deflate })));
+      const jsonAnswer = await trip('json', { meta, rows });
+      expect(jsonAnswer.statistics).toEqual(statistics);
+      expect(Buffer.from(renderedBody(jsonAnswer)).toString('utf8')).toBe(json);
+      const csvAnswer = await trip('csv', { meta, rows: csvRows });
+      expect(Buffer.from(renderedBody(csvAnswer)).equals(Buffer.from(csv, 'utf8'))).toBe(true);
+      expect(csvAnswer.deflated).toBe(deflate);
+    }
   });
 });
