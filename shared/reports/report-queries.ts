@@ -111,8 +111,9 @@ async function fenceSessions<T>(
       : await staysPlan(execute, { organizationId: scope.organizationId, from: Date.parse(params.from_date), to: Date.parse(params.to_date), shapes, timing, where, staysWhere: joinSql(onStays) });
     // The grid costs a few hundred ms to build for a floor of zones: only for a report computed from positions.
     const raw = fromStays?.raw ?? (await fenceRuns(execute, FenceGrid.for(shapes), timing, sqlOf('positions p'), where));
-    // A month is hundreds of thousands of segments: sorted and grouped in memory rather than on disk.
-    await execute(sqlOf(`select set_config('work_mem', '128MB', true)`));
+    // A month is hundreds of thousands of segments: sorted and grouped in memory rather than on disk. One process:
+    // the kept segments arrive in order (sessionsSql), and a parallel plan would gather them unordered to sort them.
+    await execute(sqlOf(`select set_config('work_mem', '128MB', true), set_config('max_parallel_workers_per_gather', '0', true)`));
     const rows = await execute<T>(joinSql([sessionsSql(timing, raw, fromStays?.kept), select(stayFilter(params), timing)]));
     return { rows, names, originMs: Date.parse(origin) };
   });
@@ -205,15 +206,19 @@ const geofencingStayTime: Query = async (storage, params, scope, limits = UNBOUN
     options,
     (sessions, timing) =>
       joinSql([
-        `select g.rank, g.device_id collate "C" as device_id, g.fence_id::text as fence_id, (array_agg(g.user_id order by g.first_ts))[1] as user_id, count(*)::int as sessions,
+        `select g.rank, g.device_id collate "C" as device_id, g.fence_id::text as fence_id, min(g.first_user) as user_id, count(*)::int as sessions,
                 (extract(epoch from sum(g.last_ts - g.first_ts)) * 1000000)::int8 as total_us, `,
         timing.offset('min(g.first_ts)'),
         ' as first_us, ',
         timing.offset('max(g.last_ts)'),
-        ' as last_us, sum(g.n)::int8 as n from (',
+        // sessions come per device and geofence in time order: ordering them by group within that is a sort of each
+        // device and geofence's few hundred (incremental), and the group's first stay is then the first row.
+        ` as last_us, sum(g.n)::int8 as n from (
+            select s.*, first_value(s.user_id) over (partition by s.device_id collate "C", s.fence_id, s.rank order by s.first_ts) as first_user from (`,
         sqlOf('select (?::int[])[width_bucket(s.first_ts, ?::timestamptz[]) + 1] as rank, s.* from ', pgArray(groups.labels.map((label) => rankOf.get(label)!)), pgArray(groups.starts.map((ms) => new Date(ms).toISOString()))),
         sessions,
-        ') g group by g.rank, g.device_id collate "C", g.fence_id order by g.rank, g.device_id collate "C", min(g.first_ts), g.fence_id',
+        ` order by s.device_id collate "C", s.fence_id, rank, s.first_ts) s
+          ) g group by g.device_id collate "C", g.fence_id, g.rank order by g.rank, g.device_id collate "C", min(g.first_ts), g.fence_id`,
       ]),
   );
   return {

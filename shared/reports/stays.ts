@@ -146,9 +146,12 @@ export interface StaysQuery {
   staysWhere: Sql;
 }
 
-/** How a geofence report reads kept stays: `kept` selects segments as runs (see sessionsSql), `raw` the rest of the window's runs. */
+/**
+ * How a geofence report reads kept stays: `kept` selects segments as runs (see sessionsSql) in sessionsSql's
+ * order (none when no geofence has a whole hour served), `raw` the rest of the window's runs.
+ */
 export interface StaysPlan {
-  kept: Sql;
+  kept?: Sql;
   raw: FenceRuns;
 }
 
@@ -186,15 +189,7 @@ export async function staysPlan(execute: Execute, query: StaysQuery): Promise<St
   )) {
     pending.set(`${row.device_id}\u0000${row.hour_ms}`, { device: row.device_id, hour: Number(row.hour_ms) });
   }
-  const segments = joinSql([
-    'select s.device_id, s.fence_id, s.first_ts, s.last_ts, s.positions as n, s.user_id from ',
-    fences,
-    sqlOf(' join geofence_stays s on s.organization_id = ? and s.fence_id = f.fence_id and s.hour >= f.cutoff and s.hour < ? and s.geometry_version = f.version', query.organizationId, iso(end)),
-    query.staysWhere,
-    ...(pending.size > 0
-      ? [sqlOf(' where (s.device_id, s.hour) not in (select * from unnest(?::text[], ?::timestamptz[]))', pgArray([...pending.values()].map((unit) => unit.device)), pgArray([...pending.values()].map((unit) => iso(unit.hour))))]
-      : []),
-  ]);
+  const segments = keptSegments(query, shapes.map((shape) => ({ shape, cutoff: cutoffOf(shape) })), end, [...pending.values()]);
   const pendingByHour = new Map<string, string[]>();
   for (const unit of pending.values()) pushTo(pendingByHour, String(unit.hour), unit.device);
   const raw: FenceRuns = new Map();
@@ -215,6 +210,61 @@ export async function staysPlan(execute: Execute, query: StaysQuery): Promise<St
     for (const [key, list] of await fenceRuns(execute, FenceGrid.for(group), timing, source, where)) for (const run of list) pushTo(raw, key, run);
   }
   return { kept: segments, raw };
+}
+
+const DAY_MS = 24 * HOUR_MS;
+
+/**
+ * The segments a plan serves (see staysPlan), as runs in the order sessionsSql joins them (device, geofence,
+ * first_ts, last_ts): one sub-select per UTC day, each read in that order from geofence_stays_day_order_idx
+ * (m0014), which PostgreSQL merges (a merge append) instead of sorting a month of segments. Geofences are
+ * conditions on the segment rather than a join with a list of them: a join's estimate (a few thousand rows for
+ * a month's hundreds of thousands) made the planner hash and sort where streaming was cheaper, and a join's
+ * output order is lost.
+ */
+function keptSegments(query: StaysQuery, fences: { shape: FenceShape; cutoff: number }[], end: number, pending: { device: string; hour: number }[]): Sql | undefined {
+  const iso = (ms: number) => new Date(ms).toISOString();
+  // Geofences sharing a cutoff and a geometry version share a condition (usually there is one of each).
+  const arms = new Map<string, { cutoff: number; version: number; fences: string[] }>();
+  for (const { shape, cutoff } of fences) {
+    if (cutoff >= end) continue;
+    const key = `${cutoff}/${shape.version}`;
+    const arm = arms.get(key) ?? arms.set(key, { cutoff, version: shape.version, fences: [] }).get(key)!;
+    arm.fences.push(shape.fenceId);
+  }
+  const first = Math.min(...[...arms.values()].map((arm) => arm.cutoff));
+  const days: Sql[] = [];
+  // (No arm: `first` is Infinity and no day is read.)
+  for (let day = Math.floor(first / DAY_MS) * DAY_MS; day < end; day += DAY_MS) {
+    const from = Math.max(day, first);
+    const to = Math.min(day + DAY_MS, end);
+    const served = [...arms.values()].filter((arm) => arm.cutoff < to);
+    if (served.length === 0) continue;
+    const excluded = pending.filter((unit) => unit.hour >= from && unit.hour < to);
+    days.push(
+      joinSql([
+        sqlOf(
+          `select * from (select s.device_id, s.fence_id, s.first_ts, s.last_ts, s.positions as n, s.user_id from geofence_stays s
+           where s.organization_id = ? and (s.hour at time zone 'UTC')::date = ?::date and s.hour >= ? and s.hour < ? and (`,
+          query.organizationId,
+          iso(day).slice(0, 10),
+          iso(from),
+          iso(to),
+        ),
+        joinSql(
+          served.map((arm) => sqlOf('(s.hour >= ? and s.geometry_version = ? and s.fence_id = any(?::uuid[]))', iso(arm.cutoff), arm.version, pgArray(arm.fences))),
+          ' or ',
+        ),
+        ')',
+        query.staysWhere,
+        ...(excluded.length > 0
+          ? [sqlOf(' and (s.device_id, s.hour) not in (select * from unnest(?::text[], ?::timestamptz[]))', pgArray(excluded.map((unit) => unit.device)), pgArray(excluded.map((unit) => iso(unit.hour))))]
+          : []),
+        ` order by s.device_id collate "C", s.fence_id, s.first_ts, s.last_ts) k`,
+      ]),
+    );
+  }
+  return days.length > 0 ? joinSql(days, ' union all ') : undefined;
 }
 
 /**
@@ -243,11 +293,18 @@ export function sessionsSql(timing: SessionWindows, raw: FenceRuns, kept?: Sql):
     pgArray(runs.map((r) => r.run.n)),
     pgArray(runs.map((r) => r.run.user)),
   );
-  // Partitions compare device ids byte-wise ("C"): any total order joins alike, and it sorts faster.
+  // Partitions compare device ids byte-wise ("C"): any total order joins alike, and it sorts faster. Each source
+  // arrives in that order (the kept days from their index, the given runs sorted), so PostgreSQL merges them and
+  // every step after streams: the windows, then the sessions grouped over the same order (an incremental sort
+  // on `session`, already in order within each device and geofence), where hashing a month's sessions cost more.
+  const order = 'device_id collate "C", r.fence_id, r.first_ts, r.last_ts';
   const partition = 'partition by r.device_id collate "C", r.fence_id order by r.first_ts, r.last_ts';
   return joinSql([
     'with runs as (',
-    kept ? joinSql([kept, ' union all ', given]) : given,
+    ...(kept ? [kept, ' union all '] : []),
+    'select * from (select * from (',
+    given,
+    `) r order by r.${order}) g`,
     sqlOf(
       `), marked as (
          select r.*, case when r.first_ts - max(r.last_ts) over (${partition} rows between unbounded preceding and 1 preceding) <= ?::int8 * interval '1 microsecond' then 0 else 1 end as starts
@@ -255,8 +312,9 @@ export function sessionsSql(timing: SessionWindows, raw: FenceRuns, kept?: Sql):
        ), numbered as (
          select r.*, sum(r.starts) over (${partition} rows unbounded preceding) as session from marked r
        ), sessions as (
-         select device_id, fence_id, min(first_ts) as first_ts, max(last_ts) as last_ts, sum(n)::int8 as n, max(user_id::text collate "C") as user_id
-         from numbered group by device_id, fence_id, session
+         select (r.device_id collate "C") collate "default" as device_id, r.fence_id, min(r.first_ts) as first_ts, max(r.last_ts) as last_ts, sum(r.n)::int8 as n, max(r.user_id::text collate "C") as user_id
+         from (select * from numbered r order by r.device_id collate "C", r.fence_id, r.session) r
+         group by r.device_id collate "C", r.fence_id, r.session
        ) `,
       timing.thresholdUs,
     ),
