@@ -206,19 +206,17 @@ const geofencingStayTime: Query = async (storage, params, scope, limits = UNBOUN
     options,
     (sessions, timing) =>
       joinSql([
-        `select g.rank, g.device_id collate "C" as device_id, g.fence_id::text as fence_id, min(g.first_user) as user_id, count(*)::int as sessions,
+        `select g.rank, g.device_id collate "C" as device_id, g.fence_id::text as fence_id, (array_agg(g.user_id order by g.first_ts))[1] as user_id, count(*)::int as sessions,
                 (extract(epoch from sum(g.last_ts - g.first_ts)) * 1000000)::int8 as total_us, `,
         timing.offset('min(g.first_ts)'),
         ' as first_us, ',
         timing.offset('max(g.last_ts)'),
-        // sessions come per device and geofence in time order: ordering them by group within that is a sort of each
-        // device and geofence's few hundred (incremental), and the group's first stay is then the first row.
-        ` as last_us, sum(g.n)::int8 as n from (
-            select s.*, first_value(s.user_id) over (partition by s.device_id collate "C", s.fence_id, s.rank order by s.first_ts) as first_user from (`,
+        // Sessions come per device and geofence in time order (sessionsSql): ordering each one's few hundred by
+        // group is an incremental sort, and groups are then aggregated as they stream, not hashed and sorted.
+        ' as last_us, sum(g.n)::int8 as n from (',
         sqlOf('select (?::int[])[width_bucket(s.first_ts, ?::timestamptz[]) + 1] as rank, s.* from ', pgArray(groups.labels.map((label) => rankOf.get(label)!)), pgArray(groups.starts.map((ms) => new Date(ms).toISOString()))),
         sessions,
-        ` order by s.device_id collate "C", s.fence_id, rank, s.first_ts) s
-          ) g group by g.device_id collate "C", g.fence_id, g.rank order by g.rank, g.device_id collate "C", min(g.first_ts), g.fence_id`,
+        ' order by s.device_id collate "C", s.fence_id, rank, s.first_ts) g group by g.device_id collate "C", g.fence_id, g.rank order by g.rank, g.device_id collate "C", min(g.first_ts), g.fence_id',
       ]),
   );
   return {

@@ -245,14 +245,17 @@ function keptSegments(query: StaysQuery, fences: { shape: FenceShape; cutoff: nu
       joinSql([
         sqlOf(
           `select * from (select s.device_id, s.fence_id, s.first_ts, s.last_ts, s.positions as n, s.user_id from geofence_stays s
-           where s.organization_id = ? and (s.hour at time zone 'UTC')::date = ?::date and s.hour >= ? and s.hour < ? and (`,
+           where s.organization_id = ? and (s.hour at time zone 'UTC')::date = ?::date`,
           query.organizationId,
           iso(day).slice(0, 10),
-          iso(from),
-          iso(to),
         ),
+        // (Bounds a whole day or an arm's cutoff already meets are left out: they are tested on every segment.)
+        from > day || to < day + DAY_MS ? sqlOf(' and s.hour >= ? and s.hour < ?', iso(from), iso(to)) : '',
+        ' and (',
         joinSql(
-          served.map((arm) => sqlOf('(s.hour >= ? and s.geometry_version = ? and s.fence_id = any(?::uuid[]))', iso(arm.cutoff), arm.version, pgArray(arm.fences))),
+          served.map((arm) =>
+            joinSql(['(', arm.cutoff > from ? sqlOf('s.hour >= ? and ', iso(arm.cutoff)) : '', sqlOf('s.geometry_version = ? and s.fence_id = any(?::uuid[]))', arm.version, pgArray(arm.fences))]),
+          ),
           ' or ',
         ),
         ')',
