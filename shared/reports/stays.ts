@@ -271,7 +271,8 @@ function keptSegments(query: StaysQuery, fences: { shape: FenceShape; cutoff: nu
 }
 
 /**
- * `with ... sessions`: the runs of `raw` (and the segments `kept` selects, when given) joined per device and
+ * `with ... sessions`: the runs of `raw` (and the segments `kept` selects, when given: selected in the order of
+ * the partitions below, they are merged rather than sorted; see keptSegments) joined per device and
  * geofence wherever the gap between them is within the report's threshold, by this rule (a run joins when
  * it starts within the threshold of the latest end before it; the result does not depend on how the runs were
  * grouped before, so runs joined already join again alike). Columns: device_id, fence_id (uuid), first_ts,
@@ -300,14 +301,14 @@ export function sessionsSql(timing: SessionWindows, raw: FenceRuns, kept?: Sql):
   // arrives in that order (the kept days from their index, the given runs sorted), so PostgreSQL merges them and
   // every step after streams: the windows, then the sessions grouped over the same order (an incremental sort
   // on `session`, already in order within each device and geofence), where hashing a month's sessions cost more.
-  const order = 'device_id collate "C", r.fence_id, r.first_ts, r.last_ts';
+  const order = 'r.device_id collate "C", r.fence_id, r.first_ts, r.last_ts';
   const partition = 'partition by r.device_id collate "C", r.fence_id order by r.first_ts, r.last_ts';
   return joinSql([
     'with runs as (',
     ...(kept ? [kept, ' union all '] : []),
     'select * from (select * from (',
     given,
-    `) r order by r.${order}) g`,
+    `) r order by ${order}) g`,
     sqlOf(
       `), marked as (
          select r.*, case when r.first_ts - max(r.last_ts) over (${partition} rows between unbounded preceding and 1 preceding) <= ?::int8 * interval '1 microsecond' then 0 else 1 end as starts
