@@ -129,14 +129,14 @@ function stayFilter(params: Params): Sql {
   return joinSql(['sessions s', ...(conditions.length > 0 ? [' where ', joinSql(conditions, ' and ')] : [])]);
 }
 
-/** An instant `us` µs after the origin, to the ms (as reported). */
-const instantOf = (originMs: number, us: number | string) => new Date(originMs + Math.floor(Number(us) / 1000));
 
 const geofencingSessionsMatches: Query = async (storage, params, scope, limits = UNBOUNDED, options = {}) => {
   // As `order by min(ts), device_id, fence_id::text`.
   const { rows, names, originMs } = await fenceSessions<{ device_id: string; fence_id: string; first_us: string; last_us: string; n: string; user_id: string | null }>(storage, params, scope, limits, options, (sessions, timing) =>
     joinSql(['select s.device_id, s.fence_id::text as fence_id, ', timing.offset('s.first_ts'), ' as first_us, ', timing.offset('s.last_ts'), ' as last_us, s.n, s.user_id from ', sessions, ' order by s.first_ts, s.device_id, s.fence_id']),
   );
+  // A month is hundreds of thousands of stays: their instants formatted from cached minutes, as raw_data's are.
+  const instant = instantFormatter(params.time_zone);
   return {
     meta: [col('device_id', 'string'), col('user_id', 'string', true), col('geofence_id', 'string'), col('geofence_name', 'string'), col('entered_at', 'datetime'), col('exited_at', 'datetime'), col('duration_s', 'number'), col('positions', 'integer')],
     rows: rows.map((s) => [
@@ -144,8 +144,8 @@ const geofencingSessionsMatches: Query = async (storage, params, scope, limits =
       s.user_id,
       s.fence_id,
       names.get(s.fence_id) ?? '',
-      formatInstant(instantOf(originMs, s.first_us), params.time_zone),
-      formatInstant(instantOf(originMs, s.last_us), params.time_zone),
+      instant(epochSecond(originMs, Number(s.first_us))),
+      instant(epochSecond(originMs, Number(s.last_us))),
       (Number(s.last_us) - Number(s.first_us)) / 1e6,
       Number(s.n),
     ]),
@@ -219,6 +219,7 @@ const geofencingStayTime: Query = async (storage, params, scope, limits = UNBOUN
         ' order by s.device_id collate "C", s.fence_id, rank, s.first_ts) g group by g.device_id collate "C", g.fence_id, g.rank order by g.rank, g.device_id collate "C", min(g.first_ts), g.fence_id',
       ]),
   );
+  const instant = instantFormatter(params.time_zone);
   return {
     meta: [col('group', 'string'), col('device_id', 'string'), col('user_id', 'string', true), col('geofence_id', 'string'), col('geofence_name', 'string'), col('sessions', 'integer'), col('stay_time_s', 'number'), col('first_entry', 'datetime'), col('last_exit', 'datetime')],
     rows: rows.map((r) => [
@@ -229,8 +230,8 @@ const geofencingStayTime: Query = async (storage, params, scope, limits = UNBOUN
       names.get(r.fence_id) ?? '',
       r.sessions,
       Number(r.total_us) / 1e6,
-      formatInstant(instantOf(originMs, r.first_us), params.time_zone),
-      formatInstant(instantOf(originMs, r.last_us), params.time_zone),
+      instant(epochSecond(originMs, Number(r.first_us))),
+      instant(epochSecond(originMs, Number(r.last_us))),
     ]),
     rowsRead: rows.reduce((sum, r) => sum + Number(r.n), 0),
   };
