@@ -111,8 +111,9 @@ async function fenceSessions<T>(
       : await staysPlan(execute, { organizationId: scope.organizationId, from: Date.parse(params.from_date), to: Date.parse(params.to_date), shapes, timing, where, staysWhere: joinSql(onStays) });
     // The grid costs a few hundred ms to build for a floor of zones: only for a report computed from positions.
     const raw = fromStays?.raw ?? (await fenceRuns(execute, FenceGrid.for(shapes), timing, sqlOf('positions p'), where));
-    // A month is hundreds of thousands of segments: sorted and grouped in memory rather than on disk.
-    await execute(sqlOf(`select set_config('work_mem', '128MB', true)`));
+    // A month is hundreds of thousands of segments: sorted and grouped in memory rather than on disk. One process:
+    // the kept segments arrive in order (sessionsSql), and a parallel plan would gather them unordered to sort them.
+    await execute(sqlOf(`select set_config('work_mem', '128MB', true), set_config('max_parallel_workers_per_gather', '0', true)`));
     const rows = await execute<T>(joinSql([sessionsSql(timing, raw, fromStays?.kept), select(stayFilter(params), timing)]));
     return { rows, names, originMs: Date.parse(origin) };
   });
@@ -128,14 +129,14 @@ function stayFilter(params: Params): Sql {
   return joinSql(['sessions s', ...(conditions.length > 0 ? [' where ', joinSql(conditions, ' and ')] : [])]);
 }
 
-/** An instant `us` µs after the origin, to the ms (as reported). */
-const instantOf = (originMs: number, us: number | string) => new Date(originMs + Math.floor(Number(us) / 1000));
 
 const geofencingSessionsMatches: Query = async (storage, params, scope, limits = UNBOUNDED, options = {}) => {
   // As `order by min(ts), device_id, fence_id::text`.
   const { rows, names, originMs } = await fenceSessions<{ device_id: string; fence_id: string; first_us: string; last_us: string; n: string; user_id: string | null }>(storage, params, scope, limits, options, (sessions, timing) =>
     joinSql(['select s.device_id, s.fence_id::text as fence_id, ', timing.offset('s.first_ts'), ' as first_us, ', timing.offset('s.last_ts'), ' as last_us, s.n, s.user_id from ', sessions, ' order by s.first_ts, s.device_id, s.fence_id']),
   );
+  // A month is hundreds of thousands of stays: their instants formatted from cached minutes, as raw_data's are.
+  const instant = instantFormatter(params.time_zone);
   return {
     meta: [col('device_id', 'string'), col('user_id', 'string', true), col('geofence_id', 'string'), col('geofence_name', 'string'), col('entered_at', 'datetime'), col('exited_at', 'datetime'), col('duration_s', 'number'), col('positions', 'integer')],
     rows: rows.map((s) => [
@@ -143,8 +144,8 @@ const geofencingSessionsMatches: Query = async (storage, params, scope, limits =
       s.user_id,
       s.fence_id,
       names.get(s.fence_id) ?? '',
-      formatInstant(instantOf(originMs, s.first_us), params.time_zone),
-      formatInstant(instantOf(originMs, s.last_us), params.time_zone),
+      instant(epochSecond(originMs, Number(s.first_us))),
+      instant(epochSecond(originMs, Number(s.last_us))),
       (Number(s.last_us) - Number(s.first_us)) / 1e6,
       Number(s.n),
     ]),
@@ -210,12 +211,15 @@ const geofencingStayTime: Query = async (storage, params, scope, limits = UNBOUN
         timing.offset('min(g.first_ts)'),
         ' as first_us, ',
         timing.offset('max(g.last_ts)'),
+        // Sessions come per device and geofence in time order (sessionsSql): ordering each one's few hundred by
+        // group is an incremental sort, and groups are then aggregated as they stream, not hashed and sorted.
         ' as last_us, sum(g.n)::int8 as n from (',
         sqlOf('select (?::int[])[width_bucket(s.first_ts, ?::timestamptz[]) + 1] as rank, s.* from ', pgArray(groups.labels.map((label) => rankOf.get(label)!)), pgArray(groups.starts.map((ms) => new Date(ms).toISOString()))),
         sessions,
-        ') g group by g.rank, g.device_id collate "C", g.fence_id order by g.rank, g.device_id collate "C", min(g.first_ts), g.fence_id',
+        ' order by s.device_id collate "C", s.fence_id, rank, s.first_ts) g group by g.device_id collate "C", g.fence_id, g.rank order by g.rank, g.device_id collate "C", min(g.first_ts), g.fence_id',
       ]),
   );
+  const instant = instantFormatter(params.time_zone);
   return {
     meta: [col('group', 'string'), col('device_id', 'string'), col('user_id', 'string', true), col('geofence_id', 'string'), col('geofence_name', 'string'), col('sessions', 'integer'), col('stay_time_s', 'number'), col('first_entry', 'datetime'), col('last_exit', 'datetime')],
     rows: rows.map((r) => [
@@ -226,8 +230,8 @@ const geofencingStayTime: Query = async (storage, params, scope, limits = UNBOUN
       names.get(r.fence_id) ?? '',
       r.sessions,
       Number(r.total_us) / 1e6,
-      formatInstant(instantOf(originMs, r.first_us), params.time_zone),
-      formatInstant(instantOf(originMs, r.last_us), params.time_zone),
+      instant(epochSecond(originMs, Number(r.first_us))),
+      instant(epochSecond(originMs, Number(r.last_us))),
     ]),
     rowsRead: rows.reduce((sum, r) => sum + Number(r.n), 0),
   };

@@ -230,9 +230,12 @@ export interface StaysQuery {
   staysWhere: Sql;
 }
 
-/** How a geofence report reads kept stays: `kept` selects segments as runs (see sessionsSql), `raw` the rest of the window's runs. */
+/**
+ * How a geofence report reads kept stays: `kept` selects segments as runs (see sessionsSql) in sessionsSql's
+ * order (none when no geofence has a whole hour served), `raw` the rest of the window's runs.
+ */
 export interface StaysPlan {
-  kept: Sql;
+  kept?: Sql;
   raw: FenceRuns;
 }
 
@@ -256,29 +259,30 @@ export async function staysPlan(execute: Execute, query: StaysQuery): Promise<St
   const iso = (ms: number) => new Date(ms).toISOString();
   // Per geofence, the first whole hour its current geometry covers; geofences sharing it share a raw query.
   const cutoffOf = (shape: FenceShape) => Math.min(Math.max(start, Math.ceil(shape.since.getTime() / HOUR_MS) * HOUR_MS), end);
-  const fences = sqlOf('unnest(?::uuid[], ?::int[], ?::timestamptz[]) as f(fence_id, version, cutoff)', pgArray(shapes.map((shape) => shape.fenceId)), pgArray(shapes.map((shape) => shape.version)), pgArray(shapes.map((shape) => iso(cutoffOf(shape)))));
   const pending = new Map<string, { device: string; hour: number }>();
   for (const unit of await pendingDeviceHours(execute, query.organizationId, new Date(start), new Date(end), kept)) pending.set(`${unit.deviceId}\u0000${unit.hour.getTime()}`, { device: unit.deviceId, hour: unit.hour.getTime() });
   // A segment of another version in a served hour (kept before the geometry changed): that device-hour is raw.
-  // Versions only grow, so the index on (organization, fence, version, hour) finds these without reading the rest.
-  for (const row of await execute<{ device_id: string; hour_ms: string }>(
-    joinSql([
-      'select distinct s.device_id, (extract(epoch from s.hour) * 1000)::int8 as hour_ms from ',
-      fences,
-      sqlOf(' join geofence_stays s on s.organization_id = ? and s.fence_id = f.fence_id and s.geometry_version < f.version and s.hour >= f.cutoff and s.hour < ?', query.organizationId, iso(end)),
-    ]),
-  )) {
-    pending.set(`${row.device_id}\u0000${row.hour_ms}`, { device: row.device_id, hour: Number(row.hour_ms) });
+  // Versions only grow (from 1), so only geofences changed since have such segments, and the index on
+  // (organization, fence, version, hour) finds them without reading the rest: per geofence (a lateral kept apart
+  // by `offset 0`), since a join's guess of a third of a month's segments had the planner scan them all in parallel.
+  const changed = shapes.filter((shape) => shape.version > 1 && cutoffOf(shape) < end);
+  if (changed.length > 0) {
+    for (const row of await execute<{ device_id: string; hour_ms: string }>(
+      sqlOf(
+        `select distinct s.device_id, (extract(epoch from s.hour) * 1000)::int8 as hour_ms
+         from unnest(?::uuid[], ?::int[], ?::timestamptz[]) as f(fence_id, version, cutoff)
+         cross join lateral (select s.device_id, s.hour from geofence_stays s where s.organization_id = ? and s.fence_id = f.fence_id and s.geometry_version < f.version and s.hour >= f.cutoff and s.hour < ? offset 0) s`,
+        pgArray(changed.map((shape) => shape.fenceId)),
+        pgArray(changed.map((shape) => shape.version)),
+        pgArray(changed.map((shape) => iso(cutoffOf(shape)))),
+        query.organizationId,
+        iso(end),
+      ),
+    )) {
+      pending.set(`${row.device_id}\u0000${row.hour_ms}`, { device: row.device_id, hour: Number(row.hour_ms) });
+    }
   }
-  const segments = joinSql([
-    'select s.device_id, s.fence_id, s.first_ts, s.last_ts, s.positions as n, s.user_id from ',
-    fences,
-    sqlOf(' join geofence_stays s on s.organization_id = ? and s.fence_id = f.fence_id and s.hour >= f.cutoff and s.hour < ? and s.geometry_version = f.version', query.organizationId, iso(end)),
-    query.staysWhere,
-    ...(pending.size > 0
-      ? [sqlOf(' where (s.device_id, s.hour) not in (select * from unnest(?::text[], ?::timestamptz[]))', pgArray([...pending.values()].map((unit) => unit.device)), pgArray([...pending.values()].map((unit) => iso(unit.hour))))]
-      : []),
-  ]);
+  const segments = keptSegments(query, shapes.map((shape) => ({ shape, cutoff: cutoffOf(shape) })), end, [...pending.values()]);
   const pendingByHour = new Map<string, string[]>();
   for (const unit of pending.values()) pushTo(pendingByHour, String(unit.hour), unit.device);
   const raw: FenceRuns = new Map();
@@ -301,8 +305,67 @@ export async function staysPlan(execute: Execute, query: StaysQuery): Promise<St
   return { kept: segments, raw };
 }
 
+const DAY_MS = 24 * HOUR_MS;
+
 /**
- * `with ... sessions`: the runs of `raw` (and the segments `kept` selects, when given) joined per device and
+ * The segments a plan serves (see staysPlan), as runs in the order sessionsSql joins them (device, geofence,
+ * first_ts, last_ts): one sub-select per UTC day, each read in that order from geofence_stays_day_order_idx
+ * (m0014), which PostgreSQL merges (a merge append) instead of sorting a month of segments. Geofences are
+ * conditions on the segment rather than a join with a list of them: a join's estimate (a few thousand rows for
+ * a month's hundreds of thousands) made the planner hash and sort where streaming was cheaper, and a join's
+ * output order is lost.
+ */
+function keptSegments(query: StaysQuery, fences: { shape: FenceShape; cutoff: number }[], end: number, pending: { device: string; hour: number }[]): Sql | undefined {
+  const iso = (ms: number) => new Date(ms).toISOString();
+  // Geofences sharing a cutoff and a geometry version share a condition (usually there is one of each).
+  const arms = new Map<string, { cutoff: number; version: number; fences: string[] }>();
+  for (const { shape, cutoff } of fences) {
+    if (cutoff >= end) continue;
+    const key = `${cutoff}/${shape.version}`;
+    const arm = arms.get(key) ?? arms.set(key, { cutoff, version: shape.version, fences: [] }).get(key)!;
+    arm.fences.push(shape.fenceId);
+  }
+  const first = Math.min(...[...arms.values()].map((arm) => arm.cutoff));
+  const days: Sql[] = [];
+  // (No arm: `first` is Infinity and no day is read.)
+  for (let day = Math.floor(first / DAY_MS) * DAY_MS; day < end; day += DAY_MS) {
+    const from = Math.max(day, first);
+    const to = Math.min(day + DAY_MS, end);
+    const served = [...arms.values()].filter((arm) => arm.cutoff < to);
+    if (served.length === 0) continue;
+    const excluded = pending.filter((unit) => unit.hour >= from && unit.hour < to);
+    days.push(
+      joinSql([
+        sqlOf(
+          `select * from (select s.device_id, s.fence_id, s.first_ts, s.last_ts, s.positions as n, s.user_id from geofence_stays s
+           where s.organization_id = ? and (s.hour at time zone 'UTC')::date = ?::date`,
+          query.organizationId,
+          iso(day).slice(0, 10),
+        ),
+        // (Bounds a whole day or an arm's cutoff already meets are left out: they are tested on every segment.)
+        from > day || to < day + DAY_MS ? sqlOf(' and s.hour >= ? and s.hour < ?', iso(from), iso(to)) : '',
+        ' and (',
+        joinSql(
+          served.map((arm) =>
+            joinSql(['(', arm.cutoff > from ? sqlOf('s.hour >= ? and ', iso(arm.cutoff)) : '', sqlOf('s.geometry_version = ? and s.fence_id = any(?::uuid[]))', arm.version, pgArray(arm.fences))]),
+          ),
+          ' or ',
+        ),
+        ')',
+        query.staysWhere,
+        ...(excluded.length > 0
+          ? [sqlOf(' and (s.device_id, s.hour) not in (select * from unnest(?::text[], ?::timestamptz[]))', pgArray(excluded.map((unit) => unit.device)), pgArray(excluded.map((unit) => iso(unit.hour))))]
+          : []),
+        ` order by s.device_id collate "C", s.fence_id, s.first_ts, s.last_ts) k`,
+      ]),
+    );
+  }
+  return days.length > 0 ? joinSql(days, ' union all ') : undefined;
+}
+
+/**
+ * `with ... sessions`: the runs of `raw` (and the segments `kept` selects, when given: selected in the order of
+ * the partitions below, they are merged rather than sorted; see keptSegments) joined per device and
  * geofence wherever the gap between them is within the report's threshold, by this rule (a run joins when
  * it starts within the threshold of the latest end before it; the result does not depend on how the runs were
  * grouped before, so runs joined already join again alike). Columns: device_id, fence_id (uuid), first_ts,
@@ -327,11 +390,18 @@ export function sessionsSql(timing: SessionWindows, raw: FenceRuns, kept?: Sql):
     pgArray(runs.map((r) => r.run.n)),
     pgArray(runs.map((r) => r.run.user)),
   );
-  // Partitions compare device ids byte-wise ("C"): any total order joins alike, and it sorts faster.
+  // Partitions compare device ids byte-wise ("C"): any total order joins alike, and it sorts faster. Each source
+  // arrives in that order (the kept days from their index, the given runs sorted), so PostgreSQL merges them and
+  // every step after streams: the windows, then the sessions grouped over the same order (an incremental sort
+  // on `session`, already in order within each device and geofence), where hashing a month's sessions cost more.
+  const order = 'r.device_id collate "C", r.fence_id, r.first_ts, r.last_ts';
   const partition = 'partition by r.device_id collate "C", r.fence_id order by r.first_ts, r.last_ts';
   return joinSql([
     'with runs as (',
-    kept ? joinSql([kept, ' union all ', given]) : given,
+    ...(kept ? [kept, ' union all '] : []),
+    'select * from (select * from (',
+    given,
+    `) r order by ${order}) g`,
     sqlOf(
       `), marked as (
          select r.*, case when r.first_ts - max(r.last_ts) over (${partition} rows between unbounded preceding and 1 preceding) <= ?::int8 * interval '1 microsecond' then 0 else 1 end as starts
@@ -339,8 +409,9 @@ export function sessionsSql(timing: SessionWindows, raw: FenceRuns, kept?: Sql):
        ), numbered as (
          select r.*, sum(r.starts) over (${partition} rows unbounded preceding) as session from marked r
        ), sessions as (
-         select device_id, fence_id, min(first_ts) as first_ts, max(last_ts) as last_ts, sum(n)::int8 as n, max(user_id::text collate "C") as user_id
-         from numbered group by device_id, fence_id, session
+         select (r.device_id collate "C") collate "default" as device_id, r.fence_id, min(r.first_ts) as first_ts, max(r.last_ts) as last_ts, sum(r.n)::int8 as n, max(r.user_id::text collate "C") as user_id
+         from (select * from numbered r order by r.device_id collate "C", r.fence_id, r.session) r
+         group by r.device_id collate "C", r.fence_id, r.session
        ) `,
       timing.thresholdUs,
     ),

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { csvRow } from '../../shared/csv/csv.js';
 import { formatInstant } from '../../shared/reports/instant-format.js';
-import { createVenue } from '../support/cartography.js';
+import { createVenue, squareCartesians } from '../support/cartography.js';
 import type { TestClient } from '../support/http-client.js';
 import { adminClient } from '../support/identity.js';
 import { driverLabel, serverRedisUrl } from '../support/test-environment.js';
@@ -28,6 +28,9 @@ describe(`report instants and bodies (${driverLabel}, jobs on ${serverRedisUrl ?
     admin = await adminClient(running.client);
     const venue = await createVenue(admin, 'Instants venue');
     buildingId = venue.building.id;
+    // Around every position: with a session threshold of 0, each is a stay of its own, entered and left at its instant.
+    const fence = await admin.post('/api/v1/geofences', { name: 'Clock', building_id: buildingId, floor_id: venue.floors[0].id, type: 'POLYGON', cartesians: squareCartesians(5, 15, 20) });
+    expect(fence.status, fence.text).toBe(201);
     const poses = INSTANTS.map((timestamp, i) => ({ device_id: 'clock', timestamp, building_id: buildingId, floor_id: venue.floors[0].id, x: 10 + i, y: 20 }));
     expect((await admin.post('/api/v1/realtime/positions', { poses })).status).toBe(204);
   });
@@ -38,6 +41,12 @@ describe(`report instants and bodies (${driverLabel}, jobs on ${serverRedisUrl ?
     ['raw_data', `device_ids=clock&building_ids=`],
     ['user_positions', `device_id=clock&building_id=`],
   ] as const;
+  it.each(zones)('geofencing_sessions_matches in %s: entered and exited as formatInstant prints them', async (zone) => {
+    const json = await admin.get(`/api/v1/reports/geofencing_sessions_matches.json?${window}&device_ids=clock&session_threshold=0&time_zone=${zone}`);
+    expect(json.status, json.text).toBe(200);
+    const printed = INSTANTS.map((ms) => formatInstant(new Date(ms), zone));
+    expect(json.body.data.map((row: { entered_at: string; exited_at: string }) => [row.entered_at, row.exited_at])).toEqual(printed.map((text) => [text, text]));
+  });
   for (const [name, filter] of reports) {
     it.each(zones)(`${name} in %s: the instants as formatInstant prints them, the same cells in JSON and CSV`, async (zone) => {
       const query = `${window}&${filter}${buildingId}&time_zone=${zone}`;

@@ -123,6 +123,25 @@ describe(`geofence reports from kept stays (${driverLabel}, jobs on ${serverRedi
     await bothWays('geofencing_stay_time', `${window(s(0), s(7200))}&device_ids=long&group=hour`);
   });
 
+  it('stays crossing UTC midnight over several days are one row each: the days read apart are joined', async () => {
+    // Segments are read one UTC day at a time (each in order, then merged): a stay across midnight joins its two days.
+    const midnight = Date.UTC(2026, 2, 14);
+    for (const [device, x] of [['night-b', 15], ['night-a', 45]] as const) {
+      for (const day of [0, 1, 2]) await upload(track(device, every(midnight + day * 86_400_000 - 600_000, midnight + day * 86_400_000 + 600_000, 10, x, 15)));
+    }
+    await materialize();
+    const query = `${window(midnight - 86_400_000 + 1800_000, midnight + 3 * 86_400_000)}&device_ids=night-a,night-b`;
+    const rows = await bothWays('geofencing_sessions_matches', query);
+    expect(rows.map((r: any) => [r.device_id, r.entered_at, r.positions])).toEqual(
+      [0, 1, 2].flatMap((day) => ['night-a', 'night-b'].map((device) => [device, iso(midnight + day * 86_400_000 - 600_000), 121])),
+    );
+    expect((await bothWays('geofencing_stay_time', `${query}&group=day`)).map((r: any) => [r.group, r.device_id, r.sessions, r.stay_time_s])).toEqual(
+      ['2026-03-13', '2026-03-14', '2026-03-15'].flatMap((group) => ['night-a', 'night-b'].map((device) => [group, device, 1, 1200])),
+    );
+    await bothWays('geofencing_stay_time', `${query}&group=day&time_zone=America/New_York`);
+    await bothWays('geofencing_stay_time', `${query}&group=hour&time_zone=Asia/Kathmandu`);
+  });
+
   it('session_threshold larger than the stored one merges segments; smaller takes the raw path', async () => {
     const query = `${window(s(3600), s(7200))}&device_ids=hopper`;
     expect((await bothWays('geofencing_sessions_matches', query)).map((r: any) => r.positions)).toEqual(Array.from({ length: 21 }, () => 1));
