@@ -87,8 +87,10 @@ async function rebuild(execute: Execute, units: readonly DeviceHour[]): Promise<
     // entry through text cost about 1.5 µs per position.
     // A hit travels as one number, its time (µs into the hour) times `base` plus its shape: half the numbers to print
     // and to read of a time and a shape each (exact: 3.6e9 µs x a million shapes stays below 2^53).
-    const base = grid.fenceIds.length + 1;
-    if (base > 2_000_000) throw new Error(`${base - 1} geofence shapes: too many for a hit to be one exact number`);
+    // Cells' covering shapes come as one entry per distinct set of them (a number after the shapes'), which
+    // this process expands: a position brings one row for them, not one per shape to hash-join and aggregate.
+    const base = Math.max(grid.fenceIds.length + 1, grid.sets.length);
+    if (base > 2_000_000) throw new Error(`${grid.fenceIds.length} geofence shapes and ${base - grid.fenceIds.length - 1} sets of them covering a cell: too many for a hit to be one exact number`);
     const groups = await withPlanner(execute, { enable_mergejoin: 'off', enable_sort: 'off', max_parallel_workers_per_gather: '0' }, (execute) => execute<{ unit: number | string; user_id: string | null; building_id: number | null; hits: string }>(
       inlined(joinSql([
         `select p.unit, p.user_id::text as user_id, p.building_id, array_to_string(array_agg(p.us * ${base} + abs(p.entry)), ',') as hits
@@ -111,9 +113,9 @@ async function rebuild(execute: Execute, units: readonly DeviceHour[]): Promise<
              offset 0
            ) p
          ) p
-         join `,
+         left join `,
         grid.relation,
-        ` on f.n = abs(p.entry)
+        ` on f.n = -p.entry
          where p.entry > 0 or ${FenceGrid.inShape}
          group by p.unit, p.user_id, p.building_id`,
       ])),
@@ -128,7 +130,7 @@ async function rebuild(execute: Execute, units: readonly DeviceHour[]): Promise<
         segments.first.push(first);
         segments.last.push(last);
         segments.n.push(n);
-      });
+      }, grid.sets);
     }
     if (segments.n.length === 0) continue;
     await execute(
@@ -177,6 +179,8 @@ interface RebuildGrid {
   relation: Sql;
   /** Shape numbers index these (from 1). */
   fenceIds: string[];
+  /** The shape numbers each entry past them stands for (see FenceGrid.coveredEntries). */
+  sets: number[][];
   versions: string;
 }
 
@@ -197,9 +201,11 @@ function rebuildGrid(organizationId: string, fences: FenceRow[]): RebuildGrid | 
     return undefined;
   }
   const grid = FenceGrid.for(shapes);
+  const { entries, sets } = grid.coveredEntries();
   const built: RebuildGrid = {
     fences: key,
-    entries: inlined(grid.entries),
+    entries: inlined(entries),
+    sets,
     inGrid: inlined(positionsInGrid(grid)),
     relation: inlined(grid.relation),
     fenceIds: grid.shapes.map((shape) => shape.fenceId),

@@ -49,6 +49,21 @@ describe('time runs (the materializer splits runs in this process: as the window
     );
   });
 
+  it('keyedRuns with sets: a hit of a set is a hit of each of its keys at its time', () => {
+    // Keys 1-6 are shapes; 7, 8 and 9 stand for sets of them (as a cell's covering shapes do).
+    const sets = [undefined, undefined, undefined, undefined, undefined, undefined, undefined, [1, 2], [3], [2, 5, 6]];
+    const base = 10;
+    fc.assert(
+      fc.property(fc.array(fc.record({ t: time, key: fc.integer({ min: 1, max: 9 }) }), { maxLength: 80 }), fc.constantFrom(15_000_000, 5_000_000, 0), fc.boolean(), (hits, gapUs, inOrder) => {
+        const arriving = inOrder ? [...hits].sort((a, b) => a.t - b.t) : hits;
+        const runs: Run[] = [];
+        keyedRuns(arriving.map((hit) => hit.t * base + hit.key), base, gapUs, (key, first, last, n) => runs.push([key, first, last, n]), sets);
+        const expanded = hits.flatMap((hit) => (sets[hit.key] ?? [hit.key]).map((key) => ({ t: hit.t, key })));
+        expect(byStart(runs)).toEqual(byStart(windowRuns(expanded, gapUs, (hit) => hit.key)));
+      }),
+    );
+  });
+
   it('binnedRuns: runs of one key split at quarter hours and at gaps over the threshold', () => {
     fc.assert(
       fc.property(fc.array(time, { maxLength: 80 }), (times) => {
