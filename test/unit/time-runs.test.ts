@@ -75,6 +75,16 @@ describe('time runs (the materializer splits runs in this process: as the window
     );
   });
 
+  it('keyedRuns reads the time and key of hits near 2^53 exactly (the last µs of an hour, the largest keys)', () => {
+    const base = 2_000_000;
+    const hits: { t: number; key: number }[] = [];
+    for (const t of [3_599_999_999, 3_599_999_998, 1_000_000_000_001 % 3_600_000_000, 2 ** 31 + 7]) for (const key of [base - 1, base - 2, 1, 0]) hits.push({ t, key });
+    hits.sort((a, b) => a.t - b.t);
+    const runs: Run[] = [];
+    keyedRuns(hits.map((hit) => hit.t * base + hit.key), base, 0, (key, first, last, n) => runs.push([key, first, last, n]));
+    expect(byStart(runs)).toEqual(byStart(windowRuns(hits, 0, (hit) => hit.key)));
+  });
+
   it('a gap equal to the threshold stays inside a run; one µs more splits it', () => {
     const runs: Run[] = [];
     keyedRuns([0, 15_000_000, 30_000_001].map((t) => t * 3 + 1), 3, 15_000_000, (key, first, last, n) => runs.push([key, first, last, n]));
