@@ -184,12 +184,11 @@ export class FenceGrid {
       // A floor whose shapes miss every cell (none do that has an area) still gets an array, of one empty cell.
       return { floorId, entries: cells.size > 0 ? [...cells.values()] : [{ x: 0, y: 0, entries: [] }] };
     });
-    this.layers = Math.max(1, ...perFloor.flatMap(({ entries }) => entries.map((entry) => entry.entries.length)));
+    this.layers = perFloor.reduce((most, { entries }) => entries.reduce((inFloor, entry) => Math.max(inFloor, entry.entries.length), most), 1);
     for (const { floorId, entries } of perFloor) {
-      const x0 = Math.min(...entries.map((e) => e.x));
-      const y0 = Math.min(...entries.map((e) => e.y));
-      const x1 = Math.max(...entries.map((e) => e.x));
-      const y1 = Math.max(...entries.map((e) => e.y));
+      // A loop, not Math.min(...): hundreds of thousands of arguments overflow the stack.
+      let [x0, y0, x1, y1] = [Infinity, Infinity, -Infinity, -Infinity];
+      for (const { x, y } of entries) [x0, y0, x1, y1] = [Math.min(x0, x), Math.min(y0, y), Math.max(x1, x), Math.max(y1, y)];
       const cells = Array.from({ length: this.layers }, () => Array.from({ length: x1 - x0 + 1 }, () => new Array<number>(y1 - y0 + 1).fill(0)));
       for (const entry of entries) entry.entries.forEach((value, layer) => (cells[layer]![entry.x - x0]![entry.y - y0] = value));
       const base = this.shapes.findIndex((shape) => shape.floorId === floorId);
@@ -197,8 +196,8 @@ export class FenceGrid {
     }
   }
 
-  /** The finest cell size (from 0.5 m, doubling) that keeps the grid under MAX_CELLS. */
-  static for(shapes: FenceShape[]): FenceGrid {
+  /** The finest cell size (from 0.5 m, doubling) that keeps the grid under `maxCells` (MAX_CELLS for a report). */
+  static for(shapes: FenceShape[], maxCells = MAX_CELLS): FenceGrid {
     const extents = new Map<number, Rect>();
     for (const shape of shapes) {
       const [x0, y0, x1, y1] = shapeBox(shape);
@@ -209,9 +208,9 @@ export class FenceGrid {
     // The arrays span each floor's shapes, in as many layers as shapes overlap.
     const cells = (size: number) => Math.max(count([...extents.values()], size), count(shapes.map(shapeBox), size));
     let cell = 0.5;
-    while (cells(cell) > MAX_CELLS) cell *= 2;
+    while (cells(cell) > maxCells) cell *= 2;
     let grid = new FenceGrid(shapes, cell);
-    while (grid.size > 2 * MAX_CELLS) grid = new FenceGrid(shapes, (cell *= 2));
+    while (grid.size > 2 * maxCells) grid = new FenceGrid(shapes, (cell *= 2));
     return grid;
   }
 

@@ -171,6 +171,14 @@ async function withPlanner<T>(execute: Execute, settings: Record<string, string>
 /** A gap of at most this (µs) stays inside a segment (STAYS_THRESHOLD_S, as `make_interval(secs => ...)` is exact). */
 const STAYS_THRESHOLD_US = STAYS_THRESHOLD_S * 1_000_000;
 
+/**
+ * The rebuild's grid has 4 times the cells of a report's (1 m instead of 2 m for 1,000 fences on a 200 m floor):
+ * about half the shapes to test per position (94,000 entries instead of 152,000 for the bench's 36,000
+ * positions), for a grid built in 0.4 s instead of 0.2 s, once while the fences stay as they are, and 0.9 MB of
+ * SQL per statement instead of 0.3 (only the cells that hold entries cost entries, and covering sets are one).
+ */
+const REBUILD_MAX_CELLS = 800_000;
+
 /** What the rebuild sends of an organization's fence grid, with the fences it was built from (as text). */
 interface RebuildGrid {
   fences: string;
@@ -200,7 +208,7 @@ function rebuildGrid(organizationId: string, fences: FenceRow[]): RebuildGrid | 
     rebuildGrids.delete(organizationId);
     return undefined;
   }
-  const grid = FenceGrid.for(shapes);
+  const grid = FenceGrid.for(shapes, REBUILD_MAX_CELLS);
   const { entries, sets } = grid.coveredEntries();
   const built: RebuildGrid = {
     fences: key,
