@@ -113,12 +113,43 @@ function rectInside(shape: FenceShape, rect: Rect): boolean {
   return !points.some((a, i) => segmentMeetsRect(a, points[(i + 1) % points.length]!, rect));
 }
 
+/** Distance from a point to the closed rectangle (0 inside it). */
+function pointRectDistance([x, y]: [number, number], [x0, y0, x1, y1]: Rect): number {
+  return Math.hypot(Math.max(x0 - x, 0, x - x1), Math.max(y0 - y, 0, y - y1));
+}
+
+/** Distance from the segment a-b to the closed rectangle (0 where they meet). */
+function segmentRectDistance(a: [number, number], b: [number, number], rect: Rect): number {
+  if (segmentMeetsRect(a, b, rect)) return 0;
+  const corners: [number, number][] = [[rect[0], rect[1]], [rect[2], rect[1]], [rect[2], rect[3]], [rect[0], rect[3]]];
+  return Math.min(pointRectDistance(a, rect), pointRectDistance(b, rect), ...corners.map((corner) => distanceToSegment(corner, a, b)));
+}
+
+/**
+ * Whether no point of the rectangle is inside the shape (then PostgreSQL's test would say so too: the rectangle
+ * is the cell with CELL_MARGIN around it). A polygon with an edge shorter than 1 cm (but not 0) is never said to
+ * miss a cell: PostgreSQL's boundary test is fuzzy by 1e-6 in the cross product of an edge and the point, so
+ * about 1e-6 m divided by the edge's length, which stays under the margin only for edges of some length.
+ */
+function rectOutside(shape: FenceShape, rect: Rect): boolean {
+  const { points, radius } = shape;
+  if (shape.kind === 'disc') return pointRectDistance(points[0]!, rect) > radius;
+  if (shape.kind === 'path') return points.slice(1).every((b, i) => segmentRectDistance(points[i]!, b, rect) > radius);
+  const edges = points.map((a, i) => [a, points[(i + 1) % points.length]!] as const);
+  if (edges.some(([a, b]) => a[0] !== b[0] || a[1] !== b[1] ? Math.hypot(b[0] - a[0], b[1] - a[1]) < 0.01 : false)) return false;
+  // No edge meets the rectangle: it is wholly inside or wholly outside, as its corner is (never on an edge).
+  if (edges.some(([a, b]) => segmentMeetsRect(a, b, rect))) return false;
+  return !pointInPolygon([rect[0], rect[1]], points);
+}
+
 /**
  * Geofence containment without joining every position to every geofence (the bounding-box join checked
  * positions x geofences pairs): a grid over each floor's geofences, stored as 2-D int arrays indexed by
  * `(x / cell)::int`, `(y / cell)::int` (rounded: cell i spans (i - 1/2, i + 1/2) cells). A cell lists the
  * shapes that can contain its points: +n when all of it is inside shape n (no test needed), -n when shape n
- * crosses it (PostgreSQL's own test decides, as before). Cells reached by several shapes hold them in
+ * crosses it (PostgreSQL's own test decides, as before), nothing when shape n misses it (the cells of a shape's
+ * bounding box that it misses: a rotated rectangle's are about as many as the ones it crosses, each a test that
+ * always failed). Cells reached by several shapes hold them in
  * successive layers (arrays). An array lookup per position is far cheaper than a hash join to cells, which
  * alone took as long as the scan on a day of positions.
  */
@@ -144,19 +175,20 @@ export class FenceGrid {
             const rect: Rect = [(x - 0.5) * cell - CELL_MARGIN, (y - 0.5) * cell - CELL_MARGIN, (x + 0.5) * cell + CELL_MARGIN, (y + 0.5) * cell + CELL_MARGIN];
             if (rect[2] < box[0] || rect[0] > box[2] || rect[3] < box[1] || rect[1] > box[3]) continue;
             const entry = cells.get(`${x},${y}`) ?? { x, y, entries: [] };
+            if (rectOutside(shape, rect)) continue;
             entry.entries.push(rectInside(shape, rect) ? index + 1 : -(index + 1));
             cells.set(`${x},${y}`, entry);
           }
         }
       });
-      return { floorId, entries: [...cells.values()] };
+      // A floor whose shapes miss every cell (none do that has an area) still gets an array, of one empty cell.
+      return { floorId, entries: cells.size > 0 ? [...cells.values()] : [{ x: 0, y: 0, entries: [] }] };
     });
-    this.layers = Math.max(1, ...perFloor.flatMap(({ entries }) => entries.map((entry) => entry.entries.length)));
+    this.layers = perFloor.reduce((most, { entries }) => entries.reduce((inFloor, entry) => Math.max(inFloor, entry.entries.length), most), 1);
     for (const { floorId, entries } of perFloor) {
-      const x0 = Math.min(...entries.map((e) => e.x));
-      const y0 = Math.min(...entries.map((e) => e.y));
-      const x1 = Math.max(...entries.map((e) => e.x));
-      const y1 = Math.max(...entries.map((e) => e.y));
+      // A loop, not Math.min(...): hundreds of thousands of arguments overflow the stack.
+      let [x0, y0, x1, y1] = [Infinity, Infinity, -Infinity, -Infinity];
+      for (const { x, y } of entries) [x0, y0, x1, y1] = [Math.min(x0, x), Math.min(y0, y), Math.max(x1, x), Math.max(y1, y)];
       const cells = Array.from({ length: this.layers }, () => Array.from({ length: x1 - x0 + 1 }, () => new Array<number>(y1 - y0 + 1).fill(0)));
       for (const entry of entries) entry.entries.forEach((value, layer) => (cells[layer]![entry.x - x0]![entry.y - y0] = value));
       const base = this.shapes.findIndex((shape) => shape.floorId === floorId);
@@ -164,8 +196,8 @@ export class FenceGrid {
     }
   }
 
-  /** The finest cell size (from 0.5 m, doubling) that keeps the grid under MAX_CELLS. */
-  static for(shapes: FenceShape[]): FenceGrid {
+  /** The finest cell size (from 0.5 m, doubling) that keeps the grid under `maxCells` (MAX_CELLS for a report). */
+  static for(shapes: FenceShape[], maxCells = MAX_CELLS): FenceGrid {
     const extents = new Map<number, Rect>();
     for (const shape of shapes) {
       const [x0, y0, x1, y1] = shapeBox(shape);
@@ -176,9 +208,9 @@ export class FenceGrid {
     // The arrays span each floor's shapes, in as many layers as shapes overlap.
     const cells = (size: number) => Math.max(count([...extents.values()], size), count(shapes.map(shapeBox), size));
     let cell = 0.5;
-    while (cells(cell) > MAX_CELLS) cell *= 2;
+    while (cells(cell) > maxCells) cell *= 2;
     let grid = new FenceGrid(shapes, cell);
-    while (grid.size > 2 * MAX_CELLS) grid = new FenceGrid(shapes, (cell *= 2));
+    while (grid.size > 2 * maxCells) grid = new FenceGrid(shapes, (cell *= 2));
     return grid;
   }
 
@@ -243,12 +275,17 @@ export class FenceGrid {
   }
 
   /**
-   * The signed entries of the cell of position `p` (an int[], for rows `candidate` kept), as in the layers, from
-   * one array of every cell's entries and one of where each cell's start: a position costs two lookups and a
-   * slice, not a lookup per layer (see `relation` for the test of a crossing shape).
+   * For the materializer, whose process knows the grid: the entries of the cell of position `p` (an int[], for
+   * rows `candidate` kept), from one array of every cell's entries and one of where each cell's starts (two
+   * lookups and a slice, not a lookup per layer). A cell's positive entries (the shapes wholly covering it, which
+   * need no test) are one entry, `shapes.length + k` for the k-th distinct set of them, `sets[shapes.length + k]`
+   * listing its shape numbers; its crossing shapes follow, negative (see `relation` for their test). A position
+   * brings one row for what covers it, not one per covering shape to hash-join and aggregate.
    */
-  get entries(): Sql {
-    return this.perFloor((floor) => {
+  coveredEntries(): { entries: Sql; sets: number[][] } {
+    const sets: number[][] = [];
+    const codes = new Map<string, number>();
+    const entries = this.perFloor((floor) => {
       const { x0, y0, y1, cells } = floor;
       const height = y1 - y0 + 1;
       const starts: number[] = [];
@@ -256,7 +293,19 @@ export class FenceGrid {
       cells[0]!.forEach((column, x) =>
         column.forEach((_, y) => {
           starts.push(entries.length + 1);
-          for (const layer of cells) if (layer[x]![y] !== 0) entries.push(layer[x]![y]!);
+          const values = cells.map((layer) => layer[x]![y]!).filter((value) => value !== 0);
+          const covering = values.filter((value) => value > 0);
+          if (covering.length > 0) {
+            const key = covering.join(',');
+            let code = codes.get(key);
+            if (code === undefined) {
+              code = this.shapes.length + codes.size + 1;
+              codes.set(key, code);
+              sets[code] = covering;
+            }
+            entries.push(code);
+          }
+          for (const value of values) if (value < 0) entries.push(value);
         }),
       );
       starts.push(entries.length + 1);
@@ -265,6 +314,7 @@ export class FenceGrid {
       const end = sqlOf(`(?::int[])[${index} + 1] - 1`, pgArray(starts));
       return joinSql([sqlOf('(?::int[])[', pgArray(entries)), start, ':', end, ']']);
     });
+    return { entries, sets };
   }
 
   /**

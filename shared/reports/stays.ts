@@ -87,8 +87,10 @@ async function rebuild(execute: Execute, units: readonly DeviceHour[]): Promise<
     // entry through text cost about 1.5 µs per position.
     // A hit travels as one number, its time (µs into the hour) times `base` plus its shape: half the numbers to print
     // and to read of a time and a shape each (exact: 3.6e9 µs x a million shapes stays below 2^53).
-    const base = grid.fenceIds.length + 1;
-    if (base > 2_000_000) throw new Error(`${base - 1} geofence shapes: too many for a hit to be one exact number`);
+    // Cells' covering shapes come as one entry per distinct set of them (a number after the shapes'), which
+    // this process expands: a position brings one row for them, not one per shape to hash-join and aggregate.
+    const base = Math.max(grid.fenceIds.length + 1, grid.sets.length);
+    if (base > 2_000_000) throw new Error(`${grid.fenceIds.length} geofence shapes and ${base - grid.fenceIds.length - 1} sets of them covering a cell: too many for a hit to be one exact number`);
     const groups = await withPlanner(execute, { enable_mergejoin: 'off', enable_sort: 'off', max_parallel_workers_per_gather: '0' }, (execute) => execute<{ unit: number | string; user_id: string | null; building_id: number | null; hits: string }>(
       inlined(joinSql([
         `select p.unit, p.user_id::text as user_id, p.building_id, array_to_string(array_agg(p.us * ${base} + abs(p.entry)), ',') as hits
@@ -111,9 +113,9 @@ async function rebuild(execute: Execute, units: readonly DeviceHour[]): Promise<
              offset 0
            ) p
          ) p
-         join `,
+         left join `,
         grid.relation,
-        ` on f.n = abs(p.entry)
+        ` on f.n = -p.entry
          where p.entry > 0 or ${FenceGrid.inShape}
          group by p.unit, p.user_id, p.building_id`,
       ])),
@@ -128,7 +130,7 @@ async function rebuild(execute: Execute, units: readonly DeviceHour[]): Promise<
         segments.first.push(first);
         segments.last.push(last);
         segments.n.push(n);
-      });
+      }, grid.sets);
     }
     if (segments.n.length === 0) continue;
     await execute(
@@ -169,6 +171,14 @@ async function withPlanner<T>(execute: Execute, settings: Record<string, string>
 /** A gap of at most this (µs) stays inside a segment (STAYS_THRESHOLD_S, as `make_interval(secs => ...)` is exact). */
 const STAYS_THRESHOLD_US = STAYS_THRESHOLD_S * 1_000_000;
 
+/**
+ * The rebuild's grid has 4 times the cells of a report's (1 m instead of 2 m for 1,000 fences on a 200 m floor):
+ * about half the shapes to test per position (94,000 entries instead of 152,000 for the bench's 36,000
+ * positions), for a grid built in 0.4 s instead of 0.2 s, once while the fences stay as they are, and 0.9 MB of
+ * SQL per statement instead of 0.3 (only the cells that hold entries cost entries, and covering sets are one).
+ */
+const REBUILD_MAX_CELLS = 800_000;
+
 /** What the rebuild sends of an organization's fence grid, with the fences it was built from (as text). */
 interface RebuildGrid {
   fences: string;
@@ -177,6 +187,8 @@ interface RebuildGrid {
   relation: Sql;
   /** Shape numbers index these (from 1). */
   fenceIds: string[];
+  /** The shape numbers each entry past them stands for (see FenceGrid.coveredEntries). */
+  sets: number[][];
   versions: string;
 }
 
@@ -196,10 +208,12 @@ function rebuildGrid(organizationId: string, fences: FenceRow[]): RebuildGrid | 
     rebuildGrids.delete(organizationId);
     return undefined;
   }
-  const grid = FenceGrid.for(shapes);
+  const grid = FenceGrid.for(shapes, REBUILD_MAX_CELLS);
+  const { entries, sets } = grid.coveredEntries();
   const built: RebuildGrid = {
     fences: key,
-    entries: inlined(grid.entries),
+    entries: inlined(entries),
+    sets,
     inGrid: inlined(positionsInGrid(grid)),
     relation: inlined(grid.relation),
     fenceIds: grid.shapes.map((shape) => shape.fenceId),

@@ -29,26 +29,27 @@ export function numbersOf(text: string): number[] {
  * t * base + k: a key's time more than `gapUs` after its previous one starts a run. Hits come in time order (the
  * order PostgreSQL reads an index in), else they are sorted first (the number's order is the time's). Equal
  * times may come in any order: no run depends on it. Calls `emit` for each run, in no particular order.
+ * `sets`, when given, maps some keys to the keys they stand for (a hit of key k is a hit of each of sets[k] at
+ * its time, and k itself is never emitted): every key, and every key of a set, must be below `base`.
  */
-export function keyedRuns(hits: number[], base: number, gapUs: number, emit: (key: number, first: number, last: number, n: number) => void): void {
+export function keyedRuns(hits: number[], base: number, gapUs: number, emit: (key: number, first: number, last: number, n: number) => void, sets?: ReadonlyArray<ArrayLike<number> | undefined>): void {
   let ordered: ArrayLike<number> = hits;
-  for (let i = 0, previous = -1; i < hits.length; i++) {
-    const t = (hits[i]! - (hits[i]! % base)) / base;
-    if (t < previous) {
+  // A hit below the start of the previous one's time (t * base) has an earlier time. That start is kept as
+  // the hits themselves: a hit at least `base` past it starts a later time, whose start is found then.
+  for (let i = 0, start = 0; i < hits.length; i++) {
+    const hit = hits[i]!;
+    if (hit < start) {
       ordered = Float64Array.from(hits).sort();
       break;
     }
-    previous = t;
+    if (hit - start >= base) start = hit - (hit % base);
   }
   // Open runs by key, in arrays rather than a map of objects: a hit costs a few array reads.
   const first = new Float64Array(base);
   const last = new Float64Array(base).fill(-1);
   const count = new Float64Array(base);
   const touched: number[] = [];
-  for (let i = 0; i < ordered.length; i++) {
-    const hit = ordered[i]!;
-    const key = hit % base;
-    const t = (hit - key) / base;
+  const step = (key: number, t: number) => {
     if (last[key]! < 0) {
       touched.push(key);
       first[key] = t;
@@ -60,6 +61,16 @@ export function keyedRuns(hits: number[], base: number, gapUs: number, emit: (ke
       count[key] = 1;
     }
     last[key] = t;
+  };
+  for (let i = 0; i < ordered.length; i++) {
+    const hit = ordered[i]!;
+    // Division rather than fmod (slower): exact, as hit < 2^53 makes the quotient below 2^53 / base, whose
+    // half ulp is below 1 / base, the least a quotient t + k / base (k < base) lies under t + 1.
+    const t = Math.floor(hit / base);
+    const key = hit - t * base;
+    const set = sets?.[key];
+    if (set === undefined) step(key, t);
+    else for (let j = 0; j < set.length; j++) step(set[j]!, t);
   }
   for (const key of touched) emit(key, first[key]!, last[key]!, count[key]!);
 }

@@ -49,6 +49,21 @@ describe('time runs (the materializer splits runs in this process: as the window
     );
   });
 
+  it('keyedRuns with sets: a hit of a set is a hit of each of its keys at its time', () => {
+    // Keys 1-6 are shapes; 7, 8 and 9 stand for sets of them (as a cell's covering shapes do).
+    const sets = [undefined, undefined, undefined, undefined, undefined, undefined, undefined, [1, 2], [3], [2, 5, 6]];
+    const base = 10;
+    fc.assert(
+      fc.property(fc.array(fc.record({ t: time, key: fc.integer({ min: 1, max: 9 }) }), { maxLength: 80 }), fc.constantFrom(15_000_000, 5_000_000, 0), fc.boolean(), (hits, gapUs, inOrder) => {
+        const arriving = inOrder ? [...hits].sort((a, b) => a.t - b.t) : hits;
+        const runs: Run[] = [];
+        keyedRuns(arriving.map((hit) => hit.t * base + hit.key), base, gapUs, (key, first, last, n) => runs.push([key, first, last, n]), sets);
+        const expanded = hits.flatMap((hit) => (sets[hit.key] ?? [hit.key]).map((key) => ({ t: hit.t, key })));
+        expect(byStart(runs)).toEqual(byStart(windowRuns(expanded, gapUs, (hit) => hit.key)));
+      }),
+    );
+  });
+
   it('binnedRuns: runs of one key split at quarter hours and at gaps over the threshold', () => {
     fc.assert(
       fc.property(fc.array(time, { maxLength: 80 }), (times) => {
@@ -58,6 +73,16 @@ describe('time runs (the materializer splits runs in this process: as the window
         expect(runs).toEqual(byStart(expected));
       }),
     );
+  });
+
+  it('keyedRuns reads the time and key of hits near 2^53 exactly (the last µs of an hour, the largest keys)', () => {
+    const base = 2_000_000;
+    const hits: { t: number; key: number }[] = [];
+    for (const t of [3_599_999_999, 3_599_999_998, 1_000_000_000_001 % 3_600_000_000, 2 ** 31 + 7]) for (const key of [base - 1, base - 2, 1, 0]) hits.push({ t, key });
+    hits.sort((a, b) => a.t - b.t);
+    const runs: Run[] = [];
+    keyedRuns(hits.map((hit) => hit.t * base + hit.key), base, 0, (key, first, last, n) => runs.push([key, first, last, n]));
+    expect(byStart(runs)).toEqual(byStart(windowRuns(hits, 0, (hit) => hit.key)));
   });
 
   it('a gap equal to the threshold stays inside a run; one µs more splits it', () => {
