@@ -27,9 +27,9 @@ import { median, type Figure } from './harness.js';
  * The amortized cost: the materializer alone (in this process, no load) on backlogs, with the CPU of every
  * PostgreSQL backend of the bench database (from /proc: the server must be local) and of this process. On the
  * sparse backlog above (tens of positions per device-hour), one copy and all of them split it into a cost per
- * position and per device-hour; on a dense one (BENCH_MATERIALIZER_DENSE_COPIES, 400, copies of ten devices'
- * positions: thousands per device-hour, as in steady state) it gives the cost per position that steady state
- * pays. Every position is materialised about once, so on a CPU-bound host the ingest rate falls by about
+ * position and per device-hour; on a dense one (copies of up to a hundred devices' positions, as many as give each
+ * device-hour BENCH_MATERIALIZER_DENSE_PER_HOUR positions, 3,600: one device at 1 Hz, as in steady state) it
+ * gives the cost per position that steady state pays. Every position is materialised about once, so on a CPU-bound host the ingest rate falls by about
  * materialise / (ingest + materialise), spread over the hour instead of at its top, whatever the pacing.
  * BENCH_MATERIALIZER_PROFILE=1 writes a CPU profile of each calibration pass to bench/results/profiles/.
  */
@@ -37,8 +37,8 @@ export const MATERIALIZER_VARIANT = process.env.BENCH_MATERIALIZER === '1';
 const ALTERNATIONS = Number(process.env.BENCH_MATERIALIZER_ALTERNATIONS ?? 3);
 /** REPORTS_MATERIALIZE_DUTY of the on runs: each alternation runs off, then on at each of these. */
 const DUTIES = (process.env.BENCH_MATERIALIZER_DUTIES ?? '1,0.5').split(',').map(Number);
-/** Copies of ten devices' positions for the dense calibration (about 7 positions each per off run). */
-const DENSE_COPIES = Number(process.env.BENCH_MATERIALIZER_DENSE_COPIES ?? 400);
+/** Positions per device-hour of the dense calibration: an hour of one device at 1 Hz. */
+const DENSE_PER_HOUR = Number(process.env.BENCH_MATERIALIZER_DENSE_PER_HOUR ?? 3600);
 const COPIES = process.env.BENCH_MATERIALIZER_COPIES ? Number(process.env.BENCH_MATERIALIZER_COPIES) : undefined;
 /** Pass interval of the bench's materializer: its first pass starts right after the on run starts. */
 const INTERVAL_MS = 250;
@@ -163,10 +163,12 @@ export async function materializerOnOff(running: RunningGateway, fences: number,
       }
     }
     // Steady state: a device-hour holds an hour of one device's positions, thousands, not the backlog's tens. The
-    // cost per position at that density: DENSE_COPIES copies of ten HTTP devices' positions, two hours back.
-    const dense = await seedBacklog(storage, organizationId, buildingId, offStarted, lagMs, log, 2, 'h-000%');
-    if (DENSE_COPIES > 1) await dense.copy(1, DENSE_COPIES);
-    const denseAlone = await calibrate(storage, dense.from, dense.rowsPerCopy * DENSE_COPIES, lagMs, log);
+    // cost per position at that density: copies of a hundred HTTP devices' positions, two hours back, as many as
+    // make DENSE_PER_HOUR positions per device-hour (at 400 copies of ten devices, as before, they were 213,000).
+    const dense = await seedBacklog(storage, organizationId, buildingId, offStarted, lagMs, log, 2, 'h-00%');
+    const denseCopies = Math.max(1, Math.round(DENSE_PER_HOUR / (dense.rowsPerCopy / dense.deviceHours)));
+    if (denseCopies > 1) await dense.copy(1, denseCopies);
+    const denseAlone = await calibrate(storage, dense.from, dense.rowsPerCopy * denseCopies, lagMs, log);
     const materialise = (run: { dbCpuS: number; processCpuS: number; rows: number }) => ((run.dbCpuS + run.processCpuS) / run.rows) * 1e6;
     const densePerRow = materialise(denseAlone) / 1e6;
     // Which materialization costs what: each alone on the same dense backlog.
