@@ -55,7 +55,7 @@ export function reportRoutes(services: GatewayServices): RouteDefinition[] {
           const result = await services.jobs.run<ReportResult | RenderedReport>({ name: 'report', organizationId: principal.organizationId, data: job }, services.config.JOB_TIMEOUT_MS);
           // A worker from before rendering hands back rows: written here with the same code.
           const rendered = isRendered(result) ? result : await renderReport(result, { format, deflate: false });
-          const body = renderedBody(rendered);
+          const body = await renderedBody(rendered);
           if (format === 'json') return { raw: body, contentType: 'application/json; charset=utf-8' };
           return {
             stream: slices(body),

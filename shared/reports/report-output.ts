@@ -1,6 +1,10 @@
-import { deflateRawSync, inflateRawSync } from 'node:zlib';
+import { promisify } from 'node:util';
+import { deflateRaw, inflateRaw } from 'node:zlib';
 import { csvChunks } from '../csv/csv.js';
 import type { ReportColumn, ReportResult } from './report-params.js';
+
+const deflate = promisify(deflateRaw);
+const inflate = promisify(inflateRaw);
 
 /**
  * A report's rows as the objects of its JSON answer, keyed by the column names in order, as
@@ -54,13 +58,17 @@ export async function renderText(result: ReportResult, format: 'json' | 'csv'): 
 /** Level 1: it already shrinks a report's text about sevenfold, at a fraction of the time of the default level. */
 export async function renderReport(result: ReportResult, rendering: ReportRendering): Promise<RenderedReport> {
   const text = await renderText(result, rendering.format);
-  const body = rendering.deflate ? deflateRawSync(Buffer.from(text, 'utf8'), { level: 1 }).toString('base64') : text;
+  const body = rendering.deflate ? (await deflate(Buffer.from(text, 'utf8'), { level: 1 })).toString('base64') : text;
   return { format: rendering.format, statistics: result.statistics, body, deflated: rendering.deflate };
 }
 
-/** The body to send: bytes when it came deflated (written as they are, no re-encoding), else the text. */
-export function renderedBody(rendered: RenderedReport): Buffer | string {
-  return rendered.deflated ? inflateRawSync(Buffer.from(rendered.body, 'base64')) : rendered.body;
+/**
+ * The body to send: bytes when it came deflated (written as they are, no re-encoding), else the text. Inflated
+ * on libuv's thread pool: a 100,000-row answer is tens of milliseconds of inflating that would otherwise hold
+ * the gateway's event loop, and every live frame with it.
+ */
+export async function renderedBody(rendered: RenderedReport): Promise<Buffer | string> {
+  return rendered.deflated ? inflate(Buffer.from(rendered.body, 'base64')) : rendered.body;
 }
 
 export const isRendered = (result: ReportResult | RenderedReport): result is RenderedReport => typeof (result as RenderedReport).body === 'string' && !('rows' in result);

@@ -43,7 +43,7 @@ describe(`report statements are bounded by their job (${driverLabel})`, () => {
     expect(rows.meta.map((column) => column.name)).toEqual(['group', 'visitors', 'devices', 'positions']);
     for (const format of ['json', 'csv'] as const) {
       const rendered = (await reportProcessor({ ...job, render: { format, deflate: true } }, context, limits(Date.now() + 60_000))) as RenderedReport;
-      expect(Buffer.from(renderedBody(rendered)).toString('utf8')).toBe(await renderText({ ...rows, statistics: rendered.statistics }, format));
+      expect(Buffer.from(await renderedBody(rendered)).toString('utf8')).toBe(await renderText({ ...rows, statistics: rendered.statistics }, format));
     }
     const refused = await reportProcessor({ ...job, render: { format: 'xml', deflate: true } }, context, limits(Date.now() + 60_000)).catch((e: unknown) => e);
     expect(codeOf(refused)).toBe(ErrorCode.ValidationFailed);

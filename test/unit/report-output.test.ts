@@ -46,9 +46,9 @@ describe('renderReport: the answer a report job hands back, as the route wrote i
       const trip = async (format: 'json' | 'csv', result: { meta: ReportColumn[]; rows: unknown[][] }) => JSON.parse(JSON.stringify(await renderReport({ ...result, statistics }, { format, deflate })));
       const jsonAnswer = await trip('json', { meta, rows });
       expect(jsonAnswer.statistics).toEqual(statistics);
-      expect(Buffer.from(renderedBody(jsonAnswer)).toString('utf8')).toBe(json);
+      expect(Buffer.from(await renderedBody(jsonAnswer)).toString('utf8')).toBe(json);
       const csvAnswer = await trip('csv', { meta, rows: csvRows });
-      expect(Buffer.from(renderedBody(csvAnswer)).equals(Buffer.from(csv, 'utf8'))).toBe(true);
+      expect(Buffer.from(await renderedBody(csvAnswer)).equals(Buffer.from(csv, 'utf8'))).toBe(true);
       expect(csvAnswer.deflated).toBe(deflate);
     }
   });
