@@ -34,7 +34,7 @@ export interface PositionHandOff {
 
 /**
  * Glue between the pure detectors and the rest: the pipeline's steps, detection of the positions of the
- * buildings this gateway owns (`consume`, fed by gateway/cluster from the shard streams), the once-a-second
+ * buildings this gateway owns (`detect`, fed by gateway/cluster from the shard streams), the once-a-second
  * sweep, and storage of what was found (zone events for reports, alarms through the alarm service), announced
  * on the bus once stored (gateway/ws/live-feeds.ts pushes the announcements to sockets).
  *
@@ -97,18 +97,10 @@ export class DetectionService {
   }
 
   /**
-   * Runs the detectors over positions of buildings this gateway owns, in order, and stores what they found.
-   * Resolves to true once everything is stored (the positions may then be acknowledged); false while some
-   * waits for the database, or when `holds()` turned false (ownership lost: nothing is emitted).
-   */
-  async consume(records: readonly PositionRecord[], holds: () => boolean): Promise<boolean> {
-    return (await this.detect(records, holds)) && this.stored();
-  }
-
-  /**
-   * The first half of `consume`: runs the detectors over the positions, in order, and queues what they found for
-   * storage (`stored()` then stores it); false when `holds()` turned false (nothing emitted). An owner detects its
-   * next read while the last one's detections are being stored.
+   * Runs the detectors over positions of buildings this gateway owns, in order, and queues what they found for
+   * storage (`stored()` then stores it, and the positions may be acknowledged once it says so); false when
+   * `holds()` turned false (ownership lost: nothing is emitted). An owner detects its next read while the last
+   * one's detections are being stored.
    */
   async detect(records: readonly PositionRecord[], holds: () => boolean): Promise<boolean> {
     const runtimes: (BuildingRuntime | undefined)[] = [];

@@ -106,19 +106,19 @@ describe('DetectionService: what the detectors find survives a database outage',
   it('consumes positions of an owned building: stored once the database is back, then acknowledgeable', async () => {
     const { service, state, zoneEvents, at } = world({});
     state.down = true;
-    expect(await service.consume([at(0, 5)], () => true)).toBe(false); // the enter waits in the outbox: not to be acknowledged yet
+    expect(await consume(service, [at(0, 5)], () => true)).toBe(false); // the enter waits in the outbox: not to be acknowledged yet
     expect(zoneEvents).toEqual([]);
     state.down = false;
     expect(await service.stored()).toBe(true);
     expect(zoneEvents.map((event) => event.type)).toEqual(['enter']);
     // The same position again (an entry replayed after a takeover): nothing is found twice.
-    expect(await service.consume([at(0, 5)], () => true)).toBe(true);
+    expect(await consume(service, [at(0, 5)], () => true)).toBe(true);
     expect(zoneEvents).toHaveLength(1);
   });
 
   it('emits nothing for a building whose ownership is lost: neither from positions nor from sweeps', async () => {
     const { service, zoneEvents, alarms, at } = world({ maxStayTime: 30 });
-    expect(await service.consume([at(0, 5)], () => false)).toBe(false);
+    expect(await consume(service, [at(0, 5)], () => false)).toBe(false);
     await service.sweep(s(40), () => false); // the stay ran over, but the building is not this gateway's any more
     expect(zoneEvents).toEqual([]);
     expect(alarms).toEqual([]);
@@ -128,6 +128,9 @@ describe('DetectionService: what the detectors find survives a database outage',
 
 const ownsAll = () => true;
 
+/** What an owner does with a read (gateway/cluster): detect it, then store what was found; true once stored. */
+const consume = async (service: DetectionService, records: PositionRecord[], holds: () => boolean) => (await service.detect(records, holds)) && service.stored();
+
 describe('DetectionService: announcing what one read of a shard found', () => {
   it('announces a large batch in bounded bus messages, every event once and in order', async () => {
     const { service, bus, at } = world({});
@@ -135,7 +138,7 @@ describe('DetectionService: announcing what one read of a shard found', () => {
     await bus.subscribe(ZONE_EVENTS_CHANNEL, (payload) => void messages.push(payload as ZoneEventsMessage));
     const devices = MAX_EVENTS_PER_MESSAGE + 500;
     const records = Array.from({ length: devices }, (_, index) => at(1, 5, `d-${index}`)); // every device enters the fence
-    expect(await service.consume(records, () => true)).toBe(true);
+    expect(await consume(service, records, () => true)).toBe(true);
     await new Promise((resolve) => setImmediate(resolve));
     // Detected in slices of a few ms (uploads go on between them): one message or more per slice, none past the bound.
     expect(messages.every((message) => message.zoneEvents.length <= MAX_EVENTS_PER_MESSAGE)).toBe(true);
@@ -159,7 +162,7 @@ describe('DetectionService: announcing what one read of a shard found', () => {
     let ticking = true;
     const tick = () => (seen.push(service.trackedDevices), ticking && setImmediate(tick));
     setImmediate(tick);
-    expect(await service.consume(records, () => true)).toBe(true);
+    expect(await consume(service, records, () => true)).toBe(true);
     ticking = false;
     expect(seen.some((tracked) => tracked > 0 && tracked < records.length)).toBe(true);
     expect(messages.flatMap((message) => message.zoneEvents.map((event) => event.deviceId))).toEqual(records.map((record) => record.deviceId));
