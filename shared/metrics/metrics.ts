@@ -216,14 +216,15 @@ export function collectProcessMetrics(): void {
 
 export const detectionCpuSeconds = new Counter({ name: `${PREFIX}detection_cpu_seconds_total`, help: 'CPU seconds this process spent running the detectors (position batches and sweeps).', registers: [registry] });
 export const detectionPositions = new Counter({ name: `${PREFIX}detection_positions_total`, help: 'Positions run through the detectors on this process (those of the buildings it owns).', registers: [registry] });
-const clusterGauge = (name: string, help: string, read: (view: ReturnType<NonNullable<MetricSources['cluster']>>) => number) =>
+/** A gauge of the cluster views of this process's gateways, summed unless `combine` says otherwise. */
+const clusterGauge = (name: string, help: string, read: (view: ReturnType<NonNullable<MetricSources['cluster']>>) => number, combine = (a: number, b: number) => a + b) =>
   new Gauge({
     name: `${PREFIX}${name}`,
     help,
     registers: [registry],
     collect() {
       let total = 0;
-      sum((source) => source.cluster?.(), (view) => (total += read(view)));
+      sum((source) => source.cluster?.(), (view) => (total = combine(total, read(view))));
       this.set(total);
     },
   });
@@ -231,16 +232,12 @@ clusterGauge('cluster_members', 'Live gateways this gateway sees (itself include
 clusterGauge('cluster_owned_buildings', 'Buildings whose detection this gateway owns (their shard lease is held).', (view) => view.ownedBuildings);
 clusterGauge('cluster_ready_buildings', 'Owned buildings whose detector state is rebuilt and whose shard is being read.', (view) => view.readyBuildings);
 // Largest, not summed: a scrape asks whether one building's detection is behind, and gateways in one process see one log.
-new Gauge({
-  name: `${PREFIX}cluster_shard_backlog`,
-  help: 'Entries (uploads) of the shard furthest behind that this gateway appended to: appended, not yet acknowledged by its owner.',
-  registers: [registry],
-  collect() {
-    let largest = 0;
-    sum((source) => source.cluster?.(), (view) => (largest = Math.max(largest, view.backlog)));
-    this.set(largest);
-  },
-});
+clusterGauge(
+  'cluster_shard_backlog',
+  'Entries (uploads) of the shard furthest behind that this gateway appended to: appended, not yet acknowledged by its owner.',
+  (view) => view.backlog,
+  Math.max,
+);
 const pacedUploadsCounter = new Counter({
   name: `${PREFIX}paced_uploads_total`,
   help: 'Uploads that waited for detection to catch up (CLUSTER_MAX_BACKLOG): let through once it did, or refused with 503 after CLUSTER_BACKLOG_WAIT_MS.',
