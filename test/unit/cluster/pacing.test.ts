@@ -60,10 +60,10 @@ describe('ClusterNode: uploads paced by their shard’s backlog', () => {
     node = undefined;
   });
 
-  async function started(pacing: { maxBacklog: number; waitMs: number }) {
+  async function started(pacing: { maxBacklog: number; waitMs: number } | undefined, log = new LocalShardLog()) {
     const gated = gatedHandler();
     release = gated.release;
-    node = new ClusterNode(new LocalCoordination('only'), new LocalShardLog(), gated.handler, { shards: SHARDS, heartbeatMs: 50, ttlMs: 500, pacing }, createLogger('silent'));
+    node = new ClusterNode(new LocalCoordination('only'), log, gated.handler, { shards: SHARDS, heartbeatMs: 50, ttlMs: 500, pacing }, createLogger('silent'));
     await node.start();
     for (let attempt = 0; attempt < 100 && node.readyShards.length < SHARDS; attempt++) await sleep(10);
     return node;
@@ -102,38 +102,31 @@ describe('ClusterNode: uploads paced by their shard’s backlog', () => {
   });
 
   it('lets uploads through while the log is out of reach (their positions are stored, their hand-offs wait here), and paces again once it answers', async () => {
-    const gated = gatedHandler();
-    release = gated.release;
     const log = new UnreachableLog();
-    node = new ClusterNode(new LocalCoordination('only'), log, gated.handler, { shards: SHARDS, heartbeatMs: 50, ttlMs: 500, pacing: { maxBacklog: 2, waitMs: 2_000 } }, createLogger('silent'));
-    await node.start();
-    for (let attempt = 0; attempt < 100 && node.readyShards.length < SHARDS; attempt++) await sleep(10);
-    await node.handOff([record(slow, 'a')]);
-    await node.handOff([record(slow, 'b')]);
-    const held = node.admit([record(slow, 'c')]);
+    const cluster = await started({ maxBacklog: 2, waitMs: 2_000 }, log);
+    await cluster.handOff([record(slow, 'a')]);
+    await cluster.handOff([record(slow, 'b')]);
+    const held = cluster.admit([record(slow, 'c')]);
     expect(held).toBeInstanceOf(Promise);
     // Redis goes away: the backlog cannot be read, and cannot grow (appends wait in this gateway, bounded).
     log.down = true;
     await held;
-    await node.handOff([record(slow, 'c')]);
-    expect(node.waitingRecords).toBe(1);
-    expect(node.admit([record(slow, 'd')])).toBeUndefined();
+    await cluster.handOff([record(slow, 'c')]);
+    expect(cluster.waitingRecords).toBe(1);
+    expect(cluster.admit([record(slow, 'd')])).toBeUndefined();
     // Back: the owner is still behind, so its shard is paced again.
     log.down = false;
-    let paced = node.admit([record(slow, 'e')]);
-    for (let attempt = 0; attempt < 100 && !paced; attempt++) paced = (await sleep(10), node.admit([record(slow, 'e')]));
+    let paced = cluster.admit([record(slow, 'e')]);
+    for (let attempt = 0; attempt < 100 && !paced; attempt++) paced = (await sleep(10), cluster.admit([record(slow, 'e')]));
     expect(paced).toBeInstanceOf(Promise);
-    expect(node.waitingRecords).toBe(0);
+    expect(cluster.waitingRecords).toBe(0);
     release!();
     await paced;
   });
 
   it('never paces without a bound', async () => {
-    const gated = gatedHandler();
-    release = gated.release;
-    node = new ClusterNode(new LocalCoordination('only'), new LocalShardLog(), gated.handler, { shards: SHARDS, heartbeatMs: 50, ttlMs: 500 }, createLogger('silent'));
-    await node.start();
-    for (let upload = 0; upload < 20; upload++) await node.handOff([record(slow)]);
-    expect(node.admit([record(slow)])).toBeUndefined();
+    const cluster = await started(undefined);
+    for (let upload = 0; upload < 20; upload++) await cluster.handOff([record(slow)]);
+    expect(cluster.admit([record(slow)])).toBeUndefined();
   });
 });
