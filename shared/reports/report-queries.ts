@@ -129,7 +129,6 @@ function stayFilter(params: Params): Sql {
   return joinSql(['sessions s', ...(conditions.length > 0 ? [' where ', joinSql(conditions, ' and ')] : [])]);
 }
 
-
 const geofencingSessionsMatches: Query = async (storage, params, scope, limits = UNBOUNDED, options = {}) => {
   // As `order by min(ts), device_id, fence_id::text`.
   const { rows, names, originMs } = await fenceSessions<{ device_id: string; fence_id: string; first_us: string; last_us: string; n: string; user_id: string | null }>(storage, params, scope, limits, options, (sessions, timing) =>
