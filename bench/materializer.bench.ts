@@ -6,7 +6,9 @@ import type { Execute } from '../shared/reports/report-sql.js';
 import type { Storage } from '../shared/storage/storage.js';
 import { adminClient } from '../test/support/identity.js';
 import { startTestGateway } from '../test/support/test-gateway.js';
+import { rotatedRectangle } from './geofencing.bench.js';
 import type { Figure, Scenario } from './harness.js';
+import { seededRandom } from './load-generator.js';
 import { DatabaseCpu } from './materializer-load.js';
 
 /**
@@ -25,18 +27,6 @@ import { DatabaseCpu } from './materializer-load.js';
 const DEVICES = Number(process.env.MATERIALIZER_DEVICES ?? 5);
 const FENCES = Number(process.env.MATERIALIZER_FENCES ?? 1000);
 const REPEATS = Number(process.env.MATERIALIZER_REPEATS ?? 3);
-
-function seededRandom(seed: number) {
-  let state = seed >>> 0;
-  return () => ((state = (Math.imul(state, 1664525) + 1013904223) >>> 0) / 2 ** 32);
-}
-function rotatedRectangle(cx: number, cy: number, w: number, h: number, angle: number): [number, number][] {
-  const c = Math.cos(angle);
-  const s = Math.sin(angle);
-  const corners: [number, number][] = [[-w / 2, -h / 2], [w / 2, -h / 2], [w / 2, h / 2], [-w / 2, h / 2]];
-  const ring = corners.map(([x, y]) => [Math.round((cx + x * c - y * s) * 1000) / 1000, Math.round((cy + x * s + y * c) * 1000) / 1000] as [number, number]);
-  return [...ring, ring[0]!];
-}
 
 /** CPU of the database backends (none on embedded storage: PGlite runs in this process) and of this process, in µs. */
 async function cpuAround(storage: Storage, run: () => Promise<void>): Promise<{ db: number; process: number; wall: number }> {
