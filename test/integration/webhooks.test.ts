@@ -81,6 +81,46 @@ describe(`outbound webhooks (${driverLabel})`, () => {
     expect((await admin.get(`/api/v1/webhooks/${created.body.id}`)).status).toBe(404);
   });
 
+  it('shows and audits a URL without its credentials (userinfo, query values), with a fingerprint; delivers to the real one', async () => {
+    const secretUrl = receiver.url('/secret-url?token=abc123&team=ops').replace('http://', 'http://hook-user:hunter2@');
+    const created = await admin.post('/api/v1/webhooks', { url: secretUrl, events: ['alarm.raised'] });
+    expect(created.status, created.text).toBe(201);
+    const redacted = receiver.url('/secret-url?token=***&team=***').replace('http://', 'http://***@');
+    const read = await admin.get(`/api/v1/webhooks/${created.body.id}`);
+    expect(read.body.url).toBe(redacted);
+    expect(read.body.url_fingerprint).toMatch(/^sha256:[0-9a-f]{16}$/);
+    expect(created.body.url_fingerprint).toBe(read.body.url_fingerprint);
+    const listed = (await admin.get('/api/v1/webhooks')).body.find((hook: { id: string }) => hook.id === created.body.id);
+    expect(listed.url).toBe(redacted);
+    const other = await admin.post('/api/v1/webhooks', { url: secretUrl.replace('abc123', 'abc124'), events: ['alarm.raised'] });
+    expect(other.body.url_fingerprint).not.toBe(read.body.url_fingerprint);
+    expect((await admin.patch(`/api/v1/webhooks/${created.body.id}`, { url: secretUrl.replace('abc123', 'xyz789'), description: 'rotated' })).body.url).toBe(redacted);
+    const audit = JSON.stringify((await admin.get(`/api/v1/audit?object_type=webhooks&object_id=${created.body.id}`)).body);
+    for (const secret of ['hunter2', 'abc123', 'xyz789']) expect(audit).not.toContain(secret);
+    expect(audit).toContain(read.body.url_fingerprint);
+    receiver.respond = () => 204;
+    await admin.post('/api/v1/alarms', { type: 'DANGER', device_id: 'secret-url' });
+    const [receipt] = await until('the delivery', () => receiver.delivered('/secret-url?token=xyz789&team=ops').length >= 1 && receiver.delivered('/secret-url?token=xyz789&team=ops'));
+    expect(JSON.parse(receipt!.body).type).toBe('alarm.raised');
+    await admin.delete(`/api/v1/webhooks/${created.body.id}`);
+    await admin.delete(`/api/v1/webhooks/${other.body.id}`);
+  });
+
+  it('records a generic last_error: no address or port of what refused the connection', async () => {
+    const closed = await WebhookReceiver.start();
+    const url = closed.url('/closed');
+    await closed.close();
+    const hook = (await admin.post('/api/v1/webhooks', { url, events: ['alarm.raised'] })).body;
+    await admin.post('/api/v1/alarms', { type: 'DANGER', device_id: 'closed-port' });
+    const [failed] = await until('a failed attempt', async () => {
+      const listed = await deliveries(hook.id);
+      return listed[0]?.attempts >= 1 && listed;
+    });
+    expect(failed.last_error).toBe('could not connect');
+    expect(JSON.stringify(failed)).not.toMatch(/ECONNREFUSED|127\.0\.0\.1|:\d{4,5}/);
+    await admin.delete(`/api/v1/webhooks/${hook.id}`);
+  });
+
   it('delivers every alarm event exactly once per webhook-id after retries, signed, in order', async () => {
     const hook = await create('/alarms', ['alarm.raised', 'alarm.updated', 'alarm.state_changed']);
     receiver.respond = (receipt, attempt) => (receipt.path === '/alarms' && attempt <= 2 ? 503 : 204);
@@ -213,18 +253,23 @@ describe(`outbound webhooks refuse private addresses by default (${driverLabel})
     await running?.stop();
   });
 
-  it.each(['http://127.0.0.1:8080/', 'http://localhost/', 'http://10.1.2.3/', 'http://172.16.0.1/', 'http://192.168.1.1/', 'http://169.254.169.254/latest', 'http://100.64.0.1/', 'http://0.0.0.0/', 'http://[::1]/', 'http://[fd00::1]/', 'http://[fe80::1]/', 'http://[::ffff:127.0.0.1]/'])(
-    'refuses %s with 422',
+  it.each([
+    'http://127.0.0.1:8080/', 'http://localhost/', 'http://localhost./', 'http://a.localhost/', 'http://10.1.2.3/', 'http://172.16.0.1/', 'http://192.168.1.1/', 'http://169.254.169.254/latest', 'http://100.64.0.1/', 'http://0.0.0.0/',
+    'http://[::1]/', 'http://[fd00::1]/', 'http://[fe80::1]/', 'http://[::ffff:127.0.0.1]/', 'http://[::127.0.0.1]/', 'http://[64:ff9b:1::7f00:1]/', 'http://[2002:7f00:1::1]/', 'http://[fec0::1]/', 'http://[2001::7f00:1]/',
+    // `.invalid` never resolves (RFC 6761): a name that does not resolve now is refused, and says nothing more.
+    'https://hooks.example.invalid/',
+  ])(
+    'refuses %s with a generic 422',
     async (url) => {
       const response = await admin.post('/api/v1/webhooks', { url, events: ['alarm.raised'] });
       expect(response.status, response.text).toBe(422);
-      expect(response.body.errors[0].field).toBe('url');
+      expect(response.body.errors).toEqual([{ field: 'url', message: 'must lead to a public address (names must resolve to public unicast addresses only)' }]);
     },
   );
 
-  // `.invalid` never resolves (RFC 6761): accepted (checked again at delivery), and no traffic leaves the machine.
+  // A public literal: no DNS, and no traffic leaves the machine (nothing is raised for it).
   it('refuses a change of URL to a private address', async () => {
-    const created = await admin.post('/api/v1/webhooks', { url: 'https://hooks.example.invalid/', events: ['geofence.enter'] });
+    const created = await admin.post('/api/v1/webhooks', { url: 'https://93.184.215.14/', events: ['geofence.enter'] });
     expect(created.status, created.text).toBe(201);
     expect((await admin.patch(`/api/v1/webhooks/${created.body.id}`, { url: 'http://192.168.0.10/' })).status).toBe(422);
   });
@@ -232,7 +277,7 @@ describe(`outbound webhooks refuse private addresses by default (${driverLabel})
   it('refuses at delivery time too: a row pointing inwards is never sent', async () => {
     const receiver = await WebhookReceiver.start();
     try {
-      const created = await admin.post('/api/v1/webhooks', { url: 'https://hooks.example.invalid/', events: ['alarm.raised'] });
+      const created = await admin.post('/api/v1/webhooks', { url: 'https://93.184.215.14/', events: ['alarm.raised'] });
       // As if the URL had been stored when it was allowed (or the name resolved elsewhere then).
       await running.gateway.services.storage.execute('update webhooks set url = ? where id = ?', [receiver.url('/inside'), created.body.id]);
       await admin.post('/api/v1/alarms', { type: 'DANGER', device_id: 'ssrf' });
@@ -240,7 +285,7 @@ describe(`outbound webhooks refuse private addresses by default (${driverLabel})
         const listed = (await admin.get(`/api/v1/webhooks/${created.body.id}/deliveries`)).body.data;
         return listed[0]?.status === 'dead' && listed;
       });
-      expect(dead.last_error).toMatch(/refused: 127\.0\.0\.1/);
+      expect(dead.last_error).toBe('refused: not a public address');
       expect(dead.last_response_code).toBeNull();
       expect(receiver.receipts).toEqual([]);
     } finally {
