@@ -6,7 +6,7 @@ import { createJobQueue } from '../shared/jobs/index.js';
 import { startReportMaterializer } from '../shared/reports/materializations.js';
 import { createLogger, type Logger } from '../shared/logger.js';
 import { openStorage } from '../shared/storage/index.js';
-import { processors } from '../workers/processors/index.js';
+import { processorsFor } from '../workers/processors/index.js';
 import { RequestAuthenticator } from './auth/authenticator.js';
 import { CredentialService } from './auth/credential-service.js';
 import { CartographyService } from './cartography/cartography-service.js';
@@ -87,7 +87,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
   const uws = loadNativeUws();
   const storage = await openStorage(config, logger);
   const bus = createBus(config, logger);
-  const jobs = createJobQueue(config, processors, { storage, logger }, logger);
+  const jobs = createJobQueue(config, processorsFor(config), { storage, logger }, logger);
   const tokens = new TokenService(loadJwtSecret(config), config.JWT_TTL_SECONDS);
   const limiters = createLimiterBackend(config);
   const credentials = new CredentialService(storage, tokens, config, new LoginThrottle(limiters, config));
@@ -109,9 +109,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
   const alarms = new AlarmService(storage, bus, webhooks.alarmHook);
   // Silent devices are forgotten once no detector could still need them.
   const engine = new DetectionEngine(registry, Math.max(config.LIVE_POSITION_TTL_SECONDS, 3600) * 1000, config.DETECTION_MAX_TRACKED_DEVICES);
-  const detection = new DetectionService(engine, alarms, registry, writer, bus, logger, config.DETECTION_OUTBOX_MAX, (zoneEvents, triggered) =>
-    webhooks.detectionsStored(zoneEvents, triggered),
-  );
+  const detection = new DetectionService(engine, alarms, registry, writer, bus, logger, config.DETECTION_OUTBOX_MAX, webhooks);
   // A building arriving here (at boot, or from a gateway that left) gets its detector state rebuilt from storage.
   const stateLoader = new DetectorStateLoader(storage, engine, registry, logger, { lookbackMs: engine.forgetAfterMs, maxAgeMs: config.POSITIONS_MAX_AGE_SECONDS * 1000 });
   // Detection is partitioned by building across gateways: this one runs it for the buildings it owns.

@@ -129,6 +129,12 @@ export const configSchema = z.object({
     .default('5,300,1800,7200,18000,36000,36000,36000')
     .transform((value) => value.split(',').map((part) => Number(part.trim())))
     .refine((delays) => delays.length >= 1 && delays.every((delay) => Number.isFinite(delay) && delay >= 0), 'comma-separated seconds, e.g. 5,300,1800'),
+  /** Pending deliveries one webhook may hold; past it new events other than alarm.raised are not stored for it (counted in floorcast_webhook_deliveries_capped_total). */
+  WEBHOOK_MAX_PENDING_PER_WEBHOOK: z.coerce.number().int().min(1).default(10_000),
+  /** Days a dead-lettered webhook delivery is kept (for redelivery) before it is deleted. */
+  WEBHOOK_DEAD_RETENTION_DAYS: z.coerce.number().int().min(1).default(14),
+  /** Webhooks one organization may have. */
+  WEBHOOK_MAX_PER_ORGANIZATION: z.coerce.number().int().min(1).default(20),
   /** Shards the buildings are spread over for detection ownership; every gateway of a deployment must agree (change it only with all stopped). */
   CLUSTER_SHARDS: z.coerce.number().int().min(1).max(4096).default(64),
   /** How often a gateway renews its membership and shard leases, in milliseconds. */

@@ -7,7 +7,7 @@ import { startMetricsListener } from '../shared/metrics/metrics-server.js';
 import { ProcessGuard, stopOnSignals } from '../shared/process-guard.js';
 import { startReportMaterializer } from '../shared/reports/materializations.js';
 import { openStorage } from '../shared/storage/index.js';
-import { processors } from './processors/index.js';
+import { processorsFor } from './processors/index.js';
 
 /** `npm run workers`: consumes the BullMQ job queue (reports, exports) and keeps report data (stays). Needs REDIS_URL. */
 async function main(): Promise<void> {
@@ -19,6 +19,7 @@ async function main(): Promise<void> {
   const logger = createLogger(config.LOG_LEVEL, { service: 'worker' });
   ProcessGuard.install({ logger }); // jobs a fatal exit interrupts are retried by BullMQ
   const storage = await openStorage(config, logger);
+  const processors = processorsFor(config);
   const worker = new BullmqJobWorker(config.REDIS_URL, config.REDIS_PREFIX, processors, { storage, logger }, config.JOB_CONCURRENCY, logger);
   await worker.waitUntilReady();
   // Keeps geofence stays as positions arrive; an advisory lock lets one pass run at a time across workers.

@@ -21,6 +21,14 @@ export const MAX_EVENTS_PER_MESSAGE = 2000;
  */
 const DETECT_SLICE_MS = 2;
 
+/** What webhooks need of detection (gateway/webhooks/webhook-service.ts). */
+export interface DetectionWebhooks {
+  /** Stores zone events, with the deliveries they owe in the same transaction; `groupCommit` when they owe none. */
+  storeZoneEvents(zoneEvents: readonly ZoneEventRecord[], groupCommit: () => Promise<void>): Promise<void>;
+  /** Told of zone events and triggers once stored and announced. */
+  detectionsStored(zoneEvents: readonly ZoneEventRecord[], triggered: Detections['triggered']): Promise<void>;
+}
+
 /** Whether this gateway owns a building's detection now (its shard's lease is held); `null`: no building. */
 export type OwnsBuilding = (buildingId: number | null) => boolean;
 
@@ -56,12 +64,12 @@ export class DetectionService {
     private readonly bus: Bus,
     private readonly logger: Logger,
     outboxMax = 100_000,
-    /** Told of zone events and triggers once stored, on this node only (webhooks enqueue them there). */
-    private readonly onStored?: (zoneEvents: readonly ZoneEventRecord[], triggered: Detections['triggered']) => Promise<void>,
+    /** Webhooks, on this node only: zone events are stored with the deliveries they owe; triggers enqueued once announced. */
+    private readonly webhooks?: DetectionWebhooks,
   ) {
     this.outbox = new DetectionOutbox(
       {
-        storeZoneEvents: (zoneEvents) => this.writer.write([], zoneEvents),
+        storeZoneEvents: (zoneEvents) => (this.webhooks ? this.webhooks.storeZoneEvents(zoneEvents, () => this.writer.write([], zoneEvents)) : this.writer.write([], zoneEvents)),
         raiseAlarms: async (alarms) => void (await this.alarms.raiseAllOnce(alarms.map((alarm) => ({ ...alarm, by: 'system' as const })))),
         announce: (entry) => this.announceZoneEvents(entry.zoneEvents, entry.triggered),
       },
@@ -198,8 +206,8 @@ export class DetectionService {
   private async announceZoneEvents(zoneEvents: readonly ZoneEventRecord[], triggered: Detections['triggered']): Promise<void> {
     // Counted here, once stored, so a retried outbox entry is not counted twice.
     for (const event of zoneEvents) zoneEventCounters[event.type][event.zoneKind].inc();
-    if (this.onStored && (zoneEvents.length > 0 || triggered.length > 0)) {
-      await this.onStored(zoneEvents, triggered).catch((error) => this.logger.error({ err: error }, 'webhook enqueue of stored detections failed'));
+    if (this.webhooks && (zoneEvents.length > 0 || triggered.length > 0)) {
+      await this.webhooks.detectionsStored(zoneEvents, triggered).catch((error) => this.logger.error({ err: error }, 'webhook enqueue of stored detections failed'));
     }
     if (zoneEvents.length > 0 || triggered.length > 0) {
       const byOrganization = new Map<string, ZoneEventsMessage>();

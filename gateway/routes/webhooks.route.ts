@@ -1,9 +1,9 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import { AppError, ErrorCode, NotFoundError, ValidationError } from '../../shared/errors.js';
 import { destinationProblem } from '../../shared/webhooks/address-guard.js';
-import { scheduleDelivery, WEBHOOK_EVENTS } from '../../shared/webhooks/deliveries.js';
+import { WEBHOOK_EVENTS } from '../../shared/webhooks/deliveries.js';
 import { generateSecret } from '../../shared/webhooks/signature.js';
 import { pageMetadata, paginated, paginationQuery, uuidParam } from '../http/query-schemas.js';
 import { defineRoute } from '../http/route.js';
@@ -12,7 +12,8 @@ import type { GatewayServices } from '../services.js';
 const webhookSchema = z.object({
   id: z.uuid(),
   organization_id: z.uuid(),
-  url: z.string(),
+  url: z.string().describe('The URL with its credentials hidden: userinfo and query values read `***` (deliveries go to the real one)'),
+  url_fingerprint: z.string().describe('`sha256:` and 16 hex digits of the real URL: tells two URLs apart without showing them'),
   events: z.array(z.enum(WEBHOOK_EVENTS)),
   building_ids: z.array(z.number().int()).nullable().describe('Only events of these buildings; null: every building, and events without one'),
   description: z.string(),
@@ -20,6 +21,7 @@ const webhookSchema = z.object({
   updated_at: z.string(),
 });
 const createdSchema = webhookSchema.extend({
+  url: z.string().describe('The URL as sent: shown here once, then only with its credentials hidden'),
   secret: z.string().describe('Signing secret (Standard Webhooks, `whsec_<base64>`): shown here once, never again'),
 });
 
@@ -63,10 +65,24 @@ interface WebhookRow {
 const json = <T>(value: T | string): T => (typeof value === 'string' ? (JSON.parse(value) as T) : value);
 const iso = (value: Date | string) => new Date(value).toISOString();
 
+/**
+ * Receivers often take their credential in the URL (userinfo, a `token` query value): the API and the audit log
+ * show it without them, and a fingerprint of the whole URL tells two of them apart.
+ */
+export function redactUrl(value: string): string {
+  const url = new URL(value);
+  const userinfo = url.username || url.password ? '***@' : '';
+  const query = url.search ? '?' + url.search.slice(1).split('&').map((pair) => (pair.includes('=') ? `${pair.slice(0, pair.indexOf('='))}=***` : pair)).join('&') : '';
+  return `${url.protocol}//${userinfo}${url.host}${url.pathname}${query}${url.hash ? '#***' : ''}`;
+}
+
+export const urlFingerprint = (value: string) => 'sha256:' + createHash('sha256').update(value).digest('hex').slice(0, 16);
+
 const presentWebhook = (row: WebhookRow) => ({
   id: row.id,
   organization_id: row.organization_id,
-  url: row.url,
+  url: redactUrl(row.url),
+  url_fingerprint: urlFingerprint(row.url),
   events: json(row.events),
   building_ids: row.building_ids === null ? null : json(row.building_ids),
   description: row.description,
@@ -97,7 +113,7 @@ const COLUMNS = 'id, organization_id, url, events, building_ids, description, cr
  * sent again.
  */
 export function webhookRoutes(services: GatewayServices) {
-  const { storage, config, jobs, webhooks } = services;
+  const { storage, config, webhooks } = services;
 
   async function load(organizationId: string, id: string): Promise<WebhookRow> {
     const [row] = await storage.execute<WebhookRow>(`select ${COLUMNS} from webhooks where id = ? and organization_id = ?`, [id, organizationId]);
@@ -142,6 +158,12 @@ export function webhookRoutes(services: GatewayServices) {
         await check(principal.organizationId, body);
         const secret = generateSecret();
         const row = await transaction(async (execute, tx) => {
+          // The organization's row lock serialises its creates, so the cap holds under concurrent requests.
+          await execute('select id from organizations where id = ? for update', [principal.organizationId]);
+          const [{ count }] = (await execute<{ count: number }>('select count(*)::int as count from webhooks where organization_id = ?', [principal.organizationId])) as [{ count: number }];
+          if (count >= config.WEBHOOK_MAX_PER_ORGANIZATION) {
+            throw new AppError(ErrorCode.Conflict, `An organization may have at most ${config.WEBHOOK_MAX_PER_ORGANIZATION} webhooks; delete one first`);
+          }
           const [created] = await execute<WebhookRow>(
             `insert into webhooks (id, organization_id, url, events, building_ids, description, secret) values (?, ?, ?, ?::jsonb, ?::jsonb, ?, ?) returning ${COLUMNS}`,
             [randomUUID(), principal.organizationId, body.url, JSON.stringify(body.events), body.building_ids ? JSON.stringify(body.building_ids) : null, body.description, secret],
@@ -150,7 +172,7 @@ export function webhookRoutes(services: GatewayServices) {
           await audit.record(tx, { objectType: 'webhooks', objectId: created!.id, before: null, after: presentWebhook(created!) });
           return created!;
         });
-        return { status: 201, body: { ...presentWebhook(row), secret } };
+        return { status: 201, body: { ...presentWebhook(row), url: row.url, secret } };
       },
     }),
     defineRoute({
@@ -202,7 +224,8 @@ export function webhookRoutes(services: GatewayServices) {
             [...values, p.id, principal.organizationId],
           );
           if (!updated) throw new NotFoundError('Webhook');
-          await audit.record(tx, { objectType: 'webhooks', objectId: p.id, before: presentWebhook(before), after: presentWebhook(updated), sent: body });
+          const sent = body.url === undefined ? body : { ...body, url: redactUrl(body.url) };
+          await audit.record(tx, { objectType: 'webhooks', objectId: p.id, before: presentWebhook(before), after: presentWebhook(updated), sent });
           return updated;
         });
         return { body: presentWebhook(row) };
@@ -260,7 +283,7 @@ export function webhookRoutes(services: GatewayServices) {
         if (!current) throw new NotFoundError('Delivery');
         const row = await transaction(async (execute, tx) => {
           const [redelivered] = await execute<Record<string, any>>(
-            `update webhook_deliveries set status = 'pending', attempts = 0, next_attempt_at = now(), updated_at = now()
+            `update webhook_deliveries set status = 'pending', attempts = 0, next_attempt_at = now(), sending_until = null, job_token = null, updated_at = now()
              where id = ? and webhook_id = ? and status = 'dead' returning *`,
             [p.delivery_id, p.id],
           );
@@ -268,10 +291,8 @@ export function webhookRoutes(services: GatewayServices) {
           await audit.record(tx, { objectType: 'webhook_deliveries', objectId: p.delivery_id, before: { status: 'dead' }, after: { status: 'pending' } });
           return redelivered;
         });
-        // Stored as pending already: a failed wake-up is found by the gateways' overdue rescue.
-        await scheduleDelivery(storage, (job, options) => jobs.schedule(job, options), webhooks.policy, { id: row.id, organization_id: row.organization_id }, 0).catch((error) =>
-          services.logger.warn({ err: error }, 'could not wake a redelivery; the rescue will'),
-        );
+        // Back in the fresh lane, in its place in its alarm's (or device's) order; a failed wake-up is found by the rescue.
+        await webhooks.wakeWebhook(p.id, row.organization_id);
         return { status: 202, body: presentDelivery(row) };
       },
     }),

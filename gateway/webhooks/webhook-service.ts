@@ -3,8 +3,9 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Config } from '../../shared/config.js';
 import type { JobQueue } from '../../shared/jobs/index.js';
 import type { Logger } from '../../shared/logger.js';
+import { webhookDeliveriesCapped } from '../../shared/metrics/metrics.js';
 import type { Storage } from '../../shared/storage/index.js';
-import { enqueueEvents, policyOf, rescuePending, subscribedTypes, wake, type DeliveryPolicy, type EnqueuedDelivery, type Execute, type WebhookEvent } from '../../shared/webhooks/deliveries.js';
+import { enqueueEvents, rescuePending, subscribedTypes, wake, type Enqueued, type Execute, type WebhookEvent } from '../../shared/webhooks/deliveries.js';
 import type { AlarmEventHook, AlarmEventMessage } from '../alarms/alarm-service.js';
 import type { Detections, ZoneEventRecord } from '../detection/detection-engine.js';
 
@@ -19,6 +20,7 @@ export function alarmWebhookEvent(message: AlarmEventMessage): WebhookEvent {
     buildingId: message.buildingId,
     type: `alarm.${kind}`,
     key: `alarm:${alarm.seq}`,
+    orderKey: `alarm:${alarm.id}`,
     timestamp: kind === 'raised' ? alarm.created_at : alarm.updated_at,
     data: alarm,
   };
@@ -31,6 +33,7 @@ export function zoneWebhookEvent(event: ZoneEventRecord): WebhookEvent {
     buildingId: event.buildingId,
     type: event.type === 'enter' ? 'geofence.enter' : 'geofence.exit',
     key: `zone:${event.deviceId}:${event.zoneId}:${event.type}:${event.at}`,
+    orderKey: `device:${event.deviceId}`,
     timestamp: new Date(event.at).toISOString(),
     data: {
       organization_id: event.organizationId,
@@ -50,13 +53,14 @@ export function zoneWebhookEvent(event: ZoneEventRecord): WebhookEvent {
 /**
  * Enqueues webhook deliveries where events are stored, on the node that stored them, never from the bus (every
  * gateway receives every bus message, and the bus is at most once). Alarm events are enqueued inside the alarm's
- * own transaction: exactly once, even across a crash. Zone events and event-area triggers right after the
- * detection outbox stores them. The jobs only wake deliveries up; the rows are the record, re-scheduled from
- * storage at boot and whenever one is overdue.
+ * own transaction, zone events inside the one that stores them: exactly once, even across a crash. Event-area
+ * triggers (stored nowhere else) right after detection. The jobs only wake deliveries up; the rows are the
+ * record, re-scheduled from storage at boot and whenever one is overdue.
  */
 export class WebhookService {
-  readonly policy: DeliveryPolicy;
   private rescueTimer?: NodeJS.Timeout;
+  private readonly maxPending: number;
+  private readonly deadRetentionDays: number;
 
   constructor(
     private readonly storage: Storage,
@@ -64,62 +68,108 @@ export class WebhookService {
     config: Config,
     private readonly logger: Logger,
   ) {
-    this.policy = policyOf(config);
+    this.maxPending = config.WEBHOOK_MAX_PENDING_PER_WEBHOOK;
+    this.deadRetentionDays = config.WEBHOOK_DEAD_RETENTION_DAYS;
   }
 
   /** Given to the alarm service: stores the deliveries in the alarm's transaction, wakes them after its commit. */
   readonly alarmHook: AlarmEventHook = {
-    stored: (tx: EntityManager, message: AlarmEventMessage) => enqueueEvents(((sql: string, params: unknown[]) => tx.execute(sql, params)) as Execute, [alarmWebhookEvent(message)]),
-    committed: (handle: unknown) => this.wake(handle as EnqueuedDelivery[]),
+    stored: (tx: EntityManager, message: AlarmEventMessage) => this.enqueue(executeIn(tx), [alarmWebhookEvent(message)]),
+    committed: (handle: unknown) => this.wake(handle as Enqueued),
   };
 
-  /** Zone events and triggers the detection outbox has just stored: those some webhook of their organization asks for. */
-  async detectionsStored(zoneEvents: readonly ZoneEventRecord[], triggered: Detections['triggered']): Promise<void> {
-    if (zoneEvents.length === 0 && triggered.length === 0) return;
-    const execute = ((sql: string, params: unknown[]) => this.storage.execute(sql, params)) as Execute;
+  /**
+   * Stores zone events the detectors found. When a webhook of their organizations asks for some of them, the
+   * events and their deliveries are written in one transaction (a crash between the two would lose deliveries);
+   * otherwise `groupCommit` stores them with the positions' group commit, as before webhooks.
+   */
+  async storeZoneEvents(zoneEvents: readonly ZoneEventRecord[], groupCommit: () => Promise<void>): Promise<void> {
+    const owed = await this.owed(zoneEvents, []);
+    if (owed.length === 0) return groupCommit();
+    const enqueued = await this.storage.em().transactional(async (tx) => {
+      const execute = executeIn(tx as EntityManager);
+      await insertZoneEvents(execute, zoneEvents);
+      return this.enqueue(execute, owed);
+    });
+    await this.wake(enqueued);
+  }
+
+  /** Event-area triggers detection has just announced: those some webhook of their organization asks for. */
+  async detectionsStored(_zoneEvents: readonly ZoneEventRecord[], triggered: Detections['triggered']): Promise<void> {
+    if (triggered.length === 0) return;
     try {
-      const organizations = new Set<string>();
-      for (const event of zoneEvents) organizations.add(event.organizationId);
-      for (const trigger of triggered) organizations.add(trigger.organizationId);
-      const wanted = await subscribedTypes(execute, [...organizations]);
-      if (wanted.size === 0) return;
-      const events: WebhookEvent[] = [];
-      for (const event of zoneEvents) {
-        if (event.zoneKind === 'geofence' && wanted.get(event.organizationId)?.has(event.type === 'enter' ? 'geofence.enter' : 'geofence.exit')) events.push(zoneWebhookEvent(event));
-      }
-      const now = new Date().toISOString();
-      for (const trigger of triggered) {
-        if (!wanted.get(trigger.organizationId)?.has('device.event')) continue;
-        events.push({
-          organizationId: trigger.organizationId,
-          buildingId: trigger.event.buildingId,
-          type: 'device.event',
-          key: `trigger:${randomUUID()}`, // a trigger has no identity of its own; it is enqueued once, here
-          timestamp: now,
-          data: { organization_id: trigger.organizationId, device_id: trigger.deviceId, building_id: trigger.event.buildingId, event: trigger.event },
-        });
-      }
-      if (events.length > 0) await this.wake(await enqueueEvents(execute, events));
+      const events = await this.owed([], triggered);
+      if (events.length > 0) await this.wake(await this.enqueue(executeIn(this.storage), events));
     } catch (error) {
-      this.logger.error({ err: error, events: zoneEvents.length + triggered.length }, 'could not enqueue webhook events');
+      this.logger.error({ err: error, events: triggered.length }, 'could not enqueue webhook events');
     }
   }
 
-  private async wake(deliveries: readonly EnqueuedDelivery[] | undefined): Promise<void> {
-    if (!deliveries?.length) return;
-    // Stored already: a wake-up that fails is found by the overdue rescue.
-    await wake((job, options) => this.jobs.schedule(job, options), this.policy, deliveries).catch((error) => this.logger.warn({ err: error }, 'could not wake webhook deliveries; the rescue will'));
+  /** The webhook events of zone events and triggers some webhook of their organization asks for. */
+  private async owed(zoneEvents: readonly ZoneEventRecord[], triggered: Detections['triggered']): Promise<WebhookEvent[]> {
+    const organizations = new Set<string>();
+    for (const event of zoneEvents) if (event.zoneKind === 'geofence') organizations.add(event.organizationId);
+    for (const trigger of triggered) organizations.add(trigger.organizationId);
+    if (organizations.size === 0) return [];
+    const wanted = await subscribedTypes(executeIn(this.storage), [...organizations]);
+    if (wanted.size === 0) return [];
+    const events: WebhookEvent[] = [];
+    for (const event of zoneEvents) {
+      if (event.zoneKind === 'geofence' && wanted.get(event.organizationId)?.has(event.type === 'enter' ? 'geofence.enter' : 'geofence.exit')) events.push(zoneWebhookEvent(event));
+    }
+    const now = new Date().toISOString();
+    for (const trigger of triggered) {
+      if (!wanted.get(trigger.organizationId)?.has('device.event')) continue;
+      events.push({
+        organizationId: trigger.organizationId,
+        buildingId: trigger.event.buildingId,
+        type: 'device.event',
+        key: `trigger:${randomUUID()}`, // a trigger has no identity of its own; it is enqueued once, here
+        orderKey: `device:${trigger.deviceId}`,
+        timestamp: now,
+        data: { organization_id: trigger.organizationId, device_id: trigger.deviceId, building_id: trigger.event.buildingId, event: trigger.event },
+      });
+    }
+    return events;
   }
 
-  /** Schedules every pending delivery from storage, then looks for overdue ones (and old successes to forget) every minute. */
+  private async enqueue(execute: Execute, events: readonly WebhookEvent[]): Promise<Enqueued> {
+    const enqueued = await enqueueEvents(execute, events, this.maxPending);
+    for (const { webhook_id, count } of enqueued.capped) {
+      webhookDeliveriesCapped.inc(count);
+      this.logger.warn({ webhook: webhook_id, turnedAway: count, maxPending: this.maxPending }, 'webhook holds too many pending deliveries: new events not queued for it');
+    }
+    return enqueued;
+  }
+
+  private async wake(enqueued: Enqueued | undefined): Promise<void> {
+    if (!enqueued?.woken.length) return;
+    // Stored already: a wake-up that fails is found by the overdue rescue.
+    await wake((job, options) => this.jobs.schedule(job, options), enqueued.woken).catch((error) => this.logger.warn({ err: error }, 'could not wake webhook deliveries; the rescue will'));
+  }
+
+  /** Wakes a webhook's fresh lane (a redelivery was queued on it). */
+  async wakeWebhook(webhookId: string, organizationId: string): Promise<void> {
+    await this.wake({ woken: [{ webhook_id: webhookId, organization_id: organizationId }], capped: [] });
+  }
+
+  /** Forgets deliveries past their retention: delivered ones after 30 days, dead ones after WEBHOOK_DEAD_RETENTION_DAYS. */
+  async prune(): Promise<void> {
+    await this.storage.execute(
+      `delete from webhook_deliveries where (status = 'succeeded' and updated_at < now() - make_interval(days => ?)) or (status = 'dead' and updated_at < now() - make_interval(days => ?))`,
+      [KEEP_DELIVERED_DAYS, this.deadRetentionDays],
+    );
+  }
+
+  /** Schedules every pending delivery from storage, then looks for overdue ones (and prunes) every minute. */
   async start(): Promise<void> {
     const schedule = (job: Parameters<JobQueue['schedule']>[0], options?: Parameters<JobQueue['schedule']>[1]) => this.jobs.schedule(job, options);
-    await rescuePending(this.storage, schedule, this.policy).catch((error) => this.logger.warn({ err: error }, 'could not re-schedule webhook deliveries at boot'));
+    await rescuePending(this.storage, schedule).catch((error) => this.logger.warn({ err: error }, 'could not re-schedule webhook deliveries at boot'));
     this.rescueTimer = setInterval(() => {
       void (async () => {
-        const rescued = await rescuePending(this.storage, schedule, this.policy, RESCUE_EVERY_MS);
+        const rescued = await rescuePending(this.storage, schedule, RESCUE_EVERY_MS);
         if (rescued > 0) this.logger.warn({ rescued }, 'overdue webhook deliveries re-scheduled');
-        await this.storage.execute(`delete from webhook_deliveries where status = 'succeeded' and updated_at < now() - make_interval(days => ?)`, [KEEP_DELIVERED_DAYS]);
+        await this.prune();
       })().catch((error) => this.logger.warn({ err: error }, 'webhook rescue failed'));
     }, RESCUE_EVERY_MS);
     this.rescueTimer.unref();
@@ -128,4 +178,17 @@ export class WebhookService {
   stop(): void {
     clearInterval(this.rescueTimer);
   }
+}
+
+const executeIn = (runner: { execute(sql: string, params: unknown[]): Promise<unknown> }): Execute => ((sql: string, params: unknown[]) => runner.execute(sql, params)) as Execute;
+
+/** The zone events' rows, as PositionStore writes them in a group commit, here in the caller's transaction. */
+async function insertZoneEvents(execute: Execute, zoneEvents: readonly ZoneEventRecord[]): Promise<void> {
+  const rows = zoneEvents.map((e) => ({ o: e.organizationId, b: e.buildingId, f: e.floorId, k: e.zoneKind, z: e.zoneId, d: e.deviceId, u: e.userId, t: e.type, a: e.at, r: e.firedAt }));
+  await execute(
+    `insert into zone_events (organization_id, building_id, floor_id, zone_kind, zone_id, device_id, user_id, type, at, fired_at)
+     select o, b, f, k, z, d, u, t, to_timestamp(a / 1000), to_timestamp(r / 1000)
+     from jsonb_to_recordset(?::jsonb) as e(o uuid, b int, f int, k text, z text, d text, u uuid, t text, a float8, r float8)`,
+    [JSON.stringify(rows)],
+  );
 }

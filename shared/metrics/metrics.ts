@@ -78,10 +78,17 @@ export const busReceivedOn = boundBy(busReceived);
 export const jobDuration = new Histogram({ name: `${PREFIX}job_duration_seconds`, help: 'Duration of jobs run by this process, by job and report (`none` for other jobs).', labelNames: ['job', 'report'] as const, buckets: JOB_BUCKETS, registers: [registry] });
 export const jobFailures = new Counter({ name: `${PREFIX}job_failures_total`, help: 'Jobs run by this process that failed, by job and report.', labelNames: ['job', 'report'] as const, registers: [registry] });
 
-// --- Webhooks (gateway/webhooks: to be wired by the webhook deliveries) ---------------------------------------
+// --- Webhooks (shared/webhooks/deliveries.ts) ------------------------------------------------------------------
 
 /** One count per delivery attempt: `delivered`, `failed` (to be retried), `dead` (dead-lettered), `refused` (address not allowed). */
-export const webhookDeliveries = new Counter({ name: `${PREFIX}webhook_deliveries_total`, help: 'Webhook delivery attempts, by outcome.', labelNames: ['outcome'] as const, registers: [registry] });
+const webhookDeliveries = new Counter({ name: `${PREFIX}webhook_deliveries_total`, help: 'Webhook delivery attempts, by outcome.', labelNames: ['outcome'] as const, registers: [registry] });
+export const webhookAttempts = Object.fromEntries(['delivered', 'failed', 'dead', 'refused'].map((outcome) => [outcome, webhookDeliveries.labels(outcome)])) as Record<'delivered' | 'failed' | 'dead' | 'refused', Counter.Internal>;
+/** Alert on any increase: a webhook's receiver is so far behind that events are no longer queued for it. */
+export const webhookDeliveriesCapped = new Counter({
+  name: `${PREFIX}webhook_deliveries_capped_total`,
+  help: 'Webhook deliveries not stored because their webhook already held WEBHOOK_MAX_PENDING_PER_WEBHOOK pending ones.',
+  registers: [registry],
+});
 
 // --- Read at scrape time -------------------------------------------------------------------------------------
 

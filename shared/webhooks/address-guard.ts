@@ -6,6 +6,9 @@ import { BlockList, isIP, type LookupFunction } from 'node:net';
  * Where a webhook may not go unless WEBHOOK_ALLOW_PRIVATE_ADDRESSES is set: anything that is not public
  * unicast, so a webhook cannot be used to reach the gateway's own network (SSRF). Checked on the address the
  * connection actually uses (after DNS), not only on the URL, so a name that later resolves inwards is refused too.
+ * IPv4 goes by a list of what is not public; IPv6 must be global unicast (2000::/3), minus the ranges that carry
+ * an IPv4 address inside (6to4, Teredo) or are not routed (documentation): everything else (IPv4-compatible
+ * ::/96, NAT64 64:ff9b::/96 and 64:ff9b:1::/48, site-local fec0::/10, ULA, link-local, multicast) is outside it.
  */
 const blocked = new BlockList();
 for (const [network, prefix] of [
@@ -16,35 +19,38 @@ for (const [network, prefix] of [
   ['169.254.0.0', 16], // link-local (cloud metadata endpoints live here)
   ['172.16.0.0', 12], // RFC 1918
   ['192.0.0.0', 24], // IETF protocol assignments
+  ['192.0.2.0', 24], // documentation
+  ['192.88.99.0', 24], // 6to4 relays
   ['192.168.0.0', 16], // RFC 1918
   ['198.18.0.0', 15], // benchmarking
+  ['198.51.100.0', 24], // documentation
+  ['203.0.113.0', 24], // documentation
   ['224.0.0.0', 4], // multicast
   ['240.0.0.0', 4], // reserved, broadcast
 ] as const) {
   blocked.addSubnet(network, prefix, 'ipv4');
 }
+const globalUnicast = new BlockList();
+globalUnicast.addSubnet('2000::', 3, 'ipv6');
 for (const [network, prefix] of [
-  ['::', 128], // unspecified
-  ['::1', 128], // loopback
-  ['64:ff9b::', 96], // NAT64 of any IPv4, private ones included
-  ['fc00::', 7], // unique local (ULA)
-  ['fe80::', 10], // link-local
-  ['ff00::', 8], // multicast
+  ['2001::', 23], // IETF protocol assignments, Teredo (2001::/32) among them
+  ['2001:db8::', 32], // documentation
+  ['2002::', 16], // 6to4: an IPv4 address inside
+  ['3fff::', 20], // documentation
 ] as const) {
   blocked.addSubnet(network, prefix, 'ipv6');
 }
 
-/** IPv4-mapped IPv6 (`::ffff:a.b.c.d`, or `::ffff:7f00:1` as URLs write it): refused outright, a way round the IPv4 rules. */
-const MAPPED_V4 = /^::ffff:/i;
-
 /** Whether `address` (an IP literal) is loopback, link-local, private, unspecified or otherwise not public. */
 export function isForbiddenAddress(address: string): boolean {
   const family = isIP(address);
-  if (family === 6 && MAPPED_V4.test(address)) return true;
   if (family === 4) return blocked.check(address, 'ipv4');
-  if (family === 6) return blocked.check(address, 'ipv6');
+  if (family === 6) return !globalUnicast.check(address, 'ipv6') || blocked.check(address, 'ipv6');
   return true; // not an address at all
 }
+
+/** Names that mean this machine whatever DNS says (RFC 6761), with or without the root's trailing dot. */
+const LOCAL_NAME = /(^|\.)localhost\.?$/i;
 
 export class ForbiddenDestinationError extends Error {
   constructor(readonly address: string) {
@@ -53,33 +59,35 @@ export class ForbiddenDestinationError extends Error {
   }
 }
 
-/** How long creating or changing a webhook waits for DNS before accepting the name unresolved. */
+/** The one answer to a URL that may not be used: it says nothing of what a name resolves to, or whether it does. */
+export const DESTINATION_PROBLEM = 'must lead to a public address (names must resolve to public unicast addresses only)';
+
+/** How long creating or changing a webhook waits for DNS; a name not resolved by then is refused. */
 const LOOKUP_WAIT_MS = 2000;
 
 const bareHost = (hostname: string) => (hostname.startsWith('[') && hostname.endsWith(']') ? hostname.slice(1, -1) : hostname);
 
 /**
- * Checked when a webhook is created or changed: an IP literal, or every address its name resolves to now.
- * Returns a message for the 422, or undefined when it may be used. A name that does not resolve yet is
- * accepted: it is checked again at every delivery.
+ * Checked when a webhook is created or changed: an IP literal, or every address its name resolves to now. A name
+ * that does not resolve (or not in time) is refused too: accepted, it could be pointed inwards later, and the
+ * difference between "does not resolve" and "resolves inwards" would tell an admin about internal names. Returns
+ * DESTINATION_PROBLEM for the 422, or undefined when the URL may be used.
  */
 export async function destinationProblem(url: URL, allowPrivate: boolean): Promise<string | undefined> {
   if (allowPrivate) return undefined;
   const host = bareHost(url.hostname);
-  if (isIP(host)) return isForbiddenAddress(host) ? `${host} is a loopback, link-local, private or unspecified address` : undefined;
-  let addresses: LookupAddress[];
+  if (isIP(host)) return isForbiddenAddress(host) ? DESTINATION_PROBLEM : undefined;
+  if (LOCAL_NAME.test(host)) return DESTINATION_PROBLEM;
   let timer: NodeJS.Timeout | undefined;
   try {
-    // A resolver that does not answer must not hold the request: unresolved is accepted (checked at delivery).
     const gaveUp = new Promise<LookupAddress[]>((resolve) => (timer = setTimeout(() => resolve([]), LOOKUP_WAIT_MS)));
-    addresses = await Promise.race([dnsLookupAsync(host, { all: true }), gaveUp]);
+    const addresses = await Promise.race([dnsLookupAsync(host, { all: true }), gaveUp]);
+    return addresses.length === 0 || addresses.some((entry) => isForbiddenAddress(entry.address)) ? DESTINATION_PROBLEM : undefined;
   } catch {
-    return undefined;
+    return DESTINATION_PROBLEM;
   } finally {
     clearTimeout(timer);
   }
-  const bad = addresses.find((entry) => isForbiddenAddress(entry.address));
-  return bad ? `${host} resolves to ${bad.address}, a loopback, link-local, private or unspecified address` : undefined;
 }
 
 /**

@@ -7,13 +7,21 @@ export interface SendOptions {
   allowPrivate: boolean;
 }
 
-/** What one attempt came to: a 2xx is delivered; anything else (3xx included: no redirect is followed) is not. */
+/**
+ * What one attempt came to: a 2xx is delivered; anything else (3xx included: no redirect is followed) is not.
+ * `error` is what the webhook's admin reads (`last_error`): generic, so deliveries cannot be used to learn what a
+ * name resolves to or which ports answer; `detail` is the system's own message, for the process log only.
+ */
 export interface SendOutcome {
   ok: boolean;
   status: number | null;
   error: string | null;
+  detail?: string;
   durationMs: number;
 }
+
+export const REFUSED_DESTINATION = 'refused: not a public address';
+const COULD_NOT_CONNECT = 'could not connect';
 
 /** Most receivers answer a few bytes; an answer is never read past this. */
 const MAX_RESPONSE_BYTES = 64 * 1024;
@@ -24,7 +32,7 @@ const MAX_RESPONSE_BYTES = 64 * 1024;
  */
 export function send(target: string, body: string, headers: Record<string, string>, options: SendOptions): Promise<SendOutcome> {
   const started = performance.now();
-  const done = (ok: boolean, status: number | null, error: string | null): SendOutcome => ({ ok, status, error, durationMs: Math.round(performance.now() - started) });
+  const done = (ok: boolean, status: number | null, error: string | null, detail?: string): SendOutcome => ({ ok, status, error, detail, durationMs: Math.round(performance.now() - started) });
   let url: URL;
   try {
     url = new URL(target);
@@ -32,7 +40,7 @@ export function send(target: string, body: string, headers: Record<string, strin
     return Promise.resolve(done(false, null, 'invalid URL'));
   }
   const literal = literalAddress(url);
-  if (literal && !options.allowPrivate && isForbiddenAddress(literal)) return Promise.resolve(done(false, null, new ForbiddenDestinationError(literal).message));
+  if (literal && !options.allowPrivate && isForbiddenAddress(literal)) return Promise.resolve(done(false, null, REFUSED_DESTINATION, new ForbiddenDestinationError(literal).message));
   const client = url.protocol === 'https:' ? https : url.protocol === 'http:' ? http : undefined;
   if (!client) return Promise.resolve(done(false, null, `unsupported protocol ${url.protocol}`));
   return new Promise<SendOutcome>((resolve) => {
@@ -68,7 +76,7 @@ export function send(target: string, body: string, headers: Record<string, strin
       finish(done(false, null, `timed out after ${options.timeoutMs} ms`));
       request.destroy();
     }, options.timeoutMs);
-    request.on('error', (error) => finish(done(false, null, error.message)));
+    request.on('error', (error) => finish(done(false, null, error instanceof ForbiddenDestinationError ? REFUSED_DESTINATION : COULD_NOT_CONNECT, error.message)));
     request.end(body);
   });
 }

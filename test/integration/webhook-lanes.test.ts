@@ -19,7 +19,7 @@ async function until<T>(what: string, probe: () => Promise<T | undefined | false
   }
 }
 
-const body = (receipt: Receipt) => JSON.parse(receipt.body) as { type: string; data: Record<string, any> };
+const body = (receipt: Pick<Receipt, 'body'>) => JSON.parse(receipt.body) as { type: string; data: Record<string, any> };
 
 // A failed delivery is retried every ~1 s for about 30 s: long enough that a line held by it would show.
 const SETTINGS = { WEBHOOK_ALLOW_PRIVATE_ADDRESSES: 'true', WEBHOOK_RETRY_SCHEDULE: Array(30).fill('1').join(','), WEBHOOK_TIMEOUT_MS: '2000' };

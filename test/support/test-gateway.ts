@@ -2,7 +2,7 @@ import { startGateway, type Gateway, type GatewayOptions } from '../../gateway/a
 import { loadConfig } from '../../shared/config.js';
 import { createLogger } from '../../shared/logger.js';
 import { BullmqJobWorker } from '../../shared/jobs/bullmq-job-worker.js';
-import { processors } from '../../workers/processors/index.js';
+import { processorsFor } from '../../workers/processors/index.js';
 import { TestClient } from './http-client.js';
 import { createTestEnvironment, type TestEnvironment } from './test-environment.js';
 
@@ -29,7 +29,7 @@ export async function startTestGateway(
   const gateway = await startGateway(config, { ...options, logger });
   // With Redis, jobs go to BullMQ: run a worker as `npm run workers` would, on the same storage.
   const worker = config.REDIS_URL
-    ? new BullmqJobWorker(config.REDIS_URL, config.REDIS_PREFIX, processors, { storage: gateway.services.storage, logger }, config.JOB_CONCURRENCY, logger)
+    ? new BullmqJobWorker(config.REDIS_URL, config.REDIS_PREFIX, processorsFor(config), { storage: gateway.services.storage, logger }, config.JOB_CONCURRENCY, logger)
     : undefined;
   await worker?.waitUntilReady();
   const close = gateway.close;

@@ -7,8 +7,11 @@ import { createLogger } from '../../shared/logger.js';
 import { instrumentProcessors } from '../../shared/metrics/job-metrics.js';
 import { startMetricsListener } from '../../shared/metrics/metrics-server.js';
 import { collectProcessMetrics, registerSources, registry } from '../../shared/metrics/metrics.js';
-import { processors } from '../../workers/processors/index.js';
+import { loadConfig } from '../../shared/config.js';
+import { processorsFor } from '../../workers/processors/index.js';
 import { parsePrometheus, scrape } from '../support/prometheus.js';
+
+const processors = processorsFor(loadConfig({}));
 
 const logger = createLogger('silent');
 const context = { storage: undefined as never, logger };

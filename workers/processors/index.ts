@@ -1,19 +1,21 @@
+import type { Config } from '../../shared/config.js';
 import type { ProcessorRegistry } from '../../shared/jobs/index.js';
 import { instrumentProcessors } from '../../shared/metrics/job-metrics.js';
 import { REPORT_NAMES } from '../../shared/reports/report-params.js';
 import { reportProcessor } from './report.processor.js';
 import { webhookDeliveryProcessor } from './webhook-delivery.processor.js';
-import { WEBHOOK_DELIVERY_JOB } from '../../shared/webhooks/deliveries.js';
+import { policyOf, WEBHOOK_DELIVERY_JOB } from '../../shared/webhooks/deliveries.js';
 
 /**
  * Every job processor, by name. The same registry runs on the in-process runner (no Redis) and on BullMQ
- * workers (`npm run workers`), so a processor is written once.
+ * workers (`npm run workers`), so a processor is written once. Built from the process's own configuration:
+ * what a job may do is decided there, not by the job's data.
  */
-export const processors: ProcessorRegistry = instrumentProcessors({
+export const processorsFor = (config: Config): ProcessorRegistry => instrumentProcessors({
   /** Analytics reports (spec 4.4), run in the database. */
   report: reportProcessor,
-  /** Outbound webhooks: one attempt of one delivery, then its retry or the webhook's next delivery. */
-  [WEBHOOK_DELIVERY_JOB]: webhookDeliveryProcessor,
+  /** Outbound webhooks: one attempt (a webhook's next fresh delivery, or a retry), then what follows from it. */
+  [WEBHOOK_DELIVERY_JOB]: webhookDeliveryProcessor(policyOf(config)),
   /** Diagnostics: proves a worker is consuming and can reach storage (`npm run admin -- check-workers`). */
   'storage-check': async (_data, { storage }) => {
     const [row] = await storage.execute<{ now: string }>('select now()::text as now');

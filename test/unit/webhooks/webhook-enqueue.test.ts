@@ -22,34 +22,47 @@ const zoneEvent = (i: number, type: 'enter' | 'exit'): ZoneEventRecord => ({
   firedAt: Date.UTC(2026, 10, 24, 3, 0, i),
 });
 
-/** A storage that answers the subscription lookup with `subscribed` and records every statement. */
+/** A storage that answers the subscription lookup with `subscribed` and records every statement, and in which transaction. */
 function recordingStorage(subscribed: { organization_id: string; type: string }[]) {
-  const statements: { sql: string; params: readonly unknown[] }[] = [];
+  const statements: { sql: string; params: readonly unknown[]; tx: number | null }[] = [];
+  let transactions = 0;
+  const executor = (tx: number | null) => async (sql: string, params: readonly unknown[] = []) => {
+    statements.push({ sql, params, tx });
+    if (/from webhooks/.test(sql) && !/insert into/.test(sql)) return subscribed;
+    return [];
+  };
   const storage = {
-    execute: async (sql: string, params: readonly unknown[] = []) => {
-      statements.push({ sql, params });
-      if (/from webhooks/.test(sql) && !/insert into/.test(sql)) return subscribed;
-      return [];
-    },
+    execute: executor(null),
+    em: () => ({ transactional: async (run: (tx: unknown) => Promise<unknown>) => run({ execute: executor(++transactions) }) }),
   } as unknown as Storage;
   return { storage, statements };
 }
 
-const service = (storage: Storage) => new WebhookService(storage, {} as JobQueue, loadConfig({}), createLogger('silent'));
+const service = (storage: Storage) => new WebhookService(storage, { schedule: async () => undefined } as unknown as JobQueue, loadConfig({}), createLogger('silent'));
 
 describe('webhook deliveries of detected zone events', () => {
-  it('sends nothing to store when no webhook of the organization asks for geofence events', async () => {
+  it('stores them with the group commit, and nothing for webhooks, when no webhook of the organization asks for geofence events', async () => {
     const { storage, statements } = recordingStorage([{ organization_id: ORG, type: 'alarm.raised' }]);
-    await service(storage).detectionsStored([zoneEvent(1, 'enter'), zoneEvent(2, 'exit')], []);
-    expect(statements.some(({ sql }) => /insert into webhook_deliveries/.test(sql))).toBe(false);
+    let groupCommits = 0;
+    await service(storage).storeZoneEvents([zoneEvent(1, 'enter'), zoneEvent(2, 'exit')], async () => void groupCommits++);
+    expect(groupCommits).toBe(1);
+    expect(statements.some(({ sql }) => /insert into (webhook_deliveries|zone_events)/.test(sql))).toBe(false);
   });
 
-  it('stores only the events of the types some webhook asks for', async () => {
+  it('stores the zone events and the deliveries of the types some webhook asks for in one transaction', async () => {
     const { storage, statements } = recordingStorage([{ organization_id: ORG, type: 'geofence.exit' }]);
-    await service(storage).detectionsStored([zoneEvent(1, 'enter'), zoneEvent(2, 'exit'), zoneEvent(3, 'exit')], []);
-    const insert = statements.find(({ sql }) => /insert into webhook_deliveries/.test(sql));
-    expect(insert).toBeDefined();
-    const rows = JSON.parse(insert!.params[0] as string) as { type: string; key: string }[];
-    expect(rows.map((row) => row.type)).toEqual(['geofence.exit', 'geofence.exit']);
+    let groupCommits = 0;
+    await service(storage).storeZoneEvents([zoneEvent(1, 'enter'), zoneEvent(2, 'exit'), zoneEvent(3, 'exit')], async () => void groupCommits++);
+    expect(groupCommits).toBe(0);
+    const events = statements.find(({ sql }) => /insert into zone_events/.test(sql));
+    const deliveries = statements.find(({ sql }) => /insert into webhook_deliveries/.test(sql));
+    expect(events?.tx).toBe(1);
+    expect(deliveries?.tx).toBe(1);
+    expect((JSON.parse(events!.params[0] as string) as unknown[]).length).toBe(3);
+    const rows = JSON.parse(deliveries!.params[0] as string) as { type: string; order_key: string }[];
+    expect(rows.map((row) => [row.type, row.order_key])).toEqual([
+      ['geofence.exit', 'device:device-2'],
+      ['geofence.exit', 'device:device-3'],
+    ]);
   });
 });
