@@ -110,7 +110,7 @@ const COLUMNS = 'id, organization_id, url, events, building_ids, description, cr
 /**
  * Outbound webhooks (admins): where an organization's alarm, geofence and device events are POSTed, signed the
  * Standard Webhooks way, retried for a day, then dead-lettered; their deliveries can be listed and a dead one
- * sent again.
+ * sent again. URLs are shown without their credentials (see redactUrl) everywhere but in the 201.
  */
 export function webhookRoutes(services: GatewayServices) {
   const { storage, config, webhooks } = services;
@@ -121,7 +121,7 @@ export function webhookRoutes(services: GatewayServices) {
     return row;
   }
 
-  /** 422 for a URL that leads inwards (checked again at every delivery) and for buildings of another organization. */
+  /** 422 for a URL that does not lead to public addresses only (checked again at every delivery) and for buildings of another organization. */
   async function check(organizationId: string, body: { url?: string; building_ids?: number[] | null }): Promise<void> {
     if (body.url !== undefined) {
       const problem = await destinationProblem(new URL(body.url), config.WEBHOOK_ALLOW_PRIVATE_ADDRESSES);
@@ -147,7 +147,7 @@ export function webhookRoutes(services: GatewayServices) {
     defineRoute({
       method: 'POST',
       path: '/api/v1/webhooks',
-      summary: 'Create a webhook; the answer holds its signing secret, shown only this once',
+      summary: 'Create a webhook (409 past WEBHOOK_MAX_PER_ORGANIZATION; 422 for a URL that does not lead to public addresses only); the answer holds its signing secret and its URL in full, shown only this once',
       tags: ['webhooks'],
       auth: 'authenticated',
       action: 'webhooks:manage',

@@ -290,7 +290,9 @@ describe(`authorization matrix (${driverLabel})`, () => {
   }
 
   beforeAll(async () => {
-    running = await startTestGateway();
+  // Webhook fixtures point at `.invalid` names (RFC 6761: never resolve, so no traffic leaves); a name that does not
+  // resolve is refused at creation unless private addresses are allowed, as here.
+    running = await startTestGateway({ WEBHOOK_ALLOW_PRIVATE_ADDRESSES: 'true' });
     admin = await adminClient(running.client);
     const colleague = await createUser(admin, 'user');
     colleagueUserId = colleague.user.id;

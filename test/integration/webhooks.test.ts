@@ -121,7 +121,7 @@ describe(`outbound webhooks (${driverLabel})`, () => {
     await admin.delete(`/api/v1/webhooks/${hook.id}`);
   });
 
-  it('delivers every alarm event exactly once per webhook-id after retries, signed, in order', async () => {
+  it('delivers every alarm event exactly once per webhook-id after retries, signed, in order per alarm', async () => {
     const hook = await create('/alarms', ['alarm.raised', 'alarm.updated', 'alarm.state_changed']);
     receiver.respond = (receipt, attempt) => (receipt.path === '/alarms' && attempt <= 2 ? 503 : 204);
     const first = (await admin.post('/api/v1/alarms', { type: 'DANGER', device_id: 'hook-a' })).body;
@@ -136,20 +136,19 @@ describe(`outbound webhooks (${driverLabel})`, () => {
     expect(new Set(ok.map((receipt) => receipt.id)).size).toBe(4);
     for (const receipt of ok) verify(receipt, hook.secret);
     const bodies = ok.map((receipt) => JSON.parse(receipt.body));
-    expect(bodies.map((body) => [body.type, body.data.id])).toEqual([
-      ['alarm.raised', first.id],
-      ['alarm.updated', first.id],
-      ['alarm.state_changed', first.id],
-      ['alarm.raised', second.id],
-    ]);
-    expect(bodies.map((body) => body.data.seq)).toEqual([...bodies.map((body) => body.data.seq)].sort((a, b) => a - b));
-    expect(bodies[0].timestamp).toBe(first.created_at);
-    // Each id failed twice before it went through, and the next one waited for it.
+    // Another alarm's events may overtake a failing one; one alarm's events arrive in order.
+    const ofFirst = bodies.filter((body) => body.data.id === first.id);
+    expect(ofFirst.map((body) => body.type)).toEqual(['alarm.raised', 'alarm.updated', 'alarm.state_changed']);
+    expect(ofFirst.map((body) => body.data.seq)).toEqual([...ofFirst.map((body) => body.data.seq)].sort((a, b) => a - b));
+    expect(ofFirst[0].timestamp).toBe(first.created_at);
+    expect(bodies.filter((body) => body.data.id === second.id).map((body) => body.type)).toEqual(['alarm.raised']);
+    // Each id failed twice before it went through, and the next event of its alarm waited for it.
     const all = receiver.receipts.filter((receipt) => receipt.path === '/alarms');
     expect(all).toHaveLength(12);
-    const { firstSeen, ordered } = arrival(all);
+    const firstIds = new Set(delivered.filter((receipt) => JSON.parse(receipt.body).data.id === first.id).map((receipt) => receipt.id));
+    const { firstSeen, ordered } = arrival(all.filter((receipt) => firstIds.has(receipt.id)));
     expect(ordered).toBe(true);
-    expect(firstSeen).toEqual(delivered.map((receipt) => receipt.id));
+    expect(firstSeen).toEqual(delivered.filter((receipt) => firstIds.has(receipt.id)).map((receipt) => receipt.id));
 
     const listed = await deliveries(hook.id);
     expect(listed).toHaveLength(4);
@@ -235,8 +234,7 @@ describe(`outbound webhooks (${driverLabel})`, () => {
     const ok = await until('both deliveries after the restart', () => receiver.delivered('/restart').length >= 2 && receiver.delivered('/restart'));
     await sleep(300);
     expect(receiver.delivered('/restart')).toHaveLength(2);
-    expect(ok.map((receipt) => JSON.parse(receipt.body).data.id)).toEqual(raised.map((alarm) => alarm.id));
-    expect(arrival(receiver.receipts.filter((receipt) => receipt.path === '/restart')).ordered).toBe(true);
+    expect(ok.map((receipt) => JSON.parse(receipt.body).data.id).sort()).toEqual(raised.map((alarm) => alarm.id).sort());
     for (const receipt of ok) verify(receipt, hook.secret);
   });
 });
