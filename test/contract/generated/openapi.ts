@@ -8169,7 +8169,10 @@ export type paths = {
                             id: string;
                             /** Format: uuid */
                             organization_id: string;
+                            /** @description The URL with its credentials hidden: userinfo and query values read `***` (deliveries go to the real one) */
                             url: string;
+                            /** @description `sha256:` and 16 hex digits of the real URL: tells two URLs apart without showing them */
+                            url_fingerprint: string;
                             events: ("alarm.raised" | "alarm.updated" | "alarm.state_changed" | "geofence.enter" | "geofence.exit" | "device.event")[];
                             /** @description Only events of these buildings; null: every building, and events without one */
                             building_ids: number[] | null;
@@ -8191,7 +8194,7 @@ export type paths = {
             };
         };
         put?: never;
-        /** Create a webhook; the answer holds its signing secret, shown only this once */
+        /** Create a webhook (409 past WEBHOOK_MAX_PER_ORGANIZATION; 422 for a URL that does not lead to public addresses only); the answer holds its signing secret and its URL in full, shown only this once */
         post: {
             parameters: {
                 query?: never;
@@ -8222,7 +8225,10 @@ export type paths = {
                             id: string;
                             /** Format: uuid */
                             organization_id: string;
+                            /** @description The URL as sent: shown here once, then only with its credentials hidden */
                             url: string;
+                            /** @description `sha256:` and 16 hex digits of the real URL: tells two URLs apart without showing them */
+                            url_fingerprint: string;
                             events: ("alarm.raised" | "alarm.updated" | "alarm.state_changed" | "geofence.enter" | "geofence.exit" | "device.event")[];
                             /** @description Only events of these buildings; null: every building, and events without one */
                             building_ids: number[] | null;
@@ -8281,7 +8287,10 @@ export type paths = {
                             id: string;
                             /** Format: uuid */
                             organization_id: string;
+                            /** @description The URL with its credentials hidden: userinfo and query values read `***` (deliveries go to the real one) */
                             url: string;
+                            /** @description `sha256:` and 16 hex digits of the real URL: tells two URLs apart without showing them */
+                            url_fingerprint: string;
                             events: ("alarm.raised" | "alarm.updated" | "alarm.state_changed" | "geofence.enter" | "geofence.exit" | "device.event")[];
                             /** @description Only events of these buildings; null: every building, and events without one */
                             building_ids: number[] | null;
@@ -8368,7 +8377,10 @@ export type paths = {
                             id: string;
                             /** Format: uuid */
                             organization_id: string;
+                            /** @description The URL with its credentials hidden: userinfo and query values read `***` (deliveries go to the real one) */
                             url: string;
+                            /** @description `sha256:` and 16 hex digits of the real URL: tells two URLs apart without showing them */
+                            url_fingerprint: string;
                             events: ("alarm.raised" | "alarm.updated" | "alarm.state_changed" | "geofence.enter" | "geofence.exit" | "device.event")[];
                             /** @description Only events of these buildings; null: every building, and events without one */
                             building_ids: number[] | null;
