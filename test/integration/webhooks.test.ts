@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createHash } from 'node:crypto';
 import { sign } from '../../shared/webhooks/signature.js';
 import { createVenue, squareCartesians } from '../support/cartography.js';
 import type { TestClient } from '../support/http-client.js';
@@ -7,6 +8,7 @@ import { driverLabel } from '../support/test-environment.js';
 import { startTestGateway, type RunningGateway } from '../support/test-gateway.js';
 import { WebhookReceiver, type Receipt } from '../support/webhook-receiver.js';
 
+const urlFingerprintOf = (url: string) => 'sha256:' + createHash('sha256').update(url).digest('hex').slice(0, 16);
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 async function until<T>(what: string, probe: () => Promise<T | undefined | false> | T | undefined | false, timeoutMs = 15_000): Promise<T> {
@@ -98,6 +100,10 @@ describe(`outbound webhooks (${driverLabel})`, () => {
     const audit = JSON.stringify((await admin.get(`/api/v1/audit?object_type=webhooks&object_id=${created.body.id}`)).body);
     for (const secret of ['hunter2', 'abc123', 'xyz789']) expect(audit).not.toContain(secret);
     expect(audit).toContain(read.body.url_fingerprint);
+    // Sending the webhook back as read keeps the real URL.
+    const echoed = await admin.patch(`/api/v1/webhooks/${created.body.id}`, { url: redacted, description: 'echoed' });
+    expect(echoed.status, echoed.text).toBe(200);
+    expect(echoed.body.url_fingerprint).toBe(urlFingerprintOf(secretUrl.replace('abc123', 'xyz789')));
     receiver.respond = () => 204;
     await admin.post('/api/v1/alarms', { type: 'DANGER', device_id: 'secret-url' });
     const [receipt] = await until('the delivery', () => receiver.delivered('/secret-url?token=xyz789&team=ops').length >= 1 && receiver.delivered('/secret-url?token=xyz789&team=ops'));
