@@ -3,7 +3,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Config } from '../../shared/config.js';
 import type { JobQueue } from '../../shared/jobs/index.js';
 import type { Logger } from '../../shared/logger.js';
-import { webhookDeliveriesCapped } from '../../shared/metrics/metrics.js';
+import { webhookDeliveriesCapped, webhookOldestPending } from '../../shared/metrics/metrics.js';
 import type { Storage } from '../../shared/storage/index.js';
 import { enqueueEvents, rescuePending, subscribedTypes, wake, type Enqueued, type Execute, type WebhookEvent } from '../../shared/webhooks/deliveries.js';
 import type { AlarmEventHook, AlarmEventMessage } from '../alarms/alarm-service.js';
@@ -161,7 +161,13 @@ export class WebhookService {
     );
   }
 
-  /** Schedules every pending delivery from storage, then looks for overdue ones (and prunes) every minute. */
+  /** Sets floorcast_webhook_oldest_pending_seconds: how long the oldest pending delivery has waited. */
+  async measureBacklog(): Promise<void> {
+    const [row] = await this.storage.execute<{ age: number | null }>(`select extract(epoch from now() - min(created_at))::float8 as age from webhook_deliveries where status = 'pending'`);
+    webhookOldestPending.set(Math.max(0, Number(row?.age ?? 0)));
+  }
+
+  /** Schedules every pending delivery from storage, then looks for overdue ones (and prunes, and measures) every minute. */
   async start(): Promise<void> {
     const schedule = (job: Parameters<JobQueue['schedule']>[0], options?: Parameters<JobQueue['schedule']>[1]) => this.jobs.schedule(job, options);
     await rescuePending(this.storage, schedule).catch((error) => this.logger.warn({ err: error }, 'could not re-schedule webhook deliveries at boot'));
@@ -170,6 +176,7 @@ export class WebhookService {
         const rescued = await rescuePending(this.storage, schedule, RESCUE_EVERY_MS);
         if (rescued > 0) this.logger.warn({ rescued }, 'overdue webhook deliveries re-scheduled');
         await this.prune();
+        await this.measureBacklog();
       })().catch((error) => this.logger.warn({ err: error }, 'webhook rescue failed'));
     }, RESCUE_EVERY_MS);
     this.rescueTimer.unref();

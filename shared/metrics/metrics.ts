@@ -83,6 +83,12 @@ export const jobFailures = new Counter({ name: `${PREFIX}job_failures_total`, he
 /** One count per delivery attempt: `delivered`, `failed` (to be retried), `dead` (dead-lettered), `refused` (address not allowed). */
 const webhookDeliveries = new Counter({ name: `${PREFIX}webhook_deliveries_total`, help: 'Webhook delivery attempts, by outcome.', labelNames: ['outcome'] as const, registers: [registry] });
 export const webhookAttempts = Object.fromEntries(['delivered', 'failed', 'dead', 'refused'].map((outcome) => [outcome, webhookDeliveries.labels(outcome)])) as Record<'delivered' | 'failed' | 'dead' | 'refused', Counter.Internal>;
+/** Alert when it grows past the retry schedule's first steps: some receiver has been failing that long. */
+export const webhookOldestPending = new Gauge({
+  name: `${PREFIX}webhook_oldest_pending_seconds`,
+  help: 'Age of the oldest pending webhook delivery of the deployment (0: none), as of the last rescue pass (every minute).',
+  registers: [registry],
+});
 /** Alert on any increase: a webhook's receiver is so far behind that events are no longer queued for it. */
 export const webhookDeliveriesCapped = new Counter({
   name: `${PREFIX}webhook_deliveries_capped_total`,

@@ -199,6 +199,13 @@ describe(`webhook state is bounded (${driverLabel})`, () => {
     expect(rows.filter((row) => row.event_type === 'alarm.raised')).toHaveLength(5);
     expect(rows.filter((row) => row.event_type === 'alarm.state_changed')).toHaveLength(0);
     expect((await capped()) - before).toBe(5);
+
+    // The backlog's age, for alerting: the oldest pending delivery has waited since it was stored.
+    await running.gateway.services.storage.execute(`update webhook_deliveries set created_at = now() - interval '1 hour' where webhook_id = ? and status = 'pending'`, [hook.id]);
+    await running.gateway.services.webhooks.measureBacklog();
+    const oldest = (await registry.getSingleMetric('floorcast_webhook_oldest_pending_seconds')?.get())?.values[0]?.value ?? 0;
+    expect(oldest).toBeGreaterThanOrEqual(3600);
+    expect(oldest).toBeLessThan(3600 + 600);
   });
 
   it('caps webhooks per organization', async () => {
