@@ -68,6 +68,8 @@ export interface RaiseAlarm {
    * counts once.
    */
   idempotencyKey?: string;
+  /** Presses folded into this one raise (a batch's danger poses): counted as that many occurrences. Default 1. */
+  occurrences?: number;
 }
 
 interface AlarmRow {
@@ -214,17 +216,18 @@ export class AlarmService {
       }
       // One statement (alarms are on the path a control room waits on): take the organization's next seq, whose
       // row lock serialises the organization's alarm writes so commit order is seq order, then insert the alarm
-      // or, when one of the same device, kind and geofence is OPEN, update that one. The partial unique index is
-      // the arbiter, and ON CONFLICT sees rows committed after this statement's snapshot, unlike a SELECT would.
+      // or, when one of the same device, kind, geofence and subject user is OPEN, update that one (another
+      // person's alarm is never the one updated, m0016). The partial unique index is the arbiter, and ON CONFLICT
+      // sees rows committed after this statement's snapshot, unlike a SELECT would.
       const [row] = await tx.execute<(AlarmRow & { inserted: boolean })[]>(
         `with next as (
            insert into alarm_sequences (organization_id, last_seq) values (?, 1)
            on conflict (organization_id) do update set last_seq = alarm_sequences.last_seq + 1 returning last_seq
          )
-         insert into alarms as a (id, organization_id, seq, type, state, building_id, floor_id, x, y, lat, lng, device_id, user_id, geofence_id, details, history, created_at, updated_at)
-         values (?, ?, (select last_seq from next), ?, 'OPEN', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?::jsonb, ?, ?)
-         on conflict (organization_id, type, coalesce(device_id, ''), coalesce(geofence_id, '00000000-0000-0000-0000-000000000000'::uuid)) where state = 'OPEN'
-         do update set seq = excluded.seq, occurrences = a.occurrences + 1, updated_at = excluded.updated_at,
+         insert into alarms as a (id, organization_id, seq, type, state, building_id, floor_id, x, y, lat, lng, device_id, user_id, geofence_id, details, history, occurrences, created_at, updated_at)
+         values (?, ?, (select last_seq from next), ?, 'OPEN', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?::jsonb, ?, ?, ?)
+         on conflict (organization_id, type, coalesce(device_id, ''), coalesce(geofence_id, '00000000-0000-0000-0000-000000000000'::uuid), coalesce(user_id, '00000000-0000-0000-0000-000000000000'::uuid)) where state = 'OPEN'
+         do update set seq = excluded.seq, occurrences = a.occurrences + excluded.occurrences, updated_at = excluded.updated_at,
            building_id = coalesce(excluded.building_id, a.building_id), floor_id = coalesce(excluded.floor_id, a.floor_id),
            x = coalesce(excluded.x, a.x), y = coalesce(excluded.y, a.y), lat = coalesce(excluded.lat, a.lat), lng = coalesce(excluded.lng, a.lng),
            details = a.details || excluded.details
@@ -245,6 +248,7 @@ export class AlarmService {
           request.geofenceId ?? null,
           JSON.stringify(request.details ?? {}),
           JSON.stringify(history),
+          request.occurrences ?? 1,
           now,
           now,
         ],
