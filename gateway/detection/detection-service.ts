@@ -39,7 +39,8 @@ export interface PositionHandOff {
  * on the bus once stored (gateway/ws/live-feeds.ts pushes the announcements to sockets).
  *
  * What the detectors produce goes through an outbox that retries until it is stored: nothing found during a
- * database outage is lost, and idempotency keys keep a retried alarm from counting twice. Output is fenced by
+ * database outage is lost, and idempotency keys keep a retried alarm from counting twice. Its lanes are per
+ * organization, so one tenant's unstorable detections never hold back another's. Output is fenced by
  * ownership: once a building's lease is lost, nothing more is emitted for it here.
  */
 export class DetectionService {
@@ -62,7 +63,7 @@ export class DetectionService {
     this.outbox = new DetectionOutbox(
       {
         storeZoneEvents: (zoneEvents) => this.writer.write([], zoneEvents),
-        raiseAlarms: async (alarms) => void (await this.alarms.raiseAllOnce(alarms.map((alarm) => ({ ...alarm, by: 'system' as const })))),
+        raiseAlarm: async (alarm) => void (await this.alarms.raiseAllOnce([{ ...alarm, by: 'system' as const }])),
         announce: (entry) => this.announceZoneEvents(entry.zoneEvents, entry.triggered),
       },
       logger,
@@ -143,7 +144,7 @@ export class DetectionService {
     clearInterval(this.sweepTimer);
   }
 
-  /** Runs the detectors' timeouts and retries what waits in the outbox; resolves when both are done. */
+  /** Runs the detectors' timeouts and retries what waits in the outbox (dead letters once due); resolves when done. */
   async sweep(now: number, owns: OwnsBuilding): Promise<void> {
     try {
       const cpu = process.cpuUsage();
@@ -157,6 +158,7 @@ export class DetectionService {
       };
       this.outbox.add(kept, false, kept.alarms as OutboxAlarm[]);
       await this.outbox.drain();
+      await this.outbox.retryDeadLetters();
     } catch (error) {
       this.logger.error({ err: error }, 'detection sweep failed');
     }
