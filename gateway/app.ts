@@ -17,6 +17,7 @@ import { RealtimeService } from './realtime/realtime-service.js';
 import { attachLiveFeeds } from './ws/live-feeds.js';
 import { WebSocketGateway } from './ws/ws-gateway.js';
 import { AlarmService } from './alarms/alarm-service.js';
+import { AlarmButton } from './detection/alarm-button.js';
 import { attachDetection } from './detection/building-detection.js';
 import { DetectionEngine } from './detection/detection-engine.js';
 import { DetectionService } from './detection/detection-service.js';
@@ -111,6 +112,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
   const engine = new DetectionEngine(registry, Math.max(config.LIVE_POSITION_TTL_SECONDS, 3600) * 1000, config.DETECTION_MAX_TRACKED_DEVICES);
   const detection = new DetectionService(engine, alarms, registry, writer, bus, logger, config.DETECTION_OUTBOX_MAX, (zoneEvents, triggered) =>
     webhooks.detectionsStored(zoneEvents, triggered),
+    new AlarmButton(config.ALARM_BUTTON_DEBOUNCE_S * 1000, config.ALARM_BUTTON_RAISES_PER_MINUTE),
   );
   // A building arriving here (at boot, or from a gateway that left) gets its detector state rebuilt from storage.
   const stateLoader = new DetectorStateLoader(storage, engine, registry, logger, { lookbackMs: engine.forgetAfterMs, maxAgeMs: config.POSITIONS_MAX_AGE_SECONDS * 1000 });

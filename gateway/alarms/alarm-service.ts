@@ -124,6 +124,9 @@ export function presentAlarm(row: AlarmRow): AlarmView {
   };
 }
 
+/** Thrown to roll back a repeat's count that found no OPEN alarm. */
+const NO_OPEN_ALARM = Symbol('no OPEN alarm');
+
 /**
  * Told of every alarm event: `stored` runs in the transaction that stores it (so what it writes commits with
  * the event or not at all), `committed` after the commit with what `stored` returned. Webhooks use it.
@@ -195,6 +198,33 @@ export class AlarmService {
       await this.announce(messages.filter((message): message is AlarmEventMessage => message !== undefined));
     }
     return messages;
+  }
+
+  /**
+   * Adds each request's `occurrences` to the OPEN alarm of its device, kind and subject, without an alarm event (a
+   * debounced repeat of an alarm button: counted, not announced each time), stored at most once per key. Returns
+   * the requests that found no OPEN alarm (closed meanwhile): nothing was written for them, so they are raised.
+   */
+  async countRepeats<R extends RaiseAlarm & { idempotencyKey: string }>(requests: readonly R[]): Promise<R[]> {
+    const absent: R[] = [];
+    for (const request of requests) {
+      const counted = await this.storage.em().transactional(async (tx) => {
+        const fresh = await tx.execute<{ key: string }[]>('insert into alarm_raise_keys (organization_id, key) values (?, ?) on conflict do nothing returning key', [request.organizationId, request.idempotencyKey]);
+        if (fresh.length === 0) return true;
+        const updated = await tx.execute<{ id: string }[]>(
+          `update alarms set occurrences = occurrences + ?, updated_at = now()
+           where organization_id = ? and type = ? and coalesce(device_id, '') = ? and coalesce(geofence_id, '00000000-0000-0000-0000-000000000000'::uuid) = coalesce(?::uuid, '00000000-0000-0000-0000-000000000000'::uuid)
+             and coalesce(user_id, '00000000-0000-0000-0000-000000000000'::uuid) = coalesce(?::uuid, '00000000-0000-0000-0000-000000000000'::uuid) and state = 'OPEN'
+           returning id`,
+          [request.occurrences ?? 1, request.organizationId, request.type, request.deviceId ?? '', request.geofenceId ?? null, request.userId ?? null],
+        );
+        // No OPEN alarm: undo the key too, so that the raise which follows stores it.
+        if (updated.length === 0) throw NO_OPEN_ALARM;
+        return true;
+      }).catch((error: unknown) => (error === NO_OPEN_ALARM ? false : Promise.reject(error)));
+      if (!counted) absent.push(request);
+    }
+    return absent;
   }
 
   /** Forgets keys older than any retry could be (the outbox retries for minutes, apps resend for days). */
