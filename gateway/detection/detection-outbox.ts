@@ -39,6 +39,11 @@ export interface OutboxSink {
   announce(entry: Pick<OutboxEntry, 'zoneEvents' | 'triggered'>): Promise<void>;
 }
 
+/**
+ * Lanes drained at once: enough that a slow or refusing organization leaves others room, few enough that a sweep
+ * finding alarms of many organizations does not take every database connection from the requests.
+ */
+const LANES_AT_ONCE = 4;
 /** First retry of a dead letter; each refusal doubles the wait, up to the last. */
 const DEAD_LETTER_FIRST_RETRY_MS = 5000;
 const DEAD_LETTER_LAST_RETRY_MS = 300_000;
@@ -49,7 +54,7 @@ const DEAD_LETTER_LAST_RETRY_MS = 300_000;
  * outage is stored once the database is back. Alarms carry an idempotency key, so retrying one whose commit went
  * through but whose answer was lost does not raise it twice.
  *
- * One lane per organization, drained side by side, each in order (which keeps the order of each device's
+ * One lane per organization, a few drained side by side, each in order (which keeps the order of each device's
  * events), each stopping at an outage (retried by the next sweep). Alarms are stored one by one, so an item the
  * database refuses for any other reason (one tenant's data) is set aside as a dead letter, logged at error,
  * counted, and retried later with backoff, while its neighbours and every other organization's lane go on.
@@ -107,7 +112,11 @@ export class DetectionOutbox {
 
   /** Stores what waits in every lane; resolves when each is done or stopped at an outage (never rejects). */
   async drain(): Promise<void> {
-    await Promise.all([...this.lanes].map(([organizationId, lane]) => this.drainLane(organizationId, lane)));
+    const waiting = [...this.lanes];
+    const worker = async () => {
+      for (let next = waiting.shift(); next; next = waiting.shift()) await this.drainLane(...next);
+    };
+    await Promise.all(Array.from({ length: Math.min(LANES_AT_ONCE, waiting.length) }, worker));
   }
 
   /** Retries the dead letters whose time has come, oldest first; stops at an outage (never rejects). */

@@ -140,6 +140,24 @@ describe('DetectionOutbox', () => {
     expect(raised).toEqual(['y-1', 'x-slow']);
   });
 
+  it('drains a few lanes at once, not one per organization, and gets to every lane', async () => {
+    let inFlight = 0;
+    let most = 0;
+    const { raised, sink: s } = sink(() => undefined);
+    const slow = async (a: OutboxAlarm) => {
+      most = Math.max(most, ++inFlight);
+      await new Promise((resolve) => setTimeout(resolve, 2));
+      inFlight--;
+      await s.raiseAlarm(a);
+    };
+    const outbox = new DetectionOutbox({ ...s, raiseAlarm: slow }, createLogger('silent'));
+    const organizations = Array.from({ length: 12 }, (_, index) => `org-${index}`);
+    outbox.add(emptyDetections(), true, organizations.map((organizationId) => alarm(`${organizationId}-alarm`, organizationId)));
+    await outbox.drain();
+    expect(raised.sort()).toEqual(organizations.map((organizationId) => `${organizationId}-alarm`).sort());
+    expect(most).toBe(4);
+  });
+
   it("sets aside refused zone events, and still stores the entry's alarms and announces the rest", async () => {
     const before = await deadLettered('zone_events');
     const { raised, zoneEvents, announced, sink: s } = sink((key) => (key === 'zone|evil' ? new TypeError('refused') : undefined));
