@@ -201,8 +201,9 @@ export class AlarmService {
   }
 
   /**
-   * Adds each request's `occurrences` to the OPEN alarm of its device, kind and subject, without an alarm event (a
-   * debounced repeat of an alarm button: counted, not announced each time), stored at most once per key. Returns
+   * Adds each request's `occurrences` to the OPEN alarm of its device, kind and subject, and moves it to the request's
+   * place, without an alarm event (a debounced repeat of an alarm button: counted, not announced each time; the next
+   * event carries the count and place), stored at most once per key. Returns
    * the requests that found no OPEN alarm (closed meanwhile): nothing was written for them, so they are raised.
    */
   async countRepeats<R extends RaiseAlarm & { idempotencyKey: string }>(requests: readonly R[]): Promise<R[]> {
@@ -212,11 +213,12 @@ export class AlarmService {
         const fresh = await tx.execute<{ key: string }[]>('insert into alarm_raise_keys (organization_id, key) values (?, ?) on conflict do nothing returning key', [request.organizationId, request.idempotencyKey]);
         if (fresh.length === 0) return true;
         const updated = await tx.execute<{ id: string }[]>(
-          `update alarms set occurrences = occurrences + ?, updated_at = now()
+          `update alarms set occurrences = occurrences + ?, updated_at = now(),
+             building_id = coalesce(?, building_id), floor_id = coalesce(?, floor_id), x = coalesce(?, x), y = coalesce(?, y), lat = coalesce(?, lat), lng = coalesce(?, lng)
            where organization_id = ? and type = ? and coalesce(device_id, '') = ? and coalesce(geofence_id, '00000000-0000-0000-0000-000000000000'::uuid) = coalesce(?::uuid, '00000000-0000-0000-0000-000000000000'::uuid)
              and coalesce(user_id, '00000000-0000-0000-0000-000000000000'::uuid) = coalesce(?::uuid, '00000000-0000-0000-0000-000000000000'::uuid) and state = 'OPEN'
            returning id`,
-          [request.occurrences ?? 1, request.organizationId, request.type, request.deviceId ?? '', request.geofenceId ?? null, request.userId ?? null],
+          [request.occurrences ?? 1, request.buildingId ?? null, request.floorId ?? null, request.x ?? null, request.y ?? null, request.lat ?? null, request.lng ?? null, request.organizationId, request.type, request.deviceId ?? '', request.geofenceId ?? null, request.userId ?? null],
         );
         // No OPEN alarm: undo the key too, so that the raise which follows stores it.
         if (updated.length === 0) throw NO_OPEN_ALARM;
