@@ -153,7 +153,9 @@ export class DetectionOutbox {
         if (stored !== 'stored') this.setAside({ alarm }, stored.refused);
         entry.alarms.shift();
       }
-      lane.entries.shift();
+      // By identity: the cap may have dropped this very entry meanwhile (the next one is not done).
+      const at = lane.entries.indexOf(entry);
+      if (at >= 0) lane.entries.splice(at, 1);
       await this.announce(entry);
     }
   }

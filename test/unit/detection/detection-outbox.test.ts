@@ -171,6 +171,23 @@ describe('DetectionOutbox', () => {
     expect(announced.sort()).toEqual([0, 1]);
   });
 
+  it('when the cap drops the entry being stored, stores the next one all the same', async () => {
+    let release!: () => void;
+    const stuck = new Promise<void>((resolve) => (release = resolve));
+    const { raised, sink: s } = sink(() => undefined);
+    const outbox = new DetectionOutbox({ ...s, raiseAlarm: async (a) => (a.idempotencyKey === 'first' ? stuck.then(() => s.raiseAlarm(a)) : s.raiseAlarm(a)) }, createLogger('silent'), 2);
+    outbox.add(emptyDetections(), true, [alarm('first')]);
+    const draining = outbox.drain();
+    outbox.add(emptyDetections(), true, [alarm('second')]);
+    outbox.add(emptyDetections(), true, [alarm('third')]); // over the cap: 'first', being stored, is dropped
+    expect(outbox.droppedEntries).toBe(1);
+    release();
+    await draining;
+    await outbox.drain();
+    expect(raised).toEqual(['first', 'second', 'third']);
+    expect(outbox.size).toBe(0);
+  });
+
   it('is bounded: past its cap the oldest entry of the longest lane is dropped and counted', () => {
     const { sink: s } = sink(() => new StorageUnavailableError());
     const outbox = new DetectionOutbox(s, createLogger('silent'), 3);
