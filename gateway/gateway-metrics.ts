@@ -24,6 +24,7 @@ export function gatewayMetricSources(services: GatewayServices): MetricSources {
         device_directory: devices.stats().size,
         detection_tracked_devices: detection.trackedDevices,
         detection_outbox: detection.outbox.size,
+        detection_dead_letters: detection.outbox.deadLetterCount,
         live_positions: realtime.live.size,
         routing_graphs: routing.cachedGraphs,
         cluster_waiting_positions: cluster.waitingRecords,

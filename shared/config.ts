@@ -94,6 +94,10 @@ export const configSchema = z.object({
   DETECTION_MAX_TRACKED_DEVICES: z.coerce.number().int().min(1).default(200_000),
   /** Detections (alarms, zone events) waiting in memory for the database; past it the oldest are dropped and logged. */
   DETECTION_OUTBOX_MAX: z.coerce.number().int().min(1).default(100_000),
+  /** Seconds after an alarm-button raise (danger / assistance pose) during which that device's repeats of it only count occurrences (no new alarm event). */
+  ALARM_BUTTON_DEBOUNCE_S: z.coerce.number().min(0).default(10),
+  /** Alarm-button raises (new alarms, and repeats past the debounce) each user and API key may cause per minute on a gateway; past it the upload gets 429. */
+  ALARM_BUTTON_RAISES_PER_MINUTE: z.coerce.number().int().min(1).default(120),
   /** Topics one WebSocket may hold at once; a subscribe past it gets a 422 error frame. */
   WS_MAX_TOPICS: z.coerce.number().int().min(1).default(100),
   /** Operations (auth, subscribe, unsubscribe, upload) one WebSocket may have unanswered; past it, 429 error frames. */

@@ -68,6 +68,8 @@ export interface RaiseAlarm {
    * counts once.
    */
   idempotencyKey?: string;
+  /** Presses folded into this one raise (a batch's danger poses): counted as that many occurrences. Default 1. */
+  occurrences?: number;
 }
 
 interface AlarmRow {
@@ -121,6 +123,9 @@ export function presentAlarm(row: AlarmRow): AlarmView {
     updated_at: new Date(row.updated_at).toISOString(),
   };
 }
+
+/** Thrown to roll back a repeat's count that found no OPEN alarm. */
+const NO_OPEN_ALARM = Symbol('no OPEN alarm');
 
 /**
  * Told of every alarm event: `stored` runs in the transaction that stores it (so what it writes commits with
@@ -195,6 +200,35 @@ export class AlarmService {
     return messages;
   }
 
+  /**
+   * Adds each request's `occurrences` to the OPEN alarm of its device, kind and subject, and moves it to the request's
+   * place, without an alarm event (a debounced repeat of an alarm button: counted, not announced each time; the next
+   * event carries the count and place), stored at most once per key. Returns
+   * the requests that found no OPEN alarm (closed meanwhile): nothing was written for them, so they are raised.
+   */
+  async countRepeats<R extends RaiseAlarm & { idempotencyKey: string }>(requests: readonly R[]): Promise<R[]> {
+    const absent: R[] = [];
+    for (const request of requests) {
+      const counted = await this.storage.em().transactional(async (tx) => {
+        const fresh = await tx.execute<{ key: string }[]>('insert into alarm_raise_keys (organization_id, key) values (?, ?) on conflict do nothing returning key', [request.organizationId, request.idempotencyKey]);
+        if (fresh.length === 0) return true;
+        const updated = await tx.execute<{ id: string }[]>(
+          `update alarms set occurrences = occurrences + ?, updated_at = now(),
+             building_id = coalesce(?, building_id), floor_id = coalesce(?, floor_id), x = coalesce(?, x), y = coalesce(?, y), lat = coalesce(?, lat), lng = coalesce(?, lng)
+           where organization_id = ? and type = ? and coalesce(device_id, '') = ? and coalesce(geofence_id, '00000000-0000-0000-0000-000000000000'::uuid) = coalesce(?::uuid, '00000000-0000-0000-0000-000000000000'::uuid)
+             and coalesce(user_id, '00000000-0000-0000-0000-000000000000'::uuid) = coalesce(?::uuid, '00000000-0000-0000-0000-000000000000'::uuid) and state = 'OPEN'
+           returning id`,
+          [request.occurrences ?? 1, request.buildingId ?? null, request.floorId ?? null, request.x ?? null, request.y ?? null, request.lat ?? null, request.lng ?? null, request.organizationId, request.type, request.deviceId ?? '', request.geofenceId ?? null, request.userId ?? null],
+        );
+        // No OPEN alarm: undo the key too, so that the raise which follows stores it.
+        if (updated.length === 0) throw NO_OPEN_ALARM;
+        return true;
+      }).catch((error: unknown) => (error === NO_OPEN_ALARM ? false : Promise.reject(error)));
+      if (!counted) absent.push(request);
+    }
+    return absent;
+  }
+
   /** Forgets keys older than any retry could be (the outbox retries for minutes, apps resend for days). */
   async pruneIdempotencyKeys(olderThanDays = 30): Promise<void> {
     await this.storage.execute(`delete from alarm_raise_keys where created_at < now() - make_interval(days => ?)`, [olderThanDays]);
@@ -214,17 +248,18 @@ export class AlarmService {
       }
       // One statement (alarms are on the path a control room waits on): take the organization's next seq, whose
       // row lock serialises the organization's alarm writes so commit order is seq order, then insert the alarm
-      // or, when one of the same device, kind and geofence is OPEN, update that one. The partial unique index is
-      // the arbiter, and ON CONFLICT sees rows committed after this statement's snapshot, unlike a SELECT would.
+      // or, when one of the same device, kind, geofence and subject user is OPEN, update that one (another
+      // person's alarm is never the one updated, m0016). The partial unique index is the arbiter, and ON CONFLICT
+      // sees rows committed after this statement's snapshot, unlike a SELECT would.
       const [row] = await tx.execute<(AlarmRow & { inserted: boolean })[]>(
         `with next as (
            insert into alarm_sequences (organization_id, last_seq) values (?, 1)
            on conflict (organization_id) do update set last_seq = alarm_sequences.last_seq + 1 returning last_seq
          )
-         insert into alarms as a (id, organization_id, seq, type, state, building_id, floor_id, x, y, lat, lng, device_id, user_id, geofence_id, details, history, created_at, updated_at)
-         values (?, ?, (select last_seq from next), ?, 'OPEN', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?::jsonb, ?, ?)
-         on conflict (organization_id, type, coalesce(device_id, ''), coalesce(geofence_id, '00000000-0000-0000-0000-000000000000'::uuid)) where state = 'OPEN'
-         do update set seq = excluded.seq, occurrences = a.occurrences + 1, updated_at = excluded.updated_at,
+         insert into alarms as a (id, organization_id, seq, type, state, building_id, floor_id, x, y, lat, lng, device_id, user_id, geofence_id, details, history, occurrences, created_at, updated_at)
+         values (?, ?, (select last_seq from next), ?, 'OPEN', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?::jsonb, ?, ?, ?)
+         on conflict (organization_id, type, coalesce(device_id, ''), coalesce(geofence_id, '00000000-0000-0000-0000-000000000000'::uuid), coalesce(user_id, '00000000-0000-0000-0000-000000000000'::uuid)) where state = 'OPEN'
+         do update set seq = excluded.seq, occurrences = a.occurrences + excluded.occurrences, updated_at = excluded.updated_at,
            building_id = coalesce(excluded.building_id, a.building_id), floor_id = coalesce(excluded.floor_id, a.floor_id),
            x = coalesce(excluded.x, a.x), y = coalesce(excluded.y, a.y), lat = coalesce(excluded.lat, a.lat), lng = coalesce(excluded.lng, a.lng),
            details = a.details || excluded.details
@@ -245,6 +280,7 @@ export class AlarmService {
           request.geofenceId ?? null,
           JSON.stringify(request.details ?? {}),
           JSON.stringify(history),
+          request.occurrences ?? 1,
           now,
           now,
         ],

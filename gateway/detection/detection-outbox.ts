@@ -1,107 +1,225 @@
 import { isOutageError } from '../../shared/errors.js';
 import type { Logger } from '../../shared/logger.js';
 import type { ZoneEventRecord } from '../../shared/detection/zone-event.js';
+import { detectionDeadLettered, detectionDropped } from '../../shared/metrics/metrics.js';
 import type { RaiseAlarm } from '../alarms/alarm-service.js';
 import type { Detections } from './detection-engine.js';
 
 /** A detector alarm, named so that storing it again is a no-op. */
 export type OutboxAlarm = Omit<RaiseAlarm, 'by'> & { idempotencyKey: string };
 
-/** What one batch or one sweep produced, and how far storing it has got. */
+/** What one batch or one sweep produced for one organization, and how far storing it has got. */
 interface OutboxEntry {
   zoneEvents: ZoneEventRecord[];
   /** True once the zone events are committed (with their batch's positions, or by the outbox itself). */
   zoneEventsStored: boolean;
   alarms: OutboxAlarm[];
   triggered: Detections['triggered'];
-  /** Failures that were not an outage: a poison entry is dropped after a few instead of blocking the rest. */
+}
+
+/** One organization's entries, stored in order. */
+interface Lane {
+  entries: OutboxEntry[];
+  draining?: Promise<void>;
+}
+
+/** An item the database refused for a reason other than an outage: set aside, retried with a growing delay. */
+interface DeadLetter {
+  organizationId: string;
+  item: { alarm: OutboxAlarm } | { zoneEvents: ZoneEventRecord[]; triggered: Detections['triggered'] };
   failures: number;
+  retryAt: number;
 }
 
 export interface OutboxSink {
   storeZoneEvents(zoneEvents: readonly ZoneEventRecord[]): Promise<void>;
-  /** Stores alarms in order, each at most once per key (a retry of a stored one changes nothing). */
-  raiseAlarms(alarms: readonly OutboxAlarm[]): Promise<void>;
+  /** Stores one alarm, at most once per key (a retry of a stored one changes nothing), and announces it. */
+  raiseAlarm(alarm: OutboxAlarm): Promise<void>;
   /** After everything of an entry is stored: pushes to the other gateways; best effort. */
   announce(entry: Pick<OutboxEntry, 'zoneEvents' | 'triggered'>): Promise<void>;
 }
 
-const MAX_FAILURES = 5;
+/**
+ * Lanes drained at once: enough that a slow or refusing organization leaves others room, few enough that a sweep
+ * finding alarms of many organizations does not take every database connection from the requests.
+ */
+const LANES_AT_ONCE = 4;
+/** First retry of a dead letter; each refusal doubles the wait, up to the last. */
+const DEAD_LETTER_FIRST_RETRY_MS = 5000;
+const DEAD_LETTER_LAST_RETRY_MS = 300_000;
 
 /**
  * Detector state advances as positions arrive, whether or not the database takes what the detectors found. So
- * what they found waits here, in order, until it is stored: an alarm condition or an enter/exit that happened
- * during an outage is stored once the database is back. Alarms carry an idempotency key, so retrying one whose
- * commit went through but whose answer was lost does not raise it twice. Drains run one at a time and stop at
- * the first failure (retried by the next sweep), which keeps the order of each device's events.
+ * what they found waits here until it is stored: an alarm condition or an enter/exit that happened during an
+ * outage is stored once the database is back. Alarms carry an idempotency key, so retrying one whose commit went
+ * through but whose answer was lost does not raise it twice.
+ *
+ * One lane per organization, a few drained side by side, each in order (which keeps the order of each device's
+ * events), each stopping at an outage (retried by the next sweep). Alarms are stored one by one, so an item the
+ * database refuses for any other reason (one tenant's data) is set aside as a dead letter, logged at error,
+ * counted, and retried later with backoff, while its neighbours and every other organization's lane go on.
+ * Dead letters wait apart: they do not hold back the acknowledgement of what caused them (`size`).
  */
 export class DetectionOutbox {
-  private readonly entries: OutboxEntry[] = [];
-  private draining?: Promise<void>;
+  private readonly lanes = new Map<string, Lane>();
+  private readonly deadLetters: DeadLetter[] = [];
+  private retrying?: Promise<void>;
   private dropped = 0;
 
   constructor(
     private readonly sink: OutboxSink,
     private readonly logger: Logger,
-    /** Entries kept at most; past it the oldest is dropped, loudly (memory is not infinite during a long outage). */
+    /** Entries (and, apart, dead letters) kept at most; past it the oldest is dropped, loudly. */
     private readonly maxEntries = 100_000,
+    private readonly clock: () => number = Date.now,
   ) {}
 
-  /** Entries waiting to be stored. */
+  /** Entries waiting to be stored (dead letters not included). */
   get size(): number {
-    return this.entries.length;
+    let size = 0;
+    for (const lane of this.lanes.values()) size += lane.entries.length;
+    return size;
   }
 
-  /** Entries given up on (over the cap, or failing for a reason other than an outage). */
+  /** Items set aside after a refusal other than an outage, waiting for their next retry. */
+  get deadLetterCount(): number {
+    return this.deadLetters.length;
+  }
+
+  /** Entries and dead letters given up on (over the cap). */
   get droppedEntries(): number {
     return this.dropped;
   }
 
   add(detections: Detections, zoneEventsStored: boolean, alarms: OutboxAlarm[]): void {
-    if (detections.zoneEvents.length === 0 && alarms.length === 0 && detections.triggered.length === 0) return;
-    this.entries.push({ zoneEvents: detections.zoneEvents, zoneEventsStored: zoneEventsStored || detections.zoneEvents.length === 0, alarms: [...alarms], triggered: detections.triggered, failures: 0 });
-    while (this.entries.length > this.maxEntries) {
-      const lost = this.entries.shift()!;
-      this.dropped++;
-      this.logger.error({ zoneEvents: lost.zoneEvents.length, alarms: lost.alarms.map((alarm) => alarm.idempotencyKey) }, 'detection outbox full: oldest detections dropped');
+    const byOrganization = new Map<string, OutboxEntry>();
+    const entryOf = (organizationId: string) => {
+      let entry = byOrganization.get(organizationId);
+      if (!entry) byOrganization.set(organizationId, (entry = { zoneEvents: [], zoneEventsStored, alarms: [], triggered: [] }));
+      return entry;
+    };
+    for (const event of detections.zoneEvents) entryOf(event.organizationId).zoneEvents.push(event);
+    for (const alarm of alarms) entryOf(alarm.organizationId).alarms.push(alarm);
+    for (const trigger of detections.triggered) entryOf(trigger.organizationId).triggered.push(trigger);
+    for (const [organizationId, entry] of byOrganization) {
+      if (entry.zoneEvents.length === 0) entry.zoneEventsStored = true;
+      let lane = this.lanes.get(organizationId);
+      if (!lane) this.lanes.set(organizationId, (lane = { entries: [] }));
+      lane.entries.push(entry);
+    }
+    if (byOrganization.size > 0) this.enforceCap();
+  }
+
+  /** Stores what waits in every lane; resolves when each is done or stopped at an outage (never rejects). */
+  async drain(): Promise<void> {
+    const waiting = [...this.lanes];
+    const worker = async () => {
+      for (let next = waiting.shift(); next; next = waiting.shift()) await this.drainLane(...next);
+    };
+    await Promise.all(Array.from({ length: Math.min(LANES_AT_ONCE, waiting.length) }, worker));
+  }
+
+  /** Retries the dead letters whose time has come, oldest first; stops at an outage (never rejects). */
+  retryDeadLetters(): Promise<void> {
+    return (this.retrying ??= this.retryDue().finally(() => (this.retrying = undefined)));
+  }
+
+  private drainLane(organizationId: string, lane: Lane): Promise<void> {
+    // One drain per lane at a time; a caller arriving during one also gets what it just added looked at.
+    if (lane.draining) return lane.draining.then(() => (lane.entries.length > 0 && !lane.draining ? this.drainLane(organizationId, lane) : lane.draining));
+    return (lane.draining = this.runLane(lane).finally(() => {
+      lane.draining = undefined;
+      if (lane.entries.length === 0 && this.lanes.get(organizationId) === lane) this.lanes.delete(organizationId);
+    }));
+  }
+
+  private async runLane(lane: Lane): Promise<void> {
+    while (lane.entries.length > 0) {
+      const entry = lane.entries[0]!;
+      if (!entry.zoneEventsStored) {
+        const stored = await this.attempt(() => this.sink.storeZoneEvents(entry.zoneEvents), lane.entries.length);
+        if (stored === 'outage') return;
+        if (stored !== 'stored') {
+          this.setAside({ zoneEvents: entry.zoneEvents, triggered: entry.triggered }, stored.refused);
+          entry.zoneEvents = [];
+          entry.triggered = [];
+        }
+        entry.zoneEventsStored = true;
+      }
+      while (entry.alarms.length > 0) {
+        const alarm = entry.alarms[0]!;
+        const stored = await this.attempt(() => this.sink.raiseAlarm(alarm), lane.entries.length);
+        if (stored === 'outage') return;
+        if (stored !== 'stored') this.setAside({ alarm }, stored.refused);
+        entry.alarms.shift();
+      }
+      // By identity: the cap may have dropped this very entry meanwhile (the next one is not done).
+      const at = lane.entries.indexOf(entry);
+      if (at >= 0) lane.entries.splice(at, 1);
+      await this.announce(entry);
     }
   }
 
-  /** Stores what is waiting; resolves when done or at the first failure (never rejects). */
-  drain(): Promise<void> {
-    // One drain at a time; a caller arriving during one also gets what it just added looked at.
-    if (this.draining) return this.draining.then(() => (this.entries.length > 0 && !this.draining ? this.drain() : this.draining));
-    return (this.draining = this.run().finally(() => (this.draining = undefined)));
+  /** Runs one store: 'stored', 'outage' (logged at warn: everything waits), or the refusal (the caller sets it aside). */
+  private async attempt(store: () => Promise<void>, waiting: number): Promise<'stored' | 'outage' | { refused: unknown }> {
+    try {
+      await store();
+      return 'stored';
+    } catch (error) {
+      if (isOutageError(error)) {
+        this.logger.warn({ err: error, waiting }, 'database unavailable: detections wait in the outbox');
+        return 'outage';
+      }
+      return { refused: error };
+    }
   }
 
-  private async run(): Promise<void> {
-    while (this.entries.length > 0) {
-      const entry = this.entries[0]!;
-      try {
-        if (!entry.zoneEventsStored) {
-          await this.sink.storeZoneEvents(entry.zoneEvents);
-          entry.zoneEventsStored = true;
-        }
-        if (entry.alarms.length > 0) {
-          await this.sink.raiseAlarms(entry.alarms);
-          entry.alarms = [];
-        }
-      } catch (error) {
-        if (isOutageError(error)) {
-          this.logger.warn({ err: error, waiting: this.entries.length }, 'database unavailable: detections wait in the outbox');
-          return;
-        }
-        if (++entry.failures < MAX_FAILURES) {
-          this.logger.error({ err: error, waiting: this.entries.length }, 'storing detections failed; will retry');
-          return;
-        }
-        this.logger.error({ err: error, alarms: entry.alarms.map((alarm) => alarm.idempotencyKey) }, 'storing detections keeps failing: dropped');
-        this.entries.shift();
-        this.dropped++;
-        continue;
-      }
-      this.entries.shift();
-      await this.sink.announce(entry).catch((error) => this.logger.warn({ err: error }, 'announcing detections failed (they are stored)'));
+  private setAside(item: DeadLetter['item'], error: unknown, failures = 1, organizationId = organizationOf(item)): void {
+    detectionDeadLettered['alarm' in item ? 'alarm' : 'zone_events'].inc();
+    this.logger.error({ err: error, organizationId, ...describe(item), failures }, 'storing a detection failed: set aside as a dead letter, retried later');
+    const delay = Math.min(DEAD_LETTER_LAST_RETRY_MS, DEAD_LETTER_FIRST_RETRY_MS * 2 ** (failures - 1));
+    this.deadLetters.push({ organizationId, item, failures, retryAt: this.clock() + delay });
+    while (this.deadLetters.length > this.maxEntries) {
+      const lost = this.deadLetters.shift()!;
+      this.dropped++;
+      detectionDropped.dead_letters_full.inc();
+      this.logger.error({ organizationId: lost.organizationId, ...describe(lost.item), failures: lost.failures }, 'too many dead letters: the oldest is dropped');
+    }
+  }
+
+  private async retryDue(): Promise<void> {
+    const now = this.clock();
+    for (const letter of this.deadLetters.filter((candidate) => candidate.retryAt <= now)) {
+      const { item } = letter;
+      const stored = await this.attempt(() => ('alarm' in item ? this.sink.raiseAlarm(item.alarm) : this.sink.storeZoneEvents(item.zoneEvents)), this.deadLetters.length);
+      if (stored === 'outage') return;
+      const index = this.deadLetters.indexOf(letter);
+      if (index >= 0) this.deadLetters.splice(index, 1);
+      if (stored !== 'stored') this.setAside(item, stored.refused, letter.failures + 1, letter.organizationId);
+      else if (!('alarm' in item)) await this.announce(item);
+    }
+  }
+
+  private async announce(entry: Pick<OutboxEntry, 'zoneEvents' | 'triggered'>): Promise<void> {
+    await this.sink.announce(entry).catch((error) => this.logger.warn({ err: error }, 'announcing detections failed (they are stored)'));
+  }
+
+  /** Past the cap, drops the oldest entry of the longest lane: a flooding organization loses its own first. */
+  private enforceCap(): void {
+    let size = this.size;
+    while (size > this.maxEntries) {
+      let longest: [string, Lane] | undefined;
+      for (const pair of this.lanes) if (!longest || pair[1].entries.length > longest[1].entries.length) longest = pair;
+      const [organizationId, lane] = longest!;
+      const lost = lane.entries.shift()!;
+      size--;
+      this.dropped++;
+      detectionDropped.outbox_full.inc();
+      this.logger.error({ organizationId, zoneEvents: lost.zoneEvents.length, alarms: lost.alarms.map((alarm) => alarm.idempotencyKey) }, 'detection outbox full: oldest detections dropped');
     }
   }
 }
+
+const organizationOf = (item: DeadLetter['item']): string => ('alarm' in item ? item.alarm.organizationId : (item.zoneEvents[0]?.organizationId ?? item.triggered[0]?.organizationId ?? ''));
+
+const describe = (item: DeadLetter['item']) => ('alarm' in item ? { alarm: item.alarm.idempotencyKey } : { zoneEvents: item.zoneEvents.length, triggered: item.triggered.length });

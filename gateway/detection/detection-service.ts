@@ -7,6 +7,7 @@ import type { EncodedPositions } from '../../shared/positions/positions-message.
 import type { AlarmService } from '../alarms/alarm-service.js';
 import type { DetectionSteps, PositionBatch } from '../pipeline/position-pipeline.js';
 import type { BuildingRegistry, BuildingRuntime } from '../realtime/building-registry.js';
+import { AlarmButton, type ButtonType, type FoldedPress } from './alarm-button.js';
 import { emptyDetections, type DetectionEngine, type Detections, type ZoneEventRecord } from './detection-engine.js';
 import { DetectionOutbox, type OutboxAlarm } from './detection-outbox.js';
 import { ZONE_EVENTS_CHANNEL, type ZoneEventsMessage } from './zone-events-message.js';
@@ -47,7 +48,8 @@ export interface PositionHandOff {
  * on the bus once stored (gateway/ws/live-feeds.ts pushes the announcements to sockets).
  *
  * What the detectors produce goes through an outbox that retries until it is stored: nothing found during a
- * database outage is lost, and idempotency keys keep a retried alarm from counting twice. Output is fenced by
+ * database outage is lost, and idempotency keys keep a retried alarm from counting twice. Its lanes are per
+ * organization, so one tenant's unstorable detections never hold back another's. Output is fenced by
  * ownership: once a building's lease is lost, nothing more is emitted for it here.
  */
 export class DetectionService {
@@ -66,11 +68,13 @@ export class DetectionService {
     outboxMax = 100_000,
     /** Webhooks, on this node only: zone events are stored with the deliveries they owe; triggers enqueued once announced. */
     private readonly webhooks?: DetectionWebhooks,
+    /** Debounce and budget of the alarm buttons poses carry. */
+    private readonly button = new AlarmButton(10_000, 120),
   ) {
     this.outbox = new DetectionOutbox(
       {
         storeZoneEvents: (zoneEvents) => (this.webhooks ? this.webhooks.storeZoneEvents(zoneEvents, () => this.writer.write([], zoneEvents)) : this.writer.write([], zoneEvents)),
-        raiseAlarms: async (alarms) => void (await this.alarms.raiseAllOnce(alarms.map((alarm) => ({ ...alarm, by: 'system' as const })))),
+        raiseAlarm: async (alarm) => void (await this.alarms.raiseAllOnce([{ ...alarm, by: 'system' as const }])),
         announce: (entry) => this.announceZoneEvents(entry.zoneEvents, entry.triggered),
       },
       logger,
@@ -151,7 +155,7 @@ export class DetectionService {
     clearInterval(this.sweepTimer);
   }
 
-  /** Runs the detectors' timeouts and retries what waits in the outbox; resolves when both are done. */
+  /** Runs the detectors' timeouts and retries what waits in the outbox (dead letters once due); resolves when done. */
   async sweep(now: number, owns: OwnsBuilding): Promise<void> {
     try {
       const cpu = process.cpuUsage();
@@ -165,6 +169,7 @@ export class DetectionService {
       };
       this.outbox.add(kept, false, kept.alarms as OutboxAlarm[]);
       await this.outbox.drain();
+      await this.outbox.retryDeadLetters();
     } catch (error) {
       this.logger.error({ err: error }, 'detection sweep failed');
     }
@@ -174,32 +179,53 @@ export class DetectionService {
     }
   }
 
+  /**
+   * The alarm buttons of a batch: each device's presses of each button fold into one raise counting them all (one
+   * alarm write, whatever the number of poses), then `button` decides which raise an alarm event and which, repeats
+   * within its debounce, only add occurrences; past the caller's budget the upload is refused before any write.
+   */
   private async raiseRequested(batch: PositionBatch): Promise<void> {
     const by = { user_id: batch.principal.userId, email: batch.principal.email };
-    const requests: Parameters<AlarmService['raiseAllOnce']>[0][number][] = [];
+    const folded = new Map<string, FoldedPress & { first: number; last: PositionRecord }>();
     for (const [index, pose] of batch.poses.entries()) {
-      const types = [pose.danger ? 'DANGER' : undefined, pose.assistance_request ? 'ASSISTANCE_REQUEST' : undefined].filter((type) => type !== undefined);
+      const types: ButtonType[] = [];
+      if (pose.danger) types.push('DANGER');
+      if (pose.assistance_request) types.push('ASSISTANCE_REQUEST');
       const record = batch.records[index]!;
       for (const type of types) {
-        // Keyed by the pose: an upload resent after an ambiguous failure does not count the press twice.
-        requests.push({
-          idempotencyKey: `pose|${record.deviceId}|${type}|${record.timestamp}`,
-          organizationId: record.organizationId,
-          type: type as 'DANGER' | 'ASSISTANCE_REQUEST',
-          deviceId: record.deviceId,
-          userId: record.userId,
-          buildingId: record.buildingId,
-          floorId: record.floorId,
-          x: record.x,
-          y: record.y,
-          lat: record.lat,
-          lng: record.lng,
-          details: { source: 'pose' },
-          by,
-        });
+        const key = `${record.deviceId}|${type}`;
+        const press = folded.get(key);
+        if (!press) folded.set(key, { organizationId: record.organizationId, deviceId: record.deviceId, type, presses: 1, first: record.timestamp, last: record });
+        else {
+          press.presses++;
+          press.first = Math.min(press.first, record.timestamp);
+          if (record.timestamp >= press.last.timestamp) press.last = record;
+        }
       }
     }
-    await this.alarms.raiseAllOnce(requests);
+    if (folded.size === 0) return;
+    const credential = batch.principal.apiKeyId ? `key:${batch.principal.apiKeyId}` : `user:${batch.principal.userId}`;
+    const { raise, count } = this.button.plan(credential, [...folded.values()], batch.receivedAt);
+    const request = ({ organizationId, deviceId, type, presses, first, last }: FoldedPress & { first: number; last: PositionRecord }) => ({
+      // Keyed by the presses: an upload resent after an ambiguous failure does not count them twice.
+      idempotencyKey: `pose|${deviceId}|${type}|${first}|${last.timestamp}|${presses}`,
+      organizationId,
+      type,
+      deviceId,
+      occurrences: presses,
+      // The place of the latest press.
+      userId: last.userId,
+      buildingId: last.buildingId,
+      floorId: last.floorId,
+      x: last.x,
+      y: last.y,
+      lat: last.lat,
+      lng: last.lng,
+      details: { source: 'pose' },
+      by,
+    });
+    const closedMeanwhile = await this.alarms.countRepeats(count.map(request));
+    await this.alarms.raiseAllOnce([...raise.map(request), ...closedMeanwhile]);
   }
 
   /** Announces stored zone events and triggered event content to every gateway. */

@@ -13,6 +13,7 @@ import { M0011ReportStays } from './m0011-report-stays.js';
 import { M0012ReportRollups } from './m0012-report-rollups.js';
 import { M0013GeofenceStaysVersions } from './m0013-geofence-stays-versions.js';
 import { M0014GeofenceStaysDayOrder } from './m0014-geofence-stays-day-order.js';
+import { M0016AlarmSubjectKey } from './m0016-alarm-subject-key.js';
 import { M0017WebhookLanes } from './m0017-webhook-lanes.js';
 
 /**
@@ -34,5 +35,6 @@ export const migrationsList: MigrationObject[] = [
   { name: 'm0012-report-rollups', class: M0012ReportRollups },
   { name: 'm0013-geofence-stays-versions', class: M0013GeofenceStaysVersions },
   { name: 'm0014-geofence-stays-day-order', class: M0014GeofenceStaysDayOrder },
+  { name: 'm0016-alarm-subject-key', class: M0016AlarmSubjectKey },
   { name: 'm0017-webhook-lanes', class: M0017WebhookLanes },
 ];

@@ -1,32 +1,46 @@
 import { describe, expect, it } from 'vitest';
 import { emptyDetections } from '../../../gateway/detection/detection-engine.js';
 import { DetectionOutbox, type OutboxAlarm } from '../../../gateway/detection/detection-outbox.js';
+import type { ZoneEventRecord } from '../../../shared/detection/zone-event.js';
 import { StorageUnavailableError } from '../../../shared/errors.js';
 import { createLogger } from '../../../shared/logger.js';
+import { registry } from '../../../shared/metrics/metrics.js';
 
-const alarm = (key: string): OutboxAlarm => ({ organizationId: 'org', type: 'DEADMAN', deviceId: 'd', idempotencyKey: key });
+const alarm = (key: string, organizationId = 'org'): OutboxAlarm => ({ organizationId, type: 'DEADMAN', deviceId: 'd', idempotencyKey: key });
+const zoneEvent = (organizationId: string, deviceId: string): ZoneEventRecord =>
+  ({ organizationId, buildingId: 1, floorId: 1, zoneKind: 'geofence', zoneId: 'z', zoneName: 'Z', deviceId, userId: null, type: 'enter', at: new Date(0), firedAt: new Date(0) }) as unknown as ZoneEventRecord;
 
+/** A fake database: stores each alarm key at most once (as the alarm service does); `fail` decides refusals. */
 function sink(fail: (key: string) => Error | undefined) {
   const raised: string[] = [];
+  const zoneEvents: string[] = [];
   const announced: number[] = [];
+  const raiseAlarm = async (a: OutboxAlarm) => {
+    if (raised.includes(a.idempotencyKey)) return;
+    const error = fail(a.idempotencyKey);
+    if (error) throw error;
+    raised.push(a.idempotencyKey);
+  };
   return {
     raised,
+    zoneEvents,
     announced,
     sink: {
-      storeZoneEvents: async () => undefined,
-      // As the alarm service does: in order, each key stored at most once, so a retried list skips what was stored.
-      raiseAlarms: async (alarms: readonly OutboxAlarm[]) => {
-        for (const a of alarms) {
-          if (raised.includes(a.idempotencyKey)) continue;
-          const error = fail(a.idempotencyKey);
+      storeZoneEvents: async (events: readonly ZoneEventRecord[]) => {
+        for (const event of events) {
+          const error = fail(`zone|${event.deviceId}`);
           if (error) throw error;
-          raised.push(a.idempotencyKey);
         }
+        zoneEvents.push(...events.map((event) => event.deviceId));
       },
-      announce: async () => void announced.push(1),
+      raiseAlarm,
+      announce: async (entry: { zoneEvents: readonly unknown[] }) => void announced.push(entry.zoneEvents.length),
     },
   };
 }
+
+const deadLettered = async (kind: 'alarm' | 'zone_events') =>
+  (await registry.getSingleMetric('floorcast_detection_dead_letters_total')?.get())?.values.find((value) => value.labels.kind === kind)?.value ?? 0;
 
 describe('DetectionOutbox', () => {
   it('keeps order and retries from where it stopped during an outage', async () => {
@@ -40,27 +54,146 @@ describe('DetectionOutbox', () => {
     expect(outbox.size).toBe(2);
     await outbox.drain(); // still down: nothing is skipped
     expect(raised).toEqual(['a']);
+    expect(outbox.deadLetterCount).toBe(0);
     down = false;
     await outbox.drain();
     expect(raised).toEqual(['a', 'b', 'c']);
     expect(outbox.size).toBe(0);
   });
 
-  it('drops an entry that keeps failing for a reason other than an outage, so it cannot block the rest', async () => {
-    const { raised, sink: s } = sink((key) => (key === 'poison' ? new TypeError('bug') : undefined));
-    const outbox = new DetectionOutbox(s, createLogger('silent'));
-    outbox.add(emptyDetections(), true, [alarm('poison')]);
-    outbox.add(emptyDetections(), true, [alarm('next')]);
-    for (let attempt = 0; attempt < 5; attempt++) await outbox.drain();
-    expect(raised).toEqual(['next']);
-    expect(outbox.droppedEntries).toBe(1);
+  it("sets aside only the alarm refused for another reason than an outage: its neighbours and other organizations' alarms are stored", async () => {
+    const before = await deadLettered('alarm');
+    // One sweep's alarms, of two organizations, the poison ones first (as a silent device sits first in the LRU).
+    const { raised, sink: s } = sink((key) => (key.startsWith('x-') ? new TypeError('tenant X data the database refuses') : undefined));
+    let now = 1_000_000;
+    const outbox = new DetectionOutbox(s, createLogger('silent'), 100_000, () => now);
+    outbox.add(emptyDetections(), true, [alarm('x-1', 'X'), alarm('y-deadman', 'Y'), alarm('x-2', 'X'), alarm('x-after', 'X')]);
+    await outbox.drain();
+    expect(raised).toEqual(['y-deadman']);
+    expect(outbox.size).toBe(0);
+    expect(outbox.deadLetterCount).toBe(3);
+    expect(outbox.droppedEntries).toBe(0);
+    expect((await deadLettered('alarm')) - before).toBe(3);
+
+    // Later detections of both organizations flow while X's dead letters wait.
+    outbox.add(emptyDetections(), true, [alarm('x-3', 'X'), alarm('y-max-stay', 'Y')]);
+    await outbox.drain();
+    expect(raised).toEqual(['y-deadman', 'y-max-stay']);
+    expect(outbox.deadLetterCount).toBe(4);
   });
 
-  it('is bounded: past its cap the oldest entry is dropped and counted', () => {
+  it('retries dead letters later, with a growing delay, until they are stored; none is ever dropped by failing', async () => {
+    let refuse = true;
+    const { raised, sink: s } = sink((key) => (refuse && key === 'poison' ? new TypeError('bug') : undefined));
+    let now = 1_000_000;
+    const outbox = new DetectionOutbox(s, createLogger('silent'), 100_000, () => now);
+    outbox.add(emptyDetections(), true, [alarm('poison'), alarm('next')]);
+    await outbox.drain();
+    expect(raised).toEqual(['next']);
+    await outbox.retryDeadLetters(); // not due yet
+    now += 4000;
+    await outbox.retryDeadLetters();
+    expect(outbox.deadLetterCount).toBe(1);
+    const before = await deadLettered('alarm');
+    now += 1000; // 5 s: first retry, refused again
+    await outbox.retryDeadLetters();
+    expect((await deadLettered('alarm')) - before).toBe(1);
+    expect(outbox.deadLetterCount).toBe(1);
+    now += 9000; // the second waits 10 s
+    refuse = false;
+    await outbox.retryDeadLetters();
+    expect(raised).toEqual(['next']);
+    now += 1000;
+    for (let attempt = 0; attempt < 20; attempt++) await outbox.retryDeadLetters(); // 20 more looks change nothing
+    expect(raised).toEqual(['next', 'poison']);
+    expect(outbox.deadLetterCount).toBe(0);
+    expect(outbox.droppedEntries).toBe(0);
+  });
+
+  it('keeps a dead letter during an outage: a retry that meets one waits for the next', async () => {
+    let mode: 'refuse' | 'down' | 'up' = 'refuse';
+    const { raised, sink: s } = sink((key) => (key !== 'poison' || mode === 'up' ? undefined : mode === 'refuse' ? new TypeError('bug') : new StorageUnavailableError()));
+    let now = 0;
+    const outbox = new DetectionOutbox(s, createLogger('silent'), 100_000, () => now);
+    outbox.add(emptyDetections(), true, [alarm('poison')]);
+    await outbox.drain();
+    mode = 'down';
+    now += 5000;
+    await outbox.retryDeadLetters();
+    expect(outbox.deadLetterCount).toBe(1);
+    mode = 'up';
+    await outbox.retryDeadLetters(); // still due: the outage did not push it back
+    expect(raised).toEqual(['poison']);
+  });
+
+  it("does not make one organization's lane wait for another's store", async () => {
+    let release!: () => void;
+    const stuck = new Promise<void>((resolve) => (release = resolve));
+    const { raised, sink: s } = sink(() => undefined);
+    const outbox = new DetectionOutbox({ ...s, raiseAlarm: async (a) => (a.organizationId === 'X' ? stuck.then(() => s.raiseAlarm(a)) : s.raiseAlarm(a)) }, createLogger('silent'));
+    outbox.add(emptyDetections(), true, [alarm('x-slow', 'X'), alarm('y-1', 'Y')]);
+    const draining = outbox.drain();
+    for (let tick = 0; tick < 10 && !raised.includes('y-1'); tick++) await new Promise((resolve) => setImmediate(resolve));
+    expect(raised).toEqual(['y-1']);
+    release();
+    await draining;
+    expect(raised).toEqual(['y-1', 'x-slow']);
+  });
+
+  it('drains a few lanes at once, not one per organization, and gets to every lane', async () => {
+    let inFlight = 0;
+    let most = 0;
+    const { raised, sink: s } = sink(() => undefined);
+    const slow = async (a: OutboxAlarm) => {
+      most = Math.max(most, ++inFlight);
+      await new Promise((resolve) => setTimeout(resolve, 2));
+      inFlight--;
+      await s.raiseAlarm(a);
+    };
+    const outbox = new DetectionOutbox({ ...s, raiseAlarm: slow }, createLogger('silent'));
+    const organizations = Array.from({ length: 12 }, (_, index) => `org-${index}`);
+    outbox.add(emptyDetections(), true, organizations.map((organizationId) => alarm(`${organizationId}-alarm`, organizationId)));
+    await outbox.drain();
+    expect(raised.sort()).toEqual(organizations.map((organizationId) => `${organizationId}-alarm`).sort());
+    expect(most).toBe(4);
+  });
+
+  it("sets aside refused zone events, and still stores the entry's alarms and announces the rest", async () => {
+    const before = await deadLettered('zone_events');
+    const { raised, zoneEvents, announced, sink: s } = sink((key) => (key === 'zone|evil' ? new TypeError('refused') : undefined));
+    const outbox = new DetectionOutbox(s, createLogger('silent'));
+    outbox.add({ zoneEvents: [zoneEvent('X', 'evil'), zoneEvent('Y', 'walker')], alarms: [], triggered: [] }, false, [alarm('x-1', 'X')]);
+    await outbox.drain();
+    expect(zoneEvents).toEqual(['walker']);
+    expect(raised).toEqual(['x-1']);
+    expect(outbox.deadLetterCount).toBe(1);
+    expect((await deadLettered('zone_events')) - before).toBe(1);
+    expect(announced.sort()).toEqual([0, 1]);
+  });
+
+  it('when the cap drops the entry being stored, stores the next one all the same', async () => {
+    let release!: () => void;
+    const stuck = new Promise<void>((resolve) => (release = resolve));
+    const { raised, sink: s } = sink(() => undefined);
+    const outbox = new DetectionOutbox({ ...s, raiseAlarm: async (a) => (a.idempotencyKey === 'first' ? stuck.then(() => s.raiseAlarm(a)) : s.raiseAlarm(a)) }, createLogger('silent'), 2);
+    outbox.add(emptyDetections(), true, [alarm('first')]);
+    const draining = outbox.drain();
+    outbox.add(emptyDetections(), true, [alarm('second')]);
+    outbox.add(emptyDetections(), true, [alarm('third')]); // over the cap: 'first', being stored, is dropped
+    expect(outbox.droppedEntries).toBe(1);
+    release();
+    await draining;
+    await outbox.drain();
+    expect(raised).toEqual(['first', 'second', 'third']);
+    expect(outbox.size).toBe(0);
+  });
+
+  it('is bounded: past its cap the oldest entry of the longest lane is dropped and counted', () => {
     const { sink: s } = sink(() => new StorageUnavailableError());
-    const outbox = new DetectionOutbox(s, createLogger('silent'), 2);
-    for (const key of ['a', 'b', 'c']) outbox.add(emptyDetections(), true, [alarm(key)]);
-    expect(outbox.size).toBe(2);
+    const outbox = new DetectionOutbox(s, createLogger('silent'), 3);
+    outbox.add(emptyDetections(), true, [alarm('y', 'Y')]);
+    for (const key of ['x1', 'x2', 'x3']) outbox.add(emptyDetections(), true, [alarm(key, 'X')]);
+    expect(outbox.size).toBe(3);
     expect(outbox.droppedEntries).toBe(1);
   });
 });
