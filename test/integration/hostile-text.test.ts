@@ -37,6 +37,21 @@ describe(`values holding ; and other SQL punctuation, through the API (${driverL
     expect((await admin.get('/api/v1/alarms?type=DANGER')).body.data.map((alarm: { id: string }) => alarm.id)).toContain(raised.body.id);
   });
 
+  it('refuses a custom field value that is not a string (422) instead of storing "[object Object]", on buildings and POIs', async () => {
+    const venue = await createVenue(admin, 'Custom fields venue');
+    for (const value of [{ nested: 'object' }, ['a'], 5, true, null]) {
+      const building = await admin.post('/api/v1/buildings', { name: 'Custom', location: { lat: 40.4, lng: -3.7 }, dimensions: { width: 50, length: 30 }, custom_fields: [{ key: 'k', value }] });
+      expect(building.status, `${JSON.stringify(value)}: ${building.text}`).toBe(422);
+      expect(building.body.errors[0].field).toBe('custom_fields.0.value');
+      const poi = await admin.post('/api/v1/pois', { building_id: venue.building.id, name: 'Lift', position: { floor_id: venue.floors[0].id, x: 5, y: 5 }, custom_fields: [{ key: 'k', value }] });
+      expect(poi.status, `${JSON.stringify(value)}: ${poi.text}`).toBe(422);
+    }
+    const fields = [{ key: 'wing; east', value: '{"a":1}; -- it\'s' }];
+    const poi = await admin.post('/api/v1/pois', { building_id: venue.building.id, name: 'Lift', position: { floor_id: venue.floors[0].id, x: 5, y: 5 }, custom_fields: fields });
+    expect(poi.status, poi.text).toBe(201);
+    expect((await admin.get(`/api/v1/pois/${poi.body.id}`)).body.custom_fields).toEqual(fields);
+  });
+
   it('answers a sign-in as a;b@x.test with 401, not 500', async () => {
     const response = await running.client.post('/api/v1/auth/access_tokens', undefined, { authorization: basicAuth('a;b@x.test', 'wrong; password') });
     expect(response.status, response.text).toBe(401);
