@@ -129,6 +129,27 @@ describe(`round trip: every write of the OpenAPI document stores its text exactl
     if (failures.length > 0) expect.fail(`${failures.length} write(s) failed:\n\n${failures.join('\n\n')}\n`);
   });
 
+  it('refuses a value of another JSON type in any text field (4xx), never storing it as its text', { timeout: 300_000 }, async () => {
+    const failures: string[] = [];
+    const others: unknown[] = [{ a: 1 }, ['a'], 5, true];
+    for (const operation of operations) {
+      if (FUZZ_ONLY && !operation.key.includes(FUZZ_ONLY)) continue;
+      const fixture = WRITE_FIXTURES[operation.key];
+      if (!fixture || operation.body === 'multipart') continue;
+      const target = fixture.target ? await fixture.target(context) : undefined;
+      for (const field of textFieldsOf(operation.body).filter((candidate) => !fixture.notWritten?.[candidate.key])) {
+        const allowed = (value: unknown) => field.types.includes(Array.isArray(value) ? 'array' : typeof value === 'number' ? 'integer' : typeof value);
+        for (const value of others.filter((candidate) => !allowed(candidate))) {
+          const body = setAt(await fixture.body(context), field.path, (current) => (current === undefined ? current : value));
+          const path = operation.path.replace(/\{[^}]+\}/, target ?? '');
+          const response = await context.client.request(operation.method, path, { body });
+          if (response.status < 400 || response.status >= 500 || response.status === 404) failures.push(`✗ ${operation.key} ${field.key} = ${JSON.stringify(value)} → ${response.status} ${clip(response.text, 200)}`);
+        }
+      }
+    }
+    if (failures.length > 0) expect.fail(`${failures.length} write(s) took or broke on a non-string:\n${failures.join('\n')}\n`);
+  });
+
   it('answers list filters holding such text with 2xx or 4xx, never 5xx', { timeout: 300_000 }, async () => {
     const document = await running.client.get('/api/v1/openapi.json');
     const lists = operationsOf(document.body).filter((operation) => operation.method === 'GET' && operation.pathParams.length === 0 && operation.queryParams.some((parameter) => parameter.schema?.type === 'string' || parameter.schema?.anyOf));

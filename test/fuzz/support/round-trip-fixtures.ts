@@ -2,6 +2,7 @@ import { sanitiseEventHtml } from '../../../gateway/routes/events.route.js';
 import { squareCartesians } from '../../support/cartography.js';
 import type { TestClient, TestResponse } from '../../support/http-client.js';
 import { login } from '../../support/identity.js';
+import { valuesAt } from './round-trip.js';
 import type { SeededWorld } from './seeded-world.js';
 
 /** What a fixture works with: the seeded world, and objects made for the writes that replace or patch one. */
@@ -164,11 +165,13 @@ export const WRITE_FIXTURES: Record<string, WriteFixture> = {
     unique: ['poses[].device_id'],
     // The live position of exactly that device id (absent if the id was not stored as sent).
     read: async (context, _response, _path, sent) => {
-      const identifier = (sent as { poses: { device_id: string }[] }).poses[0]!.device_id;
+      const identifier = (sent as { poses: { device_id: string }[] }).poses[0]!.device_id.trim();
       const live = await context.client.get('/api/v1/realtime/positions');
       const feature = live.body.features.find((candidate: { properties: { device_id: string } }) => candidate.properties.device_id === identifier);
       return { poses: [{ device_id: feature?.properties.device_id }] };
     },
+    // The pose schema trims device ids, as the devices route trims identifiers.
+    checks: { 'poses[].device_id': [{ read: (object) => valuesAt(object, ['poses', '[]', 'device_id']), expected: (sent) => sent.trim() }] },
   },
   'POST /api/v1/alarms': { body: () => ({ type: 'DANGER', device_id: 'd', comment: 'c' }), unique: ['device_id'], checks: { comment: alarmComment } },
   'PATCH /api/v1/alarms/{id}': {

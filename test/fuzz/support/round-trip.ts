@@ -11,6 +11,8 @@ export interface TextField {
   path: Segment[];
   minLength: number;
   maxLength: number | undefined;
+  /** The JSON types the document allows here (a device id may be a string or an integer). */
+  types: string[];
 }
 
 /** The string branch of a schema (a nullable string is `anyOf: [string, null]`), if it has one. */
@@ -31,7 +33,8 @@ export function textFieldsOf(schema: JsonSchema | undefined, path: Segment[] = [
   const text = stringSchema(schema);
   if (text) {
     if (text.format || text.enum || text.const !== undefined || text.pattern) return [];
-    return [{ key: keyOf(path), path, minLength: text.minLength ?? 0, maxLength: text.maxLength }];
+    const types = (schema.anyOf ?? schema.oneOf ?? [schema]).map((option: JsonSchema) => option?.type).filter(Boolean);
+    return [{ key: keyOf(path), path, minLength: text.minLength ?? 0, maxLength: text.maxLength, types }];
   }
   const fields: TextField[] = [];
   for (const option of schema.anyOf ?? schema.oneOf ?? []) if (option?.type === 'object' || option?.type === 'array') fields.push(...textFieldsOf(option, path));
