@@ -5,7 +5,7 @@ import { driverLabel } from '../support/test-environment.js';
 import { startTestGateway, type RunningGateway } from '../support/test-gateway.js';
 import { FUZZ_LOG_LEVEL, FUZZ_ONLY, FUZZ_SEED, checkParameters, clip, describeFailure } from './support/fuzz-settings.js';
 import { NOT_ROUND_TRIPPED, WRITE_FIXTURES, type RoundTripContext, type WriteFixture } from './support/round-trip-fixtures.js';
-import { TEXT_PIECES, longestFor, setAt, textFieldsOf, textFor, valuesAt, type TextField } from './support/round-trip.js';
+import { TEXT_PIECES, fitLength, longestFor, setAt, textFieldsOf, textFor, valuesAt, type TextField } from './support/round-trip.js';
 import { operationsOf, type Operation } from './support/http-operations.js';
 import { seedWorld } from './support/seeded-world.js';
 
@@ -13,13 +13,6 @@ const FILE = 'test/fuzz/round-trip.fuzz.test.ts';
 /** Generated bodies per write (each also gets one with every text at its documented maximum length). */
 const RUNS = Number(process.env.ROUND_TRIP_RUNS ?? 6);
 
-/** Cuts to `max` code points after a prefix, so a unique key stays within the field's limit. */
-const prefixed = (prefix: string, text: string, max: number | undefined) => {
-  const joined = prefix + text;
-  if (max === undefined || joined.length <= max) return joined;
-  const cut = joined.slice(0, max);
-  return /[\ud800-\udbff]$/.test(cut) ? cut.slice(0, -1) : cut;
-};
 
 describe(`round trip: every write of the OpenAPI document stores its text exactly (${driverLabel}, seed ${FUZZ_SEED})`, () => {
   let running: RunningGateway;
@@ -59,7 +52,7 @@ describe(`round trip: every write of the OpenAPI document stores its text exactl
     const sentByField = new Map<string, string>();
     fields.forEach((field, index) => {
       let text = texts[index]!;
-      if (fixture.unique?.includes(field.key)) text = prefixed(`u${context.unique()}-`, text, field.maxLength);
+      if (fixture.unique?.includes(field.key)) text = fitLength(`u${context.unique()}-${text}`, field.maxLength);
       text = fixture.compose?.[field.key]?.(text) ?? text;
       sentByField.set(field.key, text);
       body = setAt(body, field.path, (current) => (current === undefined ? current : text));

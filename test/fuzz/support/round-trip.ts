@@ -68,8 +68,8 @@ export function valuesAt(value: unknown, path: Segment[]): unknown[] {
  */
 export const TEXT_PIECES = [';', "'", '"', '\\', '?', '$1', '--', '/*', '*/', '&quot;', '%', '_', '😀', 'e\u0301', '\u200f', '\u202e', ' ', 'a', 'Ward 3', '<b>', '\\?', "';--"];
 
-/** Joins pieces, then cuts to `max` code units without splitting a surrogate pair. */
-function fit(text: string, max: number | undefined): string {
+/** Cuts to `max` UTF-16 code units (what `maxLength` counts) without splitting a surrogate pair. */
+export function fitLength(text: string, max: number | undefined): string {
   if (max === undefined || text.length <= max) return text;
   let cut = text.slice(0, max);
   if (/[\ud800-\udbff]$/.test(cut)) cut = cut.slice(0, -1);
@@ -78,7 +78,7 @@ function fit(text: string, max: number | undefined): string {
 
 /** Text of these pieces, within the field's lengths. */
 export function textFor(field: TextField): fc.Arbitrary<string> {
-  const pieces = fc.array(fc.constantFrom(...TEXT_PIECES), { minLength: Math.max(1, field.minLength), maxLength: 12 }).map((parts) => fit(parts.join(''), field.maxLength));
+  const pieces = fc.array(fc.constantFrom(...TEXT_PIECES), { minLength: Math.max(1, field.minLength), maxLength: 12 }).map((parts) => fitLength(parts.join(''), field.maxLength));
   return pieces.filter((text) => text.length >= field.minLength);
 }
 
