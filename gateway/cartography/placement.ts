@@ -41,4 +41,11 @@ export function place(transform: BuildingTransform, input: Omit<PositionInput, '
   throw new ValidationError([{ field, message: 'give cartesians {x, y} or georeferences {lat, lng}' }]);
 }
 
-export const customFieldsInput = z.array(z.object({ key: z.string().max(200), value: z.coerce.string() })).max(200);
+/**
+ * `{key, value}` pairs, both strings as the spec (2.1) and the official client's `CustomField` type say. A value of
+ * another JSON type is refused (422) rather than stored as its text: coercion turned an object into the string
+ * "[object Object]" and a number into one that no longer reads back as what was sent.
+ */
+export const customFieldsInput = z
+  .array(z.object({ key: z.string().max(200), value: z.string().max(10_000).describe('A string; numbers, booleans, null, objects and arrays are refused (422)') }))
+  .max(200);

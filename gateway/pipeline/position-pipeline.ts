@@ -1,5 +1,5 @@
 import { EncodedPayload, type Bus } from '../../shared/bus/index.js';
-import { ForbiddenError, ValidationError, fieldErrors, type FieldError } from '../../shared/errors.js';
+import { ForbiddenError, StorageUnavailableError, ValidationError, fieldErrors, type FieldError } from '../../shared/errors.js';
 import type { Logger } from '../../shared/logger.js';
 import { positionsAccepted, refusedPositions, uploadBatchSize, uploadToPublish } from '../../shared/metrics/metrics.js';
 import type { PositionRecord } from '../../shared/positions/position-record.js';
@@ -201,7 +201,7 @@ async function georeference(batch: PositionBatch, registry: BuildingRegistry): P
  * Registers unknown devices and fills each record's user: the pose's, else the device's owner, else a plain
  * user's own. A confined caller uploads only for devices unassigned or assigned to themselves, whatever the
  * pose's `user_id` says: otherwise anyone could move a colleague's device, fake its zone events, mute its
- * dead-man alarm.
+ * dead-man alarm. A device without a directory entry has an unknown owner, not none: the upload fails (503).
  */
 async function resolveDevices(batch: PositionBatch, directory: DeviceDirectory): Promise<void> {
   const { records } = batch;
@@ -211,7 +211,9 @@ async function resolveDevices(batch: PositionBatch, directory: DeviceDirectory):
   const devices = await directory.resolve(batch.principal.organizationId, identifiers);
   for (let index = 0; index < records.length; index++) {
     const record = records[index]!;
-    const owner = devices[index]?.userId ?? null;
+    const device = devices[index];
+    if (!device) throw new StorageUnavailableError(`poses.${index}: the owner of device ${JSON.stringify(record.deviceId)} could not be read; retry later`);
+    const owner = device.userId;
     if (confined !== undefined && owner !== null && owner !== confined) {
       throw new ForbiddenError(`poses.${index}: device ${record.deviceId} is assigned to another user`);
     }

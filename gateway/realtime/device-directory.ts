@@ -1,4 +1,5 @@
 import type { Bus } from '../../shared/bus/index.js';
+import { StorageUnavailableError } from '../../shared/errors.js';
 import type { CacheStats } from '../../shared/lru-cache.js';
 import type { Logger } from '../../shared/logger.js';
 import type { Storage } from '../../shared/storage/index.js';
@@ -100,12 +101,13 @@ export class DeviceDirectory {
 
   /**
    * The device of each identifier, in the same order (repeats allowed); unknown ones are registered first.
-   * Known ones cost a map lookup each, and no query.
+   * Known ones cost a map lookup each, and no query. Every identifier gets its device or the call fails (503):
+   * a device whose owner is not known must never pass for an unowned one (review NC1, point 3).
    */
-  async resolve(organizationId: string, identifiers: readonly string[]): Promise<(KnownDevice | undefined)[]> {
+  async resolve(organizationId: string, identifiers: readonly string[]): Promise<KnownDevice[]> {
     const organization = this.use(organizationId);
     const now = this.now();
-    const devices: (KnownDevice | undefined)[] = new Array(identifiers.length);
+    const devices: KnownDevice[] = new Array(identifiers.length);
     let missing: Set<string> | undefined;
     for (let index = 0; index < identifiers.length; index++) {
       const identifier = identifiers[index]!;
@@ -118,8 +120,7 @@ export class DeviceDirectory {
     if (now >= organization.refreshDue && !organization.refreshing) this.refreshInBackground(organizationId, organization, now);
     if (!missing) return devices;
     const read = await this.register(organizationId, organization, [...missing], now);
-    // Undefined only for a device deleted between the insert and the read: its positions then have no owner.
-    for (let index = 0; index < identifiers.length; index++) devices[index] ??= read.get(identifiers[index]!);
+    for (let index = 0; index < identifiers.length; index++) devices[index] ??= read.get(identifiers[index]!)!;
     return devices;
   }
 
@@ -139,7 +140,11 @@ export class DeviceDirectory {
     this.organizations.delete(organizationId);
   }
 
-  /** Inserts the identifiers not yet registered (another gateway may be doing the same: the unique key decides), then reads them all. */
+  /**
+   * Inserts the identifiers not yet registered (another gateway may be doing the same: the unique key decides),
+   * then reads them all. One not read back (deleted between the insert and the read, or a read that came back
+   * short) fails the call as retryable: its owner is unknown, and "no owner" would let anyone upload for it.
+   */
   private async register(organizationId: string, organization: OrganizationDevices, identifiers: string[], readAt: number): Promise<Map<string, KnownDevice>> {
     await this.storage.execute(
       `insert into devices (id, organization_id, identifier, name)
@@ -156,6 +161,8 @@ export class DeviceDirectory {
       read.set(row.identifier, device);
       if (current) this.remember(organization, device);
     }
+    const unread = identifiers.filter((identifier) => !read.has(identifier));
+    if (unread.length > 0) throw new StorageUnavailableError(`${unread.length} device(s) could not be read back after registration (${unread.slice(0, 3).map((identifier) => JSON.stringify(identifier)).join(', ')}); retry later`);
     return read;
   }
 

@@ -21,7 +21,7 @@ function pipelineWithHeldCommit() {
   const bus = { nodeId: 'n', publish: async (channel: string) => void events.push(`published on ${channel}`) } as unknown as Bus;
   const deps: PipelineDependencies = {
     registry: { peek: () => undefined, get: async () => undefined, buildingAt: async () => undefined } as never,
-    devices: { resolve: async (_: string, identifiers: string[]) => identifiers.map(() => undefined) } as never,
+    devices: { resolve: async (_: string, identifiers: string[]) => identifiers.map((identifier) => ({ id: identifier, identifier, userId: null })) } as never,
     writer,
     bus,
     logger: createLogger('silent'),
@@ -70,7 +70,7 @@ describe('position pipeline validation (clock injected through receivedAt)', () 
     };
     const deps: PipelineDependencies = {
       registry: { peek: () => runtime, get: async () => runtime, buildingAt: async () => undefined } as never,
-      devices: { resolve: async (_: string, identifiers: string[]) => identifiers.map((identifier) => known.get(identifier)) } as never,
+      devices: { resolve: async (_: string, identifiers: string[]) => identifiers.map((identifier) => known.get(identifier) ?? { id: identifier, identifier, userId: null }) } as never,
       writer: { write: async (records: { deviceId: string }[]) => void written.push(...records.map((r) => r.deviceId)) } as unknown as PositionWriter,
       bus: { nodeId: 'n', publish: async () => undefined } as unknown as Bus,
       logger: createLogger('silent'),

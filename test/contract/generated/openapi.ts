@@ -1704,6 +1704,7 @@ export type paths = {
                         }[];
                         custom_fields?: {
                             key: string;
+                            /** @description A string; numbers, booleans, null, objects and arrays are refused (422) */
                             value: string;
                         }[];
                         picture_id?: string | null;
@@ -2065,6 +2066,7 @@ export type paths = {
                         }[];
                         custom_fields?: {
                             key: string;
+                            /** @description A string; numbers, booleans, null, objects and arrays are refused (422) */
                             value: string;
                         }[];
                         picture_id?: string | null;
@@ -2188,6 +2190,7 @@ export type paths = {
                         }[];
                         custom_fields?: {
                             key: string;
+                            /** @description A string; numbers, booleans, null, objects and arrays are refused (422) */
                             value: string;
                         }[];
                         picture_id?: string | null;
@@ -2397,6 +2400,7 @@ export type paths = {
                         scale?: number | null;
                         custom_fields?: {
                             key: string;
+                            /** @description A string; numbers, booleans, null, objects and arrays are refused (422) */
                             value: string;
                         }[];
                     };
@@ -2529,6 +2533,7 @@ export type paths = {
                         scale?: number | null;
                         custom_fields?: {
                             key: string;
+                            /** @description A string; numbers, booleans, null, objects and arrays are refused (422) */
                             value: string;
                         }[];
                     };
@@ -2630,6 +2635,7 @@ export type paths = {
                         scale?: number | null;
                         custom_fields?: {
                             key: string;
+                            /** @description A string; numbers, booleans, null, objects and arrays are refused (422) */
                             value: string;
                         }[];
                     };
@@ -3105,6 +3111,7 @@ export type paths = {
                         };
                         custom_fields?: {
                             key: string;
+                            /** @description A string; numbers, booleans, null, objects and arrays are refused (422) */
                             value: string;
                         }[];
                     };
@@ -3307,6 +3314,7 @@ export type paths = {
                         };
                         custom_fields?: {
                             key: string;
+                            /** @description A string; numbers, booleans, null, objects and arrays are refused (422) */
                             value: string;
                         }[];
                     };
@@ -3451,6 +3459,7 @@ export type paths = {
                         };
                         custom_fields?: {
                             key: string;
+                            /** @description A string; numbers, booleans, null, objects and arrays are refused (422) */
                             value: string;
                         }[];
                     };
@@ -3571,6 +3580,7 @@ export type paths = {
                         };
                         custom_fields?: {
                             key: string;
+                            /** @description A string; numbers, booleans, null, objects and arrays are refused (422) */
                             value: string;
                         }[];
                     }[];
@@ -3979,6 +3989,7 @@ export type paths = {
                         } | null;
                         custom_fields?: {
                             key: string;
+                            /** @description A string; numbers, booleans, null, objects and arrays are refused (422) */
                             value: string;
                         }[];
                     };
@@ -4139,6 +4150,7 @@ export type paths = {
                         } | null;
                         custom_fields?: {
                             key: string;
+                            /** @description A string; numbers, booleans, null, objects and arrays are refused (422) */
                             value: string;
                         }[];
                     };
@@ -4275,6 +4287,7 @@ export type paths = {
                         } | null;
                         custom_fields?: {
                             key: string;
+                            /** @description A string; numbers, booleans, null, objects and arrays are refused (422) */
                             value: string;
                         }[];
                     };
@@ -4771,6 +4784,7 @@ export type paths = {
                         exit_grace_s?: number;
                         custom_fields?: {
                             key: string;
+                            /** @description A string; numbers, booleans, null, objects and arrays are refused (422) */
                             value: string;
                         }[];
                         /** @description Ignored unless it names another organization (then 422) */
@@ -4908,6 +4922,7 @@ export type paths = {
                         exit_grace_s?: number;
                         custom_fields?: {
                             key: string;
+                            /** @description A string; numbers, booleans, null, objects and arrays are refused (422) */
                             value: string;
                         }[];
                         /** @description Ignored unless it names another organization (then 422) */
@@ -5021,6 +5036,7 @@ export type paths = {
                         exit_grace_s?: number;
                         custom_fields?: {
                             key: string;
+                            /** @description A string; numbers, booleans, null, objects and arrays are refused (422) */
                             value: string;
                         }[];
                         /** @description Ignored unless it names another organization (then 422) */
@@ -5206,6 +5222,7 @@ export type paths = {
                         exit_grace_s?: number;
                         custom_fields?: {
                             key: string;
+                            /** @description A string; numbers, booleans, null, objects and arrays are refused (422) */
                             value: string;
                         }[];
                         /** @description Ignored unless it names another organization (then 422) */
@@ -5343,6 +5360,7 @@ export type paths = {
                         exit_grace_s?: number;
                         custom_fields?: {
                             key: string;
+                            /** @description A string; numbers, booleans, null, objects and arrays are refused (422) */
                             value: string;
                         }[];
                         /** @description Ignored unless it names another organization (then 422) */
@@ -5456,6 +5474,7 @@ export type paths = {
                         exit_grace_s?: number;
                         custom_fields?: {
                             key: string;
+                            /** @description A string; numbers, booleans, null, objects and arrays are refused (422) */
                             value: string;
                         }[];
                         /** @description Ignored unless it names another organization (then 422) */
