@@ -20,7 +20,7 @@ describe(`round trip: every write of the OpenAPI document stores its text exactl
   let operations: Operation[];
 
   beforeAll(async () => {
-    running = await startTestGateway({ LOG_LEVEL: FUZZ_LOG_LEVEL });
+    running = await startTestGateway({ LOG_LEVEL: FUZZ_LOG_LEVEL, WEBHOOK_ALLOW_PRIVATE_ADDRESSES: 'true' });
     const world = await seedWorld(running.client);
     let counter = 0;
     context = {

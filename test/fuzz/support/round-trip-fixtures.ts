@@ -1,4 +1,5 @@
 import { sanitiseEventHtml } from '../../../gateway/routes/events.route.js';
+import { redactUrl, urlFingerprint } from '../../../gateway/routes/webhooks.route.js';
 import { squareCartesians } from '../../support/cartography.js';
 import type { TestClient, TestResponse } from '../../support/http-client.js';
 import { login } from '../../support/identity.js';
@@ -68,6 +69,13 @@ const infrastructure = (context: RoundTripContext) => ({ building_id: Number(con
 const webhook = () => ({ url: 'https://example.test/hook', events: ['alarm.raised'], description: 'd' });
 /** A URL around the text: webhooks refuse what is not one, and must read back exactly what they took. */
 const inUrl = (text: string) => `https://example.test/hook?q=${text}`;
+/** Documented on the field: shown with its credentials (userinfo, query values) hidden; the fingerprint is of what was stored. */
+const webhookChecks: Record<string, ReadCheck[]> = {
+  url: [
+    { read: (object) => [object.url], expected: redactUrl },
+    { read: (object) => [object.url_fingerprint], expected: urlFingerprint },
+  ],
+};
 
 const eventChecks: Record<string, ReadCheck[]> = {
   ...trimmed('name'),
@@ -181,6 +189,6 @@ export const WRITE_FIXTURES: Record<string, WriteFixture> = {
     checks: { comment: alarmComment },
   },
   'PUT /api/v1/buildings/{id}/alarm_settings': { body: () => ({ deadman_after_s: 60, deadman_radius_m: 2, deadman_silence_s: 120 }), target: async (context) => context.ids.building },
-  'POST /api/v1/webhooks': { body: webhook, compose: { url: inUrl } },
-  'PATCH /api/v1/webhooks/{id}': { body: webhook, target: (context) => context.create('/api/v1/webhooks', webhook()), compose: { url: inUrl } },
+  'POST /api/v1/webhooks': { body: webhook, compose: { url: inUrl }, checks: webhookChecks },
+  'PATCH /api/v1/webhooks/{id}': { body: webhook, target: (context) => context.create('/api/v1/webhooks', webhook()), compose: { url: inUrl }, checks: webhookChecks },
 };
