@@ -4,6 +4,7 @@ import { detectionCpuSeconds, detectionPositions, zoneEventCounters } from '../.
 import type { PositionRecord } from '../../shared/positions/position-record.js';
 import type { PositionWriter } from '../../shared/positions/position-writer.js';
 import type { EncodedPositions } from '../../shared/positions/positions-message.js';
+import type { AlarmEscalation } from '../alarms/alarm-escalation.js';
 import type { AlarmService } from '../alarms/alarm-service.js';
 import type { DetectionSteps, PositionBatch } from '../pipeline/position-pipeline.js';
 import type { BuildingRegistry, BuildingRuntime } from '../realtime/building-registry.js';
@@ -58,6 +59,8 @@ export class DetectionService {
     outboxMax = 100_000,
     /** Told of zone events and triggers once stored, on this node only (webhooks enqueue them there). */
     private readonly onStored?: (zoneEvents: readonly ZoneEventRecord[], triggered: Detections['triggered']) => Promise<void>,
+    /** Escalates unconfirmed critical alarms, on the sweep's clock. */
+    private readonly escalation?: AlarmEscalation,
   ) {
     this.outbox = new DetectionOutbox(
       {
@@ -143,7 +146,7 @@ export class DetectionService {
     clearInterval(this.sweepTimer);
   }
 
-  /** Runs the detectors' timeouts and retries what waits in the outbox; resolves when both are done. */
+  /** Runs the detectors' timeouts, retries what waits in the outbox and escalates due alarms; resolves when all are done. */
   async sweep(now: number, owns: OwnsBuilding): Promise<void> {
     try {
       const cpu = process.cpuUsage();
@@ -160,6 +163,7 @@ export class DetectionService {
     } catch (error) {
       this.logger.error({ err: error }, 'detection sweep failed');
     }
+    await this.escalation?.sweep(now, owns).catch((error) => this.logger.error({ err: error }, 'alarm escalation failed'));
     if (now - this.lastPrune > PRUNE_EVERY_MS) {
       this.lastPrune = now;
       await this.alarms.pruneIdempotencyKeys().catch((error) => this.logger.warn({ err: error }, 'pruning alarm idempotency keys failed'));
