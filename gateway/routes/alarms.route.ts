@@ -5,6 +5,7 @@ import { ForbiddenError, NotFoundError, ValidationError } from '../../shared/err
 import { BuildingSchema } from '../../shared/storage/entities/index.js';
 import { presentAlarm } from '../alarms/alarm-service.js';
 import { BULK_MAX, bulkChangeState } from '../alarms/alarm-bulk.js';
+import { AlarmEscalation } from '../alarms/alarm-escalation.js';
 import { assertResolutionComment, readAlarmSettings, writeAlarmSettings } from '../alarms/alarm-settings.js';
 import { latitude, longitude } from '../cartography/placement.js';
 import { idParam, listParam, pageMetadata, paginated, paginationQuery, uuidParam } from '../http/query-schemas.js';
@@ -292,6 +293,7 @@ export function alarmRoutes(services: GatewayServices) {
           if (method === 'GET') return { body: await readAlarmSettings(storage, principal.organizationId) };
           const after = await storage.em().transactional(async (tx) => {
             const { before, after } = await writeAlarmSettings(tx, principal.organizationId, body as Parameters<typeof writeAlarmSettings>[2]);
+            if (before.escalate_after_s !== after.escalate_after_s || before.escalate_max !== after.escalate_max) await AlarmEscalation.reschedule(tx, principal.organizationId);
             await audit.record(tx, { objectType: 'alarm_settings', objectId: principal.organizationId, before, after });
             return after;
           });
