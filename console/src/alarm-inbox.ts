@@ -173,13 +173,15 @@ export class AlarmInbox {
       this.renderBulk();
     });
     const actions = new Map<AlarmState, HTMLButtonElement>();
-    const group = h('div', { class: 'alarm-actions', role: 'group' }, h('label', { class: 'check pick-label' }, pick, 'Pick'));
+    const group = h('div', { class: 'alarm-actions', role: 'group' });
     for (const action of ALARM_ACTIONS) {
       const button = h('button', { type: 'button', class: `action action-${action.state.toLowerCase()}`, 'data-state': action.state }, action.label);
       button.addEventListener('click', () => this.startAction(alarm.id, action.state));
       actions.set(action.state, button);
       group.append(button);
     }
+    // After the actions: the keyboard reaches Confirm first, picking for a bulk change after.
+    group.append(h('label', { class: 'check pick-label' }, pick, 'Pick'));
     // Closing or marking false: the comment box first.
     const resolveLabel = h('span');
     const resolveComment = h('textarea', { class: 'resolve-comment', rows: 2, maxlength: 2000 });
