@@ -6,9 +6,9 @@ const TITLE = 'Floorcast control room';
 
 /**
  * Announces unacknowledged OPEN alarms: a banner (role="alert") with the worst and newest one (saying so when it
- * escalated: nobody confirmed it in time) and buttons to show or
- * acknowledge it, the page title, and, once the operator has switched sound on (a click, which browsers
- * require before audio), a short beep every few seconds until everything is acknowledged.
+ * escalated: nobody confirmed it in time) and buttons to show or acknowledge it, the page title, and, once the
+ * operator has switched sound on (a click, which browsers require before audio), a short beep every few seconds
+ * until everything is acknowledged, and at once for a new alarm on top or an escalation.
  */
 export class Announcer {
   private audio: AudioContext | null = null;
