@@ -204,6 +204,23 @@ describe(`alarm triage: severity, escalation, resolution comments, bulk changes 
     await admin.put('/api/v1/organizations/current_organization/alarm_settings', { escalate_after_s: 60, escalate_max: 3 });
   });
 
+  it('follows a change of the escalation policy for alarms already scheduled: 0 switches it off, a shorter window applies at once', async () => {
+    expect((await admin.put('/api/v1/organizations/current_organization/alarm_settings', { escalate_max: 0 })).status).toBe(200);
+    const danger = (await admin.post('/api/v1/alarms', { type: 'DANGER', device_id: 'policy-change' })).body;
+    const raisedAt = Date.parse(danger.created_at);
+    const escalated = async () => ((await admin.get(`/api/v1/alarms/${danger.id}`)).body.history as { event?: string }[]).filter((entry) => entry.event === 'escalated').length;
+    await sweep(raisedAt + 3_600_000);
+    expect(await escalated()).toBe(0);
+    // Scheduled as never by that sweep: the new policy reschedules it.
+    expect((await admin.put('/api/v1/organizations/current_organization/alarm_settings', { escalate_max: 1, escalate_after_s: 10 })).status).toBe(200);
+    await sweep(raisedAt + 9_000);
+    expect(await escalated()).toBe(0);
+    await sweep(raisedAt + 11_000);
+    expect(await escalated()).toBe(1);
+    await admin.patch(`/api/v1/alarms/${danger.id}`, { state: 'CLOSED', comment: 'policy test' });
+    await admin.put('/api/v1/organizations/current_organization/alarm_settings', { escalate_after_s: 60, escalate_max: 3 });
+  });
+
   it('changes many alarms at once by ids or filter, each as one PATCH would, within the organization', async () => {
     const socket = await TestSocket.open(running.baseUrl, { headers: { authorization: `Bearer ${token}` } });
     sockets.push(socket);
