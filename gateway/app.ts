@@ -110,16 +110,9 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
   const alarms = new AlarmService(storage, bus, webhooks.alarmHook);
   // Silent devices are forgotten once no detector could still need them.
   const engine = new DetectionEngine(registry, Math.max(config.LIVE_POSITION_TTL_SECONDS, 3600) * 1000, config.DETECTION_MAX_TRACKED_DEVICES);
-  const detection = new DetectionService(
-    engine,
-    alarms,
-    registry,
-    writer,
-    bus,
-    logger,
-    config.DETECTION_OUTBOX_MAX,
-    (zoneEvents, triggered) => webhooks.detectionsStored(zoneEvents, triggered),
-    new AlarmEscalation(storage, alarms),
+  const detection = new DetectionService(engine, alarms, registry, writer, bus, logger, config.DETECTION_OUTBOX_MAX, (zoneEvents, triggered) =>
+    webhooks.detectionsStored(zoneEvents, triggered),
+    new AlarmEscalation(storage, alarms), // its sweep escalates unconfirmed critical alarms
   );
   // A building arriving here (at boot, or from a gateway that left) gets its detector state rebuilt from storage.
   const stateLoader = new DetectorStateLoader(storage, engine, registry, logger, { lookbackMs: engine.forgetAfterMs, maxAgeMs: config.POSITIONS_MAX_AGE_SECONDS * 1000 });
