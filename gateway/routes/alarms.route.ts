@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { ALARM_SEVERITIES, severityRank, typesOfSeverity } from '../../shared/detection/alarm-severity.js';
-import { ALARM_STATES, ALARM_TRANSITIONS, ALARM_TYPES } from '../../shared/detection/alarm-states.js';
+import { ALARM_STATES, ALARM_TRANSITIONS, ALARM_TYPES, canTransition } from '../../shared/detection/alarm-states.js';
 import { ForbiddenError, NotFoundError, ValidationError } from '../../shared/errors.js';
 import { BuildingSchema } from '../../shared/storage/entities/index.js';
 import { presentAlarm } from '../alarms/alarm-service.js';
@@ -229,7 +229,8 @@ export function alarmRoutes(services: GatewayServices) {
       response: alarmSchema,
       handler: async ({ principal, params, body, audit }) => {
         const current = await alarms.get(principal.organizationId, params.id);
-        assertResolutionComment(current.type, body.state, body.comment, await readAlarmSettings(storage, principal.organizationId));
+        // A move the table refuses stays a 409, comment or not.
+        if (canTransition(current.state, body.state)) assertResolutionComment(current.type, body.state, body.comment, await readAlarmSettings(storage, principal.organizationId));
         const by = { user_id: principal.userId, email: principal.email };
         const message = await alarms.changeState(principal.organizationId, params.id, body.state, body.comment ?? null, by, auditedChange(audit));
         const { event: _kind, ...alarm } = message.event;

@@ -128,6 +128,8 @@ describe(`alarm triage: severity, escalation, resolution comments, bulk changes 
     const closed = await admin.patch(`/api/v1/alarms/${danger.id}`, { state: 'CLOSED', comment: 'Fell on the stairs, nurse attended' });
     expect(closed.status, closed.text).toBe(200);
     const stored = (await admin.get(`/api/v1/alarms/${danger.id}`)).body;
+    // Once closed, another verdict is refused for what it is (409), not for a missing comment.
+    expect((await admin.patch(`/api/v1/alarms/${danger.id}`, { state: 'MARKED_FALSE' })).status).toBe(409);
     expect(stored.history.slice(1)).toEqual([
       { state: 'CONFIRMED', from: 'OPEN', at: expect.any(String), by: { user_id: expect.any(String), email: ADMIN_EMAIL }, comment: null },
       { state: 'CLOSED', from: 'CONFIRMED', at: expect.any(String), by: { user_id: expect.any(String), email: ADMIN_EMAIL }, comment: 'Fell on the stairs, nurse attended' },
