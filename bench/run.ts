@@ -1,4 +1,5 @@
 import { alarmButtonScenario } from './alarm-button.bench.js';
+import { alarmEscalationScenario } from './alarm-escalation.bench.js';
 import { buildingDetailScenario } from './cartography.bench.js';
 import { csvExportScenario } from './history.bench.js';
 import { detectionScenario } from './detection.bench.js';
@@ -15,7 +16,7 @@ import { scaleOutScenario } from './scale-out.bench.js';
  * default; DATABASE_URL / REDIS_URL for PostgreSQL and Redis), prints a table and writes bench/results/.
  * Figures are reported against their targets, never asserted: speed is measured here, not in the tests.
  */
-const scenarios: Scenario[] = [buildingDetailScenario, csvExportScenario, ingestScenario, detectionScenario, geofencingScenario, reportsScenario, materializerScenario, routingScenario, scaleOutScenario, alarmButtonScenario];
+const scenarios: Scenario[] = [buildingDetailScenario, csvExportScenario, ingestScenario, detectionScenario, geofencingScenario, reportsScenario, materializerScenario, routingScenario, scaleOutScenario, alarmButtonScenario, alarmEscalationScenario];
 
 const wanted = process.argv.slice(2);
 const figures: Figure[] = [];

@@ -16,6 +16,7 @@ import { DeviceDirectory } from './realtime/device-directory.js';
 import { RealtimeService } from './realtime/realtime-service.js';
 import { attachLiveFeeds } from './ws/live-feeds.js';
 import { WebSocketGateway } from './ws/ws-gateway.js';
+import { AlarmEscalation } from './alarms/alarm-escalation.js';
 import { AlarmService } from './alarms/alarm-service.js';
 import { AlarmButton } from './detection/alarm-button.js';
 import { attachDetection } from './detection/building-detection.js';
@@ -112,6 +113,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
   const engine = new DetectionEngine(registry, Math.max(config.LIVE_POSITION_TTL_SECONDS, 3600) * 1000, config.DETECTION_MAX_TRACKED_DEVICES);
   const detection = new DetectionService(engine, alarms, registry, writer, bus, logger, config.DETECTION_OUTBOX_MAX, webhooks,
     new AlarmButton(config.ALARM_BUTTON_DEBOUNCE_S * 1000, config.ALARM_BUTTON_RAISES_PER_MINUTE),
+    new AlarmEscalation(storage, alarms), // its sweep escalates unconfirmed critical alarms
   );
   // A building arriving here (at boot, or from a gateway that left) gets its detector state rebuilt from storage.
   const stateLoader = new DetectorStateLoader(storage, engine, registry, logger, { lookbackMs: engine.forgetAfterMs, maxAgeMs: config.POSITIONS_MAX_AGE_SECONDS * 1000 });

@@ -5,9 +5,10 @@ const BEEP_EVERY_MS = 2500;
 const TITLE = 'Floorcast control room';
 
 /**
- * Announces unacknowledged OPEN alarms: a banner (role="alert") with the newest one and buttons to show or
- * acknowledge it, the page title, and, once the operator has switched sound on (a click, which browsers
- * require before audio), a short beep every few seconds until everything is acknowledged.
+ * Announces unacknowledged OPEN alarms: a banner (role="alert") with the worst and newest one (saying so when it
+ * escalated: nobody confirmed it in time) and buttons to show or acknowledge it, the page title, and, once the
+ * operator has switched sound on (a click, which browsers require before audio), a short beep every few seconds
+ * until everything is acknowledged, and at once for a new alarm on top or an escalation.
  */
 export class Announcer {
   private audio: AudioContext | null = null;
@@ -33,7 +34,7 @@ export class Announcer {
 
   update(pending: Alarm[]): void {
     const wasQuiet = this.pending.length === 0;
-    const newest = this.pending[0]?.id;
+    const top = this.pending[0] && `${this.pending[0].id}:${this.pending[0].seq}`;
     this.pending = pending;
     const { banner, text, more } = this.elements;
     banner.hidden = pending.length === 0;
@@ -43,9 +44,13 @@ export class Announcer {
       this.beepTimer = undefined;
       return;
     }
-    setText(text, `New alarm: ${this.describe(pending[0]!)}`);
+    const first = pending[0]!;
+    const escalated = first.event === 'escalated' || (first.history ?? []).some((entry) => entry.event === 'escalated');
+    text.parentElement?.classList.toggle('escalated', escalated);
+    setText(text, `${escalated ? 'ESCALATED, not confirmed' : 'New alarm'}: ${this.describe(first)}`);
     setText(more, pending.length > 1 ? `and ${pending.length - 1} more unacknowledged` : '');
-    if (wasQuiet || pending[0]!.id !== newest) this.beep();
+    // A new alarm on top, or the same one escalated again (a new seq), beeps at once.
+    if (wasQuiet || `${first.id}:${first.seq}` !== top) this.beep();
     if (this.beepTimer === undefined) this.beepTimer = window.setInterval(() => this.beep(), BEEP_EVERY_MS);
   }
 

@@ -75,16 +75,26 @@ export class Api {
     return collection.features;
   }
 
-  async alarms(size = 200): Promise<Alarm[]> {
-    return (await this.request<Page<Alarm>>('GET', `/api/v1/alarms?size=${size}&sort=created_at,desc`)).data;
+  /** Every active alarm (up to 1,000, worst first) and the latest others, for the inbox. */
+  async alarms(recent = 100): Promise<Alarm[]> {
+    const [active, latest] = await Promise.all([
+      this.request<Page<Alarm>>('GET', '/api/v1/alarms?state=OPEN,CONFIRMED,OTHER&size=1000'),
+      this.request<Page<Alarm>>('GET', `/api/v1/alarms?size=${recent}&sort=created_at,desc`),
+    ]);
+    return [...new Map([...latest.data, ...active.data].map((alarm) => [alarm.id, alarm])).values()];
   }
 
   alarm(id: string): Promise<Alarm> {
     return this.request('GET', `/api/v1/alarms/${encodeURIComponent(id)}`);
   }
 
-  changeAlarmState(id: string, state: AlarmState): Promise<Alarm> {
-    return this.request('PATCH', `/api/v1/alarms/${encodeURIComponent(id)}`, { state });
+  changeAlarmState(id: string, state: AlarmState, comment?: string): Promise<Alarm> {
+    return this.request('PATCH', `/api/v1/alarms/${encodeURIComponent(id)}`, comment ? { state, comment } : { state });
+  }
+
+  /** One state change for many alarms (POST /api/v1/alarms/bulk); how many changed. */
+  bulkChangeState(ids: string[], state: AlarmState, comment: string): Promise<{ changed: number; changed_ids: string[]; skipped: { id: string; reason: string }[] }> {
+    return this.request('POST', '/api/v1/alarms/bulk', { ids, state, comment });
   }
 
   /** Groups (for the responders picker); only managers may list them, anyone else gets none. */

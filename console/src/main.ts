@@ -6,7 +6,7 @@ import { byId, h, setText } from './dom.js';
 import { FloorMap } from './floor-map.js';
 import { DayReport, deviceTrail, floorHeat, responderRoute } from './insights.js';
 import { LiveSocket, type ConnectionState } from './live-socket.js';
-import { typeLabel, type Alarm, type AlarmState, type Building, type BuildingDetail, type Floor } from './model.js';
+import { typeLabel, ALARM_SEVERITIES, ALARM_TYPES, type Alarm, type AlarmState, type Building, type BuildingDetail, type Floor } from './model.js';
 import { clearSession, loadSession, saveSession, sessionOf, type Session } from './session.js';
 
 /**
@@ -41,6 +41,14 @@ const ui = {
   activeOnly: byId<HTMLInputElement>('active-only'),
   inboxError: byId('inbox-error'),
   alarms: byId<HTMLOListElement>('alarms'),
+  alarmType: byId<HTMLSelectElement>('alarm-type'),
+  alarmSeverity: byId<HTMLSelectElement>('alarm-severity'),
+  bulk: byId('bulk'),
+  bulkCount: byId('bulk-count'),
+  bulkComment: byId<HTMLInputElement>('bulk-comment'),
+  bulkClose: byId<HTMLButtonElement>('bulk-close'),
+  bulkFalse: byId<HTMLButtonElement>('bulk-false'),
+  bulkStatus: byId('bulk-status'),
   responders: byId<HTMLSelectElement>('responders'),
   trailMinutes: byId<HTMLSelectElement>('trail-minutes'),
   heatmap: byId<HTMLSelectElement>('heatmap'),
@@ -93,9 +101,21 @@ class ControlRoom {
       who: (alarm) => this.who(alarm),
       where: (alarm) => this.where(alarm),
       select: (alarm) => void this.showAlarm(alarm),
-      act: (alarm, state) => this.changeState(alarm, state),
+      act: (alarm, state, comment) => this.changeState(alarm, state, comment),
+      bulk: (ids, state, comment) => this.bulkChange(ids, state, comment),
       unacknowledged: (alarms) => this.announcer.update(alarms),
+    }, {
+      type: ui.alarmType,
+      severity: ui.alarmSeverity,
+      bulk: ui.bulk,
+      bulkCount: ui.bulkCount,
+      bulkComment: ui.bulkComment,
+      bulkClose: ui.bulkClose,
+      bulkFalse: ui.bulkFalse,
+      bulkStatus: ui.bulkStatus,
     });
+    ui.alarmSeverity.replaceChildren(h('option', { value: '' }, 'all'), ...ALARM_SEVERITIES.map((severity) => h('option', { value: severity }, severity)));
+    ui.alarmType.replaceChildren(h('option', { value: '' }, 'all'), ...ALARM_TYPES.map((type) => h('option', { value: type }, typeLabel(type))));
   }
 
   async start(): Promise<void> {
@@ -385,9 +405,20 @@ class ControlRoom {
     else ui.alarmsHeading.focus();
   }
 
-  private async changeState(alarm: Alarm, state: AlarmState): Promise<void> {
+  private async bulkChange(ids: string[], state: AlarmState, comment: string): Promise<string> {
     try {
-      this.inbox.receive(await this.api.changeAlarmState(alarm.id, state), false);
+      const result = await this.api.bulkChangeState(ids, state, comment);
+      // The socket brings each change too; fetching them now shows them at once.
+      await Promise.all(result.changed_ids.map(async (id) => this.inbox.receive(await this.api.alarm(id), false)));
+      return `${state === 'CLOSED' ? 'Closed' : 'Marked false'} ${result.changed} alarm${result.changed === 1 ? '' : 's'}${result.skipped.length ? `; ${result.skipped.length} left as they were` : ''}.`;
+    } catch (error) {
+      throw new Error(`Not changed: ${messageOf(error)}`);
+    }
+  }
+
+  private async changeState(alarm: Alarm, state: AlarmState, comment?: string): Promise<void> {
+    try {
+      this.inbox.receive(await this.api.changeAlarmState(alarm.id, state, comment), false);
       if (this.selected?.id === alarm.id) this.selected = this.inbox.get(alarm.id) ?? this.selected;
     } catch (error) {
       if (error instanceof ApiError && (error.status === 409 || error.status === 404)) {

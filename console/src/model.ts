@@ -1,6 +1,9 @@
+import { severityOf, severityRank, type AlarmSeverity } from '../../shared/detection/alarm-severity.js';
 import { ALARM_TRANSITIONS, type AlarmState, type AlarmType } from '../../shared/detection/alarm-states.js';
 
-export type { AlarmState, AlarmType };
+export type { AlarmSeverity, AlarmState, AlarmType };
+export { ALARM_SEVERITIES } from '../../shared/detection/alarm-severity.js';
+export { ALARM_TYPES } from '../../shared/detection/alarm-states.js';
 
 /** The shapes the console reads (README: cartography, positions, alarms). */
 export interface Building {
@@ -60,6 +63,8 @@ export interface Alarm {
   id: string;
   seq: number;
   type: AlarmType;
+  /** Fixed per type; absent only from a gateway older than severities. */
+  severity?: AlarmSeverity;
   state: AlarmState;
   building_id: number | null;
   floor_id: number | null;
@@ -67,11 +72,25 @@ export interface Alarm {
   user_id: string | null;
   position: { floor_id: number | null; cartesians: { x: number; y: number } | null } | null;
   occurrences: number;
+  details?: Record<string, unknown>;
+  history?: { state: AlarmState; at: string; event?: 'escalated'; comment: string | null }[];
   created_at: string;
   updated_at: string;
-  /** On pushed alarms: raised | updated | state_changed. */
+  /** On pushed alarms: raised | updated | state_changed | escalated. */
   event?: string;
 }
+
+export const alarmSeverity = (alarm: Pick<Alarm, 'type' | 'severity'>): AlarmSeverity => alarm.severity ?? severityOf(alarm.type);
+
+/** Inbox order: critical, high, normal; newest first within. Negative when `a` comes first. */
+export const inboxOrder = (a: Alarm, b: Alarm): number =>
+  severityRank(alarmSeverity(a)) - severityRank(alarmSeverity(b)) || Date.parse(b.created_at) - Date.parse(a.created_at);
+
+/** Closing or marking false a critical or high alarm needs a comment (the gateway answers 422 without one). */
+export const needsComment = (alarm: Alarm, state: AlarmState): boolean => (state === 'CLOSED' || state === 'MARKED_FALSE') && alarmSeverity(alarm) !== 'normal';
+
+/** How many times the alarm escalated (entries of its history). */
+export const escalations = (alarm: Alarm): number => alarm.history?.filter((entry) => entry.event === 'escalated').length ?? 0;
 
 /** The operator's actions, in the order the buttons appear; each is offered only where the transition table allows it. */
 export const ALARM_ACTIONS: readonly { state: AlarmState; label: string }[] = [

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Bus } from '../../shared/bus/index.js';
+import { severityOf, type AlarmSeverity } from '../../shared/detection/alarm-severity.js';
 import { ALARM_TRANSITIONS, canTransition, type AlarmState, type AlarmType } from '../../shared/detection/alarm-states.js';
 import { AppError, ErrorCode, NotFoundError } from '../../shared/errors.js';
 import { alarmsRaisedByType } from '../../shared/metrics/metrics.js';
@@ -18,6 +19,8 @@ export interface AlarmHistoryEntry {
   at: string;
   by: { user_id: string; email: string } | 'system';
   comment: string | null;
+  /** Set on an entry that changed no state: 'escalated' (nobody confirmed a critical alarm in time; see alarm-escalation.ts). */
+  event?: 'escalated';
 }
 
 /** An alarm as the API, the bus and the WebSocket carry it; `seq` is the seq of its latest event. */
@@ -25,6 +28,7 @@ export interface AlarmView {
   id: string;
   seq: number;
   type: string;
+  severity: AlarmSeverity;
   state: AlarmState;
   organization_id: string;
   building_id: number | null;
@@ -40,11 +44,14 @@ export interface AlarmView {
   updated_at: string;
 }
 
-/** One event of an organization's alarm stream (a raise, a repeat, a state change). */
+export const ALARM_EVENT_KINDS = ['raised', 'updated', 'state_changed', 'escalated'] as const;
+export type AlarmEventKind = (typeof ALARM_EVENT_KINDS)[number];
+
+/** One event of an organization's alarm stream (a raise, a repeat, a state change, an escalation). */
 export interface AlarmEventMessage {
   organizationId: string;
   buildingId: number | null;
-  event: AlarmView & { event: 'raised' | 'updated' | 'state_changed' };
+  event: AlarmView & { event: AlarmEventKind };
 }
 
 export interface RaiseAlarm {
@@ -72,7 +79,7 @@ export interface RaiseAlarm {
   occurrences?: number;
 }
 
-interface AlarmRow {
+export interface AlarmRow {
   id: string;
   seq: string | number;
   type: string;
@@ -102,6 +109,7 @@ export function presentAlarm(row: AlarmRow): AlarmView {
     id: row.id,
     seq: Number(row.seq),
     type: row.type,
+    severity: severityOf(row.type),
     state: row.state,
     organization_id: row.organization_id,
     building_id: row.building_id,
@@ -148,7 +156,7 @@ export class AlarmService {
     private readonly hook?: AlarmEventHook,
   ) {}
 
-  private async nextSeq(tx: EntityManager, organizationId: string): Promise<number> {
+  async nextSeq(tx: EntityManager, organizationId: string): Promise<number> {
     // The row lock on the organization's counter serialises its alarm writes: commit order is seq order.
     const [row] = await tx.execute<{ last_seq: string }[]>(
       `insert into alarm_sequences (organization_id, last_seq) values (?, 1)
@@ -158,7 +166,8 @@ export class AlarmService {
     return Number(row!.last_seq);
   }
 
-  private async recordEvent(tx: EntityManager, row: AlarmRow, kind: 'raised' | 'updated' | 'state_changed'): Promise<AlarmEventMessage> {
+  /** Stores the event of an alarm row just written (its seq taken) and hands it to the hook, in `tx`. */
+  async recordEvent(tx: EntityManager, row: AlarmRow, kind: AlarmEventKind): Promise<AlarmEventMessage> {
     const view = presentAlarm(row);
     await tx.execute('insert into alarm_events (organization_id, seq, alarm_id, kind, building_id, alarm) values (?, ?, ?, ?, ?, ?)', [
       view.organization_id,
@@ -317,7 +326,7 @@ export class AlarmService {
   }
 
   /** Stored events, in seq order, to every gateway in one bus message, then to the hook. */
-  private async announce(messages: readonly AlarmEventMessage[]): Promise<void> {
+  async announce(messages: readonly AlarmEventMessage[]): Promise<void> {
     if (messages.length === 0) return;
     await this.bus.publish(ALARMS_CHANNEL, messages).catch(() => undefined); // stored already: replay covers a lost push
     if (!this.hook) return;
@@ -338,11 +347,14 @@ export class AlarmService {
   async *eventsSince(organizationId: string, sinceSeq: number, buildingId?: number, pageSize = 1000): AsyncGenerator<AlarmEventMessage['event']> {
     let after = sinceSeq;
     for (;;) {
-      const rows = await this.storage.execute<{ seq: string; kind: 'raised' | 'updated' | 'state_changed'; alarm: AlarmView | string }>(
+      const rows = await this.storage.execute<{ seq: string; kind: AlarmEventKind; alarm: AlarmView | string }>(
         `select seq, kind, alarm from alarm_events where organization_id = ? and seq > ? ${buildingId === undefined ? '' : 'and building_id = ?'} order by seq limit ?`,
         buildingId === undefined ? [organizationId, after, pageSize] : [organizationId, after, buildingId, pageSize],
       );
-      for (const row of rows) yield { ...json<AlarmView>(row.alarm), event: row.kind };
+      for (const row of rows) {
+        const alarm = json<AlarmView>(row.alarm);
+        yield { ...alarm, severity: severityOf(alarm.type), event: row.kind }; // events stored before severity existed lack it
+      }
       if (rows.length < pageSize) return;
       after = Number(rows[rows.length - 1]!.seq);
     }

@@ -23,6 +23,8 @@ export const ACTIONS = [
   'alarms:read',
   'alarms:raise',
   'alarms:manage',
+  /** Set the organization's alarm policy (escalation, resolution comments): admins only. */
+  'alarms:configure',
   /** Read the audit log of the organization (admins only). */
   'audit:read',
   /** See the positions, devices and alarms of every user of the organization, not only one's own. */

@@ -4,6 +4,7 @@ import { detectionCpuSeconds, detectionPositions, zoneEventCounters } from '../.
 import type { PositionRecord } from '../../shared/positions/position-record.js';
 import type { PositionWriter } from '../../shared/positions/position-writer.js';
 import type { EncodedPositions } from '../../shared/positions/positions-message.js';
+import type { AlarmEscalation } from '../alarms/alarm-escalation.js';
 import type { AlarmService } from '../alarms/alarm-service.js';
 import type { DetectionSteps, PositionBatch } from '../pipeline/position-pipeline.js';
 import type { BuildingRegistry, BuildingRuntime } from '../realtime/building-registry.js';
@@ -70,6 +71,8 @@ export class DetectionService {
     private readonly webhooks?: DetectionWebhooks,
     /** Debounce and budget of the alarm buttons poses carry. */
     private readonly button = new AlarmButton(10_000, 120),
+    /** Escalates unconfirmed critical alarms, on the sweep's clock. */
+    private readonly escalation?: AlarmEscalation,
   ) {
     this.outbox = new DetectionOutbox(
       {
@@ -155,7 +158,7 @@ export class DetectionService {
     clearInterval(this.sweepTimer);
   }
 
-  /** Runs the detectors' timeouts and retries what waits in the outbox (dead letters once due); resolves when done. */
+  /** Runs the detectors' timeouts, retries what waits in the outbox (dead letters once due) and escalates due alarms; resolves when all are done. */
   async sweep(now: number, owns: OwnsBuilding): Promise<void> {
     try {
       const cpu = process.cpuUsage();
@@ -173,6 +176,7 @@ export class DetectionService {
     } catch (error) {
       this.logger.error({ err: error }, 'detection sweep failed');
     }
+    await this.escalation?.sweep(now, owns).catch((error) => this.logger.error({ err: error }, 'alarm escalation failed'));
     if (now - this.lastPrune > PRUNE_EVERY_MS) {
       this.lastPrune = now;
       await this.alarms.pruneIdempotencyKeys().catch((error) => this.logger.warn({ err: error }, 'pruning alarm idempotency keys failed'));

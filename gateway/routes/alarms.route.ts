@@ -1,15 +1,20 @@
 import { z } from 'zod';
-import { ALARM_STATES, ALARM_TRANSITIONS, ALARM_TYPES } from '../../shared/detection/alarm-states.js';
+import { ALARM_SEVERITIES, severityRank, typesOfSeverity } from '../../shared/detection/alarm-severity.js';
+import { ALARM_STATES, ALARM_TRANSITIONS, ALARM_TYPES, canTransition } from '../../shared/detection/alarm-states.js';
 import { ForbiddenError, NotFoundError, ValidationError } from '../../shared/errors.js';
 import { BuildingSchema } from '../../shared/storage/entities/index.js';
 import { presentAlarm } from '../alarms/alarm-service.js';
+import { BULK_MAX, bulkChangeState } from '../alarms/alarm-bulk.js';
+import { AlarmEscalation } from '../alarms/alarm-escalation.js';
+import { assertResolutionComment, readAlarmSettings, writeAlarmSettings } from '../alarms/alarm-settings.js';
 import { latitude, longitude } from '../cartography/placement.js';
 import { idParam, listParam, pageMetadata, paginated, paginationQuery, uuidParam } from '../http/query-schemas.js';
 import { defineRoute } from '../http/route.js';
 import type { GatewayServices } from '../services.js';
 import { confinedUserId, mayRaiseAlarmType, USER_ALARM_TYPES } from '../auth/permissions.js';
 import type { Principal } from '../auth/principal.js';
-import type { AlarmHistoryEntry, AlarmView } from '../alarms/alarm-service.js';
+import type { AlarmHistoryEntry, AlarmView, AlarmWriteHook } from '../alarms/alarm-service.js';
+import type { EntityManager } from '@mikro-orm/postgresql';
 
 const historyEntry = z.object({
   state: z.enum(ALARM_STATES),
@@ -20,11 +25,13 @@ const historyEntry = z.object({
     z.literal('system'),
   ]),
   comment: z.string().nullable(),
+  event: z.literal('escalated').optional().describe('An entry that changed no state: nobody confirmed the critical alarm within escalate_after_s'),
 });
 export const alarmSchema = z.object({
   id: z.uuid(),
   seq: z.number().int().describe('Seq of the alarm’s latest event; every raise or state change of an organization takes the next number'),
   type: z.enum(ALARM_TYPES),
+  severity: z.enum(ALARM_SEVERITIES).describe('Fixed per type: critical DANGER, EMERGENCY, ASSISTANCE_REQUEST; high DEADMAN, BREACH, BUILDING_SILENT; normal GEOFENCE_MAX_STAY_TIME, STATIONARY'),
   state: z.enum(ALARM_STATES),
   organization_id: z.uuid(),
   building_id: z.number().int().nullable(),
@@ -39,6 +46,17 @@ export const alarmSchema = z.object({
   created_at: z.string(),
   updated_at: z.string(),
 });
+
+const organizationAlarmSettingsSchema = z.object({ escalate_after_s: z.number().int(), escalate_max: z.number().int(), comment_always: z.boolean() });
+
+/** A filter field that takes one value or a list of them. */
+const oneOrMany = <T extends z.ZodType>(item: T) => z.union([item, z.array(item).min(1)]).transform((value) => (Array.isArray(value) ? value : [value]) as z.output<T>[]);
+
+/** The audit entry of one alarm state change, written in its transaction. */
+const auditedChange = (audit: { record: (tx: EntityManager, entry: { objectType: string; objectId: string; before: unknown; after: unknown }) => Promise<void> }): AlarmWriteHook => (tx, { event }, before) => {
+  const { event: _kind, ...after } = event;
+  return audit.record(tx, { objectType: 'alarms', objectId: after.id, before, after });
+};
 
 type SeenHistoryEntry = Omit<AlarmHistoryEntry, 'by'> & { by: { user_id: string; email: string | null } | 'system' };
 
@@ -56,7 +74,16 @@ export function alarmAsSeenBy<A extends Pick<AlarmView, 'history'>>(principal: P
   };
 }
 
-const ALARM_SORT: Record<string, string> = { created_at: 'created_at', updated_at: 'updated_at', seq: 'seq', type: 'type', state: 'state' };
+/**
+ * Sortable fields and their SQL. A Map, so that `sort=constructor` or `__proto__` is an unknown field (422), not a
+ * property of Object.prototype. Severity sorts worst first ascending (its rank, from the one severity map) and
+ * newest first within.
+ */
+const severityOrder = `case type ${ALARM_SEVERITIES.flatMap((severity) => typesOfSeverity(severity).map((type) => `when '${type}' then ${severityRank(severity)}`)).join(' ')} else ${severityRank('normal')} end`;
+const ALARM_SORT = new Map<string, (direction: 'asc' | 'desc') => string>([
+  ['severity', (direction) => `${severityOrder} ${direction}, created_at desc`],
+  ...['created_at', 'updated_at', 'seq', 'type', 'state'].map((column) => [column, (direction: 'asc' | 'desc') => `${column} ${direction}`] as const),
+]);
 
 /** Alarms: list, read, raise (always OPEN), state changes through one transition table; building alarm settings. */
 export function alarmRoutes(services: GatewayServices) {
@@ -65,7 +92,7 @@ export function alarmRoutes(services: GatewayServices) {
     defineRoute({
       method: 'GET',
       path: '/api/v1/alarms',
-      summary: 'Alarms of the organization, newest first (paginated)',
+      summary: 'Alarms of the organization, worst first (critical, high, normal), newest first within (paginated)',
       tags: ['alarms'],
       auth: 'authenticated',
       action: 'alarms:read',
@@ -73,6 +100,7 @@ export function alarmRoutes(services: GatewayServices) {
         building_id: idParam.optional(),
         state: listParam(z.enum(ALARM_STATES)).optional(),
         type: listParam(z.enum(ALARM_TYPES)).optional(),
+        severity: listParam(z.enum(ALARM_SEVERITIES)).optional().describe('critical, high and/or normal'),
         device_id: z.string().optional(),
         user_id: uuidParam.optional(),
         from_date: z.iso.datetime({ offset: true }).optional(),
@@ -87,18 +115,22 @@ export function alarmRoutes(services: GatewayServices) {
         if (query.building_id) add('building_id = ?', query.building_id);
         if (query.state) add(`state in (${query.state.map(() => '?').join(', ')})`, ...query.state);
         if (query.type) add(`type in (${query.type.map(() => '?').join(', ')})`, ...query.type);
+        if (query.severity) {
+          const types = query.severity.flatMap(typesOfSeverity);
+          add(`type in (${types.map(() => '?').join(', ')})`, ...types);
+        }
         if (query.device_id) add('device_id = ?', query.device_id);
         if (query.user_id) add('user_id = ?', query.user_id);
         if (query.from_date) add('created_at >= ?', new Date(query.from_date));
         if (query.to_date) add('created_at < ?', new Date(query.to_date));
         const confined = confinedUserId(principal);
         if (confined !== undefined) add('user_id = ?', confined);
-        const [field, inline] = (query.sort ?? 'created_at,desc').split(',');
-        const column = ALARM_SORT[field!];
-        if (!column) throw new ValidationError([{ field: 'query.sort', message: `sortable fields: ${Object.keys(ALARM_SORT).join(', ')}` }]);
-        const direction = (inline ?? query.direction ?? 'desc').toLowerCase() === 'asc' ? 'asc' : 'desc';
+        const [field, inline] = (query.sort ?? 'severity,asc').split(',');
+        const orderBy = ALARM_SORT.get(field!);
+        if (!orderBy) throw new ValidationError([{ field: 'query.sort', message: `sortable fields: ${[...ALARM_SORT.keys()].join(', ')}` }]);
+        const direction = (inline ?? query.direction ?? (field === 'severity' ? 'asc' : 'desc')).toLowerCase() === 'asc' ? 'asc' : 'desc';
         const [{ total }] = (await storage.execute<{ total: number }>(`select count(*)::int as total from alarms where ${where.join(' and ')}`, params)) as [{ total: number }];
-        const rows = await storage.execute(`select * from alarms where ${where.join(' and ')} order by ${column} ${direction}, id limit ? offset ?`, [...params, query.size, query.page * query.size]);
+        const rows = await storage.execute(`select * from alarms where ${where.join(' and ')} order by ${orderBy(direction)}, id limit ? offset ?`, [...params, query.size, query.page * query.size]);
         return { body: { data: rows.map((row) => alarmAsSeenBy(principal, presentAlarm(row as never))), metadata: pageMetadata(query, total, rows.length) } };
       },
     }),
@@ -188,7 +220,7 @@ export function alarmRoutes(services: GatewayServices) {
     defineRoute({
       method: 'PATCH',
       path: '/api/v1/alarms/:id',
-      summary: `Change an alarm's state: ${Object.entries(ALARM_TRANSITIONS).map(([from, to]) => `${from} -> ${to.length ? to.join('|') : '(final)'}`).join('; ')}. 409 for any other move`,
+      summary: `Change an alarm's state: ${Object.entries(ALARM_TRANSITIONS).map(([from, to]) => `${from} -> ${to.length ? to.join('|') : '(final)'}`).join('; ')}. 409 for any other move. CLOSED or MARKED_FALSE needs a comment for a critical or high alarm (for every alarm when the organization's comment_always is set): 422 naming comment`,
       tags: ['alarms'],
       auth: 'authenticated',
       action: 'alarms:manage',
@@ -196,15 +228,80 @@ export function alarmRoutes(services: GatewayServices) {
       body: z.object({ state: z.enum(ALARM_STATES), comment: z.string().max(2000).optional() }),
       response: alarmSchema,
       handler: async ({ principal, params, body, audit }) => {
+        const current = await alarms.get(principal.organizationId, params.id);
+        // A move the table refuses stays a 409, comment or not.
+        if (canTransition(current.state, body.state)) assertResolutionComment(current.type, body.state, body.comment, await readAlarmSettings(storage, principal.organizationId));
         const by = { user_id: principal.userId, email: principal.email };
-        const message = await alarms.changeState(principal.organizationId, params.id, body.state, body.comment ?? null, by, (tx, { event }, before) => {
-          const { event: _kind, ...after } = event;
-          return audit.record(tx, { objectType: 'alarms', objectId: after.id, before, after });
-        });
+        const message = await alarms.changeState(principal.organizationId, params.id, body.state, body.comment ?? null, by, auditedChange(audit));
         const { event: _kind, ...alarm } = message.event;
         return { body: alarm };
       },
     }),
+    defineRoute({
+      method: 'POST',
+      path: '/api/v1/alarms/bulk',
+      summary: `Change the state of many alarms at once, named by ids and/or a filter (at most ${BULK_MAX}; 422 past it). Each change is a PATCH's: its own seq, event, push, webhook and audit entry; alarms that cannot make the move are skipped`,
+      tags: ['alarms'],
+      auth: 'authenticated',
+      action: 'alarms:manage',
+      body: z.object({
+        ids: z.array(z.uuid()).min(1).max(BULK_MAX).optional(),
+        filter: z
+          .object({
+            type: oneOrMany(z.enum(ALARM_TYPES)).optional(),
+            severity: oneOrMany(z.enum(ALARM_SEVERITIES)).optional(),
+            building_id: z.number().int().positive().optional(),
+            state: oneOrMany(z.enum(ALARM_STATES)).optional(),
+            from_date: z.iso.datetime({ offset: true }).optional(),
+            to_date: z.iso.datetime({ offset: true }).optional(),
+          })
+          .strict()
+          .optional()
+          .describe('Alarms created in [from_date, to_date) of these types, severities, states and building; with ids, both must hold'),
+        state: z.enum(ALARM_STATES),
+        comment: z.string().max(2000).optional().describe('One comment for every change; needed as for PATCH'),
+      }),
+      response: z.object({
+        matched: z.number().int(),
+        changed: z.number().int().describe('How many alarms changed state'),
+        changed_ids: z.array(z.uuid()),
+        skipped: z.array(z.object({ id: z.uuid(), state: z.enum(ALARM_STATES), reason: z.string() })),
+      }),
+      handler: async ({ principal, body, audit }) => {
+        const by = { user_id: principal.userId, email: principal.email };
+        const result = await bulkChangeState(alarms, storage, { organizationId: principal.organizationId, confinedUserId: confinedUserId(principal) }, body, by, auditedChange(audit));
+        return { body: result };
+      },
+    }),
+    ...['GET', 'PUT'].map((method) =>
+      defineRoute({
+        method: method as 'GET' | 'PUT',
+        path: '/api/v1/organizations/current_organization/alarm_settings',
+        summary: method === 'GET' ? "The organization's alarm policy: escalation and resolution comments" : "Set the organization's alarm policy (fields left out stay as they are)",
+        tags: ['alarms'],
+        auth: 'authenticated',
+        action: method === 'GET' ? 'alarms:read' : 'alarms:configure',
+        body:
+          method === 'PUT'
+            ? z.object({
+                escalate_after_s: z.number().int().positive().max(86_400).optional().describe('An OPEN critical alarm nobody confirmed for this long escalates, then again every as long (default 60)'),
+                escalate_max: z.number().int().min(0).max(100).optional().describe('Escalations of one alarm at most; 0 switches escalation off (default 3)'),
+                comment_always: z.boolean().optional().describe('Closing or marking false any alarm needs a comment, not only a critical or high one (default false)'),
+              }).strict()
+            : undefined,
+        response: organizationAlarmSettingsSchema,
+        handler: async ({ principal, body, audit }) => {
+          if (method === 'GET') return { body: await readAlarmSettings(storage, principal.organizationId) };
+          const after = await storage.em().transactional(async (tx) => {
+            const { before, after } = await writeAlarmSettings(tx, principal.organizationId, body as Parameters<typeof writeAlarmSettings>[2]);
+            if (before.escalate_after_s !== after.escalate_after_s || before.escalate_max !== after.escalate_max) await AlarmEscalation.reschedule(tx, principal.organizationId);
+            await audit.record(tx, { objectType: 'alarm_settings', objectId: principal.organizationId, before, after });
+            return after;
+          });
+          return { body: after };
+        },
+      }),
+    ),
     ...['GET', 'PUT'].map((method) =>
       defineRoute({
         method: method as 'GET' | 'PUT',

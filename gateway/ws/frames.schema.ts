@@ -3,6 +3,7 @@ import { packageVersion } from '../../shared/version.js';
 import { jsonSchema } from '../http/openapi.js';
 import { poseSchema } from '../realtime/pose-schema.js';
 import { alarmSchema } from '../routes/alarms.route.js';
+import { ALARM_EVENT_KINDS } from '../alarms/alarm-service.js';
 import { featureSchema } from '../routes/realtime.route.js';
 
 /**
@@ -23,7 +24,7 @@ export const clientFrames = {
   ping: z.object({ op: z.literal('ping'), id }).describe('Answered by `pong`'),
 };
 
-const alarmEventSchema = alarmSchema.extend({ event: z.enum(['raised', 'updated', 'state_changed']) });
+const alarmEventSchema = alarmSchema.extend({ event: z.enum(ALARM_EVENT_KINDS) });
 const geofenceEventSchema = z.object({
   type: z.enum(['enter', 'exit']),
   zone_kind: z.literal('geofence'),
@@ -75,7 +76,7 @@ export const serverFrames = {
     .describe('The event areas a device entered in one batch detected together (devices/{id} topic; `?events=batched`)'),
   alarm: z
     .object({ op: z.literal('alarm'), topic: z.string(), data: alarmEventSchema, replay: z.literal(true).optional().describe('Sent by a since_seq replay') })
-    .describe('An alarm raised, repeated or changed'),
+    .describe('An alarm raised, repeated, changed or escalated'),
 };
 
 export const clientFrameSchema = z.discriminatedUnion('op', Object.values(clientFrames) as never);

@@ -221,13 +221,16 @@ describe.skipIf(!hasChromium)(hasChromium ? title : `${title}: SKIPPED, ${CHROMI
     expect(await visibleActions(item)).toEqual(['Close']); // CONFIRMED may only be closed (or OTHER)
     await screenshot('alarm-confirmed');
 
+    // Closing a critical alarm asks why first.
     await item.locator('button[data-state="CLOSED"]').click();
+    await item.locator('.resolve-comment:focus').fill('Nurse attended, false step');
+    await item.locator('.resolve-submit').click();
     await page.locator(`li.alarm[data-alarm-id="${raised.id}"][data-state="CLOSED"]`).waitFor();
     expect(await visibleActions(item)).toEqual([]);
     const stored = await admin.get(`/api/v1/alarms/${raised.id}`);
     expect(stored.body.state).toBe('CLOSED');
     expect(stored.body.history.map((entry: { state: string }) => entry.state)).toEqual(['OPEN', 'CONFIRMED', 'CLOSED']);
-    expect(stored.body.history[2].by).toMatchObject({ email: ADMIN_EMAIL });
+    expect(stored.body.history[2]).toMatchObject({ by: { email: ADMIN_EMAIL }, comment: 'Nurse attended, false step' });
     await screenshot('alarm-closed');
   });
 

@@ -187,6 +187,10 @@ const ROUTES: Record<string, Entry> = {
   'PATCH /api/v1/alarms/:id': { body: { state: 'OPEN' }, rule: hiddenIfOther(409) },
   'GET /api/v1/buildings/:id/alarm_settings': {},
   'PUT /api/v1/buildings/:id/alarm_settings': {},
+  // Naming no alarm is 422 once the caller may manage alarms.
+  'POST /api/v1/alarms/bulk': { body: {}, ok: 422 },
+  'GET /api/v1/organizations/current_organization/alarm_settings': {},
+  'PUT /api/v1/organizations/current_organization/alarm_settings': { body: {} },
 
   // Webhooks: admins only. A redelivery names a delivery; the matrix puts the webhook's id there, which names none.
   'GET /api/v1/webhooks': {},

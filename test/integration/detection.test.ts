@@ -146,7 +146,7 @@ describe(`detection and alarms end to end (${driverLabel})`, () => {
     const raised = (await admin.post('/api/v1/alarms', { type: 'DANGER', device_id: 'lifecycle' })).body;
     const confirmed = await admin.patch(`/api/v1/alarms/${raised.id}`, { state: 'CONFIRMED', comment: 'on my way' });
     expect(confirmed.status).toBe(200);
-    const closed = await admin.patch(`/api/v1/alarms/${raised.id}`, { state: 'CLOSED' });
+    const closed = await admin.patch(`/api/v1/alarms/${raised.id}`, { state: 'CLOSED', comment: 'attended' });
     expect(closed.body.state).toBe('CLOSED');
     expect(closed.body.history.map((h: { state: string }) => h.state)).toEqual(['OPEN', 'CONFIRMED', 'CLOSED']);
     expect(closed.body.history[1]).toMatchObject({ from: 'OPEN', comment: 'on my way', by: { email: ADMIN_EMAIL } });

@@ -22,6 +22,7 @@ const expected: Record<Action, Role[]> = {
   'alarms:read': ['admin', 'user_manager', 'user'],
   'alarms:raise': ['admin', 'user_manager', 'user'],
   'alarms:manage': ['admin', 'user_manager'],
+  'alarms:configure': ['admin'],
   'audit:read': ['admin'],
   'tracking:read-all': ['admin', 'user_manager'],
   'webhooks:manage': ['admin'],

@@ -6441,13 +6441,15 @@ export type paths = {
             path?: never;
             cookie?: never;
         };
-        /** Alarms of the organization, newest first (paginated) */
+        /** Alarms of the organization, worst first (critical, high, normal), newest first within (paginated) */
         get: {
             parameters: {
                 query?: {
                     building_id?: number;
                     state?: string | string[];
                     type?: string | string[];
+                    /** @description critical, high and/or normal */
+                    severity?: string | string[];
                     device_id?: string;
                     user_id?: string;
                     from_date?: string;
@@ -6477,6 +6479,11 @@ export type paths = {
                                 seq: number;
                                 /** @enum {string} */
                                 type: "DANGER" | "DEADMAN" | "GEOFENCE_MAX_STAY_TIME" | "ASSISTANCE_REQUEST" | "BREACH" | "EMERGENCY" | "STATIONARY";
+                                /**
+                                 * @description Fixed per type: critical DANGER, EMERGENCY, ASSISTANCE_REQUEST; high DEADMAN, BREACH, BUILDING_SILENT; normal GEOFENCE_MAX_STAY_TIME, STATIONARY
+                                 * @enum {string}
+                                 */
+                                severity: "critical" | "high" | "normal";
                                 /** @enum {string} */
                                 state: "OPEN" | "CLOSED" | "CONFIRMED" | "MARKED_FALSE" | "OTHER";
                                 /** Format: uuid */
@@ -6513,6 +6520,11 @@ export type paths = {
                                         email: string | null;
                                     } | "system";
                                     comment: string | null;
+                                    /**
+                                     * @description An entry that changed no state: nobody confirmed the critical alarm within escalate_after_s
+                                     * @constant
+                                     */
+                                    event?: "escalated";
                                 }[];
                                 created_at: string;
                                 updated_at: string;
@@ -6590,6 +6602,11 @@ export type paths = {
                             seq: number;
                             /** @enum {string} */
                             type: "DANGER" | "DEADMAN" | "GEOFENCE_MAX_STAY_TIME" | "ASSISTANCE_REQUEST" | "BREACH" | "EMERGENCY" | "STATIONARY";
+                            /**
+                             * @description Fixed per type: critical DANGER, EMERGENCY, ASSISTANCE_REQUEST; high DEADMAN, BREACH, BUILDING_SILENT; normal GEOFENCE_MAX_STAY_TIME, STATIONARY
+                             * @enum {string}
+                             */
+                            severity: "critical" | "high" | "normal";
                             /** @enum {string} */
                             state: "OPEN" | "CLOSED" | "CONFIRMED" | "MARKED_FALSE" | "OTHER";
                             /** Format: uuid */
@@ -6626,6 +6643,11 @@ export type paths = {
                                     email: string | null;
                                 } | "system";
                                 comment: string | null;
+                                /**
+                                 * @description An entry that changed no state: nobody confirmed the critical alarm within escalate_after_s
+                                 * @constant
+                                 */
+                                event?: "escalated";
                             }[];
                             created_at: string;
                             updated_at: string;
@@ -6645,6 +6667,11 @@ export type paths = {
                             seq: number;
                             /** @enum {string} */
                             type: "DANGER" | "DEADMAN" | "GEOFENCE_MAX_STAY_TIME" | "ASSISTANCE_REQUEST" | "BREACH" | "EMERGENCY" | "STATIONARY";
+                            /**
+                             * @description Fixed per type: critical DANGER, EMERGENCY, ASSISTANCE_REQUEST; high DEADMAN, BREACH, BUILDING_SILENT; normal GEOFENCE_MAX_STAY_TIME, STATIONARY
+                             * @enum {string}
+                             */
+                            severity: "critical" | "high" | "normal";
                             /** @enum {string} */
                             state: "OPEN" | "CLOSED" | "CONFIRMED" | "MARKED_FALSE" | "OTHER";
                             /** Format: uuid */
@@ -6681,6 +6708,11 @@ export type paths = {
                                     email: string | null;
                                 } | "system";
                                 comment: string | null;
+                                /**
+                                 * @description An entry that changed no state: nobody confirmed the critical alarm within escalate_after_s
+                                 * @constant
+                                 */
+                                event?: "escalated";
                             }[];
                             created_at: string;
                             updated_at: string;
@@ -6736,6 +6768,11 @@ export type paths = {
                             seq: number;
                             /** @enum {string} */
                             type: "DANGER" | "DEADMAN" | "GEOFENCE_MAX_STAY_TIME" | "ASSISTANCE_REQUEST" | "BREACH" | "EMERGENCY" | "STATIONARY";
+                            /**
+                             * @description Fixed per type: critical DANGER, EMERGENCY, ASSISTANCE_REQUEST; high DEADMAN, BREACH, BUILDING_SILENT; normal GEOFENCE_MAX_STAY_TIME, STATIONARY
+                             * @enum {string}
+                             */
+                            severity: "critical" | "high" | "normal";
                             /** @enum {string} */
                             state: "OPEN" | "CLOSED" | "CONFIRMED" | "MARKED_FALSE" | "OTHER";
                             /** Format: uuid */
@@ -6772,6 +6809,11 @@ export type paths = {
                                     email: string | null;
                                 } | "system";
                                 comment: string | null;
+                                /**
+                                 * @description An entry that changed no state: nobody confirmed the critical alarm within escalate_after_s
+                                 * @constant
+                                 */
+                                event?: "escalated";
                             }[];
                             created_at: string;
                             updated_at: string;
@@ -6794,7 +6836,7 @@ export type paths = {
         delete?: never;
         options?: never;
         head?: never;
-        /** Change an alarm's state: OPEN -> CLOSED|CONFIRMED|MARKED_FALSE|OTHER; CONFIRMED -> CLOSED|OTHER; OTHER -> CLOSED|CONFIRMED|MARKED_FALSE; CLOSED -> (final); MARKED_FALSE -> (final). 409 for any other move */
+        /** Change an alarm's state: OPEN -> CLOSED|CONFIRMED|MARKED_FALSE|OTHER; CONFIRMED -> CLOSED|OTHER; OTHER -> CLOSED|CONFIRMED|MARKED_FALSE; CLOSED -> (final); MARKED_FALSE -> (final). 409 for any other move. CLOSED or MARKED_FALSE needs a comment for a critical or high alarm (for every alarm when the organization's comment_always is set): 422 naming comment */
         patch: {
             parameters: {
                 query?: never;
@@ -6827,6 +6869,11 @@ export type paths = {
                             seq: number;
                             /** @enum {string} */
                             type: "DANGER" | "DEADMAN" | "GEOFENCE_MAX_STAY_TIME" | "ASSISTANCE_REQUEST" | "BREACH" | "EMERGENCY" | "STATIONARY";
+                            /**
+                             * @description Fixed per type: critical DANGER, EMERGENCY, ASSISTANCE_REQUEST; high DEADMAN, BREACH, BUILDING_SILENT; normal GEOFENCE_MAX_STAY_TIME, STATIONARY
+                             * @enum {string}
+                             */
+                            severity: "critical" | "high" | "normal";
                             /** @enum {string} */
                             state: "OPEN" | "CLOSED" | "CONFIRMED" | "MARKED_FALSE" | "OTHER";
                             /** Format: uuid */
@@ -6863,6 +6910,11 @@ export type paths = {
                                     email: string | null;
                                 } | "system";
                                 comment: string | null;
+                                /**
+                                 * @description An entry that changed no state: nobody confirmed the critical alarm within escalate_after_s
+                                 * @constant
+                                 */
+                                event?: "escalated";
                             }[];
                             created_at: string;
                             updated_at: string;
@@ -6880,6 +6932,177 @@ export type paths = {
                 };
             };
         };
+        trace?: never;
+    };
+    "/api/v1/alarms/bulk": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Change the state of many alarms at once, named by ids and/or a filter (at most 500; 422 past it). Each change is a PATCH's: its own seq, event, push, webhook and audit entry; alarms that cannot make the move are skipped */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        ids?: string[];
+                        /** @description Alarms created in [from_date, to_date) of these types, severities, states and building; with ids, both must hold */
+                        filter?: {
+                            type?: ("DANGER" | "DEADMAN" | "GEOFENCE_MAX_STAY_TIME" | "ASSISTANCE_REQUEST" | "BREACH" | "EMERGENCY" | "STATIONARY") | ("DANGER" | "DEADMAN" | "GEOFENCE_MAX_STAY_TIME" | "ASSISTANCE_REQUEST" | "BREACH" | "EMERGENCY" | "STATIONARY")[];
+                            severity?: ("critical" | "high" | "normal") | ("critical" | "high" | "normal")[];
+                            building_id?: number;
+                            state?: ("OPEN" | "CLOSED" | "CONFIRMED" | "MARKED_FALSE" | "OTHER") | ("OPEN" | "CLOSED" | "CONFIRMED" | "MARKED_FALSE" | "OTHER")[];
+                            /** Format: date-time */
+                            from_date?: string;
+                            /** Format: date-time */
+                            to_date?: string;
+                        };
+                        /** @enum {string} */
+                        state: "OPEN" | "CLOSED" | "CONFIRMED" | "MARKED_FALSE" | "OTHER";
+                        /** @description One comment for every change; needed as for PATCH */
+                        comment?: string;
+                    };
+                };
+            };
+            responses: {
+                /** @description Success */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            matched: number;
+                            /** @description How many alarms changed state */
+                            changed: number;
+                            changed_ids: string[];
+                            skipped: {
+                                /** Format: uuid */
+                                id: string;
+                                /** @enum {string} */
+                                state: "OPEN" | "CLOSED" | "CONFIRMED" | "MARKED_FALSE" | "OTHER";
+                                reason: string;
+                            }[];
+                        };
+                    };
+                };
+                /** @description Error */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/organizations/current_organization/alarm_settings": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The organization's alarm policy: escalation and resolution comments */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            escalate_after_s: number;
+                            escalate_max: number;
+                            comment_always: boolean;
+                        };
+                    };
+                };
+                /** @description Error */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        /** Set the organization's alarm policy (fields left out stay as they are) */
+        put: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        /** @description An OPEN critical alarm nobody confirmed for this long escalates, then again every as long (default 60) */
+                        escalate_after_s?: number;
+                        /** @description Escalations of one alarm at most; 0 switches escalation off (default 3) */
+                        escalate_max?: number;
+                        /** @description Closing or marking false any alarm needs a comment, not only a critical or high one (default false) */
+                        comment_always?: boolean;
+                    };
+                };
+            };
+            responses: {
+                /** @description Success */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            escalate_after_s: number;
+                            escalate_max: number;
+                            comment_always: boolean;
+                        };
+                    };
+                };
+                /** @description Error */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
         trace?: never;
     };
     "/api/v1/buildings/{id}/alarm_settings": {
@@ -8192,7 +8415,7 @@ export type paths = {
                             url: string;
                             /** @description `sha256:` and 16 hex digits of the real URL: tells two URLs apart without showing them */
                             url_fingerprint: string;
-                            events: ("alarm.raised" | "alarm.updated" | "alarm.state_changed" | "geofence.enter" | "geofence.exit" | "device.event")[];
+                            events: ("alarm.raised" | "alarm.updated" | "alarm.state_changed" | "alarm.escalated" | "geofence.enter" | "geofence.exit" | "device.event")[];
                             /** @description Only events of these buildings; null: every building, and events without one */
                             building_ids: number[] | null;
                             description: string;
@@ -8225,7 +8448,7 @@ export type paths = {
                 content: {
                     "application/json": {
                         url: string;
-                        events: ("alarm.raised" | "alarm.updated" | "alarm.state_changed" | "geofence.enter" | "geofence.exit" | "device.event")[];
+                        events: ("alarm.raised" | "alarm.updated" | "alarm.state_changed" | "alarm.escalated" | "geofence.enter" | "geofence.exit" | "device.event")[];
                         building_ids?: number[] | null;
                         /** @default  */
                         description?: string;
@@ -8248,7 +8471,7 @@ export type paths = {
                             url: string;
                             /** @description `sha256:` and 16 hex digits of the real URL: tells two URLs apart without showing them */
                             url_fingerprint: string;
-                            events: ("alarm.raised" | "alarm.updated" | "alarm.state_changed" | "geofence.enter" | "geofence.exit" | "device.event")[];
+                            events: ("alarm.raised" | "alarm.updated" | "alarm.state_changed" | "alarm.escalated" | "geofence.enter" | "geofence.exit" | "device.event")[];
                             /** @description Only events of these buildings; null: every building, and events without one */
                             building_ids: number[] | null;
                             description: string;
@@ -8310,7 +8533,7 @@ export type paths = {
                             url: string;
                             /** @description `sha256:` and 16 hex digits of the real URL: tells two URLs apart without showing them */
                             url_fingerprint: string;
-                            events: ("alarm.raised" | "alarm.updated" | "alarm.state_changed" | "geofence.enter" | "geofence.exit" | "device.event")[];
+                            events: ("alarm.raised" | "alarm.updated" | "alarm.state_changed" | "alarm.escalated" | "geofence.enter" | "geofence.exit" | "device.event")[];
                             /** @description Only events of these buildings; null: every building, and events without one */
                             building_ids: number[] | null;
                             description: string;
@@ -8378,7 +8601,7 @@ export type paths = {
                 content: {
                     "application/json": {
                         url?: string;
-                        events?: ("alarm.raised" | "alarm.updated" | "alarm.state_changed" | "geofence.enter" | "geofence.exit" | "device.event")[];
+                        events?: ("alarm.raised" | "alarm.updated" | "alarm.state_changed" | "alarm.escalated" | "geofence.enter" | "geofence.exit" | "device.event")[];
                         building_ids?: number[] | null;
                         description?: string;
                     };
@@ -8400,7 +8623,7 @@ export type paths = {
                             url: string;
                             /** @description `sha256:` and 16 hex digits of the real URL: tells two URLs apart without showing them */
                             url_fingerprint: string;
-                            events: ("alarm.raised" | "alarm.updated" | "alarm.state_changed" | "geofence.enter" | "geofence.exit" | "device.event")[];
+                            events: ("alarm.raised" | "alarm.updated" | "alarm.state_changed" | "alarm.escalated" | "geofence.enter" | "geofence.exit" | "device.event")[];
                             /** @description Only events of these buildings; null: every building, and events without one */
                             building_ids: number[] | null;
                             description: string;
@@ -8463,7 +8686,7 @@ export type paths = {
                                 /** Format: uuid */
                                 webhook_id: string;
                                 /** @enum {string} */
-                                event_type: "alarm.raised" | "alarm.updated" | "alarm.state_changed" | "geofence.enter" | "geofence.exit" | "device.event";
+                                event_type: "alarm.raised" | "alarm.updated" | "alarm.state_changed" | "alarm.escalated" | "geofence.enter" | "geofence.exit" | "device.event";
                                 /** @enum {string} */
                                 status: "pending" | "succeeded" | "dead";
                                 attempts: number;
@@ -8550,7 +8773,7 @@ export type paths = {
                             /** Format: uuid */
                             webhook_id: string;
                             /** @enum {string} */
-                            event_type: "alarm.raised" | "alarm.updated" | "alarm.state_changed" | "geofence.enter" | "geofence.exit" | "device.event";
+                            event_type: "alarm.raised" | "alarm.updated" | "alarm.state_changed" | "alarm.escalated" | "geofence.enter" | "geofence.exit" | "device.event";
                             /** @enum {string} */
                             status: "pending" | "succeeded" | "dead";
                             attempts: number;
