@@ -84,7 +84,7 @@ describe(`the alarm button cannot flood (${driverLabel})`, () => {
     const now = Date.now() - 20_000;
     expect((await client.post('/api/v1/realtime/positions', { poses: presses('closer', 2, now) })).status).toBe(204);
     const [first] = (await alarmOf('closer')).alarms;
-    expect((await admin.patch(`/api/v1/alarms/${first!.id}`, { state: 'CLOSED' })).status).toBe(200);
+    expect((await admin.patch(`/api/v1/alarms/${first!.id}`, { state: 'CLOSED', comment: 'handled on site' })).status).toBe(200);
     expect((await client.post('/api/v1/realtime/positions', { poses: presses('closer', 3, now + 100) })).status).toBe(204);
     const seen = await alarmOf('closer');
     expect(seen.alarms.map((alarm) => alarm.occurrences).sort()).toEqual([2, 3]);
