@@ -140,6 +140,14 @@ export class DetectionEngine {
   private evicted = emptyDetections();
   /** The zones of the position being observed: filled afresh for each, so tagging allocates nothing. */
   private readonly tagged = new TaggedZones();
+  /**
+   * When detection of each building last resumed here (its rebuild at start or takeover), and of every building
+   * (storage back after an outage): silence and stays are not counted across our own absence before it.
+   */
+  private readonly resumedAt = new Map<number, number>();
+  private allResumedAt = -Infinity;
+  /** Storage is out of reach: no position can be taken, so nobody is watching (see `interrupt`). */
+  private interrupted = false;
 
   constructor(
     private readonly registry: BuildingRegistry,
@@ -220,6 +228,30 @@ export class DetectionEngine {
   /** Drops every device state held for this building; emits nothing (the building moved to another owner). */
   forgetBuilding(buildingId: number): void {
     for (const [key, state] of this.devices) if (state.buildingId === buildingId) this.devices.delete(key);
+    this.resumedAt.delete(buildingId);
+  }
+
+  /** Detection of these buildings resumes at `at` (rebuilt at start or on a takeover): what was silent before is judged from then. */
+  resume(buildingIds: Iterable<number>, at: number): void {
+    for (const buildingId of buildingIds) this.resumedAt.set(buildingId, Math.max(at, this.resumedAt.get(buildingId) ?? -Infinity));
+  }
+
+  /** Storage is out of reach: positions are refused, so until `resumeAll` no silence or stay runs on. */
+  interrupt(): void {
+    this.interrupted = true;
+  }
+
+  /** Storage is back at `at`: every building resumes then. */
+  resumeAll(at: number): void {
+    this.interrupted = false;
+    this.allResumedAt = Math.max(this.allResumedAt, at);
+  }
+
+  /** Since when this building's devices have been watched without a break of ours (`now` while interrupted). */
+  watchedSince(buildingId: number | null, now: number): number {
+    if (this.interrupted) return now;
+    const building = buildingId === null ? undefined : this.resumedAt.get(buildingId);
+    return building === undefined ? this.allResumedAt : Math.max(building, this.allResumedAt);
   }
 
   /**
@@ -275,9 +307,10 @@ export class DetectionEngine {
         setTransition(state, swept.state);
         this.collectTransitions(state, detection, swept.transitions, out);
       }
-      this.checkMaxStay(state, detection, now, out);
+      const watchedSince = this.watchedSince(state.buildingId, now);
+      this.checkMaxStay(state, detection, now, out, { lastSeenAt: state.last.receivedAt, watchedSince });
       if (state.deadman) {
-        const result = deadman.sweepDevice(state.deadman, detection.deadman, now);
+        const result = deadman.sweepDevice(state.deadman, detection.deadman, now, watchedSince);
         state.deadman = result.state;
         if (result.alarm) {
           out.alarms.push({
@@ -339,15 +372,16 @@ export class DetectionEngine {
    * A building without max-stay rules can raise nothing: its devices skip the check (at 10,000 fences it was the
    * largest cost of a position) and keep `transitionChanged`, so the stays catch up once a rule appears. Stays
    * that ended meanwhile are then told apart by their start: a stay is the transition's only if it began then.
+   * `watch`: from a sweep, what the stays may be assumed to have lasted from (none from a position: it is a fix).
    */
-  private checkMaxStay(state: DeviceState, detection: BuildingDetection, now: number, out: Detections): void {
+  private checkMaxStay(state: DeviceState, detection: BuildingDetection, now: number, out: Detections, watch?: maxStay.Watch): void {
     if (detection.maxStayRules.size === 0) return;
     let result: maxStay.MaxStayResult;
-    if (!state.transitionChanged) result = maxStay.sweep(state.maxStay, detection.maxStayRules, now);
+    if (!state.transitionChanged) result = maxStay.sweep(state.maxStay, detection.maxStayRules, now, watch);
     else {
       const inside = transition.confirmedInside(state.transition);
       for (const zoneId of [...inside.keys()]) if (zoneKindOf(zoneId) !== 'geofence') inside.delete(zoneId);
-      result = maxStay.step(staysOf(state.maxStay, inside), { insideZoneIds: inside.keys(), enteredAt: inside, now }, detection.maxStayRules);
+      result = maxStay.step(staysOf(state.maxStay, inside), { insideZoneIds: inside.keys(), enteredAt: inside, now, watch }, detection.maxStayRules);
       state.transitionChanged = false;
     }
     state.maxStay = result.state;

@@ -72,6 +72,9 @@ interface StayRow {
  * - max stay: those geofence stays, fired when their alarm's idempotency key is stored;
  * - dead-man: the device's latest positions replayed (silence runs from the latest one's arrival, stillness from
  *   where the trail last moved, or from an alarmed stillness older than the trail).
+ * Detection of the buildings then resumes (`engine.resume`): the time between the latest positions and now was
+ * nobody's watch, so silence is judged from now and stays do not count it (a device back within its window
+ * raises nothing; one still silent a window from now raises its alarm, dated from its last fix).
  * The idempotency keys hold the same times the previous owner used (milliseconds survive timestamptz exactly), so
  * a condition it already raised is a no-op when the next sweep raises it again, and one the outage delayed is
  * raised once. A handful of set-based queries per organization, whatever the number of devices.
@@ -147,6 +150,8 @@ export class DetectorStateLoader {
         settledBefore: settledBefore.get(row.device_id) ?? 0,
       });
     }
+    // Nobody detected these buildings until now: a device quiet meanwhile is judged from now, not from its last fix.
+    this.engine.resume(runtimes.keys(), now);
     this.logger.info({ organizationId, buildingIds, devices: latest.length }, 'detector state rebuilt from storage');
     return latest.length;
   }

@@ -129,3 +129,54 @@ describe('DetectionEngine: positions re-observed after a rebuild (no duplicate, 
     expect(observe(engine, at('d', 9, 50)).zoneEvents).toEqual([]); // older than one observed live: dropped as before
   });
 });
+
+describe('DetectionEngine: our own absence raises nothing (resume, interrupt)', () => {
+  /** Every alarm of sweeps once a second over [from, to], with the second it fired. */
+  const sweeps = (engine: DetectionEngine, from: number, to: number) => {
+    const fired: [number, string, string][] = [];
+    for (let second = from; second <= to; second++) for (const alarm of engine.sweep(s(second)).alarms) fired.push([second, alarm.type, alarm.deviceId!]);
+    return fired;
+  };
+
+  it('after a rebuild, silence and stays run from the resumption: a device back within its window raises nothing, one that stays silent raises its alarm a window later', () => {
+    const engine = newEngine();
+    // Both last seen at 10 inside the 30 s fence (since 0); we were gone until 100.
+    engine.restore(restored(at('back', 10, 5), { enteredAt: s(0) }));
+    engine.restore(restored(at('gone', 10, 5), { enteredAt: s(0) }));
+    engine.resume([1], s(100));
+    expect(sweeps(engine, 100, 110)).toEqual([]);
+    observe(engine, at('back', 111, 50)); // reports again, outside the fence: the stay ended
+    // gone: silence 20 s from 100; stay 10 s seen + 21 s watched. back: silent again only 20 s after 111.
+    expect(sweeps(engine, 111, 131)).toEqual([[121, 'GEOFENCE_MAX_STAY_TIME', 'gone'], [121, 'DEADMAN', 'gone']]);
+    const [alarm] = engine.sweep(s(132)).alarms.filter((a) => a.deviceId === 'back');
+    expect(alarm).toMatchObject({ type: 'DEADMAN', details: { reason: 'silence', since: new Date(s(111)).toISOString() } });
+  });
+
+  it('without the resumption the same rebuild raises everything at once (the flood this prevents)', () => {
+    const engine = newEngine();
+    engine.restore(restored(at('back', 10, 5), { enteredAt: s(0) }));
+    expect(sweeps(engine, 100, 100)).toEqual([[100, 'GEOFENCE_MAX_STAY_TIME', 'back'], [100, 'DEADMAN', 'back']]);
+  });
+
+  it('a resumption holds for its building only, and ends with forgetBuilding', () => {
+    const engine = newEngine();
+    observe(engine, at('one', 0, 50, 1));
+    observe(engine, at('two', 0, 50, 2));
+    engine.resume([1], s(15));
+    expect(sweeps(engine, 21, 21)).toEqual([[21, 'DEADMAN', 'two']]);
+    expect(sweeps(engine, 22, 36)).toEqual([[36, 'DEADMAN', 'one']]);
+    engine.forgetBuilding(1);
+    expect(engine.watchedSince(1, s(40))).toBe(-Infinity);
+  });
+
+  it('while interrupted (storage out) nothing runs on; once resumed, every building is judged from then', () => {
+    const engine = newEngine();
+    observe(engine, at('a', 0, 50, 1));
+    observe(engine, at('b', 0, 50, 2));
+    engine.interrupt();
+    expect(sweeps(engine, 1, 100)).toEqual([]);
+    engine.resumeAll(s(100));
+    observe(engine, at('a', 110, 50, 1));
+    expect(sweeps(engine, 101, 125)).toEqual([[121, 'DEADMAN', 'b']]);
+  });
+});
