@@ -53,6 +53,7 @@ interface DeviceState {
 
 const zoneKindOf = (zoneId: string): ZoneKind => (zoneId.startsWith('event:') ? 'event' : zoneId.startsWith('conversion:') ? 'conversion' : 'geofence');
 const NO_RULES: transition.TransitionRules = new Map();
+const NOT_RESTORED = Object.freeze({ contact_restored_at: null, contact_restored_position: null });
 
 /** A device's detector state rebuilt from storage (gateway/detection/detector-state-loader.ts builds it). */
 export interface RestoredDevice {
@@ -195,6 +196,7 @@ export class DetectionEngine {
     // Only a replay after a rebuild can be older than `last`: it may still enter or exit, but `last` and the
     // dead-man state stay with the newer stored position.
     const newest = record.timestamp >= state.last.timestamp;
+    if (newest && state.deadman && deadman.contactRestored(state.deadman)) this.restoreContact(state, record, out);
     state.observedThrough = record.timestamp;
     if (newest) {
       state.last = record;
@@ -318,12 +320,33 @@ export class DetectionEngine {
             type: 'DEADMAN',
             // One condition, one alarm: a retry after an outage must not count it twice.
             idempotencyKey: `deadman|${state.deviceId}|${result.alarm.reason}|${result.alarm.since}`,
-            details: { reason: result.alarm.reason, since: new Date(result.alarm.since).toISOString() },
+            // A repeat folded into the OPEN alarm of an earlier silence is silent again: no longer restored.
+            details: { reason: result.alarm.reason, since: new Date(result.alarm.since).toISOString(), ...(result.alarm.reason === 'silence' ? NOT_RESTORED : {}) },
           });
         }
       }
     }
     return out;
+  }
+
+  /** The device's silence alarm, if still OPEN, learns that it reported again, and where (its place stays where it fell silent). */
+  private restoreContact(state: DeviceState, record: PositionRecord, out: Detections): void {
+    const hasCartesians = record.x !== null && record.y !== null;
+    out.alarms.push({
+      ...this.alarmPlace(state),
+      type: 'DEADMAN',
+      onlyIfOpen: true,
+      idempotencyKey: `deadman-contact|${state.deviceId}|${record.receivedAt}`,
+      details: {
+        contact_restored_at: new Date(record.receivedAt).toISOString(),
+        contact_restored_position: {
+          building_id: record.buildingId,
+          floor_id: record.floorId,
+          cartesians: hasCartesians ? { x: record.x, y: record.y } : null,
+          georeferences: { lat: record.lat, lng: record.lng },
+        },
+      },
+    });
   }
 
   private leaveBuilding(state: DeviceState, now: number, out: Detections): void {

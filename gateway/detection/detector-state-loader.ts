@@ -72,6 +72,7 @@ interface StayRow {
  * - max stay: those geofence stays, fired when their alarm's idempotency key is stored;
  * - dead-man: the device's latest positions replayed (silence runs from the latest one's arrival, stillness from
  *   where the trail last moved, or from an alarmed stillness older than the trail).
+ * - a silence alarm still OPEN for the latest position counts as raised: the device's next position restores contact.
  * Detection of the buildings then resumes (`engine.resume`): the time between the latest positions and now was
  * nobody's watch, so silence is judged from now and stays do not count it (a device back within its window
  * raises nothing; one still silent a window from now raises its alarm, dated from its last fix).
@@ -132,7 +133,8 @@ export class DetectorStateLoader {
       for (const [zoneId, enteredAt] of inside.get(row.device_id) ?? []) candidates.push(`max-stay|${row.device_id}|${zoneId}|${enteredAt}`);
     }
     const raised = candidates.length === 0 ? new Set<string>() : await this.raisedKeys(organizationId, candidates);
-    const openStill = deviceIds.length === 0 ? new Map<string, number>() : await this.openStillAlarms(organizationId, deviceIds);
+    const openStill = deviceIds.length === 0 ? new Map<string, number>() : await this.openDeadmanAlarms(organizationId, deviceIds, 'still');
+    const openSilence = deviceIds.length === 0 ? new Map<string, number>() : await this.openDeadmanAlarms(organizationId, deviceIds, 'silence');
 
     for (const buildingId of buildingIds) this.engine.forgetBuilding(buildingId);
     for (const row of latest) {
@@ -146,7 +148,7 @@ export class DetectorStateLoader {
         last: recordOf(organizationId, row),
         transition: transition.restoredState(zones, row.floor_id),
         maxStay: maxStay.restoredState(fences, alarmedStays),
-        deadman: deadman.restoredState(trail, settingsOf(row), { stillAlarmedSince, truncated: trail.length >= trailLength }),
+        deadman: deadman.restoredState(trail, settingsOf(row), { stillAlarmedSince, silenceAlarmedSince: openSilence.get(row.device_id), truncated: trail.length >= trailLength }),
         settledBefore: settledBefore.get(row.device_id) ?? 0,
       });
     }
@@ -224,12 +226,12 @@ export class DetectorStateLoader {
     return new Set(rows.map((row) => row.key));
   }
 
-  /** `since` of the OPEN DEADMAN alarm of each device whose latest raise was for stillness. */
-  private async openStillAlarms(organizationId: string, deviceIds: string[]): Promise<Map<string, number>> {
+  /** `since` of the OPEN DEADMAN alarm of each device whose latest raise was for this reason. */
+  private async openDeadmanAlarms(organizationId: string, deviceIds: string[], reason: deadman.DeadmanReason): Promise<Map<string, number>> {
     const rows = await this.storage.execute<{ device_id: string; since: string }>(
       `select device_id, details->>'since' as since from alarms
-       where organization_id = ? and type = 'DEADMAN' and state = 'OPEN' and device_id = any(?::text[]) and details->>'reason' = 'still'`,
-      [organizationId, pgArray(deviceIds)],
+       where organization_id = ? and type = 'DEADMAN' and state = 'OPEN' and device_id = any(?::text[]) and details->>'reason' = ?`,
+      [organizationId, pgArray(deviceIds), reason],
     );
     return new Map(rows.map((row) => [row.device_id, Date.parse(row.since)]).filter(([, since]) => Number.isFinite(since)) as [string, number][]);
   }

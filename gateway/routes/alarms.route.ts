@@ -36,6 +36,7 @@ export const alarmSchema = z.object({
   details: z.record(z.string(), z.unknown()),
   occurrences: z.number().int().describe('How many times it was raised while OPEN'),
   history: z.array(historyEntry),
+  contact_restored_at: z.string().nullable().describe('DEADMAN: when its device reported again, while the alarm was OPEN (also in details, with contact_restored_position); null otherwise'),
   created_at: z.string(),
   updated_at: z.string(),
 });

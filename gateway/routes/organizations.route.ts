@@ -17,8 +17,41 @@ const presentOrganization = (organization: Organization) => ({
   updated_at: organization.updatedAt.toISOString(),
 });
 
+const alarmSettingsResponse = z.object({ deadman_auto_close: z.boolean().describe('An OPEN DEADMAN is closed by the system when its device reports again (false: a person confirms)') });
+
 export function organizationRoutes(services: GatewayServices) {
   return [
+    ...(['GET', 'PUT'] as const).map((method) =>
+      defineRoute({
+        method,
+        path: '/api/v1/organizations/current_organization/alarm_settings',
+        summary: method === 'GET' ? "Alarm settings of the caller's organization" : "Set the alarm settings of the caller's organization (only the fields sent)",
+        tags: ['organizations'],
+        auth: 'authenticated',
+        action: method === 'GET' ? 'alarms:read' : 'cartography:write',
+        body: method === 'PUT' ? alarmSettingsResponse.partial().strict() : undefined,
+        response: alarmSettingsResponse,
+        handler: async ({ principal, body, audit }) => {
+          const present = (organization: Organization) => ({ deadman_auto_close: organization.deadmanAutoClose ?? false });
+          const find = async (em: ReturnType<typeof services.storage.em>) => {
+            const organization = await em.findOne(OrganizationSchema, { id: principal.organizationId });
+            if (!organization) throw new NotFoundError('Organization');
+            return organization;
+          };
+          if (method === 'GET') return { body: present(await find(services.storage.em())) };
+          const after = await services.storage.em().transactional(async (em) => {
+            const organization = await find(em);
+            const before = present(organization);
+            const settings = body as Partial<z.infer<typeof alarmSettingsResponse>>;
+            if (settings.deadman_auto_close !== undefined) organization.deadmanAutoClose = settings.deadman_auto_close;
+            await em.flush();
+            await audit.record(em, { objectType: 'organization_alarm_settings', objectId: organization.id, before, after: present(organization) });
+            return present(organization);
+          });
+          return { body: after };
+        },
+      }),
+    ),
     defineRoute({
       method: 'GET',
       path: '/api/v1/organizations/current_organization',

@@ -114,6 +114,9 @@ export function sweepDevice(
   return { state: { ...state, firedStill: true }, alarm: { reason: 'still', since: state.anchor.at } };
 }
 
+/** A position now would be the first since its silence alarm: contact with the device is restored. */
+export const contactRestored = (state: DeadmanState): boolean => state.firedSilence;
+
 /** One stored position of a device, in arrival order; `position` is null when it was outside any building. */
 export interface DeadmanTrailEntry {
   position: DeadmanPosition | null;
@@ -123,6 +126,8 @@ export interface DeadmanTrailEntry {
 export interface DeadmanRestoreHints {
   /** The `since` of the device's latest still alarm already raised. */
   stillAlarmedSince?: number;
+  /** The `since` of the device's silence alarm still OPEN: when it is the trail's last position, that silence has fired. */
+  silenceAlarmedSince?: number;
   /** The trail was cut at a length, not at the device's arrival: a session reaching its start is long enough present. */
   truncated?: boolean;
 }
@@ -152,6 +157,7 @@ export function restoredState(
     else state = observe(state && sweepDevice(state, settings, at).state, position, settings, at);
   }
   if (!state) return state;
+  if (known.silenceAlarmedSince === state.lastSeenAt) state = { ...state, firedSilence: true };
   const sessionFromTrailStart = state.insideBuildingSince === trail[0]!.at;
   if (known.truncated && sessionFromTrailStart) {
     state = { ...state, insideBuildingSince: Math.min(state.insideBuildingSince, state.lastSeenAt - (setting(settings?.deadmanAfterS) ?? 0) * 1000) };

@@ -81,6 +81,8 @@ const ROUTES: Record<string, Entry> = {
   'DELETE /api/v1/auth/apikeys/:id': { rule: (cell) => (cell.target === 'other' || (cell.target === 'colleague' && !can(cell.role, 'apikeys:others')) ? 404 : undefined) },
 
   'GET /api/v1/organizations/current_organization': {},
+  'GET /api/v1/organizations/current_organization/alarm_settings': {},
+  'PUT /api/v1/organizations/current_organization/alarm_settings': {},
   // Only the platform administrator creates organizations (nobody in this matrix is).
   'POST /api/v1/organizations': { body: { name: 'Matrix org', admin: { email: 'matrix-org@example.test', password: 'password-1' } }, rule: () => 403 },
 
