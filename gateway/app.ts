@@ -16,7 +16,7 @@ import { DeviceDirectory } from './realtime/device-directory.js';
 import { RealtimeService } from './realtime/realtime-service.js';
 import { attachLiveFeeds } from './ws/live-feeds.js';
 import { WebSocketGateway } from './ws/ws-gateway.js';
-import { AlarmService } from './alarms/alarm-service.js';
+import { ALARMS_CHANNEL, AlarmService, type AlarmEventMessage } from './alarms/alarm-service.js';
 import { attachDetection } from './detection/building-detection.js';
 import { DetectionEngine } from './detection/detection-engine.js';
 import { DetectionService } from './detection/detection-service.js';
@@ -137,6 +137,8 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
   await Promise.all([registry.start(), devices.start(), realtime.start(), routing.start(), webhooks.start()]);
   await cluster.start(); // joins; the shards it takes are rebuilt from storage in the background
   detection.start((buildingId) => cluster.ownsBuilding(buildingId));
+  // A building alarm closed (on any gateway) ends its storm here, if this gateway holds it.
+  await bus.subscribe(ALARMS_CHANNEL, (payload) => engine.alarmsChanged(payload as AlarmEventMessage[]));
   // A database outage refuses every upload: silence caused by it is ours, so detection waits it out.
   const storageWatch = new StorageWatch(() => storage.ping(), engine, logger);
   storageWatch.start();

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { ALARM_STATES, ALARM_TRANSITIONS, ALARM_TYPES } from '../../shared/detection/alarm-states.js';
 import { ForbiddenError, NotFoundError, ValidationError } from '../../shared/errors.js';
-import { BuildingSchema } from '../../shared/storage/entities/index.js';
+import { BuildingSchema, type Building } from '../../shared/storage/entities/index.js';
 import { presentAlarm } from '../alarms/alarm-service.js';
 import { latitude, longitude } from '../cartography/placement.js';
 import { idParam, listParam, pageMetadata, paginated, paginationQuery, uuidParam } from '../http/query-schemas.js';
@@ -210,7 +210,7 @@ export function alarmRoutes(services: GatewayServices) {
       defineRoute({
         method: method as 'GET' | 'PUT',
         path: '/api/v1/buildings/:id/alarm_settings',
-        summary: method === 'GET' ? 'Dead-man thresholds of a building' : 'Set the dead-man thresholds of a building (null switches a condition off)',
+        summary: method === 'GET' ? 'Dead-man and silence-storm thresholds of a building' : 'Set the dead-man and silence-storm thresholds of a building (null switches a dead-man condition off, or takes the storm default)',
         tags: ['alarms'],
         auth: 'authenticated',
         action: method === 'GET' ? 'alarms:read' : 'cartography:write',
@@ -221,15 +221,26 @@ export function alarmRoutes(services: GatewayServices) {
                 deadman_after_s: z.number().int().positive().nullable().optional().describe('Still for longer than this raises DEADMAN'),
                 deadman_radius_m: z.number().positive().nullable().optional().describe('Moving less than this counts as still'),
                 deadman_silence_s: z.number().int().positive().nullable().optional().describe('Silent for longer than this, after being in the building, raises DEADMAN'),
+                storm_share: z.number().min(0).max(1).nullable().optional().describe('More than this share of the recently active devices silent together raises one BUILDING_SILENT instead of a DEADMAN each (null: 0.5)'),
+                storm_min_devices: z.number().int().min(0).nullable().optional().describe('...and at least this many of them (null: 5)'),
               })
             : undefined,
-        response: z.object({ building_id: z.number().int(), deadman_after_s: z.number().nullable(), deadman_radius_m: z.number().nullable(), deadman_silence_s: z.number().nullable() }),
+        response: z.object({
+          building_id: z.number().int(),
+          deadman_after_s: z.number().nullable(),
+          deadman_radius_m: z.number().nullable(),
+          deadman_silence_s: z.number().nullable(),
+          storm_share: z.number().nullable(),
+          storm_min_devices: z.number().int().nullable(),
+        }),
         handler: async ({ principal, params, body, audit }) => {
-          const present = (building: { id: number; deadmanAfterS?: number | null; deadmanRadiusM?: number | null; deadmanSilenceS?: number | null }) => ({
+          const present = (building: Building) => ({
             building_id: building.id,
             deadman_after_s: building.deadmanAfterS ?? null,
             deadman_radius_m: building.deadmanRadiusM ?? null,
             deadman_silence_s: building.deadmanSilenceS ?? null,
+            storm_share: building.stormShare ?? null,
+            storm_min_devices: building.stormMinDevices ?? null,
           });
           const find = async (em: ReturnType<typeof storage.em>) => {
             const building = await em.findOne(BuildingSchema, { id: params.id, organization: principal.organizationId });
@@ -240,10 +251,12 @@ export function alarmRoutes(services: GatewayServices) {
           const after = await storage.em().transactional(async (em) => {
             const building = await find(em);
             const before = present(building);
-            const settings = body as { deadman_after_s?: number | null; deadman_radius_m?: number | null; deadman_silence_s?: number | null };
+            const settings = body as { deadman_after_s?: number | null; deadman_radius_m?: number | null; deadman_silence_s?: number | null; storm_share?: number | null; storm_min_devices?: number | null };
             if (settings.deadman_after_s !== undefined) building.deadmanAfterS = settings.deadman_after_s;
             if (settings.deadman_radius_m !== undefined) building.deadmanRadiusM = settings.deadman_radius_m;
             if (settings.deadman_silence_s !== undefined) building.deadmanSilenceS = settings.deadman_silence_s;
+            if (settings.storm_share !== undefined) building.stormShare = settings.storm_share;
+            if (settings.storm_min_devices !== undefined) building.stormMinDevices = settings.storm_min_devices;
             await em.flush();
             await audit.record(em, { objectType: 'alarm_settings', objectId: building.id, before, after: present(building) });
             return present(building);

@@ -426,6 +426,93 @@ export type paths = {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/organizations/current_organization/alarm_settings": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Alarm settings of the caller's organization */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description An OPEN DEADMAN is closed by the system when its device reports again (false: a person confirms) */
+                            deadman_auto_close: boolean;
+                        };
+                    };
+                };
+                /** @description Error */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        /** Set the alarm settings of the caller's organization (only the fields sent) */
+        put: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        /** @description An OPEN DEADMAN is closed by the system when its device reports again (false: a person confirms) */
+                        deadman_auto_close?: boolean;
+                    };
+                };
+            };
+            responses: {
+                /** @description Success */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description An OPEN DEADMAN is closed by the system when its device reports again (false: a person confirms) */
+                            deadman_auto_close: boolean;
+                        };
+                    };
+                };
+                /** @description Error */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/organizations/current_organization": {
         parameters: {
             query?: never;
@@ -6457,7 +6544,7 @@ export type paths = {
                                 /** @description Seq of the alarm’s latest event; every raise or state change of an organization takes the next number */
                                 seq: number;
                                 /** @enum {string} */
-                                type: "DANGER" | "DEADMAN" | "GEOFENCE_MAX_STAY_TIME" | "ASSISTANCE_REQUEST" | "BREACH" | "EMERGENCY" | "STATIONARY";
+                                type: "DANGER" | "DEADMAN" | "GEOFENCE_MAX_STAY_TIME" | "ASSISTANCE_REQUEST" | "BREACH" | "EMERGENCY" | "STATIONARY" | "BUILDING_SILENT";
                                 /** @enum {string} */
                                 state: "OPEN" | "CLOSED" | "CONFIRMED" | "MARKED_FALSE" | "OTHER";
                                 /** Format: uuid */
@@ -6495,6 +6582,8 @@ export type paths = {
                                     } | "system";
                                     comment: string | null;
                                 }[];
+                                /** @description DEADMAN: when its device reported again, while the alarm was OPEN (also in details, with contact_restored_position); null otherwise */
+                                contact_restored_at: string | null;
                                 created_at: string;
                                 updated_at: string;
                             }[];
@@ -6537,7 +6626,7 @@ export type paths = {
                          * @description DANGER and ASSISTANCE_REQUEST only: every other type is raised by the system alone (403); BREACH, EMERGENCY and STATIONARY are not to be used (spec 2.11)
                          * @enum {string}
                          */
-                        type: "DANGER" | "DEADMAN" | "GEOFENCE_MAX_STAY_TIME" | "ASSISTANCE_REQUEST" | "BREACH" | "EMERGENCY" | "STATIONARY";
+                        type: "DANGER" | "DEADMAN" | "GEOFENCE_MAX_STAY_TIME" | "ASSISTANCE_REQUEST" | "BREACH" | "EMERGENCY" | "STATIONARY" | "BUILDING_SILENT";
                         /** @description A plain user may name only a device assigned to them */
                         device_id?: string;
                         /**
@@ -6570,7 +6659,7 @@ export type paths = {
                             /** @description Seq of the alarm’s latest event; every raise or state change of an organization takes the next number */
                             seq: number;
                             /** @enum {string} */
-                            type: "DANGER" | "DEADMAN" | "GEOFENCE_MAX_STAY_TIME" | "ASSISTANCE_REQUEST" | "BREACH" | "EMERGENCY" | "STATIONARY";
+                            type: "DANGER" | "DEADMAN" | "GEOFENCE_MAX_STAY_TIME" | "ASSISTANCE_REQUEST" | "BREACH" | "EMERGENCY" | "STATIONARY" | "BUILDING_SILENT";
                             /** @enum {string} */
                             state: "OPEN" | "CLOSED" | "CONFIRMED" | "MARKED_FALSE" | "OTHER";
                             /** Format: uuid */
@@ -6608,6 +6697,8 @@ export type paths = {
                                 } | "system";
                                 comment: string | null;
                             }[];
+                            /** @description DEADMAN: when its device reported again, while the alarm was OPEN (also in details, with contact_restored_position); null otherwise */
+                            contact_restored_at: string | null;
                             created_at: string;
                             updated_at: string;
                         };
@@ -6625,7 +6716,7 @@ export type paths = {
                             /** @description Seq of the alarm’s latest event; every raise or state change of an organization takes the next number */
                             seq: number;
                             /** @enum {string} */
-                            type: "DANGER" | "DEADMAN" | "GEOFENCE_MAX_STAY_TIME" | "ASSISTANCE_REQUEST" | "BREACH" | "EMERGENCY" | "STATIONARY";
+                            type: "DANGER" | "DEADMAN" | "GEOFENCE_MAX_STAY_TIME" | "ASSISTANCE_REQUEST" | "BREACH" | "EMERGENCY" | "STATIONARY" | "BUILDING_SILENT";
                             /** @enum {string} */
                             state: "OPEN" | "CLOSED" | "CONFIRMED" | "MARKED_FALSE" | "OTHER";
                             /** Format: uuid */
@@ -6663,6 +6754,8 @@ export type paths = {
                                 } | "system";
                                 comment: string | null;
                             }[];
+                            /** @description DEADMAN: when its device reported again, while the alarm was OPEN (also in details, with contact_restored_position); null otherwise */
+                            contact_restored_at: string | null;
                             created_at: string;
                             updated_at: string;
                         };
@@ -6716,7 +6809,7 @@ export type paths = {
                             /** @description Seq of the alarm’s latest event; every raise or state change of an organization takes the next number */
                             seq: number;
                             /** @enum {string} */
-                            type: "DANGER" | "DEADMAN" | "GEOFENCE_MAX_STAY_TIME" | "ASSISTANCE_REQUEST" | "BREACH" | "EMERGENCY" | "STATIONARY";
+                            type: "DANGER" | "DEADMAN" | "GEOFENCE_MAX_STAY_TIME" | "ASSISTANCE_REQUEST" | "BREACH" | "EMERGENCY" | "STATIONARY" | "BUILDING_SILENT";
                             /** @enum {string} */
                             state: "OPEN" | "CLOSED" | "CONFIRMED" | "MARKED_FALSE" | "OTHER";
                             /** Format: uuid */
@@ -6754,6 +6847,8 @@ export type paths = {
                                 } | "system";
                                 comment: string | null;
                             }[];
+                            /** @description DEADMAN: when its device reported again, while the alarm was OPEN (also in details, with contact_restored_position); null otherwise */
+                            contact_restored_at: string | null;
                             created_at: string;
                             updated_at: string;
                         };
@@ -6807,7 +6902,7 @@ export type paths = {
                             /** @description Seq of the alarm’s latest event; every raise or state change of an organization takes the next number */
                             seq: number;
                             /** @enum {string} */
-                            type: "DANGER" | "DEADMAN" | "GEOFENCE_MAX_STAY_TIME" | "ASSISTANCE_REQUEST" | "BREACH" | "EMERGENCY" | "STATIONARY";
+                            type: "DANGER" | "DEADMAN" | "GEOFENCE_MAX_STAY_TIME" | "ASSISTANCE_REQUEST" | "BREACH" | "EMERGENCY" | "STATIONARY" | "BUILDING_SILENT";
                             /** @enum {string} */
                             state: "OPEN" | "CLOSED" | "CONFIRMED" | "MARKED_FALSE" | "OTHER";
                             /** Format: uuid */
@@ -6845,6 +6940,8 @@ export type paths = {
                                 } | "system";
                                 comment: string | null;
                             }[];
+                            /** @description DEADMAN: when its device reported again, while the alarm was OPEN (also in details, with contact_restored_position); null otherwise */
+                            contact_restored_at: string | null;
                             created_at: string;
                             updated_at: string;
                         };
@@ -6870,7 +6967,7 @@ export type paths = {
             path?: never;
             cookie?: never;
         };
-        /** Dead-man thresholds of a building */
+        /** Dead-man and silence-storm thresholds of a building */
         get: {
             parameters: {
                 query?: never;
@@ -6893,6 +6990,8 @@ export type paths = {
                             deadman_after_s: number | null;
                             deadman_radius_m: number | null;
                             deadman_silence_s: number | null;
+                            storm_share: number | null;
+                            storm_min_devices: number | null;
                         };
                     };
                 };
@@ -6907,7 +7006,7 @@ export type paths = {
                 };
             };
         };
-        /** Set the dead-man thresholds of a building (null switches a condition off) */
+        /** Set the dead-man and silence-storm thresholds of a building (null switches a dead-man condition off, or takes the storm default) */
         put: {
             parameters: {
                 query?: never;
@@ -6926,6 +7025,10 @@ export type paths = {
                         deadman_radius_m?: number | null;
                         /** @description Silent for longer than this, after being in the building, raises DEADMAN */
                         deadman_silence_s?: number | null;
+                        /** @description More than this share of the recently active devices silent together raises one BUILDING_SILENT instead of a DEADMAN each (null: 0.5) */
+                        storm_share?: number | null;
+                        /** @description ...and at least this many of them (null: 5) */
+                        storm_min_devices?: number | null;
                     };
                 };
             };
@@ -6941,6 +7044,8 @@ export type paths = {
                             deadman_after_s: number | null;
                             deadman_radius_m: number | null;
                             deadman_silence_s: number | null;
+                            storm_share: number | null;
+                            storm_min_devices: number | null;
                         };
                     };
                 };

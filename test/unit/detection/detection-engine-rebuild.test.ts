@@ -180,3 +180,55 @@ describe('DetectionEngine: our own absence raises nothing (resume, interrupt)', 
     expect(sweeps(engine, 101, 125)).toEqual([[121, 'DEADMAN', 'b']]);
   });
 });
+
+describe('DetectionEngine: silence storms', () => {
+  const deviceIds = (prefix: string, n: number) => Array.from({ length: n }, (_, i) => `${prefix}-${i}`);
+
+  it('30 devices silent together give one BUILDING_SILENT and no DEADMAN; one back leaves it; closing it gives the still silent their DEADMAN', () => {
+    const engine = newEngine();
+    const storming = deviceIds('s', 30);
+    for (const id of storming) observe(engine, at(id, 0, 50));
+    // Ten others keep reporting throughout.
+    const report = (second: number) => { for (const id of deviceIds('r', 10)) observe(engine, at(id, second, 50)); };
+    const alarms: { type: string; deviceId?: string | null; onlyIfOpen?: boolean; details?: Record<string, any> }[] = [];
+    for (let second = 1; second <= 25; second++) {
+      report(second);
+      alarms.push(...engine.sweep(s(second)).alarms);
+    }
+    expect(alarms.map((a) => a.type)).toEqual(['BUILDING_SILENT']);
+    expect(alarms[0]).toMatchObject({ buildingId: 1, deviceId: null, details: { started_at: new Date(s(21)).toISOString(), silence_s: 20, silent_count: 30 } });
+    expect(alarms[0]!.details!.devices.map((d: any) => d.device_id).sort()).toEqual([...storming].sort());
+
+    // All but one come back: the building alarm is updated, nobody gets a DEADMAN.
+    for (const id of storming.slice(1)) observe(engine, at(id, 26, 50));
+    report(26);
+    const update = engine.sweep(s(26)).alarms;
+    expect(update).toMatchObject([{ type: 'BUILDING_SILENT', onlyIfOpen: true, details: { silent_count: 1, devices: [{ device_id: 's-0' }] } }]);
+    expect(update.filter((a) => a.type === 'DEADMAN')).toEqual([]);
+
+    // Closed (on any gateway, told by the bus): the one still silent gets its own DEADMAN, dated from its last fix.
+    engine.alarmsChanged([{ event: { type: 'BUILDING_SILENT', state: 'CLOSED', building_id: 1, details: { started_at: new Date(s(21)).toISOString() } } }]);
+    for (const id of [...storming.slice(1), ...deviceIds('r', 10)]) observe(engine, at(id, 27, 50));
+    const released = engine.sweep(s(27)).alarms;
+    expect(released.map((a) => [a.type, a.deviceId, a.details?.since])).toEqual([['DEADMAN', 's-0', new Date(s(0)).toISOString()]]);
+    expect(engine.stormOf(1)).toBeUndefined();
+  });
+
+  it('a few silent among many reporting are no storm: each raises its DEADMAN', () => {
+    const engine = newEngine();
+    for (const id of deviceIds('q', 3)) observe(engine, at(id, 0, 50));
+    const fired: string[] = [];
+    for (let second = 1; second <= 21; second++) {
+      for (const id of deviceIds('r', 10)) observe(engine, at(id, second, 50));
+      fired.push(...engine.sweep(s(second)).alarms.map((a) => `${a.type} ${a.deviceId}`));
+    }
+    expect(fired).toEqual(['DEADMAN q-0', 'DEADMAN q-1', 'DEADMAN q-2']);
+  });
+
+  it('a storm read back from its building alarm holds its members again', () => {
+    const engine = newEngine();
+    engine.restoreStorm('org', 1, { started_at: new Date(s(21)).toISOString(), silence_s: 20, devices: [{ device_id: 's-0', user_id: null, since: new Date(s(0)).toISOString(), floor_id: 1, x: 50, y: 5 }] });
+    engine.alarmsChanged([{ event: { type: 'BUILDING_SILENT', state: 'MARKED_FALSE', building_id: 1, details: { started_at: new Date(s(21)).toISOString() } } }]);
+    expect(engine.sweep(s(30)).alarms).toMatchObject([{ type: 'DEADMAN', deviceId: 's-0', idempotencyKey: `deadman|s-0|silence|${s(0)}` }]);
+  });
+});
