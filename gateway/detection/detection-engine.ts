@@ -409,9 +409,8 @@ export class DetectionEngine {
         state.deadman = result.state;
         if (result.alarm) {
           // A silence waits for the building's tally (a storm holds it); stillness is raised at once.
-          const held = result.alarm.reason === 'silence' ? (due.get(buildingId) ?? due.set(buildingId, new Map()).get(buildingId)!) : undefined;
           const alarm = deadmanAlarm(this.alarmPlace(state), result.alarm.reason, result.alarm.since);
-          if (held) held.set(state.deviceId, alarm);
+          if (result.alarm.reason === 'silence') (due.get(buildingId) ?? due.set(buildingId, new Map()).get(buildingId)!).set(state.deviceId, alarm);
           else out.alarms.push(alarm);
         }
       }
