@@ -10,13 +10,14 @@ import { report, type Figure, type Scenario } from './harness.js';
 import { reportsScenario } from './reports.bench.js';
 import { routingScenario } from './routing.bench.js';
 import { scaleOutScenario } from './scale-out.bench.js';
+import { silenceSweepScenario } from './silence-sweep.bench.js';
 
 /**
  * `npm run bench [-- scenario ...]`: runs each scenario on the drivers the environment selects (embedded by
  * default; DATABASE_URL / REDIS_URL for PostgreSQL and Redis), prints a table and writes bench/results/.
  * Figures are reported against their targets, never asserted: speed is measured here, not in the tests.
  */
-const scenarios: Scenario[] = [buildingDetailScenario, csvExportScenario, ingestScenario, detectionScenario, geofencingScenario, reportsScenario, materializerScenario, routingScenario, scaleOutScenario, alarmButtonScenario, alarmEscalationScenario];
+const scenarios: Scenario[] = [buildingDetailScenario, csvExportScenario, ingestScenario, detectionScenario, geofencingScenario, reportsScenario, materializerScenario, routingScenario, scaleOutScenario, alarmButtonScenario, alarmEscalationScenario, silenceSweepScenario];
 
 const wanted = process.argv.slice(2);
 const figures: Figure[] = [];

@@ -17,12 +17,13 @@ import { RealtimeService } from './realtime/realtime-service.js';
 import { attachLiveFeeds } from './ws/live-feeds.js';
 import { WebSocketGateway } from './ws/ws-gateway.js';
 import { AlarmEscalation } from './alarms/alarm-escalation.js';
-import { AlarmService } from './alarms/alarm-service.js';
+import { ALARMS_CHANNEL, AlarmService, type AlarmEventMessage } from './alarms/alarm-service.js';
 import { AlarmButton } from './detection/alarm-button.js';
 import { attachDetection } from './detection/building-detection.js';
 import { DetectionEngine } from './detection/detection-engine.js';
 import { DetectionService } from './detection/detection-service.js';
 import { DetectorStateLoader } from './detection/detector-state-loader.js';
+import { StorageWatch } from './detection/storage-watch.js';
 import { createClusterNode } from './cluster/index.js';
 import { DetectionShards } from './cluster/detection-shards.js';
 import { PositionStore } from '../shared/positions/position-store.js';
@@ -139,6 +140,11 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
   await Promise.all([registry.start(), devices.start(), realtime.start(), routing.start(), webhooks.start()]);
   await cluster.start(); // joins; the shards it takes are rebuilt from storage in the background
   detection.start((buildingId) => cluster.ownsBuilding(buildingId));
+  // A building alarm closed (on any gateway) ends its storm here, if this gateway holds it.
+  await bus.subscribe(ALARMS_CHANNEL, (payload) => engine.alarmsChanged(payload as AlarmEventMessage[]));
+  // A database outage refuses every upload: silence caused by it is ours, so detection waits it out.
+  const storageWatch = new StorageWatch(() => storage.ping(), engine, logger);
+  storageWatch.start();
   const services: GatewayServices = { config, logger, storage, bus, jobs, tokens, credentials, authenticator, cartography, registry, devices, writer, pipeline, realtime, alarms, detection, cluster, routing, webhooks, rateLimits, websockets };
   const bootstrap = await bootstrapFirstAdmin(storage, config, logger);
 
@@ -191,6 +197,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       uws.us_listen_socket_close(listenSocket);
       await Promise.all([http.drain(config.SHUTDOWN_GRACE_SECONDS * 1000), websockets.close(config.SHUTDOWN_GRACE_SECONDS * 1000)]);
       detection.stop();
+      storageWatch.stop();
       // Finishes the batch being detected, gives the shards back and leaves: the others take over at once.
       await cluster.stop();
       await writer.flush(); // nothing acknowledged may be left in memory

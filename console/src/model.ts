@@ -108,6 +108,7 @@ export const TYPE_LABELS: Record<string, string> = {
   ASSISTANCE_REQUEST: 'ASSISTANCE',
   DEADMAN: 'DEAD-MAN',
   GEOFENCE_MAX_STAY_TIME: 'OVERSTAY',
+  BUILDING_SILENT: 'BUILDING SILENT',
 };
 
 export const STATE_LABELS: Record<string, string> = {

@@ -40,6 +40,8 @@ export interface AlarmView {
   details: Record<string, unknown>;
   occurrences: number;
   history: AlarmHistoryEntry[];
+  /** A DEADMAN whose device reported again: when (also in `details`). */
+  contact_restored_at: string | null;
   created_at: string;
   updated_at: string;
 }
@@ -69,6 +71,8 @@ export interface RaiseAlarm {
   details?: Record<string, unknown>;
   by: AlarmHistoryEntry['by'];
   comment?: string | null;
+  /** Only updates the OPEN alarm of the same device and kind (details merged, no new occurrence); nothing when none is open. */
+  onlyIfOpen?: boolean;
   /**
    * Names the condition that raised it (a detector's stay, a pose's button press). A raise whose key is already
    * stored changes nothing, so a raise retried after an outage, or after an answer lost with the connection,
@@ -105,6 +109,7 @@ const json = <T>(value: T | string): T => (typeof value === 'string' ? (JSON.par
 
 export function presentAlarm(row: AlarmRow): AlarmView {
   const hasPosition = row.floor_id !== null || row.lat !== null || row.x !== null;
+  const details = json<Record<string, unknown>>(row.details);
   return {
     id: row.id,
     seq: Number(row.seq),
@@ -124,9 +129,10 @@ export function presentAlarm(row: AlarmRow): AlarmView {
           georeferences: row.lat !== null && row.lng !== null ? { lat: row.lat, lng: row.lng } : null,
         }
       : null,
-    details: json(row.details),
+    details,
     occurrences: row.occurrences,
     history: json(row.history),
+    contact_restored_at: typeof details.contact_restored_at === 'string' ? details.contact_restored_at : null,
     created_at: new Date(row.created_at).toISOString(),
     updated_at: new Date(row.updated_at).toISOString(),
   };
@@ -195,14 +201,14 @@ export class AlarmService {
   /**
    * `raise` for alarms raised together (a batch's, a sweep's), each a condition named by `idempotencyKey` and so
    * stored at most once however often it is retried (undefined in its place when its key was already stored:
-   * nothing new to announce). They are stored one after the other, each in its own transaction, and what was
+   * nothing new to announce; an `onlyIfOpen` one gives the events it stored, if any). They are stored one after the other, each in its own transaction, and what was
    * stored is announced in one bus message, in the order stored (seq order within an organization). When one
    * fails, those stored before it are announced all the same, then the error is thrown.
    */
   async raiseAllOnce(requests: readonly (RaiseAlarm & { idempotencyKey: string })[]): Promise<(AlarmEventMessage | undefined)[]> {
     const messages: (AlarmEventMessage | undefined)[] = [];
     try {
-      for (const request of requests) messages.push(await this.store(request));
+      for (const request of requests) messages.push(...(request.onlyIfOpen ? await this.updateOpen(request) : [await this.store(request)]));
     } finally {
       await this.announce(messages.filter((message): message is AlarmEventMessage => message !== undefined));
     }
@@ -267,7 +273,7 @@ export class AlarmService {
          )
          insert into alarms as a (id, organization_id, seq, type, state, building_id, floor_id, x, y, lat, lng, device_id, user_id, geofence_id, details, history, occurrences, created_at, updated_at)
          values (?, ?, (select last_seq from next), ?, 'OPEN', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?::jsonb, ?, ?, ?)
-         on conflict (organization_id, type, coalesce(device_id, ''), coalesce(geofence_id, '00000000-0000-0000-0000-000000000000'::uuid), coalesce(user_id, '00000000-0000-0000-0000-000000000000'::uuid)) where state = 'OPEN'
+         on conflict (organization_id, type, coalesce(device_id, 'building:' || building_id::text, ''), coalesce(geofence_id, '00000000-0000-0000-0000-000000000000'::uuid), coalesce(user_id, '00000000-0000-0000-0000-000000000000'::uuid)) where state = 'OPEN'
          do update set seq = excluded.seq, occurrences = a.occurrences + excluded.occurrences, updated_at = excluded.updated_at,
            building_id = coalesce(excluded.building_id, a.building_id), floor_id = coalesce(excluded.floor_id, a.floor_id),
            x = coalesce(excluded.x, a.x), y = coalesce(excluded.y, a.y), lat = coalesce(excluded.lat, a.lat), lng = coalesce(excluded.lng, a.lng),
@@ -300,6 +306,41 @@ export class AlarmService {
     });
     if (message?.event.event === 'raised') alarmsRaisedByType[request.type].inc();
     return message;
+  }
+
+  /**
+   * A raise `onlyIfOpen` (through `raiseAllOnce`): new details for the OPEN alarm of the device and kind (not a new occurrence), or nothing
+   * when none is open. A DEADMAN told its device is back (`details.contact_restored_at`) is also closed, by the
+   * system, when the organization asks for it (`deadman_auto_close`). Stored once per idempotency key.
+   */
+  private updateOpen(request: RaiseAlarm): Promise<AlarmEventMessage[]> {
+    return this.storage.em().transactional(async (tx) => {
+      if (request.idempotencyKey !== undefined) {
+        const fresh = await tx.execute<{ key: string }[]>('insert into alarm_raise_keys (organization_id, key) values (?, ?) on conflict do nothing returning key', [request.organizationId, request.idempotencyKey]);
+        if (fresh.length === 0) return [];
+      }
+      const [open] = await tx.execute<{ id: string }[]>(
+        `select id from alarms where organization_id = ? and type = ? and state = 'OPEN' and coalesce(device_id, 'building:' || building_id::text, '') = ? for update`,
+        [request.organizationId, request.type, request.deviceId ?? (request.buildingId != null ? `building:${request.buildingId}` : '')],
+      );
+      if (!open) return [];
+      const [row] = await tx.execute<AlarmRow[]>(`update alarms set seq = ?, updated_at = now(), details = details || ?::jsonb where id = ? returning *`, [
+        await this.nextSeq(tx, request.organizationId),
+        JSON.stringify(request.details ?? {}),
+        open.id,
+      ]);
+      const updated = await this.recordEvent(tx, row!, 'updated');
+      if (request.type !== 'DEADMAN' || request.details?.contact_restored_at === undefined) return [updated];
+      const [organization] = await tx.execute<{ deadman_auto_close: boolean }[]>('select deadman_auto_close from organizations where id = ?', [request.organizationId]);
+      if (!organization?.deadman_auto_close) return [updated];
+      const entry: AlarmHistoryEntry = { state: 'CLOSED', from: 'OPEN', at: new Date().toISOString(), by: 'system', comment: 'Contact restored: the device reported again' };
+      const [closed] = await tx.execute<AlarmRow[]>(`update alarms set state = 'CLOSED', seq = ?, updated_at = now(), history = history || ?::jsonb where id = ? returning *`, [
+        await this.nextSeq(tx, request.organizationId),
+        JSON.stringify([entry]),
+        open.id,
+      ]);
+      return [updated, await this.recordEvent(tx, closed!, 'state_changed')];
+    });
   }
 
   /** Moves an alarm along the transition table (409 for an illegal move), recording who and when. */

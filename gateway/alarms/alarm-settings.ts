@@ -4,7 +4,7 @@ import type { AlarmState } from '../../shared/detection/alarm-states.js';
 import { NotFoundError, ValidationError } from '../../shared/errors.js';
 import type { Storage } from '../../shared/storage/index.js';
 
-/** An organization's alarm policy (stored on its row; defaults in migration m0019). */
+/** An organization's alarm policy (stored on its row; defaults in migrations m0018 and m0019). */
 export interface OrganizationAlarmSettings {
   /** An OPEN critical alarm nobody confirmed for this long escalates, and again every as long after. */
   escalate_after_s: number;
@@ -12,9 +12,11 @@ export interface OrganizationAlarmSettings {
   escalate_max: number;
   /** Closing or marking false any alarm, not only a critical or high one, needs a comment. */
   comment_always: boolean;
+  /** An OPEN DEADMAN is closed by the system when its device reports again (false: a person confirms). */
+  deadman_auto_close: boolean;
 }
 
-const COLUMNS = 'alarm_escalate_after_s as escalate_after_s, alarm_escalate_max as escalate_max, alarm_comment_always as comment_always';
+const COLUMNS = 'alarm_escalate_after_s as escalate_after_s, alarm_escalate_max as escalate_max, alarm_comment_always as comment_always, deadman_auto_close';
 
 export async function readAlarmSettings(storage: Pick<Storage, 'execute'>, organizationId: string): Promise<OrganizationAlarmSettings> {
   const [row] = await storage.execute<OrganizationAlarmSettings>(`select ${COLUMNS} from organizations where id = ?`, [organizationId]);
@@ -28,7 +30,7 @@ export async function writeAlarmSettings(
   organizationId: string,
   changes: Partial<OrganizationAlarmSettings>,
 ): Promise<{ before: OrganizationAlarmSettings; after: OrganizationAlarmSettings }> {
-  const column = { escalate_after_s: 'alarm_escalate_after_s', escalate_max: 'alarm_escalate_max', comment_always: 'alarm_comment_always' } as const;
+  const column = { escalate_after_s: 'alarm_escalate_after_s', escalate_max: 'alarm_escalate_max', comment_always: 'alarm_comment_always', deadman_auto_close: 'deadman_auto_close' } as const;
   const [before] = await tx.execute<OrganizationAlarmSettings[]>(`select ${COLUMNS} from organizations where id = ? for update`, [organizationId]);
   if (!before) throw new NotFoundError('Organization');
   const set = (Object.keys(column) as (keyof OrganizationAlarmSettings)[]).filter((key) => changes[key] !== undefined);

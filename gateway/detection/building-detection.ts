@@ -1,4 +1,5 @@
 import type { DeadmanSettings } from '../../shared/detection/deadman.detector.js';
+import type { StormSettings } from '../../shared/detection/storm.detector.js';
 import { maxStayRulesOf, type MaxStayRules } from '../../shared/detection/max-stay.detector.js';
 import { transitionRulesOf, type TransitionRules } from '../../shared/detection/transition.detector.js';
 import { ZoneIndex, zonesFromCartography, type Zone } from '../../shared/detection/zone-index.js';
@@ -12,6 +13,7 @@ export interface BuildingDetection {
   transitionRules: TransitionRules;
   maxStayRules: MaxStayRules;
   deadman: DeadmanSettings;
+  storm: StormSettings;
   geofences: Map<string, Geofence>;
   events: Map<string, CartographyEvent>;
 }
@@ -28,6 +30,7 @@ export function attachDetection(runtime: BuildingRuntime): void {
     transitionRules: transitionRulesOf(runtime.geofences),
     maxStayRules: maxStayRulesOf(runtime.geofences),
     deadman: { deadmanAfterS: building.deadmanAfterS, deadmanRadiusM: building.deadmanRadiusM, deadmanSilenceS: building.deadmanSilenceS },
+    storm: { stormShare: building.stormShare, stormMinDevices: building.stormMinDevices },
     geofences: new Map(runtime.geofences.map((geofence) => [geofence.id, geofence])),
     events: new Map(runtime.events.flatMap((event) => [[`event:${event.id}`, event] as const, [`conversion:${event.id}`, event] as const])),
   });

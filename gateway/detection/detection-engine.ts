@@ -1,5 +1,7 @@
 import * as deadman from '../../shared/detection/deadman.detector.js';
+import { isFinalAlarmState, type AlarmState } from '../../shared/detection/alarm-states.js';
 import * as maxStay from '../../shared/detection/max-stay.detector.js';
+import * as storm from '../../shared/detection/storm.detector.js';
 import * as transition from '../../shared/detection/transition.detector.js';
 import type { ZoneEventRecord } from '../../shared/detection/zone-event.js';
 import type { Zone, ZoneIndex, ZoneKind } from '../../shared/detection/zone-index.js';
@@ -27,6 +29,22 @@ export type { ZoneEventRecord };
 
 export const emptyDetections = (): Detections => ({ zoneEvents: [], alarms: [], triggered: [] });
 
+type DetectedAlarm = Detections['alarms'][number];
+
+/** A building's silence storm as held here: the DEADMANs it holds back, and whether its alarm owes an update or was closed. */
+interface HeldStorm {
+  organizationId: string;
+  storm: storm.Storm<DetectedAlarm>;
+  silenceS: number;
+  changed: boolean;
+  closed: boolean;
+}
+
+/** An alarm event as the bus carries it, as far as storms need it (gateway/alarms/alarm-service.ts). */
+export interface AlarmChange {
+  event: { type: string; state: AlarmState; building_id: number | null; details: Record<string, unknown> };
+}
+
 /** Small per-device state: what each detector remembers, plus who owns the device's sweeps. */
 interface DeviceState {
   organizationId: string;
@@ -53,6 +71,7 @@ interface DeviceState {
 
 const zoneKindOf = (zoneId: string): ZoneKind => (zoneId.startsWith('event:') ? 'event' : zoneId.startsWith('conversion:') ? 'conversion' : 'geofence');
 const NO_RULES: transition.TransitionRules = new Map();
+const NOT_RESTORED = Object.freeze({ contact_restored_at: null, contact_restored_position: null });
 
 /** A device's detector state rebuilt from storage (gateway/detection/detector-state-loader.ts builds it). */
 export interface RestoredDevice {
@@ -66,6 +85,41 @@ export interface RestoredDevice {
    * positions received before it are settled (re-observing them would repeat what is stored).
    */
   settledBefore: number;
+}
+
+/** A DEADMAN as the sweep raises it (and a storm holds it), at the device's place. */
+function deadmanAlarm(place: Omit<RaiseAlarm, 'by' | 'type'>, reason: deadman.DeadmanReason, since: number): DetectedAlarm {
+  return {
+    ...place,
+    type: 'DEADMAN',
+    // One condition, one alarm: a retry after an outage must not count it twice.
+    idempotencyKey: `deadman|${place.deviceId}|${reason}|${since}`,
+    // A repeat folded into the OPEN alarm of an earlier silence is silent again: no longer restored.
+    details: { reason, since: new Date(since).toISOString(), ...(reason === 'silence' ? NOT_RESTORED : {}) },
+  };
+}
+
+/** One member of a storm, as its building alarm lists it. */
+interface StormMember {
+  device_id: string;
+  user_id: string | null;
+  since: string;
+  floor_id: number | null;
+  x: number | null;
+  y: number | null;
+}
+
+/** What a building alarm says of its storm's members: the devices still silent, each with since when and where. */
+function stormMembers(held: storm.Storm<DetectedAlarm>): Record<string, unknown> {
+  const devices: StormMember[] = [...held.members.values()].map((alarm) => ({
+    device_id: alarm.deviceId!,
+    user_id: alarm.userId ?? null,
+    since: alarm.details!.since as string,
+    floor_id: alarm.floorId ?? null,
+    x: alarm.x ?? null,
+    y: alarm.y ?? null,
+  }));
+  return { silent_count: devices.length, devices };
 }
 
 /** The max-stay state without stays other than those `inside` started (the same object when there are none). */
@@ -140,6 +194,16 @@ export class DetectionEngine {
   private evicted = emptyDetections();
   /** The zones of the position being observed: filled afresh for each, so tagging allocates nothing. */
   private readonly tagged = new TaggedZones();
+  /**
+   * When detection of each building last resumed here (its rebuild at start or takeover), and of every building
+   * (storage back after an outage): silence and stays are not counted across our own absence before it.
+   */
+  private readonly resumedAt = new Map<number, number>();
+  private allResumedAt = -Infinity;
+  /** Storage is out of reach: no position can be taken, so nobody is watching (see `interrupt`). */
+  private interrupted = false;
+  /** Silence storms of the buildings owned here, by building (shared/detection/storm.detector.ts). */
+  private readonly storms = new Map<number, HeldStorm>();
 
   constructor(
     private readonly registry: BuildingRegistry,
@@ -187,6 +251,7 @@ export class DetectionEngine {
     // Only a replay after a rebuild can be older than `last`: it may still enter or exit, but `last` and the
     // dead-man state stay with the newer stored position.
     const newest = record.timestamp >= state.last.timestamp;
+    if (newest && state.deadman && deadman.contactRestored(state.deadman)) this.restoreContact(state, record, out);
     state.observedThrough = record.timestamp;
     if (newest) {
       state.last = record;
@@ -220,6 +285,59 @@ export class DetectionEngine {
   /** Drops every device state held for this building; emits nothing (the building moved to another owner). */
   forgetBuilding(buildingId: number): void {
     for (const [key, state] of this.devices) if (state.buildingId === buildingId) this.devices.delete(key);
+    this.resumedAt.delete(buildingId);
+    this.storms.delete(buildingId);
+  }
+
+  /** A storm read back from its building alarm (a rebuild): its members' silence alarms are held by it again. */
+  restoreStorm(organizationId: string, buildingId: number, details: Record<string, unknown>): void {
+    const startedAt = typeof details.started_at === 'string' ? Date.parse(details.started_at) : NaN;
+    if (!Number.isFinite(startedAt)) return;
+    const members = new Map<string, DetectedAlarm>();
+    for (const member of Array.isArray(details.devices) ? (details.devices as StormMember[]) : []) {
+      const since = typeof member.since === 'string' ? Date.parse(member.since) : NaN;
+      if (typeof member.device_id !== 'string' || !Number.isFinite(since)) continue;
+      const place = { organizationId, deviceId: member.device_id, userId: member.user_id, buildingId, floorId: member.floor_id, x: member.x, y: member.y, lat: null, lng: null };
+      members.set(member.device_id, deadmanAlarm(place, 'silence', since));
+    }
+    this.storms.set(buildingId, { organizationId, storm: { startedAt, members }, silenceS: Number(details.silence_s) || 0, changed: false, closed: false });
+  }
+
+  /** The storm of a building, if one stands (members by device id). */
+  stormOf(buildingId: number): storm.Storm<DetectedAlarm> | undefined {
+    return this.storms.get(buildingId)?.storm;
+  }
+
+  /** Alarm events (from the bus): a building alarm closed ends its storm, whose members still silent get their DEADMAN at the next sweep. */
+  alarmsChanged(changes: readonly AlarmChange[]): void {
+    for (const { event } of changes) {
+      if (event.type !== 'BUILDING_SILENT' || event.building_id === null || !isFinalAlarmState(event.state)) continue;
+      const held = this.storms.get(event.building_id);
+      if (held && typeof event.details.started_at === 'string' && Date.parse(event.details.started_at) === held.storm.startedAt) held.closed = true;
+    }
+  }
+
+  /** Detection of these buildings resumes at `at` (rebuilt at start or on a takeover): what was silent before is judged from then. */
+  resume(buildingIds: Iterable<number>, at: number): void {
+    for (const buildingId of buildingIds) this.resumedAt.set(buildingId, Math.max(at, this.resumedAt.get(buildingId) ?? -Infinity));
+  }
+
+  /** Storage is out of reach: positions are refused, so until `resumeAll` no silence or stay runs on. */
+  interrupt(): void {
+    this.interrupted = true;
+  }
+
+  /** Storage is back at `at`: every building resumes then. */
+  resumeAll(at: number): void {
+    this.interrupted = false;
+    this.allResumedAt = Math.max(this.allResumedAt, at);
+  }
+
+  /** Since when this building's devices have been watched without a break of ours (`now` while interrupted). */
+  watchedSince(buildingId: number | null, now: number): number {
+    if (this.interrupted) return now;
+    const building = buildingId === null ? undefined : this.resumedAt.get(buildingId);
+    return building === undefined ? this.allResumedAt : Math.max(building, this.allResumedAt);
   }
 
   /**
@@ -261,6 +379,9 @@ export class DetectionEngine {
   sweep(now: number): Detections {
     const out = this.evicted;
     this.evicted = emptyDetections();
+    // Per building: its devices as a storm counts them, and the silence alarms due now (raised or held after the loop).
+    const tallies = new Map<number, storm.StormTally>();
+    const due = new Map<number, Map<string, DetectedAlarm>>();
     for (const [key, state] of this.devices) {
       const runtime = state.buildingId !== null ? this.registry.peek(state.buildingId) : undefined;
       const detection = detectionOf(runtime);
@@ -275,22 +396,91 @@ export class DetectionEngine {
         setTransition(state, swept.state);
         this.collectTransitions(state, detection, swept.transitions, out);
       }
-      this.checkMaxStay(state, detection, now, out);
+      const watchedSince = this.watchedSince(state.buildingId, now);
+      this.checkMaxStay(state, detection, now, out, { lastSeenAt: state.last.receivedAt, watchedSince });
       if (state.deadman) {
-        const result = deadman.sweepDevice(state.deadman, detection.deadman, now);
+        const silenceS = detection.deadman.deadmanSilenceS;
+        const buildingId = state.deadman.buildingId;
+        if (silenceS != null && silenceS > 0) {
+          const tally = tallies.get(buildingId) ?? tallies.set(buildingId, storm.emptyTally()).get(buildingId)!;
+          storm.count(tally, now - Math.max(state.deadman.lastSeenAt, watchedSince), silenceS);
+        }
+        const result = deadman.sweepDevice(state.deadman, detection.deadman, now, watchedSince);
         state.deadman = result.state;
         if (result.alarm) {
-          out.alarms.push({
-            ...this.alarmPlace(state),
-            type: 'DEADMAN',
-            // One condition, one alarm: a retry after an outage must not count it twice.
-            idempotencyKey: `deadman|${state.deviceId}|${result.alarm.reason}|${result.alarm.since}`,
-            details: { reason: result.alarm.reason, since: new Date(result.alarm.since).toISOString() },
-          });
+          // A silence waits for the building's tally (a storm holds it); stillness is raised at once.
+          const alarm = deadmanAlarm(this.alarmPlace(state), result.alarm.reason, result.alarm.since);
+          if (result.alarm.reason === 'silence') (due.get(buildingId) ?? due.set(buildingId, new Map()).get(buildingId)!).set(state.deviceId, alarm);
+          else out.alarms.push(alarm);
         }
       }
     }
+    for (const buildingId of new Set([...due.keys(), ...this.storms.keys()])) this.judgeStorm(buildingId, tallies.get(buildingId) ?? storm.emptyTally(), due.get(buildingId) ?? new Map(), now, out);
     return out;
+  }
+
+  /**
+   * One building after a sweep: a closed storm releases the DEADMANs of its members still silent; the silence
+   * alarms due now are raised, or held by a storm (starting one when the tally says so); a storm whose members
+   * changed updates its alarm.
+   */
+  private judgeStorm(buildingId: number, tally: storm.StormTally, due: Map<string, DetectedAlarm>, now: number, out: Detections): void {
+    let held = this.storms.get(buildingId);
+    if (held?.closed) {
+      out.alarms.push(...held.storm.members.values());
+      this.storms.delete(buildingId);
+      held = undefined;
+    }
+    const detection = detectionOf(this.registry.peek(buildingId));
+    // A storm whose members all came back holds nothing more: what falls due next is judged afresh.
+    const standing = held && held.storm.members.size > 0 ? held.storm : undefined;
+    const judged = storm.judge(standing, tally, due, detection?.storm, now);
+    out.alarms.push(...judged.alarms);
+    if (!judged.storm) {
+      if (held?.changed) {
+        out.alarms.push({ organizationId: held.organizationId, type: 'BUILDING_SILENT', deviceId: null, buildingId, onlyIfOpen: true, idempotencyKey: `building-silent|${buildingId}|${held.storm.startedAt}|${now}`, details: stormMembers(held.storm) });
+        held.changed = false;
+      }
+      return;
+    }
+    if (judged.started) held = undefined;
+    const organizationId = held?.organizationId ?? [...due.values()][0]!.organizationId;
+    const silenceS = detection?.deadman.deadmanSilenceS ?? held?.silenceS ?? 0;
+    const changed = (held?.changed ?? false) || judged.joined.length > 0;
+    this.storms.set(buildingId, { organizationId, storm: judged.storm, silenceS, changed: false, closed: false });
+    const key = `building-silent|${buildingId}|${judged.storm.startedAt}`;
+    if (judged.started) {
+      out.alarms.push({ organizationId, type: 'BUILDING_SILENT', deviceId: null, buildingId, idempotencyKey: key, details: { started_at: new Date(judged.storm.startedAt).toISOString(), silence_s: silenceS, ...stormMembers(judged.storm) } });
+    } else if (changed) {
+      out.alarms.push({ organizationId, type: 'BUILDING_SILENT', deviceId: null, buildingId, onlyIfOpen: true, idempotencyKey: `${key}|${now}`, details: stormMembers(judged.storm) });
+    }
+  }
+
+  /** The device's silence alarm, if still OPEN, learns that it reported again, and where (its place stays where it fell silent); a storm's member leaves the storm. */
+  private restoreContact(state: DeviceState, record: PositionRecord, out: Detections): void {
+    const held = state.deadman && this.storms.get(state.deadman.buildingId);
+    if (held && held.storm.members.has(state.deviceId)) {
+      // Back from a storm: it leaves it (the building alarm says so at the next sweep); it has no DEADMAN of its own to update.
+      held.storm = storm.leave(held.storm, state.deviceId);
+      held.changed = true;
+      return;
+    }
+    const hasCartesians = record.x !== null && record.y !== null;
+    out.alarms.push({
+      ...this.alarmPlace(state),
+      type: 'DEADMAN',
+      onlyIfOpen: true,
+      idempotencyKey: `deadman-contact|${state.deviceId}|${record.receivedAt}`,
+      details: {
+        contact_restored_at: new Date(record.receivedAt).toISOString(),
+        contact_restored_position: {
+          building_id: record.buildingId,
+          floor_id: record.floorId,
+          cartesians: hasCartesians ? { x: record.x, y: record.y } : null,
+          georeferences: { lat: record.lat, lng: record.lng },
+        },
+      },
+    });
   }
 
   private leaveBuilding(state: DeviceState, now: number, out: Detections): void {
@@ -339,15 +529,16 @@ export class DetectionEngine {
    * A building without max-stay rules can raise nothing: its devices skip the check (at 10,000 fences it was the
    * largest cost of a position) and keep `transitionChanged`, so the stays catch up once a rule appears. Stays
    * that ended meanwhile are then told apart by their start: a stay is the transition's only if it began then.
+   * `watch`: from a sweep, what the stays may be assumed to have lasted from (none from a position: it is a fix).
    */
-  private checkMaxStay(state: DeviceState, detection: BuildingDetection, now: number, out: Detections): void {
+  private checkMaxStay(state: DeviceState, detection: BuildingDetection, now: number, out: Detections, watch?: maxStay.Watch): void {
     if (detection.maxStayRules.size === 0) return;
     let result: maxStay.MaxStayResult;
-    if (!state.transitionChanged) result = maxStay.sweep(state.maxStay, detection.maxStayRules, now);
+    if (!state.transitionChanged) result = maxStay.sweep(state.maxStay, detection.maxStayRules, now, watch);
     else {
       const inside = transition.confirmedInside(state.transition);
       for (const zoneId of [...inside.keys()]) if (zoneKindOf(zoneId) !== 'geofence') inside.delete(zoneId);
-      result = maxStay.step(staysOf(state.maxStay, inside), { insideZoneIds: inside.keys(), enteredAt: inside, now }, detection.maxStayRules);
+      result = maxStay.step(staysOf(state.maxStay, inside), { insideZoneIds: inside.keys(), enteredAt: inside, now, watch }, detection.maxStayRules);
       state.transitionChanged = false;
     }
     state.maxStay = result.state;

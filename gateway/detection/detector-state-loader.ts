@@ -72,6 +72,11 @@ interface StayRow {
  * - max stay: those geofence stays, fired when their alarm's idempotency key is stored;
  * - dead-man: the device's latest positions replayed (silence runs from the latest one's arrival, stillness from
  *   where the trail last moved, or from an alarmed stillness older than the trail).
+ * - a silence alarm still OPEN for the latest position counts as raised: the device's next position restores contact;
+ *   so does a member of a silence storm whose building alarm is not closed yet (the storm holds its DEADMAN again).
+ * Detection of the buildings then resumes (`engine.resume`): the time between the latest positions and now was
+ * nobody's watch, so silence is judged from now and stays do not count it (a device back within its window
+ * raises nothing; one still silent a window from now raises its alarm, dated from its last fix).
  * The idempotency keys hold the same times the previous owner used (milliseconds survive timestamptz exactly), so
  * a condition it already raised is a no-op when the next sweep raises it again, and one the outage delayed is
  * raised once. A handful of set-based queries per organization, whatever the number of devices.
@@ -129,7 +134,16 @@ export class DetectorStateLoader {
       for (const [zoneId, enteredAt] of inside.get(row.device_id) ?? []) candidates.push(`max-stay|${row.device_id}|${zoneId}|${enteredAt}`);
     }
     const raised = candidates.length === 0 ? new Set<string>() : await this.raisedKeys(organizationId, candidates);
-    const openStill = deviceIds.length === 0 ? new Map<string, number>() : await this.openStillAlarms(organizationId, deviceIds);
+    const openStill = deviceIds.length === 0 ? new Map<string, number>() : await this.openDeadmanAlarms(organizationId, deviceIds, 'still');
+    const openSilence = deviceIds.length === 0 ? new Map<string, number>() : await this.openDeadmanAlarms(organizationId, deviceIds, 'silence');
+    const storms = runtimes.size === 0 ? [] : await this.openStorms(organizationId, [...runtimes.keys()]);
+    // A storm's members have their silence raised, held by the building alarm.
+    for (const { details } of storms) {
+      for (const member of Array.isArray(details.devices) ? details.devices : []) {
+        const since = Date.parse(member?.since);
+        if (typeof member?.device_id === 'string' && Number.isFinite(since) && !openSilence.has(member.device_id)) openSilence.set(member.device_id, since);
+      }
+    }
 
     for (const buildingId of buildingIds) this.engine.forgetBuilding(buildingId);
     for (const row of latest) {
@@ -143,10 +157,13 @@ export class DetectorStateLoader {
         last: recordOf(organizationId, row),
         transition: transition.restoredState(zones, row.floor_id),
         maxStay: maxStay.restoredState(fences, alarmedStays),
-        deadman: deadman.restoredState(trail, settingsOf(row), { stillAlarmedSince, truncated: trail.length >= trailLength }),
+        deadman: deadman.restoredState(trail, settingsOf(row), { stillAlarmedSince, silenceAlarmedSince: openSilence.get(row.device_id), truncated: trail.length >= trailLength }),
         settledBefore: settledBefore.get(row.device_id) ?? 0,
       });
     }
+    for (const { building_id, details } of storms) this.engine.restoreStorm(organizationId, building_id, details);
+    // Nobody detected these buildings until now: a device quiet meanwhile is judged from now, not from its last fix.
+    this.engine.resume(runtimes.keys(), now);
     this.logger.info({ organizationId, buildingIds, devices: latest.length }, 'detector state rebuilt from storage');
     return latest.length;
   }
@@ -219,12 +236,23 @@ export class DetectorStateLoader {
     return new Set(rows.map((row) => row.key));
   }
 
-  /** `since` of the OPEN DEADMAN alarm of each device whose latest raise was for stillness. */
-  private async openStillAlarms(organizationId: string, deviceIds: string[]): Promise<Map<string, number>> {
+  /** The building alarms of silence storms not yet closed (OPEN, CONFIRMED, OTHER), the newest per building. */
+  private async openStorms(organizationId: string, buildingIds: number[]): Promise<{ building_id: number; details: Record<string, any> }[]> {
+    const rows = await this.storage.execute<{ building_id: number; details: Record<string, any> | string }>(
+      `select distinct on (building_id) building_id, details from alarms
+       where organization_id = ? and type = 'BUILDING_SILENT' and state not in ('CLOSED', 'MARKED_FALSE') and building_id = any(?::int[])
+       order by building_id, created_at desc`,
+      [organizationId, pgArray(buildingIds)],
+    );
+    return rows.map((row) => ({ building_id: Number(row.building_id), details: typeof row.details === 'string' ? JSON.parse(row.details) : row.details }));
+  }
+
+  /** `since` of the OPEN DEADMAN alarm of each device whose latest raise was for this reason. */
+  private async openDeadmanAlarms(organizationId: string, deviceIds: string[], reason: deadman.DeadmanReason): Promise<Map<string, number>> {
     const rows = await this.storage.execute<{ device_id: string; since: string }>(
       `select device_id, details->>'since' as since from alarms
-       where organization_id = ? and type = 'DEADMAN' and state = 'OPEN' and device_id = any(?::text[]) and details->>'reason' = 'still'`,
-      [organizationId, pgArray(deviceIds)],
+       where organization_id = ? and type = 'DEADMAN' and state = 'OPEN' and device_id = any(?::text[]) and details->>'reason' = ?`,
+      [organizationId, pgArray(deviceIds), reason],
     );
     return new Map(rows.map((row) => [row.device_id, Date.parse(row.since)]).filter(([, since]) => Number.isFinite(since)) as [string, number][]);
   }

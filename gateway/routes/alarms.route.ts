@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { ALARM_SEVERITIES, severityRank, typesOfSeverity } from '../../shared/detection/alarm-severity.js';
 import { ALARM_STATES, ALARM_TRANSITIONS, ALARM_TYPES, canTransition } from '../../shared/detection/alarm-states.js';
 import { ForbiddenError, NotFoundError, ValidationError } from '../../shared/errors.js';
-import { BuildingSchema } from '../../shared/storage/entities/index.js';
+import { BuildingSchema, type Building } from '../../shared/storage/entities/index.js';
 import { presentAlarm } from '../alarms/alarm-service.js';
 import { BULK_MAX, bulkChangeState } from '../alarms/alarm-bulk.js';
 import { AlarmEscalation } from '../alarms/alarm-escalation.js';
@@ -43,11 +43,12 @@ export const alarmSchema = z.object({
   details: z.record(z.string(), z.unknown()),
   occurrences: z.number().int().describe('How many times it was raised while OPEN'),
   history: z.array(historyEntry),
+  contact_restored_at: z.string().nullable().describe('DEADMAN: when its device reported again, while the alarm was OPEN (also in details, with contact_restored_position); null otherwise'),
   created_at: z.string(),
   updated_at: z.string(),
 });
 
-const organizationAlarmSettingsSchema = z.object({ escalate_after_s: z.number().int(), escalate_max: z.number().int(), comment_always: z.boolean() });
+const organizationAlarmSettingsSchema = z.object({ escalate_after_s: z.number().int(), escalate_max: z.number().int(), comment_always: z.boolean(), deadman_auto_close: z.boolean() });
 
 /** A filter field that takes one value or a list of them. */
 const oneOrMany = <T extends z.ZodType>(item: T) => z.union([item, z.array(item).min(1)]).transform((value) => (Array.isArray(value) ? value : [value]) as z.output<T>[]);
@@ -277,7 +278,7 @@ export function alarmRoutes(services: GatewayServices) {
       defineRoute({
         method: method as 'GET' | 'PUT',
         path: '/api/v1/organizations/current_organization/alarm_settings',
-        summary: method === 'GET' ? "The organization's alarm policy: escalation and resolution comments" : "Set the organization's alarm policy (fields left out stay as they are)",
+        summary: method === 'GET' ? "The organization's alarm policy: escalation, resolution comments, closing a DEADMAN on contact" : "Set the organization's alarm policy (fields left out stay as they are)",
         tags: ['alarms'],
         auth: 'authenticated',
         action: method === 'GET' ? 'alarms:read' : 'alarms:configure',
@@ -287,6 +288,7 @@ export function alarmRoutes(services: GatewayServices) {
                 escalate_after_s: z.number().int().positive().max(86_400).optional().describe('An OPEN critical alarm nobody confirmed for this long escalates, then again every as long (default 60)'),
                 escalate_max: z.number().int().min(0).max(100).optional().describe('Escalations of one alarm at most; 0 switches escalation off (default 3)'),
                 comment_always: z.boolean().optional().describe('Closing or marking false any alarm needs a comment, not only a critical or high one (default false)'),
+                deadman_auto_close: z.boolean().optional().describe('An OPEN DEADMAN is closed by the system when its device reports again (default false: a person confirms)'),
               }).strict()
             : undefined,
         response: organizationAlarmSettingsSchema,
@@ -306,7 +308,7 @@ export function alarmRoutes(services: GatewayServices) {
       defineRoute({
         method: method as 'GET' | 'PUT',
         path: '/api/v1/buildings/:id/alarm_settings',
-        summary: method === 'GET' ? 'Dead-man thresholds of a building' : 'Set the dead-man thresholds of a building (null switches a condition off)',
+        summary: method === 'GET' ? 'Dead-man and silence-storm thresholds of a building' : 'Set the dead-man and silence-storm thresholds of a building (null switches a dead-man condition off, or takes the storm default)',
         tags: ['alarms'],
         auth: 'authenticated',
         action: method === 'GET' ? 'alarms:read' : 'cartography:write',
@@ -317,15 +319,26 @@ export function alarmRoutes(services: GatewayServices) {
                 deadman_after_s: z.number().int().positive().nullable().optional().describe('Still for longer than this raises DEADMAN'),
                 deadman_radius_m: z.number().positive().nullable().optional().describe('Moving less than this counts as still'),
                 deadman_silence_s: z.number().int().positive().nullable().optional().describe('Silent for longer than this, after being in the building, raises DEADMAN'),
+                storm_share: z.number().min(0).max(1).nullable().optional().describe('More than this share of the recently active devices silent together raises one BUILDING_SILENT instead of a DEADMAN each (null: 0.5)'),
+                storm_min_devices: z.number().int().min(0).nullable().optional().describe('...and at least this many of them (null: 5)'),
               })
             : undefined,
-        response: z.object({ building_id: z.number().int(), deadman_after_s: z.number().nullable(), deadman_radius_m: z.number().nullable(), deadman_silence_s: z.number().nullable() }),
+        response: z.object({
+          building_id: z.number().int(),
+          deadman_after_s: z.number().nullable(),
+          deadman_radius_m: z.number().nullable(),
+          deadman_silence_s: z.number().nullable(),
+          storm_share: z.number().nullable(),
+          storm_min_devices: z.number().int().nullable(),
+        }),
         handler: async ({ principal, params, body, audit }) => {
-          const present = (building: { id: number; deadmanAfterS?: number | null; deadmanRadiusM?: number | null; deadmanSilenceS?: number | null }) => ({
+          const present = (building: Building) => ({
             building_id: building.id,
             deadman_after_s: building.deadmanAfterS ?? null,
             deadman_radius_m: building.deadmanRadiusM ?? null,
             deadman_silence_s: building.deadmanSilenceS ?? null,
+            storm_share: building.stormShare ?? null,
+            storm_min_devices: building.stormMinDevices ?? null,
           });
           const find = async (em: ReturnType<typeof storage.em>) => {
             const building = await em.findOne(BuildingSchema, { id: params.id, organization: principal.organizationId });
@@ -336,10 +349,12 @@ export function alarmRoutes(services: GatewayServices) {
           const after = await storage.em().transactional(async (em) => {
             const building = await find(em);
             const before = present(building);
-            const settings = body as { deadman_after_s?: number | null; deadman_radius_m?: number | null; deadman_silence_s?: number | null };
+            const settings = body as { deadman_after_s?: number | null; deadman_radius_m?: number | null; deadman_silence_s?: number | null; storm_share?: number | null; storm_min_devices?: number | null };
             if (settings.deadman_after_s !== undefined) building.deadmanAfterS = settings.deadman_after_s;
             if (settings.deadman_radius_m !== undefined) building.deadmanRadiusM = settings.deadman_radius_m;
             if (settings.deadman_silence_s !== undefined) building.deadmanSilenceS = settings.deadman_silence_s;
+            if (settings.storm_share !== undefined) building.stormShare = settings.storm_share;
+            if (settings.storm_min_devices !== undefined) building.stormMinDevices = settings.storm_min_devices;
             await em.flush();
             await audit.record(em, { objectType: 'alarm_settings', objectId: building.id, before, after: present(building) });
             return present(building);

@@ -12,6 +12,8 @@ export const ALARM_TYPES = [
   'BREACH',
   'EMERGENCY',
   'STATIONARY',
+  /** Many of a building's devices silent together: one alarm for the building (shared/detection/storm.detector.ts). */
+  'BUILDING_SILENT',
 ] as const;
 export type AlarmType = (typeof ALARM_TYPES)[number];
 

@@ -12,6 +12,11 @@
  * - silence: no position for longer than `deadmanSilenceS` (strictly), after having been in the building for at
  *   least `deadmanAfterS` (0 when unset, so one position is enough). The minimum presence keeps a device that
  *   merely brushed the building from raising it.
+ * - Our own absence is no silence and no stillness: `watchedSince` is when detection of the building last resumed
+ *   (gateway start, takeover, an outage over). Silence runs from the later of the last position and that moment,
+ *   and the stretch between the last position and that moment does not count towards stillness either, so a
+ *   device reporting within its window after we come back raises nothing, and one that stays silent raises its
+ *   silence one window after we came back (dated, as always, from its last position).
  * - Each fires once per condition. A position after a fired silence starts a new session (new anchor, new
  *   presence, both re-armed): the gap means nothing is known about what happened in between.
  * - A building without settings, or a setting left unset, switches that condition off.
@@ -79,23 +84,38 @@ export function observe(
   };
 }
 
-/** One device: the state with the fired flag set, and the alarm, when a condition has just become true. */
+/** Whether the device counts as silent now: no position for longer than the silence setting, since `watchedSince` at the earliest. */
+export function isSilent(state: DeadmanState, settings: DeadmanSettings | undefined, now: number, watchedSince = -Infinity): boolean {
+  const silenceS = setting(settings?.deadmanSilenceS);
+  return silenceS !== null && now - Math.max(state.lastSeenAt, watchedSince) > silenceS * 1000;
+}
+
+/**
+ * One device: the state with the fired flag set, and the alarm, when a condition has just become true.
+ * `watchedSince`: when detection of its building last resumed (none: always watched).
+ */
 export function sweepDevice(
   state: DeadmanState,
   settings: DeadmanSettings | undefined,
   now: number,
+  watchedSince = -Infinity,
 ): { state: DeadmanState; alarm?: { reason: DeadmanReason; since: number } } {
   const afterS = setting(settings?.deadmanAfterS);
   const radiusM = setting(settings?.deadmanRadiusM);
-  const silenceS = setting(settings?.deadmanSilenceS);
-  if (silenceS !== null && now - state.lastSeenAt > silenceS * 1000) {
+  if (isSilent(state, settings, now, watchedSince)) {
     const presentLongEnough = state.lastSeenAt - state.insideBuildingSince >= (afterS ?? 0) * 1000;
     if (state.firedSilence || !presentLongEnough) return { state };
     return { state: { ...state, firedSilence: true }, alarm: { reason: 'silence', since: state.lastSeenAt } };
   }
-  if (afterS === null || radiusM === null || state.firedStill || now - state.anchor.at <= afterS * 1000) return { state };
+  if (afterS === null || radiusM === null || state.firedStill) return { state };
+  // Between positions the last one holds, but only while we were there to see nothing change.
+  const unwatched = Math.max(0, watchedSince - state.lastSeenAt);
+  if (now - state.anchor.at - unwatched <= afterS * 1000) return { state };
   return { state: { ...state, firedStill: true }, alarm: { reason: 'still', since: state.anchor.at } };
 }
+
+/** A position now would be the first since its silence alarm: contact with the device is restored. */
+export const contactRestored = (state: DeadmanState): boolean => state.firedSilence;
 
 /** One stored position of a device, in arrival order; `position` is null when it was outside any building. */
 export interface DeadmanTrailEntry {
@@ -106,6 +126,8 @@ export interface DeadmanTrailEntry {
 export interface DeadmanRestoreHints {
   /** The `since` of the device's latest still alarm already raised. */
   stillAlarmedSince?: number;
+  /** The `since` of the device's silence alarm still OPEN: when it is the trail's last position, that silence has fired. */
+  silenceAlarmedSince?: number;
   /** The trail was cut at a length, not at the device's arrival: a session reaching its start is long enough present. */
   truncated?: boolean;
 }
@@ -135,6 +157,7 @@ export function restoredState(
     else state = observe(state && sweepDevice(state, settings, at).state, position, settings, at);
   }
   if (!state) return state;
+  if (known.silenceAlarmedSince === state.lastSeenAt) state = { ...state, firedSilence: true };
   const sessionFromTrailStart = state.insideBuildingSince === trail[0]!.at;
   if (known.truncated && sessionFromTrailStart) {
     state = { ...state, insideBuildingSince: Math.min(state.insideBuildingSince, state.lastSeenAt - (setting(settings?.deadmanAfterS) ?? 0) * 1000) };

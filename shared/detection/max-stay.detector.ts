@@ -6,6 +6,9 @@
  *   within the exit grace therefore does not end it, and cannot be used to dodge the alarm.
  * - One alarm per stay: the stay remembers it fired. Leaving ends the stay, so the next one may fire again.
  * - A rule changed mid-stay applies to the running stay, unless it already fired.
+ * - Judged on the fixes, not on our own absence: between the device's last position and the moment detection of
+ *   the building resumed (`Watch`: a gateway start, a takeover), nobody saw it stay, so that stretch does not
+ *   count. A position inside after we are back shows the stay went on, and counts it whole.
  */
 import type { Geofence } from '../storage/entities/geofence.entity.js';
 
@@ -31,6 +34,20 @@ export interface MaxStayObservation {
    * enter was confirmed. A zone missing here starts at `now`.
    */
   enteredAt?: ReadonlyMap<string, number>;
+  /** When `now` is a sweep's rather than a position's: what the stays may be assumed to have lasted from. */
+  watch?: Watch;
+}
+
+/** What the stay may be assumed to have lasted from: the device's last position and when detection last resumed. */
+export interface Watch {
+  lastSeenAt: number;
+  watchedSince: number;
+}
+
+/** The stay's length now, less the stretch nobody watched (between the last position and the resumption). */
+function stayedMs(stay: Stay, now: number, watch: Watch | undefined): number {
+  const unwatched = watch ? Math.max(0, watch.watchedSince - Math.max(watch.lastSeenAt, stay.enteredAt)) : 0;
+  return now - stay.enteredAt - unwatched;
 }
 
 export interface MaxStayAlarm {
@@ -68,29 +85,29 @@ export function maxStayRulesOf(geofences: Iterable<Pick<Geofence, 'id' | 'maxSta
 }
 
 /** Strictly over its fence's limit and not yet alarmed. */
-function isDue(zoneId: string, stay: Stay, rules: MaxStayRules, now: number): boolean {
+function isDue(zoneId: string, stay: Stay, rules: MaxStayRules, now: number, watch?: Watch): boolean {
   if (stay.fired) return false;
   const limit = rules.get(zoneId);
-  return limit != null && limit > 0 && now - stay.enteredAt > limit * 1000;
+  return limit != null && limit > 0 && stayedMs(stay, now, watch) > limit * 1000;
 }
 
 /** The stay after checking it, and the alarm if this is the moment it went over. */
-function check(zoneId: string, stay: Stay, rules: MaxStayRules, now: number): { stay: Stay; alarm?: MaxStayAlarm } {
-  if (!isDue(zoneId, stay, rules, now)) return { stay };
+function check(zoneId: string, stay: Stay, rules: MaxStayRules, now: number, watch?: Watch): { stay: Stay; alarm?: MaxStayAlarm } {
+  if (!isDue(zoneId, stay, rules, now, watch)) return { stay };
   const limit = rules.get(zoneId)!;
   return {
     stay: { enteredAt: stay.enteredAt, fired: true },
-    alarm: { zoneId, enteredAt: stay.enteredAt, stayedS: (now - stay.enteredAt) / 1000, maxStayTimeS: limit },
+    alarm: { zoneId, enteredAt: stay.enteredAt, stayedS: stayedMs(stay, now, watch) / 1000, maxStayTimeS: limit },
   };
 }
 
 const NO_ALARMS: readonly MaxStayAlarm[] = Object.freeze([]);
 
 /** The same stays, none of them due: the common case, decided without allocating. */
-function nothingChanges(state: MaxStayState, inside: readonly string[], rules: MaxStayRules, now: number): boolean {
+function nothingChanges(state: MaxStayState, inside: readonly string[], rules: MaxStayRules, now: number, watch?: Watch): boolean {
   let stays = 0;
   for (const zoneId in state.stays) {
-    if (isDue(zoneId, state.stays[zoneId]!, rules, now)) return false;
+    if (isDue(zoneId, state.stays[zoneId]!, rules, now, watch)) return false;
     stays++;
   }
   if (stays !== inside.length) return false;
@@ -99,14 +116,14 @@ function nothingChanges(state: MaxStayState, inside: readonly string[], rules: M
 }
 
 export function step(state: MaxStayState, observation: MaxStayObservation, rules: MaxStayRules): MaxStayResult {
-  const { now, enteredAt } = observation;
+  const { now, enteredAt, watch } = observation;
   const inside = [...new Set(observation.insideZoneIds)];
-  if (nothingChanges(state, inside, rules, now)) return { state, alarms: NO_ALARMS };
+  if (nothingChanges(state, inside, rules, now, watch)) return { state, alarms: NO_ALARMS };
   const stays: Record<string, Stay> = {};
   const alarms: MaxStayAlarm[] = [];
   for (const zoneId of inside) {
     const known = Object.hasOwn(state.stays, zoneId) ? state.stays[zoneId] : undefined;
-    const result = check(zoneId, known ?? { enteredAt: enteredAt?.get(zoneId) ?? now, fired: false }, rules, now);
+    const result = check(zoneId, known ?? { enteredAt: enteredAt?.get(zoneId) ?? now, fired: false }, rules, now, watch);
     stays[zoneId] = result.stay;
     if (result.alarm) alarms.push(result.alarm);
   }
@@ -114,11 +131,11 @@ export function step(state: MaxStayState, observation: MaxStayObservation, rules
 }
 
 /** Raises what has become due since the last position, for a device that stands still and reports rarely. */
-export function sweep(state: MaxStayState, rules: MaxStayRules, now: number): MaxStayResult {
+export function sweep(state: MaxStayState, rules: MaxStayRules, now: number, watch?: Watch): MaxStayResult {
   let stays: Record<string, Stay> | null = null;
   const alarms: MaxStayAlarm[] = [];
   for (const [zoneId, stay] of Object.entries(state.stays)) {
-    const result = check(zoneId, stay, rules, now);
+    const result = check(zoneId, stay, rules, now, watch);
     if (!result.alarm) continue;
     stays ??= { ...state.stays };
     stays[zoneId] = result.stay;

@@ -58,7 +58,7 @@ describe(`alarm triage: severity, escalation, resolution comments, bulk changes 
     expect(danger.severity).toBe('critical');
     const expected: Record<AlarmType, string> = {
       DANGER: 'critical', EMERGENCY: 'critical', ASSISTANCE_REQUEST: 'critical',
-      DEADMAN: 'high', BREACH: 'high',
+      DEADMAN: 'high', BREACH: 'high', BUILDING_SILENT: 'high',
       GEOFENCE_MAX_STAY_TIME: 'normal', STATIONARY: 'normal',
     };
     for (const [type, severity] of Object.entries(expected)) {

@@ -21,6 +21,9 @@ export interface Building {
   deadmanAfterS?: number | null;
   deadmanRadiusM?: number | null;
   deadmanSilenceS?: number | null;
+  /** Silence storm thresholds (null: the defaults, see shared/detection/storm.detector.ts). */
+  stormShare?: number | null;
+  stormMinDevices?: number | null;
   createdAt: Date;
   updatedAt: Date;
 }
@@ -45,6 +48,8 @@ export const BuildingSchema = new EntitySchema<Building>({
     deadmanAfterS: { type: 'integer', nullable: true, fieldName: 'deadman_after_s' },
     deadmanRadiusM: { type: 'double', nullable: true, fieldName: 'deadman_radius_m' },
     deadmanSilenceS: { type: 'integer', nullable: true, fieldName: 'deadman_silence_s' },
+    stormShare: { type: 'double', nullable: true, fieldName: 'storm_share' },
+    stormMinDevices: { type: 'integer', nullable: true, fieldName: 'storm_min_devices' },
     ...timestampProperties,
   },
 });

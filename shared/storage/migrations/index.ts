@@ -15,6 +15,7 @@ import { M0013GeofenceStaysVersions } from './m0013-geofence-stays-versions.js';
 import { M0014GeofenceStaysDayOrder } from './m0014-geofence-stays-day-order.js';
 import { M0016AlarmSubjectKey } from './m0016-alarm-subject-key.js';
 import { M0017WebhookLanes } from './m0017-webhook-lanes.js';
+import { M0018SilenceStormsAndContact } from './m0018-silence-storms-and-contact.js';
 import { M0019AlarmTriage } from './m0019-alarm-triage.js';
 
 /**
@@ -38,5 +39,6 @@ export const migrationsList: MigrationObject[] = [
   { name: 'm0014-geofence-stays-day-order', class: M0014GeofenceStaysDayOrder },
   { name: 'm0016-alarm-subject-key', class: M0016AlarmSubjectKey },
   { name: 'm0017-webhook-lanes', class: M0017WebhookLanes },
+  { name: 'm0018-silence-storms-and-contact', class: M0018SilenceStormsAndContact },
   { name: 'm0019-alarm-triage', class: M0019AlarmTriage },
 ];

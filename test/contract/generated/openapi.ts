@@ -6478,7 +6478,7 @@ export type paths = {
                                 /** @description Seq of the alarm’s latest event; every raise or state change of an organization takes the next number */
                                 seq: number;
                                 /** @enum {string} */
-                                type: "DANGER" | "DEADMAN" | "GEOFENCE_MAX_STAY_TIME" | "ASSISTANCE_REQUEST" | "BREACH" | "EMERGENCY" | "STATIONARY";
+                                type: "DANGER" | "DEADMAN" | "GEOFENCE_MAX_STAY_TIME" | "ASSISTANCE_REQUEST" | "BREACH" | "EMERGENCY" | "STATIONARY" | "BUILDING_SILENT";
                                 /**
                                  * @description Fixed per type: critical DANGER, EMERGENCY, ASSISTANCE_REQUEST; high DEADMAN, BREACH, BUILDING_SILENT; normal GEOFENCE_MAX_STAY_TIME, STATIONARY
                                  * @enum {string}
@@ -6526,6 +6526,8 @@ export type paths = {
                                      */
                                     event?: "escalated";
                                 }[];
+                                /** @description DEADMAN: when its device reported again, while the alarm was OPEN (also in details, with contact_restored_position); null otherwise */
+                                contact_restored_at: string | null;
                                 created_at: string;
                                 updated_at: string;
                             }[];
@@ -6568,7 +6570,7 @@ export type paths = {
                          * @description DANGER and ASSISTANCE_REQUEST only: every other type is raised by the system alone (403); BREACH, EMERGENCY and STATIONARY are not to be used (spec 2.11)
                          * @enum {string}
                          */
-                        type: "DANGER" | "DEADMAN" | "GEOFENCE_MAX_STAY_TIME" | "ASSISTANCE_REQUEST" | "BREACH" | "EMERGENCY" | "STATIONARY";
+                        type: "DANGER" | "DEADMAN" | "GEOFENCE_MAX_STAY_TIME" | "ASSISTANCE_REQUEST" | "BREACH" | "EMERGENCY" | "STATIONARY" | "BUILDING_SILENT";
                         /** @description A plain user may name only a device assigned to them */
                         device_id?: string;
                         /**
@@ -6601,7 +6603,7 @@ export type paths = {
                             /** @description Seq of the alarm’s latest event; every raise or state change of an organization takes the next number */
                             seq: number;
                             /** @enum {string} */
-                            type: "DANGER" | "DEADMAN" | "GEOFENCE_MAX_STAY_TIME" | "ASSISTANCE_REQUEST" | "BREACH" | "EMERGENCY" | "STATIONARY";
+                            type: "DANGER" | "DEADMAN" | "GEOFENCE_MAX_STAY_TIME" | "ASSISTANCE_REQUEST" | "BREACH" | "EMERGENCY" | "STATIONARY" | "BUILDING_SILENT";
                             /**
                              * @description Fixed per type: critical DANGER, EMERGENCY, ASSISTANCE_REQUEST; high DEADMAN, BREACH, BUILDING_SILENT; normal GEOFENCE_MAX_STAY_TIME, STATIONARY
                              * @enum {string}
@@ -6649,6 +6651,8 @@ export type paths = {
                                  */
                                 event?: "escalated";
                             }[];
+                            /** @description DEADMAN: when its device reported again, while the alarm was OPEN (also in details, with contact_restored_position); null otherwise */
+                            contact_restored_at: string | null;
                             created_at: string;
                             updated_at: string;
                         };
@@ -6666,7 +6670,7 @@ export type paths = {
                             /** @description Seq of the alarm’s latest event; every raise or state change of an organization takes the next number */
                             seq: number;
                             /** @enum {string} */
-                            type: "DANGER" | "DEADMAN" | "GEOFENCE_MAX_STAY_TIME" | "ASSISTANCE_REQUEST" | "BREACH" | "EMERGENCY" | "STATIONARY";
+                            type: "DANGER" | "DEADMAN" | "GEOFENCE_MAX_STAY_TIME" | "ASSISTANCE_REQUEST" | "BREACH" | "EMERGENCY" | "STATIONARY" | "BUILDING_SILENT";
                             /**
                              * @description Fixed per type: critical DANGER, EMERGENCY, ASSISTANCE_REQUEST; high DEADMAN, BREACH, BUILDING_SILENT; normal GEOFENCE_MAX_STAY_TIME, STATIONARY
                              * @enum {string}
@@ -6714,6 +6718,8 @@ export type paths = {
                                  */
                                 event?: "escalated";
                             }[];
+                            /** @description DEADMAN: when its device reported again, while the alarm was OPEN (also in details, with contact_restored_position); null otherwise */
+                            contact_restored_at: string | null;
                             created_at: string;
                             updated_at: string;
                         };
@@ -6767,7 +6773,7 @@ export type paths = {
                             /** @description Seq of the alarm’s latest event; every raise or state change of an organization takes the next number */
                             seq: number;
                             /** @enum {string} */
-                            type: "DANGER" | "DEADMAN" | "GEOFENCE_MAX_STAY_TIME" | "ASSISTANCE_REQUEST" | "BREACH" | "EMERGENCY" | "STATIONARY";
+                            type: "DANGER" | "DEADMAN" | "GEOFENCE_MAX_STAY_TIME" | "ASSISTANCE_REQUEST" | "BREACH" | "EMERGENCY" | "STATIONARY" | "BUILDING_SILENT";
                             /**
                              * @description Fixed per type: critical DANGER, EMERGENCY, ASSISTANCE_REQUEST; high DEADMAN, BREACH, BUILDING_SILENT; normal GEOFENCE_MAX_STAY_TIME, STATIONARY
                              * @enum {string}
@@ -6815,6 +6821,8 @@ export type paths = {
                                  */
                                 event?: "escalated";
                             }[];
+                            /** @description DEADMAN: when its device reported again, while the alarm was OPEN (also in details, with contact_restored_position); null otherwise */
+                            contact_restored_at: string | null;
                             created_at: string;
                             updated_at: string;
                         };
@@ -6868,7 +6876,7 @@ export type paths = {
                             /** @description Seq of the alarm’s latest event; every raise or state change of an organization takes the next number */
                             seq: number;
                             /** @enum {string} */
-                            type: "DANGER" | "DEADMAN" | "GEOFENCE_MAX_STAY_TIME" | "ASSISTANCE_REQUEST" | "BREACH" | "EMERGENCY" | "STATIONARY";
+                            type: "DANGER" | "DEADMAN" | "GEOFENCE_MAX_STAY_TIME" | "ASSISTANCE_REQUEST" | "BREACH" | "EMERGENCY" | "STATIONARY" | "BUILDING_SILENT";
                             /**
                              * @description Fixed per type: critical DANGER, EMERGENCY, ASSISTANCE_REQUEST; high DEADMAN, BREACH, BUILDING_SILENT; normal GEOFENCE_MAX_STAY_TIME, STATIONARY
                              * @enum {string}
@@ -6916,6 +6924,8 @@ export type paths = {
                                  */
                                 event?: "escalated";
                             }[];
+                            /** @description DEADMAN: when its device reported again, while the alarm was OPEN (also in details, with contact_restored_position); null otherwise */
+                            contact_restored_at: string | null;
                             created_at: string;
                             updated_at: string;
                         };
@@ -6957,7 +6967,7 @@ export type paths = {
                         ids?: string[];
                         /** @description Alarms created in [from_date, to_date) of these types, severities, states and building; with ids, both must hold */
                         filter?: {
-                            type?: ("DANGER" | "DEADMAN" | "GEOFENCE_MAX_STAY_TIME" | "ASSISTANCE_REQUEST" | "BREACH" | "EMERGENCY" | "STATIONARY") | ("DANGER" | "DEADMAN" | "GEOFENCE_MAX_STAY_TIME" | "ASSISTANCE_REQUEST" | "BREACH" | "EMERGENCY" | "STATIONARY")[];
+                            type?: ("DANGER" | "DEADMAN" | "GEOFENCE_MAX_STAY_TIME" | "ASSISTANCE_REQUEST" | "BREACH" | "EMERGENCY" | "STATIONARY" | "BUILDING_SILENT") | ("DANGER" | "DEADMAN" | "GEOFENCE_MAX_STAY_TIME" | "ASSISTANCE_REQUEST" | "BREACH" | "EMERGENCY" | "STATIONARY" | "BUILDING_SILENT")[];
                             severity?: ("critical" | "high" | "normal") | ("critical" | "high" | "normal")[];
                             building_id?: number;
                             state?: ("OPEN" | "CLOSED" | "CONFIRMED" | "MARKED_FALSE" | "OTHER") | ("OPEN" | "CLOSED" | "CONFIRMED" | "MARKED_FALSE" | "OTHER")[];
@@ -7019,7 +7029,7 @@ export type paths = {
             path?: never;
             cookie?: never;
         };
-        /** The organization's alarm policy: escalation and resolution comments */
+        /** The organization's alarm policy: escalation, resolution comments, closing a DEADMAN on contact */
         get: {
             parameters: {
                 query?: never;
@@ -7039,6 +7049,7 @@ export type paths = {
                             escalate_after_s: number;
                             escalate_max: number;
                             comment_always: boolean;
+                            deadman_auto_close: boolean;
                         };
                     };
                 };
@@ -7070,6 +7081,8 @@ export type paths = {
                         escalate_max?: number;
                         /** @description Closing or marking false any alarm needs a comment, not only a critical or high one (default false) */
                         comment_always?: boolean;
+                        /** @description An OPEN DEADMAN is closed by the system when its device reports again (default false: a person confirms) */
+                        deadman_auto_close?: boolean;
                     };
                 };
             };
@@ -7084,6 +7097,7 @@ export type paths = {
                             escalate_after_s: number;
                             escalate_max: number;
                             comment_always: boolean;
+                            deadman_auto_close: boolean;
                         };
                     };
                 };
@@ -7112,7 +7126,7 @@ export type paths = {
             path?: never;
             cookie?: never;
         };
-        /** Dead-man thresholds of a building */
+        /** Dead-man and silence-storm thresholds of a building */
         get: {
             parameters: {
                 query?: never;
@@ -7135,6 +7149,8 @@ export type paths = {
                             deadman_after_s: number | null;
                             deadman_radius_m: number | null;
                             deadman_silence_s: number | null;
+                            storm_share: number | null;
+                            storm_min_devices: number | null;
                         };
                     };
                 };
@@ -7149,7 +7165,7 @@ export type paths = {
                 };
             };
         };
-        /** Set the dead-man thresholds of a building (null switches a condition off) */
+        /** Set the dead-man and silence-storm thresholds of a building (null switches a dead-man condition off, or takes the storm default) */
         put: {
             parameters: {
                 query?: never;
@@ -7168,6 +7184,10 @@ export type paths = {
                         deadman_radius_m?: number | null;
                         /** @description Silent for longer than this, after being in the building, raises DEADMAN */
                         deadman_silence_s?: number | null;
+                        /** @description More than this share of the recently active devices silent together raises one BUILDING_SILENT instead of a DEADMAN each (null: 0.5) */
+                        storm_share?: number | null;
+                        /** @description ...and at least this many of them (null: 5) */
+                        storm_min_devices?: number | null;
                     };
                 };
             };
@@ -7183,6 +7203,8 @@ export type paths = {
                             deadman_after_s: number | null;
                             deadman_radius_m: number | null;
                             deadman_silence_s: number | null;
+                            storm_share: number | null;
+                            storm_min_devices: number | null;
                         };
                     };
                 };

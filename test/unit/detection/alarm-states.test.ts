@@ -48,7 +48,7 @@ describe('alarm transitions', () => {
 
   it('list the spec alarm types', () => {
     expect([...ALARM_TYPES].sort()).toEqual(
-      ['ASSISTANCE_REQUEST', 'BREACH', 'DANGER', 'DEADMAN', 'EMERGENCY', 'GEOFENCE_MAX_STAY_TIME', 'STATIONARY'],
+      ['ASSISTANCE_REQUEST', 'BREACH', 'BUILDING_SILENT', 'DANGER', 'DEADMAN', 'EMERGENCY', 'GEOFENCE_MAX_STAY_TIME', 'STATIONARY'],
     );
     expect(isAlarmType('DEADMAN')).toBe(true);
     expect(isAlarmType('FIRE')).toBe(false);

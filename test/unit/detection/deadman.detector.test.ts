@@ -132,3 +132,56 @@ describe('dead-man: sweepDevice', () => {
     expect(sweepDevice(state, undefined, s(10_000))).toEqual({ state });
   });
 });
+
+/** Sweeps once a second over [from, to] for a building whose detection resumed at `resumed` (a restart, a takeover). */
+function sweepResumed(settings: DeadmanSettings, state: DeadmanState, resumed: number, from: number, to: number) {
+  const fired: [number, string, number][] = [];
+  for (let second = from; second <= to; second++) {
+    const result = sweepDevice(state, settings, s(second), s(resumed));
+    state = result.state;
+    if (result.alarm) fired.push([second, result.alarm.reason, result.alarm.since]);
+  }
+  return { fired, state };
+}
+
+describe('dead-man: our own absence (detection resumed after the last position)', () => {
+  it('silence runs from the resumption: a device still silent a window later raises it, dated from its last position', () => {
+    const state = feed(silent, [[0, at(0)], [10, at(20)]]);
+    // We were gone from 12 to 100: at 100 the device has been quiet 90 s, but only 0 s of it while watched.
+    expect(sweepResumed(silent, state, 100, 100, 300).fired).toEqual([[131, 'silence', s(10)]]);
+  });
+
+  it('a device that reports within its window after the resumption raises nothing', () => {
+    let state = feed(silent, [[0, at(0)], [10, at(20)]]);
+    let fired: [number, string, number][];
+    ({ state, fired } = sweepResumed(silent, state, 100, 100, 125));
+    expect(fired).toEqual([]);
+    state = observe(state, at(21), silent, s(126));
+    expect(sweepResumed(silent, state, 100, 126, 156).fired).toEqual([]);
+    expect(sweepResumed(silent, state, 100, 157, 157).fired).toEqual([[157, 'silence', s(126)]]);
+  });
+
+  it('a resumption before the last position changes nothing', () => {
+    const state = feed(silent, [[0, at(0)], [10, at(20)]]);
+    expect(sweepResumed(silent, state, 5, 10, 200).fired).toEqual([[41, 'silence', s(10)]]);
+  });
+
+  it('stillness does not count the stretch nobody watched: last seen at 10, back at 100, still from 0 for 60 s fires at 151', () => {
+    const state = feed(still, [[0, at(0)], [10, at(1)]]);
+    expect(sweepResumed(still, state, 100, 100, 300).fired).toEqual([[151, 'still', s(0)]]);
+    // A position from the same spot after we are back shows the stillness went on: counted whole from the anchor.
+    const seen = observe(state, at(0.5), still, s(101));
+    expect(sweepResumed(still, seen, 100, 101, 101).fired).toEqual([[101, 'still', s(0)]]);
+  });
+
+  it('with both on, a device back within its window raises no silence, and stillness counts only what was seen and watched', () => {
+    const state = feed(both, [[0, at(0)], [30, at(10)], [60, at(10)]]);
+    // Without the rule, our gap from 60 to 200 is a silence at once.
+    expect(sweepEverySecond(both, state, 200, 200).fired).toEqual([[200, 'silence', s(60)]]);
+    // With it: nothing for a window after 200 (still: 30 s seen + 30 s watched is not over 60), then silence speaks.
+    expect(sweepResumed(both, state, 200, 200, 240).fired).toEqual([[231, 'silence', s(60)]]);
+    const moved = observe(state, at(30), both, s(205));
+    expect(sweepResumed(both, moved, 200, 205, 235).fired).toEqual([]);
+  });
+
+});

@@ -129,3 +129,106 @@ describe('DetectionEngine: positions re-observed after a rebuild (no duplicate, 
     expect(observe(engine, at('d', 9, 50)).zoneEvents).toEqual([]); // older than one observed live: dropped as before
   });
 });
+
+describe('DetectionEngine: our own absence raises nothing (resume, interrupt)', () => {
+  /** Every alarm of sweeps once a second over [from, to], with the second it fired. */
+  const sweeps = (engine: DetectionEngine, from: number, to: number) => {
+    const fired: [number, string, string][] = [];
+    for (let second = from; second <= to; second++) for (const alarm of engine.sweep(s(second)).alarms) fired.push([second, alarm.type, alarm.deviceId!]);
+    return fired;
+  };
+
+  it('after a rebuild, silence and stays run from the resumption: a device back within its window raises nothing, one that stays silent raises its alarm a window later', () => {
+    const engine = newEngine();
+    // Both last seen at 10 inside the 30 s fence (since 0); we were gone until 100.
+    engine.restore(restored(at('back', 10, 5), { enteredAt: s(0) }));
+    engine.restore(restored(at('gone', 10, 5), { enteredAt: s(0) }));
+    engine.resume([1], s(100));
+    expect(sweeps(engine, 100, 110)).toEqual([]);
+    observe(engine, at('back', 111, 50)); // reports again, outside the fence: the stay ended
+    // gone: silence 20 s from 100; stay 10 s seen + 21 s watched. back: silent again only 20 s after 111.
+    expect(sweeps(engine, 111, 131)).toEqual([[121, 'GEOFENCE_MAX_STAY_TIME', 'gone'], [121, 'DEADMAN', 'gone']]);
+    const [alarm] = engine.sweep(s(132)).alarms.filter((a) => a.deviceId === 'back');
+    expect(alarm).toMatchObject({ type: 'DEADMAN', details: { reason: 'silence', since: new Date(s(111)).toISOString() } });
+  });
+
+  it('without the resumption the same rebuild raises everything at once (the flood this prevents)', () => {
+    const engine = newEngine();
+    engine.restore(restored(at('back', 10, 5), { enteredAt: s(0) }));
+    expect(sweeps(engine, 100, 100)).toEqual([[100, 'GEOFENCE_MAX_STAY_TIME', 'back'], [100, 'DEADMAN', 'back']]);
+  });
+
+  it('a resumption holds for its building only, and ends with forgetBuilding', () => {
+    const engine = newEngine();
+    observe(engine, at('one', 0, 50, 1));
+    observe(engine, at('two', 0, 50, 2));
+    engine.resume([1], s(15));
+    expect(sweeps(engine, 21, 21)).toEqual([[21, 'DEADMAN', 'two']]);
+    expect(sweeps(engine, 22, 36)).toEqual([[36, 'DEADMAN', 'one']]);
+    engine.forgetBuilding(1);
+    expect(engine.watchedSince(1, s(40))).toBe(-Infinity);
+  });
+
+  it('while interrupted (storage out) nothing runs on; once resumed, every building is judged from then', () => {
+    const engine = newEngine();
+    observe(engine, at('a', 0, 50, 1));
+    observe(engine, at('b', 0, 50, 2));
+    engine.interrupt();
+    expect(sweeps(engine, 1, 100)).toEqual([]);
+    engine.resumeAll(s(100));
+    observe(engine, at('a', 110, 50, 1));
+    expect(sweeps(engine, 101, 125)).toEqual([[121, 'DEADMAN', 'b']]);
+  });
+});
+
+describe('DetectionEngine: silence storms', () => {
+  const deviceIds = (prefix: string, n: number) => Array.from({ length: n }, (_, i) => `${prefix}-${i}`);
+
+  it('30 devices silent together give one BUILDING_SILENT and no DEADMAN; one back leaves it; closing it gives the still silent their DEADMAN', () => {
+    const engine = newEngine();
+    const storming = deviceIds('s', 30);
+    for (const id of storming) observe(engine, at(id, 0, 50));
+    // Ten others keep reporting throughout.
+    const report = (second: number) => { for (const id of deviceIds('r', 10)) observe(engine, at(id, second, 50)); };
+    const alarms: { type: string; deviceId?: string | null; onlyIfOpen?: boolean; details?: Record<string, any> }[] = [];
+    for (let second = 1; second <= 25; second++) {
+      report(second);
+      alarms.push(...engine.sweep(s(second)).alarms);
+    }
+    expect(alarms.map((a) => a.type)).toEqual(['BUILDING_SILENT']);
+    expect(alarms[0]).toMatchObject({ buildingId: 1, deviceId: null, details: { started_at: new Date(s(21)).toISOString(), silence_s: 20, silent_count: 30 } });
+    expect(alarms[0]!.details!.devices.map((d: any) => d.device_id).sort()).toEqual([...storming].sort());
+
+    // All but one come back: the building alarm is updated, nobody gets a DEADMAN.
+    for (const id of storming.slice(1)) observe(engine, at(id, 26, 50));
+    report(26);
+    const update = engine.sweep(s(26)).alarms;
+    expect(update).toMatchObject([{ type: 'BUILDING_SILENT', onlyIfOpen: true, details: { silent_count: 1, devices: [{ device_id: 's-0' }] } }]);
+    expect(update.filter((a) => a.type === 'DEADMAN')).toEqual([]);
+
+    // Closed (on any gateway, told by the bus): the one still silent gets its own DEADMAN, dated from its last fix.
+    engine.alarmsChanged([{ event: { type: 'BUILDING_SILENT', state: 'CLOSED', building_id: 1, details: { started_at: new Date(s(21)).toISOString() } } }]);
+    for (const id of [...storming.slice(1), ...deviceIds('r', 10)]) observe(engine, at(id, 27, 50));
+    const released = engine.sweep(s(27)).alarms;
+    expect(released.map((a) => [a.type, a.deviceId, a.details?.since])).toEqual([['DEADMAN', 's-0', new Date(s(0)).toISOString()]]);
+    expect(engine.stormOf(1)).toBeUndefined();
+  });
+
+  it('a few silent among many reporting are no storm: each raises its DEADMAN', () => {
+    const engine = newEngine();
+    for (const id of deviceIds('q', 3)) observe(engine, at(id, 0, 50));
+    const fired: string[] = [];
+    for (let second = 1; second <= 21; second++) {
+      for (const id of deviceIds('r', 10)) observe(engine, at(id, second, 50));
+      fired.push(...engine.sweep(s(second)).alarms.map((a) => `${a.type} ${a.deviceId}`));
+    }
+    expect(fired).toEqual(['DEADMAN q-0', 'DEADMAN q-1', 'DEADMAN q-2']);
+  });
+
+  it('a storm read back from its building alarm holds its members again', () => {
+    const engine = newEngine();
+    engine.restoreStorm('org', 1, { started_at: new Date(s(21)).toISOString(), silence_s: 20, devices: [{ device_id: 's-0', user_id: null, since: new Date(s(0)).toISOString(), floor_id: 1, x: 50, y: 5 }] });
+    engine.alarmsChanged([{ event: { type: 'BUILDING_SILENT', state: 'MARKED_FALSE', building_id: 1, details: { started_at: new Date(s(21)).toISOString() } } }]);
+    expect(engine.sweep(s(30)).alarms).toMatchObject([{ type: 'DEADMAN', deviceId: 's-0', idempotencyKey: `deadman|s-0|silence|${s(0)}` }]);
+  });
+});

@@ -89,3 +89,31 @@ describe('max stay step when nothing changes', () => {
     expect(step(entered, { insideZoneIds: [], now: s(30) }, rules).state.stays).toEqual({});
   });
 });
+
+describe('max stay across our own absence (detection resumed after the last position)', () => {
+  const entered = step(initialMaxStayState(), { insideZoneIds: ['f'], now: s(0) }, rules).state;
+  const watch = { lastSeenAt: s(10), watchedSince: s(100) };
+
+  it('a sweep does not count the stretch between the last position and the resumption', () => {
+    const fired: number[] = [];
+    let state = entered;
+    for (let second = 100; second <= 200; second++) {
+      const result = sweep(state, rules, s(second), watch);
+      state = result.state;
+      fired.push(...result.alarms.map(() => second));
+      if (result.alarms.length) expect(result.alarms[0]).toEqual({ zoneId: 'f', enteredAt: s(0), stayedS: 61, maxStayTimeS: 60 });
+    }
+    // 10 s seen before the gap, then 51 s watched since 100.
+    expect(fired).toEqual([151]);
+  });
+
+  it('a position inside after the resumption shows the stay went on: it fires on that position', () => {
+    expect(sweep(entered, rules, s(101), watch).alarms).toEqual([]);
+    const { alarms } = step(entered, { insideZoneIds: ['f'], now: s(101) }, rules);
+    expect(alarms).toEqual([{ zoneId: 'f', enteredAt: s(0), stayedS: 101, maxStayTimeS: 60 }]);
+  });
+
+  it('without a gap (resumed before the last position) the stay counts as before', () => {
+    expect(sweep(entered, rules, s(61), { lastSeenAt: s(10), watchedSince: s(5) }).alarms).toHaveLength(1);
+  });
+});
