@@ -4,6 +4,7 @@ import { startGateway, type Gateway } from '../gateway/app.js';
 import { loadConfigOrExit, type Config } from '../shared/config.js';
 import { createLogger } from '../shared/logger.js';
 import { ProcessGuard, stopOnSignals } from '../shared/process-guard.js';
+import { lockDataDirOrExit } from '../shared/storage/data-dir-lock.js';
 import { DemoApi } from './api-client.js';
 import { seedDemoVenue } from './seed.js';
 import { Simulator } from './simulator.js';
@@ -18,6 +19,7 @@ const ADMIN_KEY_FILE = 'demo-admin-key';
 async function main(): Promise<void> {
   const config = loadConfigOrExit();
   const logger = createLogger(config.LOG_LEVEL, { service: 'gateway' });
+  lockDataDirOrExit(config); // one writer per DATA_DIR, as `npm start`
   const guard = ProcessGuard.install({ logger, flushTimeoutMs: config.SHUTDOWN_GRACE_SECONDS * 1000 });
   const gateway = await startGateway(config, { logger });
   let simulator: Simulator | undefined;

@@ -1,12 +1,15 @@
 import { loadConfigOrExit } from '../shared/config.js';
 import { createLogger } from '../shared/logger.js';
 import { ProcessGuard, stopOnSignals } from '../shared/process-guard.js';
+import { lockDataDirOrExit } from '../shared/storage/data-dir-lock.js';
 import { startGateway } from './app.js';
 
 /** `npm start`: one gateway process, configured from the environment (see README). */
 async function main(): Promise<void> {
   const config = loadConfigOrExit();
   const logger = createLogger(config.LOG_LEVEL, { service: 'gateway' });
+  // Embedded storage has one writer: a second `npm start` (or the demo, or the admin CLI) on DATA_DIR is refused.
+  lockDataDirOrExit(config);
   // Installed first: a fault while starting is logged too. Sockets are told to reconnect before a fatal exit.
   const guard = ProcessGuard.install({ logger, flushTimeoutMs: config.SHUTDOWN_GRACE_SECONDS * 1000 });
   const gateway = await startGateway(config, { logger });
