@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { startGateway, type Gateway } from '../gateway/app.js';
 import { loadConfigOrExit, type Config } from '../shared/config.js';
 import { createLogger } from '../shared/logger.js';
-import { ProcessGuard, stopOnSignals } from '../shared/process-guard.js';
+import { ProcessGuard, SHUTDOWN_MARGIN_MS, describeStartFailure, stopOnSignals } from '../shared/process-guard.js';
 import { lockDataDirOrExit } from '../shared/storage/data-dir-lock.js';
 import { DemoApi } from './api-client.js';
 import { seedDemoVenue } from './seed.js';
@@ -29,7 +29,7 @@ async function main(): Promise<void> {
     await gateway.close();
   };
   guard.flushWith(close);
-  const stopping = stopOnSignals(logger, 'the demo', close);
+  const stopping = stopOnSignals(logger, 'the demo', close, { deadlineMs: config.SHUTDOWN_GRACE_SECONDS * 1000 + SHUTDOWN_MARGIN_MS });
 
   const host = config.HOST === '0.0.0.0' || config.HOST === '::' ? '127.0.0.1' : config.HOST;
   const baseUrl = `http://${host}:${gateway.port}`;
@@ -78,6 +78,6 @@ async function adminApi(config: Config, gateway: Gateway, baseUrl: string): Prom
 }
 
 main().catch((error) => {
-  process.stderr.write(`Floorcast demo failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+  process.stderr.write(`Floorcast demo failed: ${describeStartFailure(error)}\n`);
   process.exit(1);
 });

@@ -1,6 +1,6 @@
 import { loadConfigOrExit } from '../shared/config.js';
 import { createLogger } from '../shared/logger.js';
-import { ProcessGuard, stopOnSignals } from '../shared/process-guard.js';
+import { ProcessGuard, SHUTDOWN_MARGIN_MS, describeStartFailure, stopOnSignals } from '../shared/process-guard.js';
 import { lockDataDirOrExit } from '../shared/storage/data-dir-lock.js';
 import { startGateway } from './app.js';
 
@@ -22,10 +22,10 @@ async function main(): Promise<void> {
   }
   process.stdout.write(`Floorcast listening on http://${config.HOST === '0.0.0.0' ? '127.0.0.1' : config.HOST}:${gateway.port}\n`);
 
-  stopOnSignals(logger, 'the gateway', () => gateway.close());
+  stopOnSignals(logger, 'the gateway', () => gateway.close(), { deadlineMs: config.SHUTDOWN_GRACE_SECONDS * 1000 + SHUTDOWN_MARGIN_MS });
 }
 
 main().catch((error) => {
-  process.stderr.write(`Floorcast failed to start: ${error instanceof Error ? error.stack ?? error.message : String(error)}\n`);
+  process.stderr.write(`Floorcast failed to start: ${describeStartFailure(error)}\n`);
   process.exit(1);
 });
