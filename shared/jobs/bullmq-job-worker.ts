@@ -15,7 +15,29 @@ export interface WorkerOptions {
 }
 
 /** Beats in a row that found jobs waiting while this worker had room and ran none: it is not consuming. */
-const STUCK_BEATS = 3;
+export const STUCK_BEATS = 3;
+
+export interface WatchdogLook {
+  /** BullMQ's `isRunning()`: its main loop is alive. */
+  running: boolean;
+  /** Jobs ready to run in the queue (plain and prioritized). */
+  ready: number;
+  /** Jobs this worker runs now, and how many it may. */
+  active: number;
+  concurrency: number;
+  /** Beats in a row so far that found it starved. */
+  stuckBeats: number;
+}
+
+/**
+ * The watchdog's decision at one beat, pure: replace a worker that is not running, or that had room while jobs
+ * were ready for STUCK_BEATS beats in a row (a busy worker, or an empty queue, resets the count).
+ */
+export function watchdogStep(look: WatchdogLook): { stuckBeats: number; replace: boolean } {
+  const starved = look.ready > 0 && look.active < look.concurrency;
+  const stuckBeats = starved ? look.stuckBeats + 1 : 0;
+  return { stuckBeats, replace: !look.running || stuckBeats >= STUCK_BEATS };
+}
 
 export class BullmqJobWorker {
   private worker: Worker;
@@ -108,9 +130,9 @@ export class BullmqJobWorker {
       const prefix = `${bullPrefix(this.redisPrefix)}:${JOBS_QUEUE_NAME}`;
       // BullMQ's lists of jobs ready to run (plain and prioritized).
       const [[, waiting], [, prioritized]] = (await this.beats.multi().llen(`${prefix}:wait`).zcard(`${prefix}:prioritized`).exec()) as [[null, number], [null, number]];
-      const starved = waiting + prioritized > 0 && this.active < this.concurrency;
-      this.stuckBeats = starved ? this.stuckBeats + 1 : 0;
-      if (!this.worker.isRunning() || this.stuckBeats >= STUCK_BEATS) return this.replaceWorker();
+      const step = watchdogStep({ running: this.worker.isRunning(), ready: waiting + prioritized, active: this.active, concurrency: this.concurrency, stuckBeats: this.stuckBeats });
+      this.stuckBeats = step.stuckBeats;
+      if (step.replace) return this.replaceWorker();
       await this.beats.set(workerAliveKey(this.redisPrefix), String(process.pid), 'PX', this.aliveTtlMs);
       this.beaten?.();
     } catch (error) {
