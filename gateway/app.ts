@@ -191,9 +191,11 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       // Each step after the drain is bounded: with Redis or PostgreSQL away, one would otherwise wait for its
       // return and hold every later step (and the exit) with it. What was acknowledged is committed already.
       const step = (name: string, work: () => Promise<unknown>) => boundedStep(logger, name, work, CLOSE_STEP_MS);
+      // Embedded storage has no server to lose: its steps run to the end (the process's own deadline still holds).
+      const storageStep = (name: string, work: () => Promise<unknown>) => (storage.kind === 'server' ? step(name, work) : work());
       // Finishes the batch being detected, gives the shards back and leaves: the others take over at once.
       await step('cluster.stop', () => cluster.stop());
-      await step('writer.flush', () => writer.flush()); // commits in flight, none of them acknowledged yet
+      await storageStep('writer.flush', () => writer.flush()); // commits in flight, none of them acknowledged yet
       realtime.stop();
       positionStore.stopMaintenance();
       audit.stop();
@@ -203,7 +205,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       await step('jobs.close', () => jobs.close());
       await step('bus.close', () => bus.close());
       await step('limiters.close', () => limiters.close());
-      await step('storage.close', () => storage.close());
+      await storageStep('storage.close', () => storage.close());
       logger.info('gateway stopped');
     })());
 
