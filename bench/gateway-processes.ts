@@ -6,7 +6,7 @@ import { spawnGateway, type SpawnedGateway } from '../test/support/gateway-proce
 /**
  * Gateway processes for the multi-gateway bench, spawned as the fault tests spawn them
  * (test/support/gateway-process.ts), on fixed ports so the bench can check first that no stray gateway holds them
- * (uWebSockets.js listens with SO_REUSEPORT: a stray would silently take part of the load).
+ * (a stray gateway on one of them would stop a start with "PORT N is in use", or with REUSE_PORT=true take part of the load).
  */
 export interface GatewayProcess extends SpawnedGateway {
   baseUrl: string;

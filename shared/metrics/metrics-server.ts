@@ -27,7 +27,7 @@ const digest = (value: string) => createHash('sha256').update(value).digest();
 
 /**
  * `GET /metrics` on its own plain node:http listener, apart from the uWS gateway: by default on loopback only,
- * so it is never public by accident, and not on the API port where SO_REUSEPORT would hand a scrape to any of
+ * so it is never public by accident, and not on the API port where REUSE_PORT=true would hand a scrape to any of
  * several processes. Undefined when METRICS_PORT is 0.
  */
 export async function startMetricsListener(options: MetricsListenerOptions): Promise<MetricsListener | undefined> {
