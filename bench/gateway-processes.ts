@@ -6,7 +6,7 @@ import { spawnGateway, type SpawnedGateway } from '../test/support/gateway-proce
 /**
  * Gateway processes for the multi-gateway bench, spawned as the fault tests spawn them
  * (test/support/gateway-process.ts), on fixed ports so the bench can check first that no stray gateway holds them
- * (uWebSockets.js listens with SO_REUSEPORT: a stray would silently take part of the load).
+ * (a stray gateway on one of them would stop a start with "PORT N is in use", or with REUSE_PORT=true take part of the load).
  */
 export interface GatewayProcess extends SpawnedGateway {
   baseUrl: string;
@@ -15,7 +15,10 @@ export interface GatewayProcess extends SpawnedGateway {
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-/** Starts a gateway on `port` (metrics on `metricsPort`) with `env`, and waits until /readyz answers 200. */
+/**
+ * Starts a gateway on `port` (metrics on `metricsPort`) with `env`, and waits until /readyz finds its storage and
+ * bus ready (the bench runs no job worker, so `jobs` stays not ready on Redis).
+ */
 export async function startGatewayProcess(env: Record<string, string>, port: number, metricsPort: number, timeoutMs = 60_000): Promise<GatewayProcess> {
   const spawned = await spawnGateway({ ...env, PORT: String(port), METRICS_PORT: String(metricsPort) }, timeoutMs);
   const gateway: GatewayProcess = { ...spawned, baseUrl: spawned.base, metricsUrl: `http://127.0.0.1:${metricsPort}/metrics` };
@@ -25,7 +28,10 @@ export async function startGatewayProcess(env: Record<string, string>, port: num
       throw new Error(`gateway on port ${port} not ready within ${timeoutMs} ms: ${gateway.output()}`);
     }
     const ready = await fetch(`${gateway.baseUrl}/readyz`).then(
-      (response) => response.status === 200,
+      async (response) => {
+        const { checks } = (await response.json()) as { checks: Record<string, string> };
+        return checks.storage === 'ok' && checks.bus === 'ok';
+      },
       () => false,
     );
     if (ready) return gateway;

@@ -1,15 +1,14 @@
-import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { randomBytes } from 'node:crypto';
+import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, unlinkSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { startGateway, type Gateway } from '../gateway/app.js';
 import { loadConfigOrExit, type Config } from '../shared/config.js';
 import { createLogger } from '../shared/logger.js';
-import { ProcessGuard, stopOnSignals } from '../shared/process-guard.js';
+import { ProcessGuard, SHUTDOWN_MARGIN_MS, describeStartFailure, stopOnSignals } from '../shared/process-guard.js';
+import { lockDataDirOrExit } from '../shared/storage/data-dir-lock.js';
 import { DemoApi } from './api-client.js';
 import { seedDemoVenue } from './seed.js';
 import { Simulator } from './simulator.js';
-
-/** Where the demo keeps an admin API key, for later starts when the generated password is no longer known. */
-const ADMIN_KEY_FILE = 'demo-admin-key';
 
 /**
  * `npm run demo`: the embedded product as `npm start` runs it (same environment), a sample venue seeded through
@@ -18,6 +17,7 @@ const ADMIN_KEY_FILE = 'demo-admin-key';
 async function main(): Promise<void> {
   const config = loadConfigOrExit();
   const logger = createLogger(config.LOG_LEVEL, { service: 'gateway' });
+  lockDataDirOrExit(config); // one writer per DATA_DIR, as `npm start`
   const guard = ProcessGuard.install({ logger, flushTimeoutMs: config.SHUTDOWN_GRACE_SECONDS * 1000 });
   const gateway = await startGateway(config, { logger });
   let simulator: Simulator | undefined;
@@ -27,12 +27,13 @@ async function main(): Promise<void> {
     await gateway.close();
   };
   guard.flushWith(close);
-  const stopping = stopOnSignals(logger, 'the demo', close);
+  const stopping = stopOnSignals(logger, 'the demo', close, { deadlineMs: config.SHUTDOWN_GRACE_SECONDS * 1000 + SHUTDOWN_MARGIN_MS });
 
   const host = config.HOST === '0.0.0.0' || config.HOST === '::' ? '127.0.0.1' : config.HOST;
   const baseUrl = `http://${host}:${gateway.port}`;
-  const admin = await adminApi(config, gateway, baseUrl);
-  const venue = await seedDemoVenue(admin);
+  const venue = await seedDemoVenue(await seederApi(config, gateway, baseUrl));
+  const simulatorKeyFile = join(config.DATA_DIR, SIMULATOR_KEY_FILE);
+  keepSecret(simulatorKeyFile, venue.simulatorApiKey);
   simulator = await Simulator.connect({ url: baseUrl, apiKey: venue.simulatorApiKey, buildingId: venue.buildingId, log: (line) => logger.info(`demo: ${line}`) });
   if (stopping()) return;
   simulator.start();
@@ -49,7 +50,7 @@ async function main(): Promise<void> {
       `  Console:   ${baseUrl}/console`,
       `  E-mail:    ${gateway.bootstrap.email ?? config.ADMIN_EMAIL}`,
       `  Password:  ${password}`,
-      `  Simulator: tsx demo/simulator.ts --url ${baseUrl} --api-key ${venue.simulatorApiKey}`,
+      `  Simulator: tsx demo/simulator.ts --url ${baseUrl} --api-key "$(cat ${simulatorKeyFile})"   (key ${keyHint(venue.simulatorApiKey)}, replaced at each start)`,
       'Alarms to expect within a minute: DANGER, GEOFENCE_MAX_STAY_TIME, DEADMAN (silence). Ctrl-C stops.',
       '',
     ].join('\n'),
@@ -57,25 +58,66 @@ async function main(): Promise<void> {
 }
 
 /**
- * Signs in as the administrator: with the password generated on this first start or ADMIN_PASSWORD, or else
- * with the admin API key a first start kept under DATA_DIR (the generated password is not stored anywhere).
+ * The demo's own credential: a read-write key of an organization administrator (never the platform
+ * administrator), kept under DATA_DIR (mode 0600) so that later starts can seed without the generated password,
+ * and replaced at each start (the previous one revoked), so a copy in a backup stops working at the next start.
  */
-async function adminApi(config: Config, gateway: Gateway, baseUrl: string): Promise<DemoApi> {
-  const keyFile = join(config.DATA_DIR, ADMIN_KEY_FILE);
-  if (gateway.bootstrap.generatedPassword) {
-    const api = await DemoApi.signIn(baseUrl, gateway.bootstrap.email ?? config.ADMIN_EMAIL, gateway.bootstrap.generatedPassword);
-    const key = await api.post('/api/v1/auth/apikeys', { permission: 'read-write', description: 'Floorcast demo seeding (npm run demo)' });
-    mkdirSync(config.DATA_DIR, { recursive: true });
-    writeFileSync(keyFile, `${key.apikey}\n`, { mode: 0o600 });
-    chmodSync(keyFile, 0o600);
-    return api;
+const SEEDER_KEY_FILE = 'demo-seeder-key';
+const SEEDER_EMAIL = 'seeder@demo.floorcast.local';
+const SEEDER_KEY_DESCRIPTION = 'Floorcast demo seeding (npm run demo), replaced at each start';
+/** Where earlier versions kept a platform administrator's key: revoked and removed when found. */
+const LEGACY_ADMIN_KEY_FILE = 'demo-admin-key';
+const LEGACY_ADMIN_KEY_DESCRIPTION = 'Floorcast demo seeding (npm run demo)';
+/** The simulator's key, kept beside it so the command printed need not show it. */
+const SIMULATOR_KEY_FILE = 'demo-simulator-key';
+
+/**
+ * A client for seeding, as the demo's organization administrator: signed in first with the administrator's
+ * password (generated on this first start, or ADMIN_PASSWORD; used for nothing else and never stored) or with the
+ * key the previous start kept; either way it leaves with a new key, and the previous one revoked.
+ */
+async function seederApi(config: Config, gateway: Gateway, baseUrl: string): Promise<DemoApi> {
+  const keyFile = join(config.DATA_DIR, SEEDER_KEY_FILE);
+  const legacyFile = join(config.DATA_DIR, LEGACY_ADMIN_KEY_FILE);
+  const password = gateway.bootstrap.generatedPassword ?? config.ADMIN_PASSWORD;
+  let api: DemoApi;
+  if (password) api = await DemoApi.signIn(baseUrl, gateway.bootstrap.email ?? config.ADMIN_EMAIL, password);
+  else if (existsSync(keyFile)) api = new DemoApi(baseUrl, { apiKey: readFileSync(keyFile, 'utf8').trim() });
+  else if (existsSync(legacyFile)) api = new DemoApi(baseUrl, { apiKey: readFileSync(legacyFile, 'utf8').trim() });
+  else throw new Error(`cannot sign in to seed the demo: set ADMIN_PASSWORD (the first start printed the generated one), or use a fresh DATA_DIR`);
+
+  const users = await api.get<{ data: { id: string; email: string }[] }>('/api/v1/users?size=1000');
+  const seeder: { id: string } =
+    users.data.find((user) => user.email === SEEDER_EMAIL) ??
+    (await api.post<{ id: string }>('/api/v1/users', { email: SEEDER_EMAIL, password: randomBytes(18).toString('base64url'), role: 'admin', full_name: 'Demo seeder' }));
+  const fresh = await api.post<{ id: string; apikey: string }>('/api/v1/auth/apikeys', { permission: 'read-write', description: SEEDER_KEY_DESCRIPTION, user_id: seeder.id });
+  for (const key of await api.get<{ id: string; description: string }[]>(`/api/v1/auth/apikeys?user_id=${seeder.id}`)) {
+    if (key.description === SEEDER_KEY_DESCRIPTION && key.id !== fresh.id) await api.delete(`/api/v1/auth/apikeys/${key.id}`);
   }
-  if (config.ADMIN_PASSWORD) return DemoApi.signIn(baseUrl, config.ADMIN_EMAIL, config.ADMIN_PASSWORD);
-  if (existsSync(keyFile)) return new DemoApi(baseUrl, { apiKey: readFileSync(keyFile, 'utf8').trim() });
-  throw new Error(`cannot sign in as ${config.ADMIN_EMAIL} to seed the demo: set ADMIN_PASSWORD (the first start printed the generated one), or use a fresh DATA_DIR`);
+  keepSecret(keyFile, fresh.apikey);
+  if (existsSync(legacyFile)) {
+    // An earlier demo kept a platform administrator's key here: revoked with itself, then removed.
+    const legacy = new DemoApi(baseUrl, { apiKey: readFileSync(legacyFile, 'utf8').trim() });
+    const own = await legacy.get<{ id: string; description: string }[]>('/api/v1/auth/apikeys').catch(() => []);
+    for (const key of own) if (key.description === LEGACY_ADMIN_KEY_DESCRIPTION) await legacy.delete(`/api/v1/auth/apikeys/${key.id}`).catch(() => undefined);
+    unlinkSync(legacyFile);
+  }
+  return new DemoApi(baseUrl, { apiKey: fresh.apikey });
 }
 
+/** Writes a secret readable by this user only, whole (a rename), so no reader sees half of it. */
+function keepSecret(file: string, secret: string): void {
+  mkdirSync(dirname(file), { recursive: true });
+  const draft = `${file}.${process.pid}`;
+  writeFileSync(draft, `${secret}\n`, { mode: 0o600 });
+  chmodSync(draft, 0o600);
+  renameSync(draft, file);
+}
+
+/** Enough of a key to tell it apart, never enough to use it. */
+const keyHint = (key: string) => `${key.slice(0, 7)}…`;
+
 main().catch((error) => {
-  process.stderr.write(`Floorcast demo failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+  process.stderr.write(`Floorcast demo failed: ${describeStartFailure(error)}\n`);
   process.exit(1);
 });

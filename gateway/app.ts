@@ -1,4 +1,5 @@
-import type { us_listen_socket } from 'uWebSockets.js';
+import { createServer } from 'node:net';
+import type { TemplatedApp, us_listen_socket } from 'uWebSockets.js';
 import { createBus } from '../shared/bus/index.js';
 import type { Config } from '../shared/config.js';
 import { setAfterCommitReporter } from '../shared/errors.js';
@@ -6,6 +7,7 @@ import { createJobQueue } from '../shared/jobs/index.js';
 import { startReportMaterializer } from '../shared/reports/materializations.js';
 import { createLogger, type Logger } from '../shared/logger.js';
 import { openStorage } from '../shared/storage/index.js';
+import { StartError, boundedStep } from '../shared/process-guard.js';
 import { processorsFor } from '../workers/processors/index.js';
 import { RequestAuthenticator } from './auth/authenticator.js';
 import { CredentialService } from './auth/credential-service.js';
@@ -175,15 +177,13 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
   if (options.extraRoutes) http.add(...options.extraRoutes(services));
 
   // Before the API listens: a metrics port that cannot be bound stops the start, naming METRICS_PORT.
-  const metrics = await startMetricsListener({ host: config.METRICS_HOST, port: config.METRICS_PORT, token: config.METRICS_TOKEN, logger });
+  const metrics = await startMetricsListener({ host: config.METRICS_HOST, port: config.METRICS_PORT, token: config.METRICS_TOKEN, logger, variable: 'METRICS_PORT' });
   const unregisterMetrics = registerSources(gatewayMetricSources(services));
 
   const app = uws.App();
   websockets.attach(app); // before the HTTP catch-all, so /api/v1/ws upgrades
   http.attach(app);
-  const listenSocket = await new Promise<us_listen_socket>((resolve, reject) =>
-    app.listen(config.HOST, config.PORT, (socket) => (socket ? resolve(socket) : reject(new Error(`cannot listen on ${config.HOST}:${config.PORT}`)))),
-  );
+  const listenSocket = await listenOn(app, config);
   const port = uws.us_socket_local_port(listenSocket);
   logger.info({ host: config.HOST, port, storage: storage.kind, bus: bus.kind, jobs: jobs.kind }, 'gateway listening');
 
@@ -198,21 +198,59 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       await Promise.all([http.drain(config.SHUTDOWN_GRACE_SECONDS * 1000), websockets.close(config.SHUTDOWN_GRACE_SECONDS * 1000)]);
       detection.stop();
       storageWatch.stop();
+      // Each step after the drain is bounded: with Redis or PostgreSQL away, one would otherwise wait for its
+      // return and hold every later step (and the exit) with it. What was acknowledged is committed already.
+      const step = (name: string, work: () => Promise<unknown>) => boundedStep(logger, name, work, CLOSE_STEP_MS);
+      // Embedded storage has no server to lose: its steps run to the end (the process's own deadline still holds).
+      const storageStep = (name: string, work: () => Promise<unknown>) => (storage.kind === 'server' ? step(name, work) : work());
       // Finishes the batch being detected, gives the shards back and leaves: the others take over at once.
-      await cluster.stop();
-      await writer.flush(); // nothing acknowledged may be left in memory
+      await step('cluster.stop', () => cluster.stop());
+      await storageStep('writer.flush', () => writer.flush()); // commits in flight, none of them acknowledged yet
       realtime.stop();
       positionStore.stopMaintenance();
       audit.stop();
-      await materializer?.stop();
+      await step('materializer.stop', async () => materializer?.stop());
       webhooks.stop();
       // This uWS build has no app.close(): the closed listen socket plus process exit end idle keep-alive sockets.
-      await jobs.close();
-      await bus.close();
-      await limiters.close();
-      await storage.close();
+      await step('jobs.close', () => jobs.close());
+      await step('bus.close', () => bus.close());
+      await step('limiters.close', () => limiters.close());
+      await storageStep('storage.close', () => storage.close());
       logger.info('gateway stopped');
     })());
 
   return { services, port, metricsPort: metrics?.port, bootstrap, routes: http.router.routes, close };
+}
+
+/** How long one step of a gateway's close may wait (a Redis or PostgreSQL that went away) before the next runs. */
+const CLOSE_STEP_MS = 2000;
+
+/** uWS's listen option that leaves SO_REUSEPORT off (ListenOptions.LIBUS_LISTEN_EXCLUSIVE_PORT). */
+const LIBUS_LISTEN_EXCLUSIVE_PORT = 1;
+const LIBUS_LISTEN_DEFAULT = 0;
+
+/**
+ * Listens on HOST:PORT. uWS sets SO_REUSEPORT by default, so a second gateway on a bound port would start and
+ * silently take every other connection (with another DATA_DIR: another database). Unless REUSE_PORT asks for
+ * that (several gateways of one deployment behind the kernel's balancing), the port is taken exclusively, and
+ * a port in use is a start error that says so.
+ */
+async function listenOn(app: TemplatedApp, config: Config): Promise<us_listen_socket> {
+  const options = config.REUSE_PORT ? LIBUS_LISTEN_DEFAULT : LIBUS_LISTEN_EXCLUSIVE_PORT;
+  // The typings lack the (host, port, options, cb) form the native binding has.
+  const listen = app.listen as unknown as (host: string, port: number, options: number, cb: (socket: us_listen_socket | false) => void) => void;
+  const socket = await new Promise<us_listen_socket | false>((resolve) => listen.call(app, config.HOST, config.PORT, options, resolve));
+  if (socket) return socket;
+  // uWS says only "no": node's own listen on the same address tells why.
+  const code = await new Promise<string | undefined>((resolve) => {
+    const probe = createServer();
+    probe.once('error', (error: NodeJS.ErrnoException) => resolve(error.code));
+    probe.listen({ host: config.HOST, port: config.PORT, exclusive: true }, () => probe.close(() => resolve(undefined)));
+  });
+  if (code === 'EADDRINUSE') {
+    throw new StartError(
+      `PORT ${config.PORT} is in use: another Floorcast? (on ${config.HOST}; stop it or choose another PORT; REUSE_PORT=true lets gateways of one deployment share it)`,
+    );
+  }
+  throw new StartError(`PORT: cannot listen on ${config.HOST}:${config.PORT}${code ? ` (${code})` : ''}`);
 }

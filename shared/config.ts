@@ -17,11 +17,24 @@ const PLACEHOLDER_SECRET = /change-?me|secret|example|placeholder|replace|your[-
 const PLACEHOLDER_PASSWORD = /change-?me|example|placeholder|^(?:password1?|admin(?:istrator)?1?|12345678|123456789|qwerty123)$/i;
 const notPlaceholder = (pattern: RegExp) => (value: string | undefined) => value === undefined || !pattern.test(value);
 
+/** A metrics listener's port: a number (0 turns it off) or `auto`. */
+const metricsPort = (fallback: string) =>
+  z
+    .string()
+    .trim()
+    .default(fallback)
+    .refine((value) => value === 'auto' || (/^\d{1,5}$/.test(value) && Number(value) <= 65535), 'a port (0 turns metrics off) or "auto"')
+    .transform((value): number | 'auto' => (value === 'auto' ? 'auto' : Number(value)));
+
+const booleanFlag = (fallback: 'true' | 'false') => z.enum(['true', 'false']).default(fallback).transform((value) => value === 'true');
+
 export const configSchema = z.object({
   /** Interface the gateway listens on. */
   HOST: z.string().min(1).default('0.0.0.0'),
   /** TCP port of the gateway; 0 picks a free port (tests). */
   PORT: z.coerce.number().int().min(0).max(65535).default(8080),
+  /** Let several gateways on one host share PORT (SO_REUSEPORT, the kernel balances connections); otherwise a PORT in use stops the start. */
+  REUSE_PORT: booleanFlag('false'),
   /** Directory for embedded PostgreSQL data and the generated JWT key (images are stored in the database). */
   DATA_DIR: z.string().min(1).default('./data'),
   /** PostgreSQL connection string; unset means embedded PostgreSQL (PGlite) under DATA_DIR. */
@@ -72,7 +85,7 @@ export const configSchema = z.object({
   WS_COALESCE_BYTES: z.coerce.number().int().min(1024).default(256 * 1024),
   /** Past this many buffered bytes a subscriber is disconnected (4008) and must resume with since_seq. */
   WS_MAX_BUFFER_BYTES: z.coerce.number().int().min(4096).default(8 * 1024 * 1024),
-  /** Seconds SIGTERM waits for in-flight requests before closing anyway. */
+  /** Seconds SIGTERM waits for in-flight requests (a worker: its jobs in hand) before closing anyway; the process exits at the latest a few seconds after. */
   SHUTDOWN_GRACE_SECONDS: z.coerce.number().int().min(0).default(10),
   /** Failed logins of one account from all addresses within the window before it gets 429 everywhere (looser than the per-address one). */
   LOGIN_THROTTLE_MAX_FAILURES_PER_ACCOUNT: z.coerce.number().int().min(1).default(100),
@@ -110,21 +123,20 @@ export const configSchema = z.object({
   CACHE_TTL_SECONDS: z.coerce.number().int().min(1).default(60),
   /** Widest report window (to_date - from_date) in days; wider requests get 422. */
   REPORTS_MAX_WINDOW_DAYS: z.coerce.number().int().min(1).default(31),
+  /** A worker renews its liveness in Redis every third of this; with none renewed for this long, job-backed requests answer 503 at once and /readyz says jobs are not ready. */
+  JOBS_WORKER_TTL_MS: z.coerce.number().int().min(300).default(5000),
   /** How long a job-backed request waits for Redis to take its job before answering 503 (Redis down). */
   JOBS_ENQUEUE_TIMEOUT_MS: z.coerce.number().int().min(100).default(5000),
   /** Port of the Prometheus `GET /metrics` listener (gateway and worker); 0 turns it off, `auto` picks a free port (tests). */
-  METRICS_PORT: z
-    .string()
-    .trim()
-    .default('9464')
-    .refine((value) => value === 'auto' || (/^\d{1,5}$/.test(value) && Number(value) <= 65535), 'a port (0 turns metrics off) or "auto"')
-    .transform((value): number | 'auto' => (value === 'auto' ? 'auto' : Number(value))),
-  /** Interface of the metrics listener; loopback by default so metrics are never public by accident. */
+  METRICS_PORT: metricsPort('9464'),
+  /** Port of the worker's (`npm run workers`) `GET /metrics` listener, apart from the gateway's so both run on one host; 0 turns it off, `auto` picks a free port. */
+  WORKER_METRICS_PORT: metricsPort('9465'),
+  /** Interface of the metrics listener; loopback by default so metrics are never public by accident (another needs METRICS_TOKEN). */
   METRICS_HOST: z.string().min(1).default('127.0.0.1'),
   /** When set, a scrape of /metrics must send `Authorization: Bearer <token>` (else 401). */
   METRICS_TOKEN: optionalString.pipe(z.string().min(16, 'at least 16 characters').optional()),
   /** Let webhooks reach loopback, link-local, private (RFC 1918, ULA, CGNAT) and unspecified addresses (tests, closed networks). */
-  WEBHOOK_ALLOW_PRIVATE_ADDRESSES: z.enum(['true', 'false']).default('false').transform((value) => value === 'true'),
+  WEBHOOK_ALLOW_PRIVATE_ADDRESSES: booleanFlag('false'),
   /** Longest one webhook delivery attempt may take (DNS, connect, answer) before it counts as failed. */
   WEBHOOK_TIMEOUT_MS: z.coerce.number().int().min(100).max(120_000).default(10_000),
   /** Seconds to wait before each retry of a failed delivery (jitter added); after the last one it is dead-lettered. */
@@ -180,7 +192,16 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       parsed.error.issues.map((issue) => ({ variable: String(issue.path[0] ?? '?'), message: issue.message })),
     );
   }
+  if (!isLoopback(parsed.data.METRICS_HOST) && parsed.data.METRICS_TOKEN === undefined) {
+    throw new ConfigError([{ variable: 'METRICS_HOST', message: `${parsed.data.METRICS_HOST} is not loopback: set METRICS_TOKEN too, or anyone who reaches it reads the metrics` }]);
+  }
   return parsed.data;
+}
+
+/** 127.0.0.0/8, ::1 (also IPv4-mapped) and localhost: reachable from this host only. */
+export function isLoopback(host: string): boolean {
+  const bare = host.trim().toLowerCase().replace(/^\[|\]$/g, '');
+  return bare === 'localhost' || bare === '::1' || /^(::ffff:)?127(\.\d{1,3}){3}$/.test(bare);
 }
 
 /** The entry points' (`npm start`, `npm run workers`, `npm run demo`) reading: a bad value exits 2 naming it. */

@@ -4,6 +4,18 @@ import type { Logger } from './logger.js';
 export type Fault = 'unhandledRejection' | 'uncaughtException';
 export type Verdict = 'survive' | 'exit';
 
+/**
+ * A start stopped for a reason the operator can fix (a port in use, a missing setting): the entry points print
+ * its message alone, naming the variable, without a stack trace that buries it.
+ */
+export class StartError extends Error {
+  override name = 'StartError';
+}
+
+/** What an entry point prints when its start failed: the message of a StartError, the stack of anything else. */
+export const describeStartFailure = (error: unknown): string =>
+  error instanceof StartError ? error.message : error instanceof Error ? (error.stack ?? error.message) : String(error);
+
 /** Exit status of a process stopped by a fault it could not survive (EX_SOFTWARE): a supervisor restarts it. */
 export const FAULT_EXIT_CODE = 70;
 
@@ -111,25 +123,73 @@ export class ProcessGuard {
   }
 }
 
+/** How long past SHUTDOWN_GRACE_SECONDS a stop may take (closing the bus, the job queue, storage) before the process exits anyway. */
+export const SHUTDOWN_MARGIN_MS = 5000;
+
+export interface StopOptions {
+  /** The whole stop's bound: past it the process exits 1 whatever is still closing (a Redis or PostgreSQL that went away). */
+  deadlineMs: number;
+  /** Tests inject these; a real process uses process.exit and the process's own signals. */
+  exit?: (code: number) => void;
+  target?: EventEmitter;
+}
+
 /**
  * The entry points' graceful stop: the first SIGTERM or SIGINT runs `close` once, then exits 0, or 1 when the
- * close failed. Returns whether a stop has begun (a start still under way can give up).
+ * close failed or outlived `deadlineMs` (a supervisor must never have to SIGKILL). A second signal exits 1 at
+ * once: whoever sends it has stopped waiting. Returns whether a stop has begun (a start still under way can give up).
  */
-export function stopOnSignals(logger: Logger, what: string, close: () => Promise<void>): () => boolean {
+export function stopOnSignals(logger: Logger, what: string, close: () => Promise<void>, options: StopOptions): () => boolean {
+  const exit = options.exit ?? ((code: number) => process.exit(code));
+  const target = options.target ?? process;
   let stopping = false;
+  const end = (code: number) => {
+    try {
+      logger.flush?.();
+    } catch {
+      // the exit status still says how it ended
+    }
+    exit(code);
+  };
   const stop = (signal: string) => {
-    if (stopping) return;
+    if (stopping) {
+      logger.warn({ signal }, `second ${signal}: exiting now, without waiting for ${what} to finish stopping`);
+      return end(1);
+    }
     stopping = true;
-    logger.info({ signal }, `stopping ${what}`);
+    logger.info({ signal, deadlineMs: options.deadlineMs }, `stopping ${what}`);
+    const timer = setTimeout(() => {
+      logger.error({ deadlineMs: options.deadlineMs }, `${what} did not stop within ${options.deadlineMs} ms: exiting anyway`);
+      end(1);
+    }, options.deadlineMs);
+    timer.unref?.();
     close().then(
-      () => process.exit(0),
+      () => (clearTimeout(timer), end(0)),
       (error) => {
+        clearTimeout(timer);
         logger.error({ err: error }, 'unclean stop');
-        process.exit(1);
+        end(1);
       },
     );
   };
-  process.on('SIGTERM', () => stop('SIGTERM'));
-  process.on('SIGINT', () => stop('SIGINT'));
+  target.on('SIGTERM', () => stop('SIGTERM'));
+  target.on('SIGINT', () => stop('SIGINT'));
   return () => stopping;
+}
+
+/**
+ * One step of a stop, bounded: a step that waits on a server that went away (Redis, PostgreSQL) is logged and
+ * left behind after `ms`, so the steps after it still run. Never rejects.
+ */
+export async function boundedStep(logger: Logger, step: string, work: () => Promise<unknown>, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const timedOut = new Promise<'timeout'>((resolve) => (timer = setTimeout(() => resolve('timeout'), ms)));
+  try {
+    const outcome = await Promise.race([work().then(() => 'done' as const), timedOut]);
+    if (outcome === 'timeout') logger.warn({ step, ms }, `stop: ${step} did not finish within ${ms} ms; going on without it`);
+  } catch (error) {
+    logger.warn({ err: error, step }, `stop: ${step} failed; going on`);
+  } finally {
+    clearTimeout(timer);
+  }
 }

@@ -7,6 +7,7 @@ import { createLogger } from '../../shared/logger.js';
 import { generatePassword, hashPassword } from '../../shared/passwords.js';
 import { materializations } from '../../shared/reports/materializations.js';
 import { ReportMaterializer } from '../../shared/reports/materializer.js';
+import { lockDataDirOrExit } from '../../shared/storage/data-dir-lock.js';
 import { openStorage } from '../../shared/storage/index.js';
 import { API_KEY_PERMISSIONS, OrganizationSchema, ROLES, UserSchema, type ApiKeyPermission, type Role } from '../../shared/storage/entities/index.js';
 
@@ -24,8 +25,12 @@ Commands:
                  positions stored behind the materializer (imported straight into the table). Safe to run
                  beside a gateway or worker on a server database: a rebuild replaces what it rebuilds.
 
-It uses the same environment as the gateway (DATABASE_URL, DATA_DIR, ...). With embedded storage, stop the
-gateway first: embedded PostgreSQL is single-process.`;
+It uses the same environment as the gateway (DATABASE_URL, DATA_DIR, ...). With embedded storage it refuses
+while a gateway (or the demo) has DATA_DIR open: embedded PostgreSQL has one writer. Stop it first, or do the
+same through its API (POST /api/v1/users, POST /api/v1/auth/apikeys).`;
+
+/** Printed when DATA_DIR is held: what to do instead. */
+const inUseHint = 'Stop that gateway first, or do the same through its API: POST /api/v1/users, POST /api/v1/auth/apikeys (see README).';
 
 class UsageError extends Error {}
 
@@ -51,12 +56,16 @@ async function main(argv: string[]): Promise<void> {
   }
   const config = loadConfig();
   const logger = createLogger('warn', { service: 'admin-cli' });
+  const lock = lockDataDirOrExit(config, inUseHint);
   const storage = await openStorage(config, logger);
+  // Printed only once storage closed cleanly: "created" is never said of something that was not stored.
+  const lines: string[] = [];
+  const print = (line: string) => lines.push(line);
   try {
     const em = storage.em();
     if (command === 'list-organizations') {
       for (const organization of await em.find(OrganizationSchema, {}, { orderBy: { createdAt: 'asc' } })) {
-        process.stdout.write(`${organization.id}\t${organization.name}\n`);
+        print(`${organization.id}\t${organization.name}\n`);
       }
     } else if (command === 'create-user') {
       if (!values.email) throw new UsageError('--email is required');
@@ -80,8 +89,8 @@ async function main(argv: string[]): Promise<void> {
         updatedAt: new Date(),
       });
       await em.flush();
-      process.stdout.write(`created user ${user.id} (${user.email}, ${user.role}) in ${organization.name}\n`);
-      if (!values.password) process.stdout.write(`password: ${password}\n`);
+      print(`created user ${user.id} (${user.email}, ${user.role}) in ${organization.name}\n`);
+      if (!values.password) print(`password: ${password}\n`);
     } else if (command === 'create-apikey') {
       if (!values.email) throw new UsageError('--email is required');
       if (!API_KEY_PERMISSIONS.includes(values.permission as ApiKeyPermission)) throw new UsageError(`--permission must be one of ${API_KEY_PERMISSIONS.join(', ')}`);
@@ -89,20 +98,22 @@ async function main(argv: string[]): Promise<void> {
       if (!user) throw new UsageError(`no user with e-mail ${values.email}`);
       const credentials = new CredentialService(storage, new TokenService(loadJwtSecret(config), config.JWT_TTL_SECONDS), config);
       const { apiKey, key } = await credentials.createApiKey(user, values.permission as ApiKeyPermission, values.description ?? '');
-      process.stdout.write(`created ${apiKey.permission} API key ${apiKey.id} for ${user.email}\napikey: ${key}\n`);
+      print(`created ${apiKey.permission} API key ${apiKey.id} for ${user.email}\napikey: ${key}\n`);
     } else if (command === 'backfill-reports') {
       const from = Date.parse(values.from ?? '');
       const to = Date.parse(values.to ?? '');
       if (!Number.isFinite(from) || !Number.isFinite(to) || to <= from) throw new UsageError('--from and --to: ISO 8601 instants, --to after --from');
       const materializer = new ReportMaterializer(storage, materializations, logger);
       const units = await materializer.backfill(new Date(from), new Date(to), values.organization);
-      process.stdout.write(`rebuilt ${units} device-hours of ${new Date(from).toISOString()} .. ${new Date(to).toISOString()}\n`);
+      print(`rebuilt ${units} device-hours of ${new Date(from).toISOString()} .. ${new Date(to).toISOString()}\n`);
     } else {
       throw new UsageError(`unknown command ${command}`);
     }
   } finally {
     await storage.close();
+    lock?.release();
   }
+  process.stdout.write(lines.join(''));
 }
 
 main(process.argv.slice(2)).catch((error) => {

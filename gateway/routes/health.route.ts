@@ -34,7 +34,12 @@ export function healthRoutes(services: GatewayServices) {
               await withTimeout(driver.ping(), 2000);
               checks[name] = 'ok';
             } catch (error) {
-              checks[name] = error instanceof Error ? error.message : 'unreachable';
+              // Public: an AppError's message is written for clients; a driver's (hosts, ports, SQL) goes to the log only.
+              if (error instanceof AppError) checks[name] = error.message;
+              else {
+                checks[name] = 'unreachable';
+                services.logger.warn({ err: error, check: name }, 'readiness check failed');
+              }
             }
           }),
         );

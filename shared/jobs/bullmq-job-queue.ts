@@ -2,9 +2,11 @@ import { Queue, QueueEvents, type Job } from 'bullmq';
 import { AppError } from '../errors.js';
 import { Redis } from 'ioredis';
 import type { Logger } from '../logger.js';
-import { decodeJobError, jobsUnavailableError, jobTimeoutError, type JobQueue, type JobRequest, type ScheduleOptions } from './job-queue.js';
+import { decodeJobError, jobsUnavailableError, jobTimeoutError, noWorkerError, type JobQueue, type JobRequest, type ScheduleOptions } from './job-queue.js';
 
 export const JOBS_QUEUE_NAME = 'jobs';
+/** The key a worker renews while it consumes (bullmq-job-worker.ts): gateways answer job requests 503 at once while it is absent. */
+export const workerAliveKey = (redisPrefix: string) => `${redisPrefix}:jobs:worker-alive`;
 const LOST = new Set(['reconnecting', 'close', 'end']);
 export const bullPrefix = (redisPrefix: string) => `${redisPrefix}:bull`;
 /** BullMQ's blocking commands must never give up, hence `maxRetriesPerRequest: null`. */
@@ -108,9 +110,18 @@ export class BullmqJobQueue implements JobQueue {
     await scheduleOn(this.queue, request, options);
   }
 
+  /**
+   * Whether a worker renewed the liveness key within JOBS_WORKER_TTL_MS (bullmq-job-worker.ts). Without one a job
+   * would wait in Redis until its caller's timeout: refused at once instead, with when to try again.
+   */
+  private async requireWorker(): Promise<void> {
+    if ((await this.redis.exists(workerAliveKey(this.redisPrefix))) === 0) throw noWorkerError();
+  }
+
   /** Adds the job; `release` undoes the organization's unfinished-jobs count once it is over. */
   private async enqueue(request: JobRequest, deadline: number): Promise<{ job: Job; release: () => Promise<void> }> {
     await this.ready;
+    await this.requireWorker();
     const counter = this.counterKey(request.organizationId);
     const [[, unfinished]] = (await this.redis.multi().incr(counter).expire(counter, 3600).exec()) as [[null, number]];
     const release = async () => void (await this.redis.decr(counter).catch(() => undefined));
@@ -144,10 +155,10 @@ export class BullmqJobQueue implements JobQueue {
     return { waiting: (counts.waiting ?? 0) + (counts.prioritized ?? 0) + (counts.delayed ?? 0), active: counts.active ?? 0 };
   }
 
-  /** Refuses at once while the connection is lost (a PING would otherwise wait in the offline queue for Redis). */
+  /** Refuses at once while the connection is lost (a PING would otherwise wait in the offline queue for Redis); not ready without a live worker. */
   async ping(): Promise<void> {
     if (LOST.has(this.redis.status)) throw new Error(`redis is unreachable (${this.redis.status})`);
-    await this.redis.ping();
+    await this.requireWorker();
   }
 
   /** Bounded: with Redis down, BullMQ's own close would wait for it; the connections are then dropped. */

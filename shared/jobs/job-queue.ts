@@ -64,6 +64,10 @@ export const jobTimeoutError = (timeoutMs: number) =>
 export const jobsUnavailableError = (retryAfterSeconds = 5) =>
   new AppError(ErrorCode.Unavailable, 'Jobs cannot be queued right now (Redis is unreachable); try again later', undefined, { 'retry-after': String(retryAfterSeconds) });
 
+/** No worker has been alive for JOBS_WORKER_TTL_MS: a job would only wait in Redis for its caller's timeout. */
+export const noWorkerError = (retryAfterSeconds = 5) =>
+  new AppError(ErrorCode.Unavailable, 'No job worker is running right now (npm run workers); try again later', undefined, { 'retry-after': String(retryAfterSeconds) });
+
 /** Limits for a job that has until `deadline`; the signal fires then. */
 export function limitsUntil(deadline: number): { limits: JobLimits; abort: (reason?: unknown) => void; dispose: () => void } {
   const controller = new AbortController();

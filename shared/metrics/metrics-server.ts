@@ -3,6 +3,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { AppError, ErrorCode, toErrorBody } from '../errors.js';
 import type { Logger } from '../logger.js';
+import { StartError } from '../process-guard.js';
 import { collectProcessMetrics, registry } from './metrics.js';
 
 export interface MetricsListenerOptions {
@@ -12,6 +13,8 @@ export interface MetricsListenerOptions {
   /** METRICS_TOKEN: when set, a scrape must send `Authorization: Bearer <token>`. */
   token?: string;
   logger: Logger;
+  /** The setting the port came from, named in a start error (METRICS_PORT, WORKER_METRICS_PORT). */
+  variable?: string;
 }
 
 export interface MetricsListener {
@@ -24,7 +27,7 @@ const digest = (value: string) => createHash('sha256').update(value).digest();
 
 /**
  * `GET /metrics` on its own plain node:http listener, apart from the uWS gateway: by default on loopback only,
- * so it is never public by accident, and not on the API port where SO_REUSEPORT would hand a scrape to any of
+ * so it is never public by accident, and not on the API port where REUSE_PORT=true would hand a scrape to any of
  * several processes. Undefined when METRICS_PORT is 0.
  */
 export async function startMetricsListener(options: MetricsListenerOptions): Promise<MetricsListener | undefined> {
@@ -60,7 +63,17 @@ export async function startMetricsListener(options: MetricsListenerOptions): Pro
   // A scrape is one short request; nothing may keep the process alive at shutdown.
   server.keepAliveTimeout = 5000;
   await new Promise<void>((resolve, reject) => {
-    server.once('error', (error) => reject(new Error(`METRICS_PORT: cannot listen on ${options.host}:${options.port} (${error.message})`, { cause: error })));
+    const variable = options.variable ?? 'METRICS_PORT';
+    server.once('error', (error: NodeJS.ErrnoException) =>
+      reject(
+        new StartError(
+          error.code === 'EADDRINUSE'
+            ? `${variable}: ${options.host}:${options.port} is in use (another Floorcast may be running on this host): stop it, or set ${variable} to another port`
+            : `${variable}: cannot listen on ${options.host}:${options.port} (${error.message})`,
+          { cause: error },
+        ),
+      ),
+    );
     server.listen(options.port === 'auto' ? 0 : options.port, options.host, () => {
       server.removeAllListeners('error');
       server.on('error', (error) => options.logger.error({ err: error }, 'metrics listener failed'));

@@ -63,12 +63,24 @@ export async function renderReport(result: ReportResult, rendering: ReportRender
 }
 
 /**
+ * The largest answer a gateway inflates: a deflated result comes through Redis, which nothing authenticates, and
+ * a few kilobytes can inflate to gigabytes. Far above a real one (100,000 rows of raw_data are about 21 MB).
+ */
+export const MAX_INFLATED_REPORT_BYTES = 256 * 1024 * 1024;
+
+/**
  * The body to send: bytes when it came deflated (written as they are, no re-encoding), else the text. Inflated
  * on libuv's thread pool: a 100,000-row answer is tens of milliseconds of inflating that would otherwise hold
- * the gateway's event loop, and every live frame with it.
+ * the gateway's event loop, and every live frame with it. Inflating stops at `maxBytes` (an internal error).
  */
-export async function renderedBody(rendered: RenderedReport): Promise<Buffer | string> {
-  return rendered.deflated ? inflate(Buffer.from(rendered.body, 'base64')) : rendered.body;
+export async function renderedBody(rendered: RenderedReport, maxBytes = MAX_INFLATED_REPORT_BYTES): Promise<Buffer | string> {
+  if (!rendered.deflated) return rendered.body;
+  try {
+    return await inflate(Buffer.from(rendered.body, 'base64'), { maxOutputLength: maxBytes });
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ERR_BUFFER_TOO_LARGE') throw new Error(`a report answer inflates past ${maxBytes} bytes: refused`, { cause: error });
+    throw error;
+  }
 }
 
 export const isRendered = (result: ReportResult | RenderedReport): result is RenderedReport => typeof (result as RenderedReport).body === 'string' && !('rows' in result);

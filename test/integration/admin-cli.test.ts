@@ -1,6 +1,8 @@
 import { spawnSync } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { basicAuth } from '../support/http-client.js';
+import { spawnGateway } from '../support/gateway-process.js';
+import { TestClient, basicAuth } from '../support/http-client.js';
+import { adminClient } from '../support/identity.js';
 import { createTestEnvironment, driverLabel, type TestEnvironment } from '../support/test-environment.js';
 import { startTestGateway } from '../support/test-gateway.js';
 
@@ -58,4 +60,25 @@ describe(`admin CLI (${driverLabel})`, () => {
     expect(backwards.status).toBe(2);
     expect(backwards.stderr).toContain('--to after --from');
   });
+
+  it('while a gateway process runs: refused on embedded storage, stored and seen by the gateway on a server; never "created" unless stored', async () => {
+    const gateway = await spawnGateway(environment.env);
+    try {
+      const result = admin(environment, 'create-user', '--email', 'busy@example.test', '--password', 'busy-password-1');
+      const admin2 = await adminClient(new TestClient(gateway.base));
+      const emails = (await admin2.get('/api/v1/users')).body.data.map((user: { email: string }) => user.email);
+      if (environment.config.DATABASE_URL) {
+        expect(result.status, result.stderr).toBe(0);
+        expect(result.stdout).toContain('created user');
+        expect(emails).toContain('busy@example.test');
+      } else {
+        expect(result.status).not.toBe(0);
+        expect(result.stderr).toContain(`DATA_DIR is in use by pid ${gateway.pid}`);
+        expect(result.stdout).not.toContain('created');
+        expect(emails).not.toContain('busy@example.test');
+      }
+    } finally {
+      await gateway.stop();
+    }
+  }, 180_000);
 });

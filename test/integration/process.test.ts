@@ -18,7 +18,7 @@ function startProcess(env: Record<string, string>, entry = 'gateway/main.ts'): {
 const exitOf = (child: ChildProcess) =>
   new Promise<number | null>((resolve) => (child.exitCode !== null ? resolve(child.exitCode) : child.once('exit', (code) => resolve(code))));
 
-async function waitFor(predicate: () => boolean, timeoutMs = 30_000): Promise<void> {
+async function waitFor(predicate: () => boolean, timeoutMs = 90_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (!predicate()) {
     if (Date.now() > deadline) throw new Error('timed out waiting');
@@ -54,7 +54,7 @@ describe(`the gateway process (${driverLabel})`, () => {
     expect(response.status).toBe(200);
     child.kill('SIGTERM');
     expect(await exitOf(child)).toBe(0);
-  });
+  }, 240_000);
 
   it('loses nothing it acknowledged: killed with SIGKILL right after a 204, the rows are there after restart', async () => {
     environment = await createTestEnvironment();
@@ -89,13 +89,20 @@ describe(`the gateway process (${driverLabel})`, () => {
     } finally {
       await storage.close();
     }
-  });
+  }, 240_000);
 
   it('the worker process refuses to start without REDIS_URL, naming it', async () => {
     const started = startProcess({ DATA_DIR: '/tmp/unused' }, 'workers/main.ts');
     child = started.child;
     expect(await exitOf(child)).toBe(2);
     expect(started.output()).toContain('REDIS_URL');
+  });
+
+  it('the worker process refuses to start on embedded storage (one writer per DATA_DIR), naming DATABASE_URL', async () => {
+    const started = startProcess({ DATA_DIR: '/tmp/unused', REDIS_URL: 'redis://127.0.0.1:6379' }, 'workers/main.ts');
+    child = started.child;
+    expect(await exitOf(child)).toBe(2);
+    expect(started.output()).toContain('DATABASE_URL: required by the worker process');
   });
 
   it.runIf(serverRedisUrl)('the worker process consumes jobs from BullMQ and exits 0 on SIGTERM', async () => {
@@ -113,5 +120,5 @@ describe(`the gateway process (${driverLabel})`, () => {
     }
     child.kill('SIGTERM');
     expect(await exitOf(child)).toBe(0);
-  });
+  }, 240_000);
 });

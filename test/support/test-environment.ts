@@ -77,6 +77,7 @@ export async function createTestEnvironment(overrides: Record<string, string> = 
     SHUTDOWN_GRACE_SECONDS: '5',
     // No metrics listener unless a test asks for one (METRICS_PORT=auto): test gateways must not fight over 9464.
     METRICS_PORT: '0',
+    WORKER_METRICS_PORT: '0',
   };
   const cleanups: (() => Promise<void>)[] = [async () => rmSync(dataDir, { recursive: true, force: true })];
   if (serverDatabaseUrl) {

@@ -16,6 +16,25 @@ describe('config', () => {
     expect(config.METRICS_PORT).toBe(9464);
     expect(config.METRICS_HOST).toBe('127.0.0.1');
     expect(config.METRICS_TOKEN).toBeUndefined();
+    expect(config.WORKER_METRICS_PORT).toBe(9465); // apart from the gateway's, so both start on one host
+    expect(config.REUSE_PORT).toBe(false);
+    expect(config.JOBS_WORKER_TTL_MS).toBe(5000);
+  });
+
+  it('refuses a non-loopback METRICS_HOST without METRICS_TOKEN, naming METRICS_HOST', () => {
+    for (const host of ['0.0.0.0', '::', '10.1.2.3', 'metrics.example']) {
+      let thrown: unknown;
+      try {
+        loadConfig({ METRICS_HOST: host });
+      } catch (error) {
+        thrown = error;
+      }
+      expect(thrown, host).toBeInstanceOf(ConfigError);
+      expect((thrown as ConfigError).issues.map((issue) => issue.variable)).toEqual(['METRICS_HOST']);
+      expect((thrown as ConfigError).message).toContain('METRICS_TOKEN');
+    }
+    for (const host of ['127.0.0.1', '127.0.0.53', 'localhost', '::1', '[::1]']) expect(loadConfig({ METRICS_HOST: host }).METRICS_HOST).toBe(host);
+    expect(loadConfig({ METRICS_HOST: '0.0.0.0', METRICS_TOKEN: 'a-token-of-16-chars-or-more' }).METRICS_HOST).toBe('0.0.0.0');
   });
 
   it('reads METRICS_PORT as a port, 0 (off) or auto (a free port, for tests)', () => {
@@ -60,6 +79,9 @@ describe('config', () => {
     ['METRICS_PORT', '70000'],
     ['METRICS_PORT', 'nine'],
     ['METRICS_TOKEN', 'short'],
+    ['WORKER_METRICS_PORT', 'nine'],
+    ['REUSE_PORT', 'yes'],
+    ['JOBS_WORKER_TTL_MS', '10'],
   ])('rejects a bad %s and names it', (variable, value) => {
     let thrown: unknown;
     try {

@@ -1,7 +1,7 @@
 import { EventEmitter } from 'node:events';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { Logger } from '../../shared/logger.js';
-import { FAULT_EXIT_CODE, ProcessGuard, verdictOf } from '../../shared/process-guard.js';
+import { FAULT_EXIT_CODE, ProcessGuard, boundedStep, stopOnSignals, verdictOf } from '../../shared/process-guard.js';
 
 /** A logger that keeps its lines, and a fake process: the guard's decisions are tested without exiting. */
 function setup(flushTimeoutMs = 1000) {
@@ -87,5 +87,66 @@ describe('the process guard', () => {
     guard.uninstall();
     expect(target.listenerCount('unhandledRejection')).toBe(0);
     expect(target.listenerCount('uncaughtException')).toBe(0);
+  });
+});
+
+describe('the graceful stop on signals', () => {
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  function setupStop(close: () => Promise<void>, deadlineMs = 15_000) {
+    const lines: { level: string; message: string }[] = [];
+    const record = (level: string) => (_fields: unknown, message: string) => void lines.push({ level, message });
+    const logger = { info: record('info'), warn: record('warn'), error: record('error') } as unknown as Logger;
+    const target = new EventEmitter();
+    const exits: number[] = [];
+    const stopping = stopOnSignals(logger, 'the test process', close, { deadlineMs, target, exit: (code) => void exits.push(code) });
+    return { target, exits, lines, stopping };
+  }
+
+  it('closes once on SIGTERM and exits 0', async () => {
+    let closes = 0;
+    const { target, exits, stopping } = setupStop(async () => void closes++);
+    expect(stopping()).toBe(false);
+    target.emit('SIGTERM');
+    expect(stopping()).toBe(true);
+    await vi.waitFor(() => expect(exits).toEqual([0]));
+    expect(closes).toBe(1);
+  });
+
+  it('exits 1 at the deadline when the close waits on a server that went away', async () => {
+    vi.useFakeTimers();
+    const { target, exits, lines } = setupStop(() => new Promise<void>(() => undefined), 15_000); // never settles
+    target.emit('SIGTERM');
+    await vi.advanceTimersByTimeAsync(14_999);
+    expect(exits).toEqual([]);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(exits).toEqual([1]);
+    expect(lines.some((line) => line.level === 'error' && line.message.includes('did not stop within 15000 ms'))).toBe(true);
+  });
+
+  it('exits 1 at once on a second signal', () => {
+    const { target, exits } = setupStop(() => new Promise<void>(() => undefined));
+    target.emit('SIGTERM');
+    expect(exits).toEqual([]);
+    target.emit('SIGINT');
+    expect(exits).toEqual([1]);
+  });
+
+  it('bounds one step of a stop, and the steps after it still run', async () => {
+    vi.useFakeTimers();
+    const lines: string[] = [];
+    const logger = { warn: (_fields: unknown, message: string) => void lines.push(message) } as unknown as Logger;
+    const ran: string[] = [];
+    const stop = (async () => {
+      await boundedStep(logger, 'bus.close', () => new Promise(() => undefined), 2000);
+      await boundedStep(logger, 'storage.close', async () => void ran.push('storage.close'), 2000);
+      await boundedStep(logger, 'failing', async () => Promise.reject(new Error('gone')), 2000);
+    })();
+    await vi.advanceTimersByTimeAsync(2000);
+    await stop;
+    expect(ran).toEqual(['storage.close']);
+    expect(lines).toEqual(['stop: bus.close did not finish within 2000 ms; going on without it', 'stop: failing failed; going on']);
   });
 });

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { csvChunks } from '../../shared/csv/csv.js';
 import { renderedBody, renderReport, rowObjects } from '../../shared/reports/report-output.js';
+import { deflateRawSync } from 'node:zlib';
 import type { ReportColumn } from '../../shared/reports/report-params.js';
 
 const meta: ReportColumn[] = [
@@ -51,5 +52,12 @@ describe('renderReport: the answer a report job hands back, as the route wrote i
       expect(Buffer.from(await renderedBody(csvAnswer)).equals(Buffer.from(csv, 'utf8'))).toBe(true);
       expect(csvAnswer.deflated).toBe(deflate);
     }
+  });
+
+  it('refuses to inflate an answer past its cap (a small deflated bomb through Redis), and inflates one within it', async () => {
+    const bomb = deflateRawSync(Buffer.alloc(10 * 1024 * 1024), { level: 9 }); // 10 MB of zeros in about 10 KB
+    const rendered = { format: 'json' as const, statistics, body: bomb.toString('base64'), deflated: true };
+    await expect(renderedBody(rendered, 1024 * 1024)).rejects.toThrow(/inflates past 1048576 bytes/);
+    expect((await renderedBody(rendered, 16 * 1024 * 1024)).length).toBe(10 * 1024 * 1024);
   });
 });
