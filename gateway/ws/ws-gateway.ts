@@ -18,7 +18,7 @@ import { TopicEvents } from './event-frames.js';
 import { LivePosition, TopicPositions } from './position-frames.js';
 import { Connection, WS_CLOSE, type SocketLike, type SocketData } from './ws-connection.js';
 import { ReplayGate } from './replay-gate.js';
-import { authorizeTopic, isConfinedTopic, topicKey } from './topics.js';
+import { authorizeTopic, isConfinedTopic, isDeviceTopic, topicKey } from './topics.js';
 
 /**
  * Replays what a subscriber missed (alarms since a seq), from storage, in seq order, before live delivery
@@ -487,6 +487,35 @@ export class WebSocketGateway {
       if (gate && !gate.live(frame)) continue;
       connection.send((encoded[connection.format] ??= encode(connection.format, frame)));
     }
+  }
+
+  /**
+   * Checks the `devices/{id}` subscriptions of an organization (every organization: undefined) again against
+   * the devices' owners now (a phone handed to someone else, a device deleted): a subscription its socket may
+   * no longer hold is dropped, and the socket told with an `unsubscribed` frame and the reason. Until then the
+   * topic's frames are confined by user (CONFINED_TOPIC), so nothing of the new owner's leaks meanwhile.
+   */
+  async recheckDeviceSubscriptions(organizationId?: string): Promise<void> {
+    const checks: Promise<void>[] = [];
+    for (const [key, subscribers] of this.topics) {
+      const split = key.indexOf('|');
+      const organization = key.slice(0, split);
+      const topic = key.slice(split + 1);
+      if ((organizationId !== undefined && organization !== organizationId) || !isDeviceTopic(topic)) continue;
+      for (const connection of subscribers) {
+        const principal = connection.principal;
+        if (!principal) continue;
+        checks.push(
+          authorizeTopic(topic, principal, this.services.registry, this.services.storage).catch((error: unknown) => {
+            if (!(error instanceof AppError)) return this.services.logger.warn({ err: error, topic }, 're-checking a device subscription failed; it stays confined by user');
+            if (connection.closed || !connection.subscriptions.has(key)) return;
+            this.unsubscribe(connection, key);
+            connection.message({ op: 'unsubscribed', topics: [topic], reason: error.message, status: toErrorBody(error).status });
+          }),
+        );
+      }
+    }
+    await Promise.all(checks);
   }
 
   /** Read at scrape time by the metrics (shared/metrics): open sockets, their subscriptions, bytes not yet sent. */
