@@ -129,6 +129,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       maxTopics: config.WS_MAX_TOPICS,
       maxInFlight: config.WS_MAX_IN_FLIGHT,
       maxUnauthenticatedPerAddress: config.WS_MAX_UNAUTHENTICATED_PER_ADDRESS,
+      revalidateMs: config.WS_REVALIDATE_SECONDS * 1000,
     },
   );
   // Every bus -> socket feed (positions, zone events, alarms and their replay, revoked credentials).

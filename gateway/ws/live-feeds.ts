@@ -70,13 +70,19 @@ export async function attachLiveFeeds({ bus, realtime, alarms }: LiveFeedSources
 
   // A device handed to someone else: its `devices/{id}` subscriptions follow its owner (checked again).
   await bus.subscribe(DEVICES_CHANNEL, (payload) => void websockets.recheckDeviceSubscriptions((payload as DeviceChange).organizationId));
-  bus.onResync(() => void websockets.recheckDeviceSubscriptions());
+  // Messages may have been lost: a revocation among them leaves sockets open, a reassignment subscriptions.
+  bus.onResync(() => {
+    void websockets.revalidation.sweep();
+    void websockets.recheckDeviceSubscriptions();
+  });
 
   // A revoked credential's open sockets end on every gateway: all of a key's, or a user's opened with another
   // credential version than the current one (all of them when none is given).
   await bus.subscribe(AUTH_INVALIDATION_CHANNEL, (payload) => {
     const change = payload as AuthInvalidation;
     if (!change.revoke) return;
+    // First, so that a socket of this credential whose authentication is in flight is checked as it opens.
+    websockets.revalidation.revoked(change);
     const { code, reason } = CREDENTIAL_REVOKED;
     if (change.apiKeyId) websockets.closeWhere((principal) => principal.apiKeyId === change.apiKeyId, code, reason);
     if (change.userId) {

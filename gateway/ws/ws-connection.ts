@@ -15,6 +15,8 @@ export interface SocketData {
   principal?: Principal;
   /** The remote address, when the socket counts against its address's quota of unauthenticated sockets. */
   unauthenticatedAddress?: string;
+  /** When the bearer token the upgrade authenticated with expires (epoch ms). */
+  expiresAt?: number;
   /** Opened with `?positions=batched`: a batch's positions for a topic come in one frame. */
   batchedPositions: boolean;
   /** Opened with `?events=batched`: a bus message's geofence events (or event-area contents) for a topic come in one frame. */
@@ -51,6 +53,8 @@ export class Connection {
   /** Set while the socket holds a slot of its address's unauthenticated quota. */
   unauthenticatedAddress?: string;
   authTimer?: NodeJS.Timeout;
+  /** Closes the socket when the token it authenticated with expires (socket-revalidation.ts). */
+  expiryTimer?: NodeJS.Timeout;
   closed = false;
   inFlight = 0;
 

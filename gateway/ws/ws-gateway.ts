@@ -18,6 +18,8 @@ import { TopicEvents } from './event-frames.js';
 import { LivePosition, TopicPositions } from './position-frames.js';
 import { Connection, WS_CLOSE, type SocketLike, type SocketData } from './ws-connection.js';
 import { ReplayGate } from './replay-gate.js';
+import { bearerExpiry } from './credential-check.js';
+import { SocketRevalidation } from './socket-revalidation.js';
 import { authorizeTopic, isConfinedTopic, isDeviceTopic, topicKey } from './topics.js';
 
 /**
@@ -34,6 +36,8 @@ export interface WsOptions {
   maxTopics: number;
   maxInFlight: number;
   maxUnauthenticatedPerAddress: number;
+  /** Every authenticated socket is checked against storage this often (0: never; tests). */
+  revalidateMs: number;
 }
 
 /** What the WebSocket side uses of the gateway: authentication, uploads through the pipeline, topic checks. */
@@ -85,17 +89,23 @@ export class WebSocketGateway {
   /** Unauthenticated sockets per remote address (entries go when they reach zero). */
   private readonly unauthenticated = new Map<string, number>();
   private accepting = true;
+  /** Re-checks authenticated sockets against storage: revoked while authenticating, periodically, after a resync. */
+  readonly revalidation: SocketRevalidation;
 
   constructor(
     private readonly services: WsDependencies,
     private readonly options: WsOptions,
-  ) {}
+  ) {
+    // A revocation keeps its key or user suspect well past an authentication in flight and a cache entry's life.
+    this.revalidation = new SocketRevalidation(services.storage, () => this.connections, services.logger, { intervalMs: options.revalidateMs, suspectMs: 60_000 });
+  }
 
   registerReplay(pattern: RegExp, provider: ReplayProvider): void {
     this.replays.push({ pattern, provider });
   }
 
   attach(app: TemplatedApp): void {
+    this.revalidation.start();
     // Nothing a client sends may throw out of a uWS callback: that would be an uncaught exception.
     const guarded =
       <A extends unknown[]>(name: string, callback: (...args: A) => void) =>
@@ -170,7 +180,7 @@ export class WebSocketGateway {
       authenticated
         .then((principal) => {
           if (aborted) return release();
-          const data: SocketData = { format, principal, batchedPositions: positions === 'batched', batchedEvents: events === 'batched', unauthenticatedAddress: reserved };
+          const data: SocketData = { format, principal, expiresAt: bearerExpiry(headers.authorization), batchedPositions: positions === 'batched', batchedEvents: events === 'batched', unauthenticatedAddress: reserved };
           res.cork(() => res.upgrade<SocketData>(data, key, protocol, extensions, context));
           reserved = undefined; // the socket holds the slot now, until it authenticates or closes
         })
@@ -196,18 +206,21 @@ export class WebSocketGateway {
     data.connection = connection;
     connection.unauthenticatedAddress = data.unauthenticatedAddress;
     this.connections.add(connection);
-    if (data.principal) this.authenticated(connection, data.principal);
+    if (data.principal) this.authenticated(connection, data.principal, undefined, data.expiresAt);
     else {
       connection.authTimer = setTimeout(() => connection.close(WS_CLOSE.unauthenticated, 'not authenticated in time'), this.options.authTimeoutMs);
     }
   }
 
-  private authenticated(connection: Connection, principal: Principal, id?: MessageId): void {
+  private authenticated(connection: Connection, principal: Principal, id: MessageId | undefined, expiresAt: number | undefined): void {
     clearTimeout(connection.authTimer);
     if (connection.unauthenticatedAddress !== undefined) this.releaseUnauthenticated(connection.unauthenticatedAddress);
     connection.unauthenticatedAddress = undefined;
     connection.principal = principal;
     connection.confinedTo = confinedUserId(principal);
+    // From here the revocation feed closes it (closeWhere); a revocation it raced is caught by a check in storage.
+    this.revalidation.authenticated(connection, expiresAt);
+    if (connection.closed) return;
     connection.message({ op: 'authenticated', id, user_id: principal.userId, organization_id: principal.organizationId, role: principal.role, permission: principal.permission });
   }
 
@@ -280,7 +293,7 @@ export class WebSocketGateway {
       if (connection.principal) throw new AppError(ErrorCode.Conflict, 'Already authenticated');
       const headers: Record<string, string> = message.token.startsWith('fc_') ? { 'x-api-key': message.token } : { authorization: `Bearer ${message.token}` };
       const principal = await this.services.authenticator.authenticate(headers, SOCKET_ROUTE);
-      if (!connection.closed) this.authenticated(connection, principal, message.id);
+      if (!connection.closed) this.authenticated(connection, principal, message.id, bearerExpiry(headers.authorization));
       return;
     }
     const principal = connection.principal;
@@ -374,6 +387,7 @@ export class WebSocketGateway {
     if (!connection) return;
     connection.closed = true;
     clearTimeout(connection.authTimer);
+    clearTimeout(connection.expiryTimer);
     if (connection.unauthenticatedAddress !== undefined) this.releaseUnauthenticated(connection.unauthenticatedAddress);
     connection.unauthenticatedAddress = undefined;
     for (const key of connection.subscriptions) this.topics.get(key)?.delete(connection);
@@ -554,6 +568,7 @@ export class WebSocketGateway {
   /** Shutdown: refuse new sockets, let uploads in flight finish, then close every socket (1001). */
   async close(graceMs: number): Promise<void> {
     this.accepting = false;
+    this.revalidation.stop();
     const deadline = Date.now() + graceMs;
     while ([...this.connections].some((c) => c.inFlight > 0) && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
     for (const connection of [...this.connections]) connection.close(WS_CLOSE.goingAway, 'server shutting down');
