@@ -130,6 +130,11 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       maxInFlight: config.WS_MAX_IN_FLIGHT,
       maxUnauthenticatedPerAddress: config.WS_MAX_UNAUTHENTICATED_PER_ADDRESS,
       revalidateMs: config.WS_REVALIDATE_SECONDS * 1000,
+      maxFeedBufferBytes: config.WS_MAX_FEED_BUFFER_BYTES,
+      maxTotalBacklogBytes: config.WS_MAX_TOTAL_BACKLOG_BYTES,
+      maxSocketsPerUser: config.WS_MAX_SOCKETS_PER_USER,
+      maxSocketsPerCredential: config.WS_MAX_SOCKETS_PER_CREDENTIAL,
+      maxSocketsPerAddress: config.WS_MAX_SOCKETS_PER_ADDRESS,
     },
   );
   // Every bus -> socket feed (positions, zone events, alarms and their replay, revoked credentials).

@@ -20,6 +20,8 @@ import { Connection, WS_CLOSE, type SocketLike, type SocketData } from './ws-con
 import { ReplayGate } from './replay-gate.js';
 import { bearerExpiry } from './credential-check.js';
 import { SocketRevalidation } from './socket-revalidation.js';
+import { SocketQuotas } from './socket-quotas.js';
+import { BacklogCeiling } from './backlog-ceiling.js';
 import { authorizeTopic, isConfinedTopic, isDeviceTopic, topicKey } from './topics.js';
 
 /**
@@ -38,6 +40,13 @@ export interface WsOptions {
   maxUnauthenticatedPerAddress: number;
   /** Every authenticated socket is checked against storage this often (0: never; tests). */
   revalidateMs: number;
+  /** Per-socket limit of unsent position and event frames (alarms have maxBufferBytes). */
+  maxFeedBufferBytes: number;
+  /** Unsent bytes over all sockets; past it the largest backlogs are closed. */
+  maxTotalBacklogBytes: number;
+  maxSocketsPerUser: number;
+  maxSocketsPerCredential: number;
+  maxSocketsPerAddress: number;
 }
 
 /** What the WebSocket side uses of the gateway: authentication, uploads through the pipeline, topic checks. */
@@ -91,6 +100,8 @@ export class WebSocketGateway {
   private accepting = true;
   /** Re-checks authenticated sockets against storage: revoked while authenticating, periodically, after a resync. */
   readonly revalidation: SocketRevalidation;
+  private readonly quotas: SocketQuotas;
+  private readonly backlogCeiling: BacklogCeiling;
 
   constructor(
     private readonly services: WsDependencies,
@@ -98,6 +109,18 @@ export class WebSocketGateway {
   ) {
     // A revocation keeps its key or user suspect well past an authentication in flight and a cache entry's life.
     this.revalidation = new SocketRevalidation(services.storage, () => this.connections, services.logger, { intervalMs: options.revalidateMs, suspectMs: 60_000 });
+    this.quotas = new SocketQuotas({ perUser: options.maxSocketsPerUser, perCredential: options.maxSocketsPerCredential, perAddress: options.maxSocketsPerAddress });
+    this.backlogCeiling = new BacklogCeiling(() => this.connections, options.maxTotalBacklogBytes);
+  }
+
+  /**
+   * What every authentication of a socket passes (the upgrade's, or an `auth` message's): it counts against
+   * the credential's request budget, and takes a slot of its user's, credential's and address's socket quotas.
+   * Returns the function giving the slots back; throws 429 past either.
+   */
+  private async admit(principal: Principal, address: string): Promise<() => void> {
+    await this.services.rateLimits?.consume(principal);
+    return this.quotas.take(principal, address);
   }
 
   registerReplay(pattern: RegExp, provider: ReplayProvider): void {
@@ -106,6 +129,7 @@ export class WebSocketGateway {
 
   attach(app: TemplatedApp): void {
     this.revalidation.start();
+    this.backlogCeiling.start();
     // Nothing a client sends may throw out of a uWS callback: that would be an uncaught exception.
     const guarded =
       <A extends unknown[]>(name: string, callback: (...args: A) => void) =>
@@ -176,16 +200,23 @@ export class WebSocketGateway {
         this.unauthenticated.set(address, (this.unauthenticated.get(address) ?? 0) + 1);
         reserved = address;
       }
-      const authenticated = credentials ? this.services.authenticator.authenticate(headers, SOCKET_ROUTE) : Promise.resolve(undefined);
+      let releaseQuota: (() => void) | undefined;
+      const authenticated = credentials
+        ? this.services.authenticator.authenticate(headers, SOCKET_ROUTE).then(async (principal) => {
+            releaseQuota = await this.admit(principal, address);
+            return principal;
+          })
+        : Promise.resolve(undefined);
       authenticated
         .then((principal) => {
-          if (aborted) return release();
-          const data: SocketData = { format, principal, expiresAt: bearerExpiry(headers.authorization), batchedPositions: positions === 'batched', batchedEvents: events === 'batched', unauthenticatedAddress: reserved };
+          if (aborted) return (release(), releaseQuota?.());
+          const data: SocketData = { format, principal, address, releaseQuota, expiresAt: bearerExpiry(headers.authorization), batchedPositions: positions === 'batched', batchedEvents: events === 'batched', unauthenticatedAddress: reserved };
           res.cork(() => res.upgrade<SocketData>(data, key, protocol, extensions, context));
           reserved = undefined; // the socket holds the slot now, until it authenticates or closes
         })
         .catch((error) => {
           release();
+          releaseQuota?.();
           refuse(error);
         });
     } catch (error) {
@@ -204,6 +235,8 @@ export class WebSocketGateway {
     const data = ws.getUserData();
     const connection = new Connection(ws as unknown as SocketLike, data.format, this.options, data.batchedPositions, data.batchedEvents);
     data.connection = connection;
+    connection.address = data.address;
+    connection.releaseQuota = data.releaseQuota;
     connection.unauthenticatedAddress = data.unauthenticatedAddress;
     this.connections.add(connection);
     if (data.principal) this.authenticated(connection, data.principal, undefined, data.expiresAt);
@@ -293,7 +326,11 @@ export class WebSocketGateway {
       if (connection.principal) throw new AppError(ErrorCode.Conflict, 'Already authenticated');
       const headers: Record<string, string> = message.token.startsWith('fc_') ? { 'x-api-key': message.token } : { authorization: `Bearer ${message.token}` };
       const principal = await this.services.authenticator.authenticate(headers, SOCKET_ROUTE);
-      if (!connection.closed) this.authenticated(connection, principal, message.id, bearerExpiry(headers.authorization));
+      if (connection.closed) return;
+      if (connection.principal) throw new AppError(ErrorCode.Conflict, 'Already authenticated');
+      connection.releaseQuota = await this.admit(principal, connection.address);
+      if (connection.closed) return connection.releaseQuota();
+      this.authenticated(connection, principal, message.id, bearerExpiry(headers.authorization));
       return;
     }
     const principal = connection.principal;
@@ -388,6 +425,7 @@ export class WebSocketGateway {
     connection.closed = true;
     clearTimeout(connection.authTimer);
     clearTimeout(connection.expiryTimer);
+    connection.releaseQuota?.();
     if (connection.unauthenticatedAddress !== undefined) this.releaseUnauthenticated(connection.unauthenticatedAddress);
     connection.unauthenticatedAddress = undefined;
     for (const key of connection.subscriptions) this.topics.get(key)?.delete(connection);
@@ -569,6 +607,7 @@ export class WebSocketGateway {
   async close(graceMs: number): Promise<void> {
     this.accepting = false;
     this.revalidation.stop();
+    this.backlogCeiling.stop();
     const deadline = Date.now() + graceMs;
     while ([...this.connections].some((c) => c.inFlight > 0) && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
     for (const connection of [...this.connections]) connection.close(WS_CLOSE.goingAway, 'server shutting down');
