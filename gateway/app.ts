@@ -96,7 +96,11 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
   await authenticator.start();
   const cartography = new CartographyService(bus);
   const registry = new BuildingRegistry(storage, bus, logger, { ttlMs: config.CACHE_TTL_SECONDS * 1000 });
-  const devices = new DeviceDirectory(storage, bus, { ttlMs: config.CACHE_TTL_SECONDS * 1000, logger });
+  const devices = new DeviceDirectory(storage, bus, {
+    ttlMs: config.CACHE_TTL_SECONDS * 1000,
+    logger,
+    quota: { maxPerOrganization: config.DEVICES_MAX_PER_ORGANIZATION, maxNewPerUpload: config.DEVICES_MAX_NEW_PER_UPLOAD },
+  });
   const positionStore = new PositionStore(storage, logger, { maxAgeMs: config.POSITIONS_MAX_AGE_SECONDS * 1000 });
   await positionStore.startMaintenance(); // today's partition and the next days', then hourly
   // PGlite has one connection. A server takes up to 4 commits of 1,000 rows at once (one per writer pool

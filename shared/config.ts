@@ -112,6 +112,14 @@ export const configSchema = z.object({
   WS_MAX_FEED_BUFFER_BYTES: z.coerce.number().int().min(4096).default(1024 * 1024),
   /** Unsent bytes over all WebSockets of a gateway; past it the sockets with the largest backlogs are closed (4008) until it is under. */
   WS_MAX_TOTAL_BACKLOG_BYTES: z.coerce.number().int().min(65536).default(256 * 1024 * 1024),
+  /** Live geofences one building may hold; a create past it gets 422. */
+  GEOFENCES_MAX_PER_BUILDING: z.coerce.number().int().min(1).default(2000),
+  /** Vertices over all live geofences of one organization (detection's cost per position); a write past it gets 422. */
+  GEOFENCE_VERTICES_MAX_PER_ORGANIZATION: z.coerce.number().int().min(1).default(500_000),
+  /** Devices one organization may have; an upload that would register more gets 422. */
+  DEVICES_MAX_PER_ORGANIZATION: z.coerce.number().int().min(1).default(100_000),
+  /** Devices one upload may register (identifiers never seen before); past it the upload gets 422. */
+  DEVICES_MAX_NEW_PER_UPLOAD: z.coerce.number().int().min(1).default(1000),
   /** Oldest fix an upload may carry, in seconds before now (apps upload what they buffered offline); older ones get 422. */
   POSITIONS_MAX_AGE_SECONDS: z.coerce.number().int().min(60).default(7 * 24 * 3600),
   /** Longest a gateway serves cached cartography and device owners before re-reading them, should a bus message be lost. */
