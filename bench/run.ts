@@ -3,6 +3,7 @@ import { alarmEscalationScenario } from './alarm-escalation.bench.js';
 import { buildingDetailScenario } from './cartography.bench.js';
 import { csvExportScenario } from './history.bench.js';
 import { detectionScenario } from './detection.bench.js';
+import { fairnessScenario } from './fairness.bench.js';
 import { geofencingScenario } from './geofencing.bench.js';
 import { ingestScenario } from './ingest.bench.js';
 import { materializerScenario } from './materializer.bench.js';
@@ -17,7 +18,7 @@ import { silenceSweepScenario } from './silence-sweep.bench.js';
  * default; DATABASE_URL / REDIS_URL for PostgreSQL and Redis), prints a table and writes bench/results/.
  * Figures are reported against their targets, never asserted: speed is measured here, not in the tests.
  */
-const scenarios: Scenario[] = [buildingDetailScenario, csvExportScenario, ingestScenario, detectionScenario, geofencingScenario, reportsScenario, materializerScenario, routingScenario, scaleOutScenario, alarmButtonScenario, alarmEscalationScenario, silenceSweepScenario];
+const scenarios: Scenario[] = [buildingDetailScenario, csvExportScenario, ingestScenario, detectionScenario, geofencingScenario, reportsScenario, materializerScenario, routingScenario, scaleOutScenario, alarmButtonScenario, alarmEscalationScenario, silenceSweepScenario, fairnessScenario];
 
 const wanted = process.argv.slice(2);
 const figures: Figure[] = [];

@@ -101,7 +101,11 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
   await authenticator.start();
   const cartography = new CartographyService(bus);
   const registry = new BuildingRegistry(storage, bus, logger, { ttlMs: config.CACHE_TTL_SECONDS * 1000 });
-  const devices = new DeviceDirectory(storage, bus, { ttlMs: config.CACHE_TTL_SECONDS * 1000, logger });
+  const devices = new DeviceDirectory(storage, bus, {
+    ttlMs: config.CACHE_TTL_SECONDS * 1000,
+    logger,
+    quota: { maxPerOrganization: config.DEVICES_MAX_PER_ORGANIZATION, maxNewPerUpload: config.DEVICES_MAX_NEW_PER_UPLOAD },
+  });
   const positionStore = new PositionStore(storage, logger, { maxAgeMs: config.POSITIONS_MAX_AGE_SECONDS * 1000 });
   await positionStore.startMaintenance(); // today's partition and the next days', then hourly
   // PGlite has one connection. A server takes up to 4 commits of 1,000 rows at once (one per writer pool
@@ -135,6 +139,12 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       maxTopics: config.WS_MAX_TOPICS,
       maxInFlight: config.WS_MAX_IN_FLIGHT,
       maxUnauthenticatedPerAddress: config.WS_MAX_UNAUTHENTICATED_PER_ADDRESS,
+      revalidateMs: config.WS_REVALIDATE_SECONDS * 1000,
+      maxFeedBufferBytes: config.WS_MAX_FEED_BUFFER_BYTES,
+      maxTotalBacklogBytes: config.WS_MAX_TOTAL_BACKLOG_BYTES,
+      maxSocketsPerUser: config.WS_MAX_SOCKETS_PER_USER,
+      maxSocketsPerCredential: config.WS_MAX_SOCKETS_PER_CREDENTIAL,
+      maxSocketsPerAddress: config.WS_MAX_SOCKETS_PER_ADDRESS,
     },
   );
   // Every bus -> socket feed (positions, zone events, alarms and their replay, revoked credentials).

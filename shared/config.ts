@@ -117,6 +117,26 @@ export const configSchema = z.object({
   WS_MAX_IN_FLIGHT: z.coerce.number().int().min(1).default(16),
   /** Not-yet-authenticated WebSockets one remote address may hold; past it the upgrade gets 429. */
   WS_MAX_UNAUTHENTICATED_PER_ADDRESS: z.coerce.number().int().min(1).default(32),
+  /** Every authenticated WebSocket's credential is checked against storage this often (a revocation whose message was lost). */
+  WS_REVALIDATE_SECONDS: z.coerce.number().int().min(1).default(30),
+  /** Authenticated WebSockets one user may hold on one gateway, over all credentials; past it the upgrade or auth gets 429. */
+  WS_MAX_SOCKETS_PER_USER: z.coerce.number().int().min(1).default(40),
+  /** Authenticated WebSockets one credential (an API key, else the user's password sessions) may hold on one gateway; past it, 429. */
+  WS_MAX_SOCKETS_PER_CREDENTIAL: z.coerce.number().int().min(1).default(20),
+  /** Authenticated WebSockets one remote address may hold on one gateway; past it, 429. */
+  WS_MAX_SOCKETS_PER_ADDRESS: z.coerce.number().int().min(1).default(200),
+  /** Past this many buffered bytes on position and geofence-event topics a subscriber is disconnected (4008); alarms keep WS_MAX_BUFFER_BYTES. */
+  WS_MAX_FEED_BUFFER_BYTES: z.coerce.number().int().min(4096).default(1024 * 1024),
+  /** Unsent bytes over all WebSockets of a gateway; past it the sockets with the largest backlogs are closed (4008) until it is under. */
+  WS_MAX_TOTAL_BACKLOG_BYTES: z.coerce.number().int().min(65536).default(256 * 1024 * 1024),
+  /** Live geofences one building may hold; a create past it gets 422. */
+  GEOFENCES_MAX_PER_BUILDING: z.coerce.number().int().min(1).default(2000),
+  /** Vertices over all live geofences of one organization (detection's cost per position); a write past it gets 422. */
+  GEOFENCE_VERTICES_MAX_PER_ORGANIZATION: z.coerce.number().int().min(1).default(500_000),
+  /** Devices one organization may have; an upload that would register more gets 422. */
+  DEVICES_MAX_PER_ORGANIZATION: z.coerce.number().int().min(1).default(100_000),
+  /** Devices one upload may register (identifiers never seen before); past it the upload gets 422. */
+  DEVICES_MAX_NEW_PER_UPLOAD: z.coerce.number().int().min(1).default(1000),
   /** Oldest fix an upload may carry, in seconds before now (apps upload what they buffered offline); older ones get 422. */
   POSITIONS_MAX_AGE_SECONDS: z.coerce.number().int().min(60).default(7 * 24 * 3600),
   /** Longest a gateway serves cached cartography and device owners before re-reading them, should a bus message be lost. */

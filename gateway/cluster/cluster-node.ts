@@ -8,6 +8,11 @@ import type { Coordination } from './coordination.js';
 import { shardOfBuilding, shardOfDevice, shardsOwnedBy } from './rendezvous.js';
 import { isGroupGone, type ShardEntry, type ShardLog } from './shard-log.js';
 
+/** Pacing is kept per organization and shard, under this key. */
+const pacingKey = (shard: number, organizationId: string) => `${shard}|${organizationId}`;
+const shardOfKey = (key: string) => Number(key.slice(0, key.indexOf('|')));
+const organizationOfKey = (key: string) => key.slice(key.indexOf('|') + 1);
+
 /** What an owner does with its shards (detection: gateway/cluster/detection-shards.ts). */
 export interface ShardHandler {
   /** A shard arrives: restore the state of its buildings from storage, before any of its entries is processed. */
@@ -42,13 +47,17 @@ export interface ClusterOptions {
   heartbeatMs: number;
   /** Lifetime of a heartbeat and of a lease without renewal. */
   ttlMs: number;
-  /** Uploads wait while their shard's backlog is at `maxBacklog` entries or more, up to `waitMs`, then fail (503); none: never. */
+  /**
+   * Uploads wait while their organization's backlog in their shard is at `maxBacklog` entries or more, up to
+   * `waitMs`, then fail (503); none: never. Per organization, so one tenant's costly detection never paces another's.
+   */
   pacing?: { maxBacklog: number; waitMs: number };
 }
 
-/** An upload waiting for its shards' owners to catch up. */
+/** An upload waiting for its organization's backlog in its shards to come down. */
 interface PacedUpload {
-  shards: number[];
+  /** `pacingKey`s of the shards it waits for. */
+  keys: string[];
   resolve(): void;
   timer: NodeJS.Timeout;
 }
@@ -91,10 +100,12 @@ export class ClusterNode {
   private processing: Promise<unknown> = Promise.resolve();
   /** Entries appended and not yet acknowledged by the owner, per shard: as last read from the log, plus this gateway's appends since. */
   private readonly backlog = new Map<number, number>();
+  /** The same per organization and shard (`pacingKey`): what uploads are paced by. */
+  private readonly organizationBacklog = new Map<string, number>();
   /** Shards appended to since the backlog was last read (read again at the next heartbeat). */
   private readonly appendedTo = new Set<number>();
-  /** Shards whose backlog is at the bound: uploads to their buildings wait. */
-  private readonly behind = new Set<number>();
+  /** Organizations' shards (`pacingKey`) whose backlog is at the bound: that organization's uploads to them wait. */
+  private readonly behind = new Set<string>();
   private readonly paced = new Set<PacedUpload>();
   private pollTimer?: NodeJS.Timeout;
   private polling?: Promise<void>;
@@ -137,24 +148,25 @@ export class ClusterNode {
   }
 
   /**
-   * Paces uploads to detection, before they are stored: while a shard's backlog is at the bound, an upload with
-   * positions in it waits for the owner to catch up, and fails with DetectionBehindError (503, Retry-After) if
+   * Paces uploads to detection, before they are stored: while an organization's backlog in a shard is at the
+   * bound, its uploads with positions in that shard wait for the owner to catch up (another organization's
+   * uploads to the same shard go on: pacing is per organization and shard), and fails with DetectionBehindError (503, Retry-After) if
    * it has not within the wait, so the app sends it again later rather than detection falling ever further
    * behind. Free while no shard is behind: no Redis round trip per upload, the backlog is read per heartbeat
    * (and every BACKLOG_POLL_MS while a shard is behind) and counted up by this gateway's own appends between.
    */
   admit(records: readonly PositionRecord[]): Promise<void> | undefined {
     if (this.behind.size === 0) return undefined;
-    const shards = new Set<number>();
+    const keys = new Set<string>();
     for (const record of records) {
-      const shard = this.shardOf(record);
-      if (this.behind.has(shard)) shards.add(shard);
+      const key = pacingKey(this.shardOf(record), record.organizationId);
+      if (this.behind.has(key)) keys.add(key);
     }
-    if (shards.size === 0) return undefined;
+    if (keys.size === 0) return undefined;
     const waitMs = this.options.pacing!.waitMs;
     return new Promise<void>((resolve, reject) => {
       const upload: PacedUpload = {
-        shards: [...shards],
+        keys: [...keys],
         resolve: () => (clearTimeout(upload.timer), this.paced.delete(upload), pacedUploads.waited.inc(), resolve()),
         timer: setTimeout(() => {
           this.paced.delete(upload);
@@ -166,13 +178,15 @@ export class ClusterNode {
     });
   }
 
-  /** Counts an append towards its shard's backlog; a shard reaching the bound makes its uploads wait. */
-  private appended(shard: number): void {
-    const entries = (this.backlog.get(shard) ?? 0) + 1;
-    this.backlog.set(shard, entries);
+  /** Counts an append towards its shard's backlog and its organization's there; reaching the bound makes that organization's uploads wait. */
+  private appended(shard: number, organizationId: string): void {
+    this.backlog.set(shard, (this.backlog.get(shard) ?? 0) + 1);
     this.appendedTo.add(shard);
-    if (this.options.pacing && entries >= this.options.pacing.maxBacklog && !this.behind.has(shard)) {
-      this.behind.add(shard);
+    const key = pacingKey(shard, organizationId);
+    const entries = (this.organizationBacklog.get(key) ?? 0) + 1;
+    this.organizationBacklog.set(key, entries);
+    if (this.options.pacing && entries >= this.options.pacing.maxBacklog && !this.behind.has(key)) {
+      this.behind.add(key);
       this.schedulePoll();
     }
   }
@@ -193,9 +207,9 @@ export class ClusterNode {
       const shards = [...new Set([...this.appendedTo, ...this.backlog.keys()])];
       this.appendedTo.clear();
       if (shards.length === 0) return;
-      let counts: number[];
+      let counts: Awaited<ReturnType<ShardLog['organizationBacklog']>>;
       try {
-        counts = await this.log.backlog(shards);
+        counts = await this.log.organizationBacklog(shards);
       } catch (error) {
         // Out of reach (Redis down): no backlog can be read, nor grow (hand-offs wait in this gateway, bounded by
         // MAX_WAITING_RECORDS), and uploads are stored and acknowledged as in any outage, so pacing is suspended
@@ -208,13 +222,20 @@ export class ClusterNode {
       }
       const bound = this.options.pacing?.maxBacklog ?? Infinity;
       shards.forEach((shard, index) => {
-        const entries = counts[index]!;
-        if (entries > 0) this.backlog.set(shard, entries);
+        const { total, organizations } = counts[index]!;
+        if (total > 0) this.backlog.set(shard, total);
         else this.backlog.delete(shard);
-        if (entries >= bound) this.behind.add(shard);
-        else this.behind.delete(shard);
+        // This shard's organizations as read now: those not named have nothing left in it.
+        for (const key of [...this.organizationBacklog.keys()]) if (shardOfKey(key) === shard && !organizations.has(organizationOfKey(key))) this.organizationBacklog.delete(key);
+        for (const key of [...this.behind]) if (shardOfKey(key) === shard && !organizations.has(organizationOfKey(key))) this.behind.delete(key);
+        for (const [organizationId, entries] of organizations) {
+          const key = pacingKey(shard, organizationId);
+          this.organizationBacklog.set(key, entries);
+          if (entries >= bound) this.behind.add(key);
+          else this.behind.delete(key);
+        }
       });
-      for (const upload of this.paced) if (upload.shards.every((shard) => !this.behind.has(shard))) upload.resolve();
+      for (const upload of this.paced) if (upload.keys.every((key) => !this.behind.has(key))) upload.resolve();
     })().finally(() => (this.polling = undefined));
     return this.polling;
   }
@@ -260,7 +281,7 @@ export class ClusterNode {
         if (this.waiting.has(shard)) return this.wait(shard, positions);
         try {
           await this.log.append(shard, positions);
-          this.appended(shard);
+          this.appended(shard, positions.value.organizationId);
         } catch (error) {
           this.logger.warn({ err: error, shard }, 'handing positions to their owner failed; they wait here for the log to come back');
           this.wait(shard, positions);
@@ -294,7 +315,7 @@ export class ClusterNode {
       while (batches.length > 0) {
         try {
           await this.log.append(shard, batches[0]!);
-          this.appended(shard);
+          this.appended(shard, batches[0]!.value.organizationId);
         } catch {
           return;
         }

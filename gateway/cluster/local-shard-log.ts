@@ -1,5 +1,5 @@
 import type { EncodedPositions } from '../../shared/positions/positions-message.js';
-import type { ShardEntry, ShardLog } from './shard-log.js';
+import type { ShardBacklog, ShardEntry, ShardLog } from './shard-log.js';
 
 interface LocalShard {
   waiting: ShardEntry[];
@@ -64,6 +64,18 @@ export class LocalShardLog implements ShardLog {
     return shards.map((shard) => {
       const state = this.shards.get(shard);
       return state ? state.waiting.length + state.pending.length : 0;
+    });
+  }
+
+  async organizationBacklog(shards: readonly number[]): Promise<ShardBacklog[]> {
+    return shards.map((shard) => {
+      const state = this.shards.get(shard);
+      const organizations = new Map<string, number>();
+      for (const entry of state ? [...state.waiting, ...state.pending] : []) {
+        const organizationId = entry.records[0]?.organizationId;
+        if (organizationId !== undefined) organizations.set(organizationId, (organizations.get(organizationId) ?? 0) + 1);
+      }
+      return { total: state ? state.waiting.length + state.pending.length : 0, organizations };
     });
   }
 

@@ -2,7 +2,7 @@ import { Redis } from 'ioredis';
 import { decodePayload } from '../../shared/bus/encoded-payload.js';
 import type { PositionRecord } from '../../shared/positions/position-record.js';
 import type { EncodedPositions, PositionsMessage } from '../../shared/positions/positions-message.js';
-import type { ShardEntry, ShardLog } from './shard-log.js';
+import type { ShardBacklog, ShardEntry, ShardLog } from './shard-log.js';
 
 const GROUP = 'detection';
 /** An entry's one field: the packed PositionsMessage, the very bytes published on the bus when the upload had one shard. */
@@ -14,6 +14,8 @@ const RECORDS_FIELD = 'r';
 const READ_COUNT = 16;
 /** Entries this member appended to shards it reads, remembered until read back (beyond, they are decoded as others'). */
 const MAX_REMEMBERED = 1024;
+/** Organizations of entries delivered to this member and not acknowledged yet, at most (past it forgotten: counts then drift up until the shard drains). */
+const MAX_DELIVERED = 100_000;
 
 type RawEntry = [Buffer, Buffer[]];
 /** ioredis has the command but its typings lack the Buffer variant (msgpack needs the raw bytes). */
@@ -40,6 +42,9 @@ export class RedisShardLog implements ShardLog {
   /** Records appended to a shard being read, by entry id, in append (so stream) order. */
   private readonly appended = new Map<number, Map<string, PositionRecord[]>>();
   private remembered = 0;
+  /** The organization of each entry delivered to this member, by shard and entry id, until acknowledged. */
+  private readonly delivered = new Map<number, Map<string, string>>();
+  private deliveredCount = 0;
 
   constructor(url: string, prefix: string, private readonly consumer: string) {
     this.keyPrefix = `${prefix}:cluster:shard:`;
@@ -55,8 +60,20 @@ export class RedisShardLog implements ShardLog {
     return this.keyPrefix + shard;
   }
 
+  /** A hash per shard: entries not yet acknowledged, per organization (kept with the stream, in one transaction). */
+  private countsKey(shard: number): string {
+    return `${this.keyPrefix}${shard}:organizations`;
+  }
+
   async append(shard: number, positions: EncodedPositions): Promise<void> {
-    const id = await this.commands.xadd(this.key(shard), '*', FIELD, positions.bytes);
+    const answers = await this.commands
+      .multi()
+      .xadd(this.key(shard), '*', FIELD, positions.bytes)
+      .hincrby(this.countsKey(shard), positions.value.organizationId, 1)
+      .exec();
+    const [error, added] = answers?.[0] ?? [new Error('the append transaction was discarded')];
+    if (error) throw error;
+    const id = added as string | null;
     if (id === null || !this.reading.has(shard) || this.remembered >= MAX_REMEMBERED) return;
     let ids = this.appended.get(shard);
     if (!ids) this.appended.set(shard, (ids = new Map()));
@@ -102,7 +119,7 @@ export class RedisShardLog implements ShardLog {
     do {
       const [next, claimed] = await (this.commands as unknown as XAutoClaim).xautoclaimBuffer(this.key(shard), GROUP, this.consumer, 0, cursor, 'COUNT', READ_COUNT);
       cursor = next.toString();
-      entries.push(...claimed.map(([id, fields]) => decode(id.toString(), fields)));
+      entries.push(...claimed.map(([id, fields]) => this.deliver(shard, decode(id.toString(), fields))));
     } while (cursor !== '0-0');
     return entries;
   }
@@ -117,15 +134,41 @@ export class RedisShardLog implements ShardLog {
     )) as [Buffer, RawEntry[]][] | null;
     for (const [key, entries] of answer ?? []) {
       const shard = Number(key.toString().slice(this.keyPrefix.length));
-      delivered.set(shard, entries.map((entry) => this.entry(entry, shard)));
+      delivered.set(shard, entries.map((entry) => this.deliver(shard, this.entry(entry, shard))));
     }
     return delivered;
+  }
+
+  /** Remembers the organization of an entry delivered here, to count it down when it is acknowledged. */
+  private deliver(shard: number, entry: ShardEntry): ShardEntry {
+    const organizationId = entry.records[0]?.organizationId;
+    if (organizationId === undefined) return entry;
+    if (this.deliveredCount >= MAX_DELIVERED) {
+      this.delivered.clear();
+      this.deliveredCount = 0;
+    }
+    let ids = this.delivered.get(shard);
+    if (!ids) this.delivered.set(shard, (ids = new Map()));
+    if (!ids.has(entry.id)) this.deliveredCount += 1;
+    ids.set(entry.id, organizationId);
+    return entry;
   }
 
   async ack(shard: number, ids: readonly string[]): Promise<void> {
     if (ids.length === 0) return;
     const key = this.key(shard);
-    await this.commands.xack(key, GROUP, ...ids);
+    const byOrganization = new Map<string, number>();
+    const known = this.delivered.get(shard);
+    for (const id of ids) {
+      const organizationId = known?.get(id);
+      if (organizationId !== undefined) byOrganization.set(organizationId, (byOrganization.get(organizationId) ?? 0) + 1);
+    }
+    const transaction = this.commands.multi().xack(key, GROUP, ...ids);
+    for (const [organizationId, count] of byOrganization) transaction.hincrby(this.countsKey(shard), organizationId, -count);
+    const answers = await transaction.exec();
+    const failed = answers?.find(([error]) => error)?.[0];
+    if (!answers || failed) throw failed ?? new Error('the acknowledgement transaction was discarded');
+    for (const id of ids) if (known?.delete(id)) this.deliveredCount -= 1;
     // Entries are acknowledged in order, so everything before the last one is done.
     await this.commands.xtrim(key, 'MINID', '~', ids.at(-1)!);
   }
@@ -150,6 +193,34 @@ export class RedisShardLog implements ShardLog {
       // XLEN counts the pending entries too (and a few acknowledged ones not trimmed yet): an upper bound.
       return typeof lag === 'number' ? Number(group.get('pending') ?? 0) + lag : Number(length ?? 0);
     });
+  }
+
+  /**
+   * The backlog as `backlog` reads it, with each organization's share from the shard's counts. A shard with no
+   * backlog left has no share either: its counts are reset then (they may have drifted, e.g. after a member that
+   * delivered entries died and forgot their organizations).
+   */
+  async organizationBacklog(shards: readonly number[]): Promise<ShardBacklog[]> {
+    if (shards.length === 0) return [];
+    const pipeline = this.commands.pipeline();
+    for (const shard of shards) pipeline.hgetall(this.countsKey(shard));
+    const [totals, answers] = await Promise.all([this.backlog(shards), pipeline.exec()]);
+    const drained: number[] = [];
+    const backlogs = shards.map((shard, index) => {
+      const total = totals[index]!;
+      const organizations = new Map<string, number>();
+      const [error, counts] = answers?.[index] ?? [];
+      if (total === 0) {
+        if (!error && counts && Object.keys(counts as object).length > 0) drained.push(shard);
+        return { total, organizations };
+      }
+      for (const [organizationId, count] of Object.entries((counts ?? {}) as Record<string, string>)) {
+        if (Number(count) > 0) organizations.set(organizationId, Number(count));
+      }
+      return { total, organizations };
+    });
+    if (drained.length > 0) await this.commands.del(...drained.map((shard) => this.countsKey(shard))).catch(() => undefined);
+    return backlogs;
   }
 
   async close(): Promise<void> {

@@ -7,6 +7,12 @@ export interface ShardEntry {
   records: PositionRecord[];
 }
 
+/** A shard's entries not yet acknowledged: all of them, and by organization (those with none left out). */
+export interface ShardBacklog {
+  total: number;
+  organizations: Map<string, number>;
+}
+
 /**
  * The durable, ordered hand-off of positions from the gateway that accepted them to the owner of their shard.
  * An entry stays until acknowledged: an owner that dies before acknowledging leaves it pending, and the next
@@ -29,6 +35,11 @@ export interface ShardLog {
   ack(shard: number, ids: readonly string[]): Promise<void>;
   /** Entries appended and not yet acknowledged (never delivered, or delivered and pending), per shard asked, in order. */
   backlog(shards: readonly number[]): Promise<number[]>;
+  /**
+   * The same backlog per shard asked, in order, with its share per organization (what uploads are paced by:
+   * one tenant's backlog never holds another's uploads).
+   */
+  organizationBacklog(shards: readonly number[]): Promise<ShardBacklog[]>;
   close(): Promise<void>;
 }
 

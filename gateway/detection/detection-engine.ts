@@ -22,7 +22,7 @@ export interface Detections {
   zoneEvents: ZoneEventRecord[];
   alarms: Omit<RaiseAlarm, 'by'>[];
   /** Event trigger areas entered: their content goes to `devices/{id}` (plain data: it travels on the bus). */
-  triggered: { organizationId: string; deviceId: string; event: TriggeredEvent }[];
+  triggered: { organizationId: string; deviceId: string; userId?: string | null; event: TriggeredEvent }[];
 }
 
 export type { ZoneEventRecord };
@@ -515,6 +515,7 @@ export class DetectionEngine {
         out.triggered.push({
           organizationId: state.organizationId,
           deviceId: state.deviceId,
+          userId: state.userId,
           event: { id: event.id, buildingId: event.buildingId, name: event.name, info: event.info, url: event.url ?? null },
         });
       }

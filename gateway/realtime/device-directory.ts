@@ -4,6 +4,7 @@ import type { CacheStats } from '../../shared/lru-cache.js';
 import type { Logger } from '../../shared/logger.js';
 import type { Storage } from '../../shared/storage/index.js';
 import { pgArray } from '../../shared/storage/pg-array.js';
+import { checkNewDevices, type DeviceQuota } from './device-quota.js';
 
 export interface KnownDevice {
   id: string;
@@ -29,6 +30,8 @@ export interface DeviceDirectoryOptions {
   now?: () => number;
   /** Where a failed background refresh is reported (the entries then expire and are read before use). */
   logger?: Logger;
+  /** Devices an organization, and one upload, may register (device-quota.ts); none: unbounded. */
+  quota?: DeviceQuota;
 }
 
 /** A device as cached: what the pipeline reads, plus when its row was read and whether it was used since. */
@@ -146,6 +149,7 @@ export class DeviceDirectory {
    * short) fails the call as retryable: its owner is unknown, and "no owner" would let anyone upload for it.
    */
   private async register(organizationId: string, organization: OrganizationDevices, identifiers: string[], readAt: number): Promise<Map<string, KnownDevice>> {
+    if (this.options.quota) await checkNewDevices(this.storage, this.options.quota, organizationId, identifiers);
     await this.storage.execute(
       `insert into devices (id, organization_id, identifier, name)
        select gen_random_uuid(), ?::uuid, identifier, identifier from unnest(?::text[]) as t(identifier)

@@ -3,6 +3,7 @@ import { z } from 'zod';
 import { ValidationError } from '../../shared/errors.js';
 import { cartesianToGeometric, geometricToCartesian, validateRing, type Point } from '../../shared/geo/geometry.js';
 import { GEOFENCE_TYPES, GeofenceSchema, OrganizationSchema, type Geofence } from '../../shared/storage/entities/index.js';
+import { checkGeofenceBudget } from '../cartography/geofence-budget.js';
 import { customFieldsInput, latitude, longitude } from '../cartography/placement.js';
 import { geofenceSchema, presentGeofence } from '../cartography/presenters.js';
 import { booleanParam, listParam, orderByOf, pageMetadata, paginated, paginationQuery, uuidParam } from '../http/query-schemas.js';
@@ -54,7 +55,8 @@ function checkShape(type: Geofence['type'], points: Point[], radius: number | nu
 }
 
 export function geofenceRoutes(services: GatewayServices) {
-  const { cartography, storage } = services;
+  const { cartography, storage, config } = services;
+  const budget = { maxPerBuilding: config.GEOFENCES_MAX_PER_BUILDING, maxVerticesPerOrganization: config.GEOFENCE_VERTICES_MAX_PER_ORGANIZATION };
 
   async function apply({ em, principal }: ResourceContext, geofence: Partial<Geofence>, body: GeofenceBody): Promise<void> {
     if (body.organization_id !== undefined && body.organization_id !== principal.organizationId) {
@@ -83,6 +85,7 @@ export function geofenceRoutes(services: GatewayServices) {
     }
     if (!cartesians || !geometric) throw new ValidationError([{ field: 'geometric', message: 'required' }]);
     checkShape(type, cartesians, radius, field);
+    await checkGeofenceBudget(em, budget, { id: geofence.id!, organizationId: principal.organizationId, buildingId: building.id, vertices: cartesians.length });
     const geometry = (fence: Partial<Geofence>) => JSON.stringify([fence.floorId, fence.type, fence.radius ?? null, fence.cartesians]);
     const before = geometry(geofence);
     Object.assign(geofence, { buildingId: building.id, floorId, type, radius: radius ?? null, geometric, cartesians: cartesians.map(([x, y]) => [x, y]) });

@@ -63,9 +63,12 @@ export function geofenceEvent(event: ZoneEventRecord): LiveEvent {
   return new LiveEvent(data, event.userId);
 }
 
-/** An event area's content as its device's `devices/{id}` subscribers receive it (checked on subscribe). */
-export function deviceEvent(event: TriggeredEvent): LiveEvent {
-  return new LiveEvent({ event_id: event.id, building_id: event.buildingId, name: event.name, info: event.info, url: event.url }, null);
+/**
+ * An event area's content as its device's `devices/{id}` subscribers receive it; `userId`, the user whose
+ * position triggered it, confines it (a plain user gets it only while the device is theirs).
+ */
+export function deviceEvent(event: TriggeredEvent, userId: string | null): LiveEvent {
+  return new LiveEvent({ event_id: event.id, building_id: event.buildingId, name: event.name, info: event.info, url: event.url }, userId);
 }
 
 /** The items of one bus message for one topic, their frames encoded at most once per format and shape. */

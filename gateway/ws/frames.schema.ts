@@ -50,7 +50,13 @@ export const serverFrames = {
     permission: z.string(),
   }),
   subscribed: z.object({ op: z.literal('subscribed'), id, topics: z.array(z.string()).describe('The topics accepted') }),
-  unsubscribed: z.object({ op: z.literal('unsubscribed'), id, topics: z.array(z.string()) }),
+  unsubscribed: z.object({
+    op: z.literal('unsubscribed'),
+    id,
+    topics: z.array(z.string()),
+    reason: z.string().optional().describe('Set when the server dropped the subscription (a device handed to another user, or deleted)'),
+    status: z.number().int().optional().describe('With `reason`: the status a new subscription would get'),
+  }),
   ack: z.object({ op: z.literal('ack'), id, count: z.number().int().describe('Positions stored') }),
   pong: z.object({ op: z.literal('pong'), id }),
   error: z

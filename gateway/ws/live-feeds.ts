@@ -2,6 +2,7 @@ import type { Bus } from '../../shared/bus/index.js';
 import { ALARMS_CHANNEL, type AlarmEventMessage, type AlarmService } from '../alarms/alarm-service.js';
 import { AUTH_INVALIDATION_CHANNEL, CREDENTIAL_REVOKED, type AuthInvalidation } from '../auth/authenticator.js';
 import { ZONE_EVENTS_CHANNEL, type ZoneEventsMessage } from '../detection/zone-events-message.js';
+import { DEVICES_CHANNEL, type DeviceChange } from '../realtime/device-directory.js';
 import type { RealtimeService } from '../realtime/realtime-service.js';
 import { DEVICE_EVENT_OPS, GEOFENCE_EVENT_OPS, TopicEvents, deviceEvent, geofenceEvent } from './event-frames.js';
 import type { WebSocketGateway } from './ws-gateway.js';
@@ -27,6 +28,7 @@ const ALARM_TOPICS = /^(organization\/alarms|buildings\/\d+\/alarms)$/;
  * | ZONE_EVENTS_CHANNEL: event triggers  | devices/{id}                                     | event(s)         |
  * | ALARMS_CHANNEL (a list, in seq order)| organization/alarms, buildings/{id}/alarms       | alarm (+ replay) |
  * | AUTH_INVALIDATION_CHANNEL, revoked   | the credential's sockets are closed (4401)       |                  |
+ * | DEVICES_CHANNEL (owner changed)      | devices/{id} subscriptions checked again         | unsubscribed     |
  */
 export async function attachLiveFeeds({ bus, realtime, alarms }: LiveFeedSources, websockets: WebSocketGateway): Promise<void> {
   realtime.onFreshPositions((records) => websockets.publishPositions(records));
@@ -44,7 +46,7 @@ export async function attachLiveFeeds({ bus, realtime, alarms }: LiveFeedSources
     for (const event of zoneEvents) {
       if (event.zoneKind === 'geofence') groupOf(`buildings/${event.buildingId}/geofence-events`, GEOFENCE_EVENT_OPS)?.events.push(geofenceEvent(event));
     }
-    for (const trigger of triggered) groupOf(`devices/${trigger.deviceId}`, DEVICE_EVENT_OPS)?.events.push(deviceEvent(trigger.event));
+    for (const trigger of triggered) groupOf(`devices/${trigger.deviceId}`, DEVICE_EVENT_OPS)?.events.push(deviceEvent(trigger.event, trigger.userId ?? null));
     const followed = [...groups.values()].filter((group): group is TopicEvents => group !== null);
     if (followed.length > 0) websockets.publishEvents(organizationId, followed);
   });
@@ -66,11 +68,21 @@ export async function attachLiveFeeds({ bus, realtime, alarms }: LiveFeedSources
     }
   });
 
+  // A device handed to someone else: its `devices/{id}` subscriptions follow its owner (checked again).
+  await bus.subscribe(DEVICES_CHANNEL, (payload) => void websockets.recheckDeviceSubscriptions((payload as DeviceChange).organizationId));
+  // Messages may have been lost: a revocation among them leaves sockets open, a reassignment subscriptions.
+  bus.onResync(() => {
+    void websockets.revalidation.sweep();
+    void websockets.recheckDeviceSubscriptions();
+  });
+
   // A revoked credential's open sockets end on every gateway: all of a key's, or a user's opened with another
   // credential version than the current one (all of them when none is given).
   await bus.subscribe(AUTH_INVALIDATION_CHANNEL, (payload) => {
     const change = payload as AuthInvalidation;
     if (!change.revoke) return;
+    // First, so that a socket of this credential whose authentication is in flight is checked as it opens.
+    websockets.revalidation.revoked(change);
     const { code, reason } = CREDENTIAL_REVOKED;
     if (change.apiKeyId) websockets.closeWhere((principal) => principal.apiKeyId === change.apiKeyId, code, reason);
     if (change.userId) {

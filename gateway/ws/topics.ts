@@ -15,9 +15,11 @@ export const topicKey = (organizationId: string, topic: string) => `${organizati
 
 /**
  * Topics whose messages a plain user receives only when they are about that user (confinedUserId): positions
- * by the record's user, alarms and geofence events by `user_id`. `devices/{id}` is checked once, on subscribe.
+ * by the record's user, alarms, geofence events and event-area contents by `user_id`. `devices/{id}` is also
+ * checked on subscribe, and again when the organization's devices change (a phone handed to someone else).
  */
-const CONFINED_TOPIC = /^(buildings\/\d+\/(positions|geofence-events|alarms)|organization\/alarms)$/;
+const CONFINED_TOPIC = /^(buildings\/\d+\/(positions|geofence-events|alarms)|organization\/alarms|devices\/.+)$/;
+export const isDeviceTopic = (topic: string): boolean => DEVICE_TOPIC.test(topic);
 export const isConfinedTopic = (topic: string): boolean => CONFINED_TOPIC.test(topic);
 
 const actionOf: Record<string, Action> = { positions: 'positions:read', 'geofence-events': 'positions:read', alarms: 'alarms:read' };

@@ -15,6 +15,12 @@ export interface SocketData {
   principal?: Principal;
   /** The remote address, when the socket counts against its address's quota of unauthenticated sockets. */
   unauthenticatedAddress?: string;
+  /** The client's address (quotas of sockets per address). */
+  address: string;
+  /** Gives back the socket quotas the upgrade took (socket-quotas.ts), once the socket closes. */
+  releaseQuota?: () => void;
+  /** When the bearer token the upgrade authenticated with expires (epoch ms). */
+  expiresAt?: number;
   /** Opened with `?positions=batched`: a batch's positions for a topic come in one frame. */
   batchedPositions: boolean;
   /** Opened with `?events=batched`: a bus message's geofence events (or event-area contents) for a topic come in one frame. */
@@ -51,13 +57,18 @@ export class Connection {
   /** Set while the socket holds a slot of its address's unauthenticated quota. */
   unauthenticatedAddress?: string;
   authTimer?: NodeJS.Timeout;
+  /** The client's address, and the quotas of sockets this one holds once authenticated (socket-quotas.ts). */
+  address = '';
+  releaseQuota?: () => void;
+  /** Closes the socket when the token it authenticated with expires (socket-revalidation.ts). */
+  expiryTimer?: NodeJS.Timeout;
   closed = false;
   inFlight = 0;
 
   constructor(
     readonly ws: SocketLike,
     readonly format: WireFormat,
-    private readonly options: Pick<WsOptions, 'coalesceBytes' | 'maxBufferBytes'>,
+    private readonly options: Pick<WsOptions, 'coalesceBytes' | 'maxBufferBytes'> & Partial<Pick<WsOptions, 'maxFeedBufferBytes'>>,
     readonly batched = false,
     readonly batchedEvents = false,
   ) {}
@@ -73,7 +84,8 @@ export class Connection {
 
   /**
    * Geofence events or event-area contents, several topics' worth, in one write (one cork): a frame per topic
-   * on a `batchedEvents` socket, else a frame per event. Never coalesced; past the hard limit the subscriber is
+   * on a `batchedEvents` socket, else a frame per event. Never coalesced; past the feeds' limit (smaller than
+   * the alarms': a socket that cannot keep up with events must not hold memory for them) the subscriber is
    * disconnected, as for `send`.
    */
   sendEvents(groups: readonly TopicEvents[]): void {
@@ -82,12 +94,12 @@ export class Connection {
     this.ws.cork(() => {
       for (const group of groups) {
         if (this.batchedEvents) {
-          if (this.overLimit()) return;
+          if (this.overLimit(this.ws.getBufferedAmount(), this.feedLimit)) return;
           this.ws.send(group.batch(this.format), binary);
           continue;
         }
         for (let index = 0; index < group.events.length; index++) {
-          if (this.overLimit()) return;
+          if (this.overLimit(this.ws.getBufferedAmount(), this.feedLimit)) return;
           this.ws.send(group.single(this.format, index), binary);
         }
       }
@@ -126,7 +138,7 @@ export class Connection {
    */
   private room(): 'send' | 'behind' | 'closed' {
     const buffered = this.ws.getBufferedAmount();
-    if (this.overLimit(buffered)) return 'closed';
+    if (this.overLimit(buffered, this.feedLimit)) return 'closed';
     return this.pending.size > 0 || buffered > this.options.coalesceBytes ? 'behind' : 'send';
   }
 
@@ -140,8 +152,14 @@ export class Connection {
     }
   }
 
-  private overLimit(buffered = this.ws.getBufferedAmount()): boolean {
-    if (buffered <= this.options.maxBufferBytes) return false;
+  /** The limit of position and event frames: the feeds' own when set, never above the alarms'. */
+  private get feedLimit(): number {
+    return Math.min(this.options.maxFeedBufferBytes ?? Infinity, this.options.maxBufferBytes);
+  }
+
+  /** Past `limit` buffered bytes (the alarms' limit unless told), the subscriber is disconnected (4008). */
+  private overLimit(buffered = this.ws.getBufferedAmount(), limit = this.options.maxBufferBytes): boolean {
+    if (buffered <= limit) return false;
     if (!this.closed) wsSlowConsumerDisconnects.inc();
     this.close(WS_CLOSE.slowConsumer, 'slow consumer: send buffer limit exceeded');
     return true;

@@ -18,7 +18,11 @@ import { TopicEvents } from './event-frames.js';
 import { LivePosition, TopicPositions } from './position-frames.js';
 import { Connection, WS_CLOSE, type SocketLike, type SocketData } from './ws-connection.js';
 import { ReplayGate } from './replay-gate.js';
-import { authorizeTopic, isConfinedTopic, topicKey } from './topics.js';
+import { bearerExpiry } from './credential-check.js';
+import { SocketRevalidation } from './socket-revalidation.js';
+import { SocketQuotas } from './socket-quotas.js';
+import { BacklogCeiling } from './backlog-ceiling.js';
+import { authorizeTopic, isConfinedTopic, isDeviceTopic, topicKey } from './topics.js';
 
 /**
  * Replays what a subscriber missed (alarms since a seq), from storage, in seq order, before live delivery
@@ -34,6 +38,15 @@ export interface WsOptions {
   maxTopics: number;
   maxInFlight: number;
   maxUnauthenticatedPerAddress: number;
+  /** Every authenticated socket is checked against storage this often (0: never; tests). */
+  revalidateMs: number;
+  /** Per-socket limit of unsent position and event frames (alarms have maxBufferBytes). */
+  maxFeedBufferBytes: number;
+  /** Unsent bytes over all sockets; past it the largest backlogs are closed. */
+  maxTotalBacklogBytes: number;
+  maxSocketsPerUser: number;
+  maxSocketsPerCredential: number;
+  maxSocketsPerAddress: number;
 }
 
 /** What the WebSocket side uses of the gateway: authentication, uploads through the pipeline, topic checks. */
@@ -85,17 +98,38 @@ export class WebSocketGateway {
   /** Unauthenticated sockets per remote address (entries go when they reach zero). */
   private readonly unauthenticated = new Map<string, number>();
   private accepting = true;
+  /** Re-checks authenticated sockets against storage: revoked while authenticating, periodically, after a resync. */
+  readonly revalidation: SocketRevalidation;
+  private readonly quotas: SocketQuotas;
+  private readonly backlogCeiling: BacklogCeiling;
 
   constructor(
     private readonly services: WsDependencies,
     private readonly options: WsOptions,
-  ) {}
+  ) {
+    // A revocation keeps its key or user suspect well past an authentication in flight and a cache entry's life.
+    this.revalidation = new SocketRevalidation(services.storage, () => this.connections, services.logger, { intervalMs: options.revalidateMs, suspectMs: 60_000 });
+    this.quotas = new SocketQuotas({ perUser: options.maxSocketsPerUser, perCredential: options.maxSocketsPerCredential, perAddress: options.maxSocketsPerAddress });
+    this.backlogCeiling = new BacklogCeiling(() => this.connections, options.maxTotalBacklogBytes);
+  }
+
+  /**
+   * What every authentication of a socket passes (the upgrade's, or an `auth` message's): it counts against
+   * the credential's request budget, and takes a slot of its user's, credential's and address's socket quotas.
+   * Returns the function giving the slots back; throws 429 past either.
+   */
+  private async admit(principal: Principal, address: string): Promise<() => void> {
+    await this.services.rateLimits?.consume(principal);
+    return this.quotas.take(principal, address);
+  }
 
   registerReplay(pattern: RegExp, provider: ReplayProvider): void {
     this.replays.push({ pattern, provider });
   }
 
   attach(app: TemplatedApp): void {
+    this.revalidation.start();
+    this.backlogCeiling.start();
     // Nothing a client sends may throw out of a uWS callback: that would be an uncaught exception.
     const guarded =
       <A extends unknown[]>(name: string, callback: (...args: A) => void) =>
@@ -166,16 +200,23 @@ export class WebSocketGateway {
         this.unauthenticated.set(address, (this.unauthenticated.get(address) ?? 0) + 1);
         reserved = address;
       }
-      const authenticated = credentials ? this.services.authenticator.authenticate(headers, SOCKET_ROUTE) : Promise.resolve(undefined);
+      let releaseQuota: (() => void) | undefined;
+      const authenticated = credentials
+        ? this.services.authenticator.authenticate(headers, SOCKET_ROUTE).then(async (principal) => {
+            releaseQuota = await this.admit(principal, address);
+            return principal;
+          })
+        : Promise.resolve(undefined);
       authenticated
         .then((principal) => {
-          if (aborted) return release();
-          const data: SocketData = { format, principal, batchedPositions: positions === 'batched', batchedEvents: events === 'batched', unauthenticatedAddress: reserved };
+          if (aborted) return (release(), releaseQuota?.());
+          const data: SocketData = { format, principal, address, releaseQuota, expiresAt: bearerExpiry(headers.authorization), batchedPositions: positions === 'batched', batchedEvents: events === 'batched', unauthenticatedAddress: reserved };
           res.cork(() => res.upgrade<SocketData>(data, key, protocol, extensions, context));
           reserved = undefined; // the socket holds the slot now, until it authenticates or closes
         })
         .catch((error) => {
           release();
+          releaseQuota?.();
           refuse(error);
         });
     } catch (error) {
@@ -194,20 +235,25 @@ export class WebSocketGateway {
     const data = ws.getUserData();
     const connection = new Connection(ws as unknown as SocketLike, data.format, this.options, data.batchedPositions, data.batchedEvents);
     data.connection = connection;
+    connection.address = data.address;
+    connection.releaseQuota = data.releaseQuota;
     connection.unauthenticatedAddress = data.unauthenticatedAddress;
     this.connections.add(connection);
-    if (data.principal) this.authenticated(connection, data.principal);
+    if (data.principal) this.authenticated(connection, data.principal, undefined, data.expiresAt);
     else {
       connection.authTimer = setTimeout(() => connection.close(WS_CLOSE.unauthenticated, 'not authenticated in time'), this.options.authTimeoutMs);
     }
   }
 
-  private authenticated(connection: Connection, principal: Principal, id?: MessageId): void {
+  private authenticated(connection: Connection, principal: Principal, id: MessageId | undefined, expiresAt: number | undefined): void {
     clearTimeout(connection.authTimer);
     if (connection.unauthenticatedAddress !== undefined) this.releaseUnauthenticated(connection.unauthenticatedAddress);
     connection.unauthenticatedAddress = undefined;
     connection.principal = principal;
     connection.confinedTo = confinedUserId(principal);
+    // From here the revocation feed closes it (closeWhere); a revocation it raced is caught by a check in storage.
+    this.revalidation.authenticated(connection, expiresAt);
+    if (connection.closed) return;
     connection.message({ op: 'authenticated', id, user_id: principal.userId, organization_id: principal.organizationId, role: principal.role, permission: principal.permission });
   }
 
@@ -280,7 +326,11 @@ export class WebSocketGateway {
       if (connection.principal) throw new AppError(ErrorCode.Conflict, 'Already authenticated');
       const headers: Record<string, string> = message.token.startsWith('fc_') ? { 'x-api-key': message.token } : { authorization: `Bearer ${message.token}` };
       const principal = await this.services.authenticator.authenticate(headers, SOCKET_ROUTE);
-      if (!connection.closed) this.authenticated(connection, principal, message.id);
+      if (connection.closed) return;
+      if (connection.principal) throw new AppError(ErrorCode.Conflict, 'Already authenticated');
+      connection.releaseQuota = await this.admit(principal, connection.address);
+      if (connection.closed) return connection.releaseQuota();
+      this.authenticated(connection, principal, message.id, bearerExpiry(headers.authorization));
       return;
     }
     const principal = connection.principal;
@@ -374,6 +424,8 @@ export class WebSocketGateway {
     if (!connection) return;
     connection.closed = true;
     clearTimeout(connection.authTimer);
+    clearTimeout(connection.expiryTimer);
+    connection.releaseQuota?.();
     if (connection.unauthenticatedAddress !== undefined) this.releaseUnauthenticated(connection.unauthenticatedAddress);
     connection.unauthenticatedAddress = undefined;
     for (const key of connection.subscriptions) this.topics.get(key)?.delete(connection);
@@ -489,6 +541,35 @@ export class WebSocketGateway {
     }
   }
 
+  /**
+   * Checks the `devices/{id}` subscriptions of an organization (every organization: undefined) again against
+   * the devices' owners now (a phone handed to someone else, a device deleted): a subscription its socket may
+   * no longer hold is dropped, and the socket told with an `unsubscribed` frame and the reason. Until then the
+   * topic's frames are confined by user (CONFINED_TOPIC), so nothing of the new owner's leaks meanwhile.
+   */
+  async recheckDeviceSubscriptions(organizationId?: string): Promise<void> {
+    const checks: Promise<void>[] = [];
+    for (const [key, subscribers] of this.topics) {
+      const split = key.indexOf('|');
+      const organization = key.slice(0, split);
+      const topic = key.slice(split + 1);
+      if ((organizationId !== undefined && organization !== organizationId) || !isDeviceTopic(topic)) continue;
+      for (const connection of subscribers) {
+        const principal = connection.principal;
+        if (!principal) continue;
+        checks.push(
+          authorizeTopic(topic, principal, this.services.registry, this.services.storage).catch((error: unknown) => {
+            if (!(error instanceof AppError)) return this.services.logger.warn({ err: error, topic }, 're-checking a device subscription failed; it stays confined by user');
+            if (connection.closed || !connection.subscriptions.has(key)) return;
+            this.unsubscribe(connection, key);
+            connection.message({ op: 'unsubscribed', topics: [topic], reason: error.message, status: toErrorBody(error).status });
+          }),
+        );
+      }
+    }
+    await Promise.all(checks);
+  }
+
   /** Read at scrape time by the metrics (shared/metrics): open sockets, their subscriptions, bytes not yet sent. */
   stats(): { connections: number; subscriptions: number; backlogBytes: number } {
     let subscriptions = 0;
@@ -525,6 +606,8 @@ export class WebSocketGateway {
   /** Shutdown: refuse new sockets, let uploads in flight finish, then close every socket (1001). */
   async close(graceMs: number): Promise<void> {
     this.accepting = false;
+    this.revalidation.stop();
+    this.backlogCeiling.stop();
     const deadline = Date.now() + graceMs;
     while ([...this.connections].some((c) => c.inFlight > 0) && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
     for (const connection of [...this.connections]) connection.close(WS_CLOSE.goingAway, 'server shutting down');

@@ -53,7 +53,7 @@ export const detectionDropped = { outbox_full: dropped.labels('outbox_full'), de
 // --- WebSockets (gateway/ws) ---------------------------------------------------------------------------------
 
 export const wsCoalescedPositions = new Counter({ name: `${PREFIX}ws_coalesced_positions_total`, help: 'Live position frames never sent because a newer position of the same device replaced them while the subscriber was behind.', registers: [registry] });
-export const wsSlowConsumerDisconnects = new Counter({ name: `${PREFIX}ws_slow_consumer_disconnects_total`, help: 'Sockets closed with 4008 for passing WS_MAX_BUFFER_BYTES.', registers: [registry] });
+export const wsSlowConsumerDisconnects = new Counter({ name: `${PREFIX}ws_slow_consumer_disconnects_total`, help: 'Sockets closed with 4008: past WS_MAX_BUFFER_BYTES (alarms), WS_MAX_FEED_BUFFER_BYTES (positions, events) or among the largest backlogs past WS_MAX_TOTAL_BACKLOG_BYTES.', registers: [registry] });
 
 // --- Bus (shared/bus) ----------------------------------------------------------------------------------------
 

@@ -1,4 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
+import { shardOfBuilding } from '../../gateway/cluster/rendezvous.js';
+import { createOrganization } from '../support/identity.js';
 import { serverRedisUrl } from '../support/test-environment.js';
 import { converged, ownerIndex, sleep, startCluster, venueWithFence, type TestCluster } from './cluster-support.js';
 
@@ -46,5 +48,30 @@ describe.skipIf(!serverRedisUrl)('uploads paced by their building’s detection'
     expect(retried.status, retried.text).toBe(204);
     expect(running.gateways[survivor]!.gateway.services.cluster.ownsBuilding(venue.building.id)).toBe(true);
     expect(await storage.execute(`select device_id from positions where device_id = 'refused'`)).toHaveLength(1);
+  });
+
+  it('paces per organization: while tenant A is at the bound in a shard, tenant B\'s uploads to a building of that shard go through at once (issue 28 item 6)', async () => {
+    const shards = 2;
+    const running = (cluster = await startCluster(2, { CLUSTER_SHARDS: String(shards), CLUSTER_MAX_BACKLOG: '2', CLUSTER_BACKLOG_WAIT_MS: '300', CLUSTER_MEMBER_TTL_MS: '5000' }));
+    await converged(running.gateways, shards);
+    const venueA = await venueWithFence(running.admins[0]!, 'Tenant A venue');
+    const owner = ownerIndex(running.gateways, venueA.building.id);
+    const survivor = 1 - owner;
+    // Tenant B, with a building in tenant A's shard.
+    const tenantB = await createOrganization(running.admins[survivor]!);
+    let venueB = await venueWithFence(tenantB.client, 'Tenant B venue');
+    while (shardOfBuilding(venueB.building.id, shards) !== shardOfBuilding(venueA.building.id, shards)) venueB = await venueWithFence(tenantB.client, 'Tenant B venue');
+    await running.gateways[owner]!.gateway.services.cluster.abandon(); // the shard's detection stops: its backlog grows
+    await running.upload(survivor, venueA.at('a1', 1, 1));
+    await running.upload(survivor, venueA.at('a2', 2, 2));
+    const refusedA = await running.admins[survivor]!.post('/api/v1/realtime/positions', { poses: [venueA.at('a3', 3, 3)] });
+    expect(refusedA.status, refusedA.text).toBe(503);
+    // B's backlog in the same shard is its own: never paced by A's.
+    for (const device of ['b1', 'b2']) {
+      const accepted = await tenantB.client.post('/api/v1/realtime/positions', { poses: [venueB.at(device, 4, 4)] });
+      expect(accepted.status, accepted.text).toBe(204);
+    }
+    const storage = running.gateways[survivor]!.gateway.services.storage;
+    expect((await storage.execute(`select device_id from positions where device_id in ('b1', 'b2') order by device_id`)).map((row: any) => row.device_id)).toEqual(['b1', 'b2']);
   });
 });

@@ -477,4 +477,49 @@ describe(`authorization matrix (${driverLabel})`, () => {
     }
     expect(mismatches).toEqual([]);
   }, 120_000);
+
+  it('drops a devices/{id} subscription when the device is handed to a colleague, for exactly the roles that may not read it', async () => {
+    const mismatches: string[] = [];
+    for (const caller of callers) {
+      for (const credential of ['password', 'read-only', 'read-write'] as const) {
+        const identifier = `matrix-handed-${unique()}`;
+        const device = (await admin.post('/api/v1/devices', { identifier, user_id: caller.userId })).body;
+        const socket = await TestSocket.open(running.baseUrl, { headers: caller.headers[credential] });
+        try {
+          const topic = `devices/${identifier}`;
+          expect(await socket.request({ op: 'subscribe', topics: [topic] })).toMatchObject({ op: 'subscribed' });
+          expect((await admin.put(`/api/v1/devices/${device.id}`, { user_id: colleagueUserId })).status).toBe(200);
+          const keeps = can(caller.role, 'devices:read');
+          const dropped = keeps ? undefined : await socket.next((frame) => frame.op === 'unsubscribed' && frame.topics?.includes(topic)).catch(() => undefined);
+          const again = await socket.request({ op: 'subscribe', topics: [topic] });
+          const got = { dropped: dropped?.status ?? null, resubscribe: again.op === 'subscribed' ? 'subscribed' : again.status };
+          const want = keeps ? { dropped: null, resubscribe: 'subscribed' } : { dropped: 403, resubscribe: 403 };
+          if (JSON.stringify(got) !== JSON.stringify(want)) mismatches.push(`${caller.role}/${credential}: ${JSON.stringify(got)}, expected ${JSON.stringify(want)}`);
+          if (keeps && socket.frames.some((frame) => frame.op === 'unsubscribed')) mismatches.push(`${caller.role}/${credential}: dropped though it may read the device`);
+        } finally {
+          socket.close();
+          await socket.closed(); // its slot of the socket quotas is back before the next test counts them
+        }
+      }
+    }
+    expect(mismatches).toEqual([]);
+  }, 120_000);
+
+  it('caps authenticated sockets per credential for every role and credential kind (429 past WS_MAX_SOCKETS_PER_CREDENTIAL)', async () => {
+    const cap = running.gateway.services.config.WS_MAX_SOCKETS_PER_CREDENTIAL;
+    // Sockets of earlier tests give their slots back as they close: counted from none open.
+    for (let attempt = 0; attempt < 200 && running.gateway.services.websockets.stats().connections > 0; attempt++) await new Promise((resolve) => setTimeout(resolve, 25));
+    const mismatches: string[] = [];
+    for (const caller of callers) {
+      for (const credential of CREDENTIALS) {
+        const outcomes = await Promise.allSettled(Array.from({ length: cap + 1 }, () => TestSocket.open(running.baseUrl, { headers: caller.headers[credential] })));
+        const opened = outcomes.flatMap((outcome) => (outcome.status === 'fulfilled' ? [outcome.value] : []));
+        const refused = outcomes.flatMap((outcome) => (outcome.status === 'rejected' ? [(outcome.reason as { statusCode?: number }).statusCode] : []));
+        if (opened.length !== cap || JSON.stringify(refused) !== '[429]') mismatches.push(`${caller.role}/${credential}: ${opened.length} opened, refused ${JSON.stringify(refused)}`);
+        for (const socket of opened) socket.close();
+        await Promise.all(opened.map((socket) => socket.closed()));
+      }
+    }
+    expect(mismatches).toEqual([]);
+  }, 120_000);
 });

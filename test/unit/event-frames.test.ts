@@ -46,7 +46,7 @@ describe('event frames', () => {
       type: 'enter', zone_kind: 'geofence', geofence_id: 'fence-1', zone_id: 'fence-1', zone_name: 'Fence "1"', building_id: 1, floor_id: 2,
       device_id: 'a', user_id: 'u1', at: '2026-11-22T00:00:00.001Z', fired_at: '2026-11-22T00:00:00.006Z',
     });
-    const content = new TopicEvents('devices/a', DEVICE_EVENT_OPS, [deviceEvent({ id: 7, buildingId: 1, name: 'Sale', info: 'now', url: null })]);
+    const content = new TopicEvents('devices/a', DEVICE_EVENT_OPS, [deviceEvent({ id: 7, buildingId: 1, name: 'Sale', info: 'now', url: null }, null)]);
     expect(JSON.parse(content.batch('json') as string)).toEqual({ op: 'events', topic: 'devices/a', data: [{ event_id: 7, building_id: 1, name: 'Sale', info: 'now', url: null }] });
   });
 

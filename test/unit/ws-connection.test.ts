@@ -1,4 +1,6 @@
 import { describe, expect, it } from 'vitest';
+import { BacklogCeiling } from '../../gateway/ws/backlog-ceiling.js';
+import { DEVICE_EVENT_OPS, TopicEvents, deviceEvent } from '../../gateway/ws/event-frames.js';
 import { LivePosition, TopicPositions, positionFrame, positionsFrame } from '../../gateway/ws/position-frames.js';
 import { Connection, WS_CLOSE, type SocketLike } from '../../gateway/ws/ws-connection.js';
 import type { PositionRecord } from '../../shared/positions/position-record.js';
@@ -114,6 +116,62 @@ describe('WebSocket slow-consumer policy', () => {
     expect(socket.sent).toEqual([]);
     connection.send(alarm(2));
     expect(socket.sent).toEqual([]); // closed connections send nothing more
+  });
+});
+
+describe('WebSocket feed and alarm limits (issue 28 item 3)', () => {
+  const feedLimits = { coalesceBytes: 1000, maxBufferBytes: 50_000, maxFeedBufferBytes: 5000 };
+  const events = () => new TopicEvents('devices/a', DEVICE_EVENT_OPS, [deviceEvent({ id: 7, buildingId: 1, name: 'Sale', info: 'now', url: null }, null)]);
+
+  it('a backlog between the feed limit and the alarm limit still takes alarms, but not events', () => {
+    const socket = new FakeSocket();
+    const connection = new Connection(socket, 'json', feedLimits);
+    socket.buffered = 20_000;
+    connection.send(alarm(1));
+    expect(socket.sent).toEqual([alarm(1)]);
+    expect(connection.closed).toBe(false);
+    connection.sendEvents([events()]);
+    expect(socket.ended).toEqual({ code: WS_CLOSE.slowConsumer, reason: 'slow consumer: send buffer limit exceeded' });
+    expect(socket.sent).toEqual([alarm(1)]);
+  });
+
+  it('positions past the feed limit close the socket too (coalescing keeps them under it while the socket reads)', () => {
+    const socket = new FakeSocket();
+    const connection = new Connection(socket, 'json', feedLimits);
+    socket.buffered = 5001;
+    connection.sendPositions([batch(['a', 1])]);
+    expect(socket.ended?.code).toBe(WS_CLOSE.slowConsumer);
+  });
+
+  it('an alarm a socket cannot take closes it (the client resumes with since_seq); it is never dropped silently', () => {
+    const socket = new FakeSocket();
+    const connection = new Connection(socket, 'json', feedLimits);
+    socket.buffered = 50_001;
+    connection.send(alarm(1));
+    expect(socket.ended?.code).toBe(WS_CLOSE.slowConsumer);
+  });
+});
+
+describe('BacklogCeiling', () => {
+  const open = (buffered: number) => {
+    const socket = new FakeSocket();
+    socket.buffered = buffered;
+    return new Connection(socket, 'json', limits);
+  };
+
+  it('closes the largest backlogs first, only until the total is under the ceiling', () => {
+    const sockets = [open(100), open(900), open(0), open(400), open(600)];
+    const ceiling = new BacklogCeiling(() => sockets, 1000);
+    expect(ceiling.enforce()).toBe(2); // 2000 -> 1100 (900 closed) -> 500 (600 closed)
+    expect(sockets.map((connection) => connection.closed)).toEqual([false, true, false, false, true]);
+    expect((sockets[1]!.ws as FakeSocket).ended?.code).toBe(WS_CLOSE.slowConsumer);
+    expect(ceiling.enforce()).toBe(0);
+  });
+
+  it('closes nothing while the total is at or under the ceiling', () => {
+    const sockets = [open(500), open(500)];
+    expect(new BacklogCeiling(() => sockets, 1000).enforce()).toBe(0);
+    expect(sockets.some((connection) => connection.closed)).toBe(false);
   });
 });
 

@@ -16,6 +16,7 @@ class AppendedLog implements ShardLog {
   async read() { return new Map(); }
   async ack() {}
   async backlog(shards: readonly number[]) { return shards.map(() => 0); }
+  async organizationBacklog(shards: readonly number[]) { return shards.map(() => ({ total: 0, organizations: new Map<string, number>() })); }
   async close() {}
 }
 

@@ -8,7 +8,7 @@ import { createLogger } from '../../../shared/logger.js';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const SHARDS = 4;
-const record = (buildingId: number, deviceId = 'd') => ({ organizationId: 'org', deviceId, userId: null, buildingId, floorId: 1, indoor: true, x: 1, y: 1, lat: 0, lng: 0, yaw: 0, accuracy: null, timestamp: 1, receivedAt: 1 });
+const record = (buildingId: number, deviceId = 'd', organizationId = 'org') => ({ organizationId, deviceId, userId: null, buildingId, floorId: 1, indoor: true, x: 1, y: 1, lat: 0, lng: 0, yaw: 0, accuracy: null, timestamp: 1, receivedAt: 1 });
 /** Two buildings of different shards. */
 const slow = 1;
 const other = [2, 3, 4, 5, 6, 7, 8].find((building) => shardOfBuilding(building, SHARDS) !== shardOfBuilding(slow, SHARDS))!;
@@ -40,6 +40,10 @@ class UnreachableLog extends LocalShardLog {
   override async backlog(shards: readonly number[]) {
     if (this.down) throw new Error('log out of reach');
     return super.backlog(shards);
+  }
+  override async organizationBacklog(shards: readonly number[]) {
+    if (this.down) throw new Error('log out of reach');
+    return super.organizationBacklog(shards);
   }
 }
 
@@ -91,6 +95,28 @@ describe('ClusterNode: uploads paced by their shard’s backlog', () => {
     expect(cluster.admit([record(slow)])).toBeUndefined();
   });
 
+  it('paces per organization: a tenant at its bound in a shard never holds another tenant\'s uploads to that shard (issue 28 item 6)', async () => {
+    const cluster = await started({ maxBacklog: 3, waitMs: 10_000 });
+    // Tenant A floods the slow building's shard; tenant B has a building in the very same shard.
+    for (let upload = 0; upload < 10; upload++) await cluster.handOff([record(slow, `a${upload}`, 'tenant-a')]);
+    expect(cluster.view().backlog).toBe(10);
+    const held = cluster.admit([record(slow, 'a-more', 'tenant-a')]);
+    expect(held).toBeInstanceOf(Promise);
+    // B is never paced by A's backlog: not on this gateway's own count, nor once the backlog is read from the log.
+    for (let upload = 0; upload < 2; upload++) {
+      expect(cluster.admit([record(slow, `b${upload}`, 'tenant-b')])).toBeUndefined();
+      await cluster.handOff([record(slow, `b${upload}`, 'tenant-b')]);
+    }
+    await sleep(300); // several backlog polls
+    expect(cluster.admit([record(slow, 'b-more', 'tenant-b')])).toBeUndefined();
+    expect(await pendingAfter(held!, 50)).toBe(true);
+    // B reaching its own bound is paced like anyone.
+    await cluster.handOff([record(slow, 'b2', 'tenant-b')]);
+    expect(cluster.admit([record(slow, 'b3', 'tenant-b')])).toBeInstanceOf(Promise);
+    release!();
+    await held;
+  });
+
   it('refuses an upload with 503 and Retry-After when its shard stays at the bound through the wait', async () => {
     const cluster = await started({ maxBacklog: 2, waitMs: 200 });
     await cluster.handOff([record(slow, 'a')]);
@@ -116,10 +142,12 @@ describe('ClusterNode: uploads paced by their shard’s backlog', () => {
     expect(cluster.admit([record(slow, 'd')])).toBeUndefined();
     // Back: the owner is still behind, so its shard is paced again.
     log.down = false;
+    // What waited is appended first (a heartbeat under way may read the backlog before it does: not asserted).
+    for (let attempt = 0; attempt < 100 && cluster.waitingRecords > 0; attempt++) await sleep(10);
+    expect(cluster.waitingRecords).toBe(0);
     let paced = cluster.admit([record(slow, 'e')]);
     for (let attempt = 0; attempt < 100 && !paced; attempt++) paced = (await sleep(10), cluster.admit([record(slow, 'e')]));
     expect(paced).toBeInstanceOf(Promise);
-    expect(cluster.waitingRecords).toBe(0);
     release!();
     await paced;
   });

@@ -114,6 +114,28 @@ describe.each(factories)('shard log contract: $name', (factory) => {
     expect(await a.backlog([6, 4])).toEqual([0, 2]);
   });
 
+  it('counts the backlog per organization: appended up, acknowledged down, by whichever member acknowledges (issue 28 item 6)', async () => {
+    const { a, b, cleanup: c } = factory.pair();
+    cleanup = c;
+    const of = (organizationId: string, deviceId: string) => new EncodedPayload(new PositionsMessage(organizationId, [{ ...record(deviceId, 1), organizationId }]));
+    const shares = async (log: ShardLog, shard: number) => {
+      const [backlog] = await log.organizationBacklog([shard]);
+      return { total: backlog!.total, organizations: Object.fromEntries(backlog!.organizations) };
+    };
+    expect(await shares(a, 5)).toEqual({ total: 0, organizations: {} });
+    for (const device of ['a1', 'a2', 'a3']) await a.append(5, of('tenant-a', device));
+    await b.append(5, of('tenant-b', 'b1'));
+    expect(await shares(a, 5)).toEqual({ total: 4, organizations: { 'tenant-a': 3, 'tenant-b': 1 } });
+    await a.open(5);
+    const delivered = (await a.read([5], 500)).get(5)!;
+    await a.ack(5, delivered.slice(0, 2).map((entry) => entry.id)); // two of tenant A's
+    expect(await shares(b, 5)).toEqual({ total: 2, organizations: { 'tenant-a': 1, 'tenant-b': 1 } });
+    // The owner dies; the next one takes what was delivered and not acknowledged, and acknowledges it.
+    const pending = await b.takePending(5);
+    await b.ack(5, pending.map((entry) => entry.id));
+    expect(await shares(a, 5)).toEqual({ total: 0, organizations: {} });
+  });
+
   it('delivers an upload already packed for the bus as its records, to the member that appended it and to another', async () => {
     const { a, b, cleanup: c } = factory.pair();
     cleanup = c;
