@@ -4,7 +4,17 @@ import { packageVersion } from '../../shared/version.js';
 import { defineRoute } from '../http/route.js';
 import type { GatewayServices } from '../services.js';
 
-const checkSchema = z.object({ status: z.enum(['ok', 'failing']), checks: z.record(z.string(), z.string()) });
+const checkSchema = z.object({
+  status: z.enum(['ok', 'degraded', 'failing']).describe('failing (503): storage or bus out of reach; degraded (200): only the job queue is (reports and exports answer 503)'),
+  checks: z.record(z.string(), z.string()),
+});
+
+/**
+ * What a gateway cannot serve without. The job queue is not among them: with no worker alive, reports and exports
+ * answer 503 at once, while uploads, detection, alarms and live push go on; taking every gateway out of a load
+ * balancer because the workers died would stop those too.
+ */
+const ESSENTIAL = new Set(['storage', 'bus']);
 
 /** Liveness, readiness and the API version. */
 export function healthRoutes(services: GatewayServices) {
@@ -21,7 +31,7 @@ export function healthRoutes(services: GatewayServices) {
     defineRoute({
       method: 'GET',
       path: '/readyz',
-      summary: 'Readiness: storage, bus and job queue reachable (503 otherwise)',
+      summary: 'Readiness: storage and bus reachable (503 otherwise); the job queue reported, degraded (200) when it is not',
       tags: ['operations'],
       auth: 'public',
       response: checkSchema,
@@ -43,8 +53,10 @@ export function healthRoutes(services: GatewayServices) {
             }
           }),
         );
-        const ok = Object.values(checks).every((value) => value === 'ok');
-        return { status: ok ? 200 : 503, body: { status: ok ? 'ok' : 'failing', checks } };
+        const failing = Object.entries(checks).filter(([, value]) => value !== 'ok');
+        if (failing.length === 0) return { status: 200, body: { status: 'ok', checks } };
+        const essential = failing.some(([name]) => ESSENTIAL.has(name));
+        return { status: essential ? 503 : 200, body: { status: essential ? 'failing' : 'degraded', checks } };
       },
     }),
     defineRoute({

@@ -56,7 +56,7 @@ export type paths = {
             path?: never;
             cookie?: never;
         };
-        /** Readiness: storage, bus and job queue reachable (503 otherwise) */
+        /** Readiness: storage and bus reachable (503 otherwise); the job queue reported, degraded (200) when it is not */
         get: {
             parameters: {
                 query?: never;
@@ -73,8 +73,11 @@ export type paths = {
                     };
                     content: {
                         "application/json": {
-                            /** @enum {string} */
-                            status: "ok" | "failing";
+                            /**
+                             * @description failing (503): storage or bus out of reach; degraded (200): only the job queue is (reports and exports answer 503)
+                             * @enum {string}
+                             */
+                            status: "ok" | "degraded" | "failing";
                             checks: {
                                 [key: string]: string;
                             };
