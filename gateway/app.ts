@@ -28,6 +28,7 @@ import { PositionWriter } from '../shared/positions/position-writer.js';
 import { TokenService, loadJwtSecret } from './auth/token-service.js';
 import { createLimiterBackend } from './auth/limiter-backend.js';
 import { LoginThrottle } from './auth/login-throttle.js';
+import { ClientAddresses } from './http/client-address.js';
 import { RateLimits } from './http/rate-limit.js';
 import { bootstrapFirstAdmin, type BootstrapResult } from './bootstrap.js';
 import { HttpServer } from './http/http-server.js';
@@ -143,7 +144,13 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
   audit.start(); // the retention sweep, hourly
   // Without Redis the jobs run here, and so does the report materializer (workers/main.ts runs it otherwise).
   const materializer = jobs.kind === 'local' ? startReportMaterializer(storage, config, logger) : undefined;
-  const http = new HttpServer({ maxBodyBytes: config.MAX_BODY_BYTES, logger, authenticate: authenticator.authenticate, rateLimit: rateLimits.forRequest });
+  const http = new HttpServer({
+    maxBodyBytes: config.MAX_BODY_BYTES,
+    logger,
+    authenticate: authenticator.authenticate,
+    rateLimit: rateLimits.forRequest,
+    clientAddresses: new ClientAddresses(config.TRUSTED_PROXIES),
+  });
   http.add(
     ...healthRoutes(services),
     ...authRoutes(services),

@@ -1,7 +1,7 @@
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Config } from '../../shared/config.js';
-import { ErrorCode, UnauthenticatedError } from '../../shared/errors.js';
+import { ErrorCode, UnauthenticatedError, ValidationError } from '../../shared/errors.js';
 import { hashPassword, verifyPassword } from '../../shared/passwords.js';
 import type { Storage } from '../../shared/storage/index.js';
 import { ApiKeySchema, RefreshTokenSchema, UserSchema, type ApiKey, type ApiKeyPermission, type User } from '../../shared/storage/entities/index.js';
@@ -35,13 +35,17 @@ export const credentialRevoked = () => new UnauthenticatedError('The credential 
  * it came from (the user's credential version, and the API key if any) so revoking it refuses them.
  */
 export class CredentialService {
+  private readonly maxKeysPerUser: number;
+
   constructor(
     private readonly storage: Storage,
     private readonly tokens: TokenService,
     config: Config,
     private readonly throttle = new LoginThrottle(createLimiterBackend({ ...config, REDIS_URL: undefined }), config),
     private readonly now: () => number = Date.now,
-  ) {}
+  ) {
+    this.maxKeysPerUser = config.MAX_API_KEYS_PER_USER;
+  }
 
   /**
    * The attempt is counted before the hash is checked (see LoginThrottle): once a budget is spent, every
@@ -136,6 +140,9 @@ export class CredentialService {
   ): Promise<{ apiKey: ApiKey; key: string }> {
     const key = API_KEY_PREFIX + randomBytes(24).toString('base64url');
     const apiKey = await this.storage.em().transactional(async (em) => {
+      if ((await em.count(ApiKeySchema, { user: owner.id })) >= this.maxKeysPerUser) {
+        throw new ValidationError([{ field: 'user_id', message: `A user holds at most ${this.maxKeysPerUser} API keys (MAX_API_KEYS_PER_USER); delete one first` }]);
+      }
       const apiKey = em.create(ApiKeySchema, {
         id: randomUUID(),
         organization: owner.organization,

@@ -15,6 +15,8 @@ export const ACTIONS = [
   'devices:write',
   'apikeys:own',
   'apikeys:others',
+  /** Give an API key its own rate limits (up to the platform maximum): a budget nobody widens on their own. */
+  'apikeys:rates',
   'cartography:read',
   'cartography:write',
   'positions:upload',

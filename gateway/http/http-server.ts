@@ -3,6 +3,7 @@ import { z } from 'zod';
 import { AppError, ErrorCode, ValidationError, errorHeaders, fieldErrors, toErrorBody, type FieldError } from '../../shared/errors.js';
 import type { Logger } from '../../shared/logger.js';
 import type { Principal } from '../auth/principal.js';
+import type { ClientAddresses } from './client-address.js';
 import type { RequestLimit } from './rate-limit.js';
 import { mayHoldRefusedText, refuseTextPostgresRefuses } from './pg-text.js';
 import { parseQuery } from './query.js';
@@ -20,6 +21,8 @@ export interface HttpServerOptions {
   authenticate: Authenticator;
   /** Counts an authenticated request against its credential's budget; returns RateLimit headers, throws 429. */
   rateLimit?: (principal: Principal, route: RouteDefinition) => Promise<RequestLimit>;
+  /** Who the client is: the peer, or behind a trusted reverse proxy the address it forwards (TRUSTED_PROXIES). */
+  clientAddresses?: ClientAddresses;
 }
 
 const METHODS = new Set<HttpMethod>(['GET', 'POST', 'PUT', 'PATCH', 'DELETE']);
@@ -191,7 +194,8 @@ export class HttpServer {
     req.forEach((name, value) => {
       headers[name] = value;
     });
-    const remoteAddress = Buffer.from(res.getRemoteAddressAsText()).toString();
+    const peer = Buffer.from(res.getRemoteAddressAsText()).toString();
+    const remoteAddress = this.options.clientAddresses?.resolve(peer, headers['x-forwarded-for']) ?? peer;
     this.inFlight += 1;
     let done = false;
     const finish = () => {

@@ -120,8 +120,22 @@ export function authRoutes(services: GatewayServices) {
         permission: z.enum(API_KEY_PERMISSIONS).default('read-only'),
         description: z.string().max(500).default(''),
         user_id: z.uuid().optional(),
-        requests_per_second: z.number().int().min(1).nullable().optional().describe("Overrides the deployment's request budget for this key"),
-        poses_per_second: z.number().int().min(1).nullable().optional().describe("Overrides the deployment's uploaded-pose budget for this key"),
+        requests_per_second: z
+          .number()
+          .int()
+          .min(1)
+          .max(services.config.RATE_LIMIT_MAX_REQUESTS_PER_SECOND)
+          .nullable()
+          .optional()
+          .describe("Administrators only: this key's request budget, instead of the deployment's (at most RATE_LIMIT_MAX_REQUESTS_PER_SECOND; rounded down to 1, 2 or 5 × 10^n)"),
+        poses_per_second: z
+          .number()
+          .int()
+          .min(1)
+          .max(services.config.RATE_LIMIT_MAX_POSES_PER_SECOND)
+          .nullable()
+          .optional()
+          .describe("Administrators only: this key's uploaded-pose budget, instead of the deployment's (at most RATE_LIMIT_MAX_POSES_PER_SECOND; rounded down to 1, 2 or 5 × 10^n)"),
       }),
       response: apiKeySchema,
       successStatus: 201,
@@ -129,6 +143,9 @@ export function authRoutes(services: GatewayServices) {
         const owner = await keyOwner(services, principal, body.user_id);
         // A credential cannot mint a stronger one than itself.
         if (principal.permission !== 'read-write') throw new ForbiddenError('Only a read-write credential may create API keys');
+        if ((body.requests_per_second != null || body.poses_per_second != null) && !can(principal.role, 'apikeys:rates')) {
+          throw new ForbiddenError('Only administrators set the rate limits of an API key');
+        }
         const { apiKey, key } = await credentials.createApiKey(
           owner,
           body.permission,
