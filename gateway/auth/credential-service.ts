@@ -76,12 +76,14 @@ export class CredentialService {
   }
 
   /** A token pair for `user`; `apiKey` when it was minted from one, so deleting the key revokes the pair. */
-  async issueTokens(user: User, permission: ApiPermission, apiKey?: ApiKey): Promise<TokenPair> {
+  async issueTokens(user: User, permission: ApiPermission, apiKey?: ApiKey, familyId?: string): Promise<TokenPair> {
     const refreshToken = randomBytes(32).toString('base64url');
     const credentialVersion = user.credentialVersion ?? 0;
     const em = this.storage.em();
+    const id = randomUUID();
     em.create(RefreshTokenSchema, {
-      id: randomUUID(),
+      id,
+      familyId: familyId ?? id,
       user: em.getReference(UserSchema, user.id),
       tokenHash: sha256(refreshToken),
       permission,
@@ -107,12 +109,15 @@ export class CredentialService {
 
   /**
    * Rotation: the refresh token is consumed (revoked) and a new pair issued. It must belong to the same
-   * user as the access token, whose signature is checked even if it has expired.
+   * user as the access token, whose signature is checked even if it has expired. A token presented again
+   * after its use is taken as stolen: every refresh token of its chain is revoked, so neither the thief nor
+   * the owner can rotate further (the owner signs in again). Access tokens already issued run to their expiry.
    */
   async refresh(accessToken: string, refreshToken: string): Promise<TokenPair> {
     const claims = await this.tokens.verifyIgnoringExpiry(accessToken);
     const em = this.storage.em();
     const stored = await em.findOne(RefreshTokenSchema, { tokenHash: sha256(refreshToken) }, { populate: ['user', 'user.organization'] });
+    if (stored?.revokedAt && stored.user.id === claims.sub) await this.revokeFamily(stored.familyId ?? stored.id);
     if (!stored || stored.revokedAt || stored.expiresAt.getTime() <= this.now() || stored.user.id !== claims.sub) {
       throw new UnauthenticatedError('The refresh token is invalid, expired or already used', ErrorCode.InvalidCredentials);
     }
@@ -125,8 +130,16 @@ export class CredentialService {
       'update refresh_tokens set revoked_at = ? where id = ? and revoked_at is null returning id',
       [new Date(this.now()), stored.id],
     );
-    if (consumed.length === 0) throw new UnauthenticatedError('The refresh token is already used', ErrorCode.InvalidCredentials);
-    return this.issueTokens(stored.user, stored.permission as ApiPermission, apiKey ?? undefined);
+    if (consumed.length === 0) {
+      await this.revokeFamily(stored.familyId ?? stored.id);
+      throw new UnauthenticatedError('The refresh token is already used', ErrorCode.InvalidCredentials);
+    }
+    return this.issueTokens(stored.user, stored.permission as ApiPermission, apiKey ?? undefined, stored.familyId ?? stored.id);
+  }
+
+  /** Revokes every unused refresh token of one rotation chain. */
+  private async revokeFamily(familyId: string): Promise<void> {
+    await this.storage.execute('update refresh_tokens set revoked_at = ? where (family_id = ? or id = ?) and revoked_at is null', [new Date(this.now()), familyId, familyId]);
   }
 
   /** Creates a key for `owner`; the clear key is returned once and only its hash is kept. */

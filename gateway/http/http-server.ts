@@ -46,10 +46,17 @@ function validate<T>(schema: z.ZodType<T> | undefined, value: unknown, where: st
 class Exchange {
   aborted = false;
   finished = false;
+  /** The caller passed authentication and its budget, so its body is being read. */
+  admitted = false;
   status = 0;
   /** Resolves a stream waiting for the socket to drain (also on abort, so it never hangs). */
   private writable?: () => void;
   constructor(readonly res: HttpResponse) {}
+
+  /** Whether the body (if it was held back) was let in. */
+  bodyAdmitted(paused: boolean): boolean {
+    return !paused || this.admitted;
+  }
 
   abort(): void {
     this.aborted = true;
@@ -237,13 +244,21 @@ export class HttpServer {
     }
     const route = match.route;
     const limit = route.maxBodyBytes ?? this.options.maxBodyBytes;
-    // onData must be registered before the first await.
-    const body = method === 'GET' || method === 'DELETE' ? Promise.resolve(Buffer.alloc(0)) : this.readBody(exchange, headers, limit);
+    const hasBody = method !== 'GET' && method !== 'DELETE';
+    // onData must be registered before the first await; the body's stream stays paused until the caller is
+    // known and within budget, so an unauthenticated request costs no upload (L8).
+    const body = hasBody ? this.readBody(exchange, headers, limit) : Promise.resolve(Buffer.alloc(0));
     body.catch(() => undefined); // a 413 may arrive while authentication is still running; it is awaited below
-    this.handle(exchange, route, match.params, { method: method as HttpMethod, path, queryString, headers, remoteAddress }, body)
+    const paused = hasBody && route.auth !== 'public';
+    if (paused) res.pause();
+    const admitted = () => {
+      if (paused && !exchange.aborted) res.resume();
+    };
+    this.handle(exchange, route, match.params, { method: method as HttpMethod, path, queryString, headers, remoteAddress }, body, admitted)
       .catch((error) => {
         if (!(error instanceof AppError)) this.options.logger.error({ err: error, method, path }, 'unhandled error');
-        exchange.sendError(error, error instanceof AppError && error.code === ErrorCode.PayloadTooLarge);
+        // A body never resumed (refused before it was read) is closed off rather than left on the connection.
+        exchange.sendError(error, (error instanceof AppError && error.code === ErrorCode.PayloadTooLarge) || !exchange.bodyAdmitted(paused));
       })
       .finally(finish);
   }
@@ -254,9 +269,12 @@ export class HttpServer {
     rawParams: Record<string, string>,
     request: { method: HttpMethod; path: string; queryString: string; headers: Record<string, string>; remoteAddress: string },
     bodyPromise: Promise<Buffer>,
+    admitted: () => void,
   ): Promise<void> {
     const principal = route.auth === 'public' ? (undefined as unknown as Principal) : await this.options.authenticate(request.headers, route);
     const limit = principal ? await this.options.rateLimit?.(principal, route) : undefined;
+    exchange.admitted = true;
+    admitted();
     const rawBody = await bodyPromise;
     // Strings PostgreSQL would refuse (NUL, lone surrogates) are refused here, for every route, before any schema.
     refuseTextPostgresRefuses(rawParams, 'path');

@@ -13,6 +13,7 @@ import { M0011ReportStays } from './m0011-report-stays.js';
 import { M0012ReportRollups } from './m0012-report-rollups.js';
 import { M0013GeofenceStaysVersions } from './m0013-geofence-stays-versions.js';
 import { M0014GeofenceStaysDayOrder } from './m0014-geofence-stays-day-order.js';
+import { M0020RefreshTokenFamilies } from './m0020-refresh-token-families.js';
 
 /**
  * Every migration, in order. Listed explicitly (not globbed from disk) so they run the same under tsx,
@@ -33,4 +34,5 @@ export const migrationsList: MigrationObject[] = [
   { name: 'm0012-report-rollups', class: M0012ReportRollups },
   { name: 'm0013-geofence-stays-versions', class: M0013GeofenceStaysVersions },
   { name: 'm0014-geofence-stays-day-order', class: M0014GeofenceStaysDayOrder },
+  { name: 'm0020-refresh-token-families', class: M0020RefreshTokenFamilies },
 ];

@@ -1,0 +1,69 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { TestClient } from '../support/http-client.js';
+import { adminClient, createUser, login } from '../support/identity.js';
+import { driverLabel } from '../support/test-environment.js';
+import { startTestGateway, type RunningGateway } from '../support/test-gateway.js';
+
+/** Issue 28 item 7: the open items of the earlier review on identity routes (L5, L6, L10, ...). */
+describe(`access hardening (${driverLabel})`, () => {
+  let running: RunningGateway;
+  let admin: TestClient;
+  beforeAll(async () => {
+    running = await startTestGateway();
+    admin = await adminClient(running.client);
+  });
+  afterAll(async () => running?.stop());
+
+  it('L5: sort=constructor or __proto__ is a 422 naming the sortable fields on users and devices, never a 500', async () => {
+    for (const path of ['/api/v1/users', '/api/v1/devices']) {
+      for (const sort of ['constructor', '__proto__', 'toString', 'hasOwnProperty,desc']) {
+        const response = await admin.get(`${path}?sort=${encodeURIComponent(sort)}`);
+        expect(response.status, `${path} sort=${sort}: ${response.text}`).toBe(422);
+        expect(response.body).toMatchObject({ code: 'validation_failed', errors: [expect.objectContaining({ field: 'query.sort' })] });
+      }
+      expect((await admin.get(`${path}?sort=created_at,desc`)).status).toBe(200);
+    }
+  });
+
+  it('L3: a page past the bound is a 422, not a query with an unsafe offset', async () => {
+    expect((await admin.get(`/api/v1/users?page=${2 ** 53 - 1}`)).status).toBe(422);
+    expect((await admin.get('/api/v1/users?page=1000000')).status).toBe(200);
+  });
+
+  it('L6: presenting a used refresh token revokes the chain it rotated into', async () => {
+    const user = await createUser(admin, 'user');
+    const first = await login(running.client, user.email, user.password);
+    const second = (await running.client.post('/api/v1/auth/refresh_access_tokens', first)).body;
+    expect(second.refresh_token).toEqual(expect.any(String));
+    // A stolen copy of the first refresh token is replayed.
+    const replay = await running.client.post('/api/v1/auth/refresh_access_tokens', first);
+    expect(replay.status).toBe(401);
+    // The chain the owner (or thief) rotated into is now dead too.
+    const rotated = await running.client.post('/api/v1/auth/refresh_access_tokens', second);
+    expect(rotated.status).toBe(401);
+    expect(rotated.body.code).toBe('invalid_credentials');
+    // Another sign-in of the same user is a chain of its own, untouched.
+    const other = await login(running.client, user.email, user.password);
+    expect((await running.client.post('/api/v1/auth/refresh_access_tokens', other)).status).toBe(200);
+  });
+
+  it('L10: a user_manager cannot reset a peer user_manager’s password or e-mail, nor delete them; an admin can', async () => {
+    const manager = await createUser(admin, 'user_manager');
+    const peer = await createUser(admin, 'user_manager');
+    const plain = await createUser(admin, 'user');
+    for (const body of [{ password: 'taken-over-1' }, { email: `taken-${Date.now()}@example.test` }]) {
+      const refused = await manager.client.patch(`/api/v1/users/${peer.user.id}`, body);
+      expect(refused.status, JSON.stringify(body)).toBe(403);
+    }
+    expect((await manager.client.delete(`/api/v1/users/${peer.user.id}`)).status).toBe(403);
+    // The peer's credentials are unchanged: the old password still signs in.
+    await login(running.client, peer.email, peer.password);
+    // Their own fields, and a plain user's credentials, stay the manager's to change.
+    expect((await manager.client.patch(`/api/v1/users/${peer.user.id}`, { full_name: 'Renamed peer' })).status).toBe(200);
+    expect((await manager.client.patch(`/api/v1/users/${plain.user.id}`, { password: 'reset-by-manager' })).status).toBe(200);
+    await login(running.client, plain.email, 'reset-by-manager');
+    expect((await manager.client.patch(`/api/v1/users/${manager.user.id}`, { password: 'my-own-new-one' })).status).toBe(200);
+    expect((await admin.patch(`/api/v1/users/${peer.user.id}`, { password: 'reset-by-admin' })).status).toBe(200);
+    await login(running.client, peer.email, 'reset-by-admin');
+  });
+});
