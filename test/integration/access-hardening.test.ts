@@ -1,6 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { TestClient } from '../support/http-client.js';
-import { adminClient, createUser, login } from '../support/identity.js';
+import { createVenue } from '../support/cartography.js';
+import { adminClient, createOrganization, createUser, login } from '../support/identity.js';
+import { pngBytes, uploadImage } from '../support/images.js';
 import { driverLabel } from '../support/test-environment.js';
 import { startTestGateway, type RunningGateway } from '../support/test-gateway.js';
 
@@ -65,5 +67,40 @@ describe(`access hardening (${driverLabel})`, () => {
     expect((await manager.client.patch(`/api/v1/users/${manager.user.id}`, { password: 'my-own-new-one' })).status).toBe(200);
     expect((await admin.patch(`/api/v1/users/${peer.user.id}`, { password: 'reset-by-admin' })).status).toBe(200);
     await login(running.client, peer.email, 'reset-by-admin');
+  });
+});
+
+describe(`cross-organization references (${driverLabel}, L2)`, () => {
+  let running: RunningGateway;
+  let admin: TestClient;
+  beforeAll(async () => {
+    running = await startTestGateway();
+    admin = await adminClient(running.client);
+  });
+  afterAll(async () => running?.stop());
+
+  it('refuses another organization’s user in an alarm, and its images as a building picture or a category icon', async () => {
+    const foreign = await createOrganization(admin);
+    const foreignUser = await createUser(foreign.client, 'user');
+    const foreignImage = (await uploadImage(foreign.client, pngBytes(2, 2))).body.id;
+    const ownImage = (await uploadImage(admin, pngBytes(2, 2))).body.id;
+
+    const danger = await admin.post('/api/v1/alarms', { type: 'DANGER', user_id: foreignUser.user.id });
+    expect(danger.status).toBe(422);
+    expect(danger.body.errors).toEqual([expect.objectContaining({ field: 'user_id' })]);
+
+    const venue = await createVenue(admin, 'L2 venue');
+    const picture = await admin.patch(`/api/v1/buildings/${venue.building.id}`, { picture_id: foreignImage });
+    expect(picture.status).toBe(422);
+    expect(picture.body.errors).toEqual([expect.objectContaining({ field: 'picture_id' })]);
+    expect((await admin.get(`/api/v1/buildings/${venue.building.id}`)).body.picture_url).toBeNull();
+    expect((await admin.patch(`/api/v1/buildings/${venue.building.id}`, { picture_id: ownImage })).body.picture_url).toContain(ownImage);
+
+    const category = await admin.post('/api/v1/poi_categories', { name_en: 'L2', code: `l2-${Date.now()}`, icon: foreignImage });
+    expect(category.status).toBe(422);
+    expect(category.body.errors).toEqual([expect.objectContaining({ field: 'icon' })]);
+    const own = await admin.post('/api/v1/poi_categories', { name_en: 'L2', code: `l2b-${Date.now()}`, icon: ownImage });
+    expect(own.status).toBe(201);
+    expect((await admin.patch(`/api/v1/poi_categories/${own.body.id}`, { selected_icon: foreignImage })).status).toBe(422);
   });
 });
