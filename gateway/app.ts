@@ -29,6 +29,7 @@ import { TokenService, loadJwtSecret } from './auth/token-service.js';
 import { createLimiterBackend } from './auth/limiter-backend.js';
 import { LoginThrottle } from './auth/login-throttle.js';
 import { ClientAddresses } from './http/client-address.js';
+import { SecurityAudit } from './audit/security-events.js';
 import { RateLimits } from './http/rate-limit.js';
 import { bootstrapFirstAdmin, type BootstrapResult } from './bootstrap.js';
 import { HttpServer } from './http/http-server.js';
@@ -137,7 +138,8 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
   await Promise.all([registry.start(), devices.start(), realtime.start(), routing.start(), webhooks.start()]);
   await cluster.start(); // joins; the shards it takes are rebuilt from storage in the background
   detection.start((buildingId) => cluster.ownsBuilding(buildingId));
-  const services: GatewayServices = { config, logger, storage, bus, jobs, tokens, credentials, authenticator, cartography, registry, devices, writer, pipeline, realtime, alarms, detection, cluster, routing, webhooks, rateLimits, websockets };
+  const securityAudit = new SecurityAudit(storage, logger);
+  const services: GatewayServices = { config, logger, storage, bus, jobs, tokens, credentials, authenticator, cartography, registry, devices, writer, pipeline, realtime, alarms, detection, cluster, routing, webhooks, rateLimits, websockets, securityAudit };
   const bootstrap = await bootstrapFirstAdmin(storage, config, logger);
 
   const audit = new AuditService(storage, logger, config.AUDIT_RETENTION_DAYS ?? config.POSITIONS_RETENTION_DAYS);
@@ -150,6 +152,19 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
     authenticate: authenticator.authenticate,
     rateLimit: rateLimits.forRequest,
     clientAddresses: new ClientAddresses(config.TRUSTED_PROXIES),
+    onRefused: (principal, request, error) =>
+      securityAudit.record({
+        kind: 'refused',
+        organizationId: principal.organizationId,
+        userId: principal.userId,
+        email: principal.email,
+        via: principal.via,
+        apiKeyId: principal.apiKeyId,
+        method: request.method,
+        route: request.route,
+        address: request.address,
+        detail: error.message,
+      }),
   });
   http.add(
     ...healthRoutes(services),

@@ -19,6 +19,7 @@ import type { ClusterNode } from './cluster/cluster-node.js';
 import type { PositionWriter } from '../shared/positions/position-writer.js';
 import type { RoutingService } from './routing/routing-service.js';
 import type { WebhookService } from './webhooks/webhook-service.js';
+import type { SecurityAudit } from './audit/security-events.js';
 
 /** The gateway's long-lived collaborators, built once at boot and handed to every route module. */
 export interface GatewayServices {
@@ -42,6 +43,8 @@ export interface GatewayServices {
   cluster: ClusterNode;
   routing: RoutingService;
   webhooks: WebhookService;
+  /** Sign-in outcomes, refusals and revoked refresh chains, in the audit log. */
+  securityAudit: SecurityAudit;
   /** Per-credential request and pose budgets (HTTP and WebSocket uploads share them). */
   rateLimits?: RateLimits;
   websockets: WebSocketGateway;

@@ -184,7 +184,12 @@ export class RequestAuthenticator {
     } else {
       throw new UnauthenticatedError('Send Authorization: Bearer <access token>, or X-API-EMAIL and X-API-KEY');
     }
-    authorize(principal, route);
+    try {
+      authorize(principal, route);
+    } catch (error) {
+      // The refused caller travels with the refusal, so the HTTP server can audit who was refused.
+      throw Object.assign(error as Error, { principal });
+    }
     return principal;
   };
 

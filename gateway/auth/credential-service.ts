@@ -51,11 +51,12 @@ export class CredentialService {
    * The attempt is counted before the hash is checked (see LoginThrottle): once a budget is spent, every
    * attempt gets 429, the right password included, until the window ends.
    */
-  async loginWithPassword(emailInput: string, password: string, address: string): Promise<User> {
+  async loginWithPassword(emailInput: string, password: string, address: string, outcome?: (user: User, ok: boolean) => Promise<void>): Promise<User> {
     const email = emailInput.trim().toLowerCase();
     const succeeded = await this.throttle.attempt(email, address);
     const user = await this.storage.em().findOne(UserSchema, { email }, { populate: ['organization'] });
     const ok = user ? await verifyPassword(password, user.passwordHash) : await verifyPassword(password, await (decoyHash ??= hashPassword(randomUUID())));
+    if (user) await outcome?.(user, ok);
     if (!user || !ok) throw invalidCredentials();
     await succeeded();
     return user;
@@ -113,11 +114,14 @@ export class CredentialService {
    * after its use is taken as stolen: every refresh token of its chain is revoked, so neither the thief nor
    * the owner can rotate further (the owner signs in again). Access tokens already issued run to their expiry.
    */
-  async refresh(accessToken: string, refreshToken: string): Promise<TokenPair> {
+  async refresh(accessToken: string, refreshToken: string, reused?: (user: User) => Promise<void>): Promise<TokenPair> {
     const claims = await this.tokens.verifyIgnoringExpiry(accessToken);
     const em = this.storage.em();
     const stored = await em.findOne(RefreshTokenSchema, { tokenHash: sha256(refreshToken) }, { populate: ['user', 'user.organization'] });
-    if (stored?.revokedAt && stored.user.id === claims.sub) await this.revokeFamily(stored.familyId ?? stored.id);
+    if (stored?.revokedAt && stored.user.id === claims.sub) {
+      await this.revokeFamily(stored.familyId ?? stored.id);
+      await reused?.(stored.user);
+    }
     if (!stored || stored.revokedAt || stored.expiresAt.getTime() <= this.now() || stored.user.id !== claims.sub) {
       throw new UnauthenticatedError('The refresh token is invalid, expired or already used', ErrorCode.InvalidCredentials);
     }
@@ -132,6 +136,7 @@ export class CredentialService {
     );
     if (consumed.length === 0) {
       await this.revokeFamily(stored.familyId ?? stored.id);
+      await reused?.(stored.user);
       throw new UnauthenticatedError('The refresh token is already used', ErrorCode.InvalidCredentials);
     }
     return this.issueTokens(stored.user, stored.permission as ApiPermission, apiKey ?? undefined, stored.familyId ?? stored.id);

@@ -12,8 +12,8 @@ export function rateLimited(message: string, msBeforeNext: number, headers: Reco
 
 /** The first delay past the per-account budget; each further failure doubles it, up to LOGIN_THROTTLE_MAX_DELAY_MS. */
 const FIRST_DELAY_MS = 250;
-/** How long an address an account signed in from stays "known" to it. */
-const KNOWN_ADDRESS_SECONDS = 30 * 24 * 3600;
+/** How long an address an account signed in from stays "known" to it (under the 24.8 days a timer can hold, which the in-memory limiter uses). */
+const KNOWN_ADDRESS_SECONDS = 14 * 24 * 3600;
 /** The account counter never refuses: its count only sets the delay. */
 const UNBOUNDED = 1_000_000_000;
 

@@ -23,6 +23,8 @@ export interface HttpServerOptions {
   rateLimit?: (principal: Principal, route: RouteDefinition) => Promise<RequestLimit>;
   /** Who the client is: the peer, or behind a trusted reverse proxy the address it forwards (TRUSTED_PROXIES). */
   clientAddresses?: ClientAddresses;
+  /** Called when a known caller is refused (403), for the audit log; its failure never changes the answer. */
+  onRefused?: (principal: Principal, request: { method: string; route: string; address: string }, error: AppError) => Promise<void>;
 }
 
 const METHODS = new Set<HttpMethod>(['GET', 'POST', 'PUT', 'PATCH', 'DELETE']);
@@ -255,7 +257,9 @@ export class HttpServer {
       if (paused && !exchange.aborted) res.resume();
     };
     this.handle(exchange, route, match.params, { method: method as HttpMethod, path, queryString, headers, remoteAddress }, body, admitted)
-      .catch((error) => {
+      .catch(async (error) => {
+        const refused = error instanceof AppError && error.code === ErrorCode.Forbidden ? (error as AppError & { principal?: Principal }).principal : undefined;
+        if (refused) await this.options.onRefused?.(refused, { method, route: normalisePath(route.path), address: remoteAddress }, error).catch(() => undefined);
         if (!(error instanceof AppError)) this.options.logger.error({ err: error, method, path }, 'unhandled error');
         // A body never resumed (refused before it was read) is closed off rather than left on the connection.
         exchange.sendError(error, (error instanceof AppError && error.code === ErrorCode.PayloadTooLarge) || !exchange.bodyAdmitted(paused));
@@ -309,7 +313,13 @@ export class HttpServer {
       principal,
       audit: new AuditRecorder(principal, request.method, normalisePath(route.path), request.remoteAddress),
     };
-    const reply = await route.handler(context);
+    const reply = await Promise.resolve()
+      .then(() => route.handler(context))
+      .catch((error: unknown) => {
+        // A refusal by the handler itself: the caller is known, for the audit of refusals.
+        if (error instanceof AppError && error.code === ErrorCode.Forbidden && principal) Object.assign(error, { principal });
+        throw error;
+      });
     if (principal && (route.write ?? route.method !== 'GET') && !route.auditExempt && (reply.status ?? 200) < 300 && context.audit.recorded === 0) {
       this.options.logger.error({ method: request.method, route: route.path }, 'a successful write left no audit entry');
     }

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { TestClient } from '../support/http-client.js';
+import { basicAuth, type TestClient } from '../support/http-client.js';
 import { createVenue } from '../support/cartography.js';
 import { adminClient, createOrganization, createUser, login } from '../support/identity.js';
 import { pngBytes, uploadImage } from '../support/images.js';
@@ -47,6 +47,24 @@ describe(`access hardening (${driverLabel})`, () => {
     // Another sign-in of the same user is a chain of its own, untouched.
     const other = await login(running.client, user.email, user.password);
     expect((await running.client.post('/api/v1/auth/refresh_access_tokens', other)).status).toBe(200);
+  });
+
+  it('NL3: sign-in outcomes, refusals and a refresh-token replay are in the audit log', async () => {
+    const user = await createUser(admin, 'user');
+    expect((await running.client.post('/api/v1/auth/access_tokens', undefined, { authorization: basicAuth(user.email, 'wrong-password') })).status).toBe(401);
+    const tokens = await login(running.client, user.email, user.password);
+    expect((await user.client.get('/api/v1/audit')).status).toBe(403);
+    await running.client.post('/api/v1/auth/refresh_access_tokens', tokens);
+    await running.client.post('/api/v1/auth/refresh_access_tokens', tokens);
+    const page = await admin.get(`/api/v1/audit?object_type=security&user_id=${user.user.id}&size=50`);
+    expect(page.status).toBe(200);
+    const entries = page.body.data ?? page.body;
+    const kinds = entries.map((entry: { object_id: string }) => entry.object_id).sort();
+    // createUser signed in once, this test once more.
+    expect(kinds).toEqual(['refresh-reuse', 'refused', 'sign-in', 'sign-in', 'sign-in-failed']);
+    const refused = entries.find((entry: { object_id: string }) => entry.object_id === 'refused');
+    expect(refused).toMatchObject({ user_email: user.email, method: 'GET', route: '/api/v1/audit', after: { outcome: 'refused', detail: expect.stringContaining('role') } });
+    expect(JSON.stringify(entries)).not.toContain('wrong-password');
   });
 
   it('L10: a user_manager cannot reset a peer user_manager’s password or e-mail, nor delete them; an admin can', async () => {
