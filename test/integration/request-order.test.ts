@@ -53,3 +53,31 @@ describe(`the body of a request is read only once its caller is known (${driverL
     }
   });
 });
+
+/**
+ * A known limitation of the pinned uWebSockets.js build (20.30.0-unofficial.0): its parser takes a header name
+ * holding `_` (valid HTTP) as malformed and drops the request without an answer; the connection closes on the
+ * idle timeout. Fixed upstream in a later release. README ("Reverse proxy") gives the mitigation: a proxy in
+ * front that drops such headers (nginx does by default: `underscores_in_headers off`). This test documents the
+ * current behaviour; when it starts to fail, the build answers such requests and the limitation can go.
+ */
+describe(`header names with an underscore (${driverLabel}, known limitation of the pinned build)`, () => {
+  let running: RunningGateway;
+  beforeAll(async () => {
+    running = await startTestGateway();
+  });
+  afterAll(async () => running?.stop());
+
+  it('KNOWN LIMITATION: a request with a header named X_Custom gets no answer and its connection is closed', async () => {
+    const socket = connect(running.gateway.port, '127.0.0.1');
+    socket.on('error', () => undefined);
+    const received: Buffer[] = [];
+    socket.on('data', (chunk) => received.push(chunk));
+    const closed = new Promise<void>((resolve) => socket.on('close', () => resolve()));
+    socket.write('GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX_Custom: 1\r\n\r\n');
+    await closed;
+    expect(Buffer.concat(received).toString('latin1')).toBe('');
+    // The same request without the underscore is answered.
+    expect((await running.client.get('/healthz')).status).toBe(200);
+  }, 60_000);
+});
