@@ -330,9 +330,9 @@ export type paths = {
                         description?: string;
                         /** Format: uuid */
                         user_id?: string;
-                        /** @description Overrides the deployment's request budget for this key */
+                        /** @description Administrators only: this key's request budget, instead of the deployment's (at most RATE_LIMIT_MAX_REQUESTS_PER_SECOND; rounded down to 1, 2 or 5 × 10^n) */
                         requests_per_second?: number | null;
-                        /** @description Overrides the deployment's uploaded-pose budget for this key */
+                        /** @description Administrators only: this key's uploaded-pose budget, instead of the deployment's (at most RATE_LIMIT_MAX_POSES_PER_SECOND; rounded down to 1, 2 or 5 × 10^n) */
                         poses_per_second?: number | null;
                     };
                 };
