@@ -67,6 +67,24 @@ describe(`access hardening (${driverLabel})`, () => {
     expect(JSON.stringify(entries)).not.toContain('wrong-password');
   });
 
+  it('NL4: an image declaring more than 16,384 pixels a side or 100 megapixels is refused with 422', async () => {
+    /** A small valid PNG whose header declares another size (the server reads the header, as the browser would). */
+    const declaring = (width: number, height: number) => {
+      const bytes = Buffer.from(pngBytes(2, 2));
+      bytes.writeUInt32BE(width, 16);
+      bytes.writeUInt32BE(height, 20);
+      return bytes;
+    };
+    for (const [width, height] of [[60_000, 60_000], [2_147_483_647, 2_147_483_647], [16_385, 10], [12_000, 12_000]] as const) {
+      const refused = await uploadImage(admin, declaring(width, height));
+      expect(refused.status, `${width} x ${height}`).toBe(422);
+      expect(refused.body.errors?.[0]?.message).toContain('megapixels');
+    }
+    const accepted = await uploadImage(admin, declaring(16_384, 6_000));
+    expect(accepted.status).toBe(201);
+    expect(accepted.body).toMatchObject({ width: 16_384, height: 6_000 });
+  });
+
   it('L10: a user_manager cannot reset a peer user_manager’s password or e-mail, nor delete them; an admin can', async () => {
     const manager = await createUser(admin, 'user_manager');
     const peer = await createUser(admin, 'user_manager');

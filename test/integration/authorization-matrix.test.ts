@@ -71,6 +71,7 @@ const ROUTES: Record<string, Entry> = {
   'GET /api/v1/openapi.json': { public: true },
   'GET /api/v1/asyncapi.json': { public: true },
   'GET /api/v1/docs': { public: true },
+  'GET /api/v1/docs.js': { public: true },
   'POST /api/v1/auth/access_tokens': { public: true },
   'POST /api/v1/auth/refresh_access_tokens': { public: true },
   'GET /api/v1/version': {},
