@@ -32,6 +32,17 @@ describe(`access hardening (${driverLabel})`, () => {
     expect((await admin.get('/api/v1/users?page=1000000')).status).toBe(200);
   });
 
+  it('L3: pois_bulk takes at most 1,000 POIs', async () => {
+    const venue = await createVenue(admin, 'Bulk venue');
+    const poi = (i: number) => ({ building_id: venue.building.id, name: `Bulk ${i}`, position: { floor_id: venue.floors[0].id, x: 1, y: 1 } });
+    const tooMany = await admin.post('/api/v1/pois_bulk', Array.from({ length: 1001 }, (_, i) => poi(i)));
+    expect(tooMany.status).toBe(422);
+    expect((await admin.get(`/api/v1/pois?building_id=${venue.building.id}`)).body).toHaveLength(0);
+    const fits = await admin.post('/api/v1/pois_bulk', Array.from({ length: 3 }, (_, i) => poi(i)));
+    expect(fits.status).toBe(201);
+    expect(fits.body).toHaveLength(3);
+  });
+
   it('L6: presenting a used refresh token revokes the chain it rotated into', async () => {
     const user = await createUser(admin, 'user');
     const first = await login(running.client, user.email, user.password);
