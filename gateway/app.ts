@@ -139,7 +139,8 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
   await cluster.start(); // joins; the shards it takes are rebuilt from storage in the background
   detection.start((buildingId) => cluster.ownsBuilding(buildingId));
   const securityAudit = new SecurityAudit(storage, logger);
-  const services: GatewayServices = { config, logger, storage, bus, jobs, tokens, credentials, authenticator, cartography, registry, devices, writer, pipeline, realtime, alarms, detection, cluster, routing, webhooks, rateLimits, websockets, securityAudit };
+  const clientAddresses = new ClientAddresses(config.TRUSTED_PROXIES);
+  const services: GatewayServices = { config, logger, storage, bus, jobs, tokens, credentials, authenticator, cartography, registry, devices, writer, pipeline, realtime, alarms, detection, cluster, routing, webhooks, rateLimits, websockets, securityAudit, clientAddresses };
   const bootstrap = await bootstrapFirstAdmin(storage, config, logger);
 
   const audit = new AuditService(storage, logger, config.AUDIT_RETENTION_DAYS ?? config.POSITIONS_RETENTION_DAYS);
@@ -151,7 +152,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
     logger,
     authenticate: authenticator.authenticate,
     rateLimit: rateLimits.forRequest,
-    clientAddresses: new ClientAddresses(config.TRUSTED_PROXIES),
+    clientAddresses,
     onRefused: (principal, request, error) =>
       securityAudit.record({
         kind: 'refused',
