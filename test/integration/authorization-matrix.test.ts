@@ -495,4 +495,17 @@ describe(`authorization matrix (${driverLabel})`, () => {
     }
     expect(mismatches).toEqual([]);
   }, 120_000);
+
+  it('lets a user_manager change the sign-in of plain users only, never of a peer user_manager (L10)', async () => {
+    const mismatches: string[] = [];
+    for (const caller of callers) {
+      for (const targetRole of ['user_manager', 'user'] as const) {
+        const target = await createUser(admin, targetRole);
+        const response = await caller.clients.password.patch(`/api/v1/users/${target.user.id}`, { password: 'reset-by-matrix' });
+        const want = !can(caller.role, 'users:write') ? 403 : caller.role === 'admin' || targetRole === 'user' ? 200 : 403;
+        if (response.status !== want) mismatches.push(`${caller.role} resets a ${targetRole}: ${response.status}, expected ${want}`);
+      }
+    }
+    expect(mismatches).toEqual([]);
+  }, 120_000);
 });
