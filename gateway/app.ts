@@ -33,6 +33,8 @@ import { PositionWriter } from '../shared/positions/position-writer.js';
 import { TokenService, loadJwtSecret } from './auth/token-service.js';
 import { createLimiterBackend } from './auth/limiter-backend.js';
 import { LoginThrottle } from './auth/login-throttle.js';
+import { ClientAddresses } from './http/client-address.js';
+import { SecurityAudit } from './audit/security-events.js';
 import { RateLimits } from './http/rate-limit.js';
 import { bootstrapFirstAdmin, type BootstrapResult } from './bootstrap.js';
 import { HttpServer } from './http/http-server.js';
@@ -152,19 +154,40 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
   await Promise.all([registry.start(), devices.start(), realtime.start(), routing.start(), webhooks.start()]);
   await cluster.start(); // joins; the shards it takes are rebuilt from storage in the background
   detection.start((buildingId) => cluster.ownsBuilding(buildingId));
+  const securityAudit = new SecurityAudit(storage, logger);
+  const clientAddresses = new ClientAddresses(config.TRUSTED_PROXIES);
   // A building alarm closed (on any gateway) ends its storm here, if this gateway holds it.
   await bus.subscribe(ALARMS_CHANNEL, (payload) => engine.alarmsChanged(payload as AlarmEventMessage[]));
   // A database outage refuses every upload: silence caused by it is ours, so detection waits it out.
   const storageWatch = new StorageWatch(() => storage.ping(), engine, logger);
   storageWatch.start();
-  const services: GatewayServices = { config, logger, storage, bus, jobs, tokens, credentials, authenticator, cartography, registry, devices, writer, pipeline, realtime, alarms, detection, cluster, routing, webhooks, rateLimits, websockets };
+  const services: GatewayServices = { config, logger, storage, bus, jobs, tokens, credentials, authenticator, cartography, registry, devices, writer, pipeline, realtime, alarms, detection, cluster, routing, webhooks, rateLimits, websockets, securityAudit, clientAddresses };
   const bootstrap = await bootstrapFirstAdmin(storage, config, logger);
 
   const audit = new AuditService(storage, logger, config.AUDIT_RETENTION_DAYS ?? config.POSITIONS_RETENTION_DAYS);
   audit.start(); // the retention sweep, hourly
   // Without Redis the jobs run here, and so does the report materializer (workers/main.ts runs it otherwise).
   const materializer = jobs.kind === 'local' ? startReportMaterializer(storage, config, logger) : undefined;
-  const http = new HttpServer({ maxBodyBytes: config.MAX_BODY_BYTES, logger, authenticate: authenticator.authenticate, rateLimit: rateLimits.forRequest });
+  const http = new HttpServer({
+    maxBodyBytes: config.MAX_BODY_BYTES,
+    logger,
+    authenticate: authenticator.authenticate,
+    rateLimit: rateLimits.forRequest,
+    clientAddresses,
+    onRefused: (principal, request, error) =>
+      securityAudit.record({
+        kind: 'refused',
+        organizationId: principal.organizationId,
+        userId: principal.userId,
+        email: principal.email,
+        via: principal.via,
+        apiKeyId: principal.apiKeyId,
+        method: request.method,
+        route: request.route,
+        address: request.address,
+        detail: error.message,
+      }),
+  });
   http.add(
     ...healthRoutes(services),
     ...authRoutes(services),

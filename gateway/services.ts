@@ -19,6 +19,8 @@ import type { ClusterNode } from './cluster/cluster-node.js';
 import type { PositionWriter } from '../shared/positions/position-writer.js';
 import type { RoutingService } from './routing/routing-service.js';
 import type { WebhookService } from './webhooks/webhook-service.js';
+import type { SecurityAudit } from './audit/security-events.js';
+import type { ClientAddresses } from './http/client-address.js';
 
 /** The gateway's long-lived collaborators, built once at boot and handed to every route module. */
 export interface GatewayServices {
@@ -42,6 +44,10 @@ export interface GatewayServices {
   cluster: ClusterNode;
   routing: RoutingService;
   webhooks: WebhookService;
+  /** Sign-in outcomes, refusals and revoked refresh chains, in the audit log. */
+  securityAudit: SecurityAudit;
+  /** The client address of a connection: the peer, or behind a TRUSTED_PROXIES proxy the forwarded one. */
+  clientAddresses: ClientAddresses;
   /** Per-credential request and pose budgets (HTTP and WebSocket uploads share them). */
   rateLimits?: RateLimits;
   websockets: WebSocketGateway;

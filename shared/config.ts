@@ -1,3 +1,4 @@
+import { isIP } from 'node:net';
 import { z } from 'zod';
 
 /**
@@ -87,18 +88,38 @@ export const configSchema = z.object({
   WS_MAX_BUFFER_BYTES: z.coerce.number().int().min(4096).default(8 * 1024 * 1024),
   /** Seconds SIGTERM waits for in-flight requests (a worker: its jobs in hand) before closing anyway; the process exits at the latest a few seconds after. */
   SHUTDOWN_GRACE_SECONDS: z.coerce.number().int().min(0).default(10),
-  /** Failed logins of one account from all addresses within the window before it gets 429 everywhere (looser than the per-address one). */
+  /** Failed logins of one account from all addresses within the window before its sign-ins are slowed down (progressively; never refused). */
   LOGIN_THROTTLE_MAX_FAILURES_PER_ACCOUNT: z.coerce.number().int().min(1).default(100),
+  /** Longest delay, in milliseconds, a sign-in of an account past LOGIN_THROTTLE_MAX_FAILURES_PER_ACCOUNT waits before its password is checked. */
+  LOGIN_THROTTLE_MAX_DELAY_MS: z.coerce.number().int().min(0).default(10_000),
+  /** Reverse proxies (addresses or CIDR ranges, comma-separated) whose X-Forwarded-For names the client; empty: none is trusted. */
+  TRUSTED_PROXIES: z
+    .string()
+    .default('')
+    .transform((value) => value.split(',').map((part) => part.trim()).filter((part) => part !== ''))
+    .refine((entries) => entries.every((entry) => isIP(entry.split('/')[0]!) !== 0 && (!entry.includes('/') || /^\d{1,3}$/.test(entry.split('/')[1]!))), 'comma-separated addresses or CIDR ranges, e.g. 10.0.0.0/8,::1'),
   /** Failed logins from one client address, whatever the account, within the window before it gets 429. */
   LOGIN_THROTTLE_MAX_FAILURES_PER_ADDRESS: z.coerce.number().int().min(1).default(100),
-  /** Steady request budget of each user and each API key, per second (an API key may override it). */
-  RATE_LIMIT_REQUESTS_PER_SECOND: z.coerce.number().int().min(1).default(5000),
+  /** Steady request budget of each API key, and of each user's password tokens, per second (an admin may set a key's own, up to RATE_LIMIT_MAX_REQUESTS_PER_SECOND). */
+  RATE_LIMIT_REQUESTS_PER_SECOND: z.coerce.number().int().min(1).default(100),
   /** Requests a credential may make beyond its steady rate in a burst (refilled at the steady rate; 0: none). */
-  RATE_LIMIT_BURST: z.coerce.number().int().min(0).default(10_000),
-  /** Steady budget of uploaded positions (counted per pose) of each user and API key, per second (an API key may override it). */
-  RATE_LIMIT_POSES_PER_SECOND: z.coerce.number().int().min(1).default(200_000),
+  RATE_LIMIT_BURST: z.coerce.number().int().min(0).default(200),
+  /** Steady budget of uploaded positions (counted per pose) of each API key and each user's password tokens, per second. */
+  RATE_LIMIT_POSES_PER_SECOND: z.coerce.number().int().min(1).default(2000),
   /** Poses a credential may upload beyond its steady rate in a burst (refilled at the steady rate; 0: none). */
-  RATE_LIMIT_POSES_BURST: z.coerce.number().int().min(0).default(400_000),
+  RATE_LIMIT_POSES_BURST: z.coerce.number().int().min(0).default(4000),
+  /** Requests per second of one user across all their keys and tokens together (burst: twice this). */
+  RATE_LIMIT_USER_REQUESTS_PER_SECOND: z.coerce.number().int().min(1).default(200),
+  /** Poses per second of one user across all their keys and tokens together (burst: twice this). */
+  RATE_LIMIT_USER_POSES_PER_SECOND: z.coerce.number().int().min(1).default(4000),
+  /** Poses per second of one organization across all its users and keys (burst: twice this). */
+  RATE_LIMIT_ORGANIZATION_POSES_PER_SECOND: z.coerce.number().int().min(1).default(20_000),
+  /** Highest request rate an administrator may give one API key; a higher `requests_per_second` gets 422. */
+  RATE_LIMIT_MAX_REQUESTS_PER_SECOND: z.coerce.number().int().min(1).max(1_000_000_000).default(1000),
+  /** Highest pose rate an administrator may give one API key; a higher `poses_per_second` gets 422. */
+  RATE_LIMIT_MAX_POSES_PER_SECOND: z.coerce.number().int().min(1).max(1_000_000_000).default(20_000),
+  /** API keys one user may hold; creating one more gets 422. */
+  MAX_API_KEYS_PER_USER: z.coerce.number().int().min(1).default(20),
   /** Longest a single SQL statement may run on a PostgreSQL server before it is cancelled (a request then gets 503). */
   DATABASE_STATEMENT_TIMEOUT_MS: z.coerce.number().int().min(100).default(30_000),
   /** Longest a request waits for a PostgreSQL connection (pool slot or a new connection) before it gets 503. */

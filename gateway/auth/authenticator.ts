@@ -1,5 +1,5 @@
 import type { Bus } from '../../shared/bus/index.js';
-import { ForbiddenError, UnauthenticatedError } from '../../shared/errors.js';
+import { AppError, ErrorCode, ForbiddenError, UnauthenticatedError } from '../../shared/errors.js';
 import type { Storage } from '../../shared/storage/index.js';
 import { ApiKeySchema, UserSchema, type ApiKey } from '../../shared/storage/entities/index.js';
 import type { Authenticator } from '../http/http-server.js';
@@ -57,6 +57,11 @@ export interface AuthInvalidation {
 
 export const AUTH_INVALIDATION_CHANNEL = 'auth:invalidate';
 
+/** How many revoked users and keys the generation table remembers before it forgets them all at once. */
+const MAX_TRACKED_REVOCATIONS = 10_000;
+/** Reads retried when a revocation of what they read arrived meanwhile, before the request is refused (503). */
+const MAX_STALE_READS = 3;
+
 /**
  * Turns `Authorization: Bearer <JWT>`, or `X-API-KEY` (with or without `X-API-EMAIL`), into a principal.
  * A token must still match the credential it was minted from: the user's credential version, and its API
@@ -68,6 +73,16 @@ export class RequestAuthenticator {
   private readonly users = new Map<string, CachedUser>();
   /** Keyed by the key's hash (direct use) and, for tokens minted from a key, by `id:<key id>`. */
   private readonly apiKeys = new Map<string, CachedApiKey | { missing: true; expiresAt: number }>();
+  /**
+   * Revocation generations: every `forget()` takes the next number of `revocations`, and records it against
+   * the user, the key id and the key hash it names. A lookup notes the number before it reads; what it read
+   * is remembered only when none of what it found was revoked since (else it reads again), so a read that
+   * started before a revocation never re-fills the cache after it. Past MAX_TRACKED_REVOCATIONS the table is
+   * emptied and `floor` raised instead: every read started before then counts as stale.
+   */
+  private revocations = 0;
+  private floor = 0;
+  private readonly revokedAt = new Map<string, number>();
 
   constructor(
     private readonly tokens: TokenService,
@@ -84,6 +99,8 @@ export class RequestAuthenticator {
     this.bus.onResync(() => {
       this.users.clear();
       this.apiKeys.clear();
+      this.floor = ++this.revocations;
+      this.revokedAt.clear();
     });
   }
 
@@ -94,7 +111,47 @@ export class RequestAuthenticator {
     await this.bus.publish(AUTH_INVALIDATION_CHANNEL, Object.fromEntries(Object.entries(change).filter(([, value]) => value !== undefined)));
   }
 
+  /**
+   * The current revocation generation. Capture it before an operation that reads a credential and ends
+   * later (a socket upgrade), then ask `revokedSince(principal, mark)` before trusting the result.
+   */
+  revocationMark(): number {
+    return this.revocations;
+  }
+
+  /** Whether the principal's user or API key was revoked (or the bus resynced) after `mark` was captured. */
+  revokedSince(principal: Pick<Principal, 'userId' | 'apiKeyId'>, mark: number): boolean {
+    return this.staleSince(mark, [`user:${principal.userId}`, principal.apiKeyId && `key:${principal.apiKeyId}`]);
+  }
+
+  /**
+   * Reads the principal's credential again from the database, bypassing the cache: false when its user is
+   * gone, its credential version or role changed, or its API key was deleted. For long-lived sessions (a
+   * socket at its token's expiry, periodically, or after a bus resync) that cannot rely on the announcement.
+   */
+  async revalidate(principal: Principal): Promise<boolean> {
+    const em = this.storage.em();
+    const user = await em.findOne(UserSchema, { id: principal.userId });
+    if (!user || user.role !== principal.role || user.platformAdmin !== principal.platformAdmin) return false;
+    if (principal.credentialVersion !== undefined && (user.credentialVersion ?? 0) !== principal.credentialVersion) return false;
+    if (principal.apiKeyId && !(await em.findOne(ApiKeySchema, { id: principal.apiKeyId }))) return false;
+    return true;
+  }
+
+  private staleSince(mark: number, names: (string | undefined | false)[]): boolean {
+    if (mark < this.floor) return true;
+    return names.some((name) => name && (this.revokedAt.get(name) ?? 0) > mark);
+  }
+
   private forget(change: AuthInvalidation): void {
+    const generation = ++this.revocations;
+    if (this.revokedAt.size > MAX_TRACKED_REVOCATIONS) {
+      this.revokedAt.clear();
+      this.floor = generation;
+    }
+    if (change.userId) this.revokedAt.set(`user:${change.userId}`, generation);
+    if (change.apiKeyId) this.revokedAt.set(`key:${change.apiKeyId}`, generation);
+    if (change.apiKeyHash) this.revokedAt.set(`hash:${change.apiKeyHash}`, generation);
     if (change.userId) {
       this.users.delete(change.userId);
       for (const [hash, key] of this.apiKeys) if ('userId' in key && key.userId === change.userId) this.apiKeys.delete(hash);
@@ -127,14 +184,22 @@ export class RequestAuthenticator {
     } else {
       throw new UnauthenticatedError('Send Authorization: Bearer <access token>, or X-API-EMAIL and X-API-KEY');
     }
-    authorize(principal, route);
+    try {
+      authorize(principal, route);
+    } catch (error) {
+      // The refused caller travels with the refusal, so the HTTP server can audit who was refused.
+      throw Object.assign(error as Error, { principal });
+    }
     return principal;
   };
 
   private async loadUser(userId: string): Promise<CachedUser['principal'] | undefined> {
     const cached = this.users.get(userId);
     if (cached && cached.expiresAt > this.now()) return cached.principal;
-    const user = await this.storage.em().findOne(UserSchema, { id: userId });
+    const user = await this.freshRead(
+      () => this.storage.em().findOne(UserSchema, { id: userId }),
+      () => [`user:${userId}`],
+    );
     if (!user) {
       this.users.delete(userId);
       return undefined;
@@ -175,17 +240,39 @@ export class RequestAuthenticator {
   private async apiKeyById(id: string): Promise<CachedApiKey | undefined> {
     const cached = this.apiKeys.get(`id:${id}`);
     if (cached && cached.expiresAt > this.now()) return 'missing' in cached ? undefined : cached;
-    const apiKey = await this.storage.em().findOne(ApiKeySchema, { id }, { populate: ['user'] });
+    const apiKey = await this.freshRead(
+      () => this.storage.em().findOne(ApiKeySchema, { id }, { populate: ['user'] }),
+      (found) => [`key:${id}`, found && `user:${found.user.id}`, found && `hash:${found.keyHash}`],
+    );
     return this.remember(`id:${id}`, apiKey);
+  }
+
+  /**
+   * Runs `read` until no revocation of what it names (`names` of the result) arrived while it ran, so
+   * what it returns may be cached. A read that keeps losing the race is refused (503) rather than trusted.
+   */
+  private async freshRead<T>(read: () => Promise<T>, names: (found: T) => (string | undefined | false | null)[]): Promise<T> {
+    for (let attempt = 0; attempt < MAX_STALE_READS; attempt += 1) {
+      const mark = this.revocations;
+      const found = await read();
+      if (!this.staleSince(mark, names(found).map((name) => name ?? undefined))) return found;
+    }
+    throw new AppError(ErrorCode.Unavailable, 'Credentials are changing; try again shortly');
   }
 
   private async fromApiKey(key: string, email: string | undefined): Promise<Principal> {
     const hash = sha256(key);
     let entry = this.apiKeys.get(hash);
     if (!entry || entry.expiresAt <= this.now() || 'missing' in entry) {
-      const apiKey = await this.storage.em().findOne(ApiKeySchema, { keyHash: hash }, { populate: ['user'] });
+      const apiKey = await this.freshRead(
+        async () => {
+          const found = await this.storage.em().findOne(ApiKeySchema, { keyHash: hash }, { populate: ['user'] });
+          if (found) await this.credentials.markApiKeyUsed(hash);
+          return found;
+        },
+        (found) => [`hash:${hash}`, found && `key:${found.id}`, found && `user:${found.user.id}`],
+      );
       if (!apiKey) throw invalidCredentials();
-      await this.credentials.markApiKeyUsed(hash);
       entry = this.remember(hash, apiKey)!;
     }
     if (email !== undefined && email.trim().toLowerCase() !== entry.email) throw invalidCredentials();

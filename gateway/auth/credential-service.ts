@@ -1,7 +1,7 @@
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Config } from '../../shared/config.js';
-import { ErrorCode, UnauthenticatedError } from '../../shared/errors.js';
+import { ErrorCode, UnauthenticatedError, ValidationError } from '../../shared/errors.js';
 import { hashPassword, verifyPassword } from '../../shared/passwords.js';
 import type { Storage } from '../../shared/storage/index.js';
 import { ApiKeySchema, RefreshTokenSchema, UserSchema, type ApiKey, type ApiKeyPermission, type User } from '../../shared/storage/entities/index.js';
@@ -35,23 +35,28 @@ export const credentialRevoked = () => new UnauthenticatedError('The credential 
  * it came from (the user's credential version, and the API key if any) so revoking it refuses them.
  */
 export class CredentialService {
+  private readonly maxKeysPerUser: number;
+
   constructor(
     private readonly storage: Storage,
     private readonly tokens: TokenService,
     config: Config,
     private readonly throttle = new LoginThrottle(createLimiterBackend({ ...config, REDIS_URL: undefined }), config),
     private readonly now: () => number = Date.now,
-  ) {}
+  ) {
+    this.maxKeysPerUser = config.MAX_API_KEYS_PER_USER;
+  }
 
   /**
    * The attempt is counted before the hash is checked (see LoginThrottle): once a budget is spent, every
    * attempt gets 429, the right password included, until the window ends.
    */
-  async loginWithPassword(emailInput: string, password: string, address: string): Promise<User> {
+  async loginWithPassword(emailInput: string, password: string, address: string, outcome?: (user: User, ok: boolean) => Promise<void>): Promise<User> {
     const email = emailInput.trim().toLowerCase();
     const succeeded = await this.throttle.attempt(email, address);
     const user = await this.storage.em().findOne(UserSchema, { email }, { populate: ['organization'] });
     const ok = user ? await verifyPassword(password, user.passwordHash) : await verifyPassword(password, await (decoyHash ??= hashPassword(randomUUID())));
+    if (user) await outcome?.(user, ok);
     if (!user || !ok) throw invalidCredentials();
     await succeeded();
     return user;
@@ -72,12 +77,14 @@ export class CredentialService {
   }
 
   /** A token pair for `user`; `apiKey` when it was minted from one, so deleting the key revokes the pair. */
-  async issueTokens(user: User, permission: ApiPermission, apiKey?: ApiKey): Promise<TokenPair> {
+  async issueTokens(user: User, permission: ApiPermission, apiKey?: ApiKey, familyId?: string): Promise<TokenPair> {
     const refreshToken = randomBytes(32).toString('base64url');
     const credentialVersion = user.credentialVersion ?? 0;
     const em = this.storage.em();
+    const id = randomUUID();
     em.create(RefreshTokenSchema, {
-      id: randomUUID(),
+      id,
+      familyId: familyId ?? id,
       user: em.getReference(UserSchema, user.id),
       tokenHash: sha256(refreshToken),
       permission,
@@ -103,12 +110,18 @@ export class CredentialService {
 
   /**
    * Rotation: the refresh token is consumed (revoked) and a new pair issued. It must belong to the same
-   * user as the access token, whose signature is checked even if it has expired.
+   * user as the access token, whose signature is checked even if it has expired. A token presented again
+   * after its use is taken as stolen: every refresh token of its chain is revoked, so neither the thief nor
+   * the owner can rotate further (the owner signs in again). Access tokens already issued run to their expiry.
    */
-  async refresh(accessToken: string, refreshToken: string): Promise<TokenPair> {
+  async refresh(accessToken: string, refreshToken: string, reused?: (user: User) => Promise<void>): Promise<TokenPair> {
     const claims = await this.tokens.verifyIgnoringExpiry(accessToken);
     const em = this.storage.em();
     const stored = await em.findOne(RefreshTokenSchema, { tokenHash: sha256(refreshToken) }, { populate: ['user', 'user.organization'] });
+    if (stored?.revokedAt && stored.user.id === claims.sub) {
+      await this.revokeFamily(stored.familyId ?? stored.id);
+      await reused?.(stored.user);
+    }
     if (!stored || stored.revokedAt || stored.expiresAt.getTime() <= this.now() || stored.user.id !== claims.sub) {
       throw new UnauthenticatedError('The refresh token is invalid, expired or already used', ErrorCode.InvalidCredentials);
     }
@@ -121,8 +134,17 @@ export class CredentialService {
       'update refresh_tokens set revoked_at = ? where id = ? and revoked_at is null returning id',
       [new Date(this.now()), stored.id],
     );
-    if (consumed.length === 0) throw new UnauthenticatedError('The refresh token is already used', ErrorCode.InvalidCredentials);
-    return this.issueTokens(stored.user, stored.permission as ApiPermission, apiKey ?? undefined);
+    if (consumed.length === 0) {
+      await this.revokeFamily(stored.familyId ?? stored.id);
+      await reused?.(stored.user);
+      throw new UnauthenticatedError('The refresh token is already used', ErrorCode.InvalidCredentials);
+    }
+    return this.issueTokens(stored.user, stored.permission as ApiPermission, apiKey ?? undefined, stored.familyId ?? stored.id);
+  }
+
+  /** Revokes every unused refresh token of one rotation chain. */
+  private async revokeFamily(familyId: string): Promise<void> {
+    await this.storage.execute('update refresh_tokens set revoked_at = ? where (family_id = ? or id = ?) and revoked_at is null', [new Date(this.now()), familyId, familyId]);
   }
 
   /** Creates a key for `owner`; the clear key is returned once and only its hash is kept. */
@@ -136,6 +158,9 @@ export class CredentialService {
   ): Promise<{ apiKey: ApiKey; key: string }> {
     const key = API_KEY_PREFIX + randomBytes(24).toString('base64url');
     const apiKey = await this.storage.em().transactional(async (em) => {
+      if ((await em.count(ApiKeySchema, { user: owner.id })) >= this.maxKeysPerUser) {
+        throw new ValidationError([{ field: 'user_id', message: `A user holds at most ${this.maxKeysPerUser} API keys (MAX_API_KEYS_PER_USER); delete one first` }]);
+      }
       const apiKey = em.create(ApiKeySchema, {
         id: randomUUID(),
         organization: owner.organization,

@@ -15,6 +15,8 @@ export const ACTIONS = [
   'devices:write',
   'apikeys:own',
   'apikeys:others',
+  /** Give an API key its own rate limits (up to the platform maximum): a budget nobody widens on their own. */
+  'apikeys:rates',
   'cartography:read',
   'cartography:write',
   'positions:upload',
@@ -86,3 +88,11 @@ export const mayRaiseAlarmType = (role: Role, type: AlarmType): boolean =>
  */
 export const mayChangeUser = (principal: { userId: string }, target: { id: string; platformAdmin: boolean }): boolean =>
   !target.platformAdmin || target.id === principal.userId;
+
+/**
+ * Whether a caller may change another user's sign-in (password, e-mail) or delete them: a user_manager only
+ * for plain users and themself, never for a peer user_manager, who could otherwise be taken over. Admins
+ * manage every non-platform user, peers included (the role check and `mayChangeUser` come first).
+ */
+export const mayTakeOverUser = (principal: { userId: string; role: Role }, target: { id: string; role: Role }): boolean =>
+  principal.role === 'admin' || target.id === principal.userId || target.role === 'user';

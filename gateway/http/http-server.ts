@@ -3,6 +3,7 @@ import { z } from 'zod';
 import { AppError, ErrorCode, ValidationError, errorHeaders, fieldErrors, toErrorBody, type FieldError } from '../../shared/errors.js';
 import type { Logger } from '../../shared/logger.js';
 import type { Principal } from '../auth/principal.js';
+import type { ClientAddresses } from './client-address.js';
 import type { RequestLimit } from './rate-limit.js';
 import { mayHoldRefusedText, refuseTextPostgresRefuses } from './pg-text.js';
 import { parseQuery } from './query.js';
@@ -20,6 +21,10 @@ export interface HttpServerOptions {
   authenticate: Authenticator;
   /** Counts an authenticated request against its credential's budget; returns RateLimit headers, throws 429. */
   rateLimit?: (principal: Principal, route: RouteDefinition) => Promise<RequestLimit>;
+  /** Who the client is: the peer, or behind a trusted reverse proxy the address it forwards (TRUSTED_PROXIES). */
+  clientAddresses?: ClientAddresses;
+  /** Called when a known caller is refused (403), for the audit log; its failure never changes the answer. */
+  onRefused?: (principal: Principal, request: { method: string; route: string; address: string }, error: AppError) => Promise<void>;
 }
 
 const METHODS = new Set<HttpMethod>(['GET', 'POST', 'PUT', 'PATCH', 'DELETE']);
@@ -43,10 +48,17 @@ function validate<T>(schema: z.ZodType<T> | undefined, value: unknown, where: st
 class Exchange {
   aborted = false;
   finished = false;
+  /** The caller passed authentication and its budget, so its body is being read. */
+  admitted = false;
   status = 0;
   /** Resolves a stream waiting for the socket to drain (also on abort, so it never hangs). */
   private writable?: () => void;
   constructor(readonly res: HttpResponse) {}
+
+  /** Whether the body (if it was held back) was let in. */
+  bodyAdmitted(paused: boolean): boolean {
+    return !paused || this.admitted;
+  }
 
   abort(): void {
     this.aborted = true;
@@ -191,7 +203,8 @@ export class HttpServer {
     req.forEach((name, value) => {
       headers[name] = value;
     });
-    const remoteAddress = Buffer.from(res.getRemoteAddressAsText()).toString();
+    const peer = Buffer.from(res.getRemoteAddressAsText()).toString();
+    const remoteAddress = this.options.clientAddresses?.resolve(peer, headers['x-forwarded-for']) ?? peer;
     this.inFlight += 1;
     let done = false;
     const finish = () => {
@@ -233,13 +246,23 @@ export class HttpServer {
     }
     const route = match.route;
     const limit = route.maxBodyBytes ?? this.options.maxBodyBytes;
-    // onData must be registered before the first await.
-    const body = method === 'GET' || method === 'DELETE' ? Promise.resolve(Buffer.alloc(0)) : this.readBody(exchange, headers, limit);
+    const hasBody = method !== 'GET' && method !== 'DELETE';
+    // onData must be registered before the first await; the body's stream stays paused until the caller is
+    // known and within budget, so an unauthenticated request costs no upload (L8).
+    const body = hasBody ? this.readBody(exchange, headers, limit) : Promise.resolve(Buffer.alloc(0));
     body.catch(() => undefined); // a 413 may arrive while authentication is still running; it is awaited below
-    this.handle(exchange, route, match.params, { method: method as HttpMethod, path, queryString, headers, remoteAddress }, body)
-      .catch((error) => {
+    const paused = hasBody && route.auth !== 'public';
+    if (paused) res.pause();
+    const admitted = () => {
+      if (paused && !exchange.aborted) res.resume();
+    };
+    this.handle(exchange, route, match.params, { method: method as HttpMethod, path, queryString, headers, remoteAddress }, body, admitted)
+      .catch(async (error) => {
+        const refused = error instanceof AppError && error.code === ErrorCode.Forbidden ? (error as AppError & { principal?: Principal }).principal : undefined;
+        if (refused) await this.options.onRefused?.(refused, { method, route: normalisePath(route.path), address: remoteAddress }, error).catch(() => undefined);
         if (!(error instanceof AppError)) this.options.logger.error({ err: error, method, path }, 'unhandled error');
-        exchange.sendError(error, error instanceof AppError && error.code === ErrorCode.PayloadTooLarge);
+        // A body never resumed (refused before it was read) is closed off rather than left on the connection.
+        exchange.sendError(error, (error instanceof AppError && error.code === ErrorCode.PayloadTooLarge) || !exchange.bodyAdmitted(paused));
       })
       .finally(finish);
   }
@@ -250,9 +273,12 @@ export class HttpServer {
     rawParams: Record<string, string>,
     request: { method: HttpMethod; path: string; queryString: string; headers: Record<string, string>; remoteAddress: string },
     bodyPromise: Promise<Buffer>,
+    admitted: () => void,
   ): Promise<void> {
     const principal = route.auth === 'public' ? (undefined as unknown as Principal) : await this.options.authenticate(request.headers, route);
     const limit = principal ? await this.options.rateLimit?.(principal, route) : undefined;
+    exchange.admitted = true;
+    admitted();
     const rawBody = await bodyPromise;
     // Strings PostgreSQL would refuse (NUL, lone surrogates) are refused here, for every route, before any schema.
     refuseTextPostgresRefuses(rawParams, 'path');
@@ -287,7 +313,13 @@ export class HttpServer {
       principal,
       audit: new AuditRecorder(principal, request.method, normalisePath(route.path), request.remoteAddress),
     };
-    const reply = await route.handler(context);
+    const reply = await Promise.resolve()
+      .then(() => route.handler(context))
+      .catch((error: unknown) => {
+        // A refusal by the handler itself: the caller is known, for the audit of refusals.
+        if (error instanceof AppError && error.code === ErrorCode.Forbidden && principal) Object.assign(error, { principal });
+        throw error;
+      });
     if (principal && (route.write ?? route.method !== 'GET') && !route.auditExempt && (reply.status ?? 200) < 300 && context.audit.recorded === 0) {
       this.options.logger.error({ method: request.method, route: route.path }, 'a successful write left no audit entry');
     }

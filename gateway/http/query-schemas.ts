@@ -17,9 +17,12 @@ export const integerParam = z.coerce.number().int();
 export const idParam = z.coerce.number().int().positive();
 export const uuidParam = z.uuid();
 
+/** The last page anyone may ask for: a million pages of up to 1,000 rows is past any list this API serves. */
+export const MAX_PAGE = 1_000_000;
+
 export const paginationQuery = {
-  /** 0-based page number, returned as `metadata.number`. */
-  page: z.coerce.number().int().min(0).default(0),
+  /** 0-based page number, returned as `metadata.number`; bounded so the offset stays a small integer. */
+  page: z.coerce.number().int().min(0).max(MAX_PAGE).default(0),
   /** Page size, 1 to 1,000. */
   size: z.coerce.number().int().min(1).max(1000).default(20),
   /** `field` or `field,asc|desc`. */
@@ -73,7 +76,9 @@ export function pageMetadata(request: PageRequest, total: number, returned: numb
 /** Turns `sort`/`direction` into an ORM orderBy over the allowed fields (API name -> entity property). */
 export function orderByOf(request: PageRequest, allowed: Record<string, string>, fallback: string): Record<string, 'asc' | 'desc'> {
   const [field, inlineDirection] = (request.sort ?? fallback).split(',');
-  const property = allowed[field!.toLowerCase()];
+  const name = field!.toLowerCase();
+  // Own fields only: `constructor` or `__proto__` must not reach Object.prototype.
+  const property = Object.hasOwn(allowed, name) ? allowed[name] : undefined;
   const direction = (inlineDirection ?? request.direction ?? 'asc').toLowerCase() as 'asc' | 'desc';
   if (!property) {
     throw new ValidationError([{ field: 'query.sort', message: `sortable fields: ${Object.keys(allowed).join(', ')}` }]);

@@ -26,6 +26,16 @@ export interface RequestLimit {
 /** The credential a budget belongs to: the API key behind the request, else the user. */
 const budgetKey = (principal: Principal) => (principal.apiKeyId ? `key:${principal.apiKeyId}` : `user:${principal.userId}`);
 
+/**
+ * A key's own rate, rounded down to the nearest 1, 2 or 5 × 10^n: the limiters kept are then a few per
+ * decade of the platform maximum, whatever rates admins choose, and rounding down never widens a budget.
+ */
+export function rateTier(perSecond: number): number {
+  const decade = 10 ** Math.floor(Math.log10(perSecond));
+  const step = [5, 2, 1].find((multiple) => multiple * decade <= perSecond)!;
+  return step * decade;
+}
+
 /** Poses in an upload body (`{ poses: [...] }`); 0 for anything else. */
 const posesIn = (body: unknown): number => {
   const poses = (body as { poses?: unknown } | undefined)?.poses;
@@ -35,34 +45,53 @@ const posesIn = (body: unknown): number => {
 /**
  * Per-credential budgets: every API key and every user has a steady rate per second plus a burst on top
  * (rate-limiter-flexible's BurstyRateLimiter: a one-second window, and when it is spent a burst allowance
- * that the steady rate refills), one for requests and one for uploaded poses (counted per pose). An API key
- * may override the steady rates; its burst scales with them. Counters live in Redis when configured, so
+ * that the steady rate refills), one for requests and one for uploaded poses (counted per pose). An admin
+ * may give a key its own steady rates (rounded down to a tier); its burst scales with them. On top, one
+ * user's credentials together share a per-user budget, and one organization's poses a per-organization
+ * quota, so many keys do not add up to more. Counters live in Redis when configured, so
  * all gateways share a budget. Over budget: 429 `rate_limited` with Retry-After and the IETF draft's
  * `RateLimit` / `RateLimit-Policy` headers. A limiter store failure lets the request through (logged).
  */
 export class RateLimits {
   private readonly policies = new Map<string, Policy>();
+  /** Aggregates: one user across all their credentials, one organization's poses. Not shown in the headers. */
+  private readonly userRequests: Policy;
+  private readonly userPoses: Policy;
+  private readonly organizationPoses: Policy;
 
   constructor(
     private readonly backend: LimiterBackend,
     private readonly config: Config,
     private readonly logger?: Logger,
-  ) {}
+  ) {
+    this.userRequests = this.limiterPolicy('requests', 'user-requests', config.RATE_LIMIT_USER_REQUESTS_PER_SECOND, 2 * config.RATE_LIMIT_USER_REQUESTS_PER_SECOND);
+    this.userPoses = this.limiterPolicy('poses', 'user-poses', config.RATE_LIMIT_USER_POSES_PER_SECOND, 2 * config.RATE_LIMIT_USER_POSES_PER_SECOND);
+    this.organizationPoses = this.limiterPolicy('poses', 'organization-poses', config.RATE_LIMIT_ORGANIZATION_POSES_PER_SECOND, 2 * config.RATE_LIMIT_ORGANIZATION_POSES_PER_SECOND);
+  }
 
+  private limiterPolicy(budget: Budget, name: string, perSecond: number, burst: number): Policy {
+    const burstSeconds = Math.max(1, Math.ceil(burst / perSecond));
+    const steady = this.backend.create({ name: `rate:${name}:${perSecond}`, points: perSecond, durationSeconds: 1 });
+    const limiter = burst > 0 ? new BurstyRateLimiter(steady, this.backend.create({ name: `rate:${name}-burst:${perSecond}:${burst}`, points: burst, durationSeconds: burstSeconds })) : steady;
+    return { budget, perSecond, burst, burstSeconds, limiter };
+  }
+
+  /** The credential's policy: the deployment's, or the key's own rate (rounded to its tier, so the map stays small). */
   private policy(budget: Budget, override: number | null | undefined): Policy {
     const perSecondDefault = budget === 'requests' ? this.config.RATE_LIMIT_REQUESTS_PER_SECOND : this.config.RATE_LIMIT_POSES_PER_SECOND;
     const burstDefault = budget === 'requests' ? this.config.RATE_LIMIT_BURST : this.config.RATE_LIMIT_POSES_BURST;
-    const perSecond = override ?? perSecondDefault;
+    const perSecond = override == null ? perSecondDefault : rateTier(override);
     const id = `${budget}:${perSecond}`;
     let policy = this.policies.get(id);
     if (policy) return policy;
-    const burst = Math.round((burstDefault * perSecond) / perSecondDefault);
-    const burstSeconds = Math.max(1, Math.ceil(burst / perSecond));
-    const steady = this.backend.create({ name: `rate:${budget}:${perSecond}`, points: perSecond, durationSeconds: 1 });
-    const limiter = burst > 0 ? new BurstyRateLimiter(steady, this.backend.create({ name: `rate:${budget}-burst:${perSecond}:${burst}`, points: burst, durationSeconds: burstSeconds })) : steady;
-    policy = { budget, perSecond, burst, burstSeconds, limiter };
+    policy = this.limiterPolicy(budget, budget, perSecond, Math.round((burstDefault * perSecond) / perSecondDefault));
     this.policies.set(id, policy);
     return policy;
+  }
+
+  /** Distinct credential policies held (bounded by the rate tiers); for tests. */
+  get policyCount(): number {
+    return this.policies.size;
   }
 
   /**
@@ -71,31 +100,35 @@ export class RateLimits {
    */
   async consume(principal: Principal, { requests = 1, poses = 0 }: { requests?: number; poses?: number } = {}): Promise<Record<string, string>> {
     const key = budgetKey(principal);
-    const spend: [Policy, number][] = [];
-    if (requests > 0) spend.push([this.policy('requests', principal.limits?.requestsPerSecond), requests]);
-    if (poses > 0) spend.push([this.policy('poses', principal.limits?.posesPerSecond), poses]);
+    const spend: [Policy, string, number][] = [];
+    if (requests > 0) spend.push([this.policy('requests', principal.limits?.requestsPerSecond), key, requests]);
+    if (poses > 0) spend.push([this.policy('poses', principal.limits?.posesPerSecond), key, poses]);
+    const shown = spend.length;
+    if (requests > 0) spend.push([this.userRequests, principal.userId, requests]);
+    if (poses > 0) spend.push([this.userPoses, principal.userId, poses], [this.organizationPoses, principal.organizationId, poses]);
     const results = await Promise.all(
-      spend.map(([policy, points]) =>
-        policy.limiter.consume(key, points).then(
-          (res) => ({ policy, res, ok: true }),
+      spend.map(([policy, holder, points], index) =>
+        policy.limiter.consume(holder, points).then(
+          (res) => ({ policy, res, ok: true, shown: index < shown }),
           (reason: unknown) => {
-            if (reason instanceof RateLimiterRes) return { policy, res: reason, ok: false };
+            if (reason instanceof RateLimiterRes) return { policy, res: reason, ok: false, shown: index < shown };
             this.logger?.warn({ err: reason }, 'rate limiter unavailable; request let through');
             return undefined;
           },
         ),
       ),
     );
-    const counted = results.filter((result) => result !== undefined);
-    if (counted.length === 0) return {};
-    const headers = {
+    const all = results.filter((result) => result !== undefined);
+    const counted = all.filter((result) => result.shown);
+    const headers: Record<string, string> = counted.length === 0 ? {} : {
       'ratelimit-policy': counted.map(({ policy }) => `"${policy.budget}";q=${policy.perSecond};w=1` + (policy.burst > 0 ? `, "${policy.budget}-burst";q=${policy.burst};w=${policy.burstSeconds}` : '')).join(', '),
       ratelimit: counted.map(({ policy, res }) => `"${policy.budget}";r=${Math.max(0, res.remainingPoints)};t=${Math.max(0, Math.ceil(res.msBeforeNext / 1000))}`).join(', '),
     };
-    const refused = counted.filter((result) => !result.ok);
+    const refused = all.filter((result) => !result.ok);
     if (refused.length > 0) {
       const waitMs = Math.max(...refused.map(({ res }) => res.msBeforeNext));
-      throw rateLimited(`Rate limit exceeded (${refused.map(({ policy }) => policy.budget).join(', ')}); retry later`, waitMs, headers);
+      const what = refused.map(({ policy, shown }) => (shown ? policy.budget : policy === this.organizationPoses ? "the organization's poses" : `this user's ${policy.budget}`));
+      throw rateLimited(`Rate limit exceeded (${what.join(', ')}); retry later`, waitMs, headers);
     }
     return headers;
   }

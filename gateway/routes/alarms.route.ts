@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { ALARM_SEVERITIES, severityRank, typesOfSeverity } from '../../shared/detection/alarm-severity.js';
 import { ALARM_STATES, ALARM_TRANSITIONS, ALARM_TYPES, canTransition } from '../../shared/detection/alarm-states.js';
 import { ForbiddenError, NotFoundError, ValidationError } from '../../shared/errors.js';
-import { BuildingSchema, type Building } from '../../shared/storage/entities/index.js';
+import { BuildingSchema, UserSchema, type Building } from '../../shared/storage/entities/index.js';
 import { presentAlarm } from '../alarms/alarm-service.js';
 import { BULK_MAX, bulkChangeState } from '../alarms/alarm-bulk.js';
 import { AlarmEscalation } from '../alarms/alarm-escalation.js';
@@ -182,6 +182,10 @@ export function alarmRoutes(services: GatewayServices) {
         if (!mayRaiseAlarmType(principal.role, body.type)) throw new ForbiddenError(`Only the system raises ${body.type} alarms`);
         const confined = confinedUserId(principal);
         if (confined !== undefined && body.user_id !== undefined && body.user_id !== confined) throw new ForbiddenError('You may only raise alarms about yourself');
+        // Whom the alarm is about must be someone of this organization (L2): another tenant's user is no one here.
+        if (body.user_id !== undefined && !(await storage.em().findOne(UserSchema, { id: body.user_id, organization: principal.organizationId }))) {
+          throw new ValidationError([{ field: 'user_id', message: 'no such user in your organization' }]);
+        }
         // An alarm about a device is about its owner (so the owner sees it), unless the caller names someone.
         const [device] = body.device_id === undefined ? [] : await storage.execute<{ user_id: string | null }>('select user_id from devices where organization_id = ? and identifier = ?', [principal.organizationId, body.device_id]);
         if (confined !== undefined && body.device_id !== undefined && device?.user_id !== confined) throw new ForbiddenError('You may only raise alarms about your own devices');

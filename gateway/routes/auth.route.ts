@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { ForbiddenError, NotFoundError, UnauthenticatedError } from '../../shared/errors.js';
-import { API_KEY_PERMISSIONS, ApiKeySchema, UserSchema, type ApiKey } from '../../shared/storage/entities/index.js';
+import { API_KEY_PERMISSIONS, ApiKeySchema, UserSchema, type ApiKey, type User } from '../../shared/storage/entities/index.js';
 import { can, mayChangeUser } from '../auth/permissions.js';
 import type { Principal } from '../auth/principal.js';
 import { listParam, uuidParam } from '../http/query-schemas.js';
@@ -31,6 +31,17 @@ const presentApiKey = (apiKey: ApiKey, clearKey?: string) => ({
   last_used_at: apiKey.lastUsedAt?.toISOString() ?? null,
   requests_per_second: apiKey.requestsPerSecond ?? null,
   poses_per_second: apiKey.posesPerSecond ?? null,
+});
+
+/** The audit fields of a security event about `user`. */
+const securityEventOf = (user: User, via: string, method: string, route: string, address: string) => ({
+  organizationId: typeof user.organization === 'object' ? user.organization.id : (user.organization as string),
+  userId: user.id,
+  email: user.email,
+  via,
+  method,
+  route,
+  address,
 });
 
 /** Basic `email:password`, decoded; undefined when the header is not Basic. */
@@ -66,10 +77,12 @@ export function authRoutes(services: GatewayServices) {
       auth: 'public',
       signIn: true,
       response: tokenPairSchema,
-      handler: async ({ headers, remoteAddress }) => {
+      handler: async ({ headers, remoteAddress, method, path }) => {
         const basic = basicCredentials(headers.authorization);
         if (basic) {
-          const user = await credentials.loginWithPassword(basic.email, basic.password, remoteAddress);
+          const user = await credentials.loginWithPassword(basic.email, basic.password, remoteAddress, (user, ok) =>
+            services.securityAudit.record({ ...securityEventOf(user, 'basic', method, path, remoteAddress), kind: ok ? 'sign-in' : 'sign-in-failed' }),
+          );
           return { body: await credentials.issueTokens(user, 'read-write') };
         }
         if (headers['x-api-key']) {
@@ -87,7 +100,11 @@ export function authRoutes(services: GatewayServices) {
       auth: 'public',
       body: z.object({ access_token: z.string().min(1), refresh_token: z.string().min(1) }),
       response: tokenPairSchema,
-      handler: async ({ body }) => ({ body: await credentials.refresh(body.access_token, body.refresh_token) }),
+      handler: async ({ body, method, path, remoteAddress }) => ({
+        body: await credentials.refresh(body.access_token, body.refresh_token, (user) =>
+          services.securityAudit.record({ ...securityEventOf(user, 'jwt', method, path, remoteAddress), kind: 'refresh-reuse', detail: 'a used refresh token was presented again; its chain is revoked' }),
+        ),
+      }),
     }),
     defineRoute({
       method: 'GET',
@@ -120,8 +137,22 @@ export function authRoutes(services: GatewayServices) {
         permission: z.enum(API_KEY_PERMISSIONS).default('read-only'),
         description: z.string().max(500).default(''),
         user_id: z.uuid().optional(),
-        requests_per_second: z.number().int().min(1).nullable().optional().describe("Overrides the deployment's request budget for this key"),
-        poses_per_second: z.number().int().min(1).nullable().optional().describe("Overrides the deployment's uploaded-pose budget for this key"),
+        requests_per_second: z
+          .number()
+          .int()
+          .min(1)
+          .max(services.config.RATE_LIMIT_MAX_REQUESTS_PER_SECOND)
+          .nullable()
+          .optional()
+          .describe("Administrators only: this key's request budget, instead of the deployment's (at most RATE_LIMIT_MAX_REQUESTS_PER_SECOND; rounded down to 1, 2 or 5 × 10^n)"),
+        poses_per_second: z
+          .number()
+          .int()
+          .min(1)
+          .max(services.config.RATE_LIMIT_MAX_POSES_PER_SECOND)
+          .nullable()
+          .optional()
+          .describe("Administrators only: this key's uploaded-pose budget, instead of the deployment's (at most RATE_LIMIT_MAX_POSES_PER_SECOND; rounded down to 1, 2 or 5 × 10^n)"),
       }),
       response: apiKeySchema,
       successStatus: 201,
@@ -129,6 +160,9 @@ export function authRoutes(services: GatewayServices) {
         const owner = await keyOwner(services, principal, body.user_id);
         // A credential cannot mint a stronger one than itself.
         if (principal.permission !== 'read-write') throw new ForbiddenError('Only a read-write credential may create API keys');
+        if ((body.requests_per_second != null || body.poses_per_second != null) && !can(principal.role, 'apikeys:rates')) {
+          throw new ForbiddenError('Only administrators set the rate limits of an API key');
+        }
         const { apiKey, key } = await credentials.createApiKey(
           owner,
           body.permission,

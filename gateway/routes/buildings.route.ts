@@ -7,6 +7,7 @@ import {
   EventSchema,
   FloorSchema,
   GeofenceSchema,
+  ImageSchema,
   OrganizationSchema,
   PoiSchema,
   type Building,
@@ -29,7 +30,7 @@ import {
   presentPoi,
 } from '../cartography/presenters.js';
 import { idParam } from '../http/query-schemas.js';
-import { resourceRoutes } from '../http/resource.js';
+import { referenced, resourceRoutes } from '../http/resource.js';
 import { defineRoute } from '../http/route.js';
 import type { GatewayServices } from '../services.js';
 
@@ -172,7 +173,10 @@ export function buildingRoutes(services: GatewayServices) {
         };
       },
     },
-    create: ({ em, principal }, body) => {
+    create: async (context, body) => {
+      const { em, principal } = context;
+      // An image of another organization is no picture of this one (L2).
+      await referenced(context, ImageSchema, body.picture_id, 'picture_id', 'image');
       const { location, dimensions, rotation } = placement(body);
       return em.create(BuildingSchema, {
         organization: em.getReference(OrganizationSchema, principal.organizationId),
@@ -191,7 +195,8 @@ export function buildingRoutes(services: GatewayServices) {
         updatedAt: new Date(),
       } as never);
     },
-    update: (_context, building, body) => {
+    update: async (context, building, body) => {
+      await referenced(context, ImageSchema, body.picture_id, 'picture_id', 'image');
       const moved = body.location !== undefined || body.dimensions !== undefined || body.rotation !== undefined || body.corners !== undefined;
       if (moved) {
         const { location, dimensions, rotation } = placement(body, building);

@@ -8,6 +8,10 @@ import { uuidParam } from '../http/query-schemas.js';
 import { defineRoute } from '../http/route.js';
 import type { GatewayServices } from '../services.js';
 
+/** Largest image side and area accepted: a 16k floorplan is finer than any building needs. */
+export const MAX_IMAGE_SIDE = 16_384;
+export const MAX_IMAGE_PIXELS = 100_000_000;
+
 const PATH = '/api/v1/images';
 /** Field names of the file part, in order of preference: the official client sends `image`. */
 const FILE_FIELDS = ['image', 'file'];
@@ -102,6 +106,11 @@ export function imageRoutes(services: GatewayServices) {
         }
         const info = readImageInfo(part.data);
         if (!info) throw new ValidationError([{ field: part.name, message: 'The image header is truncated or corrupt: no size can be read' }]);
+        // The console decodes floorplans in operators' browsers: a small compressed file declaring a huge
+        // canvas would be a decompression bomb there (NL4).
+        if (info.width > MAX_IMAGE_SIDE || info.height > MAX_IMAGE_SIDE || info.width * info.height > MAX_IMAGE_PIXELS) {
+          throw new ValidationError([{ field: part.name, message: `At most ${MAX_IMAGE_SIDE} pixels a side and ${MAX_IMAGE_PIXELS / 1_000_000} megapixels (this one is ${info.width} × ${info.height})` }]);
+        }
         const image = await storage.em().transactional(async (em) => {
           const image = em.create(ImageSchema, {
             id: randomUUID(),

@@ -6,6 +6,17 @@ import { buildAsyncApiDocument } from '../ws/frames.schema.js';
 
 /** A self-contained page (no external assets) that lists every operation and can send it with a token. */
 const docsPage = readFileSync(new URL('../static/api-docs.html', import.meta.url));
+/** Its script, a file of its own so the page's policy allows no inline script. */
+const docsScript = readFileSync(new URL('../static/api-docs.js', import.meta.url));
+/**
+ * The page handles a pasted token: no inline script, no framing (clickjacking), nothing loaded from elsewhere.
+ */
+const DOCS_HEADERS = {
+  'cache-control': 'no-cache',
+  'content-security-policy': "default-src 'self'; script-src 'self'; style-src 'unsafe-inline'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'",
+  'x-frame-options': 'DENY',
+  'x-content-type-options': 'nosniff',
+};
 
 /** The top level of a machine-readable document; its inside is described by its own specification. */
 const documentSchema = (version: 'openapi' | 'asyncapi') =>
@@ -52,7 +63,16 @@ export function openApiRoutes(allRoutes: () => RouteDefinition[]) {
       tags: ['operations'],
       auth: 'public',
       rawResponseDoc: { contentType: 'text/html', description: 'The documentation page (HTML)' },
-      handler: () => ({ raw: docsPage, contentType: 'text/html; charset=utf-8', headers: { 'cache-control': 'no-cache', 'content-security-policy': "default-src 'self'; script-src 'unsafe-inline'; style-src 'unsafe-inline'" } }),
+      handler: () => ({ raw: docsPage, contentType: 'text/html; charset=utf-8', headers: DOCS_HEADERS }),
+    }),
+    defineRoute({
+      method: 'GET',
+      path: '/api/v1/docs.js',
+      summary: 'The script of the documentation page',
+      tags: ['operations'],
+      auth: 'public',
+      rawResponseDoc: { contentType: 'text/javascript', description: 'The documentation page’s script' },
+      handler: () => ({ raw: docsScript, contentType: 'text/javascript; charset=utf-8', headers: DOCS_HEADERS }),
     }),
   ];
 }

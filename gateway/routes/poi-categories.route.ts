@@ -1,9 +1,9 @@
 import { z } from 'zod';
 import { ForbiddenError } from '../../shared/errors.js';
-import { PoiCategorySchema, type PoiCategory } from '../../shared/storage/entities/index.js';
+import { ImageSchema, PoiCategorySchema, type PoiCategory } from '../../shared/storage/entities/index.js';
 import { poiCategorySchema, presentPoiCategory } from '../cartography/presenters.js';
 import { idParam } from '../http/query-schemas.js';
-import { resourceRoutes } from '../http/resource.js';
+import { referenced, resourceRoutes, type ResourceContext } from '../http/resource.js';
 import type { Principal } from '../auth/principal.js';
 import type { GatewayServices } from '../services.js';
 
@@ -20,6 +20,12 @@ function ownOnly(principal: Principal, category: PoiCategory): void {
   if (category.organizationId !== principal.organizationId) throw new ForbiddenError('Platform default categories are read-only');
 }
 
+/** Icons must be images of the caller's organization (L2): another tenant's image id gets 422. */
+async function ownImages(context: ResourceContext, body: { icon?: string | null; selected_icon?: string | null }): Promise<void> {
+  await referenced(context, ImageSchema, body.icon, 'icon', 'image');
+  await referenced(context, ImageSchema, body.selected_icon, 'selected_icon', 'image');
+}
+
 export function poiCategoryRoutes(services: GatewayServices) {
   return resourceRoutes(services.storage, {
     noun: 'POI category',
@@ -33,8 +39,10 @@ export function poiCategoryRoutes(services: GatewayServices) {
     updateBody: z.object(categoryFields).partial(),
     scope: (principal) => ({ $or: [{ organizationId: null }, { organizationId: principal.organizationId }] }),
     present: presentPoiCategory,
-    create: ({ em, principal }, body) =>
-      em.create(PoiCategorySchema, {
+    create: async (context, body) => {
+      const { em, principal } = context;
+      await ownImages(context, body);
+      return em.create(PoiCategorySchema, {
         organizationId: principal.organizationId,
         nameEn: body.name_en,
         nameEs: body.name_es,
@@ -44,9 +52,11 @@ export function poiCategoryRoutes(services: GatewayServices) {
         public: false,
         createdAt: new Date(),
         updatedAt: new Date(),
-      } as never),
-    update: ({ principal }, category, body) => {
-      ownOnly(principal, category);
+      } as never);
+    },
+    update: async (context, category, body) => {
+      ownOnly(context.principal, category);
+      await ownImages(context, body);
       if (body.name_en !== undefined) category.nameEn = body.name_en;
       if (body.name_es !== undefined) category.nameEs = body.name_es;
       if (body.code !== undefined) category.code = body.code;

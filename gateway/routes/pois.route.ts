@@ -10,6 +10,9 @@ import { flushOrExplain, resourceRoutes, type ResourceContext } from '../http/re
 import { defineRoute } from '../http/route.js';
 import type { GatewayServices } from '../services.js';
 
+/** POIs one `pois_bulk` request may create. */
+export const MAX_BULK_POIS = 1000;
+
 const poiSchema = z.union([indoorPoiSchema, outdoorPoiSchema]);
 const typeQuery = z.object({ type: z.enum(['indoor', 'outdoor']).optional() });
 
@@ -128,8 +131,10 @@ export function poiRoutes(services: GatewayServices) {
     tags: ['cartography'],
     auth: 'authenticated',
     action: 'cartography:write',
-    body: z.array(z.unknown()).min(1).max(10_000),
-    bodyDoc: z.array(createPoiBody).min(1).max(10_000),
+    // A building's worth at a time: one request creating 10,000 POIs holds a transaction and the building's
+    // cartography announcement far longer than any editor needs (L3).
+    body: z.array(z.unknown()).min(1).max(MAX_BULK_POIS),
+    bodyDoc: z.array(createPoiBody).min(1).max(MAX_BULK_POIS),
     response: z.array(poiSchema),
     successStatus: 201,
     handler: async ({ principal, body, audit }) => {

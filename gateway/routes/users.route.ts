@@ -4,7 +4,7 @@ import { z } from 'zod';
 import { AppError, ErrorCode, ForbiddenError, ValidationError } from '../../shared/errors.js';
 import { hashPassword } from '../../shared/passwords.js';
 import { GroupSchema, OrganizationSchema, ROLES, UserSchema, type Role, type User } from '../../shared/storage/entities/index.js';
-import { assignableRoles, mayChangeUser } from '../auth/permissions.js';
+import { assignableRoles, mayChangeUser, mayTakeOverUser } from '../auth/permissions.js';
 import type { Principal } from '../auth/principal.js';
 import { booleanParam, listParam, uuidParam } from '../http/query-schemas.js';
 import { referenced, resourceRoutes, type ResourceContext } from '../http/resource.js';
@@ -151,6 +151,9 @@ export function userRoutes(services: GatewayServices) {
         requireAssignable(context.principal, body.role);
         if (user.id === context.principal.userId) throw new AppError(ErrorCode.Conflict, 'You cannot change your own role');
       }
+      if ((body.password !== undefined || body.email !== undefined) && !mayTakeOverUser(context.principal, user)) {
+        throw new ForbiddenError('A user_manager may not change the password or e-mail of another user_manager');
+      }
       const group = await resolveGroup(context, body);
       if (body.email !== undefined) user.email = body.email.toLowerCase();
       // A new password signs the user out everywhere: tokens of the old credential version are refused.
@@ -170,6 +173,7 @@ export function userRoutes(services: GatewayServices) {
       if (!mayChangeUser(context.principal, user)) throw new ForbiddenError('Only the platform administrator changes the platform administrator');
       requireAssignable(context.principal, user.role, 'the user’s current role');
       if (user.id === context.principal.userId) throw new AppError(ErrorCode.Conflict, 'You cannot delete yourself');
+      if (!mayTakeOverUser(context.principal, user)) throw new ForbiddenError('A user_manager may not delete another user_manager');
       if (user.platformAdmin) throw new AppError(ErrorCode.Conflict, 'The platform administrator cannot be deleted');
     },
     // Sockets of an older credential version are closed; all of them when the user is deleted or changes role.

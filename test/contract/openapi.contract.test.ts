@@ -70,6 +70,9 @@ function known(name: string): unknown {
     email: `contract-${randomUUID().slice(0, 8)}@example.test`,
     password: 'contract-password-1',
     picture_id: null,
+    // Image references must name an image of the organization (L2): none is needed here.
+    icon: null,
+    selected_icon: null,
     parent_id: null,
     group_id: null,
     category_id: null,

@@ -71,6 +71,7 @@ const ROUTES: Record<string, Entry> = {
   'GET /api/v1/openapi.json': { public: true },
   'GET /api/v1/asyncapi.json': { public: true },
   'GET /api/v1/docs': { public: true },
+  'GET /api/v1/docs.js': { public: true },
   'POST /api/v1/auth/access_tokens': { public: true },
   'POST /api/v1/auth/refresh_access_tokens': { public: true },
   'GET /api/v1/version': {},
@@ -518,6 +519,42 @@ describe(`authorization matrix (${driverLabel})`, () => {
         if (opened.length !== cap || JSON.stringify(refused) !== '[429]') mismatches.push(`${caller.role}/${credential}: ${opened.length} opened, refused ${JSON.stringify(refused)}`);
         for (const socket of opened) socket.close();
         await Promise.all(opened.map((socket) => socket.closed()));
+      }
+    }
+    expect(mismatches).toEqual([]);
+  }, 120_000);
+
+  it('lets only administrators give a key its own rates, and only up to the platform maximum (issue 28 item 2)', async () => {
+    const mismatches: string[] = [];
+    const maximum = running.gateway.services.config.RATE_LIMIT_MAX_REQUESTS_PER_SECOND;
+    for (const caller of callers) {
+      for (const credential of CREDENTIALS) {
+        const cell = { role: caller.role, credential, target: 'own' as const };
+        const client = caller.clients[credential];
+        const within = await client.post('/api/v1/auth/apikeys', { permission: 'read-only', requests_per_second: 10 });
+        const wantWithin = credential === 'positioning' || credential === 'read-only' ? 403 : can(cell.role, 'apikeys:rates') ? 201 : 403;
+        if (within.status !== wantWithin) mismatches.push(`rate 10 as ${caller.role}/${credential}: ${within.status}, expected ${wantWithin}`);
+        if (within.status === 201 && within.body.requests_per_second !== 10) mismatches.push(`rate 10 as ${caller.role}/${credential} read back ${within.body.requests_per_second}`);
+        if (within.status === 201) await client.delete(`/api/v1/auth/apikeys/${within.body.id}`);
+        // Past the maximum, or past what the column holds, is a validation error for everyone who gets that far.
+        for (const rate of [maximum + 1, 3_000_000_000]) {
+          const over = await client.post('/api/v1/auth/apikeys', { permission: 'read-only', requests_per_second: rate, poses_per_second: rate });
+          const wantOver = credential === 'positioning' || credential === 'read-only' ? 403 : 422;
+          if (over.status !== wantOver) mismatches.push(`rate ${rate} as ${caller.role}/${credential}: ${over.status}, expected ${wantOver}`);
+        }
+      }
+    }
+    expect(mismatches).toEqual([]);
+  }, 120_000);
+
+  it('lets a user_manager change the sign-in of plain users only, never of a peer user_manager (L10)', async () => {
+    const mismatches: string[] = [];
+    for (const caller of callers) {
+      for (const targetRole of ['user_manager', 'user'] as const) {
+        const target = await createUser(admin, targetRole);
+        const response = await caller.clients.password.patch(`/api/v1/users/${target.user.id}`, { password: 'reset-by-matrix' });
+        const want = !can(caller.role, 'users:write') ? 403 : caller.role === 'admin' || targetRole === 'user' ? 200 : 403;
+        if (response.status !== want) mismatches.push(`${caller.role} resets a ${targetRole}: ${response.status}, expected ${want}`);
       }
     }
     expect(mismatches).toEqual([]);

@@ -85,16 +85,18 @@ describe(`credentials (${driverLabel})`, () => {
     expect((await running.client.withHeaders({ authorization: 'Bearer garbage' }).get('/api/v1/version')).status).toBe(401);
   });
 
-  it('rotates refresh tokens: the new pair works, the old refresh token is used up', async () => {
+  it('rotates refresh tokens: the new pair works, the old refresh token is used up, and its replay ends the chain', async () => {
     const first = await login(running.client, ADMIN_EMAIL, ADMIN_PASSWORD);
     const refreshed = await running.client.post('/api/v1/auth/refresh_access_tokens', first);
     expect(refreshed.status).toBe(200);
     expect(refreshed.body.refresh_token).not.toBe(first.refresh_token);
     expect((await running.client.withToken(refreshed.body.access_token).get('/api/v1/version')).status).toBe(200);
-    const replay = await running.client.post('/api/v1/auth/refresh_access_tokens', first);
-    expect(replay.status).toBe(401);
     const again = await running.client.post('/api/v1/auth/refresh_access_tokens', refreshed.body);
     expect(again.status).toBe(200);
+    const replay = await running.client.post('/api/v1/auth/refresh_access_tokens', first);
+    expect(replay.status).toBe(401);
+    // A used token presented again is taken as stolen: the chain it rotated into is revoked (L6).
+    expect((await running.client.post('/api/v1/auth/refresh_access_tokens', again.body)).status).toBe(401);
   });
 
   it('refuses a refresh token presented with another user’s access token', async () => {

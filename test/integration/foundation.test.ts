@@ -234,8 +234,19 @@ describe(`gateway foundation (${driverLabel})`, () => {
     const page = await running.client.get('/api/v1/docs');
     expect(page.status).toBe(200);
     expect(page.headers.get('content-type')).toContain('text/html');
-    expect(page.text).toContain('/api/v1/openapi.json');
     expect(page.text).not.toMatch(/(src|href)="https?:/);
+    // NL9: the page cannot be framed and runs no inline script; its script is a file of its own.
+    const policy = page.headers.get('content-security-policy')!;
+    expect(policy).toContain("frame-ancestors 'none'");
+    expect(policy).toContain("script-src 'self'");
+    expect(policy.match(/script-src[^;]*/)![0]).not.toContain('unsafe-inline');
+    expect(page.headers.get('x-frame-options')).toBe('DENY');
+    expect(page.text).not.toMatch(/<script>/);
+    expect(page.text).toContain('<script src="/api/v1/docs.js"></script>');
+    const script = await running.client.get('/api/v1/docs.js');
+    expect(script.status).toBe(200);
+    expect(script.headers.get('content-type')).toContain('text/javascript');
+    expect(script.text).toContain("fetch('/api/v1/openapi.json'");
   });
 
   it('answers CORS preflights so the JS client can run in a browser', async () => {

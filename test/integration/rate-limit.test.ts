@@ -125,3 +125,61 @@ describe.runIf(serverDatabaseUrl && serverRedisUrl)(`rate limits shared across g
     }
   });
 });
+
+describe(`who sets budgets, and how many keys (${driverLabel}, issue 28 item 2)`, () => {
+  let running: RunningGateway;
+  let admin: TestClient;
+  beforeAll(async () => {
+    running = await startTestGateway({ MAX_API_KEYS_PER_USER: '3', RATE_LIMIT_MAX_REQUESTS_PER_SECOND: '50', RATE_LIMIT_MAX_POSES_PER_SECOND: '500' });
+    admin = running.client.withHeaders({ 'x-api-key': await directKey(running, 'read-write') });
+  });
+  afterAll(async () => running?.stop());
+
+  it('refuses a plain user’s own rates (403) and an admin’s past the maximum (422), and keeps an allowed one', async () => {
+    const user = await createUser(admin, 'user');
+    const selfRaised = await user.client.post('/api/v1/auth/apikeys', { permission: 'read-only', requests_per_second: 10 });
+    expect(selfRaised.status).toBe(403);
+    expect((await user.client.post('/api/v1/auth/apikeys', { permission: 'read-only', requests_per_second: 2147483647 })).status).toBe(422);
+    for (const body of [{ requests_per_second: 51 }, { requests_per_second: 3_000_000_000 }, { poses_per_second: 501 }]) {
+      const refused = await admin.post('/api/v1/auth/apikeys', { permission: 'read-only', user_id: user.user.id, ...body });
+      expect(refused.status, JSON.stringify(body)).toBe(422);
+      expect(refused.body).toMatchObject({ status: 422, code: 'validation_failed' });
+    }
+    const granted = await admin.post('/api/v1/auth/apikeys', { permission: 'read-only', user_id: user.user.id, requests_per_second: 50, poses_per_second: 500 });
+    expect(granted.status).toBe(201);
+    const listed = (await user.client.get('/api/v1/auth/apikeys')).body;
+    expect(listed).toEqual([expect.objectContaining({ id: granted.body.id, requests_per_second: 50, poses_per_second: 500 })]);
+  });
+
+  it('caps the keys one user holds; deleting one makes room again', async () => {
+    const user = await createUser(admin, 'user');
+    const ids: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      const made = await user.client.post('/api/v1/auth/apikeys', { permission: 'read-only' });
+      expect(made.status).toBe(201);
+      ids.push(made.body.id);
+    }
+    const fourth = await user.client.post('/api/v1/auth/apikeys', { permission: 'read-only' });
+    expect(fourth.status).toBe(422);
+    expect(fourth.body.errors?.[0]?.message).toMatch(/at most 3/);
+    // An admin cannot add one for them either.
+    expect((await admin.post('/api/v1/auth/apikeys', { permission: 'read-only', user_id: user.user.id })).status).toBe(422);
+    expect((await user.client.get('/api/v1/auth/apikeys')).body).toHaveLength(3);
+    expect((await user.client.delete(`/api/v1/auth/apikeys/${ids[0]}`)).status).toBe(204);
+    expect((await user.client.post('/api/v1/auth/apikeys', { permission: 'read-only' })).status).toBe(201);
+  });
+
+  it('counts a user’s keys and tokens together against the per-user budget', async () => {
+    const aggregated = await startTestGateway({ RATE_LIMIT_REQUESTS_PER_SECOND: '10', RATE_LIMIT_BURST: '0', RATE_LIMIT_USER_REQUESTS_PER_SECOND: '3' });
+    try {
+      const first = aggregated.client.withHeaders({ 'x-api-key': await directKey(aggregated, 'read-only') });
+      const second = aggregated.client.withHeaders({ 'x-api-key': await directKey(aggregated, 'read-only') });
+      // 3 a second plus a burst of 6 for the user, whichever key: of 20 requests over two keys, at most 9 pass.
+      const responses = [...(await burst(first, 10)), ...(await burst(second, 10))];
+      expect(responses.filter((r) => r.status === 200).length).toBeLessThanOrEqual(9);
+      expect(responses.find((r) => r.status === 429)?.body.message).toMatch(/this user's requests/);
+    } finally {
+      await aggregated.stop();
+    }
+  });
+});

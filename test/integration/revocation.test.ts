@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { RequestAuthenticator } from '../../gateway/auth/authenticator.js';
+import { AUTH_INVALIDATION_CHANNEL, RequestAuthenticator } from '../../gateway/auth/authenticator.js';
 import type { RouteDefinition } from '../../gateway/http/route.js';
 import type { Bus } from '../../shared/bus/index.js';
 import type { TestClient } from '../support/http-client.js';
@@ -7,6 +7,7 @@ import { adminClient, createUser, login } from '../support/identity.js';
 import { driverLabel, serverDatabaseUrl, serverRedisUrl } from '../support/test-environment.js';
 import { startTestGateway, type RunningGateway } from '../support/test-gateway.js';
 import { TestSocket } from '../support/ws-client.js';
+import { ApiKeySchema } from '../../shared/storage/entities/index.js';
 
 const REVOKED = { code: 4401, reason: 'credential revoked' };
 
@@ -164,6 +165,99 @@ describe.runIf(serverDatabaseUrl && serverRedisUrl)(`credential revocation acros
       expect((await viaKey.get('/api/v1/organizations/current_organization')).status).toBe(401);
       expect((await viaToken.get('/api/v1/organizations/current_organization')).status).toBe(401);
     } finally {
+      await second.gateway.close();
+      await first.stop();
+    }
+  });
+
+  it('lookups racing a key deletion never re-fill another gateway’s cache: after the 204 the key is refused there (issue 28 item 1)', async () => {
+    const first = await startTestGateway();
+    const second = await startTestGateway({}, {}, first.environment);
+    try {
+      const admin = await adminClient(first.client);
+      for (let round = 0; round < 12; round += 1) {
+        const key = (await admin.post('/api/v1/auth/apikeys', { permission: 'read-only' })).body;
+        const viaKey = second.client.withHeaders({ 'x-api-key': key.apikey });
+        // Cold lookups on the second gateway, sent in waves around the deletion on the first one (each round
+        // shifts the waves), so that some are in flight when the deletion commits.
+        const racing: Promise<unknown>[] = [];
+        const waves = (async () => {
+          for (let wave = 0; wave < 8; wave += 1) {
+            racing.push(...Array.from({ length: 4 }, () => viaKey.get('/api/v1/organizations/current_organization')));
+            await new Promise((resolve) => setTimeout(resolve, 1 + (round % 4)));
+          }
+        })();
+        await new Promise((resolve) => setTimeout(resolve, round % 3));
+        const deleted = await admin.delete(`/api/v1/auth/apikeys/${key.id}`);
+        await waves;
+        expect(deleted.status).toBe(204);
+        // A marker published after the announcement reaches the second gateway after it (one publisher,
+        // one channel): once it arrived, the second gateway has dropped the key.
+        let arrive!: () => void;
+        const arrived = new Promise<void>((resolve) => (arrive = resolve));
+        const unsubscribe = await second.gateway.services.bus.subscribe(AUTH_INVALIDATION_CHANNEL, (payload) => {
+          if ((payload as { marker?: number }).marker === round) arrive();
+        });
+        await first.gateway.services.bus.publish(AUTH_INVALIDATION_CHANNEL, { marker: round });
+        await arrived;
+        await unsubscribe();
+        await Promise.all(racing);
+        for (let probe = 0; probe < 5; probe += 1) {
+          expect((await viaKey.get('/api/v1/organizations/current_organization')).status).toBe(401);
+        }
+      }
+    } finally {
+      await second.gateway.close();
+      await first.stop();
+    }
+  });
+
+  it('a lookup held on another gateway until after the deletion is announced does not bring the key back there (issue 28 item 1)', async () => {
+    const first = await startTestGateway();
+    const second = await startTestGateway({}, {}, first.environment);
+    // The second gateway's key reads wait for a gate the test opens: a read slowed by a busy database.
+    const storage = second.gateway.services.storage;
+    const em = storage.em.bind(storage);
+    let gate: Promise<void> | undefined;
+    storage.em = (() => {
+      const manager = em();
+      return new Proxy(manager, {
+        get(target, name, receiver) {
+          if (name !== 'findOne') return Reflect.get(target, name, receiver);
+          return async (entity: unknown, ...rest: unknown[]) => {
+            const found = await (target.findOne as (...args: unknown[]) => Promise<unknown>).call(target, entity, ...rest);
+            if (entity === ApiKeySchema && gate) await gate;
+            return found;
+          };
+        },
+      });
+    }) as typeof storage.em;
+    try {
+      const admin = await adminClient(first.client);
+      for (let round = 0; round < 3; round += 1) {
+        const key = (await admin.post('/api/v1/auth/apikeys', { permission: 'read-only' })).body;
+        const viaKey = second.client.withHeaders({ 'x-api-key': key.apikey });
+        let open!: () => void;
+        gate = new Promise<void>((resolve) => (open = resolve));
+        const held = viaKey.get('/api/v1/organizations/current_organization');
+        await new Promise((resolve) => setTimeout(resolve, 50)); // its read of the key has returned the row, and waits
+        let announce!: () => void;
+        const announced = new Promise<void>((resolve) => (announce = resolve));
+        const unsubscribe = await second.gateway.services.bus.subscribe(AUTH_INVALIDATION_CHANNEL, (payload) => {
+          if ((payload as { apiKeyId?: string }).apiKeyId === key.id) announce();
+        });
+        expect((await admin.delete(`/api/v1/auth/apikeys/${key.id}`)).status).toBe(204);
+        await announced; // the second gateway has dropped the key
+        await unsubscribe();
+        open();
+        gate = undefined;
+        await held;
+        for (let probe = 0; probe < 3; probe += 1) {
+          expect((await viaKey.get('/api/v1/organizations/current_organization')).status).toBe(401);
+        }
+      }
+    } finally {
+      storage.em = em;
       await second.gateway.close();
       await first.stop();
     }

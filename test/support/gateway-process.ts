@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { sleep } from './fault-servers.js';
+import { RAISED_LIMITS } from './test-environment.js';
 
 const REPO_ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const LISTENING = /listening on http:\/\/[\d.]+:(\d+)/;
@@ -36,7 +37,7 @@ export async function spawnGateway(env: Record<string, string>, timeoutMs = 45_0
   let output = '';
   const child = spawn(process.execPath, ['--max-semi-space-size=64', '--import', 'tsx', 'gateway/main.ts'], {
     cwd: REPO_ROOT,
-    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', HOST: '127.0.0.1', PORT: '0', METRICS_PORT: '0', ...env },
+    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', HOST: '127.0.0.1', PORT: '0', METRICS_PORT: '0', ...RAISED_LIMITS, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   started.add(child);

@@ -60,6 +60,20 @@ export async function deleteRedisPrefix(url: string, prefix: string): Promise<vo
   }
 }
 
+/** The budgets and caps a test gateway runs with unless a test sets its own (see README: Access). */
+export const RAISED_LIMITS: Record<string, string> = {
+  RATE_LIMIT_REQUESTS_PER_SECOND: '100000',
+  RATE_LIMIT_BURST: '200000',
+  RATE_LIMIT_POSES_PER_SECOND: '1000000',
+  RATE_LIMIT_POSES_BURST: '2000000',
+  RATE_LIMIT_USER_REQUESTS_PER_SECOND: '100000',
+  RATE_LIMIT_USER_POSES_PER_SECOND: '1000000',
+  RATE_LIMIT_ORGANIZATION_POSES_PER_SECOND: '1000000',
+  RATE_LIMIT_MAX_REQUESTS_PER_SECOND: '100000',
+  RATE_LIMIT_MAX_POSES_PER_SECOND: '1000000',
+  MAX_API_KEYS_PER_USER: '1000',
+};
+
 /**
  * A private world for one test file: its own DATA_DIR, its own database (server run) and its own Redis
  * prefix, all removed by `cleanup`.
@@ -78,6 +92,9 @@ export async function createTestEnvironment(overrides: Record<string, string> = 
     // No metrics listener unless a test asks for one (METRICS_PORT=auto): test gateways must not fight over 9464.
     METRICS_PORT: '0',
     WORKER_METRICS_PORT: '0',
+    // Tests and benches drive one gateway far harder than one tenant may: they raise every budget and cap
+    // explicitly here. The tests of the budgets themselves (rate-limit, authorization matrix) set their own.
+    ...RAISED_LIMITS,
   };
   const cleanups: (() => Promise<void>)[] = [async () => rmSync(dataDir, { recursive: true, force: true })];
   if (serverDatabaseUrl) {

@@ -21,6 +21,7 @@ describe.each(drivers)('login throttle ($kind)', ({ url }) => {
     if (url) for (const prefix of prefixes) await deleteRedisPrefix(url, prefix);
   });
 
+  const waits: number[] = [];
   function throttle() {
     const prefix = `fctest:throttle:${randomBytes(4).toString('hex')}`;
     prefixes.push(prefix);
@@ -31,10 +32,12 @@ describe.each(drivers)('login throttle ($kind)', ({ url }) => {
       LOGIN_THROTTLE_MAX_FAILURES: '3',
       LOGIN_THROTTLE_MAX_FAILURES_PER_ACCOUNT: '5',
       LOGIN_THROTTLE_MAX_FAILURES_PER_ADDRESS: '4',
+      LOGIN_THROTTLE_MAX_DELAY_MS: '2000',
     });
     const backend = createLimiterBackend(config);
     backends.push(backend);
-    return { throttle: new LoginThrottle(backend, config), prefix };
+    waits.length = 0;
+    return { throttle: new LoginThrottle(backend, config, async (ms) => void waits.push(ms)), prefix };
   }
   const refusal = (promise: Promise<unknown>) => promise.then(() => undefined, (error: AppError) => error);
 
@@ -58,10 +61,33 @@ describe.each(drivers)('login throttle ($kind)', ({ url }) => {
     await expect(subject.attempt('owner@x.test', '10.0.0.2')).resolves.toBeTypeOf('function');
   });
 
-  it('bounds a distributed guesser with the looser per-account budget', async () => {
+  it('never refuses an account across addresses: past its budget each attempt waits longer, up to the ceiling (issue 28 item 4)', async () => {
     const { throttle: subject } = throttle();
     for (let i = 0; i < 5; i++) await subject.attempt('target@x.test', `10.1.0.${i}`);
-    expect((await refusal(subject.attempt('target@x.test', '10.1.0.99')))?.code).toBe(ErrorCode.RateLimited);
+    expect(waits).toEqual([]);
+    for (let i = 5; i < 10; i++) await expect(subject.attempt('target@x.test', `10.1.0.${i}`)).resolves.toBeTypeOf('function');
+    expect(waits).toEqual([250, 500, 1000, 2000, 2000]);
+  });
+
+  it('counts an IPv6 address per /64 (issue 28 item 4)', async () => {
+    const { throttle: subject } = throttle();
+    for (let i = 1; i <= 4; i++) await subject.attempt(`spray${i}@x.test`, `2001:db8:1:2::${i.toString(16)}`);
+    expect((await refusal(subject.attempt('spray9@x.test', '2001:db8:1:2:ffff::1')))?.code).toBe(ErrorCode.RateLimited);
+    await expect(subject.attempt('spray9@x.test', '2001:db8:1:3::1')).resolves.toBeTypeOf('function');
+  });
+
+  it('a sign-in from an address the account used before clears its failures; from a new one it does not (issue 28 item 4)', async () => {
+    const { throttle: subject } = throttle();
+    await (await subject.attempt('known@x.test', '10.6.0.1'))();
+    for (let i = 0; i < 6; i++) await subject.attempt('known@x.test', `10.6.1.${i}`);
+    waits.length = 0;
+    await (await subject.attempt('known@x.test', '10.6.2.1'))(); // new address: waits, clears nothing
+    await subject.attempt('known@x.test', '10.6.3.1');
+    expect(waits).toHaveLength(2);
+    await (await subject.attempt('known@x.test', '10.6.0.1'))(); // known address: clears the account's count
+    waits.length = 0;
+    await subject.attempt('known@x.test', '10.6.4.1');
+    expect(waits).toEqual([]);
   });
 
   it('limits one address spraying many accounts', async () => {

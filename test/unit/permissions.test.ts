@@ -14,6 +14,7 @@ const expected: Record<Action, Role[]> = {
   'devices:write': ['admin', 'user_manager'],
   'apikeys:own': ['admin', 'user_manager', 'user'],
   'apikeys:others': ['admin'],
+  'apikeys:rates': ['admin'],
   'cartography:read': ['admin', 'user_manager', 'user'],
   'cartography:write': ['admin'],
   'positions:upload': ['admin', 'user_manager', 'user'],

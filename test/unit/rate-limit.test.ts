@@ -1,7 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { createLimiterBackend } from '../../gateway/auth/limiter-backend.js';
 import type { Principal } from '../../gateway/auth/principal.js';
-import { RateLimits } from '../../gateway/http/rate-limit.js';
+import { RateLimits, rateTier } from '../../gateway/http/rate-limit.js';
 import { loadConfig } from '../../shared/config.js';
 import { AppError, ErrorCode } from '../../shared/errors.js';
 
@@ -53,5 +53,48 @@ describe('per-credential rate limits (memory, fake clock)', () => {
     expect((await refusal(subject.consume(key, { requests: 0, poses: 11 })))?.message).toMatch(/poses/);
     expect((await refusal(subject.consume(key)))?.message).toMatch(/requests/);
     expect((await refusal(subject.consume(user, { requests: 0, poses: 11 })))?.code).toBe(ErrorCode.RateLimited);
+  });
+
+  it('adds up all of one user’s keys and tokens against the per-user budget (issue 28 item 2)', async () => {
+    const subject = limits({ RATE_LIMIT_REQUESTS_PER_SECOND: '3', RATE_LIMIT_BURST: '0', RATE_LIMIT_USER_REQUESTS_PER_SECOND: '2' });
+    // The user's budget is 2 a second plus a burst of 4: six requests spread over three credentials, then no more.
+    for (const apiKeyId of ['a', 'b', undefined, 'a', 'b', undefined]) await subject.consume({ ...user, apiKeyId });
+    const refused = await refusal(subject.consume({ ...user, apiKeyId: 'c' }));
+    expect(refused?.code).toBe(ErrorCode.RateLimited);
+    expect(refused?.message).toMatch(/this user's requests/);
+    // Another user is untouched.
+    await expect(subject.consume({ ...user, userId: 'u2', apiKeyId: 'd' })).resolves.toBeDefined();
+  });
+
+  it('caps one organization’s poses across its users (issue 28 item 2)', async () => {
+    const subject = limits({ RATE_LIMIT_POSES_BURST: '0', RATE_LIMIT_ORGANIZATION_POSES_PER_SECOND: '5' });
+    await subject.consume({ ...user, userId: 'p1' }, { requests: 0, poses: 6 });
+    await subject.consume({ ...user, userId: 'p2' }, { requests: 0, poses: 4 });
+    expect((await refusal(subject.consume({ ...user, userId: 'p3' }, { requests: 0, poses: 1 })))?.message).toMatch(/organization's poses/);
+    await expect(subject.consume({ ...user, userId: 'p4', organizationId: 'o2' }, { requests: 0, poses: 1 })).resolves.toBeDefined();
+  });
+
+  it('keeps a few limiters per decade whatever rates keys carry, rounding each down (issue 28 item 2)', async () => {
+    const subject = limits({});
+    for (let rate = 1; rate <= 1000; rate += 1) await subject.consume({ ...user, userId: `u${rate}`, apiKeyId: `k${rate}`, limits: { requestsPerSecond: rate } });
+    expect(subject.policyCount).toBeLessThanOrEqual(10);
+    expect(rateTier(999)).toBe(500);
+    expect(rateTier(200)).toBe(200);
+    expect(rateTier(7)).toBe(5);
+    expect(rateTier(1)).toBe(1);
+    await expect(subject.consume({ ...user, apiKeyId: 'k-tier', limits: { requestsPerSecond: 37 } })).resolves.toMatchObject({ 'ratelimit-policy': expect.stringMatching(/^"requests";q=20;w=1/) });
+  });
+});
+
+describe('default budgets (issue 28 item 2)', () => {
+  it('give one key a small share of one gateway, and bound what an admin may grant', () => {
+    const config = loadConfig({});
+    expect(config.RATE_LIMIT_REQUESTS_PER_SECOND).toBe(100);
+    expect(config.RATE_LIMIT_BURST).toBe(200);
+    expect(config.RATE_LIMIT_POSES_PER_SECOND).toBe(2000);
+    expect(config.RATE_LIMIT_USER_REQUESTS_PER_SECOND).toBe(200);
+    expect(config.RATE_LIMIT_ORGANIZATION_POSES_PER_SECOND).toBe(20_000);
+    expect(config.RATE_LIMIT_MAX_REQUESTS_PER_SECOND).toBe(1000);
+    expect(config.MAX_API_KEYS_PER_USER).toBe(20);
   });
 });

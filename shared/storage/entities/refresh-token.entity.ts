@@ -15,6 +15,8 @@ export interface RefreshToken {
   apiKeyId?: string | null;
   /** The user's credential version when the chain started; a password or role change ends the chain. */
   credentialVersion?: number;
+  /** The first token of this rotation chain (its own id for a new sign-in): a reused token revokes the family. */
+  familyId?: string | null;
 }
 
 export const RefreshTokenSchema = new EntitySchema<RefreshToken>({
@@ -30,5 +32,6 @@ export const RefreshTokenSchema = new EntitySchema<RefreshToken>({
     revokedAt: { type: 'Date', nullable: true },
     apiKeyId: { type: 'uuid', fieldName: 'api_key_id', nullable: true },
     credentialVersion: { type: 'integer', default: 0 },
+    familyId: { type: 'uuid', fieldName: 'family_id', nullable: true },
   },
 });

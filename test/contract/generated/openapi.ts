@@ -333,9 +333,9 @@ export type paths = {
                         description?: string;
                         /** Format: uuid */
                         user_id?: string;
-                        /** @description Overrides the deployment's request budget for this key */
+                        /** @description Administrators only: this key's request budget, instead of the deployment's (at most RATE_LIMIT_MAX_REQUESTS_PER_SECOND; rounded down to 1, 2 or 5 × 10^n) */
                         requests_per_second?: number | null;
-                        /** @description Overrides the deployment's uploaded-pose budget for this key */
+                        /** @description Administrators only: this key's uploaded-pose budget, instead of the deployment's (at most RATE_LIMIT_MAX_POSES_PER_SECOND; rounded down to 1, 2 or 5 × 10^n) */
                         poses_per_second?: number | null;
                     };
                 };
@@ -9389,6 +9389,51 @@ export type paths = {
                     };
                     content: {
                         "text/html": string;
+                    };
+                };
+                /** @description Error */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/docs.js": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The script of the documentation page */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The documentation page’s script */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "text/javascript": string;
                     };
                 };
                 /** @description Error */
