@@ -223,6 +223,7 @@ class ControlRoom {
     };
     ui.connection.dataset.state = state.kind;
     setText(ui.connection, text[state.kind]);
+    this.map.setLink(state.kind !== 'live' && state.kind !== 'stopped' ? (state.lostAt ?? null) : null);
   }
 
   private fillBuildings(buildings: Building[]): void {
