@@ -7,6 +7,7 @@ import { FloorMap } from './floor-map.js';
 import { DayReport, deviceTrail, floorHeat, responderRoute } from './insights.js';
 import { LiveSocket, type ConnectionState } from './live-socket.js';
 import { typeLabel, type Alarm, type AlarmState, type Building, type BuildingDetail, type Floor } from './model.js';
+import { responderGroup } from './walk-time.js';
 import { clearSession, loadSession, saveSession, sessionOf, type Session } from './session.js';
 
 /**
@@ -145,6 +146,8 @@ class ControlRoom {
       ]);
       if (this.stopped) return;
       ui.responders.replaceChildren(h('option', { value: '' }, 'any device'), ...groups.map((group) => h('option', { value: group.id }, group.name)));
+      // Route from the organization's responders by default: "any device" may pick a visitor or a patient.
+      ui.responders.value = responderGroup(groups)?.id ?? '';
       for (const building of buildings) this.buildings.set(building.id, building);
       for (const floor of floors) this.floors.set(floor.id, floor);
       this.users = users;
