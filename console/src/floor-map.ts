@@ -1,7 +1,7 @@
 import { h, setText, svg } from './dom.js';
 import type { Api } from './api.js';
 import { placeLabels, type LabelBox, type LabelCandidate } from './map-labels.js';
-import type { BuildingDetail, Floor, PositionFeature } from './model.js';
+import type { BuildingDetail, Floor, PoiCategory, PositionFeature } from './model.js';
 
 /** A device with no position for this long is drawn grey and marked "stale". */
 export const STALE_AFTER_MS = 30_000;
@@ -57,11 +57,16 @@ export class FloorMap {
   private imageUrl: string | null = null;
   private highlighted: { deviceId: string | null; position: { x: number; y: number } | null } = { deviceId: null, position: null };
   private readonly root: SVGSVGElement;
-  private readonly layers: { base: SVGGElement; heat: SVGGElement; zones: SVGGElement; trail: SVGGElement; route: SVGGElement; alarm: SVGGElement; devices: SVGGElement };
+  private readonly layers: { base: SVGGElement; heat: SVGGElement; zones: SVGGElement; pois: SVGGElement; trail: SVGGElement; route: SVGGElement; alarm: SVGGElement; devices: SVGGElement };
   private overlays: { route: MapRoute | null; trail: MapTrail | null; heat: MapHeat | null } = { route: null, trail: null, heat: null };
   private loadToken = 0;
   /** Zone and event names, placed with the device labels so that none overlaps another. */
   private zoneLabels: { element: SVGTextElement; box: LabelBox }[] = [];
+  /** Where POI icons stand: labels keep off them as they keep off device dots. */
+  private poiBoxes: LabelBox[] = [];
+  /** The organization's POI categories (fetched once), and their icons as blob: URLs (revoked by clear()). */
+  private categories: Promise<Map<number, PoiCategory>> | null = null;
+  private readonly icons = new Map<string, Promise<string | null>>();
   private labelsDue = false;
   /** Measured text widths per font size and text (measuring is a layout, so once per label). */
   private readonly textWidths = new Map<string, number>();
@@ -82,12 +87,13 @@ export class FloorMap {
       base: svg('g', { class: 'layer-base' }),
       heat: svg('g', { class: 'layer-heat' }),
       zones: svg('g', { class: 'layer-zones' }),
+      pois: svg('g', { class: 'layer-pois' }),
       trail: svg('g', { class: 'layer-trail' }),
       route: svg('g', { class: 'layer-route' }),
       alarm: svg('g', { class: 'layer-alarm' }),
       devices: svg('g', { class: 'layer-devices' }),
     };
-    this.root.append(this.layers.base, this.layers.heat, this.layers.zones, this.layers.trail, this.layers.route, this.layers.alarm, this.layers.devices);
+    this.root.append(this.layers.base, this.layers.heat, this.layers.zones, this.layers.pois, this.layers.trail, this.layers.route, this.layers.alarm, this.layers.devices);
     this.linkOverlay = h('p', { class: 'map-link-lost', role: 'status', hidden: true });
     this.container.replaceChildren(this.root, this.linkOverlay);
   }
@@ -113,6 +119,7 @@ export class FloorMap {
     this.frame = null; // nothing is drawn until the new plan's size is known
     for (const layer of Object.values(this.layers)) layer.replaceChildren();
     this.zoneLabels = [];
+    this.poiBoxes = [];
     this.root.dataset.floorId = floor ? String(floor.id) : '';
     let frame: Frame = { width: building.dimensions.width * PLAIN_SCALE, height: building.dimensions.length * PLAIN_SCALE, scale: PLAIN_SCALE };
     let image: SVGImageElement | null = null;
@@ -140,6 +147,7 @@ export class FloorMap {
     if (image) this.layers.base.append(image);
     else this.layers.base.append(grid(frame, 10));
     if (floor) this.drawZones(building, floor.id);
+    if (floor) this.drawPois(building, floor.id);
     this.layers.devices.replaceChildren();
     for (const device of this.devices.values()) device.group = undefined;
     this.redraw();
@@ -155,6 +163,10 @@ export class FloorMap {
     this.frame = null;
     for (const layer of Object.values(this.layers)) layer.replaceChildren();
     this.zoneLabels = [];
+    this.poiBoxes = [];
+    this.categories = null;
+    for (const icon of this.icons.values()) void icon.then((url) => url && URL.revokeObjectURL(url));
+    this.icons.clear();
     this.setLink(null);
     setText(this.summary, 'No building selected.');
   }
@@ -317,6 +329,62 @@ export class FloorMap {
     }
   }
 
+  /**
+   * Points of interest, each with its category's icon (a plain marker until the icon has loaded, or when its
+   * category has none) and its name under it.
+   */
+  private drawPois(building: BuildingDetail, floorId: number): void {
+    const u = this.unit();
+    const size = u * 4.5;
+    for (const poi of building.indoor_pois ?? []) {
+      if (poi.position.floor_id !== floorId) continue;
+      const [px, py] = this.toPixels(poi.position.cartesians.x, poi.position.cartesians.y);
+      const icon = svg('image', { class: 'poi-icon', x: px - size / 2, y: py - size / 2, width: size, height: size });
+      const group = svg('g', { class: 'poi', 'data-poi-id': poi.id }, svg('title', {}, poi.name), svg('circle', { class: 'poi-marker', cx: px, cy: py, r: size * 0.3 }), icon);
+      group.append(this.zoneLabel(poi.name, px, py + size, u * 1.6));
+      this.layers.pois.append(group);
+      this.poiBoxes.push({ x: px - size / 2, y: py - size / 2, width: size, height: size });
+      if (poi.category_id === null) continue;
+      void this.poiCategories().then(async (categories) => {
+        const category = categories.get(poi.category_id!);
+        if (!category) return;
+        group.dataset.category = category.code;
+        setText(group.firstElementChild!, `${poi.name} (${category.name_en})`);
+        const url = category.icon_url ? await this.icon(category.icon_url) : null;
+        if (!url || !group.isConnected) return;
+        icon.setAttribute('href', url);
+        group.classList.add('has-icon');
+      });
+    }
+  }
+
+  private poiCategories(): Promise<Map<number, PoiCategory>> {
+    this.categories ??= this.api()
+      .poiCategories()
+      .then((list) => new Map(list.map((category) => [category.id, category])))
+      .catch((error: unknown) => {
+        console.warn('POI categories not loaded', error);
+        this.categories = null; // asked again with the next floor
+        return new Map<number, PoiCategory>();
+      });
+    return this.categories;
+  }
+
+  private icon(path: string): Promise<string | null> {
+    let url = this.icons.get(path);
+    if (!url) {
+      url = this.api()
+        .imageUrl(path)
+        .catch((error: unknown) => {
+          console.warn('POI icon not loaded', error);
+          this.icons.delete(path);
+          return null;
+        });
+      this.icons.set(path, url);
+    }
+    return url;
+  }
+
   /** A zone's or event's name centred on (x, y), registered for label placement. */
   private zoneLabel(name: string, x: number, y: number, fontSize: number): SVGTextElement {
     const element = svg('text', { class: 'zone-label', x, y, 'font-size': fontSize, 'text-anchor': 'middle', 'dominant-baseline': 'middle' }, name);
@@ -352,6 +420,7 @@ export class FloorMap {
       candidates.push({ id: `zone:${index}`, priority: 1, options: [box] });
       texts.set(`zone:${index}`, { text: element, group: element, right: box, left: box });
     });
+    this.poiBoxes.forEach((box, index) => candidates.push({ id: `poi:${index}`, priority: 9, options: [box] }));
     for (const [id, device] of this.devices) {
       const group = device.group;
       if (!group?.isConnected) continue;
@@ -374,7 +443,7 @@ export class FloorMap {
     }
     const placed = placeLabels(candidates);
     for (const candidate of candidates) {
-      if (!texts.has(candidate.id)) continue; // a dot
+      if (!texts.has(candidate.id)) continue; // a dot or a POI icon
       const { text, group, right } = texts.get(candidate.id)!;
       const option = placed.get(candidate.id);
       group.classList.toggle('label-hidden', option === undefined);

@@ -1,6 +1,7 @@
 import { mkdirSync, readdirSync, rmSync } from 'node:fs';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DEMO_POI_CATEGORIES, poiIconPng } from '../../demo/poi-icons.js';
 import { ARTIFACTS, CHROMIUM, CHROMIUM_FLAGS, floorplanPng, hasChromium } from '../support/browser.js';
 import type { TestClient } from '../support/http-client.js';
 import { ADMIN_EMAIL, ADMIN_PASSWORD, adminClient, createUser } from '../support/identity.js';
@@ -83,6 +84,17 @@ describe.skipIf(!hasChromium)(title, () => {
       { device_id: 'responder-1', user_id: responder.user.id, timestamp: Date.now(), building_id: buildingId, floor_id: ground, x: 10, y: 20 },
       { device_id: 'visitor-9', timestamp: Date.now(), building_id: buildingId, floor_id: ground, x: 85, y: 20 },
     ]);
+    // A defibrillator with its category's icon, and a POI of no category.
+    const aed = DEMO_POI_CATEGORIES.find((category) => category.code === 'aed')!;
+    const icon = await uploadImage(admin, poiIconPng(aed));
+    expect(icon.status, icon.text).toBe(201);
+    const category = await admin.post('/api/v1/poi_categories', { code: 'aed', name_en: 'Defibrillator', icon: icon.body.id });
+    expect(category.status, category.text).toBe(201);
+    const pois = await admin.post('/api/v1/pois_bulk', [
+      { building_id: buildingId, name: 'AED by the lifts', info: '', category_id: category.body.id, position: { floor_id: ground, cartesians: { x: 70, y: 60 } } },
+      { building_id: buildingId, name: 'Cafeteria', info: '', position: { floor_id: ground, cartesians: { x: 20, y: 60 } } },
+    ]);
+    expect(pois.status, pois.text).toBeLessThan(300);
     const alarm = await admin.post('/api/v1/alarms', { type: 'DANGER', device_id: 'patient-1', building_id: buildingId, floor_id: ground, x: 90, y: 20 });
     expect(alarm.status, alarm.text).toBe(201);
     alarmId = alarm.body.id;
@@ -125,6 +137,26 @@ describe.skipIf(!hasChromium)(title, () => {
     const hiddenTitle = await page.locator('g.device.label-hidden[data-device-id^="crowded-"] title').first().textContent();
     expect(hiddenTitle).toMatch(/^crowded-\d\d at x /);
     await screenshot(page, 'labels');
+  });
+
+  it('draws points of interest with their category icons, and a plain marker for one of no category', async () => {
+    const aed = page.locator('g.poi[data-category="aed"]');
+    await aed.and(page.locator('.has-icon')).waitFor();
+    expect(await aed.locator('title').textContent()).toBe('AED by the lifts (Defibrillator)');
+    expect(await aed.locator('image.poi-icon').getAttribute('href')).toMatch(/^blob:/);
+    // The icon is drawn where the POI stands: (70, 60) m at 8 px/m, y flipped.
+    const x = Number(await aed.locator('image.poi-icon').getAttribute('x'));
+    const width = Number(await aed.locator('image.poi-icon').getAttribute('width'));
+    const y = Number(await aed.locator('image.poi-icon').getAttribute('y'));
+    expect(x + width / 2).toBeCloseTo(70 * PLAN.scale, 3);
+    expect(y + width / 2).toBeCloseTo(PLAN.height - 60 * PLAN.scale, 3);
+    // The icon really decoded: its pixels are drawn (a rendered, non-empty box).
+    expect((await aed.locator('image.poi-icon').boundingBox())!.width).toBeGreaterThan(5);
+    expect(await aed.locator('.zone-label').isVisible()).toBe(true);
+    const cafeteria = page.locator('g.poi', { has: page.locator('title', { hasText: /^Cafeteria$/ }) });
+    expect(await cafeteria.locator('.poi-marker').isVisible()).toBe(true);
+    expect(await cafeteria.locator('.zone-label').textContent()).toBe('Cafeteria');
+    await screenshot(page, 'pois');
   });
 
   it("routes from the organization's responders by default, with the time from walking speed in seconds and minutes", async () => {
