@@ -1,6 +1,9 @@
 import { rgbaPng } from './floorplan-png.js';
 
-/** The demo's POI categories: a code the console may also recognise, and a pictogram drawn here (no image files). */
+/**
+ * The demo's POI categories and their pictograms, drawn here (no image files). Their codes differ from the
+ * public categories' (`entrance`, `first-aid`...), which have no icons: found by code, those would be reused.
+ */
 export interface DemoPoiCategory {
   code: string;
   name: string;
@@ -28,7 +31,7 @@ export const DEMO_POI_CATEGORIES: readonly DemoPoiCategory[] = [
   },
   { code: 'first_aid', name: 'First aid', colour: [0, 122, 61], symbol: cross },
   {
-    code: 'entrance',
+    code: 'main_entrance',
     name: 'Entrance',
     colour: [0, 90, 170],
     // An arrow pointing right.
@@ -50,7 +53,7 @@ export const DEMO_POI_CATEGORIES: readonly DemoPoiCategory[] = [
 
 /** Which category each demo POI belongs to, by name (the stairs, lift and cafeteria have none). */
 export const DEMO_POI_CATEGORY_OF: Readonly<Record<string, string>> = {
-  'Main entrance': 'entrance',
+  'Main entrance': 'main_entrance',
   Defibrillator: 'aed',
   'First-aid kit': 'first_aid',
   'Nurses station': 'nurses_station',

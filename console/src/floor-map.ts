@@ -151,6 +151,7 @@ export class FloorMap {
     this.layers.devices.replaceChildren();
     for (const device of this.devices.values()) device.group = undefined;
     this.redraw();
+    this.scheduleLabels(); // zone and POI names, even on a floor with no device
   }
 
   clear(): void {
@@ -405,9 +406,9 @@ export class FloorMap {
 
   /**
    * Places every label of the shown floor so that none overlaps another: the selected alarm's device first,
-   * then people (devices with a user), then zone names, then other devices, none over a device's dot; each goes
-   * right of its dot, else left of it, else it is hidden (its dot's title still names it). The plan scales as a whole, so boxes in
-   * user units overlap exactly when they do on screen.
+   * then people (devices with a user), then zone and POI names, then other devices, none over a device's dot or
+   * a POI icon; each goes right of its dot, else left of it, else it is hidden (its dot's title still names it).
+   * The plan scales as a whole, so boxes in user units overlap exactly when they do on screen.
    */
   private layoutLabels(): void {
     if (!this.frame) return;
@@ -434,10 +435,11 @@ export class FloorMap {
       const left = textBox(px - gap - width, py, width, fontSize);
       // Right of the dot unless that runs off the plan.
       const options = right.x + right.width > this.frame.width ? [left] : left.x < 0 ? [right] : [right, left];
-      // Dots come before any label: a label never hides another device.
+      // Dots come before any other label: a label never hides another device.
       const r = Number(dot.getAttribute('r'));
       candidates.push({ id: `dot:${id}`, priority: 9, options: [{ x: px - r, y: py - r, width: 2 * r, height: 2 * r }] });
-      const priority = this.highlighted.deviceId === id ? 3 : device.feature.properties.user_id ? 2 : 0;
+      // The selected alarm's device is named whatever crowds it (over other dots, never over another label).
+      const priority = this.highlighted.deviceId === id ? 10 : device.feature.properties.user_id ? 2 : 0;
       candidates.push({ id: `device:${id}`, priority, options });
       texts.set(`device:${id}`, { text, group, right, left });
     }

@@ -41,7 +41,7 @@ describe(`demo venue and simulator (${driverLabel})`, () => {
     // The defibrillator, first-aid kit, entrance and nurses station carry a category whose icon is served.
     const categories = await admin.get<any[]>('/api/v1/poi_categories');
     const categoryOf = (name: string) => categories.find((c) => c.id === building.indoor_pois.find((p: any) => p.name === name)?.category_id);
-    expect(['Defibrillator', 'First-aid kit', 'Main entrance', 'Nurses station'].map((name) => categoryOf(name)?.code)).toEqual(['aed', 'first_aid', 'entrance', 'nurses_station']);
+    expect(['Defibrillator', 'First-aid kit', 'Main entrance', 'Nurses station'].map((name) => categoryOf(name)?.code)).toEqual(['aed', 'first_aid', 'main_entrance', 'nurses_station']);
     const icon = await fetch(running.baseUrl + categoryOf('Defibrillator').icon_url, { headers: { 'x-api-key': venue.simulatorApiKey } });
     expect(icon.status).toBe(200);
     expect(icon.headers.get('content-type')).toBe('image/png');
