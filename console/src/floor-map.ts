@@ -107,6 +107,7 @@ export class FloorMap {
     this.container.dataset.link = lostAt === null ? 'live' : 'lost';
     this.linkOverlay.hidden = lostAt === null;
     if (lostAt !== null) setText(this.linkOverlay, `Connection lost · data from ${ago(now - lostAt)} ago`);
+    this.describe(now);
   }
 
   /** Shows a floor of a building: its plan (fetched with the token), zones, event areas and the devices on it. */
@@ -534,7 +535,9 @@ export class FloorMap {
     }
     const floorName = this.floor ? this.floor.name || `level ${this.floor.level}` : 'no floor';
     const plan = this.imageUrl ? 'floorplan' : 'plain outline (no floorplan image)';
-    setText(this.summary, `${this.building.name}, ${floorName}: ${plan}. ${live} device${live === 1 ? '' : 's'} live, ${stale} stale${elsewhere ? `, ${elsewhere} on other floors` : ''}.`);
+    // While the link is down nothing is known to be live: say how old the picture is instead.
+    const state = this.linkLostAt === null ? 'live' : `as of ${ago(now - this.linkLostAt)} ago (connection lost)`;
+    setText(this.summary, `${this.building.name}, ${floorName}: ${plan}. ${live} device${live === 1 ? '' : 's'} ${state}, ${stale} stale${elsewhere ? `, ${elsewhere} on other floors` : ''}.`);
   }
 }
 

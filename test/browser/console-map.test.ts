@@ -180,6 +180,8 @@ describe.skipIf(!hasChromium)(title, () => {
     await overlay.waitFor({ state: 'visible', timeout: LINK_LOST_WITHIN_MS });
     expect(await page.locator('#map').getAttribute('data-link')).toBe('lost');
     await expect.poll(() => overlay.textContent(), { timeout: 5_000 }).toMatch(/^Connection lost.*data from [1-9]\d* s ago/);
+    // The text alternative under the map no longer calls the devices live.
+    expect(await page.locator('#map-summary').textContent()).toMatch(/\d+ devices as of \d+ s ago \(connection lost\)/);
     // The devices are dimmed with the plan: nothing on the map still reads as live.
     const opacity = await page.locator('.floor-map').evaluate((map) => Number(getComputedStyle(map).opacity));
     expect(opacity).toBeLessThan(0.7);
@@ -189,6 +191,7 @@ describe.skipIf(!hasChromium)(title, () => {
     await page.locator('#connection[data-state="live"]').waitFor({ timeout: 30_000 });
     await overlay.waitFor({ state: 'hidden', timeout: LINK_LOST_WITHIN_MS });
     expect(await page.locator('#map').getAttribute('data-link')).toBe('live');
+    expect(await page.locator('#map-summary').textContent()).toMatch(/\d+ devices live, /);
     await screenshot(page, 'live-again');
   });
 
