@@ -56,6 +56,15 @@ export function greyscalePng(width: number, height: number, rows: Buffer): Buffe
   return Buffer.concat([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]), chunk('IHDR', header), chunk('IDAT', deflateSync(rows)), chunk('IEND', Buffer.alloc(0))]);
 }
 
+/** An 8-bit RGBA PNG from its filtered rows (each row a filter byte, then four bytes a pixel). */
+export function rgbaPng(width: number, height: number, rows: Buffer): Buffer {
+  const header = Buffer.alloc(13);
+  header.writeUInt32BE(width, 0);
+  header.writeUInt32BE(height, 4);
+  header.set([8, 6, 0, 0, 0], 8); // 8-bit RGBA, no interlace
+  return Buffer.concat([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]), chunk('IHDR', header), chunk('IDAT', deflateSync(rows)), chunk('IEND', Buffer.alloc(0))]);
+}
+
 function chunk(type: string, data: Buffer): Buffer {
   const typed = Buffer.concat([Buffer.from(type, 'ascii'), data]);
   const length = Buffer.alloc(4);

@@ -16,7 +16,9 @@ import { Simulator } from './simulator.js';
  */
 async function main(): Promise<void> {
   const config = loadConfigOrExit();
-  const logger = createLogger(config.LOG_LEVEL, { service: 'gateway' });
+  // One request line a second from the simulator would scroll the summary (and its one-time password) away:
+  // per-request lines are debug here (LOG_LEVEL=debug shows them).
+  const logger = createLogger(config.LOG_LEVEL, { service: 'gateway' }, { debugMessages: ['request'] });
   lockDataDirOrExit(config); // one writer per DATA_DIR, as `npm start`
   const guard = ProcessGuard.install({ logger, flushTimeoutMs: config.SHUTDOWN_GRACE_SECONDS * 1000 });
   const gateway = await startGateway(config, { logger });

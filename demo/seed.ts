@@ -1,6 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import { DemoApiError, type DemoApi } from './api-client.js';
 import { demoFloorplanPng } from './floorplan-png.js';
+import { demoPersonName } from './people.js';
+import { DEMO_POI_CATEGORIES, DEMO_POI_CATEGORY_OF, poiIconPng } from './poi-icons.js';
 import { DEMO_BUILDING_NAME, DEMO_EVENT, DEMO_FLOORS, DEMO_GEOFENCES, DEMO_LENGTH_M, DEMO_LOCATION, DEMO_POIS, DEMO_WIDTH_M, demoGraph } from './venue.js';
 
 export interface SeedOptions {
@@ -12,6 +14,8 @@ export interface SeedOptions {
   deadmanSilenceSeconds?: number;
   /** How many responders (users of the group "Responders", each with a device). */
   responders?: number;
+  /** How many named people in all, responders included, each with a device (the simulator's devices). */
+  people?: number;
   /** Prefix of the simulated devices' identifiers (`demo-01`...). */
   devicePrefix?: string;
 }
@@ -60,9 +64,14 @@ export async function seedDemoVenue(api: DemoApi, options: SeedOptions = {}): Pr
   const ensureUser = async (email: string, body: Record<string, unknown>) =>
     users.data.find((u) => u.email === email) ?? (await api.post('/api/v1/users', { email, password: randomBytes(18).toString('base64url'), ...body }));
   const responders = options.responders ?? 5;
-  for (let i = 0; i < responders; i++) {
-    const user = await ensureUser(`responder${i + 1}@demo.floorcast.local`, { role: 'user', full_name: `Responder ${i + 1}`, group_ids: [groupId] });
-    await ensureDevice(api, deviceIdentifier(prefix, i), `Responder ${i + 1}'s phone`, user.id);
+  const people = Math.max(options.people ?? 50, responders);
+  for (let i = 0; i < people; i++) {
+    // Named as the console shows them, "Ana (nurse)": a device id alone says nothing to an operator.
+    const fullName = demoPersonName(i, responders);
+    const email = i < responders ? `responder${i + 1}@demo.floorcast.local` : `person${i + 1}@demo.floorcast.local`;
+    const user = await ensureUser(email, { role: 'user', full_name: fullName, ...(i < responders ? { group_ids: [groupId] } : {}) });
+    if (user.full_name !== fullName) await api.patch(`/api/v1/users/${user.id}`, { full_name: fullName }); // a venue seeded before names
+    await ensureDevice(api, deviceIdentifier(prefix, i), `${fullName.split(' (')[0]}'s ${i < responders ? 'phone' : 'tag'}`, user.id);
   }
   const simulator = await ensureUser(SIMULATOR_EMAIL, { role: 'user_manager', full_name: 'Demo simulator' });
   // Keys are shown only once: replace the previous run's key rather than pile them up.
@@ -108,14 +117,39 @@ async function createBuilding(api: DemoApi, name: string, maxStay: number) {
     info: DEMO_EVENT.info,
     position: { floor_id: floorIds[DEMO_EVENT.floor], cartesians: { x: DEMO_EVENT.x, y: DEMO_EVENT.y }, radius: DEMO_EVENT.radius },
   });
+  const categories = await ensurePoiCategories(api);
   await api.post(
     '/api/v1/pois_bulk',
-    DEMO_POIS.map((poi) => ({ building_id: building.id, name: poi.name, info: '', position: { floor_id: floorIds[poi.floor], cartesians: { x: poi.x, y: poi.y } } })),
+    DEMO_POIS.map((poi) => ({
+      building_id: building.id,
+      name: poi.name,
+      info: '',
+      category_id: categories.get(DEMO_POI_CATEGORY_OF[poi.name] ?? '') ?? null,
+      position: { floor_id: floorIds[poi.floor], cartesians: { x: poi.x, y: poi.y } },
+    })),
   );
   await api.put(`/api/v1/buildings/${building.id}/paths`, demoGraph(floorIds));
   // Marked last: a building without the mark is a seeding that did not finish.
   const complete = await api.patch(`/api/v1/buildings/${building.id}`, { custom_fields: [{ key: SEED_MARK, value: 'complete' }] });
   return { building: complete, floorIds };
+}
+
+/** The POI categories with their icons (the console draws them), found by code before they are created. Code -> id. */
+async function ensurePoiCategories(api: DemoApi): Promise<Map<string, number>> {
+  const found = await api.get<any>('/api/v1/poi_categories');
+  const list: any[] = Array.isArray(found) ? found : (found.data ?? []);
+  const ids = new Map<string, number>();
+  for (const category of DEMO_POI_CATEGORIES) {
+    let existing = list.find((c) => c.code === category.code);
+    if (!existing) {
+      const form = new FormData();
+      form.append('image', new Blob([new Uint8Array(poiIconPng(category))], { type: 'image/png' }), `${category.code}.png`);
+      const icon = await api.request('POST', '/api/v1/images', undefined, { form });
+      existing = await api.post('/api/v1/poi_categories', { code: category.code, name_en: category.name, icon: icon.id, selected_icon: icon.id });
+    }
+    ids.set(category.code, existing.id);
+  }
+  return ids;
 }
 
 async function ensureGroup(api: DemoApi, name: string, description: string): Promise<string> {

@@ -37,7 +37,7 @@ export interface SimulatorOptions {
   log?: (line: string) => void;
 }
 
-interface Node {
+export interface Node {
   id: number;
   floorId: number;
   x: number;
@@ -45,8 +45,8 @@ interface Node {
   neighbours: { node: Node; metres: number }[];
 }
 
-type Role = 'walker' | 'lingerer' | 'silent' | 'danger';
-interface Device {
+export type Role = 'walker' | 'lingerer' | 'silent' | 'danger';
+export interface Device {
   id: string;
   role: Role;
   from: Node;
@@ -55,6 +55,11 @@ interface Device {
   along: number;
   /** Lingerers: where they stand, and until when (ms since start). */
   stay?: { node: Node; until: number };
+  /** A walker stopped at a node (talking, reading a sign) until then (ms since start), facing `yaw`. */
+  pause?: { until: number; yaw: number };
+  /** How far to the side of the link's centre line this walker keeps (metres), and its sway's phase. */
+  lane: number;
+  phase: number;
   dangerSent?: boolean;
 }
 
@@ -67,6 +72,17 @@ export interface SimulatorStats {
 
 /** Time a floor change takes, in metres of walking (a link between floors joins two points above each other). */
 const FLOOR_CHANGE_METRES = 8;
+/**
+ * People do not walk the path graph's exact lines: each keeps to one side (at most this far, within every door
+ * of the demo venue, which are 2 m wide) and sways; at a node a walker may stop a while and look about, and
+ * sometimes turns back the way it came.
+ */
+const LANE_MAX_M = 0.8;
+const SWAY_M = 0.25;
+const PAUSE_CHANCE = 0.3;
+const PAUSE_MIN_S = 2;
+const PAUSE_MAX_S = 15;
+const TURN_BACK_CHANCE = 0.15;
 
 export class Simulator {
   readonly stats: SimulatorStats = { ticks: 0, posesSent: 0, failedUploads: 0 };
@@ -137,7 +153,7 @@ export class Simulator {
       // Scripted roles take the last devices, so the first ones (the responders') always walk.
       const fromEnd = count - 1 - i;
       const role: Role = fromEnd < options.lingerers && stays.length > 0 ? 'lingerer' : fromEnd === options.lingerers ? 'silent' : fromEnd === options.lingerers + 1 ? 'danger' : 'walker';
-      const device: Device = { id: deviceIdentifier(options.devicePrefix, i), role, from, to: edge.node, along: random() * edge.metres };
+      const device: Device = { id: deviceIdentifier(options.devicePrefix, i), role, from, to: edge.node, along: random() * edge.metres, lane: (random() - 0.5) * 2 * LANE_MAX_M, phase: random() * Math.PI * 2 };
       if (role === 'lingerer') {
         const node = stays[fromEnd % stays.length]!;
         device.stay = { node, until: options.lingerSeconds * 1000 };
@@ -198,39 +214,65 @@ export class Simulator {
 
   /** Moves one device by dt seconds and answers its pose (floor, x, y, yaw, accuracy). */
   private step(device: Device, dt: number, elapsedMs: number): Record<string, unknown> {
-    if (device.stay && elapsedMs < device.stay.until) {
-      const { node } = device.stay;
-      return { floor_id: node.floorId, x: round(node.x + (this.random() - 0.5)), y: round(node.y + (this.random() - 0.5)), yaw: 0, accuracy: 1.5 };
-    }
-    device.stay = undefined;
-    let left = this.options.speedMps * dt * (0.8 + this.random() * 0.4);
-    for (;;) {
-      const metres = device.from.neighbours.find((n) => n.node === device.to)?.metres ?? 1;
-      if (device.along + left < metres) {
-        device.along += left;
-        break;
-      }
-      left -= metres - device.along;
-      // At a node: on, avoiding the way back unless it is a dead end.
-      const onward = device.to.neighbours.filter((n) => n.node !== device.from);
-      const choices = onward.length > 0 ? onward : device.to.neighbours;
-      device.from = device.to;
-      device.to = choices[Math.floor(this.random() * choices.length)]!.node;
-      device.along = 0;
-    }
-    const { from, to } = device;
-    const metres = from.neighbours.find((n) => n.node === to)?.metres ?? 1;
-    const f = Math.min(device.along / metres, 1);
-    // Between floors the device is on the floor it left until half way.
-    const floorId = from.floorId === to.floorId || f < 0.5 ? from.floorId : to.floorId;
-    return {
-      floor_id: floorId,
-      x: round(from.x + (to.x - from.x) * f),
-      y: round(from.y + (to.y - from.y) * f),
-      yaw: round(Math.atan2(to.y - from.y, to.x - from.x)),
-      accuracy: round(1 + this.random() * 2),
-    };
+    return stepDevice(device, dt, elapsedMs, this.options.speedMps, this.random);
   }
+}
+
+/**
+ * One step of a device (exported for its unit test): a lingerer stands in its geofence until its time is up; a
+ * walker follows the path graph at about `speedMps`, to one side of its lines and swaying, and at a node may stop
+ * a while or turn back.
+ */
+export function stepDevice(device: Device, dt: number, elapsedMs: number, speedMps: number, random: () => number): Record<string, unknown> {
+  if (device.stay && elapsedMs < device.stay.until) {
+    const { node } = device.stay;
+    return { floor_id: node.floorId, x: round(node.x + (random() - 0.5)), y: round(node.y + (random() - 0.5)), yaw: 0, accuracy: 1.5 };
+  }
+  device.stay = undefined;
+  if (device.pause && elapsedMs < device.pause.until) {
+    // Standing: small shifts of weight, and now and then a look around.
+    if (random() < 0.2) device.pause.yaw = round(device.pause.yaw + (random() - 0.5) * Math.PI);
+    const { from } = device;
+    return { floor_id: from.floorId, x: round(from.x + (random() - 0.5) * 0.3), y: round(from.y + (random() - 0.5) * 0.3), yaw: device.pause.yaw, accuracy: round(1 + random() * 2) };
+  }
+  device.pause = undefined;
+  let left = speedMps * dt * (0.8 + random() * 0.4);
+  for (;;) {
+    const metres = device.from.neighbours.find((n) => n.node === device.to)?.metres ?? 1;
+    if (device.along + left < metres) {
+      device.along += left;
+      break;
+    }
+    left -= metres - device.along;
+    // At a node: on, avoiding the way back unless it is a dead end or the walker turns back.
+    const onward = device.to.neighbours.filter((n) => n.node !== device.from);
+    const choices = onward.length > 0 && random() >= TURN_BACK_CHANCE ? onward : device.to.neighbours;
+    const cameFrom = device.from;
+    device.from = device.to;
+    device.to = choices[Math.floor(random() * choices.length)]!.node;
+    device.along = 0;
+    device.lane = (random() - 0.5) * 2 * LANE_MAX_M;
+    if (random() < PAUSE_CHANCE) {
+      const seconds = PAUSE_MIN_S + random() * (PAUSE_MAX_S - PAUSE_MIN_S);
+      device.pause = { until: elapsedMs + seconds * 1000, yaw: round(Math.atan2(device.from.y - cameFrom.y, device.from.x - cameFrom.x)) };
+      break;
+    }
+  }
+  const { from, to } = device;
+  const metres = from.neighbours.find((n) => n.node === to)?.metres ?? 1;
+  const f = Math.min(device.along / metres, 1);
+  // Between floors the device is on the floor it left until half way.
+  const floorId = from.floorId === to.floorId || f < 0.5 ? from.floorId : to.floorId;
+  // Off the centre line by the walker's lane and sway, easing to nothing at the nodes (so never through a wall).
+  const side = from.floorId === to.floorId ? (device.lane + SWAY_M * Math.sin(device.along / 2 + device.phase)) * Math.sin(Math.PI * f) : 0;
+  const heading = Math.atan2(to.y - from.y, to.x - from.x);
+  return {
+    floor_id: floorId,
+    x: round(from.x + (to.x - from.x) * f - Math.sin(heading) * side),
+    y: round(from.y + (to.y - from.y) * f + Math.cos(heading) * side),
+    yaw: round(heading),
+    accuracy: round(1 + random() * 2),
+  };
 }
 
 const round = (value: number) => Math.round(value * 100) / 100;
@@ -240,7 +282,7 @@ function stripUndefined<T extends object>(value: T): Partial<T> {
 }
 
 /** A small seeded generator, so a run can be repeated. */
-function mulberry32(seed: number): () => number {
+export function mulberry32(seed: number): () => number {
   let a = seed >>> 0;
   return () => {
     a = (a + 0x6d2b79f5) >>> 0;

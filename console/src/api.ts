@@ -1,4 +1,4 @@
-import type { Alarm, AlarmState, Building, BuildingDetail, Floor, Group, PositionFeature, RankedDevice, ReportResult, Route } from './model.js';
+import type { Alarm, AlarmState, Building, BuildingDetail, Floor, Group, PoiCategory, PositionFeature, RankedDevice, ReportResult, Route } from './model.js';
 
 /** The flat error body every route answers with. */
 export class ApiError extends Error {
@@ -106,6 +106,12 @@ export class Api {
       if (error instanceof ApiError && error.status === 403) return [];
       throw error;
     }
+  }
+
+  /** The POI categories the organization sees (its own and the public ones), for the map's POI icons. */
+  async poiCategories(): Promise<PoiCategory[]> {
+    const answer = await this.request<PoiCategory[] | Page<PoiCategory>>('GET', '/api/v1/poi_categories');
+    return Array.isArray(answer) ? answer : answer.data;
   }
 
   nearestDevices(buildingId: number, floorId: number, x: number, y: number, groupId: string | null, limit = 5): Promise<{ data: RankedDevice[] }> {

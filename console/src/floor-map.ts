@@ -1,6 +1,7 @@
-import { setText, svg } from './dom.js';
+import { h, setText, svg } from './dom.js';
 import type { Api } from './api.js';
-import type { BuildingDetail, Floor, PositionFeature } from './model.js';
+import { placeLabels, type LabelBox, type LabelCandidate } from './map-labels.js';
+import type { BuildingDetail, Floor, PoiCategory, PositionFeature } from './model.js';
 
 /** A device with no position for this long is drawn grey and marked "stale". */
 export const STALE_AFTER_MS = 30_000;
@@ -56,9 +57,22 @@ export class FloorMap {
   private imageUrl: string | null = null;
   private highlighted: { deviceId: string | null; position: { x: number; y: number } | null } = { deviceId: null, position: null };
   private readonly root: SVGSVGElement;
-  private readonly layers: { base: SVGGElement; heat: SVGGElement; zones: SVGGElement; trail: SVGGElement; route: SVGGElement; alarm: SVGGElement; devices: SVGGElement };
+  private readonly layers: { base: SVGGElement; heat: SVGGElement; zones: SVGGElement; pois: SVGGElement; trail: SVGGElement; route: SVGGElement; alarm: SVGGElement; devices: SVGGElement };
   private overlays: { route: MapRoute | null; trail: MapTrail | null; heat: MapHeat | null } = { route: null, trail: null, heat: null };
   private loadToken = 0;
+  /** Zone and event names, placed with the device labels so that none overlaps another. */
+  private zoneLabels: { element: SVGTextElement; box: LabelBox }[] = [];
+  /** Where POI icons stand: labels keep off them as they keep off device dots. */
+  private poiBoxes: LabelBox[] = [];
+  /** The organization's POI categories (fetched once), and their icons as blob: URLs (revoked by clear()). */
+  private categories: Promise<Map<number, PoiCategory>> | null = null;
+  private readonly icons = new Map<string, Promise<string | null>>();
+  private labelsDue = false;
+  /** Measured text widths per font size and text (measuring is a layout, so once per label). */
+  private readonly textWidths = new Map<string, number>();
+  /** When the live link was lost (null: live): the map dims and says how old its data is. */
+  private linkLostAt: number | null = null;
+  private readonly linkOverlay: HTMLElement;
 
   constructor(
     private readonly container: HTMLElement,
@@ -73,13 +87,27 @@ export class FloorMap {
       base: svg('g', { class: 'layer-base' }),
       heat: svg('g', { class: 'layer-heat' }),
       zones: svg('g', { class: 'layer-zones' }),
+      pois: svg('g', { class: 'layer-pois' }),
       trail: svg('g', { class: 'layer-trail' }),
       route: svg('g', { class: 'layer-route' }),
       alarm: svg('g', { class: 'layer-alarm' }),
       devices: svg('g', { class: 'layer-devices' }),
     };
-    this.root.append(this.layers.base, this.layers.heat, this.layers.zones, this.layers.trail, this.layers.route, this.layers.alarm, this.layers.devices);
-    this.container.replaceChildren(this.root);
+    this.root.append(this.layers.base, this.layers.heat, this.layers.zones, this.layers.pois, this.layers.trail, this.layers.route, this.layers.alarm, this.layers.devices);
+    this.linkOverlay = h('p', { class: 'map-link-lost', role: 'status', hidden: true });
+    this.container.replaceChildren(this.root, this.linkOverlay);
+  }
+
+  /**
+   * The live link's state: lost since `lostAt` (ms since the epoch) dims the map and says "Connection lost"
+   * with the age of the data, so a frozen building never reads as a live one; null (live again) undims it.
+   */
+  setLink(lostAt: number | null, now = Date.now()): void {
+    this.linkLostAt = lostAt;
+    this.container.dataset.link = lostAt === null ? 'live' : 'lost';
+    this.linkOverlay.hidden = lostAt === null;
+    if (lostAt !== null) setText(this.linkOverlay, `Connection lost · data from ${ago(now - lostAt)} ago`);
+    this.describe(now);
   }
 
   /** Shows a floor of a building: its plan (fetched with the token), zones, event areas and the devices on it. */
@@ -91,6 +119,8 @@ export class FloorMap {
     this.releaseImage();
     this.frame = null; // nothing is drawn until the new plan's size is known
     for (const layer of Object.values(this.layers)) layer.replaceChildren();
+    this.zoneLabels = [];
+    this.poiBoxes = [];
     this.root.dataset.floorId = floor ? String(floor.id) : '';
     let frame: Frame = { width: building.dimensions.width * PLAIN_SCALE, height: building.dimensions.length * PLAIN_SCALE, scale: PLAIN_SCALE };
     let image: SVGImageElement | null = null;
@@ -118,9 +148,11 @@ export class FloorMap {
     if (image) this.layers.base.append(image);
     else this.layers.base.append(grid(frame, 10));
     if (floor) this.drawZones(building, floor.id);
+    if (floor) this.drawPois(building, floor.id);
     this.layers.devices.replaceChildren();
     for (const device of this.devices.values()) device.group = undefined;
     this.redraw();
+    this.scheduleLabels(); // zone and POI names, even on a floor with no device
   }
 
   clear(): void {
@@ -132,6 +164,12 @@ export class FloorMap {
     this.floor = null;
     this.frame = null;
     for (const layer of Object.values(this.layers)) layer.replaceChildren();
+    this.zoneLabels = [];
+    this.poiBoxes = [];
+    this.categories = null;
+    for (const icon of this.icons.values()) void icon.then((url) => url && URL.revokeObjectURL(url));
+    this.icons.clear();
+    this.setLink(null);
     setText(this.summary, 'No building selected.');
   }
 
@@ -154,6 +192,7 @@ export class FloorMap {
         this.devices.delete(id);
       } else this.drawDevice(id, now);
     }
+    if (this.linkLostAt !== null) this.setLink(this.linkLostAt, now);
     this.describe(now);
   }
 
@@ -275,7 +314,7 @@ export class FloorMap {
       }
       // A point's name goes under it; any other zone's name in its middle.
       const [lx, ly] = zone.type === 'POINT' ? [points[0]?.[0] ?? 0, (points[0]?.[1] ?? 0) + u * 2.4] : centroid(points);
-      group.append(svg('text', { class: 'zone-label', x: lx, y: ly, 'font-size': u * 2, 'text-anchor': 'middle', 'dominant-baseline': 'middle' }, zone.name));
+      group.append(this.zoneLabel(zone.name, lx, ly, u * 2));
       this.layers.zones.append(group);
     }
     for (const event of building.events.filter((e) => e.position.floor_id === floorId)) {
@@ -286,10 +325,151 @@ export class FloorMap {
           { class: 'event-area', 'data-event-id': event.id },
           svg('title', {}, `Event area: ${event.name}`),
           svg('circle', { cx, cy, r: event.position.radius * scale }),
-          svg('text', { class: 'zone-label', x: cx, y: cy, 'font-size': u * 1.8, 'text-anchor': 'middle', 'dominant-baseline': 'middle' }, event.name),
+          this.zoneLabel(event.name, cx, cy, u * 1.8),
         ),
       );
     }
+  }
+
+  /**
+   * Points of interest, each with its category's icon (a plain marker until the icon has loaded, or when its
+   * category has none) and its name under it.
+   */
+  private drawPois(building: BuildingDetail, floorId: number): void {
+    const u = this.unit();
+    const size = u * 4.5;
+    for (const poi of building.indoor_pois ?? []) {
+      if (poi.position.floor_id !== floorId) continue;
+      const [px, py] = this.toPixels(poi.position.cartesians.x, poi.position.cartesians.y);
+      const icon = svg('image', { class: 'poi-icon', x: px - size / 2, y: py - size / 2, width: size, height: size });
+      const group = svg('g', { class: 'poi', 'data-poi-id': poi.id }, svg('title', {}, poi.name), svg('circle', { class: 'poi-marker', cx: px, cy: py, r: size * 0.3 }), icon);
+      group.append(this.zoneLabel(poi.name, px, py + size, u * 1.6));
+      this.layers.pois.append(group);
+      this.poiBoxes.push({ x: px - size / 2, y: py - size / 2, width: size, height: size });
+      if (poi.category_id === null) continue;
+      void this.poiCategories().then(async (categories) => {
+        const category = categories.get(poi.category_id!);
+        if (!category) return;
+        group.dataset.category = category.code;
+        setText(group.firstElementChild!, `${poi.name} (${category.name_en})`);
+        const url = category.icon_url ? await this.icon(category.icon_url) : null;
+        if (!url || !group.isConnected) return;
+        icon.setAttribute('href', url);
+        group.classList.add('has-icon');
+      });
+    }
+  }
+
+  private poiCategories(): Promise<Map<number, PoiCategory>> {
+    this.categories ??= this.api()
+      .poiCategories()
+      .then((list) => new Map(list.map((category) => [category.id, category])))
+      .catch((error: unknown) => {
+        console.warn('POI categories not loaded', error);
+        this.categories = null; // asked again with the next floor
+        return new Map<number, PoiCategory>();
+      });
+    return this.categories;
+  }
+
+  private icon(path: string): Promise<string | null> {
+    let url = this.icons.get(path);
+    if (!url) {
+      url = this.api()
+        .imageUrl(path)
+        .catch((error: unknown) => {
+          console.warn('POI icon not loaded', error);
+          this.icons.delete(path);
+          return null;
+        });
+      this.icons.set(path, url);
+    }
+    return url;
+  }
+
+  /** A zone's or event's name centred on (x, y), registered for label placement. */
+  private zoneLabel(name: string, x: number, y: number, fontSize: number): SVGTextElement {
+    const element = svg('text', { class: 'zone-label', x, y, 'font-size': fontSize, 'text-anchor': 'middle', 'dominant-baseline': 'middle' }, name);
+    const width = name.length * fontSize * 0.65;
+    this.zoneLabels.push({ element, box: textBox(x - width / 2, y, width, fontSize) });
+    return element;
+  }
+
+  /** Lays the labels out once after a burst of updates (one microtask), not once per position. */
+  private scheduleLabels(): void {
+    if (this.labelsDue) return;
+    this.labelsDue = true;
+    queueMicrotask(() => {
+      this.labelsDue = false;
+      this.layoutLabels();
+    });
+  }
+
+  /**
+   * Places every label of the shown floor so that none overlaps another: the selected alarm's device first,
+   * then people (devices with a user), then zone and POI names, then other devices, none over a device's dot or
+   * a POI icon; each goes right of its dot, else left of it, else it is hidden (its dot's title still names it).
+   * The plan scales as a whole, so boxes in user units overlap exactly when they do on screen.
+   */
+  private layoutLabels(): void {
+    if (!this.frame) return;
+    const u = this.unit();
+    const gap = u * 1.8;
+    const candidates: LabelCandidate[] = [];
+    const texts = new Map<string, { text: SVGTextElement; group: Element; right: LabelBox; left: LabelBox }>();
+    this.zoneLabels.forEach(({ element, box }, index) => {
+      if (!element.isConnected) return;
+      candidates.push({ id: `zone:${index}`, priority: 1, options: [box] });
+      texts.set(`zone:${index}`, { text: element, group: element, right: box, left: box });
+    });
+    this.poiBoxes.forEach((box, index) => candidates.push({ id: `poi:${index}`, priority: 9, options: [box] }));
+    for (const [id, device] of this.devices) {
+      const group = device.group;
+      if (!group?.isConnected) continue;
+      const text = group.lastElementChild as SVGTextElement;
+      const dot = group.querySelector('.device-dot')!;
+      const px = Number(dot.getAttribute('cx'));
+      const py = Number(dot.getAttribute('cy'));
+      const fontSize = Number(text.getAttribute('font-size'));
+      const width = this.textWidth(text.textContent ?? '', fontSize, text);
+      const right = textBox(px + gap, py, width, fontSize);
+      const left = textBox(px - gap - width, py, width, fontSize);
+      // Right of the dot unless that runs off the plan.
+      const options = right.x + right.width > this.frame.width ? [left] : left.x < 0 ? [right] : [right, left];
+      // Dots come before any other label: a label never hides another device.
+      const r = Number(dot.getAttribute('r'));
+      candidates.push({ id: `dot:${id}`, priority: 9, options: [{ x: px - r, y: py - r, width: 2 * r, height: 2 * r }] });
+      // The selected alarm's device is named whatever crowds it (over other dots, never over another label).
+      const priority = this.highlighted.deviceId === id ? 10 : device.feature.properties.user_id ? 2 : 0;
+      candidates.push({ id: `device:${id}`, priority, options });
+      texts.set(`device:${id}`, { text, group, right, left });
+    }
+    const placed = placeLabels(candidates);
+    for (const candidate of candidates) {
+      if (!texts.has(candidate.id)) continue; // a dot or a POI icon
+      const { text, group, right } = texts.get(candidate.id)!;
+      const option = placed.get(candidate.id);
+      group.classList.toggle('label-hidden', option === undefined);
+      if (option === undefined || group === text) continue;
+      const onRight = candidate.options[option] === right;
+      const dot = group.querySelector('.device-dot')!;
+      const px = Number(dot.getAttribute('cx'));
+      setAttributes(text, { x: onRight ? px + gap : px - gap });
+      if (text.getAttribute('text-anchor') !== (onRight ? 'start' : 'end')) text.setAttribute('text-anchor', onRight ? 'start' : 'end');
+    }
+  }
+
+  private textWidth(label: string, fontSize: number, text: SVGTextElement): number {
+    const key = `${fontSize}|${label}`;
+    let width = this.textWidths.get(key);
+    if (width === undefined) {
+      // Measured where the browser lays SVG out; an estimate (wide bold digits) where it does not.
+      const measured = typeof text.getComputedTextLength === 'function' ? text.getComputedTextLength() : 0;
+      width = measured > 0 ? measured : label.length * fontSize * 0.7;
+      if (this.textWidths.size > 5000) this.textWidths.clear();
+      this.textWidths.set(key, width);
+    }
+    return width;
   }
 
   private drawDevice(id: string, now = Date.now()): void {
@@ -334,12 +514,11 @@ export class FloorMap {
     setAttributes(accuracy, { cx: px, cy: py, r: Math.max(0, (properties.accuracy ?? 0) * this.frame.scale) });
     setAttributes(ring, { cx: px, cy: py, r: highlighted ? u * 3 : 0 });
     setAttributes(dot, { cx: px, cy: py, r: u * 1.1 });
-    // Labels go right of the dot, or left of it where they would run off the plan (estimated width).
-    const fontSize = u * 2.2;
-    const flip = px + u * 1.8 + label.length * fontSize * 0.6 > this.frame.width;
-    setAttributes(text, { x: flip ? px - u * 1.8 : px + u * 1.8, y: py, 'font-size': fontSize });
-    if (text.getAttribute('text-anchor') !== (flip ? 'end' : 'start')) text.setAttribute('text-anchor', flip ? 'end' : 'start');
+    // Where the label goes (right or left of the dot, or hidden) is decided for all labels at once.
+    setAttributes(text, { y: py, 'font-size': u * 2.2 });
+    if (!text.hasAttribute('x')) setAttributes(text, { x: px + u * 1.8 });
     setText(text, label);
+    this.scheduleLabels();
   }
 
   /** The map's text alternative (also shown under it): what is drawn and how many devices are live or stale. */
@@ -356,7 +535,9 @@ export class FloorMap {
     }
     const floorName = this.floor ? this.floor.name || `level ${this.floor.level}` : 'no floor';
     const plan = this.imageUrl ? 'floorplan' : 'plain outline (no floorplan image)';
-    setText(this.summary, `${this.building.name}, ${floorName}: ${plan}. ${live} device${live === 1 ? '' : 's'} live, ${stale} stale${elsewhere ? `, ${elsewhere} on other floors` : ''}.`);
+    // While the link is down nothing is known to be live: say how old the picture is instead.
+    const state = this.linkLostAt === null ? 'live' : `as of ${ago(now - this.linkLostAt)} ago (connection lost)`;
+    setText(this.summary, `${this.building.name}, ${floorName}: ${plan}. ${live} device${live === 1 ? '' : 's'} ${state}, ${stale} stale${elsewhere ? `, ${elsewhere} on other floors` : ''}.`);
   }
 }
 
@@ -367,6 +548,12 @@ function grid(frame: Frame, metres: number): SVGPathElement {
   for (let x = step; x < frame.width; x += step) d.push(`M ${x} 0 V ${frame.height}`);
   for (let y = frame.height - step; y > 0; y -= step) d.push(`M 0 ${y} H ${frame.width}`);
   return svg('path', { class: 'floor-grid', d: d.join(' ') });
+}
+
+/** The box of a label whose text starts at x and is centred on y (dominant-baseline middle), with a margin. */
+function textBox(x: number, y: number, width: number, fontSize: number): LabelBox {
+  const margin = fontSize * 0.15;
+  return { x: x - margin, y: y - fontSize * 0.7 - margin, width: width + 2 * margin, height: fontSize * 1.4 + 2 * margin };
 }
 
 function setAttributes(element: Element, attributes: Record<string, number>): void {

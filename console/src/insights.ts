@@ -3,6 +3,7 @@ import type { Api } from './api.js';
 import { h, setText, svg } from './dom.js';
 import type { MapHeat, MapRoute, MapTrail } from './floor-map.js';
 import type { Alarm, BuildingDetail, RankedDevice } from './model.js';
+import { walkTime } from './walk-time.js';
 
 /**
  * What an operator would rather see than read: the route from the nearest responder to an alarm, a device's
@@ -34,10 +35,9 @@ export async function responderRoute(api: Api, alarm: Alarm, groupId: string | n
   const responder = ranked.data.find((device) => device.device_id !== alarm.device_id);
   if (!responder) return undefined;
   const route = await api.routeToAlarm(alarm.building_id, responder.device_id, alarm.id);
-  const minutes = Math.max(1, Math.round(route.duration_s / 60));
   return {
     responder,
-    route: { legs: route.legs, label: `${describe(responder)}: ${Math.round(route.distance_m)} m, about ${minutes} min` },
+    route: { legs: route.legs, label: `${describe(responder)}: ${Math.round(route.distance_m)} m, ${walkTime(route.duration_s)}` },
     distance_m: route.distance_m,
     duration_s: route.duration_s,
     floors: route.legs.map((leg) => leg.floor_id),

@@ -1,10 +1,11 @@
 import type { Alarm, PositionFeature } from './model.js';
 
+/** `lostAt`: when the link was last known good (ms since the epoch): the data on screen is that old. */
 export type ConnectionState =
-  | { kind: 'connecting' }
+  | { kind: 'connecting'; lostAt?: number }
   | { kind: 'live' }
-  | { kind: 'reconnecting'; attempt: number; retryAt: number }
-  | { kind: 'offline' }
+  | { kind: 'reconnecting'; attempt: number; retryAt: number; lostAt: number }
+  | { kind: 'offline'; lostAt: number }
   | { kind: 'stopped' };
 
 export interface LiveHandlers {
@@ -38,11 +39,13 @@ export class LiveSocket {
   private retryTimer: number | undefined;
   private pingTimer: number | undefined;
   private lastHeard = 0;
+  /** Set when a subscribed link drops, cleared when live again: the age of what the console shows. */
+  private lostAt: number | undefined;
   private stopped = false;
   private everSubscribed = false;
   private building: number | null = null;
   private readonly onOnline = () => this.reconnectNow();
-  private readonly onOffline = () => this.ws?.readyState !== WebSocket.OPEN && this.handlers.state({ kind: 'offline' });
+  private readonly onOffline = () => this.ws?.readyState !== WebSocket.OPEN && this.handlers.state({ kind: 'offline', lostAt: this.markLost() });
 
   constructor(
     private readonly token: string,
@@ -89,7 +92,7 @@ export class LiveSocket {
   private connect(): void {
     if (this.stopped) return;
     window.clearTimeout(this.retryTimer);
-    this.handlers.state({ kind: 'connecting' });
+    this.handlers.state({ kind: 'connecting', lostAt: this.lostAt });
     // A control room follows every device of a building: one frame per upload rather than per position.
     const url = `${location.protocol === 'https:' ? 'wss' : 'ws'}://${location.host}/api/v1/ws?positions=batched`;
     let ws: WebSocket;
@@ -120,6 +123,7 @@ export class LiveSocket {
   private heartbeat(): void {
     if (!this.ws || this.ws.readyState !== WebSocket.OPEN) return;
     if (Date.now() - this.lastHeard > SILENCE_LIMIT_MS) {
+      this.markLost(this.lastHeard); // half-open: nothing has come since we last heard from it
       this.discard(4000, 'silent');
       this.scheduleReconnect();
       return;
@@ -148,6 +152,7 @@ export class LiveSocket {
           const resumed = this.everSubscribed;
           this.everSubscribed = true;
           this.attempt = 0;
+          this.lostAt = undefined;
           this.handlers.state({ kind: 'live' });
           if (resumed) this.handlers.resumed();
         }
@@ -199,9 +204,16 @@ export class LiveSocket {
     window.clearTimeout(this.retryTimer);
     const delay = Math.min(BACKOFF_MAX_MS, BACKOFF_MIN_MS * 2 ** this.attempt) * (0.75 + Math.random() * 0.5);
     this.attempt += 1;
-    if (!navigator.onLine) this.handlers.state({ kind: 'offline' });
-    else this.handlers.state({ kind: 'reconnecting', attempt: this.attempt, retryAt: Date.now() + delay });
+    const lostAt = this.markLost();
+    if (!navigator.onLine) this.handlers.state({ kind: 'offline', lostAt });
+    else this.handlers.state({ kind: 'reconnecting', attempt: this.attempt, retryAt: Date.now() + delay, lostAt });
     this.retryTimer = window.setTimeout(() => this.connect(), delay);
+  }
+
+  /** Notes when the link was lost (the first drop since it was last live counts) and returns it. */
+  private markLost(at = Date.now()): number {
+    this.lostAt ??= at;
+    return this.lostAt;
   }
 
   /** The network is back: drop any attempt still hanging from the offline spell and connect at once. */

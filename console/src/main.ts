@@ -7,6 +7,7 @@ import { FloorMap } from './floor-map.js';
 import { DayReport, deviceTrail, floorHeat, responderRoute } from './insights.js';
 import { LiveSocket, type ConnectionState } from './live-socket.js';
 import { typeLabel, ALARM_SEVERITIES, ALARM_TYPES, type Alarm, type AlarmState, type Building, type BuildingDetail, type Floor } from './model.js';
+import { responderGroup } from './walk-time.js';
 import { clearSession, loadSession, saveSession, sessionOf, type Session } from './session.js';
 
 /**
@@ -165,6 +166,8 @@ class ControlRoom {
       ]);
       if (this.stopped) return;
       ui.responders.replaceChildren(h('option', { value: '' }, 'any device'), ...groups.map((group) => h('option', { value: group.id }, group.name)));
+      // Route from the organization's responders by default: "any device" may pick a visitor or a patient.
+      ui.responders.value = responderGroup(groups)?.id ?? '';
       for (const building of buildings) this.buildings.set(building.id, building);
       for (const floor of floors) this.floors.set(floor.id, floor);
       this.users = users;
@@ -243,6 +246,7 @@ class ControlRoom {
     };
     ui.connection.dataset.state = state.kind;
     setText(ui.connection, text[state.kind]);
+    this.map.setLink(state.kind !== 'live' && state.kind !== 'stopped' ? (state.lostAt ?? null) : null);
   }
 
   private fillBuildings(buildings: Building[]): void {
@@ -431,7 +435,8 @@ class ControlRoom {
 
   private who(alarm: Alarm): string {
     const user = alarm.user_id ? (this.users.get(alarm.user_id) ?? null) : null;
-    if (alarm.device_id && user) return `${alarm.device_id} (${user})`;
+    // The person first: a name may carry its own role in parentheses ("Ana (nurse)").
+    if (alarm.device_id && user) return `${user} · ${alarm.device_id}`;
     return alarm.device_id ?? user ?? (alarm.user_id ? `user ${alarm.user_id.slice(0, 8)}` : 'no device');
   }
 

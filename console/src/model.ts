@@ -44,6 +44,23 @@ export interface BuildingDetail extends Building {
   events: CartographyEvent[];
   /** The navigation graph (only whether it has links matters here: no links, no routes). */
   paths?: { links: unknown[] };
+  indoor_pois?: IndoorPoi[];
+}
+
+/** A point of interest on a floor (defibrillator, entrance...), drawn with its category's icon. */
+export interface IndoorPoi {
+  id: number;
+  name: string;
+  category_id: number | null;
+  position: { floor_id: number; cartesians: { x: number; y: number } };
+}
+
+/** GET /api/v1/poi_categories: `icon_url` is empty when the category has no icon. */
+export interface PoiCategory {
+  id: number;
+  code: string;
+  name_en: string;
+  icon_url: string;
 }
 
 export interface PositionFeature {

@@ -20,7 +20,7 @@ describe(`demo venue and simulator (${driverLabel})`, () => {
   beforeAll(async () => {
     running = await startTestGateway();
     admin = await DemoApi.signIn(running.baseUrl, ADMIN_EMAIL, ADMIN_PASSWORD);
-    venue = await seedDemoVenue(admin, { maxStaySeconds: 2, deadmanSilenceSeconds: 2, responders: 2 });
+    venue = await seedDemoVenue(admin, { maxStaySeconds: 2, deadmanSilenceSeconds: 2, responders: 2, people: 12 });
   });
   afterAll(async () => {
     await running?.stop();
@@ -38,6 +38,19 @@ describe(`demo venue and simulator (${driverLabel})`, () => {
     expect(building.geofences.filter((g: any) => g.max_stay_time === 2)).toHaveLength(2);
     expect(building.events).toHaveLength(1);
     expect(building.indoor_pois.length).toBeGreaterThanOrEqual(5);
+    // The defibrillator, first-aid kit, entrance and nurses station carry a category whose icon is served.
+    const categories = await admin.get<any[]>('/api/v1/poi_categories');
+    const categoryOf = (name: string) => categories.find((c) => c.id === building.indoor_pois.find((p: any) => p.name === name)?.category_id);
+    expect(['Defibrillator', 'First-aid kit', 'Main entrance', 'Nurses station'].map((name) => categoryOf(name)?.code)).toEqual(['aed', 'first_aid', 'main_entrance', 'nurses_station']);
+    const icon = await fetch(running.baseUrl + categoryOf('Defibrillator').icon_url, { headers: { 'x-api-key': venue.simulatorApiKey } });
+    expect(icon.status).toBe(200);
+    expect(icon.headers.get('content-type')).toBe('image/png');
+    // People have names with a role, and the device of each is theirs: the console shows "Ana (nurse) · demo-01".
+    const users = (await admin.get<any>('/api/v1/users?size=1000')).data as any[];
+    const devices = await admin.get<any>('/api/v1/devices?size=1000');
+    const owner = (identifier: string) => users.find((u) => u.id === (devices.data ?? devices).find((d: any) => d.identifier === identifier)?.user_id)?.full_name;
+    expect(owner('demo-01')).toBe('Ana (nurse)');
+    expect(owner('demo-12')).toMatch(/^\p{L}+ \([a-z]+\)$/u);
     const settings = await admin.get(`/api/v1/buildings/${venue.buildingId}/alarm_settings`);
     expect(settings).toMatchObject({ deadman_silence_s: 2 });
     const groups = await admin.get<any>('/api/v1/groups?name=Responders');
@@ -96,7 +109,7 @@ describe(`demo venue and simulator (${driverLabel})`, () => {
   });
 
   it('reuses the seeded venue on a second start and replaces the simulator key', async () => {
-    const again = await seedDemoVenue(admin, { maxStaySeconds: 2, deadmanSilenceSeconds: 2, responders: 2 });
+    const again = await seedDemoVenue(admin, { maxStaySeconds: 2, deadmanSilenceSeconds: 2, responders: 2, people: 12 });
     expect(again).toMatchObject({ created: false, buildingId: venue.buildingId, floorIds: venue.floorIds, groupId: venue.groupId });
     expect((await admin.get<any[]>('/api/v1/buildings')).filter((b) => b.name === DEMO_BUILDING_NAME)).toHaveLength(1);
     const old = new DemoApi(running.baseUrl, { apiKey: venue.simulatorApiKey });
