@@ -87,7 +87,7 @@ describe.skipIf(!hasChromium)(title, () => {
     expect(order.map((alarm) => alarm.severity)).toEqual(['critical', 'high', 'high', 'high', 'normal', 'normal', 'normal']);
     // Raised before sign-in, still OPEN and critical: in the banner and marked new. The lesser ones are not.
     await page.locator('#announce').waitFor();
-    expect(await page.locator('#announce-text').textContent()).toContain('DANGER · demo-15 (Ana Ruiz) · Clinic, Ground floor');
+    expect(await page.locator('#announce-text').textContent()).toContain('DANGER · Ana Ruiz · demo-15 · Clinic, Ground floor');
     expect(await item('danger').locator('.new-badge').isVisible()).toBe(true);
     expect(await item('stay-new').locator('.new-badge').isVisible()).toBe(false);
     expect(await item('danger').locator('.severity-badge').textContent()).toBe('CRITICAL');
