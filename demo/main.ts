@@ -52,7 +52,7 @@ async function main(): Promise<void> {
       `  Console:   ${baseUrl}/console`,
       `  E-mail:    ${gateway.bootstrap.email ?? config.ADMIN_EMAIL}`,
       `  Password:  ${password}`,
-      `  Simulator: tsx demo/simulator.ts --url ${baseUrl} --api-key "$(cat ${simulatorKeyFile})"   (key ${keyHint(venue.simulatorApiKey)}, replaced at each start)`,
+      `  Simulator: npx tsx demo/simulator.ts --url ${baseUrl} --api-key "$(cat ${simulatorKeyFile})"   (key ${keyHint(venue.simulatorApiKey)}, replaced at each start)`,
       'Alarms to expect within a minute: DANGER, GEOFENCE_MAX_STAY_TIME, DEADMAN (silence). Ctrl-C stops.',
       '',
     ].join('\n'),

@@ -7,7 +7,7 @@ import { DEMO_BUILDING_NAME } from './venue.js';
 /**
  * Simulated staff for a venue: devices walking its path graph, uploading their positions in one HTTP batch per
  * tick (`POST /api/v1/realtime/positions`), exactly as a tracking app would. It uses the public API only, so it
- * runs against any gateway: `tsx demo/simulator.ts --url http://127.0.0.1:8080 --api-key fc_...`.
+ * runs against any gateway: `npx tsx demo/simulator.ts --url http://127.0.0.1:8080 --api-key fc_...`.
  *
  * Besides the walkers, a few scripted devices make the control room busy: lingerers stay in the max-stay
  * geofences (GEOFENCE_MAX_STAY_TIME), one device goes silent (DEADMAN, given the building's silence setting)
@@ -303,7 +303,7 @@ function insidePolygon(x: number, y: number, ring: [number, number][]): boolean 
   return inside;
 }
 
-/** CLI: `tsx demo/simulator.ts --url http://127.0.0.1:8080 --api-key fc_... [--building 1] [--devices 50]`. */
+/** CLI: `npx tsx demo/simulator.ts --url http://127.0.0.1:8080 --api-key fc_... [--building 1] [--devices 50]`. */
 async function main(): Promise<void> {
   const { values } = parseArgs({
     options: {
@@ -316,7 +316,7 @@ async function main(): Promise<void> {
     },
   });
   if (!values['api-key']) {
-    process.stderr.write('usage: tsx demo/simulator.ts --url http://127.0.0.1:8080 --api-key fc_... [--building ID] [--devices 50] [--interval-ms 1000]\n');
+    process.stderr.write('usage: npx tsx demo/simulator.ts --url http://127.0.0.1:8080 --api-key fc_... [--building ID] [--devices 50] [--interval-ms 1000]\n');
     process.exit(2);
   }
   const number = (value: string | undefined) => (value === undefined ? undefined : Number(value));
