@@ -150,7 +150,7 @@ describe(`alarm triage: severity, escalation, resolution comments, bulk changes 
 
   it('validates the organization alarm settings, admins only, and audits them', async () => {
     const defaults = (await admin.get('/api/v1/organizations/current_organization/alarm_settings')).body;
-    expect(defaults).toEqual({ escalate_after_s: 60, escalate_max: 3, comment_always: false });
+    expect(defaults).toEqual({ escalate_after_s: 60, escalate_max: 3, comment_always: false, deadman_auto_close: false });
     for (const [field, value] of [['escalate_after_s', -1], ['escalate_after_s', 0], ['escalate_after_s', 1.5], ['escalate_max', -1], ['comment_always', 'yes'], ['nonsense', 1]] as const) {
       const response = await admin.put('/api/v1/organizations/current_organization/alarm_settings', { [field]: value });
       expect(response.status, `${field}=${value}`).toBe(422);

@@ -188,6 +188,14 @@ export const WRITE_FIXTURES: Record<string, WriteFixture> = {
     target: (context) => context.create('/api/v1/alarms', { type: 'DANGER', device_id: `alarm-target-${context.unique()}` }),
     checks: { comment: alarmComment },
   },
+  // One comment for every alarm it changes: each alarm's history carries it, as PATCH's does.
+  'POST /api/v1/alarms/bulk': {
+    body: async (context) => ({ ids: [await context.create('/api/v1/alarms', { type: 'DANGER', device_id: `bulk-target-${context.unique()}` })], state: 'CONFIRMED', comment: 'c' }),
+    read: async (context, _response, _path, sent) => (await context.client.get(`/api/v1/alarms/${(sent as { ids: string[] }).ids[0]}`)).body,
+    checks: { comment: alarmComment },
+  },
+  // No free text: numbers and switches, read back from the same path.
+  'PUT /api/v1/organizations/current_organization/alarm_settings': { body: () => ({ escalate_after_s: 60, escalate_max: 3, comment_always: false, deadman_auto_close: false }) },
   'PUT /api/v1/buildings/{id}/alarm_settings': { body: () => ({ deadman_after_s: 60, deadman_radius_m: 2, deadman_silence_s: 120 }), target: async (context) => context.ids.building },
   'POST /api/v1/webhooks': { body: webhook, compose: { url: inUrl }, checks: webhookChecks },
   'PATCH /api/v1/webhooks/{id}': { body: webhook, target: (context) => context.create('/api/v1/webhooks', webhook()), compose: { url: inUrl }, checks: webhookChecks },
