@@ -99,7 +99,7 @@ describe('the metrics listener', () => {
     await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
     try {
       const port = (taken.address() as { port: number }).port;
-      await expect(startMetricsListener({ host: '127.0.0.1', port, logger })).rejects.toThrow(/^METRICS_PORT: cannot listen/);
+      await expect(startMetricsListener({ host: '127.0.0.1', port, logger })).rejects.toThrow(/^METRICS_PORT: 127\.0\.0\.1:\d+ is in use \(another Floorcast may be running on this host\)/);
     } finally {
       taken.close();
     }
