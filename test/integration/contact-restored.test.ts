@@ -36,7 +36,7 @@ describe(`contact restored on a silence DEADMAN (${driverLabel})`, () => {
   });
 
   it('is off by default: the alarm is updated with contact_restored_at and the position, and stays OPEN', async () => {
-    expect((await admin.get('/api/v1/organizations/current_organization/alarm_settings')).body).toEqual({ deadman_auto_close: false });
+    expect((await admin.get('/api/v1/organizations/current_organization/alarm_settings')).body).toMatchObject({ deadman_auto_close: false });
     await upload(at('lost', 10));
     const raised = await alarmFrame('lost', 'raised');
     expect(raised.data).toMatchObject({ state: 'OPEN', contact_restored_at: null, details: { reason: 'silence' } });
@@ -64,8 +64,8 @@ describe(`contact restored on a silence DEADMAN (${driverLabel})`, () => {
     expect((await admin.put('/api/v1/organizations/current_organization/alarm_settings', { deadman_auto_close: 'yes' })).status).toBe(422);
     const put = await admin.put('/api/v1/organizations/current_organization/alarm_settings', { deadman_auto_close: true });
     expect(put.status).toBe(200);
-    expect(put.body).toEqual({ deadman_auto_close: true });
-    expect((await admin.get('/api/v1/organizations/current_organization/alarm_settings')).body).toEqual({ deadman_auto_close: true });
+    expect(put.body).toMatchObject({ deadman_auto_close: true });
+    expect((await admin.get('/api/v1/organizations/current_organization/alarm_settings')).body).toMatchObject({ deadman_auto_close: true });
 
     await upload(at('wanderer', 10));
     const raised = await alarmFrame('wanderer', 'raised');
