@@ -94,7 +94,7 @@ describe.skipIf(!faultServersAvailable)('PostgreSQL outage (private servers)', (
     expect(lost).toEqual([]);
   });
 
-  it('raises a max stay that runs over during the outage exactly once after it, and loses or doubles no enter', async () => {
+  it('raises a max stay whose time ran during the outage exactly once after it, and loses or doubles no enter', async () => {
     const floorId = venue.floors[1].id;
     const fence = await admin.post('/api/v1/geofences', { name: 'Store room', building_id: venue.building.id, floor_id: floorId, type: 'CIRCLE', cartesians: [[40, 40]], radius: 4, max_stay_time: 2 });
     expect(fence.status, fence.text).toBe(201);
@@ -105,8 +105,9 @@ describe.skipIf(!faultServersAvailable)('PostgreSQL outage (private servers)', (
     // The walker steps in while the database is down: the upload is refused, the detectors have seen it all the same.
     const resent = { poses: [pose('walker', 40)] };
     expect((await admin.post('/api/v1/realtime/positions', resent)).status).toBe(503);
-    await sleep(3500); // the stay runs over (2 s) and the sweeps fail to store it
-    expect(running.gateway.services.detection.outbox.size).toBeGreaterThan(0);
+    // The stay would run over (2 s) during the outage: detection waits our gap out (storage-watch.ts), and the stay
+    // is judged on the fixes, so it runs over once the database is back and the stayer sends nothing new.
+    await sleep(3500);
     await postgres.resume();
     let response = await admin.post('/api/v1/realtime/positions', resent); // the app resends its batch
     for (let attempt = 0; attempt < 50 && response.status === 503; attempt++) {
