@@ -62,12 +62,22 @@ interface Row {
  * Dead letters in `detection_dead_letters` (migration m0021). Writes bind their values (the payload is jsonb
  * text, the table has no foreign key nor check), so keeping an item cannot be refused for what refused the item.
  * Held through a lease per gateway (`claimed_by`), taken row by row with a conditional update, so two gateways
- * never retry one dead letter.
+ * never retry one dead letter. On embedded storage the process is the only one on its data directory (it holds
+ * the DATA_DIR lock), so whatever another process held is free at once, even after a crash.
  */
 export class StorageDeadLetterStore implements DeadLetterStore {
   private readonly holder = randomUUID();
+  /** Which rows no one holds (`?`: this gateway). */
+  private readonly free: string;
 
-  constructor(private readonly storage: Storage) {}
+  constructor(private readonly storage: Storage) {
+    this.free = storage.kind === 'embedded' ? 'claimed_by is distinct from ?' : '(claimed_until is null or claimed_until < now())';
+  }
+
+  /** The parameters of `free`. */
+  private freeParams(): string[] {
+    return this.storage.kind === 'embedded' ? [this.holder] : [];
+  }
 
   async keep(letter: KeptDeadLetter): Promise<string> {
     const id = randomUUID();
@@ -93,7 +103,7 @@ export class StorageDeadLetterStore implements DeadLetterStore {
 
   async adopt(owns: (buildingId: number | null) => boolean): Promise<StoredDeadLetter[]> {
     await this.storage.executeBound(`update detection_dead_letters set claimed_until = now() + interval '${LEASE_S} seconds' where claimed_by = ?`, [this.holder]);
-    const free = await this.storage.execute<{ id: string; building_id: string | number | null }>('select id, building_id from detection_dead_letters where claimed_until is null or claimed_until < now()');
+    const free = await this.storage.execute<{ id: string; building_id: string | number | null }>(`select id, building_id from detection_dead_letters where ${this.free}`, this.freeParams());
     const wanted = free.filter((row) => owns(row.building_id === null ? null : Number(row.building_id))).map((row) => row.id);
     const count = await this.storage.execute<{ count: string | number }>('select count(*) as count from detection_dead_letters');
     detectionDeadLettersStored.set(Number(count[0]?.count ?? 0));
@@ -101,9 +111,9 @@ export class StorageDeadLetterStore implements DeadLetterStore {
     // Conditional: a row another gateway took since the read above is not taken again.
     const taken = await this.storage.execute<Row>(
       `update detection_dead_letters set claimed_by = ?, claimed_until = now() + interval '${LEASE_S} seconds'
-       where id in (${wanted.map(() => '?').join(', ')}) and (claimed_until is null or claimed_until < now())
+       where id in (${wanted.map(() => '?').join(', ')}) and ${this.free}
        returning id, organization_id, building_id, kind, payload, attempts, retry_at`,
-      [this.holder, ...wanted],
+      [this.holder, ...wanted, ...this.freeParams()],
     );
     return taken.map((row) => ({
       id: row.id,

@@ -142,9 +142,12 @@ export class DetectionOutbox {
       .finally(() => (this.retrying = undefined)));
   }
 
-  /** Lets the next owners of this gateway's dead letters retry them at once (it stops). */
+  /**
+   * Lets the next owners of this gateway's stored dead letters retry them at once (it stops). Asks nothing of the
+   * database when it holds none, so a stop while PostgreSQL is away does not wait on it for nothing.
+   */
   async release(): Promise<void> {
-    await this.store?.release();
+    if (this.deadLetters.some((letter) => letter.id !== undefined)) await this.store?.release();
   }
 
   private drainLane(organizationId: string, lane: Lane): Promise<void> {
