@@ -24,6 +24,7 @@ import { AlarmButton } from './detection/alarm-button.js';
 import { attachDetection } from './detection/building-detection.js';
 import { DetectionEngine } from './detection/detection-engine.js';
 import { DetectionService } from './detection/detection-service.js';
+import { StorageDeadLetterStore } from './detection/dead-letter-store.js';
 import { DetectorStateLoader } from './detection/detector-state-loader.js';
 import { StorageWatch } from './detection/storage-watch.js';
 import { createClusterNode } from './cluster/index.js';
@@ -123,6 +124,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
   const detection = new DetectionService(engine, alarms, registry, writer, bus, logger, config.DETECTION_OUTBOX_MAX, webhooks,
     new AlarmButton(config.ALARM_BUTTON_DEBOUNCE_S * 1000, config.ALARM_BUTTON_RAISES_PER_MINUTE),
     new AlarmEscalation(storage, alarms), // its sweep escalates unconfirmed critical alarms
+    new StorageDeadLetterStore(storage), // dead letters outlive a restart; the owners of their buildings retry them
   );
   // A building arriving here (at boot, or from a gateway that left) gets its detector state rebuilt from storage.
   const stateLoader = new DetectorStateLoader(storage, engine, registry, logger, { lookbackMs: engine.forgetAfterMs, maxAgeMs: config.POSITIONS_MAX_AGE_SECONDS * 1000 });
@@ -238,6 +240,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       const storageStep = (name: string, work: () => Promise<unknown>) => (storage.kind === 'server' ? step(name, work) : work());
       // Finishes the batch being detected, gives the shards back and leaves: the others take over at once.
       await step('cluster.stop', () => cluster.stop());
+      await storageStep('deadLetters.release', () => detection.outbox.release()); // their next owners retry them at once
       await storageStep('writer.flush', () => writer.flush()); // commits in flight, none of them acknowledged yet
       realtime.stop();
       positionStore.stopMaintenance();

@@ -3,6 +3,7 @@ import type { Logger } from '../../shared/logger.js';
 import type { ZoneEventRecord } from '../../shared/detection/zone-event.js';
 import { detectionDeadLettered, detectionDropped } from '../../shared/metrics/metrics.js';
 import type { RaiseAlarm } from '../alarms/alarm-service.js';
+import type { DeadLetterItem, DeadLetterStore } from './dead-letter-store.js';
 import type { Detections } from './detection-engine.js';
 
 /** A detector alarm, named so that storing it again is a no-op. */
@@ -26,9 +27,11 @@ interface Lane {
 /** An item the database refused for a reason other than an outage: set aside, retried with a growing delay. */
 interface DeadLetter {
   organizationId: string;
-  item: { alarm: OutboxAlarm } | { zoneEvents: ZoneEventRecord[]; triggered: Detections['triggered'] };
+  item: DeadLetterItem;
   failures: number;
   retryAt: number;
+  /** Its row in the dead letter store, once kept there. */
+  id?: string;
 }
 
 export interface OutboxSink {
@@ -47,6 +50,8 @@ const LANES_AT_ONCE = 4;
 /** First retry of a dead letter; each refusal doubles the wait, up to the last. */
 const DEAD_LETTER_FIRST_RETRY_MS = 5000;
 const DEAD_LETTER_LAST_RETRY_MS = 300_000;
+/** How often the store is asked for dead letters no gateway holds (kept before a restart, or by a gateway that left). */
+const ADOPT_EVERY_MS = 5000;
 
 /**
  * Detector state advances as positions arrive, whether or not the database takes what the detectors found. So
@@ -59,12 +64,17 @@ const DEAD_LETTER_LAST_RETRY_MS = 300_000;
  * database refuses for any other reason (one tenant's data) is set aside as a dead letter, logged at error,
  * counted, and retried later with backoff, while its neighbours and every other organization's lane go on.
  * Dead letters wait apart: they do not hold back the acknowledgement of what caused them (`size`).
+ *
+ * With a `store`, each dead letter is also kept in the database (gateway/detection/dead-letter-store.ts) and
+ * deleted once stored, so a restart loses none: the owner of its building takes it back and retries it. If even
+ * keeping it is refused, it stays in memory only, logged at error and counted as today.
  */
 export class DetectionOutbox {
   private readonly lanes = new Map<string, Lane>();
   private readonly deadLetters: DeadLetter[] = [];
   private retrying?: Promise<void>;
   private dropped = 0;
+  private lastAdoption = -Infinity;
 
   constructor(
     private readonly sink: OutboxSink,
@@ -72,6 +82,8 @@ export class DetectionOutbox {
     /** Entries (and, apart, dead letters) kept at most; past it the oldest is dropped, loudly. */
     private readonly maxEntries = 100_000,
     private readonly clock: () => number = Date.now,
+    /** Where dead letters outlive this process; without one they live in memory only. */
+    private readonly store?: DeadLetterStore,
   ) {}
 
   /** Entries waiting to be stored (dead letters not included). */
@@ -119,9 +131,23 @@ export class DetectionOutbox {
     await Promise.all(Array.from({ length: Math.min(LANES_AT_ONCE, waiting.length) }, worker));
   }
 
-  /** Retries the dead letters whose time has come, oldest first; stops at an outage (never rejects). */
-  retryDeadLetters(): Promise<void> {
-    return (this.retrying ??= this.retryDue().finally(() => (this.retrying = undefined)));
+  /**
+   * Retries the dead letters whose time has come, oldest first; stops at an outage (never rejects). With `owns`,
+   * first takes from the store (every few seconds) the dead letters of the buildings it says this gateway owns
+   * that no gateway holds.
+   */
+  retryDeadLetters(owns?: (buildingId: number | null) => boolean): Promise<void> {
+    return (this.retrying ??= this.adopt(owns)
+      .then(() => this.retryDue())
+      .finally(() => (this.retrying = undefined)));
+  }
+
+  /**
+   * Lets the next owners of this gateway's stored dead letters retry them at once (it stops). Asks nothing of the
+   * database when it holds none, so a stop while PostgreSQL is away does not wait on it for nothing.
+   */
+  async release(): Promise<void> {
+    if (this.deadLetters.some((letter) => letter.id !== undefined)) await this.store?.release();
   }
 
   private drainLane(organizationId: string, lane: Lane): Promise<void> {
@@ -140,7 +166,7 @@ export class DetectionOutbox {
         const stored = await this.attempt(() => this.sink.storeZoneEvents(entry.zoneEvents), lane.entries.length);
         if (stored === 'outage') return;
         if (stored !== 'stored') {
-          this.setAside({ zoneEvents: entry.zoneEvents, triggered: entry.triggered }, stored.refused);
+          await this.setAside({ zoneEvents: entry.zoneEvents, triggered: entry.triggered }, stored.refused);
           entry.zoneEvents = [];
           entry.triggered = [];
         }
@@ -150,7 +176,7 @@ export class DetectionOutbox {
         const alarm = entry.alarms[0]!;
         const stored = await this.attempt(() => this.sink.raiseAlarm(alarm), lane.entries.length);
         if (stored === 'outage') return;
-        if (stored !== 'stored') this.setAside({ alarm }, stored.refused);
+        if (stored !== 'stored') await this.setAside({ alarm }, stored.refused);
         entry.alarms.shift();
       }
       // By identity: the cap may have dropped this very entry meanwhile (the next one is not done).
@@ -174,16 +200,44 @@ export class DetectionOutbox {
     }
   }
 
-  private setAside(item: DeadLetter['item'], error: unknown, failures = 1, organizationId = organizationOf(item)): void {
+  /** Sets an item aside (`id`: its row, when it was kept already), then keeps it in the store; never rejects. */
+  private async setAside(item: DeadLetter['item'], error: unknown, failures = 1, organizationId = organizationOf(item), id?: string): Promise<void> {
     detectionDeadLettered['alarm' in item ? 'alarm' : 'zone_events'].inc();
     this.logger.error({ err: error, organizationId, ...describe(item), failures }, 'storing a detection failed: set aside as a dead letter, retried later');
     const delay = Math.min(DEAD_LETTER_LAST_RETRY_MS, DEAD_LETTER_FIRST_RETRY_MS * 2 ** (failures - 1));
-    this.deadLetters.push({ organizationId, item, failures, retryAt: this.clock() + delay });
+    const letter: DeadLetter = { organizationId, item, failures, retryAt: this.clock() + delay, id };
+    this.deadLetters.push(letter);
     while (this.deadLetters.length > this.maxEntries) {
       const lost = this.deadLetters.shift()!;
       this.dropped++;
       detectionDropped.dead_letters_full.inc();
-      this.logger.error({ organizationId: lost.organizationId, ...describe(lost.item), failures: lost.failures }, 'too many dead letters: the oldest is dropped');
+      this.logger.error({ organizationId: lost.organizationId, ...describe(lost.item), failures: lost.failures, keptInStore: lost.id !== undefined }, 'too many dead letters: the oldest is dropped from memory');
+    }
+    if (!this.store) return;
+    const text = error instanceof Error ? error.message : String(error);
+    try {
+      if (id === undefined) letter.id = await this.store.keep({ organizationId, buildingId: buildingOf(item), item, error: text, failures, retryAt: letter.retryAt });
+      else await this.store.refused(id, text, failures, letter.retryAt);
+    } catch (storeError) {
+      // Kept in memory all the same (a restart would lose it); the next refusal tries the store again.
+      detectionDeadLettered.unkept.inc();
+      this.logger.error({ err: storeError, organizationId, ...describe(item) }, 'keeping a dead letter in the database failed: it lives in memory only');
+    }
+  }
+
+  /** Takes, every few seconds, the dead letters of this gateway's buildings that no gateway holds. Never rejects. */
+  private async adopt(owns: ((buildingId: number | null) => boolean) | undefined): Promise<void> {
+    const now = this.clock();
+    if (!this.store || !owns || now - this.lastAdoption < ADOPT_EVERY_MS) return;
+    this.lastAdoption = now;
+    try {
+      const held = new Set(this.deadLetters.map((letter) => letter.id));
+      const adopted = (await this.store.adopt(owns)).filter((row) => !held.has(row.id));
+      // Retried at once: whatever refused it may have been fixed while no one held it.
+      for (const row of adopted) this.deadLetters.push({ ...row, retryAt: Math.min(row.retryAt, now) });
+      if (adopted.length > 0) this.logger.info({ deadLetters: adopted.length }, 'dead letters taken from the database: retried now');
+    } catch (error) {
+      this.logger.warn({ err: error }, 'reading stored dead letters failed: tried again later');
     }
   }
 
@@ -195,8 +249,14 @@ export class DetectionOutbox {
       if (stored === 'outage') return;
       const index = this.deadLetters.indexOf(letter);
       if (index >= 0) this.deadLetters.splice(index, 1);
-      if (stored !== 'stored') this.setAside(item, stored.refused, letter.failures + 1, letter.organizationId);
-      else if (!('alarm' in item)) await this.announce(item);
+      if (stored !== 'stored') {
+        await this.setAside(item, stored.refused, letter.failures + 1, letter.organizationId, letter.id);
+        continue;
+      }
+      if (letter.id !== undefined) {
+        await this.store?.stored(letter.id).catch((error) => this.logger.error({ err: error, organizationId: letter.organizationId, ...describe(item) }, 'deleting a stored dead letter failed: it will be retried again'));
+      }
+      if (!('alarm' in item)) await this.announce(item);
     }
   }
 
@@ -221,5 +281,7 @@ export class DetectionOutbox {
 }
 
 const organizationOf = (item: DeadLetter['item']): string => ('alarm' in item ? item.alarm.organizationId : (item.zoneEvents[0]?.organizationId ?? item.triggered[0]?.organizationId ?? ''));
+
+const buildingOf = (item: DeadLetter['item']): number | null => ('alarm' in item ? (item.alarm.buildingId ?? null) : (item.zoneEvents[0]?.buildingId ?? item.triggered[0]?.event.buildingId ?? null));
 
 const describe = (item: DeadLetter['item']) => ('alarm' in item ? { alarm: item.alarm.idempotencyKey } : { zoneEvents: item.zoneEvents.length, triggered: item.triggered.length });

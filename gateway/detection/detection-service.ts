@@ -10,6 +10,7 @@ import type { DetectionSteps, PositionBatch } from '../pipeline/position-pipelin
 import type { BuildingRegistry, BuildingRuntime } from '../realtime/building-registry.js';
 import { AlarmButton, type ButtonType, type FoldedPress } from './alarm-button.js';
 import { emptyDetections, type DetectionEngine, type Detections, type ZoneEventRecord } from './detection-engine.js';
+import type { DeadLetterStore } from './dead-letter-store.js';
 import { DetectionOutbox, type OutboxAlarm } from './detection-outbox.js';
 import { ZONE_EVENTS_CHANNEL, type ZoneEventsMessage } from './zone-events-message.js';
 
@@ -73,6 +74,8 @@ export class DetectionService {
     private readonly button = new AlarmButton(10_000, 120),
     /** Escalates unconfirmed critical alarms, on the sweep's clock. */
     private readonly escalation?: AlarmEscalation,
+    /** Where the outbox's dead letters outlive a restart. */
+    deadLetters?: DeadLetterStore,
   ) {
     this.outbox = new DetectionOutbox(
       {
@@ -82,6 +85,8 @@ export class DetectionService {
       },
       logger,
       outboxMax,
+      Date.now,
+      deadLetters,
     );
   }
 
@@ -172,7 +177,7 @@ export class DetectionService {
       };
       this.outbox.add(kept, false, kept.alarms as OutboxAlarm[]);
       await this.outbox.drain();
-      await this.outbox.retryDeadLetters();
+      await this.outbox.retryDeadLetters(owns);
     } catch (error) {
       this.logger.error({ err: error }, 'detection sweep failed');
     }

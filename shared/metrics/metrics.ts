@@ -45,8 +45,11 @@ export const zoneEventCounters: Record<'enter' | 'exit', Record<(typeof ZONE_KIN
 };
 const alarmsRaised = new Counter({ name: `${PREFIX}alarms_raised_total`, help: 'Alarms raised (stored as new OPEN alarms; a repeat of an OPEN one is not counted), by type.', labelNames: ['type'] as const, registers: [registry] });
 export const alarmsRaisedByType = Object.fromEntries(ALARM_TYPES.map((type) => [type, alarmsRaised.labels(type)])) as Record<AlarmType, Counter.Internal>;
-const deadLettered = new Counter({ name: `${PREFIX}detection_dead_letters_total`, help: 'Detections (one alarm, or one batch\'s zone events) the database refused for a reason other than an outage: set aside and retried later, each refusal counted.', labelNames: ['kind'] as const, registers: [registry] });
-export const detectionDeadLettered = { alarm: deadLettered.labels('alarm'), zone_events: deadLettered.labels('zone_events') };
+const deadLettered = new Counter({ name: `${PREFIX}detection_dead_letters_total`, help: 'Detections (one alarm, or one batch\'s zone events) the database refused for a reason other than an outage: set aside and retried later, each refusal counted. kind="unkept": one the detection_dead_letters table refused too (kept in memory only).', labelNames: ['kind'] as const, registers: [registry] });
+/** `unkept`: a dead letter the detection_dead_letters table refused as well (kept in memory only, lost on restart). */
+export const detectionDeadLettered = { alarm: deadLettered.labels('alarm'), zone_events: deadLettered.labels('zone_events'), unkept: deadLettered.labels('unkept') };
+/** Dead letters kept in `detection_dead_letters`, deployment-wide, as of this gateway's last adoption pass (every few seconds). */
+export const detectionDeadLettersStored = new Gauge({ name: `${PREFIX}detection_dead_letters_stored`, help: 'Detection dead letters kept in the detection_dead_letters table (deployment-wide), as of the last adoption pass; 0 once all are stored.', registers: [registry] });
 const dropped = new Counter({ name: `${PREFIX}detection_dropped_total`, help: 'Detections given up on: outbox entries or dead letters dropped past DETECTION_OUTBOX_MAX (each also logged at error).', labelNames: ['reason'] as const, registers: [registry] });
 export const detectionDropped = { outbox_full: dropped.labels('outbox_full'), dead_letters_full: dropped.labels('dead_letters_full') };
 
