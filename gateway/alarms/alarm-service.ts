@@ -273,7 +273,7 @@ export class AlarmService {
          )
          insert into alarms as a (id, organization_id, seq, type, state, building_id, floor_id, x, y, lat, lng, device_id, user_id, geofence_id, details, history, occurrences, created_at, updated_at)
          values (?, ?, (select last_seq from next), ?, 'OPEN', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?::jsonb, ?, ?, ?)
-         on conflict (organization_id, type, coalesce(device_id, 'building:' || building_id::text, ''), coalesce(geofence_id, '00000000-0000-0000-0000-000000000000'::uuid), coalesce(user_id, '00000000-0000-0000-0000-000000000000'::uuid)) where state = 'OPEN'
+         on conflict (organization_id, type, coalesce(device_id, case when user_id is null then 'building:' || building_id::text end, ''), coalesce(geofence_id, '00000000-0000-0000-0000-000000000000'::uuid), coalesce(user_id, '00000000-0000-0000-0000-000000000000'::uuid)) where state = 'OPEN'
          do update set seq = excluded.seq, occurrences = a.occurrences + excluded.occurrences, updated_at = excluded.updated_at,
            building_id = coalesce(excluded.building_id, a.building_id), floor_id = coalesce(excluded.floor_id, a.floor_id),
            x = coalesce(excluded.x, a.x), y = coalesce(excluded.y, a.y), lat = coalesce(excluded.lat, a.lat), lng = coalesce(excluded.lng, a.lng),
@@ -320,7 +320,7 @@ export class AlarmService {
         if (fresh.length === 0) return [];
       }
       const [open] = await tx.execute<{ id: string }[]>(
-        `select id from alarms where organization_id = ? and type = ? and state = 'OPEN' and coalesce(device_id, 'building:' || building_id::text, '') = ? for update`,
+        `select id from alarms where organization_id = ? and type = ? and state = 'OPEN' and coalesce(device_id, case when user_id is null then 'building:' || building_id::text end, '') = ? for update`,
         [request.organizationId, request.type, request.deviceId ?? (request.buildingId != null ? `building:${request.buildingId}` : '')],
       );
       if (!open) return [];

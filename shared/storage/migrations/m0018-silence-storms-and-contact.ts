@@ -7,7 +7,8 @@ import { Migration } from '@mikro-orm/migrations';
  *   (null: the defaults, 0.5 and 5).
  * - An organization may have an OPEN DEADMAN closed when its device reports again (`deadman_auto_close`).
  * - One OPEN alarm per building for alarms without a device (BUILDING_SILENT): the one-open index keys a
- *   deviceless alarm by its building, so two buildings' storms are two alarms; the subject user stays in the key
+ *   deviceless alarm with no subject user by its building, so two buildings' storms are two alarms (a person's
+ *   hand-raised alarm stays theirs wherever they raise it again); the subject user stays in the key
  *   (m0016: two people's hand-raised alarms are never one).
  */
 export class M0018SilenceStormsAndContact extends Migration {
@@ -17,6 +18,6 @@ export class M0018SilenceStormsAndContact extends Migration {
       add column storm_min_devices integer null check (storm_min_devices is null or storm_min_devices >= 0)`);
     this.addSql(`alter table organizations add column deadman_auto_close boolean not null default false`);
     this.addSql(`drop index alarms_one_open_idx`);
-    this.addSql(`create unique index alarms_one_open_idx on alarms (organization_id, type, coalesce(device_id, 'building:' || building_id::text, ''), coalesce(geofence_id, '00000000-0000-0000-0000-000000000000'::uuid), coalesce(user_id, '00000000-0000-0000-0000-000000000000'::uuid)) where state = 'OPEN'`);
+    this.addSql(`create unique index alarms_one_open_idx on alarms (organization_id, type, coalesce(device_id, case when user_id is null then 'building:' || building_id::text end, ''), coalesce(geofence_id, '00000000-0000-0000-0000-000000000000'::uuid), coalesce(user_id, '00000000-0000-0000-0000-000000000000'::uuid)) where state = 'OPEN'`);
   }
 }
