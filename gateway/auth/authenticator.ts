@@ -124,20 +124,6 @@ export class RequestAuthenticator {
     return this.staleSince(mark, [`user:${principal.userId}`, principal.apiKeyId && `key:${principal.apiKeyId}`]);
   }
 
-  /**
-   * Reads the principal's credential again from the database, bypassing the cache: false when its user is
-   * gone, its credential version or role changed, or its API key was deleted. For long-lived sessions (a
-   * socket at its token's expiry, periodically, or after a bus resync) that cannot rely on the announcement.
-   */
-  async revalidate(principal: Principal): Promise<boolean> {
-    const em = this.storage.em();
-    const user = await em.findOne(UserSchema, { id: principal.userId });
-    if (!user || user.role !== principal.role || user.platformAdmin !== principal.platformAdmin) return false;
-    if (principal.credentialVersion !== undefined && (user.credentialVersion ?? 0) !== principal.credentialVersion) return false;
-    if (principal.apiKeyId && !(await em.findOne(ApiKeySchema, { id: principal.apiKeyId }))) return false;
-    return true;
-  }
-
   private staleSince(mark: number, names: (string | undefined | false)[]): boolean {
     if (mark < this.floor) return true;
     return names.some((name) => name && (this.revokedAt.get(name) ?? 0) > mark);
