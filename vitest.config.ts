@@ -1,8 +1,12 @@
 import { defineConfig } from 'vitest/config';
 
+// Two projects: `quick` is what `npm test` runs (unit, integration, contract, fuzz, browser); `slow` holds the
+// suites that kill and restart processes and servers (fault injection, multi-gateway clusters). `.ci/run` runs
+// both (`npm run test:all`); `npm run test:slow` runs the slow ones alone.
+const SLOW = ['test/fault/**/*.test.ts', 'test/cluster/**/*.test.ts'];
+
 export default defineConfig({
   test: {
-    include: ['test/**/*.test.ts'],
     // Each integration test boots a real gateway with its own database: give them room on a 2-core machine.
     testTimeout: 60_000,
     hookTimeout: 60_000,
@@ -10,5 +14,9 @@ export default defineConfig({
     maxWorkers: 2,
     // .ci/run asks for a JSON summary too, to print the plain "N passed, N failed" line CI reads.
     reporters: process.env.VITEST_JSON_SUMMARY ? ['default', ['json', { outputFile: process.env.VITEST_JSON_SUMMARY }]] : ['default'],
+    projects: [
+      { extends: true, test: { name: 'quick', include: ['test/**/*.test.ts'], exclude: SLOW } },
+      { extends: true, test: { name: 'slow', include: SLOW } },
+    ],
   },
 });
