@@ -424,7 +424,8 @@ export class WebSocketGateway {
     if (!connection) return;
     // Who ended it, and how: a client that saw 1006 where the server closed with a code lost the close frame on the way.
     if (this.services.logger.isLevelEnabled('debug')) {
-      this.services.logger.debug({ code, reason: Buffer.from(message).toString(), by: connection.closed ? 'server' : 'client' }, 'websocket closed');
+      const by = connection.closed ? 'server' : 'client';
+      this.services.logger.debug({ code, reason: Buffer.from(message).toString(), by }, 'websocket closed');
     }
     connection.closed = true;
     clearTimeout(connection.authTimer);
