@@ -96,7 +96,12 @@ export class ClusterNode {
   /** Batches refused by the log (Redis down), by shard, appended in order once it is back. */
   private readonly waiting = new Map<number, EncodedPositions[]>();
   private waitingCount = 0;
-  /** The batch being processed by the read loop, if any: a shard's state is dropped only after it. */
+  /**
+   * The read loop's current round, from the read (a blocking one, up to heartbeatMs) to the end of its processing:
+   * a shard's state is dropped and its lease given back only after it. Every entry the log delivered to this
+   * member is then either processed or left pending here, where the next owner's `takePending` finds it; a read
+   * still blocked when the lease is given back would take entries meant for the next owner, who never reads them.
+   */
   private processing: Promise<unknown> = Promise.resolve();
   /** Entries appended and not yet acknowledged by the owner, per shard: as last read from the log, plus this gateway's appends since. */
   private readonly backlog = new Map<number, number>();
@@ -491,53 +496,55 @@ export class ClusterNode {
   }
 
   private async readLoop(): Promise<void> {
-    const blockMs = this.options.heartbeatMs;
     while (this.running) {
       const ready = this.readyShards;
       if (ready.length === 0) {
         await new Promise<void>((resolve) => {
-          const timer = setTimeout(resolve, blockMs);
+          const timer = setTimeout(resolve, this.options.heartbeatMs);
           this.wakeReader = () => (clearTimeout(timer), resolve());
         });
         this.wakeReader = undefined;
         continue;
       }
-      let delivered: Map<number, ShardEntry[]>;
-      try {
-        delivered = await this.log.read(ready, blockMs);
-      } catch (error) {
-        if (!this.running) return;
-        if (isGroupGone(error)) {
-          // Redis lost the streams (a restart): every shard is taken again from storage.
-          this.logger.warn('shard streams are gone (Redis restarted?): rebuilding every shard held');
-          for (const shard of ready) void this.drop(shard, false);
-        } else {
-          this.logger.warn({ err: error }, 'reading shard streams failed');
-          await new Promise((resolve) => setTimeout(resolve, blockMs));
-        }
-        continue;
-      }
-      const work = (async () => {
-        for (const [shard, entries] of delivered) {
-          const state = this.held.get(shard);
-          // Given up meanwhile: left pending, for the next owner.
-          if (!state || !this.holds(shard)) continue;
-          try {
-            await this.process(shard, state, entries);
-          } catch (error) {
-            // Left pending: the shard is taken again from storage, which replays them (e.g. after a database outage).
-            this.logger.error({ err: error, shard }, 'processing shard entries failed; the shard is taken again');
-            void this.drop(shard, false);
-          }
-        }
-        // Acknowledged once stored, while the next reads are detected; past a few reads' worth, storage sets the pace.
-        const settling = this.settle();
-        let unstored = 0;
-        for (const state of this.held.values()) unstored += state.unacked.length;
-        if (unstored > MAX_UNSTORED_ENTRIES) await settling;
-      })();
-      this.processing = work.catch((error) => this.logger.error({ err: error }, 'processing shard entries failed'));
+      this.processing = this.readRound(ready).catch((error) => this.logger.error({ err: error }, 'processing shard entries failed'));
       await this.processing;
     }
+  }
+
+  /** Reads the ready shards' new entries (waiting up to heartbeatMs for one) and processes them. */
+  private async readRound(ready: number[]): Promise<void> {
+    const blockMs = this.options.heartbeatMs;
+    let delivered: Map<number, ShardEntry[]>;
+    try {
+      delivered = await this.log.read(ready, blockMs);
+    } catch (error) {
+      if (!this.running) return;
+      if (isGroupGone(error)) {
+        // Redis lost the streams (a restart): every shard is taken again from storage.
+        this.logger.warn('shard streams are gone (Redis restarted?): rebuilding every shard held');
+        for (const shard of ready) void this.drop(shard, false);
+      } else {
+        this.logger.warn({ err: error }, 'reading shard streams failed');
+        await new Promise((resolve) => setTimeout(resolve, blockMs));
+      }
+      return;
+    }
+    for (const [shard, entries] of delivered) {
+      const state = this.held.get(shard);
+      // Given up meanwhile: left pending, for the next owner.
+      if (!state || !this.holds(shard)) continue;
+      try {
+        await this.process(shard, state, entries);
+      } catch (error) {
+        // Left pending: the shard is taken again from storage, which replays them (e.g. after a database outage).
+        this.logger.error({ err: error, shard }, 'processing shard entries failed; the shard is taken again');
+        void this.drop(shard, false);
+      }
+    }
+    // Acknowledged once stored, while the next reads are detected; past a few reads' worth, storage sets the pace.
+    const settling = this.settle();
+    let unstored = 0;
+    for (const state of this.held.values()) unstored += state.unacked.length;
+    if (unstored > MAX_UNSTORED_ENTRIES) await settling;
   }
 }

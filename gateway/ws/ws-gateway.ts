@@ -151,7 +151,7 @@ export class WebSocketGateway {
       open: guarded('open', (ws: WebSocket<SocketData>) => this.open(ws)),
       message: (ws, data, isBinary) => this.onMessage(ws, data, isBinary),
       drain: guarded('drain', (ws: WebSocket<SocketData>) => ws.getUserData().connection?.drain()),
-      close: guarded('close', (ws: WebSocket<SocketData>) => this.onClose(ws)),
+      close: guarded('close', (ws: WebSocket<SocketData>, code: number, message: ArrayBuffer) => this.onClose(ws, code, message)),
     });
   }
 
@@ -419,9 +419,14 @@ export class WebSocketGateway {
     connection.replays.delete(key);
   }
 
-  private onClose(ws: WebSocket<SocketData>): void {
+  private onClose(ws: WebSocket<SocketData>, code: number, message: ArrayBuffer): void {
     const connection = ws.getUserData().connection;
     if (!connection) return;
+    // Who ended it, and how: a client that saw 1006 where the server closed with a code lost the close frame on the way.
+    if (this.services.logger.isLevelEnabled('debug')) {
+      const by = connection.closed ? 'server' : 'client';
+      this.services.logger.debug({ code, reason: Buffer.from(message).toString(), by }, 'websocket closed');
+    }
     connection.closed = true;
     clearTimeout(connection.authTimer);
     clearTimeout(connection.expiryTimer);

@@ -57,7 +57,9 @@ describe(`fuzz: every WebSocket op (${driverLabel}, seed ${FUZZ_SEED})`, () => {
         if (!ponged) throw new Error(`no pong to the probe within ${ANSWER_MS} ms`);
       }
       const problems = [...socket.problems, ...socket.frames.map(frameProblem).filter((problem): problem is string => problem !== undefined)];
-      if (socket.closeCode !== undefined && !acceptableClose(socket.closeCode)) problems.push(`the socket closed with ${socket.closeCode}`);
+      if (socket.closeCode !== undefined && !acceptableClose(socket.closeCode)) {
+        problems.push(`the socket closed with ${socket.closeCode}${socket.clientError ? ` (client error: ${socket.clientError})` : ''}`);
+      }
       if (problems.length > 0) throw new Error(problems.join('\n'));
     } finally {
       socket.close();

@@ -159,6 +159,8 @@ export class FuzzSocket {
   readonly frames: unknown[] = [];
   readonly problems: string[] = [];
   closeCode?: number;
+  /** What the client library reported before a close without a close frame (a reset, a frame it refused), if anything. */
+  clientError?: string;
   private listeners: (() => void)[] = [];
 
   private constructor(readonly ws: WebSocket) {
@@ -174,7 +176,8 @@ export class FuzzSocket {
       this.closeCode = code;
       this.notify();
     });
-    ws.on('error', () => undefined); // the close code says what happened
+    // The close code says what happened; the error says why when there was no close frame (1006).
+    ws.on('error', (error: Error) => (this.clientError ??= error.message));
   }
 
   private notify(): void {

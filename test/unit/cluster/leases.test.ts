@@ -3,6 +3,10 @@ import { ClusterNode, type ShardHandler } from '../../../gateway/cluster/cluster
 import type { Coordination } from '../../../gateway/cluster/coordination.js';
 import { LocalShardLog } from '../../../gateway/cluster/local-shard-log.js';
 import { RedisCoordination } from '../../../gateway/cluster/redis-coordination.js';
+import { RedisShardLog } from '../../../gateway/cluster/redis-shard-log.js';
+import { ownerOf } from '../../../gateway/cluster/rendezvous.js';
+import { EncodedPayload } from '../../../shared/bus/encoded-payload.js';
+import { PositionsMessage } from '../../../shared/positions/positions-message.js';
 import { createLogger } from '../../../shared/logger.js';
 import { deleteRedisPrefix, serverRedisUrl } from '../../support/test-environment.js';
 
@@ -118,5 +122,69 @@ describe.skipIf(!serverRedisUrl)('RedisCoordination: membership and leases', () 
     await sleep(500); // b stops renewing: its lease expires
     expect(await a.acquire(4)).toBe(true);
     expect(await b.renew([4])).toEqual([false]);
+  });
+});
+
+/** Leases and membership shared by members in one process. */
+class SharedCoordination implements Coordination {
+  constructor(readonly memberId: string, private readonly cluster: { members: string[]; leases: Map<number, string> }) {}
+  async heartbeat() { return [...this.cluster.members].sort(); }
+  async acquire(shard: number) {
+    const holder = this.cluster.leases.get(shard) ?? this.memberId;
+    this.cluster.leases.set(shard, holder);
+    return holder === this.memberId;
+  }
+  async renew(shards: readonly number[]) { return shards.map((shard) => this.cluster.leases.get(shard) === this.memberId); }
+  async release(shard: number) {
+    if (this.cluster.leases.get(shard) === this.memberId) this.cluster.leases.delete(shard);
+  }
+  async leave() {}
+  async close() {}
+}
+
+describe.skipIf(!serverRedisUrl)('ClusterNode: a shard handed to a joining member (Redis streams)', () => {
+  const prefix = `fctest:handover:${Math.random().toString(36).slice(2)}`;
+  afterEach(async () => deleteRedisPrefix(serverRedisUrl!, prefix));
+
+  it('loses no entry appended as the next owner starts reading: the old owner releases the lease once its read is over', async () => {
+    // One shard, which the joining member wins from the first.
+    const first = 'member-a';
+    const second = ['member-b', 'member-c', 'member-d', 'member-e'].find((id) => ownerOf(0, [first, id]) === id)!;
+    const cluster = { members: [first], leases: new Map<number, string>() };
+    const upload = (deviceId: string) => appender.append(0, new EncodedPayload(new PositionsMessage('org', [record(deviceId)])));
+    const appender = new RedisShardLog(serverRedisUrl!, prefix, 'uploads');
+    // The first member's reads of the stream block for long (as a read under way when a heartbeat finds the shard
+    // is another's), so one is always under way when it gives the shard up.
+    const firstLog = new RedisShardLog(serverRedisUrl!, prefix, first);
+    const read = firstLog.read.bind(firstLog);
+    firstLog.read = (shards) => read(shards, 3000);
+    // An upload lands in the shard as soon as the next owner has taken what was left pending.
+    const secondLog = new RedisShardLog(serverRedisUrl!, prefix, second);
+    const takePending = secondLog.takePending.bind(secondLog);
+    secondLog.takePending = async (shard) => {
+      const pending = await takePending(shard);
+      await upload('at-hand-over');
+      return pending;
+    };
+    const recorders = [recorder(), recorder()];
+    const member = (id: string, log: RedisShardLog, index: number, heartbeatMs: number) => {
+      const options = { shards: 1, heartbeatMs, ttlMs: 60_000 };
+      return new ClusterNode(new SharedCoordination(id, cluster), log, recorders[index]!.handler, options, createLogger('silent'));
+    };
+    const nodes = [member(first, firstLog, 0, 100), member(second, secondLog, 1, 50)];
+    try {
+      await nodes[0]!.start();
+      await upload('before');
+      for (let attempt = 0; attempt < 200 && !recorders[0]!.events.some((event) => event.includes('before')); attempt++) await sleep(20);
+      cluster.members = [first, second];
+      await nodes[1]!.start();
+      const handedOver = () => recorders[1]!.events.some((event) => event.includes('at-hand-over'));
+      for (let attempt = 0; attempt < 400 && !handedOver(); attempt++) await sleep(20);
+      expect(recorders[0]!.events.filter((event) => event.startsWith('process'))).toEqual(['process 0 held before']);
+      expect(recorders[1]!.events).toEqual(['gain 0', 'process 0 held at-hand-over']);
+    } finally {
+      for (const node of nodes) await node.stop();
+      await appender.close();
+    }
   });
 });
