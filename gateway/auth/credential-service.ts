@@ -4,6 +4,7 @@ import type { Config } from '../../shared/config.js';
 import { ErrorCode, UnauthenticatedError, ValidationError } from '../../shared/errors.js';
 import { hashPassword, verifyPassword } from '../../shared/passwords.js';
 import type { Storage } from '../../shared/storage/index.js';
+import { pgArray } from '../../shared/storage/pg-array.js';
 import { ApiKeySchema, RefreshTokenSchema, UserSchema, type ApiKey, type ApiKeyPermission, type User } from '../../shared/storage/entities/index.js';
 import type { ApiPermission, Principal } from './principal.js';
 import { createLimiterBackend } from './limiter-backend.js';
@@ -82,9 +83,10 @@ export class CredentialService {
     const credentialVersion = user.credentialVersion ?? 0;
     const em = this.storage.em();
     const id = randomUUID();
+    const family = familyId ?? id;
     em.create(RefreshTokenSchema, {
       id,
-      familyId: familyId ?? id,
+      familyId: family,
       user: em.getReference(UserSchema, user.id),
       tokenHash: sha256(refreshToken),
       permission,
@@ -104,6 +106,7 @@ export class CredentialService {
       ...(user.platformAdmin ? { platform_admin: true } : {}),
       cv: credentialVersion,
       ...(apiKey ? { key_id: apiKey.id } : {}),
+      fid: family,
     });
     return { access_token: accessToken, refresh_token: refreshToken };
   }
@@ -111,16 +114,17 @@ export class CredentialService {
   /**
    * Rotation: the refresh token is consumed (revoked) and a new pair issued. It must belong to the same
    * user as the access token, whose signature is checked even if it has expired. A token presented again
-   * after its use is taken as stolen: every refresh token of its chain is revoked, so neither the thief nor
-   * the owner can rotate further (the owner signs in again). Access tokens already issued run to their expiry.
+   * after its use is taken as stolen: its whole chain is revoked, so neither the thief nor the owner can rotate
+   * further (the owner signs in again), and `reused` is told the family, whose access tokens must then be
+   * refused everywhere (the caller announces it: RequestAuthenticator.invalidate).
    */
-  async refresh(accessToken: string, refreshToken: string, reused?: (user: User) => Promise<void>): Promise<TokenPair> {
+  async refresh(accessToken: string, refreshToken: string, reused?: (user: User, familyId: string) => Promise<void>): Promise<TokenPair> {
     const claims = await this.tokens.verifyIgnoringExpiry(accessToken);
     const em = this.storage.em();
     const stored = await em.findOne(RefreshTokenSchema, { tokenHash: sha256(refreshToken) }, { populate: ['user', 'user.organization'] });
     if (stored?.revokedAt && stored.user.id === claims.sub) {
       await this.revokeFamily(stored.familyId ?? stored.id);
-      await reused?.(stored.user);
+      await reused?.(stored.user, stored.familyId ?? stored.id);
     }
     if (!stored || stored.revokedAt || stored.expiresAt.getTime() <= this.now() || stored.user.id !== claims.sub) {
       throw new UnauthenticatedError('The refresh token is invalid, expired or already used', ErrorCode.InvalidCredentials);
@@ -136,16 +140,21 @@ export class CredentialService {
     );
     if (consumed.length === 0) {
       await this.revokeFamily(stored.familyId ?? stored.id);
-      await reused?.(stored.user);
+      await reused?.(stored.user, stored.familyId ?? stored.id);
       throw new UnauthenticatedError('The refresh token is already used', ErrorCode.InvalidCredentials);
     }
     return this.issueTokens(stored.user, stored.permission as ApiPermission, apiKey ?? undefined, stored.familyId ?? stored.id);
   }
 
-  /** Revokes every unused refresh token of one rotation chain. */
+  /** Revokes one rotation chain: its unused refresh tokens, and (through `family_revoked_at`) its access tokens. */
   private async revokeFamily(familyId: string): Promise<void> {
-    await this.storage.execute('update refresh_tokens set revoked_at = ? where (family_id = ? or id = ?) and revoked_at is null', [new Date(this.now()), familyId, familyId]);
+    const now = new Date(this.now());
+    await this.storage.execute(
+      'update refresh_tokens set revoked_at = coalesce(revoked_at, ?), family_revoked_at = coalesce(family_revoked_at, ?) where family_id = ? or id = ?',
+      [now, now, familyId, familyId],
+    );
   }
+
 
   /** Creates a key for `owner`; the clear key is returned once and only its hash is kept. */
   async createApiKey(
@@ -179,6 +188,17 @@ export class CredentialService {
     });
     return { apiKey, key };
   }
+}
+
+/** Which of these refresh-token families were revoked as a whole (read from storage, never from a cache). */
+export async function revokedFamilies(storage: Storage, familyIds: readonly string[]): Promise<Set<string>> {
+  if (familyIds.length === 0) return new Set();
+  const rows = await storage.execute<{ family: string }>(
+    `select distinct coalesce(family_id, id) as family from refresh_tokens
+      where (family_id = any(?::uuid[]) or id = any(?::uuid[])) and family_revoked_at is not null`,
+    [pgArray(familyIds), pgArray(familyIds)],
+  );
+  return new Set(rows.map((row) => String(row.family)));
 }
 
 export function principalOf(user: User, permission: ApiPermission, via: Principal['via']): Principal {
