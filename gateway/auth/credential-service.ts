@@ -1,7 +1,7 @@
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Config } from '../../shared/config.js';
-import { ErrorCode, UnauthenticatedError, ValidationError } from '../../shared/errors.js';
+import { AppError, ErrorCode, UnauthenticatedError, ValidationError } from '../../shared/errors.js';
 import { hashPassword, verifyPassword } from '../../shared/passwords.js';
 import type { Storage } from '../../shared/storage/index.js';
 import { pgArray } from '../../shared/storage/pg-array.js';
@@ -21,6 +21,13 @@ export const sha256 = (secret: string) => createHash('sha256').update(secret).di
 
 const REFRESH_TTL_MS = 30 * 24 * 3600 * 1000;
 const API_KEY_PREFIX = 'fc_';
+
+/**
+ * Accounts of one e-mail (one per organization holding it) whose passwords a sign-in checks, oldest first: each
+ * check is a 32 MiB scrypt, and four run side by side on Node's thread pool. A fifth account of one e-mail signs
+ * in with an API key; the oldest four (the e-mail's first holders) are never pushed out by later ones.
+ */
+const MAX_ACCOUNTS_CHECKED = 4;
 
 /** Compared against when the e-mail is unknown, so a wrong e-mail costs as much time as a wrong password. */
 let decoyHash: Promise<string> | undefined;
@@ -55,12 +62,30 @@ export class CredentialService {
   async loginWithPassword(emailInput: string, password: string, address: string, outcome?: (user: User, ok: boolean) => Promise<void>): Promise<User> {
     const email = emailInput.trim().toLowerCase();
     const succeeded = await this.throttle.attempt(email, address);
-    const user = await this.storage.em().findOne(UserSchema, { email }, { populate: ['organization'] });
-    const ok = user ? await verifyPassword(password, user.passwordHash) : await verifyPassword(password, await (decoyHash ??= hashPassword(randomUUID())));
-    if (user) await outcome?.(user, ok);
-    if (!user || !ok) throw invalidCredentials();
+    const candidates = await this.storage.em().find(UserSchema, { email }, { populate: ['organization'], orderBy: { createdAt: 'asc', id: 'asc' }, limit: MAX_ACCOUNTS_CHECKED });
+    const matched = await this.matchingAccounts(candidates, password);
+    if (matched.length === 1) await outcome?.(matched[0]!, true);
+    else if (matched.length === 0) for (const user of candidates) await outcome?.(user, false);
+    if (matched.length === 0) throw invalidCredentials();
+    if (matched.length > 1) {
+      throw new AppError(ErrorCode.AmbiguousCredentials, 'This e-mail and password open accounts in several organizations; sign in with an API key, or give each account its own password');
+    }
     await succeeded();
-    return user;
+    return matched[0]!;
+  }
+
+  /**
+   * E-mails are unique per organization (so one organization cannot learn about another's users), and the
+   * password picks the account. The hashes are checked side by side on the thread pool, and against a decoy
+   * when the e-mail is unknown, so an answer takes about as long whatever the number of accounts.
+   */
+  private async matchingAccounts(candidates: User[], password: string): Promise<User[]> {
+    if (candidates.length === 0) {
+      await verifyPassword(password, await (decoyHash ??= hashPassword(randomUUID())));
+      return [];
+    }
+    const verdicts = await Promise.all(candidates.map((user) => verifyPassword(password, user.passwordHash)));
+    return candidates.filter((_, index) => verdicts[index]);
   }
 
   /** `X-API-KEY` alone (as the official client sends it) or with `X-API-EMAIL`, which must then be the key's owner. */

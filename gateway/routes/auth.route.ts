@@ -72,7 +72,7 @@ export function authRoutes(services: GatewayServices) {
     defineRoute({
       method: 'POST',
       path: '/api/v1/auth/access_tokens',
-      summary: 'Get an access token (JWT, 4 days) and a refresh token: HTTP Basic email:password, or X-API-KEY (optionally with X-API-EMAIL)',
+      summary: 'Get an access token (JWT, 4 days) and a refresh token: HTTP Basic email:password (409 ambiguous_credentials when that pair opens accounts in several organizations), or X-API-KEY (optionally with X-API-EMAIL)',
       tags: ['credentials'],
       auth: 'public',
       signIn: true,

@@ -1,7 +1,8 @@
+import SitumSDK from '@situm/sdk-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { basicAuth, type TestClient } from '../support/http-client.js';
 import { createVenue } from '../support/cartography.js';
-import { adminClient, createOrganization, createUser, login } from '../support/identity.js';
+import { ADMIN_EMAIL, ADMIN_PASSWORD, adminClient, createApiKey, createOrganization, createUser, login } from '../support/identity.js';
 import { pngBytes, uploadImage } from '../support/images.js';
 import { driverLabel } from '../support/test-environment.js';
 import { startTestGateway, type RunningGateway } from '../support/test-gateway.js';
@@ -41,6 +42,53 @@ describe(`access hardening (${driverLabel})`, () => {
     const fits = await admin.post('/api/v1/pois_bulk', Array.from({ length: 3 }, (_, i) => poi(i)));
     expect(fits.status).toBe(201);
     expect(fits.body).toHaveLength(3);
+  });
+
+  it('L1: an admin of another organization cannot tell whether an e-mail is taken elsewhere; sign-in stays unambiguous', async () => {
+    const other = await createOrganization(admin);
+    const member = await createUser(admin, 'user');
+    const create = (email: string, password: string) => other.client.post('/api/v1/users', { email, password, role: 'user', full_name: 'Twin' });
+    // An e-mail held in the first organization (its platform admin's, and a plain user's), and a fresh one:
+    // the other organization's admin gets the same answer for all three: a new user of their own organization.
+    const fresh = await create(`fresh-${Date.now()}@example.test`, 'twin-password-1');
+    const taken = await create(ADMIN_EMAIL.toUpperCase(), 'twin-password-1');
+    const takenToo = await create(member.email, member.password); // even with the same password
+    for (const response of [fresh, taken, takenToo]) {
+      expect(response.status, response.text).toBe(201);
+      expect(Object.keys(response.body).sort()).toEqual(Object.keys(fresh.body).sort());
+      expect(response.body.organization_id).toBe(other.organization.id);
+      const read = await other.client.get(`/api/v1/users/${response.body.id}`);
+      expect(read.body).toEqual(response.body);
+    }
+    expect(taken.body.email).toBe(ADMIN_EMAIL);
+    // Within one organization an e-mail is still unique: that conflict names nothing outside it.
+    const again = await create(ADMIN_EMAIL, 'another-password-1');
+    expect(again.status).toBe(409);
+    expect(again.body.code).toBe('conflict');
+
+    // Sign-in with the official client's flow (HTTP Basic e-mail:password): the password picks the account.
+    const sdkAs = (username: string, password: string) => new SitumSDK({ domain: running.baseUrl, auth: { username, password } });
+    const platform = sdkAs(ADMIN_EMAIL, ADMIN_PASSWORD);
+    expect((await platform.cartography.getCurrentOrganization()).id).toBe((await admin.get('/api/v1/organizations/current_organization')).body.id);
+    expect((await platform.authSession).payload).toMatchObject({ email: ADMIN_EMAIL, role: 'admin' });
+    const twin = sdkAs(ADMIN_EMAIL, 'twin-password-1');
+    expect((await twin.cartography.getCurrentOrganization()).id).toBe(other.organization.id);
+    expect((await twin.authSession).payload).toMatchObject({ email: ADMIN_EMAIL, role: 'user', organization_uuid: other.organization.id });
+    // One e-mail and one password opening two accounts: refused as ambiguous, naming no organization.
+    const ambiguous = await running.client.post('/api/v1/auth/access_tokens', undefined, { authorization: basicAuth(member.email, member.password) });
+    expect(ambiguous.status).toBe(409);
+    expect(ambiguous.body).toMatchObject({ code: 'ambiguous_credentials' });
+    expect(ambiguous.text).not.toContain(other.organization.id);
+    // Giving one of the two accounts its own password ends the ambiguity; an API key never is ambiguous.
+    expect((await other.client.patch(`/api/v1/users/${takenToo.body.id}`, { password: 'own-password-1' })).status).toBe(200);
+    expect(decodeOrg((await login(running.client, member.email, member.password)).access_token)).toBe(member.user.organization_id);
+    expect(decodeOrg((await login(running.client, member.email, 'own-password-1')).access_token)).toBe(other.organization.id);
+    const key = await createApiKey(member.client, 'read-only');
+    expect((await running.client.post('/api/v1/auth/access_tokens', undefined, { 'x-api-key': key, 'x-api-email': member.email })).status).toBe(200);
+    // A wrong password for an e-mail held twice is the same 401 as for an unknown e-mail.
+    const wrong = await running.client.post('/api/v1/auth/access_tokens', undefined, { authorization: basicAuth(member.email, 'wrong-password-1') });
+    const unknown = await running.client.post('/api/v1/auth/access_tokens', undefined, { authorization: basicAuth('nobody@example.test', 'wrong-password-1') });
+    expect([wrong.status, wrong.body]).toEqual([unknown.status, unknown.body]);
   });
 
   it('L6: presenting a used refresh token revokes the chain it rotated into', async () => {
@@ -151,3 +199,7 @@ describe(`cross-organization references (${driverLabel}, L2)`, () => {
     expect((await admin.patch(`/api/v1/poi_categories/${own.body.id}`, { selected_icon: foreignImage })).status).toBe(422);
   });
 });
+
+function decodeOrg(token: string): string {
+  return JSON.parse(Buffer.from(token.split('.')[1]!, 'base64url').toString()).organization_uuid;
+}
