@@ -91,6 +91,71 @@ describe(`access hardening (${driverLabel})`, () => {
     expect([wrong.status, wrong.body]).toEqual([unknown.status, unknown.body]);
   });
 
+  it('L3: floors, groups, POIs and POI categories come by pages when asked, and whole (as the official client reads them) otherwise', async () => {
+    const org = await createOrganization(admin); // a fresh organization, so its lists hold only what this test makes
+    const venue = await createVenue(org.client, 'Paged venue');
+    const poi = (i: number) => ({ building_id: venue.building.id, name: `Paged ${i}`, position: { floor_id: venue.floors[0].id, x: 1, y: 1 } });
+    expect((await org.client.post('/api/v1/pois_bulk', Array.from({ length: 5 }, (_, i) => poi(i)))).status).toBe(201);
+    for (let i = 0; i < 3; i += 1) {
+      expect((await org.client.post('/api/v1/poi_categories', { name_en: `Category ${i}`, code: `c${i}` })).status).toBe(201);
+      expect((await org.client.post('/api/v1/groups', { name: `Group ${i}` })).status).toBe(201);
+    }
+    const b = venue.building.id;
+    const lists = [
+      { path: `/api/v1/pois?building_id=${b}`, total: 5 },
+      { path: `/api/v1/buildings/${b}/pois`, total: 5 },
+      { path: `/api/v1/floors?building_id=${b}`, total: 2 },
+      { path: `/api/v1/buildings/${b}/floors`, total: 2 },
+      { path: '/api/v1/poi_categories', total: undefined }, // the platform's default categories, and these 3
+      { path: '/api/v1/groups', total: 3 },
+    ];
+    for (const list of lists) {
+      const { path } = list;
+      const whole = await org.client.get(path);
+      expect(whole.status, `${path}: ${whole.text}`).toBe(200);
+      const total = list.total ?? whole.body.length;
+      expect(whole.body, path).toHaveLength(total);
+      expect(total, path).toBeGreaterThanOrEqual(2);
+      const sep = path.includes('?') ? '&' : '?';
+      const first = await org.client.get(`${path}${sep}size=2`);
+      expect(first.status, `${path}: ${first.text}`).toBe(200);
+      expect(first.body.metadata, path).toEqual({ first: true, last: total <= 2, total_pages: Math.ceil(total / 2), total_elements: total, number_of_elements: 2, size: 2, number: 0 });
+      const ids: unknown[] = [];
+      for (let page = 0; page < first.body.metadata.total_pages; page += 1) {
+        ids.push(...(await org.client.get(`${path}${sep}size=2&page=${page}`)).body.data.map((item: { id: unknown }) => item.id));
+      }
+      expect(ids, path).toEqual(whole.body.map((item: { id: unknown }) => item.id));
+      expect((await org.client.get(`${path}${sep}size=1001`)).status, path).toBe(422);
+    }
+    expect((await org.client.get(`/api/v1/pois?building_id=${b}&size=5&sort=name,desc`)).body.data.map((p: { name: string }) => p.name)).toEqual(
+      ['Paged 4', 'Paged 3', 'Paged 2', 'Paged 1', 'Paged 0'],
+    );
+  });
+
+  it('L3: the bulk and whole-list bounds are settings: past them 422, with the way out named', async () => {
+    const small = await startTestGateway({ POIS_BULK_MAX: '3', LIST_MAX_UNPAGED_ITEMS: '4' });
+    try {
+      const admin = await adminClient(small.client);
+      const venue = await createVenue(admin, 'Small venue');
+      const poi = (i: number) => ({ building_id: venue.building.id, name: `Small ${i}`, position: { floor_id: venue.floors[0].id, x: 1, y: 1 } });
+      const tooMany = await admin.post('/api/v1/pois_bulk', Array.from({ length: 4 }, (_, i) => poi(i)));
+      expect(tooMany.status).toBe(422);
+      expect(tooMany.text).toContain('3');
+      expect((await admin.post('/api/v1/pois_bulk', Array.from({ length: 3 }, (_, i) => poi(i)))).status).toBe(201);
+      expect((await admin.get(`/api/v1/pois?building_id=${venue.building.id}`)).body).toHaveLength(3);
+      expect((await admin.post('/api/v1/pois_bulk', Array.from({ length: 2 }, (_, i) => poi(i + 3)))).status).toBe(201);
+      for (const path of [`/api/v1/pois?building_id=${venue.building.id}`, `/api/v1/buildings/${venue.building.id}/pois`]) {
+        const whole = await admin.get(path);
+        expect(whole.status, path).toBe(422);
+        expect(whole.body).toMatchObject({ code: 'validation_failed', errors: [expect.objectContaining({ field: 'query.size', message: expect.stringContaining('LIST_MAX_UNPAGED_ITEMS') })] });
+        const paged = await admin.get(`${path}${path.includes('?') ? '&' : '?'}size=100`);
+        expect(paged.body.metadata.total_elements, path).toBe(5);
+      }
+    } finally {
+      await small.stop();
+    }
+  });
+
   it('L6: presenting a used refresh token revokes the chain it rotated into', async () => {
     const user = await createUser(admin, 'user');
     const first = await login(running.client, user.email, user.password);
