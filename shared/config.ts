@@ -156,6 +156,10 @@ export const configSchema = z.object({
   GEOFENCE_VERTICES_MAX_PER_ORGANIZATION: z.coerce.number().int().min(1).default(500_000),
   /** Devices one organization may have; an upload that would register more gets 422. */
   DEVICES_MAX_PER_ORGANIZATION: z.coerce.number().int().min(1).default(100_000),
+  /** POIs one `POST /api/v1/pois_bulk` may create; a longer body gets 422. */
+  POIS_BULK_MAX: z.coerce.number().int().min(1).default(1000),
+  /** Longest floor, POI, POI-category or group list answered whole (a bare array); past it 422: ask by pages. */
+  LIST_MAX_UNPAGED_ITEMS: z.coerce.number().int().min(1).default(10_000),
   /** Devices one upload may register (identifiers never seen before); past it the upload gets 422. */
   DEVICES_MAX_NEW_PER_UPLOAD: z.coerce.number().int().min(1).default(1000),
   /** Oldest fix an upload may carry, in seconds before now (apps upload what they buffered offline); older ones get 422. */

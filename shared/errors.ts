@@ -8,6 +8,8 @@ export enum ErrorCode {
   BadRequest = 'bad_request',
   InvalidJson = 'invalid_json',
   InvalidCredentials = 'invalid_credentials',
+  /** One e-mail and password open accounts in several organizations: sign in with an API key instead. */
+  AmbiguousCredentials = 'ambiguous_credentials',
   Unauthenticated = 'unauthenticated',
   TokenExpired = 'token_expired',
   Forbidden = 'forbidden',
@@ -27,6 +29,7 @@ const statusOf: Record<ErrorCode, number> = {
   [ErrorCode.BadRequest]: 400,
   [ErrorCode.InvalidJson]: 400,
   [ErrorCode.InvalidCredentials]: 401,
+  [ErrorCode.AmbiguousCredentials]: 409,
   [ErrorCode.Unauthenticated]: 401,
   [ErrorCode.TokenExpired]: 401,
   [ErrorCode.Forbidden]: 403,

@@ -4,7 +4,7 @@ import type { Storage } from '../../shared/storage/index.js';
 import { ApiKeySchema, UserSchema, type ApiKey } from '../../shared/storage/entities/index.js';
 import type { Authenticator } from '../http/http-server.js';
 import type { RouteDefinition } from '../http/route.js';
-import { credentialRevoked, invalidCredentials, sha256, type CredentialService } from './credential-service.js';
+import { credentialRevoked, invalidCredentials, revokedFamilies, sha256, type CredentialService } from './credential-service.js';
 import { can } from './permissions.js';
 import type { ApiPermission, Principal } from './principal.js';
 import type { TokenService } from './token-service.js';
@@ -44,13 +44,14 @@ export const CREDENTIAL_REVOKED = { code: 4401, reason: 'credential revoked' } a
 /**
  * What the bus carries when a credential or user changes, so every gateway drops its cached copy at once.
  * With `revoke`, every gateway also closes the open sockets of that credential (gateway/ws/live-feeds.ts): all
- * of the key's, or those of the user opened with another credential version than `credentialVersion` (all of
- * them when unset).
+ * of the key's, those of a refresh-token family's tokens, or those of the user opened with another credential
+ * version than `credentialVersion` (all of them when unset).
  */
 export interface AuthInvalidation {
   userId?: string;
   apiKeyHash?: string;
   apiKeyId?: string;
+  tokenFamilyId?: string;
   revoke?: boolean;
   credentialVersion?: number;
 }
@@ -73,6 +74,8 @@ export class RequestAuthenticator {
   private readonly users = new Map<string, CachedUser>();
   /** Keyed by the key's hash (direct use) and, for tokens minted from a key, by `id:<key id>`. */
   private readonly apiKeys = new Map<string, CachedApiKey | { missing: true; expiresAt: number }>();
+  /** Refresh-token families known to be live, until the time given (a revoked family is never cached). */
+  private readonly liveFamilies = new Map<string, number>();
   /**
    * Revocation generations: every `forget()` takes the next number of `revocations`, and records it against
    * the user, the key id and the key hash it names. A lookup notes the number before it reads; what it read
@@ -99,6 +102,7 @@ export class RequestAuthenticator {
     this.bus.onResync(() => {
       this.users.clear();
       this.apiKeys.clear();
+      this.liveFamilies.clear();
       this.floor = ++this.revocations;
       this.revokedAt.clear();
     });
@@ -119,9 +123,13 @@ export class RequestAuthenticator {
     return this.revocations;
   }
 
-  /** Whether the principal's user or API key was revoked (or the bus resynced) after `mark` was captured. */
-  revokedSince(principal: Pick<Principal, 'userId' | 'apiKeyId'>, mark: number): boolean {
-    return this.staleSince(mark, [`user:${principal.userId}`, principal.apiKeyId && `key:${principal.apiKeyId}`]);
+  /** Whether the principal's user, API key or token family was revoked (or the bus resynced) after `mark` was captured. */
+  revokedSince(principal: Pick<Principal, 'userId' | 'apiKeyId' | 'tokenFamilyId'>, mark: number): boolean {
+    return this.staleSince(mark, [
+      `user:${principal.userId}`,
+      principal.apiKeyId && `key:${principal.apiKeyId}`,
+      principal.tokenFamilyId && `family:${principal.tokenFamilyId}`,
+    ]);
   }
 
   private staleSince(mark: number, names: (string | undefined | false)[]): boolean {
@@ -138,6 +146,10 @@ export class RequestAuthenticator {
     if (change.userId) this.revokedAt.set(`user:${change.userId}`, generation);
     if (change.apiKeyId) this.revokedAt.set(`key:${change.apiKeyId}`, generation);
     if (change.apiKeyHash) this.revokedAt.set(`hash:${change.apiKeyHash}`, generation);
+    if (change.tokenFamilyId) {
+      this.revokedAt.set(`family:${change.tokenFamilyId}`, generation);
+      this.liveFamilies.delete(change.tokenFamilyId);
+    }
     if (change.userId) {
       this.users.delete(change.userId);
       for (const [hash, key] of this.apiKeys) if ('userId' in key && key.userId === change.userId) this.apiKeys.delete(hash);
@@ -158,7 +170,8 @@ export class RequestAuthenticator {
       const user = await this.loadUser(claims.sub);
       if (!user) throw new UnauthenticatedError('The user of this token no longer exists');
       if ((claims.cv ?? 0) !== user.credentialVersion) throw credentialRevoked();
-      principal = { ...user, permission: claims.api_permission, via: 'jwt' };
+      if (claims.fid && !(await this.familyLive(claims.fid))) throw credentialRevoked();
+      principal = { ...user, permission: claims.api_permission, via: 'jwt', ...(claims.fid ? { tokenFamilyId: claims.fid } : {}) };
       if (claims.key_id) {
         const key = await this.apiKeyById(claims.key_id);
         if (!key) throw credentialRevoked();
@@ -201,6 +214,16 @@ export class RequestAuthenticator {
     if (this.users.size > 10_000) this.users.clear();
     this.users.set(userId, { principal, expiresAt: this.now() + this.cacheMs });
     return principal;
+  }
+
+  /** Whether the refresh-token family a token belongs to still holds (not revoked for a reused refresh token). */
+  private async familyLive(familyId: string): Promise<boolean> {
+    if ((this.liveFamilies.get(familyId) ?? 0) > this.now()) return true;
+    const revoked = await this.freshRead(() => revokedFamilies(this.storage, [familyId]), () => [`family:${familyId}`]);
+    if (revoked.has(familyId)) return false;
+    if (this.liveFamilies.size > 10_000) this.liveFamilies.clear();
+    this.liveFamilies.set(familyId, this.now() + this.cacheMs);
+    return true;
   }
 
   private remember(cacheKey: string, apiKey: ApiKey | null): CachedApiKey | undefined {

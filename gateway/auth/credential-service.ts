@@ -1,9 +1,10 @@
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Config } from '../../shared/config.js';
-import { ErrorCode, UnauthenticatedError, ValidationError } from '../../shared/errors.js';
+import { AppError, ErrorCode, UnauthenticatedError, ValidationError } from '../../shared/errors.js';
 import { hashPassword, verifyPassword } from '../../shared/passwords.js';
 import type { Storage } from '../../shared/storage/index.js';
+import { pgArray } from '../../shared/storage/pg-array.js';
 import { ApiKeySchema, RefreshTokenSchema, UserSchema, type ApiKey, type ApiKeyPermission, type User } from '../../shared/storage/entities/index.js';
 import type { ApiPermission, Principal } from './principal.js';
 import { createLimiterBackend } from './limiter-backend.js';
@@ -20,6 +21,13 @@ export const sha256 = (secret: string) => createHash('sha256').update(secret).di
 
 const REFRESH_TTL_MS = 30 * 24 * 3600 * 1000;
 const API_KEY_PREFIX = 'fc_';
+
+/**
+ * Accounts of one e-mail (one per organization holding it) whose passwords a sign-in checks, oldest first: each
+ * check is a 32 MiB scrypt, and four run side by side on Node's thread pool. A fifth account of one e-mail signs
+ * in with an API key; the oldest four (the e-mail's first holders) are never pushed out by later ones.
+ */
+const MAX_ACCOUNTS_CHECKED = 4;
 
 /** Compared against when the e-mail is unknown, so a wrong e-mail costs as much time as a wrong password. */
 let decoyHash: Promise<string> | undefined;
@@ -54,12 +62,30 @@ export class CredentialService {
   async loginWithPassword(emailInput: string, password: string, address: string, outcome?: (user: User, ok: boolean) => Promise<void>): Promise<User> {
     const email = emailInput.trim().toLowerCase();
     const succeeded = await this.throttle.attempt(email, address);
-    const user = await this.storage.em().findOne(UserSchema, { email }, { populate: ['organization'] });
-    const ok = user ? await verifyPassword(password, user.passwordHash) : await verifyPassword(password, await (decoyHash ??= hashPassword(randomUUID())));
-    if (user) await outcome?.(user, ok);
-    if (!user || !ok) throw invalidCredentials();
+    const candidates = await this.storage.em().find(UserSchema, { email }, { populate: ['organization'], orderBy: { createdAt: 'asc', id: 'asc' }, limit: MAX_ACCOUNTS_CHECKED });
+    const matched = await this.matchingAccounts(candidates, password);
+    if (matched.length === 1) await outcome?.(matched[0]!, true);
+    else if (matched.length === 0) for (const user of candidates) await outcome?.(user, false);
+    if (matched.length === 0) throw invalidCredentials();
+    if (matched.length > 1) {
+      throw new AppError(ErrorCode.AmbiguousCredentials, 'This e-mail and password open accounts in several organizations; sign in with an API key, or give each account its own password');
+    }
     await succeeded();
-    return user;
+    return matched[0]!;
+  }
+
+  /**
+   * E-mails are unique per organization (so one organization cannot learn about another's users), and the
+   * password picks the account. The hashes are checked side by side on the thread pool, and against a decoy
+   * when the e-mail is unknown, so an answer takes about as long whatever the number of accounts.
+   */
+  private async matchingAccounts(candidates: User[], password: string): Promise<User[]> {
+    if (candidates.length === 0) {
+      await verifyPassword(password, await (decoyHash ??= hashPassword(randomUUID())));
+      return [];
+    }
+    const verdicts = await Promise.all(candidates.map((user) => verifyPassword(password, user.passwordHash)));
+    return candidates.filter((_, index) => verdicts[index]);
   }
 
   /** `X-API-KEY` alone (as the official client sends it) or with `X-API-EMAIL`, which must then be the key's owner. */
@@ -82,9 +108,10 @@ export class CredentialService {
     const credentialVersion = user.credentialVersion ?? 0;
     const em = this.storage.em();
     const id = randomUUID();
+    const family = familyId ?? id;
     em.create(RefreshTokenSchema, {
       id,
-      familyId: familyId ?? id,
+      familyId: family,
       user: em.getReference(UserSchema, user.id),
       tokenHash: sha256(refreshToken),
       permission,
@@ -104,6 +131,7 @@ export class CredentialService {
       ...(user.platformAdmin ? { platform_admin: true } : {}),
       cv: credentialVersion,
       ...(apiKey ? { key_id: apiKey.id } : {}),
+      fid: family,
     });
     return { access_token: accessToken, refresh_token: refreshToken };
   }
@@ -111,16 +139,17 @@ export class CredentialService {
   /**
    * Rotation: the refresh token is consumed (revoked) and a new pair issued. It must belong to the same
    * user as the access token, whose signature is checked even if it has expired. A token presented again
-   * after its use is taken as stolen: every refresh token of its chain is revoked, so neither the thief nor
-   * the owner can rotate further (the owner signs in again). Access tokens already issued run to their expiry.
+   * after its use is taken as stolen: its whole chain is revoked, so neither the thief nor the owner can rotate
+   * further (the owner signs in again), and `reused` is told the family, whose access tokens must then be
+   * refused everywhere (the caller announces it: RequestAuthenticator.invalidate).
    */
-  async refresh(accessToken: string, refreshToken: string, reused?: (user: User) => Promise<void>): Promise<TokenPair> {
+  async refresh(accessToken: string, refreshToken: string, reused?: (user: User, familyId: string) => Promise<void>): Promise<TokenPair> {
     const claims = await this.tokens.verifyIgnoringExpiry(accessToken);
     const em = this.storage.em();
     const stored = await em.findOne(RefreshTokenSchema, { tokenHash: sha256(refreshToken) }, { populate: ['user', 'user.organization'] });
     if (stored?.revokedAt && stored.user.id === claims.sub) {
       await this.revokeFamily(stored.familyId ?? stored.id);
-      await reused?.(stored.user);
+      await reused?.(stored.user, stored.familyId ?? stored.id);
     }
     if (!stored || stored.revokedAt || stored.expiresAt.getTime() <= this.now() || stored.user.id !== claims.sub) {
       throw new UnauthenticatedError('The refresh token is invalid, expired or already used', ErrorCode.InvalidCredentials);
@@ -136,16 +165,21 @@ export class CredentialService {
     );
     if (consumed.length === 0) {
       await this.revokeFamily(stored.familyId ?? stored.id);
-      await reused?.(stored.user);
+      await reused?.(stored.user, stored.familyId ?? stored.id);
       throw new UnauthenticatedError('The refresh token is already used', ErrorCode.InvalidCredentials);
     }
     return this.issueTokens(stored.user, stored.permission as ApiPermission, apiKey ?? undefined, stored.familyId ?? stored.id);
   }
 
-  /** Revokes every unused refresh token of one rotation chain. */
+  /** Revokes one rotation chain: its unused refresh tokens, and (through `family_revoked_at`) its access tokens. */
   private async revokeFamily(familyId: string): Promise<void> {
-    await this.storage.execute('update refresh_tokens set revoked_at = ? where (family_id = ? or id = ?) and revoked_at is null', [new Date(this.now()), familyId, familyId]);
+    const now = new Date(this.now());
+    await this.storage.execute(
+      'update refresh_tokens set revoked_at = coalesce(revoked_at, ?), family_revoked_at = coalesce(family_revoked_at, ?) where family_id = ? or id = ?',
+      [now, now, familyId, familyId],
+    );
   }
+
 
   /** Creates a key for `owner`; the clear key is returned once and only its hash is kept. */
   async createApiKey(
@@ -179,6 +213,17 @@ export class CredentialService {
     });
     return { apiKey, key };
   }
+}
+
+/** Which of these refresh-token families were revoked as a whole (read from storage, never from a cache). */
+export async function revokedFamilies(storage: Storage, familyIds: readonly string[]): Promise<Set<string>> {
+  if (familyIds.length === 0) return new Set();
+  const rows = await storage.execute<{ family: string }>(
+    `select distinct coalesce(family_id, id) as family from refresh_tokens
+      where (family_id = any(?::uuid[]) or id = any(?::uuid[])) and family_revoked_at is not null`,
+    [pgArray(familyIds), pgArray(familyIds)],
+  );
+  return new Set(rows.map((row) => String(row.family)));
 }
 
 export function principalOf(user: User, permission: ApiPermission, via: Principal['via']): Principal {

@@ -17,6 +17,8 @@ export interface Principal {
   apiKeyId?: string;
   /** The user's credential version the session was opened with; a password or role change bumps it. */
   credentialVersion?: number;
+  /** The refresh-token family of the bearer token behind the session; revoking the family ends the session. */
+  tokenFamilyId?: string;
   /** The key's own rate limits, when it overrides the deployment's. */
   limits?: { requestsPerSecond?: number | null; posesPerSecond?: number | null };
 }

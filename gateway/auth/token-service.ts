@@ -19,6 +19,8 @@ export interface AccessClaims {
   cv?: number;
   /** The API key this token was minted from: deleting the key refuses the token. */
   key_id?: string;
+  /** The refresh-token family (rotation chain) this token belongs to: revoking the family refuses the token. */
+  fid?: string;
 }
 
 /**

@@ -7,6 +7,7 @@ import { can, type Action } from '../auth/permissions.js';
 import type { Principal } from '../auth/principal.js';
 import { orderByOf, pageMetadata, paginated, paginationQuery, type PageRequest } from './query-schemas.js';
 import { defineRoute, type RouteDefinition } from './route.js';
+import { listWholeOrPaged, pagesOnRequestQuery, wholeOrPaged } from './whole-or-paged.js';
 
 export interface ResourceContext {
   em: EntityManager;
@@ -45,9 +46,11 @@ export interface ResourceSpec<E extends object, Create, Update, ListQuery> {
   scope?(principal: Principal): FilterQuery<E>;
   /** Lets a caller without the read action read some objects (e.g. a user reads themself). */
   readableWithoutAction?(principal: Principal, entity: E): boolean;
-  list?: {
-    /** `paginated` answers `{data, metadata}`; otherwise a bare array (what the official client expects there). */
-    paginated: boolean;
+  /**
+   * `paginated` answers `{data, metadata}`; otherwise a bare array (what the official client expects there),
+   * paged on request and bounded by `maxUnpaged` (gateway/http/whole-or-paged.ts).
+   */
+  list?: ({ paginated: true } | { paginated: false; maxUnpaged: number }) & {
     query: z.ZodObject;
     filter(query: any, principal: Principal): FilterQuery<E>;
     sortFields?: Record<string, string>;
@@ -103,7 +106,7 @@ export function resourceRoutes<E extends object, C, U, Q>(storage: Storage, spec
 
   if (spec.list) {
     const list = spec.list;
-    const query = list.paginated ? list.query.extend(paginationQuery) : list.query;
+    const query = list.query.extend(list.paginated ? paginationQuery : pagesOnRequestQuery);
     routes.push(
       defineRoute({
         method: 'GET',
@@ -113,14 +116,15 @@ export function resourceRoutes<E extends object, C, U, Q>(storage: Storage, spec
         auth: 'authenticated',
         action: spec.actions.read,
         query,
-        response: list.paginated ? paginated(spec.response) : z.array(spec.response),
+        response: list.paginated ? paginated(spec.response) : wholeOrPaged(spec.response),
         handler: async ({ principal, query: q }) => {
           const { em } = context(principal);
           const where = { $and: [list.filter(q, principal), scopeOf(principal)] } as unknown as FilterQuery<E>;
           const populate = (spec.populate ?? []) as never;
           if (!list.paginated) {
-            const all = await em.find(spec.entity, where, { populate, orderBy: { id: 'asc' } as never });
-            return { body: all.map((entity) => spec.present(entity)) };
+            const sorting = { sortFields: list.sortFields ?? { id: 'id' }, defaultSort: list.defaultSort ?? 'id' };
+            const entity = spec.entity;
+            return { body: await listWholeOrPaged(em, { entity, where, populate: spec.populate, ...sorting, maxUnpaged: list.maxUnpaged, present: spec.present }, q) };
           }
           const page = q as unknown as PageRequest;
           const orderBy = orderByOf(page, list.sortFields ?? { id: 'id' }, list.defaultSort ?? 'id');

@@ -72,7 +72,7 @@ export function authRoutes(services: GatewayServices) {
     defineRoute({
       method: 'POST',
       path: '/api/v1/auth/access_tokens',
-      summary: 'Get an access token (JWT, 4 days) and a refresh token: HTTP Basic email:password, or X-API-KEY (optionally with X-API-EMAIL)',
+      summary: 'Get an access token (JWT, 4 days) and a refresh token: HTTP Basic email:password (409 ambiguous_credentials when that pair opens accounts in several organizations), or X-API-KEY (optionally with X-API-EMAIL)',
       tags: ['credentials'],
       auth: 'public',
       signIn: true,
@@ -95,15 +95,21 @@ export function authRoutes(services: GatewayServices) {
     defineRoute({
       method: 'POST',
       path: '/api/v1/auth/refresh_access_tokens',
-      summary: 'Rotate an access/refresh token pair: the refresh token is then used up',
+      summary: 'Rotate an access/refresh token pair: the refresh token is then used up; presenting it again revokes its whole chain, access tokens included',
       tags: ['credentials'],
       auth: 'public',
       body: z.object({ access_token: z.string().min(1), refresh_token: z.string().min(1) }),
       response: tokenPairSchema,
       handler: async ({ body, method, path, remoteAddress }) => ({
-        body: await credentials.refresh(body.access_token, body.refresh_token, (user) =>
-          services.securityAudit.record({ ...securityEventOf(user, 'jwt', method, path, remoteAddress), kind: 'refresh-reuse', detail: 'a used refresh token was presented again; its chain is revoked' }),
-        ),
+        body: await credentials.refresh(body.access_token, body.refresh_token, async (user, familyId) => {
+          // The chain's access tokens are refused and its sockets closed on every gateway before the 401.
+          await services.authenticator.invalidate({ tokenFamilyId: familyId, revoke: true });
+          await services.securityAudit.record({
+            ...securityEventOf(user, 'jwt', method, path, remoteAddress),
+            kind: 'refresh-reuse',
+            detail: 'a used refresh token was presented again; its chain and its access tokens are revoked',
+          });
+        }),
       }),
     }),
     defineRoute({

@@ -6,6 +6,7 @@ import { customFieldsInput } from '../cartography/placement.js';
 import { floorSchema, presentFloor } from '../cartography/presenters.js';
 import { idParam } from '../http/query-schemas.js';
 import { resourceRoutes } from '../http/resource.js';
+import { listWholeOrPaged, pagesOnRequestQuery, wholeOrPaged } from '../http/whole-or-paged.js';
 import { defineRoute } from '../http/route.js';
 import type { GatewayServices } from '../services.js';
 
@@ -29,6 +30,8 @@ async function floorplanWidth(em: EntityManager, organizationId: string, mapId: 
   return image.width;
 }
 
+const FLOOR_SORT = { id: 'id', level: 'level', name: 'name' };
+
 export function floorRoutes(services: GatewayServices) {
   const { cartography, storage } = services;
   const announce = (organizationId: string, floor: Floor, change: 'created' | 'updated' | 'deleted') =>
@@ -42,12 +45,13 @@ export function floorRoutes(services: GatewayServices) {
     auth: 'authenticated',
     action: 'cartography:read',
     params: z.object({ building_id: idParam }),
-    response: z.array(floorSchema),
-    handler: async ({ principal, params }) => {
+    query: z.object(pagesOnRequestQuery),
+    response: wholeOrPaged(floorSchema),
+    handler: async ({ principal, params, query }) => {
       const em = storage.em();
       const building = await cartography.building(em, principal, params.building_id);
-      const floors = await em.find(FloorSchema, { buildingId: building.id }, { orderBy: { level: 'asc' } });
-      return { body: floors.map((floor) => presentFloor(floor)) };
+      const list = { entity: FloorSchema, where: { buildingId: building.id }, sortFields: FLOOR_SORT, defaultSort: 'level', present: presentFloor };
+      return { body: await listWholeOrPaged(em, { ...list, maxUnpaged: services.config.LIST_MAX_UNPAGED_ITEMS }, query) };
     },
   });
 
@@ -104,6 +108,8 @@ export function floorRoutes(services: GatewayServices) {
     onChange: ({ principal }, floor, change) => announce(principal.organizationId, floor, change),
     list: {
       paginated: false,
+      maxUnpaged: services.config.LIST_MAX_UNPAGED_ITEMS,
+      sortFields: FLOOR_SORT,
       query: z.object({ building_id: idParam.optional() }),
       filter: (query) => (query.building_id ? { buildingId: query.building_id } : {}),
     },

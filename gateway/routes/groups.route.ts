@@ -53,6 +53,8 @@ export function groupRoutes(services: GatewayServices) {
     },
     list: {
       paginated: false,
+      maxUnpaged: services.config.LIST_MAX_UNPAGED_ITEMS,
+      sortFields: { id: 'id', name: 'name' },
       query: z.object({ ids: listParam(z.uuid()).optional(), name: z.string().optional() }),
       filter: (query) => ({ ...(query.ids ? { id: { $in: query.ids } } : {}), ...(query.name ? { name: query.name } : {}) }),
     },

@@ -64,6 +64,12 @@ export function poiCategoryRoutes(services: GatewayServices) {
       if (body.selected_icon !== undefined) category.selectedIconId = body.selected_icon;
     },
     beforeDelete: ({ principal }, category) => ownOnly(principal, category),
-    list: { paginated: false, query: z.object({}), filter: () => ({}) },
+    list: {
+      paginated: false,
+      maxUnpaged: services.config.LIST_MAX_UNPAGED_ITEMS,
+      sortFields: { id: 'id', code: 'code' },
+      query: z.object({}),
+      filter: () => ({}),
+    },
   });
 }

@@ -8,10 +8,10 @@ import { indoorPoiSchema, outdoorPoiSchema, presentPoi } from '../cartography/pr
 import { idParam } from '../http/query-schemas.js';
 import { flushOrExplain, resourceRoutes, type ResourceContext } from '../http/resource.js';
 import { defineRoute } from '../http/route.js';
+import { listWholeOrPaged, pagesOnRequestQuery, wholeOrPaged } from '../http/whole-or-paged.js';
 import type { GatewayServices } from '../services.js';
 
-/** POIs one `pois_bulk` request may create. */
-export const MAX_BULK_POIS = 1000;
+const POI_SORT = { id: 'id', name: 'name' };
 
 const poiSchema = z.union([indoorPoiSchema, outdoorPoiSchema]);
 const typeQuery = z.object({ type: z.enum(['indoor', 'outdoor']).optional() });
@@ -95,6 +95,8 @@ export function poiRoutes(services: GatewayServices) {
     onChange: ({ principal }, poi, change) => cartography.announce({ organizationId: principal.organizationId, buildingId: poi.buildingId, kind: 'poi', id: poi.id, change }),
     list: {
       paginated: false,
+      maxUnpaged: services.config.LIST_MAX_UNPAGED_ITEMS,
+      sortFields: POI_SORT,
       query: typeQuery.extend({ building_id: idParam.optional() }),
       filter: (query) => ({
         ...(query.building_id ? { buildingId: query.building_id } : {}),
@@ -113,17 +115,20 @@ export function poiRoutes(services: GatewayServices) {
       action: 'cartography:read',
       hidden,
       params: z.object({ building_id: idParam }),
-      query: typeQuery,
-      response: z.array(poiSchema),
+      query: typeQuery.extend(pagesOnRequestQuery),
+      response: wholeOrPaged(poiSchema),
       handler: async ({ principal, params, query }) => {
         const em = storage.em();
         const building = await cartography.building(em, principal, params.building_id);
         const type = fixedType ?? query.type ?? 'indoor';
-        const pois = await em.find(PoiSchema, { buildingId: building.id, indoor: type === 'indoor' }, { orderBy: { id: 'asc' } });
-        return { body: pois.map(presentPoi) };
+        const where = { buildingId: building.id, indoor: type === 'indoor' };
+        const list = { entity: PoiSchema, where, sortFields: POI_SORT, defaultSort: 'id', present: presentPoi };
+        return { body: await listWholeOrPaged(em, { ...list, maxUnpaged: services.config.LIST_MAX_UNPAGED_ITEMS }, query) };
       },
     });
 
+  const bulkMax = services.config.POIS_BULK_MAX;
+  const bulkTooLong = `at most ${bulkMax} POIs per request (POIS_BULK_MAX)`;
   const bulk = defineRoute({
     method: 'POST',
     path: '/api/v1/pois_bulk',
@@ -133,8 +138,8 @@ export function poiRoutes(services: GatewayServices) {
     action: 'cartography:write',
     // A building's worth at a time: one request creating 10,000 POIs holds a transaction and the building's
     // cartography announcement far longer than any editor needs (L3).
-    body: z.array(z.unknown()).min(1).max(MAX_BULK_POIS),
-    bodyDoc: z.array(createPoiBody).min(1).max(MAX_BULK_POIS),
+    body: z.array(z.unknown()).min(1).max(bulkMax, bulkTooLong),
+    bodyDoc: z.array(createPoiBody).min(1).max(bulkMax, bulkTooLong),
     response: z.array(poiSchema),
     successStatus: 201,
     handler: async ({ principal, body, audit }) => {

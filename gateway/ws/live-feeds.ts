@@ -76,7 +76,7 @@ export async function attachLiveFeeds({ bus, realtime, alarms }: LiveFeedSources
     void websockets.recheckDeviceSubscriptions();
   });
 
-  // A revoked credential's open sockets end on every gateway: all of a key's, or a user's opened with another
+  // A revoked credential's open sockets end on every gateway: all of a key's or a token family's, or a user's opened with another
   // credential version than the current one (all of them when none is given).
   await bus.subscribe(AUTH_INVALIDATION_CHANNEL, (payload) => {
     const change = payload as AuthInvalidation;
@@ -85,6 +85,7 @@ export async function attachLiveFeeds({ bus, realtime, alarms }: LiveFeedSources
     websockets.revalidation.revoked(change);
     const { code, reason } = CREDENTIAL_REVOKED;
     if (change.apiKeyId) websockets.closeWhere((principal) => principal.apiKeyId === change.apiKeyId, code, reason);
+    if (change.tokenFamilyId) websockets.closeWhere((principal) => principal.tokenFamilyId === change.tokenFamilyId, code, reason);
     if (change.userId) {
       const version = change.credentialVersion;
       websockets.closeWhere((principal) => principal.userId === change.userId && (version === undefined || (principal.credentialVersion ?? 0) !== version), code, reason);

@@ -53,13 +53,14 @@ export class SocketRevalidation {
     this.timer = undefined;
   }
 
-  /** A revocation seen on the bus: sockets of this key or user authenticated from now on, for a while, are checked. */
-  revoked(change: { apiKeyId?: string; userId?: string }): void {
+  /** A revocation seen on the bus: sockets of this key, user or token family authenticated from now on, for a while, are checked. */
+  revoked(change: { apiKeyId?: string; userId?: string; tokenFamilyId?: string }): void {
     const until = this.now() + this.options.suspectMs;
     if (this.suspects.size >= MAX_REMEMBERED) this.forgetExpired();
     if (this.suspects.size >= MAX_REMEMBERED) this.suspects.delete(this.suspects.keys().next().value!);
     if (change.apiKeyId) this.suspects.set(`key:${change.apiKeyId}`, until);
     if (change.userId) this.suspects.set(`user:${change.userId}`, until);
+    if (change.tokenFamilyId) this.suspects.set(`family:${change.tokenFamilyId}`, until);
   }
 
   /**
@@ -97,7 +98,11 @@ export class SocketRevalidation {
   private suspect(principal: Principal): boolean {
     const now = this.now();
     const marked = (key: string) => (this.suspects.get(key) ?? 0) > now;
-    return marked(`user:${principal.userId}`) || (principal.apiKeyId !== undefined && marked(`key:${principal.apiKeyId}`));
+    return (
+      marked(`user:${principal.userId}`) ||
+      (principal.apiKeyId !== undefined && marked(`key:${principal.apiKeyId}`)) ||
+      (principal.tokenFamilyId !== undefined && marked(`family:${principal.tokenFamilyId}`))
+    );
   }
 
   private forgetExpired(): void {

@@ -26,10 +26,12 @@ describe(`organizations, users, groups, devices (${driverLabel})`, () => {
       expect(refused.status).toBe(403);
     });
 
-    it('refuses an organization whose admin e-mail is taken, with 409', async () => {
+    it('creates an organization whose admin e-mail is held in another one: e-mails are unique per organization (issue 28, L1)', async () => {
       const response = await admin.post('/api/v1/organizations', { name: 'Dup', admin: { email: 'admin@example.test', password: 'password-1' } });
-      expect(response.status).toBe(409);
-      expect(response.body.code).toBe('conflict');
+      expect(response.status).toBe(201);
+      expect(response.body.admin).toMatchObject({ email: 'admin@example.test', organization_id: response.body.id, platform_admin: false });
+      const signedIn = await login(admin.withHeaders({ authorization: '' }), 'admin@example.test', 'password-1');
+      expect(JSON.parse(Buffer.from(signedIn.access_token.split('.')[1]!, 'base64url').toString()).organization_uuid).toBe(response.body.id);
     });
   });
 

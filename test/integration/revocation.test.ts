@@ -132,6 +132,51 @@ describe(`credential revocation (${driverLabel})`, () => {
     await expect(authenticator.authenticate(headers, route)).rejects.toMatchObject({ status: 401 });
   });
 
+  it('reusing a refresh token refuses every access token of its chain at once and closes their sockets (issue 28, L6)', async () => {
+    const user = await createUser(admin, 'user');
+    const first = await login(running.client, user.email, user.password);
+    const second = (await running.client.post('/api/v1/auth/refresh_access_tokens', first)).body;
+    const viaFirst = running.client.withToken(first.access_token);
+    const viaSecond = running.client.withToken(second.access_token);
+    // Both cached on this gateway, and each with an open socket.
+    expect((await viaFirst.get('/api/v1/organizations/current_organization')).status).toBe(200);
+    expect((await viaSecond.get('/api/v1/organizations/current_organization')).status).toBe(200);
+    const firstSocket = await open(running.baseUrl, { authorization: `Bearer ${first.access_token}` });
+    const secondSocket = await open(running.baseUrl, { authorization: `Bearer ${second.access_token}` });
+    // Another sign-in of the same user is a chain of its own: untouched.
+    const other = await login(running.client, user.email, user.password);
+    const otherSocket = await open(running.baseUrl, { authorization: `Bearer ${other.access_token}` });
+
+    // A stolen copy of the first refresh token is replayed.
+    expect((await running.client.post('/api/v1/auth/refresh_access_tokens', first)).status).toBe(401);
+
+    for (const client of [viaFirst, viaSecond]) {
+      const refused = await client.get('/api/v1/organizations/current_organization');
+      expect(refused.status).toBe(401);
+      expect(refused.body.code).toBe('invalid_credentials');
+    }
+    expect(await closedWith(firstSocket)).toEqual(REVOKED);
+    expect(await closedWith(secondSocket)).toEqual(REVOKED);
+    // A new socket with a token of the revoked chain is refused too.
+    await expect(TestSocket.open(running.baseUrl, { headers: { authorization: `Bearer ${second.access_token}` } })).rejects.toThrow(/401/);
+    expect((await running.client.withToken(other.access_token).get('/api/v1/organizations/current_organization')).status).toBe(200);
+    expect((await otherSocket.request({ op: 'ping' })).op).toBe('pong');
+  });
+
+  it('a socket of a chain revoked behind this gateway’s back is closed by the periodic re-check (issue 28, L6)', async () => {
+    const user = await createUser(admin, 'user');
+    const tokens = await login(running.client, user.email, user.password);
+    const socket = await open(running.baseUrl, { authorization: `Bearer ${tokens.access_token}` });
+    // The chain revoked in storage only, as a replay seen by a gateway whose announcement was lost would leave it.
+    await running.gateway.services.storage.execute(
+      'update refresh_tokens set revoked_at = now(), family_revoked_at = now() where user_id = ?',
+      [user.user.id],
+    );
+    expect((await socket.request({ op: 'ping' })).op).toBe('pong');
+    await running.gateway.services.websockets.revalidation.sweep();
+    expect(await closedWith(socket)).toEqual(REVOKED);
+  });
+
   it('deleting a user refuses their refresh tokens and closes their sockets', async () => {
     const doomed = await createUser(admin, 'user');
     const tokens = await login(running.client, doomed.email, doomed.password);
@@ -163,6 +208,30 @@ describe.runIf(serverDatabaseUrl && serverRedisUrl)(`credential revocation acros
       expect({ code: socket.closeCode, reason: socket.closeReason }).toEqual(REVOKED);
       // The socket closing proves the bus message arrived, and it dropped the cached key before closing.
       expect((await viaKey.get('/api/v1/organizations/current_organization')).status).toBe(401);
+      expect((await viaToken.get('/api/v1/organizations/current_organization')).status).toBe(401);
+    } finally {
+      await second.gateway.close();
+      await first.stop();
+    }
+  });
+
+  it('a refresh token reused on one gateway ends its chain’s access tokens and sockets on another at once (issue 28, L6)', async () => {
+    const first = await startTestGateway();
+    const second = await startTestGateway({}, {}, first.environment);
+    try {
+      const admin = await adminClient(first.client);
+      const user = await createUser(admin, 'user');
+      const tokens = await login(first.client, user.email, user.password);
+      const viaToken = second.client.withToken(tokens.access_token);
+      expect((await viaToken.get('/api/v1/organizations/current_organization')).status).toBe(200); // cached there
+      const socket = await TestSocket.open(second.baseUrl, { headers: { authorization: `Bearer ${tokens.access_token}` } });
+      await socket.next((frame) => frame.op === 'authenticated');
+      expect((await first.client.post('/api/v1/auth/refresh_access_tokens', tokens)).status).toBe(200);
+
+      expect((await first.client.post('/api/v1/auth/refresh_access_tokens', tokens)).status).toBe(401);
+
+      await socket.closed();
+      expect({ code: socket.closeCode, reason: socket.closeReason }).toEqual(REVOKED);
       expect((await viaToken.get('/api/v1/organizations/current_organization')).status).toBe(401);
     } finally {
       await second.gateway.close();

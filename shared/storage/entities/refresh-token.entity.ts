@@ -17,6 +17,8 @@ export interface RefreshToken {
   credentialVersion?: number;
   /** The first token of this rotation chain (its own id for a new sign-in): a reused token revokes the family. */
   familyId?: string | null;
+  /** When the whole family was revoked (a used token presented again): its access tokens are refused too. */
+  familyRevokedAt?: Date | null;
 }
 
 export const RefreshTokenSchema = new EntitySchema<RefreshToken>({
@@ -33,5 +35,6 @@ export const RefreshTokenSchema = new EntitySchema<RefreshToken>({
     apiKeyId: { type: 'uuid', fieldName: 'api_key_id', nullable: true },
     credentialVersion: { type: 'integer', default: 0 },
     familyId: { type: 'uuid', fieldName: 'family_id', nullable: true },
+    familyRevokedAt: { type: 'Date', fieldName: 'family_revoked_at', nullable: true },
   },
 });

@@ -8,7 +8,7 @@ export type Role = (typeof ROLES)[number];
 export interface User {
   id: string;
   organization: Organization;
-  /** Stored lower-cased: e-mail is case-insensitive for sign-in. */
+  /** Stored lower-cased: e-mail is case-insensitive for sign-in. Unique within the organization only (issue 28, L1). */
   email: string;
   passwordHash: string;
   fullName: string;
@@ -34,7 +34,7 @@ export const UserSchema = new EntitySchema<User>({
   properties: {
     id: { type: 'uuid', primary: true },
     organization: { kind: 'm:1', entity: 'Organization', fieldName: 'organization_id' },
-    email: { type: 'string', unique: true },
+    email: { type: 'string', index: 'users_email_idx' },
     passwordHash: { type: 'string', hidden: true },
     fullName: { type: 'string' },
     role: { type: 'string' },
@@ -48,4 +48,5 @@ export const UserSchema = new EntitySchema<User>({
     createdAt: { type: 'Date', onCreate: () => new Date() },
     updatedAt: { type: 'Date', onCreate: () => new Date(), onUpdate: () => new Date() },
   },
+  uniques: [{ name: 'users_organization_email_key', properties: ['organization', 'email'] }],
 });

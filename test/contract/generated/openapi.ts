@@ -159,7 +159,7 @@ export type paths = {
         };
         get?: never;
         put?: never;
-        /** Get an access token (JWT, 4 days) and a refresh token: HTTP Basic email:password, or X-API-KEY (optionally with X-API-EMAIL) */
+        /** Get an access token (JWT, 4 days) and a refresh token: HTTP Basic email:password (409 ambiguous_credentials when that pair opens accounts in several organizations), or X-API-KEY (optionally with X-API-EMAIL) */
         post: {
             parameters: {
                 query?: never;
@@ -207,7 +207,7 @@ export type paths = {
         };
         get?: never;
         put?: never;
-        /** Rotate an access/refresh token pair: the refresh token is then used up */
+        /** Rotate an access/refresh token pair: the refresh token is then used up; presenting it again revokes its whole chain, access tokens included */
         post: {
             parameters: {
                 query?: never;
@@ -983,6 +983,12 @@ export type paths = {
                 query?: {
                     ids?: string | string[];
                     name?: string;
+                    /** @description 0-based page; with page or size the answer is {data, metadata} */
+                    page?: number;
+                    /** @description Page size, 1 to 1,000 (default 20 when only page is sent) */
+                    size?: number;
+                    sort?: string;
+                    direction?: "asc" | "desc" | "ASC" | "DESC";
                 };
                 header?: never;
                 path?: never;
@@ -1007,7 +1013,29 @@ export type paths = {
                             created_at: string;
                             /** Format: date-time */
                             updated_at: string;
-                        }[];
+                        }[] | {
+                            data: {
+                                /** Format: uuid */
+                                id: string;
+                                /** Format: uuid */
+                                organization_id: string;
+                                name: string;
+                                description: string;
+                                /** Format: date-time */
+                                created_at: string;
+                                /** Format: date-time */
+                                updated_at: string;
+                            }[];
+                            metadata: {
+                                first: boolean;
+                                last: boolean;
+                                total_pages: number;
+                                total_elements: number;
+                                number_of_elements: number;
+                                size: number;
+                                number: number;
+                            };
+                        };
                     };
                 };
                 /** @description Error */
@@ -2265,7 +2293,14 @@ export type paths = {
         /** Floors of a building */
         get: {
             parameters: {
-                query?: never;
+                query?: {
+                    /** @description 0-based page; with page or size the answer is {data, metadata} */
+                    page?: number;
+                    /** @description Page size, 1 to 1,000 (default 20 when only page is sent) */
+                    size?: number;
+                    sort?: string;
+                    direction?: "asc" | "desc" | "ASC" | "DESC";
+                };
                 header?: never;
                 path: {
                     building_id: number;
@@ -2299,7 +2334,37 @@ export type paths = {
                                 key: string;
                                 value: string;
                             }[];
-                        }[];
+                        }[] | {
+                            data: {
+                                id: number;
+                                building_id: number;
+                                /** @description Deprecated: same as building_id */
+                                project_id: number;
+                                name: string;
+                                level: number;
+                                level_height: number;
+                                created_at: string;
+                                updated_at: string;
+                                maps: {
+                                    scale: number | null;
+                                    map_url: string | null;
+                                    map_id?: string | null;
+                                };
+                                custom_fields: {
+                                    key: string;
+                                    value: string;
+                                }[];
+                            }[];
+                            metadata: {
+                                first: boolean;
+                                last: boolean;
+                                total_pages: number;
+                                total_elements: number;
+                                number_of_elements: number;
+                                size: number;
+                                number: number;
+                            };
+                        };
                     };
                 };
                 /** @description Error */
@@ -2333,6 +2398,12 @@ export type paths = {
             parameters: {
                 query?: {
                     building_id?: number;
+                    /** @description 0-based page; with page or size the answer is {data, metadata} */
+                    page?: number;
+                    /** @description Page size, 1 to 1,000 (default 20 when only page is sent) */
+                    size?: number;
+                    sort?: string;
+                    direction?: "asc" | "desc" | "ASC" | "DESC";
                 };
                 header?: never;
                 path?: never;
@@ -2365,7 +2436,37 @@ export type paths = {
                                 key: string;
                                 value: string;
                             }[];
-                        }[];
+                        }[] | {
+                            data: {
+                                id: number;
+                                building_id: number;
+                                /** @description Deprecated: same as building_id */
+                                project_id: number;
+                                name: string;
+                                level: number;
+                                level_height: number;
+                                created_at: string;
+                                updated_at: string;
+                                maps: {
+                                    scale: number | null;
+                                    map_url: string | null;
+                                    map_id?: string | null;
+                                };
+                                custom_fields: {
+                                    key: string;
+                                    value: string;
+                                }[];
+                            }[];
+                            metadata: {
+                                first: boolean;
+                                last: boolean;
+                                total_pages: number;
+                                total_elements: number;
+                                number_of_elements: number;
+                                size: number;
+                                number: number;
+                            };
+                        };
                     };
                 };
                 /** @description Error */
@@ -2696,7 +2797,14 @@ export type paths = {
         /** List POI categorys of the caller's organization */
         get: {
             parameters: {
-                query?: never;
+                query?: {
+                    /** @description 0-based page; with page or size the answer is {data, metadata} */
+                    page?: number;
+                    /** @description Page size, 1 to 1,000 (default 20 when only page is sent) */
+                    size?: number;
+                    sort?: string;
+                    direction?: "asc" | "desc" | "ASC" | "DESC";
+                };
                 header?: never;
                 path?: never;
                 cookie?: never;
@@ -2720,7 +2828,29 @@ export type paths = {
                             created_at: string;
                             updated_at: string;
                             public: boolean;
-                        }[];
+                        }[] | {
+                            data: {
+                                id: number;
+                                name_en: string;
+                                name_es: string;
+                                code: string;
+                                /** @description Relative url; empty when the category has no icon */
+                                icon_url: string;
+                                selected_icon_url: string;
+                                created_at: string;
+                                updated_at: string;
+                                public: boolean;
+                            }[];
+                            metadata: {
+                                first: boolean;
+                                last: boolean;
+                                total_pages: number;
+                                total_elements: number;
+                                number_of_elements: number;
+                                size: number;
+                                number: number;
+                            };
+                        };
                     };
                 };
                 /** @description Error */
@@ -3003,6 +3133,12 @@ export type paths = {
                 query?: {
                     type?: "indoor" | "outdoor";
                     building_id?: number;
+                    /** @description 0-based page; with page or size the answer is {data, metadata} */
+                    page?: number;
+                    /** @description Page size, 1 to 1,000 (default 20 when only page is sent) */
+                    size?: number;
+                    sort?: string;
+                    direction?: "asc" | "desc" | "ASC" | "DESC";
                 };
                 header?: never;
                 path?: never;
@@ -3062,7 +3198,64 @@ export type paths = {
                                 key: string;
                                 value: string;
                             }[];
-                        })[];
+                        })[] | {
+                            data: ({
+                                id: number;
+                                building_id: number;
+                                name: string;
+                                category_id: number | null;
+                                created_at: string;
+                                updated_at: string;
+                                info: string;
+                                /** @description Spec fields plus flat lat/lng/x/y, which the official client reads */
+                                position: {
+                                    floor_id: number;
+                                    radius: number;
+                                    georeferences: {
+                                        lat: number;
+                                        lng: number;
+                                    };
+                                    cartesians: {
+                                        x: number;
+                                        y: number;
+                                    };
+                                    lat: number;
+                                    lng: number;
+                                    x: number;
+                                    y: number;
+                                };
+                                custom_fields: {
+                                    key: string;
+                                    value: string;
+                                }[];
+                            } | {
+                                id: number;
+                                building_id: number;
+                                floor_id: null;
+                                name: string;
+                                category_id: number | null;
+                                created_at: string;
+                                updated_at: string;
+                                info: string;
+                                location: {
+                                    lat: number;
+                                    lng: number;
+                                };
+                                custom_fields: {
+                                    key: string;
+                                    value: string;
+                                }[];
+                            })[];
+                            metadata: {
+                                first: boolean;
+                                last: boolean;
+                                total_pages: number;
+                                total_elements: number;
+                                number_of_elements: number;
+                                size: number;
+                                number: number;
+                            };
+                        };
                     };
                 };
                 /** @description Error */
@@ -3674,6 +3867,12 @@ export type paths = {
             parameters: {
                 query?: {
                     type?: "indoor" | "outdoor";
+                    /** @description 0-based page; with page or size the answer is {data, metadata} */
+                    page?: number;
+                    /** @description Page size, 1 to 1,000 (default 20 when only page is sent) */
+                    size?: number;
+                    sort?: string;
+                    direction?: "asc" | "desc" | "ASC" | "DESC";
                 };
                 header?: never;
                 path: {
@@ -3735,7 +3934,64 @@ export type paths = {
                                 key: string;
                                 value: string;
                             }[];
-                        })[];
+                        })[] | {
+                            data: ({
+                                id: number;
+                                building_id: number;
+                                name: string;
+                                category_id: number | null;
+                                created_at: string;
+                                updated_at: string;
+                                info: string;
+                                /** @description Spec fields plus flat lat/lng/x/y, which the official client reads */
+                                position: {
+                                    floor_id: number;
+                                    radius: number;
+                                    georeferences: {
+                                        lat: number;
+                                        lng: number;
+                                    };
+                                    cartesians: {
+                                        x: number;
+                                        y: number;
+                                    };
+                                    lat: number;
+                                    lng: number;
+                                    x: number;
+                                    y: number;
+                                };
+                                custom_fields: {
+                                    key: string;
+                                    value: string;
+                                }[];
+                            } | {
+                                id: number;
+                                building_id: number;
+                                floor_id: null;
+                                name: string;
+                                category_id: number | null;
+                                created_at: string;
+                                updated_at: string;
+                                info: string;
+                                location: {
+                                    lat: number;
+                                    lng: number;
+                                };
+                                custom_fields: {
+                                    key: string;
+                                    value: string;
+                                }[];
+                            })[];
+                            metadata: {
+                                first: boolean;
+                                last: boolean;
+                                total_pages: number;
+                                total_elements: number;
+                                number_of_elements: number;
+                                size: number;
+                                number: number;
+                            };
+                        };
                     };
                 };
                 /** @description Error */
@@ -3769,6 +4025,12 @@ export type paths = {
             parameters: {
                 query?: {
                     type?: "indoor" | "outdoor";
+                    /** @description 0-based page; with page or size the answer is {data, metadata} */
+                    page?: number;
+                    /** @description Page size, 1 to 1,000 (default 20 when only page is sent) */
+                    size?: number;
+                    sort?: string;
+                    direction?: "asc" | "desc" | "ASC" | "DESC";
                 };
                 header?: never;
                 path: {
@@ -3830,7 +4092,64 @@ export type paths = {
                                 key: string;
                                 value: string;
                             }[];
-                        })[];
+                        })[] | {
+                            data: ({
+                                id: number;
+                                building_id: number;
+                                name: string;
+                                category_id: number | null;
+                                created_at: string;
+                                updated_at: string;
+                                info: string;
+                                /** @description Spec fields plus flat lat/lng/x/y, which the official client reads */
+                                position: {
+                                    floor_id: number;
+                                    radius: number;
+                                    georeferences: {
+                                        lat: number;
+                                        lng: number;
+                                    };
+                                    cartesians: {
+                                        x: number;
+                                        y: number;
+                                    };
+                                    lat: number;
+                                    lng: number;
+                                    x: number;
+                                    y: number;
+                                };
+                                custom_fields: {
+                                    key: string;
+                                    value: string;
+                                }[];
+                            } | {
+                                id: number;
+                                building_id: number;
+                                floor_id: null;
+                                name: string;
+                                category_id: number | null;
+                                created_at: string;
+                                updated_at: string;
+                                info: string;
+                                location: {
+                                    lat: number;
+                                    lng: number;
+                                };
+                                custom_fields: {
+                                    key: string;
+                                    value: string;
+                                }[];
+                            })[];
+                            metadata: {
+                                first: boolean;
+                                last: boolean;
+                                total_pages: number;
+                                total_elements: number;
+                                number_of_elements: number;
+                                size: number;
+                                number: number;
+                            };
+                        };
                     };
                 };
                 /** @description Error */
