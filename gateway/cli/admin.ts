@@ -30,7 +30,7 @@ while a gateway (or the demo) has DATA_DIR open: embedded PostgreSQL has one wri
 same through its API (POST /api/v1/users, POST /api/v1/auth/apikeys).`;
 
 /** Printed when DATA_DIR is held: what to do instead. */
-const inUseHint = 'Stop that gateway first, or do the same through its API: POST /api/v1/users, POST /api/v1/auth/apikeys (see README).';
+const inUseHint = 'Stop that gateway first, or do the same through its API: POST /api/v1/users, POST /api/v1/auth/apikeys (see docs/access.md).';
 
 class UsageError extends Error {}
 
