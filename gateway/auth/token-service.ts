@@ -19,6 +19,11 @@ export interface AccessClaims {
   cv?: number;
   /** The API key this token was minted from: deleting the key refuses the token. */
   key_id?: string;
+  /**
+   * Minted by the operators' CLI with the signing key, not by sign-in: names its user by `email` (`sub` is
+   * "operator"), lives 5 minutes at most (see Authenticator.operatorUser).
+   */
+  operator?: true;
 }
 
 /**
