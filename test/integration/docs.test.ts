@@ -39,6 +39,7 @@ describe('the runnable blocks', () => {
 describe(`README and docs/getting-started.md against npm run demo (${driverLabel})`, () => {
   let environment: TestEnvironment;
   let demo: ChildProcess;
+  let worker: ChildProcess | undefined;
   let output = '';
   let env: Record<string, string>;
   let base: string;
@@ -56,15 +57,26 @@ describe(`README and docs/getting-started.md against npm run demo (${driverLabel
       if (demo.exitCode !== null || Date.now() > deadline) throw new Error(`the demo did not start:\n${output}`);
     }
     base = /Console: +(http:\/\/[\d.]+:\d+)\/console/.exec(output)![1]!;
+    if (environment.env.REDIS_URL) {
+      // With Redis, reports run on workers, as on a deployment (docs/operations/postgres-redis.md): start one.
+      let printed = '';
+      worker = spawn(process.execPath, ['--import', 'tsx', 'workers/main.ts'], { cwd: REPO_ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+      worker.stdout!.on('data', (chunk) => (printed += chunk));
+      worker.stderr!.on('data', (chunk) => (printed += chunk));
+      for (const deadline = Date.now() + 120_000; !/worker ready/.test(printed); await new Promise((resolve) => setTimeout(resolve, 100))) {
+        if (worker.exitCode !== null || Date.now() > deadline) throw new Error(`the worker did not start:\n${printed}`);
+      }
+    }
     password = /Password: +(\S+) \(generated on this first start/.exec(output)![1]!;
   }, 180_000);
 
   afterAll(async () => {
-    if (demo && demo.exitCode === null) {
-      const exited = new Promise((resolve) => demo.once('exit', resolve));
-      demo.kill('SIGTERM');
+    for (const child of [worker, demo]) {
+      if (!child || child.exitCode !== null) continue;
+      const exited = new Promise((resolve) => child.once('exit', resolve));
+      child.kill('SIGTERM');
       await Promise.race([exited, new Promise((resolve) => setTimeout(resolve, 20_000))]);
-      if (demo.exitCode === null) demo.kill('SIGKILL');
+      if (child.exitCode === null) child.kill('SIGKILL');
     }
     await environment?.cleanup();
     rmSync(scratch, { recursive: true, force: true });
