@@ -19,6 +19,13 @@ const REPO_ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const BLOCK_TIMEOUT_MS = 90_000;
 const read = (path: string) => readFileSync(join(REPO_ROOT, path), 'utf8');
 
+/** Waits until `done`, failing early if `child` exits. */
+async function waitFor(done: () => boolean, child: ChildProcess, timeoutMs: number, failure: () => string): Promise<void> {
+  for (const deadline = Date.now() + timeoutMs; !done(); await new Promise((resolve) => setTimeout(resolve, 100))) {
+    if (child.exitCode !== null || Date.now() > deadline) throw new Error(failure());
+  }
+}
+
 async function freePort(): Promise<number> {
   const server = createServer();
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -48,14 +55,17 @@ describe(`README and docs/getting-started.md against npm run demo (${driverLabel
 
   beforeAll(async () => {
     // README's e-mail is the default one, and the password is the one the demo generates and prints.
-    environment = await createTestEnvironment({ ADMIN_EMAIL: 'admin@floorcast.local', ADMIN_PASSWORD: '', LOG_LEVEL: 'info', PORT: String(await freePort()) });
+    environment = await createTestEnvironment({
+      ADMIN_EMAIL: 'admin@floorcast.local',
+      ADMIN_PASSWORD: '',
+      LOG_LEVEL: 'info',
+      PORT: String(await freePort()),
+    });
     env = { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', ...environment.env };
     demo = spawn(process.execPath, ['--import', 'tsx', 'demo/main.ts'], { cwd: REPO_ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
     demo.stdout!.on('data', (chunk) => (output += chunk));
     demo.stderr!.on('data', (chunk) => (output += chunk));
-    for (const deadline = Date.now() + 150_000; !/Alarms to expect/.test(output); await new Promise((resolve) => setTimeout(resolve, 100))) {
-      if (demo.exitCode !== null || Date.now() > deadline) throw new Error(`the demo did not start:\n${output}`);
-    }
+    await waitFor(() => /Alarms to expect/.test(output), demo, 150_000, () => `the demo did not start:\n${output}`);
     base = /Console: +(http:\/\/[\d.]+:\d+)\/console/.exec(output)![1]!;
     if (environment.env.REDIS_URL) {
       // With Redis, reports run on workers, as on a deployment (docs/operations/postgres-redis.md): start one.
@@ -63,9 +73,7 @@ describe(`README and docs/getting-started.md against npm run demo (${driverLabel
       worker = spawn(process.execPath, ['--import', 'tsx', 'workers/main.ts'], { cwd: REPO_ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
       worker.stdout!.on('data', (chunk) => (printed += chunk));
       worker.stderr!.on('data', (chunk) => (printed += chunk));
-      for (const deadline = Date.now() + 120_000; !/worker ready/.test(printed); await new Promise((resolve) => setTimeout(resolve, 100))) {
-        if (worker.exitCode !== null || Date.now() > deadline) throw new Error(`the worker did not start:\n${printed}`);
-      }
+      await waitFor(() => /worker ready/.test(printed), worker, 120_000, () => `the worker did not start:\n${printed}`);
     }
     password = /Password: +(\S+) \(generated on this first start/.exec(output)![1]!;
   }, 180_000);
@@ -99,7 +107,8 @@ describe(`README and docs/getting-started.md against npm run demo (${driverLabel
       // npm and npx commands run in the repository, as README says; the others where their files may land.
       const cwd = /\bnp[mx] /.test(block.code) ? REPO_ROOT : scratch;
       const run = await runBlock(block.code, { cwd, env, stateFile, timeoutMs: BLOCK_TIMEOUT_MS });
-      const where = `${file}:${block.line}${run.timedOut ? ` (timed out after ${BLOCK_TIMEOUT_MS} ms)` : ''}\n${block.code}\n--- stdout\n${run.stdout}\n--- stderr\n${run.stderr}`;
+      const timedOut = run.timedOut ? ` (timed out after ${BLOCK_TIMEOUT_MS} ms)` : '';
+      const where = `${file}:${block.line}${timedOut}\n${block.code}\n--- stdout\n${run.stdout}\n--- stderr\n${run.stderr}`;
       expect(run.status, where).toBe(0);
       outputs.push(run.stdout);
     }
@@ -122,8 +131,10 @@ describe(`README and docs/getting-started.md against npm run demo (${driverLabel
     // the demo's first one no longer does.
     const reset = /password: (\S+)/.exec(outputs.at(-1)!)?.[1];
     expect(reset, outputs.at(-1)).toBeDefined();
-    const signIn = (secret: string) =>
-      fetch(`${base}/api/v1/auth/access_tokens`, { method: 'POST', headers: { authorization: `Basic ${Buffer.from(`admin@floorcast.local:${secret}`).toString('base64')}` } });
+    const signIn = (secret: string) => {
+      const authorization = `Basic ${Buffer.from(`admin@floorcast.local:${secret}`).toString('base64')}`;
+      return fetch(`${base}/api/v1/auth/access_tokens`, { method: 'POST', headers: { authorization } });
+    };
     expect((await signIn(reset!)).status).toBe(200);
     expect((await signIn(password)).status).toBe(401);
   }, 600_000);
@@ -136,9 +147,8 @@ describe(`README and docs/getting-started.md against npm run demo (${driverLabel
     simulator.stdout!.on('data', (chunk) => (printed += chunk));
     simulator.stderr!.on('data', (chunk) => (printed += chunk));
     try {
-      for (const deadline = Date.now() + 60_000; !/simulating 50 devices in building 1/.test(printed); await new Promise((resolve) => setTimeout(resolve, 100))) {
-        if (simulator.exitCode !== null || Date.now() > deadline) throw new Error(`the simulator did not start:\n${printed}`);
-      }
+      const started = () => /simulating 50 devices in building 1/.test(printed);
+      await waitFor(started, simulator, 60_000, () => `the simulator did not start:\n${printed}`);
       await new Promise((resolve) => setTimeout(resolve, 5000)); // five rounds of uploads at 1 Hz
       expect(simulator.exitCode, printed).toBeNull();
       expect(printed).not.toMatch(/upload failed|simulator failed/);

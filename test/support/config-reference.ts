@@ -18,7 +18,8 @@ export function configDocComments(source = readFileSync(new URL('../../shared/co
 
 /** A setting's default as a reader sets it in the environment; `unset` when it has none. */
 function defaultOf(name: string): string {
-  const parsed = (configSchema.shape as Record<string, { safeParse(value: unknown): { success: boolean; data?: unknown } }>)[name]!.safeParse(undefined);
+  const shape = configSchema.shape as Record<string, { safeParse(value: unknown): { success: boolean; data?: unknown } }>;
+  const parsed = shape[name]!.safeParse(undefined);
   const value = parsed.success ? parsed.data : undefined;
   if (value === undefined) return 'unset';
   if (value === '' || (Array.isArray(value) && value.length === 0)) return 'empty';
@@ -28,6 +29,9 @@ function defaultOf(name: string): string {
 /** The configuration table: one row per setting of `configSchema`, in its order, with default and doc comment. */
 export function configurationTable(): string {
   const comments = configDocComments();
-  const rows = Object.keys(configSchema.shape).map((name) => `| \`${name}\` | ${defaultOf(name)} | ${(comments.get(name) ?? '').replaceAll('|', '\\|')} |`);
+  const rows = Object.keys(configSchema.shape).map((name) => {
+    const comment = (comments.get(name) ?? '').replaceAll('|', '\\|');
+    return `| \`${name}\` | ${defaultOf(name)} | ${comment} |`;
+  });
   return ['| variable | default | meaning |', '|---|---|---|', ...rows].join('\n');
 }

@@ -35,7 +35,10 @@ export interface BlockRun {
  * stops at the first failing command, and curl fails on an HTTP error status (the body still printed), so an
  * example answered 4xx or 5xx fails.
  */
-export function runBlock(code: string, options: { cwd: string; env: Record<string, string>; stateFile: string; timeoutMs: number }): Promise<BlockRun> {
+export function runBlock(
+  code: string,
+  options: { cwd: string; env: Record<string, string>; stateFile: string; timeoutMs: number },
+): Promise<BlockRun> {
   const script = [
     'set -euo pipefail',
     `source ${JSON.stringify(options.stateFile)}`,
