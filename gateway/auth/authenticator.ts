@@ -213,7 +213,9 @@ export class RequestAuthenticator {
    * knows. It must be short-lived; read fresh, never cached.
    */
   private async operatorUser(claims: { email: string; iat: number; exp: number }): Promise<CachedUser['principal'] | undefined> {
-    if (claims.exp - claims.iat > OPERATOR_TOKEN_MAX_SECONDS) throw new UnauthenticatedError('An operator token may live 5 minutes at most');
+    if (claims.exp - claims.iat > OPERATOR_TOKEN_MAX_SECONDS) {
+      throw new UnauthenticatedError('An operator token may live 5 minutes at most');
+    }
     const user = await this.storage.em().findOne(UserSchema, { email: claims.email.toLowerCase() });
     if (!user) return undefined;
     return {

@@ -35,7 +35,8 @@ while a gateway (or the demo) has DATA_DIR open: embedded PostgreSQL has one wri
 same through its API (POST /api/v1/users, POST /api/v1/auth/apikeys); reset-password goes through it by itself.`;
 
 /** Printed when DATA_DIR is held: what to do instead. */
-const inUseHint = 'Stop that gateway first, or do the same through its API: POST /api/v1/users, POST /api/v1/auth/apikeys (see docs/access.md).';
+const inUseHint =
+  'Stop that gateway first, or do the same through its API: POST /api/v1/users, POST /api/v1/auth/apikeys (see docs/access.md).';
 
 class UsageError extends Error {}
 
@@ -165,7 +166,14 @@ function dataDirHolder(config: Config): number | undefined {
  */
 async function resetPasswordThroughApi(config: Config, url: string, email: string, password: string): Promise<void> {
   const tokens = new TokenService(loadJwtSecret(config), 120);
-  const token = await tokens.sign({ sub: 'operator', email: email.toLowerCase(), organization_uuid: '', role: 'admin', api_permission: 'read-write', operator: true });
+  const token = await tokens.sign({
+    sub: 'operator',
+    email: email.toLowerCase(),
+    organization_uuid: '',
+    role: 'admin',
+    api_permission: 'read-write',
+    operator: true,
+  });
   const call = async (method: string, path: string, body?: unknown) => {
     let response: Response;
     try {
@@ -175,7 +183,8 @@ async function resetPasswordThroughApi(config: Config, url: string, email: strin
         body: body ? JSON.stringify(body) : undefined,
       });
     } catch (error) {
-      throw new UsageError(`DATA_DIR is held by a running gateway, but none answers at ${url} (${(error as Error).message}): pass its --url`);
+      const cause = (error as Error).message;
+      throw new UsageError(`DATA_DIR is held by a running gateway, but none answers at ${url} (${cause}): pass its --url`);
     }
     const answer = (await response.json().catch(() => ({}))) as { message?: string; data?: { id: string; email: string }[] };
     if (!response.ok) throw new UsageError(`${method} ${path}: ${response.status} ${answer.message ?? ''}`.trim());
