@@ -4,7 +4,7 @@ import { ProcessGuard, SHUTDOWN_MARGIN_MS, describeStartFailure, stopOnSignals }
 import { lockDataDirOrExit } from '../shared/storage/data-dir-lock.js';
 import { startGateway } from './app.js';
 
-/** `npm start`: one gateway process, configured from the environment (see README). */
+/** `npm start`: one gateway process, configured from the environment (see docs/configuration.md). */
 async function main(): Promise<void> {
   const config = loadConfigOrExit();
   const logger = createLogger(config.LOG_LEVEL, { service: 'gateway' });

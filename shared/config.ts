@@ -52,13 +52,13 @@ export const configSchema = z.object({
     .refine(notPlaceholder(PLACEHOLDER_PASSWORD), 'a placeholder, not a password: choose one (or leave it unset to have one generated)'),
   /** Name of the first organization created on first start. */
   ADMIN_ORGANIZATION: z.string().min(1).default('Default organization'),
-  /** pino log level. */
+  /** pino log level: fatal, error, warn, info, debug, trace or silent. */
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   /** Largest JSON request body in bytes; larger bodies get 413. */
   MAX_BODY_BYTES: z.coerce.number().int().min(1024).default(1024 * 1024),
   /** Largest image upload in bytes (floorplans, pictures). */
   MAX_IMAGE_BYTES: z.coerce.number().int().min(1024).default(10 * 1024 * 1024),
-  /** HS256 signing secret of access tokens; unset means a random key generated once and kept under DATA_DIR. */
+  /** HS256 key of access tokens (32+ characters); unset means a random key kept in DATA_DIR/jwt-secret. Set the same value on every gateway. */
   JWT_SECRET: optionalString
     .pipe(z.string().min(32, 'at least 32 characters').optional())
     .refine(notPlaceholder(PLACEHOLDER_SECRET), 'a placeholder, not a secret: use e.g. `openssl rand -base64 48`'),
@@ -194,13 +194,13 @@ export const configSchema = z.object({
   WEBHOOK_MAX_PENDING_PER_WEBHOOK: z.coerce.number().int().min(1).default(10_000),
   /** Days a dead-lettered webhook delivery is kept (for redelivery) before it is deleted. */
   WEBHOOK_DEAD_RETENTION_DAYS: z.coerce.number().int().min(1).default(14),
-  /** Webhooks one organization may have. */
+  /** Webhooks one organization may have; one more gets 409. */
   WEBHOOK_MAX_PER_ORGANIZATION: z.coerce.number().int().min(1).default(20),
   /** Shards the buildings are spread over for detection ownership; every gateway of a deployment must agree (change it only with all stopped). */
   CLUSTER_SHARDS: z.coerce.number().int().min(1).max(4096).default(64),
   /** How often a gateway renews its membership and shard leases, in milliseconds. */
   CLUSTER_HEARTBEAT_MS: z.coerce.number().int().min(50).default(1000),
-  /** A gateway (and its shard leases) counts as gone this long after its last heartbeat, in milliseconds: the failover delay. */
+  /** A gateway (and its shard leases) counts as gone this long after its last heartbeat, in ms: the failover delay (3+ heartbeats). */
   CLUSTER_MEMBER_TTL_MS: z.coerce.number().int().min(150).default(3000),
   /** This gateway's member id in the cluster; unset means hostname:pid:random, new at every start. */
   CLUSTER_MEMBER_ID: optionalString.pipe(z.string().regex(/^[A-Za-z0-9:._-]{1,100}$/, 'letters, digits, ":", ".", "_" and "-" only').optional()),
@@ -210,7 +210,7 @@ export const configSchema = z.object({
   REPORTS_MATERIALIZE_LAG_MS: z.coerce.number().int().min(0).default(30_000),
   /** Share of the time a materializer pass may be busy rebuilding (0-1]: it pauses between batches of device-hours to keep to it, so the top-of-hour rebuild does not starve ingest; 1 never pauses. */
   REPORTS_MATERIALIZE_DUTY: z.coerce.number().gt(0).max(1).default(0.5),
-  /** Entries (uploads) a shard's stream may hold unacknowledged by its owner before uploads to its buildings wait for detection; 0: never. */
+  /** Uploads of one organization a shard's stream may hold unacknowledged by its owner before that organization's uploads there wait; 0: never. */
   CLUSTER_MAX_BACKLOG: z.coerce.number().int().min(0).default(1000),
   /** How long an upload waits for its building's detection to catch up before it is refused with 503 and Retry-After, in ms. */
   CLUSTER_BACKLOG_WAIT_MS: z.coerce.number().int().min(0).max(60_000).default(2000),

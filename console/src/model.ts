@@ -5,7 +5,7 @@ export type { AlarmSeverity, AlarmState, AlarmType };
 export { ALARM_SEVERITIES } from '../../shared/detection/alarm-severity.js';
 export { ALARM_TYPES } from '../../shared/detection/alarm-states.js';
 
-/** The shapes the console reads (README: cartography, positions, alarms). */
+/** The shapes the console reads (docs/api: cartography, positions, alarms). */
 export interface Building {
   id: number;
   name: string;
@@ -152,7 +152,7 @@ export interface RoutePoint {
   lng: number;
 }
 
-/** GET /api/v1/buildings/:id/route (README: Routing). */
+/** GET /api/v1/buildings/:id/route (docs/api/routing.md). */
 export interface Route {
   distance_m: number;
   duration_s: number;

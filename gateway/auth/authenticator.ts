@@ -58,6 +58,9 @@ export interface AuthInvalidation {
 
 export const AUTH_INVALIDATION_CHANNEL = 'auth:invalidate';
 
+/** The longest an operator token (minted by the admin CLI with the signing key) may be valid. */
+export const OPERATOR_TOKEN_MAX_SECONDS = 300;
+
 /** How many revoked users and keys the generation table remembers before it forgets them all at once. */
 const MAX_TRACKED_REVOCATIONS = 10_000;
 /** Reads retried when a revocation of what they read arrived meanwhile, before the request is refused (503). */
@@ -167,9 +170,9 @@ export class RequestAuthenticator {
     const bearer = /^Bearer\s+(\S+)$/i.exec(authorization);
     if (bearer) {
       const claims = await this.tokens.verify(bearer[1]!);
-      const user = await this.loadUser(claims.sub);
+      const user = claims.operator ? await this.operatorUser(claims) : await this.loadUser(claims.sub);
       if (!user) throw new UnauthenticatedError('The user of this token no longer exists');
-      if ((claims.cv ?? 0) !== user.credentialVersion) throw credentialRevoked();
+      if (!claims.operator && (claims.cv ?? 0) !== user.credentialVersion) throw credentialRevoked();
       if (claims.fid && !(await this.familyLive(claims.fid))) throw credentialRevoked();
       principal = { ...user, permission: claims.api_permission, via: 'jwt', ...(claims.fid ? { tokenFamilyId: claims.fid } : {}) };
       if (claims.key_id) {
@@ -224,6 +227,31 @@ export class RequestAuthenticator {
     if (this.liveFamilies.size > 10_000) this.liveFamilies.clear();
     this.liveFamilies.set(familyId, this.now() + this.cacheMs);
     return true;
+  }
+
+  /**
+   * The user an operator token names by e-mail (`npm run admin -- reset-password` while a gateway holds the
+   * embedded database): whoever holds the signing key can mint any token already, and this one only names its
+   * user by e-mail, as the operator knows it, rather than by id and credential version, which only the database
+   * knows. It must be short-lived; read fresh, never cached.
+   */
+  private async operatorUser(claims: { email: string; iat: number; exp: number }): Promise<CachedUser['principal'] | undefined> {
+    if (claims.exp - claims.iat > OPERATOR_TOKEN_MAX_SECONDS) {
+      throw new UnauthenticatedError('An operator token may live 5 minutes at most');
+    }
+    // E-mails are unique per organization: an e-mail that names users in several organizations names nobody here.
+    const users = await this.storage.em().find(UserSchema, { email: claims.email.toLowerCase() }, { limit: 2 });
+    if (users.length > 1) throw new UnauthenticatedError('This e-mail names users in several organizations: reset through the API');
+    const user = users[0];
+    if (!user) return undefined;
+    return {
+      userId: user.id,
+      email: user.email,
+      organizationId: (user.organization as { id: string }).id,
+      role: user.role,
+      platformAdmin: user.platformAdmin,
+      credentialVersion: user.credentialVersion ?? 0,
+    };
   }
 
   private remember(cacheKey: string, apiKey: ApiKey | null): CachedApiKey | undefined {

@@ -21,6 +21,11 @@ export interface AccessClaims {
   key_id?: string;
   /** The refresh-token family (rotation chain) this token belongs to: revoking the family refuses the token. */
   fid?: string;
+  /**
+   * Minted by the operators' CLI with the signing key, not by sign-in: names its user by `email` (`sub` is
+   * "operator"), lives 5 minutes at most (see Authenticator.operatorUser).
+   */
+  operator?: true;
 }
 
 /**

@@ -2,12 +2,12 @@ import { randomUUID } from 'node:crypto';
 import { parseArgs } from 'node:util';
 import { CredentialService } from '../auth/credential-service.js';
 import { TokenService, loadJwtSecret } from '../auth/token-service.js';
-import { ConfigError, loadConfig } from '../../shared/config.js';
+import { ConfigError, loadConfig, type Config } from '../../shared/config.js';
 import { createLogger } from '../../shared/logger.js';
 import { generatePassword, hashPassword } from '../../shared/passwords.js';
 import { materializations } from '../../shared/reports/materializations.js';
 import { ReportMaterializer } from '../../shared/reports/materializer.js';
-import { lockDataDirOrExit } from '../../shared/storage/data-dir-lock.js';
+import { DataDirInUseError, lockDataDir, lockDataDirOrExit } from '../../shared/storage/data-dir-lock.js';
 import { openStorage } from '../../shared/storage/index.js';
 import { API_KEY_PERMISSIONS, OrganizationSchema, ROLES, UserSchema, type ApiKeyPermission, type Role } from '../../shared/storage/entities/index.js';
 
@@ -18,6 +18,11 @@ Commands:
                  Creates a user (in the first organization unless --organization). Prints the password if generated.
   create-apikey  --email E [--permission read-only|read-write|positioning] [--description D]
                  Creates an API key for the user with that e-mail and prints it (the only time it is shown).
+  reset-password --email E [--password P] [--url URL]
+                 Sets a new password (prints it if generated) and signs the user out everywhere. While a gateway
+                 (or the demo) holds DATA_DIR, it goes through that gateway's API, at URL (default
+                 http://127.0.0.1:$PORT), with a 2-minute token it mints with the signing key; only for an
+                 administrator or user manager then. Otherwise it writes storage directly.
   list-organizations
                  Prints every organization's id and name.
   backfill-reports --from ISO --to ISO [--organization ID]
@@ -27,10 +32,11 @@ Commands:
 
 It uses the same environment as the gateway (DATABASE_URL, DATA_DIR, ...). With embedded storage it refuses
 while a gateway (or the demo) has DATA_DIR open: embedded PostgreSQL has one writer. Stop it first, or do the
-same through its API (POST /api/v1/users, POST /api/v1/auth/apikeys).`;
+same through its API (POST /api/v1/users, POST /api/v1/auth/apikeys); reset-password goes through it by itself.`;
 
 /** Printed when DATA_DIR is held: what to do instead. */
-const inUseHint = 'Stop that gateway first, or do the same through its API: POST /api/v1/users, POST /api/v1/auth/apikeys (see README).';
+const inUseHint =
+  'Stop that gateway first, or do the same through its API: POST /api/v1/users, POST /api/v1/auth/apikeys (see docs/access.md).';
 
 class UsageError extends Error {}
 
@@ -48,6 +54,7 @@ async function main(argv: string[]): Promise<void> {
       description: { type: 'string', default: '' },
       from: { type: 'string' },
       to: { type: 'string' },
+      url: { type: 'string' },
     },
   });
   if (!command || command === 'help' || command === '--help') {
@@ -56,6 +63,19 @@ async function main(argv: string[]): Promise<void> {
   }
   const config = loadConfig();
   const logger = createLogger('warn', { service: 'admin-cli' });
+  if (command === 'reset-password') {
+    if (!values.email) throw new UsageError('--email is required');
+    if (values.password !== undefined && values.password.length < 8) throw new UsageError('--password needs at least 8 characters');
+    const held = dataDirHolder(config);
+    if (held !== undefined) {
+      const url = values.url ?? `http://${config.HOST === '0.0.0.0' || config.HOST === '::' ? '127.0.0.1' : config.HOST}:${config.PORT}`;
+      const password = values.password ?? generatePassword();
+      await resetPasswordThroughApi(config, url, values.email, password);
+      process.stdout.write(`reset the password of ${values.email.toLowerCase()} through the gateway at ${url} (pid ${held})\n`);
+      if (!values.password) process.stdout.write(`password: ${password}\n`);
+      return;
+    }
+  }
   const lock = lockDataDirOrExit(config, inUseHint);
   const storage = await openStorage(config, logger);
   // Printed only once storage closed cleanly: "created" is never said of something that was not stored.
@@ -99,6 +119,17 @@ async function main(argv: string[]): Promise<void> {
       const credentials = new CredentialService(storage, new TokenService(loadJwtSecret(config), config.JWT_TTL_SECONDS), config);
       const { apiKey, key } = await credentials.createApiKey(user, values.permission as ApiKeyPermission, values.description ?? '');
       print(`created ${apiKey.permission} API key ${apiKey.id} for ${user.email}\napikey: ${key}\n`);
+    } else if (command === 'reset-password') {
+      const user = await em.findOne(UserSchema, { email: values.email!.toLowerCase() });
+      if (!user) throw new UsageError(`no user with e-mail ${values.email}`);
+      const password = values.password ?? generatePassword();
+      user.passwordHash = await hashPassword(password);
+      // A new password signs the user out everywhere, as through the API: tokens of the old version are refused.
+      user.credentialVersion = (user.credentialVersion ?? 0) + 1;
+      user.updatedAt = new Date();
+      await em.flush();
+      print(`reset the password of ${user.email}\n`);
+      if (!values.password) print(`password: ${password}\n`);
     } else if (command === 'backfill-reports') {
       const from = Date.parse(values.from ?? '');
       const to = Date.parse(values.to ?? '');
@@ -114,6 +145,60 @@ async function main(argv: string[]): Promise<void> {
     lock?.release();
   }
   process.stdout.write(lines.join(''));
+}
+
+/** The pid of the live process holding DATA_DIR (embedded storage), or undefined when nobody does. */
+function dataDirHolder(config: Config): number | undefined {
+  if (config.DATABASE_URL) return undefined;
+  try {
+    lockDataDir(config.DATA_DIR).release();
+    return undefined;
+  } catch (error) {
+    if (error instanceof DataDirInUseError) return error.pid;
+    throw error;
+  }
+}
+
+/**
+ * The running gateway changes the password, as `PATCH /api/v1/users/:id` does for anyone (audited, sockets of the
+ * old password closed): the CLI signs a short-lived operator token naming the user by e-mail with the signing key
+ * (JWT_SECRET, or DATA_DIR/jwt-secret), finds the user's id in the listing, and patches it.
+ */
+async function resetPasswordThroughApi(config: Config, url: string, email: string, password: string): Promise<void> {
+  const tokens = new TokenService(loadJwtSecret(config), 120);
+  const token = await tokens.sign({
+    sub: 'operator',
+    email: email.toLowerCase(),
+    organization_uuid: '',
+    role: 'admin',
+    api_permission: 'read-write',
+    operator: true,
+  });
+  const call = async (method: string, path: string, body?: unknown) => {
+    let response: Response;
+    try {
+      response = await fetch(`${url}${path}`, {
+        method,
+        headers: { authorization: `Bearer ${token}`, ...(body ? { 'content-type': 'application/json' } : {}) },
+        body: body ? JSON.stringify(body) : undefined,
+      });
+    } catch (error) {
+      const cause = (error as Error).message;
+      throw new UsageError(`DATA_DIR is held by a running gateway, but none answers at ${url} (${cause}): pass its --url`);
+    }
+    const answer = (await response.json().catch(() => ({}))) as { message?: string; data?: { id: string; email: string }[] };
+    if (!response.ok) throw new UsageError(`${method} ${path}: ${response.status} ${answer.message ?? ''}`.trim());
+    return answer;
+  };
+  for (let page = 0; ; page += 1) {
+    const { data = [] } = await call('GET', `/api/v1/users?size=1000&page=${page}`);
+    const user = data.find((candidate) => candidate.email === email.toLowerCase());
+    if (user) {
+      await call('PATCH', `/api/v1/users/${user.id}`, { password });
+      return;
+    }
+    if (data.length < 1000) throw new UsageError(`no user with e-mail ${email} (through the API, an administrator or user manager only)`);
+  }
 }
 
 main(process.argv.slice(2)).catch((error) => {

@@ -1,8 +1,9 @@
-import { spawnSync } from 'node:child_process';
+import { execFile, spawnSync } from 'node:child_process';
+import { TokenService, loadJwtSecret } from '../../gateway/auth/token-service.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { spawnGateway } from '../support/gateway-process.js';
 import { TestClient, basicAuth } from '../support/http-client.js';
-import { adminClient } from '../support/identity.js';
+import { ADMIN_EMAIL, ADMIN_PASSWORD, adminClient, login } from '../support/identity.js';
 import { createTestEnvironment, driverLabel, type TestEnvironment } from '../support/test-environment.js';
 import { startTestGateway } from '../support/test-gateway.js';
 
@@ -13,6 +14,19 @@ function admin(environment: TestEnvironment, ...args: string[]) {
     encoding: 'utf8',
   });
   return { status: result.status, stdout: result.stdout, stderr: result.stderr };
+}
+
+/**
+ * The same, without blocking this process: while a gateway runs, a blocked event loop would miss that the
+ * gateway closed an idle pooled connection, and the next request would go out on it.
+ */
+function adminWhileRunning(environment: TestEnvironment, ...args: string[]): Promise<{ status: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    const env = { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', ...environment.env };
+    execFile(process.execPath, ['--import', 'tsx', 'gateway/cli/admin.ts', ...args], { env, encoding: 'utf8' }, (error, stdout, stderr) =>
+      resolve({ status: error ? (typeof error.code === 'number' ? error.code : 1) : 0, stdout, stderr }),
+    );
+  });
 }
 
 describe(`admin CLI (${driverLabel})`, () => {
@@ -81,4 +95,54 @@ describe(`admin CLI (${driverLabel})`, () => {
       await gateway.stop();
     }
   }, 180_000);
+  it('reset-password works while a gateway process runs (through its API on embedded storage) and with it stopped', async () => {
+    const gateway = await spawnGateway(environment.env);
+    const client = new TestClient(gateway.base);
+    const signIn = (password: string) => client.post('/api/v1/auth/access_tokens', undefined, { authorization: basicAuth(ADMIN_EMAIL, password) });
+    const until401 = async (token: string) => {
+      // A server database is written directly: gateways drop their cached credential within its 5 s expiry.
+      for (const deadline = Date.now() + 10_000; Date.now() < deadline; await new Promise((resolve) => setTimeout(resolve, 250))) {
+        if ((await client.get('/api/v1/users', { authorization: `Bearer ${token}` })).status === 401) return 401;
+      }
+      return (await client.get('/api/v1/users', { authorization: `Bearer ${token}` })).status;
+    };
+    try {
+      const before = (await login(client, ADMIN_EMAIL, ADMIN_PASSWORD)).access_token;
+      const reset = await adminWhileRunning(environment, 'reset-password', '--email', ADMIN_EMAIL, '--url', gateway.base);
+      expect(reset.status, reset.stderr).toBe(0);
+      if (!environment.config.DATABASE_URL) expect(reset.stdout).toContain(`through the gateway at ${gateway.base} (pid ${gateway.pid})`);
+      const generated = /password: (\S+)/.exec(reset.stdout)![1]!;
+      expect((await signIn(generated)).status).toBe(200);
+      expect((await signIn(ADMIN_PASSWORD)).status).toBe(401);
+      expect(await until401(before)).toBe(401); // signed out everywhere
+
+      // Operator tokens are short-lived: one minted for longer than 5 minutes is refused, a 2-minute one taken.
+      const operator = (ttl: number) =>
+        new TokenService(loadJwtSecret(environment.config), ttl).sign({ sub: 'operator', email: ADMIN_EMAIL, organization_uuid: '', role: 'admin', api_permission: 'read-write', operator: true });
+      expect((await client.get('/api/v1/users', { authorization: `Bearer ${await operator(600)}` })).status).toBe(401);
+      expect((await client.get('/api/v1/users', { authorization: `Bearer ${await operator(120)}` })).status).toBe(200);
+
+      const back = await adminWhileRunning(environment, 'reset-password', '--email', ADMIN_EMAIL, '--password', ADMIN_PASSWORD, '--url', gateway.base);
+      expect(back.status, back.stderr).toBe(0);
+      expect(back.stdout).not.toContain('password:');
+      expect((await signIn(ADMIN_PASSWORD)).status).toBe(200);
+      expect((await adminWhileRunning(environment, 'reset-password', '--email', 'nobody@example.test', '--url', gateway.base)).status).toBe(2);
+    } finally {
+      await gateway.stop();
+    }
+
+    // With the gateway stopped the CLI writes storage itself; the next gateway takes the new password.
+    const offline = await adminWhileRunning(environment, 'reset-password', '--email', ADMIN_EMAIL, '--password', 'offline-password-3');
+    expect(offline.status, offline.stderr).toBe(0);
+    expect(offline.stdout).toContain(`reset the password of ${ADMIN_EMAIL}`);
+    const again = await spawnGateway(environment.env);
+    try {
+      const client2 = new TestClient(again.base);
+      expect((await client2.post('/api/v1/auth/access_tokens', undefined, { authorization: basicAuth(ADMIN_EMAIL, 'offline-password-3') })).status).toBe(200);
+      const restored = await adminWhileRunning(environment, 'reset-password', '--email', ADMIN_EMAIL, '--password', ADMIN_PASSWORD, '--url', again.base);
+      expect(restored.status, restored.stderr).toBe(0);
+    } finally {
+      await again.stop();
+    }
+  }, 240_000);
 });

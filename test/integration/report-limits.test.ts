@@ -61,7 +61,7 @@ describe(`report statements are bounded by their job (${driverLabel})`, () => {
     expect(ran).toEqual([1]);
   });
 
-  // PGlite honours neither statement_timeout nor pg_cancel_backend (see README, Reliability).
+  // PGlite honours neither statement_timeout nor pg_cancel_backend (see docs/reliability.md, Bounded work).
   it.runIf(serverDatabaseUrl)('cancels a statement in the database at the job deadline (statement_timeout)', async () => {
     const error = await inBoundedTransaction(storage, limits(Date.now() + 300), (execute) => execute(sqlOf('select pg_sleep(30)'))).catch((e: unknown) => e);
     expect(codeOf(error)).toBe(ErrorCode.Timeout);

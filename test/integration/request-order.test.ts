@@ -57,7 +57,7 @@ describe(`the body of a request is read only once its caller is known (${driverL
 /**
  * A known limitation of the pinned uWebSockets.js build (20.30.0-unofficial.0): its parser takes a header name
  * holding `_` (valid HTTP) as malformed and drops the request without an answer; the connection closes on the
- * idle timeout. Fixed upstream in a later release. README ("Reverse proxy") gives the mitigation: a proxy in
+ * idle timeout. Fixed upstream in a later release. docs/access.md ("Header names with `_`") gives the mitigation: a proxy in
  * front that drops such headers (nginx does by default: `underscores_in_headers off`). This test documents the
  * current behaviour; when it starts to fail, the build answers such requests and the limitation can go.
  */

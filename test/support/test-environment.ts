@@ -60,7 +60,7 @@ export async function deleteRedisPrefix(url: string, prefix: string): Promise<vo
   }
 }
 
-/** The budgets and caps a test gateway runs with unless a test sets its own (see README: Access). */
+/** The budgets and caps a test gateway runs with unless a test sets its own (see docs/access.md). */
 export const RAISED_LIMITS: Record<string, string> = {
   RATE_LIMIT_REQUESTS_PER_SECOND: '100000',
   RATE_LIMIT_BURST: '200000',

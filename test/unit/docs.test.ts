@@ -1,26 +1,63 @@
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { buildOpenApiDocument } from '../../gateway/http/openapi.js';
 import type { RouteDefinition } from '../../gateway/http/route.js';
 import { buildAsyncApiDocument, clientFrames, serverFrames } from '../../gateway/ws/frames.schema.js';
 import { configSchema } from '../../shared/config.js';
+import { CONFIG_TABLE_END, CONFIG_TABLE_START, configDocComments, configurationTable } from '../support/config-reference.js';
 
-const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
+const read = (path: string) => readFileSync(new URL(`../../${path}`, import.meta.url), 'utf8');
 
-describe('README', () => {
-  it('documents every configuration variable, and no variable that does not exist', () => {
-    const section = readme.slice(readme.indexOf('## Configuration'), readme.indexOf('\n## ', readme.indexOf('## Configuration') + 1));
-    const documented = [...section.matchAll(/^\| `([A-Z_]+)` \|/gm)].map((match) => match[1]);
-    expect(documented.sort()).toEqual(Object.keys(configSchema.shape).sort());
+describe('docs/configuration.md', () => {
+  const path = new URL('../../docs/configuration.md', import.meta.url);
+
+  it('is the table generated from configSchema and its doc comments (UPDATE_DOCS=1 regenerates it)', () => {
+    const text = readFileSync(path, 'utf8');
+    const start = text.indexOf(CONFIG_TABLE_START);
+    const end = text.indexOf(CONFIG_TABLE_END);
+    expect(start, 'the generated-table markers').toBeGreaterThan(-1);
+    expect(end).toBeGreaterThan(start);
+    const generated = `${CONFIG_TABLE_START}\n${configurationTable()}\n`;
+    if (process.env.UPDATE_DOCS) writeFileSync(path, text.slice(0, start) + generated + text.slice(end));
+    else expect(text.slice(start, end), 'docs/configuration.md: UPDATE_DOCS=1 npx vitest run test/unit/docs.test.ts').toBe(generated);
   });
 
+  it('documents every setting with a one-line doc comment in shared/config.ts, and no setting that does not exist', () => {
+    const comments = configDocComments();
+    expect([...comments.keys()].sort()).toEqual(Object.keys(configSchema.shape).sort());
+    for (const [name, comment] of comments) expect(comment.length, name).toBeGreaterThan(10);
+    const documented = [...read('docs/configuration.md').matchAll(/^\| `([A-Z_0-9]+)` \|/gm)].map((match) => match[1]);
+    expect(documented.sort()).toEqual(Object.keys(configSchema.shape).sort());
+  });
+});
+
+describe('README', () => {
+  const readme = read('README.md');
+
   it('has exactly the two quick-start commands', () => {
-    const quickStart = readme.slice(readme.indexOf('## Quick start'), readme.indexOf('## Try it'));
+    const quickStart = readme.slice(readme.indexOf('## Quick start'), readme.indexOf('\n## ', readme.indexOf('## Quick start') + 1));
     const commands = [...quickStart.matchAll(/```sh\n([^`]+)```/g)].map((match) => match[1]!.trim());
     expect(commands).toEqual(['npm ci && npm start', 'npm ci && npm test']);
   });
+
+  it('links only to files that exist (README, docs/ and bench/README.md)', () => {
+    const files = ['README.md', 'bench/README.md', 'CONTRIBUTING.md', ...docFiles('docs')];
+    for (const file of files) {
+      for (const match of read(file).matchAll(/\]\(([^)#\s]+)(#[^)]*)?\)/g)) {
+        const target = match[1]!;
+        if (/^[a-z]+:/.test(target)) continue; // http:, https:, mailto:
+        expect(existsSync(new URL(target, new URL(`../../${file}`, import.meta.url))), `${file} links to ${target}`).toBe(true);
+      }
+    }
+  });
 });
+
+function docFiles(dir: string): string[] {
+  return readdirSync(new URL(`../../${dir}`, import.meta.url), { withFileTypes: true }).flatMap((entry) =>
+    entry.isDirectory() ? docFiles(`${dir}/${entry.name}`) : entry.name.endsWith('.md') ? [`${dir}/${entry.name}`] : [],
+  );
+}
 
 describe('OpenAPI generator', () => {
   const base = { summary: 's', auth: 'authenticated' as const, handler: () => ({}) };
