@@ -1,4 +1,4 @@
-import type { Bus } from '../../shared/bus/index.js';
+import type { AuthInvalidation, Bus } from '../bus-channels.js';
 import { AppError, ErrorCode, ForbiddenError, UnauthenticatedError } from '../../shared/errors.js';
 import type { Storage } from '../../shared/storage/index.js';
 import { ApiKeySchema, UserSchema, type ApiKey } from '../../shared/storage/entities/index.js';
@@ -41,22 +41,6 @@ interface CachedApiKey {
 /** A socket close code and reason, sent to the sockets a revocation ends. */
 export const CREDENTIAL_REVOKED = { code: 4401, reason: 'credential revoked' } as const;
 
-/**
- * What the bus carries when a credential or user changes, so every gateway drops its cached copy at once.
- * With `revoke`, every gateway also closes the open sockets of that credential (gateway/ws/live-feeds.ts): all
- * of the key's, or those of the user opened with another credential version than `credentialVersion` (all of
- * them when unset).
- */
-export interface AuthInvalidation {
-  userId?: string;
-  apiKeyHash?: string;
-  apiKeyId?: string;
-  revoke?: boolean;
-  credentialVersion?: number;
-}
-
-export const AUTH_INVALIDATION_CHANNEL = 'auth:invalidate';
-
 /** How many revoked users and keys the generation table remembers before it forgets them all at once. */
 const MAX_TRACKED_REVOCATIONS = 10_000;
 /** Reads retried when a revocation of what they read arrived meanwhile, before the request is refused (503). */
@@ -94,7 +78,7 @@ export class RequestAuthenticator {
   ) {}
 
   async start(): Promise<void> {
-    await this.bus.subscribe(AUTH_INVALIDATION_CHANNEL, (payload) => this.forget(payload as AuthInvalidation));
+    await this.bus.subscribe('auth:invalidate', (change) => this.forget(change));
     // A revocation announced while this node's bus was disconnected is lost: start from the database again.
     this.bus.onResync(() => {
       this.users.clear();
@@ -108,7 +92,7 @@ export class RequestAuthenticator {
   async invalidate(change: AuthInvalidation): Promise<void> {
     this.forget(change);
     // Only defined fields travel, so every bus encoding reads the same message.
-    await this.bus.publish(AUTH_INVALIDATION_CHANNEL, Object.fromEntries(Object.entries(change).filter(([, value]) => value !== undefined)));
+    await this.bus.publish('auth:invalidate', Object.fromEntries(Object.entries(change).filter(([, value]) => value !== undefined)));
   }
 
   /**

@@ -13,7 +13,8 @@ import { defineRoute } from '../http/route.js';
 import type { GatewayServices } from '../services.js';
 import { confinedUserId, mayRaiseAlarmType, USER_ALARM_TYPES } from '../auth/permissions.js';
 import type { Principal } from '../auth/principal.js';
-import type { AlarmHistoryEntry, AlarmView, AlarmWriteHook } from '../alarms/alarm-service.js';
+import type { AlarmHistoryEntry, AlarmView } from '../alarms/alarm-event-message.js';
+import type { AlarmWriteHook } from '../alarms/alarm-service.js';
 import type { EntityManager } from '@mikro-orm/postgresql';
 
 const historyEntry = z.object({
