@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { severityOf, type AlarmSeverity } from '../../shared/detection/alarm-severity.js';
 import { ALARM_TRANSITIONS, canTransition, type AlarmState, type AlarmType } from '../../shared/detection/alarm-states.js';
-import { AppError, ErrorCode, NotFoundError } from '../../shared/errors.js';
+import { NotFoundError, ConflictError } from '../../shared/errors.js';
 import { alarmsRaisedByType } from '../../shared/metrics/metrics.js';
 import type { Storage } from '../../shared/storage/index.js';
 import type { Bus } from '../bus-channels.js';
@@ -307,7 +307,7 @@ export class AlarmService {
       if (!current) throw new NotFoundError('Alarm');
       if (!canTransition(current.state, to)) {
         const allowed = ALARM_TRANSITIONS[current.state];
-        throw new AppError(ErrorCode.Conflict, `An alarm in state ${current.state} cannot become ${to}${allowed.length ? ` (allowed: ${allowed.join(', ')})` : ' (final state)'}`);
+        throw new ConflictError(`An alarm in state ${current.state} cannot become ${to}${allowed.length ? ` (allowed: ${allowed.join(', ')})` : ' (final state)'}`);
       }
       const entry: AlarmHistoryEntry = { state: to, from: current.state, at: new Date().toISOString(), by, comment };
       const [row] = await tx.execute<AlarmRow[]>(

@@ -1,5 +1,5 @@
 import type { AuthInvalidation, Bus } from '../bus-channels.js';
-import { AppError, ErrorCode, ForbiddenError, UnauthenticatedError } from '../../shared/errors.js';
+import { ForbiddenError, UnauthenticatedError, UnavailableError } from '../../shared/errors.js';
 import type { Storage } from '../../shared/storage/index.js';
 import { ApiKeySchema, UserSchema, type ApiKey } from '../../shared/storage/entities/index.js';
 import type { Authenticator } from '../http/http-server.js';
@@ -227,7 +227,7 @@ export class RequestAuthenticator {
       const found = await read();
       if (!this.staleSince(mark, names(found).map((name) => name ?? undefined))) return found;
     }
-    throw new AppError(ErrorCode.Unavailable, 'Credentials are changing; try again shortly');
+    throw new UnavailableError('Credentials are changing; try again shortly');
   }
 
   private async fromApiKey(key: string, email: string | undefined): Promise<Principal> {

@@ -1,6 +1,6 @@
 import type { WebSocket } from 'uWebSockets.js';
 import { z } from 'zod';
-import { AppError, ErrorCode, ForbiddenError, UnauthenticatedError } from '../../shared/errors.js';
+import { AppError, ErrorCode, ForbiddenError, UnauthenticatedError, ConflictError, RateLimitedError } from '../../shared/errors.js';
 import type { Logger } from '../../shared/logger.js';
 import type { Storage } from '../../shared/storage/index.js';
 import type { RequestAuthenticator } from '../auth/authenticator.js';
@@ -118,7 +118,7 @@ export class WsProtocol {
       if (mayHoldRefusedStrings) refuseTextPostgresRefuses(message, undefined);
       if (message.op === 'ping') return connection.message({ op: 'pong', id });
       if (connection.inFlight >= this.options.maxInFlight) {
-        throw new AppError(ErrorCode.RateLimited, `At most ${this.options.maxInFlight} operations may be in flight on one socket: wait for their replies`);
+        throw new RateLimitedError(`At most ${this.options.maxInFlight} operations may be in flight on one socket: wait for their replies`);
       }
       connection.inFlight += 1;
       this.handle(connection, message)
@@ -147,11 +147,11 @@ export class WsProtocol {
 
   private async handle(connection: Connection, message: Exclude<ClientMessage, { op: 'ping' }>): Promise<void> {
     if (message.op === 'auth') {
-      if (connection.principal) throw new AppError(ErrorCode.Conflict, 'Already authenticated');
+      if (connection.principal) throw new ConflictError('Already authenticated');
       const headers: Record<string, string> = message.token.startsWith('fc_') ? { 'x-api-key': message.token } : { authorization: `Bearer ${message.token}` };
       const principal = await this.services.authenticator.authenticate(headers, SOCKET_ROUTE);
       if (connection.closed) return;
-      if (connection.principal) throw new AppError(ErrorCode.Conflict, 'Already authenticated');
+      if (connection.principal) throw new ConflictError('Already authenticated');
       connection.releaseQuota = await this.admission.admit(principal, connection.address);
       if (connection.closed) return connection.releaseQuota();
       this.authenticated(connection, principal, message.id, bearerExpiry(headers.authorization));

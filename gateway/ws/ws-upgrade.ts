@@ -1,5 +1,5 @@
 import type { HttpRequest, HttpResponse, us_socket_context_t } from 'uWebSockets.js';
-import { AppError, ErrorCode, toErrorBody } from '../../shared/errors.js';
+import { AppError, ErrorCode, toErrorBody, RateLimitedError, UnavailableError } from '../../shared/errors.js';
 import type { Logger } from '../../shared/logger.js';
 import type { RequestAuthenticator } from '../auth/authenticator.js';
 import { statusLine } from '../http/status-text.js';
@@ -56,7 +56,7 @@ export class WsUpgrade {
       const protocol = format === 'msgpack' ? MSGPACK_SUBPROTOCOL : offered.includes('json') ? 'json' : '';
       const positions = req.getQuery('positions') || 'single';
       const events = req.getQuery('events') || 'single';
-      if (!this.accepting) return refuse(new AppError(ErrorCode.Unavailable, 'The server is shutting down'));
+      if (!this.accepting) return refuse(new UnavailableError('The server is shutting down'));
       if (positions !== 'single' && positions !== 'batched') return refuse(new AppError(ErrorCode.BadRequest, 'positions must be single or batched'));
       if (events !== 'single' && events !== 'batched') return refuse(new AppError(ErrorCode.BadRequest, 'events must be single or batched'));
       const credentials = headers.authorization || headers['x-api-key'];
@@ -64,7 +64,7 @@ export class WsUpgrade {
         // Reserved now, not on open: upgrades from one address may be in progress together.
         if (!this.admission.reserveUnauthenticated(address)) {
           const max = this.options.maxUnauthenticatedPerAddress;
-          return refuse(new AppError(ErrorCode.RateLimited, `Too many unauthenticated sockets from your address (at most ${max}): authenticate or close some first`));
+          return refuse(new RateLimitedError(`Too many unauthenticated sockets from your address (at most ${max}): authenticate or close some first`));
         }
         reserved = address;
       }
