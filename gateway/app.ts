@@ -19,7 +19,8 @@ import { RealtimeService } from './realtime/realtime-service.js';
 import { attachLiveFeeds } from './ws/live-feeds.js';
 import { WebSocketGateway } from './ws/ws-gateway.js';
 import { AlarmEscalation } from './alarms/alarm-escalation.js';
-import { ALARMS_CHANNEL, AlarmService, type AlarmEventMessage } from './alarms/alarm-service.js';
+import { AlarmService } from './alarms/alarm-service.js';
+import type { Channels } from './bus-channels.js';
 import { AlarmButton } from './detection/alarm-button.js';
 import { attachDetection } from './detection/building-detection.js';
 import { DetectionEngine } from './detection/detection-engine.js';
@@ -94,7 +95,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
   setAfterCommitReporter((error, step) => logger.error({ err: error, step }, 'post-commit step failed; the write is committed and answered as such'));
   const uws = loadNativeUws();
   const storage = await openStorage(config, logger);
-  const bus = createBus(config, logger);
+  const bus = createBus<Channels>(config, logger);
   const jobs = createJobQueue(config, processorsFor(config), { storage, logger }, logger);
   const tokens = new TokenService(loadJwtSecret(config), config.JWT_TTL_SECONDS);
   const limiters = createLimiterBackend(config);
@@ -159,7 +160,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
   const securityAudit = new SecurityAudit(storage, logger);
   const clientAddresses = new ClientAddresses(config.TRUSTED_PROXIES);
   // A building alarm closed (on any gateway) ends its storm here, if this gateway holds it.
-  await bus.subscribe(ALARMS_CHANNEL, (payload) => engine.alarmsChanged(payload as AlarmEventMessage[]));
+  await bus.subscribe('alarms', (messages) => engine.alarmsChanged(messages));
   // A database outage refuses every upload: silence caused by it is ours, so detection waits it out.
   const storageWatch = new StorageWatch(() => storage.ping(), engine, logger);
   storageWatch.start();

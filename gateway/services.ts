@@ -1,4 +1,4 @@
-import type { Bus } from '../shared/bus/index.js';
+import type { Bus } from './bus-channels.js';
 import type { Config } from '../shared/config.js';
 import type { JobQueue } from '../shared/jobs/index.js';
 import type { Logger } from '../shared/logger.js';

@@ -107,6 +107,34 @@ export class UnauthenticatedError extends AppError {
 /** Seconds a client is asked to wait before retrying after a 503. */
 export const OUTAGE_RETRY_AFTER_SECONDS = 5;
 
+
+/** A write that contradicts the current state (a duplicate, a final state, one's own account): 409. */
+export class ConflictError extends AppError {
+  constructor(message: string) {
+    super(ErrorCode.Conflict, message);
+  }
+}
+
+/** Past a budget or a quota: 429, with Retry-After when the wait is known. */
+export class RateLimitedError extends AppError {
+  constructor(message: string, headers?: Record<string, string>) {
+    super(ErrorCode.RateLimited, message, undefined, headers);
+  }
+}
+
+/** Work that did not finish in the time it had (a job, a report, a health probe). */
+export class TimeoutError extends AppError {
+  constructor(message: string) {
+    super(ErrorCode.Timeout, message);
+  }
+}
+
+/** Something this request needs is not there right now (shutting down, a dependency): 503, retry later. */
+export class UnavailableError extends AppError {
+  constructor(message: string, headers?: Record<string, string>) {
+    super(ErrorCode.Unavailable, message, undefined, headers);
+  }
+}
 /**
  * A dependency (PostgreSQL, or the Redis behind the bus) cannot be reached or did not answer in time. Nothing
  * of the request is committed, so the client may retry it as is: 503 with Retry-After, never a 500.

@@ -2,7 +2,8 @@ import { typesOfSeverity, type AlarmSeverity } from '../../shared/detection/alar
 import { canTransition, type AlarmState } from '../../shared/detection/alarm-states.js';
 import { AppError, ValidationError } from '../../shared/errors.js';
 import type { Storage } from '../../shared/storage/index.js';
-import type { AlarmHistoryEntry, AlarmService, AlarmWriteHook } from './alarm-service.js';
+import type { AlarmHistoryEntry } from './alarm-event-message.js';
+import type { AlarmService, AlarmWriteHook } from './alarm-service.js';
 import { assertResolutionComment, readAlarmSettings } from './alarm-settings.js';
 
 /** Alarms one bulk request may change: enough for a storm's cards, few enough to finish within a request. */

@@ -1,7 +1,8 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { typesOfSeverity } from '../../shared/detection/alarm-severity.js';
 import type { Storage } from '../../shared/storage/index.js';
-import type { AlarmEventMessage, AlarmHistoryEntry, AlarmRow, AlarmService } from './alarm-service.js';
+import type { AlarmEventMessage, AlarmHistoryEntry } from './alarm-event-message.js';
+import type { AlarmRow, AlarmService } from './alarm-service.js';
 
 /** Due alarms escalated per sweep at most: the rest wait for the next sweep, a second later. */
 const ESCALATIONS_PER_SWEEP = 500;

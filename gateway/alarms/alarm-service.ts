@@ -1,60 +1,16 @@
 import { randomUUID } from 'node:crypto';
 import type { EntityManager } from '@mikro-orm/postgresql';
-import type { Bus } from '../../shared/bus/index.js';
 import { severityOf, type AlarmSeverity } from '../../shared/detection/alarm-severity.js';
 import { ALARM_TRANSITIONS, canTransition, type AlarmState, type AlarmType } from '../../shared/detection/alarm-states.js';
-import { AppError, ErrorCode, NotFoundError } from '../../shared/errors.js';
+import { NotFoundError, ConflictError } from '../../shared/errors.js';
 import { alarmsRaisedByType } from '../../shared/metrics/metrics.js';
 import type { Storage } from '../../shared/storage/index.js';
+import type { Bus } from '../bus-channels.js';
+import type { AlarmEventKind, AlarmEventMessage, AlarmHistoryEntry, AlarmView } from './alarm-event-message.js';
 
 
 /** Runs inside an alarm write's transaction, with the alarm before it (null when raised): the API's audit entry. */
 export type AlarmWriteHook = (tx: EntityManager, message: AlarmEventMessage, before: AlarmView | null) => Promise<void>;
-/** The bus channel alarm events are announced on once stored: each message a list of them, in seq order. */
-export const ALARMS_CHANNEL = 'alarms';
-
-export interface AlarmHistoryEntry {
-  state: AlarmState;
-  from: AlarmState | null;
-  at: string;
-  by: { user_id: string; email: string } | 'system';
-  comment: string | null;
-  /** Set on an entry that changed no state: 'escalated' (nobody confirmed a critical alarm in time; see alarm-escalation.ts). */
-  event?: 'escalated';
-}
-
-/** An alarm as the API, the bus and the WebSocket carry it; `seq` is the seq of its latest event. */
-export interface AlarmView {
-  id: string;
-  seq: number;
-  type: string;
-  severity: AlarmSeverity;
-  state: AlarmState;
-  organization_id: string;
-  building_id: number | null;
-  floor_id: number | null;
-  device_id: string | null;
-  user_id: string | null;
-  geofence_id: string | null;
-  position: { floor_id: number | null; cartesians: { x: number; y: number } | null; georeferences: { lat: number; lng: number } | null } | null;
-  details: Record<string, unknown>;
-  occurrences: number;
-  history: AlarmHistoryEntry[];
-  /** A DEADMAN whose device reported again: when (also in `details`). */
-  contact_restored_at: string | null;
-  created_at: string;
-  updated_at: string;
-}
-
-export const ALARM_EVENT_KINDS = ['raised', 'updated', 'state_changed', 'escalated'] as const;
-export type AlarmEventKind = (typeof ALARM_EVENT_KINDS)[number];
-
-/** One event of an organization's alarm stream (a raise, a repeat, a state change, an escalation). */
-export interface AlarmEventMessage {
-  organizationId: string;
-  buildingId: number | null;
-  event: AlarmView & { event: AlarmEventKind };
-}
 
 export interface RaiseAlarm {
   organizationId: string;
@@ -351,7 +307,7 @@ export class AlarmService {
       if (!current) throw new NotFoundError('Alarm');
       if (!canTransition(current.state, to)) {
         const allowed = ALARM_TRANSITIONS[current.state];
-        throw new AppError(ErrorCode.Conflict, `An alarm in state ${current.state} cannot become ${to}${allowed.length ? ` (allowed: ${allowed.join(', ')})` : ' (final state)'}`);
+        throw new ConflictError(`An alarm in state ${current.state} cannot become ${to}${allowed.length ? ` (allowed: ${allowed.join(', ')})` : ' (final state)'}`);
       }
       const entry: AlarmHistoryEntry = { state: to, from: current.state, at: new Date().toISOString(), by, comment };
       const [row] = await tx.execute<AlarmRow[]>(
@@ -369,7 +325,7 @@ export class AlarmService {
   /** Stored events, in seq order, to every gateway in one bus message, then to the hook. */
   async announce(messages: readonly AlarmEventMessage[]): Promise<void> {
     if (messages.length === 0) return;
-    await this.bus.publish(ALARMS_CHANNEL, messages).catch(() => undefined); // stored already: replay covers a lost push
+    await this.bus.publish('alarms', messages).catch(() => undefined); // stored already: replay covers a lost push
     if (!this.hook) return;
     for (const message of messages) {
       const handle = this.hooked.get(message);

@@ -1,5 +1,5 @@
-import type { Bus } from '../../shared/bus/index.js';
-import { AppError, ErrorCode, ForbiddenError, UnauthenticatedError } from '../../shared/errors.js';
+import type { AuthInvalidation, Bus } from '../bus-channels.js';
+import { ForbiddenError, UnauthenticatedError, UnavailableError } from '../../shared/errors.js';
 import type { Storage } from '../../shared/storage/index.js';
 import { ApiKeySchema, UserSchema, type ApiKey } from '../../shared/storage/entities/index.js';
 import type { Authenticator } from '../http/http-server.js';
@@ -40,23 +40,6 @@ interface CachedApiKey {
 
 /** A socket close code and reason, sent to the sockets a revocation ends. */
 export const CREDENTIAL_REVOKED = { code: 4401, reason: 'credential revoked' } as const;
-
-/**
- * What the bus carries when a credential or user changes, so every gateway drops its cached copy at once.
- * With `revoke`, every gateway also closes the open sockets of that credential (gateway/ws/live-feeds.ts): all
- * of the key's, those of a refresh-token family's tokens, or those of the user opened with another credential
- * version than `credentialVersion` (all of them when unset).
- */
-export interface AuthInvalidation {
-  userId?: string;
-  apiKeyHash?: string;
-  apiKeyId?: string;
-  tokenFamilyId?: string;
-  revoke?: boolean;
-  credentialVersion?: number;
-}
-
-export const AUTH_INVALIDATION_CHANNEL = 'auth:invalidate';
 
 /** The longest an operator token (minted by the admin CLI with the signing key) may be valid. */
 export const OPERATOR_TOKEN_MAX_SECONDS = 300;
@@ -100,7 +83,7 @@ export class RequestAuthenticator {
   ) {}
 
   async start(): Promise<void> {
-    await this.bus.subscribe(AUTH_INVALIDATION_CHANNEL, (payload) => this.forget(payload as AuthInvalidation));
+    await this.bus.subscribe('auth:invalidate', (change) => this.forget(change));
     // A revocation announced while this node's bus was disconnected is lost: start from the database again.
     this.bus.onResync(() => {
       this.users.clear();
@@ -115,7 +98,7 @@ export class RequestAuthenticator {
   async invalidate(change: AuthInvalidation): Promise<void> {
     this.forget(change);
     // Only defined fields travel, so every bus encoding reads the same message.
-    await this.bus.publish(AUTH_INVALIDATION_CHANNEL, Object.fromEntries(Object.entries(change).filter(([, value]) => value !== undefined)));
+    await this.bus.publish('auth:invalidate', Object.fromEntries(Object.entries(change).filter(([, value]) => value !== undefined)));
   }
 
   /**
@@ -294,7 +277,7 @@ export class RequestAuthenticator {
       const found = await read();
       if (!this.staleSince(mark, names(found).map((name) => name ?? undefined))) return found;
     }
-    throw new AppError(ErrorCode.Unavailable, 'Credentials are changing; try again shortly');
+    throw new UnavailableError('Credentials are changing; try again shortly');
   }
 
   private async fromApiKey(key: string, email: string | undefined): Promise<Principal> {

@@ -1,13 +1,13 @@
 import { setTimeout as sleepFor } from 'node:timers/promises';
 import { RateLimiterRes, type RateLimiterAbstract } from 'rate-limiter-flexible';
 import type { Config } from '../../shared/config.js';
-import { AppError, ErrorCode } from '../../shared/errors.js';
+import { AppError, RateLimitedError, UnavailableError } from '../../shared/errors.js';
 import { addressBucket } from '../http/client-address.js';
 import type { LimiterBackend } from './limiter-backend.js';
 
 /** 429 `rate_limited` with a Retry-After of whole seconds (at least 1). */
 export function rateLimited(message: string, msBeforeNext: number, headers: Record<string, string> = {}): AppError {
-  return new AppError(ErrorCode.RateLimited, message, undefined, { 'retry-after': String(Math.max(1, Math.ceil(msBeforeNext / 1000))), ...headers });
+  return new RateLimitedError(message, { 'retry-after': String(Math.max(1, Math.ceil(msBeforeNext / 1000))), ...headers });
 }
 
 /** The first delay past the per-account budget; each further failure doubles it, up to LOGIN_THROTTLE_MAX_DELAY_MS. */
@@ -69,7 +69,7 @@ export class LoginThrottle {
     let waitMs = 0;
     for (const result of results) {
       if (result.status === 'fulfilled') continue;
-      if (!(result.reason instanceof RateLimiterRes)) throw new AppError(ErrorCode.Unavailable, 'The sign-in throttle is unavailable; try again shortly');
+      if (!(result.reason instanceof RateLimiterRes)) throw new UnavailableError('The sign-in throttle is unavailable; try again shortly');
       waitMs = Math.max(waitMs, result.reason.msBeforeNext);
     }
     if (waitMs > 0) throw rateLimited('Too many failed sign-in attempts; try again later', waitMs);

@@ -1,20 +1,10 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
-import type { Bus } from '../../shared/bus/index.js';
+import type { Bus, CartographyChange } from '../bus-channels.js';
 import { NotFoundError, ValidationError, afterCommit } from '../../shared/errors.js';
 import { createBuildingTransform, type BuildingTransform } from '../../shared/geo/building-transform.js';
 import { BuildingSchema, FloorSchema, type Building, type Floor } from '../../shared/storage/entities/index.js';
 import type { Principal } from '../auth/principal.js';
 
-/** What changed in a building's cartography; every gateway rebuilds that building's spatial index on it. */
-export interface CartographyChange {
-  organizationId: string;
-  buildingId: number;
-  kind: 'building' | 'floor' | 'geofence' | 'event' | 'poi' | 'paths' | 'infrastructure';
-  id: number | string;
-  change: 'created' | 'updated' | 'deleted';
-}
-
-export const CARTOGRAPHY_CHANNEL = 'cartography:changed';
 
 /** A building's placement as the geo module takes it: the one mapping from the entity's columns. */
 export const buildingTransform = (building: Building): BuildingTransform =>
@@ -57,6 +47,6 @@ export class CartographyService {
 
   /** Announces a change on the bus (every gateway, this one included). Called after the commit: never throws. */
   async announce(change: CartographyChange): Promise<void> {
-    await afterCommit('cartography announce', () => this.bus.publish(CARTOGRAPHY_CHANNEL, change));
+    await afterCommit('cartography announce', () => this.bus.publish('cartography:changed', change));
   }
 }

@@ -1,4 +1,4 @@
-import type { Bus } from '../../shared/bus/index.js';
+import type { Bus } from '../bus-channels.js';
 import type { Logger } from '../../shared/logger.js';
 import { detectionCpuSeconds, detectionPositions, zoneEventCounters } from '../../shared/metrics/metrics.js';
 import type { PositionRecord } from '../../shared/positions/position-record.js';
@@ -12,7 +12,7 @@ import { AlarmButton, type ButtonType, type FoldedPress } from './alarm-button.j
 import { emptyDetections, type DetectionEngine, type Detections, type ZoneEventRecord } from './detection-engine.js';
 import type { DeadLetterStore } from './dead-letter-store.js';
 import { DetectionOutbox, type OutboxAlarm } from './detection-outbox.js';
-import { ZONE_EVENTS_CHANNEL, type ZoneEventsMessage } from './zone-events-message.js';
+import type { ZoneEventsMessage } from './zone-events-message.js';
 
 const PRUNE_EVERY_MS = 3600_000;
 /** Zone events per bus message (a few hundred KB packed); subscribers get one frame per message and topic. */
@@ -261,7 +261,7 @@ export class DetectionService {
         // overruns Redis's output buffer for pub/sub clients, which then drops the subscriber (and its messages).
         for (let start = 0; start === 0 || start < message.zoneEvents.length; start += MAX_EVENTS_PER_MESSAGE) {
           const zoneEventsPart = message.zoneEvents.slice(start, start + MAX_EVENTS_PER_MESSAGE);
-          await this.bus.publish(ZONE_EVENTS_CHANNEL, { organizationId: message.organizationId, zoneEvents: zoneEventsPart, triggered: start === 0 ? message.triggered : [] });
+          await this.bus.publish('zone-events', { organizationId: message.organizationId, zoneEvents: zoneEventsPart, triggered: start === 0 ? message.triggered : [] });
         }
       }
     }

@@ -1,6 +1,6 @@
 import type { HttpRequest, HttpResponse, TemplatedApp } from 'uWebSockets.js';
 import { z } from 'zod';
-import { AppError, ErrorCode, ValidationError, errorHeaders, fieldErrors, toErrorBody, type FieldError } from '../../shared/errors.js';
+import { AppError, ErrorCode, ValidationError, errorHeaders, fieldErrors, toErrorBody, type FieldError, UnavailableError } from '../../shared/errors.js';
 import type { Logger } from '../../shared/logger.js';
 import type { Principal } from '../auth/principal.js';
 import type { ClientAddresses } from './client-address.js';
@@ -227,7 +227,7 @@ export class HttpServer {
       return finish();
     }
     if (!this.accepting) {
-      exchange.sendError(new AppError(ErrorCode.Unavailable, 'The server is shutting down'), true);
+      exchange.sendError(new UnavailableError('The server is shutting down'), true);
       return finish();
     }
     if (!METHODS.has(method as HttpMethod)) {

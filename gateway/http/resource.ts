@@ -1,7 +1,7 @@
 import { UniqueConstraintViolationException, ForeignKeyConstraintViolationException, type EntitySchema, type FilterQuery } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { z } from 'zod';
-import { AppError, ErrorCode, NotFoundError, ValidationError, afterCommit } from '../../shared/errors.js';
+import { AppError, ErrorCode, NotFoundError, ValidationError, afterCommit, ConflictError } from '../../shared/errors.js';
 import type { Storage } from '../../shared/storage/index.js';
 import { can, type Action } from '../auth/permissions.js';
 import type { Principal } from '../auth/principal.js';
@@ -64,7 +64,7 @@ export async function flushOrExplain(em: EntityManager, noun: string): Promise<v
   try {
     await em.flush();
   } catch (error) {
-    if (error instanceof UniqueConstraintViolationException) throw new AppError(ErrorCode.Conflict, `A ${noun} with these values already exists`);
+    if (error instanceof UniqueConstraintViolationException) throw new ConflictError(`A ${noun} with these values already exists`);
     if (error instanceof ForeignKeyConstraintViolationException) throw new ValidationError([{ field: 'body', message: 'refers to something that does not exist' }]);
     throw error;
   }

@@ -1,10 +1,11 @@
-import { EncodedPayload, type Bus } from '../../shared/bus/index.js';
+import { EncodedPayload } from '../../shared/bus/index.js';
+import type { Bus } from '../bus-channels.js';
 import { ForbiddenError, StorageUnavailableError, ValidationError, fieldErrors, type FieldError } from '../../shared/errors.js';
 import type { Logger } from '../../shared/logger.js';
 import { positionsAccepted, refusedPositions, uploadBatchSize, uploadToPublish } from '../../shared/metrics/metrics.js';
 import type { PositionRecord } from '../../shared/positions/position-record.js';
 import type { PositionWriter } from '../../shared/positions/position-writer.js';
-import { POSITIONS_CHANNEL, PositionsMessage, type EncodedPositions } from '../../shared/positions/positions-message.js';
+import { PositionsMessage, type EncodedPositions } from '../../shared/positions/positions-message.js';
 import { confinedUserId } from '../auth/permissions.js';
 import type { Principal } from '../auth/principal.js';
 import type { BuildingRegistry, BuildingRuntime } from '../realtime/building-registry.js';
@@ -223,6 +224,6 @@ async function resolveDevices(batch: PositionBatch, directory: DeviceDirectory):
 
 async function publish(batch: PositionBatch, bus: Bus): Promise<void> {
   batch.published = new EncodedPayload(new PositionsMessage(batch.principal.organizationId, batch.records));
-  await bus.publish(POSITIONS_CHANNEL, batch.published);
+  await bus.publish('positions', batch.published);
   uploadToPublish.observe((Date.now() - batch.receivedAt) / 1000);
 }

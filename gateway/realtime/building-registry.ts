@@ -1,10 +1,10 @@
-import type { Bus } from '../../shared/bus/index.js';
 import { containsGeo, type BuildingTransform, type LatLng } from '../../shared/geo/building-transform.js';
 import type { Logger } from '../../shared/logger.js';
 import { LruCache, type CacheStats } from '../../shared/lru-cache.js';
 import type { Storage } from '../../shared/storage/index.js';
 import { BuildingSchema, EventSchema, FloorSchema, GeofenceSchema, type Building, type CartographyEvent, type Geofence } from '../../shared/storage/entities/index.js';
-import { CARTOGRAPHY_CHANNEL, buildingTransform, type CartographyChange } from '../cartography/cartography-service.js';
+import type { Bus, CartographyChange } from '../bus-channels.js';
+import { buildingTransform } from '../cartography/cartography-service.js';
 
 /** What the hot path needs of a building, kept in memory and rebuilt when its cartography changes. */
 export interface BuildingRuntime {
@@ -71,7 +71,7 @@ export class BuildingRegistry {
   }
 
   async start(): Promise<void> {
-    await this.bus.subscribe(CARTOGRAPHY_CHANNEL, (payload) => this.invalidate(payload as CartographyChange));
+    await this.bus.subscribe('cartography:changed', (change) => this.invalidate(change));
     this.bus.onResync(() => this.clear());
   }
 

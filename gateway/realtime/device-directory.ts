@@ -1,4 +1,4 @@
-import type { Bus } from '../../shared/bus/index.js';
+import type { Bus, DeviceChange } from '../bus-channels.js';
 import { StorageUnavailableError } from '../../shared/errors.js';
 import type { CacheStats } from '../../shared/lru-cache.js';
 import type { Logger } from '../../shared/logger.js';
@@ -10,12 +10,6 @@ export interface KnownDevice {
   id: string;
   identifier: string;
   userId: string | null;
-}
-
-export const DEVICES_CHANNEL = 'devices:changed';
-export interface DeviceChange {
-  organizationId: string;
-  identifier: string;
 }
 
 export interface DeviceDirectoryOptions {
@@ -84,9 +78,9 @@ export class DeviceDirectory {
   }
 
   async start(): Promise<void> {
-    await this.bus.subscribe(DEVICES_CHANNEL, (payload) => {
+    await this.bus.subscribe('devices:changed', (change) => {
       // The whole organization: a renamed identifier must not keep its old entry.
-      this.drop((payload as DeviceChange).organizationId);
+      this.drop(change.organizationId);
     });
     this.bus.onResync(() => {
       this.organizations.clear();
@@ -99,7 +93,7 @@ export class DeviceDirectory {
   }
 
   async announce(change: DeviceChange): Promise<void> {
-    await this.bus.publish(DEVICES_CHANNEL, change);
+    await this.bus.publish('devices:changed', change);
   }
 
   /**

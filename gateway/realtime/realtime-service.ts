@@ -1,8 +1,8 @@
-import type { Bus } from '../../shared/bus/index.js';
+import type { Bus } from '../bus-channels.js';
 import type { Logger } from '../../shared/logger.js';
 import type { PositionRecord } from '../../shared/positions/position-record.js';
 import type { PositionStore } from '../../shared/positions/position-store.js';
-import { POSITIONS_CHANNEL, type PositionsMessage } from '../../shared/positions/positions-message.js';
+import type { PositionsMessage } from '../../shared/positions/positions-message.js';
 import type { BuildingRegistry } from './building-registry.js';
 import { toFeature, type PositionFeature } from './geojson.js';
 import { LiveState, type LiveQuery } from './live-state.js';
@@ -28,7 +28,7 @@ export class RealtimeService {
   ) {}
 
   async start(): Promise<void> {
-    await this.bus.subscribe(POSITIONS_CHANNEL, (payload) => this.onPositions(payload as PositionsMessage));
+    await this.bus.subscribe('positions', (message) => this.onPositions(message));
     this.timers.push(setInterval(() => this.live.evictOlderThan(Date.now() - this.options.liveTtlSeconds * 1000), 30_000).unref());
     if (this.options.retentionDays > 0) {
       const sweep = () => this.store.dropPartitionsOlderThan(this.options.retentionDays).catch((error) => this.logger.warn({ err: error }, 'retention sweep failed'));

@@ -1,9 +1,9 @@
 import { z } from 'zod';
-import { ALARM_SEVERITIES, severityRank, typesOfSeverity } from '../../shared/detection/alarm-severity.js';
+import { ALARM_SEVERITIES } from '../../shared/detection/alarm-severity.js';
 import { ALARM_STATES, ALARM_TRANSITIONS, ALARM_TYPES, canTransition } from '../../shared/detection/alarm-states.js';
 import { ForbiddenError, NotFoundError, ValidationError } from '../../shared/errors.js';
 import { BuildingSchema, UserSchema, type Building } from '../../shared/storage/entities/index.js';
-import { presentAlarm } from '../alarms/alarm-service.js';
+import { listAlarms } from '../alarms/alarm-list.js';
 import { BULK_MAX, bulkChangeState } from '../alarms/alarm-bulk.js';
 import { AlarmEscalation } from '../alarms/alarm-escalation.js';
 import { assertResolutionComment, readAlarmSettings, writeAlarmSettings } from '../alarms/alarm-settings.js';
@@ -13,7 +13,8 @@ import { defineRoute } from '../http/route.js';
 import type { GatewayServices } from '../services.js';
 import { confinedUserId, mayRaiseAlarmType, USER_ALARM_TYPES } from '../auth/permissions.js';
 import type { Principal } from '../auth/principal.js';
-import type { AlarmHistoryEntry, AlarmView, AlarmWriteHook } from '../alarms/alarm-service.js';
+import type { AlarmHistoryEntry, AlarmView } from '../alarms/alarm-event-message.js';
+import type { AlarmWriteHook } from '../alarms/alarm-service.js';
 import type { EntityManager } from '@mikro-orm/postgresql';
 
 const historyEntry = z.object({
@@ -75,17 +76,6 @@ export function alarmAsSeenBy<A extends Pick<AlarmView, 'history'>>(principal: P
   };
 }
 
-/**
- * Sortable fields and their SQL. A Map, so that `sort=constructor` or `__proto__` is an unknown field (422), not a
- * property of Object.prototype. Severity sorts worst first ascending (its rank, from the one severity map) and
- * newest first within.
- */
-const severityOrder = `case type ${ALARM_SEVERITIES.flatMap((severity) => typesOfSeverity(severity).map((type) => `when '${type}' then ${severityRank(severity)}`)).join(' ')} else ${severityRank('normal')} end`;
-const ALARM_SORT = new Map<string, (direction: 'asc' | 'desc') => string>([
-  ['severity', (direction) => `${severityOrder} ${direction}, created_at desc`],
-  ...['created_at', 'updated_at', 'seq', 'type', 'state'].map((column) => [column, (direction: 'asc' | 'desc') => `${column} ${direction}`] as const),
-]);
-
 /** Alarms: list, read, raise (always OPEN), state changes through one transition table; building alarm settings. */
 export function alarmRoutes(services: GatewayServices) {
   const { alarms, storage } = services;
@@ -110,29 +100,8 @@ export function alarmRoutes(services: GatewayServices) {
       }),
       response: paginated(alarmSchema),
       handler: async ({ principal, query }) => {
-        const where: string[] = ['organization_id = ?'];
-        const params: unknown[] = [principal.organizationId];
-        const add = (condition: string, ...values: unknown[]) => (where.push(condition), params.push(...values));
-        if (query.building_id) add('building_id = ?', query.building_id);
-        if (query.state) add(`state in (${query.state.map(() => '?').join(', ')})`, ...query.state);
-        if (query.type) add(`type in (${query.type.map(() => '?').join(', ')})`, ...query.type);
-        if (query.severity) {
-          const types = query.severity.flatMap(typesOfSeverity);
-          add(`type in (${types.map(() => '?').join(', ')})`, ...types);
-        }
-        if (query.device_id) add('device_id = ?', query.device_id);
-        if (query.user_id) add('user_id = ?', query.user_id);
-        if (query.from_date) add('created_at >= ?', new Date(query.from_date));
-        if (query.to_date) add('created_at < ?', new Date(query.to_date));
-        const confined = confinedUserId(principal);
-        if (confined !== undefined) add('user_id = ?', confined);
-        const [field, inline] = (query.sort ?? 'severity,asc').split(',');
-        const orderBy = ALARM_SORT.get(field!);
-        if (!orderBy) throw new ValidationError([{ field: 'query.sort', message: `sortable fields: ${[...ALARM_SORT.keys()].join(', ')}` }]);
-        const direction = (inline ?? query.direction ?? (field === 'severity' ? 'asc' : 'desc')).toLowerCase() === 'asc' ? 'asc' : 'desc';
-        const [{ total }] = (await storage.execute<{ total: number }>(`select count(*)::int as total from alarms where ${where.join(' and ')}`, params)) as [{ total: number }];
-        const rows = await storage.execute(`select * from alarms where ${where.join(' and ')} order by ${orderBy(direction)}, id limit ? offset ?`, [...params, query.size, query.page * query.size]);
-        return { body: { data: rows.map((row) => alarmAsSeenBy(principal, presentAlarm(row as never))), metadata: pageMetadata(query, total, rows.length) } };
+        const { alarms: page, total } = await listAlarms(storage, principal, query);
+        return { body: { data: page.map((alarm) => alarmAsSeenBy(principal, alarm)), metadata: pageMetadata(query, total, page.length) } };
       },
     }),
     defineRoute({

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { extname } from 'node:path';
 import { z } from 'zod';
-import { AppError, ErrorCode, NotFoundError } from '../../shared/errors.js';
+import { NotFoundError, UnavailableError } from '../../shared/errors.js';
 import type { Logger } from '../../shared/logger.js';
 import { defineRoute, type Reply } from '../http/route.js';
 
@@ -78,7 +78,7 @@ export function consoleRoutes(logger: Logger) {
       files = await load();
     } catch (error) {
       assets = undefined;
-      throw new AppError(ErrorCode.Unavailable, `The console is not built: run npm run build (${error instanceof Error ? error.message : String(error)})`);
+      throw new UnavailableError(`The console is not built: run npm run build (${error instanceof Error ? error.message : String(error)})`);
     }
     const asset = files.get(path);
     if (!asset) throw new NotFoundError('Console file');

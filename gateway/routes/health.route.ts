@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { AppError, ErrorCode } from '../../shared/errors.js';
+import { AppError, TimeoutError } from '../../shared/errors.js';
 import { packageVersion } from '../../shared/version.js';
 import { defineRoute } from '../http/route.js';
 import type { GatewayServices } from '../services.js';
@@ -73,7 +73,7 @@ export function healthRoutes(services: GatewayServices) {
 
 function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
   return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new AppError(ErrorCode.Timeout, `no answer within ${ms} ms`)), ms);
+    const timer = setTimeout(() => reject(new TimeoutError(`no answer within ${ms} ms`)), ms);
     promise.then(
       (value) => (clearTimeout(timer), resolve(value)),
       (error) => (clearTimeout(timer), reject(error)),

@@ -1,6 +1,6 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { z } from 'zod';
-import { AppError, ErrorCode, NotFoundError, ValidationError } from '../../shared/errors.js';
+import { AppError, ErrorCode, NotFoundError, ValidationError, ConflictError } from '../../shared/errors.js';
 import { IMAGE_TYPES, detectImageType, readImageInfo } from '../../shared/images/image-sniffer.js';
 import { ImageSchema, OrganizationSchema, type Image } from '../../shared/storage/entities/index.js';
 import { boundaryOf, isMultipartFormData, parseMultipart, type MultipartPart } from '../http/multipart.js';
@@ -169,7 +169,7 @@ export function imageRoutes(services: GatewayServices) {
            limit 1`,
           [p.id, principal.organizationId, p.id, principal.organizationId, p.id, p.id, principal.organizationId],
         );
-        if (use) throw new AppError(ErrorCode.Conflict, `The image is in use (${use.what}); change that first`);
+        if (use) throw new ConflictError(`The image is in use (${use.what}); change that first`);
         await storage.em().transactional(async (em) => {
           const image = await em.findOne(ImageSchema, { id: p.id, organization: principal.organizationId });
           if (!image) throw new NotFoundError('Image');

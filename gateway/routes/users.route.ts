@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { raw } from '@mikro-orm/core';
 import { z } from 'zod';
-import { AppError, ErrorCode, ForbiddenError, ValidationError } from '../../shared/errors.js';
+import { ForbiddenError, ValidationError, ConflictError } from '../../shared/errors.js';
 import { hashPassword } from '../../shared/passwords.js';
 import { GroupSchema, OrganizationSchema, ROLES, UserSchema, type Role, type User } from '../../shared/storage/entities/index.js';
 import { assignableRoles, mayChangeUser, mayTakeOverUser } from '../auth/permissions.js';
@@ -149,7 +149,7 @@ export function userRoutes(services: GatewayServices) {
       requireAssignable(context.principal, user.role, 'the user’s current role');
       if (body.role !== undefined && body.role !== user.role) {
         requireAssignable(context.principal, body.role);
-        if (user.id === context.principal.userId) throw new AppError(ErrorCode.Conflict, 'You cannot change your own role');
+        if (user.id === context.principal.userId) throw new ConflictError('You cannot change your own role');
       }
       if ((body.password !== undefined || body.email !== undefined) && !mayTakeOverUser(context.principal, user)) {
         throw new ForbiddenError('A user_manager may not change the password or e-mail of another user_manager');
@@ -172,9 +172,9 @@ export function userRoutes(services: GatewayServices) {
     beforeDelete: (context, user) => {
       if (!mayChangeUser(context.principal, user)) throw new ForbiddenError('Only the platform administrator changes the platform administrator');
       requireAssignable(context.principal, user.role, 'the user’s current role');
-      if (user.id === context.principal.userId) throw new AppError(ErrorCode.Conflict, 'You cannot delete yourself');
+      if (user.id === context.principal.userId) throw new ConflictError('You cannot delete yourself');
       if (!mayTakeOverUser(context.principal, user)) throw new ForbiddenError('A user_manager may not delete another user_manager');
-      if (user.platformAdmin) throw new AppError(ErrorCode.Conflict, 'The platform administrator cannot be deleted');
+      if (user.platformAdmin) throw new ConflictError('The platform administrator cannot be deleted');
     },
     // Sockets of an older credential version are closed; all of them when the user is deleted or changes role.
     onChange: (_context, user, change) =>

@@ -1,7 +1,7 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { createHash, randomUUID } from 'node:crypto';
 import { z } from 'zod';
-import { AppError, ErrorCode, NotFoundError, ValidationError } from '../../shared/errors.js';
+import { NotFoundError, ValidationError, ConflictError } from '../../shared/errors.js';
 import { destinationProblem } from '../../shared/webhooks/address-guard.js';
 import { WEBHOOK_EVENTS } from '../../shared/webhooks/deliveries.js';
 import { generateSecret } from '../../shared/webhooks/signature.js';
@@ -162,7 +162,7 @@ export function webhookRoutes(services: GatewayServices) {
           await execute('select id from organizations where id = ? for update', [principal.organizationId]);
           const [{ count }] = (await execute<{ count: number }>('select count(*)::int as count from webhooks where organization_id = ?', [principal.organizationId])) as [{ count: number }];
           if (count >= config.WEBHOOK_MAX_PER_ORGANIZATION) {
-            throw new AppError(ErrorCode.Conflict, `An organization may have at most ${config.WEBHOOK_MAX_PER_ORGANIZATION} webhooks; delete one first`);
+            throw new ConflictError(`An organization may have at most ${config.WEBHOOK_MAX_PER_ORGANIZATION} webhooks; delete one first`);
           }
           const [created] = await execute<WebhookRow>(
             `insert into webhooks (id, organization_id, url, events, building_ids, description, secret) values (?, ?, ?, ?::jsonb, ?::jsonb, ?, ?) returning ${COLUMNS}`,
@@ -289,7 +289,7 @@ export function webhookRoutes(services: GatewayServices) {
              where id = ? and webhook_id = ? and status = 'dead' returning *`,
             [p.delivery_id, p.id],
           );
-          if (!redelivered) throw new AppError(ErrorCode.Conflict, `Only a dead delivery can be redelivered (this one is ${current.status})`);
+          if (!redelivered) throw new ConflictError(`Only a dead delivery can be redelivered (this one is ${current.status})`);
           await audit.record(tx, { objectType: 'webhook_deliveries', objectId: p.delivery_id, before: { status: 'dead' }, after: { status: 'pending' } });
           return redelivered;
         });

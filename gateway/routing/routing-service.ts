@@ -1,4 +1,4 @@
-import type { Bus } from '../../shared/bus/index.js';
+import type { Bus } from '../bus-channels.js';
 import { NotFoundError, ValidationError } from '../../shared/errors.js';
 import { bboxOf, distanceToSegment, pointInPolygon, segmentsIntersect, type Point } from '../../shared/geo/geometry.js';
 import { describeRoute, type RouteStep } from '../../shared/routing/directions.js';
@@ -7,7 +7,6 @@ import type { Storage } from '../../shared/storage/index.js';
 import { BuildingPathsSchema, PoiSchema, type Geofence } from '../../shared/storage/entities/index.js';
 import { confinedUserId } from '../auth/permissions.js';
 import type { Principal } from '../auth/principal.js';
-import { CARTOGRAPHY_CHANNEL, type CartographyChange } from '../cartography/cartography-service.js';
 import type { BuildingRegistry, BuildingRuntime } from '../realtime/building-registry.js';
 import type { LiveState } from '../realtime/live-state.js';
 
@@ -65,8 +64,7 @@ export class RoutingService {
   ) {}
 
   async start(): Promise<void> {
-    await this.bus.subscribe(CARTOGRAPHY_CHANNEL, (payload) => {
-      const change = payload as CartographyChange;
+    await this.bus.subscribe('cartography:changed', (change) => {
       if (change.kind === 'paths' || change.kind === 'floor' || change.kind === 'building') this.graphs.delete(change.buildingId);
     });
     // A change announced while this node's bus was disconnected is lost: every graph is rebuilt on next use.

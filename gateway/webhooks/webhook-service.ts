@@ -6,7 +6,8 @@ import type { Logger } from '../../shared/logger.js';
 import { webhookDeliveriesCapped, webhookOldestPending } from '../../shared/metrics/metrics.js';
 import type { Storage } from '../../shared/storage/index.js';
 import { enqueueEvents, rescuePending, subscribedTypes, wake, type Enqueued, type Execute, type WebhookEvent } from '../../shared/webhooks/deliveries.js';
-import type { AlarmEventHook, AlarmEventMessage } from '../alarms/alarm-service.js';
+import type { AlarmEventMessage } from '../alarms/alarm-event-message.js';
+import type { AlarmEventHook } from '../alarms/alarm-service.js';
 import type { Detections, ZoneEventRecord } from '../detection/detection-engine.js';
 
 const RESCUE_EVERY_MS = 60_000;

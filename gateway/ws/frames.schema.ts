@@ -3,7 +3,7 @@ import { packageVersion } from '../../shared/version.js';
 import { jsonSchema } from '../http/openapi.js';
 import { poseSchema } from '../realtime/pose-schema.js';
 import { alarmSchema } from '../routes/alarms.route.js';
-import { ALARM_EVENT_KINDS } from '../alarms/alarm-service.js';
+import { ALARM_EVENT_KINDS } from '../alarms/alarm-event-message.js';
 import { featureSchema } from '../routes/realtime.route.js';
 
 /**

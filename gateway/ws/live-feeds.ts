@@ -1,8 +1,7 @@
-import type { Bus } from '../../shared/bus/index.js';
-import { ALARMS_CHANNEL, type AlarmEventMessage, type AlarmService } from '../alarms/alarm-service.js';
-import { AUTH_INVALIDATION_CHANNEL, CREDENTIAL_REVOKED, type AuthInvalidation } from '../auth/authenticator.js';
-import { ZONE_EVENTS_CHANNEL, type ZoneEventsMessage } from '../detection/zone-events-message.js';
-import { DEVICES_CHANNEL, type DeviceChange } from '../realtime/device-directory.js';
+import type { AlarmEventMessage } from '../alarms/alarm-event-message.js';
+import type { AlarmService } from '../alarms/alarm-service.js';
+import { CREDENTIAL_REVOKED } from '../auth/authenticator.js';
+import type { Bus } from '../bus-channels.js';
 import type { RealtimeService } from '../realtime/realtime-service.js';
 import { DEVICE_EVENT_OPS, GEOFENCE_EVENT_OPS, TopicEvents, deviceEvent, geofenceEvent } from './event-frames.js';
 import type { WebSocketGateway } from './ws-gateway.js';
@@ -24,19 +23,18 @@ const ALARM_TOPICS = /^(organization\/alarms|buildings\/\d+\/alarms)$/;
  * | source                               | topic(s)                                         | frame            |
  * |--------------------------------------|--------------------------------------------------|------------------|
  * | fresh live positions (RealtimeService)| buildings/{id}/positions, devices/{id}          | position(s)      |
- * | ZONE_EVENTS_CHANNEL: enter/exit      | buildings/{id}/geofence-events                   | geofence_event(s)|
- * | ZONE_EVENTS_CHANNEL: event triggers  | devices/{id}                                     | event(s)         |
- * | ALARMS_CHANNEL (a list, in seq order)| organization/alarms, buildings/{id}/alarms       | alarm (+ replay) |
- * | AUTH_INVALIDATION_CHANNEL, revoked   | the credential's sockets are closed (4401)       |                  |
- * | DEVICES_CHANNEL (owner changed)      | devices/{id} subscriptions checked again         | unsubscribed     |
+ * | bus zone-events: enter/exit          | buildings/{id}/geofence-events                   | geofence_event(s)|
+ * | bus zone-events: event triggers      | devices/{id}                                     | event(s)         |
+ * | bus alarms (a list, in seq order)    | organization/alarms, buildings/{id}/alarms       | alarm (+ replay) |
+ * | bus auth:invalidate, revoked         | the credential's sockets are closed (4401)       |                  |
+ * | bus devices:changed (owner changed)  | devices/{id} subscriptions checked again         | unsubscribed     |
  */
 export async function attachLiveFeeds({ bus, realtime, alarms }: LiveFeedSources, websockets: WebSocketGateway): Promise<void> {
   realtime.onFreshPositions((records) => websockets.publishPositions(records));
 
   // One message is one batch's (or sweep's) events of one organization: a group per topic followed here, each
   // event presented once.
-  await bus.subscribe(ZONE_EVENTS_CHANNEL, (payload) => {
-    const { organizationId, zoneEvents, triggered } = payload as ZoneEventsMessage;
+  await bus.subscribe('zone-events', ({ organizationId, zoneEvents, triggered }) => {
     const groups = new Map<string, TopicEvents | null>();
     const groupOf = (topic: string, ops: TopicEvents['ops']) => {
       let group = groups.get(topic);
@@ -53,9 +51,10 @@ export async function attachLiveFeeds({ bus, realtime, alarms }: LiveFeedSources
 
   // Alarm frames stay one per alarm event: the replay protocol (since_seq, ReplayGate) works by frame and seq,
   // and the console reads `alarm` frames only.
-  await bus.subscribe(ALARMS_CHANNEL, (payload) => {
+  await bus.subscribe('alarms', (payload) => {
     // A list since round 2; a gateway of the round before sends one message alone (a rolling upgrade mixes them).
-    for (const message of Array.isArray(payload) ? (payload as AlarmEventMessage[]) : [payload as AlarmEventMessage]) {
+    const messages: readonly AlarmEventMessage[] = Array.isArray(payload) ? payload : [payload];
+    for (const message of messages) {
       websockets.publish(message.organizationId, 'organization/alarms', 'alarm', message.event);
       if (message.buildingId !== null) websockets.publish(message.organizationId, `buildings/${message.buildingId}/alarms`, 'alarm', message.event);
     }
@@ -69,7 +68,7 @@ export async function attachLiveFeeds({ bus, realtime, alarms }: LiveFeedSources
   });
 
   // A device handed to someone else: its `devices/{id}` subscriptions follow its owner (checked again).
-  await bus.subscribe(DEVICES_CHANNEL, (payload) => void websockets.recheckDeviceSubscriptions((payload as DeviceChange).organizationId));
+  await bus.subscribe('devices:changed', (change) => void websockets.recheckDeviceSubscriptions(change.organizationId));
   // Messages may have been lost: a revocation among them leaves sockets open, a reassignment subscriptions.
   bus.onResync(() => {
     void websockets.revalidation.sweep();
@@ -78,8 +77,7 @@ export async function attachLiveFeeds({ bus, realtime, alarms }: LiveFeedSources
 
   // A revoked credential's open sockets end on every gateway: all of a key's or a token family's, or a user's opened with another
   // credential version than the current one (all of them when none is given).
-  await bus.subscribe(AUTH_INVALIDATION_CHANNEL, (payload) => {
-    const change = payload as AuthInvalidation;
+  await bus.subscribe('auth:invalidate', (change) => {
     if (!change.revoke) return;
     // First, so that a socket of this credential whose authentication is in flight is checked as it opens.
     websockets.revalidation.revoked(change);

@@ -1,4 +1,4 @@
-import { AppError, ErrorCode } from '../../shared/errors.js';
+import { RateLimitedError } from '../../shared/errors.js';
 import type { Principal } from '../auth/principal.js';
 
 export interface SocketQuotaLimits {
@@ -29,7 +29,7 @@ export class SocketQuotas {
       [`address|${address}`, this.limits.perAddress, 'your address'],
     ];
     for (const [key, limit, whose] of slots) {
-      if ((this.held.get(key) ?? 0) >= limit) throw new AppError(ErrorCode.RateLimited, `Too many open sockets for ${whose} (at most ${limit}): close some first`);
+      if ((this.held.get(key) ?? 0) >= limit) throw new RateLimitedError(`Too many open sockets for ${whose} (at most ${limit}): close some first`);
     }
     for (const [key] of slots) this.held.set(key, (this.held.get(key) ?? 0) + 1);
     let released = false;

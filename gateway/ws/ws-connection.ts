@@ -5,7 +5,26 @@ import type { TopicEvents } from './event-frames.js';
 import { positionFrame, positionsFrame, type LivePosition, type TopicPositions } from './position-frames.js';
 import type { ReplayGate } from './replay-gate.js';
 import { encode, type WireFormat } from './ws-codec.js';
-import type { WsOptions } from './ws-gateway.js';
+
+/** The WebSocket side's limits (from config.ts), declared beside the connection that enforces its buffer ones. */
+export interface WsOptions {
+  authTimeoutMs: number;
+  maxMessageBytes: number;
+  coalesceBytes: number;
+  maxBufferBytes: number;
+  maxTopics: number;
+  maxInFlight: number;
+  maxUnauthenticatedPerAddress: number;
+  /** Every authenticated socket is checked against storage this often (0: never; tests). */
+  revalidateMs: number;
+  /** Per-socket limit of unsent position and event frames (alarms have maxBufferBytes). */
+  maxFeedBufferBytes: number;
+  /** Unsent bytes over all sockets; past it the largest backlogs are closed. */
+  maxTotalBacklogBytes: number;
+  maxSocketsPerUser: number;
+  maxSocketsPerCredential: number;
+  maxSocketsPerAddress: number;
+}
 
 export const WS_CLOSE = { unauthenticated: 4401, slowConsumer: 4008, goingAway: 1001, messageTooBig: 1009, internalError: 1011 } as const;
 

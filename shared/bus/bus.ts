@@ -1,13 +1,26 @@
+import type { EncodedPayload } from './encoded-payload.js';
+
 /**
  * The bus carries change records between gateway instances: positions, geofence events, alarms and
  * cartography changes. Delivery is at-most-once (Redis pub/sub semantics); whatever must never be lost
  * (alarms) is stored first and replayed from storage, never from the bus.
+ *
+ * A bus is typed by its channel map, name → payload (the gateway's is gateway/bus-channels.ts): publish and
+ * subscribe take only its channel names, and a subscriber gets the channel's payload type, no cast. The
+ * drivers know nothing of the map; on the wire a payload is msgpack (encoded-payload.ts).
  */
+export type ChannelMap = object;
+/** Any channel name and payload: the drivers' own view, and tests of the drivers. */
+export type AnyChannels = Record<string, unknown>;
+/** A channel's name in the map `M`. */
+export type ChannelOf<M extends ChannelMap> = keyof M & string;
+
+/** The drivers' handlers, untyped: the typed `Bus` interface is where a channel's payload type is known. */
 export type BusHandler = (payload: unknown, channel: string) => void;
 /** Called when this node may have missed messages; see `Bus.onResync`. */
 export type ResyncListener = () => void;
 
-export interface Bus {
+export interface Bus<M extends ChannelMap = AnyChannels> {
   /** Identifies this process in every envelope so it can drop its own echoes. */
   readonly nodeId: string;
   readonly kind: 'local' | 'redis';
@@ -15,9 +28,9 @@ export interface Bus {
    * Delivers to every subscriber of `channel` on every node, this one included. An `EncodedPayload`
    * (./encoded-payload.ts) is delivered as its value, and goes on the wire as its bytes, packed at most once.
    */
-  publish(channel: string, payload: unknown): Promise<void>;
+  publish<C extends ChannelOf<M>>(channel: C, payload: M[C] | EncodedPayload<M[C]>): Promise<void>;
   /** Returns the function that removes this subscription. */
-  subscribe(channel: string, handler: BusHandler): Promise<() => Promise<void>>;
+  subscribe<C extends ChannelOf<M>>(channel: C, handler: (payload: M[C], channel: C) => void): Promise<() => Promise<void>>;
   /**
    * Registers a listener called whenever this node may have missed messages (the Redis connection dropped and
    * is back, subscriptions restored): every cache kept fresh by bus messages must then be dropped, since the

@@ -1,11 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import type { Logger } from '../logger.js';
 import { busPublishedOn } from '../metrics/metrics.js';
-import { LocalSubscriptions, ResyncListeners, type Bus, type BusHandler, type ResyncListener } from './bus.js';
-import { payloadValue } from './encoded-payload.js';
+import { LocalSubscriptions, ResyncListeners, type AnyChannels, type Bus, type BusHandler, type ChannelMap, type ChannelOf, type ResyncListener } from './bus.js';
+import { payloadValue, type EncodedPayload } from './encoded-payload.js';
 
 /** In-process bus for a single gateway (no Redis configured). Nothing can be lost in process, so it never resyncs. */
-export class LocalBus implements Bus {
+export class LocalBus<M extends ChannelMap = AnyChannels> implements Bus<M> {
   readonly nodeId = randomUUID();
   readonly kind = 'local' as const;
   private readonly subscriptions = new LocalSubscriptions();
@@ -14,13 +14,15 @@ export class LocalBus implements Bus {
 
   constructor(private readonly logger?: Logger) {}
 
-  async publish(channel: string, payload: unknown): Promise<void> {
+  async publish<C extends ChannelOf<M>>(channel: C, payload: M[C] | EncodedPayload<M[C]>): Promise<void> {
     if (this.closed) throw new Error('bus is closed');
     busPublishedOn(channel).inc();
     this.subscriptions.deliver(channel, payloadValue(payload), (error) => this.logger?.error({ err: error, channel }, 'bus handler failed'));
   }
 
-  async subscribe(channel: string, handler: BusHandler): Promise<() => Promise<void>> {
+  async subscribe<C extends ChannelOf<M>>(channel: C, typed: (payload: M[C], channel: C) => void): Promise<() => Promise<void>> {
+    // The one place a payload's type is taken on trust: what was published on `channel` under the same map.
+    const handler = typed as BusHandler;
     this.subscriptions.add(channel, handler);
     return async () => void this.subscriptions.remove(channel, handler);
   }

@@ -2,8 +2,8 @@ import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
 import type { Logger } from '../logger.js';
 import { busLag, busPublishedOn, busReceivedOn } from '../metrics/metrics.js';
-import { LocalSubscriptions, ResyncListeners, type Bus, type BusHandler, type ResyncListener } from './bus.js';
-import { decodePayload, encodePayload, payloadValue } from './encoded-payload.js';
+import { LocalSubscriptions, ResyncListeners, type AnyChannels, type Bus, type BusHandler, type ChannelMap, type ChannelOf, type ResyncListener } from './bus.js';
+import { decodePayload, encodePayload, payloadValue, type EncodedPayload } from './encoded-payload.js';
 
 /**
  * What travels on a Redis channel: the sender's node id (a UUID, 36 ASCII bytes), so every node drops its own
@@ -19,7 +19,7 @@ const HEADER_BYTES = NODE_ID_BYTES + 8;
  * nothing else); every channel lives under `<prefix>:bus:`. Local subscribers get a message directly,
  * without the round trip, and the echo from Redis is dropped by node id.
  */
-export class RedisBus implements Bus {
+export class RedisBus<M extends ChannelMap = AnyChannels> implements Bus<M> {
   readonly nodeId = randomUUID();
   readonly kind = 'redis' as const;
   private readonly publisher: Redis;
@@ -85,7 +85,7 @@ export class RedisBus implements Bus {
     this.subscriptions.deliver(channel, payload, (error) => this.logger?.error({ err: error, channel }, 'bus handler failed'));
   }
 
-  async publish(channel: string, payload: unknown): Promise<void> {
+  async publish<C extends ChannelOf<M>>(channel: C, payload: M[C] | EncodedPayload<M[C]>): Promise<void> {
     busPublishedOn(channel).inc();
     this.subscriptions.deliver(channel, payloadValue(payload), (error) => this.logger?.error({ err: error, channel }, 'bus handler failed'));
     const sentAt = Buffer.allocUnsafe(8);
@@ -93,7 +93,9 @@ export class RedisBus implements Bus {
     await this.publisher.publish(this.channelPrefix + channel, Buffer.concat([this.nodeIdBytes, sentAt, encodePayload(payload)]));
   }
 
-  async subscribe(channel: string, handler: BusHandler): Promise<() => Promise<void>> {
+  async subscribe<C extends ChannelOf<M>>(channel: C, typed: (payload: M[C], channel: C) => void): Promise<() => Promise<void>> {
+    // The one place a payload's type is taken on trust: what was published on `channel` under the same map.
+    const handler = typed as BusHandler;
     const { first } = this.subscriptions.add(channel, handler);
     if (first) await this.subscriber.subscribe(this.channelPrefix + channel);
     return async () => {

@@ -1,9 +1,6 @@
 import type { EncodedPayload } from '../bus/encoded-payload.js';
 import type { PositionRecord } from './position-record.js';
 
-/** The bus channel every accepted batch of positions travels on, to every gateway (this one included). */
-export const POSITIONS_CHANNEL = 'positions';
-
 /**
  * What travels on the bus for one accepted batch: the change records (all of the organization), built once. A
  * class so that the bus codec packs it by columns (`positionsToColumns`), on the bus and in the shard streams alike.

@@ -1,5 +1,5 @@
 import { IsolationLevel } from '@mikro-orm/core';
-import { AppError, ErrorCode } from '../errors.js';
+import { AppError, TimeoutError } from '../errors.js';
 import type { JobLimits } from '../jobs/job-queue.js';
 import type { Storage } from '../storage/storage.js';
 
@@ -21,7 +21,7 @@ export type Execute = <T = Record<string, any>>(query: Sql) => Promise<T[]>;
 /** No bounds: for a report run outside a job (tests, tools). */
 export const UNBOUNDED: JobLimits = { deadline: Number.POSITIVE_INFINITY, signal: new AbortController().signal };
 
-const cancelled = () => new AppError(ErrorCode.Timeout, 'The report was cancelled: it did not finish within the job timeout');
+const cancelled = () => new TimeoutError('The report was cancelled: it did not finish within the job timeout');
 
 /** PostgreSQL's "canceling statement due to statement timeout / user request". */
 const isCancellation = (error: unknown) => (error as { code?: unknown })?.code === '57014' || /canceling statement due to/i.test(String((error as Error)?.message));

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CARTOGRAPHY_CHANNEL, type CartographyChange } from '../../gateway/cartography/cartography-service.js';
+import type { CartographyChange } from '../../gateway/bus-channels.js';
 import { createVenue, squareCartesians } from '../support/cartography.js';
 import type { TestClient } from '../support/http-client.js';
 import { adminClient, createApiKey, createUser } from '../support/identity.js';
@@ -39,7 +39,7 @@ describe(`cartography (${driverLabel})`, () => {
   beforeAll(async () => {
     running = await startTestGateway();
     admin = await adminClient(running.client);
-    await running.gateway.services.bus.subscribe(CARTOGRAPHY_CHANNEL, (payload) => announced.push(payload as CartographyChange));
+    await running.gateway.services.bus.subscribe('cartography:changed', (change) => announced.push(change));
     venue = await createVenue(admin);
   });
   afterAll(async () => running?.stop());

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ALARMS_CHANNEL, type AlarmEventMessage } from '../../gateway/alarms/alarm-service.js';
+import type { AlarmEventMessage } from '../../gateway/alarms/alarm-event-message.js';
 import { createVenue, squareCartesians } from '../support/cartography.js';
 import type { TestClient } from '../support/http-client.js';
 import { ADMIN_EMAIL, ADMIN_PASSWORD, adminClient, createUser, login } from '../support/identity.js';
@@ -116,8 +116,8 @@ describe(`batched event frames and alarms raised together (${driverLabel})`, () 
 
   it('alarms raised together are one bus message, arrive in seq order with consecutive seqs, and a replay after reconnecting loses none', async () => {
     const [venue] = venues as [(typeof venues)[number]];
-    const announced: AlarmEventMessage[][] = [];
-    const unsubscribe = await running.gateway.services.bus.subscribe(ALARMS_CHANNEL, (payload) => announced.push(payload as AlarmEventMessage[]));
+    const announced: (readonly AlarmEventMessage[])[] = [];
+    const unsubscribe = await running.gateway.services.bus.subscribe('alarms', (messages) => announced.push(messages));
     try {
       const live = await open('events=batched');
       expect(await live.request({ op: 'subscribe', topics: ['organization/alarms'] })).toMatchObject({ op: 'subscribed' });

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AUTH_INVALIDATION_CHANNEL, RequestAuthenticator } from '../../gateway/auth/authenticator.js';
+import { RequestAuthenticator } from '../../gateway/auth/authenticator.js';
 import type { RouteDefinition } from '../../gateway/http/route.js';
-import type { Bus } from '../../shared/bus/index.js';
+import type { Bus } from '../../gateway/bus-channels.js';
 import type { TestClient } from '../support/http-client.js';
 import { adminClient, createUser, login } from '../support/identity.js';
 import { driverLabel, serverDatabaseUrl, serverRedisUrl } from '../support/test-environment.js';
@@ -264,10 +264,12 @@ describe.runIf(serverDatabaseUrl && serverRedisUrl)(`credential revocation acros
         // one channel): once it arrived, the second gateway has dropped the key.
         let arrive!: () => void;
         const arrived = new Promise<void>((resolve) => (arrive = resolve));
-        const unsubscribe = await second.gateway.services.bus.subscribe(AUTH_INVALIDATION_CHANNEL, (payload) => {
-          if ((payload as { marker?: number }).marker === round) arrive();
+        // The marker names a key hash nobody holds: forgetting it changes nothing.
+        const marker = `marker-${round}`;
+        const unsubscribe = await second.gateway.services.bus.subscribe('auth:invalidate', (change) => {
+          if (change.apiKeyHash === marker) arrive();
         });
-        await first.gateway.services.bus.publish(AUTH_INVALIDATION_CHANNEL, { marker: round });
+        await first.gateway.services.bus.publish('auth:invalidate', { apiKeyHash: marker });
         await arrived;
         await unsubscribe();
         await Promise.all(racing);
@@ -312,8 +314,8 @@ describe.runIf(serverDatabaseUrl && serverRedisUrl)(`credential revocation acros
         await new Promise((resolve) => setTimeout(resolve, 50)); // its read of the key has returned the row, and waits
         let announce!: () => void;
         const announced = new Promise<void>((resolve) => (announce = resolve));
-        const unsubscribe = await second.gateway.services.bus.subscribe(AUTH_INVALIDATION_CHANNEL, (payload) => {
-          if ((payload as { apiKeyId?: string }).apiKeyId === key.id) announce();
+        const unsubscribe = await second.gateway.services.bus.subscribe('auth:invalidate', (change) => {
+          if (change.apiKeyId === key.id) announce();
         });
         expect((await admin.delete(`/api/v1/auth/apikeys/${key.id}`)).status).toBe(204);
         await announced; // the second gateway has dropped the key

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHash } from 'node:crypto';
+import { registry } from '../../shared/metrics/metrics.js';
 import { sign } from '../../shared/webhooks/signature.js';
 import { createVenue, squareCartesians } from '../support/cartography.js';
 import type { TestClient } from '../support/http-client.js';
@@ -10,6 +11,12 @@ import { WebhookReceiver, type Receipt } from '../support/webhook-receiver.js';
 
 const urlFingerprintOf = (url: string) => 'sha256:' + createHash('sha256').update(url).digest('hex').slice(0, 16);
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+/** floorcast_webhook_deliveries_total by outcome, as /metrics publishes it (the workers run in this process). */
+async function attemptsCounted(): Promise<Record<'delivered' | 'failed' | 'dead' | 'refused', number>> {
+  const metric = await registry.getSingleMetric('floorcast_webhook_deliveries_total')!.get();
+  const of = (outcome: string) => metric.values.find((value) => value.labels.outcome === outcome)?.value ?? 0;
+  return { delivered: of('delivered'), failed: of('failed'), dead: of('dead'), refused: of('refused') };
+}
 
 async function until<T>(what: string, probe: () => Promise<T | undefined | false> | T | undefined | false, timeoutMs = 15_000): Promise<T> {
   const deadline = Date.now() + timeoutMs;
@@ -130,6 +137,7 @@ describe(`outbound webhooks (${driverLabel})`, () => {
   it('delivers every alarm event exactly once per webhook-id after retries, signed, in order per alarm', async () => {
     const hook = await create('/alarms', ['alarm.raised', 'alarm.updated', 'alarm.state_changed']);
     receiver.respond = (receipt, attempt) => (receipt.path === '/alarms' && attempt <= 2 ? 503 : 204);
+    const countedBefore = await attemptsCounted();
     const first = (await admin.post('/api/v1/alarms', { type: 'DANGER', device_id: 'hook-a' })).body;
     await admin.post('/api/v1/alarms', { type: 'DANGER', device_id: 'hook-a' }); // a repeat: alarm.updated
     expect((await admin.patch(`/api/v1/alarms/${first.id}`, { state: 'CONFIRMED' })).status).toBe(200);
@@ -151,6 +159,10 @@ describe(`outbound webhooks (${driverLabel})`, () => {
     // Each id failed twice before it went through, and the next event of its alarm waited for it.
     const all = receiver.receipts.filter((receipt) => receipt.path === '/alarms');
     expect(all).toHaveLength(12);
+    // Every attempt is counted by its outcome. At least: the earlier test's hook to a closed port keeps failing.
+    const counted = await attemptsCounted();
+    expect(counted.delivered - countedBefore.delivered).toBe(4);
+    expect(counted.failed - countedBefore.failed).toBeGreaterThanOrEqual(8);
     const firstIds = new Set(delivered.filter((receipt) => JSON.parse(receipt.body).data.id === first.id).map((receipt) => receipt.id));
     const { firstSeen, ordered } = arrival(all.filter((receipt) => firstIds.has(receipt.id)));
     expect(ordered).toBe(true);
@@ -208,6 +220,7 @@ describe(`outbound webhooks (${driverLabel})`, () => {
   it('dead-letters after the retry schedule (a redirect is a failure), and redelivers a dead delivery', async () => {
     const hook = await create('/dead', ['alarm.raised']);
     receiver.respond = (receipt) => (receipt.path === '/dead' ? 302 : 204);
+    const countedBefore = await attemptsCounted();
     await admin.post('/api/v1/alarms', { type: 'DANGER', device_id: 'hook-dead' });
     const [dead] = await until('a dead delivery', async () => {
       const listed = await deliveries(hook.id);
@@ -215,6 +228,9 @@ describe(`outbound webhooks (${driverLabel})`, () => {
     });
     expect(dead).toMatchObject({ status: 'dead', attempts: 6, last_response_code: 302, last_error: 'redirect (302) not followed' });
     expect(receiver.receipts.filter((receipt) => receipt.path === '/dead')).toHaveLength(6);
+    const counted = await attemptsCounted();
+    expect(counted.failed - countedBefore.failed).toBeGreaterThanOrEqual(5);
+    expect(counted.dead - countedBefore.dead).toBeGreaterThanOrEqual(1);
 
     receiver.respond = () => 204;
     const again = await admin.post(`/api/v1/webhooks/${hook.id}/deliveries/${dead.id}/redeliver`);

@@ -5,6 +5,7 @@ import { sha256 } from '../../gateway/auth/credential-service.js';
 import type { TokenService } from '../../gateway/auth/token-service.js';
 import type { RouteDefinition } from '../../gateway/http/route.js';
 import { LocalBus } from '../../shared/bus/local-bus.js';
+import type { Channels } from '../../gateway/bus-channels.js';
 import { ApiKeySchema } from '../../shared/storage/entities/index.js';
 import type { Storage } from '../../shared/storage/index.js';
 
@@ -39,7 +40,7 @@ function slowStorage() {
 }
 
 function authenticatorOver(storage: Storage) {
-  const bus = new LocalBus();
+  const bus = new LocalBus<Channels>();
   const credentials = { markApiKeyUsed: async () => undefined } as unknown as CredentialService;
   const authenticator = new RequestAuthenticator({} as TokenService, storage, bus, credentials, 60_000);
   return { authenticator, bus };

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import type { Principal } from '../../gateway/auth/principal.js';
 import { PositionPipeline } from '../../gateway/pipeline/position-pipeline.js';
 import { DeviceDirectory } from '../../gateway/realtime/device-directory.js';
-import type { Bus } from '../../shared/bus/index.js';
+import type { Bus } from '../../gateway/bus-channels.js';
 import { StorageUnavailableError, toErrorBody } from '../../shared/errors.js';
 import { createLogger } from '../../shared/logger.js';
 import type { PositionWriter } from '../../shared/positions/position-writer.js';

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { Principal } from '../../gateway/auth/principal.js';
 import { PositionPipeline, type PipelineDependencies } from '../../gateway/pipeline/position-pipeline.js';
-import type { Bus } from '../../shared/bus/index.js';
+import type { Bus } from '../../gateway/bus-channels.js';
 import { createLogger } from '../../shared/logger.js';
 import type { PositionWriter } from '../../shared/positions/position-writer.js';
 

@@ -4,7 +4,7 @@ import { attachLiveFeeds } from '../../gateway/ws/live-feeds.js';
 import { SocketRevalidation } from '../../gateway/ws/socket-revalidation.js';
 import { Connection, type SocketLike } from '../../gateway/ws/ws-connection.js';
 import type { WebSocketGateway } from '../../gateway/ws/ws-gateway.js';
-import type { Bus } from '../../shared/bus/index.js';
+import type { Bus } from '../../gateway/bus-channels.js';
 import { createLogger } from '../../shared/logger.js';
 import type { Storage } from '../../shared/storage/index.js';
 

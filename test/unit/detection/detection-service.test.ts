@@ -3,7 +3,8 @@ import type { AlarmService, RaiseAlarm } from '../../../gateway/alarms/alarm-ser
 import { attachDetection } from '../../../gateway/detection/building-detection.js';
 import { DetectionEngine } from '../../../gateway/detection/detection-engine.js';
 import { DetectionService, MAX_EVENTS_PER_MESSAGE } from '../../../gateway/detection/detection-service.js';
-import { ZONE_EVENTS_CHANNEL, type ZoneEventsMessage } from '../../../gateway/detection/zone-events-message.js';
+import type { ZoneEventsMessage } from '../../../gateway/detection/zone-events-message.js';
+import type { Channels } from '../../../gateway/bus-channels.js';
 import type { BuildingRegistry, BuildingRuntime } from '../../../gateway/realtime/building-registry.js';
 import { LocalBus } from '../../../shared/bus/local-bus.js';
 import type { ZoneEventRecord } from '../../../shared/detection/zone-event.js';
@@ -56,7 +57,7 @@ function world(rules: Partial<Pick<Geofence, 'maxStayTime' | 'minDwellS' | 'exit
       zoneEvents.push(...events);
     },
   } as unknown as PositionWriter;
-  const bus = new LocalBus();
+  const bus = new LocalBus<Channels>();
   const service = new DetectionService(engine, alarmService, registry, writer, bus, createLogger('silent'));
   const at = (second: number, x: number, deviceId = 'd'): PositionRecord => ({
     organizationId: 'org', deviceId, userId: null, buildingId: 1, floorId: 1, indoor: true, x, y: 5, lat: 0, lng: 0, yaw: 0, accuracy: 1,
@@ -135,7 +136,7 @@ describe('DetectionService: announcing what one read of a shard found', () => {
   it('announces a large batch in bounded bus messages, every event once and in order', async () => {
     const { service, bus, at } = world({});
     const messages: ZoneEventsMessage[] = [];
-    await bus.subscribe(ZONE_EVENTS_CHANNEL, (payload) => void messages.push(payload as ZoneEventsMessage));
+    await bus.subscribe('zone-events', (message) => void messages.push(message));
     const devices = MAX_EVENTS_PER_MESSAGE + 500;
     const records = Array.from({ length: devices }, (_, index) => at(1, 5, `d-${index}`)); // every device enters the fence
     expect(await consume(service, records, () => true)).toBe(true);
@@ -155,7 +156,7 @@ describe('DetectionService: announcing what one read of a shard found', () => {
   it('lets other work run while a large read is detected, and keeps its output in order', async () => {
     const { service, bus, at } = world({});
     const messages: ZoneEventsMessage[] = [];
-    await bus.subscribe(ZONE_EVENTS_CHANNEL, (payload) => void messages.push(payload as ZoneEventsMessage));
+    await bus.subscribe('zone-events', (message) => void messages.push(message));
     const records = Array.from({ length: 20_000 }, (_, index) => at(1, 5, `e-${index}`));
     // Devices tracked as seen by other work (a timer's ticks) while the read is detected: some part-way through.
     const seen: number[] = [];
