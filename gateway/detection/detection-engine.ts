@@ -8,7 +8,7 @@ import type { Zone, ZoneIndex, ZoneKind } from '../../shared/detection/zone-inde
 import type { PositionRecord } from '../../shared/positions/position-record.js';
 import type { RaiseAlarm } from '../alarms/alarm-service.js';
 import type { BuildingRegistry, BuildingRuntime } from '../realtime/building-registry.js';
-import { detectionOf, type BuildingDetection } from './building-detection.js';
+import { BuildingDetections, type BuildingDetection } from './building-detection.js';
 
 export interface TriggeredEvent {
   id: number;
@@ -204,6 +204,8 @@ export class DetectionEngine {
   private interrupted = false;
   /** Silence storms of the buildings owned here, by building (shared/detection/storm.detector.ts). */
   private readonly storms = new Map<number, HeldStorm>();
+  /** Each building's zones and rules, as the detectors read them. */
+  readonly buildings = new BuildingDetections();
 
   constructor(
     private readonly registry: BuildingRegistry,
@@ -257,7 +259,7 @@ export class DetectionEngine {
       state.last = record;
       state.userId = record.userId;
     }
-    const detection = detectionOf(runtime);
+    const detection = this.buildings.of(runtime);
     if (runtime && detection && record.floorId !== null && record.x !== null && record.y !== null) {
       state.buildingId = runtime.id;
       state.floorId = record.floorId;
@@ -384,7 +386,7 @@ export class DetectionEngine {
     const due = new Map<number, Map<string, DetectedAlarm>>();
     for (const [key, state] of this.devices) {
       const runtime = state.buildingId !== null ? this.registry.peek(state.buildingId) : undefined;
-      const detection = detectionOf(runtime);
+      const detection = this.buildings.of(runtime);
       if (now - state.last.receivedAt > this.forgetAfterMs) {
         this.leaveBuilding(state, now, out);
         this.devices.delete(key);
@@ -431,7 +433,7 @@ export class DetectionEngine {
       this.storms.delete(buildingId);
       held = undefined;
     }
-    const detection = detectionOf(this.registry.peek(buildingId));
+    const detection = this.buildings.of(this.registry.peek(buildingId));
     // A storm whose members all came back holds nothing more: what falls due next is judged afresh.
     const standing = held && held.storm.members.size > 0 ? held.storm : undefined;
     const judged = storm.judge(standing, tally, due, detection?.storm, now);
@@ -485,7 +487,7 @@ export class DetectionEngine {
 
   private leaveBuilding(state: DeviceState, now: number, out: Detections): void {
     const runtime = state.buildingId !== null ? this.registry.peek(state.buildingId) : undefined;
-    const detection = detectionOf(runtime);
+    const detection = this.buildings.of(runtime);
     const left = transition.step(state.transition, { zoneIds: [], floorId: null }, NO_RULES, now);
     if (detection) this.collectTransitions(state, detection, left.transitions, out);
     setTransition(state, transition.initialTransitionState());
