@@ -3,33 +3,13 @@ import { isFinalAlarmState, type AlarmState } from '../../shared/detection/alarm
 import * as maxStay from '../../shared/detection/max-stay.detector.js';
 import * as storm from '../../shared/detection/storm.detector.js';
 import * as transition from '../../shared/detection/transition.detector.js';
-import type { ZoneEventRecord } from '../../shared/detection/zone-event.js';
 import type { Zone, ZoneIndex, ZoneKind } from '../../shared/detection/zone-index.js';
 import type { PositionRecord } from '../../shared/positions/position-record.js';
 import type { RaiseAlarm } from '../alarms/alarm-service.js';
 import type { BuildingRegistry, BuildingRuntime } from '../realtime/building-registry.js';
 import { BuildingDetections, type BuildingDetection } from './building-detection.js';
+import { emptyDetections, type DetectedAlarm, type Detections } from './detections.js';
 
-export interface TriggeredEvent {
-  id: number;
-  buildingId: number;
-  name: string;
-  info: string;
-  url: string | null;
-}
-
-export interface Detections {
-  zoneEvents: ZoneEventRecord[];
-  alarms: Omit<RaiseAlarm, 'by'>[];
-  /** Event trigger areas entered: their content goes to `devices/{id}` (plain data: it travels on the bus). */
-  triggered: { organizationId: string; deviceId: string; userId?: string | null; event: TriggeredEvent }[];
-}
-
-export type { ZoneEventRecord };
-
-export const emptyDetections = (): Detections => ({ zoneEvents: [], alarms: [], triggered: [] });
-
-type DetectedAlarm = Detections['alarms'][number];
 
 /** A building's silence storm as held here: the DEADMANs it holds back, and whether its alarm owes an update or was closed. */
 interface HeldStorm {

@@ -3,8 +3,8 @@ import type { Logger } from '../../shared/logger.js';
 import { zoneEventCounters } from '../../shared/metrics/metrics.js';
 import type { PositionWriter } from '../../shared/positions/position-writer.js';
 import type { AlarmService } from '../alarms/alarm-service.js';
-import type { Detections, ZoneEventRecord } from './detection-engine.js';
-import type { OutboxAlarm, OutboxSink } from './detection-outbox.js';
+import type { DetectedAlarm, Detections, ZoneEventRecord } from './detections.js';
+import type { OutboxSink } from './detection-outbox.js';
 import { ZONE_EVENTS_CHANNEL, type ZoneEventsMessage } from './zone-events-message.js';
 
 /** Zone events per bus message (a few hundred KB packed); subscribers get one frame per message and topic. */
@@ -42,7 +42,7 @@ export class DetectionSink implements OutboxSink {
     return webhooks ? webhooks.storeZoneEvents(zoneEvents, () => writer.write([], zoneEvents)) : writer.write([], zoneEvents);
   }
 
-  async raiseAlarm(alarm: OutboxAlarm): Promise<void> {
+  async raiseAlarm(alarm: DetectedAlarm): Promise<void> {
     await this.deps.alarms.raiseAllOnce([{ ...alarm, by: 'system' as const }]);
   }
 

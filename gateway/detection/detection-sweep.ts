@@ -1,8 +1,8 @@
 import type { Logger } from '../../shared/logger.js';
 import type { AlarmEscalation } from '../alarms/alarm-escalation.js';
-import type { Detections } from './detection-engine.js';
 import type { DetectionEngine } from './detection-engine.js';
-import type { DetectionOutbox, OutboxAlarm } from './detection-outbox.js';
+import type { DetectionOutbox } from './detection-outbox.js';
+import type { Detections } from './detections.js';
 import { countDetectionCpu } from './owner-detection.js';
 
 /** Whether this gateway owns a building's detection now (its shard's lease is held); `null`: no building. */
@@ -49,7 +49,7 @@ export class DetectionSweep {
         alarms: found.alarms.filter((alarm) => owns(alarm.buildingId ?? null)),
         triggered: found.triggered.filter((trigger) => owns(trigger.event.buildingId)),
       };
-      outbox.add(kept, false, kept.alarms as OutboxAlarm[]);
+      outbox.add(kept, false);
       await outbox.drain();
       await outbox.retryDeadLetters(owns);
     } catch (error) {

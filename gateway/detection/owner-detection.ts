@@ -1,8 +1,9 @@
 import { detectionCpuSeconds, detectionPositions } from '../../shared/metrics/metrics.js';
 import type { PositionRecord } from '../../shared/positions/position-record.js';
 import type { BuildingRegistry, BuildingRuntime } from '../realtime/building-registry.js';
-import { emptyDetections, type DetectionEngine } from './detection-engine.js';
-import type { DetectionOutbox, OutboxAlarm } from './detection-outbox.js';
+import type { DetectionEngine } from './detection-engine.js';
+import type { DetectionOutbox } from './detection-outbox.js';
+import { emptyDetections } from './detections.js';
 
 /**
  * Longest stretch the detectors run before uploads and live frames get the event loop back: one read of a shard
@@ -46,7 +47,7 @@ export class OwnerDetection {
       countDetectionCpu(cpu);
       detectionPositions.inc(index + 1 - sliceStart);
       if (!holds()) return false;
-      this.outbox.add(found, false, found.alarms as OutboxAlarm[]);
+      this.outbox.add(found, false);
       found = emptyDetections();
       await new Promise((resolve) => setImmediate(resolve));
       cpu = process.cpuUsage();
@@ -56,7 +57,7 @@ export class OwnerDetection {
     countDetectionCpu(cpu);
     detectionPositions.inc(records.length - sliceStart);
     if (!holds()) return false;
-    this.outbox.add(found, false, found.alarms as OutboxAlarm[]);
+    this.outbox.add(found, false);
     return true;
   }
 

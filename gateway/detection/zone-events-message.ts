@@ -1,4 +1,4 @@
-import type { Detections, ZoneEventRecord } from './detection-engine.js';
+import type { Detections, ZoneEventRecord } from './detections.js';
 
 /** The bus channel stored zone events (enter/exit) and event-area triggers are announced on. */
 export const ZONE_EVENTS_CHANNEL = 'zone-events';

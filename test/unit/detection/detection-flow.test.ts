@@ -150,7 +150,7 @@ describe('detection: announcing what one read of a shard found', () => {
     expect(events.map((event) => event.deviceId)).toEqual(records.map((record) => record.deviceId));
     // What one slice (or one sweep) finds together is split at the bound.
     messages.length = 0;
-    outbox.add({ zoneEvents: events, alarms: [], triggered: [] }, true, []);
+    outbox.add({ zoneEvents: events, alarms: [], triggered: [] }, true);
     expect(await detection.stored()).toBe(true);
     expect(messages.map((message) => message.zoneEvents.length)).toEqual([MAX_EVENTS_PER_MESSAGE, 500]);
     expect(messages.flatMap((message) => message.zoneEvents)).toEqual(events);
