@@ -248,7 +248,7 @@ export class DetectionEngine {
       setTransition(state, stepped.state);
       this.collectTransitions(state, detection, stepped.transitions, out);
       this.checkMaxStay(state, detection, now, out);
-      if (newest) state.deadman = deadman.observe(state.deadman, { x: record.x, y: record.y, floorId: record.floorId, buildingId: runtime.id }, detection.deadman, now);
+      if (newest) state.deadman = deadman.step(state.deadman, { x: record.x, y: record.y, floorId: record.floorId, buildingId: runtime.id }, detection.deadman, now);
     } else {
       state.buildingId = record.buildingId;
       state.floorId = null;
@@ -387,7 +387,7 @@ export class DetectionEngine {
           const tally = tallies.get(buildingId) ?? tallies.set(buildingId, storm.emptyTally()).get(buildingId)!;
           storm.count(tally, now - Math.max(state.deadman.lastSeenAt, watchedSince), silenceS);
         }
-        const result = deadman.sweepDevice(state.deadman, detection.deadman, now, watchedSince);
+        const result = deadman.sweep(state.deadman, detection.deadman, now, watchedSince);
         state.deadman = result.state;
         if (result.alarm) {
           // A silence waits for the building's tally (a storm holds it); stillness is raised at once.
