@@ -258,7 +258,8 @@ export class AlarmService {
 
   /** Prunes the idempotency keys now, then every `intervalMs` (hourly), until `stopMaintenance`. */
   startMaintenance(intervalMs = PRUNE_EVERY_MS): void {
-    const run = () => this.pruneIdempotencyKeys().catch((error) => this.logger?.warn({ err: error }, 'pruning alarm idempotency keys failed'));
+    const run = () =>
+      this.pruneIdempotencyKeys().catch((error) => this.logger?.warn({ err: error }, 'pruning alarm idempotency keys failed'));
     void run();
     this.maintenance ??= setInterval(run, intervalMs).unref();
   }

@@ -29,8 +29,10 @@ export class RequestedAlarms implements RequestedAlarmRaiser {
       for (const type of types) {
         const key = `${record.deviceId}|${type}`;
         const press = folded.get(key);
-        if (!press) folded.set(key, { organizationId: record.organizationId, deviceId: record.deviceId, type, presses: 1, first: record.timestamp, last: record });
-        else {
+        if (!press) {
+          const { organizationId, deviceId, timestamp } = record;
+          folded.set(key, { organizationId, deviceId, type, presses: 1, first: timestamp, last: record });
+        } else {
           press.presses++;
           press.first = Math.min(press.first, record.timestamp);
           if (record.timestamp >= press.last.timestamp) press.last = record;

@@ -52,7 +52,9 @@ export class DetectionSink implements OutboxSink {
     // Counted here, once stored, so a retried outbox entry is not counted twice.
     for (const event of zoneEvents) zoneEventCounters[event.type][event.zoneKind].inc();
     if (zoneEvents.length === 0 && triggered.length === 0) return;
-    await webhooks?.detectionsStored(zoneEvents, triggered).catch((error) => logger.error({ err: error }, 'webhook enqueue of stored detections failed'));
+    await webhooks
+      ?.detectionsStored(zoneEvents, triggered)
+      .catch((error) => logger.error({ err: error }, 'webhook enqueue of stored detections failed'));
     const byOrganization = new Map<string, ZoneEventsMessage>();
     const messageOf = (organizationId: string) => {
       let message = byOrganization.get(organizationId);
@@ -66,7 +68,8 @@ export class DetectionSink implements OutboxSink {
       // overruns Redis's output buffer for pub/sub clients, which then drops the subscriber (and its messages).
       for (let start = 0; start === 0 || start < message.zoneEvents.length; start += MAX_EVENTS_PER_MESSAGE) {
         const part = message.zoneEvents.slice(start, start + MAX_EVENTS_PER_MESSAGE);
-        await bus.publish(ZONE_EVENTS_CHANNEL, { organizationId: message.organizationId, zoneEvents: part, triggered: start === 0 ? message.triggered : [] });
+        const triggeredPart = start === 0 ? message.triggered : [];
+        await bus.publish(ZONE_EVENTS_CHANNEL, { organizationId: message.organizationId, zoneEvents: part, triggered: triggeredPart });
       }
     }
   }

@@ -42,9 +42,11 @@ export interface Detection {
 export function createDetection(deps: DetectionDependencies): Detection {
   const { config, storage, registry, writer, bus, logger, alarms, webhooks, live } = deps;
   // Silent devices are forgotten once no detector could still need them.
-  const engine = new DetectionEngine(registry, Math.max(config.LIVE_POSITION_TTL_SECONDS, 3600) * 1000, config.DETECTION_MAX_TRACKED_DEVICES);
+  const forgetAfterMs = Math.max(config.LIVE_POSITION_TTL_SECONDS, 3600) * 1000;
+  const engine = new DetectionEngine(registry, forgetAfterMs, config.DETECTION_MAX_TRACKED_DEVICES);
   // Dead letters outlive a restart; the owners of their buildings retry them.
-  const outbox = new DetectionOutbox(new DetectionSink({ writer, alarms, bus, logger, webhooks }), logger, config.DETECTION_OUTBOX_MAX, Date.now, new StorageDeadLetterStore(storage));
+  const sink = new DetectionSink({ writer, alarms, bus, logger, webhooks });
+  const outbox = new DetectionOutbox(sink, logger, config.DETECTION_OUTBOX_MAX, Date.now, new StorageDeadLetterStore(storage));
   // A building arriving here (at boot, or from a gateway that left) gets its detector state rebuilt from storage.
   const lookback = { lookbackMs: engine.forgetAfterMs, maxAgeMs: config.POSITIONS_MAX_AGE_SECONDS * 1000 };
   const loader = new DetectorStateLoader(storage, engine, registry, logger, lookback);

@@ -8,6 +8,7 @@ describe('afterCommit', () => {
     const failure = new Error('bus away');
     await expect(afterCommit(logger as never, 'group updated', () => Promise.reject(failure))).resolves.toBeUndefined();
     await afterCommit(logger as never, 'group created', () => undefined);
-    expect(logged).toEqual([{ fields: { err: failure, step: 'group updated' }, message: expect.stringContaining('the write is committed') }]);
+    const message = expect.stringContaining('the write is committed');
+    expect(logged).toEqual([{ fields: { err: failure, step: 'group updated' }, message }]);
   });
 });

@@ -67,7 +67,8 @@ function world(rules: Partial<Pick<Geofence, 'maxStayTime' | 'minDwellS' | 'exit
     organizationId: 'org', deviceId, userId: null, buildingId: 1, floorId: 1, indoor: true, x, y: 5, lat: 0, lng: 0, yaw: 0, accuracy: 1,
     timestamp: s(second), receivedAt: s(second),
   });
-  return { engine, detection, outbox, sweep: (second: number) => sweep.run(s(second)), bus, state, alarms, zoneEvents, at, observe: (second: number, x: number, deviceId?: string) => engine.observe(at(second, x, deviceId), runtime) };
+  const observe = (second: number, x: number, deviceId?: string) => engine.observe(at(second, x, deviceId), runtime);
+  return { engine, detection, outbox, sweep: (second: number) => sweep.run(s(second)), bus, state, alarms, zoneEvents, at, observe };
 }
 
 describe('detection: what the detectors find survives a database outage', () => {
@@ -133,7 +134,8 @@ describe('detection: what the detectors find survives a database outage', () => 
 });
 
 /** What an owner does with a read (gateway/cluster): detect it, then store what was found; true once stored. */
-const consume = async (detection: OwnerDetection, records: PositionRecord[], holds: () => boolean) => (await detection.detect(records, holds)) && detection.stored();
+const consume = async (detection: OwnerDetection, records: PositionRecord[], holds: () => boolean) =>
+  (await detection.detect(records, holds)) && detection.stored();
 
 describe('detection: announcing what one read of a shard found', () => {
   it('announces a large batch in bounded bus messages, every event once and in order', async () => {

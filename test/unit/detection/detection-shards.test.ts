@@ -19,7 +19,13 @@ describe('DetectionShards', () => {
     live.apply(held);
     live.apply(record('b', 2000)); // newer than the stream's position of b
     const shards = new DetectionShards({
-      detection, loader: { rebuildBuildings: async () => 0 }, engine: { forgetBuilding: () => undefined }, live, storage: {} as Storage, shards: 4, logger: createLogger('silent'),
+      detection,
+      loader: { rebuildBuildings: async () => 0 },
+      engine: { forgetBuilding: () => undefined },
+      live,
+      storage: {} as Storage,
+      shards: 4,
+      logger: createLogger('silent'),
     });
     // Copies, as decoded from the stream.
     const entries = [{ id: '1', records: [{ ...held }, record('b', 1500)] }, { id: '2', records: [record('c', 1600)] }];
