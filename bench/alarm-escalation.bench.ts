@@ -28,7 +28,7 @@ export const alarmEscalationScenario: Scenario = {
         [organization, `{${types.join(',')}}`, types.length, open],
       );
       // Only this scenario's passes sweep: the gateway's own once-a-second sweep would race them for the same alarms.
-      running.gateway.services.detection.stop();
+      running.gateway.services.sweep.stop();
       const escalation = new AlarmEscalation(storage, alarms);
       await escalation.sweep(Date.now(), () => true); // schedules the alarms raised since the last pass
       await storage.execute('vacuum analyze alarms'); // as autovacuum would have by then: the scheduled rows leave the unscheduled index

@@ -1,5 +1,4 @@
 import { PerformanceObserver, monitorEventLoopDelay } from 'node:perf_hooks';
-import type { DetectionEngine } from '../gateway/detection/detection-engine.js';
 import { startTestGateway } from '../test/support/test-gateway.js';
 import { median, type Figure, type Scenario } from './harness.js';
 import { LoadGenerator, formatRate, roundRate, settledGc, setupVenue, startBareUws } from './load-client.js';
@@ -45,7 +44,7 @@ export const ingestScenario: Scenario = {
     const generator = LoadGenerator.start();
     try {
       const services = running.gateway.services;
-      const engine = (services.detection as unknown as { engine: DetectionEngine }).engine;
+      const engine = services.detection.engine;
       const setupStarted = performance.now();
       const venue = await setupVenue(running, { geofences: GEOFENCES, name: 'Bench ingest venue' });
       log(`venue: building ${venue.buildingId}, ${GEOFENCES} geofences in ${((performance.now() - setupStarted) / 1000).toFixed(1)} s`);

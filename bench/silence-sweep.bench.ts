@@ -1,4 +1,3 @@
-import { attachDetection } from '../gateway/detection/building-detection.js';
 import { DetectionEngine } from '../gateway/detection/detection-engine.js';
 import type { BuildingRegistry, BuildingRuntime } from '../gateway/realtime/building-registry.js';
 import { createBuildingTransform } from '../shared/geo/building-transform.js';
@@ -25,7 +24,6 @@ function runtimeOf(id: number): BuildingRuntime {
     events: [],
     loadedAt: 0,
   };
-  attachDetection(runtime);
   return runtime;
 }
 

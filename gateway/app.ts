@@ -2,7 +2,6 @@ import { createServer } from 'node:net';
 import type { TemplatedApp, us_listen_socket } from 'uWebSockets.js';
 import { createBus } from '../shared/bus/index.js';
 import type { Config } from '../shared/config.js';
-import { setAfterCommitReporter } from '../shared/errors.js';
 import { createJobQueue } from '../shared/jobs/index.js';
 import { startReportMaterializer } from '../shared/reports/materializations.js';
 import { createLogger, type Logger } from '../shared/logger.js';
@@ -21,15 +20,12 @@ import { WebSocketGateway } from './ws/ws-gateway.js';
 import { AlarmEscalation } from './alarms/alarm-escalation.js';
 import { AlarmService } from './alarms/alarm-service.js';
 import type { Channels } from './bus-channels.js';
-import { AlarmButton } from './detection/alarm-button.js';
-import { attachDetection } from './detection/building-detection.js';
-import { DetectionEngine } from './detection/detection-engine.js';
-import { DetectionService } from './detection/detection-service.js';
-import { StorageDeadLetterStore } from './detection/dead-letter-store.js';
-import { DetectorStateLoader } from './detection/detector-state-loader.js';
+import { AlarmButton } from './alarms/alarm-button.js';
+import { RequestedAlarms } from './alarms/requested-alarms.js';
+import { createDetection } from './detection/index.js';
+import { DetectionSweep } from './detection/detection-sweep.js';
 import { StorageWatch } from './detection/storage-watch.js';
 import { createClusterNode } from './cluster/index.js';
-import { DetectionShards } from './cluster/detection-shards.js';
 import { PositionStore } from '../shared/positions/position-store.js';
 import { PositionWriter } from '../shared/positions/position-writer.js';
 import { TokenService, loadJwtSecret } from './auth/token-service.js';
@@ -92,7 +88,6 @@ export interface GatewayOptions {
 
 export async function startGateway(config: Config, options: GatewayOptions = {}): Promise<Gateway> {
   const logger = options.logger ?? createLogger(config.LOG_LEVEL, { service: 'gateway' });
-  setAfterCommitReporter((error, step) => logger.error({ err: error, step }, 'post-commit step failed; the write is committed and answered as such'));
   const uws = loadNativeUws();
   const storage = await openStorage(config, logger);
   const bus = createBus<Channels>(config, logger);
@@ -103,7 +98,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
   const authenticator = new RequestAuthenticator(tokens, storage, bus, credentials);
   const rateLimits = new RateLimits(limiters, config, logger);
   await authenticator.start();
-  const cartography = new CartographyService(bus);
+  const cartography = new CartographyService(bus, logger);
   const registry = new BuildingRegistry(storage, bus, logger, { ttlMs: config.CACHE_TTL_SECONDS * 1000 });
   const devices = new DeviceDirectory(storage, bus, {
     ttlMs: config.CACHE_TTL_SECONDS * 1000,
@@ -116,23 +111,32 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
   // connection, server-storage.ts): measured, that stores about 1.5x what 2 commits of 10,000 did.
   const writer = storage.kind === 'embedded' ? new PositionWriter(positionStore) : new PositionWriter(positionStore, 1000, 4);
   const realtime = new RealtimeService(bus, registry, positionStore, { liveTtlSeconds: config.LIVE_POSITION_TTL_SECONDS, retentionDays: config.POSITIONS_RETENTION_DAYS }, logger);
-  registry.extend(attachDetection);
   // Webhook deliveries are stored with the alarm events and zone events that owe them (webhook-service.ts).
   const webhooks = new WebhookService(storage, jobs, config, logger);
-  const alarms = new AlarmService(storage, bus, webhooks.alarmHook);
-  // Silent devices are forgotten once no detector could still need them.
-  const engine = new DetectionEngine(registry, Math.max(config.LIVE_POSITION_TTL_SECONDS, 3600) * 1000, config.DETECTION_MAX_TRACKED_DEVICES);
-  const detection = new DetectionService(engine, alarms, registry, writer, bus, logger, config.DETECTION_OUTBOX_MAX, webhooks,
-    new AlarmButton(config.ALARM_BUTTON_DEBOUNCE_S * 1000, config.ALARM_BUTTON_RAISES_PER_MINUTE),
-    new AlarmEscalation(storage, alarms), // its sweep escalates unconfirmed critical alarms
-    new StorageDeadLetterStore(storage), // dead letters outlive a restart; the owners of their buildings retry them
-  );
-  // A building arriving here (at boot, or from a gateway that left) gets its detector state rebuilt from storage.
-  const stateLoader = new DetectorStateLoader(storage, engine, registry, logger, { lookbackMs: engine.forgetAfterMs, maxAgeMs: config.POSITIONS_MAX_AGE_SECONDS * 1000 });
+  const alarms = new AlarmService(storage, bus, webhooks.alarmHook, logger);
+  // The detectors, their outbox, and the shard handler through which an owner detects (detection/index.ts).
+  const detection = createDetection({ config, storage, registry, writer, bus, logger, alarms, webhooks, live: realtime.live });
   // Detection is partitioned by building across gateways: this one runs it for the buildings it owns.
-  const cluster = createClusterNode(config, new DetectionShards(detection, stateLoader, engine, realtime.live, storage, config.CLUSTER_SHARDS, logger), logger);
-  // The hot path, with detection's steps around persistence (position-pipeline.ts lists them in order).
-  const pipeline = new PositionPipeline({ registry, devices, writer, bus, logger, maxAgeMs: config.POSITIONS_MAX_AGE_SECONDS * 1000 }, detection.steps(cluster));
+  const cluster = createClusterNode(config, detection.shards, logger);
+  // Timeouts, outbox retries and escalation, emitting only for the buildings owned here.
+  const sweep = new DetectionSweep({
+    engine: detection.engine,
+    outbox: detection.outbox,
+    owns: (buildingId) => cluster.ownsBuilding(buildingId),
+    logger,
+    escalation: new AlarmEscalation(storage, alarms),
+  });
+  // The hot path, every step listed in order in position-pipeline.ts.
+  const pipeline = new PositionPipeline({
+    registry,
+    devices,
+    writer,
+    bus,
+    logger,
+    alarms: new RequestedAlarms(alarms, new AlarmButton(config.ALARM_BUTTON_DEBOUNCE_S * 1000, config.ALARM_BUTTON_RAISES_PER_MINUTE)),
+    owners: cluster,
+    maxAgeMs: config.POSITIONS_MAX_AGE_SECONDS * 1000,
+  });
   const routing = new RoutingService(storage, registry, realtime.live, bus);
   const websockets = new WebSocketGateway(
     { logger, authenticator, pipeline, registry, storage, rateLimits },
@@ -156,15 +160,16 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
   await attachLiveFeeds({ bus, realtime, alarms }, websockets);
   await Promise.all([registry.start(), devices.start(), realtime.start(), routing.start(), webhooks.start()]);
   await cluster.start(); // joins; the shards it takes are rebuilt from storage in the background
-  detection.start((buildingId) => cluster.ownsBuilding(buildingId));
+  sweep.start(); // once a second
+  alarms.startMaintenance(); // prunes idempotency keys past any retry, hourly
   const securityAudit = new SecurityAudit(storage, logger);
   const clientAddresses = new ClientAddresses(config.TRUSTED_PROXIES);
   // A building alarm closed (on any gateway) ends its storm here, if this gateway holds it.
-  await bus.subscribe('alarms', (messages) => engine.alarmsChanged(messages));
+  await bus.subscribe('alarms', (messages) => detection.engine.alarmsChanged(messages));
   // A database outage refuses every upload: silence caused by it is ours, so detection waits it out.
-  const storageWatch = new StorageWatch(() => storage.ping(), engine, logger);
+  const storageWatch = new StorageWatch(() => storage.ping(), detection.engine, logger);
   storageWatch.start();
-  const services: GatewayServices = { config, logger, storage, bus, jobs, tokens, credentials, authenticator, cartography, registry, devices, writer, pipeline, realtime, alarms, detection, cluster, routing, webhooks, rateLimits, websockets, securityAudit, clientAddresses };
+  const services: GatewayServices = { config, logger, storage, bus, jobs, tokens, credentials, authenticator, cartography, registry, devices, writer, pipeline, realtime, alarms, detection, sweep, cluster, routing, webhooks, rateLimits, websockets, securityAudit, clientAddresses };
   const bootstrap = await bootstrapFirstAdmin(storage, config, logger);
 
   const audit = new AuditService(storage, logger, config.AUDIT_RETENTION_DAYS ?? config.POSITIONS_RETENTION_DAYS);
@@ -232,7 +237,8 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       unregisterMetrics();
       uws.us_listen_socket_close(listenSocket);
       await Promise.all([http.drain(config.SHUTDOWN_GRACE_SECONDS * 1000), websockets.close(config.SHUTDOWN_GRACE_SECONDS * 1000)]);
-      detection.stop();
+      sweep.stop();
+      alarms.stopMaintenance();
       storageWatch.stop();
       // Each step after the drain is bounded: with Redis or PostgreSQL away, one would otherwise wait for its
       // return and hold every later step (and the exit) with it. What was acknowledged is committed already.

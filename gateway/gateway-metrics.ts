@@ -22,7 +22,7 @@ export function gatewayMetricSources(services: GatewayServices): MetricSources {
         organization_buildings: buildings.organizations.size,
         buildings_loading: buildings.loading,
         device_directory: devices.stats().size,
-        detection_tracked_devices: detection.trackedDevices,
+        detection_tracked_devices: detection.engine.trackedDevices,
         detection_outbox: detection.outbox.size,
         detection_dead_letters: detection.outbox.deadLetterCount,
         live_positions: realtime.live.size,

@@ -14,7 +14,8 @@ import type { RealtimeService } from './realtime/realtime-service.js';
 import type { WebSocketGateway } from './ws/ws-gateway.js';
 import type { RateLimits } from './http/rate-limit.js';
 import type { AlarmService } from './alarms/alarm-service.js';
-import type { DetectionService } from './detection/detection-service.js';
+import type { DetectionSweep } from './detection/detection-sweep.js';
+import type { Detection } from './detection/index.js';
 import type { ClusterNode } from './cluster/cluster-node.js';
 import type { PositionWriter } from '../shared/positions/position-writer.js';
 import type { RoutingService } from './routing/routing-service.js';
@@ -39,7 +40,10 @@ export interface GatewayServices {
   pipeline: PositionPipeline;
   realtime: RealtimeService;
   alarms: AlarmService;
-  detection: DetectionService;
+  /** The detectors, their outbox and the shard handler (gateway/detection/index.ts). */
+  detection: Detection;
+  /** The once-a-second sweep: detector timeouts, outbox retries, escalation. */
+  sweep: DetectionSweep;
   /** This gateway's membership of the cluster and the shards (buildings) it owns for detection. */
   cluster: ClusterNode;
   routing: RoutingService;

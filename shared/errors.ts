@@ -1,4 +1,5 @@
 import type { z } from 'zod';
+import type { Logger } from './logger.js';
 /**
  * The few errors the product raises on purpose. One mapper (`toErrorBody`) turns them into the flat JSON body
  * the official client reads, `{ status, code, message, errors? }`, into HTTP statuses and into WebSocket
@@ -203,23 +204,10 @@ export function toErrorBody(thrown: unknown): ErrorBody {
   return { status: 500, code: ErrorCode.Internal, message: 'Internal server error' };
 }
 
-type AfterCommitReporter = (error: unknown, step: string) => void;
-let reportAfterCommit: AfterCommitReporter = (error, step) => process.emitWarning(`post-commit step "${step}" failed: ${error instanceof Error ? error.message : String(error)}`);
-
-/** Where post-commit failures are logged (the gateway sets its logger at boot). */
-export function setAfterCommitReporter(reporter: AfterCommitReporter): void {
-  reportAfterCommit = reporter;
-}
-
-/**
- * Runs what follows a commit (cache invalidation on the bus, pushes). The write is stored by then, so the answer
- * must be success: a failure here is logged, never thrown, or the client would retry a write that succeeded.
- * Whatever such a step keeps fresh must therefore also be kept fresh otherwise (TTL, replay).
- */
-export async function afterCommit(step: string, run: () => unknown): Promise<void> {
+export async function afterCommit(logger: Pick<Logger, 'error'>, step: string, run: () => unknown): Promise<void> {
   try {
     await run();
   } catch (error) {
-    reportAfterCommit(error, step);
+    logger.error({ err: error, step }, 'post-commit step failed; the write is committed and answered as such');
   }
 }

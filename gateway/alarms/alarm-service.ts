@@ -2,7 +2,8 @@ import { randomUUID } from 'node:crypto';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { severityOf, type AlarmSeverity } from '../../shared/detection/alarm-severity.js';
 import { ALARM_TRANSITIONS, canTransition, type AlarmState, type AlarmType } from '../../shared/detection/alarm-states.js';
-import { NotFoundError, ConflictError } from '../../shared/errors.js';
+import { AppError, ConflictError, ErrorCode, NotFoundError } from '../../shared/errors.js';
+import type { Logger } from '../../shared/logger.js';
 import { alarmsRaisedByType } from '../../shared/metrics/metrics.js';
 import type { Storage } from '../../shared/storage/index.js';
 import type { Bus } from '../bus-channels.js';
@@ -94,6 +95,9 @@ export function presentAlarm(row: AlarmRow): AlarmView {
   };
 }
 
+/** How often idempotency keys past any retry are pruned. */
+const PRUNE_EVERY_MS = 3600_000;
+
 /** Thrown to roll back a repeat's count that found no OPEN alarm. */
 const NO_OPEN_ALARM = Symbol('no OPEN alarm');
 
@@ -112,10 +116,13 @@ export interface AlarmEventHook {
  * on the bus; a subscriber that missed some replays them from alarm_events by seq.
  */
 export class AlarmService {
+  private maintenance?: NodeJS.Timeout;
+
   constructor(
     private readonly storage: Storage,
     private readonly bus: Bus,
     private readonly hook?: AlarmEventHook,
+    private readonly logger?: Logger,
   ) {}
 
   async nextSeq(tx: EntityManager, organizationId: string): Promise<number> {
@@ -203,6 +210,19 @@ export class AlarmService {
   /** Forgets keys older than any retry could be (the outbox retries for minutes, apps resend for days). */
   async pruneIdempotencyKeys(olderThanDays = 30): Promise<void> {
     await this.storage.execute(`delete from alarm_raise_keys where created_at < now() - make_interval(days => ?)`, [olderThanDays]);
+  }
+
+  /** Prunes the idempotency keys now, then every `intervalMs` (hourly), until `stopMaintenance`. */
+  startMaintenance(intervalMs = PRUNE_EVERY_MS): void {
+    const run = () =>
+      this.pruneIdempotencyKeys().catch((error) => this.logger?.warn({ err: error }, 'pruning alarm idempotency keys failed'));
+    void run();
+    this.maintenance ??= setInterval(run, intervalMs).unref();
+  }
+
+  stopMaintenance(): void {
+    clearInterval(this.maintenance);
+    this.maintenance = undefined;
   }
 
   private async store(request: RaiseAlarm, inTransaction?: AlarmWriteHook): Promise<AlarmEventMessage | undefined> {

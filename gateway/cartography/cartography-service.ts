@@ -1,4 +1,5 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
+import type { Logger } from '../../shared/logger.js';
 import type { Bus, CartographyChange } from '../bus-channels.js';
 import { NotFoundError, ValidationError, afterCommit } from '../../shared/errors.js';
 import { createBuildingTransform, type BuildingTransform } from '../../shared/geo/building-transform.js';
@@ -18,7 +19,11 @@ export const buildingTransform = (building: Building): BuildingTransform =>
 export class CartographyService {
   private readonly transforms = new Map<number, { key: string; transform: BuildingTransform }>();
 
-  constructor(private readonly bus: Bus) {}
+  constructor(
+    private readonly bus: Bus,
+    /** Where a failed announcement is logged (the change is committed by then). */
+    private readonly logger: Logger,
+  ) {}
 
   async building(em: EntityManager, principal: Principal, id: number, field?: string): Promise<Building> {
     const building = await em.findOne(BuildingSchema, { id, organization: principal.organizationId });
@@ -47,6 +52,6 @@ export class CartographyService {
 
   /** Announces a change on the bus (every gateway, this one included). Called after the commit: never throws. */
   async announce(change: CartographyChange): Promise<void> {
-    await afterCommit('cartography announce', () => this.bus.publish('cartography:changed', change));
+    await afterCommit(this.logger, 'cartography announce', () => this.bus.publish('cartography:changed', change));
   }
 }

@@ -4,6 +4,7 @@ import type { Logger } from '../../shared/logger.js';
 import { pacedUploads } from '../../shared/metrics/metrics.js';
 import type { PositionRecord } from '../../shared/positions/position-record.js';
 import { PositionsMessage, type EncodedPositions } from '../../shared/positions/positions-message.js';
+import type { PositionHandOff } from '../pipeline/ports.js';
 import type { Coordination } from './coordination.js';
 import { shardOfBuilding, shardOfDevice, shardsOwnedBy } from './rendezvous.js';
 import { isGroupGone, type ShardEntry, type ShardLog } from './shard-log.js';
@@ -13,7 +14,7 @@ const pacingKey = (shard: number, organizationId: string) => `${shard}|${organiz
 const shardOfKey = (key: string) => Number(key.slice(0, key.indexOf('|')));
 const organizationOfKey = (key: string) => key.slice(key.indexOf('|') + 1);
 
-/** What an owner does with its shards (detection: gateway/cluster/detection-shards.ts). */
+/** What an owner does with its shards (detection: gateway/detection/detection-shards.ts). */
 export interface ShardHandler {
   /** A shard arrives: restore the state of its buildings from storage, before any of its entries is processed. */
   gain(shard: number): Promise<void>;
@@ -83,7 +84,7 @@ interface HeldShard {
  * Fencing: a lease counts as held only until `validUntil`, measured from before the request that renewed it,
  * so this member stops emitting before Redis lets anyone else take the shard.
  */
-export class ClusterNode {
+export class ClusterNode implements PositionHandOff {
   private readonly held = new Map<number, HeldShard>();
   /** Shards being given up: not taken again before their state is dropped. */
   private readonly leaving = new Map<number, Promise<void>>();

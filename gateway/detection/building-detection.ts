@@ -18,13 +18,11 @@ export interface BuildingDetection {
   events: Map<string, CartographyEvent>;
 }
 
-const detections = new WeakMap<BuildingRuntime, BuildingDetection>();
-
-/** The registry extension: builds the spatial index as the building runtime loads. */
-export function attachDetection(runtime: BuildingRuntime): void {
+/** Builds what detection needs of a building from its runtime (the spatial index above all). */
+export function buildingDetection(runtime: BuildingRuntime): BuildingDetection {
   const zones = zonesFromCartography(runtime.geofences, runtime.events);
   const { building } = runtime;
-  detections.set(runtime, {
+  return {
     index: new ZoneIndex(zones),
     zones: new Map(zones.map((zone) => [zone.id, zone])),
     transitionRules: transitionRulesOf(runtime.geofences),
@@ -33,7 +31,23 @@ export function attachDetection(runtime: BuildingRuntime): void {
     storm: { stormShare: building.stormShare, stormMinDevices: building.stormMinDevices },
     geofences: new Map(runtime.geofences.map((geofence) => [geofence.id, geofence])),
     events: new Map(runtime.events.flatMap((event) => [[`event:${event.id}`, event] as const, [`conversion:${event.id}`, event] as const])),
-  });
+  };
 }
 
-export const detectionOf = (runtime: BuildingRuntime | undefined): BuildingDetection | undefined => (runtime ? detections.get(runtime) : undefined);
+/**
+ * The detection of each loaded building, built the first time a detector asks for it. Keyed by the runtime
+ * object: the registry loads a new one for each cartography version, so a change is picked up with it, and a
+ * runtime the registry dropped takes its detection with it.
+ */
+export class BuildingDetections {
+  private readonly built = new WeakMap<BuildingRuntime, BuildingDetection>();
+
+  of(runtime: BuildingRuntime): BuildingDetection;
+  of(runtime: BuildingRuntime | undefined): BuildingDetection | undefined;
+  of(runtime: BuildingRuntime | undefined): BuildingDetection | undefined {
+    if (!runtime) return undefined;
+    let detection = this.built.get(runtime);
+    if (!detection) this.built.set(runtime, (detection = buildingDetection(runtime)));
+    return detection;
+  }
+}

@@ -2,11 +2,10 @@ import { randomUUID } from 'node:crypto';
 import type { ZoneEventRecord } from '../../shared/detection/zone-event.js';
 import { detectionDeadLettersStored } from '../../shared/metrics/metrics.js';
 import type { Storage } from '../../shared/storage/index.js';
-import type { Detections } from './detection-engine.js';
-import type { OutboxAlarm } from './detection-outbox.js';
+import type { DetectedAlarm, Detections } from './detections.js';
 
 /** What a dead letter holds: one alarm, or one batch's zone events with the webhook triggers they owe. */
-export type DeadLetterItem = { alarm: OutboxAlarm } | { zoneEvents: ZoneEventRecord[]; triggered: Detections['triggered'] };
+export type DeadLetterItem = { alarm: DetectedAlarm } | { zoneEvents: ZoneEventRecord[]; triggered: Detections['triggered'] };
 
 /** A dead letter as the outbox keeps it. */
 export interface KeptDeadLetter {

@@ -3,33 +3,13 @@ import { isFinalAlarmState, type AlarmState } from '../../shared/detection/alarm
 import * as maxStay from '../../shared/detection/max-stay.detector.js';
 import * as storm from '../../shared/detection/storm.detector.js';
 import * as transition from '../../shared/detection/transition.detector.js';
-import type { ZoneEventRecord } from '../../shared/detection/zone-event.js';
 import type { Zone, ZoneIndex, ZoneKind } from '../../shared/detection/zone-index.js';
 import type { PositionRecord } from '../../shared/positions/position-record.js';
 import type { RaiseAlarm } from '../alarms/alarm-service.js';
 import type { BuildingRegistry, BuildingRuntime } from '../realtime/building-registry.js';
-import { detectionOf, type BuildingDetection } from './building-detection.js';
+import { BuildingDetections, type BuildingDetection } from './building-detection.js';
+import { emptyDetections, type DetectedAlarm, type Detections } from './detections.js';
 
-export interface TriggeredEvent {
-  id: number;
-  buildingId: number;
-  name: string;
-  info: string;
-  url: string | null;
-}
-
-export interface Detections {
-  zoneEvents: ZoneEventRecord[];
-  alarms: Omit<RaiseAlarm, 'by'>[];
-  /** Event trigger areas entered: their content goes to `devices/{id}` (plain data: it travels on the bus). */
-  triggered: { organizationId: string; deviceId: string; userId?: string | null; event: TriggeredEvent }[];
-}
-
-export type { ZoneEventRecord };
-
-export const emptyDetections = (): Detections => ({ zoneEvents: [], alarms: [], triggered: [] });
-
-type DetectedAlarm = Detections['alarms'][number];
 
 /** A building's silence storm as held here: the DEADMANs it holds back, and whether its alarm owes an update or was closed. */
 interface HeldStorm {
@@ -204,6 +184,8 @@ export class DetectionEngine {
   private interrupted = false;
   /** Silence storms of the buildings owned here, by building (shared/detection/storm.detector.ts). */
   private readonly storms = new Map<number, HeldStorm>();
+  /** Each building's zones and rules, as the detectors read them. */
+  readonly buildings = new BuildingDetections();
 
   constructor(
     private readonly registry: BuildingRegistry,
@@ -257,7 +239,7 @@ export class DetectionEngine {
       state.last = record;
       state.userId = record.userId;
     }
-    const detection = detectionOf(runtime);
+    const detection = this.buildings.of(runtime);
     if (runtime && detection && record.floorId !== null && record.x !== null && record.y !== null) {
       state.buildingId = runtime.id;
       state.floorId = record.floorId;
@@ -266,7 +248,7 @@ export class DetectionEngine {
       setTransition(state, stepped.state);
       this.collectTransitions(state, detection, stepped.transitions, out);
       this.checkMaxStay(state, detection, now, out);
-      if (newest) state.deadman = deadman.observe(state.deadman, { x: record.x, y: record.y, floorId: record.floorId, buildingId: runtime.id }, detection.deadman, now);
+      if (newest) state.deadman = deadman.step(state.deadman, { x: record.x, y: record.y, floorId: record.floorId, buildingId: runtime.id }, detection.deadman, now);
     } else {
       state.buildingId = record.buildingId;
       state.floorId = null;
@@ -384,7 +366,7 @@ export class DetectionEngine {
     const due = new Map<number, Map<string, DetectedAlarm>>();
     for (const [key, state] of this.devices) {
       const runtime = state.buildingId !== null ? this.registry.peek(state.buildingId) : undefined;
-      const detection = detectionOf(runtime);
+      const detection = this.buildings.of(runtime);
       if (now - state.last.receivedAt > this.forgetAfterMs) {
         this.leaveBuilding(state, now, out);
         this.devices.delete(key);
@@ -405,7 +387,7 @@ export class DetectionEngine {
           const tally = tallies.get(buildingId) ?? tallies.set(buildingId, storm.emptyTally()).get(buildingId)!;
           storm.count(tally, now - Math.max(state.deadman.lastSeenAt, watchedSince), silenceS);
         }
-        const result = deadman.sweepDevice(state.deadman, detection.deadman, now, watchedSince);
+        const result = deadman.sweep(state.deadman, detection.deadman, now, watchedSince);
         state.deadman = result.state;
         if (result.alarm) {
           // A silence waits for the building's tally (a storm holds it); stillness is raised at once.
@@ -431,7 +413,7 @@ export class DetectionEngine {
       this.storms.delete(buildingId);
       held = undefined;
     }
-    const detection = detectionOf(this.registry.peek(buildingId));
+    const detection = this.buildings.of(this.registry.peek(buildingId));
     // A storm whose members all came back holds nothing more: what falls due next is judged afresh.
     const standing = held && held.storm.members.size > 0 ? held.storm : undefined;
     const judged = storm.judge(standing, tally, due, detection?.storm, now);
@@ -485,7 +467,7 @@ export class DetectionEngine {
 
   private leaveBuilding(state: DeviceState, now: number, out: Detections): void {
     const runtime = state.buildingId !== null ? this.registry.peek(state.buildingId) : undefined;
-    const detection = detectionOf(runtime);
+    const detection = this.buildings.of(runtime);
     const left = transition.step(state.transition, { zoneIds: [], floorId: null }, NO_RULES, now);
     if (detection) this.collectTransitions(state, detection, left.transitions, out);
     setTransition(state, transition.initialTransitionState());

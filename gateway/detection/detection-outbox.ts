@@ -2,19 +2,15 @@ import { isOutageError } from '../../shared/errors.js';
 import type { Logger } from '../../shared/logger.js';
 import type { ZoneEventRecord } from '../../shared/detection/zone-event.js';
 import { detectionDeadLettered, detectionDropped } from '../../shared/metrics/metrics.js';
-import type { RaiseAlarm } from '../alarms/alarm-service.js';
 import type { DeadLetterItem, DeadLetterStore } from './dead-letter-store.js';
-import type { Detections } from './detection-engine.js';
-
-/** A detector alarm, named so that storing it again is a no-op. */
-export type OutboxAlarm = Omit<RaiseAlarm, 'by'> & { idempotencyKey: string };
+import type { DetectedAlarm, Detections } from './detections.js';
 
 /** What one batch or one sweep produced for one organization, and how far storing it has got. */
 interface OutboxEntry {
   zoneEvents: ZoneEventRecord[];
   /** True once the zone events are committed (with their batch's positions, or by the outbox itself). */
   zoneEventsStored: boolean;
-  alarms: OutboxAlarm[];
+  alarms: DetectedAlarm[];
   triggered: Detections['triggered'];
 }
 
@@ -37,7 +33,7 @@ interface DeadLetter {
 export interface OutboxSink {
   storeZoneEvents(zoneEvents: readonly ZoneEventRecord[]): Promise<void>;
   /** Stores one alarm, at most once per key (a retry of a stored one changes nothing), and announces it. */
-  raiseAlarm(alarm: OutboxAlarm): Promise<void>;
+  raiseAlarm(alarm: DetectedAlarm): Promise<void>;
   /** After everything of an entry is stored: pushes to the other gateways; best effort. */
   announce(entry: Pick<OutboxEntry, 'zoneEvents' | 'triggered'>): Promise<void>;
 }
@@ -103,7 +99,7 @@ export class DetectionOutbox {
     return this.dropped;
   }
 
-  add(detections: Detections, zoneEventsStored: boolean, alarms: OutboxAlarm[]): void {
+  add(detections: Detections, zoneEventsStored: boolean): void {
     const byOrganization = new Map<string, OutboxEntry>();
     const entryOf = (organizationId: string) => {
       let entry = byOrganization.get(organizationId);
@@ -111,7 +107,7 @@ export class DetectionOutbox {
       return entry;
     };
     for (const event of detections.zoneEvents) entryOf(event.organizationId).zoneEvents.push(event);
-    for (const alarm of alarms) entryOf(alarm.organizationId).alarms.push(alarm);
+    for (const alarm of detections.alarms) entryOf(alarm.organizationId).alarms.push(alarm);
     for (const trigger of detections.triggered) entryOf(trigger.organizationId).triggered.push(trigger);
     for (const [organizationId, entry] of byOrganization) {
       if (entry.zoneEvents.length === 0) entry.zoneEventsStored = true;

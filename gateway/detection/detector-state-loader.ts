@@ -6,7 +6,6 @@ import type { PositionRecord } from '../../shared/positions/position-record.js';
 import { pgArray } from '../../shared/storage/pg-array.js';
 import type { Storage } from '../../shared/storage/index.js';
 import type { BuildingRegistry } from '../realtime/building-registry.js';
-import { detectionOf } from './building-detection.js';
 import type { DetectionEngine } from './detection-engine.js';
 
 export interface DetectorStateLoaderOptions {
@@ -106,7 +105,7 @@ export class DetectorStateLoader {
     const deviceIds = latest.map((row) => row.device_id);
     const trailLength = this.options.trailLength ?? DEFAULT_TRAIL_LENGTH;
     // Stillness and presence need the way the device came; silence alone only needs its latest position.
-    const trailed = latest.filter((row) => detectionOf(runtimes.get(row.building_id))?.deadman.deadmanAfterS).map((row) => row.device_id);
+    const trailed = latest.filter((row) => this.engine.buildings.of(runtimes.get(row.building_id))?.deadman.deadmanAfterS).map((row) => row.device_id);
     const [trails, stays] = deviceIds.length === 0 ? [new Map<string, TrailRow[]>(), [] as StayRow[]] : await Promise.all([this.trails(organizationId, trailed, trailLength, now), this.stays(organizationId, [...runtimes.keys()], deviceIds, now)]);
     const latestBuilding = new Map(latest.map((row) => [row.device_id, row.building_id]));
 
@@ -121,7 +120,7 @@ export class DetectorStateLoader {
       inside.set(row.device_id, (inside.get(row.device_id) ?? new Map()).set(zoneId, row.at_ms));
     }
     // The dead-man replays, first without what was alarmed, to know which still alarm to look for.
-    const settingsOf = (row: LatestRow) => detectionOf(runtimes.get(row.building_id))?.deadman;
+    const settingsOf = (row: LatestRow) => this.engine.buildings.of(runtimes.get(row.building_id))?.deadman;
     const trailOf = (row: LatestRow): deadman.DeadmanTrailEntry[] =>
       (trails.get(row.device_id) ?? [row]).map((point) => ({
         at: point.received_ms,

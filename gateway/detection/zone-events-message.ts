@@ -1,4 +1,4 @@
-import type { Detections, ZoneEventRecord } from './detection-engine.js';
+import type { Detections, ZoneEventRecord } from './detections.js';
 
 /** One organization's zone events and triggers of one batch or sweep, as announced once they are stored. */
 export interface ZoneEventsMessage {

@@ -1,6 +1,6 @@
 import type { HttpRequest, HttpResponse, TemplatedApp } from 'uWebSockets.js';
 import { z } from 'zod';
-import { AppError, ErrorCode, ValidationError, errorHeaders, fieldErrors, toErrorBody, type FieldError, UnavailableError } from '../../shared/errors.js';
+import { AppError, ErrorCode, ValidationError, afterCommit, errorHeaders, fieldErrors, toErrorBody, type FieldError, UnavailableError } from '../../shared/errors.js';
 import type { Logger } from '../../shared/logger.js';
 import type { Principal } from '../auth/principal.js';
 import type { ClientAddresses } from './client-address.js';
@@ -312,6 +312,7 @@ export class HttpServer {
       remoteAddress: request.remoteAddress,
       principal,
       audit: new AuditRecorder(principal, request.method, normalisePath(route.path), request.remoteAddress),
+      afterCommit: (step, run) => afterCommit(this.options.logger, step, run),
     };
     const reply = await Promise.resolve()
       .then(() => route.handler(context))

@@ -1,7 +1,7 @@
 import { UniqueConstraintViolationException, ForeignKeyConstraintViolationException, type EntitySchema, type FilterQuery } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { z } from 'zod';
-import { AppError, ErrorCode, NotFoundError, ValidationError, afterCommit, ConflictError } from '../../shared/errors.js';
+import { AppError, ErrorCode, NotFoundError, ValidationError, ConflictError } from '../../shared/errors.js';
 import type { Storage } from '../../shared/storage/index.js';
 import { can, type Action } from '../auth/permissions.js';
 import type { Principal } from '../auth/principal.js';
@@ -163,7 +163,7 @@ export function resourceRoutes<E extends object, C, U, Q>(storage: Storage, spec
       body: spec.createBody,
       response: spec.response,
       successStatus: 201,
-      handler: async ({ principal, body, audit }) => {
+      handler: async ({ principal, body, audit, afterCommit }) => {
         // The write and its audit entry commit together, or neither does.
         const { entity, presented } = await storage.em().transactional(async (em) => {
           const ctx = { em, principal };
@@ -191,7 +191,7 @@ export function resourceRoutes<E extends object, C, U, Q>(storage: Storage, spec
         params,
         body: spec.updateBody,
         response: spec.response,
-        handler: async ({ principal, params: p, body, audit }) => {
+        handler: async ({ principal, params: p, body, audit, afterCommit }) => {
           const { entity, presented } = await storage.em().transactional(async (em) => {
             const ctx = { em, principal };
             const entity = await load(ctx, p.id);
@@ -217,7 +217,7 @@ export function resourceRoutes<E extends object, C, U, Q>(storage: Storage, spec
       auth: 'authenticated',
       action: spec.actions.write,
       params,
-      handler: async ({ principal, params: p, audit }) => {
+      handler: async ({ principal, params: p, audit, afterCommit }) => {
         const entity = await storage.em().transactional(async (em) => {
           const ctx = { em, principal };
           const entity = await load(ctx, p.id);

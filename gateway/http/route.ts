@@ -25,6 +25,8 @@ export interface RequestContext<Params = any, Query = any, Body = any> {
   principal: Principal;
   /** The audit entry of this request (authenticated routes): a write records it inside its own transaction. */
   audit: AuditRecorder;
+  /** Runs what follows this request's commit, logging a failure rather than failing the request (shared/errors.ts). */
+  afterCommit(step: string, run: () => unknown): Promise<void>;
 }
 
 export interface Reply {

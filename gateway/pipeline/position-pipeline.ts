@@ -3,36 +3,16 @@ import type { Bus } from '../bus-channels.js';
 import { ForbiddenError, StorageUnavailableError, ValidationError, fieldErrors, type FieldError } from '../../shared/errors.js';
 import type { Logger } from '../../shared/logger.js';
 import { positionsAccepted, refusedPositions, uploadBatchSize, uploadToPublish } from '../../shared/metrics/metrics.js';
-import type { PositionRecord } from '../../shared/positions/position-record.js';
 import type { PositionWriter } from '../../shared/positions/position-writer.js';
 import { PositionsMessage, type EncodedPositions } from '../../shared/positions/positions-message.js';
 import { confinedUserId } from '../auth/permissions.js';
 import type { Principal } from '../auth/principal.js';
 import type { BuildingRegistry, BuildingRuntime } from '../realtime/building-registry.js';
 import type { DeviceDirectory } from '../realtime/device-directory.js';
-import { DEFAULT_POSITIONS_MAX_AGE_MS, parsePoseFast, poseSchema, timestampProblem, type Pose } from '../realtime/pose-schema.js';
+import { DEFAULT_POSITIONS_MAX_AGE_MS, parsePoseFast, poseSchema, timestampProblem } from '../realtime/pose-schema.js';
 import { runPipeline, type PipelineStep } from './pipeline.js';
-
-
-/** A batch flowing through the pipeline; each step reads what earlier ones left and adds its own part. */
-export interface PositionBatch {
-  principal: Principal;
-  /** Raw items as received, validated by the first step. */
-  items: readonly unknown[];
-  receivedAt: number;
-  poses: Pose[];
-  records: PositionRecord[];
-  /** Problems found so far; the batch is refused, whole, once enrichment has looked at every pose. */
-  errors: FieldError[];
-  /** The records as `publish` put them on the bus, packed at most once (the shard streams take the same bytes). */
-  published?: EncodedPositions;
-}
-
-/** Steps contributed by detection, around persistence. */
-export interface DetectionSteps {
-  beforePersist: PipelineStep<PositionBatch>[];
-  afterPersist: PipelineStep<PositionBatch>[];
-}
+import type { PositionBatch } from './position-batch.js';
+import type { PositionHandOff, RequestedAlarmRaiser } from './ports.js';
 
 export interface PipelineDependencies {
   registry: BuildingRegistry;
@@ -40,14 +20,22 @@ export interface PipelineDependencies {
   writer: PositionWriter;
   bus: Bus;
   logger: Logger;
+  /** Raises the alarm buttons poses carry (DANGER, assistance requests). */
+  alarms: RequestedAlarmRaiser;
+  /** The owners of the positions' buildings, who run the detectors on them. */
+  owners: PositionHandOff;
   /** POSITIONS_MAX_AGE_SECONDS in ms: older fixes are refused (default 7 days). */
   maxAgeMs?: number;
 }
 
 /**
  * The hot path, in order. Enrich first (validate, georeference, attach buildings and devices), then raise
- * the alarms the poses ask for, publish the live positions, persist, and hand the positions to the owners of
- * their buildings, who run the detectors (gateway/cluster). Detection steps come from the detection module.
+ * the alarms the poses ask for, pace to detection, publish the live positions, persist, and hand the positions
+ * to the owners of their buildings, who run the detectors (gateway/cluster, gateway/detection).
+ *
+ * An alarm button pressed on the app is part of the upload: if it cannot be stored, the upload fails and is
+ * retried; it is raised before pacing, so a DANGER or assistance request never waits behind detection, and the
+ * app's retry raises nothing twice (keyed by the pose). An upload refused by pacing stores no position.
  *
  * Live positions go out before the commit, so a control room sees a position as soon as it is accepted rather
  * than a group commit later; the upload's acknowledgement still waits for the commit. If the commit fails, the
@@ -57,28 +45,26 @@ export interface PipelineDependencies {
  * (while Redis is down they wait in this gateway's memory instead, see ClusterNode.handOff); the owners store
  * and push what they find, alarms stored before pushed.
  */
-export function positionSteps(deps: PipelineDependencies, detection: DetectionSteps = { beforePersist: [], afterPersist: [] }): PipelineStep<PositionBatch>[] {
+export function positionSteps(deps: PipelineDependencies): PipelineStep<PositionBatch>[] {
   return [
     { name: 'validate', critical: true, run: (batch) => validate(batch, deps.maxAgeMs ?? DEFAULT_POSITIONS_MAX_AGE_MS) },
     { name: 'georeference', critical: true, run: (batch) => georeference(batch, deps.registry) },
     { name: 'refuse-invalid', critical: true, run: refuseInvalid },
     { name: 'resolve-devices', critical: true, run: (batch) => resolveDevices(batch, deps.devices) },
-    ...detection.beforePersist,
+    { name: 'raise-requested-alarms', critical: true, run: (batch) => deps.alarms.raise(batch) },
+    { name: 'pace-to-detection', critical: true, run: (batch) => deps.owners.admit(batch.records) },
     { name: 'publish', run: (batch) => publish(batch, deps.bus) },
     { name: 'persist', critical: true, run: (batch) => deps.writer.write(batch.records) },
-    ...detection.afterPersist,
+    { name: 'hand-to-owners', run: (batch) => deps.owners.handOff(batch.records, batch.published) },
   ];
 }
 
 export class PositionPipeline {
-  private readonly steps: PipelineStep<PositionBatch>[];
+  /** `positionSteps`, in order. */
+  readonly steps: readonly PipelineStep<PositionBatch>[];
 
-  constructor(
-    private readonly deps: PipelineDependencies,
-    /** Detection's steps around persistence (none in tests of the enrichment alone). */
-    detection?: DetectionSteps,
-  ) {
-    this.steps = positionSteps(deps, detection);
+  constructor(private readonly deps: PipelineDependencies) {
+    this.steps = positionSteps(deps);
   }
 
   /** Resolves once the batch is durably stored; rejects with a 422 listing every bad item, storing nothing. */

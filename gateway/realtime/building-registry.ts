@@ -18,9 +18,6 @@ export interface BuildingRuntime {
   loadedAt: number;
 }
 
-/** Extra per-building state derived at load (the spatial index), contributed by other modules. */
-export type RuntimeExtension = (runtime: BuildingRuntime) => void;
-
 export interface BuildingRegistryOptions {
   /** Age past which a loaded building is re-read in the background (a backstop should a bus message be lost). */
   ttlMs?: number;
@@ -53,7 +50,6 @@ export class BuildingRegistry {
   /** Loads in flight; an invalidation removes the entry so that a load that started before it is not kept. */
   private readonly loading = new Map<number, Promise<BuildingRuntime | undefined>>();
   private readonly buildingsByOrganization: LruCache<string, Promise<number[]>>;
-  private readonly extensions: RuntimeExtension[] = [];
   private readonly ttlMs: number;
   private readonly now: () => number;
 
@@ -73,10 +69,6 @@ export class BuildingRegistry {
   async start(): Promise<void> {
     await this.bus.subscribe('cartography:changed', (change) => this.invalidate(change));
     this.bus.onResync(() => this.clear());
-  }
-
-  extend(extension: RuntimeExtension): void {
-    this.extensions.push(extension);
   }
 
   invalidate(change: Pick<CartographyChange, 'organizationId' | 'buildingId' | 'kind'>): void {
@@ -180,7 +172,6 @@ export class BuildingRegistry {
       events,
       loadedAt: this.now(),
     };
-    for (const extension of this.extensions) extension(runtime);
     this.logger?.debug({ buildingId, geofences: geofences.length, events: events.length }, 'building runtime loaded');
     return runtime;
   }

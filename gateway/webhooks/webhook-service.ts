@@ -8,7 +8,7 @@ import type { Storage } from '../../shared/storage/index.js';
 import { enqueueEvents, rescuePending, subscribedTypes, wake, type Enqueued, type Execute, type WebhookEvent } from '../../shared/webhooks/deliveries.js';
 import type { AlarmEventMessage } from '../alarms/alarm-event-message.js';
 import type { AlarmEventHook } from '../alarms/alarm-service.js';
-import type { Detections, ZoneEventRecord } from '../detection/detection-engine.js';
+import type { Detections, ZoneEventRecord } from '../detection/detections.js';
 
 const RESCUE_EVERY_MS = 60_000;
 const KEEP_DELIVERED_DAYS = 30;

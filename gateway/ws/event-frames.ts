@@ -1,4 +1,4 @@
-import type { TriggeredEvent, ZoneEventRecord } from '../detection/detection-engine.js';
+import type { TriggeredEvent, ZoneEventRecord } from '../detection/detections.js';
 import { encode, type WireFormat } from './ws-codec.js';
 
 /**

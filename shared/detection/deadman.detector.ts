@@ -1,6 +1,6 @@
 /**
  * DEADMAN: somebody inside a building who stopped moving (`still`) or whose device stopped reporting
- * (`silence`). Positions only update last-seen state (`observe`); alarms come from `sweepDevice`, which the
+ * (`silence`). Positions only update last-seen state (`step`); alarms come from `sweep`, which the
  * detection engine's periodic sweep calls for every device, so there is no timer per device and a silent device
  * is noticed at all. Time is the server's clock at
  * arrival, never the device's.
@@ -61,7 +61,7 @@ function fresh(position: DeadmanPosition, now: number): DeadmanState {
   };
 }
 
-export function observe(
+export function step(
   state: DeadmanState | undefined,
   position: DeadmanPosition,
   settings: DeadmanSettings | undefined,
@@ -94,7 +94,7 @@ export function isSilent(state: DeadmanState, settings: DeadmanSettings | undefi
  * One device: the state with the fired flag set, and the alarm, when a condition has just become true.
  * `watchedSince`: when detection of its building last resumed (none: always watched).
  */
-export function sweepDevice(
+export function sweep(
   state: DeadmanState,
   settings: DeadmanSettings | undefined,
   now: number,
@@ -154,7 +154,7 @@ export function restoredState(
   let state: DeadmanState | undefined;
   for (const { position, at } of trail) {
     if (!position) state = undefined;
-    else state = observe(state && sweepDevice(state, settings, at).state, position, settings, at);
+    else state = step(state && sweep(state, settings, at).state, position, settings, at);
   }
   if (!state) return state;
   if (known.silenceAlarmedSince === state.lastSeenAt) state = { ...state, firedSilence: true };

@@ -171,7 +171,7 @@ describe.skipIf(!hasChromium)(title, () => {
 
   it('shows an escalation of an unconfirmed critical alarm in the banner and on its card', async () => {
     const assist = raised.assist!;
-    await running.gateway.services.detection.sweep(Date.parse(assist.created_at) + 61_000, () => true);
+    await running.gateway.services.sweep.run(Date.parse(assist.created_at) + 61_000);
     await page.locator('#announce-text', { hasText: 'ESCALATED, not confirmed: ASSISTANCE · demo-02' }).waitFor();
     expect(await item('assist').locator('.escalated-badge').textContent()).toBe('ESCALATED');
     expect(await item('assist').locator('.new-badge').isVisible()).toBe(true);

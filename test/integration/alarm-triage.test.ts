@@ -34,7 +34,7 @@ describe(`alarm triage: severity, escalation, resolution comments, bulk changes 
     const message = await running.gateway.services.alarms.raise({ organizationId: organization!.id, type, deviceId, by: 'system', buildingId: extra.buildingId ?? null, details: extra.details });
     return message.event;
   };
-  const sweep = (at: number) => running.gateway.services.detection.sweep(at, () => true);
+  const sweep = (at: number) => running.gateway.services.sweep.run(at);
 
   beforeAll(async () => {
     receiver = await WebhookReceiver.start();

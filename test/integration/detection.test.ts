@@ -21,6 +21,11 @@ describe(`detection and alarms end to end (${driverLabel})`, () => {
   };
   const at = (deviceId: string, x: number, y: number, extra: object = {}) => ({ device_id: deviceId, timestamp: Date.now(), building_id: venue.building.id, floor_id: venue.floors[0].id, x, y, ...extra });
   const upload = async (...poses: object[]) => expect((await admin.post('/api/v1/realtime/positions', { poses })).status).toBe(204);
+  const zoneEventsOf = (deviceId: string) =>
+    running.gateway.services.storage.execute<{ zone_id: string; type: string }>(
+      'select zone_id, type from zone_events where device_id = ? order by at',
+      [deviceId],
+    );
 
   beforeAll(async () => {
     running = await startTestGateway();
@@ -31,6 +36,21 @@ describe(`detection and alarms end to end (${driverLabel})`, () => {
   afterAll(async () => {
     for (const opened of sockets) opened.close();
     await running?.stop();
+  });
+
+  it('boots with every step of the hot path listed, detection included, and detects with nothing to register', async () => {
+    const { pipeline, detection } = running.gateway.services;
+    expect(pipeline.steps.map((step) => step.name)).toEqual([
+      'validate', 'georeference', 'refuse-invalid', 'resolve-devices',
+      'raise-requested-alarms', 'pace-to-detection', 'publish', 'persist', 'hand-to-owners',
+    ]);
+    const place = { building_id: venue.building.id, floor_id: venue.floors[0].id };
+    const fence = (await admin.post('/api/v1/geofences', { name: 'Boot', ...place, type: 'POLYGON', cartesians: squareCartesians(60, 60, 10) })).body;
+    await upload(at('booted', 65, 65));
+    // Handed to the owner (this gateway), whose engine now tracks the device and stored its enter.
+    for (let wait = 0; wait < 50 && (await zoneEventsOf('booted')).length === 0; wait++) await sleep(100);
+    expect(await zoneEventsOf('booted')).toEqual([{ zone_id: fence.id, type: 'enter' }]);
+    expect(detection.engine.trackedDevicesIn(venue.building.id)).toBeGreaterThan(0);
   });
 
   it('pushes geofence enter and exit to subscribers and keeps them for reports', async () => {

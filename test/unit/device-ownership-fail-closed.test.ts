@@ -6,6 +6,7 @@ import type { Bus } from '../../gateway/bus-channels.js';
 import { StorageUnavailableError, toErrorBody } from '../../shared/errors.js';
 import { createLogger } from '../../shared/logger.js';
 import type { PositionWriter } from '../../shared/positions/position-writer.js';
+import { idlePorts } from '../support/pipeline-ports.js';
 
 const ORG = 'org';
 const silentBus = { nodeId: 'n', subscribe: async () => undefined, onResync: () => undefined, publish: async () => undefined } as unknown as Bus;
@@ -52,6 +53,7 @@ describe('device ownership fails closed', () => {
       writer: { write: async (records: { deviceId: string }[]) => void written.push(...records.map((record) => record.deviceId)) } as unknown as PositionWriter,
       bus: silentBus,
       logger: createLogger('silent'),
+      ...idlePorts,
     });
     const me: Principal = { userId: 'me', email: 'me@x.test', organizationId: ORG, role: 'user', platformAdmin: false, permission: 'read-write', via: 'jwt' };
     const pose = (device_id: string) => ({ device_id, timestamp: Date.now() - 1000, lat: 40.1, lng: -3.2 });
@@ -66,6 +68,7 @@ describe('device ownership fails closed', () => {
       writer: { write: async () => undefined } as unknown as PositionWriter,
       bus: silentBus,
       logger: createLogger('silent'),
+      ...idlePorts,
     });
     const admin: Principal = { userId: 'a', email: 'a@x.test', organizationId: ORG, role: 'admin', platformAdmin: false, permission: 'read-write', via: 'jwt' };
     await expect(pipeline.process(admin, [{ device_id: 'd', timestamp: Date.now() - 1000, lat: 40.1, lng: -3.2 }])).rejects.toThrow(/could not be read/);

@@ -4,6 +4,7 @@ import { PositionPipeline, type PipelineDependencies } from '../../gateway/pipel
 import type { Bus } from '../../gateway/bus-channels.js';
 import { createLogger } from '../../shared/logger.js';
 import type { PositionWriter } from '../../shared/positions/position-writer.js';
+import { idlePorts } from '../support/pipeline-ports.js';
 
 const principal: Principal = { userId: 'u', email: 'a@b.c', organizationId: 'org', role: 'admin', platformAdmin: false, permission: 'read-write', via: 'jwt' };
 const pose = { device_id: 'phone-1', timestamp: Date.now() - 1000, lat: 40.1, lng: -3.2 };
@@ -25,6 +26,11 @@ function pipelineWithHeldCommit() {
     writer,
     bus,
     logger: createLogger('silent'),
+    alarms: { raise: async () => void events.push('alarms raised') },
+    owners: {
+      admit: () => void events.push('paced'),
+      handOff: async (records, published) => void events.push(`handed ${records.length} to owners${published ? ', as published' : ''}`),
+    },
   };
   return { pipeline: new PositionPipeline(deps), events, settle: (error?: Error) => settle(error) };
 }
@@ -35,11 +41,12 @@ describe('position pipeline order', () => {
     let acknowledged = false;
     const processing = pipeline.process(principal, [pose]).then(() => (acknowledged = true));
     await new Promise((resolve) => setTimeout(resolve, 20));
-    expect(events).toEqual(['published on positions', 'commit started']);
+    expect(events).toEqual(['alarms raised', 'paced', 'published on positions', 'commit started']);
     expect(acknowledged).toBe(false);
     settle();
     await processing;
     expect(acknowledged).toBe(true);
+    expect(events.at(-1)).toBe('handed 1 to owners, as published');
   });
 
   it('fails the upload when the commit fails, though its positions were already live', async () => {
@@ -48,7 +55,7 @@ describe('position pipeline order', () => {
     await new Promise((resolve) => setTimeout(resolve, 20));
     settle(new Error('database down'));
     await expect(processing).rejects.toThrow('database down');
-    expect(events[0]).toBe('published on positions');
+    expect(events).toEqual(['alarms raised', 'paced', 'published on positions', 'commit started']); // nothing handed to owners
   });
 });
 
@@ -74,6 +81,7 @@ describe('position pipeline validation (clock injected through receivedAt)', () 
       writer: { write: async (records: { deviceId: string }[]) => void written.push(...records.map((r) => r.deviceId)) } as unknown as PositionWriter,
       bus: { nodeId: 'n', publish: async () => undefined } as unknown as Bus,
       logger: createLogger('silent'),
+      ...idlePorts,
       maxAgeMs,
     };
     return { pipeline: new PositionPipeline(deps), written };

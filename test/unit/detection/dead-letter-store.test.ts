@@ -1,10 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { emptyDetections } from '../../../gateway/detection/detection-engine.js';
-import { DetectionOutbox, type OutboxAlarm } from '../../../gateway/detection/detection-outbox.js';
+import { emptyDetections, type DetectedAlarm } from '../../../gateway/detection/detections.js';
+import { DetectionOutbox } from '../../../gateway/detection/detection-outbox.js';
 import type { DeadLetterStore, KeptDeadLetter, StoredDeadLetter } from '../../../gateway/detection/dead-letter-store.js';
 import { createLogger } from '../../../shared/logger.js';
 
-const alarm = (key: string, buildingId = 1): OutboxAlarm => ({ organizationId: 'org', type: 'DEADMAN', deviceId: key, buildingId, idempotencyKey: key });
+const alarm = (key: string, buildingId = 1): DetectedAlarm => ({ organizationId: 'org', type: 'DEADMAN', deviceId: key, buildingId, idempotencyKey: key });
 
 /** A fake table of dead letters; `refuseKeep` stands for a table that refuses even the plain insert. */
 function fakeStore() {
@@ -36,7 +36,7 @@ describe('DetectionOutbox with a dead letter store', () => {
     const raised: string[] = [];
     const sink = {
       storeZoneEvents: async () => undefined,
-      raiseAlarm: async (a: OutboxAlarm) => {
+      raiseAlarm: async (a: DetectedAlarm) => {
         if (refuse && a.idempotencyKey === 'poison') throw new TypeError('check constraint');
         raised.push(a.idempotencyKey);
       },
@@ -45,7 +45,7 @@ describe('DetectionOutbox with a dead letter store', () => {
     const { rows, store } = fakeStore();
     let now = 1_000_000;
     const outbox = new DetectionOutbox(sink, createLogger('silent'), 100_000, () => now, store);
-    outbox.add(emptyDetections(), true, [alarm('poison'), alarm('next')]);
+    outbox.add({ ...emptyDetections(), alarms: [alarm('poison'), alarm('next')] }, true);
     await outbox.drain();
     expect(raised).toEqual(['next']);
     expect([...rows.values()]).toMatchObject([{ organizationId: 'org', buildingId: 1, item: { alarm: { idempotencyKey: 'poison' } }, failures: 1, error: expect.stringContaining('check constraint') }]);
@@ -66,14 +66,14 @@ describe('DetectionOutbox with a dead letter store', () => {
     const raised: string[] = [];
     const sink = {
       storeZoneEvents: async () => undefined,
-      raiseAlarm: async (a: OutboxAlarm) => {
+      raiseAlarm: async (a: DetectedAlarm) => {
         if (refuse) throw new TypeError('check constraint');
         raised.push(a.idempotencyKey);
       },
       announce: async () => undefined,
     };
     const first = new DetectionOutbox(sink, createLogger('silent'), 100_000, Date.now, store);
-    first.add(emptyDetections(), true, [alarm('mine', 1), alarm('theirs', 2)]);
+    first.add({ ...emptyDetections(), alarms: [alarm('mine', 1), alarm('theirs', 2)] }, true);
     await first.drain();
     expect(rows.size).toBe(2);
     await store.release(); // the first process stops
@@ -93,7 +93,7 @@ describe('DetectionOutbox with a dead letter store', () => {
     const raised: string[] = [];
     const sink = {
       storeZoneEvents: async () => undefined,
-      raiseAlarm: async (a: OutboxAlarm) => {
+      raiseAlarm: async (a: DetectedAlarm) => {
         if (refuse) throw new TypeError('check constraint');
         raised.push(a.idempotencyKey);
       },
@@ -101,7 +101,7 @@ describe('DetectionOutbox with a dead letter store', () => {
     };
     let now = 0;
     const outbox = new DetectionOutbox(sink, createLogger('silent'), 100_000, () => now, store);
-    outbox.add(emptyDetections(), true, [alarm('poison')]);
+    outbox.add({ ...emptyDetections(), alarms: [alarm('poison')] }, true);
     await outbox.drain();
     expect(outbox.deadLetterCount).toBe(1);
     refuse = false;

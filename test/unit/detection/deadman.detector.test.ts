@@ -3,8 +3,8 @@ import {
   type DeadmanPosition,
   type DeadmanSettings,
   type DeadmanState,
-  observe,
-  sweepDevice,
+  step,
+  sweep,
 } from '../../../shared/detection/deadman.detector.js';
 
 const T0 = Date.UTC(2025, 0, 6, 9, 0, 0);
@@ -16,7 +16,7 @@ const silent: DeadmanSettings = { deadmanSilenceS: 30 };
 const both: DeadmanSettings = { deadmanAfterS: 60, deadmanRadiusM: 2, deadmanSilenceS: 30 };
 
 function feed(settings: DeadmanSettings, positions: [number, DeadmanPosition][], state?: DeadmanState): DeadmanState {
-  for (const [second, position] of positions) state = observe(state, position, settings, s(second));
+  for (const [second, position] of positions) state = step(state, position, settings, s(second));
   return state!;
 }
 
@@ -24,7 +24,7 @@ function feed(settings: DeadmanSettings, positions: [number, DeadmanPosition][],
 function sweepEverySecond(settings: DeadmanSettings, state: DeadmanState, from: number, to: number) {
   const fired: [number, string, number][] = [];
   for (let second = from; second <= to; second++) {
-    const result = sweepDevice(state, settings, s(second));
+    const result = sweep(state, settings, s(second));
     state = result.state;
     if (result.alarm) fired.push([second, result.alarm.reason, result.alarm.since]);
   }
@@ -37,7 +37,7 @@ describe('dead-man: still', () => {
     const fired: number[] = [];
     // 1 Hz positions wobbling 1.5 m: inside a 2 m radius, so still counts from the first one.
     for (let second = 0; second < 120; second++) {
-      const result = sweepDevice(observe(state, at(second % 2 === 0 ? 0 : 1.5), still, s(second)), still, s(second));
+      const result = sweep(step(state, at(second % 2 === 0 ? 0 : 1.5), still, s(second)), still, s(second));
       state = result.state;
       if (result.alarm) {
         expect(result.alarm).toEqual({ reason: 'still', since: s(0) });
@@ -51,11 +51,11 @@ describe('dead-man: still', () => {
     let state = feed(still, [[0, at(0)]]);
     ({ state } = sweepEverySecond(still, state, 0, 61));
     expect(state.firedStill).toBe(true);
-    state = observe(state, at(5), still, s(70));
+    state = step(state, at(5), still, s(70));
     expect(state.anchor).toEqual({ x: 5, y: 0, floorId: 1, at: s(70) });
     expect(state.firedStill).toBe(false);
     expect(sweepEverySecond(still, state, 70, 140).fired).toEqual([[131, 'still', s(70)]]);
-    const upstairs = observe(state, at(5, 0, 2), still, s(80));
+    const upstairs = step(state, at(5, 0, 2), still, s(80));
     expect(upstairs.anchor.at).toBe(s(80));
   });
 
@@ -103,33 +103,33 @@ describe('dead-man: silence', () => {
     let state = feed(silent, [[0, at(0)]]);
     ({ state } = sweepEverySecond(silent, state, 0, 40));
     expect(state.firedSilence).toBe(true);
-    state = observe(state, at(0), silent, s(100));
+    state = step(state, at(0), silent, s(100));
     expect(state).toMatchObject({ firedSilence: false, firedStill: false, insideBuildingSince: s(100), lastSeenAt: s(100) });
     expect(state.anchor.at).toBe(s(100));
     expect(sweepEverySecond(silent, state, 100, 200).fired).toEqual([[131, 'silence', s(100)]]);
   });
 
   it('starts over in another building', () => {
-    const state = observe(feed(still, [[0, at(0)]]), at(0, 0, 1, 11), still, s(50));
+    const state = step(feed(still, [[0, at(0)]]), at(0, 0, 1, 11), still, s(50));
     expect(state).toMatchObject({ buildingId: 11, insideBuildingSince: s(50), anchor: { at: s(50) } });
   });
 });
 
-describe('dead-man: sweepDevice', () => {
+describe('dead-man: sweep', () => {
   it('is pure: the alarm comes with a new state, the old one is untouched', () => {
     const state = feed(still, [[0, at(0)]]);
     const copy = structuredClone(state);
-    const due = sweepDevice(state, still, s(61));
+    const due = sweep(state, still, s(61));
     expect(due.alarm).toEqual({ reason: 'still', since: s(0) });
     expect(due.state).not.toBe(state);
     expect(due.state.firedStill).toBe(true);
     expect(state).toEqual(copy);
-    expect(sweepDevice(due.state, still, s(62)).alarm).toBeUndefined();
+    expect(sweep(due.state, still, s(62)).alarm).toBeUndefined();
   });
 
   it('does nothing without settings', () => {
     const state = feed(both, [[0, at(0)]]);
-    expect(sweepDevice(state, undefined, s(10_000))).toEqual({ state });
+    expect(sweep(state, undefined, s(10_000))).toEqual({ state });
   });
 });
 
@@ -137,7 +137,7 @@ describe('dead-man: sweepDevice', () => {
 function sweepResumed(settings: DeadmanSettings, state: DeadmanState, resumed: number, from: number, to: number) {
   const fired: [number, string, number][] = [];
   for (let second = from; second <= to; second++) {
-    const result = sweepDevice(state, settings, s(second), s(resumed));
+    const result = sweep(state, settings, s(second), s(resumed));
     state = result.state;
     if (result.alarm) fired.push([second, result.alarm.reason, result.alarm.since]);
   }
@@ -156,7 +156,7 @@ describe('dead-man: our own absence (detection resumed after the last position)'
     let fired: [number, string, number][];
     ({ state, fired } = sweepResumed(silent, state, 100, 100, 125));
     expect(fired).toEqual([]);
-    state = observe(state, at(21), silent, s(126));
+    state = step(state, at(21), silent, s(126));
     expect(sweepResumed(silent, state, 100, 126, 156).fired).toEqual([]);
     expect(sweepResumed(silent, state, 100, 157, 157).fired).toEqual([[157, 'silence', s(126)]]);
   });
@@ -170,7 +170,7 @@ describe('dead-man: our own absence (detection resumed after the last position)'
     const state = feed(still, [[0, at(0)], [10, at(1)]]);
     expect(sweepResumed(still, state, 100, 100, 300).fired).toEqual([[151, 'still', s(0)]]);
     // A position from the same spot after we are back shows the stillness went on: counted whole from the anchor.
-    const seen = observe(state, at(0.5), still, s(101));
+    const seen = step(state, at(0.5), still, s(101));
     expect(sweepResumed(still, seen, 100, 101, 101).fired).toEqual([[101, 'still', s(0)]]);
   });
 
@@ -180,7 +180,7 @@ describe('dead-man: our own absence (detection resumed after the last position)'
     expect(sweepEverySecond(both, state, 200, 200).fired).toEqual([[200, 'silence', s(60)]]);
     // With it: nothing for a window after 200 (still: 30 s seen + 30 s watched is not over 60), then silence speaks.
     expect(sweepResumed(both, state, 200, 200, 240).fired).toEqual([[231, 'silence', s(60)]]);
-    const moved = observe(state, at(30), both, s(205));
+    const moved = step(state, at(30), both, s(205));
     expect(sweepResumed(both, moved, 200, 205, 235).fired).toEqual([]);
   });
 

@@ -1,5 +1,4 @@
 import { describe, expect, it } from 'vitest';
-import { attachDetection } from '../../../gateway/detection/building-detection.js';
 import { DetectionEngine, type RestoredDevice } from '../../../gateway/detection/detection-engine.js';
 import type { BuildingRegistry, BuildingRuntime } from '../../../gateway/realtime/building-registry.js';
 import * as deadman from '../../../shared/detection/deadman.detector.js';
@@ -24,7 +23,6 @@ function runtimeOf(id: number): BuildingRuntime {
     transform: createBuildingTransform({ location: { lat: 40, lng: -3 }, dimensions: { width: 100, length: 100 }, rotation: 0 }),
     floors: new Map([[id, { level: 0, levelHeight: 0 }]]),
   };
-  attachDetection(runtime);
   return runtime;
 }
 

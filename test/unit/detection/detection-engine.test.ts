@@ -1,5 +1,4 @@
 import { describe, expect, it } from 'vitest';
-import { attachDetection } from '../../../gateway/detection/building-detection.js';
 import { DetectionEngine } from '../../../gateway/detection/detection-engine.js';
 import type { BuildingRegistry, BuildingRuntime } from '../../../gateway/realtime/building-registry.js';
 import { createBuildingTransform } from '../../../shared/geo/building-transform.js';
@@ -21,7 +20,6 @@ function venue(rules: Partial<Pick<Geofence, 'maxStayTime' | 'minDwellS' | 'exit
     transform: createBuildingTransform({ location: { lat: 40, lng: -3 }, dimensions: { width: 100, length: 100 }, rotation: 0 }),
     floors: new Map([[1, { level: 0, levelHeight: 0 }]]),
   };
-  attachDetection(runtime);
   const engine = new DetectionEngine({ peek: () => runtime } as unknown as BuildingRegistry, 3600_000);
   const at = (second: number, x: number): PositionRecord => ({
     organizationId: 'org', deviceId: 'd', userId: null, buildingId: 1, floorId: 1, indoor: true, x, y: 5, lat: 0, lng: 0, yaw: 0, accuracy: 1,

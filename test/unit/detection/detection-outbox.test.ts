@@ -1,12 +1,12 @@
 import { describe, expect, it } from 'vitest';
-import { emptyDetections } from '../../../gateway/detection/detection-engine.js';
-import { DetectionOutbox, type OutboxAlarm } from '../../../gateway/detection/detection-outbox.js';
+import { emptyDetections, type DetectedAlarm } from '../../../gateway/detection/detections.js';
+import { DetectionOutbox } from '../../../gateway/detection/detection-outbox.js';
 import type { ZoneEventRecord } from '../../../shared/detection/zone-event.js';
 import { StorageUnavailableError } from '../../../shared/errors.js';
 import { createLogger } from '../../../shared/logger.js';
 import { registry } from '../../../shared/metrics/metrics.js';
 
-const alarm = (key: string, organizationId = 'org'): OutboxAlarm => ({ organizationId, type: 'DEADMAN', deviceId: 'd', idempotencyKey: key });
+const alarm = (key: string, organizationId = 'org'): DetectedAlarm => ({ organizationId, type: 'DEADMAN', deviceId: 'd', idempotencyKey: key });
 const zoneEvent = (organizationId: string, deviceId: string): ZoneEventRecord =>
   ({ organizationId, buildingId: 1, floorId: 1, zoneKind: 'geofence', zoneId: 'z', zoneName: 'Z', deviceId, userId: null, type: 'enter', at: new Date(0), firedAt: new Date(0) }) as unknown as ZoneEventRecord;
 
@@ -15,7 +15,7 @@ function sink(fail: (key: string) => Error | undefined) {
   const raised: string[] = [];
   const zoneEvents: string[] = [];
   const announced: number[] = [];
-  const raiseAlarm = async (a: OutboxAlarm) => {
+  const raiseAlarm = async (a: DetectedAlarm) => {
     if (raised.includes(a.idempotencyKey)) return;
     const error = fail(a.idempotencyKey);
     if (error) throw error;
@@ -47,8 +47,8 @@ describe('DetectionOutbox', () => {
     let down = true;
     const { raised, sink: s } = sink((key) => (down && key === 'b' ? new StorageUnavailableError() : undefined));
     const outbox = new DetectionOutbox(s, createLogger('silent'));
-    outbox.add(emptyDetections(), true, [alarm('a'), alarm('b')]);
-    outbox.add(emptyDetections(), true, [alarm('c')]);
+    outbox.add({ ...emptyDetections(), alarms: [alarm('a'), alarm('b')] }, true);
+    outbox.add({ ...emptyDetections(), alarms: [alarm('c')] }, true);
     await outbox.drain();
     expect(raised).toEqual(['a']);
     expect(outbox.size).toBe(2);
@@ -67,7 +67,7 @@ describe('DetectionOutbox', () => {
     const { raised, sink: s } = sink((key) => (key.startsWith('x-') ? new TypeError('tenant X data the database refuses') : undefined));
     let now = 1_000_000;
     const outbox = new DetectionOutbox(s, createLogger('silent'), 100_000, () => now);
-    outbox.add(emptyDetections(), true, [alarm('x-1', 'X'), alarm('y-deadman', 'Y'), alarm('x-2', 'X'), alarm('x-after', 'X')]);
+    outbox.add({ ...emptyDetections(), alarms: [alarm('x-1', 'X'), alarm('y-deadman', 'Y'), alarm('x-2', 'X'), alarm('x-after', 'X')] }, true);
     await outbox.drain();
     expect(raised).toEqual(['y-deadman']);
     expect(outbox.size).toBe(0);
@@ -76,7 +76,7 @@ describe('DetectionOutbox', () => {
     expect((await deadLettered('alarm')) - before).toBe(3);
 
     // Later detections of both organizations flow while X's dead letters wait.
-    outbox.add(emptyDetections(), true, [alarm('x-3', 'X'), alarm('y-max-stay', 'Y')]);
+    outbox.add({ ...emptyDetections(), alarms: [alarm('x-3', 'X'), alarm('y-max-stay', 'Y')] }, true);
     await outbox.drain();
     expect(raised).toEqual(['y-deadman', 'y-max-stay']);
     expect(outbox.deadLetterCount).toBe(4);
@@ -87,7 +87,7 @@ describe('DetectionOutbox', () => {
     const { raised, sink: s } = sink((key) => (refuse && key === 'poison' ? new TypeError('bug') : undefined));
     let now = 1_000_000;
     const outbox = new DetectionOutbox(s, createLogger('silent'), 100_000, () => now);
-    outbox.add(emptyDetections(), true, [alarm('poison'), alarm('next')]);
+    outbox.add({ ...emptyDetections(), alarms: [alarm('poison'), alarm('next')] }, true);
     await outbox.drain();
     expect(raised).toEqual(['next']);
     await outbox.retryDeadLetters(); // not due yet
@@ -115,7 +115,7 @@ describe('DetectionOutbox', () => {
     const { raised, sink: s } = sink((key) => (key !== 'poison' || mode === 'up' ? undefined : mode === 'refuse' ? new TypeError('bug') : new StorageUnavailableError()));
     let now = 0;
     const outbox = new DetectionOutbox(s, createLogger('silent'), 100_000, () => now);
-    outbox.add(emptyDetections(), true, [alarm('poison')]);
+    outbox.add({ ...emptyDetections(), alarms: [alarm('poison')] }, true);
     await outbox.drain();
     mode = 'down';
     now += 5000;
@@ -131,7 +131,7 @@ describe('DetectionOutbox', () => {
     const stuck = new Promise<void>((resolve) => (release = resolve));
     const { raised, sink: s } = sink(() => undefined);
     const outbox = new DetectionOutbox({ ...s, raiseAlarm: async (a) => (a.organizationId === 'X' ? stuck.then(() => s.raiseAlarm(a)) : s.raiseAlarm(a)) }, createLogger('silent'));
-    outbox.add(emptyDetections(), true, [alarm('x-slow', 'X'), alarm('y-1', 'Y')]);
+    outbox.add({ ...emptyDetections(), alarms: [alarm('x-slow', 'X'), alarm('y-1', 'Y')] }, true);
     const draining = outbox.drain();
     for (let tick = 0; tick < 10 && !raised.includes('y-1'); tick++) await new Promise((resolve) => setImmediate(resolve));
     expect(raised).toEqual(['y-1']);
@@ -144,7 +144,7 @@ describe('DetectionOutbox', () => {
     let inFlight = 0;
     let most = 0;
     const { raised, sink: s } = sink(() => undefined);
-    const slow = async (a: OutboxAlarm) => {
+    const slow = async (a: DetectedAlarm) => {
       most = Math.max(most, ++inFlight);
       await new Promise((resolve) => setTimeout(resolve, 2));
       inFlight--;
@@ -152,7 +152,7 @@ describe('DetectionOutbox', () => {
     };
     const outbox = new DetectionOutbox({ ...s, raiseAlarm: slow }, createLogger('silent'));
     const organizations = Array.from({ length: 12 }, (_, index) => `org-${index}`);
-    outbox.add(emptyDetections(), true, organizations.map((organizationId) => alarm(`${organizationId}-alarm`, organizationId)));
+    outbox.add({ ...emptyDetections(), alarms: organizations.map((organizationId) => alarm(`${organizationId}-alarm`, organizationId)) }, true);
     await outbox.drain();
     expect(raised.sort()).toEqual(organizations.map((organizationId) => `${organizationId}-alarm`).sort());
     expect(most).toBe(4);
@@ -162,7 +162,7 @@ describe('DetectionOutbox', () => {
     const before = await deadLettered('zone_events');
     const { raised, zoneEvents, announced, sink: s } = sink((key) => (key === 'zone|evil' ? new TypeError('refused') : undefined));
     const outbox = new DetectionOutbox(s, createLogger('silent'));
-    outbox.add({ zoneEvents: [zoneEvent('X', 'evil'), zoneEvent('Y', 'walker')], alarms: [], triggered: [] }, false, [alarm('x-1', 'X')]);
+    outbox.add({ zoneEvents: [zoneEvent('X', 'evil'), zoneEvent('Y', 'walker')], alarms: [alarm('x-1', 'X')], triggered: [] }, false);
     await outbox.drain();
     expect(zoneEvents).toEqual(['walker']);
     expect(raised).toEqual(['x-1']);
@@ -176,10 +176,10 @@ describe('DetectionOutbox', () => {
     const stuck = new Promise<void>((resolve) => (release = resolve));
     const { raised, sink: s } = sink(() => undefined);
     const outbox = new DetectionOutbox({ ...s, raiseAlarm: async (a) => (a.idempotencyKey === 'first' ? stuck.then(() => s.raiseAlarm(a)) : s.raiseAlarm(a)) }, createLogger('silent'), 2);
-    outbox.add(emptyDetections(), true, [alarm('first')]);
+    outbox.add({ ...emptyDetections(), alarms: [alarm('first')] }, true);
     const draining = outbox.drain();
-    outbox.add(emptyDetections(), true, [alarm('second')]);
-    outbox.add(emptyDetections(), true, [alarm('third')]); // over the cap: 'first', being stored, is dropped
+    outbox.add({ ...emptyDetections(), alarms: [alarm('second')] }, true);
+    outbox.add({ ...emptyDetections(), alarms: [alarm('third')] }, true); // over the cap: 'first', being stored, is dropped
     expect(outbox.droppedEntries).toBe(1);
     release();
     await draining;
@@ -191,8 +191,8 @@ describe('DetectionOutbox', () => {
   it('is bounded: past its cap the oldest entry of the longest lane is dropped and counted', () => {
     const { sink: s } = sink(() => new StorageUnavailableError());
     const outbox = new DetectionOutbox(s, createLogger('silent'), 3);
-    outbox.add(emptyDetections(), true, [alarm('y', 'Y')]);
-    for (const key of ['x1', 'x2', 'x3']) outbox.add(emptyDetections(), true, [alarm(key, 'X')]);
+    outbox.add({ ...emptyDetections(), alarms: [alarm('y', 'Y')] }, true);
+    for (const key of ['x1', 'x2', 'x3']) outbox.add({ ...emptyDetections(), alarms: [alarm(key, 'X')] }, true);
     expect(outbox.size).toBe(3);
     expect(outbox.droppedEntries).toBe(1);
   });

@@ -42,18 +42,18 @@ describe('deadman.restoredState', () => {
   it('is what following the same positions live gives: the same alarms, with the same `since`', () => {
     const positions = trail([0, 0], [10, 5], [20, 5.5], [40, 6], [75, 6.2]);
     let live: deadman.DeadmanState | undefined;
-    for (const { position, at } of positions) live = deadman.observe(live, position!, settings, at);
+    for (const { position, at } of positions) live = deadman.step(live, position!, settings, at);
     const restored = deadman.restoredState(positions, settings)!;
     expect(restored).toEqual(live);
     // Still since 10 s (anchor moved there), so due after 70 s; silent after 105 s.
-    expect(deadman.sweepDevice(restored, settings, s(71)).alarm).toEqual({ reason: 'still', since: s(10) });
-    expect(deadman.sweepDevice(restored, settings, s(106)).alarm).toEqual({ reason: 'silence', since: s(75) });
+    expect(deadman.sweep(restored, settings, s(71)).alarm).toEqual({ reason: 'still', since: s(10) });
+    expect(deadman.sweep(restored, settings, s(106)).alarm).toEqual({ reason: 'silence', since: s(75) });
   });
 
   it('replays the sweeps between positions: a stillness already past its time within the trail is fired', () => {
     const restored = deadman.restoredState(trail([0, 0], [29, 0.5], [58, 0.5], [87, 1]), settings)!;
     expect(restored.firedStill).toBe(true);
-    expect(deadman.sweepDevice(restored, settings, s(100)).alarm).toBeUndefined();
+    expect(deadman.sweep(restored, settings, s(100)).alarm).toBeUndefined();
   });
 
   it('starts a new session after a gap past the silence, as the live detector does after firing it', () => {
@@ -72,17 +72,17 @@ describe('deadman.restoredState', () => {
     const positions = trail([100, 0], [110, 0.5], [120, 1]);
     const restored = deadman.restoredState(positions, patient, { stillAlarmedSince: s(5) })!;
     expect(restored).toMatchObject({ anchor: { at: s(5) }, firedStill: true, insideBuildingSince: s(5) });
-    expect(deadman.sweepDevice(restored, patient, s(161)).alarm).toBeUndefined();
+    expect(deadman.sweep(restored, patient, s(161)).alarm).toBeUndefined();
     // Without it the trail's own anchor would fire a second, differently keyed, alarm.
-    expect(deadman.sweepDevice(deadman.restoredState(positions, patient)!, patient, s(161)).alarm).toEqual({ reason: 'still', since: s(100) });
+    expect(deadman.sweep(deadman.restoredState(positions, patient)!, patient, s(161)).alarm).toEqual({ reason: 'still', since: s(100) });
   });
 
   it('counts a session reaching back past a truncated trail as present long enough, and only then', () => {
     const positions = trail([100, 0], [110, 0.5], [120, 1]);
-    expect(deadman.sweepDevice(deadman.restoredState(positions, settings)!, settings, s(151)).alarm).toBeUndefined();
-    expect(deadman.sweepDevice(deadman.restoredState(positions, settings, { truncated: true })!, settings, s(151)).alarm).toEqual({ reason: 'silence', since: s(120) });
+    expect(deadman.sweep(deadman.restoredState(positions, settings)!, settings, s(151)).alarm).toBeUndefined();
+    expect(deadman.sweep(deadman.restoredState(positions, settings, { truncated: true })!, settings, s(151)).alarm).toEqual({ reason: 'silence', since: s(120) });
     const arrived = trail([90, null], [100, 0], [110, 0.5], [120, 1]);
-    expect(deadman.sweepDevice(deadman.restoredState(arrived, settings, { truncated: true })!, settings, s(151)).alarm).toBeUndefined();
+    expect(deadman.sweep(deadman.restoredState(arrived, settings, { truncated: true })!, settings, s(151)).alarm).toBeUndefined();
   });
 
   it('ignores an alarmed stillness the trail has moved since', () => {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { AlarmButton, type FoldedPress } from '../../../gateway/detection/alarm-button.js';
+import { AlarmButton, type FoldedPress } from '../../../gateway/alarms/alarm-button.js';
 import { AppError, ErrorCode } from '../../../shared/errors.js';
 
 const press = (deviceId: string, type: FoldedPress['type'] = 'DANGER', organizationId = 'org'): FoldedPress => ({ organizationId, deviceId, type, presses: 1 });

@@ -1,8 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import type { AlarmService, RaiseAlarm } from '../../../gateway/alarms/alarm-service.js';
-import { attachDetection } from '../../../gateway/detection/building-detection.js';
 import { DetectionEngine } from '../../../gateway/detection/detection-engine.js';
-import { DetectionService, MAX_EVENTS_PER_MESSAGE } from '../../../gateway/detection/detection-service.js';
+import { DetectionOutbox } from '../../../gateway/detection/detection-outbox.js';
+import { DetectionSink, MAX_EVENTS_PER_MESSAGE } from '../../../gateway/detection/detection-sink.js';
+import { DetectionSweep } from '../../../gateway/detection/detection-sweep.js';
+import { OwnerDetection } from '../../../gateway/detection/owner-detection.js';
 import type { ZoneEventsMessage } from '../../../gateway/detection/zone-events-message.js';
 import type { Channels } from '../../../gateway/bus-channels.js';
 import type { BuildingRegistry, BuildingRuntime } from '../../../gateway/realtime/building-registry.js';
@@ -19,9 +21,10 @@ const T0 = Date.UTC(2025, 0, 6, 9, 0, 0);
 const s = (seconds: number) => T0 + seconds * 1000;
 
 /**
- * The service around the detectors with a database that can be "down": a fake alarm store and writer that
- * refuse with the outage error while `down`, and remember what they stored (raises by idempotency key, as the
- * real one does). No I/O, no real clock: sweeps are called with hand-made times.
+ * Detection around the detectors (the owner's detection, the sweep, the outbox and its sink) with a database that
+ * can be "down": a fake alarm store and writer that refuse with the outage error while `down`, and remember what
+ * they stored (raises by idempotency key, as the real one does). No I/O, no real clock: sweeps are run at
+ * hand-made times; `owns` says whether the building is still this gateway's.
  */
 function world(rules: Partial<Pick<Geofence, 'maxStayTime' | 'minDwellS' | 'exitGraceS'>>, deadman: Partial<Building> = {}) {
   const fence = {
@@ -34,10 +37,9 @@ function world(rules: Partial<Pick<Geofence, 'maxStayTime' | 'minDwellS' | 'exit
     transform: createBuildingTransform({ location: { lat: 40, lng: -3 }, dimensions: { width: 100, length: 100 }, rotation: 0 }),
     floors: new Map([[1, { level: 0, levelHeight: 0 }]]),
   };
-  attachDetection(runtime);
   const registry = { peek: () => runtime } as unknown as BuildingRegistry;
   const engine = new DetectionEngine(registry, 3600_000);
-  const state = { down: false };
+  const state = { down: false, owns: true };
   const alarms: RaiseAlarm[] = [];
   const keys = new Set<string>();
   const zoneEvents: ZoneEventRecord[] = [];
@@ -50,7 +52,7 @@ function world(rules: Partial<Pick<Geofence, 'maxStayTime' | 'minDwellS' | 'exit
     alarms.push(request);
     return {};
   };
-  const alarmService = { raise: async (request: RaiseAlarm) => store(request), raiseAllOnce: async (requests: RaiseAlarm[]) => requests.map(store), pruneIdempotencyKeys: async () => undefined } as unknown as AlarmService;
+  const alarmService = { raiseAllOnce: async (requests: RaiseAlarm[]) => requests.map(store) } as unknown as AlarmService;
   const writer = {
     write: async (_records: unknown[], events: ZoneEventRecord[] = []) => {
       if (state.down) throw new StorageUnavailableError();
@@ -58,88 +60,92 @@ function world(rules: Partial<Pick<Geofence, 'maxStayTime' | 'minDwellS' | 'exit
     },
   } as unknown as PositionWriter;
   const bus = new LocalBus<Channels>();
-  const service = new DetectionService(engine, alarmService, registry, writer, bus, createLogger('silent'));
+  const logger = createLogger('silent');
+  const outbox = new DetectionOutbox(new DetectionSink({ writer, alarms: alarmService, bus, logger }), logger);
+  const detection = new OwnerDetection(engine, registry, outbox);
+  const sweep = new DetectionSweep({ engine, outbox, owns: () => state.owns, logger });
   const at = (second: number, x: number, deviceId = 'd'): PositionRecord => ({
     organizationId: 'org', deviceId, userId: null, buildingId: 1, floorId: 1, indoor: true, x, y: 5, lat: 0, lng: 0, yaw: 0, accuracy: 1,
     timestamp: s(second), receivedAt: s(second),
   });
-  return { engine, service, bus, state, alarms, zoneEvents, at, observe: (second: number, x: number, deviceId?: string) => engine.observe(at(second, x, deviceId), runtime) };
+  const observe = (second: number, x: number, deviceId?: string) => engine.observe(at(second, x, deviceId), runtime);
+  return { engine, detection, outbox, sweep: (second: number) => sweep.run(s(second)), bus, state, alarms, zoneEvents, at, observe };
 }
 
-describe('DetectionService: what the detectors find survives a database outage', () => {
+describe('detection: what the detectors find survives a database outage', () => {
   it('raises a max stay that ran over during an outage exactly once, after the database is back', async () => {
-    const { service, state, alarms, observe } = world({ maxStayTime: 30 });
+    const { sweep, state, alarms, observe } = world({ maxStayTime: 30 });
     observe(0, 5);
-    await service.sweep(s(10), ownsAll);
+    await sweep(10);
     state.down = true;
-    for (let second = 25; second <= 60; second += 5) await service.sweep(s(second), ownsAll); // it runs over at 31
+    for (let second = 25; second <= 60; second += 5) await sweep(second); // it runs over at 31
     expect(alarms).toEqual([]);
     state.down = false;
-    await service.sweep(s(61), ownsAll);
-    await service.sweep(s(62), ownsAll);
-    await service.sweep(s(90), ownsAll);
+    await sweep(61);
+    await sweep(62);
+    await sweep(90);
     expect(alarms.map((alarm) => [alarm.type, alarm.geofenceId])).toEqual([['GEOFENCE_MAX_STAY_TIME', 'fence-1']]);
   });
 
   it('raises a dead-man silence that happened during an outage once', async () => {
-    const { service, state, alarms, observe } = world({}, { deadmanSilenceS: 20 } as Partial<Building>);
+    const { sweep, state, alarms, observe } = world({}, { deadmanSilenceS: 20 } as Partial<Building>);
     observe(0, 50);
     state.down = true;
-    for (let second = 10; second <= 40; second += 5) await service.sweep(s(second), ownsAll);
+    for (let second = 10; second <= 40; second += 5) await sweep(second);
     state.down = false;
-    for (let second = 41; second <= 45; second++) await service.sweep(s(second), ownsAll);
+    for (let second = 41; second <= 45; second++) await sweep(second);
     expect(alarms.map((alarm) => [alarm.type, alarm.details?.reason])).toEqual([['DEADMAN', 'silence']]);
   });
 
   it('stores an exit settled by a sweep during an outage once the database is back, once', async () => {
-    const { service, state, zoneEvents, observe } = world({ exitGraceS: 5 });
+    const { sweep, state, zoneEvents, observe } = world({ exitGraceS: 5 });
     observe(0, 5);
     observe(10, 50); // outside: the exit waits for its grace, settled by the sweep
     state.down = true;
-    await service.sweep(s(16), ownsAll);
-    await service.sweep(s(17), ownsAll);
+    await sweep(16);
+    await sweep(17);
     state.down = false;
-    await service.sweep(s(18), ownsAll);
-    await service.sweep(s(19), ownsAll);
+    await sweep(18);
+    await sweep(19);
     expect(zoneEvents.map((event) => event.type)).toEqual(['exit']);
   });
 
   it('consumes positions of an owned building: stored once the database is back, then acknowledgeable', async () => {
-    const { service, state, zoneEvents, at } = world({});
+    const { detection, state, zoneEvents, at } = world({});
     state.down = true;
-    expect(await consume(service, [at(0, 5)], () => true)).toBe(false); // the enter waits in the outbox: not to be acknowledged yet
+    expect(await consume(detection, [at(0, 5)], () => true)).toBe(false); // the enter waits in the outbox: not to be acknowledged yet
     expect(zoneEvents).toEqual([]);
     state.down = false;
-    expect(await service.stored()).toBe(true);
+    expect(await detection.stored()).toBe(true);
     expect(zoneEvents.map((event) => event.type)).toEqual(['enter']);
     // The same position again (an entry replayed after a takeover): nothing is found twice.
-    expect(await consume(service, [at(0, 5)], () => true)).toBe(true);
+    expect(await consume(detection, [at(0, 5)], () => true)).toBe(true);
     expect(zoneEvents).toHaveLength(1);
   });
 
   it('emits nothing for a building whose ownership is lost: neither from positions nor from sweeps', async () => {
-    const { service, zoneEvents, alarms, at } = world({ maxStayTime: 30 });
-    expect(await consume(service, [at(0, 5)], () => false)).toBe(false);
-    await service.sweep(s(40), () => false); // the stay ran over, but the building is not this gateway's any more
+    const { detection, outbox, sweep, state, zoneEvents, alarms, at } = world({ maxStayTime: 30 });
+    expect(await consume(detection, [at(0, 5)], () => false)).toBe(false);
+    state.owns = false;
+    await sweep(40); // the stay ran over, but the building is not this gateway's any more
     expect(zoneEvents).toEqual([]);
     expect(alarms).toEqual([]);
-    expect(service.outbox.size).toBe(0);
+    expect(outbox.size).toBe(0);
   });
 });
 
-const ownsAll = () => true;
-
 /** What an owner does with a read (gateway/cluster): detect it, then store what was found; true once stored. */
-const consume = async (service: DetectionService, records: PositionRecord[], holds: () => boolean) => (await service.detect(records, holds)) && service.stored();
+const consume = async (detection: OwnerDetection, records: PositionRecord[], holds: () => boolean) =>
+  (await detection.detect(records, holds)) && detection.stored();
 
-describe('DetectionService: announcing what one read of a shard found', () => {
+describe('detection: announcing what one read of a shard found', () => {
   it('announces a large batch in bounded bus messages, every event once and in order', async () => {
-    const { service, bus, at } = world({});
+    const { detection, outbox, bus, at } = world({});
     const messages: ZoneEventsMessage[] = [];
     await bus.subscribe('zone-events', (message) => void messages.push(message));
     const devices = MAX_EVENTS_PER_MESSAGE + 500;
     const records = Array.from({ length: devices }, (_, index) => at(1, 5, `d-${index}`)); // every device enters the fence
-    expect(await consume(service, records, () => true)).toBe(true);
+    expect(await consume(detection, records, () => true)).toBe(true);
     await new Promise((resolve) => setImmediate(resolve));
     // Detected in slices of a few ms (uploads go on between them): one message or more per slice, none past the bound.
     expect(messages.every((message) => message.zoneEvents.length <= MAX_EVENTS_PER_MESSAGE)).toBe(true);
@@ -147,23 +153,23 @@ describe('DetectionService: announcing what one read of a shard found', () => {
     expect(events.map((event) => event.deviceId)).toEqual(records.map((record) => record.deviceId));
     // What one slice (or one sweep) finds together is split at the bound.
     messages.length = 0;
-    service.outbox.add({ zoneEvents: events, alarms: [], triggered: [] }, true, []);
-    expect(await service.stored()).toBe(true);
+    outbox.add({ zoneEvents: events, alarms: [], triggered: [] }, true);
+    expect(await detection.stored()).toBe(true);
     expect(messages.map((message) => message.zoneEvents.length)).toEqual([MAX_EVENTS_PER_MESSAGE, 500]);
     expect(messages.flatMap((message) => message.zoneEvents)).toEqual(events);
   });
 
   it('lets other work run while a large read is detected, and keeps its output in order', async () => {
-    const { service, bus, at } = world({});
+    const { detection, engine, bus, at } = world({});
     const messages: ZoneEventsMessage[] = [];
     await bus.subscribe('zone-events', (message) => void messages.push(message));
     const records = Array.from({ length: 20_000 }, (_, index) => at(1, 5, `e-${index}`));
     // Devices tracked as seen by other work (a timer's ticks) while the read is detected: some part-way through.
     const seen: number[] = [];
     let ticking = true;
-    const tick = () => (seen.push(service.trackedDevices), ticking && setImmediate(tick));
+    const tick = () => (seen.push(engine.trackedDevices), ticking && setImmediate(tick));
     setImmediate(tick);
-    expect(await consume(service, records, () => true)).toBe(true);
+    expect(await consume(detection, records, () => true)).toBe(true);
     ticking = false;
     expect(seen.some((tracked) => tracked > 0 && tracked < records.length)).toBe(true);
     expect(messages.flatMap((message) => message.zoneEvents.map((event) => event.deviceId))).toEqual(records.map((record) => record.deviceId));

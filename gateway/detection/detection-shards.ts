@@ -1,12 +1,12 @@
 import type { Logger } from '../../shared/logger.js';
 import type { PositionRecord } from '../../shared/positions/position-record.js';
 import type { Storage } from '../../shared/storage/index.js';
-import type { DetectionService } from '../detection/detection-service.js';
-import type { ShardHandler } from './cluster-node.js';
-import { shardOfBuilding } from './rendezvous.js';
-import type { ShardEntry } from './shard-log.js';
+import type { ShardHandler } from '../cluster/cluster-node.js';
+import { shardOfBuilding } from '../cluster/rendezvous.js';
+import type { ShardEntry } from '../cluster/shard-log.js';
+import type { OwnerDetection } from './owner-detection.js';
 
-/** Restores buildings' detector state from storage (gateway/detection/detector-state-loader.ts). */
+/** Restores buildings' detector state from storage (detector-state-loader.ts). */
 export interface BuildingStateLoader {
   /** One organization's buildings in one set of queries; resolves to the devices restored. */
   rebuildBuildings(organizationId: string, buildingIds: readonly number[]): Promise<number>;
@@ -17,9 +17,22 @@ export interface LatestPositions {
   latest(organizationId: string, deviceId: string): PositionRecord | undefined;
 }
 
-/** Drops a building's detector state without emitting (gateway/detection/detection-engine.ts). */
+/** Drops a building's detector state without emitting (detection-engine.ts). */
 export interface BuildingStateHolder {
   forgetBuilding(buildingId: number): void;
+}
+
+export interface DetectionShardsDependencies {
+  /** Runs the detectors over a read and stores what they found. */
+  detection: Pick<OwnerDetection, 'detect' | 'stored'>;
+  loader: BuildingStateLoader;
+  engine: BuildingStateHolder;
+  live: LatestPositions;
+  /** Where the buildings of a shard are listed. */
+  storage: Storage;
+  /** CLUSTER_SHARDS. */
+  shards: number;
+  logger: Logger;
 }
 
 /**
@@ -33,15 +46,7 @@ export class DetectionShards implements ShardHandler {
   /** The building list being read: shards taken together (at start, after a member left) share one query. */
   private listing?: Promise<{ id: number; organization_id: string }[]>;
 
-  constructor(
-    private readonly detection: DetectionService,
-    private readonly loader: BuildingStateLoader,
-    private readonly engine: BuildingStateHolder,
-    private readonly live: LatestPositions,
-    private readonly storage: Storage,
-    private readonly shards: number,
-    private readonly logger: Logger,
-  ) {}
+  constructor(private readonly deps: DetectionShardsDependencies) {}
 
   /** Buildings known in a shard this member holds. */
   buildingsIn(shard: number): number {
@@ -49,9 +54,9 @@ export class DetectionShards implements ShardHandler {
   }
 
   async gain(shard: number): Promise<void> {
-    this.listing ??= this.storage.execute<{ id: number; organization_id: string }>('select id, organization_id from buildings').finally(() => (this.listing = undefined));
+    this.listing ??= this.deps.storage.execute<{ id: number; organization_id: string }>('select id, organization_id from buildings').finally(() => (this.listing = undefined));
     const rows = await this.listing;
-    const mine = rows.filter((row) => shardOfBuilding(Number(row.id), this.shards) === shard);
+    const mine = rows.filter((row) => shardOfBuilding(Number(row.id), this.deps.shards) === shard);
     const buildings = new Set<number>();
     const byOrganization = new Map<string, number[]>();
     for (const row of mine) {
@@ -59,13 +64,13 @@ export class DetectionShards implements ShardHandler {
       byOrganization.set(row.organization_id, [...(byOrganization.get(row.organization_id) ?? []), Number(row.id)]);
     }
     let devices = 0;
-    for (const [organizationId, ids] of byOrganization) devices += await this.loader.rebuildBuildings(organizationId, ids);
+    for (const [organizationId, ids] of byOrganization) devices += await this.deps.loader.rebuildBuildings(organizationId, ids);
     this.buildings.set(shard, buildings);
-    this.logger.debug({ shard, buildings: buildings.size, devices }, 'shard taken: detector state rebuilt');
+    this.deps.logger.debug({ shard, buildings: buildings.size, devices }, 'shard taken: detector state rebuilt');
   }
 
   lose(shard: number): void {
-    for (const building of this.buildings.get(shard) ?? []) this.engine.forgetBuilding(building);
+    for (const building of this.buildings.get(shard) ?? []) this.deps.engine.forgetBuilding(building);
     this.buildings.delete(shard);
   }
 
@@ -78,7 +83,7 @@ export class DetectionShards implements ShardHandler {
         records.push(this.shared(record));
       }
     }
-    return this.detection.detect(records, holds);
+    return this.deps.detection.detect(records, holds);
   }
 
   /**
@@ -87,11 +92,11 @@ export class DetectionShards implements ShardHandler {
    * decoded from the stream would be a second one per device beside the live state's, about 380 bytes.
    */
   private shared(record: PositionRecord): PositionRecord {
-    const live = this.live.latest(record.organizationId, record.deviceId);
+    const live = this.deps.live.latest(record.organizationId, record.deviceId);
     return live !== undefined && live.timestamp === record.timestamp && live.receivedAt === record.receivedAt ? live : record;
   }
 
   stored(): Promise<boolean> {
-    return this.detection.stored();
+    return this.deps.detection.stored();
   }
 }
