@@ -3,6 +3,8 @@ import { ALARMS_CHANNEL, type AlarmEventMessage, type AlarmService } from '../al
 import { AUTH_INVALIDATION_CHANNEL, CREDENTIAL_REVOKED, type AuthInvalidation } from '../auth/authenticator.js';
 import { ZONE_EVENTS_CHANNEL, type ZoneEventsMessage } from '../detection/zone-events-message.js';
 import { DEVICES_CHANNEL, type DeviceChange } from '../realtime/device-directory.js';
+import { EVACUATIONS_CHANNEL, type EvacuationChange, type EvacuationService } from '../evacuations/evacuation-service.js';
+import { presentEntry, presentSummary } from '../evacuations/presenters.js';
 import type { RealtimeService } from '../realtime/realtime-service.js';
 import { DEVICE_EVENT_OPS, GEOFENCE_EVENT_OPS, TopicEvents, deviceEvent, geofenceEvent } from './event-frames.js';
 import type { WebSocketGateway } from './ws-gateway.js';
@@ -12,9 +14,11 @@ export interface LiveFeedSources {
   bus: Bus;
   realtime: RealtimeService;
   alarms: AlarmService;
+  evacuations: EvacuationService;
 }
 
 const ALARM_TOPICS = /^(organization\/alarms|buildings\/\d+\/alarms)$/;
+const EVACUATION_TOPIC = /^buildings\/(\d+)\/evacuation$/;
 
 /**
  * Every push to WebSocket subscribers, in one place. Each feed turns what arrives on the bus (from any
@@ -27,10 +31,11 @@ const ALARM_TOPICS = /^(organization\/alarms|buildings\/\d+\/alarms)$/;
  * | ZONE_EVENTS_CHANNEL: enter/exit      | buildings/{id}/geofence-events                   | geofence_event(s)|
  * | ZONE_EVENTS_CHANNEL: event triggers  | devices/{id}                                     | event(s)         |
  * | ALARMS_CHANNEL (a list, in seq order)| organization/alarms, buildings/{id}/alarms       | alarm (+ replay) |
+ * | EVACUATIONS_CHANNEL: roll changes    | buildings/{id}/evacuation                        | evacuation (+ replay) |
  * | AUTH_INVALIDATION_CHANNEL, revoked   | the credential's sockets are closed (4401)       |                  |
  * | DEVICES_CHANNEL (owner changed)      | devices/{id} subscriptions checked again         | unsubscribed     |
  */
-export async function attachLiveFeeds({ bus, realtime, alarms }: LiveFeedSources, websockets: WebSocketGateway): Promise<void> {
+export async function attachLiveFeeds({ bus, realtime, alarms, evacuations }: LiveFeedSources, websockets: WebSocketGateway): Promise<void> {
   realtime.onFreshPositions((records) => websockets.publishPositions(records));
 
   // One message is one batch's (or sweep's) events of one organization: a group per topic followed here, each
@@ -65,6 +70,25 @@ export async function attachLiveFeeds({ bus, realtime, alarms }: LiveFeedSources
     const building = /^buildings\/(\d+)\//.exec(topic);
     for await (const event of alarms.eventsSince(principal.organizationId, sinceSeq, building ? Number(building[1]) : undefined)) {
       if (confinedTo === undefined || event.user_id === confinedTo) send({ op: 'alarm', topic, data: event, replay: true });
+    }
+  });
+
+  // Roll changes carry their entry's seq (started and ended frames none): a screen resumes with since_seq.
+  await bus.subscribe(EVACUATIONS_CHANNEL, (payload) => {
+    const { organizationId, buildingId, evacuationId, kind, evacuation, entry } = payload as EvacuationChange;
+    const data = { kind, evacuation_id: evacuationId, building_id: buildingId, ...(evacuation ? { evacuation } : {}), ...(entry ? { seq: entry.seq, entry } : {}) };
+    websockets.publish(organizationId, `buildings/${buildingId}/evacuation`, 'evacuation', data);
+  });
+  // What a screen missed of the active evacuation: its entries changed after since_seq (0: the whole roll), in seq order.
+  websockets.registerReplay(EVACUATION_TOPIC, async (principal, topic, sinceSeq, send) => {
+    const buildingId = Number(EVACUATION_TOPIC.exec(topic)![1]);
+    const changes = await evacuations.changesSince(principal.organizationId, buildingId, sinceSeq);
+    if (!changes) return;
+    const evacuation = presentSummary(changes.evacuation);
+    send({ op: 'evacuation', topic, data: { kind: 'started', evacuation_id: evacuation.id, building_id: buildingId, evacuation }, replay: true });
+    for (const stored of changes.entries) {
+      const entry = presentEntry(stored);
+      send({ op: 'evacuation', topic, data: { kind: 'entry', evacuation_id: evacuation.id, building_id: buildingId, seq: entry.seq, entry }, replay: true });
     }
   });
 
