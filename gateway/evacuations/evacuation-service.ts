@@ -199,12 +199,17 @@ export class EvacuationService {
     return result.entry;
   }
 
-  /** The roll as it stands, with counts; the missing carry their last known place (the newest live fix, when newer). */
+  /**
+   * The roll as it stands, with counts. The missing carry their last known place: the newest fix of any of their
+   * devices, from this gateway's live state or else storage (after a restart the live state is empty).
+   */
   async view(evacuation: EvacuationRow) {
     const entries = (await this.store.roll(evacuation.id)).sort((a, b) => (a.personKey < b.personKey ? -1 : 1));
     const runtime = this.registry.peek(evacuation.buildingId);
+    const stillMissing = entries.filter((entry) => !entry.arrival && entry.status === 'missing');
+    const stored = await this.store.latestOf(evacuation.organizationId, stillMissing.flatMap((entry) => entry.deviceIds), evacuation.startedAt);
     const missing = orderMissing(
-      entries.filter((entry) => !entry.arrival && entry.status === 'missing').map((entry) => this.withLiveFix(evacuation.organizationId, entry)),
+      stillMissing.map((entry) => this.withNewestFix(evacuation.organizationId, entry, stored)),
       (floorId) => runtime?.floors.get(floorId)?.level,
     );
     return {
@@ -216,11 +221,12 @@ export class EvacuationService {
     };
   }
 
-  private withLiveFix(organizationId: string, entry: StoredEntry): StoredEntry {
+  private withNewestFix(organizationId: string, entry: StoredEntry, stored: ReadonlyMap<string, Fix>): StoredEntry {
     let fix = entry.fix;
     for (const deviceId of entry.deviceIds) {
       const record = this.live.latest(organizationId, deviceId);
-      if (record && (!fix || record.timestamp > fix.at)) fix = fixOfRecord(record);
+      const candidates = [record && fixOfRecord(record), stored.get(deviceId)];
+      for (const candidate of candidates) if (candidate && (!fix || candidate.at > fix.at)) fix = candidate;
     }
     return fix === entry.fix ? entry : { ...entry, fix };
   }

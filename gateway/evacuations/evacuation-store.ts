@@ -1,5 +1,6 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Storage } from '../../shared/storage/index.js';
+import { pgArray } from '../../shared/storage/pg-array.js';
 import type { Fix, MusterPoint, RollEntry, RollStatus } from './roll.js';
 
 /** Who did something: a user (and the address they signed in with), as the audit log and the roll show it. */
@@ -149,6 +150,17 @@ export class EvacuationStore {
       `select distinct on (device_id) device_id, user_id, building_id, floor_id, x, y, lat, lng, ts from positions
        where organization_id = ? and ts >= ? order by device_id, ts desc`,
       [organizationId, since],
+    );
+    return new Map(rows.map((row) => [row.device_id, fixOf(row)]));
+  }
+
+  /** The newest stored fix of each of these devices since `since`: the last known place of the missing, whichever gateway asks. */
+  async latestOf(organizationId: string, deviceIds: readonly string[], since: Date): Promise<Map<string, Fix>> {
+    if (deviceIds.length === 0) return new Map();
+    const rows = await this.storage.execute<FixRecord>(
+      `select distinct on (device_id) device_id, user_id, building_id, floor_id, x, y, lat, lng, ts from positions
+       where organization_id = ? and device_id = any(?::text[]) and ts >= ? order by device_id, ts desc`,
+      [organizationId, pgArray(deviceIds), since],
     );
     return new Map(rows.map((row) => [row.device_id, fixOf(row)]));
   }
