@@ -47,17 +47,6 @@ export function evacuationRoutes({ evacuations }: GatewayServices) {
     }),
     defineRoute({
       method: 'POST',
-      path: '/api/v1/buildings/:id/evacuations/:evacuation/end',
-      summary: 'End an evacuation; whoever is still missing is recorded as not_found',
-      tags: ['evacuations'],
-      auth: 'authenticated',
-      action: 'evacuations:manage',
-      params: z.object({ id: idParam, evacuation: evacuationParam }),
-      response: evacuationSchema,
-      handler: async ({ principal, params, audit }) => ({ body: await evacuations.view(await evacuations.end(principal, params.id, params.evacuation, audit)) }),
-    }),
-    defineRoute({
-      method: 'POST',
       path: '/api/v1/buildings/:id/evacuations/:evacuation/roll/:entry/safe',
       summary: 'A warden marks a person on the roll safe (safe_manual, with who and the comment); 404 when they are not on the roll',
       tags: ['evacuations'],
@@ -69,6 +58,17 @@ export function evacuationRoutes({ evacuations }: GatewayServices) {
       handler: async ({ principal, params, body, audit }) => ({
         body: presentEntry(await evacuations.markSafe(principal, params.id, params.evacuation, params.entry, body.comment ?? null, audit)),
       }),
+    }),
+    defineRoute({
+      method: 'POST',
+      path: '/api/v1/buildings/:id/evacuations/:evacuation/end',
+      summary: 'End an evacuation; whoever is still missing is recorded as not_found',
+      tags: ['evacuations'],
+      auth: 'authenticated',
+      action: 'evacuations:manage',
+      params: z.object({ id: idParam, evacuation: evacuationParam }),
+      response: evacuationSchema,
+      handler: async ({ principal, params, audit }) => ({ body: await evacuations.view(await evacuations.end(principal, params.id, params.evacuation, audit)) }),
     }),
   ];
 }

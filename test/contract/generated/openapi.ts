@@ -2002,6 +2002,8 @@ export type paths = {
                                 max_stay_time: number | null;
                                 min_dwell_s: number;
                                 exit_grace_s: number;
+                                /** @description An assembly point: reaching it marks a person safe during an evacuation */
+                                muster_point: boolean;
                                 deleted: boolean;
                             }[];
                         } | {
@@ -4537,6 +4539,8 @@ export type paths = {
                                 max_stay_time: number | null;
                                 min_dwell_s: number;
                                 exit_grace_s: number;
+                                /** @description An assembly point: reaching it marks a person safe during an evacuation */
+                                muster_point: boolean;
                                 deleted: boolean;
                             }[];
                             metadata: {
@@ -4639,6 +4643,8 @@ export type paths = {
                                 max_stay_time: number | null;
                                 min_dwell_s: number;
                                 exit_grace_s: number;
+                                /** @description An assembly point: reaching it marks a person safe during an evacuation */
+                                muster_point: boolean;
                                 deleted: boolean;
                             }[];
                             metadata: {
@@ -4732,6 +4738,8 @@ export type paths = {
                             max_stay_time: number | null;
                             min_dwell_s: number;
                             exit_grace_s: number;
+                            /** @description An assembly point: reaching it marks a person safe during an evacuation */
+                            muster_point: boolean;
                             deleted: boolean;
                         };
                     };
@@ -4785,6 +4793,8 @@ export type paths = {
                         max_stay_time?: number | null;
                         min_dwell_s?: number;
                         exit_grace_s?: number;
+                        /** @description An assembly point of evacuations; only a closed shape (POLYGON or CIRCLE), which may lie outside the footprint */
+                        muster_point?: boolean;
                         custom_fields?: {
                             key: string;
                             /** @description A string; numbers, booleans, null, objects and arrays are refused (422) */
@@ -4837,6 +4847,8 @@ export type paths = {
                             max_stay_time: number | null;
                             min_dwell_s: number;
                             exit_grace_s: number;
+                            /** @description An assembly point: reaching it marks a person safe during an evacuation */
+                            muster_point: boolean;
                             deleted: boolean;
                         };
                     };
@@ -4923,6 +4935,8 @@ export type paths = {
                         max_stay_time?: number | null;
                         min_dwell_s?: number;
                         exit_grace_s?: number;
+                        /** @description An assembly point of evacuations; only a closed shape (POLYGON or CIRCLE), which may lie outside the footprint */
+                        muster_point?: boolean;
                         custom_fields?: {
                             key: string;
                             /** @description A string; numbers, booleans, null, objects and arrays are refused (422) */
@@ -4975,6 +4989,8 @@ export type paths = {
                             max_stay_time: number | null;
                             min_dwell_s: number;
                             exit_grace_s: number;
+                            /** @description An assembly point: reaching it marks a person safe during an evacuation */
+                            muster_point: boolean;
                             deleted: boolean;
                         };
                     };
@@ -5037,6 +5053,8 @@ export type paths = {
                         max_stay_time?: number | null;
                         min_dwell_s?: number;
                         exit_grace_s?: number;
+                        /** @description An assembly point of evacuations; only a closed shape (POLYGON or CIRCLE), which may lie outside the footprint */
+                        muster_point?: boolean;
                         custom_fields?: {
                             key: string;
                             /** @description A string; numbers, booleans, null, objects and arrays are refused (422) */
@@ -5089,6 +5107,8 @@ export type paths = {
                             max_stay_time: number | null;
                             min_dwell_s: number;
                             exit_grace_s: number;
+                            /** @description An assembly point: reaching it marks a person safe during an evacuation */
+                            muster_point: boolean;
                             deleted: boolean;
                         };
                     };
@@ -5170,6 +5190,8 @@ export type paths = {
                             max_stay_time: number | null;
                             min_dwell_s: number;
                             exit_grace_s: number;
+                            /** @description An assembly point: reaching it marks a person safe during an evacuation */
+                            muster_point: boolean;
                             deleted: boolean;
                         };
                     };
@@ -5223,6 +5245,8 @@ export type paths = {
                         max_stay_time?: number | null;
                         min_dwell_s?: number;
                         exit_grace_s?: number;
+                        /** @description An assembly point of evacuations; only a closed shape (POLYGON or CIRCLE), which may lie outside the footprint */
+                        muster_point?: boolean;
                         custom_fields?: {
                             key: string;
                             /** @description A string; numbers, booleans, null, objects and arrays are refused (422) */
@@ -5275,6 +5299,8 @@ export type paths = {
                             max_stay_time: number | null;
                             min_dwell_s: number;
                             exit_grace_s: number;
+                            /** @description An assembly point: reaching it marks a person safe during an evacuation */
+                            muster_point: boolean;
                             deleted: boolean;
                         };
                     };
@@ -5361,6 +5387,8 @@ export type paths = {
                         max_stay_time?: number | null;
                         min_dwell_s?: number;
                         exit_grace_s?: number;
+                        /** @description An assembly point of evacuations; only a closed shape (POLYGON or CIRCLE), which may lie outside the footprint */
+                        muster_point?: boolean;
                         custom_fields?: {
                             key: string;
                             /** @description A string; numbers, booleans, null, objects and arrays are refused (422) */
@@ -5413,6 +5441,8 @@ export type paths = {
                             max_stay_time: number | null;
                             min_dwell_s: number;
                             exit_grace_s: number;
+                            /** @description An assembly point: reaching it marks a person safe during an evacuation */
+                            muster_point: boolean;
                             deleted: boolean;
                         };
                     };
@@ -5475,6 +5505,8 @@ export type paths = {
                         max_stay_time?: number | null;
                         min_dwell_s?: number;
                         exit_grace_s?: number;
+                        /** @description An assembly point of evacuations; only a closed shape (POLYGON or CIRCLE), which may lie outside the footprint */
+                        muster_point?: boolean;
                         custom_fields?: {
                             key: string;
                             /** @description A string; numbers, booleans, null, objects and arrays are refused (422) */
@@ -5527,6 +5559,8 @@ export type paths = {
                             max_stay_time: number | null;
                             min_dwell_s: number;
                             exit_grace_s: number;
+                            /** @description An assembly point: reaching it marks a person safe during an evacuation */
+                            muster_point: boolean;
                             deleted: boolean;
                         };
                     };
@@ -7223,6 +7257,643 @@ export type paths = {
             };
         };
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/buildings/{id}/evacuations": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Declare an evacuation of a building: everyone present (a fix in the building within EVACUATION_PRESENCE_WINDOW_S, or whose last fix was inside) is on its roll. One active per building: 409 names the active one */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: number;
+                };
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        /** @description Only people on these floors (default: the whole building) */
+                        floor_ids?: number[];
+                        note?: string | null;
+                        /** @description A practice: the roll runs as for a real one, marked as a drill */
+                        drill?: boolean;
+                    };
+                };
+            };
+            responses: {
+                /** @description Success */
+                201: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** Format: uuid */
+                            id: string;
+                            building_id: number;
+                            /** @description The declared scope; null: every floor */
+                            floor_ids: number[] | null;
+                            note: string | null;
+                            drill: boolean;
+                            active: boolean;
+                            started_at: string;
+                            started_by: {
+                                user_id: string;
+                                email: string;
+                            };
+                            ended_at: string | null;
+                            ended_by: {
+                                user_id: string;
+                                email: string;
+                            } | null;
+                            counts: {
+                                on_roll: number;
+                                missing: number;
+                                safe: number;
+                                safe_manual: number;
+                                left_site: number;
+                                not_found: number;
+                                arrivals: number;
+                            };
+                            /** @description Still missing, by floor (lowest level first), each with the last known place and fix time */
+                            missing: {
+                                /** @description The entry id: `user:{user id}`, or `device:{identifier}` for a device nobody is assigned */
+                                entry: string;
+                                user_id: string | null;
+                                device_ids: string[];
+                                /** @description Came into the building after the declaration (a responder): listed apart, never missing */
+                                arrival: boolean;
+                                /** @enum {string} */
+                                status: "missing" | "safe" | "safe_manual" | "left_site" | "not_found";
+                                status_at: string;
+                                /** @description Where the person was accounted (status safe) */
+                                assembly_point: {
+                                    id: string;
+                                    name: string;
+                                } | null;
+                                /** @description The warden who marked the person safe by hand (status safe_manual) */
+                                marked_by: {
+                                    user_id: string;
+                                    email: string;
+                                } | null;
+                                comment: string | null;
+                                /** @description The last known fix of any of the person's devices */
+                                last_position: {
+                                    floor_id: number | null;
+                                    x: number | null;
+                                    y: number | null;
+                                    lat: number;
+                                    lng: number;
+                                    fix_at: string;
+                                } | null;
+                                /** @description Bumped at each change of the entry; a `since_seq` subscription resumes after it */
+                                seq: number;
+                            }[];
+                            /** @description Everyone on the roll at declaration, by entry */
+                            roll: {
+                                /** @description The entry id: `user:{user id}`, or `device:{identifier}` for a device nobody is assigned */
+                                entry: string;
+                                user_id: string | null;
+                                device_ids: string[];
+                                /** @description Came into the building after the declaration (a responder): listed apart, never missing */
+                                arrival: boolean;
+                                /** @enum {string} */
+                                status: "missing" | "safe" | "safe_manual" | "left_site" | "not_found";
+                                status_at: string;
+                                /** @description Where the person was accounted (status safe) */
+                                assembly_point: {
+                                    id: string;
+                                    name: string;
+                                } | null;
+                                /** @description The warden who marked the person safe by hand (status safe_manual) */
+                                marked_by: {
+                                    user_id: string;
+                                    email: string;
+                                } | null;
+                                comment: string | null;
+                                /** @description The last known fix of any of the person's devices */
+                                last_position: {
+                                    floor_id: number | null;
+                                    x: number | null;
+                                    y: number | null;
+                                    lat: number;
+                                    lng: number;
+                                    fix_at: string;
+                                } | null;
+                                /** @description Bumped at each change of the entry; a `since_seq` subscription resumes after it */
+                                seq: number;
+                            }[];
+                            /** @description People who came into the building during the evacuation */
+                            arrivals: {
+                                /** @description The entry id: `user:{user id}`, or `device:{identifier}` for a device nobody is assigned */
+                                entry: string;
+                                user_id: string | null;
+                                device_ids: string[];
+                                /** @description Came into the building after the declaration (a responder): listed apart, never missing */
+                                arrival: boolean;
+                                /** @enum {string} */
+                                status: "missing" | "safe" | "safe_manual" | "left_site" | "not_found";
+                                status_at: string;
+                                /** @description Where the person was accounted (status safe) */
+                                assembly_point: {
+                                    id: string;
+                                    name: string;
+                                } | null;
+                                /** @description The warden who marked the person safe by hand (status safe_manual) */
+                                marked_by: {
+                                    user_id: string;
+                                    email: string;
+                                } | null;
+                                comment: string | null;
+                                /** @description The last known fix of any of the person's devices */
+                                last_position: {
+                                    floor_id: number | null;
+                                    x: number | null;
+                                    y: number | null;
+                                    lat: number;
+                                    lng: number;
+                                    fix_at: string;
+                                } | null;
+                                /** @description Bumped at each change of the entry; a `since_seq` subscription resumes after it */
+                                seq: number;
+                            }[];
+                        };
+                    };
+                };
+                /** @description The building has an active evacuation (its id in the message and the Location header) */
+                409: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/buildings/{id}/evacuations/{evacuation}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** An evacuation (`current`: the active one) with its roll and counts; the missing first by floor, with their last known place */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: number;
+                    evacuation: string | "current";
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** Format: uuid */
+                            id: string;
+                            building_id: number;
+                            /** @description The declared scope; null: every floor */
+                            floor_ids: number[] | null;
+                            note: string | null;
+                            drill: boolean;
+                            active: boolean;
+                            started_at: string;
+                            started_by: {
+                                user_id: string;
+                                email: string;
+                            };
+                            ended_at: string | null;
+                            ended_by: {
+                                user_id: string;
+                                email: string;
+                            } | null;
+                            counts: {
+                                on_roll: number;
+                                missing: number;
+                                safe: number;
+                                safe_manual: number;
+                                left_site: number;
+                                not_found: number;
+                                arrivals: number;
+                            };
+                            /** @description Still missing, by floor (lowest level first), each with the last known place and fix time */
+                            missing: {
+                                /** @description The entry id: `user:{user id}`, or `device:{identifier}` for a device nobody is assigned */
+                                entry: string;
+                                user_id: string | null;
+                                device_ids: string[];
+                                /** @description Came into the building after the declaration (a responder): listed apart, never missing */
+                                arrival: boolean;
+                                /** @enum {string} */
+                                status: "missing" | "safe" | "safe_manual" | "left_site" | "not_found";
+                                status_at: string;
+                                /** @description Where the person was accounted (status safe) */
+                                assembly_point: {
+                                    id: string;
+                                    name: string;
+                                } | null;
+                                /** @description The warden who marked the person safe by hand (status safe_manual) */
+                                marked_by: {
+                                    user_id: string;
+                                    email: string;
+                                } | null;
+                                comment: string | null;
+                                /** @description The last known fix of any of the person's devices */
+                                last_position: {
+                                    floor_id: number | null;
+                                    x: number | null;
+                                    y: number | null;
+                                    lat: number;
+                                    lng: number;
+                                    fix_at: string;
+                                } | null;
+                                /** @description Bumped at each change of the entry; a `since_seq` subscription resumes after it */
+                                seq: number;
+                            }[];
+                            /** @description Everyone on the roll at declaration, by entry */
+                            roll: {
+                                /** @description The entry id: `user:{user id}`, or `device:{identifier}` for a device nobody is assigned */
+                                entry: string;
+                                user_id: string | null;
+                                device_ids: string[];
+                                /** @description Came into the building after the declaration (a responder): listed apart, never missing */
+                                arrival: boolean;
+                                /** @enum {string} */
+                                status: "missing" | "safe" | "safe_manual" | "left_site" | "not_found";
+                                status_at: string;
+                                /** @description Where the person was accounted (status safe) */
+                                assembly_point: {
+                                    id: string;
+                                    name: string;
+                                } | null;
+                                /** @description The warden who marked the person safe by hand (status safe_manual) */
+                                marked_by: {
+                                    user_id: string;
+                                    email: string;
+                                } | null;
+                                comment: string | null;
+                                /** @description The last known fix of any of the person's devices */
+                                last_position: {
+                                    floor_id: number | null;
+                                    x: number | null;
+                                    y: number | null;
+                                    lat: number;
+                                    lng: number;
+                                    fix_at: string;
+                                } | null;
+                                /** @description Bumped at each change of the entry; a `since_seq` subscription resumes after it */
+                                seq: number;
+                            }[];
+                            /** @description People who came into the building during the evacuation */
+                            arrivals: {
+                                /** @description The entry id: `user:{user id}`, or `device:{identifier}` for a device nobody is assigned */
+                                entry: string;
+                                user_id: string | null;
+                                device_ids: string[];
+                                /** @description Came into the building after the declaration (a responder): listed apart, never missing */
+                                arrival: boolean;
+                                /** @enum {string} */
+                                status: "missing" | "safe" | "safe_manual" | "left_site" | "not_found";
+                                status_at: string;
+                                /** @description Where the person was accounted (status safe) */
+                                assembly_point: {
+                                    id: string;
+                                    name: string;
+                                } | null;
+                                /** @description The warden who marked the person safe by hand (status safe_manual) */
+                                marked_by: {
+                                    user_id: string;
+                                    email: string;
+                                } | null;
+                                comment: string | null;
+                                /** @description The last known fix of any of the person's devices */
+                                last_position: {
+                                    floor_id: number | null;
+                                    x: number | null;
+                                    y: number | null;
+                                    lat: number;
+                                    lng: number;
+                                    fix_at: string;
+                                } | null;
+                                /** @description Bumped at each change of the entry; a `since_seq` subscription resumes after it */
+                                seq: number;
+                            }[];
+                        };
+                    };
+                };
+                /** @description Error */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/buildings/{id}/evacuations/{evacuation}/roll/{entry}/safe": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** A warden marks a person on the roll safe (safe_manual, with who and the comment); 404 when they are not on the roll */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: number;
+                    evacuation: string | "current";
+                    entry: string;
+                };
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        comment?: string | null;
+                    };
+                };
+            };
+            responses: {
+                /** @description Success */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description The entry id: `user:{user id}`, or `device:{identifier}` for a device nobody is assigned */
+                            entry: string;
+                            user_id: string | null;
+                            device_ids: string[];
+                            /** @description Came into the building after the declaration (a responder): listed apart, never missing */
+                            arrival: boolean;
+                            /** @enum {string} */
+                            status: "missing" | "safe" | "safe_manual" | "left_site" | "not_found";
+                            status_at: string;
+                            /** @description Where the person was accounted (status safe) */
+                            assembly_point: {
+                                id: string;
+                                name: string;
+                            } | null;
+                            /** @description The warden who marked the person safe by hand (status safe_manual) */
+                            marked_by: {
+                                user_id: string;
+                                email: string;
+                            } | null;
+                            comment: string | null;
+                            /** @description The last known fix of any of the person's devices */
+                            last_position: {
+                                floor_id: number | null;
+                                x: number | null;
+                                y: number | null;
+                                lat: number;
+                                lng: number;
+                                fix_at: string;
+                            } | null;
+                            /** @description Bumped at each change of the entry; a `since_seq` subscription resumes after it */
+                            seq: number;
+                        };
+                    };
+                };
+                /** @description Error */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/buildings/{id}/evacuations/{evacuation}/end": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** End an evacuation; whoever is still missing is recorded as not_found */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: number;
+                    evacuation: string | "current";
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** Format: uuid */
+                            id: string;
+                            building_id: number;
+                            /** @description The declared scope; null: every floor */
+                            floor_ids: number[] | null;
+                            note: string | null;
+                            drill: boolean;
+                            active: boolean;
+                            started_at: string;
+                            started_by: {
+                                user_id: string;
+                                email: string;
+                            };
+                            ended_at: string | null;
+                            ended_by: {
+                                user_id: string;
+                                email: string;
+                            } | null;
+                            counts: {
+                                on_roll: number;
+                                missing: number;
+                                safe: number;
+                                safe_manual: number;
+                                left_site: number;
+                                not_found: number;
+                                arrivals: number;
+                            };
+                            /** @description Still missing, by floor (lowest level first), each with the last known place and fix time */
+                            missing: {
+                                /** @description The entry id: `user:{user id}`, or `device:{identifier}` for a device nobody is assigned */
+                                entry: string;
+                                user_id: string | null;
+                                device_ids: string[];
+                                /** @description Came into the building after the declaration (a responder): listed apart, never missing */
+                                arrival: boolean;
+                                /** @enum {string} */
+                                status: "missing" | "safe" | "safe_manual" | "left_site" | "not_found";
+                                status_at: string;
+                                /** @description Where the person was accounted (status safe) */
+                                assembly_point: {
+                                    id: string;
+                                    name: string;
+                                } | null;
+                                /** @description The warden who marked the person safe by hand (status safe_manual) */
+                                marked_by: {
+                                    user_id: string;
+                                    email: string;
+                                } | null;
+                                comment: string | null;
+                                /** @description The last known fix of any of the person's devices */
+                                last_position: {
+                                    floor_id: number | null;
+                                    x: number | null;
+                                    y: number | null;
+                                    lat: number;
+                                    lng: number;
+                                    fix_at: string;
+                                } | null;
+                                /** @description Bumped at each change of the entry; a `since_seq` subscription resumes after it */
+                                seq: number;
+                            }[];
+                            /** @description Everyone on the roll at declaration, by entry */
+                            roll: {
+                                /** @description The entry id: `user:{user id}`, or `device:{identifier}` for a device nobody is assigned */
+                                entry: string;
+                                user_id: string | null;
+                                device_ids: string[];
+                                /** @description Came into the building after the declaration (a responder): listed apart, never missing */
+                                arrival: boolean;
+                                /** @enum {string} */
+                                status: "missing" | "safe" | "safe_manual" | "left_site" | "not_found";
+                                status_at: string;
+                                /** @description Where the person was accounted (status safe) */
+                                assembly_point: {
+                                    id: string;
+                                    name: string;
+                                } | null;
+                                /** @description The warden who marked the person safe by hand (status safe_manual) */
+                                marked_by: {
+                                    user_id: string;
+                                    email: string;
+                                } | null;
+                                comment: string | null;
+                                /** @description The last known fix of any of the person's devices */
+                                last_position: {
+                                    floor_id: number | null;
+                                    x: number | null;
+                                    y: number | null;
+                                    lat: number;
+                                    lng: number;
+                                    fix_at: string;
+                                } | null;
+                                /** @description Bumped at each change of the entry; a `since_seq` subscription resumes after it */
+                                seq: number;
+                            }[];
+                            /** @description People who came into the building during the evacuation */
+                            arrivals: {
+                                /** @description The entry id: `user:{user id}`, or `device:{identifier}` for a device nobody is assigned */
+                                entry: string;
+                                user_id: string | null;
+                                device_ids: string[];
+                                /** @description Came into the building after the declaration (a responder): listed apart, never missing */
+                                arrival: boolean;
+                                /** @enum {string} */
+                                status: "missing" | "safe" | "safe_manual" | "left_site" | "not_found";
+                                status_at: string;
+                                /** @description Where the person was accounted (status safe) */
+                                assembly_point: {
+                                    id: string;
+                                    name: string;
+                                } | null;
+                                /** @description The warden who marked the person safe by hand (status safe_manual) */
+                                marked_by: {
+                                    user_id: string;
+                                    email: string;
+                                } | null;
+                                comment: string | null;
+                                /** @description The last known fix of any of the person's devices */
+                                last_position: {
+                                    floor_id: number | null;
+                                    x: number | null;
+                                    y: number | null;
+                                    lat: number;
+                                    lng: number;
+                                    fix_at: string;
+                                } | null;
+                                /** @description Bumped at each change of the entry; a `since_seq` subscription resumes after it */
+                                seq: number;
+                            }[];
+                        };
+                    };
+                };
+                /** @description Error */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
         delete?: never;
         options?: never;
         head?: never;
