@@ -6,6 +6,7 @@ import { ADMIN_EMAIL, ADMIN_PASSWORD, adminClient, createUser, login } from '../
 import { driverLabel } from '../support/test-environment.js';
 import { startTestGateway, type RunningGateway } from '../support/test-gateway.js';
 import { TestSocket } from '../support/ws-client.js';
+import { serverFrameSchema } from '../../gateway/ws/frames.schema.js';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -171,6 +172,8 @@ describe(`mustering: the evacuation roll (${driverLabel})`, () => {
     expect(marked.body).toMatchObject({ entry: target, status: 'safe_manual', comment: 'Seen leaving by the loading bay', marked_by: { email: ADMIN_EMAIL } });
     const pushed = await watcher.next((f) => f.op === 'evacuation' && f.data.entry?.entry === target);
     expect(pushed.data).toMatchObject({ kind: 'entry', evacuation_id: evacuationId, seq: marked.body.seq, entry: { status: 'safe_manual' } });
+    expect(pushed.data.entry).toEqual(marked.body);
+    expect(serverFrameSchema.safeParse(pushed).success).toBe(true);
     const roll = await current();
     expect(roll.counts).toMatchObject({ missing: 2, safe: 197, safe_manual: 1 });
     expect(roll.roll.find((entry: { entry: string }) => entry.entry === target)).toEqual(marked.body);
