@@ -136,7 +136,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
   // The hot path, with detection's steps around persistence (position-pipeline.ts lists them in order).
   const pipeline = new PositionPipeline({ registry, devices, writer, bus, logger, maxAgeMs: config.POSITIONS_MAX_AGE_SECONDS * 1000 }, detection.steps(cluster));
   const routing = new RoutingService(storage, registry, realtime.live, bus);
-  const evacuations = new EvacuationService(storage, registry, realtime.live, bus, logger, config.EVACUATION_PRESENCE_WINDOW_S * 1000);
+  const evacuations = new EvacuationService(storage, registry, realtime.live, bus, logger, config.EVACUATION_PRESENCE_WINDOW_S * 1000, webhooks.evacuationHook);
   const websockets = new WebSocketGateway(
     { logger, authenticator, pipeline, registry, storage, rateLimits },
     {

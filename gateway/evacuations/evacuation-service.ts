@@ -7,6 +7,7 @@ import { AppError, ErrorCode, NotFoundError, ValidationError } from '../../share
 import type { Logger } from '../../shared/logger.js';
 import type { PositionRecord } from '../../shared/positions/position-record.js';
 import type { Storage } from '../../shared/storage/index.js';
+import type { Enqueued, WebhookEvent, WebhookEventType } from '../../shared/webhooks/deliveries.js';
 import type { AuditRecorder } from '../audit/audit-log.js';
 import type { Principal } from '../auth/principal.js';
 import type { BuildingRegistry, BuildingRuntime } from '../realtime/building-registry.js';
@@ -48,6 +49,22 @@ export interface DeclareInput {
 
 const actorOf = (principal: Principal): Actor => ({ user_id: principal.userId, email: principal.email });
 
+/** What webhooks need of evacuations (gateway/webhooks/webhook-service.ts): deliveries stored with the change, woken after. */
+export interface EvacuationWebhooks {
+  stored(tx: EntityManager, events: readonly WebhookEvent[]): Promise<Enqueued>;
+  committed(enqueued: Enqueued): Promise<void>;
+}
+
+/** The webhook event of a change; none for a drill, which pages nobody. Keyed by the change, so a retry stores one delivery. */
+function webhookEvent(evacuation: EvacuationRow, type: WebhookEventType, key: string, data: Record<string, unknown>): WebhookEvent[] {
+  if (evacuation.drill) return [];
+  const timestamp = new Date().toISOString();
+  return [{ organizationId: evacuation.organizationId, buildingId: evacuation.buildingId, type, key: `evacuation:${evacuation.id}:${key}`, orderKey: `evacuation:${evacuation.id}`, timestamp, data }];
+}
+
+const personSafe = (evacuation: EvacuationRow, entry: StoredEntry) =>
+  webhookEvent(evacuation, 'evacuation.person_safe', `safe:${entry.personKey}`, { evacuation_id: evacuation.id, building_id: evacuation.buildingId, entry: presentEntry(entry) });
+
 /**
  * Evacuations of buildings and their rolls. The roll lives in the database, written as it changes, so any
  * gateway serves it and a restart keeps it; each change is announced on EVACUATIONS_CHANNEL once stored.
@@ -66,6 +83,8 @@ export class EvacuationService {
     private readonly bus: Bus,
     private readonly logger: Logger,
     private readonly presenceWindowMs: number,
+    /** Webhook deliveries of evacuation.started, .person_safe and .ended, stored with each change. */
+    private readonly webhooks?: EvacuationWebhooks,
     private readonly now: () => number = Date.now,
   ) {
     this.store = new EvacuationStore(storage);
@@ -101,6 +120,18 @@ export class EvacuationService {
     } catch (error) {
       this.logger.warn({ err: error }, 'reading the active evacuations failed');
     }
+  }
+
+  /** A roll change in one transaction with the webhook deliveries it owes (returned by `work`), woken once committed. */
+  private async write<T>(work: (tx: EntityManager) => Promise<{ result: T; owed: WebhookEvent[] }>): Promise<T> {
+    let enqueued: Enqueued | undefined;
+    const result = await this.storage.em().transactional(async (tx) => {
+      const { result, owed } = await work(tx as EntityManager);
+      if (owed.length > 0 && this.webhooks) enqueued = await this.webhooks.stored(tx as EntityManager, owed);
+      return result;
+    });
+    if (enqueued) await this.webhooks!.committed(enqueued).catch((error) => this.logger.warn({ err: error }, 'waking evacuation webhooks failed'));
+    return result;
   }
 
   private async building(principal: Principal, buildingId: number): Promise<BuildingRuntime> {
@@ -143,9 +174,11 @@ export class EvacuationService {
       endedBy: null,
     };
     try {
-      await this.storage.em().transactional(async (tx) => {
+      await this.write(async (tx) => {
         await this.store.insert(tx, evacuation, roll);
-        await audit.record(tx, { objectType: 'evacuations', objectId: evacuation.id, before: null, after: { ...presentSummary(evacuation), on_roll: roll.length } });
+        const after = { ...presentSummary(evacuation), on_roll: roll.length };
+        await audit.record(tx, { objectType: 'evacuations', objectId: evacuation.id, before: null, after });
+        return { result: undefined, owed: webhookEvent(evacuation, 'evacuation.started', 'started', { ...after, counts: countRoll(roll) }) };
       });
     } catch (error) {
       // Declared meanwhile by someone else (the partial unique index holds one active per building).
@@ -173,10 +206,11 @@ export class EvacuationService {
     if (found.endedAt) throw new AppError(ErrorCode.Conflict, `Evacuation ${found.id} ended at ${found.endedAt.toISOString()}`);
     const at = new Date(this.now());
     const ended: EvacuationRow = { ...found, endedAt: at, endedBy: actorOf(principal) };
-    const settled = await this.storage.em().transactional(async (tx) => {
+    const settled = await this.write(async (tx) => {
       const entries = await this.store.end(tx, found.id, ended.endedBy!, at);
       await audit.record(tx, { objectType: 'evacuations', objectId: found.id, before: presentSummary(found), after: presentSummary(ended) });
-      return entries;
+      const counts = countRoll(await this.store.roll(found.id, 0, tx));
+      return { result: entries, owed: webhookEvent(ended, 'evacuation.ended', 'ended', { ...presentSummary(ended), counts }) };
     });
     this.active.delete(buildingId);
     for (const entry of settled) await this.announceEntry(ended, entry);
@@ -188,12 +222,12 @@ export class EvacuationService {
   async markSafe(principal: Principal, buildingId: number, id: string, personKey: string, comment: string | null, audit: AuditRecorder): Promise<StoredEntry> {
     const evacuation = await this.find(principal, buildingId, id);
     if (evacuation.endedAt) throw new AppError(ErrorCode.Conflict, `Evacuation ${evacuation.id} has ended`);
-    const result = await this.storage.em().transactional(async (tx: EntityManager) => {
+    const result = await this.write(async (tx) => {
       const before = await this.store.entry(evacuation.id, personKey, tx);
       if (!before) throw new NotFoundError('Person on the roll');
       const after = await this.store.markSafe(tx, evacuation.id, personKey, actorOf(principal), comment, new Date(this.now()));
       await audit.record(tx, { objectType: 'evacuation_roll', objectId: `${evacuation.id}/${personKey}`, before: presentEntry(before), after: presentEntry(after ?? before) });
-      return { entry: after ?? before, changed: after !== undefined };
+      return { result: { entry: after ?? before, changed: after !== undefined }, owed: after ? personSafe(evacuation, after) : [] };
     });
     if (result.changed) await this.announceEntry(evacuation, result.entry);
     return result.entry;
@@ -245,7 +279,10 @@ export class EvacuationService {
     const point = held.points.get(event.zoneId);
     if (!point || event.at < held.evacuation.startedAt.getTime()) return;
     const record = this.live.latest(event.organizationId, event.deviceId);
-    const entry = await this.store.reachedPoint(held.evacuation.id, personKeyOf(event), point, new Date(event.at), record ? fixOfRecord(record) : null);
+    const entry = await this.write(async (tx) => {
+      const marked = await this.store.reachedPoint(tx, held.evacuation.id, personKeyOf(event), point, new Date(event.at), record ? fixOfRecord(record) : null);
+      return { result: marked, owed: marked ? personSafe(held.evacuation, marked) : [] };
+    });
     if (entry) await this.announceEntry(held.evacuation, entry);
   }
 

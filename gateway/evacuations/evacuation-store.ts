@@ -226,8 +226,8 @@ export class EvacuationStore {
     return rows.map(entryOf);
   }
 
-  async roll(evacuationId: string, sinceSeq = 0): Promise<StoredEntry[]> {
-    const rows = await this.storage.execute<EntryRecord>(`select ${ENTRY_COLUMNS} from evacuation_roll where evacuation_id = ? and seq > ? order by seq`, [evacuationId, sinceSeq]);
+  async roll(evacuationId: string, sinceSeq = 0, on: Execute = this.storage): Promise<StoredEntry[]> {
+    const rows = await run<EntryRecord>(on, `select ${ENTRY_COLUMNS} from evacuation_roll where evacuation_id = ? and seq > ? order by seq`, [evacuationId, sinceSeq]);
     return rows.map(entryOf);
   }
 
@@ -237,8 +237,9 @@ export class EvacuationStore {
   }
 
   /** A person reached an assembly point: safe, unless marked already (by a warden or an earlier arrival). */
-  async reachedPoint(evacuationId: string, personKey: string, point: Pick<MusterPoint, 'id' | 'name'>, at: Date, fix: Fix | null): Promise<StoredEntry | undefined> {
-    const [row] = await this.storage.execute<EntryRecord>(
+  async reachedPoint(tx: EntityManager, evacuationId: string, personKey: string, point: Pick<MusterPoint, 'id' | 'name'>, at: Date, fix: Fix | null): Promise<StoredEntry | undefined> {
+    const [row] = await run<EntryRecord>(
+      tx,
       `update evacuation_roll set status = 'safe', status_at = ?, point_id = ?, point_name = ?, seq = nextval('evacuation_roll_seq'),
          floor_id = coalesce(?, floor_id), x = coalesce(?, x), y = coalesce(?, y), lat = coalesce(?, lat), lng = coalesce(?, lng),
          fix_at = coalesce(?, fix_at)

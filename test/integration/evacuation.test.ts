@@ -7,6 +7,7 @@ import { driverLabel } from '../support/test-environment.js';
 import { startTestGateway, type RunningGateway } from '../support/test-gateway.js';
 import { TestSocket } from '../support/ws-client.js';
 import { serverFrameSchema } from '../../gateway/ws/frames.schema.js';
+import { WebhookReceiver } from '../support/webhook-receiver.js';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -22,6 +23,12 @@ describe(`mustering: the evacuation roll (${driverLabel})`, () => {
   let venue: Awaited<ReturnType<typeof createVenue>>;
   let floors: number[];
   let evacuationId: string;
+  let receiver: WebhookReceiver;
+  /** Webhook events delivered to the site's pager, by type. */
+  const delivered = (type: string) => receiver.delivered('/pager').map((receipt) => JSON.parse(receipt.body)).filter((body) => body.type === type);
+  const waitFor = async (check: () => boolean, timeoutMs = 10_000) => {
+    for (let waited = 0; !check() && waited < timeoutMs; waited += 100) await sleep(100);
+  };
   const sockets: TestSocket[] = [];
   const base = () => `/api/v1/buildings/${venue.building.id}/evacuations`;
   const socket = async () => {
@@ -58,10 +65,13 @@ describe(`mustering: the evacuation roll (${driverLabel})`, () => {
   };
 
   beforeAll(async () => {
-    running = await startTestGateway();
+    receiver = await WebhookReceiver.start();
+    running = await startTestGateway({ WEBHOOK_ALLOW_PRIVATE_ADDRESSES: 'true', WEBHOOK_RETRY_SCHEDULE: '0.2,0.2,1' });
     admin = await adminClient(running.client);
     token = (await login(running.client, ADMIN_EMAIL, ADMIN_PASSWORD)).access_token;
     venue = await createVenue(admin, 'Muster venue');
+    const hook = await admin.post('/api/v1/webhooks', { url: receiver.url('/pager'), events: ['evacuation.started', 'evacuation.person_safe', 'evacuation.ended'] });
+    expect(hook.status, hook.text).toBe(201);
     const second = await admin.post('/api/v1/floors', { building_id: venue.building.id, level: 2, level_height: 4.5, name: 'Second' });
     expect(second.status, second.text).toBe(201);
     floors = [venue.floors[0].id, venue.floors[1].id, second.body.id];
@@ -69,6 +79,7 @@ describe(`mustering: the evacuation roll (${driverLabel})`, () => {
   afterAll(async () => {
     for (const opened of sockets) opened.close();
     await running?.stop();
+    await receiver?.close();
   });
 
   it('marks assembly points on closed geofences only, and reads them back', async () => {
@@ -111,6 +122,8 @@ describe(`mustering: the evacuation roll (${driverLabel})`, () => {
     expect(again.headers.get('location')).toBe(`${base()}/${evacuationId}`);
     const audit = await admin.get(`/api/v1/audit?object_type=evacuations&object_id=${evacuationId}`);
     expect(audit.body.data).toHaveLength(1);
+    await waitFor(() => delivered('evacuation.started').length > 0);
+    expect(delivered('evacuation.started').map((body) => body.data)).toEqual([expect.objectContaining({ id: evacuationId, counts: expect.objectContaining({ on_roll: 200 }) })]);
   });
 
   it('marks 197 safe as they reach the assembly points, pushes each change, and lists exactly the three left inside', async () => {
@@ -150,6 +163,10 @@ describe(`mustering: the evacuation roll (${driverLabel})`, () => {
     await watcher.next(() => watcher.frames.filter((f) => f.op === 'evacuation' && f.data.entry?.status === 'safe').length >= 197, 10_000);
     const pushed = new Set(watcher.frames.filter((f) => f.op === 'evacuation' && f.data.entry?.status === 'safe').map((f) => f.data.entry.entry));
     expect(pushed.size).toBe(197);
+    await waitFor(() => delivered('evacuation.person_safe').length >= 197);
+    const paged = delivered('evacuation.person_safe');
+    expect(new Set(paged.map((body) => body.data.entry.entry))).toEqual(pushed);
+    expect(paged).toHaveLength(197);
   });
 
   it('lists a responder coming in during the evacuation apart, never as missing', async () => {
@@ -207,9 +224,14 @@ describe(`mustering: the evacuation roll (${driverLabel})`, () => {
     expect((await admin.get(`${base()}/current`)).status).toBe(404);
     expect((await admin.get(`${base()}/${evacuationId}`)).body).toEqual(ended.body);
     expect((await admin.post(`${base()}/${evacuationId}/end`)).status).toBe(409);
-    // A new one may be declared once the last has ended.
+    await waitFor(() => delivered('evacuation.ended').length > 0);
+    expect(delivered('evacuation.ended').map((body) => body.data)).toEqual([expect.objectContaining({ id: evacuationId, counts: ended.body.counts })]);
+    expect(delivered('evacuation.person_safe')).toHaveLength(198); // 197 by detection, one by hand
+    // A new one may be declared once the last has ended; a drill pages nobody.
     const next = await admin.post(base(), { drill: true, floor_ids: [floors[2]] });
     expect(next.status, next.text).toBe(201);
     expect(next.body.drill).toBe(true);
+    await sleep(500);
+    expect(delivered('evacuation.started')).toHaveLength(1);
   });
 });
