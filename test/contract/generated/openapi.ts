@@ -9111,7 +9111,7 @@ export type paths = {
                             url: string;
                             /** @description `sha256:` and 16 hex digits of the real URL: tells two URLs apart without showing them */
                             url_fingerprint: string;
-                            events: ("alarm.raised" | "alarm.updated" | "alarm.state_changed" | "alarm.escalated" | "geofence.enter" | "geofence.exit" | "device.event")[];
+                            events: ("alarm.raised" | "alarm.updated" | "alarm.state_changed" | "alarm.escalated" | "geofence.enter" | "geofence.exit" | "device.event" | "evacuation.started" | "evacuation.person_safe" | "evacuation.ended")[];
                             /** @description Only events of these buildings; null: every building, and events without one */
                             building_ids: number[] | null;
                             description: string;
@@ -9144,7 +9144,7 @@ export type paths = {
                 content: {
                     "application/json": {
                         url: string;
-                        events: ("alarm.raised" | "alarm.updated" | "alarm.state_changed" | "alarm.escalated" | "geofence.enter" | "geofence.exit" | "device.event")[];
+                        events: ("alarm.raised" | "alarm.updated" | "alarm.state_changed" | "alarm.escalated" | "geofence.enter" | "geofence.exit" | "device.event" | "evacuation.started" | "evacuation.person_safe" | "evacuation.ended")[];
                         building_ids?: number[] | null;
                         /** @default  */
                         description?: string;
@@ -9167,7 +9167,7 @@ export type paths = {
                             url: string;
                             /** @description `sha256:` and 16 hex digits of the real URL: tells two URLs apart without showing them */
                             url_fingerprint: string;
-                            events: ("alarm.raised" | "alarm.updated" | "alarm.state_changed" | "alarm.escalated" | "geofence.enter" | "geofence.exit" | "device.event")[];
+                            events: ("alarm.raised" | "alarm.updated" | "alarm.state_changed" | "alarm.escalated" | "geofence.enter" | "geofence.exit" | "device.event" | "evacuation.started" | "evacuation.person_safe" | "evacuation.ended")[];
                             /** @description Only events of these buildings; null: every building, and events without one */
                             building_ids: number[] | null;
                             description: string;
@@ -9229,7 +9229,7 @@ export type paths = {
                             url: string;
                             /** @description `sha256:` and 16 hex digits of the real URL: tells two URLs apart without showing them */
                             url_fingerprint: string;
-                            events: ("alarm.raised" | "alarm.updated" | "alarm.state_changed" | "alarm.escalated" | "geofence.enter" | "geofence.exit" | "device.event")[];
+                            events: ("alarm.raised" | "alarm.updated" | "alarm.state_changed" | "alarm.escalated" | "geofence.enter" | "geofence.exit" | "device.event" | "evacuation.started" | "evacuation.person_safe" | "evacuation.ended")[];
                             /** @description Only events of these buildings; null: every building, and events without one */
                             building_ids: number[] | null;
                             description: string;
@@ -9297,7 +9297,7 @@ export type paths = {
                 content: {
                     "application/json": {
                         url?: string;
-                        events?: ("alarm.raised" | "alarm.updated" | "alarm.state_changed" | "alarm.escalated" | "geofence.enter" | "geofence.exit" | "device.event")[];
+                        events?: ("alarm.raised" | "alarm.updated" | "alarm.state_changed" | "alarm.escalated" | "geofence.enter" | "geofence.exit" | "device.event" | "evacuation.started" | "evacuation.person_safe" | "evacuation.ended")[];
                         building_ids?: number[] | null;
                         description?: string;
                     };
@@ -9319,7 +9319,7 @@ export type paths = {
                             url: string;
                             /** @description `sha256:` and 16 hex digits of the real URL: tells two URLs apart without showing them */
                             url_fingerprint: string;
-                            events: ("alarm.raised" | "alarm.updated" | "alarm.state_changed" | "alarm.escalated" | "geofence.enter" | "geofence.exit" | "device.event")[];
+                            events: ("alarm.raised" | "alarm.updated" | "alarm.state_changed" | "alarm.escalated" | "geofence.enter" | "geofence.exit" | "device.event" | "evacuation.started" | "evacuation.person_safe" | "evacuation.ended")[];
                             /** @description Only events of these buildings; null: every building, and events without one */
                             building_ids: number[] | null;
                             description: string;
@@ -9382,7 +9382,7 @@ export type paths = {
                                 /** Format: uuid */
                                 webhook_id: string;
                                 /** @enum {string} */
-                                event_type: "alarm.raised" | "alarm.updated" | "alarm.state_changed" | "alarm.escalated" | "geofence.enter" | "geofence.exit" | "device.event";
+                                event_type: "alarm.raised" | "alarm.updated" | "alarm.state_changed" | "alarm.escalated" | "geofence.enter" | "geofence.exit" | "device.event" | "evacuation.started" | "evacuation.person_safe" | "evacuation.ended";
                                 /** @enum {string} */
                                 status: "pending" | "succeeded" | "dead";
                                 attempts: number;
@@ -9469,7 +9469,7 @@ export type paths = {
                             /** Format: uuid */
                             webhook_id: string;
                             /** @enum {string} */
-                            event_type: "alarm.raised" | "alarm.updated" | "alarm.state_changed" | "alarm.escalated" | "geofence.enter" | "geofence.exit" | "device.event";
+                            event_type: "alarm.raised" | "alarm.updated" | "alarm.state_changed" | "alarm.escalated" | "geofence.enter" | "geofence.exit" | "device.event" | "evacuation.started" | "evacuation.person_safe" | "evacuation.ended";
                             /** @enum {string} */
                             status: "pending" | "succeeded" | "dead";
                             attempts: number;
