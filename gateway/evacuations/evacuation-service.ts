@@ -59,11 +59,25 @@ export interface EvacuationWebhooks {
 function webhookEvent(evacuation: EvacuationRow, type: WebhookEventType, key: string, data: Record<string, unknown>): WebhookEvent[] {
   if (evacuation.drill) return [];
   const timestamp = new Date().toISOString();
-  return [{ organizationId: evacuation.organizationId, buildingId: evacuation.buildingId, type, key: `evacuation:${evacuation.id}:${key}`, orderKey: `evacuation:${evacuation.id}`, timestamp, data }];
+  return [
+    {
+      organizationId: evacuation.organizationId,
+      buildingId: evacuation.buildingId,
+      type,
+      key: `evacuation:${evacuation.id}:${key}`,
+      orderKey: `evacuation:${evacuation.id}`,
+      timestamp,
+      data,
+    },
+  ];
 }
 
 const personSafe = (evacuation: EvacuationRow, entry: StoredEntry) =>
-  webhookEvent(evacuation, 'evacuation.person_safe', `safe:${entry.personKey}`, { evacuation_id: evacuation.id, building_id: evacuation.buildingId, entry: presentEntry(entry) });
+  webhookEvent(evacuation, 'evacuation.person_safe', `safe:${entry.personKey}`, {
+    evacuation_id: evacuation.id,
+    building_id: evacuation.buildingId,
+    entry: presentEntry(entry),
+  });
 
 /**
  * Evacuations of buildings and their rolls. The roll lives in the database, written as it changes, so any
@@ -113,7 +127,10 @@ export class EvacuationService {
         seen.add(evacuation.buildingId);
         const points = await this.store.musterPoints(evacuation.organizationId, evacuation.buildingId);
         const held = this.active.get(evacuation.buildingId);
-        const onRoll = held?.evacuation.id === evacuation.id ? held.onRoll : new Set((await this.store.roll(evacuation.id)).map((entry) => entry.personKey));
+        const onRoll =
+          held?.evacuation.id === evacuation.id
+            ? held.onRoll
+            : new Set((await this.store.roll(evacuation.id)).map((entry) => entry.personKey));
         this.active.set(evacuation.buildingId, { evacuation, points: new Map(points.map((point) => [point.id, point])), onRoll });
       }
       for (const buildingId of this.active.keys()) if (!seen.has(buildingId)) this.active.delete(buildingId);
@@ -130,7 +147,8 @@ export class EvacuationService {
       if (owed.length > 0 && this.webhooks) enqueued = await this.webhooks.stored(tx as EntityManager, owed);
       return result;
     });
-    if (enqueued) await this.webhooks!.committed(enqueued).catch((error) => this.logger.warn({ err: error }, 'waking evacuation webhooks failed'));
+    if (enqueued)
+      await this.webhooks!.committed(enqueued).catch((error) => this.logger.warn({ err: error }, 'waking evacuation webhooks failed'));
     return result;
   }
 
@@ -143,7 +161,8 @@ export class EvacuationService {
   async declare(principal: Principal, buildingId: number, input: DeclareInput, audit: AuditRecorder): Promise<EvacuationRow> {
     const runtime = await this.building(principal, buildingId);
     const unknown = (input.floor_ids ?? []).filter((floorId) => !runtime.floors.has(floorId));
-    if (unknown.length > 0) throw new ValidationError([{ field: 'floor_ids', message: `not floors of building ${buildingId}: ${unknown.join(', ')}` }]);
+    if (unknown.length > 0)
+      throw new ValidationError([{ field: 'floor_ids', message: `not floors of building ${buildingId}: ${unknown.join(', ')}` }]);
     const organizationId = principal.organizationId;
     const existing = await this.store.active(organizationId, buildingId);
     if (existing) throw conflict(existing);
@@ -178,7 +197,10 @@ export class EvacuationService {
         await this.store.insert(tx, evacuation, roll);
         const after = { ...presentSummary(evacuation), on_roll: roll.length };
         await audit.record(tx, { objectType: 'evacuations', objectId: evacuation.id, before: null, after });
-        return { result: undefined, owed: webhookEvent(evacuation, 'evacuation.started', 'started', { ...after, counts: countRoll(roll) }) };
+        return {
+          result: undefined,
+          owed: webhookEvent(evacuation, 'evacuation.started', 'started', { ...after, counts: countRoll(roll) }),
+        };
       });
     } catch (error) {
       // Declared meanwhile by someone else (the partial unique index holds one active per building).
@@ -188,15 +210,28 @@ export class EvacuationService {
       }
       throw error;
     }
-    this.active.set(buildingId, { evacuation, points: new Map(points.map((point) => [point.id, point])), onRoll: new Set(roll.map((entry) => entry.personKey)) });
-    await this.announce({ organizationId, buildingId, evacuationId: evacuation.id, kind: 'started', evacuation: presentSummary(evacuation) });
+    this.active.set(buildingId, {
+      evacuation,
+      points: new Map(points.map((point) => [point.id, point])),
+      onRoll: new Set(roll.map((entry) => entry.personKey)),
+    });
+    await this.announce({
+      organizationId,
+      buildingId,
+      evacuationId: evacuation.id,
+      kind: 'started',
+      evacuation: presentSummary(evacuation),
+    });
     return evacuation;
   }
 
   /** An evacuation of the caller's building: `current` names the active one. */
   async find(principal: Principal, buildingId: number, id: string): Promise<EvacuationRow> {
     await this.building(principal, buildingId);
-    const found = id === 'current' ? await this.store.active(principal.organizationId, buildingId) : await this.store.find(principal.organizationId, buildingId, id);
+    const found =
+      id === 'current'
+        ? await this.store.active(principal.organizationId, buildingId)
+        : await this.store.find(principal.organizationId, buildingId, id);
     if (!found) throw new NotFoundError(id === 'current' ? 'Active evacuation' : 'Evacuation');
     return found;
   }
@@ -208,25 +243,48 @@ export class EvacuationService {
     const ended: EvacuationRow = { ...found, endedAt: at, endedBy: actorOf(principal) };
     const settled = await this.write(async (tx) => {
       const entries = await this.store.end(tx, found.id, ended.endedBy!, at);
-      await audit.record(tx, { objectType: 'evacuations', objectId: found.id, before: presentSummary(found), after: presentSummary(ended) });
+      await audit.record(tx, {
+        objectType: 'evacuations',
+        objectId: found.id,
+        before: presentSummary(found),
+        after: presentSummary(ended),
+      });
       const counts = countRoll(await this.store.roll(found.id, 0, tx));
       return { result: entries, owed: webhookEvent(ended, 'evacuation.ended', 'ended', { ...presentSummary(ended), counts }) };
     });
     this.active.delete(buildingId);
     for (const entry of settled) await this.announceEntry(ended, entry);
-    await this.announce({ organizationId: found.organizationId, buildingId, evacuationId: found.id, kind: 'ended', evacuation: presentSummary(ended) });
+    await this.announce({
+      organizationId: found.organizationId,
+      buildingId,
+      evacuationId: found.id,
+      kind: 'ended',
+      evacuation: presentSummary(ended),
+    });
     return ended;
   }
 
   /** A warden marks someone on the roll safe (404 when they are not on it); someone safe already stays as they were. */
-  async markSafe(principal: Principal, buildingId: number, id: string, personKey: string, comment: string | null, audit: AuditRecorder): Promise<StoredEntry> {
+  async markSafe(
+    principal: Principal,
+    buildingId: number,
+    id: string,
+    personKey: string,
+    comment: string | null,
+    audit: AuditRecorder,
+  ): Promise<StoredEntry> {
     const evacuation = await this.find(principal, buildingId, id);
     if (evacuation.endedAt) throw new AppError(ErrorCode.Conflict, `Evacuation ${evacuation.id} has ended`);
     const result = await this.write(async (tx) => {
       const before = await this.store.entry(evacuation.id, personKey, tx);
       if (!before) throw new NotFoundError('Person on the roll');
       const after = await this.store.markSafe(tx, evacuation.id, personKey, actorOf(principal), comment, new Date(this.now()));
-      await audit.record(tx, { objectType: 'evacuation_roll', objectId: `${evacuation.id}/${personKey}`, before: presentEntry(before), after: presentEntry(after ?? before) });
+      await audit.record(tx, {
+        objectType: 'evacuation_roll',
+        objectId: `${evacuation.id}/${personKey}`,
+        before: presentEntry(before),
+        after: presentEntry(after ?? before),
+      });
       return { result: { entry: after ?? before, changed: after !== undefined }, owed: after ? personSafe(evacuation, after) : [] };
     });
     if (result.changed) await this.announceEntry(evacuation, result.entry);
@@ -241,7 +299,11 @@ export class EvacuationService {
     const entries = (await this.store.roll(evacuation.id)).sort((a, b) => (a.personKey < b.personKey ? -1 : 1));
     const runtime = this.registry.peek(evacuation.buildingId);
     const stillMissing = entries.filter((entry) => !entry.arrival && entry.status === 'missing');
-    const stored = await this.store.latestOf(evacuation.organizationId, stillMissing.flatMap((entry) => entry.deviceIds), evacuation.startedAt);
+    const stored = await this.store.latestOf(
+      evacuation.organizationId,
+      stillMissing.flatMap((entry) => entry.deviceIds),
+      evacuation.startedAt,
+    );
     const missing = orderMissing(
       stillMissing.map((entry) => this.withNewestFix(evacuation.organizationId, entry, stored)),
       (floorId) => runtime?.floors.get(floorId)?.level,
@@ -266,7 +328,11 @@ export class EvacuationService {
   }
 
   /** Stored roll changes after `sinceSeq` of the building's active (else latest) evacuation, in seq order. */
-  async changesSince(organizationId: string, buildingId: number, sinceSeq: number): Promise<{ evacuation: EvacuationRow; entries: StoredEntry[] } | undefined> {
+  async changesSince(
+    organizationId: string,
+    buildingId: number,
+    sinceSeq: number,
+  ): Promise<{ evacuation: EvacuationRow; entries: StoredEntry[] } | undefined> {
     const evacuation = await this.store.active(organizationId, buildingId);
     if (!evacuation) return undefined;
     return { evacuation, entries: await this.store.roll(evacuation.id, sinceSeq) };
@@ -280,7 +346,14 @@ export class EvacuationService {
     if (!point || event.at < held.evacuation.startedAt.getTime()) return;
     const record = this.live.latest(event.organizationId, event.deviceId);
     const entry = await this.write(async (tx) => {
-      const marked = await this.store.reachedPoint(tx, held.evacuation.id, personKeyOf(event), point, new Date(event.at), record ? fixOfRecord(record) : null);
+      const marked = await this.store.reachedPoint(
+        tx,
+        held.evacuation.id,
+        personKeyOf(event),
+        point,
+        new Date(event.at),
+        record ? fixOfRecord(record) : null,
+      );
       return { result: marked, owed: marked ? personSafe(held.evacuation, marked) : [] };
     });
     if (entry) await this.announceEntry(held.evacuation, entry);
@@ -300,20 +373,42 @@ export class EvacuationService {
       const fix = fixOfRecord(record);
       const arrivals = byEvacuation.get(held) ?? new Map<string, StoredEntry>();
       byEvacuation.set(held, arrivals);
-      const entry: StoredEntry = { personKey: key, userId: record.userId, deviceIds: [record.deviceId], arrival: true, status: 'missing', statusAt: record.receivedAt, pointId: null, pointName: null, fix, markedBy: null, comment: null, seq: 0 };
+      const entry: StoredEntry = {
+        personKey: key,
+        userId: record.userId,
+        deviceIds: [record.deviceId],
+        arrival: true,
+        status: 'missing',
+        statusAt: record.receivedAt,
+        pointId: null,
+        pointName: null,
+        fix,
+        markedBy: null,
+        comment: null,
+        seq: 0,
+      };
       arrivals.set(key, entry);
     }
     for (const [held, arrivals] of byEvacuation) {
-      for (const entry of await this.store.addArrivals(held.evacuation.id, [...arrivals.values()])) await this.announceEntry(held.evacuation, entry);
+      for (const entry of await this.store.addArrivals(held.evacuation.id, [...arrivals.values()]))
+        await this.announceEntry(held.evacuation, entry);
     }
   }
 
   private announceEntry(evacuation: EvacuationRow, entry: StoredEntry): Promise<void> {
-    return this.announce({ organizationId: evacuation.organizationId, buildingId: evacuation.buildingId, evacuationId: evacuation.id, kind: 'entry', entry: presentEntry(entry) });
+    return this.announce({
+      organizationId: evacuation.organizationId,
+      buildingId: evacuation.buildingId,
+      evacuationId: evacuation.id,
+      kind: 'entry',
+      entry: presentEntry(entry),
+    });
   }
 
   private async announce(change: EvacuationChange): Promise<void> {
-    await this.bus.publish(EVACUATIONS_CHANNEL, change).catch((error) => this.logger.warn({ err: error, evacuation: change.evacuationId }, 'announcing an evacuation change failed'));
+    await this.bus
+      .publish(EVACUATIONS_CHANNEL, change)
+      .catch((error) => this.logger.warn({ err: error, evacuation: change.evacuationId }, 'announcing an evacuation change failed'));
   }
 }
 

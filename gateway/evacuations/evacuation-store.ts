@@ -82,7 +82,9 @@ interface EntryRecord {
   seq: string | number;
 }
 
-const ENTRY_COLUMNS = 'person_key, user_id, device_ids, arrival, status, status_at, point_id, point_name, marked_by, comment, floor_id, x, y, lat, lng, fix_at, seq';
+const ENTRY_COLUMNS =
+  'person_key, user_id, device_ids, arrival, status, status_at, point_id, point_name, marked_by, comment, ' +
+  'floor_id, x, y, lat, lng, fix_at, seq';
 
 const entryOf = (row: EntryRecord): StoredEntry => {
   const deviceIds = json<string[]>(row.device_ids);
@@ -101,7 +103,17 @@ const entryOf = (row: EntryRecord): StoredEntry => {
     fix:
       fixAt === null
         ? null
-        : { deviceId: deviceIds[0] ?? '', userId: row.user_id, buildingId: null, floorId: row.floor_id, x: row.x, y: row.y, lat: row.lat!, lng: row.lng!, at: fixAt },
+        : {
+            deviceId: deviceIds[0] ?? '',
+            userId: row.user_id,
+            buildingId: null,
+            floorId: row.floor_id,
+            x: row.x,
+            y: row.y,
+            lat: row.lat!,
+            lng: row.lng!,
+            at: fixAt,
+          },
     seq: Number(row.seq),
   };
 };
@@ -166,16 +178,34 @@ export class EvacuationStore {
   }
 
   async musterPoints(organizationId: string, buildingId: number): Promise<MusterPoint[]> {
-    const rows = await this.storage.execute<{ id: string; name: string; floor_id: number; type: 'POLYGON' | 'CIRCLE'; cartesians: unknown; radius: number | null }>(
+    const rows = await this.storage.execute<{
+      id: string;
+      name: string;
+      floor_id: number;
+      type: 'POLYGON' | 'CIRCLE';
+      cartesians: unknown;
+      radius: number | null;
+    }>(
       `select id, name, floor_id, type, cartesians, radius from geofences
        where organization_id = ? and building_id = ? and muster_point and not deleted order by name, id`,
       [organizationId, buildingId],
     );
-    return rows.map((row) => ({ id: row.id, name: row.name, floorId: Number(row.floor_id), type: row.type, cartesians: json(row.cartesians), radius: row.radius }));
+    return rows.map((row) => ({
+      id: row.id,
+      name: row.name,
+      floorId: Number(row.floor_id),
+      type: row.type,
+      cartesians: json(row.cartesians),
+      radius: row.radius,
+    }));
   }
 
   async active(organizationId: string, buildingId: number, on: Execute = this.storage): Promise<EvacuationRow | undefined> {
-    const [row] = await run<EvacuationRecord>(on, 'select * from evacuations where organization_id = ? and building_id = ? and ended_at is null', [organizationId, buildingId]);
+    const [row] = await run<EvacuationRecord>(
+      on,
+      'select * from evacuations where organization_id = ? and building_id = ? and ended_at is null',
+      [organizationId, buildingId],
+    );
     return row && evacuationOf(row);
   }
 
@@ -185,7 +215,11 @@ export class EvacuationStore {
   }
 
   async find(organizationId: string, buildingId: number, id: string, on: Execute = this.storage): Promise<EvacuationRow | undefined> {
-    const [row] = await run<EvacuationRecord>(on, 'select * from evacuations where organization_id = ? and building_id = ? and id = ?', [organizationId, buildingId, id]);
+    const [row] = await run<EvacuationRecord>(on, 'select * from evacuations where organization_id = ? and building_id = ? and id = ?', [
+      organizationId,
+      buildingId,
+      id,
+    ]);
     return row && evacuationOf(row);
   }
 
@@ -204,8 +238,25 @@ export class EvacuationStore {
     const params: unknown[] = [];
     const values = entries.map((entry) => {
       const fix = entry.fix;
-      params.push(evacuationId, entry.personKey, entry.userId, JSON.stringify(entry.deviceIds), entry.arrival, entry.status, new Date(entry.statusAt));
-      params.push(entry.pointId, entry.pointName, fix?.floorId ?? null, fix?.x ?? null, fix?.y ?? null, fix?.lat ?? null, fix?.lng ?? null, fix ? new Date(fix.at) : null);
+      params.push(
+        evacuationId,
+        entry.personKey,
+        entry.userId,
+        JSON.stringify(entry.deviceIds),
+        entry.arrival,
+        entry.status,
+        new Date(entry.statusAt),
+      );
+      params.push(
+        entry.pointId,
+        entry.pointName,
+        fix?.floorId ?? null,
+        fix?.x ?? null,
+        fix?.y ?? null,
+        fix?.lat ?? null,
+        fix?.lng ?? null,
+        fix ? new Date(fix.at) : null,
+      );
       return '(?, ?, ?, ?::jsonb, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)';
     });
     await tx.execute(
@@ -220,24 +271,39 @@ export class EvacuationStore {
     const keys = arrivals.map((entry) => entry.personKey);
     await this.storage.em().transactional((tx) => this.insertEntries(tx, evacuationId, arrivals));
     const rows = await this.storage.execute<EntryRecord>(
-      `select ${ENTRY_COLUMNS} from evacuation_roll where evacuation_id = ? and arrival and person_key in (${keys.map(() => '?').join(', ')})`,
+      `select ${ENTRY_COLUMNS} from evacuation_roll
+       where evacuation_id = ? and arrival and person_key in (${keys.map(() => '?').join(', ')})`,
       [evacuationId, ...keys],
     );
     return rows.map(entryOf);
   }
 
   async roll(evacuationId: string, sinceSeq = 0, on: Execute = this.storage): Promise<StoredEntry[]> {
-    const rows = await run<EntryRecord>(on, `select ${ENTRY_COLUMNS} from evacuation_roll where evacuation_id = ? and seq > ? order by seq`, [evacuationId, sinceSeq]);
+    const rows = await run<EntryRecord>(
+      on,
+      `select ${ENTRY_COLUMNS} from evacuation_roll where evacuation_id = ? and seq > ? order by seq`,
+      [evacuationId, sinceSeq],
+    );
     return rows.map(entryOf);
   }
 
   async entry(evacuationId: string, personKey: string, on: Execute = this.storage): Promise<StoredEntry | undefined> {
-    const [row] = await run<EntryRecord>(on, `select ${ENTRY_COLUMNS} from evacuation_roll where evacuation_id = ? and person_key = ?`, [evacuationId, personKey]);
+    const [row] = await run<EntryRecord>(on, `select ${ENTRY_COLUMNS} from evacuation_roll where evacuation_id = ? and person_key = ?`, [
+      evacuationId,
+      personKey,
+    ]);
     return row && entryOf(row);
   }
 
   /** A person reached an assembly point: safe, unless marked already (by a warden or an earlier arrival). */
-  async reachedPoint(tx: EntityManager, evacuationId: string, personKey: string, point: Pick<MusterPoint, 'id' | 'name'>, at: Date, fix: Fix | null): Promise<StoredEntry | undefined> {
+  async reachedPoint(
+    tx: EntityManager,
+    evacuationId: string,
+    personKey: string,
+    point: Pick<MusterPoint, 'id' | 'name'>,
+    at: Date,
+    fix: Fix | null,
+  ): Promise<StoredEntry | undefined> {
     const [row] = await run<EntryRecord>(
       tx,
       `update evacuation_roll set status = 'safe', status_at = ?, point_id = ?, point_name = ?, seq = nextval('evacuation_roll_seq'),
@@ -245,15 +311,35 @@ export class EvacuationStore {
          fix_at = coalesce(?, fix_at)
        where evacuation_id = ? and person_key = ? and status in ('missing', 'left_site', 'not_found') and not arrival
        returning ${ENTRY_COLUMNS}`,
-      [at, point.id, point.name, fix?.floorId ?? null, fix?.x ?? null, fix?.y ?? null, fix?.lat ?? null, fix?.lng ?? null, fix ? new Date(fix.at) : null, evacuationId, personKey],
+      [
+        at,
+        point.id,
+        point.name,
+        fix?.floorId ?? null,
+        fix?.x ?? null,
+        fix?.y ?? null,
+        fix?.lat ?? null,
+        fix?.lng ?? null,
+        fix ? new Date(fix.at) : null,
+        evacuationId,
+        personKey,
+      ],
     );
     return row && entryOf(row);
   }
 
   /** A warden marks a person safe; one already accounted as safe keeps how they were (undefined then). */
-  async markSafe(tx: EntityManager, evacuationId: string, personKey: string, by: Actor, comment: string | null, at: Date): Promise<StoredEntry | undefined> {
+  async markSafe(
+    tx: EntityManager,
+    evacuationId: string,
+    personKey: string,
+    by: Actor,
+    comment: string | null,
+    at: Date,
+  ): Promise<StoredEntry | undefined> {
     const [row] = (await tx.execute(
-      `update evacuation_roll set status = 'safe_manual', status_at = ?, marked_by = ?::jsonb, comment = ?, seq = nextval('evacuation_roll_seq')
+      `update evacuation_roll set status = 'safe_manual', status_at = ?, marked_by = ?::jsonb, comment = ?,
+         seq = nextval('evacuation_roll_seq')
        where evacuation_id = ? and person_key = ? and status not in ('safe', 'safe_manual') returning ${ENTRY_COLUMNS}`,
       [at, JSON.stringify(by), comment, evacuationId, personKey],
     )) as EntryRecord[];
@@ -262,7 +348,11 @@ export class EvacuationStore {
 
   /** Ends the evacuation; whoever is still missing is settled `not_found`. Returns those entries. */
   async end(tx: EntityManager, evacuationId: string, by: Actor, at: Date): Promise<StoredEntry[]> {
-    await tx.execute('update evacuations set ended_at = ?, ended_by = ?::jsonb where id = ? and ended_at is null', [at, JSON.stringify(by), evacuationId]);
+    await tx.execute('update evacuations set ended_at = ?, ended_by = ?::jsonb where id = ? and ended_at is null', [
+      at,
+      JSON.stringify(by),
+      evacuationId,
+    ]);
     const rows = (await tx.execute(
       `update evacuation_roll set status = 'not_found', status_at = ?, seq = nextval('evacuation_roll_seq')
        where evacuation_id = ? and status = 'missing' and not arrival returning ${ENTRY_COLUMNS}`,

@@ -17,7 +17,8 @@ export async function attachMusterDetection(
   const failed = (error: unknown) => logger.error({ err: error }, 'evacuation roll update failed');
   await bus.subscribe(ZONE_EVENTS_CHANNEL, (payload) => {
     for (const event of (payload as ZoneEventsMessage).zoneEvents) {
-      if (event.type === 'enter' && event.zoneKind === 'geofence' && owns(event.buildingId)) void evacuations.reachedPoint(event).catch(failed);
+      if (event.type === 'enter' && event.zoneKind === 'geofence' && owns(event.buildingId))
+        void evacuations.reachedPoint(event).catch(failed);
     }
   });
   realtime.onFreshPositions((records) => void evacuations.positions(records, owns).catch(failed));

@@ -17,9 +17,16 @@ export const rollEntrySchema = z.object({
   marked_by: actorSchema.nullable().describe('The warden who marked the person safe by hand (status safe_manual)'),
   comment: z.string().nullable(),
   last_position: z
-    .object({ floor_id: z.number().int().nullable(), x: z.number().nullable(), y: z.number().nullable(), lat: z.number(), lng: z.number(), fix_at: z.string() })
+    .object({
+      floor_id: z.number().int().nullable(),
+      x: z.number().nullable(),
+      y: z.number().nullable(),
+      lat: z.number(),
+      lng: z.number(),
+      fix_at: z.string(),
+    })
     .nullable()
-    .describe('The last known fix of any of the person\'s devices'),
+    .describe("The last known fix of any of the person's devices"),
   seq: z.number().int().describe('Bumped at each change of the entry; a `since_seq` subscription resumes after it'),
 });
 export type PresentedEntry = z.infer<typeof rollEntrySchema>;

@@ -46,7 +46,8 @@ export interface RollEntry {
   fix: Fix | null;
 }
 
-export const personKeyOf = (fix: Pick<Fix, 'userId' | 'deviceId'>): string => (fix.userId ? `user:${fix.userId}` : `device:${fix.deviceId}`);
+export const personKeyOf = (fix: Pick<Fix, 'userId' | 'deviceId'>): string =>
+  fix.userId ? `user:${fix.userId}` : `device:${fix.deviceId}`;
 
 /** The assembly point a fix stands in, if any. A fix without a floor (outdoors) counts on any floor's point. */
 export function musterPointAt(points: readonly MusterPoint[], fix: Fix, toCartesian: (fix: Fix) => Point | null): MusterPoint | undefined {
@@ -83,7 +84,10 @@ export interface Presence {
 export function rollAtDeclaration(presence: Presence): RollEntry[] {
   const { buildingId, recentInside, latest, floorIds } = presence;
   const people = new Map<string, RollEntry>();
-  const devices = new Set([...recentInside.keys(), ...[...latest.values()].filter((fix) => fix.buildingId === buildingId).map((fix) => fix.deviceId)]);
+  const devices = new Set([
+    ...recentInside.keys(),
+    ...[...latest.values()].filter((fix) => fix.buildingId === buildingId).map((fix) => fix.deviceId),
+  ]);
   for (const deviceId of devices) {
     const newest = latest.get(deviceId) ?? recentInside.get(deviceId)!;
     const inside = newest.buildingId === buildingId ? newest : recentInside.get(deviceId)!;
@@ -91,7 +95,17 @@ export function rollAtDeclaration(presence: Presence): RollEntry[] {
     const key = personKeyOf(newest);
     const entry = people.get(key);
     if (!entry) {
-      people.set(key, { personKey: key, userId: newest.userId, deviceIds: [deviceId], arrival: false, status: 'missing', statusAt: presence.now, pointId: null, pointName: null, fix: newest });
+      people.set(key, {
+        personKey: key,
+        userId: newest.userId,
+        deviceIds: [deviceId],
+        arrival: false,
+        status: 'missing',
+        statusAt: presence.now,
+        pointId: null,
+        pointName: null,
+        fix: newest,
+      });
     } else {
       entry.deviceIds.push(deviceId);
       if (entry.fix!.at < newest.at) entry.fix = newest;

@@ -1,10 +1,42 @@
 import { describe, expect, it } from 'vitest';
-import { countRoll, musterPointAt, orderMissing, rollAtDeclaration, type Fix, type MusterPoint, type Presence } from '../../../gateway/evacuations/roll.js';
+import {
+  countRoll,
+  musterPointAt,
+  orderMissing,
+  rollAtDeclaration,
+  type Fix,
+  type MusterPoint,
+  type Presence,
+} from '../../../gateway/evacuations/roll.js';
 
 const T0 = Date.parse('2026-11-27T10:00:00Z');
 const B = 7;
-const fix = (deviceId: string, extra: Partial<Fix> = {}): Fix => ({ deviceId, userId: null, buildingId: B, floorId: 1, x: 10, y: 10, lat: 40, lng: -3, at: T0 - 60_000, ...extra });
-const yard: MusterPoint = { id: 'yard', name: 'Yard', floorId: 1, type: 'POLYGON', cartesians: [[100, 0], [110, 0], [110, 10], [100, 10], [100, 0]], radius: null };
+const fix = (deviceId: string, extra: Partial<Fix> = {}): Fix => ({
+  deviceId,
+  userId: null,
+  buildingId: B,
+  floorId: 1,
+  x: 10,
+  y: 10,
+  lat: 40,
+  lng: -3,
+  at: T0 - 60_000,
+  ...extra,
+});
+const yard: MusterPoint = {
+  id: 'yard',
+  name: 'Yard',
+  floorId: 1,
+  type: 'POLYGON',
+  cartesians: [
+    [100, 0],
+    [110, 0],
+    [110, 10],
+    [100, 10],
+    [100, 0],
+  ],
+  radius: null,
+};
 const lawn: MusterPoint = { id: 'lawn', name: 'Lawn', floorId: 1, type: 'CIRCLE', cartesians: [[-20, 0]], radius: 5 };
 
 const presence = (recent: Fix[], latest: Fix[], extra: Partial<Presence> = {}): Presence => ({
@@ -24,7 +56,9 @@ describe('rollAtDeclaration', () => {
     const seen = fix('seen');
     const old = fix('old', { at: T0 - 3 * 3600_000 });
     const goneLongAgo = fix('gone', { at: T0 - 3 * 3600_000 });
-    const roll = rollAtDeclaration(presence([seen], [seen, old, { ...goneLongAgo, buildingId: null, floorId: null, x: null, y: null, lat: 0.05, lng: 0.05 }]));
+    const roll = rollAtDeclaration(
+      presence([seen], [seen, old, { ...goneLongAgo, buildingId: null, floorId: null, x: null, y: null, lat: 0.05, lng: 0.05 }]),
+    );
     expect(roll.map((entry) => entry.personKey)).toEqual(['device:old', 'device:seen']);
     expect(roll.every((entry) => entry.status === 'missing' && entry.statusAt === T0)).toBe(true);
   });
@@ -58,7 +92,7 @@ describe('rollAtDeclaration', () => {
 });
 
 describe('musterPointAt', () => {
-  it('needs the point\'s floor for a fix on a floor, and takes an outdoor fix on any floor', () => {
+  it("needs the point's floor for a fix on a floor, and takes an outdoor fix on any floor", () => {
     const toCartesian = () => [105, 5] as const;
     expect(musterPointAt([yard], fix('a', { x: 105, y: 5, floorId: 2 }), toCartesian)).toBeUndefined();
     expect(musterPointAt([yard], fix('a', { x: 105, y: 5 }), toCartesian)?.id).toBe('yard');
@@ -80,7 +114,11 @@ describe('countRoll and orderMissing', () => {
   });
 
   it('orders the missing by floor level, then by the age of their fix; no floor last', () => {
-    const levels = new Map([[10, 2], [11, 0], [12, 1]]);
+    const levels = new Map([
+      [10, 2],
+      [11, 0],
+      [12, 1],
+    ]);
     const missing = [
       { id: 'top', fix: fix('top', { floorId: 10 }) },
       { id: 'outside', fix: fix('outside', { floorId: null }) },
@@ -88,6 +126,12 @@ describe('countRoll and orderMissing', () => {
       { id: 'ground-old', fix: fix('ground-old', { floorId: 11, at: T0 - 9000 }) },
       { id: 'middle', fix: fix('middle', { floorId: 12 }) },
     ];
-    expect(orderMissing(missing, (floorId) => levels.get(floorId)).map((entry) => entry.id)).toEqual(['ground-old', 'ground-new', 'middle', 'top', 'outside']);
+    expect(orderMissing(missing, (floorId) => levels.get(floorId)).map((entry) => entry.id)).toEqual([
+      'ground-old',
+      'ground-new',
+      'middle',
+      'top',
+      'outside',
+    ]);
   });
 });
