@@ -16,6 +16,9 @@ import { BuildingRegistry } from './realtime/building-registry.js';
 import { DeviceDirectory } from './realtime/device-directory.js';
 import { RealtimeService } from './realtime/realtime-service.js';
 import { attachLiveFeeds } from './ws/live-feeds.js';
+import { EvacuationService } from './evacuations/evacuation-service.js';
+import { attachMusterDetection } from './evacuations/muster-detection.js';
+import { evacuationRoutes } from './routes/evacuations.route.js';
 import { WebSocketGateway } from './ws/ws-gateway.js';
 import { AlarmEscalation } from './alarms/alarm-escalation.js';
 import { AlarmService } from './alarms/alarm-service.js';
@@ -138,6 +141,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
     maxAgeMs: config.POSITIONS_MAX_AGE_SECONDS * 1000,
   });
   const routing = new RoutingService(storage, registry, realtime.live, bus);
+  const evacuations = new EvacuationService(storage, registry, realtime.live, bus, logger, config.EVACUATION_PRESENCE_WINDOW_S * 1000, webhooks.evacuationHook);
   const websockets = new WebSocketGateway(
     { logger, authenticator, pipeline, registry, storage, rateLimits },
     {
@@ -157,11 +161,13 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
     },
   );
   // Every bus -> socket feed (positions, zone events, alarms and their replay, revoked credentials).
-  await attachLiveFeeds({ bus, realtime, alarms }, websockets);
-  await Promise.all([registry.start(), devices.start(), realtime.start(), routing.start(), webhooks.start()]);
+  await attachLiveFeeds({ bus, realtime, alarms, evacuations }, websockets);
+  await Promise.all([registry.start(), devices.start(), realtime.start(), routing.start(), webhooks.start(), evacuations.start()]);
   await cluster.start(); // joins; the shards it takes are rebuilt from storage in the background
   sweep.start(); // once a second
   alarms.startMaintenance(); // prunes idempotency keys past any retry, hourly
+  // The owner of a building marks its roll: assembly points reached (zone enters), and arrivals (positions).
+  await attachMusterDetection({ bus, realtime, evacuations, logger }, (buildingId) => cluster.ownsBuilding(buildingId));
   const securityAudit = new SecurityAudit(storage, logger);
   const clientAddresses = new ClientAddresses(config.TRUSTED_PROXIES);
   // A building alarm closed (on any gateway) ends its storm here, if this gateway holds it.
@@ -169,7 +175,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
   // A database outage refuses every upload: silence caused by it is ours, so detection waits it out.
   const storageWatch = new StorageWatch(() => storage.ping(), detection.engine, logger);
   storageWatch.start();
-  const services: GatewayServices = { config, logger, storage, bus, jobs, tokens, credentials, authenticator, cartography, registry, devices, writer, pipeline, realtime, alarms, detection, sweep, cluster, routing, webhooks, rateLimits, websockets, securityAudit, clientAddresses };
+  const services: GatewayServices = { config, logger, storage, bus, jobs, tokens, credentials, authenticator, cartography, registry, devices, writer, pipeline, realtime, alarms, detection, sweep, cluster, routing, evacuations, webhooks, rateLimits, websockets, securityAudit, clientAddresses };
   const bootstrap = await bootstrapFirstAdmin(storage, config, logger);
 
   const audit = new AuditService(storage, logger, config.AUDIT_RETENTION_DAYS ?? config.POSITIONS_RETENTION_DAYS);
@@ -206,6 +212,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
     ...cartographyRoutes(services),
     ...realtimeRoutes(services),
     ...alarmRoutes(services),
+    ...evacuationRoutes(services),
     ...reportRoutes(services),
     ...historyRoutes(services),
     ...routingRoutes(services),
@@ -239,6 +246,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       await Promise.all([http.drain(config.SHUTDOWN_GRACE_SECONDS * 1000), websockets.close(config.SHUTDOWN_GRACE_SECONDS * 1000)]);
       sweep.stop();
       alarms.stopMaintenance();
+      evacuations.stop();
       storageWatch.stop();
       // Each step after the drain is bounded: with Redis or PostgreSQL away, one would otherwise wait for its
       // return and hold every later step (and the exit) with it. What was acknowledged is committed already.

@@ -2,6 +2,7 @@ import type { Bus as BusOf } from '../shared/bus/index.js';
 import type { PositionsMessage } from '../shared/positions/positions-message.js';
 import type { AlarmEventMessage } from './alarms/alarm-event-message.js';
 import type { ZoneEventsMessage } from './detection/zone-events-message.js';
+import type { EvacuationChange } from './evacuations/evacuation-service.js';
 
 /**
  * What the bus carries when a credential or user changes, so every gateway drops its cached copy at once.
@@ -52,6 +53,8 @@ export interface Channels {
   'devices:changed': DeviceChange;
   /** cartography/cartography-service.ts → realtime/building-registry.ts and routing/routing-service.ts. */
   'cartography:changed': CartographyChange;
+  /** evacuations/evacuation-service.ts (each roll change, once stored) → every evacuation service, ws/live-feeds.ts. */
+  evacuations: EvacuationChange;
 }
 
 /** The gateway's bus: shared/bus's drivers, typed by `Channels`. */

@@ -22,6 +22,7 @@ import type { RoutingService } from './routing/routing-service.js';
 import type { WebhookService } from './webhooks/webhook-service.js';
 import type { SecurityAudit } from './audit/security-events.js';
 import type { ClientAddresses } from './http/client-address.js';
+import type { EvacuationService } from './evacuations/evacuation-service.js';
 
 /** The gateway's long-lived collaborators, built once at boot and handed to every route module. */
 export interface GatewayServices {
@@ -47,6 +48,8 @@ export interface GatewayServices {
   /** This gateway's membership of the cluster and the shards (buildings) it owns for detection. */
   cluster: ClusterNode;
   routing: RoutingService;
+  /** Evacuations and their rolls (issue 31). */
+  evacuations: EvacuationService;
   webhooks: WebhookService;
   /** Sign-in outcomes, refusals and revoked refresh chains, in the audit log. */
   securityAudit: SecurityAudit;

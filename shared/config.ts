@@ -126,6 +126,8 @@ export const configSchema = z.object({
   DATABASE_ACQUIRE_TIMEOUT_MS: z.coerce.number().int().min(100).default(5000),
   /** Devices whose detector state is kept in memory; past it the least recently seen is settled (exits) and dropped. */
   DETECTION_MAX_TRACKED_DEVICES: z.coerce.number().int().min(1).default(200_000),
+  /** An evacuation's roll takes every device with a fix in the building this recent (plus those whose last fix was inside). */
+  EVACUATION_PRESENCE_WINDOW_S: z.coerce.number().int().min(1).default(900),
   /** Detections (alarms, zone events) waiting in memory for the database; past it the oldest are dropped and logged. */
   DETECTION_OUTBOX_MAX: z.coerce.number().int().min(1).default(100_000),
   /** Seconds after an alarm-button raise (danger / assistance pose) during which that device's repeats of it only count occurrences (no new alarm event). */

@@ -33,6 +33,8 @@ export const ACTIONS = [
   'tracking:read-all',
   /** Outbound webhooks: they carry the whole organization's events to another system, and hold its signing secrets. */
   'webhooks:manage',
+  /** Declare and end an evacuation of a building, and mark people on its roll safe (admins and user managers). */
+  'evacuations:manage',
   /** Raise alarm types that only the system raises (DEADMAN, GEOFENCE_MAX_STAY_TIME...): nobody holds it. */
   'alarms:raise-system',
 ] as const;
@@ -52,7 +54,7 @@ const everyone: Action[] = [
 /** The role table. Admins do everything in their organization; user managers run people and devices. */
 export const ROLE_PERMISSIONS: Readonly<Record<Role, ReadonlySet<Action>>> = {
   admin: new Set<Action>(ACTIONS.filter((action) => action !== 'alarms:raise-system')),
-  user_manager: new Set<Action>([...everyone, 'users:read', 'users:write', 'groups:read', 'groups:write', 'devices:read', 'devices:write', 'alarms:manage', 'tracking:read-all']),
+  user_manager: new Set<Action>([...everyone, 'users:read', 'users:write', 'groups:read', 'groups:write', 'devices:read', 'devices:write', 'alarms:manage', 'tracking:read-all', 'evacuations:manage']),
   user: new Set<Action>(everyone),
 };
 

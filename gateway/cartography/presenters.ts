@@ -233,6 +233,7 @@ export const geofenceSchema = z.object({
   max_stay_time: z.number().int().nullable(),
   min_dwell_s: z.number().int(),
   exit_grace_s: z.number().int(),
+  muster_point: z.boolean().describe('An assembly point: reaching it marks a person safe during an evacuation'),
   deleted: z.boolean(),
 });
 
@@ -257,6 +258,7 @@ export function presentGeofence(geofence: Geofence): z.infer<typeof geofenceSche
     max_stay_time: geofence.maxStayTime ?? null,
     min_dwell_s: geofence.minDwellS,
     exit_grace_s: geofence.exitGraceS,
+    muster_point: geofence.musterPoint,
     deleted: geofence.deleted,
   };
 }

@@ -29,9 +29,11 @@ const geofenceFields = {
   max_stay_time: z.number().int().positive().nullable(),
   min_dwell_s: z.number().int().min(0).max(86_400),
   exit_grace_s: z.number().int().min(0).max(86_400),
+  muster_point: z.boolean().describe('An assembly point of evacuations; only a closed shape (POLYGON or CIRCLE), which may lie outside the footprint'),
   custom_fields: customFieldsInput,
   organization_id: z.string().optional().describe("Ignored unless it names another organization (then 422)"),
 };
+const MUSTER_SHAPES: ReadonlySet<Geofence['type']> = new Set(['POLYGON', 'CIRCLE']);
 const createBody = z.object(geofenceFields).partial().required({ name: true, building_id: true, type: true });
 const updateBody = z.object(geofenceFields).partial();
 type GeofenceBody = z.infer<typeof updateBody>;
@@ -100,6 +102,11 @@ export function geofenceRoutes(services: GatewayServices) {
     if (body.min_dwell_s !== undefined) geofence.minDwellS = body.min_dwell_s;
     if (body.exit_grace_s !== undefined) geofence.exitGraceS = body.exit_grace_s;
     if (body.custom_fields !== undefined) geofence.customFields = body.custom_fields;
+    if (body.muster_point !== undefined) geofence.musterPoint = body.muster_point;
+    // People are counted in an assembly point by standing inside it: a point or a line has no inside.
+    if (geofence.musterPoint && !MUSTER_SHAPES.has(type)) {
+      throw new ValidationError([{ field: 'muster_point', message: `an assembly point is a closed shape (POLYGON or CIRCLE), not a ${type}` }]);
+    }
   }
 
   const resourceFor = (path: string) =>
@@ -122,6 +129,7 @@ export function geofenceRoutes(services: GatewayServices) {
           customFields: [],
           minDwellS: 0,
           exitGraceS: 0,
+          musterPoint: false,
           deleted: false,
           createdAt: new Date(),
           updatedAt: new Date(),

@@ -79,6 +79,12 @@ export class WebhookService {
     committed: (handle: unknown) => this.wake(handle as Enqueued),
   };
 
+  /** Given to the evacuation service: deliveries stored in the roll change's own transaction, woken after its commit. */
+  readonly evacuationHook = {
+    stored: (tx: EntityManager, events: readonly WebhookEvent[]) => this.enqueue(executeIn(tx), events),
+    committed: (enqueued: Enqueued) => this.wake(enqueued),
+  };
+
   /**
    * Stores zone events the detectors found. When a webhook of their organizations asks for some of them, the
    * events and their deliveries are written in one transaction (a crash between the two would lose deliveries);

@@ -5,6 +5,7 @@ import { poseSchema } from '../realtime/pose-schema.js';
 import { alarmSchema } from '../routes/alarms.route.js';
 import { ALARM_EVENT_KINDS } from '../alarms/alarm-event-message.js';
 import { featureSchema } from '../routes/realtime.route.js';
+import { evacuationSummarySchema, rollEntrySchema } from '../evacuations/presenters.js';
 
 /**
  * The WebSocket protocol at /api/v1/ws, as zod schemas of every frame either side sends: the source of the
@@ -12,12 +13,14 @@ import { featureSchema } from '../routes/realtime.route.js';
  * the same objects as msgpack binary frames with the `msgpack` subprotocol.
  */
 const id = z.unknown().optional().describe('Any value: echoed in the reply to this operation');
-const topic = z.string().describe('buildings/{id}/positions | buildings/{id}/geofence-events | buildings/{id}/alarms | organization/alarms | devices/{device_id}');
+const topic = z
+  .string()
+  .describe('buildings/{id}/positions | buildings/{id}/geofence-events | buildings/{id}/alarms | buildings/{id}/evacuation | organization/alarms | devices/{device_id}');
 
 export const clientFrames = {
   auth: z.object({ op: z.literal('auth'), token: z.string().min(1).describe('An access token (JWT) or an API key'), id }).describe('Authenticate, unless the upgrade request carried credentials'),
   subscribe: z
-    .object({ op: z.literal('subscribe'), topics: z.array(topic).min(1).max(100), since_seq: z.number().int().min(0).optional().describe('Alarm topics: replay alarms after this seq first'), id })
+    .object({ op: z.literal('subscribe'), topics: z.array(topic).min(1).max(100), since_seq: z.number().int().min(0).optional().describe('Alarm topics: replay alarms after this seq first; evacuation topics: the active roll\'s entries changed after it (0: all)'), id })
     .describe('Follow topics; answered by `subscribed` (accepted topics) and one `error` per refused topic'),
   unsubscribe: z.object({ op: z.literal('unsubscribe'), topics: z.array(topic).min(1).max(100), id }).describe('Stop following topics'),
   upload: z.object({ op: z.literal('upload'), poses: z.array(poseSchema).min(1).max(10_000), id }).describe('Upload positions; `ack` once the whole batch is durably stored'),
@@ -39,6 +42,15 @@ const geofenceEventSchema = z.object({
   fired_at: z.string().describe('When it was decided (after any debounce)'),
 });
 const deviceEventSchema = z.object({ event_id: z.number().int(), building_id: z.number().int(), name: z.string(), info: z.string(), url: z.string().nullable().optional() });
+
+const evacuationChangeSchema = z.object({
+  kind: z.enum(['started', 'ended', 'entry']),
+  evacuation_id: z.string(),
+  building_id: z.number().int(),
+  evacuation: evacuationSummarySchema.optional().describe('With started and ended'),
+  seq: z.number().int().optional().describe('With entry: the entry\'s change seq (resume with since_seq)'),
+  entry: rollEntrySchema.optional().describe('With entry: the roll entry as it now stands'),
+});
 
 export const serverFrames = {
   authenticated: z.object({
@@ -80,6 +92,9 @@ export const serverFrames = {
   events: z
     .object({ op: z.literal('events'), topic: z.string(), data: z.array(deviceEventSchema).min(1).describe('In the order they happened') })
     .describe('The event areas a device entered in one batch detected together (devices/{id} topic; `?events=batched`)'),
+  evacuation: z
+    .object({ op: z.literal('evacuation'), topic: z.string(), data: evacuationChangeSchema, replay: z.literal(true).optional().describe('Sent by a since_seq replay') })
+    .describe('An evacuation of the topic\'s building started or ended, or a person on its roll changed status (buildings/{id}/evacuation)'),
   alarm: z
     .object({ op: z.literal('alarm'), topic: z.string(), data: alarmEventSchema, replay: z.literal(true).optional().describe('Sent by a since_seq replay') })
     .describe('An alarm raised, repeated, changed or escalated'),

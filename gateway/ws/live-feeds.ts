@@ -2,6 +2,8 @@ import type { AlarmEventMessage } from '../alarms/alarm-event-message.js';
 import type { AlarmService } from '../alarms/alarm-service.js';
 import { CREDENTIAL_REVOKED } from '../auth/authenticator.js';
 import type { Bus } from '../bus-channels.js';
+import type { EvacuationService } from '../evacuations/evacuation-service.js';
+import { presentEntry, presentSummary } from '../evacuations/presenters.js';
 import type { RealtimeService } from '../realtime/realtime-service.js';
 import { DEVICE_EVENT_OPS, GEOFENCE_EVENT_OPS, TopicEvents, deviceEvent, geofenceEvent } from './event-frames.js';
 import type { WebSocketGateway } from './ws-gateway.js';
@@ -11,9 +13,11 @@ export interface LiveFeedSources {
   bus: Bus;
   realtime: RealtimeService;
   alarms: AlarmService;
+  evacuations: EvacuationService;
 }
 
 const ALARM_TOPICS = /^(organization\/alarms|buildings\/\d+\/alarms)$/;
+const EVACUATION_TOPIC = /^buildings\/(\d+)\/evacuation$/;
 
 /**
  * Every push to WebSocket subscribers, in one place. Each feed turns what arrives on the bus (from any
@@ -26,10 +30,11 @@ const ALARM_TOPICS = /^(organization\/alarms|buildings\/\d+\/alarms)$/;
  * | bus zone-events: enter/exit          | buildings/{id}/geofence-events                   | geofence_event(s)|
  * | bus zone-events: event triggers      | devices/{id}                                     | event(s)         |
  * | bus alarms (a list, in seq order)    | organization/alarms, buildings/{id}/alarms       | alarm (+ replay) |
+ * | bus evacuations: roll changes        | buildings/{id}/evacuation                        | evacuation (+ replay) |
  * | bus auth:invalidate, revoked         | the credential's sockets are closed (4401)       |                  |
  * | bus devices:changed (owner changed)  | devices/{id} subscriptions checked again         | unsubscribed     |
  */
-export async function attachLiveFeeds({ bus, realtime, alarms }: LiveFeedSources, websockets: WebSocketGateway): Promise<void> {
+export async function attachLiveFeeds({ bus, realtime, alarms, evacuations }: LiveFeedSources, websockets: WebSocketGateway): Promise<void> {
   realtime.onFreshPositions((records) => websockets.publishPositions(records));
 
   // One message is one batch's (or sweep's) events of one organization: a group per topic followed here, each
@@ -64,6 +69,25 @@ export async function attachLiveFeeds({ bus, realtime, alarms }: LiveFeedSources
     const building = /^buildings\/(\d+)\//.exec(topic);
     for await (const event of alarms.eventsSince(principal.organizationId, sinceSeq, building ? Number(building[1]) : undefined)) {
       if (confinedTo === undefined || event.user_id === confinedTo) send({ op: 'alarm', topic, data: event, replay: true });
+    }
+  });
+
+  // Roll changes carry their entry's seq (started and ended frames none): a screen resumes with since_seq.
+  await bus.subscribe('evacuations', (change) => {
+    const { organizationId, buildingId, evacuationId, kind, evacuation, entry } = change;
+    const data = { kind, evacuation_id: evacuationId, building_id: buildingId, ...(evacuation ? { evacuation } : {}), ...(entry ? { seq: entry.seq, entry } : {}) };
+    websockets.publish(organizationId, `buildings/${buildingId}/evacuation`, 'evacuation', data);
+  });
+  // What a screen missed of the active evacuation: its entries changed after since_seq (0: the whole roll), in seq order.
+  websockets.registerReplay(EVACUATION_TOPIC, async (principal, topic, sinceSeq, send) => {
+    const buildingId = Number(EVACUATION_TOPIC.exec(topic)![1]);
+    const changes = await evacuations.changesSince(principal.organizationId, buildingId, sinceSeq);
+    if (!changes) return;
+    const evacuation = presentSummary(changes.evacuation);
+    send({ op: 'evacuation', topic, data: { kind: 'started', evacuation_id: evacuation.id, building_id: buildingId, evacuation }, replay: true });
+    for (const stored of changes.entries) {
+      const entry = presentEntry(stored);
+      send({ op: 'evacuation', topic, data: { kind: 'entry', evacuation_id: evacuation.id, building_id: buildingId, seq: entry.seq, entry }, replay: true });
     }
   });
 

@@ -8,7 +8,7 @@ import type { BuildingRegistry } from '../realtime/building-registry.js';
  * Topics a WebSocket can subscribe to. Keys are scoped by organization internally, so a device identifier
  * (unique only within an organization) never reaches another organization's subscribers.
  */
-const BUILDING_TOPIC = /^buildings\/(\d+)\/(positions|geofence-events|alarms)$/;
+const BUILDING_TOPIC = /^buildings\/(\d+)\/(positions|geofence-events|alarms|evacuation)$/;
 const DEVICE_TOPIC = /^devices\/(.{1,200})$/;
 
 export const topicKey = (organizationId: string, topic: string) => `${organizationId}|${topic}`;
@@ -22,7 +22,8 @@ const CONFINED_TOPIC = /^(buildings\/\d+\/(positions|geofence-events|alarms)|org
 export const isDeviceTopic = (topic: string): boolean => DEVICE_TOPIC.test(topic);
 export const isConfinedTopic = (topic: string): boolean => CONFINED_TOPIC.test(topic);
 
-const actionOf: Record<string, Action> = { positions: 'positions:read', 'geofence-events': 'positions:read', alarms: 'alarms:read' };
+/** An evacuation's roll shows where everyone is: for those who see every user's positions. */
+const actionOf: Record<string, Action> = { positions: 'positions:read', 'geofence-events': 'positions:read', alarms: 'alarms:read', evacuation: 'tracking:read-all' };
 
 /** Throws the AppError a refused subscription gets (the connection stays open). */
 export async function authorizeTopic(topic: string, principal: Principal, registry: BuildingRegistry, storage: Storage): Promise<void> {
@@ -44,5 +45,5 @@ export async function authorizeTopic(topic: string, principal: Principal, regist
     if (!can(principal.role, 'devices:read') && row.user_id !== principal.userId) throw new ForbiddenError('Not your device');
     return;
   }
-  throw new ValidationError([{ field: 'topics', message: `unknown topic ${topic}: buildings/{id}/positions|geofence-events|alarms, organization/alarms, devices/{id}` }]);
+  throw new ValidationError([{ field: 'topics', message: `unknown topic ${topic}: buildings/{id}/positions|geofence-events|alarms|evacuation, organization/alarms, devices/{id}` }]);
 }

@@ -8,7 +8,18 @@ import { sign } from './signature.js';
 import { send } from './webhook-sender.js';
 
 /** Every event a webhook may ask for. */
-export const WEBHOOK_EVENTS = ['alarm.raised', 'alarm.updated', 'alarm.state_changed', 'alarm.escalated', 'geofence.enter', 'geofence.exit', 'device.event'] as const;
+export const WEBHOOK_EVENTS = [
+  'alarm.raised',
+  'alarm.updated',
+  'alarm.state_changed',
+  'alarm.escalated',
+  'geofence.enter',
+  'geofence.exit',
+  'device.event',
+  'evacuation.started',
+  'evacuation.person_safe',
+  'evacuation.ended',
+] as const;
 export type WebhookEventType = (typeof WEBHOOK_EVENTS)[number];
 
 export const WEBHOOK_DELIVERY_JOB = 'webhook-delivery';

@@ -135,6 +135,9 @@ function exampleBody(operation: Operation): unknown {
     }),
     'post /api/v1/alarms': () => ({ type: 'DANGER', device_id: 'contract-device', building_id: building, floor_id: floor, x: 5, y: 5 }),
     'patch /api/v1/alarms/{id}': () => ({ state: 'CONFIRMED' }),
+    // The building of the path is the one POST /api/v1/buildings made: a floor scope of the venue's would be 422.
+    'post /api/v1/buildings/{id}/evacuations': () => ({ note: 'Contract drill', drill: true }),
+    'post /api/v1/buildings/{id}/evacuations/{evacuation}/roll/{entry}/safe': () => ({ comment: 'Seen outside' }),
     'post /api/v1/organizations': () => ({ name: 'Contract org', admin: { email: `org-${randomUUID().slice(0, 8)}@example.test`, password: 'contract-password-1', full_name: 'Org admin' } }),
     'post /api/v1/users': () => ({ email: `user-${randomUUID().slice(0, 8)}@example.test`, password: 'contract-password-1', role: 'user', full_name: 'Contract user' }),
     'put /api/v1/buildings/{building_id}/paths': () => ({ nodes: [], links: [] }),
@@ -182,8 +185,24 @@ function queryOf(operation: Operation): string {
   return text ? `?${text}` : '';
 }
 
-/** Objects no operation makes: a dead webhook delivery (the receiver never answered) to send again. */
+/**
+ * Objects no operation makes: a dead webhook delivery (the receiver never answered) to send again; the id of the
+ * evacuation POST declared (its path has an id, so it is not recorded), with a person on its roll to mark safe.
+ */
 async function prepare(operation: Operation): Promise<void> {
+  const evacuations = '/api/v1/buildings/{id}/evacuations';
+  if (operation.path.startsWith(`${evacuations}/`) && !created.has(evacuations)) {
+    const storage = running.gateway.services.storage;
+    const [evacuation] = await storage.execute<{ id: string }>('select id from evacuations where building_id = ? and ended_at is null', [created.get('/api/v1/buildings')]);
+    if (evacuation) {
+      await storage.execute(
+        `insert into evacuation_roll (evacuation_id, person_key, device_ids, status, status_at) values (?, 'device:contract-device', '["contract-device"]', 'missing', now())`,
+        [evacuation.id],
+      );
+      created.set(evacuations, evacuation.id);
+      created.set(`${evacuations}/{evacuation}/roll`, 'device:contract-device');
+    }
+  }
   if (operation.path !== '/api/v1/webhooks/{id}/deliveries/{delivery_id}/redeliver') return;
   const id = randomUUID();
   await running.gateway.services.storage.execute(

@@ -114,6 +114,11 @@ describe('the AsyncAPI document describes every WebSocket frame', () => {
     await late.next((frame) => frame.op === 'alarm' && frame.replay === true);
     await late.next((frame) => frame.op === 'subscribed');
 
+    // An evacuation of the building: its start, pushed to the building's evacuation topic.
+    expect((await control.request({ op: 'subscribe', topics: [`buildings/${building}/evacuation`] })).op).toBe('subscribed');
+    expect((await admin.post(`/api/v1/buildings/${building}/evacuations`, { drill: true })).status).toBe(201);
+    await control.next((frame) => frame.op === 'evacuation' && frame.data.kind === 'started');
+
     // Leaving, and a frame the server does not understand.
     expect((await control.request({ op: 'unsubscribe', topics: ['devices/walker'] })).op).toBe('unsubscribed');
     control.ws.send(JSON.stringify({ op: 'dance', id: 'bad' }));

@@ -193,6 +193,13 @@ const ROUTES: Record<string, Entry> = {
   'GET /api/v1/organizations/current_organization/alarm_settings': {},
   'PUT /api/v1/organizations/current_organization/alarm_settings': { body: {} },
 
+  // Evacuations: declared by admins and user managers (a floor of no building: 422), read with tracking:read-all. The
+  // matrix puts the building's id where the evacuation's goes, which is no evacuation id: 422 once the checks pass.
+  'POST /api/v1/buildings/:id/evacuations': { body: { floor_ids: [999_999] }, ok: 422 },
+  'GET /api/v1/buildings/:id/evacuations/:evacuation': { rule: () => 422 },
+  'POST /api/v1/buildings/:id/evacuations/:evacuation/roll/:entry/safe': { rule: () => 422 },
+  'POST /api/v1/buildings/:id/evacuations/:evacuation/end': { rule: () => 422 },
+
   // Webhooks: admins only. A redelivery names a delivery; the matrix puts the webhook's id there, which names none.
   'GET /api/v1/webhooks': {},
   'POST /api/v1/webhooks': { ok: 422 },

@@ -183,9 +183,9 @@ describe(`cartography (${driverLabel})`, () => {
       const geofence = (await admin.get(`/api/v1/geofences/${created.body.id}`)).body;
       expect(keys(geofence)).toEqual([
         'building_id', 'cartesians', 'code', 'created_at', 'custom_fields', 'deleted', 'description', 'exit_grace_s', 'floor_id', 'geometric', 'id', 'info',
-        'level_id', 'max_stay_time', 'min_dwell_s', 'name', 'organization_id', 'radius', 'type', 'updated_at',
+        'level_id', 'max_stay_time', 'min_dwell_s', 'muster_point', 'name', 'organization_id', 'radius', 'type', 'updated_at',
       ]);
-      expect(geofence).toMatchObject({ building_id: String(venue.building.id), floor_id: venue.floors[0].id, level_id: venue.floors[0].id, type: 'POLYGON', deleted: false, max_stay_time: 600 });
+      expect(geofence).toMatchObject({ building_id: String(venue.building.id), floor_id: venue.floors[0].id, level_id: venue.floors[0].id, type: 'POLYGON', deleted: false, max_stay_time: 600, muster_point: false });
       expect(geofence.geometric).toHaveLength(5);
       expect(geofence.geometric[0]).toEqual(geofence.geometric[4]);
       expect(geofence.geometric[0][0]).toBeGreaterThan(40); // latitude first

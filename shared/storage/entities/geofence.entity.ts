@@ -26,6 +26,8 @@ export interface Geofence {
   minDwellS: number;
   /** Debounce: seconds outside before `exit` fires. */
   exitGraceS: number;
+  /** An assembly point of evacuations (a closed shape: POLYGON or CIRCLE); may lie outside the building's footprint. */
+  musterPoint: boolean;
   customFields: CustomField[];
   /** Bumped whenever what a position is tested against changes (floor, type, points, radius); not by a rename. */
   geometryVersion: number;
@@ -55,6 +57,7 @@ export const GeofenceSchema = new EntitySchema<Geofence>({
     maxStayTime: { type: 'integer', nullable: true },
     minDwellS: { type: 'integer', default: 0, fieldName: 'min_dwell_s' },
     exitGraceS: { type: 'integer', default: 0, fieldName: 'exit_grace_s' },
+    musterPoint: { type: 'boolean', default: false, fieldName: 'muster_point' },
     customFields: customFieldsProperty,
     geometryVersion: { type: 'integer', default: 1, fieldName: 'geometry_version' },
     geometrySince: { type: 'Date', fieldName: 'geometry_since' },

@@ -20,6 +20,7 @@ import { M0019AlarmTriage } from './m0019-alarm-triage.js';
 import { M0020RefreshTokenFamilies } from './m0020-refresh-token-families.js';
 import { M0021DetectionDeadLetters } from './m0021-detection-dead-letters.js';
 import { M0022TokenFamiliesAndOrganizationEmails } from './m0022-token-families-and-organization-emails.js';
+import { M0023Evacuations } from './m0023-evacuations.js';
 
 /**
  * Every migration, in order. Listed explicitly (not globbed from disk) so they run the same under tsx,
@@ -47,4 +48,5 @@ export const migrationsList: MigrationObject[] = [
   { name: 'm0020-refresh-token-families', class: M0020RefreshTokenFamilies },
   { name: 'm0021-detection-dead-letters', class: M0021DetectionDeadLetters },
   { name: 'm0022-token-families-and-organization-emails', class: M0022TokenFamiliesAndOrganizationEmails },
+  { name: 'm0023-evacuations', class: M0023Evacuations },
 ];

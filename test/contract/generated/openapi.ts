@@ -2030,6 +2030,8 @@ export type paths = {
                                 max_stay_time: number | null;
                                 min_dwell_s: number;
                                 exit_grace_s: number;
+                                /** @description An assembly point: reaching it marks a person safe during an evacuation */
+                                muster_point: boolean;
                                 deleted: boolean;
                             }[];
                         } | {
@@ -4856,6 +4858,8 @@ export type paths = {
                                 max_stay_time: number | null;
                                 min_dwell_s: number;
                                 exit_grace_s: number;
+                                /** @description An assembly point: reaching it marks a person safe during an evacuation */
+                                muster_point: boolean;
                                 deleted: boolean;
                             }[];
                             metadata: {
@@ -4958,6 +4962,8 @@ export type paths = {
                                 max_stay_time: number | null;
                                 min_dwell_s: number;
                                 exit_grace_s: number;
+                                /** @description An assembly point: reaching it marks a person safe during an evacuation */
+                                muster_point: boolean;
                                 deleted: boolean;
                             }[];
                             metadata: {
@@ -5051,6 +5057,8 @@ export type paths = {
                             max_stay_time: number | null;
                             min_dwell_s: number;
                             exit_grace_s: number;
+                            /** @description An assembly point: reaching it marks a person safe during an evacuation */
+                            muster_point: boolean;
                             deleted: boolean;
                         };
                     };
@@ -5104,6 +5112,8 @@ export type paths = {
                         max_stay_time?: number | null;
                         min_dwell_s?: number;
                         exit_grace_s?: number;
+                        /** @description An assembly point of evacuations; only a closed shape (POLYGON or CIRCLE), which may lie outside the footprint */
+                        muster_point?: boolean;
                         custom_fields?: {
                             key: string;
                             /** @description A string; numbers, booleans, null, objects and arrays are refused (422) */
@@ -5156,6 +5166,8 @@ export type paths = {
                             max_stay_time: number | null;
                             min_dwell_s: number;
                             exit_grace_s: number;
+                            /** @description An assembly point: reaching it marks a person safe during an evacuation */
+                            muster_point: boolean;
                             deleted: boolean;
                         };
                     };
@@ -5242,6 +5254,8 @@ export type paths = {
                         max_stay_time?: number | null;
                         min_dwell_s?: number;
                         exit_grace_s?: number;
+                        /** @description An assembly point of evacuations; only a closed shape (POLYGON or CIRCLE), which may lie outside the footprint */
+                        muster_point?: boolean;
                         custom_fields?: {
                             key: string;
                             /** @description A string; numbers, booleans, null, objects and arrays are refused (422) */
@@ -5294,6 +5308,8 @@ export type paths = {
                             max_stay_time: number | null;
                             min_dwell_s: number;
                             exit_grace_s: number;
+                            /** @description An assembly point: reaching it marks a person safe during an evacuation */
+                            muster_point: boolean;
                             deleted: boolean;
                         };
                     };
@@ -5356,6 +5372,8 @@ export type paths = {
                         max_stay_time?: number | null;
                         min_dwell_s?: number;
                         exit_grace_s?: number;
+                        /** @description An assembly point of evacuations; only a closed shape (POLYGON or CIRCLE), which may lie outside the footprint */
+                        muster_point?: boolean;
                         custom_fields?: {
                             key: string;
                             /** @description A string; numbers, booleans, null, objects and arrays are refused (422) */
@@ -5408,6 +5426,8 @@ export type paths = {
                             max_stay_time: number | null;
                             min_dwell_s: number;
                             exit_grace_s: number;
+                            /** @description An assembly point: reaching it marks a person safe during an evacuation */
+                            muster_point: boolean;
                             deleted: boolean;
                         };
                     };
@@ -5489,6 +5509,8 @@ export type paths = {
                             max_stay_time: number | null;
                             min_dwell_s: number;
                             exit_grace_s: number;
+                            /** @description An assembly point: reaching it marks a person safe during an evacuation */
+                            muster_point: boolean;
                             deleted: boolean;
                         };
                     };
@@ -5542,6 +5564,8 @@ export type paths = {
                         max_stay_time?: number | null;
                         min_dwell_s?: number;
                         exit_grace_s?: number;
+                        /** @description An assembly point of evacuations; only a closed shape (POLYGON or CIRCLE), which may lie outside the footprint */
+                        muster_point?: boolean;
                         custom_fields?: {
                             key: string;
                             /** @description A string; numbers, booleans, null, objects and arrays are refused (422) */
@@ -5594,6 +5618,8 @@ export type paths = {
                             max_stay_time: number | null;
                             min_dwell_s: number;
                             exit_grace_s: number;
+                            /** @description An assembly point: reaching it marks a person safe during an evacuation */
+                            muster_point: boolean;
                             deleted: boolean;
                         };
                     };
@@ -5680,6 +5706,8 @@ export type paths = {
                         max_stay_time?: number | null;
                         min_dwell_s?: number;
                         exit_grace_s?: number;
+                        /** @description An assembly point of evacuations; only a closed shape (POLYGON or CIRCLE), which may lie outside the footprint */
+                        muster_point?: boolean;
                         custom_fields?: {
                             key: string;
                             /** @description A string; numbers, booleans, null, objects and arrays are refused (422) */
@@ -5732,6 +5760,8 @@ export type paths = {
                             max_stay_time: number | null;
                             min_dwell_s: number;
                             exit_grace_s: number;
+                            /** @description An assembly point: reaching it marks a person safe during an evacuation */
+                            muster_point: boolean;
                             deleted: boolean;
                         };
                     };
@@ -5794,6 +5824,8 @@ export type paths = {
                         max_stay_time?: number | null;
                         min_dwell_s?: number;
                         exit_grace_s?: number;
+                        /** @description An assembly point of evacuations; only a closed shape (POLYGON or CIRCLE), which may lie outside the footprint */
+                        muster_point?: boolean;
                         custom_fields?: {
                             key: string;
                             /** @description A string; numbers, booleans, null, objects and arrays are refused (422) */
@@ -5846,6 +5878,8 @@ export type paths = {
                             max_stay_time: number | null;
                             min_dwell_s: number;
                             exit_grace_s: number;
+                            /** @description An assembly point: reaching it marks a person safe during an evacuation */
+                            muster_point: boolean;
                             deleted: boolean;
                         };
                     };
@@ -7548,6 +7582,643 @@ export type paths = {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/buildings/{id}/evacuations": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Declare an evacuation of a building: everyone present (a fix in the building within EVACUATION_PRESENCE_WINDOW_S, or whose last fix was inside) is on its roll. One active per building: 409 names the active one */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: number;
+                };
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        /** @description Only people on these floors (default: the whole building) */
+                        floor_ids?: number[];
+                        note?: string | null;
+                        /** @description A practice: the roll runs as for a real one, marked as a drill */
+                        drill?: boolean;
+                    };
+                };
+            };
+            responses: {
+                /** @description Success */
+                201: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** Format: uuid */
+                            id: string;
+                            building_id: number;
+                            /** @description The declared scope; null: every floor */
+                            floor_ids: number[] | null;
+                            note: string | null;
+                            drill: boolean;
+                            active: boolean;
+                            started_at: string;
+                            started_by: {
+                                user_id: string;
+                                email: string;
+                            };
+                            ended_at: string | null;
+                            ended_by: {
+                                user_id: string;
+                                email: string;
+                            } | null;
+                            counts: {
+                                on_roll: number;
+                                missing: number;
+                                safe: number;
+                                safe_manual: number;
+                                left_site: number;
+                                not_found: number;
+                                arrivals: number;
+                            };
+                            /** @description Still missing, by floor (lowest level first), each with the last known place and fix time */
+                            missing: {
+                                /** @description The entry id: `user:{user id}`, or `device:{identifier}` for a device nobody is assigned */
+                                entry: string;
+                                user_id: string | null;
+                                device_ids: string[];
+                                /** @description Came into the building after the declaration (a responder): listed apart, never missing */
+                                arrival: boolean;
+                                /** @enum {string} */
+                                status: "missing" | "safe" | "safe_manual" | "left_site" | "not_found";
+                                status_at: string;
+                                /** @description Where the person was accounted (status safe) */
+                                assembly_point: {
+                                    id: string;
+                                    name: string;
+                                } | null;
+                                /** @description The warden who marked the person safe by hand (status safe_manual) */
+                                marked_by: {
+                                    user_id: string;
+                                    email: string;
+                                } | null;
+                                comment: string | null;
+                                /** @description The last known fix of any of the person's devices */
+                                last_position: {
+                                    floor_id: number | null;
+                                    x: number | null;
+                                    y: number | null;
+                                    lat: number;
+                                    lng: number;
+                                    fix_at: string;
+                                } | null;
+                                /** @description Bumped at each change of the entry; a `since_seq` subscription resumes after it */
+                                seq: number;
+                            }[];
+                            /** @description Everyone on the roll at declaration, by entry */
+                            roll: {
+                                /** @description The entry id: `user:{user id}`, or `device:{identifier}` for a device nobody is assigned */
+                                entry: string;
+                                user_id: string | null;
+                                device_ids: string[];
+                                /** @description Came into the building after the declaration (a responder): listed apart, never missing */
+                                arrival: boolean;
+                                /** @enum {string} */
+                                status: "missing" | "safe" | "safe_manual" | "left_site" | "not_found";
+                                status_at: string;
+                                /** @description Where the person was accounted (status safe) */
+                                assembly_point: {
+                                    id: string;
+                                    name: string;
+                                } | null;
+                                /** @description The warden who marked the person safe by hand (status safe_manual) */
+                                marked_by: {
+                                    user_id: string;
+                                    email: string;
+                                } | null;
+                                comment: string | null;
+                                /** @description The last known fix of any of the person's devices */
+                                last_position: {
+                                    floor_id: number | null;
+                                    x: number | null;
+                                    y: number | null;
+                                    lat: number;
+                                    lng: number;
+                                    fix_at: string;
+                                } | null;
+                                /** @description Bumped at each change of the entry; a `since_seq` subscription resumes after it */
+                                seq: number;
+                            }[];
+                            /** @description People who came into the building during the evacuation */
+                            arrivals: {
+                                /** @description The entry id: `user:{user id}`, or `device:{identifier}` for a device nobody is assigned */
+                                entry: string;
+                                user_id: string | null;
+                                device_ids: string[];
+                                /** @description Came into the building after the declaration (a responder): listed apart, never missing */
+                                arrival: boolean;
+                                /** @enum {string} */
+                                status: "missing" | "safe" | "safe_manual" | "left_site" | "not_found";
+                                status_at: string;
+                                /** @description Where the person was accounted (status safe) */
+                                assembly_point: {
+                                    id: string;
+                                    name: string;
+                                } | null;
+                                /** @description The warden who marked the person safe by hand (status safe_manual) */
+                                marked_by: {
+                                    user_id: string;
+                                    email: string;
+                                } | null;
+                                comment: string | null;
+                                /** @description The last known fix of any of the person's devices */
+                                last_position: {
+                                    floor_id: number | null;
+                                    x: number | null;
+                                    y: number | null;
+                                    lat: number;
+                                    lng: number;
+                                    fix_at: string;
+                                } | null;
+                                /** @description Bumped at each change of the entry; a `since_seq` subscription resumes after it */
+                                seq: number;
+                            }[];
+                        };
+                    };
+                };
+                /** @description The building has an active evacuation (its id in the message and the Location header) */
+                409: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/buildings/{id}/evacuations/{evacuation}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** An evacuation (`current`: the active one) with its roll and counts; the missing first by floor, with their last known place */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: number;
+                    evacuation: string | "current";
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** Format: uuid */
+                            id: string;
+                            building_id: number;
+                            /** @description The declared scope; null: every floor */
+                            floor_ids: number[] | null;
+                            note: string | null;
+                            drill: boolean;
+                            active: boolean;
+                            started_at: string;
+                            started_by: {
+                                user_id: string;
+                                email: string;
+                            };
+                            ended_at: string | null;
+                            ended_by: {
+                                user_id: string;
+                                email: string;
+                            } | null;
+                            counts: {
+                                on_roll: number;
+                                missing: number;
+                                safe: number;
+                                safe_manual: number;
+                                left_site: number;
+                                not_found: number;
+                                arrivals: number;
+                            };
+                            /** @description Still missing, by floor (lowest level first), each with the last known place and fix time */
+                            missing: {
+                                /** @description The entry id: `user:{user id}`, or `device:{identifier}` for a device nobody is assigned */
+                                entry: string;
+                                user_id: string | null;
+                                device_ids: string[];
+                                /** @description Came into the building after the declaration (a responder): listed apart, never missing */
+                                arrival: boolean;
+                                /** @enum {string} */
+                                status: "missing" | "safe" | "safe_manual" | "left_site" | "not_found";
+                                status_at: string;
+                                /** @description Where the person was accounted (status safe) */
+                                assembly_point: {
+                                    id: string;
+                                    name: string;
+                                } | null;
+                                /** @description The warden who marked the person safe by hand (status safe_manual) */
+                                marked_by: {
+                                    user_id: string;
+                                    email: string;
+                                } | null;
+                                comment: string | null;
+                                /** @description The last known fix of any of the person's devices */
+                                last_position: {
+                                    floor_id: number | null;
+                                    x: number | null;
+                                    y: number | null;
+                                    lat: number;
+                                    lng: number;
+                                    fix_at: string;
+                                } | null;
+                                /** @description Bumped at each change of the entry; a `since_seq` subscription resumes after it */
+                                seq: number;
+                            }[];
+                            /** @description Everyone on the roll at declaration, by entry */
+                            roll: {
+                                /** @description The entry id: `user:{user id}`, or `device:{identifier}` for a device nobody is assigned */
+                                entry: string;
+                                user_id: string | null;
+                                device_ids: string[];
+                                /** @description Came into the building after the declaration (a responder): listed apart, never missing */
+                                arrival: boolean;
+                                /** @enum {string} */
+                                status: "missing" | "safe" | "safe_manual" | "left_site" | "not_found";
+                                status_at: string;
+                                /** @description Where the person was accounted (status safe) */
+                                assembly_point: {
+                                    id: string;
+                                    name: string;
+                                } | null;
+                                /** @description The warden who marked the person safe by hand (status safe_manual) */
+                                marked_by: {
+                                    user_id: string;
+                                    email: string;
+                                } | null;
+                                comment: string | null;
+                                /** @description The last known fix of any of the person's devices */
+                                last_position: {
+                                    floor_id: number | null;
+                                    x: number | null;
+                                    y: number | null;
+                                    lat: number;
+                                    lng: number;
+                                    fix_at: string;
+                                } | null;
+                                /** @description Bumped at each change of the entry; a `since_seq` subscription resumes after it */
+                                seq: number;
+                            }[];
+                            /** @description People who came into the building during the evacuation */
+                            arrivals: {
+                                /** @description The entry id: `user:{user id}`, or `device:{identifier}` for a device nobody is assigned */
+                                entry: string;
+                                user_id: string | null;
+                                device_ids: string[];
+                                /** @description Came into the building after the declaration (a responder): listed apart, never missing */
+                                arrival: boolean;
+                                /** @enum {string} */
+                                status: "missing" | "safe" | "safe_manual" | "left_site" | "not_found";
+                                status_at: string;
+                                /** @description Where the person was accounted (status safe) */
+                                assembly_point: {
+                                    id: string;
+                                    name: string;
+                                } | null;
+                                /** @description The warden who marked the person safe by hand (status safe_manual) */
+                                marked_by: {
+                                    user_id: string;
+                                    email: string;
+                                } | null;
+                                comment: string | null;
+                                /** @description The last known fix of any of the person's devices */
+                                last_position: {
+                                    floor_id: number | null;
+                                    x: number | null;
+                                    y: number | null;
+                                    lat: number;
+                                    lng: number;
+                                    fix_at: string;
+                                } | null;
+                                /** @description Bumped at each change of the entry; a `since_seq` subscription resumes after it */
+                                seq: number;
+                            }[];
+                        };
+                    };
+                };
+                /** @description Error */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/buildings/{id}/evacuations/{evacuation}/roll/{entry}/safe": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** A warden marks a person on the roll safe (safe_manual, with who and the comment); 404 when they are not on the roll */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: number;
+                    evacuation: string | "current";
+                    entry: string;
+                };
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        comment?: string | null;
+                    };
+                };
+            };
+            responses: {
+                /** @description Success */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description The entry id: `user:{user id}`, or `device:{identifier}` for a device nobody is assigned */
+                            entry: string;
+                            user_id: string | null;
+                            device_ids: string[];
+                            /** @description Came into the building after the declaration (a responder): listed apart, never missing */
+                            arrival: boolean;
+                            /** @enum {string} */
+                            status: "missing" | "safe" | "safe_manual" | "left_site" | "not_found";
+                            status_at: string;
+                            /** @description Where the person was accounted (status safe) */
+                            assembly_point: {
+                                id: string;
+                                name: string;
+                            } | null;
+                            /** @description The warden who marked the person safe by hand (status safe_manual) */
+                            marked_by: {
+                                user_id: string;
+                                email: string;
+                            } | null;
+                            comment: string | null;
+                            /** @description The last known fix of any of the person's devices */
+                            last_position: {
+                                floor_id: number | null;
+                                x: number | null;
+                                y: number | null;
+                                lat: number;
+                                lng: number;
+                                fix_at: string;
+                            } | null;
+                            /** @description Bumped at each change of the entry; a `since_seq` subscription resumes after it */
+                            seq: number;
+                        };
+                    };
+                };
+                /** @description Error */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/buildings/{id}/evacuations/{evacuation}/end": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** End an evacuation; whoever is still missing is recorded as not_found */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: number;
+                    evacuation: string | "current";
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** Format: uuid */
+                            id: string;
+                            building_id: number;
+                            /** @description The declared scope; null: every floor */
+                            floor_ids: number[] | null;
+                            note: string | null;
+                            drill: boolean;
+                            active: boolean;
+                            started_at: string;
+                            started_by: {
+                                user_id: string;
+                                email: string;
+                            };
+                            ended_at: string | null;
+                            ended_by: {
+                                user_id: string;
+                                email: string;
+                            } | null;
+                            counts: {
+                                on_roll: number;
+                                missing: number;
+                                safe: number;
+                                safe_manual: number;
+                                left_site: number;
+                                not_found: number;
+                                arrivals: number;
+                            };
+                            /** @description Still missing, by floor (lowest level first), each with the last known place and fix time */
+                            missing: {
+                                /** @description The entry id: `user:{user id}`, or `device:{identifier}` for a device nobody is assigned */
+                                entry: string;
+                                user_id: string | null;
+                                device_ids: string[];
+                                /** @description Came into the building after the declaration (a responder): listed apart, never missing */
+                                arrival: boolean;
+                                /** @enum {string} */
+                                status: "missing" | "safe" | "safe_manual" | "left_site" | "not_found";
+                                status_at: string;
+                                /** @description Where the person was accounted (status safe) */
+                                assembly_point: {
+                                    id: string;
+                                    name: string;
+                                } | null;
+                                /** @description The warden who marked the person safe by hand (status safe_manual) */
+                                marked_by: {
+                                    user_id: string;
+                                    email: string;
+                                } | null;
+                                comment: string | null;
+                                /** @description The last known fix of any of the person's devices */
+                                last_position: {
+                                    floor_id: number | null;
+                                    x: number | null;
+                                    y: number | null;
+                                    lat: number;
+                                    lng: number;
+                                    fix_at: string;
+                                } | null;
+                                /** @description Bumped at each change of the entry; a `since_seq` subscription resumes after it */
+                                seq: number;
+                            }[];
+                            /** @description Everyone on the roll at declaration, by entry */
+                            roll: {
+                                /** @description The entry id: `user:{user id}`, or `device:{identifier}` for a device nobody is assigned */
+                                entry: string;
+                                user_id: string | null;
+                                device_ids: string[];
+                                /** @description Came into the building after the declaration (a responder): listed apart, never missing */
+                                arrival: boolean;
+                                /** @enum {string} */
+                                status: "missing" | "safe" | "safe_manual" | "left_site" | "not_found";
+                                status_at: string;
+                                /** @description Where the person was accounted (status safe) */
+                                assembly_point: {
+                                    id: string;
+                                    name: string;
+                                } | null;
+                                /** @description The warden who marked the person safe by hand (status safe_manual) */
+                                marked_by: {
+                                    user_id: string;
+                                    email: string;
+                                } | null;
+                                comment: string | null;
+                                /** @description The last known fix of any of the person's devices */
+                                last_position: {
+                                    floor_id: number | null;
+                                    x: number | null;
+                                    y: number | null;
+                                    lat: number;
+                                    lng: number;
+                                    fix_at: string;
+                                } | null;
+                                /** @description Bumped at each change of the entry; a `since_seq` subscription resumes after it */
+                                seq: number;
+                            }[];
+                            /** @description People who came into the building during the evacuation */
+                            arrivals: {
+                                /** @description The entry id: `user:{user id}`, or `device:{identifier}` for a device nobody is assigned */
+                                entry: string;
+                                user_id: string | null;
+                                device_ids: string[];
+                                /** @description Came into the building after the declaration (a responder): listed apart, never missing */
+                                arrival: boolean;
+                                /** @enum {string} */
+                                status: "missing" | "safe" | "safe_manual" | "left_site" | "not_found";
+                                status_at: string;
+                                /** @description Where the person was accounted (status safe) */
+                                assembly_point: {
+                                    id: string;
+                                    name: string;
+                                } | null;
+                                /** @description The warden who marked the person safe by hand (status safe_manual) */
+                                marked_by: {
+                                    user_id: string;
+                                    email: string;
+                                } | null;
+                                comment: string | null;
+                                /** @description The last known fix of any of the person's devices */
+                                last_position: {
+                                    floor_id: number | null;
+                                    x: number | null;
+                                    y: number | null;
+                                    lat: number;
+                                    lng: number;
+                                    fix_at: string;
+                                } | null;
+                                /** @description Bumped at each change of the entry; a `since_seq` subscription resumes after it */
+                                seq: number;
+                            }[];
+                        };
+                    };
+                };
+                /** @description Error */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/reports/geofencing_stay_time.json": {
         parameters: {
             query?: never;
@@ -8759,7 +9430,7 @@ export type paths = {
                             url: string;
                             /** @description `sha256:` and 16 hex digits of the real URL: tells two URLs apart without showing them */
                             url_fingerprint: string;
-                            events: ("alarm.raised" | "alarm.updated" | "alarm.state_changed" | "alarm.escalated" | "geofence.enter" | "geofence.exit" | "device.event")[];
+                            events: ("alarm.raised" | "alarm.updated" | "alarm.state_changed" | "alarm.escalated" | "geofence.enter" | "geofence.exit" | "device.event" | "evacuation.started" | "evacuation.person_safe" | "evacuation.ended")[];
                             /** @description Only events of these buildings; null: every building, and events without one */
                             building_ids: number[] | null;
                             description: string;
@@ -8792,7 +9463,7 @@ export type paths = {
                 content: {
                     "application/json": {
                         url: string;
-                        events: ("alarm.raised" | "alarm.updated" | "alarm.state_changed" | "alarm.escalated" | "geofence.enter" | "geofence.exit" | "device.event")[];
+                        events: ("alarm.raised" | "alarm.updated" | "alarm.state_changed" | "alarm.escalated" | "geofence.enter" | "geofence.exit" | "device.event" | "evacuation.started" | "evacuation.person_safe" | "evacuation.ended")[];
                         building_ids?: number[] | null;
                         /** @default  */
                         description?: string;
@@ -8815,7 +9486,7 @@ export type paths = {
                             url: string;
                             /** @description `sha256:` and 16 hex digits of the real URL: tells two URLs apart without showing them */
                             url_fingerprint: string;
-                            events: ("alarm.raised" | "alarm.updated" | "alarm.state_changed" | "alarm.escalated" | "geofence.enter" | "geofence.exit" | "device.event")[];
+                            events: ("alarm.raised" | "alarm.updated" | "alarm.state_changed" | "alarm.escalated" | "geofence.enter" | "geofence.exit" | "device.event" | "evacuation.started" | "evacuation.person_safe" | "evacuation.ended")[];
                             /** @description Only events of these buildings; null: every building, and events without one */
                             building_ids: number[] | null;
                             description: string;
@@ -8877,7 +9548,7 @@ export type paths = {
                             url: string;
                             /** @description `sha256:` and 16 hex digits of the real URL: tells two URLs apart without showing them */
                             url_fingerprint: string;
-                            events: ("alarm.raised" | "alarm.updated" | "alarm.state_changed" | "alarm.escalated" | "geofence.enter" | "geofence.exit" | "device.event")[];
+                            events: ("alarm.raised" | "alarm.updated" | "alarm.state_changed" | "alarm.escalated" | "geofence.enter" | "geofence.exit" | "device.event" | "evacuation.started" | "evacuation.person_safe" | "evacuation.ended")[];
                             /** @description Only events of these buildings; null: every building, and events without one */
                             building_ids: number[] | null;
                             description: string;
@@ -8945,7 +9616,7 @@ export type paths = {
                 content: {
                     "application/json": {
                         url?: string;
-                        events?: ("alarm.raised" | "alarm.updated" | "alarm.state_changed" | "alarm.escalated" | "geofence.enter" | "geofence.exit" | "device.event")[];
+                        events?: ("alarm.raised" | "alarm.updated" | "alarm.state_changed" | "alarm.escalated" | "geofence.enter" | "geofence.exit" | "device.event" | "evacuation.started" | "evacuation.person_safe" | "evacuation.ended")[];
                         building_ids?: number[] | null;
                         description?: string;
                     };
@@ -8967,7 +9638,7 @@ export type paths = {
                             url: string;
                             /** @description `sha256:` and 16 hex digits of the real URL: tells two URLs apart without showing them */
                             url_fingerprint: string;
-                            events: ("alarm.raised" | "alarm.updated" | "alarm.state_changed" | "alarm.escalated" | "geofence.enter" | "geofence.exit" | "device.event")[];
+                            events: ("alarm.raised" | "alarm.updated" | "alarm.state_changed" | "alarm.escalated" | "geofence.enter" | "geofence.exit" | "device.event" | "evacuation.started" | "evacuation.person_safe" | "evacuation.ended")[];
                             /** @description Only events of these buildings; null: every building, and events without one */
                             building_ids: number[] | null;
                             description: string;
@@ -9030,7 +9701,7 @@ export type paths = {
                                 /** Format: uuid */
                                 webhook_id: string;
                                 /** @enum {string} */
-                                event_type: "alarm.raised" | "alarm.updated" | "alarm.state_changed" | "alarm.escalated" | "geofence.enter" | "geofence.exit" | "device.event";
+                                event_type: "alarm.raised" | "alarm.updated" | "alarm.state_changed" | "alarm.escalated" | "geofence.enter" | "geofence.exit" | "device.event" | "evacuation.started" | "evacuation.person_safe" | "evacuation.ended";
                                 /** @enum {string} */
                                 status: "pending" | "succeeded" | "dead";
                                 attempts: number;
@@ -9117,7 +9788,7 @@ export type paths = {
                             /** Format: uuid */
                             webhook_id: string;
                             /** @enum {string} */
-                            event_type: "alarm.raised" | "alarm.updated" | "alarm.state_changed" | "alarm.escalated" | "geofence.enter" | "geofence.exit" | "device.event";
+                            event_type: "alarm.raised" | "alarm.updated" | "alarm.state_changed" | "alarm.escalated" | "geofence.enter" | "geofence.exit" | "device.event" | "evacuation.started" | "evacuation.person_safe" | "evacuation.ended";
                             /** @enum {string} */
                             status: "pending" | "succeeded" | "dead";
                             attempts: number;

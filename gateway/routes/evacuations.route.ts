@@ -1,0 +1,91 @@
+import { z } from 'zod';
+import { evacuationSchema, rollEntrySchema, presentEntry } from '../evacuations/presenters.js';
+import { idParam, uuidParam } from '../http/query-schemas.js';
+import { defineRoute } from '../http/route.js';
+import type { GatewayServices } from '../services.js';
+
+const evacuationParam = z.union([uuidParam, z.literal('current')]).describe('An evacuation id, or `current` for the active one');
+const entryParam = z.string().min(1).max(300).describe('A roll entry: `user:{user id}` or `device:{identifier}`');
+
+/**
+ * Evacuations of a building (issue 31): declared and ended by admins and user managers, the roll read by whoever
+ * sees everyone's positions.
+ */
+export function evacuationRoutes({ evacuations }: GatewayServices) {
+  return [
+    defineRoute({
+      method: 'POST',
+      path: '/api/v1/buildings/:id/evacuations',
+      summary:
+        'Declare an evacuation of a building: everyone present (a fix in the building within EVACUATION_PRESENCE_WINDOW_S, ' +
+        'or whose last fix was inside) is on its roll. One active per building: 409 names the active one',
+      tags: ['evacuations'],
+      auth: 'authenticated',
+      action: 'evacuations:manage',
+      params: z.object({ id: idParam }),
+      body: z
+        .object({
+          floor_ids: z
+            .array(z.number().int().positive())
+            .max(500)
+            .optional()
+            .describe('Only people on these floors (default: the whole building)'),
+          note: z.string().max(2000).nullable().optional(),
+          drill: z.boolean().optional().describe('A practice: the roll runs as for a real one, marked as a drill'),
+        })
+        .strict(),
+      response: evacuationSchema,
+      successStatus: 201,
+      otherResponses: { 409: { description: 'The building has an active evacuation (its id in the message and the Location header)' } },
+      handler: async ({ principal, params, body, audit }) => {
+        const evacuation = await evacuations.declare(principal, params.id, body, audit);
+        return {
+          status: 201,
+          body: await evacuations.view(evacuation),
+          headers: { location: `/api/v1/buildings/${params.id}/evacuations/${evacuation.id}` },
+        };
+      },
+    }),
+    defineRoute({
+      method: 'GET',
+      path: '/api/v1/buildings/:id/evacuations/:evacuation',
+      summary:
+        'An evacuation (`current`: the active one) with its roll and counts; the missing first by floor, with their last known place',
+      tags: ['evacuations'],
+      auth: 'authenticated',
+      action: 'tracking:read-all',
+      params: z.object({ id: idParam, evacuation: evacuationParam }),
+      response: evacuationSchema,
+      handler: async ({ principal, params }) => ({
+        body: await evacuations.view(await evacuations.find(principal, params.id, params.evacuation)),
+      }),
+    }),
+    defineRoute({
+      method: 'POST',
+      path: '/api/v1/buildings/:id/evacuations/:evacuation/roll/:entry/safe',
+      summary: 'A warden marks a person on the roll safe (safe_manual, with who and the comment); 404 when they are not on the roll',
+      tags: ['evacuations'],
+      auth: 'authenticated',
+      action: 'evacuations:manage',
+      params: z.object({ id: idParam, evacuation: evacuationParam, entry: entryParam }),
+      body: z.object({ comment: z.string().max(2000).nullable().optional() }).strict(),
+      response: rollEntrySchema,
+      handler: async ({ principal, params, body, audit }) => ({
+        body: presentEntry(await evacuations.markSafe(principal, params.id, params.evacuation, params.entry, body.comment ?? null, audit)),
+      }),
+    }),
+    defineRoute({
+      method: 'POST',
+      path: '/api/v1/buildings/:id/evacuations/:evacuation/end',
+      summary: 'End an evacuation; whoever is still missing is recorded as not_found',
+      tags: ['evacuations'],
+      auth: 'authenticated',
+      action: 'evacuations:manage',
+      params: z.object({ id: idParam, evacuation: evacuationParam }),
+      response: evacuationSchema,
+      handler: async ({ principal, params, audit }) => ({
+        body: await evacuations.view(await evacuations.end(principal, params.id, params.evacuation, audit)),
+      }),
+    }),
+  ];
+}
