@@ -60,6 +60,9 @@ import { consoleRoutes } from './routes/console.route.js';
 import { routingRoutes } from './routes/routing.route.js';
 import { RoutingService } from './routing/routing-service.js';
 import { webhookRoutes } from './routes/webhooks.route.js';
+import { privacyRoutes } from './routes/privacy.route.js';
+import { TrackingWindows } from './privacy/tracking-windows.js';
+import { resumeErasures } from '../shared/privacy/erasure.js';
 import { WebhookService } from './webhooks/webhook-service.js';
 import type { GatewayServices } from './services.js';
 import { registerSources } from '../shared/metrics/metrics.js';
@@ -131,7 +134,12 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
   // Detection is partitioned by building across gateways: this one runs it for the buildings it owns.
   const cluster = createClusterNode(config, new DetectionShards(detection, stateLoader, engine, realtime.live, storage, config.CLUSTER_SHARDS, logger), logger);
   // The hot path, with detection's steps around persistence (position-pipeline.ts lists them in order).
-  const pipeline = new PositionPipeline({ registry, devices, writer, bus, logger, maxAgeMs: config.POSITIONS_MAX_AGE_SECONDS * 1000 }, detection.steps(cluster));
+  // Positions outside their person's tracking window are dropped on the hot path (gateway/privacy).
+  const trackingWindows = new TrackingWindows(storage, bus, config.CACHE_TTL_SECONDS * 1000);
+  const pipeline = new PositionPipeline(
+    { registry, devices, writer, bus, logger, maxAgeMs: config.POSITIONS_MAX_AGE_SECONDS * 1000, trackingWindows },
+    detection.steps(cluster),
+  );
   const routing = new RoutingService(storage, registry, realtime.live, bus);
   const websockets = new WebSocketGateway(
     { logger, authenticator, pipeline, registry, storage, rateLimits },
@@ -153,7 +161,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
   );
   // Every bus -> socket feed (positions, zone events, alarms and their replay, revoked credentials).
   await attachLiveFeeds({ bus, realtime, alarms }, websockets);
-  await Promise.all([registry.start(), devices.start(), realtime.start(), routing.start(), webhooks.start()]);
+  await Promise.all([registry.start(), devices.start(), realtime.start(), routing.start(), webhooks.start(), trackingWindows.start()]);
   await cluster.start(); // joins; the shards it takes are rebuilt from storage in the background
   detection.start((buildingId) => cluster.ownsBuilding(buildingId));
   const securityAudit = new SecurityAudit(storage, logger);
@@ -163,8 +171,10 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
   // A database outage refuses every upload: silence caused by it is ours, so detection waits it out.
   const storageWatch = new StorageWatch(() => storage.ping(), engine, logger);
   storageWatch.start();
-  const services: GatewayServices = { config, logger, storage, bus, jobs, tokens, credentials, authenticator, cartography, registry, devices, writer, pipeline, realtime, alarms, detection, cluster, routing, webhooks, rateLimits, websockets, securityAudit, clientAddresses };
+  const services: GatewayServices = { config, logger, storage, bus, jobs, tokens, credentials, authenticator, cartography, registry, devices, writer, pipeline, realtime, alarms, detection, cluster, routing, webhooks, rateLimits, websockets, securityAudit, clientAddresses, trackingWindows };
   const bootstrap = await bootstrapFirstAdmin(storage, config, logger);
+  // Erasures a stop interrupted carry on from what they saved (shared/privacy/erasure.ts).
+  await resumeErasures(storage, (job) => jobs.schedule(job)).catch((error) => logger.error({ err: error }, 'could not resume erasures'));
 
   const audit = new AuditService(storage, logger, config.AUDIT_RETENTION_DAYS ?? config.POSITIONS_RETENTION_DAYS);
   audit.start(); // the retention sweep, hourly
@@ -194,6 +204,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
     ...healthRoutes(services),
     ...authRoutes(services),
     ...organizationRoutes(services),
+    ...privacyRoutes(services),
     ...userRoutes(services),
     ...groupRoutes(services),
     ...deviceRoutes(services),

@@ -21,6 +21,7 @@ import type { RoutingService } from './routing/routing-service.js';
 import type { WebhookService } from './webhooks/webhook-service.js';
 import type { SecurityAudit } from './audit/security-events.js';
 import type { ClientAddresses } from './http/client-address.js';
+import type { TrackingWindows } from './privacy/tracking-windows.js';
 
 /** The gateway's long-lived collaborators, built once at boot and handed to every route module. */
 export interface GatewayServices {
@@ -51,4 +52,6 @@ export interface GatewayServices {
   /** Per-credential request and pose budgets (HTTP and WebSocket uploads share them). */
   rateLimits?: RateLimits;
   websockets: WebSocketGateway;
+  /** Each person's tracking window, cached per gateway (gateway/privacy). */
+  trackingWindows: TrackingWindows;
 }

@@ -33,6 +33,8 @@ export const ACTIONS = [
   'tracking:read-all',
   /** Outbound webhooks: they carry the whole organization's events to another system, and hold its signing secrets. */
   'webhooks:manage',
+  /** Erase a person's history (positions, zone events, stays, rollups; their alarms pseudonymized): admins only. */
+  'users:erase',
   /** Raise alarm types that only the system raises (DEADMAN, GEOFENCE_MAX_STAY_TIME...): nobody holds it. */
   'alarms:raise-system',
 ] as const;

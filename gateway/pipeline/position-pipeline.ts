@@ -10,6 +10,7 @@ import type { Principal } from '../auth/principal.js';
 import type { BuildingRegistry, BuildingRuntime } from '../realtime/building-registry.js';
 import type { DeviceDirectory } from '../realtime/device-directory.js';
 import { DEFAULT_POSITIONS_MAX_AGE_MS, parsePoseFast, poseSchema, timestampProblem, type Pose } from '../realtime/pose-schema.js';
+import { trackingWindowStep, type TrackingWindows } from '../privacy/tracking-windows.js';
 import { runPipeline, type PipelineStep } from './pipeline.js';
 
 
@@ -41,6 +42,8 @@ export interface PipelineDependencies {
   logger: Logger;
   /** POSITIONS_MAX_AGE_SECONDS in ms: older fixes are refused (default 7 days). */
   maxAgeMs?: number;
+  /** The people's tracking windows (gateway/privacy); none: every position is kept. */
+  trackingWindows?: TrackingWindows;
 }
 
 /**
@@ -62,6 +65,7 @@ export function positionSteps(deps: PipelineDependencies, detection: DetectionSt
     { name: 'georeference', critical: true, run: (batch) => georeference(batch, deps.registry) },
     { name: 'refuse-invalid', critical: true, run: refuseInvalid },
     { name: 'resolve-devices', critical: true, run: (batch) => resolveDevices(batch, deps.devices) },
+    trackingWindowStep(deps.trackingWindows),
     ...detection.beforePersist,
     { name: 'publish', run: (batch) => publish(batch, deps.bus) },
     { name: 'persist', critical: true, run: (batch) => deps.writer.write(batch.records) },

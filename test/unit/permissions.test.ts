@@ -27,6 +27,7 @@ const expected: Record<Action, Role[]> = {
   'audit:read': ['admin'],
   'tracking:read-all': ['admin', 'user_manager'],
   'webhooks:manage': ['admin'],
+  'users:erase': ['admin'],
   'alarms:raise-system': [],
 };
 

@@ -19,6 +19,7 @@ import { M0018SilenceStormsAndContact } from './m0018-silence-storms-and-contact
 import { M0019AlarmTriage } from './m0019-alarm-triage.js';
 import { M0020RefreshTokenFamilies } from './m0020-refresh-token-families.js';
 import { M0021DetectionDeadLetters } from './m0021-detection-dead-letters.js';
+import { M0024Privacy } from './m0024-privacy.js';
 
 /**
  * Every migration, in order. Listed explicitly (not globbed from disk) so they run the same under tsx,
@@ -45,4 +46,5 @@ export const migrationsList: MigrationObject[] = [
   { name: 'm0019-alarm-triage', class: M0019AlarmTriage },
   { name: 'm0020-refresh-token-families', class: M0020RefreshTokenFamilies },
   { name: 'm0021-detection-dead-letters', class: M0021DetectionDeadLetters },
+  { name: 'm0024-privacy', class: M0024Privacy },
 ];
