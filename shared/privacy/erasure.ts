@@ -1,5 +1,6 @@
 import type { JobRequest } from '../jobs/index.js';
 import type { Storage } from '../storage/index.js';
+import { pgArray } from '../storage/pg-array.js';
 
 /**
  * Erasure of one person's history (issue 32): their positions, zone events, stays and rollup rows (a rollup row
@@ -90,19 +91,28 @@ export async function runErasure(storage: Pick<Storage, 'execute'>, id: string, 
   for (;;) {
     // The alarm keeps its kind, states and history; its person, device and place go. Each gets its own pseudonym,
     // so two erased alarms never collide on the one-open-alarm index.
-    const alarms = await storage.execute<{ id: string }>(
-      `update alarms set user_id = null, device_id = case when device_id is null then null else 'erased-' || left(id::text, 8) end,
-         floor_id = null, x = null, y = null, lat = null, lng = null, details = details - 'position', updated_at = now()
-       where id in (select id from alarms where organization_id = ? and user_id = ?${range('created_at')} limit ${batchSize})
-       returning id`,
+    const alarms = await storage.execute<{ id: string; old_device: string | null }>(
+      `with picked as (select id, device_id from alarms where organization_id = ? and user_id = ?${range('created_at')} limit ${batchSize} for update),
+       changed as (
+         update alarms a set user_id = null, device_id = case when a.device_id is null then null else 'erased-' || left(a.id::text, 8) end,
+           floor_id = null, x = null, y = null, lat = null, lng = null, details = a.details - 'position', updated_at = now()
+         from picked p where a.id = p.id returning a.id, p.device_id as old_device)
+       select id, old_device from changed`,
       [request.organization_id, request.user_id, ...rangeParams],
     );
     if (alarms.length > 0) {
       await storage.execute(
         `update alarm_events e set alarm = e.alarm || jsonb_build_object('user_id', null, 'device_id', a.device_id, 'floor_id', null, 'position', null)
          from alarms a where a.id = e.alarm_id and e.organization_id = ? and e.alarm_id = any(?::uuid[])`,
-        [request.organization_id, `{${alarms.map((alarm) => alarm.id).join(',')}}`],
+        [request.organization_id, pgArray(alarms.map((alarm) => alarm.id))],
       );
+      // A pose's raise key names its device (detection-service.ts): the retry guard of an erased press goes too.
+      const devices = [...new Set(alarms.map((alarm) => alarm.old_device).filter((device): device is string => device !== null))];
+      for (const device of devices) {
+        await storage.execute(`delete from alarm_raise_keys where organization_id = ? and left(key, length(?) + 6) = 'pose|' || ? || '|'`, [
+          request.organization_id, device, device,
+        ]);
+      }
     }
     removed.alarms_pseudonymized = (removed.alarms_pseudonymized ?? 0) + alarms.length;
     await save('running');
