@@ -1,6 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { positionsOutsideWindow } from '../../shared/metrics/metrics.js';
+import { startReportMaterializer } from '../../shared/reports/materializations.js';
+import type { ReportMaterializer } from '../../shared/reports/materializer.js';
 import { createVenue, squareCartesians } from '../support/cartography.js';
 import type { TestClient } from '../support/http-client.js';
 import { adminClient, createUser } from '../support/identity.js';
@@ -21,6 +23,7 @@ describe(`privacy: tracking windows and erasure (${driverLabel})`, () => {
   let running: RunningGateway;
   let admin: TestClient;
   let venue: Venue;
+  let materializer: ReportMaterializer | undefined;
   const pose = (deviceId: string, userId: string, timestamp: number, x: number, extra: object = {}) => ({
     device_id: deviceId, user_id: userId, timestamp, building_id: venue.building.id, floor_id: venue.floors[0].id, x, y: 15, ...extra,
   });
@@ -45,8 +48,14 @@ describe(`privacy: tracking windows and erasure (${driverLabel})`, () => {
     running = await startTestGateway({ REPORTS_MATERIALIZE_INTERVAL_MS: '100', REPORTS_MATERIALIZE_LAG_MS: '0' });
     admin = await adminClient(running.client);
     venue = await createVenue(admin, 'Privacy venue');
+    // With Redis the workers keep the rollups and stays (workers/main.ts): run their materializer as they would.
+    const { services } = running.gateway;
+    if (services.jobs.kind === 'bullmq') materializer = startReportMaterializer(services.storage, services.config, services.logger);
   });
-  afterAll(async () => running?.stop());
+  afterAll(async () => {
+    await materializer?.stop();
+    await running?.stop();
+  });
 
   describe('tracking windows', () => {
     it('acknowledges positions outside the window but stores, pushes and reports none of them', async () => {
