@@ -89,12 +89,13 @@ export class PrivacyService {
     requestedBy: string,
     audit: (tx: EntityManager, request: ErasureRequest) => Promise<void>,
   ): Promise<ErasureRequest> {
-    if (range.from && range.to && Date.parse(range.from) > Date.parse(range.to)) {
-      throw new ValidationError([{ field: 'from', message: 'must not be after to' }]);
-    }
     const id = randomUUID();
     const request = await this.storage.em().transactional(async (tx) => {
+      // Another organization's user is 404 whatever the range.
       await this.assertSubject(organizationId, { kind: 'user', id: userId }, tx);
+      if (range.from && range.to && Date.parse(range.from) > Date.parse(range.to)) {
+        throw new ValidationError([{ field: 'from', message: 'must not be after to' }]);
+      }
       await tx.execute(`insert into erasure_requests (id, organization_id, user_id, from_ts, to_ts, status, requested_by) values (?, ?, ?, ?, ?, 'queued', ?)`, [
         id, organizationId, userId, range.from ?? null, range.to ?? null, requestedBy,
       ]);
