@@ -219,5 +219,23 @@ describe(`privacy: tracking windows and erasure (${driverLabel})`, () => {
       expect((await manager.client.post(`/api/v1/users/${person.user.id}/erasure`, {})).status).toBe(403);
       expect((await admin.post(`/api/v1/users/${randomUUID()}/erasure`, {})).status).toBe(404);
     });
+
+    it('carries on after a restart with an erasure the stop interrupted', async () => {
+      const person = await createUser(admin, 'user');
+      const device = `resumed-${randomUUID().slice(0, 8)}`;
+      await upload([pose(device, person.user.id, at(2), 1), pose(device, person.user.id, at(3), 2)]);
+      // As a stop mid-run leaves it: running, one table done, nothing queued any more.
+      const id = randomUUID();
+      const [{ organization_id: organizationId }] = await sql<{ organization_id: string }>('select organization_id from users where id = ?', [person.user.id]);
+      await sql(`insert into erasure_requests (id, organization_id, user_id, status, removed) values (?, ?, ?, 'running', '{"positions": 0}')`, [id, organizationId, person.user.id]);
+      await materializer?.stop();
+      running = await running.restart();
+      admin = await adminClient(running.client);
+      const { services } = running.gateway;
+      if (services.jobs.kind === 'bullmq') materializer = startReportMaterializer(services.storage, services.config, services.logger);
+      await waitFor(async () => (await admin.get(`/api/v1/users/${person.user.id}/erasure/${id}`)).body.status === 'done', 'the resumed erasure');
+      expect((await admin.get(`/api/v1/users/${person.user.id}/erasure/${id}`)).body.removed.positions).toBe(2);
+      expect(await history(device)).toEqual([]);
+    });
   });
 });
