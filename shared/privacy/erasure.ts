@@ -74,7 +74,7 @@ export async function runErasure(storage: Pick<Storage, 'execute'>, id: string, 
   for (const { table, time } of ERASED_TABLES) {
     // Hour and quarter buckets overlapping the range go whole: a bucket's rows cannot be split by instant.
     const bucketed = time === 'hour' || time === 'quarter';
-    const from = bucketed && request.from ? `date_trunc('${time}', ?::timestamptz)` : '?';
+    const from = !bucketed ? '?' : `date_bin('${time === 'hour' ? '1 hour' : '15 minutes'}', ?::timestamptz, '2000-01-01T00:00:00Z')`;
     const where = `organization_id = ? and user_id = ?${request.from ? ` and ${time} >= ${from}` : ''}${request.to ? ` and ${time} <= ?` : ''}`;
     for (;;) {
       const [gone] = await storage.execute<{ n: number }>(

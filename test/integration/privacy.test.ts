@@ -209,9 +209,14 @@ describe(`privacy: tracking windows and erasure (${driverLabel})`, () => {
       const person = await createUser(admin, 'user');
       const device = `ranged-${randomUUID().slice(0, 8)}`;
       await upload([pose(device, person.user.id, at(1), 1), pose(device, person.user.id, at(3), 2), pose(device, person.user.id, at(6), 3)]);
+      const hours = async () =>
+        (await sql<{ h: number }>('select distinct extract(hour from quarter)::int as h from rollup_runs where user_id = ? order by h', [person.user.id])).map((row) => row.h);
+      await waitFor(async () => (await hours()).length === 3, 'the rollups of three hours');
       const done = await erase(person.user.id, { from: new Date(at(2)).toISOString(), to: new Date(at(4)).toISOString() });
       expect(done.removed.positions).toBe(1);
       expect(await history(device)).toEqual([1, 3]);
+      // Only the rollups of the range went: the buckets are quarter hours, not calendar quarters.
+      expect(await hours()).toEqual([1, 6]);
       const backwards = await admin.post(`/api/v1/users/${person.user.id}/erasure`, { from: new Date(at(4)).toISOString(), to: new Date(at(2)).toISOString() });
       expect(backwards.status).toBe(422);
       expect(backwards.body.errors.map((error: { field: string }) => error.field)).toEqual(['from']);
