@@ -60,6 +60,9 @@ import { consoleRoutes } from './routes/console.route.js';
 import { routingRoutes } from './routes/routing.route.js';
 import { RoutingService } from './routing/routing-service.js';
 import { webhookRoutes } from './routes/webhooks.route.js';
+import { privacyRoutes } from './routes/privacy.route.js';
+import { TrackingWindows } from './privacy/tracking-windows.js';
+import { resumeErasures } from '../shared/privacy/erasure.js';
 import { WebhookService } from './webhooks/webhook-service.js';
 import type { GatewayServices } from './services.js';
 import { registerSources } from '../shared/metrics/metrics.js';
@@ -129,6 +132,8 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
     logger,
     escalation: new AlarmEscalation(storage, alarms),
   });
+  // Positions outside their person's tracking window are dropped on the hot path (gateway/privacy).
+  const trackingWindows = new TrackingWindows(storage, bus, config.CACHE_TTL_SECONDS * 1000);
   // The hot path, every step listed in order in position-pipeline.ts.
   const pipeline = new PositionPipeline({
     registry,
@@ -138,6 +143,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
     logger,
     alarms: new RequestedAlarms(alarms, new AlarmButton(config.ALARM_BUTTON_DEBOUNCE_S * 1000, config.ALARM_BUTTON_RAISES_PER_MINUTE)),
     owners: cluster,
+    trackingWindows,
     maxAgeMs: config.POSITIONS_MAX_AGE_SECONDS * 1000,
   });
   const routing = new RoutingService(storage, registry, realtime.live, bus);
@@ -162,7 +168,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
   );
   // Every bus -> socket feed (positions, zone events, alarms and their replay, revoked credentials).
   await attachLiveFeeds({ bus, realtime, alarms, evacuations }, websockets);
-  await Promise.all([registry.start(), devices.start(), realtime.start(), routing.start(), webhooks.start(), evacuations.start()]);
+  await Promise.all([registry.start(), devices.start(), realtime.start(), routing.start(), webhooks.start(), evacuations.start(), trackingWindows.start()]);
   await cluster.start(); // joins; the shards it takes are rebuilt from storage in the background
   sweep.start(); // once a second
   alarms.startMaintenance(); // prunes idempotency keys past any retry, hourly
@@ -175,8 +181,10 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
   // A database outage refuses every upload: silence caused by it is ours, so detection waits it out.
   const storageWatch = new StorageWatch(() => storage.ping(), detection.engine, logger);
   storageWatch.start();
-  const services: GatewayServices = { config, logger, storage, bus, jobs, tokens, credentials, authenticator, cartography, registry, devices, writer, pipeline, realtime, alarms, detection, sweep, cluster, routing, evacuations, webhooks, rateLimits, websockets, securityAudit, clientAddresses };
+  const services: GatewayServices = { config, logger, storage, bus, jobs, tokens, credentials, authenticator, cartography, registry, devices, writer, pipeline, realtime, alarms, detection, sweep, cluster, routing, evacuations, trackingWindows, webhooks, rateLimits, websockets, securityAudit, clientAddresses };
   const bootstrap = await bootstrapFirstAdmin(storage, config, logger);
+  // Erasures a stop interrupted carry on from what they saved (shared/privacy/erasure.ts).
+  await resumeErasures(storage, (job) => jobs.schedule(job)).catch((error) => logger.error({ err: error }, 'could not resume erasures'));
 
   const audit = new AuditService(storage, logger, config.AUDIT_RETENTION_DAYS ?? config.POSITIONS_RETENTION_DAYS);
   audit.start(); // the retention sweep, hourly
@@ -208,6 +216,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
     ...organizationRoutes(services),
     ...userRoutes(services),
     ...groupRoutes(services),
+    ...privacyRoutes(services),
     ...deviceRoutes(services),
     ...cartographyRoutes(services),
     ...realtimeRoutes(services),

@@ -19,6 +19,12 @@ export interface AuthInvalidation {
   credentialVersion?: number;
 }
 
+/** A tracking window changed: one user's (`userId`), or one that may apply to many (a group's): the organization's. */
+export interface TrackingWindowChange {
+  organizationId: string;
+  userId?: string;
+}
+
 /** An organization's devices changed (created, deleted, handed to another user). */
 export interface DeviceChange {
   organizationId: string;
@@ -55,6 +61,8 @@ export interface Channels {
   'cartography:changed': CartographyChange;
   /** evacuations/evacuation-service.ts (each roll change, once stored) → every evacuation service, ws/live-feeds.ts. */
   evacuations: EvacuationChange;
+  /** privacy/tracking-windows.ts (a window written or removed) → every gateway's window cache. */
+  'tracking-windows:changed': TrackingWindowChange;
 }
 
 /** The gateway's bus: shared/bus's drivers, typed by `Channels`. */

@@ -23,6 +23,7 @@ import type { WebhookService } from './webhooks/webhook-service.js';
 import type { SecurityAudit } from './audit/security-events.js';
 import type { ClientAddresses } from './http/client-address.js';
 import type { EvacuationService } from './evacuations/evacuation-service.js';
+import type { TrackingWindows } from './privacy/tracking-windows.js';
 
 /** The gateway's long-lived collaborators, built once at boot and handed to every route module. */
 export interface GatewayServices {
@@ -58,4 +59,6 @@ export interface GatewayServices {
   /** Per-credential request and pose budgets (HTTP and WebSocket uploads share them). */
   rateLimits?: RateLimits;
   websockets: WebSocketGateway;
+  /** Each person's tracking window, cached per gateway (gateway/privacy). */
+  trackingWindows: TrackingWindows;
 }

@@ -35,6 +35,8 @@ export const ACTIONS = [
   'webhooks:manage',
   /** Declare and end an evacuation of a building, and mark people on its roll safe (admins and user managers). */
   'evacuations:manage',
+  /** Erase a person's history (positions, zone events, stays, rollups; their alarms pseudonymized): admins only. */
+  'users:erase',
   /** Raise alarm types that only the system raises (DEADMAN, GEOFENCE_MAX_STAY_TIME...): nobody holds it. */
   'alarms:raise-system',
 ] as const;

@@ -9,7 +9,8 @@ import { confinedUserId } from '../auth/permissions.js';
 import type { Principal } from '../auth/principal.js';
 import type { BuildingRegistry, BuildingRuntime } from '../realtime/building-registry.js';
 import type { DeviceDirectory } from '../realtime/device-directory.js';
-import { DEFAULT_POSITIONS_MAX_AGE_MS, parsePoseFast, poseSchema, timestampProblem } from '../realtime/pose-schema.js';
+import { DEFAULT_POSITIONS_MAX_AGE_MS, parsePoseFast, poseSchema, timestampProblem, type Pose } from '../realtime/pose-schema.js';
+import { trackingWindowStep, type TrackingWindows } from '../privacy/tracking-windows.js';
 import { runPipeline, type PipelineStep } from './pipeline.js';
 import type { PositionBatch } from './position-batch.js';
 import type { PositionHandOff, RequestedAlarmRaiser } from './ports.js';
@@ -26,6 +27,8 @@ export interface PipelineDependencies {
   owners: PositionHandOff;
   /** POSITIONS_MAX_AGE_SECONDS in ms: older fixes are refused (default 7 days). */
   maxAgeMs?: number;
+  /** The people's tracking windows (gateway/privacy); none: every position is kept. */
+  trackingWindows?: TrackingWindows;
 }
 
 /**
@@ -51,6 +54,7 @@ export function positionSteps(deps: PipelineDependencies): PipelineStep<Position
     { name: 'georeference', critical: true, run: (batch) => georeference(batch, deps.registry) },
     { name: 'refuse-invalid', critical: true, run: refuseInvalid },
     { name: 'resolve-devices', critical: true, run: (batch) => resolveDevices(batch, deps.devices) },
+    trackingWindowStep(deps.trackingWindows),
     { name: 'raise-requested-alarms', critical: true, run: (batch) => deps.alarms.raise(batch) },
     { name: 'pace-to-detection', critical: true, run: (batch) => deps.owners.admit(batch.records) },
     { name: 'publish', run: (batch) => publish(batch, deps.bus) },

@@ -163,8 +163,9 @@ export class WsProtocol {
       if (principal.permission === 'read-only') throw new ForbiddenError('This credential is read-only');
       if (!can(principal.role, 'positions:upload')) throw new ForbiddenError('Your role may not upload positions');
       await this.services.rateLimits?.consume(principal, { poses: message.poses.length });
-      const batch = await this.services.pipeline.process(principal, message.poses);
-      return connection.message({ op: 'ack', id: message.id, count: batch.records.length });
+      await this.services.pipeline.process(principal, message.poses);
+      // Every pose was accepted, those a tracking window dropped included (the app need not know).
+      return connection.message({ op: 'ack', id: message.id, count: message.poses.length });
     }
     if (message.op === 'unsubscribe') {
       for (const topic of message.topics) this.topics.unsubscribe(connection, topicKey(principal.organizationId, topic));

@@ -27,6 +27,7 @@ export const refusedPositions = {
   forbidden: positionsRefused.labels('forbidden'),
   failed: positionsRefused.labels('failed'),
 };
+export const positionsOutsideWindow = new Counter({ name: `${PREFIX}positions_outside_tracking_window_total`, help: 'Poses acknowledged but dropped (not stored, pushed or detected): taken outside their person’s tracking window.', registers: [registry] });
 export const uploadBatchSize = new Histogram({ name: `${PREFIX}upload_batch_poses`, help: 'Poses per upload (HTTP or WebSocket), accepted or not.', buckets: BATCH_BUCKETS, registers: [registry] });
 export const uploadToPublish = new Histogram({ name: `${PREFIX}upload_to_publish_seconds`, help: 'From receipt of an upload to its positions published on the bus (live screens see them then).', buckets: LATENCY_BUCKETS, registers: [registry] });
 

@@ -141,6 +141,8 @@ function exampleBody(operation: Operation): unknown {
     'post /api/v1/organizations': () => ({ name: 'Contract org', admin: { email: `org-${randomUUID().slice(0, 8)}@example.test`, password: 'contract-password-1', full_name: 'Org admin' } }),
     'post /api/v1/users': () => ({ email: `user-${randomUUID().slice(0, 8)}@example.test`, password: 'contract-password-1', role: 'user', full_name: 'Contract user' }),
     'put /api/v1/buildings/{building_id}/paths': () => ({ nodes: [], links: [] }),
+    'put /api/v1/users/{id}/tracking_window': () => ({ time_zone: 'Europe/Madrid', weekly: [{ day: 'mon', from: '08:00', to: '17:00' }] }),
+    'put /api/v1/groups/{id}/tracking_window': () => ({ time_zone: 'Europe/Madrid', weekly: [{ day: 'tue', from: '08:00', to: '17:00' }] }),
     // `.invalid` never resolves (RFC 6761), and no event of this kind happens here: no delivery leaves the machine.
     'post /api/v1/webhooks': () => ({ url: 'https://hooks.contract.invalid/', events: ['device.event'] }),
   };
@@ -186,10 +188,20 @@ function queryOf(operation: Operation): string {
 }
 
 /**
- * Objects no operation makes: a dead webhook delivery (the receiver never answered) to send again; the id of the
- * evacuation POST declared (its path has an id, so it is not recorded), with a person on its roll to mark safe.
+ * Objects no operation makes: a dead webhook delivery (the receiver never answered) to send again; a finished
+ * erasure; the id of the evacuation POST declared (its path has an id, so it is not recorded), with a person on
+ * its roll to mark safe.
  */
 async function prepare(operation: Operation): Promise<void> {
+  if (operation.path === '/api/v1/users/{id}/erasure/{erasure_id}') {
+    const id = randomUUID();
+    await running.gateway.services.storage.execute(
+      `insert into erasure_requests (id, organization_id, user_id, status, finished_at) select ?, organization_id, id, 'done', now() from users where id = ?`,
+      [id, created.get('/api/v1/users')],
+    );
+    created.set('/api/v1/users/{id}/erasure', id);
+    return;
+  }
   const evacuations = '/api/v1/buildings/{id}/evacuations';
   if (operation.path.startsWith(`${evacuations}/`) && !created.has(evacuations)) {
     const storage = running.gateway.services.storage;
@@ -264,9 +276,12 @@ function operationsOf(doc: Schema): Operation[] {
   for (const [path, item] of Object.entries(doc.paths as Record<string, Schema>)) {
     for (const [method, spec] of Object.entries(item)) operations.push({ method, path, spec: spec as Schema });
   }
-  // Creations first (their ids feed the rest), deletions last, each in the document's order, and the
-  // deletion of a building after everything that lives in it.
-  const rank = (operation: Operation) => METHOD_ORDER.indexOf(operation.method) * 10 + (operation.method === 'delete' && operation.path.startsWith('/api/v1/buildings/') ? 1 : 0);
+  // Creations first (their ids feed the rest), deletions last, each in the document's order, the deletion of a
+  // building after everything that lives in it, and a sub-resource's (a user's tracking window) before its owner's.
+  const rank = (operation: Operation) =>
+    METHOD_ORDER.indexOf(operation.method) * 10 +
+    (operation.method === 'delete' && operation.path.startsWith('/api/v1/buildings/') ? 1 : 0) -
+    (operation.method === 'delete' && /\}\/[a-z_]+$/.test(operation.path) ? 0.5 : 0);
   operations.sort((a, b) => rank(a) - rank(b));
   // Documented alternatives get their own call: the compact views, and a repeat of an OPEN alarm (200, not 201).
   const find = (method: string, path: string) => operations.find((o) => o.method === method && o.path === path)!;

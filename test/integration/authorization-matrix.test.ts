@@ -92,6 +92,18 @@ const ROUTES: Record<string, Entry> = {
   'PATCH /api/v1/users/:id': {},
   'DELETE /api/v1/users/:id': { rule: (cell) => (cell.target === 'own' ? 409 : undefined) },
 
+  // Privacy (issue 32): windows follow the users and groups actions; erasure is admins' only. A matrix erasure
+  // sends from after to (422 once every guard passed), and its progress route gets the user's id, which names no erasure.
+  'GET /api/v1/users/:id/tracking_window': {},
+  'PUT /api/v1/users/:id/tracking_window': { body: { time_zone: 'UTC', weekly: [] } },
+  'DELETE /api/v1/users/:id/tracking_window': {},
+  'GET /api/v1/groups/:id/tracking_window': {},
+  'PUT /api/v1/groups/:id/tracking_window': { body: { time_zone: 'UTC', weekly: [] } },
+  'DELETE /api/v1/groups/:id/tracking_window': {},
+  'GET /api/v1/users/me/privacy': {},
+  'POST /api/v1/users/:id/erasure': { body: { from: '2026-01-02T00:00:00Z', to: '2026-01-01T00:00:00Z' }, ok: 422 },
+  'GET /api/v1/users/:id/erasure/:erasure_id': { ok: 404 },
+
   'GET /api/v1/groups': {},
   'GET /api/v1/groups/:id': { rule: readable('groups:read', false) },
   'POST /api/v1/groups': { ok: 422 },

@@ -28,6 +28,7 @@ const expected: Record<Action, Role[]> = {
   'tracking:read-all': ['admin', 'user_manager'],
   'webhooks:manage': ['admin'],
   'evacuations:manage': ['admin', 'user_manager'],
+  'users:erase': ['admin'],
   'alarms:raise-system': [],
 };
 

@@ -5,6 +5,7 @@ import { REPORT_NAMES } from '../../shared/reports/report-params.js';
 import { reportProcessor } from './report.processor.js';
 import { webhookDeliveryProcessor } from './webhook-delivery.processor.js';
 import { policyOf, WEBHOOK_DELIVERY_JOB } from '../../shared/webhooks/deliveries.js';
+import { ERASURE_JOB, runErasure } from '../../shared/privacy/erasure.js';
 
 /**
  * Every job processor, by name. The same registry runs on the in-process runner (no Redis) and on BullMQ
@@ -16,6 +17,8 @@ export const processorsFor = (config: Config): ProcessorRegistry => instrumentPr
   report: reportProcessor,
   /** Outbound webhooks: one attempt (a webhook's next fresh delivery, or a retry), then what follows from it. */
   [WEBHOOK_DELIVERY_JOB]: webhookDeliveryProcessor(policyOf(config)),
+  /** Erasure of one person's history (issue 32), from its `erasure_requests` row; resumes where a run stopped. */
+  [ERASURE_JOB]: async (data: { id: string }, { storage }) => runErasure(storage, data.id),
   /** Diagnostics: proves a worker is consuming and can reach storage (`npm run admin -- check-workers`). */
   'storage-check': async (_data, { storage }) => {
     const [row] = await storage.execute<{ now: string }>('select now()::text as now');

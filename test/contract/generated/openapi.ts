@@ -1290,6 +1290,569 @@ export type paths = {
         };
         trace?: never;
     };
+    "/api/v1/users/{id}/tracking_window": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The user's tracking window: when their positions are kept */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description null: no window of its own (tracked always, or by the group’s) */
+                            schedule: {
+                                time_zone: string;
+                                weekly: {
+                                    /** @enum {string} */
+                                    day: "mon" | "tue" | "wed" | "thu" | "fri" | "sat" | "sun";
+                                    from: string;
+                                    to: string;
+                                }[];
+                                exceptions: {
+                                    date: string;
+                                    ranges: {
+                                        from: string;
+                                        to: string;
+                                    }[];
+                                }[];
+                            } | null;
+                            updated_at: string | null;
+                        };
+                    };
+                };
+                /** @description Error */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        /** Set the user's tracking window: outside it, uploads are acknowledged but nothing is kept (DANGER and assistance requests always are) */
+        put: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        /** @description IANA time zone the hours are in, e.g. Europe/Paris */
+                        time_zone: string;
+                        /** @description Tracked hours per weekday; `to` is exclusive and after `from` (24:00 ends the day) */
+                        weekly: {
+                            /** @enum {string} */
+                            day: "mon" | "tue" | "wed" | "thu" | "fri" | "sat" | "sun";
+                            from: string;
+                            to: string;
+                        }[];
+                        /**
+                         * @description Dates whose hours replace their weekday’s: no ranges means not tracked that day
+                         * @default []
+                         */
+                        exceptions?: {
+                            /** Format: date */
+                            date: string;
+                            ranges: {
+                                from: string;
+                                to: string;
+                            }[];
+                        }[];
+                    };
+                };
+            };
+            responses: {
+                /** @description Success */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description null: no window of its own (tracked always, or by the group’s) */
+                            schedule: {
+                                time_zone: string;
+                                weekly: {
+                                    /** @enum {string} */
+                                    day: "mon" | "tue" | "wed" | "thu" | "fri" | "sat" | "sun";
+                                    from: string;
+                                    to: string;
+                                }[];
+                                exceptions: {
+                                    date: string;
+                                    ranges: {
+                                        from: string;
+                                        to: string;
+                                    }[];
+                                }[];
+                            } | null;
+                            updated_at: string | null;
+                        };
+                    };
+                };
+                /** @description Error */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        post?: never;
+        /** Remove the user's tracking window (their group’s applies, else tracked always) */
+        delete: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success, no content */
+                204: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/groups/{id}/tracking_window": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The group's tracking window: when their positions are kept */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description null: no window of its own (tracked always, or by the group’s) */
+                            schedule: {
+                                time_zone: string;
+                                weekly: {
+                                    /** @enum {string} */
+                                    day: "mon" | "tue" | "wed" | "thu" | "fri" | "sat" | "sun";
+                                    from: string;
+                                    to: string;
+                                }[];
+                                exceptions: {
+                                    date: string;
+                                    ranges: {
+                                        from: string;
+                                        to: string;
+                                    }[];
+                                }[];
+                            } | null;
+                            updated_at: string | null;
+                        };
+                    };
+                };
+                /** @description Error */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        /** Set the group's tracking window: outside it, uploads are acknowledged but nothing is kept (DANGER and assistance requests always are) */
+        put: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        /** @description IANA time zone the hours are in, e.g. Europe/Paris */
+                        time_zone: string;
+                        /** @description Tracked hours per weekday; `to` is exclusive and after `from` (24:00 ends the day) */
+                        weekly: {
+                            /** @enum {string} */
+                            day: "mon" | "tue" | "wed" | "thu" | "fri" | "sat" | "sun";
+                            from: string;
+                            to: string;
+                        }[];
+                        /**
+                         * @description Dates whose hours replace their weekday’s: no ranges means not tracked that day
+                         * @default []
+                         */
+                        exceptions?: {
+                            /** Format: date */
+                            date: string;
+                            ranges: {
+                                from: string;
+                                to: string;
+                            }[];
+                        }[];
+                    };
+                };
+            };
+            responses: {
+                /** @description Success */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description null: no window of its own (tracked always, or by the group’s) */
+                            schedule: {
+                                time_zone: string;
+                                weekly: {
+                                    /** @enum {string} */
+                                    day: "mon" | "tue" | "wed" | "thu" | "fri" | "sat" | "sun";
+                                    from: string;
+                                    to: string;
+                                }[];
+                                exceptions: {
+                                    date: string;
+                                    ranges: {
+                                        from: string;
+                                        to: string;
+                                    }[];
+                                }[];
+                            } | null;
+                            updated_at: string | null;
+                        };
+                    };
+                };
+                /** @description Error */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        post?: never;
+        /** Remove the group's tracking window */
+        delete: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success, no content */
+                204: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/users/me/privacy": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Your tracking window, and what is kept about you for how long */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** Format: uuid */
+                            user_id: string;
+                            tracking_window: {
+                                /** @enum {string} */
+                                source: "user" | "group" | "none";
+                                schedule: {
+                                    time_zone: string;
+                                    weekly: {
+                                        /** @enum {string} */
+                                        day: "mon" | "tue" | "wed" | "thu" | "fri" | "sat" | "sun";
+                                        from: string;
+                                        to: string;
+                                    }[];
+                                    exceptions: {
+                                        date: string;
+                                        ranges: {
+                                            from: string;
+                                            to: string;
+                                        }[];
+                                    }[];
+                                } | null;
+                                tracked_always: boolean;
+                            };
+                            kept: {
+                                data: string;
+                                /** @description null: kept until erased */
+                                retention_days: number | null;
+                                note: string;
+                            }[];
+                        };
+                    };
+                };
+                /** @description Error */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/users/{id}/erasure": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Erase the person's positions, zone events, stays and rollups (optionally within from..to); their alarms stay, pseudonymized */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: {
+                content: {
+                    "application/json": {
+                        /**
+                         * Format: date-time
+                         * @description Erase from this instant (default: the beginning)
+                         */
+                        from?: string;
+                        /**
+                         * Format: date-time
+                         * @description Erase up to this instant (default: now and before)
+                         */
+                        to?: string;
+                    };
+                };
+            };
+            responses: {
+                /** @description Success */
+                202: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** Format: uuid */
+                            id: string;
+                            /** Format: uuid */
+                            organization_id: string;
+                            /** Format: uuid */
+                            user_id: string;
+                            from: string | null;
+                            to: string | null;
+                            /** @enum {string} */
+                            status: "queued" | "running" | "done";
+                            /** @description Rows removed so far, per table (alarms: pseudonymized) */
+                            removed: {
+                                [key: string]: number;
+                            };
+                            /** Format: date-time */
+                            created_at: string;
+                            finished_at: string | null;
+                        };
+                    };
+                };
+                /** @description Error */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/users/{id}/erasure/{erasure_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** An erasure’s progress and what it removed */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                    erasure_id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** Format: uuid */
+                            id: string;
+                            /** Format: uuid */
+                            organization_id: string;
+                            /** Format: uuid */
+                            user_id: string;
+                            from: string | null;
+                            to: string | null;
+                            /** @enum {string} */
+                            status: "queued" | "running" | "done";
+                            /** @description Rows removed so far, per table (alarms: pseudonymized) */
+                            removed: {
+                                [key: string]: number;
+                            };
+                            /** Format: date-time */
+                            created_at: string;
+                            finished_at: string | null;
+                        };
+                    };
+                };
+                /** @description Error */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/devices": {
         parameters: {
             query?: never;

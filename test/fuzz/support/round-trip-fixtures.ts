@@ -53,6 +53,7 @@ export const NOT_ROUND_TRIPPED: Record<string, string> = {
   'POST /api/v1/buildings/{id}/evacuations/{evacuation}/end': 'takes no body',
   'POST /api/v1/buildings/{id}/evacuations/{evacuation}/roll/{entry}/safe':
     'three path ids where the suite fills one; its comment reads back in test/integration/evacuation.test.ts',
+  'POST /api/v1/users/{id}/erasure': 'takes only two instants; what it stores is read back by its own GET in test/integration/privacy.test.ts',
 };
 
 /** Names the routes trim (`z.string().trim()`): they read back without spaces at either end. */
@@ -69,6 +70,11 @@ const geofence = (context: RoundTripContext) => ({
   name: 'Hall', code: 'c', description: 'd', info: 'i', building_id: Number(context.ids.building), floor_id: Number(context.ids.floor), type: 'POLYGON', cartesians: squareCartesians(1, 1, 10), custom_fields: [{ key: 'k', value: 'v' }],
 });
 const infrastructure = (context: RoundTripContext) => ({ building_id: Number(context.ids.building), type: 'wifi', bssid: '00:11:22:33:44:55', name: 'AP', ssid: 'net', position: position(context, 1) });
+const trackingWindow = () => ({ time_zone: 'Europe/Paris', weekly: [{ day: 'mon', from: '08:00', to: '17:00' }], exceptions: [{ date: '2026-12-25', ranges: [] }] });
+const trackingWindowText: Record<string, string> = {
+  time_zone: 'an IANA time zone name: any other text is 422',
+  'weekly[].from': 'HH:MM', 'weekly[].to': 'HH:MM', 'exceptions[].date': 'YYYY-MM-DD',
+};
 const webhook = () => ({ url: 'https://example.test/hook', events: ['alarm.raised'], description: 'd' });
 /** A URL around the text: webhooks refuse what is not one, and must read back exactly what they took. */
 const inUrl = (text: string) => `https://example.test/hook?q=${text}`;
@@ -206,6 +212,13 @@ export const WRITE_FIXTURES: Record<string, WriteFixture> = {
     target: (context) => context.create('/api/v1/buildings', building(context)),
     body: () => ({ note: 'n', drill: true }),
     read: async (context, response, path) => (await context.client.get(`${path}/${response.body.id}`)).body,
+  },
+  // No free text: a time zone, weekdays, clock times and dates, each checked (a text there is 422).
+  'PUT /api/v1/users/{id}/tracking_window': { body: trackingWindow, target: (context) => context.create('/api/v1/users', user(context)), notWritten: trackingWindowText },
+  'PUT /api/v1/groups/{id}/tracking_window': {
+    body: trackingWindow,
+    target: (context) => context.create('/api/v1/groups', { name: `Window group ${context.unique()}` }),
+    notWritten: trackingWindowText,
   },
   'POST /api/v1/webhooks': { body: webhook, compose: { url: inUrl }, checks: webhookChecks },
   'PATCH /api/v1/webhooks/{id}': { body: webhook, target: (context) => context.create('/api/v1/webhooks', webhook()), compose: { url: inUrl }, checks: webhookChecks },

@@ -1,0 +1,120 @@
+import { randomUUID } from 'node:crypto';
+import type { EntityManager } from '@mikro-orm/postgresql';
+import type { Config } from '../../shared/config.js';
+import { NotFoundError, ValidationError } from '../../shared/errors.js';
+import type { JobQueue } from '../../shared/jobs/index.js';
+import { erasureJob, readErasure, type ErasureRequest } from '../../shared/privacy/erasure.js';
+import type { TrackingSchedule } from '../../shared/privacy/tracking-schedule.js';
+import type { Storage } from '../../shared/storage/index.js';
+import type { TrackingWindows } from './tracking-windows.js';
+
+/** Whose schedule: a user's own, or a group's (applies to its members who have none of their own). */
+export type WindowSubject = { kind: 'user' | 'group'; id: string };
+
+/** A tracking window as the API shows it: the schedule, or null (tracked always). */
+export interface WindowView {
+  schedule: TrackingSchedule | null;
+  updated_at: string | null;
+}
+
+const TABLE_OF = { user: 'users', group: 'groups' } as const;
+
+/**
+ * Storage of tracking windows and erasure requests, behind the privacy routes (issue 32). Every method is scoped
+ * to one organization: a subject of another is answered 404, as if it did not exist.
+ */
+export class PrivacyService {
+  constructor(
+    private readonly storage: Storage,
+    private readonly windows: TrackingWindows,
+    private readonly jobs: JobQueue,
+    private readonly config: Pick<Config, 'POSITIONS_RETENTION_DAYS' | 'AUDIT_RETENTION_DAYS'>,
+  ) {}
+
+  async readWindow(organizationId: string, subject: WindowSubject, em: Pick<EntityManager, 'execute'> = this.storage.em()): Promise<WindowView> {
+    await this.assertSubject(organizationId, subject, em);
+    const [row] = await em.execute<{ schedule: TrackingSchedule | string; updated_at: Date | string }[]>(
+      `select schedule, updated_at from tracking_windows where organization_id = ? and ${subject.kind}_id = ?`,
+      [organizationId, subject.id],
+    );
+    if (!row) return { schedule: null, updated_at: null };
+    return { schedule: typeof row.schedule === 'string' ? JSON.parse(row.schedule) : row.schedule, updated_at: new Date(row.updated_at).toISOString() };
+  }
+
+  /** Sets (`schedule`) or removes (null) a window in `tx`; before and after, for the audit. Announced once committed. */
+  async writeWindow(tx: EntityManager, organizationId: string, subject: WindowSubject, schedule: TrackingSchedule | null): Promise<{ before: WindowView; after: WindowView }> {
+    const before = await this.readWindow(organizationId, subject, tx);
+    const column = `${subject.kind}_id`;
+    await tx.execute(`delete from tracking_windows where organization_id = ? and ${column} = ?`, [organizationId, subject.id]);
+    if (schedule) {
+      await tx.execute(`insert into tracking_windows (organization_id, ${column}, schedule) values (?, ?, ?::jsonb)`, [organizationId, subject.id, JSON.stringify(schedule)]);
+    }
+    return { before, after: await this.readWindow(organizationId, subject, tx) };
+  }
+
+  /** Tells every gateway a window changed (a group's may apply to any of its members). */
+  announce(organizationId: string, subject: WindowSubject): Promise<void> {
+    return this.windows.changed(subject.kind === 'user' ? { organizationId, userId: subject.id } : { organizationId });
+  }
+
+  /** What a person can read about themself: their window in effect and what is kept for how long. */
+  async privacyOf(organizationId: string, userId: string) {
+    const own = await this.readWindow(organizationId, { kind: 'user', id: userId });
+    const [user] = await this.storage.execute<{ group_id: string | null }>('select group_id from users where id = ?', [userId]);
+    const group = own.schedule === null && user?.group_id ? await this.readWindow(organizationId, { kind: 'group', id: user.group_id }) : undefined;
+    const schedule = own.schedule ?? group?.schedule ?? null;
+    const positionsDays = this.config.POSITIONS_RETENTION_DAYS || null;
+    return {
+      user_id: userId,
+      tracking_window: {
+        source: own.schedule ? 'user' : group?.schedule ? 'group' : 'none',
+        schedule,
+        tracked_always: schedule === null,
+      },
+      kept: [
+        { data: 'positions', retention_days: positionsDays, note: 'only those taken inside the tracking window (and alarm-button presses)' },
+        { data: 'zone_events', retention_days: null, note: 'kept until erased' },
+        { data: 'geofence_stays_and_report_rollups', retention_days: null, note: 'kept until erased' },
+        { data: 'alarms', retention_days: null, note: 'kept for the safety record; an erasure removes the person, device and place' },
+        { data: 'audit_log', retention_days: (this.config.AUDIT_RETENTION_DAYS ?? this.config.POSITIONS_RETENTION_DAYS) || null, note: 'what the person changed' },
+      ],
+    };
+  }
+
+  /** Records an erasure (its audit entry in the same transaction) and queues its job once committed. */
+  async requestErasure(
+    organizationId: string,
+    userId: string,
+    range: { from?: string; to?: string },
+    requestedBy: string,
+    audit: (tx: EntityManager, request: ErasureRequest) => Promise<void>,
+  ): Promise<ErasureRequest> {
+    const id = randomUUID();
+    const request = await this.storage.em().transactional(async (tx) => {
+      // Another organization's user is 404 whatever the range.
+      await this.assertSubject(organizationId, { kind: 'user', id: userId }, tx);
+      if (range.from && range.to && Date.parse(range.from) > Date.parse(range.to)) {
+        throw new ValidationError([{ field: 'from', message: 'must not be after to' }]);
+      }
+      await tx.execute(`insert into erasure_requests (id, organization_id, user_id, from_ts, to_ts, status, requested_by) values (?, ?, ?, ?, ?, 'queued', ?)`, [
+        id, organizationId, userId, range.from ?? null, range.to ?? null, requestedBy,
+      ]);
+      const created = (await readErasure(tx, organizationId, id))!;
+      await audit(tx, created);
+      return created;
+    });
+    await this.jobs.schedule(erasureJob(request));
+    return request;
+  }
+
+  async erasure(organizationId: string, userId: string, id: string): Promise<ErasureRequest> {
+    const request = await readErasure(this.storage, organizationId, id);
+    if (!request || request.user_id !== userId) throw new NotFoundError('Erasure');
+    return request;
+  }
+
+  private async assertSubject(organizationId: string, subject: WindowSubject, em: Pick<EntityManager, 'execute'>): Promise<void> {
+    const [row] = await em.execute<{ id: string }[]>(`select id from ${TABLE_OF[subject.kind]} where organization_id = ? and id = ?`, [organizationId, subject.id]);
+    if (!row) throw new NotFoundError(subject.kind === 'user' ? 'User' : 'Group');
+  }
+}

@@ -1,0 +1,147 @@
+import { z } from 'zod';
+import { trackingScheduleSchema, WEEKDAYS, type TrackingSchedule } from '../../shared/privacy/tracking-schedule.js';
+import { defineRoute, type RequestContext, type RouteDefinition } from '../http/route.js';
+import { uuidParam } from '../http/query-schemas.js';
+import { PrivacyService, type WindowSubject } from '../privacy/privacy-service.js';
+import type { GatewayServices } from '../services.js';
+
+const scheduleResponse = z.object({
+  time_zone: z.string(),
+  weekly: z.array(z.object({ day: z.enum(WEEKDAYS), from: z.string(), to: z.string() })),
+  exceptions: z.array(z.object({ date: z.string(), ranges: z.array(z.object({ from: z.string(), to: z.string() })) })),
+});
+const windowResponse = z.object({
+  schedule: scheduleResponse.nullable().describe('null: no window of its own (tracked always, or by the group’s)'),
+  updated_at: z.iso.datetime().nullable(),
+});
+const erasureResponse = z.object({
+  id: z.uuid(),
+  organization_id: z.uuid(),
+  user_id: z.uuid(),
+  from: z.iso.datetime().nullable(),
+  to: z.iso.datetime().nullable(),
+  status: z.enum(['queued', 'running', 'done']),
+  removed: z.record(z.string(), z.number().int()).describe('Rows removed so far, per table (alarms: pseudonymized)'),
+  created_at: z.iso.datetime(),
+  finished_at: z.iso.datetime().nullable(),
+});
+const privacyResponse = z.object({
+  user_id: z.uuid(),
+  tracking_window: z.object({
+    source: z.enum(['user', 'group', 'none']),
+    schedule: scheduleResponse.nullable(),
+    tracked_always: z.boolean(),
+  }),
+  kept: z.array(z.object({ data: z.string(), retention_days: z.number().int().nullable().describe('null: kept until erased'), note: z.string() })),
+});
+
+/**
+ * Privacy (issue 32): tracking windows of users and groups, what a person can read about themself, and the
+ * erasure of a person's history. The filtering itself is one step of the position pipeline (gateway/privacy).
+ */
+export function privacyRoutes(services: GatewayServices): RouteDefinition[] {
+  const privacy = new PrivacyService(services.storage, services.trackingWindows, services.jobs, services.config);
+  const windowRoutes = (kind: WindowSubject['kind']): RouteDefinition[] => {
+    const path = `/api/v1/${kind}s/:id/tracking_window`;
+    const read = kind === 'user' ? 'users:read' : 'groups:read';
+    const write = kind === 'user' ? 'users:write' : 'groups:write';
+    const params = z.object({ id: uuidParam });
+    const change = async ({ principal, params, audit }: RequestContext<{ id: string }>, schedule: TrackingSchedule | null) => {
+      const subject = { kind, id: params.id };
+      const after = await services.storage.em().transactional(async (tx) => {
+        const { before, after } = await privacy.writeWindow(tx, principal.organizationId, subject, schedule);
+        await audit.record(tx, { objectType: 'tracking_windows', objectId: `${kind}:${params.id}`, before, after });
+        return after;
+      });
+      await privacy.announce(principal.organizationId, subject);
+      return after;
+    };
+    return [
+      defineRoute({
+        method: 'GET',
+        path,
+        summary: `The ${kind}'s tracking window: when their positions are kept`,
+        tags: ['privacy'],
+        auth: 'authenticated',
+        action: read,
+        params,
+        response: windowResponse,
+        handler: async ({ principal, params }) => ({ body: await privacy.readWindow(principal.organizationId, { kind, id: params.id }) }),
+      }),
+      defineRoute({
+        method: 'PUT',
+        path,
+        summary: `Set the ${kind}'s tracking window: outside it, uploads are acknowledged but nothing is kept (DANGER and assistance requests always are)`,
+        tags: ['privacy'],
+        auth: 'authenticated',
+        action: write,
+        params,
+        body: trackingScheduleSchema,
+        response: windowResponse,
+        handler: async (request) => ({ body: await change(request, request.body) }),
+      }),
+      defineRoute({
+        method: 'DELETE',
+        path,
+        summary: `Remove the ${kind}'s tracking window${kind === 'user' ? ' (their group’s applies, else tracked always)' : ''}`,
+        tags: ['privacy'],
+        auth: 'authenticated',
+        action: write,
+        params,
+        handler: async (request) => {
+          await change(request, null);
+          return {};
+        },
+      }),
+    ];
+  };
+  return [
+    ...windowRoutes('user'),
+    ...windowRoutes('group'),
+    defineRoute({
+      method: 'GET',
+      path: '/api/v1/users/me/privacy',
+      summary: 'Your tracking window, and what is kept about you for how long',
+      tags: ['privacy'],
+      auth: 'authenticated',
+      response: privacyResponse,
+      handler: async ({ principal }) => ({ body: await privacy.privacyOf(principal.organizationId, principal.userId) }),
+    }),
+    defineRoute({
+      method: 'POST',
+      path: '/api/v1/users/:id/erasure',
+      summary: "Erase the person's positions, zone events, stays and rollups (optionally within from..to); their alarms stay, pseudonymized",
+      tags: ['privacy'],
+      auth: 'authenticated',
+      action: 'users:erase',
+      params: z.object({ id: uuidParam }),
+      body: z
+        .object({
+          from: z.iso.datetime({ offset: true }).optional().describe('Erase from this instant (default: the beginning)'),
+          to: z.iso.datetime({ offset: true }).optional().describe('Erase up to this instant (default: now and before)'),
+        })
+        .strict()
+        .default({}),
+      response: erasureResponse,
+      successStatus: 202,
+      handler: async ({ principal, params, body, audit }) => {
+        const request = await privacy.requestErasure(principal.organizationId, params.id, body, principal.userId, (tx, created) =>
+          // The request, never the erased data.
+          audit.record(tx, { objectType: 'erasures', objectId: created.id, before: null, after: { user_id: created.user_id, from: created.from, to: created.to } }),
+        );
+        return { status: 202, body: request };
+      },
+    }),
+    defineRoute({
+      method: 'GET',
+      path: '/api/v1/users/:id/erasure/:erasure_id',
+      summary: 'An erasure’s progress and what it removed',
+      tags: ['privacy'],
+      auth: 'authenticated',
+      action: 'users:erase',
+      params: z.object({ id: uuidParam, erasure_id: uuidParam }),
+      response: erasureResponse,
+      handler: async ({ principal, params }) => ({ body: await privacy.erasure(principal.organizationId, params.id, params.erasure_id) }),
+    }),
+  ];
+}

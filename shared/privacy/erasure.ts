@@ -1,0 +1,138 @@
+import type { JobRequest } from '../jobs/index.js';
+import type { Storage } from '../storage/index.js';
+import { pgArray } from '../storage/pg-array.js';
+
+/**
+ * Erasure of one person's history (issue 32): their positions, zone events, stays and rollup rows (a rollup row
+ * is one device-hour of one user, so deleting theirs leaves exactly what the others contribute), and the place
+ * attached to their alarms; the alarms stay, pseudonymized, so the safety record is complete. Runs as a job from
+ * the durable `erasure_requests` row, in batches of `batchSize` rows (never one long transaction), saving what it
+ * removed after each: run again (after a restart) it carries on, and run on a finished request it removes nothing.
+ */
+export const ERASURE_JOB = 'erasure';
+
+/** Tables holding a person's tracking data: rows with their user id are deleted, within the range on `time`. */
+const ERASED_TABLES = [
+  { table: 'positions', time: 'ts' },
+  { table: 'zone_events', time: 'at' },
+  { table: 'geofence_stays', time: 'hour' },
+  { table: 'rollup_runs', time: 'quarter' },
+  { table: 'rollup_heat_cells', time: 'hour' },
+] as const;
+
+export type ErasureCounts = Partial<Record<(typeof ERASED_TABLES)[number]['table'] | 'alarms_pseudonymized', number>>;
+
+export interface ErasureRequest {
+  id: string;
+  organization_id: string;
+  user_id: string;
+  from: string | null;
+  to: string | null;
+  status: 'queued' | 'running' | 'done';
+  removed: ErasureCounts;
+  created_at: string;
+  finished_at: string | null;
+}
+
+const SELECT_REQUEST = `select id, organization_id, user_id, from_ts as "from", to_ts as "to", status, removed, created_at, finished_at
+  from erasure_requests`;
+
+export async function readErasure(storage: Pick<Storage, 'execute'>, organizationId: string, id: string): Promise<ErasureRequest | undefined> {
+  const [row] = await storage.execute<ErasureRequest>(`${SELECT_REQUEST} where organization_id = ? and id = ?`, [organizationId, id]);
+  return row && present(row);
+}
+
+export const erasureJob = (request: Pick<ErasureRequest, 'id' | 'organization_id'>): JobRequest => ({
+  name: ERASURE_JOB,
+  organizationId: request.organization_id,
+  data: { id: request.id },
+});
+
+/** Queues every erasure not finished (the job queue holds a job at most once: a restart loses the ones in flight). */
+export async function resumeErasures(storage: Pick<Storage, 'execute'>, schedule: (job: JobRequest) => Promise<void>): Promise<number> {
+  const rows = await storage.execute<{ id: string; organization_id: string }>(`select id, organization_id from erasure_requests where status <> 'done'`);
+  for (const row of rows) await schedule(erasureJob(row));
+  return rows.length;
+}
+
+/** Runs (or resumes) one erasure to its end; what it removed in all, over every run. */
+export async function runErasure(storage: Pick<Storage, 'execute'>, id: string, batchSize = 5000): Promise<ErasureCounts> {
+  const [row] = await storage.execute<ErasureRequest>(`${SELECT_REQUEST} where id = ?`, [id]);
+  if (!row) return {};
+  const request = present(row);
+  if (request.status === 'done') return request.removed;
+  const removed: ErasureCounts = { ...request.removed };
+  const save = (status: 'running' | 'done') =>
+    storage.execute(`update erasure_requests set status = ?, removed = ?::jsonb, updated_at = now()${status === 'done' ? ', finished_at = now()' : ''} where id = ?`, [
+      status,
+      JSON.stringify(removed),
+      id,
+    ]);
+  await save('running');
+  const range = (column: string) => `${request.from ? ` and ${column} >= ?` : ''}${request.to ? ` and ${column} <= ?` : ''}`;
+  const rangeParams = [request.from, request.to].filter((value) => value !== null);
+  for (const { table, time } of ERASED_TABLES) {
+    // Hour and quarter buckets overlapping the range go whole: a bucket's rows cannot be split by instant.
+    const bucketed = time === 'hour' || time === 'quarter';
+    const from = !bucketed ? '?' : `date_bin('${time === 'hour' ? '1 hour' : '15 minutes'}', ?::timestamptz, '2000-01-01T00:00:00Z')`;
+    const where = `organization_id = ? and user_id = ?${request.from ? ` and ${time} >= ${from}` : ''}${request.to ? ` and ${time} <= ?` : ''}`;
+    for (;;) {
+      const [gone] = await storage.execute<{ n: number }>(
+        `with gone as (delete from ${table} where (tableoid, ctid) in (select tableoid, ctid from ${table} where ${where} limit ${batchSize}) returning 1)
+         select count(*)::int as n from gone`,
+        [request.organization_id, request.user_id, ...rangeParams],
+      );
+      const count = Number(gone?.n ?? 0);
+      removed[table] = (removed[table] ?? 0) + count;
+      await save('running');
+      if (count < batchSize) break;
+    }
+  }
+  for (;;) {
+    // The alarm keeps its kind, states and history; its person, device and place go. Each gets its own pseudonym,
+    // so two erased alarms never collide on the one-open-alarm index.
+    const alarms = await storage.execute<{ id: string; old_device: string | null }>(
+      `with picked as (select id, device_id from alarms where organization_id = ? and user_id = ?${range('created_at')} limit ${batchSize} for update),
+       changed as (
+         update alarms a set user_id = null, device_id = case when a.device_id is null then null else 'erased-' || left(a.id::text, 8) end,
+           floor_id = null, x = null, y = null, lat = null, lng = null, details = a.details - 'position', updated_at = now()
+         from picked p where a.id = p.id returning a.id, p.device_id as old_device)
+       select id, old_device from changed`,
+      [request.organization_id, request.user_id, ...rangeParams],
+    );
+    if (alarms.length > 0) {
+      await storage.execute(
+        `update alarm_events e set alarm = e.alarm || jsonb_build_object('user_id', null, 'device_id', a.device_id, 'floor_id', null, 'position', null)
+         from alarms a where a.id = e.alarm_id and e.organization_id = ? and e.alarm_id = any(?::uuid[])`,
+        [request.organization_id, pgArray(alarms.map((alarm) => alarm.id))],
+      );
+      // A pose's raise key names its device (detection-service.ts): the retry guard of an erased press goes too.
+      const devices = [...new Set(alarms.map((alarm) => alarm.old_device).filter((device): device is string => device !== null))];
+      for (const device of devices) {
+        await storage.execute(`delete from alarm_raise_keys where organization_id = ? and left(key, length(?) + 6) = 'pose|' || ? || '|'`, [
+          request.organization_id, device, device,
+        ]);
+      }
+    }
+    removed.alarms_pseudonymized = (removed.alarms_pseudonymized ?? 0) + alarms.length;
+    await save('running');
+    if (alarms.length < batchSize) break;
+  }
+  await save('done');
+  return removed;
+}
+
+function present(row: ErasureRequest): ErasureRequest {
+  const iso = (value: unknown) => (value === null || value === undefined ? null : new Date(value as string).toISOString());
+  return {
+    id: row.id,
+    organization_id: row.organization_id,
+    user_id: row.user_id,
+    from: iso(row.from),
+    to: iso(row.to),
+    status: row.status,
+    removed: typeof row.removed === 'string' ? JSON.parse(row.removed) : row.removed,
+    created_at: iso(row.created_at)!,
+    finished_at: iso(row.finished_at),
+  };
+}
