@@ -159,7 +159,8 @@ describe('the OpenAPI document is as strict as the server', () => {
     const problems: string[] = [];
     for (const { path, method, spec } of operations()) {
       const name = `${method.toUpperCase()} ${path}`;
-      if (!spec.responses?.['422']?.content?.['application/json']) problems.push(`${name}: no documented 422`);
+      // HEAD answers a 422 without its body, as every other.
+      if (!spec.responses?.['422'] || (method !== 'head' && !spec.responses['422'].content?.['application/json'])) problems.push(`${name}: no documented 422`);
       const inputs = [
         ...(spec.parameters ?? []).map((parameter: Schema) => [`${parameter.in} ${parameter.name}`, parameter.schema] as const),
         ...Object.entries((spec.requestBody?.content ?? {}) as Record<string, Schema>)
@@ -184,13 +185,22 @@ describe('the OpenAPI document is as strict as the server', () => {
 
   it('answers 405 with Allow naming the methods the path has (HEAD with GET, OPTIONS everywhere)', async () => {
     const problems: string[] = [];
-    const candidates = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'PURGE'];
-    for (const [path, item] of Object.entries(document.paths as Record<string, Schema>)) {
-      const documented = Object.keys(item).map((method) => method.toUpperCase());
-      const expected = [...documented, ...(documented.includes('GET') && !documented.includes('HEAD') ? ['HEAD'] : []), 'OPTIONS'].sort();
+    // uWebSockets.js itself closes the connection on a method it does not know (PURGE): the five are those that reach a route.
+    const candidates = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'];
+    const template = (path: string) => new RegExp(`^${path.replace(/\{[a-z_]+\}/g, '[^/]+')}$`);
+    for (const path of Object.keys(document.paths)) {
       const url = concrete(path);
+      // `/geofences/search` is also `/geofences/{id}` for the methods the static path lacks: the URL has the methods of both.
+      const documented = [
+        ...new Set(Object.keys(document.paths).filter((other) => template(other).test(url)).flatMap((other) => Object.keys(document.paths[other]).map((m) => m.toUpperCase()))),
+      ];
+      const expected = [...documented, 'OPTIONS'].sort();
       for (const method of candidates.filter((candidate) => !documented.includes(candidate))) {
-        const response = await fetch(running.baseUrl + url, { method });
+        const response = await fetch(running.baseUrl + url, { method }).catch((error: Error) => error);
+        if (response instanceof Error) {
+          problems.push(`${method} ${path}: ${response.message} (${String(response.cause)})`);
+          continue;
+        }
         const body = await response.json();
         const allow = (response.headers.get('allow') ?? '').split(',').map((m) => m.trim()).filter(Boolean).sort();
         if (response.status !== 405 || body.status !== 405) problems.push(`${method} ${path}: ${response.status}, not 405`);
@@ -198,7 +208,7 @@ describe('the OpenAPI document is as strict as the server', () => {
       }
     }
     expect(problems).toEqual([]);
-    expect((await fetch(`${running.baseUrl}/api/v1/no-such-thing`, { method: 'PURGE' })).status).toBe(404);
+    expect((await fetch(`${running.baseUrl}/api/v1/no-such-thing`, { method: 'DELETE' })).status).toBe(404);
   });
 
   it('answers HEAD on every GET path of the document with GET\'s status and headers, and no body', async () => {
@@ -212,6 +222,8 @@ describe('the OpenAPI document is as strict as the server', () => {
       const url = concrete(path) + queryFor(spec);
       const full = await get(url);
       const bytes = Buffer.from(await full.arrayBuffer()).length;
+      // Reports carry their elapsed time: a body whose length changes between two GETs has no length to compare.
+      const steady = Buffer.from(await (await get(url)).arrayBuffer()).length === bytes;
       const head = await get(url, 'HEAD');
       const text = await head.text();
       const name = `HEAD ${path}`;
@@ -222,7 +234,7 @@ describe('the OpenAPI document is as strict as the server', () => {
       if (head.headers.has('ratelimit') !== full.headers.has('ratelimit')) problems.push(`${name}: RateLimit on one of HEAD and GET only`);
       // A length announced by HEAD is the one of GET's body.
       const announced = head.headers.get('content-length');
-      if (announced !== null && full.status !== 304 && Number(announced) !== bytes) problems.push(`${name}: Content-Length ${announced}, GET's body has ${bytes} bytes`);
+      if (announced !== null && steady && Number(announced) !== bytes) problems.push(`${name}: Content-Length ${announced}, GET's body has ${bytes} bytes`);
       if (full.ok) succeeded += 1;
     }
     expect(problems).toEqual([]);
