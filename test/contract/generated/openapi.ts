@@ -30,6 +30,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -45,7 +54,39 @@ export type paths = {
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /** Liveness: the process answers (headers only) */
+        head: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         patch?: never;
         trace?: never;
     };
@@ -84,6 +125,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -99,7 +149,39 @@ export type paths = {
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /** Readiness: storage and bus reachable (503 otherwise); the job queue reported, degraded (200) when it is not (headers only) */
+        head: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         patch?: never;
         trace?: never;
     };
@@ -131,6 +213,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -146,7 +237,39 @@ export type paths = {
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /** Current API version (headers only) */
+        head: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         patch?: never;
         trace?: never;
     };
@@ -179,6 +302,15 @@ export type paths = {
                             access_token: string;
                             refresh_token: string;
                         };
+                    };
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
                     };
                 };
                 /** @description Error */
@@ -236,6 +368,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -266,8 +407,8 @@ export type paths = {
                 query?: {
                     /** @description Whose keys; administrators may name another user of their organization */
                     user_id?: string;
-                    /** @description Only keys with these permissions */
-                    permissions?: string | string[];
+                    /** @description Only keys with these permissions. Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    permissions?: ("read-only" | "read-write" | "positioning")[];
                 };
                 header?: never;
                 path?: never;
@@ -299,6 +440,15 @@ export type paths = {
                             /** @description This key's uploaded-pose budget per second; null: the deployment's RATE_LIMIT_POSES_PER_SECOND */
                             poses_per_second: number | null;
                         }[];
+                    };
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
                     };
                 };
                 /** @description Error */
@@ -367,6 +517,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -380,7 +539,44 @@ export type paths = {
         };
         delete?: never;
         options?: never;
-        head?: never;
+        /** API keys of a user (default: the caller), masked (headers only) */
+        head: {
+            parameters: {
+                query?: {
+                    /** @description Whose keys; administrators may name another user of their organization */
+                    user_id?: string;
+                    /** @description Only keys with these permissions. Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    permissions?: ("read-only" | "read-write" | "positioning")[];
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         patch?: never;
         trace?: never;
     };
@@ -412,6 +608,15 @@ export type paths = {
                         [name: string]: unknown;
                     };
                     content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
                 };
                 /** @description Error */
                 default: {
@@ -463,6 +668,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -478,7 +692,39 @@ export type paths = {
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /** The caller's organization (headers only) */
+        head: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         patch?: never;
         trace?: never;
     };
@@ -554,6 +800,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -582,14 +837,19 @@ export type paths = {
         get: {
             parameters: {
                 query?: {
-                    ids?: string | string[];
-                    exclude_ids?: string | string[];
-                    group_ids?: string | string[];
-                    building_ids?: string | string[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    ids?: string[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    exclude_ids?: string[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    group_ids?: string[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    building_ids?: number[];
                     has_buildings?: "true" | "false";
                     /** @description Case-insensitive substring of the full name */
                     full_name?: string;
-                    codes?: string | string[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    codes?: string[];
                     role?: string;
                     page?: number;
                     size?: number;
@@ -642,6 +902,15 @@ export type paths = {
                                 number: number;
                             };
                         };
+                    };
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
                     };
                 };
                 /** @description Error */
@@ -715,6 +984,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -728,7 +1006,58 @@ export type paths = {
         };
         delete?: never;
         options?: never;
-        head?: never;
+        /** List users of the caller's organization (headers only) */
+        head: {
+            parameters: {
+                query?: {
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    ids?: string[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    exclude_ids?: string[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    group_ids?: string[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    building_ids?: number[];
+                    has_buildings?: "true" | "false";
+                    /** @description Case-insensitive substring of the full name */
+                    full_name?: string;
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    codes?: string[];
+                    role?: string;
+                    page?: number;
+                    size?: number;
+                    sort?: string;
+                    direction?: "asc" | "desc" | "ASC" | "DESC";
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         patch?: never;
         trace?: never;
     };
@@ -782,6 +1111,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -853,6 +1191,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -884,6 +1231,15 @@ export type paths = {
                     };
                     content?: never;
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -896,7 +1252,41 @@ export type paths = {
             };
         };
         options?: never;
-        head?: never;
+        /** One user (headers only) */
+        head: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         /** Update a user (only the fields sent change) */
         patch: {
             parameters: {
@@ -957,6 +1347,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -981,7 +1380,8 @@ export type paths = {
         get: {
             parameters: {
                 query?: {
-                    ids?: string | string[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    ids?: string[];
                     name?: string;
                 };
                 header?: never;
@@ -1008,6 +1408,15 @@ export type paths = {
                             /** Format: date-time */
                             updated_at: string;
                         }[];
+                    };
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
                     };
                 };
                 /** @description Error */
@@ -1060,6 +1469,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -1073,7 +1491,43 @@ export type paths = {
         };
         delete?: never;
         options?: never;
-        head?: never;
+        /** List groups of the caller's organization (headers only) */
+        head: {
+            parameters: {
+                query?: {
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    ids?: string[];
+                    name?: string;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         patch?: never;
         trace?: never;
     };
@@ -1114,6 +1568,15 @@ export type paths = {
                             /** Format: date-time */
                             updated_at: string;
                         };
+                    };
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
                     };
                 };
                 /** @description Error */
@@ -1166,6 +1629,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -1197,6 +1669,15 @@ export type paths = {
                     };
                     content?: never;
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -1209,7 +1690,41 @@ export type paths = {
             };
         };
         options?: never;
-        head?: never;
+        /** One group (headers only) */
+        head: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         /** Update a group (only the fields sent change) */
         patch: {
             parameters: {
@@ -1249,6 +1764,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -1273,8 +1797,10 @@ export type paths = {
         get: {
             parameters: {
                 query?: {
-                    identifiers?: string | string[];
-                    user_ids?: string | string[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    identifiers?: string[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    user_ids?: string[];
                     /** @description Only devices assigned to a user */
                     only_assigned?: "true" | "false";
                     page?: number;
@@ -1318,6 +1844,15 @@ export type paths = {
                                 number: number;
                             };
                         };
+                    };
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
                     };
                 };
                 /** @description Error */
@@ -1374,6 +1909,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -1387,7 +1931,50 @@ export type paths = {
         };
         delete?: never;
         options?: never;
-        head?: never;
+        /** List devices of the caller's organization (headers only) */
+        head: {
+            parameters: {
+                query?: {
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    identifiers?: string[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    user_ids?: string[];
+                    /** @description Only devices assigned to a user */
+                    only_assigned?: "true" | "false";
+                    page?: number;
+                    size?: number;
+                    sort?: string;
+                    direction?: "asc" | "desc" | "ASC" | "DESC";
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         patch?: never;
         trace?: never;
     };
@@ -1429,6 +2016,15 @@ export type paths = {
                             /** Format: date-time */
                             updated_at: string;
                         };
+                    };
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
                     };
                 };
                 /** @description Error */
@@ -1485,6 +2081,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -1516,6 +2121,15 @@ export type paths = {
                     };
                     content?: never;
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -1528,7 +2142,41 @@ export type paths = {
             };
         };
         options?: never;
-        head?: never;
+        /** One device (headers only) */
+        head: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         /** Update a device (only the fields sent change) */
         patch: {
             parameters: {
@@ -1570,6 +2218,15 @@ export type paths = {
                             /** Format: date-time */
                             updated_at: string;
                         };
+                    };
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
                     };
                 };
                 /** @description Error */
@@ -1666,6 +2323,15 @@ export type paths = {
                         })[];
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -1756,6 +2422,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -1769,7 +2444,42 @@ export type paths = {
         };
         delete?: never;
         options?: never;
-        head?: never;
+        /** Buildings of the caller's organization (headers only) */
+        head: {
+            parameters: {
+                query?: {
+                    /** @description compact: fewer fields, no nested lists */
+                    view?: "compact" | "full";
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         patch?: never;
         trace?: never;
     };
@@ -2027,6 +2737,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -2118,6 +2837,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -2149,6 +2877,15 @@ export type paths = {
                     };
                     content?: never;
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -2161,7 +2898,44 @@ export type paths = {
             };
         };
         options?: never;
-        head?: never;
+        /** One building (headers only) */
+        head: {
+            parameters: {
+                query?: {
+                    /** @description compact: fewer fields, no nested lists */
+                    view?: "compact" | "full";
+                };
+                header?: never;
+                path: {
+                    id: number;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         /** Update a building (only the fields sent change) */
         patch: {
             parameters: {
@@ -2242,6 +3016,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -2302,6 +3085,15 @@ export type paths = {
                         }[];
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -2317,7 +3109,41 @@ export type paths = {
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /** Floors of a building (headers only) */
+        head: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    building_id: number;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         patch?: never;
         trace?: never;
     };
@@ -2366,6 +3192,15 @@ export type paths = {
                                 value: string;
                             }[];
                         }[];
+                    };
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
                     };
                 };
                 /** @description Error */
@@ -2438,6 +3273,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -2451,7 +3295,41 @@ export type paths = {
         };
         delete?: never;
         options?: never;
-        head?: never;
+        /** List floors of the caller's organization (headers only) */
+        head: {
+            parameters: {
+                query?: {
+                    building_id?: number;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         patch?: never;
         trace?: never;
     };
@@ -2500,6 +3378,15 @@ export type paths = {
                                 value: string;
                             }[];
                         };
+                    };
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
                     };
                 };
                 /** @description Error */
@@ -2571,6 +3458,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -2602,6 +3498,15 @@ export type paths = {
                     };
                     content?: never;
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -2614,7 +3519,41 @@ export type paths = {
             };
         };
         options?: never;
-        head?: never;
+        /** One floor (headers only) */
+        head: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: number;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         /** Update a floor (only the fields sent change) */
         patch: {
             parameters: {
@@ -2673,6 +3612,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -2721,6 +3669,15 @@ export type paths = {
                             updated_at: string;
                             public: boolean;
                         }[];
+                    };
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
                     };
                 };
                 /** @description Error */
@@ -2778,6 +3735,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -2791,7 +3757,39 @@ export type paths = {
         };
         delete?: never;
         options?: never;
-        head?: never;
+        /** List POI categorys of the caller's organization (headers only) */
+        head: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         patch?: never;
         trace?: never;
     };
@@ -2832,6 +3830,15 @@ export type paths = {
                             updated_at: string;
                             public: boolean;
                         };
+                    };
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
                     };
                 };
                 /** @description Error */
@@ -2889,6 +3896,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -2920,6 +3936,15 @@ export type paths = {
                     };
                     content?: never;
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -2932,7 +3957,41 @@ export type paths = {
             };
         };
         options?: never;
-        head?: never;
+        /** One POI category (headers only) */
+        head: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: number;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         /** Update a POI category (only the fields sent change) */
         patch: {
             parameters: {
@@ -2975,6 +4034,15 @@ export type paths = {
                             updated_at: string;
                             public: boolean;
                         };
+                    };
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
                     };
                 };
                 /** @description Error */
@@ -3063,6 +4131,15 @@ export type paths = {
                                 value: string;
                             }[];
                         })[];
+                    };
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
                     };
                 };
                 /** @description Error */
@@ -3176,6 +4253,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -3189,7 +4275,42 @@ export type paths = {
         };
         delete?: never;
         options?: never;
-        head?: never;
+        /** List POIs of the caller's organization (headers only) */
+        head: {
+            parameters: {
+                query?: {
+                    type?: "indoor" | "outdoor";
+                    building_id?: number;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         patch?: never;
         trace?: never;
     };
@@ -3265,6 +4386,15 @@ export type paths = {
                                 value: string;
                             }[];
                         };
+                    };
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
                     };
                 };
                 /** @description Error */
@@ -3379,6 +4509,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -3410,6 +4549,15 @@ export type paths = {
                     };
                     content?: never;
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -3422,7 +4570,41 @@ export type paths = {
             };
         };
         options?: never;
-        head?: never;
+        /** One POI (headers only) */
+        head: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: number;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         /** Update a POI (only the fields sent change) */
         patch: {
             parameters: {
@@ -3522,6 +4704,15 @@ export type paths = {
                                 value: string;
                             }[];
                         };
+                    };
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
                     };
                 };
                 /** @description Error */
@@ -3645,6 +4836,15 @@ export type paths = {
                         })[];
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -3738,6 +4938,15 @@ export type paths = {
                         })[];
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -3753,7 +4962,43 @@ export type paths = {
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /** Indoor POIs of a building (type=outdoor for outdoor ones) (headers only) */
+        head: {
+            parameters: {
+                query?: {
+                    type?: "indoor" | "outdoor";
+                };
+                header?: never;
+                path: {
+                    building_id: number;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         patch?: never;
         trace?: never;
     };
@@ -3833,6 +5078,15 @@ export type paths = {
                         })[];
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -3848,7 +5102,43 @@ export type paths = {
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /** Outdoor POIs of a building (headers only) */
+        head: {
+            parameters: {
+                query?: {
+                    type?: "indoor" | "outdoor";
+                };
+                header?: never;
+                path: {
+                    building_id: number;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         patch?: never;
         trace?: never;
     };
@@ -3927,6 +5217,15 @@ export type paths = {
                                 value: string;
                             }[];
                         };
+                    };
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
                     };
                 };
                 /** @description Error */
@@ -4057,6 +5356,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -4088,6 +5396,15 @@ export type paths = {
                     };
                     content?: never;
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -4100,7 +5417,41 @@ export type paths = {
             };
         };
         options?: never;
-        head?: never;
+        /** One event (headers only) */
+        head: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: number;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         /** Update a event (only the fields sent change) */
         patch: {
             parameters: {
@@ -4216,6 +5567,15 @@ export type paths = {
                                 value: string;
                             }[];
                         };
+                    };
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
                     };
                 };
                 /** @description Error */
@@ -4355,6 +5715,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -4449,6 +5818,15 @@ export type paths = {
                         }[];
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -4464,7 +5842,41 @@ export type paths = {
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /** Events of a building (headers only) */
+        head: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    building_id: number;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         patch?: never;
         trace?: never;
     };
@@ -4480,8 +5892,10 @@ export type paths = {
             parameters: {
                 query?: {
                     organization_id?: string;
-                    building_id?: string | string[];
-                    building_ids?: string | string[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    building_id?: number[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    building_ids?: number[];
                     name?: string;
                     deleted?: "true" | "false";
                     page?: number;
@@ -4551,6 +5965,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -4566,7 +5989,51 @@ export type paths = {
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /** Search areas/geofences; at least one of organization_id, building_id(s), deleted (headers only) */
+        head: {
+            parameters: {
+                query?: {
+                    organization_id?: string;
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    building_id?: number[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    building_ids?: number[];
+                    name?: string;
+                    deleted?: "true" | "false";
+                    page?: number;
+                    size?: number;
+                    sort?: string;
+                    direction?: "asc" | "desc" | "ASC" | "DESC";
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         patch?: never;
         trace?: never;
     };
@@ -4582,8 +6049,10 @@ export type paths = {
             parameters: {
                 query?: {
                     organization_id?: string;
-                    building_id?: string | string[];
-                    building_ids?: string | string[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    building_id?: number[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    building_ids?: number[];
                     name?: string;
                     deleted?: "true" | "false";
                     page?: number;
@@ -4653,6 +6122,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -4668,7 +6146,51 @@ export type paths = {
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /** Search areas/geofences; at least one of organization_id, building_id(s), deleted (headers only) */
+        head: {
+            parameters: {
+                query?: {
+                    organization_id?: string;
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    building_id?: number[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    building_ids?: number[];
+                    name?: string;
+                    deleted?: "true" | "false";
+                    page?: number;
+                    size?: number;
+                    sort?: string;
+                    direction?: "asc" | "desc" | "ASC" | "DESC";
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         patch?: never;
         trace?: never;
     };
@@ -4734,6 +6256,15 @@ export type paths = {
                             exit_grace_s: number;
                             deleted: boolean;
                         };
+                    };
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
                     };
                 };
                 /** @description Error */
@@ -4841,6 +6372,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -4872,6 +6412,15 @@ export type paths = {
                     };
                     content?: never;
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -4884,7 +6433,41 @@ export type paths = {
             };
         };
         options?: never;
-        head?: never;
+        /** One geofence (headers only) */
+        head: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         /** Update a geofence (only the fields sent change) */
         patch: {
             parameters: {
@@ -4977,6 +6560,15 @@ export type paths = {
                             exit_grace_s: number;
                             deleted: boolean;
                         };
+                    };
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
                     };
                 };
                 /** @description Error */
@@ -5093,6 +6685,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -5172,6 +6773,15 @@ export type paths = {
                             exit_grace_s: number;
                             deleted: boolean;
                         };
+                    };
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
                     };
                 };
                 /** @description Error */
@@ -5279,6 +6889,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -5310,6 +6929,15 @@ export type paths = {
                     };
                     content?: never;
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -5322,7 +6950,41 @@ export type paths = {
             };
         };
         options?: never;
-        head?: never;
+        /** One geofence (headers only) */
+        head: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         /** Update a geofence (only the fields sent change) */
         patch: {
             parameters: {
@@ -5415,6 +7077,15 @@ export type paths = {
                             exit_grace_s: number;
                             deleted: boolean;
                         };
+                    };
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
                     };
                 };
                 /** @description Error */
@@ -5531,6 +7202,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -5589,6 +7269,15 @@ export type paths = {
                                 tags: string[];
                             }[];
                         };
+                    };
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
                     };
                 };
                 /** @description Error */
@@ -5662,6 +7351,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -5676,7 +7374,41 @@ export type paths = {
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /** Navigation graph of a building (headers only) */
+        head: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    building_id: number;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         patch?: never;
         trace?: never;
     };
@@ -5721,6 +7453,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -5736,7 +7477,39 @@ export type paths = {
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /** Navigation graphs of every building of the organization, merged (node ids are per building) (headers only) */
+        head: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         patch?: never;
         trace?: never;
     };
@@ -5816,6 +7589,15 @@ export type paths = {
                                 updated_at: string;
                             }[];
                         };
+                    };
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
                     };
                 };
                 /** @description Error */
@@ -5905,6 +7687,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -5918,7 +7709,41 @@ export type paths = {
         };
         delete?: never;
         options?: never;
-        head?: never;
+        /** Wi-Fi access points and BLE beacons of a building (headers only) */
+        head: {
+            parameters: {
+                query: {
+                    building_id: number;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         patch?: never;
         trace?: never;
     };
@@ -5971,6 +7796,15 @@ export type paths = {
                             created_at: string;
                             updated_at: string;
                         };
+                    };
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
                     };
                 };
                 /** @description Error */
@@ -6061,6 +7895,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -6092,6 +7935,15 @@ export type paths = {
                     };
                     content?: never;
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -6104,7 +7956,41 @@ export type paths = {
             };
         };
         options?: never;
-        head?: never;
+        /** One infrastructure item (headers only) */
+        head: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: number;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         /** Update a infrastructure item (only the fields sent change) */
         patch: {
             parameters: {
@@ -6182,6 +8068,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -6206,9 +8101,12 @@ export type paths = {
         get: {
             parameters: {
                 query?: {
-                    building_ids?: string | string[];
-                    user_ids?: string | string[];
-                    device_ids?: string | string[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    building_ids?: number[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    user_ids?: string[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    device_ids?: string[];
                     indoor?: "true" | "false";
                     /** @description Only positions received within this many seconds */
                     max_sec_threshold?: number;
@@ -6278,6 +8176,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -6338,6 +8245,15 @@ export type paths = {
                     };
                     content?: never;
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -6351,7 +8267,49 @@ export type paths = {
         };
         delete?: never;
         options?: never;
-        head?: never;
+        /** Live positions with filters, plus devices_info (what the official client reads) (headers only) */
+        head: {
+            parameters: {
+                query?: {
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    building_ids?: number[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    user_ids?: string[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    device_ids?: string[];
+                    indoor?: "true" | "false";
+                    /** @description Only positions received within this many seconds */
+                    max_sec_threshold?: number;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         patch?: never;
         trace?: never;
     };
@@ -6418,6 +8376,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -6433,7 +8400,41 @@ export type paths = {
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /** Live positions in a building: a GeoJSON FeatureCollection, one feature per device (headers only) */
+        head: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    building_id: number;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         patch?: never;
         trace?: never;
     };
@@ -6449,10 +8450,12 @@ export type paths = {
             parameters: {
                 query?: {
                     building_id?: number;
-                    state?: string | string[];
-                    type?: string | string[];
-                    /** @description critical, high and/or normal */
-                    severity?: string | string[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    state?: ("OPEN" | "CLOSED" | "CONFIRMED" | "MARKED_FALSE" | "OTHER")[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    type?: ("DANGER" | "DEADMAN" | "GEOFENCE_MAX_STAY_TIME" | "ASSISTANCE_REQUEST" | "BREACH" | "EMERGENCY" | "STATIONARY" | "BUILDING_SILENT")[];
+                    /** @description critical, high and/or normal. Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    severity?: ("critical" | "high" | "normal")[];
                     device_id?: string;
                     user_id?: string;
                     from_date?: string;
@@ -6544,6 +8547,15 @@ export type paths = {
                                 number: number;
                             };
                         };
+                    };
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
                     };
                 };
                 /** @description Error */
@@ -6728,6 +8740,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -6741,7 +8762,55 @@ export type paths = {
         };
         delete?: never;
         options?: never;
-        head?: never;
+        /** Alarms of the organization, worst first (critical, high, normal), newest first within (paginated) (headers only) */
+        head: {
+            parameters: {
+                query?: {
+                    building_id?: number;
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    state?: ("OPEN" | "CLOSED" | "CONFIRMED" | "MARKED_FALSE" | "OTHER")[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    type?: ("DANGER" | "DEADMAN" | "GEOFENCE_MAX_STAY_TIME" | "ASSISTANCE_REQUEST" | "BREACH" | "EMERGENCY" | "STATIONARY" | "BUILDING_SILENT")[];
+                    /** @description critical, high and/or normal. Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    severity?: ("critical" | "high" | "normal")[];
+                    device_id?: string;
+                    user_id?: string;
+                    from_date?: string;
+                    to_date?: string;
+                    page?: number;
+                    size?: number;
+                    sort?: string;
+                    direction?: "asc" | "desc" | "ASC" | "DESC";
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         patch?: never;
         trace?: never;
     };
@@ -6831,6 +8900,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -6846,7 +8924,41 @@ export type paths = {
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /** One alarm, with the history of its state changes (headers only) */
+        head: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         /** Change an alarm's state: OPEN -> CLOSED|CONFIRMED|MARKED_FALSE|OTHER; CONFIRMED -> CLOSED|OTHER; OTHER -> CLOSED|CONFIRMED|MARKED_FALSE; CLOSED -> (final); MARKED_FALSE -> (final). 409 for any other move. CLOSED or MARKED_FALSE needs a comment for a critical or high alarm (for every alarm when the organization's comment_always is set): 422 naming comment */
         patch: {
             parameters: {
@@ -6934,6 +9046,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -7008,6 +9129,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -7054,6 +9184,15 @@ export type paths = {
                             comment_always: boolean;
                             deadman_auto_close: boolean;
                         };
+                    };
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
                     };
                 };
                 /** @description Error */
@@ -7104,6 +9243,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -7118,7 +9266,39 @@ export type paths = {
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /** The organization's alarm policy: escalation, resolution comments, closing a DEADMAN on contact (headers only) */
+        head: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         patch?: never;
         trace?: never;
     };
@@ -7155,6 +9335,15 @@ export type paths = {
                             storm_share: number | null;
                             storm_min_devices: number | null;
                         };
+                    };
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
                     };
                 };
                 /** @description Error */
@@ -7211,6 +9400,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -7225,7 +9423,41 @@ export type paths = {
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /** Dead-man and silence-storm thresholds of a building (headers only) */
+        head: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: number;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         patch?: never;
         trace?: never;
     };
@@ -7241,10 +9473,14 @@ export type paths = {
             parameters: {
                 query: {
                     organization_id?: string;
-                    building_ids?: string | string[];
-                    device_ids?: string | string[];
-                    user_ids?: string | string[];
-                    fence_ids?: string | string[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    building_ids?: number[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    device_ids?: string[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    user_ids?: string[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    fence_ids?: string[];
                     only_assigned?: "true" | "false";
                     min_stay_time?: number;
                     max_stay_time?: number;
@@ -7268,11 +9504,23 @@ export type paths = {
                     content: {
                         "application/json": {
                             data: {
-                                [key: string]: unknown;
+                                group: string;
+                                device_id: string;
+                                user_id: string | null;
+                                geofence_id: string;
+                                geofence_name: string;
+                                sessions: number;
+                                stay_time_s: number;
+                                /** @description In UTC an ISO 8601 instant (2023-05-20T16:59:02Z), in another time_zone its wall-clock time (2023-05-20 18:59:02) */
+                                first_entry: string;
+                                /** @description In UTC an ISO 8601 instant (2023-05-20T16:59:02Z), in another time_zone its wall-clock time (2023-05-20 18:59:02) */
+                                last_exit: string;
                             }[];
                             meta: {
-                                name: string;
-                                type: string;
+                                /** @enum {string} */
+                                name: "group" | "device_id" | "user_id" | "geofence_id" | "geofence_name" | "sessions" | "stay_time_s" | "first_entry" | "last_exit";
+                                /** @enum {string} */
+                                type: "string" | "integer" | "number" | "boolean" | "datetime";
                                 nullable: boolean;
                             }[];
                             statistics: {
@@ -7281,6 +9529,15 @@ export type paths = {
                                 elapsed_ms: number;
                             };
                         };
+                    };
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
                     };
                 };
                 /** @description Error */
@@ -7298,7 +9555,57 @@ export type paths = {
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /** Time each device stayed in each geofence, per day or hour of entry (computed from positions against the current geometry) (JSON) (headers only) */
+        head: {
+            parameters: {
+                query: {
+                    organization_id?: string;
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    building_ids?: number[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    device_ids?: string[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    user_ids?: string[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    fence_ids?: string[];
+                    only_assigned?: "true" | "false";
+                    min_stay_time?: number;
+                    max_stay_time?: number;
+                    session_threshold?: number;
+                    from_date: string;
+                    to_date: string;
+                    time_zone?: string;
+                    group?: "day" | "hour";
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         patch?: never;
         trace?: never;
     };
@@ -7314,10 +9621,14 @@ export type paths = {
             parameters: {
                 query: {
                     organization_id?: string;
-                    building_ids?: string | string[];
-                    device_ids?: string | string[];
-                    user_ids?: string | string[];
-                    fence_ids?: string | string[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    building_ids?: number[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    device_ids?: string[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    user_ids?: string[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    fence_ids?: string[];
                     only_assigned?: "true" | "false";
                     min_stay_time?: number;
                     max_stay_time?: number;
@@ -7342,6 +9653,15 @@ export type paths = {
                         "text/csv": string;
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -7357,7 +9677,57 @@ export type paths = {
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /** Time each device stayed in each geofence, per day or hour of entry (computed from positions against the current geometry) (CSV) (headers only) */
+        head: {
+            parameters: {
+                query: {
+                    organization_id?: string;
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    building_ids?: number[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    device_ids?: string[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    user_ids?: string[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    fence_ids?: string[];
+                    only_assigned?: "true" | "false";
+                    min_stay_time?: number;
+                    max_stay_time?: number;
+                    session_threshold?: number;
+                    from_date: string;
+                    to_date: string;
+                    time_zone?: string;
+                    group?: "day" | "hour";
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description RFC 4180 CSV; statistics in the X-Db-Statistics header: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         patch?: never;
         trace?: never;
     };
@@ -7373,10 +9743,14 @@ export type paths = {
             parameters: {
                 query: {
                     organization_id?: string;
-                    building_ids?: string | string[];
-                    device_ids?: string | string[];
-                    user_ids?: string | string[];
-                    fence_ids?: string | string[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    building_ids?: number[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    device_ids?: string[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    user_ids?: string[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    fence_ids?: string[];
                     only_assigned?: "true" | "false";
                     min_stay_time?: number;
                     max_stay_time?: number;
@@ -7399,11 +9773,22 @@ export type paths = {
                     content: {
                         "application/json": {
                             data: {
-                                [key: string]: unknown;
+                                device_id: string;
+                                user_id: string | null;
+                                geofence_id: string;
+                                geofence_name: string;
+                                /** @description In UTC an ISO 8601 instant (2023-05-20T16:59:02Z), in another time_zone its wall-clock time (2023-05-20 18:59:02) */
+                                entered_at: string;
+                                /** @description In UTC an ISO 8601 instant (2023-05-20T16:59:02Z), in another time_zone its wall-clock time (2023-05-20 18:59:02) */
+                                exited_at: string;
+                                duration_s: number;
+                                positions: number;
                             }[];
                             meta: {
-                                name: string;
-                                type: string;
+                                /** @enum {string} */
+                                name: "device_id" | "user_id" | "geofence_id" | "geofence_name" | "entered_at" | "exited_at" | "duration_s" | "positions";
+                                /** @enum {string} */
+                                type: "string" | "integer" | "number" | "boolean" | "datetime";
                                 nullable: boolean;
                             }[];
                             statistics: {
@@ -7412,6 +9797,15 @@ export type paths = {
                                 elapsed_ms: number;
                             };
                         };
+                    };
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
                     };
                 };
                 /** @description Error */
@@ -7429,7 +9823,56 @@ export type paths = {
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /** Each stay of a device in a geofence: entry, exit, duration (JSON) (headers only) */
+        head: {
+            parameters: {
+                query: {
+                    organization_id?: string;
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    building_ids?: number[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    device_ids?: string[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    user_ids?: string[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    fence_ids?: string[];
+                    only_assigned?: "true" | "false";
+                    min_stay_time?: number;
+                    max_stay_time?: number;
+                    session_threshold?: number;
+                    from_date: string;
+                    to_date: string;
+                    time_zone?: string;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         patch?: never;
         trace?: never;
     };
@@ -7445,10 +9888,14 @@ export type paths = {
             parameters: {
                 query: {
                     organization_id?: string;
-                    building_ids?: string | string[];
-                    device_ids?: string | string[];
-                    user_ids?: string | string[];
-                    fence_ids?: string | string[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    building_ids?: number[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    device_ids?: string[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    user_ids?: string[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    fence_ids?: string[];
                     only_assigned?: "true" | "false";
                     min_stay_time?: number;
                     max_stay_time?: number;
@@ -7472,6 +9919,15 @@ export type paths = {
                         "text/csv": string;
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -7487,7 +9943,56 @@ export type paths = {
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /** Each stay of a device in a geofence: entry, exit, duration (CSV) (headers only) */
+        head: {
+            parameters: {
+                query: {
+                    organization_id?: string;
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    building_ids?: number[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    device_ids?: string[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    user_ids?: string[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    fence_ids?: string[];
+                    only_assigned?: "true" | "false";
+                    min_stay_time?: number;
+                    max_stay_time?: number;
+                    session_threshold?: number;
+                    from_date: string;
+                    to_date: string;
+                    time_zone?: string;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description RFC 4180 CSV; statistics in the X-Db-Statistics header: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         patch?: never;
         trace?: never;
     };
@@ -7523,11 +10028,16 @@ export type paths = {
                     content: {
                         "application/json": {
                             data: {
-                                [key: string]: unknown;
+                                group: string;
+                                visitors: number;
+                                devices: number;
+                                positions: number;
                             }[];
                             meta: {
-                                name: string;
-                                type: string;
+                                /** @enum {string} */
+                                name: "group" | "visitors" | "devices" | "positions";
+                                /** @enum {string} */
+                                type: "string" | "integer" | "number" | "boolean" | "datetime";
                                 nullable: boolean;
                             }[];
                             statistics: {
@@ -7536,6 +10046,15 @@ export type paths = {
                                 elapsed_ms: number;
                             };
                         };
+                    };
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
                     };
                 };
                 /** @description Error */
@@ -7553,7 +10072,46 @@ export type paths = {
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /** Unique visitors (users, or devices without one) per month, day or hour (JSON) (headers only) */
+        head: {
+            parameters: {
+                query: {
+                    building_id: number;
+                    floor_id?: number;
+                    group?: "month" | "day" | "hour";
+                    from_date: string;
+                    to_date: string;
+                    time_zone?: string;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         patch?: never;
         trace?: never;
     };
@@ -7590,6 +10148,15 @@ export type paths = {
                         "text/csv": string;
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -7605,7 +10172,46 @@ export type paths = {
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /** Unique visitors (users, or devices without one) per month, day or hour (CSV) (headers only) */
+        head: {
+            parameters: {
+                query: {
+                    building_id: number;
+                    floor_id?: number;
+                    group?: "month" | "day" | "hour";
+                    from_date: string;
+                    to_date: string;
+                    time_zone?: string;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description RFC 4180 CSV; statistics in the X-Db-Statistics header: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         patch?: never;
         trace?: never;
     };
@@ -7642,11 +10248,21 @@ export type paths = {
                     content: {
                         "application/json": {
                             data: {
-                                [key: string]: unknown;
+                                group: string;
+                                devices: number;
+                                sessions: number;
+                                total_time_s: number;
+                                min_s: number;
+                                avg_s: number;
+                                p50_s: number;
+                                p90_s: number;
+                                max_s: number;
                             }[];
                             meta: {
-                                name: string;
-                                type: string;
+                                /** @enum {string} */
+                                name: "group" | "devices" | "sessions" | "total_time_s" | "min_s" | "avg_s" | "p50_s" | "p90_s" | "max_s";
+                                /** @enum {string} */
+                                type: "string" | "integer" | "number" | "boolean" | "datetime";
                                 nullable: boolean;
                             }[];
                             statistics: {
@@ -7655,6 +10271,15 @@ export type paths = {
                                 elapsed_ms: number;
                             };
                         };
+                    };
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
                     };
                 };
                 /** @description Error */
@@ -7672,7 +10297,47 @@ export type paths = {
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /** Time devices spent in the building: min, average, median, 90th percentile and max per group (JSON) (headers only) */
+        head: {
+            parameters: {
+                query: {
+                    building_id: number;
+                    floor_id?: number;
+                    group?: "month" | "day" | "hour" | "day_of_week";
+                    session_threshold?: number;
+                    from_date: string;
+                    to_date: string;
+                    time_zone?: string;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         patch?: never;
         trace?: never;
     };
@@ -7710,6 +10375,15 @@ export type paths = {
                         "text/csv": string;
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -7725,7 +10399,47 @@ export type paths = {
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /** Time devices spent in the building: min, average, median, 90th percentile and max per group (CSV) (headers only) */
+        head: {
+            parameters: {
+                query: {
+                    building_id: number;
+                    floor_id?: number;
+                    group?: "month" | "day" | "hour" | "day_of_week";
+                    session_threshold?: number;
+                    from_date: string;
+                    to_date: string;
+                    time_zone?: string;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description RFC 4180 CSV; statistics in the X-Db-Statistics header: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         patch?: never;
         trace?: never;
     };
@@ -7763,11 +10477,17 @@ export type paths = {
                     content: {
                         "application/json": {
                             data: {
-                                [key: string]: unknown;
+                                geohash: string;
+                                lat: number;
+                                lng: number;
+                                weight: number;
+                                positions: number;
                             }[];
                             meta: {
-                                name: string;
-                                type: string;
+                                /** @enum {string} */
+                                name: "geohash" | "lat" | "lng" | "weight" | "positions";
+                                /** @enum {string} */
+                                type: "string" | "integer" | "number" | "boolean" | "datetime";
                                 nullable: boolean;
                             }[];
                             statistics: {
@@ -7776,6 +10496,15 @@ export type paths = {
                                 elapsed_ms: number;
                             };
                         };
+                    };
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
                     };
                 };
                 /** @description Error */
@@ -7793,7 +10522,48 @@ export type paths = {
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /** Geohash (precision 10) cells of a floor with their centre and a weight (distinct users) (JSON) (headers only) */
+        head: {
+            parameters: {
+                query: {
+                    building_id: number;
+                    floor_id: number;
+                    device_id?: string;
+                    user_id?: string;
+                    position_type?: "indoor" | "outdoor";
+                    from_date: string;
+                    to_date: string;
+                    time_zone?: string;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         patch?: never;
         trace?: never;
     };
@@ -7832,6 +10602,15 @@ export type paths = {
                         "text/csv": string;
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -7847,7 +10626,48 @@ export type paths = {
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /** Geohash (precision 10) cells of a floor with their centre and a weight (distinct users) (CSV) (headers only) */
+        head: {
+            parameters: {
+                query: {
+                    building_id: number;
+                    floor_id: number;
+                    device_id?: string;
+                    user_id?: string;
+                    position_type?: "indoor" | "outdoor";
+                    from_date: string;
+                    to_date: string;
+                    time_zone?: string;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description RFC 4180 CSV; statistics in the X-Db-Statistics header: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         patch?: never;
         trace?: never;
     };
@@ -7863,11 +10683,16 @@ export type paths = {
             parameters: {
                 query: {
                     organization_id?: string;
-                    building_ids?: string | string[];
-                    floor_ids?: string | string[];
-                    device_ids?: string | string[];
-                    user_ids?: string | string[];
-                    order_by?: string | string[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    building_ids?: number[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    floor_ids?: number[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    device_ids?: string[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    user_ids?: string[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    order_by?: ("timestamp" | "device_id" | "user_id" | "building_id" | "floor_id")[];
                     order_direction?: "asc" | "desc";
                     position_type?: "indoor" | "outdoor";
                     limit?: number;
@@ -7889,11 +10714,25 @@ export type paths = {
                     content: {
                         "application/json": {
                             data: {
-                                [key: string]: unknown;
+                                /** @description In UTC an ISO 8601 instant (2023-05-20T16:59:02Z), in another time_zone its wall-clock time (2023-05-20 18:59:02) */
+                                timestamp: string;
+                                device_id: string;
+                                user_id: string | null;
+                                building_id: number | null;
+                                floor_id: number | null;
+                                indoor: boolean;
+                                x: number | null;
+                                y: number | null;
+                                lat: number;
+                                lng: number;
+                                yaw: number;
+                                accuracy: number | null;
                             }[];
                             meta: {
-                                name: string;
-                                type: string;
+                                /** @enum {string} */
+                                name: "timestamp" | "device_id" | "user_id" | "building_id" | "floor_id" | "indoor" | "x" | "y" | "lat" | "lng" | "yaw" | "accuracy";
+                                /** @enum {string} */
+                                type: "string" | "integer" | "number" | "boolean" | "datetime";
                                 nullable: boolean;
                             }[];
                             statistics: {
@@ -7902,6 +10741,15 @@ export type paths = {
                                 elapsed_ms: number;
                             };
                         };
+                    };
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
                     };
                 };
                 /** @description Error */
@@ -7919,7 +10767,57 @@ export type paths = {
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /** Positions with their geospatial and geometric information (JSON) (headers only) */
+        head: {
+            parameters: {
+                query: {
+                    organization_id?: string;
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    building_ids?: number[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    floor_ids?: number[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    device_ids?: string[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    user_ids?: string[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    order_by?: ("timestamp" | "device_id" | "user_id" | "building_id" | "floor_id")[];
+                    order_direction?: "asc" | "desc";
+                    position_type?: "indoor" | "outdoor";
+                    limit?: number;
+                    from_date: string;
+                    to_date: string;
+                    time_zone?: string;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         patch?: never;
         trace?: never;
     };
@@ -7935,11 +10833,16 @@ export type paths = {
             parameters: {
                 query: {
                     organization_id?: string;
-                    building_ids?: string | string[];
-                    floor_ids?: string | string[];
-                    device_ids?: string | string[];
-                    user_ids?: string | string[];
-                    order_by?: string | string[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    building_ids?: number[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    floor_ids?: number[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    device_ids?: string[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    user_ids?: string[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    order_by?: ("timestamp" | "device_id" | "user_id" | "building_id" | "floor_id")[];
                     order_direction?: "asc" | "desc";
                     position_type?: "indoor" | "outdoor";
                     limit?: number;
@@ -7962,6 +10865,15 @@ export type paths = {
                         "text/csv": string;
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -7977,7 +10889,57 @@ export type paths = {
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /** Positions with their geospatial and geometric information (CSV) (headers only) */
+        head: {
+            parameters: {
+                query: {
+                    organization_id?: string;
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    building_ids?: number[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    floor_ids?: number[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    device_ids?: string[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    user_ids?: string[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    order_by?: ("timestamp" | "device_id" | "user_id" | "building_id" | "floor_id")[];
+                    order_direction?: "asc" | "desc";
+                    position_type?: "indoor" | "outdoor";
+                    limit?: number;
+                    from_date: string;
+                    to_date: string;
+                    time_zone?: string;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description RFC 4180 CSV; statistics in the X-Db-Statistics header: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         patch?: never;
         trace?: never;
     };
@@ -8014,11 +10976,20 @@ export type paths = {
                     content: {
                         "application/json": {
                             data: {
-                                [key: string]: unknown;
+                                /** @description In UTC an ISO 8601 instant (2023-05-20T16:59:02Z), in another time_zone its wall-clock time (2023-05-20 18:59:02) */
+                                timestamp: string;
+                                session_mark: number;
+                                floor_id: number | null;
+                                user_id: string | null;
+                                device_id: string;
+                                lat: number;
+                                lng: number;
                             }[];
                             meta: {
-                                name: string;
-                                type: string;
+                                /** @enum {string} */
+                                name: "timestamp" | "session_mark" | "floor_id" | "user_id" | "device_id" | "lat" | "lng";
+                                /** @enum {string} */
+                                type: "string" | "integer" | "number" | "boolean" | "datetime";
                                 nullable: boolean;
                             }[];
                             statistics: {
@@ -8027,6 +10998,15 @@ export type paths = {
                                 elapsed_ms: number;
                             };
                         };
+                    };
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
                     };
                 };
                 /** @description Error */
@@ -8044,7 +11024,47 @@ export type paths = {
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /** A trajectory: positions in order with a session mark (what the official client reads as {data}) (JSON) (headers only) */
+        head: {
+            parameters: {
+                query: {
+                    building_id?: number;
+                    user_id?: string;
+                    device_id?: string;
+                    session_threshold?: number;
+                    from_date: string;
+                    to_date: string;
+                    time_zone?: string;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         patch?: never;
         trace?: never;
     };
@@ -8082,6 +11102,15 @@ export type paths = {
                         "text/csv": string;
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -8097,7 +11126,47 @@ export type paths = {
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /** A trajectory: positions in order with a session mark (what the official client reads as {data}) (CSV) (headers only) */
+        head: {
+            parameters: {
+                query: {
+                    building_id?: number;
+                    user_id?: string;
+                    device_id?: string;
+                    session_threshold?: number;
+                    from_date: string;
+                    to_date: string;
+                    time_zone?: string;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description RFC 4180 CSV; statistics in the X-Db-Statistics header: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         patch?: never;
         trace?: never;
     };
@@ -8150,6 +11219,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -8165,7 +11243,47 @@ export type paths = {
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /** Indoor positions of a building over a range, ordered by time. At most 100,000 (422 beyond: narrow the range or use the CSV export) (headers only) */
+        head: {
+            parameters: {
+                query: {
+                    building_id: number;
+                    /** @description Start (inclusive): YYYY-MM-DDTHH:mm:ss.SSS±HH:MM; without an offset, +02:00. Times come back in this offset */
+                    date: string;
+                    /** @description End (exclusive), same format; default: date + 1 day (the day starting at date); at most 31 days after date */
+                    date_end?: string;
+                    /** @description One device identifier */
+                    device_id?: string;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         patch?: never;
         trace?: never;
     };
@@ -8204,6 +11322,15 @@ export type paths = {
                         "text/csv": string;
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -8219,7 +11346,48 @@ export type paths = {
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /** CSV of every position of a building over a range (device_id,time_sec,is_indoor,floor_id,position_x,position_y,yaw,lat,lng), streamed (headers only) */
+        head: {
+            parameters: {
+                query: {
+                    /** @description Start (inclusive): YYYY-MM-DDTHH:mm:ss.SSS±HH:MM; without an offset, +02:00. Times come back in this offset */
+                    date: string;
+                    /** @description End (exclusive), same format; default: date + 1 day (the day starting at date); at most 31 days after date */
+                    date_end?: string;
+                    /** @description One device identifier */
+                    device_id?: string;
+                };
+                header?: never;
+                path: {
+                    building_id: number;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description RFC 4180 CSV with a header row; times in the offset of `date`: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         patch?: never;
         trace?: never;
     };
@@ -8248,8 +11416,8 @@ export type paths = {
                     to_alarm_id?: string;
                     /** @description Only accessible links: lifts and ramps, no stairs */
                     accessible?: "true" | "false";
-                    /** @description Geofences the route must not enter */
-                    avoid_geofence_ids?: string | string[];
+                    /** @description Geofences the route must not enter. Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    avoid_geofence_ids?: string[];
                 };
                 header?: never;
                 path: {
@@ -8316,6 +11484,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -8331,7 +11508,58 @@ export type paths = {
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /** Shortest route on the navigation graph between two points (or a device, a POI, an alarm); 422 naming the end that cannot be reached (headers only) */
+        head: {
+            parameters: {
+                query?: {
+                    from_floor_id?: number;
+                    from_x?: number;
+                    from_y?: number;
+                    /** @description Start at this device's live position */
+                    from_device_id?: string;
+                    to_floor_id?: number;
+                    to_x?: number;
+                    to_y?: number;
+                    /** @description End at this indoor POI */
+                    to_poi_id?: number;
+                    /** @description End at this alarm's position */
+                    to_alarm_id?: string;
+                    /** @description Only accessible links: lifts and ramps, no stairs */
+                    accessible?: "true" | "false";
+                    /** @description Geofences the route must not enter. Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    avoid_geofence_ids?: string[];
+                };
+                header?: never;
+                path: {
+                    building_id: number;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         patch?: never;
         trace?: never;
     };
@@ -8389,6 +11617,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -8404,7 +11641,49 @@ export type paths = {
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /** Live devices of the building ranked by route distance (not straight line) to a point, nearest first (headers only) */
+        head: {
+            parameters: {
+                query: {
+                    floor_id: number;
+                    x: number;
+                    y: number;
+                    limit?: number;
+                    accessible?: "true" | "false";
+                    /** @description Only devices whose user is in this group (e.g. the responders) */
+                    group_id?: string;
+                };
+                header?: never;
+                path: {
+                    building_id: number;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         patch?: never;
         trace?: never;
     };
@@ -8447,6 +11726,15 @@ export type paths = {
                             created_at: string;
                             updated_at: string;
                         }[];
+                    };
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
                     };
                 };
                 /** @description Error */
@@ -8507,6 +11795,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -8520,7 +11817,39 @@ export type paths = {
         };
         delete?: never;
         options?: never;
-        head?: never;
+        /** Webhooks of the organization (headers only) */
+        head: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         patch?: never;
         trace?: never;
     };
@@ -8567,6 +11896,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -8599,6 +11937,15 @@ export type paths = {
                     };
                     content?: never;
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -8611,7 +11958,41 @@ export type paths = {
             };
         };
         options?: never;
-        head?: never;
+        /** One webhook (without its secret) (headers only) */
+        head: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         /** Change a webhook (only the fields sent); deliveries already queued keep their payload */
         patch: {
             parameters: {
@@ -8655,6 +12036,15 @@ export type paths = {
                             created_at: string;
                             updated_at: string;
                         };
+                    };
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
                     };
                 };
                 /** @description Error */
@@ -8742,6 +12132,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -8757,7 +12156,47 @@ export type paths = {
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /** A webhook's deliveries, newest first, with their attempts (paginated) (headers only) */
+        head: {
+            parameters: {
+                query?: {
+                    status?: "pending" | "succeeded" | "dead";
+                    page?: number;
+                    size?: number;
+                    sort?: string;
+                    direction?: "asc" | "desc" | "ASC" | "DESC";
+                };
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         patch?: never;
         trace?: never;
     };
@@ -8817,6 +12256,15 @@ export type paths = {
                             created_at: string;
                             updated_at: string;
                         };
+                    };
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
                     };
                 };
                 /** @description Error */
@@ -8886,6 +12334,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -8940,6 +12397,15 @@ export type paths = {
                     };
                     content?: never;
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -8972,6 +12438,15 @@ export type paths = {
                     };
                     content?: never;
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -8984,7 +12459,48 @@ export type paths = {
             };
         };
         options?: never;
-        head?: never;
+        /** The image bytes, with their content type; cacheable for a year (ETag, If-None-Match answers 304) (headers only) */
+        head: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The image, in the media type it was uploaded as: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Not modified (If-None-Match matched the ETag): as GET answers, without the body */
+                304: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         patch?: never;
         trace?: never;
     };
@@ -9062,6 +12578,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -9077,7 +12602,51 @@ export type paths = {
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /** Audit log: who changed what, when and from where (newest first, paginated) (headers only) */
+        head: {
+            parameters: {
+                query?: {
+                    object_type?: string;
+                    object_id?: string;
+                    user_id?: string;
+                    /** @description Inclusive */
+                    from_date?: string;
+                    /** @description Exclusive */
+                    to_date?: string;
+                    page?: number;
+                    size?: number;
+                    sort?: string;
+                    direction?: "asc" | "desc" | "ASC" | "DESC";
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         patch?: never;
         trace?: never;
     };
@@ -9115,6 +12684,15 @@ export type paths = {
                         "text/csv": string;
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -9130,7 +12708,47 @@ export type paths = {
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /** Audit log as CSV (same filters), streamed (headers only) */
+        head: {
+            parameters: {
+                query?: {
+                    object_type?: string;
+                    object_id?: string;
+                    user_id?: string;
+                    /** @description Inclusive */
+                    from_date?: string;
+                    /** @description Exclusive */
+                    to_date?: string;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description RFC 4180 CSV with a header row, newest first; before/after as JSON: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         patch?: never;
         trace?: never;
     };
@@ -9167,6 +12785,15 @@ export type paths = {
                     };
                     content?: never;
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -9182,7 +12809,46 @@ export type paths = {
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /** The control-room console: sign-in page, live floor map and alarm inbox (HTML; its API calls are authenticated) (headers only) */
+        head: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The console page: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Not modified (If-None-Match matched the ETag): as GET answers, without the body */
+                304: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         patch?: never;
         trace?: never;
     };
@@ -9226,6 +12892,15 @@ export type paths = {
                     };
                     content?: never;
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -9241,7 +12916,48 @@ export type paths = {
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /** The console's scripts and stylesheets (content-hashed names, cached for a year) (headers only) */
+        head: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    file: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description A script, stylesheet, source map or image: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Not modified (If-None-Match matched the ETag): as GET answers, without the body */
+                304: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         patch?: never;
         trace?: never;
     };
@@ -9284,6 +13000,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -9299,7 +13024,39 @@ export type paths = {
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /** This OpenAPI 3.1 document (headers only) */
+        head: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         patch?: never;
         trace?: never;
     };
@@ -9346,6 +13103,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -9361,7 +13127,39 @@ export type paths = {
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /** The AsyncAPI 3.0 document of the WebSocket protocol at /api/v1/ws: every client and server frame as JSON Schema (headers only) */
+        head: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         patch?: never;
         trace?: never;
     };
@@ -9391,6 +13189,15 @@ export type paths = {
                         "text/html": string;
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -9406,7 +13213,39 @@ export type paths = {
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /** Interactive documentation of this API (headers only) */
+        head: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The documentation page (HTML): as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         patch?: never;
         trace?: never;
     };
@@ -9436,6 +13275,15 @@ export type paths = {
                         "text/javascript": string;
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -9451,7 +13299,39 @@ export type paths = {
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /** The script of the documentation page (headers only) */
+        head: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The documentation page’s script: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         patch?: never;
         trace?: never;
     };
