@@ -41,7 +41,9 @@ function refusingNul(schema: unknown): unknown {
   if (Array.isArray(schema)) return schema.map(refusingNul);
   if (!schema || typeof schema !== 'object') return schema;
   const copy: Record<string, unknown> = {};
-  for (const [key, value] of Object.entries(schema)) copy[key] = key === 'enum' || key === 'const' || key === 'default' ? value : refusingNul(value);
+  for (const [key, value] of Object.entries(schema)) {
+    copy[key] = key === 'enum' || key === 'const' || key === 'default' ? value : refusingNul(value);
+  }
   const free = copy.type === 'string' && !('enum' in copy) && !('const' in copy) && copy.format === undefined && copy.pattern === undefined;
   if (free) copy.pattern = NO_NUL_PATTERN;
   return copy;
@@ -106,7 +108,8 @@ function queryParameter(key: string, shape: z.ZodType): Record<string, unknown> 
   const list = listItems(shape);
   if (list) {
     const note = 'Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`).';
-    Object.assign(parameter, { schema: jsonSchema(list, 'input'), style: 'form', explode: true, description: shape.description ? `${shape.description}. ${note}` : note });
+    const description = shape.description ? `${shape.description}. ${note}` : note;
+    Object.assign(parameter, { schema: jsonSchema(list, 'input'), style: 'form', explode: true, description });
   } else {
     parameter.schema = jsonSchema(shape, 'input');
     if (shape.description) parameter.description = shape.description;
@@ -120,7 +123,8 @@ function parametersOf(route: RouteDefinition): unknown[] {
   for (const name of route.path.match(/:([A-Za-z_]+)/g) ?? []) {
     const key = name.slice(1);
     const shape = params?.[key];
-    parameters.push({ name: key, in: 'path', required: true, schema: shape ? jsonSchema(shape, 'input') : { type: 'string', pattern: NO_NUL_PATTERN } });
+    const schema = shape ? jsonSchema(shape, 'input') : { type: 'string', pattern: NO_NUL_PATTERN };
+    parameters.push({ name: key, in: 'path', required: true, schema });
   }
   const query = inputObject(route.query);
   if (route.query && !query) throw new Error(`${route.method} ${route.path}: the query schema must be an object (optionally transformed) to be documented`);

@@ -2,7 +2,15 @@ import { z } from 'zod';
 import { ValidationError } from '../../shared/errors.js';
 import { isRendered, renderedBody, renderReport, type RenderedReport } from '../../shared/reports/report-output.js';
 import { REPORT_COLUMNS } from '../../shared/reports/report-columns.js';
-import { REPORT_NAMES, reportParamSchemas, windowProblems, type ReportColumn, type ReportJob, type ReportName, type ReportResult } from '../../shared/reports/report-params.js';
+import {
+  REPORT_NAMES,
+  reportParamSchemas,
+  windowProblems,
+  type ReportColumn,
+  type ReportJob,
+  type ReportName,
+  type ReportResult,
+} from '../../shared/reports/report-params.js';
 import { defineRoute, type RouteDefinition } from '../http/route.js';
 import type { GatewayServices } from '../services.js';
 
@@ -21,15 +29,19 @@ const CELLS: Record<ReportColumn['type'], z.ZodType> = {
   integer: z.number().int(),
   number: z.number(),
   boolean: z.boolean(),
-  datetime: z.string().describe('In UTC an ISO 8601 instant (2023-05-20T16:59:02Z), in another time_zone its wall-clock time (2023-05-20 18:59:02)'),
+  datetime: z
+    .string()
+    .describe('In UTC an ISO 8601 instant (2023-05-20T16:59:02Z), in another time_zone its wall-clock time (2023-05-20 18:59:02)'),
 };
 
 /** The JSON answer of one report, its rows typed by the report's own columns (the list its query returns). */
 const resultSchema = (name: ReportName) => {
   const columns = REPORT_COLUMNS[name];
+  const cell = (column: ReportColumn) => (column.nullable ? CELLS[column.type].nullable() : CELLS[column.type]);
+  const types = Object.keys(CELLS) as ReportColumn['type'][];
   return z.object({
-    data: z.array(z.object(Object.fromEntries(columns.map((column) => [column.name, column.nullable ? CELLS[column.type].nullable() : CELLS[column.type]])))),
-    meta: z.array(z.object({ name: z.enum(columns.map((column) => column.name)), type: z.enum(Object.keys(CELLS) as ReportColumn['type'][]), nullable: z.boolean() })),
+    data: z.array(z.object(Object.fromEntries(columns.map((column) => [column.name, cell(column)])))),
+    meta: z.array(z.object({ name: z.enum(columns.map((column) => column.name)), type: z.enum(types), nullable: z.boolean() })),
     statistics: z.object({ rows_read: z.number().int(), rows_returned: z.number().int(), elapsed_ms: z.number() }),
   });
 };

@@ -59,7 +59,8 @@ function concrete(path: string): string {
 function queryFor(spec: Schema, extra: [string, string][] = []): string {
   const query = new URLSearchParams();
   for (const parameter of spec.parameters ?? []) {
-    if (parameter.in === 'query' && parameter.required && !extra.some(([name]) => name === parameter.name)) query.set(parameter.name, requiredValue(parameter.name, parameter.schema));
+    if (parameter.in === 'query' && parameter.required && !extra.some(([name]) => name === parameter.name))
+      query.set(parameter.name, requiredValue(parameter.name, parameter.schema));
   }
   for (const [name, value] of extra) query.append(name, value);
   const text = query.toString();
@@ -75,7 +76,8 @@ function stringsIn(schema: unknown, where: string, found: { where: string; schem
     const node = schema as Schema;
     const types = ([] as unknown[]).concat(node.type);
     if (types.includes('string')) found.push({ where, schema: node });
-    for (const [key, value] of Object.entries(node)) if (key !== 'enum' && key !== 'const' && key !== 'default' && key !== 'examples') stringsIn(value, `${where}/${key}`, found);
+    for (const [key, value] of Object.entries(node))
+      if (key !== 'enum' && key !== 'const' && key !== 'default' && key !== 'examples') stringsIn(value, `${where}/${key}`, found);
   }
   return found;
 }
@@ -87,7 +89,11 @@ describe('the OpenAPI document is as strict as the server', () => {
     const admin = running.client.withToken(token);
     venue = await createVenue(admin, 'Exact venue');
     const fence = await admin.post('/api/v1/geofences', {
-      name: 'Exact fence', building_id: venue.building.id, floor_id: venue.floors[0].id, type: 'POLYGON', cartesians: squareCartesians(10, 10, 10),
+      name: 'Exact fence',
+      building_id: venue.building.id,
+      floor_id: venue.floors[0].id,
+      type: 'POLYGON',
+      cartesians: squareCartesians(10, 10, 10),
     });
     expect(fence.status, fence.text).toBe(201);
     geofenceId = fence.body.id;
@@ -116,12 +122,14 @@ describe('the OpenAPI document is as strict as the server', () => {
         const items = schema.items as Schema;
         const url = concrete(path);
         const status = async (values: string[], form: 'commas' | 'repeated' = 'commas') => {
-          const pairs: [string, string][] = form === 'commas' ? [[parameter.name, values.join(',')]] : values.map((value) => [parameter.name, value]);
+          const pairs: [string, string][] =
+            form === 'commas' ? [[parameter.name, values.join(',')]] : values.map((value) => [parameter.name, value]);
           const response = await get(url + queryFor(spec, pairs));
           const body = response.status === 422 ? await response.json() : (await response.arrayBuffer(), undefined);
           return { status: response.status, fields: (body?.errors ?? []).map((error: { field: string }) => error.field).join(' ') };
         };
-        const refusedForIt = (answer: { status: number; fields: string }) => answer.status === 422 && answer.fields.includes(`query.${parameter.name}`);
+        const refusedForIt = (answer: { status: number; fields: string }) =>
+          answer.status === 422 && answer.fields.includes(`query.${parameter.name}`);
         const valid: string[] = items.enum
           ? items.enum.map(String)
           : items.format === 'uuid'
@@ -130,7 +138,8 @@ describe('the OpenAPI document is as strict as the server', () => {
               ? ['1', '2']
               : ['free text', 'more-text'];
         for (const value of valid) {
-          if (validator.errors(items, items.type === 'integer' ? Number(value) : value).length > 0) problems.push(`${name}: test value ${value} breaks the documented item`);
+          if (validator.errors(items, items.type === 'integer' ? Number(value) : value).length > 0)
+            problems.push(`${name}: test value ${value} breaks the documented item`);
           const answer = await status([value]);
           if (refusedForIt(answer)) problems.push(`${name}: the documented item ${value} is refused`);
         }
@@ -143,11 +152,14 @@ describe('the OpenAPI document is as strict as the server', () => {
             : items.type === 'integer'
               ? ['abc', '1.5', ...(items.exclusiveMinimum === 0 || items.minimum === 1 ? ['0', '-3'] : [])]
               : [];
-        if (items.type === 'string' && !items.enum && !items.format && !items.pattern) problems.push(`${name}: free-text items must document that NUL is refused`);
+        if (items.type === 'string' && !items.enum && !items.format && !items.pattern)
+          problems.push(`${name}: free-text items must document that NUL is refused`);
         for (const value of invalid) {
-          if (validator.errors(items, items.type === 'integer' ? Number(value) : value).length === 0) problems.push(`${name}: test value ${value} is valid by the document`);
+          if (validator.errors(items, items.type === 'integer' ? Number(value) : value).length === 0)
+            problems.push(`${name}: test value ${value} is valid by the document`);
           const answer = await status([valid[0]!, value]);
-          if (!refusedForIt(answer)) problems.push(`${name}: an item the document refuses (${value}) answered ${answer.status} ${answer.fields}`);
+          if (!refusedForIt(answer))
+            problems.push(`${name}: an item the document refuses (${value}) answered ${answer.status} ${answer.fields}`);
         }
       }
     }
@@ -160,7 +172,8 @@ describe('the OpenAPI document is as strict as the server', () => {
     for (const { path, method, spec } of operations()) {
       const name = `${method.toUpperCase()} ${path}`;
       // HEAD answers a 422 without its body, as every other.
-      if (!spec.responses?.['422'] || (method !== 'head' && !spec.responses['422'].content?.['application/json'])) problems.push(`${name}: no documented 422`);
+      if (!spec.responses?.['422'] || (method !== 'head' && !spec.responses['422'].content?.['application/json']))
+        problems.push(`${name}: no documented 422`);
       const inputs = [
         ...(spec.parameters ?? []).map((parameter: Schema) => [`${parameter.in} ${parameter.name}`, parameter.schema] as const),
         ...Object.entries((spec.requestBody?.content ?? {}) as Record<string, Schema>)
@@ -173,7 +186,8 @@ describe('the OpenAPI document is as strict as the server', () => {
           // A string the document accepts, with a NUL inside, must be refused by the document too.
           const candidate = string.schema.format === 'uuid' ? randomUUID() : string.schema.format === 'date-time' ? FROM : 'abc';
           if (validator.errors({ ...string.schema, type: 'string' }, candidate).length > 0) continue;
-          if (validator.errors({ ...string.schema, type: 'string' }, `${candidate}\u0000`).length === 0) problems.push(`${name} ${string.where}: a string with NUL is valid by the document`);
+          if (validator.errors({ ...string.schema, type: 'string' }, `${candidate}\u0000`).length === 0)
+            problems.push(`${name} ${string.where}: a string with NUL is valid by the document`);
         }
       }
     }
@@ -192,7 +206,11 @@ describe('the OpenAPI document is as strict as the server', () => {
       const url = concrete(path);
       // `/geofences/search` is also `/geofences/{id}` for the methods the static path lacks: the URL has the methods of both.
       const documented = [
-        ...new Set(Object.keys(document.paths).filter((other) => template(other).test(url)).flatMap((other) => Object.keys(document.paths[other]).map((m) => m.toUpperCase()))),
+        ...new Set(
+          Object.keys(document.paths)
+            .filter((other) => template(other).test(url))
+            .flatMap((other) => Object.keys(document.paths[other]).map((m) => m.toUpperCase())),
+        ),
       ];
       const expected = [...documented, 'OPTIONS'].sort();
       for (const method of candidates.filter((candidate) => !documented.includes(candidate))) {
@@ -202,16 +220,21 @@ describe('the OpenAPI document is as strict as the server', () => {
           continue;
         }
         const body = await response.json();
-        const allow = (response.headers.get('allow') ?? '').split(',').map((m) => m.trim()).filter(Boolean).sort();
+        const allow = (response.headers.get('allow') ?? '')
+          .split(',')
+          .map((m) => m.trim())
+          .filter(Boolean)
+          .sort();
         if (response.status !== 405 || body.status !== 405) problems.push(`${method} ${path}: ${response.status}, not 405`);
-        else if (allow.join() !== expected.join()) problems.push(`${method} ${path}: Allow "${allow.join(', ')}", expected "${expected.join(', ')}"`);
+        else if (allow.join() !== expected.join())
+          problems.push(`${method} ${path}: Allow "${allow.join(', ')}", expected "${expected.join(', ')}"`);
       }
     }
     expect(problems).toEqual([]);
     expect((await fetch(`${running.baseUrl}/api/v1/no-such-thing`, { method: 'DELETE' })).status).toBe(404);
   });
 
-  it('answers HEAD on every GET path of the document with GET\'s status and headers, and no body', async () => {
+  it("answers HEAD on every GET path of the document with GET's status and headers, and no body", async () => {
     const problems: string[] = [];
     // Values that differ from one request to the next, whatever the method.
     const volatile = new Set(['date', 'ratelimit', 'x-db-statistics', 'content-length', 'transfer-encoding']);
@@ -230,12 +253,17 @@ describe('the OpenAPI document is as strict as the server', () => {
       const name = `HEAD ${path}`;
       if (head.status !== full.status) problems.push(`${name}: ${head.status}, GET ${full.status}`);
       if (text !== '') problems.push(`${name}: a body of ${text.length} characters`);
-      const headers = (response: Response) => [...response.headers].filter(([header]) => !volatile.has(header)).map(([header, value]) => `${header}: ${value}`).sort();
+      const headers = (response: Response) =>
+        [...response.headers]
+          .filter(([header]) => !volatile.has(header))
+          .map(([header, value]) => `${header}: ${value}`)
+          .sort();
       expect.soft(headers(head), name).toEqual(headers(full));
       if (head.headers.has('ratelimit') !== full.headers.has('ratelimit')) problems.push(`${name}: RateLimit on one of HEAD and GET only`);
       // A length announced by HEAD is the one of GET's body.
       const announced = head.headers.get('content-length');
-      if (announced !== null && steady && Number(announced) !== bytes) problems.push(`${name}: Content-Length ${announced}, GET's body has ${bytes} bytes`);
+      if (announced !== null && steady && Number(announced) !== bytes)
+        problems.push(`${name}: Content-Length ${announced}, GET's body has ${bytes} bytes`);
       if (full.ok) succeeded += 1;
     }
     expect(problems).toEqual([]);
