@@ -27,11 +27,10 @@ export interface HttpServerOptions {
   onRefused?: (principal: Principal, request: { method: string; route: string; address: string }, error: AppError) => Promise<void>;
 }
 
-const METHODS = new Set<HttpMethod>(['GET', 'POST', 'PUT', 'PATCH', 'DELETE']);
 const CORS_HEADERS: Record<string, string> = {
   // Credentials travel in headers, never cookies, so any origin may call the API (the JS client runs in browsers).
   'access-control-allow-origin': '*',
-  'access-control-allow-methods': 'GET, POST, PUT, PATCH, DELETE, OPTIONS',
+  'access-control-allow-methods': 'GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS',
   'access-control-allow-headers': 'Authorization, Content-Type, Accept-Language, X-API-EMAIL, X-API-KEY',
   'access-control-expose-headers': 'X-Db-Statistics, Retry-After, RateLimit, RateLimit-Policy, Content-Disposition, ETag',
   'access-control-max-age': '600',
@@ -53,7 +52,11 @@ class Exchange {
   status = 0;
   /** Resolves a stream waiting for the socket to drain (also on abort, so it never hangs). */
   private writable?: () => void;
-  constructor(readonly res: HttpResponse) {}
+  /** `head`: a HEAD request, answered as its GET would be (status, headers, Content-Length) with no body. */
+  constructor(
+    readonly res: HttpResponse,
+    readonly head: boolean,
+  ) {}
 
   /** Whether the body (if it was held back) was let in. */
   bodyAdmitted(paused: boolean): boolean {
@@ -71,6 +74,7 @@ class Exchange {
    * truncated response rather than a complete-looking one.
    */
   async stream(status: number, headers: Record<string, string>, chunks: AsyncIterable<string | Buffer>): Promise<void> {
+    if (this.head) return this.streamLength(status, headers, chunks);
     if (!this.begin(status)) return;
     this.res.cork(() => this.writeHead(status, headers));
     const iterator = chunks[Symbol.asyncIterator]();
@@ -103,6 +107,23 @@ class Exchange {
     }
   }
 
+  /**
+   * HEAD of a streamed body: the chunks are counted, not sent, so the answer announces the length GET's body
+   * would have (GET sends it chunked, without one).
+   */
+  private async streamLength(status: number, headers: Record<string, string>, chunks: AsyncIterable<string | Buffer>): Promise<void> {
+    let length = 0;
+    for await (const chunk of chunks) {
+      if (this.aborted) return;
+      length += typeof chunk === 'string' ? Buffer.byteLength(chunk) : chunk.byteLength;
+    }
+    if (!this.begin(status)) return;
+    this.res.cork(() => {
+      this.writeHead(status, headers);
+      this.res.endWithoutBody(length);
+    });
+  }
+
   /** Claims the response; false when the client went away or it was already answered. */
   private begin(status: number): boolean {
     if (this.aborted || this.finished) return false;
@@ -126,6 +147,7 @@ class Exchange {
       // endWithoutBody() only with a known length: given none, this uWS build announces a bogus Content-Length
       // and poisons keep-alive.
       if (representationLength !== undefined && body === undefined) this.res.endWithoutBody(representationLength, closeConnection);
+      else if (this.head && body !== undefined && status !== 204) this.res.endWithoutBody(Buffer.byteLength(body), closeConnection);
       else this.res.end(status === 204 || body === undefined ? undefined : body, closeConnection);
     });
   }
@@ -194,9 +216,9 @@ export class HttpServer {
 
   private onRequest(res: HttpResponse, req: HttpRequest): void {
     const started = performance.now();
-    const exchange = new Exchange(res);
     // Everything needed from `req` is copied now: it is invalid after this function returns.
     const method = req.getCaseSensitiveMethod().toUpperCase();
+    const exchange = new Exchange(res, method === 'HEAD');
     const path = req.getUrl();
     const queryString = req.getQuery() ?? '';
     const headers: Record<string, string> = {};
@@ -230,11 +252,7 @@ export class HttpServer {
       exchange.sendError(new UnavailableError('The server is shutting down'), true);
       return finish();
     }
-    if (!METHODS.has(method as HttpMethod)) {
-      exchange.sendError(new AppError(ErrorCode.MethodNotAllowed, `Method ${method} is not supported`));
-      return finish();
-    }
-    const match = this.router.match(method as HttpMethod, path);
+    const match = this.router.match(method, path);
     if (match.kind !== 'found') {
       exchange.sendError(
         match.kind === 'not_found'
@@ -246,7 +264,7 @@ export class HttpServer {
     }
     const route = match.route;
     const limit = route.maxBodyBytes ?? this.options.maxBodyBytes;
-    const hasBody = method !== 'GET' && method !== 'DELETE';
+    const hasBody = route.method !== 'GET' && route.method !== 'DELETE';
     // onData must be registered before the first await; the body's stream stays paused until the caller is
     // known and within budget, so an unauthenticated request costs no upload (L8).
     const body = hasBody ? this.readBody(exchange, headers, limit) : Promise.resolve(Buffer.alloc(0));
@@ -256,7 +274,7 @@ export class HttpServer {
     const admitted = () => {
       if (paused && !exchange.aborted) res.resume();
     };
-    this.handle(exchange, route, match.params, { method: method as HttpMethod, path, queryString, headers, remoteAddress }, body, admitted)
+    this.handle(exchange, route, match.params, { method: route.method, path, queryString, headers, remoteAddress }, body, admitted)
       .catch(async (error) => {
         const refused = error instanceof AppError && error.code === ErrorCode.Forbidden ? (error as AppError & { principal?: Principal }).principal : undefined;
         if (refused) await this.options.onRefused?.(refused, { method, route: normalisePath(route.path), address: remoteAddress }, error).catch(() => undefined);

@@ -17,10 +17,36 @@ const errorBodySchema = {
   additionalProperties: false,
 };
 
+/**
+ * What every string a client sends must match: the server refuses NUL in any of them with a 422 (pg-text.ts:
+ * PostgreSQL cannot store it). An unpaired UTF-16 surrogate is refused too; the 422 response says so.
+ */
+export const NO_NUL_PATTERN = '^[^\\u0000]*$';
+
+const REFUSED_TEXT =
+  'Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused ' +
+  'when it holds NUL (\\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.';
+
 export function jsonSchema(schema: z.ZodType, io: 'input' | 'output'): Record<string, unknown> {
   const generated = z.toJSONSchema(schema, { io, unrepresentable: 'any', target: 'draft-2020-12' }) as Record<string, unknown>;
   delete generated.$schema;
-  return generated;
+  return io === 'input' ? (refusingNul(generated) as Record<string, unknown>) : generated;
+}
+
+/**
+ * A request schema with NO_NUL_PATTERN on each free string. Enums, constants and formats (uuid, date-time, email)
+ * already exclude NUL, and so do the patterns written here (anchored classes of printable characters).
+ */
+function refusingNul(schema: unknown): unknown {
+  if (Array.isArray(schema)) return schema.map(refusingNul);
+  if (!schema || typeof schema !== 'object') return schema;
+  const copy: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(schema)) {
+    copy[key] = key === 'enum' || key === 'const' || key === 'default' ? value : refusingNul(value);
+  }
+  const free = copy.type === 'string' && !('enum' in copy) && !('const' in copy) && copy.format === undefined && copy.pattern === undefined;
+  if (free) copy.pattern = NO_NUL_PATTERN;
+  return copy;
 }
 
 /** `:id` becomes `{id}`; the document lists each path once, without trailing slash. */
@@ -59,8 +85,36 @@ function responsesOf(route: RouteDefinition): Record<string, unknown> {
       ? { description: other.description, content: { 'application/json': { schema: jsonSchema(other.schema, 'output') } } }
       : { description: other.description };
   }
+  responses[422] ??= { description: REFUSED_TEXT, content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } } };
   responses.default = { description: 'Error', content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } } };
   return responses;
+}
+
+/**
+ * A list parameter (`listParam()`): what it accepts is `string | string[]` split at commas, then checked item
+ * by item. The document gives the array of checked items (style form, repeated keys: what generated clients
+ * send); the description adds the comma form.
+ */
+function listItems(shape: z.ZodType): z.ZodArray | undefined {
+  let current: unknown = shape;
+  while (current instanceof z.ZodOptional || current instanceof z.ZodDefault) current = current.def.innerType;
+  if (!(current instanceof z.ZodPipe) || !(current.def.out instanceof z.ZodArray)) return undefined;
+  const split = current.def.in;
+  return split instanceof z.ZodPipe && split.def.in instanceof z.ZodUnion ? current.def.out : undefined;
+}
+
+function queryParameter(key: string, shape: z.ZodType): Record<string, unknown> {
+  const parameter: Record<string, unknown> = { name: key, in: 'query', required: !shape.safeParse(undefined).success };
+  const list = listItems(shape);
+  if (list) {
+    const note = 'Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`).';
+    const description = shape.description ? `${shape.description}. ${note}` : note;
+    Object.assign(parameter, { schema: jsonSchema(list, 'input'), style: 'form', explode: true, description });
+  } else {
+    parameter.schema = jsonSchema(shape, 'input');
+    if (shape.description) parameter.description = shape.description;
+  }
+  return parameter;
 }
 
 function parametersOf(route: RouteDefinition): unknown[] {
@@ -69,16 +123,22 @@ function parametersOf(route: RouteDefinition): unknown[] {
   for (const name of route.path.match(/:([A-Za-z_]+)/g) ?? []) {
     const key = name.slice(1);
     const shape = params?.[key];
-    parameters.push({ name: key, in: 'path', required: true, schema: shape ? jsonSchema(shape, 'input') : { type: 'string' } });
+    const schema = shape ? jsonSchema(shape, 'input') : { type: 'string', pattern: NO_NUL_PATTERN };
+    parameters.push({ name: key, in: 'path', required: true, schema });
   }
   const query = inputObject(route.query);
   if (route.query && !query) throw new Error(`${route.method} ${route.path}: the query schema must be an object (optionally transformed) to be documented`);
-  for (const [key, shape] of Object.entries((query?.shape ?? {}) as Record<string, z.ZodType>)) {
-    const parameter: Record<string, unknown> = { name: key, in: 'query', required: !shape.safeParse(undefined).success, schema: jsonSchema(shape, 'input') };
-    if (shape.description) parameter.description = shape.description;
-    parameters.push(parameter);
-  }
+  for (const [key, shape] of Object.entries((query?.shape ?? {}) as Record<string, z.ZodType>)) parameters.push(queryParameter(key, shape));
   return parameters;
+}
+
+/** HEAD wherever GET is: GET's answers (status and headers, Content-Length included) without their bodies. */
+function headOf(get: Record<string, unknown>): Record<string, unknown> {
+  const responses = Object.entries(get.responses as Record<string, { description: string }>).map(([status, response]) => [
+    status,
+    { description: `${response.description}: as GET answers, without the body` },
+  ]);
+  return { ...get, summary: `${get.summary as string} (headers only)`, responses: Object.fromEntries(responses) };
 }
 
 /**
@@ -100,7 +160,9 @@ export function buildOpenApiDocument(routes: RouteDefinition[]): Record<string, 
     if (route.rawBodyDoc) operation.requestBody = { required: true, content: { [route.rawBodyDoc.contentType]: { schema: route.rawBodyDoc.schema } } };
     else if (body && route.bodyKind !== 'raw') operation.requestBody = { required: !body.safeParse(undefined).success, content: { 'application/json': { schema: jsonSchema(body, 'input') } } };
     operation.responses = responsesOf(route);
-    (paths[openApiPath(route.path)] ??= {})[route.method.toLowerCase()] = operation;
+    const item = (paths[openApiPath(route.path)] ??= {});
+    item[route.method.toLowerCase()] = operation;
+    if (route.method === 'GET') item.head = headOf(operation);
   }
   return {
     openapi: '3.1.0',

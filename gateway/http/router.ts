@@ -8,8 +8,10 @@ interface CompiledRoute {
 
 export type RouteMatch =
   | { kind: 'found'; route: RouteDefinition; params: Record<string, string> }
-  | { kind: 'method_not_allowed'; allow: HttpMethod[] }
+  | { kind: 'method_not_allowed'; allow: string[] }
   | { kind: 'not_found' };
+
+const ROUTE_METHODS: HttpMethod[] = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'];
 
 /** `/a/b/` and `/a/b` are the same route; so are `//a` and `/a`. */
 export function normalisePath(path: string): string {
@@ -45,12 +47,18 @@ export class Router {
     this.byMethod.set(route.method, list);
   }
 
-  match(method: HttpMethod, rawPath: string): RouteMatch {
+  /**
+   * Any method name may come in: HEAD runs the GET route (the server then sends no body); a method the path
+   * does not have is a 405 whose `allow` lists those it has, HEAD beside GET and OPTIONS (answered everywhere).
+   */
+  match(method: string, rawPath: string): RouteMatch {
     const path = normalisePath(rawPath);
-    const found = this.find(method, path);
+    const routeMethod = method === 'HEAD' ? 'GET' : method;
+    const found = ROUTE_METHODS.includes(routeMethod as HttpMethod) ? this.find(routeMethod as HttpMethod, path) : undefined;
     if (found) return { kind: 'found', ...found };
-    const allow = (['GET', 'POST', 'PUT', 'PATCH', 'DELETE'] as HttpMethod[]).filter((m) => m !== method && this.find(m, path));
-    return allow.length > 0 ? { kind: 'method_not_allowed', allow } : { kind: 'not_found' };
+    const has = ROUTE_METHODS.filter((m) => this.find(m, path));
+    if (has.length === 0) return { kind: 'not_found' };
+    return { kind: 'method_not_allowed', allow: [...has, ...(has.includes('GET') ? ['HEAD'] : []), 'OPTIONS'] };
   }
 
   private find(method: HttpMethod, path: string): { route: RouteDefinition; params: Record<string, string> } | undefined {

@@ -1,7 +1,16 @@
 import { z } from 'zod';
 import { ValidationError } from '../../shared/errors.js';
 import { isRendered, renderedBody, renderReport, type RenderedReport } from '../../shared/reports/report-output.js';
-import { REPORT_NAMES, reportParamSchemas, windowProblems, type ReportJob, type ReportName, type ReportResult } from '../../shared/reports/report-params.js';
+import { REPORT_COLUMNS } from '../../shared/reports/report-columns.js';
+import {
+  REPORT_NAMES,
+  reportParamSchemas,
+  windowProblems,
+  type ReportColumn,
+  type ReportJob,
+  type ReportName,
+  type ReportResult,
+} from '../../shared/reports/report-params.js';
 import { defineRoute, type RouteDefinition } from '../http/route.js';
 import type { GatewayServices } from '../services.js';
 
@@ -15,11 +24,27 @@ const PURPOSES: Record<ReportName, string> = {
   user_positions: 'A trajectory: positions in order with a session mark (what the official client reads as {data})',
 };
 
-const resultSchema = z.object({
-  data: z.array(z.record(z.string(), z.unknown())),
-  meta: z.array(z.object({ name: z.string(), type: z.string(), nullable: z.boolean() })),
-  statistics: z.object({ rows_read: z.number().int(), rows_returned: z.number().int(), elapsed_ms: z.number() }),
-});
+const CELLS: Record<ReportColumn['type'], z.ZodType> = {
+  string: z.string(),
+  integer: z.number().int(),
+  number: z.number(),
+  boolean: z.boolean(),
+  datetime: z
+    .string()
+    .describe('In UTC an ISO 8601 instant (2023-05-20T16:59:02Z), in another time_zone its wall-clock time (2023-05-20 18:59:02)'),
+};
+
+/** The JSON answer of one report, its rows typed by the report's own columns (the list its query returns). */
+const resultSchema = (name: ReportName) => {
+  const columns = REPORT_COLUMNS[name];
+  const cell = (column: ReportColumn) => (column.nullable ? CELLS[column.type].nullable() : CELLS[column.type]);
+  const types = Object.keys(CELLS) as ReportColumn['type'][];
+  return z.object({
+    data: z.array(z.object(Object.fromEntries(columns.map((column) => [column.name, cell(column)])))),
+    meta: z.array(z.object({ name: z.enum(columns.map((column) => column.name)), type: z.enum(types), nullable: z.boolean() })),
+    statistics: z.object({ rows_read: z.number().int(), rows_returned: z.number().int(), elapsed_ms: z.number() }),
+  });
+};
 
 /**
  * Spec 4.4: `GET /api/v1/reports/<name>.json|csv`. The parameters are checked here (422 at once); the report
@@ -38,7 +63,7 @@ export function reportRoutes(services: GatewayServices): RouteDefinition[] {
         auth: 'authenticated',
         action: 'reports:read',
         query: reportParamSchemas[name] as z.ZodType,
-        response: format === 'json' ? resultSchema : undefined,
+        response: format === 'json' ? resultSchema(name) : undefined,
         rawResponseDoc: format === 'csv' ? { contentType: 'text/csv', description: 'RFC 4180 CSV; statistics in the X-Db-Statistics header' } : undefined,
         handler: async ({ principal, query, rawQuery }) => {
           // Checked here, before any job: the window bounds the report's work (422 beyond REPORTS_MAX_WINDOW_DAYS).

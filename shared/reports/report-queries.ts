@@ -5,6 +5,7 @@ import type { Storage } from '../storage/storage.js';
 import { FenceGrid, fenceShapes } from './fence-grid.js';
 import { epochSecond, formatInstant, instantFormatter } from './instant-format.js';
 import type { ReportColumn, ReportName, ReportScope } from './report-params.js';
+import { REPORT_COLUMNS } from './report-columns.js';
 import type { JobLimits } from '../jobs/job-queue.js';
 import { inBoundedTransaction, inReportTransaction, intervalMicros, joinSql, originOf, sqlOf, UNBOUNDED, type Execute, type Params, type Sql } from './report-sql.js';
 import { HOUR_MS } from './materializer.js';
@@ -25,8 +26,6 @@ export interface ReportOptions {
 
 /** `limits`: the job's deadline and abort signal, which bound the report's statements (see inBoundedTransaction). */
 type Query = (storage: Storage, params: Params, scope: ReportScope, limits?: JobLimits, options?: ReportOptions) => Promise<QueryResult>;
-
-const col = (name: string, type: ReportColumn['type'], nullable = false): ReportColumn => ({ name, type, nullable });
 
 /** The local bucket a timestamp falls in, computed by PostgreSQL in the report's time zone (DST included). */
 function bucketSql(group: string, column = 'p.ts'): string {
@@ -137,7 +136,7 @@ const geofencingSessionsMatches: Query = async (storage, params, scope, limits =
   // A month is hundreds of thousands of stays: their instants formatted from cached minutes, as raw_data's are.
   const instant = instantFormatter(params.time_zone);
   return {
-    meta: [col('device_id', 'string'), col('user_id', 'string', true), col('geofence_id', 'string'), col('geofence_name', 'string'), col('entered_at', 'datetime'), col('exited_at', 'datetime'), col('duration_s', 'number'), col('positions', 'integer')],
+    meta: REPORT_COLUMNS.geofencing_sessions_matches,
     rows: rows.map((s) => [
       s.device_id,
       s.user_id,
@@ -220,7 +219,7 @@ const geofencingStayTime: Query = async (storage, params, scope, limits = UNBOUN
   );
   const instant = instantFormatter(params.time_zone);
   return {
-    meta: [col('group', 'string'), col('device_id', 'string'), col('user_id', 'string', true), col('geofence_id', 'string'), col('geofence_name', 'string'), col('sessions', 'integer'), col('stay_time_s', 'number'), col('first_entry', 'datetime'), col('last_exit', 'datetime')],
+    meta: REPORT_COLUMNS.geofencing_stay_time,
     rows: rows.map((r) => [
       labels[r.rank],
       r.device_id,
@@ -336,7 +335,7 @@ const visitors: Query = async (storage, params, scope, limits = UNBOUNDED, optio
     );
   });
   return {
-    meta: [col('group', 'string'), col('visitors', 'integer'), col('devices', 'integer'), col('positions', 'integer')],
+    meta: REPORT_COLUMNS.visitors,
     rows: rows.map((r) => [r.bucket, r.visitors, r.devices, r.positions]),
     rowsRead: rows.reduce((sum, r) => sum + r.positions, 0),
   };
@@ -428,7 +427,7 @@ const positioningTime: Query = async (storage, params, scope, limits = UNBOUNDED
   });
   const groupLabel = (bucket: string) => (params.group === 'day_of_week' ? DAY_NAMES[Number(bucket)]! : bucket);
   return {
-    meta: [col('group', 'string'), col('devices', 'integer'), col('sessions', 'integer'), col('total_time_s', 'number'), col('min_s', 'number'), col('avg_s', 'number'), col('p50_s', 'number'), col('p90_s', 'number'), col('max_s', 'number')],
+    meta: REPORT_COLUMNS.positioning_time,
     rows: rows.map((r) => [groupLabel(r.bucket), r.devices, r.sessions, r.total_s, r.min_s, r.avg_s, r.p50_s, r.p90_s, r.max_s]),
     rowsRead: rows.reduce((sum, r) => sum + r.positions, 0),
   };
@@ -473,7 +472,7 @@ const heatmap: Query = async (storage, params, scope, limits = UNBOUNDED, option
     return [hash, center.lat, center.lng, cell.weight, cell.positions];
   });
   return {
-    meta: [col('geohash', 'string'), col('lat', 'number'), col('lng', 'number'), col('weight', 'integer'), col('positions', 'integer')],
+    meta: REPORT_COLUMNS.heatmap,
     rows,
     rowsRead: cells.reduce((sum, c) => sum + c.positions, 0),
   };
@@ -509,10 +508,7 @@ const rawData: Query = async (storage, params, scope, limits = UNBOUNDED) => {
   const fromMs = Date.parse(params.from_date);
   const instant = instantFormatter(params.time_zone);
   return {
-    meta: [
-      col('timestamp', 'datetime'), col('device_id', 'string'), col('user_id', 'string', true), col('building_id', 'integer', true), col('floor_id', 'integer', true),
-      col('indoor', 'boolean'), col('x', 'number', true), col('y', 'number', true), col('lat', 'number'), col('lng', 'number'), col('yaw', 'number'), col('accuracy', 'number', true),
-    ],
+    meta: REPORT_COLUMNS.raw_data,
     rows: rows.map((r) => [instant(epochSecond(fromMs, Number(r.t))), r.device_id, r.user_id, r.building_id, r.floor_id, r.indoor, r.x, r.y, r.lat, r.lng, r.yaw, r.accuracy]),
     rowsRead: rows.length,
   };
@@ -545,7 +541,7 @@ const userPositions: Query = async (storage, params, scope, limits = UNBOUNDED) 
   const fromMs = Date.parse(params.from_date);
   const instant = instantFormatter(params.time_zone);
   return {
-    meta: [col('timestamp', 'datetime'), col('session_mark', 'integer'), col('floor_id', 'integer', true), col('user_id', 'string', true), col('device_id', 'string'), col('lat', 'number'), col('lng', 'number')],
+    meta: REPORT_COLUMNS.user_positions,
     rows: rows.map((r) => {
       const t = Number(r.t);
       let device = devices.get(r.device_id);

@@ -131,7 +131,7 @@ describe(`gateway foundation (${driverLabel})`, () => {
   it('answers a known path with the wrong method 405 and says which are allowed', async () => {
     const response = await running.client.delete('/healthz');
     expect(response.status).toBe(405);
-    expect(response.headers.get('allow')).toBe('GET');
+    expect(response.headers.get('allow')).toBe('GET, HEAD, OPTIONS');
     expect(response.body).toMatchObject({ status: 405, code: 'method_not_allowed' });
   });
 

@@ -1,5 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { encodeGeohash } from '../../shared/geo/geohash.js';
+import { REPORT_NAMES } from '../../shared/reports/report-params.js';
+import { DocumentValidator } from '../contract/schema-validator.js';
 import { createVenue, squareCartesians } from '../support/cartography.js';
 import type { TestClient } from '../support/http-client.js';
 import { adminClient, createUser } from '../support/identity.js';
@@ -60,6 +62,32 @@ describe(`reports (${driverLabel}, jobs on ${serverRedisUrl ? 'BullMQ workers' :
     await upload(track('gappy', [[1000, 12, 12], [1005, 12, 12], [1010, 12, 12], [1024, 12, 12], [1029, 12, 12], [1045, 12, 12], [1050, 12, 12]]));
   });
   afterAll(async () => running?.stop());
+
+  it('answers each JSON report with rows the OpenAPI document types column by column (issue 29)', async () => {
+    const document = (await admin.get('/api/v1/openapi.json')).body;
+    const validator = new DocumentValidator(document);
+    const building = venue.building.id;
+    const extra: Record<string, string> = {
+      visitors: `&building_id=${building}`,
+      positioning_time: `&building_id=${building}`,
+      heatmap: `&building_id=${building}&floor_id=${venue.floors[0].id}`,
+      user_positions: '&device_id=crosser',
+    };
+    for (const name of REPORT_NAMES) {
+      const schema = document.paths[`/api/v1/reports/${name}.json`].get.responses['200'].content['application/json'].schema;
+      for (const zone of ['UTC', 'Europe/Madrid']) {
+        const response = await report(`${name}.json`, `${window}&time_zone=${zone}${extra[name] ?? ''}`);
+        expect(response.status, `${name}: ${response.text}`).toBe(200);
+        expect(response.body.data.length, name).toBeGreaterThan(0);
+        // A stated row, not an open map: its properties are the report's columns, every one present.
+        const names = response.body.meta.map((column: { name: string }) => column.name);
+        const row = schema.properties.data.items;
+        expect(Object.keys(row.properties ?? {}), name).toEqual(names);
+        expect([...(row.required ?? [])].sort(), name).toEqual([...names].sort());
+        expect(validator.errors(schema, response.body), `${name} in ${zone}`).toEqual([]);
+      }
+    }
+  });
 
   it('geofencing_sessions_matches: each stay with entry, exit and duration, from positions', async () => {
     const response = await report('geofencing_sessions_matches.json', `${window}&device_ids=crosser,gappy`);

@@ -1,7 +1,8 @@
 import { existsSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { buildOpenApiDocument } from '../../gateway/http/openapi.js';
+import { NO_NUL_PATTERN, buildOpenApiDocument } from '../../gateway/http/openapi.js';
+import { idParam, listParam } from '../../gateway/http/query-schemas.js';
 import type { RouteDefinition } from '../../gateway/http/route.js';
 import { buildAsyncApiDocument, clientFrames, serverFrames } from '../../gateway/ws/frames.schema.js';
 import { configSchema } from '../../shared/config.js';
@@ -66,9 +67,9 @@ describe('OpenAPI generator', () => {
 
   it('documents a raw answer at 200 with every media type it may have, never as 204', () => {
     const op = operation({ rawResponseDoc: { contentType: ['text/css', 'image/svg+xml'], description: 'asset' } });
-    expect(Object.keys(op.responses)).toEqual(['200', 'default']);
+    expect(Object.keys(op.responses)).toEqual(['200', '422', 'default']);
     expect(Object.keys(op.responses['200'].content)).toEqual(['text/css', 'image/svg+xml']);
-    expect(Object.keys(operation({}).responses)).toEqual(['204', 'default']);
+    expect(Object.keys(operation({}).responses)).toEqual(['204', '422', 'default']);
   });
 
   it('documents the input parameters of a transformed query, required ones required', () => {
@@ -79,7 +80,7 @@ describe('OpenAPI generator', () => {
 
   it('documents other answers beside the success one', () => {
     const op = operation({ method: 'POST', response: z.object({ id: z.string() }), successStatus: 201, otherResponses: { 200: { description: 'repeat', schema: z.object({ id: z.string() }) } } });
-    expect(Object.keys(op.responses).sort()).toEqual(['200', '201', 'default']);
+    expect(Object.keys(op.responses).sort()).toEqual(['200', '201', '422', 'default']);
     expect(op.responses['200'].content['application/json'].schema.properties.id.type).toBe('string');
   });
 
@@ -88,6 +89,36 @@ describe('OpenAPI generator', () => {
     expect(operation({}).security).toContainEqual({ apiKey: [] });
     expect(operation({}).security).toContainEqual({ bearer: [] });
     expect(operation({ auth: 'public' }).security).toEqual([]);
+  });
+
+  it('documents a list parameter as the array of its checked items, repeated or comma separated', () => {
+    const query = z.object({ state: listParam(z.enum(['OPEN', 'CLOSED'])).optional(), ids: listParam(idParam) });
+    const [state, ids] = operation({ query }).parameters;
+    const items = { type: 'array', minItems: 1, items: { enum: ['OPEN', 'CLOSED'] } };
+    expect(state).toMatchObject({ name: 'state', required: false, style: 'form', explode: true, schema: items });
+    expect(ids).toMatchObject({ required: true, schema: { type: 'array', items: { type: 'integer', exclusiveMinimum: 0 } } });
+    expect(state.description).toContain('commas');
+  });
+
+  it('documents that every string sent refuses NUL, and the 422 that says so', () => {
+    const op = operation({ method: 'POST', body: z.object({ name: z.string(), id: z.uuid(), kind: z.enum(['a']) }) });
+    const body = op.requestBody.content['application/json'].schema.properties;
+    expect(body.name.pattern).toBe(NO_NUL_PATTERN);
+    expect(new RegExp(NO_NUL_PATTERN).test('a\u0000b')).toBe(false);
+    expect(body.id.pattern).not.toBe(NO_NUL_PATTERN);
+    expect(body.kind.pattern).toBeUndefined();
+    expect(op.responses['422'].description).toContain('NUL');
+    // Answers are not requests: what the server sends keeps its plain strings.
+    const answer = operation({ response: z.object({ name: z.string() }) }).responses['200'].content['application/json'].schema;
+    expect(answer.properties.name.pattern).toBeUndefined();
+  });
+
+  it('documents HEAD beside each GET: the same answers without their bodies', () => {
+    const route = { method: 'GET', path: '/x', ...base, response: z.object({ id: z.string() }) } as RouteDefinition;
+    const paths = buildOpenApiDocument([route]).paths as any;
+    expect(paths['/x'].head.parameters).toEqual(paths['/x'].get.parameters);
+    expect(Object.keys(paths['/x'].head.responses)).toEqual(Object.keys(paths['/x'].get.responses));
+    expect(Object.values(paths['/x'].head.responses).some((response: any) => 'content' in response)).toBe(false);
   });
 
   it('documents the full item type of a body validated item by item (bodyDoc)', () => {

@@ -30,6 +30,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -45,7 +54,39 @@ export type paths = {
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /** Liveness: the process answers (headers only) */
+        head: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         patch?: never;
         trace?: never;
     };
@@ -84,6 +125,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -99,7 +149,39 @@ export type paths = {
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /** Readiness: storage and bus reachable (503 otherwise); the job queue reported, degraded (200) when it is not (headers only) */
+        head: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         patch?: never;
         trace?: never;
     };
@@ -131,6 +213,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -146,7 +237,39 @@ export type paths = {
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /** Current API version (headers only) */
+        head: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         patch?: never;
         trace?: never;
     };
@@ -179,6 +302,15 @@ export type paths = {
                             access_token: string;
                             refresh_token: string;
                         };
+                    };
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
                     };
                 };
                 /** @description Error */
@@ -236,6 +368,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -266,8 +407,8 @@ export type paths = {
                 query?: {
                     /** @description Whose keys; administrators may name another user of their organization */
                     user_id?: string;
-                    /** @description Only keys with these permissions */
-                    permissions?: string | string[];
+                    /** @description Only keys with these permissions. Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    permissions?: ("read-only" | "read-write" | "positioning")[];
                 };
                 header?: never;
                 path?: never;
@@ -299,6 +440,15 @@ export type paths = {
                             /** @description This key's uploaded-pose budget per second; null: the deployment's RATE_LIMIT_POSES_PER_SECOND */
                             poses_per_second: number | null;
                         }[];
+                    };
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
                     };
                 };
                 /** @description Error */
@@ -367,6 +517,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -380,7 +539,44 @@ export type paths = {
         };
         delete?: never;
         options?: never;
-        head?: never;
+        /** API keys of a user (default: the caller), masked (headers only) */
+        head: {
+            parameters: {
+                query?: {
+                    /** @description Whose keys; administrators may name another user of their organization */
+                    user_id?: string;
+                    /** @description Only keys with these permissions. Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    permissions?: ("read-only" | "read-write" | "positioning")[];
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         patch?: never;
         trace?: never;
     };
@@ -412,6 +608,15 @@ export type paths = {
                         [name: string]: unknown;
                     };
                     content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
                 };
                 /** @description Error */
                 default: {
@@ -463,6 +668,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -478,7 +692,39 @@ export type paths = {
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /** The caller's organization (headers only) */
+        head: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         patch?: never;
         trace?: never;
     };
@@ -554,6 +800,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -582,14 +837,19 @@ export type paths = {
         get: {
             parameters: {
                 query?: {
-                    ids?: string | string[];
-                    exclude_ids?: string | string[];
-                    group_ids?: string | string[];
-                    building_ids?: string | string[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    ids?: string[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    exclude_ids?: string[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    group_ids?: string[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    building_ids?: number[];
                     has_buildings?: "true" | "false";
                     /** @description Case-insensitive substring of the full name */
                     full_name?: string;
-                    codes?: string | string[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    codes?: string[];
                     role?: string;
                     page?: number;
                     size?: number;
@@ -642,6 +902,15 @@ export type paths = {
                                 number: number;
                             };
                         };
+                    };
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
                     };
                 };
                 /** @description Error */
@@ -715,6 +984,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -728,7 +1006,58 @@ export type paths = {
         };
         delete?: never;
         options?: never;
-        head?: never;
+        /** List users of the caller's organization (headers only) */
+        head: {
+            parameters: {
+                query?: {
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    ids?: string[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    exclude_ids?: string[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    group_ids?: string[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    building_ids?: number[];
+                    has_buildings?: "true" | "false";
+                    /** @description Case-insensitive substring of the full name */
+                    full_name?: string;
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    codes?: string[];
+                    role?: string;
+                    page?: number;
+                    size?: number;
+                    sort?: string;
+                    direction?: "asc" | "desc" | "ASC" | "DESC";
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         patch?: never;
         trace?: never;
     };
@@ -780,6 +1109,15 @@ export type paths = {
                             /** Format: date-time */
                             updated_at: string;
                         };
+                    };
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
                     };
                 };
                 /** @description Error */
@@ -853,6 +1191,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -884,6 +1231,15 @@ export type paths = {
                     };
                     content?: never;
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -896,7 +1252,41 @@ export type paths = {
             };
         };
         options?: never;
-        head?: never;
+        /** One user (headers only) */
+        head: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         /** Update a user (only the fields sent change) */
         patch: {
             parameters: {
@@ -957,6 +1347,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -981,7 +1380,8 @@ export type paths = {
         get: {
             parameters: {
                 query?: {
-                    ids?: string | string[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    ids?: string[];
                     name?: string;
                     /** @description 0-based page; with page or size the answer is {data, metadata} */
                     page?: number;
@@ -1038,6 +1438,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -1088,6 +1497,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -1101,7 +1519,43 @@ export type paths = {
         };
         delete?: never;
         options?: never;
-        head?: never;
+        /** List groups of the caller's organization (headers only) */
+        head: {
+            parameters: {
+                query?: {
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    ids?: string[];
+                    name?: string;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         patch?: never;
         trace?: never;
     };
@@ -1142,6 +1596,15 @@ export type paths = {
                             /** Format: date-time */
                             updated_at: string;
                         };
+                    };
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
                     };
                 };
                 /** @description Error */
@@ -1194,6 +1657,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -1225,6 +1697,15 @@ export type paths = {
                     };
                     content?: never;
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -1237,7 +1718,41 @@ export type paths = {
             };
         };
         options?: never;
-        head?: never;
+        /** One group (headers only) */
+        head: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         /** Update a group (only the fields sent change) */
         patch: {
             parameters: {
@@ -1275,6 +1790,15 @@ export type paths = {
                             /** Format: date-time */
                             updated_at: string;
                         };
+                    };
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
                     };
                 };
                 /** @description Error */
@@ -1864,8 +2388,10 @@ export type paths = {
         get: {
             parameters: {
                 query?: {
-                    identifiers?: string | string[];
-                    user_ids?: string | string[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    identifiers?: string[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    user_ids?: string[];
                     /** @description Only devices assigned to a user */
                     only_assigned?: "true" | "false";
                     page?: number;
@@ -1909,6 +2435,15 @@ export type paths = {
                                 number: number;
                             };
                         };
+                    };
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
                     };
                 };
                 /** @description Error */
@@ -1965,6 +2500,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -1978,7 +2522,50 @@ export type paths = {
         };
         delete?: never;
         options?: never;
-        head?: never;
+        /** List devices of the caller's organization (headers only) */
+        head: {
+            parameters: {
+                query?: {
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    identifiers?: string[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    user_ids?: string[];
+                    /** @description Only devices assigned to a user */
+                    only_assigned?: "true" | "false";
+                    page?: number;
+                    size?: number;
+                    sort?: string;
+                    direction?: "asc" | "desc" | "ASC" | "DESC";
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         patch?: never;
         trace?: never;
     };
@@ -2020,6 +2607,15 @@ export type paths = {
                             /** Format: date-time */
                             updated_at: string;
                         };
+                    };
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
                     };
                 };
                 /** @description Error */
@@ -2076,6 +2672,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -2107,6 +2712,15 @@ export type paths = {
                     };
                     content?: never;
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -2119,7 +2733,41 @@ export type paths = {
             };
         };
         options?: never;
-        head?: never;
+        /** One device (headers only) */
+        head: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         /** Update a device (only the fields sent change) */
         patch: {
             parameters: {
@@ -2161,6 +2809,15 @@ export type paths = {
                             /** Format: date-time */
                             updated_at: string;
                         };
+                    };
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
                     };
                 };
                 /** @description Error */
@@ -2257,6 +2914,15 @@ export type paths = {
                         })[];
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -2347,6 +3013,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -2360,7 +3035,42 @@ export type paths = {
         };
         delete?: never;
         options?: never;
-        head?: never;
+        /** Buildings of the caller's organization (headers only) */
+        head: {
+            parameters: {
+                query?: {
+                    /** @description compact: fewer fields, no nested lists */
+                    view?: "compact" | "full";
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         patch?: never;
         trace?: never;
     };
@@ -2620,6 +3330,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -2711,6 +3430,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -2742,6 +3470,15 @@ export type paths = {
                     };
                     content?: never;
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -2754,7 +3491,44 @@ export type paths = {
             };
         };
         options?: never;
-        head?: never;
+        /** One building (headers only) */
+        head: {
+            parameters: {
+                query?: {
+                    /** @description compact: fewer fields, no nested lists */
+                    view?: "compact" | "full";
+                };
+                header?: never;
+                path: {
+                    id: number;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         /** Update a building (only the fields sent change) */
         patch: {
             parameters: {
@@ -2833,6 +3607,15 @@ export type paths = {
                             calibration_model: null;
                             info: string | null;
                         };
+                    };
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
                     };
                 };
                 /** @description Error */
@@ -2932,6 +3715,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -2947,7 +3739,41 @@ export type paths = {
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /** Floors of a building (headers only) */
+        head: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    building_id: number;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         patch?: never;
         trace?: never;
     };
@@ -3034,6 +3860,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -3104,6 +3939,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -3117,7 +3961,41 @@ export type paths = {
         };
         delete?: never;
         options?: never;
-        head?: never;
+        /** List floors of the caller's organization (headers only) */
+        head: {
+            parameters: {
+                query?: {
+                    building_id?: number;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         patch?: never;
         trace?: never;
     };
@@ -3166,6 +4044,15 @@ export type paths = {
                                 value: string;
                             }[];
                         };
+                    };
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
                     };
                 };
                 /** @description Error */
@@ -3237,6 +4124,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -3268,6 +4164,15 @@ export type paths = {
                     };
                     content?: never;
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -3280,7 +4185,41 @@ export type paths = {
             };
         };
         options?: never;
-        head?: never;
+        /** One floor (headers only) */
+        head: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: number;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         /** Update a floor (only the fields sent change) */
         patch: {
             parameters: {
@@ -3337,6 +4276,15 @@ export type paths = {
                                 value: string;
                             }[];
                         };
+                    };
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
                     };
                 };
                 /** @description Error */
@@ -3418,6 +4366,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -3473,6 +4430,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -3486,7 +4452,39 @@ export type paths = {
         };
         delete?: never;
         options?: never;
-        head?: never;
+        /** List POI categorys of the caller's organization (headers only) */
+        head: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         patch?: never;
         trace?: never;
     };
@@ -3527,6 +4525,15 @@ export type paths = {
                             updated_at: string;
                             public: boolean;
                         };
+                    };
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
                     };
                 };
                 /** @description Error */
@@ -3584,6 +4591,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -3615,6 +4631,15 @@ export type paths = {
                     };
                     content?: never;
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -3627,7 +4652,41 @@ export type paths = {
             };
         };
         options?: never;
-        head?: never;
+        /** One POI category (headers only) */
+        head: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: number;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         /** Update a POI category (only the fields sent change) */
         patch: {
             parameters: {
@@ -3670,6 +4729,15 @@ export type paths = {
                             updated_at: string;
                             public: boolean;
                         };
+                    };
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
                     };
                 };
                 /** @description Error */
@@ -3823,6 +4891,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -3934,6 +5011,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -3947,7 +5033,42 @@ export type paths = {
         };
         delete?: never;
         options?: never;
-        head?: never;
+        /** List POIs of the caller's organization (headers only) */
+        head: {
+            parameters: {
+                query?: {
+                    type?: "indoor" | "outdoor";
+                    building_id?: number;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         patch?: never;
         trace?: never;
     };
@@ -4023,6 +5144,15 @@ export type paths = {
                                 value: string;
                             }[];
                         };
+                    };
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
                     };
                 };
                 /** @description Error */
@@ -4137,6 +5267,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -4168,6 +5307,15 @@ export type paths = {
                     };
                     content?: never;
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -4180,7 +5328,41 @@ export type paths = {
             };
         };
         options?: never;
-        head?: never;
+        /** One POI (headers only) */
+        head: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: number;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         /** Update a POI (only the fields sent change) */
         patch: {
             parameters: {
@@ -4280,6 +5462,15 @@ export type paths = {
                                 value: string;
                             }[];
                         };
+                    };
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
                     };
                 };
                 /** @description Error */
@@ -4401,6 +5592,15 @@ export type paths = {
                                 value: string;
                             }[];
                         })[];
+                    };
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
                     };
                 };
                 /** @description Error */
@@ -4559,6 +5759,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -4574,7 +5783,43 @@ export type paths = {
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /** Indoor POIs of a building (type=outdoor for outdoor ones) (headers only) */
+        head: {
+            parameters: {
+                query?: {
+                    type?: "indoor" | "outdoor";
+                };
+                header?: never;
+                path: {
+                    building_id: number;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         patch?: never;
         trace?: never;
     };
@@ -4717,6 +5962,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -4732,7 +5986,43 @@ export type paths = {
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /** Outdoor POIs of a building (headers only) */
+        head: {
+            parameters: {
+                query?: {
+                    type?: "indoor" | "outdoor";
+                };
+                header?: never;
+                path: {
+                    building_id: number;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         patch?: never;
         trace?: never;
     };
@@ -4811,6 +6101,15 @@ export type paths = {
                                 value: string;
                             }[];
                         };
+                    };
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
                     };
                 };
                 /** @description Error */
@@ -4941,6 +6240,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -4972,6 +6280,15 @@ export type paths = {
                     };
                     content?: never;
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -4984,7 +6301,41 @@ export type paths = {
             };
         };
         options?: never;
-        head?: never;
+        /** One event (headers only) */
+        head: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: number;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         /** Update a event (only the fields sent change) */
         patch: {
             parameters: {
@@ -5100,6 +6451,15 @@ export type paths = {
                                 value: string;
                             }[];
                         };
+                    };
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
                     };
                 };
                 /** @description Error */
@@ -5239,6 +6599,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -5333,6 +6702,15 @@ export type paths = {
                         }[];
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -5348,7 +6726,41 @@ export type paths = {
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /** Events of a building (headers only) */
+        head: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    building_id: number;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         patch?: never;
         trace?: never;
     };
@@ -5364,8 +6776,10 @@ export type paths = {
             parameters: {
                 query?: {
                     organization_id?: string;
-                    building_id?: string | string[];
-                    building_ids?: string | string[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    building_id?: number[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    building_ids?: number[];
                     name?: string;
                     deleted?: "true" | "false";
                     page?: number;
@@ -5437,6 +6851,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -5452,7 +6875,51 @@ export type paths = {
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /** Search areas/geofences; at least one of organization_id, building_id(s), deleted (headers only) */
+        head: {
+            parameters: {
+                query?: {
+                    organization_id?: string;
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    building_id?: number[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    building_ids?: number[];
+                    name?: string;
+                    deleted?: "true" | "false";
+                    page?: number;
+                    size?: number;
+                    sort?: string;
+                    direction?: "asc" | "desc" | "ASC" | "DESC";
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         patch?: never;
         trace?: never;
     };
@@ -5468,8 +6935,10 @@ export type paths = {
             parameters: {
                 query?: {
                     organization_id?: string;
-                    building_id?: string | string[];
-                    building_ids?: string | string[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    building_id?: number[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    building_ids?: number[];
                     name?: string;
                     deleted?: "true" | "false";
                     page?: number;
@@ -5541,6 +7010,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -5556,7 +7034,51 @@ export type paths = {
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /** Search areas/geofences; at least one of organization_id, building_id(s), deleted (headers only) */
+        head: {
+            parameters: {
+                query?: {
+                    organization_id?: string;
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    building_id?: number[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    building_ids?: number[];
+                    name?: string;
+                    deleted?: "true" | "false";
+                    page?: number;
+                    size?: number;
+                    sort?: string;
+                    direction?: "asc" | "desc" | "ASC" | "DESC";
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         patch?: never;
         trace?: never;
     };
@@ -5624,6 +7146,15 @@ export type paths = {
                             muster_point: boolean;
                             deleted: boolean;
                         };
+                    };
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
                     };
                 };
                 /** @description Error */
@@ -5735,6 +7266,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -5766,6 +7306,15 @@ export type paths = {
                     };
                     content?: never;
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -5778,7 +7327,41 @@ export type paths = {
             };
         };
         options?: never;
-        head?: never;
+        /** One geofence (headers only) */
+        head: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         /** Update a geofence (only the fields sent change) */
         patch: {
             parameters: {
@@ -5875,6 +7458,15 @@ export type paths = {
                             muster_point: boolean;
                             deleted: boolean;
                         };
+                    };
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
                     };
                 };
                 /** @description Error */
@@ -5995,6 +7587,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -6076,6 +7677,15 @@ export type paths = {
                             muster_point: boolean;
                             deleted: boolean;
                         };
+                    };
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
                     };
                 };
                 /** @description Error */
@@ -6187,6 +7797,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -6218,6 +7837,15 @@ export type paths = {
                     };
                     content?: never;
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -6230,7 +7858,41 @@ export type paths = {
             };
         };
         options?: never;
-        head?: never;
+        /** One geofence (headers only) */
+        head: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         /** Update a geofence (only the fields sent change) */
         patch: {
             parameters: {
@@ -6327,6 +7989,15 @@ export type paths = {
                             muster_point: boolean;
                             deleted: boolean;
                         };
+                    };
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
                     };
                 };
                 /** @description Error */
@@ -6447,6 +8118,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -6505,6 +8185,15 @@ export type paths = {
                                 tags: string[];
                             }[];
                         };
+                    };
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
                     };
                 };
                 /** @description Error */
@@ -6578,6 +8267,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -6592,7 +8290,41 @@ export type paths = {
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /** Navigation graph of a building (headers only) */
+        head: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    building_id: number;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         patch?: never;
         trace?: never;
     };
@@ -6637,6 +8369,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -6652,7 +8393,39 @@ export type paths = {
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /** Navigation graphs of every building of the organization, merged (node ids are per building) (headers only) */
+        head: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         patch?: never;
         trace?: never;
     };
@@ -6732,6 +8505,15 @@ export type paths = {
                                 updated_at: string;
                             }[];
                         };
+                    };
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
                     };
                 };
                 /** @description Error */
@@ -6821,6 +8603,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -6834,7 +8625,41 @@ export type paths = {
         };
         delete?: never;
         options?: never;
-        head?: never;
+        /** Wi-Fi access points and BLE beacons of a building (headers only) */
+        head: {
+            parameters: {
+                query: {
+                    building_id: number;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         patch?: never;
         trace?: never;
     };
@@ -6887,6 +8712,15 @@ export type paths = {
                             created_at: string;
                             updated_at: string;
                         };
+                    };
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
                     };
                 };
                 /** @description Error */
@@ -6977,6 +8811,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -7008,6 +8851,15 @@ export type paths = {
                     };
                     content?: never;
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -7020,7 +8872,41 @@ export type paths = {
             };
         };
         options?: never;
-        head?: never;
+        /** One infrastructure item (headers only) */
+        head: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: number;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         /** Update a infrastructure item (only the fields sent change) */
         patch: {
             parameters: {
@@ -7098,6 +8984,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -7122,9 +9017,12 @@ export type paths = {
         get: {
             parameters: {
                 query?: {
-                    building_ids?: string | string[];
-                    user_ids?: string | string[];
-                    device_ids?: string | string[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    building_ids?: number[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    user_ids?: string[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    device_ids?: string[];
                     indoor?: "true" | "false";
                     /** @description Only positions received within this many seconds */
                     max_sec_threshold?: number;
@@ -7194,6 +9092,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -7254,6 +9161,15 @@ export type paths = {
                     };
                     content?: never;
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -7267,7 +9183,49 @@ export type paths = {
         };
         delete?: never;
         options?: never;
-        head?: never;
+        /** Live positions with filters, plus devices_info (what the official client reads) (headers only) */
+        head: {
+            parameters: {
+                query?: {
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    building_ids?: number[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    user_ids?: string[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    device_ids?: string[];
+                    indoor?: "true" | "false";
+                    /** @description Only positions received within this many seconds */
+                    max_sec_threshold?: number;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         patch?: never;
         trace?: never;
     };
@@ -7334,6 +9292,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -7349,7 +9316,41 @@ export type paths = {
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /** Live positions in a building: a GeoJSON FeatureCollection, one feature per device (headers only) */
+        head: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    building_id: number;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         patch?: never;
         trace?: never;
     };
@@ -7365,10 +9366,12 @@ export type paths = {
             parameters: {
                 query?: {
                     building_id?: number;
-                    state?: string | string[];
-                    type?: string | string[];
-                    /** @description critical, high and/or normal */
-                    severity?: string | string[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    state?: ("OPEN" | "CLOSED" | "CONFIRMED" | "MARKED_FALSE" | "OTHER")[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    type?: ("DANGER" | "DEADMAN" | "GEOFENCE_MAX_STAY_TIME" | "ASSISTANCE_REQUEST" | "BREACH" | "EMERGENCY" | "STATIONARY" | "BUILDING_SILENT")[];
+                    /** @description critical, high and/or normal. Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    severity?: ("critical" | "high" | "normal")[];
                     device_id?: string;
                     user_id?: string;
                     from_date?: string;
@@ -7460,6 +9463,15 @@ export type paths = {
                                 number: number;
                             };
                         };
+                    };
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
                     };
                 };
                 /** @description Error */
@@ -7644,6 +9656,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -7657,7 +9678,55 @@ export type paths = {
         };
         delete?: never;
         options?: never;
-        head?: never;
+        /** Alarms of the organization, worst first (critical, high, normal), newest first within (paginated) (headers only) */
+        head: {
+            parameters: {
+                query?: {
+                    building_id?: number;
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    state?: ("OPEN" | "CLOSED" | "CONFIRMED" | "MARKED_FALSE" | "OTHER")[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    type?: ("DANGER" | "DEADMAN" | "GEOFENCE_MAX_STAY_TIME" | "ASSISTANCE_REQUEST" | "BREACH" | "EMERGENCY" | "STATIONARY" | "BUILDING_SILENT")[];
+                    /** @description critical, high and/or normal. Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    severity?: ("critical" | "high" | "normal")[];
+                    device_id?: string;
+                    user_id?: string;
+                    from_date?: string;
+                    to_date?: string;
+                    page?: number;
+                    size?: number;
+                    sort?: string;
+                    direction?: "asc" | "desc" | "ASC" | "DESC";
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         patch?: never;
         trace?: never;
     };
@@ -7747,6 +9816,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -7762,7 +9840,41 @@ export type paths = {
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /** One alarm, with the history of its state changes (headers only) */
+        head: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         /** Change an alarm's state: OPEN -> CLOSED|CONFIRMED|MARKED_FALSE|OTHER; CONFIRMED -> CLOSED|OTHER; OTHER -> CLOSED|CONFIRMED|MARKED_FALSE; CLOSED -> (final); MARKED_FALSE -> (final). 409 for any other move. CLOSED or MARKED_FALSE needs a comment for a critical or high alarm (for every alarm when the organization's comment_always is set): 422 naming comment */
         patch: {
             parameters: {
@@ -7850,6 +9962,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -7924,6 +10045,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -7970,6 +10100,15 @@ export type paths = {
                             comment_always: boolean;
                             deadman_auto_close: boolean;
                         };
+                    };
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
                     };
                 };
                 /** @description Error */
@@ -8020,6 +10159,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -8034,7 +10182,39 @@ export type paths = {
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /** The organization's alarm policy: escalation, resolution comments, closing a DEADMAN on contact (headers only) */
+        head: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         patch?: never;
         trace?: never;
     };
@@ -8071,6 +10251,15 @@ export type paths = {
                             storm_share: number | null;
                             storm_min_devices: number | null;
                         };
+                    };
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
                     };
                 };
                 /** @description Error */
@@ -8127,6 +10316,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -8141,7 +10339,41 @@ export type paths = {
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /** Dead-man and silence-storm thresholds of a building (headers only) */
+        head: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: number;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         patch?: never;
         trace?: never;
     };
@@ -8794,10 +11026,14 @@ export type paths = {
             parameters: {
                 query: {
                     organization_id?: string;
-                    building_ids?: string | string[];
-                    device_ids?: string | string[];
-                    user_ids?: string | string[];
-                    fence_ids?: string | string[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    building_ids?: number[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    device_ids?: string[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    user_ids?: string[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    fence_ids?: string[];
                     only_assigned?: "true" | "false";
                     min_stay_time?: number;
                     max_stay_time?: number;
@@ -8821,11 +11057,23 @@ export type paths = {
                     content: {
                         "application/json": {
                             data: {
-                                [key: string]: unknown;
+                                group: string;
+                                device_id: string;
+                                user_id: string | null;
+                                geofence_id: string;
+                                geofence_name: string;
+                                sessions: number;
+                                stay_time_s: number;
+                                /** @description In UTC an ISO 8601 instant (2023-05-20T16:59:02Z), in another time_zone its wall-clock time (2023-05-20 18:59:02) */
+                                first_entry: string;
+                                /** @description In UTC an ISO 8601 instant (2023-05-20T16:59:02Z), in another time_zone its wall-clock time (2023-05-20 18:59:02) */
+                                last_exit: string;
                             }[];
                             meta: {
-                                name: string;
-                                type: string;
+                                /** @enum {string} */
+                                name: "group" | "device_id" | "user_id" | "geofence_id" | "geofence_name" | "sessions" | "stay_time_s" | "first_entry" | "last_exit";
+                                /** @enum {string} */
+                                type: "string" | "integer" | "number" | "boolean" | "datetime";
                                 nullable: boolean;
                             }[];
                             statistics: {
@@ -8834,6 +11082,15 @@ export type paths = {
                                 elapsed_ms: number;
                             };
                         };
+                    };
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
                     };
                 };
                 /** @description Error */
@@ -8851,7 +11108,57 @@ export type paths = {
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /** Time each device stayed in each geofence, per day or hour of entry (computed from positions against the current geometry) (JSON) (headers only) */
+        head: {
+            parameters: {
+                query: {
+                    organization_id?: string;
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    building_ids?: number[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    device_ids?: string[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    user_ids?: string[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    fence_ids?: string[];
+                    only_assigned?: "true" | "false";
+                    min_stay_time?: number;
+                    max_stay_time?: number;
+                    session_threshold?: number;
+                    from_date: string;
+                    to_date: string;
+                    time_zone?: string;
+                    group?: "day" | "hour";
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         patch?: never;
         trace?: never;
     };
@@ -8867,10 +11174,14 @@ export type paths = {
             parameters: {
                 query: {
                     organization_id?: string;
-                    building_ids?: string | string[];
-                    device_ids?: string | string[];
-                    user_ids?: string | string[];
-                    fence_ids?: string | string[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    building_ids?: number[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    device_ids?: string[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    user_ids?: string[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    fence_ids?: string[];
                     only_assigned?: "true" | "false";
                     min_stay_time?: number;
                     max_stay_time?: number;
@@ -8895,6 +11206,15 @@ export type paths = {
                         "text/csv": string;
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -8910,7 +11230,57 @@ export type paths = {
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /** Time each device stayed in each geofence, per day or hour of entry (computed from positions against the current geometry) (CSV) (headers only) */
+        head: {
+            parameters: {
+                query: {
+                    organization_id?: string;
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    building_ids?: number[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    device_ids?: string[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    user_ids?: string[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    fence_ids?: string[];
+                    only_assigned?: "true" | "false";
+                    min_stay_time?: number;
+                    max_stay_time?: number;
+                    session_threshold?: number;
+                    from_date: string;
+                    to_date: string;
+                    time_zone?: string;
+                    group?: "day" | "hour";
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description RFC 4180 CSV; statistics in the X-Db-Statistics header: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         patch?: never;
         trace?: never;
     };
@@ -8926,10 +11296,14 @@ export type paths = {
             parameters: {
                 query: {
                     organization_id?: string;
-                    building_ids?: string | string[];
-                    device_ids?: string | string[];
-                    user_ids?: string | string[];
-                    fence_ids?: string | string[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    building_ids?: number[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    device_ids?: string[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    user_ids?: string[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    fence_ids?: string[];
                     only_assigned?: "true" | "false";
                     min_stay_time?: number;
                     max_stay_time?: number;
@@ -8952,11 +11326,22 @@ export type paths = {
                     content: {
                         "application/json": {
                             data: {
-                                [key: string]: unknown;
+                                device_id: string;
+                                user_id: string | null;
+                                geofence_id: string;
+                                geofence_name: string;
+                                /** @description In UTC an ISO 8601 instant (2023-05-20T16:59:02Z), in another time_zone its wall-clock time (2023-05-20 18:59:02) */
+                                entered_at: string;
+                                /** @description In UTC an ISO 8601 instant (2023-05-20T16:59:02Z), in another time_zone its wall-clock time (2023-05-20 18:59:02) */
+                                exited_at: string;
+                                duration_s: number;
+                                positions: number;
                             }[];
                             meta: {
-                                name: string;
-                                type: string;
+                                /** @enum {string} */
+                                name: "device_id" | "user_id" | "geofence_id" | "geofence_name" | "entered_at" | "exited_at" | "duration_s" | "positions";
+                                /** @enum {string} */
+                                type: "string" | "integer" | "number" | "boolean" | "datetime";
                                 nullable: boolean;
                             }[];
                             statistics: {
@@ -8965,6 +11350,15 @@ export type paths = {
                                 elapsed_ms: number;
                             };
                         };
+                    };
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
                     };
                 };
                 /** @description Error */
@@ -8982,7 +11376,56 @@ export type paths = {
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /** Each stay of a device in a geofence: entry, exit, duration (JSON) (headers only) */
+        head: {
+            parameters: {
+                query: {
+                    organization_id?: string;
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    building_ids?: number[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    device_ids?: string[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    user_ids?: string[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    fence_ids?: string[];
+                    only_assigned?: "true" | "false";
+                    min_stay_time?: number;
+                    max_stay_time?: number;
+                    session_threshold?: number;
+                    from_date: string;
+                    to_date: string;
+                    time_zone?: string;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         patch?: never;
         trace?: never;
     };
@@ -8998,10 +11441,14 @@ export type paths = {
             parameters: {
                 query: {
                     organization_id?: string;
-                    building_ids?: string | string[];
-                    device_ids?: string | string[];
-                    user_ids?: string | string[];
-                    fence_ids?: string | string[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    building_ids?: number[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    device_ids?: string[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    user_ids?: string[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    fence_ids?: string[];
                     only_assigned?: "true" | "false";
                     min_stay_time?: number;
                     max_stay_time?: number;
@@ -9025,6 +11472,15 @@ export type paths = {
                         "text/csv": string;
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -9040,7 +11496,56 @@ export type paths = {
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /** Each stay of a device in a geofence: entry, exit, duration (CSV) (headers only) */
+        head: {
+            parameters: {
+                query: {
+                    organization_id?: string;
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    building_ids?: number[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    device_ids?: string[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    user_ids?: string[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    fence_ids?: string[];
+                    only_assigned?: "true" | "false";
+                    min_stay_time?: number;
+                    max_stay_time?: number;
+                    session_threshold?: number;
+                    from_date: string;
+                    to_date: string;
+                    time_zone?: string;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description RFC 4180 CSV; statistics in the X-Db-Statistics header: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         patch?: never;
         trace?: never;
     };
@@ -9076,11 +11581,16 @@ export type paths = {
                     content: {
                         "application/json": {
                             data: {
-                                [key: string]: unknown;
+                                group: string;
+                                visitors: number;
+                                devices: number;
+                                positions: number;
                             }[];
                             meta: {
-                                name: string;
-                                type: string;
+                                /** @enum {string} */
+                                name: "group" | "visitors" | "devices" | "positions";
+                                /** @enum {string} */
+                                type: "string" | "integer" | "number" | "boolean" | "datetime";
                                 nullable: boolean;
                             }[];
                             statistics: {
@@ -9089,6 +11599,15 @@ export type paths = {
                                 elapsed_ms: number;
                             };
                         };
+                    };
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
                     };
                 };
                 /** @description Error */
@@ -9106,7 +11625,46 @@ export type paths = {
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /** Unique visitors (users, or devices without one) per month, day or hour (JSON) (headers only) */
+        head: {
+            parameters: {
+                query: {
+                    building_id: number;
+                    floor_id?: number;
+                    group?: "month" | "day" | "hour";
+                    from_date: string;
+                    to_date: string;
+                    time_zone?: string;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         patch?: never;
         trace?: never;
     };
@@ -9143,6 +11701,15 @@ export type paths = {
                         "text/csv": string;
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -9158,7 +11725,46 @@ export type paths = {
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /** Unique visitors (users, or devices without one) per month, day or hour (CSV) (headers only) */
+        head: {
+            parameters: {
+                query: {
+                    building_id: number;
+                    floor_id?: number;
+                    group?: "month" | "day" | "hour";
+                    from_date: string;
+                    to_date: string;
+                    time_zone?: string;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description RFC 4180 CSV; statistics in the X-Db-Statistics header: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         patch?: never;
         trace?: never;
     };
@@ -9195,11 +11801,21 @@ export type paths = {
                     content: {
                         "application/json": {
                             data: {
-                                [key: string]: unknown;
+                                group: string;
+                                devices: number;
+                                sessions: number;
+                                total_time_s: number;
+                                min_s: number;
+                                avg_s: number;
+                                p50_s: number;
+                                p90_s: number;
+                                max_s: number;
                             }[];
                             meta: {
-                                name: string;
-                                type: string;
+                                /** @enum {string} */
+                                name: "group" | "devices" | "sessions" | "total_time_s" | "min_s" | "avg_s" | "p50_s" | "p90_s" | "max_s";
+                                /** @enum {string} */
+                                type: "string" | "integer" | "number" | "boolean" | "datetime";
                                 nullable: boolean;
                             }[];
                             statistics: {
@@ -9208,6 +11824,15 @@ export type paths = {
                                 elapsed_ms: number;
                             };
                         };
+                    };
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
                     };
                 };
                 /** @description Error */
@@ -9225,7 +11850,47 @@ export type paths = {
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /** Time devices spent in the building: min, average, median, 90th percentile and max per group (JSON) (headers only) */
+        head: {
+            parameters: {
+                query: {
+                    building_id: number;
+                    floor_id?: number;
+                    group?: "month" | "day" | "hour" | "day_of_week";
+                    session_threshold?: number;
+                    from_date: string;
+                    to_date: string;
+                    time_zone?: string;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         patch?: never;
         trace?: never;
     };
@@ -9263,6 +11928,15 @@ export type paths = {
                         "text/csv": string;
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -9278,7 +11952,47 @@ export type paths = {
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /** Time devices spent in the building: min, average, median, 90th percentile and max per group (CSV) (headers only) */
+        head: {
+            parameters: {
+                query: {
+                    building_id: number;
+                    floor_id?: number;
+                    group?: "month" | "day" | "hour" | "day_of_week";
+                    session_threshold?: number;
+                    from_date: string;
+                    to_date: string;
+                    time_zone?: string;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description RFC 4180 CSV; statistics in the X-Db-Statistics header: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         patch?: never;
         trace?: never;
     };
@@ -9316,11 +12030,17 @@ export type paths = {
                     content: {
                         "application/json": {
                             data: {
-                                [key: string]: unknown;
+                                geohash: string;
+                                lat: number;
+                                lng: number;
+                                weight: number;
+                                positions: number;
                             }[];
                             meta: {
-                                name: string;
-                                type: string;
+                                /** @enum {string} */
+                                name: "geohash" | "lat" | "lng" | "weight" | "positions";
+                                /** @enum {string} */
+                                type: "string" | "integer" | "number" | "boolean" | "datetime";
                                 nullable: boolean;
                             }[];
                             statistics: {
@@ -9329,6 +12049,15 @@ export type paths = {
                                 elapsed_ms: number;
                             };
                         };
+                    };
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
                     };
                 };
                 /** @description Error */
@@ -9346,7 +12075,48 @@ export type paths = {
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /** Geohash (precision 10) cells of a floor with their centre and a weight (distinct users) (JSON) (headers only) */
+        head: {
+            parameters: {
+                query: {
+                    building_id: number;
+                    floor_id: number;
+                    device_id?: string;
+                    user_id?: string;
+                    position_type?: "indoor" | "outdoor";
+                    from_date: string;
+                    to_date: string;
+                    time_zone?: string;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         patch?: never;
         trace?: never;
     };
@@ -9385,6 +12155,15 @@ export type paths = {
                         "text/csv": string;
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -9400,7 +12179,48 @@ export type paths = {
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /** Geohash (precision 10) cells of a floor with their centre and a weight (distinct users) (CSV) (headers only) */
+        head: {
+            parameters: {
+                query: {
+                    building_id: number;
+                    floor_id: number;
+                    device_id?: string;
+                    user_id?: string;
+                    position_type?: "indoor" | "outdoor";
+                    from_date: string;
+                    to_date: string;
+                    time_zone?: string;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description RFC 4180 CSV; statistics in the X-Db-Statistics header: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         patch?: never;
         trace?: never;
     };
@@ -9416,11 +12236,16 @@ export type paths = {
             parameters: {
                 query: {
                     organization_id?: string;
-                    building_ids?: string | string[];
-                    floor_ids?: string | string[];
-                    device_ids?: string | string[];
-                    user_ids?: string | string[];
-                    order_by?: string | string[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    building_ids?: number[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    floor_ids?: number[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    device_ids?: string[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    user_ids?: string[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    order_by?: ("timestamp" | "device_id" | "user_id" | "building_id" | "floor_id")[];
                     order_direction?: "asc" | "desc";
                     position_type?: "indoor" | "outdoor";
                     limit?: number;
@@ -9442,11 +12267,25 @@ export type paths = {
                     content: {
                         "application/json": {
                             data: {
-                                [key: string]: unknown;
+                                /** @description In UTC an ISO 8601 instant (2023-05-20T16:59:02Z), in another time_zone its wall-clock time (2023-05-20 18:59:02) */
+                                timestamp: string;
+                                device_id: string;
+                                user_id: string | null;
+                                building_id: number | null;
+                                floor_id: number | null;
+                                indoor: boolean;
+                                x: number | null;
+                                y: number | null;
+                                lat: number;
+                                lng: number;
+                                yaw: number;
+                                accuracy: number | null;
                             }[];
                             meta: {
-                                name: string;
-                                type: string;
+                                /** @enum {string} */
+                                name: "timestamp" | "device_id" | "user_id" | "building_id" | "floor_id" | "indoor" | "x" | "y" | "lat" | "lng" | "yaw" | "accuracy";
+                                /** @enum {string} */
+                                type: "string" | "integer" | "number" | "boolean" | "datetime";
                                 nullable: boolean;
                             }[];
                             statistics: {
@@ -9455,6 +12294,15 @@ export type paths = {
                                 elapsed_ms: number;
                             };
                         };
+                    };
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
                     };
                 };
                 /** @description Error */
@@ -9472,7 +12320,57 @@ export type paths = {
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /** Positions with their geospatial and geometric information (JSON) (headers only) */
+        head: {
+            parameters: {
+                query: {
+                    organization_id?: string;
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    building_ids?: number[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    floor_ids?: number[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    device_ids?: string[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    user_ids?: string[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    order_by?: ("timestamp" | "device_id" | "user_id" | "building_id" | "floor_id")[];
+                    order_direction?: "asc" | "desc";
+                    position_type?: "indoor" | "outdoor";
+                    limit?: number;
+                    from_date: string;
+                    to_date: string;
+                    time_zone?: string;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         patch?: never;
         trace?: never;
     };
@@ -9488,11 +12386,16 @@ export type paths = {
             parameters: {
                 query: {
                     organization_id?: string;
-                    building_ids?: string | string[];
-                    floor_ids?: string | string[];
-                    device_ids?: string | string[];
-                    user_ids?: string | string[];
-                    order_by?: string | string[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    building_ids?: number[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    floor_ids?: number[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    device_ids?: string[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    user_ids?: string[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    order_by?: ("timestamp" | "device_id" | "user_id" | "building_id" | "floor_id")[];
                     order_direction?: "asc" | "desc";
                     position_type?: "indoor" | "outdoor";
                     limit?: number;
@@ -9515,6 +12418,15 @@ export type paths = {
                         "text/csv": string;
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -9530,7 +12442,57 @@ export type paths = {
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /** Positions with their geospatial and geometric information (CSV) (headers only) */
+        head: {
+            parameters: {
+                query: {
+                    organization_id?: string;
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    building_ids?: number[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    floor_ids?: number[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    device_ids?: string[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    user_ids?: string[];
+                    /** @description Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    order_by?: ("timestamp" | "device_id" | "user_id" | "building_id" | "floor_id")[];
+                    order_direction?: "asc" | "desc";
+                    position_type?: "indoor" | "outdoor";
+                    limit?: number;
+                    from_date: string;
+                    to_date: string;
+                    time_zone?: string;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description RFC 4180 CSV; statistics in the X-Db-Statistics header: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         patch?: never;
         trace?: never;
     };
@@ -9567,11 +12529,20 @@ export type paths = {
                     content: {
                         "application/json": {
                             data: {
-                                [key: string]: unknown;
+                                /** @description In UTC an ISO 8601 instant (2023-05-20T16:59:02Z), in another time_zone its wall-clock time (2023-05-20 18:59:02) */
+                                timestamp: string;
+                                session_mark: number;
+                                floor_id: number | null;
+                                user_id: string | null;
+                                device_id: string;
+                                lat: number;
+                                lng: number;
                             }[];
                             meta: {
-                                name: string;
-                                type: string;
+                                /** @enum {string} */
+                                name: "timestamp" | "session_mark" | "floor_id" | "user_id" | "device_id" | "lat" | "lng";
+                                /** @enum {string} */
+                                type: "string" | "integer" | "number" | "boolean" | "datetime";
                                 nullable: boolean;
                             }[];
                             statistics: {
@@ -9580,6 +12551,15 @@ export type paths = {
                                 elapsed_ms: number;
                             };
                         };
+                    };
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
                     };
                 };
                 /** @description Error */
@@ -9597,7 +12577,47 @@ export type paths = {
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /** A trajectory: positions in order with a session mark (what the official client reads as {data}) (JSON) (headers only) */
+        head: {
+            parameters: {
+                query: {
+                    building_id?: number;
+                    user_id?: string;
+                    device_id?: string;
+                    session_threshold?: number;
+                    from_date: string;
+                    to_date: string;
+                    time_zone?: string;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         patch?: never;
         trace?: never;
     };
@@ -9635,6 +12655,15 @@ export type paths = {
                         "text/csv": string;
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -9650,7 +12679,47 @@ export type paths = {
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /** A trajectory: positions in order with a session mark (what the official client reads as {data}) (CSV) (headers only) */
+        head: {
+            parameters: {
+                query: {
+                    building_id?: number;
+                    user_id?: string;
+                    device_id?: string;
+                    session_threshold?: number;
+                    from_date: string;
+                    to_date: string;
+                    time_zone?: string;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description RFC 4180 CSV; statistics in the X-Db-Statistics header: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         patch?: never;
         trace?: never;
     };
@@ -9703,6 +12772,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -9718,7 +12796,47 @@ export type paths = {
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /** Indoor positions of a building over a range, ordered by time. At most 100,000 (422 beyond: narrow the range or use the CSV export) (headers only) */
+        head: {
+            parameters: {
+                query: {
+                    building_id: number;
+                    /** @description Start (inclusive): YYYY-MM-DDTHH:mm:ss.SSS±HH:MM; without an offset, +02:00. Times come back in this offset */
+                    date: string;
+                    /** @description End (exclusive), same format; default: date + 1 day (the day starting at date); at most 31 days after date */
+                    date_end?: string;
+                    /** @description One device identifier */
+                    device_id?: string;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         patch?: never;
         trace?: never;
     };
@@ -9757,6 +12875,15 @@ export type paths = {
                         "text/csv": string;
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -9772,7 +12899,48 @@ export type paths = {
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /** CSV of every position of a building over a range (device_id,time_sec,is_indoor,floor_id,position_x,position_y,yaw,lat,lng), streamed (headers only) */
+        head: {
+            parameters: {
+                query: {
+                    /** @description Start (inclusive): YYYY-MM-DDTHH:mm:ss.SSS±HH:MM; without an offset, +02:00. Times come back in this offset */
+                    date: string;
+                    /** @description End (exclusive), same format; default: date + 1 day (the day starting at date); at most 31 days after date */
+                    date_end?: string;
+                    /** @description One device identifier */
+                    device_id?: string;
+                };
+                header?: never;
+                path: {
+                    building_id: number;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description RFC 4180 CSV with a header row; times in the offset of `date`: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         patch?: never;
         trace?: never;
     };
@@ -9801,8 +12969,8 @@ export type paths = {
                     to_alarm_id?: string;
                     /** @description Only accessible links: lifts and ramps, no stairs */
                     accessible?: "true" | "false";
-                    /** @description Geofences the route must not enter */
-                    avoid_geofence_ids?: string | string[];
+                    /** @description Geofences the route must not enter. Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    avoid_geofence_ids?: string[];
                 };
                 header?: never;
                 path: {
@@ -9869,6 +13037,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -9884,7 +13061,58 @@ export type paths = {
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /** Shortest route on the navigation graph between two points (or a device, a POI, an alarm); 422 naming the end that cannot be reached (headers only) */
+        head: {
+            parameters: {
+                query?: {
+                    from_floor_id?: number;
+                    from_x?: number;
+                    from_y?: number;
+                    /** @description Start at this device's live position */
+                    from_device_id?: string;
+                    to_floor_id?: number;
+                    to_x?: number;
+                    to_y?: number;
+                    /** @description End at this indoor POI */
+                    to_poi_id?: number;
+                    /** @description End at this alarm's position */
+                    to_alarm_id?: string;
+                    /** @description Only accessible links: lifts and ramps, no stairs */
+                    accessible?: "true" | "false";
+                    /** @description Geofences the route must not enter. Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    avoid_geofence_ids?: string[];
+                };
+                header?: never;
+                path: {
+                    building_id: number;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         patch?: never;
         trace?: never;
     };
@@ -9942,6 +13170,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -9957,7 +13194,49 @@ export type paths = {
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /** Live devices of the building ranked by route distance (not straight line) to a point, nearest first (headers only) */
+        head: {
+            parameters: {
+                query: {
+                    floor_id: number;
+                    x: number;
+                    y: number;
+                    limit?: number;
+                    accessible?: "true" | "false";
+                    /** @description Only devices whose user is in this group (e.g. the responders) */
+                    group_id?: string;
+                };
+                header?: never;
+                path: {
+                    building_id: number;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         patch?: never;
         trace?: never;
     };
@@ -10000,6 +13279,15 @@ export type paths = {
                             created_at: string;
                             updated_at: string;
                         }[];
+                    };
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
                     };
                 };
                 /** @description Error */
@@ -10060,6 +13348,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -10073,7 +13370,39 @@ export type paths = {
         };
         delete?: never;
         options?: never;
-        head?: never;
+        /** Webhooks of the organization (headers only) */
+        head: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         patch?: never;
         trace?: never;
     };
@@ -10120,6 +13449,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -10152,6 +13490,15 @@ export type paths = {
                     };
                     content?: never;
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -10164,7 +13511,41 @@ export type paths = {
             };
         };
         options?: never;
-        head?: never;
+        /** One webhook (without its secret) (headers only) */
+        head: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         /** Change a webhook (only the fields sent); deliveries already queued keep their payload */
         patch: {
             parameters: {
@@ -10208,6 +13589,15 @@ export type paths = {
                             created_at: string;
                             updated_at: string;
                         };
+                    };
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
                     };
                 };
                 /** @description Error */
@@ -10295,6 +13685,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -10310,7 +13709,47 @@ export type paths = {
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /** A webhook's deliveries, newest first, with their attempts (paginated) (headers only) */
+        head: {
+            parameters: {
+                query?: {
+                    status?: "pending" | "succeeded" | "dead";
+                    page?: number;
+                    size?: number;
+                    sort?: string;
+                    direction?: "asc" | "desc" | "ASC" | "DESC";
+                };
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         patch?: never;
         trace?: never;
     };
@@ -10370,6 +13809,15 @@ export type paths = {
                             created_at: string;
                             updated_at: string;
                         };
+                    };
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
                     };
                 };
                 /** @description Error */
@@ -10439,6 +13887,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -10493,6 +13950,15 @@ export type paths = {
                     };
                     content?: never;
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -10525,6 +13991,15 @@ export type paths = {
                     };
                     content?: never;
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -10537,7 +14012,48 @@ export type paths = {
             };
         };
         options?: never;
-        head?: never;
+        /** The image bytes, with their content type; cacheable for a year (ETag, If-None-Match answers 304) (headers only) */
+        head: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The image, in the media type it was uploaded as: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Not modified (If-None-Match matched the ETag): as GET answers, without the body */
+                304: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         patch?: never;
         trace?: never;
     };
@@ -10615,6 +14131,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -10630,7 +14155,51 @@ export type paths = {
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /** Audit log: who changed what, when and from where (newest first, paginated) (headers only) */
+        head: {
+            parameters: {
+                query?: {
+                    object_type?: string;
+                    object_id?: string;
+                    user_id?: string;
+                    /** @description Inclusive */
+                    from_date?: string;
+                    /** @description Exclusive */
+                    to_date?: string;
+                    page?: number;
+                    size?: number;
+                    sort?: string;
+                    direction?: "asc" | "desc" | "ASC" | "DESC";
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         patch?: never;
         trace?: never;
     };
@@ -10668,6 +14237,15 @@ export type paths = {
                         "text/csv": string;
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -10683,7 +14261,47 @@ export type paths = {
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /** Audit log as CSV (same filters), streamed (headers only) */
+        head: {
+            parameters: {
+                query?: {
+                    object_type?: string;
+                    object_id?: string;
+                    user_id?: string;
+                    /** @description Inclusive */
+                    from_date?: string;
+                    /** @description Exclusive */
+                    to_date?: string;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description RFC 4180 CSV with a header row, newest first; before/after as JSON: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         patch?: never;
         trace?: never;
     };
@@ -10720,6 +14338,15 @@ export type paths = {
                     };
                     content?: never;
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -10735,7 +14362,46 @@ export type paths = {
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /** The control-room console: sign-in page, live floor map and alarm inbox (HTML; its API calls are authenticated) (headers only) */
+        head: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The console page: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Not modified (If-None-Match matched the ETag): as GET answers, without the body */
+                304: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         patch?: never;
         trace?: never;
     };
@@ -10779,6 +14445,15 @@ export type paths = {
                     };
                     content?: never;
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -10794,7 +14469,48 @@ export type paths = {
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /** The console's scripts and stylesheets (content-hashed names, cached for a year) (headers only) */
+        head: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    file: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description A script, stylesheet, source map or image: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Not modified (If-None-Match matched the ETag): as GET answers, without the body */
+                304: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         patch?: never;
         trace?: never;
     };
@@ -10837,6 +14553,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -10852,7 +14577,39 @@ export type paths = {
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /** This OpenAPI 3.1 document (headers only) */
+        head: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         patch?: never;
         trace?: never;
     };
@@ -10899,6 +14656,15 @@ export type paths = {
                         };
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -10914,7 +14680,39 @@ export type paths = {
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /** The AsyncAPI 3.0 document of the WebSocket protocol at /api/v1/ws: every client and server frame as JSON Schema (headers only) */
+        head: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         patch?: never;
         trace?: never;
     };
@@ -10944,6 +14742,15 @@ export type paths = {
                         "text/html": string;
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -10959,7 +14766,39 @@ export type paths = {
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /** Interactive documentation of this API (headers only) */
+        head: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The documentation page (HTML): as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         patch?: never;
         trace?: never;
     };
@@ -10989,6 +14828,15 @@ export type paths = {
                         "text/javascript": string;
                     };
                 };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Error */
                 default: {
                     headers: {
@@ -11004,7 +14852,39 @@ export type paths = {
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /** The script of the documentation page (headers only) */
+        head: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The documentation page’s script: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         patch?: never;
         trace?: never;
     };

@@ -4,6 +4,7 @@ import { hostileUrlText, hostileValue, unknownKey } from './hostile-values.js';
 import { RawJson, SeededRef, validValue, type JsonSchema, type SeededKind } from './schema-arbitrary.js';
 import type { SeededWorld } from './seeded-world.js';
 import { clip } from './fuzz-settings.js';
+import { NO_NUL_PATTERN } from '../../../gateway/http/openapi.js';
 
 /** One operation of the served OpenAPI document. */
 export interface Operation {
@@ -73,6 +74,8 @@ export function operationsOf(document: any): Operation[] {
   const operations: Operation[] = [];
   for (const [path, methods] of Object.entries<any>(document.paths)) {
     for (const [method, operation] of Object.entries<any>(methods)) {
+      // HEAD answers as GET does, without a body (errors included): test/contract/openapi-exact.contract.test.ts checks it.
+      if (method === 'head') continue;
       const segments = path.split('/');
       const pathParams = (operation.parameters ?? [])
         .filter((parameter: any) => parameter.in === 'path')
@@ -225,9 +228,14 @@ function withNul(value: unknown, at: number): unknown {
 }
 const pathValue_ = (value: unknown, path: (string | number)[]): any => path.reduce<any>((node, key) => node?.[key], value);
 
-/** Free text: a string without enum, format or pattern, where NUL is not refused by the shape alone. */
+/**
+ * Free text: a string without enum, format or pattern (but the one saying NUL is refused: the server must still
+ * refuse it), or a list of such strings.
+ */
 const freeText = (schema: JsonSchema): boolean =>
-  (schema.type === 'string' && !schema.enum && !schema.format && !schema.pattern) || (schema.anyOf ?? []).some((option: JsonSchema) => freeText(option) || (option.type === 'array' && freeText(option.items ?? {})));
+  (schema.type === 'string' && !schema.enum && !schema.format && (!schema.pattern || schema.pattern === NO_NUL_PATTERN)) ||
+  (schema.type === 'array' && freeText(schema.items ?? {})) ||
+  (schema.anyOf ?? []).some(freeText);
 
 /**
  * NUL in one string of the request, a query parameter's or the body's, everything else valid: PostgreSQL refuses

@@ -1,5 +1,6 @@
 import fc from 'fast-check';
 import type { JsonSchema } from './schema-arbitrary.js';
+import { NO_NUL_PATTERN } from '../../../gateway/http/openapi.js';
 
 /** A step into a JSON value: a property name, or `[]` for every element of an array. */
 export type Segment = string | '[]';
@@ -32,7 +33,8 @@ export function textFieldsOf(schema: JsonSchema | undefined, path: Segment[] = [
   if (!schema || typeof schema !== 'object') return [];
   const text = stringSchema(schema);
   if (text) {
-    if (text.format || text.enum || text.const !== undefined || text.pattern) return [];
+    // The pattern every sent string has (NUL refused) leaves it free text.
+    if (text.format || text.enum || text.const !== undefined || (text.pattern && text.pattern !== NO_NUL_PATTERN)) return [];
     const types = (schema.anyOf ?? schema.oneOf ?? [schema]).map((option: JsonSchema) => option?.type).filter(Boolean);
     return [{ key: keyOf(path), path, minLength: text.minLength ?? 0, maxLength: text.maxLength, types }];
   }
