@@ -1,7 +1,7 @@
 import type { Logger } from '../../shared/logger.js';
 import type { PositionRecord } from '../../shared/positions/position-record.js';
 import type { Storage } from '../../shared/storage/index.js';
-import type { ShardHandler } from '../cluster/cluster-node.js';
+import type { ShardHandler } from '../cluster/shard-handler.js';
 import { shardOfBuilding } from '../cluster/rendezvous.js';
 import type { ShardEntry } from '../cluster/shard-log.js';
 import type { OwnerDetection } from './owner-detection.js';

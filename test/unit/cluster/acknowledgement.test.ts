@@ -1,5 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { ClusterNode, type ShardHandler } from '../../../gateway/cluster/cluster-node.js';
+import { ClusterNode } from '../../../gateway/cluster/cluster-node.js';
+import type { ShardHandler } from '../../../gateway/cluster/shard-handler.js';
 import { LocalCoordination } from '../../../gateway/cluster/coordination.js';
 import { LocalShardLog } from '../../../gateway/cluster/local-shard-log.js';
 import { createLogger } from '../../../shared/logger.js';

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { ClusterNode, type ShardHandler } from '../../../gateway/cluster/cluster-node.js';
+import { ClusterNode } from '../../../gateway/cluster/cluster-node.js';
+import type { ShardHandler } from '../../../gateway/cluster/shard-handler.js';
 import type { Coordination } from '../../../gateway/cluster/coordination.js';
 import type { ShardLog } from '../../../gateway/cluster/shard-log.js';
 import { EncodedPayload } from '../../../shared/bus/encoded-payload.js';
