@@ -172,7 +172,9 @@ export class ClusterNode implements PositionHandOff {
     await this.reader.settle();
     await this.leases.releaseAll();
     await this.buffer.flush();
-    await this.coordination.leave().catch((error) => this.logger.warn({ err: error }, 'leaving the cluster failed; the heartbeat will expire'));
+    await this.coordination
+      .leave()
+      .catch((error) => this.logger.warn({ err: error }, 'leaving the cluster failed; the heartbeat will expire'));
     await this.close();
   }
 

@@ -5,7 +5,10 @@
 import type { Logger } from '../../shared/logger.js';
 import type { EncodedPositions } from '../../shared/positions/positions-message.js';
 
-/** Positions held in memory at most while the shard log refuses them (about 200 bytes each as records, plus about 100 once packed for the log). */
+/**
+ * Positions held in memory at most while the shard log refuses them (about 200 bytes each as records, plus about
+ * 100 once packed for the log).
+ */
 const MAX_WAITING_RECORDS = 500_000;
 
 export class OutageBuffer {
@@ -44,7 +47,10 @@ export class OutageBuffer {
       const lost = batches.shift()!.value.records.length;
       this.waitingCount -= lost;
       if (batches.length === 0) this.waiting.delete(oldest);
-      this.logger.error({ shard: oldest, positions: lost }, 'too many positions waiting for the shard log: oldest dropped from detection (they are stored)');
+      this.logger.error(
+        { shard: oldest, positions: lost },
+        'too many positions waiting for the shard log: oldest dropped from detection (they are stored)',
+      );
     }
   }
 

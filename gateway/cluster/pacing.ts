@@ -92,7 +92,10 @@ export class Pacing {
     });
   }
 
-  /** Counts an append towards its shard's backlog and its organization's there; reaching the bound makes that organization's uploads wait. */
+  /**
+   * Counts an append towards its shard's backlog and its organization's there; reaching the bound makes that
+   * organization's uploads wait.
+   */
   appended(shard: number, organizationId: string): void {
     this.backlog.set(shard, (this.backlog.get(shard) ?? 0) + 1);
     this.appendedTo.add(shard);
@@ -151,7 +154,9 @@ export class Pacing {
         for (const key of [...this.organizationBacklog.keys()]) {
           if (shardOfKey(key) === shard && !organizations.has(organizationOfKey(key))) this.organizationBacklog.delete(key);
         }
-        for (const key of [...this.behind]) if (shardOfKey(key) === shard && !organizations.has(organizationOfKey(key))) this.behind.delete(key);
+        for (const key of [...this.behind]) {
+          if (shardOfKey(key) === shard && !organizations.has(organizationOfKey(key))) this.behind.delete(key);
+        }
         for (const [organizationId, entries] of organizations) {
           const key = pacingKey(shard, organizationId);
           this.organizationBacklog.set(key, entries);

@@ -1,3 +1,4 @@
+/** The owner's side of a shard: what a member does with the shards it gains, processes and loses. */
 import type { ShardEntry } from './shard-log.js';
 
 /** What an owner does with its shards (detection: gateway/detection/detection-shards.ts). */

@@ -187,7 +187,11 @@ export class ShardLeases {
       await state.starting;
       await this.processing;
       this.handler.lose(shard);
-      if (release) await this.coordination.release(shard).catch((error) => this.logger.warn({ err: error, shard }, 'releasing a shard lease failed; it will expire'));
+      if (release) {
+        await this.coordination
+          .release(shard)
+          .catch((error) => this.logger.warn({ err: error, shard }, 'releasing a shard lease failed; it will expire'));
+      }
     })().finally(() => this.leaving.delete(shard));
     this.leaving.set(shard, leaving);
     return leaving;
