@@ -15,7 +15,10 @@ const webhookSchema = z.object({
   url: z.string().describe('The URL with its credentials hidden: userinfo and query values read `***` (deliveries go to the real one)'),
   url_fingerprint: z.string().describe('`sha256:` and 16 hex digits of the real URL: tells two URLs apart without showing them'),
   events: z.array(z.enum(WEBHOOK_EVENTS)),
-  building_ids: z.array(z.number().int()).nullable().describe('Only events of these buildings; null: every building, and events without one'),
+  building_ids: z
+    .array(z.number().int())
+    .nullable()
+    .describe('Only events of these buildings; null: every building, and events without one'),
   description: z.string(),
   created_at: z.string(),
   updated_at: z.string(),
@@ -31,7 +34,11 @@ const urlField = z
   .refine((value) => URL.canParse(value) && ['http:', 'https:'].includes(new URL(value).protocol), 'an http:// or https:// URL');
 const fields = {
   url: urlField,
-  events: z.array(z.enum(WEBHOOK_EVENTS)).min(1).max(WEBHOOK_EVENTS.length).transform((events) => [...new Set(events)]),
+  events: z
+    .array(z.enum(WEBHOOK_EVENTS))
+    .min(1)
+    .max(WEBHOOK_EVENTS.length)
+    .transform((events) => [...new Set(events)]),
   building_ids: z.array(z.number().int().positive().max(2_147_483_647)).min(1).max(1000).nullable(),
   description: z.string().max(2000),
 };
@@ -45,7 +52,9 @@ const deliverySchema = z.object({
   last_response_code: z.number().int().nullable(),
   last_error: z.string().nullable(),
   next_attempt_at: z.string().nullable().describe('When the next attempt is due (pending only)'),
-  attempt_log: z.array(z.object({ at: z.string(), response_code: z.number().int().nullable(), error: z.string().nullable(), duration_ms: z.number() })),
+  attempt_log: z.array(
+    z.object({ at: z.string(), response_code: z.number().int().nullable(), error: z.string().nullable(), duration_ms: z.number() }),
+  ),
   payload: z.unknown().describe('The body sent: `{type, timestamp, data}`'),
   created_at: z.string(),
   updated_at: z.string(),
@@ -74,7 +83,8 @@ export function webhookRoutes(services: GatewayServices) {
     }
     if (body.building_ids) {
       const missing = await store.missingBuildings(organizationId, body.building_ids);
-      if (missing.length > 0) throw new ValidationError([{ field: 'building_ids', message: `no such building in your organization: ${missing.join(', ')}` }]);
+      if (missing.length > 0)
+        throw new ValidationError([{ field: 'building_ids', message: `no such building in your organization: ${missing.join(', ')}` }]);
     }
   }
 
@@ -83,11 +93,17 @@ export function webhookRoutes(services: GatewayServices) {
     defineRoute({
       method: 'POST',
       path: '/api/v1/webhooks',
-      summary: 'Create a webhook (409 past WEBHOOK_MAX_PER_ORGANIZATION; 422 for a URL that does not lead to public addresses only); the answer holds its signing secret and its URL in full, shown only this once',
+      summary:
+        'Create a webhook (409 past WEBHOOK_MAX_PER_ORGANIZATION; 422 for a URL that does not lead to public addresses only); the answer holds its signing secret and its URL in full, shown only this once',
       tags: ['webhooks'],
       auth: 'authenticated',
       action: 'webhooks:manage',
-      body: z.object({ url: fields.url, events: fields.events, building_ids: fields.building_ids.optional(), description: fields.description.default('') }),
+      body: z.object({
+        url: fields.url,
+        events: fields.events,
+        building_ids: fields.building_ids.optional(),
+        description: fields.description.default(''),
+      }),
       response: createdSchema,
       successStatus: 201,
       handler: async ({ principal, body, audit }) => {

@@ -12,12 +12,17 @@ export function redactUrl(value: string): string {
   const url = new URL(value);
   const userinfo = url.username || url.password ? '***@' : '';
   const query = url.search
-    ? '?' + url.search.slice(1).split('&').map((pair) => (pair.includes('=') ? `${pair.slice(0, pair.indexOf('='))}=***` : pair)).join('&')
+    ? '?' +
+      url.search
+        .slice(1)
+        .split('&')
+        .map((pair) => (pair.includes('=') ? `${pair.slice(0, pair.indexOf('='))}=***` : pair))
+        .join('&')
     : '';
   return `${url.protocol}//${userinfo}${url.host}${url.pathname}${query}${url.hash ? '#***' : ''}`;
 }
 
-export const urlFingerprint = (value: string) => 'sha256:' + createHash('sha256').update(value).digest('hex').slice(0, 16);
+export const urlFingerprint = (value: string) => `sha256:${createHash('sha256').update(value).digest('hex').slice(0, 16)}`;
 
 /** A webhook as the API and the audit log show it: never its secret, its URL without credentials. */
 export const presentWebhook = (row: WebhookRow) => ({

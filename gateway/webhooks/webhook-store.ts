@@ -35,12 +35,17 @@ export class WebhookStore {
   constructor(private readonly storage: Storage) {}
 
   async find(organizationId: string, id: string): Promise<WebhookRow | undefined> {
-    const [row] = await this.storage.execute<WebhookRow>(`select ${COLUMNS} from webhooks where id = ? and organization_id = ?`, [id, organizationId]);
+    const [row] = await this.storage.execute<WebhookRow>(`select ${COLUMNS} from webhooks where id = ? and organization_id = ?`, [
+      id,
+      organizationId,
+    ]);
     return row;
   }
 
   list(organizationId: string): Promise<WebhookRow[]> {
-    return this.storage.execute<WebhookRow>(`select ${COLUMNS} from webhooks where organization_id = ? order by created_at, id`, [organizationId]);
+    return this.storage.execute<WebhookRow>(`select ${COLUMNS} from webhooks where organization_id = ? order by created_at, id`, [
+      organizationId,
+    ]);
   }
 
   /** Those of the building ids that are no building of the organization. */
@@ -58,9 +63,9 @@ export class WebhookStore {
     return this.transaction(async (execute, tx) => {
       // The organization's row lock serialises its creates, so the cap holds under concurrent requests.
       await execute('select id from organizations where id = ? for update', [organizationId]);
-      const [{ count }] = (await execute<{ count: number }>('select count(*)::int as count from webhooks where organization_id = ?', [organizationId])) as [
-        { count: number },
-      ];
+      const [{ count }] = (await execute<{ count: number }>('select count(*)::int as count from webhooks where organization_id = ?', [
+        organizationId,
+      ])) as [{ count: number }];
       if (count >= max) throw new ConflictError(`An organization may have at most ${max} webhooks; delete one first`);
       const [created] = await execute<WebhookRow>(
         `insert into webhooks (id, organization_id, url, events, building_ids, description, secret)
@@ -82,7 +87,12 @@ export class WebhookStore {
   }
 
   /** Changes the fields given; undefined when the webhook is gone. */
-  async update(organizationId: string, before: WebhookRow, changes: Partial<WebhookInput>, audit: AuditRecorder): Promise<WebhookRow | undefined> {
+  async update(
+    organizationId: string,
+    before: WebhookRow,
+    changes: Partial<WebhookInput>,
+    audit: AuditRecorder,
+  ): Promise<WebhookRow | undefined> {
     const sets: string[] = [];
     const values: unknown[] = [];
     if (changes.url !== undefined) sets.push('url = ?'), values.push(changes.url);
@@ -98,7 +108,13 @@ export class WebhookStore {
       );
       if (!updated) return undefined;
       const sent = changes.url === undefined ? changes : { ...changes, url: redactUrl(changes.url) };
-      await audit.record(tx, { objectType: 'webhooks', objectId: before.id, before: presentWebhook(before), after: presentWebhook(updated), sent });
+      await audit.record(tx, {
+        objectType: 'webhooks',
+        objectId: before.id,
+        before: presentWebhook(before),
+        after: presentWebhook(updated),
+        sent,
+      });
       return updated;
     });
   }
@@ -106,7 +122,10 @@ export class WebhookStore {
   /** Deletes the webhook, its deliveries with it; false when there was none. */
   async delete(organizationId: string, id: string, audit: AuditRecorder): Promise<boolean> {
     return this.transaction(async (execute, tx) => {
-      const [deleted] = await execute<WebhookRow>(`delete from webhooks where id = ? and organization_id = ? returning ${COLUMNS}`, [id, organizationId]);
+      const [deleted] = await execute<WebhookRow>(`delete from webhooks where id = ? and organization_id = ? returning ${COLUMNS}`, [
+        id,
+        organizationId,
+      ]);
       if (!deleted) return false;
       await audit.record(tx, { objectType: 'webhooks', objectId: id, before: presentWebhook(deleted), after: null });
       return true;
@@ -114,22 +133,30 @@ export class WebhookStore {
   }
 
   /** A page of the webhook's deliveries, newest first, and how many there are in all. */
-  async deliveries(webhookId: string, status: string | undefined, limit: number, offset: number): Promise<{ rows: DeliveryRow[]; total: number }> {
+  async deliveries(
+    webhookId: string,
+    status: string | undefined,
+    limit: number,
+    offset: number,
+  ): Promise<{ rows: DeliveryRow[]; total: number }> {
     const where = `webhook_id = ?${status ? ' and status = ?' : ''}`;
     const values: unknown[] = status ? [webhookId, status] : [webhookId];
-    const [{ total }] = (await this.storage.execute<{ total: number }>(`select count(*)::int as total from webhook_deliveries where ${where}`, values)) as [
-      { total: number },
-    ];
-    const rows = await this.storage.execute<DeliveryRow>(`select * from webhook_deliveries where ${where} order by seq desc limit ? offset ?`, [
-      ...values,
-      limit,
-      offset,
-    ]);
+    const [{ total }] = (await this.storage.execute<{ total: number }>(
+      `select count(*)::int as total from webhook_deliveries where ${where}`,
+      values,
+    )) as [{ total: number }];
+    const rows = await this.storage.execute<DeliveryRow>(
+      `select * from webhook_deliveries where ${where} order by seq desc limit ? offset ?`,
+      [...values, limit, offset],
+    );
     return { rows, total };
   }
 
   async deliveryStatus(webhookId: string, deliveryId: string): Promise<string | undefined> {
-    const [row] = await this.storage.execute<{ status: string }>('select status from webhook_deliveries where id = ? and webhook_id = ?', [deliveryId, webhookId]);
+    const [row] = await this.storage.execute<{ status: string }>('select status from webhook_deliveries where id = ? and webhook_id = ?', [
+      deliveryId,
+      webhookId,
+    ]);
     return row?.status;
   }
 
@@ -137,18 +164,26 @@ export class WebhookStore {
   async redeliver(webhookId: string, deliveryId: string, audit: AuditRecorder): Promise<DeliveryRow | undefined> {
     return this.transaction(async (execute, tx) => {
       const [redelivered] = await execute<DeliveryRow>(
-        `update webhook_deliveries set status = 'pending', attempts = 0, next_attempt_at = now(), sending_until = null, job_token = null, updated_at = now()
+        `update webhook_deliveries
+         set status = 'pending', attempts = 0, next_attempt_at = now(), sending_until = null, job_token = null, updated_at = now()
          where id = ? and webhook_id = ? and status = 'dead' returning *`,
         [deliveryId, webhookId],
       );
       if (!redelivered) return undefined;
-      await audit.record(tx, { objectType: 'webhook_deliveries', objectId: deliveryId, before: { status: 'dead' }, after: { status: 'pending' } });
+      await audit.record(tx, {
+        objectType: 'webhook_deliveries',
+        objectId: deliveryId,
+        before: { status: 'dead' },
+        after: { status: 'pending' },
+      });
       return redelivered;
     });
   }
 
   /** A write's statements and its audit entry, in one transaction. */
   private transaction<T>(run: (execute: Execute, tx: EntityManager) => Promise<T>): Promise<T> {
-    return this.storage.em().transactional((tx) => run(<R>(sql: string, values: unknown[]) => tx.execute(sql, values) as Promise<R[]>, tx as EntityManager));
+    return this.storage
+      .em()
+      .transactional((tx) => run(<R>(sql: string, values: unknown[]) => tx.execute(sql, values) as Promise<R[]>, tx as EntityManager));
   }
 }
