@@ -5,6 +5,7 @@ import { ALARM_TRANSITIONS, canTransition, type AlarmState, type AlarmType } fro
 import { AppError, ConflictError, ErrorCode, NotFoundError } from '../../shared/errors.js';
 import type { Logger } from '../../shared/logger.js';
 import { alarmsRaisedByType } from '../../shared/metrics/metrics.js';
+import { UserSchema } from '../../shared/storage/entities/index.js';
 import type { Storage } from '../../shared/storage/index.js';
 import type { Bus } from '../bus-channels.js';
 import type { AlarmEventKind, AlarmEventMessage, AlarmHistoryEntry, AlarmView } from './alarm-event-message.js';
@@ -352,6 +353,20 @@ export class AlarmService {
       this.hooked.delete(message);
       await this.hook.committed(handle).catch(() => undefined); // stored already, with the event
     }
+  }
+
+  /** Whether the user is someone of this organization: an alarm about another tenant's user is about no one here. */
+  async isMember(organizationId: string, userId: string): Promise<boolean> {
+    return (await this.storage.em().findOne(UserSchema, { id: userId, organization: organizationId })) !== null;
+  }
+
+  /** Who owns the organization's device with this identifier: null when no one does, or there is no such device. */
+  async deviceOwner(organizationId: string, deviceId: string): Promise<string | null> {
+    const [device] = await this.storage.execute<{ user_id: string | null }>('select user_id from devices where organization_id = ? and identifier = ?', [
+      organizationId,
+      deviceId,
+    ]);
+    return device?.user_id ?? null;
   }
 
   async get(organizationId: string, id: string): Promise<AlarmView> {

@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { ALARM_SEVERITIES } from '../../shared/detection/alarm-severity.js';
 import { ALARM_STATES, ALARM_TRANSITIONS, ALARM_TYPES, canTransition } from '../../shared/detection/alarm-states.js';
 import { ForbiddenError, NotFoundError, ValidationError } from '../../shared/errors.js';
-import { BuildingSchema, UserSchema, type Building } from '../../shared/storage/entities/index.js';
+import { BuildingSchema, type Building } from '../../shared/storage/entities/index.js';
 import { listAlarms } from '../alarms/alarm-list.js';
 import { BULK_MAX, bulkChangeState } from '../alarms/alarm-bulk.js';
 import { AlarmEscalation } from '../alarms/alarm-escalation.js';
@@ -152,12 +152,12 @@ export function alarmRoutes(services: GatewayServices) {
         const confined = confinedUserId(principal);
         if (confined !== undefined && body.user_id !== undefined && body.user_id !== confined) throw new ForbiddenError('You may only raise alarms about yourself');
         // Whom the alarm is about must be someone of this organization (L2): another tenant's user is no one here.
-        if (body.user_id !== undefined && !(await storage.em().findOne(UserSchema, { id: body.user_id, organization: principal.organizationId }))) {
+        if (body.user_id !== undefined && !(await alarms.isMember(principal.organizationId, body.user_id))) {
           throw new ValidationError([{ field: 'user_id', message: 'no such user in your organization' }]);
         }
         // An alarm about a device is about its owner (so the owner sees it), unless the caller names someone.
-        const [device] = body.device_id === undefined ? [] : await storage.execute<{ user_id: string | null }>('select user_id from devices where organization_id = ? and identifier = ?', [principal.organizationId, body.device_id]);
-        if (confined !== undefined && body.device_id !== undefined && device?.user_id !== confined) throw new ForbiddenError('You may only raise alarms about your own devices');
+        const owner = body.device_id === undefined ? null : await alarms.deviceOwner(principal.organizationId, body.device_id);
+        if (confined !== undefined && body.device_id !== undefined && owner !== confined) throw new ForbiddenError('You may only raise alarms about your own devices');
         let { x, y, lat, lng } = body;
         if (body.building_id !== undefined) {
           const building = await services.registry.get(principal.organizationId, body.building_id);
@@ -170,7 +170,7 @@ export function alarmRoutes(services: GatewayServices) {
           organizationId: principal.organizationId,
           type: body.type,
           deviceId: body.device_id ?? null,
-          userId: body.user_id ?? device?.user_id ?? confined ?? null,
+          userId: body.user_id ?? owner ?? confined ?? null,
           buildingId: body.building_id ?? null,
           floorId: body.floor_id ?? null,
           geofenceId: body.geofence_id ?? null,

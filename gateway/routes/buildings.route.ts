@@ -193,7 +193,7 @@ export function buildingRoutes(services: GatewayServices) {
         pictureId: body.picture_id ?? null,
         createdAt: new Date(),
         updatedAt: new Date(),
-      } as never);
+      });
     },
     update: async (context, building, body) => {
       await referenced(context, ImageSchema, body.picture_id, 'picture_id', 'image');

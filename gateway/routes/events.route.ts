@@ -105,7 +105,7 @@ export function eventRoutes(services: GatewayServices) {
         updatedAt: new Date(),
       };
       await apply(context, event, body);
-      return context.em.create(EventSchema, event as never);
+      return context.em.create(EventSchema, event, { partial: true });
     },
     update: (context, event, body) => apply(context, event, body),
     onChange: ({ principal }, event, change) => cartography.announce({ organizationId: principal.organizationId, buildingId: event.buildingId, kind: 'event', id: event.id, change }),

@@ -88,7 +88,7 @@ export function floorRoutes(services: GatewayServices) {
         customFields: body.custom_fields ?? [],
         createdAt: new Date(),
         updatedAt: new Date(),
-      } as never);
+      });
     },
     update: async ({ em, principal }, floor, body) => {
       if (body.building_id !== undefined && body.building_id !== floor.buildingId) {

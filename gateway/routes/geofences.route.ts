@@ -135,7 +135,7 @@ export function geofenceRoutes(services: GatewayServices) {
           updatedAt: new Date(),
         };
         await apply(context, geofence, body);
-        return context.em.create(GeofenceSchema, geofence as never);
+        return context.em.create(GeofenceSchema, geofence, { partial: true });
       },
       update: (context, geofence, body) => apply(context, geofence, body),
       // Soft delete: reports over past periods still need the geometry; found again with `deleted=true`.

@@ -77,7 +77,7 @@ export function infrastructureRoutes(services: GatewayServices) {
         updatedAt: new Date(),
       };
       await apply(context, item, body);
-      return context.em.create(InfrastructureSchema, item as never);
+      return context.em.create(InfrastructureSchema, item, { partial: true });
     },
     update: (context, item, body) => apply(context, item, body),
     onChange: ({ principal }, item, change) => cartography.announce({ organizationId: principal.organizationId, buildingId: item.buildingId, kind: 'infrastructure', id: item.id, change }),

@@ -52,7 +52,7 @@ export function poiCategoryRoutes(services: GatewayServices) {
         public: false,
         createdAt: new Date(),
         updatedAt: new Date(),
-      } as never);
+      });
     },
     update: async (context, category, body) => {
       ownOnly(context.principal, category);

@@ -89,7 +89,7 @@ export function poiRoutes(services: GatewayServices) {
     create: async (context, body) => {
       const poi = newPoi(context);
       await apply(context, poi, body);
-      return context.em.create(PoiSchema, poi as never);
+      return context.em.create(PoiSchema, poi, { partial: true });
     },
     update: (context, poi, body) => apply(context, poi, body),
     onChange: ({ principal }, poi, change) => cartography.announce({ organizationId: principal.organizationId, buildingId: poi.buildingId, kind: 'poi', id: poi.id, change }),
@@ -164,7 +164,7 @@ export function poiRoutes(services: GatewayServices) {
           }
         }
         if (errors.length > 0) throw new ValidationError(errors, 'Some POIs are invalid; none was created');
-        const created = pois.map((poi) => em.create(PoiSchema, poi as never));
+        const created = pois.map((poi) => em.create(PoiSchema, poi, { partial: true }));
         await flushOrExplain(em, 'POI');
         for (const poi of created) await audit.record(em, { objectType: 'pois', objectId: poi.id, before: null, after: presentPoi(poi) });
         return created;

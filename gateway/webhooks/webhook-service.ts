@@ -9,6 +9,7 @@ import { enqueueEvents, rescuePending, subscribedTypes, wake, type Enqueued, typ
 import type { AlarmEventMessage } from '../alarms/alarm-event-message.js';
 import type { AlarmEventHook } from '../alarms/alarm-service.js';
 import type { Detections, ZoneEventRecord } from '../detection/detections.js';
+import { WebhookStore } from './webhook-store.js';
 
 const RESCUE_EVERY_MS = 60_000;
 const KEEP_DELIVERED_DAYS = 30;
@@ -62,6 +63,8 @@ export class WebhookService {
   private rescueTimer?: NodeJS.Timeout;
   private readonly maxPending: number;
   private readonly deadRetentionDays: number;
+  /** The webhooks and deliveries the admin API reads and changes. */
+  readonly store: WebhookStore;
 
   constructor(
     private readonly storage: Storage,
@@ -71,6 +74,7 @@ export class WebhookService {
   ) {
     this.maxPending = config.WEBHOOK_MAX_PENDING_PER_WEBHOOK;
     this.deadRetentionDays = config.WEBHOOK_DEAD_RETENTION_DAYS;
+    this.store = new WebhookStore(storage);
   }
 
   /** Given to the alarm service: stores the deliveries in the alarm's transaction, wakes them after its commit. */

@@ -1,5 +1,5 @@
 import { sanitiseEventHtml } from '../../../gateway/routes/events.route.js';
-import { redactUrl, urlFingerprint } from '../../../gateway/routes/webhooks.route.js';
+import { redactUrl, urlFingerprint } from '../../../gateway/webhooks/webhook-presenters.js';
 import { squareCartesians } from '../../support/cartography.js';
 import type { TestClient, TestResponse } from '../../support/http-client.js';
 import { login } from '../../support/identity.js';
