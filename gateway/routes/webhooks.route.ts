@@ -72,11 +72,11 @@ const iso = (value: Date | string) => new Date(value).toISOString();
 export function redactUrl(value: string): string {
   const url = new URL(value);
   const userinfo = url.username || url.password ? '***@' : '';
-  const query = url.search ? '?' + url.search.slice(1).split('&').map((pair) => (pair.includes('=') ? `${pair.slice(0, pair.indexOf('='))}=***` : pair)).join('&') : '';
+  const query = url.search ? `?${url.search.slice(1).split('&').map((pair) => (pair.includes('=') ? `${pair.slice(0, pair.indexOf('='))}=***` : pair)).join('&')}` : '';
   return `${url.protocol}//${userinfo}${url.host}${url.pathname}${query}${url.hash ? '#***' : ''}`;
 }
 
-export const urlFingerprint = (value: string) => 'sha256:' + createHash('sha256').update(value).digest('hex').slice(0, 16);
+export const urlFingerprint = (value: string) => `sha256:${createHash('sha256').update(value).digest('hex').slice(0, 16)}`;
 
 const presentWebhook = (row: WebhookRow) => ({
   id: row.id,
