@@ -284,7 +284,9 @@ async function run(command: LoadCommand): Promise<LoadResult> {
     };
   } else {
     for (let i = 0; i < target.sockets; i++) sockets.push(await WsUploader.open(target.url, target.token));
-    lanes.forEach((lane, i) => (lane.socket = sockets[i % sockets.length]));
+    lanes.forEach((lane, i) => {
+      lane.socket = sockets[i % sockets.length];
+    });
     send = (lane, poses) => lane.socket!.upload(poses);
   }
 

@@ -7,7 +7,6 @@ import { PositionStore } from '../shared/positions/position-store.js';
 import type { PositionRecord } from '../shared/positions/position-record.js';
 import { materializations } from '../shared/reports/materializations.js';
 import { HOUR_MS, ReportMaterializer, setWatermark, watermark, type Materialization } from '../shared/reports/materializer.js';
-import { sqlOf } from '../shared/reports/report-sql.js';
 import { openStorage, type Storage } from '../shared/storage/index.js';
 import { pgArray } from '../shared/storage/pg-array.js';
 import type { RunningGateway } from '../test/support/test-gateway.js';
@@ -110,7 +109,7 @@ interface Protocol {
  * Off / on pairs for each protocol, after the calibration; returns the figures (per pair and the spread).
  * `fences` labels them; `buildingId` scopes the copy to the bench's building.
  */
-export async function materializerOnOff(running: RunningGateway, fences: number, devices: number, buildingId: number, protocols: Protocol[], log: (line: string) => void): Promise<Omit<Figure, 'scenario'>[]> {
+export async function materializerOnOff(running: RunningGateway, fences: number, _devices: number, buildingId: number, protocols: Protocol[], log: (line: string) => void): Promise<Omit<Figure, 'scenario'>[]> {
   const config = { ...running.environment.config, REPORTS_MATERIALIZE_INTERVAL_MS: INTERVAL_MS };
   const logger = createLogger('silent');
   // The materializer's own pool, as the worker process has; the bench reads CPU and copies rows through it too.

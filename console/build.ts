@@ -121,7 +121,7 @@ export async function buildConsole(outDir = DIST_DIR): Promise<{ manifest: Conso
 
   for (const file of assets) writeAtomically(join(outDir, file.path), file.body);
   writeAtomically(join(outDir, 'index.html'), html);
-  writeAtomically(join(outDir, 'manifest.json'), JSON.stringify(manifest, null, 2) + '\n');
+  writeAtomically(join(outDir, 'manifest.json'), `${JSON.stringify(manifest, null, 2)}\n`);
   const keep = new Set(manifest.files.map((path) => path.replace(/^assets\//, '')));
   for (const name of readdirSync(join(outDir, 'assets'))) {
     if (!keep.has(name) && !name.includes('.tmp-')) rmSync(join(outDir, 'assets', name), { force: true });

@@ -223,7 +223,7 @@ export type Config = z.output<typeof configSchema>;
 export class ConfigError extends Error {
   constructor(readonly issues: { variable: string; message: string }[]) {
     super(
-      'Invalid configuration:\n' + issues.map((issue) => `  ${issue.variable}: ${issue.message}`).join('\n'),
+      `Invalid configuration:\n${issues.map((issue) => `  ${issue.variable}: ${issue.message}`).join('\n')}`,
     );
     this.name = 'ConfigError';
   }

@@ -422,7 +422,9 @@ export class FloorMap {
       candidates.push({ id: `zone:${index}`, priority: 1, options: [box] });
       texts.set(`zone:${index}`, { text: element, group: element, right: box, left: box });
     });
-    this.poiBoxes.forEach((box, index) => candidates.push({ id: `poi:${index}`, priority: 9, options: [box] }));
+    this.poiBoxes.forEach((box, index) => {
+      candidates.push({ id: `poi:${index}`, priority: 9, options: [box] });
+    });
     for (const [id, device] of this.devices) {
       const group = device.group;
       if (!group?.isConnected) continue;
@@ -490,7 +492,7 @@ export class FloorMap {
     const label = `${user ? `${user} · ${id}` : id}${stale ? ` · stale ${ago(now - device.at)}` : ''}`;
     const highlighted = this.highlighted.deviceId === id;
     let group = device.group;
-    if (!group || !group.isConnected) {
+    if (!group?.isConnected) {
       group = svg('g', { class: 'device', 'data-device-id': id, tabindex: 0, role: 'button' });
       group.addEventListener('click', () => this.selectDevice(id));
       group.addEventListener('keydown', (event) => {

@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { severityOf, type AlarmSeverity } from '../../shared/detection/alarm-severity.js';
+import { severityOf, } from '../../shared/detection/alarm-severity.js';
 import { ALARM_TRANSITIONS, canTransition, type AlarmState, type AlarmType } from '../../shared/detection/alarm-states.js';
-import { AppError, ConflictError, ErrorCode, NotFoundError } from '../../shared/errors.js';
+import { ConflictError, NotFoundError } from '../../shared/errors.js';
 import type { Logger } from '../../shared/logger.js';
 import { alarmsRaisedByType } from '../../shared/metrics/metrics.js';
 import { UserSchema } from '../../shared/storage/entities/index.js';

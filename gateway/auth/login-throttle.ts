@@ -1,7 +1,7 @@
 import { setTimeout as sleepFor } from 'node:timers/promises';
 import { RateLimiterRes, type RateLimiterAbstract } from 'rate-limiter-flexible';
 import type { Config } from '../../shared/config.js';
-import { AppError, RateLimitedError, UnavailableError } from '../../shared/errors.js';
+import { type AppError, RateLimitedError, UnavailableError } from '../../shared/errors.js';
 import { addressBucket } from '../http/client-address.js';
 import type { LimiterBackend } from './limiter-backend.js';
 

@@ -441,7 +441,7 @@ export class DetectionEngine {
   /** The device's silence alarm, if still OPEN, learns that it reported again, and where (its place stays where it fell silent); a storm's member leaves the storm. */
   private restoreContact(state: DeviceState, record: PositionRecord, out: Detections): void {
     const held = state.deadman && this.storms.get(state.deadman.buildingId);
-    if (held && held.storm.members.has(state.deviceId)) {
+    if (held?.storm.members.has(state.deviceId)) {
       // Back from a storm: it leaves it (the building alarm says so at the next sweep); it has no DEADMAN of its own to update.
       held.storm = storm.leave(held.storm, state.deviceId);
       held.changed = true;

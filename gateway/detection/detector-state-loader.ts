@@ -236,8 +236,8 @@ export class DetectorStateLoader {
   }
 
   /** The building alarms of silence storms not yet closed (OPEN, CONFIRMED, OTHER), the newest per building. */
-  private async openStorms(organizationId: string, buildingIds: number[]): Promise<{ building_id: number; details: Record<string, any> }[]> {
-    const rows = await this.storage.execute<{ building_id: number; details: Record<string, any> | string }>(
+  private async openStorms(organizationId: string, buildingIds: number[]): Promise<{ building_id: number; details: Record<string, unknown> }[]> {
+    const rows = await this.storage.execute<{ building_id: number; details: Record<string, unknown> | string }>(
       `select distinct on (building_id) building_id, details from alarms
        where organization_id = ? and type = 'BUILDING_SILENT' and state not in ('CLOSED', 'MARKED_FALSE') and building_id = any(?::int[])
        order by building_id, created_at desc`,

@@ -1,6 +1,6 @@
 import type { HttpRequest, HttpResponse, TemplatedApp } from 'uWebSockets.js';
-import { z } from 'zod';
-import { AppError, ErrorCode, ValidationError, afterCommit, errorHeaders, fieldErrors, toErrorBody, type FieldError, UnavailableError } from '../../shared/errors.js';
+import type { z } from 'zod';
+import { AppError, ErrorCode, ValidationError, afterCommit, errorHeaders, fieldErrors, toErrorBody, UnavailableError } from '../../shared/errors.js';
 import type { Logger } from '../../shared/logger.js';
 import type { Principal } from '../auth/principal.js';
 import type { ClientAddresses } from './client-address.js';
@@ -304,7 +304,7 @@ export class HttpServer {
     const rawQuery = parseQuery(request.queryString);
     refuseTextPostgresRefuses(rawQuery, 'query');
     const query = validate(route.query, rawQuery, 'query');
-    let body: unknown = undefined;
+    let body: unknown ;
     if (route.bodyKind === 'raw') body = rawBody;
     else if (rawBody.length > 0) {
       const text = rawBody.toString('utf8');

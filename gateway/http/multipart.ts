@@ -92,7 +92,7 @@ function parseHeaders(block: Buffer): Record<string, string> {
   for (const line of block.toString('utf8').split('\r\n')) {
     if (line === '') continue;
     if ((line.startsWith(' ') || line.startsWith('\t')) && last !== undefined) {
-      headers[last] += ' ' + line.trim(); // obsolete line folding: still seen from old clients
+      headers[last] += ` ${line.trim()}`; // obsolete line folding: still seen from old clients
       continue;
     }
     const colon = line.indexOf(':');

@@ -17,6 +17,7 @@ interface WellFormed {
 }
 
 /** A key echoed back in an error must not carry what it is refused for. */
+// biome-ignore lint/suspicious/noControlCharactersInRegex: NUL is exactly what this replaces
 const printable = (key: string) => key.replace(/[\u0000\ud800-\udfff]/g, '\ufffd');
 
 /** Whether a JSON text may hold such a string: only an escape can put one there (raw UTF-8 cannot encode either). */

@@ -121,7 +121,7 @@ export class RateLimits {
     const all = results.filter((result) => result !== undefined);
     const counted = all.filter((result) => result.shown);
     const headers: Record<string, string> = counted.length === 0 ? {} : {
-      'ratelimit-policy': counted.map(({ policy }) => `"${policy.budget}";q=${policy.perSecond};w=1` + (policy.burst > 0 ? `, "${policy.budget}-burst";q=${policy.burst};w=${policy.burstSeconds}` : '')).join(', '),
+      'ratelimit-policy': counted.map(({ policy }) => `"${policy.budget}";q=${policy.perSecond};w=1${policy.burst > 0 ? `, "${policy.budget}-burst";q=${policy.burst};w=${policy.burstSeconds}` : ''}`).join(', '),
       ratelimit: counted.map(({ policy, res }) => `"${policy.budget}";r=${Math.max(0, res.remainingPoints)};t=${Math.max(0, Math.ceil(res.msBeforeNext / 1000))}`).join(', '),
     };
     const refused = all.filter((result) => !result.ok);

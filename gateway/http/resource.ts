@@ -21,7 +21,7 @@ export interface ResourceContext {
  * 409/422, the audit entry (in the write's transaction), and an optional change hook (index invalidation on the
  * bus, after the commit).
  */
-export interface ResourceSpec<E extends object, Create, Update, ListQuery> {
+export interface ResourceSpec<E extends object, Create, Update, _ListQuery> {
   /** Singular noun for messages: "Group not found". */
   noun: string;
   /** Collection path, e.g. `/api/v1/groups`. */

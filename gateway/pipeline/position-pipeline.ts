@@ -1,15 +1,15 @@
 import { EncodedPayload } from '../../shared/bus/index.js';
 import type { Bus } from '../bus-channels.js';
-import { ForbiddenError, StorageUnavailableError, ValidationError, fieldErrors, type FieldError } from '../../shared/errors.js';
+import { ForbiddenError, StorageUnavailableError, ValidationError, fieldErrors, } from '../../shared/errors.js';
 import type { Logger } from '../../shared/logger.js';
 import { positionsAccepted, refusedPositions, uploadBatchSize, uploadToPublish } from '../../shared/metrics/metrics.js';
 import type { PositionWriter } from '../../shared/positions/position-writer.js';
-import { PositionsMessage, type EncodedPositions } from '../../shared/positions/positions-message.js';
+import { PositionsMessage, } from '../../shared/positions/positions-message.js';
 import { confinedUserId } from '../auth/permissions.js';
 import type { Principal } from '../auth/principal.js';
 import type { BuildingRegistry, BuildingRuntime } from '../realtime/building-registry.js';
 import type { DeviceDirectory } from '../realtime/device-directory.js';
-import { DEFAULT_POSITIONS_MAX_AGE_MS, parsePoseFast, poseSchema, timestampProblem, type Pose } from '../realtime/pose-schema.js';
+import { DEFAULT_POSITIONS_MAX_AGE_MS, parsePoseFast, poseSchema, timestampProblem, } from '../realtime/pose-schema.js';
 import { trackingWindowStep, type TrackingWindows } from '../privacy/tracking-windows.js';
 import { runPipeline, type PipelineStep } from './pipeline.js';
 import type { PositionBatch } from './position-batch.js';

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { ValidationError } from '../../shared/errors.js';
-import { AuditService, presentAudit, type AuditQuery } from '../audit/audit-service.js';
+import { type AuditService, presentAudit, type AuditQuery } from '../audit/audit-service.js';
 import { pageMetadata, paginated, paginationQuery, uuidParam } from '../http/query-schemas.js';
 import { defineRoute } from '../http/route.js';
 

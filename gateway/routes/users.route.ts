@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { raw } from '@mikro-orm/core';
 import { z } from 'zod';
-import { ForbiddenError, ValidationError, ConflictError } from '../../shared/errors.js';
+import { ForbiddenError, ConflictError } from '../../shared/errors.js';
 import { hashPassword } from '../../shared/passwords.js';
 import { GroupSchema, OrganizationSchema, ROLES, UserSchema, type Role, type User } from '../../shared/storage/entities/index.js';
 import { assignableRoles, mayChangeUser, mayTakeOverUser } from '../auth/permissions.js';

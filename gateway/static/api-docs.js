@@ -1,4 +1,4 @@
-'use strict';
+
 const root = document.getElementById('root');
 const tokenInput = document.getElementById('token');
 const el = (tag, attributes = {}, ...children) => {
@@ -27,7 +27,7 @@ function operationView(path, method, operation) {
   }
   let bodyInput;
   const security = operation.security || [];
-  body.append(el('p', {}, 'Credentials: ' + (security.length ? security.map((requirement) => Object.keys(requirement).join(' + ')).join(', or ') : 'none')));
+  body.append(el('p', {}, `Credentials: ${security.length ? security.map((requirement) => Object.keys(requirement).join(' + ')).join(', or ') : 'none'}`));
   if (operation.requestBody) {
     const [mediaType, { schema }] = Object.entries(operation.requestBody.content)[0];
     body.append(el('p', {}, `Request body (${mediaType}):`));
@@ -54,7 +54,7 @@ function operationView(path, method, operation) {
     if (tokenInput.value) headers.authorization = `Bearer ${tokenInput.value.trim()}`;
     output.textContent = '…';
     try {
-      const response = await fetch(url + (query.toString() ? `?${query}` : ''), { method: upper, headers, body: bodyInput && bodyInput.value ? bodyInput.value : undefined });
+      const response = await fetch(url + (query.toString() ? `?${query}` : ''), { method: upper, headers, body: bodyInput?.value ? bodyInput.value : undefined });
       const text = await response.text();
       let shown = text;
       try { shown = JSON.stringify(JSON.parse(text), null, 2); } catch { /* not JSON */ }
@@ -77,7 +77,7 @@ fetch('/api/v1/openapi.json').then((response) => response.json()).then((document
   const byTag = new Map();
   for (const [path, operations] of Object.entries(document.paths)) {
     for (const [method, operation] of Object.entries(operations)) {
-      const tag = (operation.tags && operation.tags[0]) || 'other';
+      const tag = (operation.tags?.[0]) || 'other';
       if (!byTag.has(tag)) byTag.set(tag, []);
       byTag.get(tag).push(operationView(path, method, operation));
     }

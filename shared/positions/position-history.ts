@@ -119,7 +119,7 @@ function toRow(raw: RawRow): HistoryRow {
   return {
     deviceId: raw.device_id,
     // Microseconds in the text; the API speaks milliseconds.
-    timestamp: Date.parse(raw.ts_text.slice(0, 23) + 'Z'),
+    timestamp: Date.parse(`${raw.ts_text.slice(0, 23)}Z`),
     indoor: raw.indoor,
     floorId: raw.floor_id,
     x: raw.x,

@@ -190,7 +190,11 @@ export class FenceGrid {
       let [x0, y0, x1, y1] = [Infinity, Infinity, -Infinity, -Infinity];
       for (const { x, y } of entries) [x0, y0, x1, y1] = [Math.min(x0, x), Math.min(y0, y), Math.max(x1, x), Math.max(y1, y)];
       const cells = Array.from({ length: this.layers }, () => Array.from({ length: x1 - x0 + 1 }, () => new Array<number>(y1 - y0 + 1).fill(0)));
-      for (const entry of entries) entry.entries.forEach((value, layer) => (cells[layer]![entry.x - x0]![entry.y - y0] = value));
+      for (const entry of entries) {
+        entry.entries.forEach((value, layer) => {
+          cells[layer]![entry.x - x0]![entry.y - y0] = value;
+        });
+      }
       const base = this.shapes.findIndex((shape) => shape.floorId === floorId);
       this.floors.push({ floorId, base, shapes: this.shapes.filter((shape) => shape.floorId === floorId), x0, y0, x1, y1, cells });
     }
@@ -290,7 +294,7 @@ export class FenceGrid {
       const height = y1 - y0 + 1;
       const starts: number[] = [];
       const entries: number[] = [];
-      cells[0]!.forEach((column, x) =>
+      cells[0]!.forEach((column, x) => {
         column.forEach((_, y) => {
           starts.push(entries.length + 1);
           const values = cells.map((layer) => layer[x]![y]!).filter((value) => value !== 0);
@@ -306,8 +310,8 @@ export class FenceGrid {
             entries.push(code);
           }
           for (const value of values) if (value < 0) entries.push(value);
-        }),
-      );
+        });
+      });
       starts.push(entries.length + 1);
       const index = `((p.x * ${1 / this.cell})::int - ${x0}) * ${height} + (p.y * ${1 / this.cell})::int - ${y0} + 1`;
       const start = sqlOf(`(?::int[])[${index}]`, pgArray(starts));

@@ -18,5 +18,5 @@ export function pgArray(values: readonly (string | number | boolean | null | und
     // Most values (ids, uuids) hold neither quote nor backslash: test once rather than replace twice.
     else out += NEEDS_ESCAPE.test(value) ? `"${value.replace(/\\/g, '\\\\').replace(/"/g, '\\"')}"` : `"${value}"`;
   }
-  return out + '}';
+  return `${out}}`;
 }

@@ -53,7 +53,7 @@ class SingleStatementConnection extends PGliteConnection {
     if (method === 'all') return response.rows as T;
     const rows = response.rows as Record<string, unknown>[];
     // pg's rowCount is the rows a SELECT returned, or the rows a write touched; PGlite counts only the latter.
-    return { affectedRows: response.affectedRows || rows.length, insertId: rows[0] ? rows[0]['id'] : 0, row: rows[0], rows } as T;
+    return { affectedRows: response.affectedRows || rows.length, insertId: rows[0] ? rows[0].id : 0, row: rows[0], rows } as T;
   }
 }
 

@@ -1,4 +1,4 @@
-import { MikroORM, type Options } from '@mikro-orm/core';
+import type { MikroORM, Options } from '@mikro-orm/core';
 import type { EntityManager, PostgreSqlDriver } from '@mikro-orm/postgresql';
 import { Migrator } from '@mikro-orm/migrations';
 import { StorageUnavailableError, isOutageError } from '../errors.js';

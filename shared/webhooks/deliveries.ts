@@ -287,7 +287,7 @@ async function retry(deliveryId: string, token: string, policy: DeliveryPolicy, 
     'select status, job_token, organization_id, next_attempt_at from webhook_deliveries where id = ?',
     [deliveryId],
   );
-  if (!delivery || delivery.status !== 'pending') return 'gone';
+  if (delivery?.status !== 'pending') return 'gone';
   if (delivery.job_token !== token) return 'superseded';
   const wait = new Date(delivery.next_attempt_at).getTime() - Date.now();
   if (wait > 0) {

@@ -15,5 +15,5 @@ export function secretKey(secret: string): Buffer {
 }
 
 export function sign(secret: string, id: string, timestamp: number, body: string): string {
-  return 'v1,' + createHmac('sha256', secretKey(secret)).update(`${id}.${timestamp}.${body}`).digest('base64');
+  return `v1,${createHmac('sha256', secretKey(secret)).update(`${id}.${timestamp}.${body}`).digest('base64')}`;
 }

@@ -92,6 +92,7 @@ describe.skipIf(!hasChromium)(title, () => {
     expect(await item('stay-new').locator('.new-badge').isVisible()).toBe(false);
     expect(await item('danger').locator('.severity-badge').textContent()).toBe('CRITICAL');
     // Every card names the person, the device, the zone (max-stay) and the floor.
+    // biome-ignore lint/performance/useDomNodeTextContent: Playwright's Locator.innerText (the rendered text), not the DOM property
     const card = await item('stay-new').locator('.alarm-select').innerText();
     for (const part of ['OVERSTAY', 'NORMAL', 'Ana Ruiz · demo-50', 'Zone: Server room', 'Clinic, Ground floor']) expect(card).toContain(part);
     expect(await item('stay-old').locator('.alarm-zone').textContent()).toBe('Zone: Pharmacy store');

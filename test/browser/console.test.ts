@@ -195,6 +195,7 @@ describe.skipIf(!hasChromium)(hasChromium ? title : `${title}: SKIPPED, ${CHROMI
     const item = alarmItem(raised.id);
     await item.waitFor();
     expect(await item.getAttribute('data-state')).toBe('OPEN');
+    // biome-ignore lint/performance/useDomNodeTextContent: Playwright's Locator.innerText (the rendered text), not the DOM property
     const text = await item.locator('.alarm-select').innerText();
     for (const part of ['DANGER', 'OPEN', 'NEW', 'nurse-7', 'Control HQ, Ground']) expect(text).toContain(part);
     expect(text).toMatch(/\d\d:\d\d:\d\d/);

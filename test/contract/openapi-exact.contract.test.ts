@@ -71,7 +71,9 @@ const get = (url: string, method = 'GET') => fetch(running.baseUrl + url, { meth
 
 /** Every string schema under `schema` (what a client sends), with where it is. */
 function stringsIn(schema: unknown, where: string, found: { where: string; schema: Schema }[] = []): { where: string; schema: Schema }[] {
-  if (Array.isArray(schema)) schema.forEach((item, index) => stringsIn(item, `${where}/${index}`, found));
+  if (Array.isArray(schema)) {
+    for (const [index, item] of schema.entries()) stringsIn(item, `${where}/${index}`, found);
+  }
   else if (schema && typeof schema === 'object') {
     const node = schema as Schema;
     const types = ([] as unknown[]).concat(node.type);

@@ -21,7 +21,7 @@ describe(`fuzz: every WebSocket op (${driverLabel}, seed ${FUZZ_SEED})`, () => {
   beforeAll(async () => {
     running = await startTestGateway({ WS_MAX_MESSAGE_BYTES: String(WS_MAX_MESSAGE_BYTES), LOG_LEVEL: FUZZ_LOG_LEVEL });
     world = await seedWorld(running.client);
-    url = running.baseUrl.replace(/^http/, 'ws') + '/api/v1/ws';
+    url = `${running.baseUrl.replace(/^http/, 'ws')}/api/v1/ws`;
   });
   afterAll(async () => {
     await running?.stop();

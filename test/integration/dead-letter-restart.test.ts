@@ -70,6 +70,7 @@ describe(`a dead letter outlives a gateway restart (${driverLabel})`, () => {
     running = await running.restart();
     const { storage } = running.gateway.services;
     expect(await stored()).toHaveLength(1);
+    // biome-ignore lint/style/useConst: assigned beside the outer `x` in one destructuring
     let token: string;
     [x, token] = await clientOf(running);
     socket = await TestSocket.open(running.baseUrl, { headers: { authorization: `Bearer ${token}` } });

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DemoApi, DemoApiError } from '../../demo/api-client.js';
+import { DemoApi, type DemoApiError } from '../../demo/api-client.js';
 import { seedDemoVenue, type SeededVenue } from '../../demo/seed.js';
 import { Simulator } from '../../demo/simulator.js';
 import { DEMO_BUILDING_NAME } from '../../demo/venue.js';

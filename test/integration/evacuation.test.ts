@@ -183,7 +183,7 @@ describe(`mustering: the evacuation roll (${driverLabel})`, () => {
     expect((await watcher.request({ op: 'subscribe', topics: [`buildings/${venue.building.id}/evacuation`] })).op).toBe('subscribed');
     const walkers = people.filter((p) => !stayers.has(p.device));
     // Speeds of 1 to 4 legs per tick over a 12-leg walk: half go to A, half to B; upper floors come down halfway.
-    const targets = walkers.map((p, index) => (index % 2 === 0 ? { x: pointA.x, y: pointA.y } : { x: pointB.x, y: pointB.y }));
+    const targets = walkers.map((_p, index) => (index % 2 === 0 ? { x: pointA.x, y: pointA.y } : { x: pointB.x, y: pointB.y }));
     const speeds = walkers.map((_, index) => 1 + (index % 4));
     const LEGS = 12;
     for (let tick = 1; tick * 1 <= LEGS; tick++) {

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import SitumSDK from '@situm/sdk-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { TestClient } from '../support/http-client.js';
-import { ADMIN_EMAIL, ADMIN_PASSWORD, adminClient, createApiKey, createOrganization, createUser, login } from '../support/identity.js';
+import { ADMIN_EMAIL, ADMIN_PASSWORD, createApiKey, createOrganization, createUser, login } from '../support/identity.js';
 import { blobOf, encodeForm, gifBytes, jpegBytes, pngBytes, uploadImage, webpLosslessBytes } from '../support/images.js';
 import { driverLabel } from '../support/test-environment.js';
 import { startTestGateway, type RunningGateway } from '../support/test-gateway.js';

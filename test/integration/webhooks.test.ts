@@ -9,7 +9,7 @@ import { driverLabel } from '../support/test-environment.js';
 import { startTestGateway, type RunningGateway } from '../support/test-gateway.js';
 import { WebhookReceiver, type Receipt } from '../support/webhook-receiver.js';
 
-const urlFingerprintOf = (url: string) => 'sha256:' + createHash('sha256').update(url).digest('hex').slice(0, 16);
+const urlFingerprintOf = (url: string) => `sha256:${createHash('sha256').update(url).digest('hex').slice(0, 16)}`;
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 /** floorcast_webhook_deliveries_total by outcome, as /metrics publishes it (the workers run in this process). */
 async function attemptsCounted(): Promise<Record<'delivered' | 'failed' | 'dead' | 'refused', number>> {

@@ -52,13 +52,13 @@ describe(`WebSocket hardening (${driverLabel})`, () => {
   it('survives an id nested 100,000 deep: an error frame that does not echo it, and the socket still answers', async () => {
     const socket = await open();
     const depth = 100_000;
-    socket.ws.send('{"op":"ping","id":' + '['.repeat(depth) + ']'.repeat(depth) + '}');
+    socket.ws.send(`{"op":"ping","id":${'['.repeat(depth)}${']'.repeat(depth)}}`);
     const error = await socket.next((frame) => frame.op === 'error');
     expect(error).toMatchObject({ status: 400, code: 'bad_request' });
     expect(error).not.toHaveProperty('id');
     expect(await socket.request({ op: 'ping' })).toMatchObject({ op: 'pong' });
     // Deep nesting elsewhere in a message, and ids of the wrong kind, get the same treatment.
-    socket.ws.send('{"op":"subscribe","topics":' + '['.repeat(depth) + ']'.repeat(depth) + ',"id":"deep-topics"}');
+    socket.ws.send(`{"op":"subscribe","topics":${'['.repeat(depth)}${']'.repeat(depth)},"id":"deep-topics"}`);
     expect(await socket.next((frame) => frame.id === 'deep-topics')).toMatchObject({ op: 'error', status: 400 });
     for (const id of ['x'.repeat(129), { nested: true }, true]) {
       const before = socket.frames.length;
@@ -165,7 +165,7 @@ describe(`WebSocket hardening (${driverLabel})`, () => {
     for (let i = 0; i < MAX_UNAUTHENTICATED; i++) await open();
     // fetch refuses Upgrade headers: a raw HTTP request shows the status and body a client gets instead of 101.
     const response = await new Promise<{ status: number; body: string }>((resolve, reject) => {
-      const request = http.get(running.baseUrl + '/api/v1/ws', {
+      const request = http.get(`${running.baseUrl}/api/v1/ws`, {
         headers: { connection: 'Upgrade', upgrade: 'websocket', 'sec-websocket-version': '13', 'sec-websocket-key': 'dGhlIHNhbXBsZSBub25jZQ==' },
       });
       request.on('response', (res) => {

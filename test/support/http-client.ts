@@ -30,7 +30,7 @@ export class TestClient {
     }
     const response = await fetch(this.baseUrl + path, { method, headers, body: body as BodyInit | undefined });
     const text = await response.text();
-    let parsed: unknown = undefined;
+    let parsed: unknown ;
     if (text && (response.headers.get('content-type') ?? '').includes('json')) parsed = JSON.parse(text);
     return { status: response.status, headers: response.headers, body: parsed as T, text };
   }

@@ -21,7 +21,7 @@ const unique = () => `${Date.now().toString(36)}${(counter++).toString(36)}`;
 /** Creates a user of the admin's organization and returns it with a signed-in client. */
 export async function createUser(admin: TestClient, role: 'admin' | 'user_manager' | 'user', extra: Record<string, unknown> = {}) {
   const email = `${role}-${unique()}@example.test`;
-  const password = 'password-of-' + role;
+  const password = `password-of-${role}`;
   const response = await admin.post('/api/v1/users', { email, password, role, full_name: `A ${role}`, ...extra });
   expect(response.status, response.text).toBe(201);
   const tokens = await login(admin.withHeaders({ authorization: '' }), email, password);

@@ -30,7 +30,7 @@ export class TestSocket {
   }
 
   static open(baseUrl: string, options: { headers?: Record<string, string>; protocol?: string; query?: string } = {}): Promise<TestSocket> {
-    const url = baseUrl.replace(/^http/, 'ws') + '/api/v1/ws' + (options.query ? `?${options.query}` : '');
+    const url = `${baseUrl.replace(/^http/, 'ws')}/api/v1/ws${options.query ? `?${options.query}` : ''}`;
     const ws = new WebSocket(url, options.protocol ? [options.protocol] : [], { headers: options.headers });
     const socket = new TestSocket(ws, options.protocol === 'msgpack');
     return new Promise((resolve, reject) => {

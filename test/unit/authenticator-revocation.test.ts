@@ -23,7 +23,7 @@ function slowStorage() {
   const held: (() => void)[] = [];
   let holdNext = false;
   const findOne = async (entity: unknown) => {
-    const row = entity === ApiKeySchema ? (deleted ? null : keyRow) : deleted && false ? null : user;
+    const row = entity === ApiKeySchema ? (deleted ? null : keyRow) : user;
     if (entity === ApiKeySchema && holdNext) {
       holdNext = false;
       await new Promise<void>((resolve) => held.push(resolve));
@@ -34,7 +34,9 @@ function slowStorage() {
   return {
     storage,
     holdNextKeyRead: () => (holdNext = true),
-    releaseHeld: () => held.splice(0).forEach((release) => release()),
+    releaseHeld: () => {
+      for (const release of held.splice(0)) release();
+    },
     deleteKey: () => (deleted = true),
   };
 }

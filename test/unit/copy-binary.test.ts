@@ -26,7 +26,7 @@ describe('binary COPY encoder', () => {
     copy.int4(7);
     copy.bool(null);
     expect(copy.finish().toString('hex')).toBe(
-      Buffer.from('PGCOPY\n\xff\r\n\0', 'latin1').toString('hex') + '00000000' + '00000000' + '0002' + '00000004' + '00000007' + 'ffffffff' + 'ffff',
+      `${Buffer.from('PGCOPY\n\xff\r\n\0', 'latin1').toString('hex')}000000000000000000020000000400000007ffffffffffff`,
     );
   });
 
@@ -57,7 +57,7 @@ describe('binary COPY encoder', () => {
 
   it('writes a uuid as its 16 bytes, from the canonical form or 32 hex digits, any case', () => {
     const hex = '0123456789abcdef0123456789ABCDEF';
-    const expected = '00000010' + hex.toLowerCase();
+    const expected = `00000010${hex.toLowerCase()}`;
     expect(field((c) => c.uuid('01234567-89ab-cdef-0123-456789ABCDEF')).toString('hex')).toBe(expected);
     expect(field((c) => c.uuid(hex)).toString('hex')).toBe(expected);
   });

@@ -13,7 +13,7 @@ function directoryOverFakes() {
   const owners = new Map<string, string | null>();
   const queries: { sql: string; identifiers: string[] }[] = [];
   let held: Promise<void> | undefined;
-  let release = () => undefined as void;
+  let release = (): void => {};
   let failing = false;
   let afterSelect: (() => void) | undefined;
   const identifiersOf = (literal: string) => literal.slice(2, -2).split('","');
@@ -33,7 +33,7 @@ function directoryOverFakes() {
     },
   };
   const handlers = new Map<string, (payload: unknown) => void>();
-  let resync = () => undefined as void;
+  let resync = (): void => {};
   const bus = {
     subscribe: async (channel: string, handler: (payload: unknown) => void) => void handlers.set(channel, handler),
     onResync: (handler: () => void) => (resync = handler),

@@ -129,6 +129,7 @@ describe.each(factories)('job queue contract: $name', (factory) => {
     cleanup = c;
     const label = `note-${Math.random()}`;
     const scheduledAt = Date.now();
+    // biome-ignore lint/suspicious/noThenProperty: a job's data field named `then`, never awaited
     await queue.schedule({ name: 'note', organizationId: 'org-a', data: { label, then: `${label}-next` } }, { delayMs: 300 });
     expect(noted.has(label)).toBe(false);
     await expect.poll(() => noted.get(`${label}-next`), { timeout: 5000 }).toBeDefined();

@@ -4,7 +4,7 @@ import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
 import { createLimiterBackend, type LimiterBackend } from '../../gateway/auth/limiter-backend.js';
 import { LoginThrottle } from '../../gateway/auth/login-throttle.js';
 import { loadConfig } from '../../shared/config.js';
-import { AppError, ErrorCode } from '../../shared/errors.js';
+import { type AppError, ErrorCode } from '../../shared/errors.js';
 import { deleteRedisPrefix, serverRedisUrl } from '../support/test-environment.js';
 
 const WINDOW_SECONDS = 600;

@@ -10,7 +10,7 @@ describe('text PostgreSQL refuses', () => {
   });
 
   it('names every refused string and key of a JSON value by path', () => {
-    const body = { name: 'ok', poses: [{ device_id: 'fine' }, { device_id: 'bad\u0000' }], nested: { ['k\u0000']: 1, deep: [['\ud800']] } };
+    const body = { name: 'ok', poses: [{ device_id: 'fine' }, { device_id: 'bad\u0000' }], nested: { 'k\u0000': 1, deep: [['\ud800']] } };
     expect(refusedTextIn(body, undefined).map((e) => e.field)).toEqual(['poses.1.device_id', 'nested.k\ufffd', 'nested.deep.0.0']);
     expect(refusedTextIn({ codes: ['a', '\u0000'] }, 'query').map((e) => e.field)).toEqual(['query.codes.1']);
   });

@@ -3,7 +3,7 @@ import { createLimiterBackend } from '../../gateway/auth/limiter-backend.js';
 import type { Principal } from '../../gateway/auth/principal.js';
 import { RateLimits, rateTier } from '../../gateway/http/rate-limit.js';
 import { loadConfig } from '../../shared/config.js';
-import { AppError, ErrorCode } from '../../shared/errors.js';
+import { type AppError, ErrorCode } from '../../shared/errors.js';
 
 const user: Principal = { userId: 'u1', email: 'u@x.test', organizationId: 'o1', role: 'user', platformAdmin: false, permission: 'read-write', via: 'jwt' };
 

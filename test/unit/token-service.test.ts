@@ -1,7 +1,7 @@
 import { SignJWT } from 'jose';
 import { describe, expect, it } from 'vitest';
 import { TokenService, type AccessClaims } from '../../gateway/auth/token-service.js';
-import { AppError, ErrorCode } from '../../shared/errors.js';
+import { type AppError, ErrorCode } from '../../shared/errors.js';
 import { hashPassword, verifyPassword } from '../../shared/passwords.js';
 
 const secret = new TextEncoder().encode('a-test-secret-that-is-long-enough-1234567890');
@@ -74,7 +74,7 @@ describe('access tokens', () => {
     const token = await service.sign(claims);
     now += 3600 * 1000;
     await expect(service.verifyIgnoringExpiry(token)).resolves.toMatchObject({ sub: 'user-1' });
-    await expect(service.verifyIgnoringExpiry(token.slice(0, -3) + 'abc')).rejects.toMatchObject({ status: 401 });
+    await expect(service.verifyIgnoringExpiry(`${token.slice(0, -3)}abc`)).rejects.toMatchObject({ status: 401 });
   });
 });
 

@@ -1,4 +1,4 @@
-import fc from 'fast-check';
+import type fc from 'fast-check';
 
 /**
  * Defects the suite finds but stops generating input for until their fixes land, each named by what it breaks.

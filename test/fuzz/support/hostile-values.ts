@@ -4,7 +4,7 @@ import { RawJson } from './schema-arbitrary.js';
 
 /** `[[[…]]]` or `{"a":{"a":…}}` nested `depth` deep, as JSON text (built without recursion). */
 export function deepJson(depth: number, kind: 'array' | 'object' = 'array'): RawJson {
-  const text = kind === 'array' ? '['.repeat(depth) + ']'.repeat(depth) : '{"a":'.repeat(depth) + '1' + '}'.repeat(depth);
+  const text = kind === 'array' ? '['.repeat(depth) + ']'.repeat(depth) : `${'{"a":'.repeat(depth)}1${'}'.repeat(depth)}`;
   return new RawJson(text, `${kind} nested ${depth} deep`);
 }
 

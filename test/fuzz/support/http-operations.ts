@@ -262,7 +262,9 @@ export function nulEverywhere(operation: Operation): fc.Arbitrary<SymbolicReques
 function spots(value: unknown, path: (string | number)[] = [], out: (string | number)[][] = []): (string | number)[][] {
   out.push(path);
   if (value instanceof SeededRef || value instanceof RawJson || value === null || typeof value !== 'object') return out;
-  if (Array.isArray(value)) value.forEach((item, index) => spots(item, [...path, index], out));
+  if (Array.isArray(value)) {
+    for (const [index, item] of value.entries()) spots(item, [...path, index], out);
+  }
   else for (const key of Object.keys(value)) spots((value as Record<string, unknown>)[key], [...path, key], out);
   return out;
 }
@@ -351,7 +353,7 @@ export async function concrete(operation: Operation, request: SymbolicRequest, w
       headers.authorization = `Basic ${Buffer.from('nobody@example.test:\u00e9').toString('base64')}`;
       break;
     case 'bad-apikey':
-      headers['x-api-key'] = 'fc_' + 'x'.repeat(40);
+      headers['x-api-key'] = `fc_${'x'.repeat(40)}`;
       headers['x-api-email'] = 'admin@example.test';
       break;
     case 'apikey-without-email':

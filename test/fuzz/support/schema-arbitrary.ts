@@ -127,7 +127,6 @@ function schemaValue(schema: JsonSchema, depth: number): fc.Arbitrary<unknown> {
       const minLength = schema.minItems ?? 0;
       return fc.array(validValue(schema.items, undefined, depth + 1), { minLength, maxLength: Math.max(minLength, Math.min(schema.maxItems ?? 3, 3)) });
     }
-    case 'object':
     default: {
       if (!schema.properties) return depth >= MAX_DEPTH ? fc.constant({}) : fc.dictionary(fc.string({ maxLength: 8 }), fc.string({ maxLength: 8 }), { maxKeys: 3 });
       if (depth >= MAX_DEPTH) return fc.constant({});

@@ -125,7 +125,7 @@ export function encodeFrame(frame: Frame, world: SeededWorld): { data: string | 
   if (deepIdExcluded(mutated)) return undefined;
   const text = fill(serialize(mutated, world));
   if (frame.kind === 'json') return { data: text, binary: false };
-  let value = JSON.parse(text);
+  const value = JSON.parse(text);
   if (frame.extra && value !== null && typeof value === 'object' && !Array.isArray(value)) {
     const excluded = frame.extra.key === 'id' && frame.extra.value === 'bigint' && isKnownDefect('ws-bigint-id');
     if (!excluded) value[frame.extra.key] = msgpackOnly(frame.extra.value);

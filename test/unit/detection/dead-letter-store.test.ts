@@ -25,7 +25,9 @@ function fakeStore() {
       for (const [id, row] of rows) if (!row.claimed && owns(row.buildingId)) adopted.push({ id, organizationId: row.organizationId, item: structuredClone(row.item), failures: row.failures, retryAt: row.retryAt }), (row.claimed = true);
       return adopted;
     },
-    release: async () => rows.forEach((row) => (row.claimed = false)),
+    release: async () => {
+      for (const row of rows.values()) row.claimed = false;
+    },
   };
   return { rows, store, refuseAll: () => (refuseKeep = true) };
 }

@@ -153,6 +153,7 @@ describe('dead-man: our own absence (detection resumed after the last position)'
 
   it('a device that reports within its window after the resumption raises nothing', () => {
     let state = feed(silent, [[0, at(0)], [10, at(20)]]);
+    // biome-ignore lint/style/useConst: assigned beside `state` in one destructuring
     let fired: [number, string, number][];
     ({ state, fired } = sweepResumed(silent, state, 100, 100, 125));
     expect(fired).toEqual([]);

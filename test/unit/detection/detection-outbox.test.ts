@@ -65,7 +65,7 @@ describe('DetectionOutbox', () => {
     const before = await deadLettered('alarm');
     // One sweep's alarms, of two organizations, the poison ones first (as a silent device sits first in the LRU).
     const { raised, sink: s } = sink((key) => (key.startsWith('x-') ? new TypeError('tenant X data the database refuses') : undefined));
-    let now = 1_000_000;
+    const now = 1_000_000;
     const outbox = new DetectionOutbox(s, createLogger('silent'), 100_000, () => now);
     outbox.add({ ...emptyDetections(), alarms: [alarm('x-1', 'X'), alarm('y-deadman', 'Y'), alarm('x-2', 'X'), alarm('x-after', 'X')] }, true);
     await outbox.drain();

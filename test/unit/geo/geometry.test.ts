@@ -200,6 +200,6 @@ describe('geofence geometric <-> cartesians', () => {
     const back = geometricToCartesian(cartesianToGeometric(ring, t), t);
     expect(back[0]).toEqual(back[back.length - 1]);
     expect(validateRing(back)).toEqual([]);
-    back.forEach(([x, y], i) => expect(Math.hypot(x - ring[i][0], y - ring[i][1])).toBeLessThan(1e-6));
+    for (const [i, [x, y]] of back.entries()) expect(Math.hypot(x - ring[i][0], y - ring[i][1])).toBeLessThan(1e-6);
   });
 });
