@@ -191,6 +191,7 @@ export class HttpServer {
 
   constructor(private readonly options: HttpServerOptions) {}
 
+  // biome-ignore lint/suspicious/noExplicitAny: the route table holds routes of every parameter type, each checked against its own schemas
   add(...routes: RouteDefinition<any, any, any>[]): void {
     for (const route of routes) this.router.add(route);
   }

@@ -41,6 +41,7 @@ export interface ResourceSpec<E extends object, Create, Update, _ListQuery> {
   /** Replaces the hard delete (e.g. geofences are soft-deleted). */
   remove?(context: ResourceContext, entity: E): Promise<void> | void;
   /** GET of one object answers this instead of `present` (e.g. the building detail). */
+  // biome-ignore lint/suspicious/noExplicitAny: the query is the resource's own zod output, different for each resource
   detail?: { query?: z.ZodObject; response: z.ZodType; build(context: ResourceContext, entity: E, query: any): Promise<unknown> };
   /** Which objects a caller sees; default: those of their organization. */
   scope?(principal: Principal): FilterQuery<E>;
@@ -52,6 +53,7 @@ export interface ResourceSpec<E extends object, Create, Update, _ListQuery> {
    */
   list?: ({ paginated: true } | { paginated: false; maxUnpaged: number }) & {
     query: z.ZodObject;
+    // biome-ignore lint/suspicious/noExplicitAny: the query is the resource's own zod output, different for each resource
     filter(query: any, principal: Principal): FilterQuery<E>;
     sortFields?: Record<string, string>;
     defaultSort?: string;

@@ -8,6 +8,7 @@ export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
 /** Raw query: repeated keys and the `name[]=` form both become arrays under `name`. */
 export type RawQuery = Record<string, string | string[]>;
 
+// biome-ignore lint/suspicious/noExplicitAny: a route's types default to its schemas' outputs; the table that holds them all cannot name one
 export interface RequestContext<Params = any, Query = any, Body = any> {
   method: HttpMethod;
   /** Normalised path: no trailing slash. */
@@ -45,6 +46,7 @@ export interface Reply {
 /** Who may call a route. `public` routes skip authentication; all others need a principal. */
 export type RouteAuth = 'public' | 'authenticated';
 
+// biome-ignore lint/suspicious/noExplicitAny: a route's types default to its schemas' outputs; the table that holds them all cannot name one
 export interface RouteDefinition<Params = any, Query = any, Body = any> {
   method: HttpMethod;
   /** Express-style path, `:name` for parameters. */

@@ -17,6 +17,7 @@ export interface WebhookRow {
 }
 
 /** A `webhook_deliveries` row as stored (`select *`). */
+// biome-ignore lint/suspicious/noExplicitAny: a delivery row as read, by column; presentDelivery picks and types its fields
 export type DeliveryRow = Record<string, any>;
 
 export interface WebhookInput {

@@ -39,6 +39,7 @@ export interface JobLimits {
 }
 
 /** A processor gets plain JSON data and returns a JSON-serialisable result; an AppError it throws reaches the caller. */
+// biome-ignore lint/suspicious/noExplicitAny: each processor types its own job data; the queue carries them all
 export type Processor = (data: any, context: ProcessorContext, limits: JobLimits) => Promise<unknown>;
 export type ProcessorRegistry = Readonly<Record<string, Processor>>;
 

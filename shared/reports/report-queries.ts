@@ -366,6 +366,7 @@ const positioningTime: Query = async (storage, params, scope, limits = UNBOUNDED
     const where = plan ? plan.rawWhere(conditions) : joinSql([conditions, sqlOf(' and p.ts >= ? and p.ts < ?', params.from_date, params.to_date)]);
     const byDevice: Map<string, Run[]> = await timing.sessions(windows.values(), async (wanted) => {
       const exact = new Map<string, Position[]>();
+      // biome-ignore lint/suspicious/noExplicitAny: report rows hold the columns named by the report's column list (report-columns.ts)
       for (const row of await execute<Record<string, any>>(timing.reread(sqlOf('p.device_id'), where, wanted))) {
         const t = Number(row.t);
         pushTo(exact, `${row.device_id}\u0000${Math.floor(t / timing.windowUs)}`, { t, user: null });
@@ -400,6 +401,7 @@ const positioningTime: Query = async (storage, params, scope, limits = UNBOUNDED
       for (const [device, list] of runs) byDevice.set(device, joinRuns([...(byDevice.get(device) ?? []), ...list], timing.thresholdUs));
     }
     const sessions = [...byDevice].flatMap(([device, runs]) => runs.map((run) => ({ device, ...run })));
+    // biome-ignore lint/suspicious/noExplicitAny: report rows hold the columns named by the report's column list (report-columns.ts)
     return execute<Record<string, any>>(
       sqlOf(
         `with sessions as (
@@ -495,6 +497,7 @@ const rawData: Query = async (storage, params, scope, limits = UNBOUNDED) => {
   const order = ((params.order_by as string[] | undefined) ?? ['timestamp']).map((field) => `${RAW_ORDER[field]} ${direction}`).join(', ');
   // The instants as µs after from_date (integers, cheap to read) rather than timestamps parsed into Dates.
   const rows = await inBoundedTransaction(storage, limits, (execute) =>
+    // biome-ignore lint/suspicious/noExplicitAny: report rows hold the columns named by the report's column list (report-columns.ts)
     execute<Record<string, any>>(
       sqlOf(
         `select (extract(epoch from p.ts - ?::timestamptz) * 1000000)::int8 as t, p.device_id, p.user_id::text as user_id, p.building_id, p.floor_id, p.indoor, p.x, p.y, p.lat, p.lng, p.yaw, p.accuracy
@@ -527,6 +530,7 @@ const userPositions: Query = async (storage, params, scope, limits = UNBOUNDED) 
   if (params.user_id) filter.add('p.user_id = ?', params.user_id);
   if (params.device_id) filter.add('p.device_id = ?', params.device_id);
   const rows = await inBoundedTransaction(storage, limits, (execute) =>
+    // biome-ignore lint/suspicious/noExplicitAny: report rows hold the columns named by the report's column list (report-columns.ts)
     execute<Record<string, any>>(
       sqlOf(
         `select (extract(epoch from p.ts - ?::timestamptz) * 1000000)::int8 as t, p.device_id, p.user_id::text as user_id, p.floor_id, p.lat, p.lng

@@ -3,6 +3,7 @@ import { AppError, TimeoutError } from '../errors.js';
 import type { JobLimits } from '../jobs/job-queue.js';
 import type { Storage } from '../storage/storage.js';
 
+// biome-ignore lint/suspicious/noExplicitAny: report rows hold the columns named by the report's column list (report-columns.ts)
 export type Params = Record<string, any>;
 
 /** SQL text and its `?` parameters, kept together so that fragments compose in order. */
@@ -16,6 +17,7 @@ export function joinSql(parts: (Sql | string)[], separator = ''): Sql {
   return { text: list.map((part) => part.text).join(separator), params: list.flatMap((part) => part.params) };
 }
 
+// biome-ignore lint/suspicious/noExplicitAny: report rows hold the columns named by the report's column list (report-columns.ts)
 export type Execute = <T = Record<string, any>>(query: Sql) => Promise<T[]>;
 
 /** No bounds: for a report run outside a job (tests, tools). */

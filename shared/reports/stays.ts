@@ -5,7 +5,7 @@ import { joinSql, sqlOf, type Execute, type Sql } from './report-sql.js';
 import { LruCache } from '../lru-cache.js';
 import { inlined } from './inline-sql.js';
 import { keyedRuns, numbersOf } from './time-runs.js';
-import { addWindow, pushTo, SessionWindows, type Position, type Run, type Window, type WindowRow } from './session-windows.js';
+import { addWindow, pushTo, type SessionWindows, type Position, type Run, type Window, type WindowRow } from './session-windows.js';
 
 /**
  * Geofence stays kept as positions arrive. A stay segment is a run (see session-windows.ts: positions of a
@@ -38,6 +38,7 @@ export async function fenceRuns(execute: Execute, grid: FenceGrid, timing: Sessi
   for (const row of rows) for (const shape of shapesOfRow(row)) addWindow(windows, timing, `${row.device_id}\u0000${shape.fenceId}`, row);
   return timing.sessions(windows.values(), async (wanted) => {
     const exact = new Map<string, Position[]>();
+    // biome-ignore lint/suspicious/noExplicitAny: report rows hold the columns named by the report's column list (report-columns.ts)
     for (const row of await execute<Record<string, any>>(timing.reread(joinSql(['p.device_id, p.user_id::text as user_id, ', hits]), inGrid, wanted))) {
       const t = Number(row.t);
       for (const shape of shapesOfRow(row)) pushTo(exact, `${row.device_id}\u0000${shape.fenceId}\u0000${Math.floor(t / timing.windowUs)}`, { t, user: row.user_id });
