@@ -12,7 +12,8 @@ export const buildingDetailScenario: Scenario = {
       const admin = await adminClient(running.client);
       const { building, floors } = await createVenue(admin, 'Bench venue');
       const allFloors = [...floors];
-      for (let level = 2; level < 5; level++) allFloors.push((await admin.post('/api/v1/floors', { building_id: building.id, level })).body);
+      for (let level = 2; level < 5; level++)
+        allFloors.push((await admin.post('/api/v1/floors', { building_id: building.id, level })).body);
       const pois = Array.from({ length: 2000 }, (_, i) => ({
         building_id: building.id,
         name: `POI ${i}`,
@@ -21,7 +22,13 @@ export const buildingDetailScenario: Scenario = {
       }));
       for (let start = 0; start < pois.length; start += 500) await admin.post('/api/v1/pois_bulk', pois.slice(start, start + 500));
       for (let i = 0; i < 500; i++) {
-        await admin.post('/api/v1/geofences', { name: `Zone ${i}`, building_id: building.id, floor_id: allFloors[i % 5].id, type: 'POLYGON', cartesians: squareCartesians((i * 3) % 110, (i * 5) % 70, 5) });
+        await admin.post('/api/v1/geofences', {
+          name: `Zone ${i}`,
+          building_id: building.id,
+          floor_id: allFloors[i % 5].id,
+          type: 'POLYGON',
+          cartesians: squareCartesians((i * 3) % 110, (i * 5) % 70, 5),
+        });
       }
       const samples: number[] = [];
       let bytes = 0;

@@ -38,7 +38,11 @@ function runtimeOf(building: Building, geofences: Geofence[]): BuildingRuntime {
     id: 1,
     organizationId: randomUUID(),
     building,
-    transform: createBuildingTransform({ location: { lat: building.locationLat, lng: building.locationLng }, dimensions: { width: building.width, length: building.length }, rotation: building.rotation }),
+    transform: createBuildingTransform({
+      location: { lat: building.locationLat, lng: building.locationLng },
+      dimensions: { width: building.width, length: building.length },
+      rotation: building.rotation,
+    }),
     floors: new Map([[FLOOR_ID, { level: 0, levelHeight: 0 }]]),
     geofences,
     events: [],
@@ -188,7 +192,18 @@ function issue15Runtime(fences: number): BuildingRuntime {
     customFields: [],
     deleted: false,
   })) as unknown as Geofence[];
-  const building = { id: 1, name: `${fences} fences`, locationLat: 40.4168, locationLng: -3.7038, width: 200, length: 200, rotation: 0, deadmanAfterS: null, deadmanRadiusM: null, deadmanSilenceS: null } as unknown as Building;
+  const building = {
+    id: 1,
+    name: `${fences} fences`,
+    locationLat: 40.4168,
+    locationLng: -3.7038,
+    width: 200,
+    length: 200,
+    rotation: 0,
+    deadmanAfterS: null,
+    deadmanRadiusM: null,
+    deadmanSilenceS: null,
+  } as unknown as Building;
   return runtimeOf(building, geofences);
 }
 
@@ -237,7 +252,22 @@ function issue15(fences: number, warmRounds: number, rounds: number): Issue15Run
     }
     const records: PositionRecord[] = Array.from({ length: DEVICES }, (_, d) => {
       const at = t0 + round * 1000 + d / 2;
-      return { organizationId: runtime.organizationId, deviceId: ids[d]!, userId: null, buildingId: 1, floorId: FLOOR_ID, indoor: true, x: xs[d]!, y: ys[d]!, lat: 0, lng: 0, yaw: 0, accuracy: 2, timestamp: at, receivedAt: at };
+      return {
+        organizationId: runtime.organizationId,
+        deviceId: ids[d]!,
+        userId: null,
+        buildingId: 1,
+        floorId: FLOOR_ID,
+        indoor: true,
+        x: xs[d]!,
+        y: ys[d]!,
+        lat: 0,
+        lng: 0,
+        yaw: 0,
+        accuracy: 2,
+        timestamp: at,
+        receivedAt: at,
+      };
     });
     let cpu = process.cpuUsage();
     let found = 0;
@@ -250,7 +280,12 @@ function issue15(fences: number, warmRounds: number, rounds: number): Issue15Run
     if (measured) tagCpu += cpuSeconds(cpu);
   }
   const positions = rounds * DEVICES;
-  return { engineUs: (engineCpu * 1e6) / positions, tagUs: (tagCpu * 1e6) / positions, eventsPerPosition: events / positions, zonesPerPosition: zones / ((warmRounds + rounds) * DEVICES) };
+  return {
+    engineUs: (engineCpu * 1e6) / positions,
+    tagUs: (tagCpu * 1e6) / positions,
+    eventsPerPosition: events / positions,
+    zonesPerPosition: zones / ((warmRounds + rounds) * DEVICES),
+  };
 }
 
 const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
@@ -280,8 +315,19 @@ export const detectionScenario: Scenario = {
     const small = { width: 120, length: 80 };
     const layouts: Layout[] = [
       { label: '1,000 geofences, 120 x 80 m floor', geofences: 1000, ...small },
-      { label: '10,000 geofences, 379 x 253 m floor (same fence size and density), same walks', geofences: 10_000, width: 120 * scale, length: 80 * scale, walk: small },
-      { label: '10,000 geofences, 379 x 253 m floor, devices spread over all of it', geofences: 10_000, width: 120 * scale, length: 80 * scale },
+      {
+        label: '10,000 geofences, 379 x 253 m floor (same fence size and density), same walks',
+        geofences: 10_000,
+        width: 120 * scale,
+        length: 80 * scale,
+        walk: small,
+      },
+      {
+        label: '10,000 geofences, 379 x 253 m floor, devices spread over all of it',
+        geofences: 10_000,
+        width: 120 * scale,
+        length: 80 * scale,
+      },
       { label: '10,000 geofences packed on the 120 x 80 m floor', geofences: 10_000, ...small },
     ];
     // Interleaved rounds, median per layout: the JIT warms up on all of them and a burst of other load on the
@@ -298,12 +344,24 @@ export const detectionScenario: Scenario = {
     const runs = rounds.map((measured) => ({ ...measured.find((run) => run.rate === median(measured.map((r) => r.rate)))! }));
     for (const [k, layout] of layouts.entries()) {
       const run = runs[k]!;
-      log(`${layout.label}: ${formatRate(run.rate)} pos/CPU-s (rounds ${rounds[k]!.map((r) => formatRate(r.rate)).join(', ')}), ${run.zoneEventsPerPosition.toFixed(3)} zone events/position, sweep of ${DEVICES} devices ${run.sweepMs.toFixed(2)} ms`);
+      log(
+        `${layout.label}: ${formatRate(run.rate)} pos/CPU-s (rounds ${rounds[k]!.map((r) => formatRate(r.rate)).join(', ')}), ${run.zoneEventsPerPosition.toFixed(3)} zone events/position, sweep of ${DEVICES} devices ${run.sweepMs.toFixed(2)} ms`,
+      );
       add({ metric: `engine rate, ${layout.label}`, value: run.rate, unit: 'pos/CPU-s' });
     }
     const ratio = runs[1]!.rate / runs[0]!.rate;
-    add({ metric: 'engine rate ratio 10,000 / 1,000 geofences (same density, same walks)', value: ratio, unit: 'x', target: '>= 0.8 (nearly flat)', met: ratio >= 0.8 });
-    add({ metric: 'engine rate ratio 10,000 / 1,000 geofences (same density, devices spread 10x wider)', value: runs[2]!.rate / runs[0]!.rate, unit: 'x' });
+    add({
+      metric: 'engine rate ratio 10,000 / 1,000 geofences (same density, same walks)',
+      value: ratio,
+      unit: 'x',
+      target: '>= 0.8 (nearly flat)',
+      met: ratio >= 0.8,
+    });
+    add({
+      metric: 'engine rate ratio 10,000 / 1,000 geofences (same density, devices spread 10x wider)',
+      value: runs[2]!.rate / runs[0]!.rate,
+      unit: 'x',
+    });
     add({ metric: 'engine rate ratio 10,000 packed / 1,000 geofences', value: runs[3]!.rate / runs[0]!.rate, unit: 'x' });
 
     // Issue 15: the geofencing scenario's floor and walk, the engine alone (CPU per position and per event).
@@ -311,10 +369,25 @@ export const detectionScenario: Scenario = {
       await settledGc();
       const run = issue15(fences, 5, fences >= 10_000 ? 15 : 40);
       const perEvent = run.eventsPerPosition > 0 ? run.engineUs / run.eventsPerPosition : 0;
-      log(`issue 15 floor, ${formatRate(fences)} fences: engine ${run.engineUs.toFixed(1)} µs CPU/position (tagging ${run.tagUs.toFixed(1)}), ${run.zonesPerPosition.toFixed(1)} zones and ${run.eventsPerPosition.toFixed(2)} enter/exit per position`);
-      add({ metric: `issue 15 floor, F=${fences}: engine CPU per position (${run.eventsPerPosition.toFixed(2)} events/position)`, value: run.engineUs, unit: 'µs' });
-      add({ metric: `issue 15 floor, F=${fences}: of which tagging (ZoneIndex.zonesAt, ${run.zonesPerPosition.toFixed(1)} zones/position)`, value: run.tagUs, unit: 'µs' });
-      if (fences >= 10_000) add({ metric: `issue 15 floor, F=${fences}: engine CPU per enter/exit (all of a position's cost over its events)`, value: perEvent, unit: 'µs' });
+      log(
+        `issue 15 floor, ${formatRate(fences)} fences: engine ${run.engineUs.toFixed(1)} µs CPU/position (tagging ${run.tagUs.toFixed(1)}), ${run.zonesPerPosition.toFixed(1)} zones and ${run.eventsPerPosition.toFixed(2)} enter/exit per position`,
+      );
+      add({
+        metric: `issue 15 floor, F=${fences}: engine CPU per position (${run.eventsPerPosition.toFixed(2)} events/position)`,
+        value: run.engineUs,
+        unit: 'µs',
+      });
+      add({
+        metric: `issue 15 floor, F=${fences}: of which tagging (ZoneIndex.zonesAt, ${run.zonesPerPosition.toFixed(1)} zones/position)`,
+        value: run.tagUs,
+        unit: 'µs',
+      });
+      if (fences >= 10_000)
+        add({
+          metric: `issue 15 floor, F=${fences}: engine CPU per enter/exit (all of a position's cost over its events)`,
+          value: perEvent,
+          unit: 'µs',
+        });
     }
 
     // 2. Alarm latency under background load, through a real gateway.
@@ -322,13 +395,21 @@ export const detectionScenario: Scenario = {
     const generator = LoadGenerator.start();
     try {
       const venue = await setupVenue(running, { geofences: 1000, name: 'Bench detection venue' });
-      const fleet = { buildingId: venue.buildingId, floorId: venue.floorId, devicePrefix: 'dev-', devices: DEVICES, width: venue.width, length: venue.length };
+      const fleet = {
+        buildingId: venue.buildingId,
+        floorId: venue.floorId,
+        devicePrefix: 'dev-',
+        devices: DEVICES,
+        width: venue.width,
+        length: venue.length,
+      };
       const http = { type: 'http' as const, url: venue.uploadUrl, token: venue.token };
       const seed: Omit<LoadCommand, 'venue'> = { target: http, lanes: 8, batch: 100, rounds: 1, warmupMs: 0, durationMs: 0 };
       const alarmDevices = ALARMS_PER_SECOND * ALARM_SECONDS + 20;
       // Register every device first (background fleet and alarm devices of both runs): a first upload inserts the device.
       await generator.run({ ...seed, venue: fleet, rounds: 2 });
-      for (const prefix of ['alarm1-', 'alarm2-']) await generator.run({ ...seed, venue: { ...fleet, devicePrefix: prefix, devices: alarmDevices } });
+      for (const prefix of ['alarm1-', 'alarm2-'])
+        await generator.run({ ...seed, venue: { ...fleet, devicePrefix: prefix, devices: alarmDevices } });
 
       const measure = async (rate: number, prefix: string) => {
         const result = await generator.run({
@@ -340,11 +421,21 @@ export const detectionScenario: Scenario = {
           durationMs: ALARM_SECONDS * 1000,
           rate,
           subscribe: { url: venue.wsUrl, token: venue.token, alarmsTopic: 'organization/alarms', measure: false },
-          alarms: { url: venue.uploadUrl, token: venue.token, perSecond: ALARMS_PER_SECOND, devicePrefix: prefix, count: alarmDevices, buildingId: venue.buildingId, floorId: venue.floorId },
+          alarms: {
+            url: venue.uploadUrl,
+            token: venue.token,
+            perSecond: ALARMS_PER_SECOND,
+            devicePrefix: prefix,
+            count: alarmDevices,
+            buildingId: venue.buildingId,
+            floorId: venue.floorId,
+          },
         });
         const achieved = rateOf(result);
         if (result.errors > 0) log(`  ${result.errors} failed uploads, e.g. ${result.errorSamples.join(' | ')}`);
-        log(`background offered ${formatRate(rate)} pos/s, achieved ${formatRate(achieved)}; alarms ${result.alarmsReceived}/${result.alarmsSent}: p50 ${result.alarmMs.p50.toFixed(1)} p99 ${result.alarmMs.p99.toFixed(1)} max ${result.alarmMs.max.toFixed(1)} ms; upload ack p99 ${result.ackMs.p99.toFixed(1)} ms`);
+        log(
+          `background offered ${formatRate(rate)} pos/s, achieved ${formatRate(achieved)}; alarms ${result.alarmsReceived}/${result.alarmsSent}: p50 ${result.alarmMs.p50.toFixed(1)} p99 ${result.alarmMs.p99.toFixed(1)} max ${result.alarmMs.max.toFixed(1)} ms; upload ack p99 ${result.ackMs.p99.toFixed(1)} ms`,
+        );
         return { rate, achieved, result };
       };
       const attempts = [await measure(BACKGROUND_RATE, 'alarm1-')];
@@ -357,9 +448,21 @@ export const detectionScenario: Scenario = {
             : `at ${formatRate(attempt.achieved)} pos/s (max sustained here)`;
         const { alarmMs } = attempt.result;
         add({ metric: `alarm latency p50, danger upload -> organization/alarms, ${label}`, value: alarmMs.p50, unit: 'ms' });
-        add({ metric: `alarm latency p99, danger upload -> organization/alarms, ${label}`, value: alarmMs.p99, unit: 'ms', target: '< 50 ms at 10,000 pos/s', met: reached && alarmMs.p99 < 50 });
+        add({
+          metric: `alarm latency p99, danger upload -> organization/alarms, ${label}`,
+          value: alarmMs.p99,
+          unit: 'ms',
+          target: '< 50 ms at 10,000 pos/s',
+          met: reached && alarmMs.p99 < 50,
+        });
         if (attempt.result.alarmsReceived < attempt.result.alarmsSent) {
-          add({ metric: `alarms not received ${label}`, value: attempt.result.alarmsSent - attempt.result.alarmsReceived, unit: 'alarms', target: '0', met: false });
+          add({
+            metric: `alarms not received ${label}`,
+            value: attempt.result.alarmsSent - attempt.result.alarmsReceived,
+            unit: 'alarms',
+            target: '0',
+            met: false,
+          });
         }
       }
       return figures;

@@ -18,7 +18,10 @@ const B_BATCH = 20;
 
 /** A closed ring of `n` vertices around the centre of a 120 m x 80 m floor. */
 const ring = (n: number, radius: number): [number, number][] => {
-  const points = Array.from({ length: n }, (_, i) => [60 + radius * Math.cos((2 * Math.PI * i) / n), 40 + radius * Math.sin((2 * Math.PI * i) / n)] as [number, number]);
+  const points = Array.from(
+    { length: n },
+    (_, i) => [60 + radius * Math.cos((2 * Math.PI * i) / n), 40 + radius * Math.sin((2 * Math.PI * i) / n)] as [number, number],
+  );
   return [...points, points[0]!];
 };
 
@@ -36,23 +39,49 @@ export const fairnessScenario: Scenario = {
     const add = (figure: Omit<Figure, 'scenario'>) => figures.push({ scenario: SCENARIO, ...figure });
     const log = (line: string) => process.stdout.write(`  ${line}\n`);
     // Budgets raised explicitly: the bench measures detection's fairness, not the rate limits.
-    const running = await startTestGateway({ LOG_LEVEL: 'silent', RATE_LIMIT_REQUESTS_PER_SECOND: '100000', RATE_LIMIT_POSES_PER_SECOND: '10000000', RATE_LIMIT_POSES_BURST: '10000000', CLUSTER_MAX_BACKLOG: '20' });
+    const running = await startTestGateway({
+      LOG_LEVEL: 'silent',
+      RATE_LIMIT_REQUESTS_PER_SECOND: '100000',
+      RATE_LIMIT_POSES_PER_SECOND: '10000000',
+      RATE_LIMIT_POSES_BURST: '10000000',
+      CLUSTER_MAX_BACKLOG: '20',
+    });
     try {
       const platform = await adminClient(running.client);
       const tenantA = await createOrganization(platform, 'Tenant A (heavy)');
       const tenantB = await createOrganization(platform, 'Tenant B');
       const heavy = await createVenue(tenantA.client, 'Heavy building');
       for (let index = 0; index < HEAVY_FENCES; index++) {
-        const fence = await tenantA.client.post('/api/v1/geofences', { name: `Ring ${index}`, building_id: heavy.building.id, floor_id: heavy.floors[0].id, type: 'POLYGON', cartesians: ring(HEAVY_VERTICES, 30 + (index % 10)) });
+        const fence = await tenantA.client.post('/api/v1/geofences', {
+          name: `Ring ${index}`,
+          building_id: heavy.building.id,
+          floor_id: heavy.floors[0].id,
+          type: 'POLYGON',
+          cartesians: ring(HEAVY_VERTICES, 30 + (index % 10)),
+        });
         if (fence.status !== 201) throw new Error(`heavy fence: ${fence.status} ${fence.text}`);
       }
       const light = await createVenue(tenantB.client, 'Light building');
-      await tenantB.client.post('/api/v1/geofences', { name: 'Ward', building_id: light.building.id, floor_id: light.floors[0].id, type: 'CIRCLE', cartesians: [[20, 20]], radius: 5 });
+      await tenantB.client.post('/api/v1/geofences', {
+        name: 'Ward',
+        building_id: light.building.id,
+        floor_id: light.floors[0].id,
+        type: 'CIRCLE',
+        cartesians: [[20, 20]],
+        radius: 5,
+      });
       log(`tenant A: ${HEAVY_FENCES} fences of ${HEAVY_VERTICES} vertices; tenant B: one fence`);
 
       let tick = 0;
       const poses = (venue: typeof light, prefix: string, count: number) =>
-        Array.from({ length: count }, (_, i) => ({ device_id: `${prefix}-${i % 50}`, timestamp: Date.now() - 1000 + (tick++ % 1000), building_id: venue.building.id, floor_id: venue.floors[0].id, x: 20 + (i % 40), y: 10 + (i % 60) }));
+        Array.from({ length: count }, (_, i) => ({
+          device_id: `${prefix}-${i % 50}`,
+          timestamp: Date.now() - 1000 + (tick++ % 1000),
+          building_id: venue.building.id,
+          floor_id: venue.floors[0].id,
+          x: 20 + (i % 40),
+          y: 10 + (i % 60),
+        }));
       /** Tenant B's sequential uploads for `seconds`: latencies and failures. */
       const measureB = async (seconds: number) => {
         const latencies: number[] = [];
@@ -86,13 +115,21 @@ export const fairnessScenario: Scenario = {
       const flooded = await measureB(SECONDS);
       flooding = false;
       await Promise.all(lanes);
-      log(`B under A's flood: p50 ${flooded.p50.toFixed(1)} ms, p99 ${flooded.p99.toFixed(1)} ms over ${flooded.n} uploads, ${flooded.failed} failed`);
+      log(
+        `B under A's flood: p50 ${flooded.p50.toFixed(1)} ms, p99 ${flooded.p99.toFixed(1)} ms over ${flooded.n} uploads, ${flooded.failed} failed`,
+      );
       log(`A: ${floodAccepted} uploads accepted, ${floodPaced} paced away (503)`);
       const ratio = flooded.p99 / solo.p99;
       add({ metric: 'tenant B upload p99, alone', value: solo.p99, unit: 'ms' });
       add({ metric: 'tenant B upload p99, under tenant A flood', value: flooded.p99, unit: 'ms' });
       add({ metric: 'tenant B p99 ratio (flood / alone)', value: ratio, unit: 'x', target: '<= 2', met: ratio <= 2 });
-      add({ metric: 'tenant B failed uploads under the flood', value: flooded.failed, unit: 'requests', target: '0', met: flooded.failed === 0 });
+      add({
+        metric: 'tenant B failed uploads under the flood',
+        value: flooded.failed,
+        unit: 'requests',
+        target: '0',
+        met: flooded.failed === 0,
+      });
       add({ metric: 'tenant A uploads paced away (503)', value: floodPaced, unit: 'requests' });
     } finally {
       await running.stop();

@@ -19,7 +19,12 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
  * Starts a gateway on `port` (metrics on `metricsPort`) with `env`, and waits until /readyz finds its storage and
  * bus ready (the bench runs no job worker, so `jobs` stays not ready on Redis).
  */
-export async function startGatewayProcess(env: Record<string, string>, port: number, metricsPort: number, timeoutMs = 60_000): Promise<GatewayProcess> {
+export async function startGatewayProcess(
+  env: Record<string, string>,
+  port: number,
+  metricsPort: number,
+  timeoutMs = 60_000,
+): Promise<GatewayProcess> {
   const spawned = await spawnGateway({ ...env, PORT: String(port), METRICS_PORT: String(metricsPort) }, timeoutMs);
   const gateway: GatewayProcess = { ...spawned, baseUrl: spawned.base, metricsUrl: `http://127.0.0.1:${metricsPort}/metrics` };
   for (const deadline = Date.now() + timeoutMs; ; await sleep(100)) {

@@ -60,11 +60,19 @@ async function setupGeofencingVenue(running: RunningGateway, fences: number): Pr
   const floor = await admin.post('/api/v1/floors', { building_id: building.body.id, level: 0, name: 'Ground' });
   if (floor.status !== 201) throw new Error(`floor: ${floor.status} ${floor.text}`);
   const random = seededRandom(SEED * 7919 + fences);
-  const shapes = Array.from({ length: fences }, () => rotatedRectangle(10 + random() * 180, 10 + random() * 180, 4 + random() * 16, 4 + random() * 16, random() * Math.PI));
+  const shapes = Array.from({ length: fences }, () =>
+    rotatedRectangle(10 + random() * 180, 10 + random() * 180, 4 + random() * 16, 4 + random() * 16, random() * Math.PI),
+  );
   let next = 0;
   const worker = async () => {
     for (let i = next++; i < fences; i = next++) {
-      const response = await admin.post('/api/v1/geofences', { name: `Fence ${i}`, building_id: building.body.id, floor_id: floor.body.id, type: 'POLYGON', cartesians: shapes[i] });
+      const response = await admin.post('/api/v1/geofences', {
+        name: `Fence ${i}`,
+        building_id: building.body.id,
+        floor_id: floor.body.id,
+        type: 'POLYGON',
+        cartesians: shapes[i],
+      });
       if (response.status !== 201) throw new Error(`geofence ${i}: ${response.status} ${response.text}`);
     }
   };
@@ -102,7 +110,9 @@ export const geofencingScenario: Scenario = {
       try {
         const started = performance.now();
         const venue = await setupGeofencingVenue(running, fences);
-        log(`${formatRate(fences)} fences created in ${((performance.now() - started) / 1000).toFixed(1)} s; the subscriber takes ${EVENT_FRAMES} event frames`);
+        log(
+          `${formatRate(fences)} fences created in ${((performance.now() - started) / 1000).toFixed(1)} s; the subscriber takes ${EVENT_FRAMES} event frames`,
+        );
         const wsUrl = `${running.baseUrl.replace(/^http/, 'ws')}/api/v1/ws`;
         const fleet = (prefix: string): VenueSpec => ({
           buildingId: venue.buildingId,
@@ -114,7 +124,12 @@ export const geofencingScenario: Scenario = {
           walk: { kind: 'random', seed: SEED, stepM: 1 },
         });
         const http = { type: 'http' as const, url: `${running.baseUrl}/api/v1/realtime/positions`, token: venue.token };
-        const subscriber = { url: `${wsUrl}?events=${EVENT_FRAMES}`, token: venue.token, geofenceEventsTopic: `buildings/${venue.buildingId}/geofence-events`, measure: false };
+        const subscriber = {
+          url: `${wsUrl}?events=${EVENT_FRAMES}`,
+          token: venue.token,
+          geofenceEventsTopic: `buildings/${venue.buildingId}/geofence-events`,
+          measure: false,
+        };
         const measure = async (label: string, target: LoadCommand['target'], prefix: string): Promise<Measured> => {
           const base = { venue: fleet(prefix), batch: BATCH, lanes: LANES };
           // Each device's first position, before timing starts (it enters its first fences here).
@@ -123,7 +138,14 @@ export const geofencingScenario: Scenario = {
           const profile = await startStageProfile(SCENARIO, `F=${fences} ${label}`); // BENCH_PROFILE=1 only
           const result = await generator.run({ ...base, target, warmupMs: 1000, durationMs: SECONDS * 1000, subscribe: subscriber });
           const cpu = process.cpuUsage(cpuBefore);
-          figures.push(...((await profile?.finish({ positions: result.ackedPoses, events: result.geofenceEvents, warmupMs: 1000, windowMs: result.windowMs })) ?? []));
+          figures.push(
+            ...((await profile?.finish({
+              positions: result.ackedPoses,
+              events: result.geofenceEvents,
+              warmupMs: 1000,
+              windowMs: result.windowMs,
+            })) ?? []),
+          );
           if (result.errors > 0) {
             log(`${label}: ${result.errors} failed uploads, e.g. ${result.errorSamples.join(' | ')}`);
             add({ metric: `F=${fences} ${label}: failed uploads`, value: result.errors, unit: 'requests', target: '0', met: false });
@@ -132,7 +154,13 @@ export const geofencingScenario: Scenario = {
           const eventsPerSecond = (result.geofenceEvents * 1000) / result.windowMs;
           // The whole run's CPU (warm-up and drain included) over the positions acknowledged in the window: an upper bound.
           const gatewayCpuUsPerPosition = (cpu.user + cpu.system) / Math.max(1, result.ackedPoses);
-          const measured = { positionsPerSecond, eventsPerSecond, eventsPerPosition: eventsPerSecond / Math.max(1, positionsPerSecond), gatewayCpuUsPerPosition, result };
+          const measured = {
+            positionsPerSecond,
+            eventsPerSecond,
+            eventsPerPosition: eventsPerSecond / Math.max(1, positionsPerSecond),
+            gatewayCpuUsPerPosition,
+            result,
+          };
           log(
             `F=${formatRate(fences)} ${label}: ${formatRate(positionsPerSecond)} pos/s, ${formatRate(eventsPerSecond)} enter/exit/s (${measured.eventsPerPosition.toFixed(2)} per position), ack p99 ${result.ackMs.p99.toFixed(1)} ms, gateway CPU ${gatewayCpuUsPerPosition.toFixed(1)} µs/position, generator CPU ${(result.generatorCpu * 100).toFixed(0)}%`,
           );
@@ -144,20 +172,46 @@ export const geofencingScenario: Scenario = {
           const acked = (m: Measured) => ({ positionsPerSecond: m.positionsPerSecond, acked: m.result.ackedPoses });
           const protocols = [
             { label: 'HTTP', run: async () => acked(await measure(`HTTP (${LANES} uploads in flight)`, http, 'h-')) },
-            { label: 'WebSocket upload', run: async () => acked(await measure(`WebSocket (${WS_SOCKETS} sockets, ${LANES} uploads in flight)`, ws, 'w-')) },
+            {
+              label: 'WebSocket upload',
+              run: async () => acked(await measure(`WebSocket (${WS_SOCKETS} sockets, ${LANES} uploads in flight)`, ws, 'w-')),
+            },
           ];
           for (const figure of await materializerOnOff(running, fences, DEVICES, venue.buildingId, protocols, log)) add(figure);
           continue;
         }
         const overHttp = await measure(`HTTP (${LANES} uploads in flight)`, http, 'h-');
-        const overWs = await measure(`WebSocket (${WS_SOCKETS} sockets, ${LANES} uploads in flight)`, { type: 'ws', url: wsUrl, token: venue.token, sockets: WS_SOCKETS }, 'w-');
+        const overWs = await measure(
+          `WebSocket (${WS_SOCKETS} sockets, ${LANES} uploads in flight)`,
+          { type: 'ws', url: wsUrl, token: venue.token, sockets: WS_SOCKETS },
+          'w-',
+        );
         perFence.push({ fences, http: overHttp, ws: overWs });
         const positionTarget = fences <= 1000 ? { target: '>= 40,000 pos/s (peer in memory: 40,500)' } : {};
         const eventTarget = fences >= 10_000 ? { target: '>= 40,000 events/s (peer: ~25,000)' } : {};
-        for (const [label, m] of [['HTTP', overHttp], ['WebSocket upload', overWs]] as const) {
-          add({ metric: `F=${fences}: acknowledged positions over ${label}`, value: m.positionsPerSecond, unit: 'pos/s', ...positionTarget, ...(fences <= 1000 ? { met: m.positionsPerSecond >= 40_000 } : {}) });
-          add({ metric: `F=${fences}: enter/exit events stored and pushed, ${label}`, value: m.eventsPerSecond, unit: 'events/s', ...eventTarget, ...(fences >= 10_000 ? { met: m.eventsPerSecond >= 40_000 } : {}) });
-          add({ metric: `F=${fences}: gateway CPU per position, ${label} (${m.eventsPerPosition.toFixed(2)} events/position)`, value: m.gatewayCpuUsPerPosition, unit: 'µs' });
+        for (const [label, m] of [
+          ['HTTP', overHttp],
+          ['WebSocket upload', overWs],
+        ] as const) {
+          add({
+            metric: `F=${fences}: acknowledged positions over ${label}`,
+            value: m.positionsPerSecond,
+            unit: 'pos/s',
+            ...positionTarget,
+            ...(fences <= 1000 ? { met: m.positionsPerSecond >= 40_000 } : {}),
+          });
+          add({
+            metric: `F=${fences}: enter/exit events stored and pushed, ${label}`,
+            value: m.eventsPerSecond,
+            unit: 'events/s',
+            ...eventTarget,
+            ...(fences >= 10_000 ? { met: m.eventsPerSecond >= 40_000 } : {}),
+          });
+          add({
+            metric: `F=${fences}: gateway CPU per position, ${label} (${m.eventsPerPosition.toFixed(2)} events/position)`,
+            value: m.gatewayCpuUsPerPosition,
+            unit: 'µs',
+          });
         }
       } finally {
         generator.stop();

@@ -25,7 +25,10 @@ export function percentile(sorted: number[], p: number): number {
 
 /** The middle value (the lower middle of an even count), for figures taken as the median of a few runs. */
 export function median(values: number[]): number {
-  return percentile([...values].sort((a, b) => a - b), 50);
+  return percentile(
+    [...values].sort((a, b) => a - b),
+    50,
+  );
 }
 
 /** Runs `run` `runs` times one after another; the median wall time in ms (one slow run is not the figure). */
@@ -41,14 +44,26 @@ export async function medianMs(runs: number, run: () => Promise<unknown>): Promi
 
 export function summarise(samples: number[]) {
   const sorted = [...samples].sort((a, b) => a - b);
-  return { p50: percentile(sorted, 50), p95: percentile(sorted, 95), p99: percentile(sorted, 99), max: sorted[sorted.length - 1] ?? NaN, n: sorted.length };
+  return {
+    p50: percentile(sorted, 50),
+    p95: percentile(sorted, 95),
+    p99: percentile(sorted, 99),
+    max: sorted[sorted.length - 1] ?? NaN,
+    n: sorted.length,
+  };
 }
 
 const round = (value: number) => (Math.abs(value) >= 100 ? Math.round(value) : Math.round(value * 100) / 100);
 
 /** Prints the figures as a table and writes them to bench/results/ (latest.json and a dated copy). */
 export function report(figures: Figure[], environment: Record<string, unknown>): void {
-  const rows = figures.map((f) => [f.scenario, f.metric, `${round(f.value)} ${f.unit}`, f.target ?? '', f.met === undefined ? '' : f.met ? 'yes' : 'NO']);
+  const rows = figures.map((f) => [
+    f.scenario,
+    f.metric,
+    `${round(f.value)} ${f.unit}`,
+    f.target ?? '',
+    f.met === undefined ? '' : f.met ? 'yes' : 'NO',
+  ]);
   const header = ['scenario', 'metric', 'value', 'target', 'met'];
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
   const line = (cells: string[]) => cells.map((c, i) => c.padEnd(widths[i]!)).join('  ');
@@ -97,12 +112,15 @@ export async function startStageProfile(scenario: string, label: string): Promis
       // Samples are wall time: scaled to the CPU this process used over the whole profile (all its threads).
       const cpuScale = (cpu.user + cpu.system) / busyUs(stageTimes(profile));
       const counts = { positions, events };
-      process.stdout.write(`  CPU profile, ${label} (bench/results/profiles/${file}):\n${formatStageTable(times, counts, cpuScale).replace(/^/gm, '    ')}\n`);
+      process.stdout.write(
+        `  CPU profile, ${label} (bench/results/profiles/${file}):\n${formatStageTable(times, counts, cpuScale).replace(/^/gm, '    ')}\n`,
+      );
       // Per position only: a stage's µs per event is the same time over another count (printed in the table).
-      return stageRows(times, counts, cpuScale).map((row): Figure =>
-        row.stage === 'idle'
-          ? { scenario, metric: `${label}: idle share of the profile`, value: row.share * 100, unit: '%' }
-          : { scenario, metric: `${label}: ${row.stage} CPU per position (profile)`, value: row.usPerPosition, unit: 'µs' },
+      return stageRows(times, counts, cpuScale).map(
+        (row): Figure =>
+          row.stage === 'idle'
+            ? { scenario, metric: `${label}: idle share of the profile`, value: row.share * 100, unit: '%' }
+            : { scenario, metric: `${label}: ${row.stage} CPU per position (profile)`, value: row.usPerPosition, unit: 'µs' },
       );
     },
   };

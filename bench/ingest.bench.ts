@@ -48,7 +48,14 @@ export const ingestScenario: Scenario = {
       const setupStarted = performance.now();
       const venue = await setupVenue(running, { geofences: GEOFENCES, name: 'Bench ingest venue' });
       log(`venue: building ${venue.buildingId}, ${GEOFENCES} geofences in ${((performance.now() - setupStarted) / 1000).toFixed(1)} s`);
-      const fleet = { buildingId: venue.buildingId, floorId: venue.floorId, devicePrefix: 'dev-', devices: DEVICES, width: venue.width, length: venue.length };
+      const fleet = {
+        buildingId: venue.buildingId,
+        floorId: venue.floorId,
+        devicePrefix: 'dev-',
+        devices: DEVICES,
+        width: venue.width,
+        length: venue.length,
+      };
       const http = { type: 'http' as const, url: venue.uploadUrl, token: venue.token };
       const base: Omit<LoadCommand, 'target' | 'lanes'> = { venue: fleet, batch: BATCH, warmupMs: 1000, durationMs: SECONDS * 1000 };
       const positionsTopic = `buildings/${venue.buildingId}/positions`;
@@ -63,16 +70,29 @@ export const ingestScenario: Scenario = {
       const overHttp = await generator.run({ ...base, target: http, lanes: LANES, subscribe: subscriber });
       checkErrors('HTTP', overHttp, figures);
       const httpRate = rateOf(overHttp);
-      log(`HTTP: ${formatRate(httpRate)} pos/s, ack p50 ${overHttp.ackMs.p50?.toFixed(1)} ms p99 ${overHttp.ackMs.p99?.toFixed(1)} ms, subscriber got ${formatRate((overHttp.deliveredPositions * 1000) / overHttp.windowMs)} positions/s, generator CPU ${(overHttp.generatorCpu * 100).toFixed(0)}%`);
+      log(
+        `HTTP: ${formatRate(httpRate)} pos/s, ack p50 ${overHttp.ackMs.p50?.toFixed(1)} ms p99 ${overHttp.ackMs.p99?.toFixed(1)} ms, subscriber got ${formatRate((overHttp.deliveredPositions * 1000) / overHttp.windowMs)} positions/s, generator CPU ${(overHttp.generatorCpu * 100).toFixed(0)}%`,
+      );
       add({ metric: `stored+published over HTTP (${LANES} keep-alive clients x ${BATCH} poses/request)`, value: httpRate, unit: 'pos/s' });
       // Uploads are paced by detection (CLUSTER_MAX_BACKLOG): how far behind it was when the phase ended.
       log(`detection backlog after the HTTP phase: ${services.cluster.view().backlog} uploads not yet acknowledged by the owner`);
 
-      const overWs = await generator.run({ ...base, target: { type: 'ws', url: venue.wsUrl, token: venue.token, sockets: WS_SOCKETS }, lanes: LANES, subscribe: subscriber });
+      const overWs = await generator.run({
+        ...base,
+        target: { type: 'ws', url: venue.wsUrl, token: venue.token, sockets: WS_SOCKETS },
+        lanes: LANES,
+        subscribe: subscriber,
+      });
       checkErrors('WebSocket', overWs, figures);
       const wsRate = rateOf(overWs);
-      log(`WS: ${formatRate(wsRate)} pos/s, ack p50 ${overWs.ackMs.p50?.toFixed(1)} ms p99 ${overWs.ackMs.p99?.toFixed(1)} ms, subscriber got ${formatRate((overWs.deliveredPositions * 1000) / overWs.windowMs)} positions/s, generator CPU ${(overWs.generatorCpu * 100).toFixed(0)}%`);
-      add({ metric: `stored+published over WebSocket (${WS_SOCKETS} sockets x ${LANES / WS_SOCKETS} uploads in flight x ${BATCH} poses)`, value: wsRate, unit: 'pos/s' });
+      log(
+        `WS: ${formatRate(wsRate)} pos/s, ack p50 ${overWs.ackMs.p50?.toFixed(1)} ms p99 ${overWs.ackMs.p99?.toFixed(1)} ms, subscriber got ${formatRate((overWs.deliveredPositions * 1000) / overWs.windowMs)} positions/s, generator CPU ${(overWs.generatorCpu * 100).toFixed(0)}%`,
+      );
+      add({
+        metric: `stored+published over WebSocket (${WS_SOCKETS} sockets x ${LANES / WS_SOCKETS} uploads in flight x ${BATCH} poses)`,
+        value: wsRate,
+        unit: 'pos/s',
+      });
 
       // The bare ceiling, same generator, same payloads.
       const bare = await startBareUws();
@@ -84,11 +104,29 @@ export const ingestScenario: Scenario = {
       }
       checkErrors('bare uWS', bareRun, figures);
       const bareRate = rateOf(bareRun);
-      log(`bare uWS: ${formatRate(bareRate)} pos/s (${formatRate(bare.parsedPoses())} poses parsed in all), generator CPU ${(bareRun.generatorCpu * 100).toFixed(0)}%`);
+      log(
+        `bare uWS: ${formatRate(bareRate)} pos/s (${formatRate(bare.parsedPoses())} poses parsed in all), generator CPU ${(bareRun.generatorCpu * 100).toFixed(0)}%`,
+      );
       add({ metric: 'bare uWebSockets.js ceiling (read body + JSON.parse + 204, same generator)', value: bareRate, unit: 'pos/s' });
-      add({ metric: 'load generator CPU during the bare run (~100% = ceiling is the generator)', value: bareRun.generatorCpu * 100, unit: '% of a core' });
-      add({ metric: 'ratio stored/bare, HTTP', value: httpRate / bareRate, unit: 'x', target: '>= 0.25', met: httpRate / bareRate >= 0.25 });
-      add({ metric: 'ratio stored/bare, WebSocket upload vs bare HTTP', value: wsRate / bareRate, unit: 'x', target: '>= 0.25', met: wsRate / bareRate >= 0.25 });
+      add({
+        metric: 'load generator CPU during the bare run (~100% = ceiling is the generator)',
+        value: bareRun.generatorCpu * 100,
+        unit: '% of a core',
+      });
+      add({
+        metric: 'ratio stored/bare, HTTP',
+        value: httpRate / bareRate,
+        unit: 'x',
+        target: '>= 0.25',
+        met: httpRate / bareRate >= 0.25,
+      });
+      add({
+        metric: 'ratio stored/bare, WebSocket upload vs bare HTTP',
+        value: wsRate / bareRate,
+        unit: 'x',
+        target: '>= 0.25',
+        met: wsRate / bareRate >= 0.25,
+      });
 
       // Upload-to-delivery latency at a fixed offered load (HTTP uploads, live subscriber of the building).
       const paced = async (rate: number, batched = true) => {
@@ -114,7 +152,9 @@ export const ingestScenario: Scenario = {
         const gcLine = `GC ${pauses.length} pauses, ${pauses.reduce((total, pause) => total + pause, 0).toFixed(0)} ms in all, p99 ${(pauses[Math.floor(pauses.length * 0.99)] ?? 0).toFixed(1)} max ${(pauses.at(-1) ?? 0).toFixed(1)} ms`;
         checkErrors(`paced ${formatRate(rate)}/s`, result, figures);
         const achieved = rateOf(result);
-        log(`offered ${formatRate(rate)} pos/s (${batched ? 'batched' : 'single'} frames): achieved ${formatRate(achieved)}, delivery p50 ${result.deliveryMs.p50.toFixed(1)} p99 ${result.deliveryMs.p99.toFixed(1)} max ${result.deliveryMs.max.toFixed(1)} ms (n=${result.deliveryMs.n}, undelivered ${result.undelivered}), ack p99 ${result.ackMs.p99.toFixed(1)} ms, skipped batches ${result.skippedBatches}, gateway event-loop delay p50 ${loop.p50.toFixed(1)} p99 ${loop.p99.toFixed(1)} max ${loop.max.toFixed(1)} ms, ${gcLine}`);
+        log(
+          `offered ${formatRate(rate)} pos/s (${batched ? 'batched' : 'single'} frames): achieved ${formatRate(achieved)}, delivery p50 ${result.deliveryMs.p50.toFixed(1)} p99 ${result.deliveryMs.p99.toFixed(1)} max ${result.deliveryMs.max.toFixed(1)} ms (n=${result.deliveryMs.n}, undelivered ${result.undelivered}), ack p99 ${result.ackMs.p99.toFixed(1)} ms, skipped batches ${result.skippedBatches}, gateway event-loop delay p50 ${loop.p50.toFixed(1)} p99 ${loop.p99.toFixed(1)} max ${loop.max.toFixed(1)} ms, ${gcLine}`,
+        );
         return { rate, achieved, result };
       };
       const maxRate = Math.max(httpRate, 1);
@@ -126,16 +166,34 @@ export const ingestScenario: Scenario = {
         : `at ${formatRate(point.achieved)} pos/s (max sustained here; ${formatRate(TARGET_RATE)} not reachable)`;
       const { deliveryMs } = point.result;
       add({ metric: `upload->subscriber p50 ${label}`, value: deliveryMs.p50, unit: 'ms' });
-      add({ metric: `upload->subscriber p99 ${label}`, value: deliveryMs.p99, unit: 'ms', target: '< 20 ms at 20,000 pos/s', met: reachedTarget && deliveryMs.p99 < 20 });
+      add({
+        metric: `upload->subscriber p99 ${label}`,
+        value: deliveryMs.p99,
+        unit: 'ms',
+        target: '< 20 ms at 20,000 pos/s',
+        met: reachedTarget && deliveryMs.p99 < 20,
+      });
       add({ metric: `positions not delivered to the subscriber ${label}`, value: point.result.undelivered, unit: 'pos' });
       // Context: the same offered load to a subscriber taking one frame per position (the default).
       const single = await paced(point.rate, false);
-      add({ metric: `upload->subscriber p99 at ${formatRate(single.achieved)} pos/s, one frame per position`, value: single.result.deliveryMs.p99, unit: 'ms' });
+      add({
+        metric: `upload->subscriber p99 at ${formatRate(single.achieved)} pos/s, one frame per position`,
+        value: single.result.deliveryMs.p99,
+        unit: 'ms',
+      });
 
       // Context: the same path at a quarter of the sustained rate.
       const light = await paced(roundRate(maxRate * 0.25));
-      add({ metric: `upload->subscriber p50 at ${formatRate(light.achieved)} pos/s (light load)`, value: light.result.deliveryMs.p50, unit: 'ms' });
-      add({ metric: `upload->subscriber p99 at ${formatRate(light.achieved)} pos/s (light load)`, value: light.result.deliveryMs.p99, unit: 'ms' });
+      add({
+        metric: `upload->subscriber p50 at ${formatRate(light.achieved)} pos/s (light load)`,
+        value: light.result.deliveryMs.p50,
+        unit: 'ms',
+      });
+      add({
+        metric: `upload->subscriber p99 at ${formatRate(light.achieved)} pos/s (light load)`,
+        value: light.result.deliveryMs.p99,
+        unit: 'ms',
+      });
       // Memory per device, last (so the runs above track the scenario's 2,000 devices only): add 2,000 new
       // devices three times; the median of the three heap deltas counts (one delta alone moves with whatever
       // else the heap held then).
@@ -145,19 +203,44 @@ export const ingestScenario: Scenario = {
         const before = process.memoryUsage();
         const liveBefore = services.realtime.live.size;
         const trackedBefore = engine.trackedDevices;
-        const seeded = await generator.run({ ...base, venue: { ...fleet, devicePrefix: prefix }, target: http, lanes: LANES, rounds: 1, warmupMs: 0, durationMs: 0 });
+        const seeded = await generator.run({
+          ...base,
+          venue: { ...fleet, devicePrefix: prefix },
+          target: http,
+          lanes: LANES,
+          rounds: 1,
+          warmupMs: 0,
+          durationMs: 0,
+        });
         checkErrors('seeding', seeded, figures);
         await settledGc();
         const after = process.memoryUsage();
-        deltas.push({ heap: after.heapUsed - before.heapUsed, rss: after.rss - before.rss, live: services.realtime.live.size - liveBefore, tracked: engine.trackedDevices - trackedBefore });
+        deltas.push({
+          heap: after.heapUsed - before.heapUsed,
+          rss: after.rss - before.rss,
+          live: services.realtime.live.size - liveBefore,
+          tracked: engine.trackedDevices - trackedBefore,
+        });
       }
-      log(`memory per device over three rounds of ${DEVICES}: heap ${deltas.map((d) => Math.round(d.heap / DEVICES)).join(', ')} B; +${deltas.map((d) => d.live).join('/')} live positions, +${deltas.map((d) => d.tracked).join('/')} detection states`);
+      log(
+        `memory per device over three rounds of ${DEVICES}: heap ${deltas.map((d) => Math.round(d.heap / DEVICES)).join(', ')} B; +${deltas.map((d) => d.live).join('/')} live positions, +${deltas.map((d) => d.tracked).join('/')} detection states`,
+      );
       const heapPerDevice = median(deltas.map((d) => d.heap)) / DEVICES;
       const live = Math.min(...deltas.map((d) => d.live));
-      add({ metric: `JS heap per device (live position + detection state; median of 3 x ${formatRate(DEVICES)} new devices)`, value: heapPerDevice, unit: 'B', target: '< 2048 B', met: heapPerDevice < 2048 && live === DEVICES });
+      add({
+        metric: `JS heap per device (live position + detection state; median of 3 x ${formatRate(DEVICES)} new devices)`,
+        value: heapPerDevice,
+        unit: 'B',
+        target: '< 2048 B',
+        met: heapPerDevice < 2048 && live === DEVICES,
+      });
       const storageLabel = services.storage.kind === 'embedded' ? 'incl. embedded PostgreSQL' : 'gateway process';
       // RSS moves by tens of MiB with GC and (embedded) PostgreSQL buffers: context only, the target is judged on the heap.
-      add({ metric: `RSS delta per device (${storageLabel}; noisy, context only)`, value: median(deltas.map((d) => d.rss)) / DEVICES, unit: 'B' });
+      add({
+        metric: `RSS delta per device (${storageLabel}; noisy, context only)`,
+        value: median(deltas.map((d) => d.rss)) / DEVICES,
+        unit: 'B',
+      });
 
       return figures;
     } finally {

@@ -98,7 +98,11 @@ export async function startBareUws(): Promise<{ url: string; parsedPoses: () => 
     app.listen('127.0.0.1', 0, (socket) => (socket ? resolve(socket) : reject(new Error('bare uWS: cannot listen')))),
   );
   const port = uws.us_socket_local_port(listenSocket);
-  return { url: `http://127.0.0.1:${port}/api/v1/realtime/positions`, parsedPoses: () => parsed, stop: () => uws.us_listen_socket_close(listenSocket) };
+  return {
+    url: `http://127.0.0.1:${port}/api/v1/realtime/positions`,
+    parsedPoses: () => parsed,
+    stop: () => uws.us_listen_socket_close(listenSocket),
+  };
 }
 
 export interface BenchVenue {
@@ -116,7 +120,10 @@ export interface BenchVenue {
  * The createVenue building (120 m x 80 m) with `geofences` 2.5 m squares spread evenly over its ground floor
  * on a 3 m x 3.2 m pitch (a 40 x 25 grid for 1,000), created through the API like an operator would.
  */
-export async function setupVenue(running: RunningGateway, options: { geofences: number; name: string; maxStayTime?: number }): Promise<BenchVenue> {
+export async function setupVenue(
+  running: RunningGateway,
+  options: { geofences: number; name: string; maxStayTime?: number },
+): Promise<BenchVenue> {
   const token = (await login(running.client, ADMIN_EMAIL, ADMIN_PASSWORD)).access_token;
   const admin = running.client.withToken(token);
   const { building, floors } = await createVenue(admin, options.name);

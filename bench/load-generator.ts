@@ -31,9 +31,7 @@ export interface VenueSpec {
   walk?: { kind: 'circle' } | { kind: 'random'; seed: number; stepM: number };
 }
 
-export type UploadTarget =
-  | { type: 'http'; url: string; token?: string }
-  | { type: 'ws'; url: string; token: string; sockets: number };
+export type UploadTarget = { type: 'http'; url: string; token?: string } | { type: 'ws'; url: string; token: string; sockets: number };
 
 export interface LoadCommand {
   target: UploadTarget;
@@ -49,7 +47,15 @@ export interface LoadCommand {
   rounds?: number;
   /** A live subscriber (WebSocket) open for the whole run. */
   /** `batched`: the subscriber opens the socket with `?positions=batched` (one frame per upload and topic). */
-  subscribe?: { url: string; token: string; positionsTopic?: string; alarmsTopic?: string; geofenceEventsTopic?: string; measure: boolean; batched?: boolean };
+  subscribe?: {
+    url: string;
+    token: string;
+    positionsTopic?: string;
+    alarmsTopic?: string;
+    geofenceEventsTopic?: string;
+    measure: boolean;
+    batched?: boolean;
+  };
   /** Alarm triggers: single-pose uploads with `danger: true`, each from a distinct device, during the window. */
   alarms?: { url: string; token: string; perSecond: number; devicePrefix: string; count: number; buildingId: number; floorId: number };
 }
@@ -177,7 +183,14 @@ interface Lane {
 function httpPost(agent: http.Agent, url: URL, headers: Record<string, string>, body: string): Promise<{ status: number; text: string }> {
   return new Promise((resolve, reject) => {
     const request = http.request(
-      { agent, host: url.hostname, port: url.port, path: url.pathname, method: 'POST', headers: { ...headers, 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)) } },
+      {
+        agent,
+        host: url.hostname,
+        port: url.port,
+        path: url.pathname,
+        method: 'POST',
+        headers: { ...headers, 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)) },
+      },
       (response) => {
         let text = '';
         response.setEncoding('utf8');

@@ -109,36 +109,67 @@ interface Protocol {
  * Off / on pairs for each protocol, after the calibration; returns the figures (per pair and the spread).
  * `fences` labels them; `buildingId` scopes the copy to the bench's building.
  */
-export async function materializerOnOff(running: RunningGateway, fences: number, _devices: number, buildingId: number, protocols: Protocol[], log: (line: string) => void): Promise<Omit<Figure, 'scenario'>[]> {
+export async function materializerOnOff(
+  running: RunningGateway,
+  fences: number,
+  _devices: number,
+  buildingId: number,
+  protocols: Protocol[],
+  log: (line: string) => void,
+): Promise<Omit<Figure, 'scenario'>[]> {
   const config = { ...running.environment.config, REPORTS_MATERIALIZE_INTERVAL_MS: INTERVAL_MS };
   const logger = createLogger('silent');
   // The materializer's own pool, as the worker process has; the bench reads CPU and copies rows through it too.
   const storage = await openStorage(config, logger);
   const figures: Omit<Figure, 'scenario'>[] = [];
-  const pairs = new Map<string, { off: LoadRun; on: LoadRun; busy: boolean }[]>(protocols.flatMap((p) => DUTIES.map((duty) => [`${p.label}\u0000${duty}`, []])));
+  const pairs = new Map<string, { off: LoadRun; on: LoadRun; busy: boolean }[]>(
+    protocols.flatMap((p) => DUTIES.map((duty) => [`${p.label}\u0000${duty}`, []])),
+  );
   try {
     const [org] = await storage.execute<{ organization_id: string }>('select organization_id from buildings where id = ?', [buildingId]);
     const organizationId = org!.organization_id;
     const offRun = (protocol: Protocol) => measured(storage, protocol.run);
     const onRun = async (protocol: Protocol, from: number, duty: number) => {
       await setWatermark(storage, new Date(from));
-      const worker = await startWorkerProcess({ ...running.environment.env, REPORTS_MATERIALIZE_INTERVAL_MS: String(INTERVAL_MS), REPORTS_MATERIALIZE_DUTY: String(duty), METRICS_PORT: '0', LOG_LEVEL: 'info' });
+      const worker = await startWorkerProcess({
+        ...running.environment.env,
+        REPORTS_MATERIALIZE_INTERVAL_MS: String(INTERVAL_MS),
+        REPORTS_MATERIALIZE_DUTY: String(duty),
+        METRICS_PORT: '0',
+        LOG_LEVEL: 'info',
+      });
       const cpuBefore = cpuOf(worker.pid);
       const run = await measured(storage, protocol.run);
       const workerCpuS = cpuOf(worker.pid) - cpuBefore;
       // Still rebuilding the backlog when the window closed: the watermark has not moved past it yet.
-      const busy = (await storage.execute<{ ms: string }>(`select (extract(epoch from watermark) * 1000)::int8 as ms from report_watermarks where name = 'reports'`))[0]!.ms === String(from);
+      const busy =
+        (
+          await storage.execute<{ ms: string }>(
+            `select (extract(epoch from watermark) * 1000)::int8 as ms from report_watermarks where name = 'reports'`,
+          )
+        )[0]!.ms === String(from);
       await worker.kill();
       // Its pass dies with it: end the backend still running its statement (it holds the advisory lock).
-      await storage.execute(`select pg_terminate_backend(pid) from pg_locks where locktype = 'advisory' and database = (select oid from pg_database where datname = current_database())`);
-      log(`  materializer ${busy ? 'was still rebuilding at the end of the window' : 'had FINISHED its backlog before the window ended'}; worker process CPU ${workerCpuS.toFixed(1)} s`);
+      await storage.execute(
+        `select pg_terminate_backend(pid) from pg_locks where locktype = 'advisory' and database = (select oid from pg_database where datname = current_database())`,
+      );
+      log(
+        `  materializer ${busy ? 'was still rebuilding at the end of the window' : 'had FINISHED its backlog before the window ended'}; worker process CPU ${workerCpuS.toFixed(1)} s`,
+      );
       return { run, busy };
     };
     // Alternation 1's off runs give the fleet's positions the backlog is made of.
     const firstOff = new Map<string, LoadRun>();
     const offStarted = Date.now();
     for (const protocol of protocols) firstOff.set(protocol.label, await offRun(protocol));
-    const backlog = await seedBacklog(storage, organizationId, buildingId, offStarted, running.environment.config.REPORTS_MATERIALIZE_LAG_MS, log);
+    const backlog = await seedBacklog(
+      storage,
+      organizationId,
+      buildingId,
+      offStarted,
+      running.environment.config.REPORTS_MATERIALIZE_LAG_MS,
+      log,
+    );
     // Calibration, the materializer alone: on one copy, then on all of them. The difference is the cost of a
     // position; the rest of the first is the cost of a device-hour (its share of a batch's statements and grid).
     const lagMs = running.environment.config.REPORTS_MATERIALIZE_LAG_MS;
@@ -157,7 +188,9 @@ export async function materializerOnOff(running: RunningGateway, fences: number,
         for (const duty of DUTIES) {
           const { run: on, busy } = await onRun(protocol, backlog.from, duty);
           pairs.get(`${protocol.label}\u0000${duty}`)!.push({ off, on, busy });
-          log(`${protocol.label} #${i + 1}: off ${off.positionsPerSecond.toFixed(0)} pos/s, on (duty ${duty}) ${on.positionsPerSecond.toFixed(0)} pos/s, on/off ${(on.positionsPerSecond / off.positionsPerSecond).toFixed(3)}`);
+          log(
+            `${protocol.label} #${i + 1}: off ${off.positionsPerSecond.toFixed(0)} pos/s, on (duty ${duty}) ${on.positionsPerSecond.toFixed(0)} pos/s, on/off ${(on.positionsPerSecond / off.positionsPerSecond).toFixed(3)}`,
+          );
         }
       }
     }
@@ -173,7 +206,11 @@ export async function materializerOnOff(running: RunningGateway, fences: number,
     // Which materialization costs what: each alone on the same dense backlog.
     for (const single of materializations) {
       const each = await calibrate(storage, dense.from, denseAlone.rows, lagMs, log, [single]);
-      figures.push({ metric: `F=${fences}: materializer alone, ${single.name} only, DB + process CPU per materialised position (DB ${((each.dbCpuS / each.rows) * 1e6).toFixed(1)} µs), dense`, value: materialise(each), unit: 'µs' });
+      figures.push({
+        metric: `F=${fences}: materializer alone, ${single.name} only, DB + process CPU per materialised position (DB ${((each.dbCpuS / each.rows) * 1e6).toFixed(1)} µs), dense`,
+        value: materialise(each),
+        unit: 'µs',
+      });
     }
     // Figures: the on/off spread per protocol, DB CPU per position off and on, the amortized cost.
     for (const protocol of protocols) {
@@ -190,14 +227,26 @@ export async function materializerOnOff(running: RunningGateway, fences: number,
           target: '>= 0.90',
           met: median(ratios) >= 0.9,
         });
-        figures.push({ metric: `F=${fences} ${protocol.label}: DB CPU per ingested position, materializer on (duty ${duty}; includes the materializer's, median)`, value: onDb, unit: 'µs' });
+        figures.push({
+          metric: `F=${fences} ${protocol.label}: DB CPU per ingested position, materializer on (duty ${duty}; includes the materializer's, median)`,
+          value: onDb,
+          unit: 'µs',
+        });
       }
       const list = pairs.get(`${protocol.label}\u0000${DUTIES[0]}`)!;
       if (list.length === 0) continue;
       const offDb = median(list.map((p) => (p.off.dbCpuS * 1e6) / p.off.acked));
       const offProcess = median(list.map((p) => (p.off.processCpuS * 1e6) / p.off.acked));
-      figures.push({ metric: `F=${fences} ${protocol.label}: DB CPU per ingested position, materializer off (median)`, value: offDb, unit: 'µs' });
-      figures.push({ metric: `F=${fences} ${protocol.label}: gateway process CPU per ingested position, materializer off (median)`, value: offProcess, unit: 'µs' });
+      figures.push({
+        metric: `F=${fences} ${protocol.label}: DB CPU per ingested position, materializer off (median)`,
+        value: offDb,
+        unit: 'µs',
+      });
+      figures.push({
+        metric: `F=${fences} ${protocol.label}: gateway process CPU per ingested position, materializer off (median)`,
+        value: offProcess,
+        unit: 'µs',
+      });
       // Steady state: every position is materialised once, at about the dense calibration's cost.
       const materialiseUs = densePerRow * 1e6;
       figures.push({
@@ -213,11 +262,31 @@ export async function materializerOnOff(running: RunningGateway, fences: number,
       value: materialise(denseAlone),
       unit: 'µs',
     });
-    figures.push({ metric: `F=${fences}: materializer alone, DB CPU per materialised position, dense`, value: (denseAlone.dbCpuS / denseAlone.rows) * 1e6, unit: 'µs' });
-    figures.push({ metric: `F=${fences}: materializer alone, DB CPU per materialised position (marginal)`, value: perRow.db * 1e6, unit: 'µs' });
-    figures.push({ metric: `F=${fences}: materializer alone, its process CPU per materialised position (marginal)`, value: perRow.process * 1e6, unit: 'µs' });
-    figures.push({ metric: `F=${fences}: materializer alone, DB + process CPU per device-hour (fixed)`, value: (perDeviceHour.db + perDeviceHour.process) * 1e3, unit: 'ms' });
-    figures.push({ metric: `F=${fences}: materializer alone, wall per materialised position (marginal; busy machine)`, value: perRow.wall * 1e6, unit: 'µs' });
+    figures.push({
+      metric: `F=${fences}: materializer alone, DB CPU per materialised position, dense`,
+      value: (denseAlone.dbCpuS / denseAlone.rows) * 1e6,
+      unit: 'µs',
+    });
+    figures.push({
+      metric: `F=${fences}: materializer alone, DB CPU per materialised position (marginal)`,
+      value: perRow.db * 1e6,
+      unit: 'µs',
+    });
+    figures.push({
+      metric: `F=${fences}: materializer alone, its process CPU per materialised position (marginal)`,
+      value: perRow.process * 1e6,
+      unit: 'µs',
+    });
+    figures.push({
+      metric: `F=${fences}: materializer alone, DB + process CPU per device-hour (fixed)`,
+      value: (perDeviceHour.db + perDeviceHour.process) * 1e3,
+      unit: 'ms',
+    });
+    figures.push({
+      metric: `F=${fences}: materializer alone, wall per materialised position (marginal; busy machine)`,
+      value: perRow.wall * 1e6,
+      unit: 'µs',
+    });
     return figures;
   } finally {
     await storage.close();
@@ -233,7 +302,16 @@ const SEEDED: number[] = [];
  * is put back to just before it rebuilds them as late positions of a closed hour. Copy k shifts by k × 37 s
  * within the hour (so device-hours fill up); `copy(from, to)` adds copies [from, to) in one statement.
  */
-async function seedBacklog(storage: Storage, organizationId: string, buildingId: number, since: number, lagMs: number, log: (line: string) => void, hoursBack = 1, devices = '%') {
+async function seedBacklog(
+  storage: Storage,
+  organizationId: string,
+  buildingId: number,
+  since: number,
+  lagMs: number,
+  log: (line: string) => void,
+  hoursBack = 1,
+  devices = '%',
+) {
   const hour = Math.floor(since / HOUR_MS) * HOUR_MS;
   const target = hour - hoursBack * HOUR_MS;
   await new PositionStore(storage).ensurePartitions([{ timestamp: target } as PositionRecord]);
@@ -246,7 +324,20 @@ async function seedBacklog(storage: Storage, organizationId: string, buildingId:
               ?::timestamptz + make_interval(secs => mod(mod(extract(epoch from ts - ?::timestamptz) + k * 37, 3600) + 3600, 3600)), ?::timestamptz
        from positions cross join generate_series(?::int, ?::int) as k
        where organization_id = ? and building_id = ? and device_id like ? and ts >= ?::timestamptz and ts < ?::timestamptz and received_at >= ?::timestamptz and received_at <> all(?::timestamptz[])`,
-      [new Date(target).toISOString(), new Date(hour).toISOString(), new Date(receivedAt).toISOString(), from, to - 1, organizationId, buildingId, devices, new Date(since - 60_000).toISOString(), new Date(hour + HOUR_MS).toISOString(), new Date(since).toISOString(), pgArray(SEEDED.map((ms) => new Date(ms).toISOString()))],
+      [
+        new Date(target).toISOString(),
+        new Date(hour).toISOString(),
+        new Date(receivedAt).toISOString(),
+        from,
+        to - 1,
+        organizationId,
+        buildingId,
+        devices,
+        new Date(since - 60_000).toISOString(),
+        new Date(hour + HOUR_MS).toISOString(),
+        new Date(since).toISOString(),
+        pgArray(SEEDED.map((ms) => new Date(ms).toISOString())),
+      ],
     );
   };
   const started = performance.now();
@@ -260,7 +351,14 @@ async function seedBacklog(storage: Storage, organizationId: string, buildingId:
 }
 
 /** The materializer alone (no load): one pass over the backlog, its wall time and CPU per position. */
-async function calibrate(storage: Storage, from: number, rows: number, lagMs: number, log: (line: string) => void, which: readonly Materialization[] = materializations) {
+async function calibrate(
+  storage: Storage,
+  from: number,
+  rows: number,
+  lagMs: number,
+  log: (line: string) => void,
+  which: readonly Materialization[] = materializations,
+) {
   await setWatermark(storage, new Date(from));
   const materializer = new ReportMaterializer(storage, which, createLogger('silent'), { lagMs });
   const db = await DatabaseCpu.sample(storage);
@@ -278,12 +376,18 @@ async function calibrate(storage: Storage, from: number, rows: number, lagMs: nu
     profile.disconnect();
     const directory = new URL('./results/profiles/', import.meta.url);
     mkdirSync(directory, { recursive: true });
-    writeFileSync(new URL(`materializer-alone-${new Date().toISOString().replace(/[:.]/g, '-')}.cpuprofile`, directory), JSON.stringify(cpuProfile));
+    writeFileSync(
+      new URL(`materializer-alone-${new Date().toISOString().replace(/[:.]/g, '-')}.cpuprofile`, directory),
+      JSON.stringify(cpuProfile),
+    );
   }
   const wallS = (performance.now() - started) / 1000;
   const result = { rows, wallS, dbCpuS: await db.seconds(), processCpuS: processSeconds() - before };
-  if (!((await watermark((query) => storage.execute(query.text, query.params))) > from)) throw new Error('the calibration pass did not move the watermark');
-  log(`materializer alone (${which.map((m) => m.name).join(', ')}): ${rows} positions in ${wallS.toFixed(1)} s, DB CPU ${result.dbCpuS.toFixed(1)} s, process CPU ${result.processCpuS.toFixed(1)} s`);
+  if (!((await watermark((query) => storage.execute(query.text, query.params))) > from))
+    throw new Error('the calibration pass did not move the watermark');
+  log(
+    `materializer alone (${which.map((m) => m.name).join(', ')}): ${rows} positions in ${wallS.toFixed(1)} s, DB CPU ${result.dbCpuS.toFixed(1)} s, process CPU ${result.processCpuS.toFixed(1)} s`,
+  );
   return result;
 }
 

@@ -41,17 +41,33 @@ async function cpuAround(storage: Storage, run: () => Promise<void>): Promise<{ 
 export const materializerScenario: Scenario = {
   name: 'materializer',
   async run(): Promise<Figure[]> {
-    const running = await startTestGateway({ LOG_LEVEL: 'silent', POSITIONS_MAX_AGE_SECONDS: String(365 * 86_400), REPORTS_MATERIALIZE_INTERVAL_MS: '0', ...(process.env.PORT ? { PORT: process.env.PORT } : {}) });
+    const running = await startTestGateway({
+      LOG_LEVEL: 'silent',
+      POSITIONS_MAX_AGE_SECONDS: String(365 * 86_400),
+      REPORTS_MATERIALIZE_INTERVAL_MS: '0',
+      ...(process.env.PORT ? { PORT: process.env.PORT } : {}),
+    });
     try {
       const admin = await adminClient(running.client);
       const storage = running.gateway.services.storage;
-      const building = await admin.post('/api/v1/buildings', { name: 'Materializer bench', location: { lat: 40.4168, lng: -3.7038 }, dimensions: { width: 200, length: 200 }, rotation: 0 });
+      const building = await admin.post('/api/v1/buildings', {
+        name: 'Materializer bench',
+        location: { lat: 40.4168, lng: -3.7038 },
+        dimensions: { width: 200, length: 200 },
+        rotation: 0,
+      });
       if (building.status !== 201) throw new Error(building.text);
       const floor = await admin.post('/api/v1/floors', { building_id: building.body.id, level: 0, name: 'Ground' });
       const random = seededRandom(7);
       for (let i = 0; i < FENCES; i++) {
         const shape = rotatedRectangle(10 + random() * 180, 10 + random() * 180, 4 + random() * 16, 4 + random() * 16, random() * Math.PI);
-        const response = await admin.post('/api/v1/geofences', { name: `Fence ${i}`, building_id: building.body.id, floor_id: floor.body.id, type: 'POLYGON', cartesians: shape });
+        const response = await admin.post('/api/v1/geofences', {
+          name: `Fence ${i}`,
+          building_id: building.body.id,
+          floor_id: floor.body.id,
+          type: 'POLYGON',
+          cartesians: shape,
+        });
         if (response.status !== 201) throw new Error(response.text);
       }
       const hour = Math.floor(Date.now() / HOUR_MS) * HOUR_MS - 3 * HOUR_MS;
@@ -61,18 +77,32 @@ export const materializerScenario: Scenario = {
         const poses = Array.from({ length: 3600 }, (_, i) => {
           x = Math.min(199, Math.max(1, x + (random() * 2 - 1)));
           y = Math.min(199, Math.max(1, y + (random() * 2 - 1)));
-          return { device_id: `d-${String(d).padStart(3, '0')}`, timestamp: hour + i * 1000 + Math.floor(random() * 900), building_id: building.body.id, floor_id: floor.body.id, x, y };
+          return {
+            device_id: `d-${String(d).padStart(3, '0')}`,
+            timestamp: hour + i * 1000 + Math.floor(random() * 900),
+            building_id: building.body.id,
+            floor_id: floor.body.id,
+            x,
+            y,
+          };
         });
         for (let i = 0; i < poses.length; i += 1000) {
           const response = await admin.post('/api/v1/realtime/positions', { poses: poses.slice(i, i + 1000) });
           if (response.status !== 204) throw new Error(response.text);
         }
       }
-      const [org] = await storage.execute<{ organization_id: string }>('select organization_id::text from buildings where id = ?', [building.body.id]);
-      const units: DeviceHour[] = Array.from({ length: DEVICES }, (_, d) => ({ organizationId: org!.organization_id, deviceId: `d-${String(d).padStart(3, '0')}`, hour: new Date(hour) }));
+      const [org] = await storage.execute<{ organization_id: string }>('select organization_id::text from buildings where id = ?', [
+        building.body.id,
+      ]);
+      const units: DeviceHour[] = Array.from({ length: DEVICES }, (_, d) => ({
+        organizationId: org!.organization_id,
+        deviceId: `d-${String(d).padStart(3, '0')}`,
+        hour: new Date(hour),
+      }));
       const rows = DEVICES * 3600;
       await storage.execute('vacuum analyze positions');
-      const inTransaction = (run: (execute: Execute) => Promise<void>) => storage.em().transactional(async (em) => run(async (query) => (await em.execute(query.text, query.params as unknown[])) as never));
+      const inTransaction = (run: (execute: Execute) => Promise<void>) =>
+        storage.em().transactional(async (em) => run(async (query) => (await em.execute(query.text, query.params as unknown[])) as never));
       // Best pass of each materialization (DB + process), and of all of them.
       const best = new Map<string, { db: number; process: number; wall: number }>();
       for (let r = 0; r < REPEATS; r++) {
@@ -90,9 +120,12 @@ export const materializerScenario: Scenario = {
           for (const key of ['db', 'process', 'wall'] as const) total[key] += perPosition[key];
           line.push(`${materialization.name} DB ${perPosition.db.toFixed(1)} + process ${perPosition.process.toFixed(1)}`);
           const previous = best.get(materialization.name);
-          if (!previous || perPosition.db + perPosition.process < previous.db + previous.process) best.set(materialization.name, perPosition);
+          if (!previous || perPosition.db + perPosition.process < previous.db + previous.process)
+            best.set(materialization.name, perPosition);
         }
-        console.log(`pass ${r + 1}: ${line.join('; ')}; all DB ${total.db.toFixed(1)} + process ${total.process.toFixed(1)} µs per position (wall ${total.wall.toFixed(1)})`);
+        console.log(
+          `pass ${r + 1}: ${line.join('; ')}; all DB ${total.db.toFixed(1)} + process ${total.process.toFixed(1)} µs per position (wall ${total.wall.toFixed(1)})`,
+        );
         const previous = best.get('all');
         if (!previous || total.db + total.process < previous.db + previous.process) best.set('all', total);
         if (session) {
@@ -108,8 +141,16 @@ export const materializerScenario: Scenario = {
           await inTransaction((execute) =>
             materialization.rebuild(async (query) => {
               if (!explained.test(query.text)) return execute(query);
-              const plan = await execute<{ 'QUERY PLAN': string }>({ text: `explain (analyze, buffers) ${query.text}`, params: query.params });
-              console.log(plan.map((row) => row['QUERY PLAN']).join('\n').replace(/\{[-0-9,{}]{200,}\}/g, '{...}'));
+              const plan = await execute<{ 'QUERY PLAN': string }>({
+                text: `explain (analyze, buffers) ${query.text}`,
+                params: query.params,
+              });
+              console.log(
+                plan
+                  .map((row) => row['QUERY PLAN'])
+                  .join('\n')
+                  .replace(/\{[-0-9,{}]{200,}\}/g, '{...}'),
+              );
               return [] as never;
             }, units),
           );
@@ -144,7 +185,12 @@ export const materializerScenario: Scenario = {
           ...(name === 'all' ? { target: '<= 7 µs (ingest drops <= 10%)', met: cost.db + cost.process <= 7 } : {}),
         });
       }
-      figures.push({ scenario: 'materializer', metric: 'kept rows: geofence_stays', value: counts[0]!, unit: `segments, rollup_runs ${counts[1]}, rollup_heat_cells ${counts[2]}` });
+      figures.push({
+        scenario: 'materializer',
+        metric: 'kept rows: geofence_stays',
+        value: counts[0]!,
+        unit: `segments, rollup_runs ${counts[1]}, rollup_heat_cells ${counts[2]}`,
+      });
       return figures;
     } finally {
       await running.stop();

@@ -160,7 +160,10 @@ export function stageTimes(profile: CpuProfile, window?: { fromUs: number; toUs:
     entry.us += us;
     byFunction.set(name, entry);
   }
-  const top = [...byFunction].map(([name, { stage, us }]) => ({ name, stage, us })).sort((a, b) => b.us - a.us).slice(0, topCount);
+  const top = [...byFunction]
+    .map(([name, { stage, us }]) => ({ name, stage, us }))
+    .sort((a, b) => b.us - a.us)
+    .slice(0, topCount);
   return { byStage, totalUs, top };
 }
 
@@ -203,11 +206,18 @@ export function formatStageTable(times: StageTimes, counts: { positions: number;
   const rows = stageRows(times, counts, cpuScale);
   const busy = rows.filter((row) => row.stage !== 'idle').reduce((sum, row) => sum + row.us, 0);
   const lines = rows.map((row) => [row.label, `${cell(row.share * 100, 1)}%`, cell(row.usPerPosition, 2), cell(row.usPerEvent, 2)]);
-  lines.push(['busy (all but idle)', `${cell((busyUs(times) / times.totalUs) * 100, 1)}%`, cell(busy / counts.positions, 2), cell(counts.events > 0 ? busy / counts.events : NaN, 2)]);
+  lines.push([
+    'busy (all but idle)',
+    `${cell((busyUs(times) / times.totalUs) * 100, 1)}%`,
+    cell(busy / counts.positions, 2),
+    cell(counts.events > 0 ? busy / counts.events : NaN, 2),
+  ]);
   const header = ['stage', 'share', 'µs/position', 'µs/event'];
   const widths = header.map((h, i) => Math.max(h.length, ...lines.map((line) => line[i]!.length)));
   const format = (cells: string[]) => cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join('  ');
-  const top = times.top.map((entry) => `  ${cell((entry.us / times.totalUs) * 100, 1).padStart(5)}%  ${entry.stage.padEnd(11)} ${entry.name}`);
+  const top = times.top.map(
+    (entry) => `  ${cell((entry.us / times.totalUs) * 100, 1).padStart(5)}%  ${entry.stage.padEnd(11)} ${entry.name}`,
+  );
   return [
     `${(times.totalUs / 1000).toFixed(0)} ms profiled, ${counts.positions} positions, ${counts.events} enter/exit events; busy stages in CPU time (x${cpuScale.toFixed(2)} of sample time)`,
     format(header),

@@ -21,22 +21,33 @@ export function benchGraph(seed = 19): { graph: PathGraph; nodes: GraphNode[] } 
   const nodes: GraphNode[] = [];
   const links: GraphLink[] = [];
   const id = (floor: number, column: number, row: number) => floor * COLUMNS * ROWS + row * COLUMNS + column;
-  const link = (source: number, target: number, extra: Partial<GraphLink> = {}) => links.push({ source, target, origin: 'both', accessible: true, tags: [], ...extra });
+  const link = (source: number, target: number, extra: Partial<GraphLink> = {}) =>
+    links.push({ source, target, origin: 'both', accessible: true, tags: [], ...extra });
   for (let floor = 0; floor < FLOORS; floor++) {
     for (let row = 0; row < ROWS; row++) {
       for (let column = 0; column < COLUMNS; column++) {
         nodes.push({ id: id(floor, column, row), floor_id: floor + 1, x: column * PITCH_M, y: row * PITCH_M });
-        for (const [dc, dr] of [[1, 0], [0, 1]] as const) {
+        for (const [dc, dr] of [
+          [1, 0],
+          [0, 1],
+        ] as const) {
           if (column + dc >= COLUMNS || row + dr >= ROWS) continue;
           const draw = random();
           if (draw < 0.1) continue;
           link(id(floor, column, row), id(floor, column + dc, row + dr), draw < 0.2 ? { origin: draw < 0.15 ? 'source' : 'target' } : {});
         }
-        if (floor + 1 < FLOORS && (row * COLUMNS + column) % 10 === 3) link(id(floor, column, row), id(floor + 1, column, row), { accessible: false, tags: ['stairs'] });
+        if (floor + 1 < FLOORS && (row * COLUMNS + column) % 10 === 3)
+          link(id(floor, column, row), id(floor + 1, column, row), { accessible: false, tags: ['stairs'] });
       }
     }
     if (floor + 1 < FLOORS) {
-      for (const [column, row] of [[0, 0], [COLUMNS - 1, 0], [0, ROWS - 1], [COLUMNS - 1, ROWS - 1]] as const) link(id(floor, column, row), id(floor + 1, column, row), { tags: ['lift'] });
+      for (const [column, row] of [
+        [0, 0],
+        [COLUMNS - 1, 0],
+        [0, ROWS - 1],
+        [COLUMNS - 1, ROWS - 1],
+      ] as const)
+        link(id(floor, column, row), id(floor + 1, column, row), { tags: ['lift'] });
     }
   }
   const floors = new Map(Array.from({ length: FLOORS }, (_, level) => [level + 1, { level, levelHeight: level * 4 }] as const));
@@ -51,7 +62,11 @@ export const routingScenario: Scenario = {
     const { graph } = benchGraph();
     const buildMs = performance.now() - built;
     const random = seededRandom(7);
-    const point = () => ({ floor: 1 + Math.floor(random() * FLOORS), x: random() * (COLUMNS - 1) * PITCH_M, y: random() * (ROWS - 1) * PITCH_M });
+    const point = () => ({
+      floor: 1 + Math.floor(random() * FLOORS),
+      x: random() * (COLUMNS - 1) * PITCH_M,
+      y: random() * (ROWS - 1) * PITCH_M,
+    });
     const run = (accessibleOnly: boolean) => {
       const samples: number[] = [];
       let unreachable = 0;
@@ -71,13 +86,36 @@ export const routingScenario: Scenario = {
     run(false); // warm-up: the JIT, not the figures
     const any = run(false);
     const accessible = run(true);
-    process.stdout.write(`  graph of ${graph.nodeCount.toLocaleString('en-US')} nodes, ${graph.linkCount.toLocaleString('en-US')} links built in ${buildMs.toFixed(0)} ms\n`);
-    process.stdout.write(`  any links: p50 ${any.p50.toFixed(2)} p99 ${any.p99.toFixed(2)} max ${any.max.toFixed(2)} ms (${any.unreachable} unreachable); accessible only: p50 ${accessible.p50.toFixed(2)} p99 ${accessible.p99.toFixed(2)} ms\n`);
+    process.stdout.write(
+      `  graph of ${graph.nodeCount.toLocaleString('en-US')} nodes, ${graph.linkCount.toLocaleString('en-US')} links built in ${buildMs.toFixed(0)} ms\n`,
+    );
+    process.stdout.write(
+      `  any links: p50 ${any.p50.toFixed(2)} p99 ${any.p99.toFixed(2)} max ${any.max.toFixed(2)} ms (${any.unreachable} unreachable); accessible only: p50 ${accessible.p50.toFixed(2)} p99 ${accessible.p99.toFixed(2)} ms\n`,
+    );
     return [
-      { scenario: SCENARIO, metric: `graph build (${graph.nodeCount} nodes, ${graph.linkCount} links, ${FLOORS} floors)`, value: buildMs, unit: 'ms' },
+      {
+        scenario: SCENARIO,
+        metric: `graph build (${graph.nodeCount} nodes, ${graph.linkCount} links, ${FLOORS} floors)`,
+        value: buildMs,
+        unit: 'ms',
+      },
       { scenario: SCENARIO, metric: 'route p50 (snap + A* + steps), random pairs', value: any.p50, unit: 'ms' },
-      { scenario: SCENARIO, metric: 'route p99 (snap + A* + steps), random pairs', value: any.p99, unit: 'ms', target: '< 5 ms', met: any.p99 < 5 },
-      { scenario: SCENARIO, metric: 'route p99, accessible links only (lifts)', value: accessible.p99, unit: 'ms', target: '< 5 ms', met: accessible.p99 < 5 },
+      {
+        scenario: SCENARIO,
+        metric: 'route p99 (snap + A* + steps), random pairs',
+        value: any.p99,
+        unit: 'ms',
+        target: '< 5 ms',
+        met: any.p99 < 5,
+      },
+      {
+        scenario: SCENARIO,
+        metric: 'route p99, accessible links only (lifts)',
+        value: accessible.p99,
+        unit: 'ms',
+        target: '< 5 ms',
+        met: accessible.p99 < 5,
+      },
     ];
   },
 };

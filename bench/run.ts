@@ -18,7 +18,21 @@ import { silenceSweepScenario } from './silence-sweep.bench.js';
  * default; DATABASE_URL / REDIS_URL for PostgreSQL and Redis), prints a table and writes bench/results/.
  * Figures are reported against their targets, never asserted: speed is measured here, not in the tests.
  */
-const scenarios: Scenario[] = [buildingDetailScenario, csvExportScenario, ingestScenario, detectionScenario, geofencingScenario, reportsScenario, materializerScenario, routingScenario, scaleOutScenario, alarmButtonScenario, alarmEscalationScenario, silenceSweepScenario, fairnessScenario];
+const scenarios: Scenario[] = [
+  buildingDetailScenario,
+  csvExportScenario,
+  ingestScenario,
+  detectionScenario,
+  geofencingScenario,
+  reportsScenario,
+  materializerScenario,
+  routingScenario,
+  scaleOutScenario,
+  alarmButtonScenario,
+  alarmEscalationScenario,
+  silenceSweepScenario,
+  fairnessScenario,
+];
 
 const wanted = process.argv.slice(2);
 const figures: Figure[] = [];

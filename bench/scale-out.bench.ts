@@ -58,15 +58,28 @@ async function createVenue(gateway: GatewayProcess): Promise<Venue> {
   const random = seededRandom(SEED);
   const buildings: Venue['buildings'] = [];
   for (let b = 0; b < BUILDINGS; b++) {
-    const building = await admin.post('/api/v1/buildings', { name: `Scale ${b}`, location: { lat: 40.4 + b / 100, lng: -3.7 }, dimensions: { width: FLOOR_M, length: FLOOR_M }, rotation: 0 });
+    const building = await admin.post('/api/v1/buildings', {
+      name: `Scale ${b}`,
+      location: { lat: 40.4 + b / 100, lng: -3.7 },
+      dimensions: { width: FLOOR_M, length: FLOOR_M },
+      rotation: 0,
+    });
     if (building.status !== 201) throw new Error(`building: ${building.status} ${building.text}`);
     const floor = await admin.post('/api/v1/floors', { building_id: building.body.id, level: 0, name: 'Ground' });
     if (floor.status !== 201) throw new Error(`floor: ${floor.status} ${floor.text}`);
-    const shapes = Array.from({ length: FENCES_PER_BUILDING }, () => rotatedRectangle(5 + random() * 50, 5 + random() * 50, 4 + random() * 16, 4 + random() * 16, random() * Math.PI));
+    const shapes = Array.from({ length: FENCES_PER_BUILDING }, () =>
+      rotatedRectangle(5 + random() * 50, 5 + random() * 50, 4 + random() * 16, 4 + random() * 16, random() * Math.PI),
+    );
     await Promise.all(
       [0, 1, 2, 3].map(async (worker) => {
         for (let i = worker; i < shapes.length; i += 4) {
-          const fence = await admin.post('/api/v1/geofences', { name: `Fence ${b}-${i}`, building_id: building.body.id, floor_id: floor.body.id, type: 'POLYGON', cartesians: shapes[i] });
+          const fence = await admin.post('/api/v1/geofences', {
+            name: `Fence ${b}-${i}`,
+            building_id: building.body.id,
+            floor_id: floor.body.id,
+            type: 'POLYGON',
+            cartesians: shapes[i],
+          });
           if (fence.status !== 201) throw new Error(`geofence: ${fence.status} ${fence.text}`);
         }
       }),
@@ -88,7 +101,9 @@ function fleet(venue: Venue) {
   const x = Float64Array.from({ length: devices }, () => random() * FLOOR_M);
   const y = Float64Array.from({ length: devices }, () => random() * FLOOR_M);
   const moved = new Uint8Array(devices);
-  const owned = Array.from({ length: LANES }, (_, lane) => Array.from({ length: Math.ceil((devices - lane) / LANES) }, (_, k) => lane + k * LANES));
+  const owned = Array.from({ length: LANES }, (_, lane) =>
+    Array.from({ length: Math.ceil((devices - lane) / LANES) }, (_, k) => lane + k * LANES),
+  );
   const cursors = new Array<number>(LANES).fill(0);
   const clocks = new Array<number>(LANES).fill(0);
   const headers = { authorization: `Bearer ${venue.token}`, 'content-type': 'application/json' };
@@ -114,10 +129,16 @@ function fleet(venue: Venue) {
           }
           moved[d] = 1;
           const building = venue.buildings[d % BUILDINGS]!;
-          poses.push(`{"device_id":"scale-${d}","timestamp":${timestamp},"building_id":${building.id},"floor_id":${building.floorId},"x":${x[d]!.toFixed(2)},"y":${y[d]!.toFixed(2)}}`);
+          poses.push(
+            `{"device_id":"scale-${d}","timestamp":${timestamp},"building_id":${building.id},"floor_id":${building.floorId},"x":${x[d]!.toFixed(2)},"y":${y[d]!.toFixed(2)}}`,
+          );
         }
         const gateway = gateways[(index + k) % gateways.length]!;
-        const response = await fetch(`${gateway.baseUrl}/api/v1/realtime/positions`, { method: 'POST', headers, body: `{"poses":[${poses.join(',')}]}` });
+        const response = await fetch(`${gateway.baseUrl}/api/v1/realtime/positions`, {
+          method: 'POST',
+          headers,
+          body: `{"poses":[${poses.join(',')}]}`,
+        });
         const text = await response.text();
         if (response.status !== 204) throw new Error(`upload to ${gateway.baseUrl}: ${response.status} ${text}`);
       }
@@ -143,7 +164,12 @@ async function settle(gateways: GatewayProcess[]): Promise<void> {
 const sumOf = (samples: Samples[], name: string) => samples.reduce((total, s) => total + s.value(name), 0);
 
 /** Polls the gateways' metrics until `done` holds for them, at most `timeoutMs`; the elapsed ms, or undefined. */
-async function waitFor(gateways: GatewayProcess[], done: (samples: Samples[]) => boolean, timeoutMs: number, since = performance.now()): Promise<number | undefined> {
+async function waitFor(
+  gateways: GatewayProcess[],
+  done: (samples: Samples[]) => boolean,
+  timeoutMs: number,
+  since = performance.now(),
+): Promise<number | undefined> {
   while (performance.now() - since < timeoutMs) {
     const samples = await Promise.all(gateways.map(scrape)).catch(() => undefined);
     if (samples && done(samples)) return performance.now() - since;
@@ -221,8 +247,12 @@ export const scaleOutScenario: Scenario = {
 
         const processUs = gateways.map((_, i) => ((cpuAfter[i]! - cpuBefore[i]!) * 1e6) / uploaded);
         const hasDetection = metricsAfter.every((s) => s.has(DETECTION_CPU));
-        const detectionUs = gateways.map((_, i) => ((metricsAfter[i]!.value(DETECTION_CPU) - metricsBefore[i]!.value(DETECTION_CPU)) * 1e6) / uploaded);
-        const detectedShare = gateways.map((_, i) => (metricsAfter[i]!.value(DETECTION_POSITIONS) - metricsBefore[i]!.value(DETECTION_POSITIONS)) / uploaded);
+        const detectionUs = gateways.map(
+          (_, i) => ((metricsAfter[i]!.value(DETECTION_CPU) - metricsBefore[i]!.value(DETECTION_CPU)) * 1e6) / uploaded,
+        );
+        const detectedShare = gateways.map(
+          (_, i) => (metricsAfter[i]!.value(DETECTION_POSITIONS) - metricsBefore[i]!.value(DETECTION_POSITIONS)) / uploaded,
+        );
         const list = (values: number[], digits = 1) => values.map((v) => v.toFixed(digits)).join(' / ');
         const sum = (values: number[]) => values.reduce((a, b) => a + b, 0);
         log(`N=${n}: ${uploaded} positions in ${(uploadMs / 1000).toFixed(1)} s through ${n} gateway(s), ${BUILDINGS} buildings`);
@@ -230,8 +260,18 @@ export const scaleOutScenario: Scenario = {
         if (hasDetection) {
           log(`  detection CPU µs per uploaded position, per gateway: ${list(detectionUs, 2)} (sum ${sum(detectionUs).toFixed(2)})`);
           log(`  share of positions run through detection, per gateway: ${list(detectedShare, 2)}`);
-          add({ metric: `N=${n}: detection CPU per uploaded position, max over gateways`, value: Math.max(...detectionUs), unit: 'µs', target: n > 1 ? '~1/N of N=1' : undefined });
-          add({ metric: `N=${n}: detection CPU per uploaded position, sum over gateways`, value: sum(detectionUs), unit: 'µs', target: n > 1 ? '~flat (N=1 figure)' : undefined });
+          add({
+            metric: `N=${n}: detection CPU per uploaded position, max over gateways`,
+            value: Math.max(...detectionUs),
+            unit: 'µs',
+            target: n > 1 ? '~1/N of N=1' : undefined,
+          });
+          add({
+            metric: `N=${n}: detection CPU per uploaded position, sum over gateways`,
+            value: sum(detectionUs),
+            unit: 'µs',
+            target: n > 1 ? '~flat (N=1 figure)' : undefined,
+          });
         } else {
           log(`  detection CPU µs per uploaded position, per gateway: n/a (${DETECTION_CPU} not exported by this gateway)`);
         }
@@ -254,7 +294,11 @@ export const scaleOutScenario: Scenario = {
  * KILLS times: `kill -9` of the gateway owning the most buildings, the time until the survivors' ready
  * buildings add up to every building again, then a restart of the killed one and a wait for convergence.
  */
-async function measureTakeover(gateways: GatewayProcess[], env: () => Record<string, string>, add: (figure: Omit<Figure, 'scenario'>) => void): Promise<void> {
+async function measureTakeover(
+  gateways: GatewayProcess[],
+  env: () => Record<string, string>,
+  add: (figure: Omit<Figure, 'scenario'>) => void,
+): Promise<void> {
   const samples = await Promise.all(gateways.map(scrape));
   if (!samples.every((s) => s.has(OWNED) && s.has(READY))) {
     log(`takeover: n/a (${OWNED} / ${READY} not exported by this gateway)`);
@@ -273,7 +317,9 @@ async function measureTakeover(gateways: GatewayProcess[], env: () => Record<str
     const killedAt = performance.now();
     await gateways[victim]!.kill();
     const ms = await waitFor(survivors, (all) => sumOf(all, READY) === BUILDINGS, 60_000, killedAt);
-    log(`  kill ${kill + 1}: gateway ${victim} owned ${owned[victim]} of ${BUILDINGS} buildings; ${ms === undefined ? 'NOT taken over within 60 s' : `taken over in ${Math.round(ms)} ms`}`);
+    log(
+      `  kill ${kill + 1}: gateway ${victim} owned ${owned[victim]} of ${BUILDINGS} buildings; ${ms === undefined ? 'NOT taken over within 60 s' : `taken over in ${Math.round(ms)} ms`}`,
+    );
     if (ms !== undefined) takeovers.push(ms);
     gateways[victim] = await startGatewayProcess(env(), portsOf(victim).port, portsOf(victim).metricsPort);
     if ((await waitFor(gateways, converged, 60_000)) === undefined) {
@@ -282,8 +328,20 @@ async function measureTakeover(gateways: GatewayProcess[], env: () => Record<str
     }
   }
   if (takeovers.length > 0) {
-    add({ metric: `takeover after kill -9 of an owner, median of ${takeovers.length}`, value: median(takeovers), unit: 'ms', target: 'a few seconds' });
+    add({
+      metric: `takeover after kill -9 of an owner, median of ${takeovers.length}`,
+      value: median(takeovers),
+      unit: 'ms',
+      target: 'a few seconds',
+    });
     add({ metric: `takeover after kill -9 of an owner, max of ${takeovers.length}`, value: Math.max(...takeovers), unit: 'ms' });
   }
-  if (takeovers.length < KILLS) add({ metric: 'takeovers not completed within 60 s (or not run)', value: KILLS - takeovers.length, unit: 'kills', target: '0', met: false });
+  if (takeovers.length < KILLS)
+    add({
+      metric: 'takeovers not completed within 60 s (or not run)',
+      value: KILLS - takeovers.length,
+      unit: 'kills',
+      target: '0',
+      met: false,
+    });
 }

@@ -13,7 +13,16 @@ const SWEEPS = 15;
 
 /** A one-floor building without fences, with dead-man silence on (storm thresholds left at their defaults). */
 function runtimeOf(id: number): BuildingRuntime {
-  const building = { id, name: `B${id}`, locationLat: 40.4, locationLng: -3.7, width: 200, length: 200, rotation: 0, deadmanSilenceS: SILENCE_S } as unknown as Building;
+  const building = {
+    id,
+    name: `B${id}`,
+    locationLat: 40.4,
+    locationLng: -3.7,
+    width: 200,
+    length: 200,
+    rotation: 0,
+    deadmanSilenceS: SILENCE_S,
+  } as unknown as Building;
   const runtime: BuildingRuntime = {
     id,
     organizationId: 'bench',
@@ -55,8 +64,20 @@ export const silenceSweepScenario: Scenario = {
     const observe = (d: number, at: number) => {
       const buildingId = (d % BUILDINGS) + 1;
       const record: PositionRecord = {
-        organizationId: 'bench', deviceId: `dev-${d}`, userId: null, buildingId, floorId: buildingId, indoor: true,
-        x: 10 + (d % 180), y: 10 + ((d * 7) % 180), lat: 0, lng: 0, yaw: 0, accuracy: 2, timestamp: at, receivedAt: at,
+        organizationId: 'bench',
+        deviceId: `dev-${d}`,
+        userId: null,
+        buildingId,
+        floorId: buildingId,
+        indoor: true,
+        x: 10 + (d % 180),
+        y: 10 + ((d * 7) % 180),
+        lat: 0,
+        lng: 0,
+        yaw: 0,
+        accuracy: 2,
+        timestamp: at,
+        receivedAt: at,
       };
       engine.observe(record, runtimes.get(buildingId));
     };
@@ -68,8 +89,19 @@ export const silenceSweepScenario: Scenario = {
     const storm = sweeps(engine, (i) => t0 + SILENCE_S * 1000 + 1000 + i * 1000);
     const figures: Figure[] = [
       { scenario: SCENARIO, metric: `sweep, ${DEVICES} devices reporting`, value: quiet.ms, unit: 'ms', target: 'a few ms' },
-      { scenario: SCENARIO, metric: `sweep, ${DEVICES / BUILDINGS} of them silent together (storm)`, value: storm.ms, unit: 'ms', target: 'a few ms' },
-      { scenario: SCENARIO, metric: 'storm sweeps: BUILDING_SILENT raised', value: storm.alarms.get('BUILDING_SILENT') ?? 0, unit: 'alarms' },
+      {
+        scenario: SCENARIO,
+        metric: `sweep, ${DEVICES / BUILDINGS} of them silent together (storm)`,
+        value: storm.ms,
+        unit: 'ms',
+        target: 'a few ms',
+      },
+      {
+        scenario: SCENARIO,
+        metric: 'storm sweeps: BUILDING_SILENT raised',
+        value: storm.alarms.get('BUILDING_SILENT') ?? 0,
+        unit: 'alarms',
+      },
       { scenario: SCENARIO, metric: 'storm sweeps: DEADMAN raised', value: storm.alarms.get('DEADMAN') ?? 0, unit: 'alarms' },
     ];
     return figures;

@@ -101,7 +101,10 @@ export async function buildConsole(outDir = DIST_DIR): Promise<{ manifest: Conso
     write: false,
     logLevel: 'silent',
   });
-  const assets: ConsoleFile[] = result.outputFiles.map((file) => ({ path: relative(outDir, file.path).split('\\').join('/'), body: Buffer.from(file.contents) }));
+  const assets: ConsoleFile[] = result.outputFiles.map((file) => ({
+    path: relative(outDir, file.path).split('\\').join('/'),
+    body: Buffer.from(file.contents),
+  }));
   const script = assets.find((file) => file.path.endsWith('.js'));
   const style = assets.find((file) => file.path.endsWith('.css'));
   if (!script || !style) throw new Error('the console bundle has no script or no stylesheet');
@@ -114,10 +117,18 @@ export async function buildConsole(outDir = DIST_DIR): Promise<{ manifest: Conso
     .replace('<!-- script -->', `<script type="module" src="/console/${script.path}"></script>`);
   const files = [...assets, { path: 'index.html', body: Buffer.from(html) }];
 
-  const inputs = [...Object.keys(result.metafile.inputs).map((input) => relative(REPO_ROOT, resolve(REPO_ROOT, input))), ...EXTRA_INPUTS.map((input) => relative(REPO_ROOT, input))]
+  const inputs = [
+    ...Object.keys(result.metafile.inputs).map((input) => relative(REPO_ROOT, resolve(REPO_ROOT, input))),
+    ...EXTRA_INPUTS.map((input) => relative(REPO_ROOT, input)),
+  ]
     .map((input) => input.split('\\').join('/'))
     .filter((input, index, all) => all.indexOf(input) === index);
-  const manifest: ConsoleManifest = { sourceHash: hashInputs(inputs) ?? sha256(randomBytes(16)), inputs, files: files.map((file) => file.path), builtAt: new Date().toISOString() };
+  const manifest: ConsoleManifest = {
+    sourceHash: hashInputs(inputs) ?? sha256(randomBytes(16)),
+    inputs,
+    files: files.map((file) => file.path),
+    builtAt: new Date().toISOString(),
+  };
 
   for (const file of assets) writeAtomically(join(outDir, file.path), file.body);
   writeAtomically(join(outDir, 'index.html'), html);
@@ -148,7 +159,9 @@ if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.ur
   buildConsole().then(
     ({ files }) => {
       const total = files.reduce((sum, file) => sum + file.body.length, 0);
-      process.stdout.write(`console built into ${relative(process.cwd(), DIST_DIR) || DIST_DIR}: ${files.map((f) => f.path).join(', ')} (${(total / 1024).toFixed(1)} KiB, ${Math.round(performance.now() - started)} ms)\n`);
+      process.stdout.write(
+        `console built into ${relative(process.cwd(), DIST_DIR) || DIST_DIR}: ${files.map((f) => f.path).join(', ')} (${(total / 1024).toFixed(1)} KiB, ${Math.round(performance.now() - started)} ms)\n`,
+      );
     },
     (error: unknown) => {
       process.stderr.write(`console build failed: ${error instanceof Error ? error.message : String(error)}\n`);

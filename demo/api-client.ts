@@ -45,7 +45,12 @@ export class DemoApi {
       payload = JSON.stringify(body);
       headers['content-type'] = 'application/json';
     }
-    const response = await fetch(this.baseUrl + path, { method, headers, body: payload, signal: init.signal ?? AbortSignal.timeout(15_000) });
+    const response = await fetch(this.baseUrl + path, {
+      method,
+      headers,
+      body: payload,
+      signal: init.signal ?? AbortSignal.timeout(15_000),
+    });
     const text = await response.text();
     if (!response.ok) throw new DemoApiError(response.status, `${method} ${path}`, text);
     return (text && (response.headers.get('content-type') ?? '').includes('json') ? JSON.parse(text) : undefined) as T;

@@ -29,7 +29,8 @@ export function demoFloorplanPng(pxPerMetre = 10): Buffer {
     if (y > north && NORTH_PARTITIONS.some((p) => near(x, p))) return WALL;
     if (y < south && SOUTH_PARTITIONS.some((p) => near(x, p))) return WALL;
     if (Math.abs(x - STAIRS_X) < 2.5 && Math.abs(y - CORRIDOR_Y) < 2.5) return Math.floor(x * 2) % 2 === 0 ? STAIRS : CORRIDOR;
-    if (Math.abs(x - LIFT_X) < 2.5 && Math.abs(y - CORRIDOR_Y) < 2.5) return near(Math.abs(x - LIFT_X), 2.5, 0.3) || near(Math.abs(y - CORRIDOR_Y), 2.5, 0.3) ? WALL : LIFT;
+    if (Math.abs(x - LIFT_X) < 2.5 && Math.abs(y - CORRIDOR_Y) < 2.5)
+      return near(Math.abs(x - LIFT_X), 2.5, 0.3) || near(Math.abs(y - CORRIDOR_Y), 2.5, 0.3) ? WALL : LIFT;
     if (y > south && y < north) return CORRIDOR;
     return ROOM;
   };
@@ -53,7 +54,12 @@ export function greyscalePng(width: number, height: number, rows: Buffer): Buffe
   header.writeUInt32BE(width, 0);
   header.writeUInt32BE(height, 4);
   header.set([8, 0, 0, 0, 0], 8); // 8-bit greyscale, no interlace
-  return Buffer.concat([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]), chunk('IHDR', header), chunk('IDAT', deflateSync(rows)), chunk('IEND', Buffer.alloc(0))]);
+  return Buffer.concat([
+    Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]),
+    chunk('IHDR', header),
+    chunk('IDAT', deflateSync(rows)),
+    chunk('IEND', Buffer.alloc(0)),
+  ]);
 }
 
 /** An 8-bit RGBA PNG from its filtered rows (each row a filter byte, then four bytes a pixel). */
@@ -62,7 +68,12 @@ export function rgbaPng(width: number, height: number, rows: Buffer): Buffer {
   header.writeUInt32BE(width, 0);
   header.writeUInt32BE(height, 4);
   header.set([8, 6, 0, 0, 0], 8); // 8-bit RGBA, no interlace
-  return Buffer.concat([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]), chunk('IHDR', header), chunk('IDAT', deflateSync(rows)), chunk('IEND', Buffer.alloc(0))]);
+  return Buffer.concat([
+    Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]),
+    chunk('IHDR', header),
+    chunk('IDAT', deflateSync(rows)),
+    chunk('IEND', Buffer.alloc(0)),
+  ]);
 }
 
 function chunk(type: string, data: Buffer): Buffer {

@@ -36,7 +36,12 @@ async function main(): Promise<void> {
   const venue = await seedDemoVenue(await seederApi(config, gateway, baseUrl));
   const simulatorKeyFile = join(config.DATA_DIR, SIMULATOR_KEY_FILE);
   keepSecret(simulatorKeyFile, venue.simulatorApiKey);
-  simulator = await Simulator.connect({ url: baseUrl, apiKey: venue.simulatorApiKey, buildingId: venue.buildingId, log: (line) => logger.info(`demo: ${line}`) });
+  simulator = await Simulator.connect({
+    url: baseUrl,
+    apiKey: venue.simulatorApiKey,
+    buildingId: venue.buildingId,
+    log: (line) => logger.info(`demo: ${line}`),
+  });
   if (stopping()) return;
   simulator.start();
 
@@ -86,13 +91,25 @@ async function seederApi(config: Config, gateway: Gateway, baseUrl: string): Pro
   if (password) api = await DemoApi.signIn(baseUrl, gateway.bootstrap.email ?? config.ADMIN_EMAIL, password);
   else if (existsSync(keyFile)) api = new DemoApi(baseUrl, { apiKey: readFileSync(keyFile, 'utf8').trim() });
   else if (existsSync(legacyFile)) api = new DemoApi(baseUrl, { apiKey: readFileSync(legacyFile, 'utf8').trim() });
-  else throw new Error(`cannot sign in to seed the demo: set ADMIN_PASSWORD (the first start printed the generated one), or use a fresh DATA_DIR`);
+  else
+    throw new Error(
+      `cannot sign in to seed the demo: set ADMIN_PASSWORD (the first start printed the generated one), or use a fresh DATA_DIR`,
+    );
 
   const users = await api.get<{ data: { id: string; email: string }[] }>('/api/v1/users?size=1000');
   const seeder: { id: string } =
     users.data.find((user) => user.email === SEEDER_EMAIL) ??
-    (await api.post<{ id: string }>('/api/v1/users', { email: SEEDER_EMAIL, password: randomBytes(18).toString('base64url'), role: 'admin', full_name: 'Demo seeder' }));
-  const fresh = await api.post<{ id: string; apikey: string }>('/api/v1/auth/apikeys', { permission: 'read-write', description: SEEDER_KEY_DESCRIPTION, user_id: seeder.id });
+    (await api.post<{ id: string }>('/api/v1/users', {
+      email: SEEDER_EMAIL,
+      password: randomBytes(18).toString('base64url'),
+      role: 'admin',
+      full_name: 'Demo seeder',
+    }));
+  const fresh = await api.post<{ id: string; apikey: string }>('/api/v1/auth/apikeys', {
+    permission: 'read-write',
+    description: SEEDER_KEY_DESCRIPTION,
+    user_id: seeder.id,
+  });
   for (const key of await api.get<{ id: string; description: string }[]>(`/api/v1/auth/apikeys?user_id=${seeder.id}`)) {
     if (key.description === SEEDER_KEY_DESCRIPTION && key.id !== fresh.id) await api.delete(`/api/v1/auth/apikeys/${key.id}`);
   }
@@ -101,7 +118,8 @@ async function seederApi(config: Config, gateway: Gateway, baseUrl: string): Pro
     // An earlier demo kept a platform administrator's key here: revoked with itself, then removed.
     const legacy = new DemoApi(baseUrl, { apiKey: readFileSync(legacyFile, 'utf8').trim() });
     const own = await legacy.get<{ id: string; description: string }[]>('/api/v1/auth/apikeys').catch(() => []);
-    for (const key of own) if (key.description === LEGACY_ADMIN_KEY_DESCRIPTION) await legacy.delete(`/api/v1/auth/apikeys/${key.id}`).catch(() => undefined);
+    for (const key of own)
+      if (key.description === LEGACY_ADMIN_KEY_DESCRIPTION) await legacy.delete(`/api/v1/auth/apikeys/${key.id}`).catch(() => undefined);
     unlinkSync(legacyFile);
   }
   return new DemoApi(baseUrl, { apiKey: fresh.apikey });

@@ -35,7 +35,7 @@ export const DEMO_POI_CATEGORIES: readonly DemoPoiCategory[] = [
     name: 'Entrance',
     colour: [0, 90, 170],
     // An arrow pointing right.
-    symbol: (x, y) => (Math.abs(y) < 0.15 && x > -0.6 && x < 0.2) || (x >= 0.1 && x < 0.6 && Math.abs(y) < 0.5 * (0.6 - x) / 0.5),
+    symbol: (x, y) => (Math.abs(y) < 0.15 && x > -0.6 && x < 0.2) || (x >= 0.1 && x < 0.6 && Math.abs(y) < (0.5 * (0.6 - x)) / 0.5),
   },
   {
     code: 'nurses_station',
@@ -69,7 +69,14 @@ export function poiIconPng(category: DemoPoiCategory, size = 48): Buffer {
       const x = ((column + 0.5) / size) * 2 - 1;
       const y = 1 - ((row + 0.5) / size) * 2;
       const r = Math.hypot(x, y);
-      const pixel: [number, number, number, number] = r > 0.98 ? [0, 0, 0, 0] : r > 0.88 ? [255, 255, 255, 255] : category.symbol(x / 0.88, y / 0.88) ? [255, 255, 255, 255] : [...category.colour, 255];
+      const pixel: [number, number, number, number] =
+        r > 0.98
+          ? [0, 0, 0, 0]
+          : r > 0.88
+            ? [255, 255, 255, 255]
+            : category.symbol(x / 0.88, y / 0.88)
+              ? [255, 255, 255, 255]
+              : [...category.colour, 255];
       rows.set(pixel, offset);
       offset += 4;
     }

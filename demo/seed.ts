@@ -3,7 +3,17 @@ import { DemoApiError, type DemoApi } from './api-client.js';
 import { demoFloorplanPng } from './floorplan-png.js';
 import { demoPersonName } from './people.js';
 import { DEMO_POI_CATEGORIES, DEMO_POI_CATEGORY_OF, poiIconPng } from './poi-icons.js';
-import { DEMO_BUILDING_NAME, DEMO_EVENT, DEMO_FLOORS, DEMO_GEOFENCES, DEMO_LENGTH_M, DEMO_LOCATION, DEMO_POIS, DEMO_WIDTH_M, demoGraph } from './venue.js';
+import {
+  DEMO_BUILDING_NAME,
+  DEMO_EVENT,
+  DEMO_FLOORS,
+  DEMO_GEOFENCES,
+  DEMO_LENGTH_M,
+  DEMO_LOCATION,
+  DEMO_POIS,
+  DEMO_WIDTH_M,
+  demoGraph,
+} from './venue.js';
 
 export interface SeedOptions {
   /** Name of the building: a second seeding finds it by this name and reuses it. */
@@ -57,12 +67,17 @@ export async function seedDemoVenue(api: DemoApi, options: SeedOptions = {}): Pr
     ({ building, floorIds } = await createBuilding(api, name, maxStay));
   }
   // Applied on every start, so a changed option (or a hand edit) is put back.
-  await api.put(`/api/v1/buildings/${building.id}/alarm_settings`, { deadman_silence_s: options.deadmanSilenceSeconds ?? 30, deadman_after_s: null, deadman_radius_m: null });
+  await api.put(`/api/v1/buildings/${building.id}/alarm_settings`, {
+    deadman_silence_s: options.deadmanSilenceSeconds ?? 30,
+    deadman_after_s: null,
+    deadman_radius_m: null,
+  });
 
   const groupId = await ensureGroup(api, 'Responders', 'First responders, ranked by walking distance to an alarm');
   const users = await api.get<{ data: any[] }>('/api/v1/users?size=1000');
   const ensureUser = async (email: string, body: Record<string, unknown>) =>
-    users.data.find((u) => u.email === email) ?? (await api.post('/api/v1/users', { email, password: randomBytes(18).toString('base64url'), ...body }));
+    users.data.find((u) => u.email === email) ??
+    (await api.post('/api/v1/users', { email, password: randomBytes(18).toString('base64url'), ...body }));
   const responders = options.responders ?? 5;
   const people = Math.max(options.people ?? 50, responders);
   for (let i = 0; i < people; i++) {
@@ -78,11 +93,16 @@ export async function seedDemoVenue(api: DemoApi, options: SeedOptions = {}): Pr
   for (const key of await api.get<any[]>(`/api/v1/auth/apikeys?user_id=${simulator.id}`)) {
     if (key.description === SIMULATOR_KEY_DESCRIPTION) await api.delete(`/api/v1/auth/apikeys/${key.id}`);
   }
-  const key = await api.post('/api/v1/auth/apikeys', { permission: 'read-write', description: SIMULATOR_KEY_DESCRIPTION, user_id: simulator.id });
+  const key = await api.post('/api/v1/auth/apikeys', {
+    permission: 'read-write',
+    description: SIMULATOR_KEY_DESCRIPTION,
+    user_id: simulator.id,
+  });
   return { buildingId: building.id, floorIds, groupId, simulatorApiKey: key.apikey, created };
 }
 
-const isComplete = (building: any) => (building.custom_fields ?? []).some((field: any) => field.key === SEED_MARK && field.value === 'complete');
+const isComplete = (building: any) =>
+  (building.custom_fields ?? []).some((field: any) => field.key === SEED_MARK && field.value === 'complete');
 
 async function createBuilding(api: DemoApi, name: string, maxStay: number) {
   const building = await api.post('/api/v1/buildings', {
@@ -98,7 +118,14 @@ async function createBuilding(api: DemoApi, name: string, maxStay: number) {
   const image = await api.request('POST', '/api/v1/images', undefined, { form });
   const floorIds: number[] = [];
   for (const floor of DEMO_FLOORS) {
-    const created = await api.post('/api/v1/floors', { building_id: building.id, level: floor.level, level_height: floor.levelHeight, name: floor.name, map_id: image.id, scale: 10 });
+    const created = await api.post('/api/v1/floors', {
+      building_id: building.id,
+      level: floor.level,
+      level_height: floor.levelHeight,
+      name: floor.name,
+      map_id: image.id,
+      scale: 10,
+    });
     floorIds.push(created.id);
   }
   for (const fence of DEMO_GEOFENCES) {
@@ -145,7 +172,12 @@ async function ensurePoiCategories(api: DemoApi): Promise<Map<string, number>> {
       const form = new FormData();
       form.append('image', new Blob([new Uint8Array(poiIconPng(category))], { type: 'image/png' }), `${category.code}.png`);
       const icon = await api.request('POST', '/api/v1/images', undefined, { form });
-      existing = await api.post('/api/v1/poi_categories', { code: category.code, name_en: category.name, icon: icon.id, selected_icon: icon.id });
+      existing = await api.post('/api/v1/poi_categories', {
+        code: category.code,
+        name_en: category.name,
+        icon: icon.id,
+        selected_icon: icon.id,
+      });
     }
     ids.set(category.code, existing.id);
   }

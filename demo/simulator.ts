@@ -96,7 +96,9 @@ export class Simulator {
     private readonly api: DemoApi,
     readonly buildingId: number,
     private readonly devices: Device[],
-    private readonly options: Required<Omit<SimulatorOptions, 'url' | 'apiKey' | 'buildingId' | 'buildingName' | 'log'>> & { log: (line: string) => void },
+    private readonly options: Required<Omit<SimulatorOptions, 'url' | 'apiKey' | 'buildingId' | 'buildingName' | 'log'>> & {
+      log: (line: string) => void;
+    },
     random: () => number,
   ) {
     this.random = random;
@@ -152,8 +154,23 @@ export class Simulator {
       const edge = from.neighbours[Math.floor(random() * from.neighbours.length)]!;
       // Scripted roles take the last devices, so the first ones (the responders') always walk.
       const fromEnd = count - 1 - i;
-      const role: Role = fromEnd < options.lingerers && stays.length > 0 ? 'lingerer' : fromEnd === options.lingerers ? 'silent' : fromEnd === options.lingerers + 1 ? 'danger' : 'walker';
-      const device: Device = { id: deviceIdentifier(options.devicePrefix, i), role, from, to: edge.node, along: random() * edge.metres, lane: (random() - 0.5) * 2 * LANE_MAX_M, phase: random() * Math.PI * 2 };
+      const role: Role =
+        fromEnd < options.lingerers && stays.length > 0
+          ? 'lingerer'
+          : fromEnd === options.lingerers
+            ? 'silent'
+            : fromEnd === options.lingerers + 1
+              ? 'danger'
+              : 'walker';
+      const device: Device = {
+        id: deviceIdentifier(options.devicePrefix, i),
+        role,
+        from,
+        to: edge.node,
+        along: random() * edge.metres,
+        lane: (random() - 0.5) * 2 * LANE_MAX_M,
+        phase: random() * Math.PI * 2,
+      };
       if (role === 'lingerer') {
         const node = stays[fromEnd % stays.length]!;
         device.stay = { node, until: options.lingerSeconds * 1000 };
@@ -233,7 +250,13 @@ export function stepDevice(device: Device, dt: number, elapsedMs: number, speedM
     // Standing: small shifts of weight, and now and then a look around.
     if (random() < 0.2) device.pause.yaw = round(device.pause.yaw + (random() - 0.5) * Math.PI);
     const { from } = device;
-    return { floor_id: from.floorId, x: round(from.x + (random() - 0.5) * 0.3), y: round(from.y + (random() - 0.5) * 0.3), yaw: device.pause.yaw, accuracy: round(1 + random() * 2) };
+    return {
+      floor_id: from.floorId,
+      x: round(from.x + (random() - 0.5) * 0.3),
+      y: round(from.y + (random() - 0.5) * 0.3),
+      yaw: device.pause.yaw,
+      accuracy: round(1 + random() * 2),
+    };
   }
   device.pause = undefined;
   let left = speedMps * dt * (0.8 + random() * 0.4);
@@ -316,7 +339,9 @@ async function main(): Promise<void> {
     },
   });
   if (!values['api-key']) {
-    process.stderr.write('usage: npx tsx demo/simulator.ts --url http://127.0.0.1:8080 --api-key fc_... [--building ID] [--devices 50] [--interval-ms 1000]\n');
+    process.stderr.write(
+      'usage: npx tsx demo/simulator.ts --url http://127.0.0.1:8080 --api-key fc_... [--building ID] [--devices 50] [--interval-ms 1000]\n',
+    );
     process.exit(2);
   }
   const number = (value: string | undefined) => (value === undefined ? undefined : Number(value));

@@ -81,12 +81,12 @@ export const DEMO_POIS: readonly { floor: number; name: string; x: number; y: nu
   { floor: 1, name: 'Lift', x: LIFT_X, y: CORRIDOR_Y },
 ];
 
-
 /** The path graph: per floor the corridor and its branches (ids floor index * 100 + n), then stairs and lift. */
 export function demoGraph(floorIds: readonly number[]): { nodes: GraphNode[]; links: GraphLink[] } {
   const nodes: GraphNode[] = [];
   const links: GraphLink[] = [];
-  const link = (source: number, target: number, tags: string[] = [], accessible = true) => links.push({ source, target, origin: 'both', accessible, tags });
+  const link = (source: number, target: number, tags: string[] = [], accessible = true) =>
+    links.push({ source, target, origin: 'both', accessible, tags });
   floorIds.forEach((floorId, floor) => {
     const base = (floor + 1) * 100;
     CORRIDOR_XS.forEach((x, i) => {

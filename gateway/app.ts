@@ -116,7 +116,13 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
   // PGlite has one connection. A server takes up to 4 commits of 1,000 rows at once (one per writer pool
   // connection, server-storage.ts): measured, that stores about 1.5x what 2 commits of 10,000 did.
   const writer = storage.kind === 'embedded' ? new PositionWriter(positionStore) : new PositionWriter(positionStore, 1000, 4);
-  const realtime = new RealtimeService(bus, registry, positionStore, { liveTtlSeconds: config.LIVE_POSITION_TTL_SECONDS, retentionDays: config.POSITIONS_RETENTION_DAYS }, logger);
+  const realtime = new RealtimeService(
+    bus,
+    registry,
+    positionStore,
+    { liveTtlSeconds: config.LIVE_POSITION_TTL_SECONDS, retentionDays: config.POSITIONS_RETENTION_DAYS },
+    logger,
+  );
   // Webhook deliveries are stored with the alarm events and zone events that owe them (webhook-service.ts).
   const webhooks = new WebhookService(storage, jobs, config, logger);
   const alarms = new AlarmService(storage, bus, webhooks.alarmHook, logger);
@@ -147,7 +153,15 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
     maxAgeMs: config.POSITIONS_MAX_AGE_SECONDS * 1000,
   });
   const routing = new RoutingService(storage, registry, realtime.live, bus);
-  const evacuations = new EvacuationService(storage, registry, realtime.live, bus, logger, config.EVACUATION_PRESENCE_WINDOW_S * 1000, webhooks.evacuationHook);
+  const evacuations = new EvacuationService(
+    storage,
+    registry,
+    realtime.live,
+    bus,
+    logger,
+    config.EVACUATION_PRESENCE_WINDOW_S * 1000,
+    webhooks.evacuationHook,
+  );
   const websockets = new WebSocketGateway(
     { logger, authenticator, pipeline, registry, storage, rateLimits },
     {
@@ -168,7 +182,15 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
   );
   // Every bus -> socket feed (positions, zone events, alarms and their replay, revoked credentials).
   await attachLiveFeeds({ bus, realtime, alarms, evacuations }, websockets);
-  await Promise.all([registry.start(), devices.start(), realtime.start(), routing.start(), webhooks.start(), evacuations.start(), trackingWindows.start()]);
+  await Promise.all([
+    registry.start(),
+    devices.start(),
+    realtime.start(),
+    routing.start(),
+    webhooks.start(),
+    evacuations.start(),
+    trackingWindows.start(),
+  ]);
   await cluster.start(); // joins; the shards it takes are rebuilt from storage in the background
   sweep.start(); // once a second
   alarms.startMaintenance(); // prunes idempotency keys past any retry, hourly
@@ -181,7 +203,34 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
   // A database outage refuses every upload: silence caused by it is ours, so detection waits it out.
   const storageWatch = new StorageWatch(() => storage.ping(), detection.engine, logger);
   storageWatch.start();
-  const services: GatewayServices = { config, logger, storage, bus, jobs, tokens, credentials, authenticator, cartography, registry, devices, writer, pipeline, realtime, alarms, detection, sweep, cluster, routing, evacuations, trackingWindows, webhooks, rateLimits, websockets, securityAudit, clientAddresses };
+  const services: GatewayServices = {
+    config,
+    logger,
+    storage,
+    bus,
+    jobs,
+    tokens,
+    credentials,
+    authenticator,
+    cartography,
+    registry,
+    devices,
+    writer,
+    pipeline,
+    realtime,
+    alarms,
+    detection,
+    sweep,
+    cluster,
+    routing,
+    evacuations,
+    trackingWindows,
+    webhooks,
+    rateLimits,
+    websockets,
+    securityAudit,
+    clientAddresses,
+  };
   const bootstrap = await bootstrapFirstAdmin(storage, config, logger);
   // Erasures a stop interrupted carry on from what they saved (shared/privacy/erasure.ts).
   await resumeErasures(storage, (job) => jobs.schedule(job)).catch((error) => logger.error({ err: error }, 'could not resume erasures'));
@@ -234,7 +283,13 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
   if (options.extraRoutes) http.add(...options.extraRoutes(services));
 
   // Before the API listens: a metrics port that cannot be bound stops the start, naming METRICS_PORT.
-  const metrics = await startMetricsListener({ host: config.METRICS_HOST, port: config.METRICS_PORT, token: config.METRICS_TOKEN, logger, variable: 'METRICS_PORT' });
+  const metrics = await startMetricsListener({
+    host: config.METRICS_HOST,
+    port: config.METRICS_PORT,
+    token: config.METRICS_TOKEN,
+    logger,
+    variable: 'METRICS_PORT',
+  });
   const unregisterMetrics = registerSources(gatewayMetricSources(services));
 
   const app = uws.App();
@@ -298,7 +353,12 @@ const LIBUS_LISTEN_DEFAULT = 0;
 async function listenOn(app: TemplatedApp, config: Config): Promise<us_listen_socket> {
   const options = config.REUSE_PORT ? LIBUS_LISTEN_DEFAULT : LIBUS_LISTEN_EXCLUSIVE_PORT;
   // The typings lack the (host, port, options, cb) form the native binding has.
-  const listen = app.listen as unknown as (host: string, port: number, options: number, cb: (socket: us_listen_socket | false) => void) => void;
+  const listen = app.listen as unknown as (
+    host: string,
+    port: number,
+    options: number,
+    cb: (socket: us_listen_socket | false) => void,
+  ) => void;
   const socket = await new Promise<us_listen_socket | false>((resolve) => listen.call(app, config.HOST, config.PORT, options, resolve));
   if (socket) return socket;
   // uWS says only "no": node's own listen on the same address tells why.

@@ -23,7 +23,12 @@ export async function bootstrapFirstAdmin(storage: Storage, config: Config, logg
     await tx.execute(`select pg_advisory_xact_lock(hashtext('floorcast:bootstrap'))`);
     if ((await tx.count(UserSchema, {})) > 0) return { created: false };
     const password = config.ADMIN_PASSWORD ?? generatePassword();
-    const organization = tx.create(OrganizationSchema, { id: randomUUID(), name: config.ADMIN_ORGANIZATION, createdAt: new Date(), updatedAt: new Date() });
+    const organization = tx.create(OrganizationSchema, {
+      id: randomUUID(),
+      name: config.ADMIN_ORGANIZATION,
+      createdAt: new Date(),
+      updatedAt: new Date(),
+    });
     tx.create(UserSchema, {
       id: randomUUID(),
       organization,

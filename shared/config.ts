@@ -27,7 +27,11 @@ const metricsPort = (fallback: string) =>
     .refine((value) => value === 'auto' || (/^\d{1,5}$/.test(value) && Number(value) <= 65535), 'a port (0 turns metrics off) or "auto"')
     .transform((value): number | 'auto' => (value === 'auto' ? 'auto' : Number(value)));
 
-const booleanFlag = (fallback: 'true' | 'false') => z.enum(['true', 'false']).default(fallback).transform((value) => value === 'true');
+const booleanFlag = (fallback: 'true' | 'false') =>
+  z
+    .enum(['true', 'false'])
+    .default(fallback)
+    .transform((value) => value === 'true');
 
 export const configSchema = z.object({
   /** Interface the gateway listens on. */
@@ -43,7 +47,11 @@ export const configSchema = z.object({
   /** Redis connection string; unset means the in-process bus and job runner. */
   REDIS_URL: optionalString.pipe(z.url({ protocol: /^rediss?$/ }).optional()),
   /** Prefix of every Redis key, channel and BullMQ queue, so several deployments can share one Redis. */
-  REDIS_PREFIX: z.string().min(1).regex(/^[A-Za-z0-9:_-]+$/, 'letters, digits, ":", "_" and "-" only').default('floorcast'),
+  REDIS_PREFIX: z
+    .string()
+    .min(1)
+    .regex(/^[A-Za-z0-9:_-]+$/, 'letters, digits, ":", "_" and "-" only')
+    .default('floorcast'),
   /** E-mail of the first administrator, created on first start when there are no users. */
   ADMIN_EMAIL: z.email().default('admin@floorcast.local'),
   /** Password of the first administrator; generated and printed once when unset. */
@@ -55,19 +63,35 @@ export const configSchema = z.object({
   /** pino log level: fatal, error, warn, info, debug, trace or silent. */
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   /** Largest JSON request body in bytes; larger bodies get 413. */
-  MAX_BODY_BYTES: z.coerce.number().int().min(1024).default(1024 * 1024),
+  MAX_BODY_BYTES: z.coerce
+    .number()
+    .int()
+    .min(1024)
+    .default(1024 * 1024),
   /** Largest image upload in bytes (floorplans, pictures). */
-  MAX_IMAGE_BYTES: z.coerce.number().int().min(1024).default(10 * 1024 * 1024),
+  MAX_IMAGE_BYTES: z.coerce
+    .number()
+    .int()
+    .min(1024)
+    .default(10 * 1024 * 1024),
   /** HS256 key of access tokens (32+ characters); unset means a random key kept in DATA_DIR/jwt-secret. Set the same value on every gateway. */
   JWT_SECRET: optionalString
     .pipe(z.string().min(32, 'at least 32 characters').optional())
     .refine(notPlaceholder(PLACEHOLDER_SECRET), 'a placeholder, not a secret: use e.g. `openssl rand -base64 48`'),
   /** Lifetime of an access token in seconds (the spec says 4 days). */
-  JWT_TTL_SECONDS: z.coerce.number().int().min(60).default(4 * 24 * 3600),
+  JWT_TTL_SECONDS: z.coerce
+    .number()
+    .int()
+    .min(60)
+    .default(4 * 24 * 3600),
   /** Failed logins of one account from one client address within LOGIN_THROTTLE_WINDOW_SECONDS before further attempts get 429. */
   LOGIN_THROTTLE_MAX_FAILURES: z.coerce.number().int().min(1).default(10),
   /** Window of the failed-login throttle, in seconds. */
-  LOGIN_THROTTLE_WINDOW_SECONDS: z.coerce.number().int().min(1).default(15 * 60),
+  LOGIN_THROTTLE_WINDOW_SECONDS: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .default(15 * 60),
   /** How long a job-backed request (reports, exports) may wait for its job, in milliseconds. */
   JOB_TIMEOUT_MS: z.coerce.number().int().min(100).default(120_000),
   /** Jobs the in-process runner (or one worker process) runs at once. */
@@ -81,11 +105,23 @@ export const configSchema = z.object({
   /** A WebSocket that has not authenticated within this many milliseconds is closed with 4401. */
   WS_AUTH_TIMEOUT_MS: z.coerce.number().int().min(100).default(5000),
   /** Largest WebSocket message accepted, in bytes; a larger one closes the socket with 1009 (past twice this, unread). */
-  WS_MAX_MESSAGE_BYTES: z.coerce.number().int().min(1024).default(1024 * 1024),
+  WS_MAX_MESSAGE_BYTES: z.coerce
+    .number()
+    .int()
+    .min(1024)
+    .default(1024 * 1024),
   /** Past this many buffered bytes a subscriber gets only the latest position per device (alarms still all). */
-  WS_COALESCE_BYTES: z.coerce.number().int().min(1024).default(256 * 1024),
+  WS_COALESCE_BYTES: z.coerce
+    .number()
+    .int()
+    .min(1024)
+    .default(256 * 1024),
   /** Past this many buffered bytes a subscriber is disconnected (4008) and must resume with since_seq. */
-  WS_MAX_BUFFER_BYTES: z.coerce.number().int().min(4096).default(8 * 1024 * 1024),
+  WS_MAX_BUFFER_BYTES: z.coerce
+    .number()
+    .int()
+    .min(4096)
+    .default(8 * 1024 * 1024),
   /** Seconds SIGTERM waits for in-flight requests (a worker: its jobs in hand) before closing anyway; the process exits at the latest a few seconds after. */
   SHUTDOWN_GRACE_SECONDS: z.coerce.number().int().min(0).default(10),
   /** Failed logins of one account from all addresses within the window before its sign-ins are slowed down (progressively; never refused). */
@@ -96,8 +132,17 @@ export const configSchema = z.object({
   TRUSTED_PROXIES: z
     .string()
     .default('')
-    .transform((value) => value.split(',').map((part) => part.trim()).filter((part) => part !== ''))
-    .refine((entries) => entries.every((entry) => isIP(entry.split('/')[0]!) !== 0 && (!entry.includes('/') || /^\d{1,3}$/.test(entry.split('/')[1]!))), 'comma-separated addresses or CIDR ranges, e.g. 10.0.0.0/8,::1'),
+    .transform((value) =>
+      value
+        .split(',')
+        .map((part) => part.trim())
+        .filter((part) => part !== ''),
+    )
+    .refine(
+      (entries) =>
+        entries.every((entry) => isIP(entry.split('/')[0]!) !== 0 && (!entry.includes('/') || /^\d{1,3}$/.test(entry.split('/')[1]!))),
+      'comma-separated addresses or CIDR ranges, e.g. 10.0.0.0/8,::1',
+    ),
   /** Failed logins from one client address, whatever the account, within the window before it gets 429. */
   LOGIN_THROTTLE_MAX_FAILURES_PER_ADDRESS: z.coerce.number().int().min(1).default(100),
   /** Steady request budget of each API key, and of each user's password tokens, per second (an admin may set a key's own, up to RATE_LIMIT_MAX_REQUESTS_PER_SECOND). */
@@ -149,9 +194,17 @@ export const configSchema = z.object({
   /** Authenticated WebSockets one remote address may hold on one gateway; past it, 429. */
   WS_MAX_SOCKETS_PER_ADDRESS: z.coerce.number().int().min(1).default(200),
   /** Past this many buffered bytes on position and geofence-event topics a subscriber is disconnected (4008); alarms keep WS_MAX_BUFFER_BYTES. */
-  WS_MAX_FEED_BUFFER_BYTES: z.coerce.number().int().min(4096).default(1024 * 1024),
+  WS_MAX_FEED_BUFFER_BYTES: z.coerce
+    .number()
+    .int()
+    .min(4096)
+    .default(1024 * 1024),
   /** Unsent bytes over all WebSockets of a gateway; past it the sockets with the largest backlogs are closed (4008) until it is under. */
-  WS_MAX_TOTAL_BACKLOG_BYTES: z.coerce.number().int().min(65536).default(256 * 1024 * 1024),
+  WS_MAX_TOTAL_BACKLOG_BYTES: z.coerce
+    .number()
+    .int()
+    .min(65536)
+    .default(256 * 1024 * 1024),
   /** Live geofences one building may hold; a create past it gets 422. */
   GEOFENCES_MAX_PER_BUILDING: z.coerce.number().int().min(1).default(2000),
   /** Vertices over all live geofences of one organization (detection's cost per position); a write past it gets 422. */
@@ -165,7 +218,11 @@ export const configSchema = z.object({
   /** Devices one upload may register (identifiers never seen before); past it the upload gets 422. */
   DEVICES_MAX_NEW_PER_UPLOAD: z.coerce.number().int().min(1).default(1000),
   /** Oldest fix an upload may carry, in seconds before now (apps upload what they buffered offline); older ones get 422. */
-  POSITIONS_MAX_AGE_SECONDS: z.coerce.number().int().min(60).default(7 * 24 * 3600),
+  POSITIONS_MAX_AGE_SECONDS: z.coerce
+    .number()
+    .int()
+    .min(60)
+    .default(7 * 24 * 3600),
   /** Longest a gateway serves cached cartography and device owners before re-reading them, should a bus message be lost. */
   CACHE_TTL_SECONDS: z.coerce.number().int().min(1).default(60),
   /** Widest report window (to_date - from_date) in days; wider requests get 422. */
@@ -191,7 +248,10 @@ export const configSchema = z.object({
     .string()
     .default('5,300,1800,7200,18000,36000,36000,36000')
     .transform((value) => value.split(',').map((part) => Number(part.trim())))
-    .refine((delays) => delays.length >= 1 && delays.every((delay) => Number.isFinite(delay) && delay >= 0), 'comma-separated seconds, e.g. 5,300,1800'),
+    .refine(
+      (delays) => delays.length >= 1 && delays.every((delay) => Number.isFinite(delay) && delay >= 0),
+      'comma-separated seconds, e.g. 5,300,1800',
+    ),
   /** Pending deliveries one webhook may hold; past it new events other than alarm.raised are not stored for it (counted in floorcast_webhook_deliveries_capped_total). */
   WEBHOOK_MAX_PENDING_PER_WEBHOOK: z.coerce.number().int().min(1).default(10_000),
   /** Days a dead-lettered webhook delivery is kept (for redelivery) before it is deleted. */
@@ -205,7 +265,12 @@ export const configSchema = z.object({
   /** A gateway (and its shard leases) counts as gone this long after its last heartbeat, in ms: the failover delay (3+ heartbeats). */
   CLUSTER_MEMBER_TTL_MS: z.coerce.number().int().min(150).default(3000),
   /** This gateway's member id in the cluster; unset means hostname:pid:random, new at every start. */
-  CLUSTER_MEMBER_ID: optionalString.pipe(z.string().regex(/^[A-Za-z0-9:._-]{1,100}$/, 'letters, digits, ":", ".", "_" and "-" only').optional()),
+  CLUSTER_MEMBER_ID: optionalString.pipe(
+    z
+      .string()
+      .regex(/^[A-Za-z0-9:._-]{1,100}$/, 'letters, digits, ":", ".", "_" and "-" only')
+      .optional(),
+  ),
   /** How often the report materializer keeps geofence stays (and rollups) up to date, in ms; 0 turns it off in this process. */
   REPORTS_MATERIALIZE_INTERVAL_MS: z.coerce.number().int().min(0).default(5000),
   /** How long a received position may take to commit (writer batches, retries): the materializer stays that far behind now. */
@@ -222,9 +287,7 @@ export type Config = z.output<typeof configSchema>;
 
 export class ConfigError extends Error {
   constructor(readonly issues: { variable: string; message: string }[]) {
-    super(
-      `Invalid configuration:\n${issues.map((issue) => `  ${issue.variable}: ${issue.message}`).join('\n')}`,
-    );
+    super(`Invalid configuration:\n${issues.map((issue) => `  ${issue.variable}: ${issue.message}`).join('\n')}`);
     this.name = 'ConfigError';
   }
 }
@@ -235,19 +298,25 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   for (const key of Object.keys(configSchema.shape)) relevant[key] = env[key];
   const parsed = configSchema.safeParse(relevant);
   if (!parsed.success) {
-    throw new ConfigError(
-      parsed.error.issues.map((issue) => ({ variable: String(issue.path[0] ?? '?'), message: issue.message })),
-    );
+    throw new ConfigError(parsed.error.issues.map((issue) => ({ variable: String(issue.path[0] ?? '?'), message: issue.message })));
   }
   if (!isLoopback(parsed.data.METRICS_HOST) && parsed.data.METRICS_TOKEN === undefined) {
-    throw new ConfigError([{ variable: 'METRICS_HOST', message: `${parsed.data.METRICS_HOST} is not loopback: set METRICS_TOKEN too, or anyone who reaches it reads the metrics` }]);
+    throw new ConfigError([
+      {
+        variable: 'METRICS_HOST',
+        message: `${parsed.data.METRICS_HOST} is not loopback: set METRICS_TOKEN too, or anyone who reaches it reads the metrics`,
+      },
+    ]);
   }
   return parsed.data;
 }
 
 /** 127.0.0.0/8, ::1 (also IPv4-mapped) and localhost: reachable from this host only. */
 export function isLoopback(host: string): boolean {
-  const bare = host.trim().toLowerCase().replace(/^\[|\]$/g, '');
+  const bare = host
+    .trim()
+    .toLowerCase()
+    .replace(/^\[|\]$/g, '');
   return bare === 'localhost' || bare === '::1' || /^(::ffff:)?127(\.\d{1,3}){3}$/.test(bare);
 }
 

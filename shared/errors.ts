@@ -108,7 +108,6 @@ export class UnauthenticatedError extends AppError {
 /** Seconds a client is asked to wait before retrying after a 503. */
 export const OUTAGE_RETRY_AFTER_SECONDS = 5;
 
-
 /** A write that contradicts the current state (a duplicate, a final state, one's own account): 409. */
 export class ConflictError extends AppError {
   constructor(message: string) {
@@ -141,7 +140,10 @@ export class UnavailableError extends AppError {
  * of the request is committed, so the client may retry it as is: 503 with Retry-After, never a 500.
  */
 export class StorageUnavailableError extends AppError {
-  constructor(message = 'The database is unavailable; retry later', readonly original?: unknown) {
+  constructor(
+    message = 'The database is unavailable; retry later',
+    readonly original?: unknown,
+  ) {
     super(ErrorCode.Unavailable, message, undefined, { 'retry-after': String(OUTAGE_RETRY_AFTER_SECONDS) });
     this.name = 'StorageUnavailableError';
   }
@@ -163,9 +165,19 @@ export class DetectionBehindError extends AppError {
  * too many connections (53300), statement timeout (57014).
  */
 const OUTAGE_SQLSTATE = /^(08...|57P0[123]|53300|57014)$/;
-const OUTAGE_NODE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN']);
+const OUTAGE_NODE_CODES = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ETIMEDOUT',
+  'EPIPE',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+]);
 /** What pg, knex and ioredis say when the connection is gone or never came (they set no code for these). */
-const OUTAGE_MESSAGE = /Connection terminated|Timeout acquiring a connection|not queryable|timeout exceeded when trying to connect|Connection ended unexpectedly|Connection is closed|Reached the max retries per request/i;
+const OUTAGE_MESSAGE =
+  /Connection terminated|Timeout acquiring a connection|not queryable|timeout exceeded when trying to connect|Connection ended unexpectedly|Connection is closed|Reached the max retries per request/i;
 
 /**
  * Whether an error means "a dependency is down", whatever layer wrapped it: the driver's error, MikroORM's
@@ -175,7 +187,13 @@ export function isOutageError(error: unknown, depth = 0): boolean {
   if (depth > 5 || typeof error !== 'object' || error === null) return false;
   if (error instanceof StorageUnavailableError) return true;
   if (error instanceof AppError) return false;
-  const { code, name, message, cause, errors } = error as { code?: unknown; name?: unknown; message?: unknown; cause?: unknown; errors?: unknown };
+  const { code, name, message, cause, errors } = error as {
+    code?: unknown;
+    name?: unknown;
+    message?: unknown;
+    cause?: unknown;
+    errors?: unknown;
+  };
   if (typeof code === 'string' && (OUTAGE_SQLSTATE.test(code) || OUTAGE_NODE_CODES.has(code))) return true;
   if (name === 'KnexTimeoutError' || name === 'MaxRetriesPerRequestError') return true;
   if (typeof message === 'string' && OUTAGE_MESSAGE.test(message)) return true;

@@ -26,7 +26,8 @@ export function createLogger(level: string, bindings: Record<string, unknown> = 
           : {
               logMethod(args, method, levelValue) {
                 const message = args.at(-1);
-                if (levelValue === pino.levels.values.info && typeof message === 'string' && demoted.has(message)) return (this.debug as (...a: unknown[]) => void)(...args);
+                if (levelValue === pino.levels.values.info && typeof message === 'string' && demoted.has(message))
+                  return (this.debug as (...a: unknown[]) => void)(...args);
                 return method.apply(this, args);
               },
             },

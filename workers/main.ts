@@ -18,16 +18,32 @@ async function main(): Promise<void> {
   }
   if (!config.DATABASE_URL) {
     // Embedded PostgreSQL lives in the gateway's process, one writer per DATA_DIR: a worker cannot share it.
-    process.stderr.write('DATABASE_URL: required by the worker process (embedded storage is the gateway\'s alone; without a PostgreSQL server, run without REDIS_URL and jobs run inside the gateway)\n');
+    process.stderr.write(
+      "DATABASE_URL: required by the worker process (embedded storage is the gateway's alone; without a PostgreSQL server, run without REDIS_URL and jobs run inside the gateway)\n",
+    );
     process.exit(2);
   }
   const logger = createLogger(config.LOG_LEVEL, { service: 'worker' });
   ProcessGuard.install({ logger }); // jobs a fatal exit interrupts are retried by BullMQ
   // Before anything connects: a busy port is a start error naming WORKER_METRICS_PORT, with nothing to undo.
-  const metrics = await startMetricsListener({ host: config.METRICS_HOST, port: config.WORKER_METRICS_PORT, token: config.METRICS_TOKEN, logger, variable: 'WORKER_METRICS_PORT' });
+  const metrics = await startMetricsListener({
+    host: config.METRICS_HOST,
+    port: config.WORKER_METRICS_PORT,
+    token: config.METRICS_TOKEN,
+    logger,
+    variable: 'WORKER_METRICS_PORT',
+  });
   const storage = await openStorage(config, logger);
   const processors = processorsFor(config);
-  const worker = new BullmqJobWorker(config.REDIS_URL, config.REDIS_PREFIX, processors, { storage, logger }, config.JOB_CONCURRENCY, logger, { aliveTtlMs: config.JOBS_WORKER_TTL_MS });
+  const worker = new BullmqJobWorker(
+    config.REDIS_URL,
+    config.REDIS_PREFIX,
+    processors,
+    { storage, logger },
+    config.JOB_CONCURRENCY,
+    logger,
+    { aliveTtlMs: config.JOBS_WORKER_TTL_MS },
+  );
   await worker.waitUntilReady();
   // Keeps geofence stays as positions arrive; an advisory lock lets one pass run at a time across workers.
   const materializer = startReportMaterializer(storage, config, logger);

@@ -1,6 +1,18 @@
 import { h, setText } from './dom.js';
 import { ago } from './floor-map.js';
-import { alarmSeverity, allowedActions, escalations, inboxOrder, isActive, needsComment, stateLabel, typeLabel, ALARM_ACTIONS, type Alarm, type AlarmState } from './model.js';
+import {
+  alarmSeverity,
+  allowedActions,
+  escalations,
+  inboxOrder,
+  isActive,
+  needsComment,
+  stateLabel,
+  typeLabel,
+  ALARM_ACTIONS,
+  type Alarm,
+  type AlarmState,
+} from './model.js';
 
 export interface InboxOptions {
   /** Admins and user managers change states; others only see. */
@@ -104,7 +116,10 @@ export class AlarmInbox {
     const item = known ?? this.create(alarm);
     const repeated = known !== undefined && alarm.occurrences > known.alarm.occurrences;
     // A pushed alarm carries no history: keep the known one, plus the escalation this event is.
-    const history = alarm.history ?? [...(known?.alarm.history ?? []), ...(alarm.event === 'escalated' ? [{ state: alarm.state, at: alarm.updated_at, event: 'escalated' as const, comment: null }] : [])];
+    const history = alarm.history ?? [
+      ...(known?.alarm.history ?? []),
+      ...(alarm.event === 'escalated' ? [{ state: alarm.state, at: alarm.updated_at, event: 'escalated' as const, comment: null }] : []),
+    ];
     item.alarm = { ...alarm, history };
     if (alarm.state !== 'OPEN') this.pending.delete(alarm.id);
     else if (announce && (!known || repeated || alarm.event === 'escalated')) this.pending.add(alarm.id);
@@ -175,7 +190,11 @@ export class AlarmInbox {
     const actions = new Map<AlarmState, HTMLButtonElement>();
     const group = h('div', { class: 'alarm-actions', role: 'group' });
     for (const action of ALARM_ACTIONS) {
-      const button = h('button', { type: 'button', class: `action action-${action.state.toLowerCase()}`, 'data-state': action.state }, action.label);
+      const button = h(
+        'button',
+        { type: 'button', class: `action action-${action.state.toLowerCase()}`, 'data-state': action.state },
+        action.label,
+      );
       button.addEventListener('click', () => this.startAction(alarm.id, action.state));
       actions.set(action.state, button);
       group.append(button);
@@ -187,7 +206,12 @@ export class AlarmInbox {
     const resolveComment = h('textarea', { class: 'resolve-comment', rows: 2, maxlength: 2000 });
     const resolveSubmit = h('button', { type: 'submit', class: 'resolve-submit' });
     const cancel = h('button', { type: 'button', class: 'resolve-cancel' }, 'Cancel');
-    const resolve = h('form', { class: 'resolve' }, h('label', { class: 'resolve-label' }, resolveLabel, resolveComment), h('div', { class: 'alarm-actions' }, resolveSubmit, cancel));
+    const resolve = h(
+      'form',
+      { class: 'resolve' },
+      h('label', { class: 'resolve-label' }, resolveLabel, resolveComment),
+      h('div', { class: 'alarm-actions' }, resolveSubmit, cancel),
+    );
     resolve.hidden = true;
     resolve.addEventListener('submit', (event) => {
       event.preventDefault();
@@ -201,10 +225,35 @@ export class AlarmInbox {
       this.acknowledge(current.id);
       this.options.select(current);
     });
-    const item: Item = { alarm, li, select, type, severity, state, fresh, escalated, who, zone, where, pick, resolve, resolveLabel, resolveComment, resolveSubmit, resolving: null, time, count, actions, group, status };
+    const item: Item = {
+      alarm,
+      li,
+      select,
+      type,
+      severity,
+      state,
+      fresh,
+      escalated,
+      who,
+      zone,
+      where,
+      pick,
+      resolve,
+      resolveLabel,
+      resolveComment,
+      resolveSubmit,
+      resolving: null,
+      time,
+      count,
+      actions,
+      group,
+      status,
+    };
     this.items.set(alarm.id, item);
     // Worst first, newest first within; existing items never move, so a focused button keeps its focus.
-    const after = [...this.items.values()].filter((other) => other !== item && other.li.isConnected && inboxOrder(alarm, other.alarm) < 0).sort((a, b) => inboxOrder(a.alarm, b.alarm))[0];
+    const after = [...this.items.values()]
+      .filter((other) => other !== item && other.li.isConnected && inboxOrder(alarm, other.alarm) < 0)
+      .sort((a, b) => inboxOrder(a.alarm, b.alarm))[0];
     this.list.insertBefore(li, after?.li ?? null);
     return item;
   }
@@ -234,8 +283,13 @@ export class AlarmInbox {
     setText(item.where, this.options.where(alarm));
     setText(item.time, timeText(alarm.created_at));
     item.select.setAttribute('aria-pressed', String(selected));
-    item.select.setAttribute('aria-label', `${severity} ${typeLabel(alarm.type)} alarm, ${stateLabel(alarm.state)}${unacknowledged ? ', new' : ''}${escalated ? ', escalated' : ''}: ${this.options.who(alarm)}${zone ? `, zone ${zone}` : ''}, ${this.options.where(alarm)}, ${timeText(alarm.created_at)}. Show on map`);
-    const allowed = new Set(this.options.canManage && item.resolving === null ? allowedActions(alarm.state).map((action) => action.state) : []);
+    item.select.setAttribute(
+      'aria-label',
+      `${severity} ${typeLabel(alarm.type)} alarm, ${stateLabel(alarm.state)}${unacknowledged ? ', new' : ''}${escalated ? ', escalated' : ''}: ${this.options.who(alarm)}${zone ? `, zone ${zone}` : ''}, ${this.options.where(alarm)}, ${timeText(alarm.created_at)}. Show on map`,
+    );
+    const allowed = new Set(
+      this.options.canManage && item.resolving === null ? allowedActions(alarm.state).map((action) => action.state) : [],
+    );
     if (!isActive(alarm.state) && this.picked.delete(alarm.id)) this.renderBulk();
     item.pick.checked = this.picked.has(alarm.id);
     (item.pick.parentElement as HTMLElement).hidden = !this.options.canManage || !isActive(alarm.state);
@@ -254,7 +308,10 @@ export class AlarmInbox {
     item.resolve.hidden = item.resolving === null;
     if (item.resolving !== null) {
       const required = needsComment(alarm, item.resolving);
-      setText(item.resolveLabel, `Why ${item.resolving === 'CLOSED' ? 'close' : 'mark false'} it? ${required ? `(required for a ${severity} alarm)` : '(optional)'}`);
+      setText(
+        item.resolveLabel,
+        `Why ${item.resolving === 'CLOSED' ? 'close' : 'mark false'} it? ${required ? `(required for a ${severity} alarm)` : '(optional)'}`,
+      );
       // aria-required, not required: the browser's own check would stop the submit before this one explains why.
       item.resolveComment.setAttribute('aria-required', String(required));
       setText(item.resolveSubmit, item.resolving === 'CLOSED' ? 'Close alarm' : 'Mark false');
@@ -289,7 +346,10 @@ export class AlarmInbox {
     if (!item || item.resolving === null) return;
     const comment = item.resolveComment.value.trim();
     if (!comment && needsComment(item.alarm, item.resolving)) {
-      setText(item.status, `A comment is required to ${item.resolving === 'CLOSED' ? 'close' : 'mark false'} a ${alarmSeverity(item.alarm)} alarm.`);
+      setText(
+        item.status,
+        `A comment is required to ${item.resolving === 'CLOSED' ? 'close' : 'mark false'} a ${alarmSeverity(item.alarm)} alarm.`,
+      );
       item.resolveComment.focus();
       return;
     }
@@ -320,7 +380,11 @@ export class AlarmInbox {
   /** Whether the filters (type, severity, active only) let an alarm show. */
   private shows(alarm: Alarm): boolean {
     const { type, severity } = this.controls;
-    return (!this.activeOnly || isActive(alarm.state)) && (!type.value || alarm.type === type.value) && (!severity.value || alarmSeverity(alarm) === severity.value);
+    return (
+      (!this.activeOnly || isActive(alarm.state)) &&
+      (!type.value || alarm.type === type.value) &&
+      (!severity.value || alarmSeverity(alarm) === severity.value)
+    );
   }
 
   private refilter(): void {

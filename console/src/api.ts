@@ -1,4 +1,16 @@
-import type { Alarm, AlarmState, Building, BuildingDetail, Floor, Group, PoiCategory, PositionFeature, RankedDevice, ReportResult, Route } from './model.js';
+import type {
+  Alarm,
+  AlarmState,
+  Building,
+  BuildingDetail,
+  Floor,
+  Group,
+  PoiCategory,
+  PositionFeature,
+  RankedDevice,
+  ReportResult,
+  Route,
+} from './model.js';
 
 /** The flat error body every route answers with. */
 export class ApiError extends Error {
@@ -29,7 +41,11 @@ export class Api {
   static async signIn(email: string, password: string): Promise<{ access_token: string }> {
     // btoa only takes Latin-1: encode UTF-8 first so any e-mail or password survives.
     const credentials = btoa(String.fromCharCode(...new TextEncoder().encode(`${email}:${password}`)));
-    const response = await fetch('/api/v1/auth/access_tokens', { method: 'POST', headers: { authorization: `Basic ${credentials}` }, cache: 'no-store' });
+    const response = await fetch('/api/v1/auth/access_tokens', {
+      method: 'POST',
+      headers: { authorization: `Basic ${credentials}` },
+      cache: 'no-store',
+    });
     if (!response.ok) throw await errorOf(response);
     return (await response.json()) as { access_token: string };
   }
@@ -93,7 +109,11 @@ export class Api {
   }
 
   /** One state change for many alarms (POST /api/v1/alarms/bulk); how many changed. */
-  bulkChangeState(ids: string[], state: AlarmState, comment: string): Promise<{ changed: number; changed_ids: string[]; skipped: { id: string; reason: string }[] }> {
+  bulkChangeState(
+    ids: string[],
+    state: AlarmState,
+    comment: string,
+  ): Promise<{ changed: number; changed_ids: string[]; skipped: { id: string; reason: string }[] }> {
     return this.request('POST', '/api/v1/alarms/bulk', { ids, state, comment });
   }
 
@@ -114,7 +134,14 @@ export class Api {
     return Array.isArray(answer) ? answer : answer.data;
   }
 
-  nearestDevices(buildingId: number, floorId: number, x: number, y: number, groupId: string | null, limit = 5): Promise<{ data: RankedDevice[] }> {
+  nearestDevices(
+    buildingId: number,
+    floorId: number,
+    x: number,
+    y: number,
+    groupId: string | null,
+    limit = 5,
+  ): Promise<{ data: RankedDevice[] }> {
     const query = new URLSearchParams({ floor_id: String(floorId), x: String(x), y: String(y), limit: String(limit) });
     if (groupId) query.set('group_id', groupId);
     return this.request('GET', `/api/v1/buildings/${buildingId}/nearest_devices?${query}`);

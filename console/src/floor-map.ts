@@ -57,7 +57,16 @@ export class FloorMap {
   private imageUrl: string | null = null;
   private highlighted: { deviceId: string | null; position: { x: number; y: number } | null } = { deviceId: null, position: null };
   private readonly root: SVGSVGElement;
-  private readonly layers: { base: SVGGElement; heat: SVGGElement; zones: SVGGElement; pois: SVGGElement; trail: SVGGElement; route: SVGGElement; alarm: SVGGElement; devices: SVGGElement };
+  private readonly layers: {
+    base: SVGGElement;
+    heat: SVGGElement;
+    zones: SVGGElement;
+    pois: SVGGElement;
+    trail: SVGGElement;
+    route: SVGGElement;
+    alarm: SVGGElement;
+    devices: SVGGElement;
+  };
   private overlays: { route: MapRoute | null; trail: MapTrail | null; heat: MapHeat | null } = { route: null, trail: null, heat: null };
   private loadToken = 0;
   /** Zone and event names, placed with the device labels so that none overlaps another. */
@@ -93,7 +102,16 @@ export class FloorMap {
       alarm: svg('g', { class: 'layer-alarm' }),
       devices: svg('g', { class: 'layer-devices' }),
     };
-    this.root.append(this.layers.base, this.layers.heat, this.layers.zones, this.layers.pois, this.layers.trail, this.layers.route, this.layers.alarm, this.layers.devices);
+    this.root.append(
+      this.layers.base,
+      this.layers.heat,
+      this.layers.zones,
+      this.layers.pois,
+      this.layers.trail,
+      this.layers.route,
+      this.layers.alarm,
+      this.layers.devices,
+    );
     this.linkOverlay = h('p', { class: 'map-link-lost', role: 'status', hidden: true });
     this.container.replaceChildren(this.root, this.linkOverlay);
   }
@@ -122,7 +140,11 @@ export class FloorMap {
     this.zoneLabels = [];
     this.poiBoxes = [];
     this.root.dataset.floorId = floor ? String(floor.id) : '';
-    let frame: Frame = { width: building.dimensions.width * PLAIN_SCALE, height: building.dimensions.length * PLAIN_SCALE, scale: PLAIN_SCALE };
+    let frame: Frame = {
+      width: building.dimensions.width * PLAIN_SCALE,
+      height: building.dimensions.length * PLAIN_SCALE,
+      scale: PLAIN_SCALE,
+    };
     let image: SVGImageElement | null = null;
     if (floor?.maps.map_url) {
       try {
@@ -133,7 +155,15 @@ export class FloorMap {
         this.imageUrl = url;
         const scale = floor.maps.scale ?? size.width / building.dimensions.width;
         frame = { width: size.width, height: size.height, scale };
-        image = svg('image', { class: 'floorplan', href: url, x: 0, y: 0, width: size.width, height: size.height, preserveAspectRatio: 'none' });
+        image = svg('image', {
+          class: 'floorplan',
+          href: url,
+          x: 0,
+          y: 0,
+          width: size.width,
+          height: size.height,
+          preserveAspectRatio: 'none',
+        });
       } catch (error) {
         console.warn('floorplan not loaded', error);
       }
@@ -144,7 +174,9 @@ export class FloorMap {
     this.root.dataset.scale = String(frame.scale);
     this.root.dataset.height = String(frame.height);
     // The plain background is also the hit area and the reference box tests measure against.
-    this.layers.base.append(svg('rect', { class: image ? 'floor-frame' : 'floor-plain', x: 0, y: 0, width: frame.width, height: frame.height }));
+    this.layers.base.append(
+      svg('rect', { class: image ? 'floor-frame' : 'floor-plain', x: 0, y: 0, width: frame.width, height: frame.height }),
+    );
     if (image) this.layers.base.append(image);
     else this.layers.base.append(grid(frame, 10));
     if (floor) this.drawZones(building, floor.id);
@@ -233,14 +265,33 @@ export class FloorMap {
         const [px, py] = this.toPixels(cell.x, cell.y);
         // Opacity from a fifth (one visit) to nearly opaque (the busiest cell): square root, so quiet cells still show.
         const opacity = 0.2 + 0.7 * Math.sqrt(cell.weight / max);
-        this.layers.heat.append(svg('rect', { class: 'heat-cell', x: px - side / 2, y: py - side / 2, width: side, height: side, 'fill-opacity': opacity.toFixed(3), 'data-weight': cell.weight }, svg('title', {}, `${cell.weight} positions`)));
+        this.layers.heat.append(
+          svg(
+            'rect',
+            {
+              class: 'heat-cell',
+              x: px - side / 2,
+              y: py - side / 2,
+              width: side,
+              height: side,
+              'fill-opacity': opacity.toFixed(3),
+              'data-weight': cell.weight,
+            },
+            svg('title', {}, `${cell.weight} positions`),
+          ),
+        );
       }
     }
     if (trail) {
       const points = trail.points.filter((point) => point.floorId === floorId).map((point) => this.toPixels(point.x, point.y).join(','));
       if (points.length > 0) {
         this.layers.trail.append(
-          svg('g', { class: 'trail', 'data-device-id': trail.deviceId, 'data-points': points.length }, svg('title', {}, `Trail of ${trail.deviceId}`), svg('polyline', { points: points.join(' '), 'stroke-width': u * 0.5 })),
+          svg(
+            'g',
+            { class: 'trail', 'data-device-id': trail.deviceId, 'data-points': points.length },
+            svg('title', {}, `Trail of ${trail.deviceId}`),
+            svg('polyline', { points: points.join(' '), 'stroke-width': u * 0.5 }),
+          ),
         );
       }
     }
@@ -270,7 +321,13 @@ export class FloorMap {
       const [px, py] = this.toPixels(position.x, position.y);
       const r = this.unit() * 2.2;
       this.layers.alarm.append(
-        svg('g', { class: 'alarm-marker' }, svg('title', {}, 'Where the alarm was raised'), svg('path', { d: `M ${px - r} ${py - r} L ${px + r} ${py + r} M ${px - r} ${py + r} L ${px + r} ${py - r}` }), svg('circle', { cx: px, cy: py, r: r * 1.4 })),
+        svg(
+          'g',
+          { class: 'alarm-marker' },
+          svg('title', {}, 'Where the alarm was raised'),
+          svg('path', { d: `M ${px - r} ${py - r} L ${px + r} ${py + r} M ${px - r} ${py + r} L ${px + r} ${py - r}` }),
+          svg('circle', { cx: px, cy: py, r: r * 1.4 }),
+        ),
       );
     }
     for (const id of this.devices.keys()) this.drawDevice(id);
@@ -298,11 +355,16 @@ export class FloorMap {
     const u = this.unit();
     for (const zone of building.geofences.filter((g) => g.floor_id === floorId)) {
       const points = zone.cartesians.map(([x, y]) => this.toPixels(x, y));
-      const group = svg('g', { class: `zone zone-${zone.type.toLowerCase()}`, 'data-zone-id': zone.id }, svg('title', {}, `${zone.name} (${zone.type.toLowerCase()})`));
+      const group = svg(
+        'g',
+        { class: `zone zone-${zone.type.toLowerCase()}`, 'data-zone-id': zone.id },
+        svg('title', {}, `${zone.name} (${zone.type.toLowerCase()})`),
+      );
       const radius = (zone.radius ?? 0) * scale;
       if (zone.type === 'POLYGON') group.append(svg('polygon', { points: points.map((p) => p.join(',')).join(' ') }));
       else if (zone.type === 'LINE') {
-        if (radius > 0) group.append(svg('polyline', { class: 'capture', points: points.map((p) => p.join(',')).join(' '), 'stroke-width': radius * 2 }));
+        if (radius > 0)
+          group.append(svg('polyline', { class: 'capture', points: points.map((p) => p.join(',')).join(' '), 'stroke-width': radius * 2 }));
         group.append(svg('polyline', { points: points.map((p) => p.join(',')).join(' ') }));
       } else if (points[0]) {
         const [cx, cy] = points[0];
@@ -342,7 +404,13 @@ export class FloorMap {
       if (poi.position.floor_id !== floorId) continue;
       const [px, py] = this.toPixels(poi.position.cartesians.x, poi.position.cartesians.y);
       const icon = svg('image', { class: 'poi-icon', x: px - size / 2, y: py - size / 2, width: size, height: size });
-      const group = svg('g', { class: 'poi', 'data-poi-id': poi.id }, svg('title', {}, poi.name), svg('circle', { class: 'poi-marker', cx: px, cy: py, r: size * 0.3 }), icon);
+      const group = svg(
+        'g',
+        { class: 'poi', 'data-poi-id': poi.id },
+        svg('title', {}, poi.name),
+        svg('circle', { class: 'poi-marker', cx: px, cy: py, r: size * 0.3 }),
+        icon,
+      );
       group.append(this.zoneLabel(poi.name, px, py + size, u * 1.6));
       this.layers.pois.append(group);
       this.poiBoxes.push({ x: px - size / 2, y: py - size / 2, width: size, height: size });
@@ -389,7 +457,11 @@ export class FloorMap {
 
   /** A zone's or event's name centred on (x, y), registered for label placement. */
   private zoneLabel(name: string, x: number, y: number, fontSize: number): SVGTextElement {
-    const element = svg('text', { class: 'zone-label', x, y, 'font-size': fontSize, 'text-anchor': 'middle', 'dominant-baseline': 'middle' }, name);
+    const element = svg(
+      'text',
+      { class: 'zone-label', x, y, 'font-size': fontSize, 'text-anchor': 'middle', 'dominant-baseline': 'middle' },
+      name,
+    );
     const width = name.length * fontSize * 0.65;
     this.zoneLabels.push({ element, box: textBox(x - width / 2, y, width, fontSize) });
     return element;
@@ -511,7 +583,13 @@ export class FloorMap {
     group.classList.toggle('stale', stale);
     group.classList.toggle('highlighted', highlighted);
     group.dataset.stale = String(stale);
-    const [title, accuracy, ring, dot, text] = Array.from(group.children) as [SVGTitleElement, SVGCircleElement, SVGCircleElement, SVGCircleElement, SVGTextElement];
+    const [title, accuracy, ring, dot, text] = Array.from(group.children) as [
+      SVGTitleElement,
+      SVGCircleElement,
+      SVGCircleElement,
+      SVGCircleElement,
+      SVGTextElement,
+    ];
     setText(title, `${label} at x ${x.toFixed(1)} m, y ${y.toFixed(1)} m (select to show its trail)`);
     setAttributes(accuracy, { cx: px, cy: py, r: Math.max(0, (properties.accuracy ?? 0) * this.frame.scale) });
     setAttributes(ring, { cx: px, cy: py, r: highlighted ? u * 3 : 0 });
@@ -539,7 +617,10 @@ export class FloorMap {
     const plan = this.imageUrl ? 'floorplan' : 'plain outline (no floorplan image)';
     // While the link is down nothing is known to be live: say how old the picture is instead.
     const state = this.linkLostAt === null ? 'live' : `as of ${ago(now - this.linkLostAt)} ago (connection lost)`;
-    setText(this.summary, `${this.building.name}, ${floorName}: ${plan}. ${live} device${live === 1 ? '' : 's'} ${state}, ${stale} stale${elsewhere ? `, ${elsewhere} on other floors` : ''}.`);
+    setText(
+      this.summary,
+      `${this.building.name}, ${floorName}: ${plan}. ${live} device${live === 1 ? '' : 's'} ${state}, ${stale} stale${elsewhere ? `, ${elsewhere} on other floors` : ''}.`,
+    );
   }
 }
 
@@ -567,7 +648,8 @@ function setAttributes(element: Element, attributes: Record<string, number>): vo
 
 function centroid(points: [number, number][]): [number, number] {
   if (points.length === 0) return [0, 0];
-  const unique = points.length > 1 && points[0]![0] === points.at(-1)![0] && points[0]![1] === points.at(-1)![1] ? points.slice(0, -1) : points;
+  const unique =
+    points.length > 1 && points[0]![0] === points.at(-1)![0] && points[0]![1] === points.at(-1)![1] ? points.slice(0, -1) : points;
   const sum = unique.reduce(([sx, sy], [x, y]) => [sx + x, sy + y], [0, 0]);
   return [sum[0] / unique.length, sum[1] / unique.length];
 }

@@ -27,7 +27,12 @@ export interface ResponderRoute {
  * The nearest responder (a live device of `groupId`, or any device, other than the alarm's own) by walking
  * distance, and its route to the alarm; undefined when the alarm has no position or nobody can reach it.
  */
-export async function responderRoute(api: Api, alarm: Alarm, groupId: string | null, describe: (device: RankedDevice) => string): Promise<ResponderRoute | undefined> {
+export async function responderRoute(
+  api: Api,
+  alarm: Alarm,
+  groupId: string | null,
+  describe: (device: RankedDevice) => string,
+): Promise<ResponderRoute | undefined> {
   const floorId = alarm.position?.floor_id ?? alarm.floor_id;
   const point = alarm.position?.cartesians;
   if (alarm.building_id === null || floorId === null || !point) return undefined;
@@ -55,7 +60,9 @@ export async function deviceTrail(api: Api, buildingId: number, deviceId: string
     from_date: new Date(now - minutes * 60_000).toISOString(),
     to_date: new Date(now + 60_000).toISOString(),
   });
-  const points = result.data.filter((row) => row.floor_id !== null && row.x !== null && row.y !== null).map((row) => ({ floorId: row.floor_id!, x: row.x!, y: row.y! }));
+  const points = result.data
+    .filter((row) => row.floor_id !== null && row.x !== null && row.y !== null)
+    .map((row) => ({ floorId: row.floor_id!, x: row.x!, y: row.y! }));
   return { deviceId, points };
 }
 
@@ -67,7 +74,11 @@ export async function floorHeat(api: Api, building: BuildingDetail, floorId: num
     from_date: new Date(now - hours * 3600_000).toISOString(),
     to_date: new Date(now + 60_000).toISOString(),
   });
-  const transform = createBuildingTransform({ location: building.location!, dimensions: building.dimensions, rotation: building.rotation ?? 0 });
+  const transform = createBuildingTransform({
+    location: building.location!,
+    dimensions: building.dimensions,
+    rotation: building.rotation ?? 0,
+  });
   const bins = new Map<string, { x: number; y: number; weight: number }>();
   for (const cell of result.data) {
     const { x, y } = transform.toCartesian({ lat: cell.lat, lng: cell.lng });
@@ -97,22 +108,49 @@ function barChart(title: string, bars: Bar[], unit: string, horizontal: boolean)
   const barSpace = horizontal ? 26 : width / Math.max(1, bars.length);
   const height = horizontal ? Math.max(60, bars.length * barSpace + 10) : 220;
   const labelWidth = horizontal ? 200 : 0;
-  const chart = svg('svg', { class: 'chart', viewBox: `0 0 ${width} ${height + (horizontal ? 0 : 24)}`, role: 'img', 'aria-label': `${title}: ${bars.length} bars` });
+  const chart = svg('svg', {
+    class: 'chart',
+    viewBox: `0 0 ${width} ${height + (horizontal ? 0 : 24)}`,
+    role: 'img',
+    'aria-label': `${title}: ${bars.length} bars`,
+  });
   bars.forEach((bar, index) => {
     const share = bar.value / max;
     if (horizontal) {
       const y = 5 + index * barSpace;
       const length = (width - labelWidth - 70) * share;
       chart.append(
-        svg('text', { class: 'chart-label', x: labelWidth - 8, y: y + barSpace / 2, 'text-anchor': 'end', 'dominant-baseline': 'middle' }, bar.label),
-        svg('rect', { class: 'chart-bar', x: labelWidth, y: y + 3, width: Math.max(1, length), height: barSpace - 6, 'data-value': bar.value }, svg('title', {}, bar.text)),
+        svg(
+          'text',
+          { class: 'chart-label', x: labelWidth - 8, y: y + barSpace / 2, 'text-anchor': 'end', 'dominant-baseline': 'middle' },
+          bar.label,
+        ),
+        svg(
+          'rect',
+          { class: 'chart-bar', x: labelWidth, y: y + 3, width: Math.max(1, length), height: barSpace - 6, 'data-value': bar.value },
+          svg('title', {}, bar.text),
+        ),
         svg('text', { class: 'chart-value', x: labelWidth + length + 6, y: y + barSpace / 2, 'dominant-baseline': 'middle' }, bar.text),
       );
     } else {
       const barHeight = (height - 20) * share;
       const x = index * barSpace;
-      chart.append(svg('rect', { class: 'chart-bar', x: x + 2, y: height - barHeight, width: Math.max(1, barSpace - 4), height: Math.max(bar.value > 0 ? 1 : 0, barHeight), 'data-value': bar.value }, svg('title', {}, `${bar.label}: ${bar.text}`)));
-      if (index % 3 === 0) chart.append(svg('text', { class: 'chart-label', x: x + barSpace / 2, y: height + 16, 'text-anchor': 'middle' }, bar.label));
+      chart.append(
+        svg(
+          'rect',
+          {
+            class: 'chart-bar',
+            x: x + 2,
+            y: height - barHeight,
+            width: Math.max(1, barSpace - 4),
+            height: Math.max(bar.value > 0 ? 1 : 0, barHeight),
+            'data-value': bar.value,
+          },
+          svg('title', {}, `${bar.label}: ${bar.text}`),
+        ),
+      );
+      if (index % 3 === 0)
+        chart.append(svg('text', { class: 'chart-label', x: x + barSpace / 2, y: height + 16, 'text-anchor': 'middle' }, bar.label));
     }
   });
   const table = h(
@@ -157,7 +195,11 @@ export class DayReport {
       const perHour = new Map<number, number>();
       // Hours come as local 'YYYY-MM-DD HH:00' in the requested time zone.
       for (const row of visitors.data) perHour.set(Number(row.group.slice(11, 13)), row.visitors);
-      const hourBars = Array.from({ length: 24 }, (_, hour) => ({ label: `${String(hour).padStart(2, '0')}h`, value: perHour.get(hour) ?? 0, text: `${perHour.get(hour) ?? 0} visitors` }));
+      const hourBars = Array.from({ length: 24 }, (_, hour) => ({
+        label: `${String(hour).padStart(2, '0')}h`,
+        value: perHour.get(hour) ?? 0,
+        text: `${perHour.get(hour) ?? 0} visitors`,
+      }));
       const perFence = new Map<string, number>();
       for (const row of stays.data) perFence.set(row.geofence_name, (perFence.get(row.geofence_name) ?? 0) + row.stay_time_s);
       const fenceBars = [...perFence.entries()]
@@ -171,11 +213,16 @@ export class DayReport {
       );
       this.elements.stays.replaceChildren(
         h('figcaption', {}, 'Stay time per geofence'),
-        fenceBars.length > 0 ? barChart(`Stay time per geofence on ${day}`, fenceBars, 'stay time', true) : h('p', { class: 'map-summary' }, 'No stays in geofences that day.'),
+        fenceBars.length > 0
+          ? barChart(`Stay time per geofence on ${day}`, fenceBars, 'stay time', true)
+          : h('p', { class: 'map-summary' }, 'No stays in geofences that day.'),
         this.csvButton('geofencing_stay_time', staysParams, `stay-time-${day}.csv`),
       );
       const peak = hourBars.reduce((best, bar) => (bar.value > best.value ? bar : best), hourBars[0]!);
-      setText(this.elements.status, `${building.name}, ${day}: busiest hour ${peak.label} with ${peak.value} visitor${peak.value === 1 ? '' : 's'}; ${perFence.size} geofence${perFence.size === 1 ? '' : 's'} visited.`);
+      setText(
+        this.elements.status,
+        `${building.name}, ${day}: busiest hour ${peak.label} with ${peak.value} visitor${peak.value === 1 ? '' : 's'}; ${perFence.size} geofence${perFence.size === 1 ? '' : 's'} visited.`,
+      );
     } catch (error) {
       setText(this.elements.status, `Could not load the report: ${error instanceof Error ? error.message : String(error)}`);
     }
@@ -202,7 +249,9 @@ export class DayReport {
           link.click();
           link.remove();
         })
-        .catch((error: unknown) => setText(this.elements.status, `Could not download: ${error instanceof Error ? error.message : String(error)}`))
+        .catch((error: unknown) =>
+          setText(this.elements.status, `Could not download: ${error instanceof Error ? error.message : String(error)}`),
+        )
         .finally(() => button.removeAttribute('aria-disabled'));
     });
     return button;

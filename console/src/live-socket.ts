@@ -45,7 +45,8 @@ export class LiveSocket {
   private everSubscribed = false;
   private building: number | null = null;
   private readonly onOnline = () => this.reconnectNow();
-  private readonly onOffline = () => this.ws?.readyState !== WebSocket.OPEN && this.handlers.state({ kind: 'offline', lostAt: this.markLost() });
+  private readonly onOffline = () =>
+    this.ws?.readyState !== WebSocket.OPEN && this.handlers.state({ kind: 'offline', lostAt: this.markLost() });
 
   constructor(
     private readonly token: string,

@@ -6,7 +6,16 @@ import { byId, h, setText } from './dom.js';
 import { FloorMap } from './floor-map.js';
 import { DayReport, deviceTrail, floorHeat, responderRoute } from './insights.js';
 import { LiveSocket, type ConnectionState } from './live-socket.js';
-import { typeLabel, ALARM_SEVERITIES, ALARM_TYPES, type Alarm, type AlarmState, type Building, type BuildingDetail, type Floor } from './model.js';
+import {
+  typeLabel,
+  ALARM_SEVERITIES,
+  ALARM_TYPES,
+  type Alarm,
+  type AlarmState,
+  type Building,
+  type BuildingDetail,
+  type Floor,
+} from './model.js';
 import { responderGroup } from './walk-time.js';
 import { clearSession, loadSession, saveSession, sessionOf, type Session } from './session.js';
 
@@ -94,29 +103,49 @@ class ControlRoom {
     private readonly signOut: (message?: string) => void,
   ) {
     this.api = new Api(session.token, (message) => this.signOut(`Signed out: ${message}`));
-    this.map = new FloorMap(ui.map, ui.mapSummary, () => this.api, (userId) => (userId ? (this.users.get(userId) ?? null) : null), (deviceId) => void this.showTrail(deviceId));
+    this.map = new FloorMap(
+      ui.map,
+      ui.mapSummary,
+      () => this.api,
+      (userId) => (userId ? (this.users.get(userId) ?? null) : null),
+      (deviceId) => void this.showTrail(deviceId),
+    );
     this.report = new DayReport(() => this.api, { status: ui.reportStatus, visitors: ui.visitorsChart, stays: ui.stayChart });
-    this.announcer = new Announcer({ banner: ui.banner, text: ui.bannerText, more: ui.bannerMore, soundButton: ui.sound }, (alarm) => `${typeLabel(alarm.type)} · ${this.who(alarm)} · ${this.where(alarm)}`);
-    this.inbox = new AlarmInbox(ui.alarms, ui.alarmsHeading, {
-      canManage: MANAGERS.has(session.role),
-      who: (alarm) => this.who(alarm),
-      where: (alarm) => this.where(alarm),
-      select: (alarm) => void this.showAlarm(alarm),
-      act: (alarm, state, comment) => this.changeState(alarm, state, comment),
-      bulk: (ids, state, comment) => this.bulkChange(ids, state, comment),
-      unacknowledged: (alarms) => this.announcer.update(alarms),
-    }, {
-      type: ui.alarmType,
-      severity: ui.alarmSeverity,
-      bulk: ui.bulk,
-      bulkCount: ui.bulkCount,
-      bulkComment: ui.bulkComment,
-      bulkClose: ui.bulkClose,
-      bulkFalse: ui.bulkFalse,
-      bulkStatus: ui.bulkStatus,
-    });
-    ui.alarmSeverity.replaceChildren(h('option', { value: '' }, 'all'), ...ALARM_SEVERITIES.map((severity) => h('option', { value: severity }, severity)));
-    ui.alarmType.replaceChildren(h('option', { value: '' }, 'all'), ...ALARM_TYPES.map((type) => h('option', { value: type }, typeLabel(type))));
+    this.announcer = new Announcer(
+      { banner: ui.banner, text: ui.bannerText, more: ui.bannerMore, soundButton: ui.sound },
+      (alarm) => `${typeLabel(alarm.type)} · ${this.who(alarm)} · ${this.where(alarm)}`,
+    );
+    this.inbox = new AlarmInbox(
+      ui.alarms,
+      ui.alarmsHeading,
+      {
+        canManage: MANAGERS.has(session.role),
+        who: (alarm) => this.who(alarm),
+        where: (alarm) => this.where(alarm),
+        select: (alarm) => void this.showAlarm(alarm),
+        act: (alarm, state, comment) => this.changeState(alarm, state, comment),
+        bulk: (ids, state, comment) => this.bulkChange(ids, state, comment),
+        unacknowledged: (alarms) => this.announcer.update(alarms),
+      },
+      {
+        type: ui.alarmType,
+        severity: ui.alarmSeverity,
+        bulk: ui.bulk,
+        bulkCount: ui.bulkCount,
+        bulkComment: ui.bulkComment,
+        bulkClose: ui.bulkClose,
+        bulkFalse: ui.bulkFalse,
+        bulkStatus: ui.bulkStatus,
+      },
+    );
+    ui.alarmSeverity.replaceChildren(
+      h('option', { value: '' }, 'all'),
+      ...ALARM_SEVERITIES.map((severity) => h('option', { value: severity }, severity)),
+    );
+    ui.alarmType.replaceChildren(
+      h('option', { value: '' }, 'all'),
+      ...ALARM_TYPES.map((type) => h('option', { value: type }, typeLabel(type))),
+    );
   }
 
   async start(): Promise<void> {
@@ -152,7 +181,10 @@ class ControlRoom {
       this.inbox.focus(alarm.id);
     });
     const untilExpiry = this.session.expiresAt * 1000 - Date.now();
-    this.expiry = window.setTimeout(() => this.signOut('Your session has expired: sign in again.'), Math.min(Math.max(untilExpiry, 0), 2 ** 31 - 1));
+    this.expiry = window.setTimeout(
+      () => this.signOut('Your session has expired: sign in again.'),
+      Math.min(Math.max(untilExpiry, 0), 2 ** 31 - 1),
+    );
     this.ticker = window.setInterval(() => this.tick(), 1000);
 
     this.viewLoading(+1);
@@ -165,7 +197,10 @@ class ControlRoom {
         this.api.groups().catch(() => []),
       ]);
       if (this.stopped) return;
-      ui.responders.replaceChildren(h('option', { value: '' }, 'any device'), ...groups.map((group) => h('option', { value: group.id }, group.name)));
+      ui.responders.replaceChildren(
+        h('option', { value: '' }, 'any device'),
+        ...groups.map((group) => h('option', { value: group.id }, group.name)),
+      );
       // Route from the organization's responders by default: "any device" may pick a visitor or a patient.
       ui.responders.value = responderGroup(groups)?.id ?? '';
       for (const building of buildings) this.buildings.set(building.id, building);
@@ -240,7 +275,10 @@ class ControlRoom {
     const text: Record<ConnectionState['kind'], string> = {
       connecting: 'Connecting…',
       live: 'Live',
-      reconnecting: state.kind === 'reconnecting' ? `Connection lost: retrying in ${Math.max(0, Math.ceil((state.retryAt - Date.now()) / 1000))} s` : '',
+      reconnecting:
+        state.kind === 'reconnecting'
+          ? `Connection lost: retrying in ${Math.max(0, Math.ceil((state.retryAt - Date.now()) / 1000))} s`
+          : '',
       offline: 'Offline: waiting for the network',
       stopped: 'Signed out',
     };
@@ -343,7 +381,10 @@ class ControlRoom {
       if (token !== this.latest.trail || this.stopped) return;
       this.map.setTrail(trail);
       const here = trail.points.filter((point) => point.floorId === this.floor?.id).length;
-      setText(ui.trailSummary, `Trail of ${deviceId}: ${trail.points.length} position${trail.points.length === 1 ? '' : 's'} in the last ${minutes} min${here !== trail.points.length ? `, ${here} on this floor` : ''}.`);
+      setText(
+        ui.trailSummary,
+        `Trail of ${deviceId}: ${trail.points.length} position${trail.points.length === 1 ? '' : 's'} in the last ${minutes} min${here !== trail.points.length ? `, ${here} on this floor` : ''}.`,
+      );
     } catch (error) {
       if (token === this.latest.trail) setText(ui.trailSummary, `Could not load the trail: ${messageOf(error)}`);
     }
@@ -358,9 +399,15 @@ class ControlRoom {
     if (!building?.paths?.links.length) return setText(ui.routeSummary, building ? 'No route: this building has no path graph.' : '');
     setText(ui.routeSummary, 'Finding the nearest responder…');
     try {
-      const found = await responderRoute(this.api, alarm, ui.responders.value || null, (device) => this.who({ ...alarm, device_id: device.device_id, user_id: device.user_id }));
+      const found = await responderRoute(this.api, alarm, ui.responders.value || null, (device) =>
+        this.who({ ...alarm, device_id: device.device_id, user_id: device.user_id }),
+      );
       if (token !== this.latest.route || this.stopped) return;
-      if (!found) return setText(ui.routeSummary, alarm.position ? 'No responder with a live position can reach this alarm.' : 'This alarm has no position to route to.');
+      if (!found)
+        return setText(
+          ui.routeSummary,
+          alarm.position ? 'No responder with a live position can reach this alarm.' : 'This alarm has no position to route to.',
+        );
       this.map.setRoute(found.route);
       const floors = found.floors.map((id) => this.floors.get(id)?.name || `floor ${id}`);
       setText(ui.routeSummary, `Nearest responder: ${found.route.label}${floors.length > 1 ? ` (${floors.join(' → ')})` : ''}.`);
@@ -386,8 +433,10 @@ class ControlRoom {
     this.selected = alarm;
     this.inbox.select(alarm.id);
     const floorId = alarm.position?.floor_id ?? alarm.floor_id;
-    if (alarm.building_id !== null && alarm.building_id !== this.building?.id && this.buildings.has(alarm.building_id)) await this.selectBuilding(alarm.building_id, floorId);
-    else if (floorId !== null && floorId !== this.floor?.id && this.building?.floors.some((f) => f.id === floorId)) await this.selectFloor(floorId);
+    if (alarm.building_id !== null && alarm.building_id !== this.building?.id && this.buildings.has(alarm.building_id))
+      await this.selectBuilding(alarm.building_id, floorId);
+    else if (floorId !== null && floorId !== this.floor?.id && this.building?.floors.some((f) => f.id === floorId))
+      await this.selectFloor(floorId);
     this.highlightSelected();
     await this.routeTo(alarm);
   }
@@ -516,7 +565,14 @@ ui.loginForm.addEventListener('submit', (event) => {
     })
     .catch((error: unknown) => {
       const status = error instanceof ApiError ? error.status : 0;
-      setText(ui.loginError, status === 401 ? 'Wrong e-mail or password.' : status === 429 ? 'Too many attempts: wait a few minutes and try again.' : `Could not sign in: ${messageOf(error)}`);
+      setText(
+        ui.loginError,
+        status === 401
+          ? 'Wrong e-mail or password.'
+          : status === 429
+            ? 'Too many attempts: wait a few minutes and try again.'
+            : `Could not sign in: ${messageOf(error)}`,
+      );
       ui.password.select();
     })
     .finally(() => {

@@ -14,7 +14,8 @@ export interface LabelCandidate {
   options: LabelBox[];
 }
 
-export const intersects = (a: LabelBox, b: LabelBox): boolean => a.x < b.x + b.width && b.x < a.x + a.width && a.y < b.y + b.height && b.y < a.y + a.height;
+export const intersects = (a: LabelBox, b: LabelBox): boolean =>
+  a.x < b.x + b.width && b.x < a.x + a.width && a.y < b.y + b.height && b.y < a.y + a.height;
 
 /**
  * Greedy placement: by priority (ties keep the given order), each label takes its first option that meets no
@@ -22,7 +23,9 @@ export const intersects = (a: LabelBox, b: LabelBox): boolean => a.x < b.x + b.w
  * shown label (absent: hidden). Pure, so a unit test can place crowded labels without a browser.
  */
 export function placeLabels(candidates: readonly LabelCandidate[]): Map<string, number> {
-  const order = candidates.map((candidate, index) => ({ candidate, index })).sort((a, b) => b.candidate.priority - a.candidate.priority || a.index - b.index);
+  const order = candidates
+    .map((candidate, index) => ({ candidate, index }))
+    .sort((a, b) => b.candidate.priority - a.candidate.priority || a.index - b.index);
   const placed: LabelBox[] = [];
   const chosen = new Map<string, number>();
   for (const { candidate } of order) {

@@ -104,7 +104,8 @@ export const inboxOrder = (a: Alarm, b: Alarm): number =>
   severityRank(alarmSeverity(a)) - severityRank(alarmSeverity(b)) || Date.parse(b.created_at) - Date.parse(a.created_at);
 
 /** Closing or marking false a critical or high alarm needs a comment (the gateway answers 422 without one). */
-export const needsComment = (alarm: Alarm, state: AlarmState): boolean => (state === 'CLOSED' || state === 'MARKED_FALSE') && alarmSeverity(alarm) !== 'normal';
+export const needsComment = (alarm: Alarm, state: AlarmState): boolean =>
+  (state === 'CLOSED' || state === 'MARKED_FALSE') && alarmSeverity(alarm) !== 'normal';
 
 /** How many times the alarm escalated (entries of its history). */
 export const escalations = (alarm: Alarm): number => alarm.history?.filter((entry) => entry.event === 'escalated').length ?? 0;
@@ -159,7 +160,12 @@ export interface Route {
   from: RoutePoint & { floor_id: number; snap_distance_m: number };
   to: RoutePoint & { floor_id: number; snap_distance_m: number };
   legs: { floor_id: number; distance_m: number; points: RoutePoint[] }[];
-  steps: { instruction: string; distance_m: number; floor_id: number; floor_change?: { from_floor_id: number; to_floor_id: number; direction: 'up' | 'down'; via: string } }[];
+  steps: {
+    instruction: string;
+    distance_m: number;
+    floor_id: number;
+    floor_change?: { from_floor_id: number; to_floor_id: number; direction: 'up' | 'down'; via: string };
+  }[];
 }
 
 export interface RankedDevice {

@@ -14,7 +14,12 @@ const KEY = 'floorcast.console.session';
 
 function claims(token: string): Record<string, unknown> {
   const payload = token.split('.')[1] ?? '';
-  const json = atob(payload.replace(/-/g, '+').replace(/_/g, '/').padEnd(Math.ceil(payload.length / 4) * 4, '='));
+  const json = atob(
+    payload
+      .replace(/-/g, '+')
+      .replace(/_/g, '/')
+      .padEnd(Math.ceil(payload.length / 4) * 4, '='),
+  );
   return JSON.parse(new TextDecoder().decode(Uint8Array.from(json, (c) => c.charCodeAt(0)))) as Record<string, unknown>;
 }
 

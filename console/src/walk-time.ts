@@ -14,5 +14,7 @@ export function walkTime(seconds: number): string {
 
 /** The group the console routes from by default: the organization's responders, when it has such a group. */
 export function responderGroup<G extends { id: string; name: string }>(groups: readonly G[]): G | undefined {
-  return groups.find((group) => /^(first[ -])?responders?$/i.test(group.name.trim())) ?? groups.find((group) => /respon(d|se)/i.test(group.name));
+  return (
+    groups.find((group) => /^(first[ -])?responders?$/i.test(group.name.trim())) ?? groups.find((group) => /respon(d|se)/i.test(group.name))
+  );
 }

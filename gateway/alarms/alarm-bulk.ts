@@ -49,11 +49,13 @@ export async function bulkChangeState(
   by: AlarmHistoryEntry['by'],
   hook?: AlarmWriteHook,
 ): Promise<BulkResult> {
-  if (request.ids === undefined && request.filter === undefined) throw new ValidationError([{ field: 'ids', message: 'name the alarms by ids, a filter, or both' }]);
+  if (request.ids === undefined && request.filter === undefined)
+    throw new ValidationError([{ field: 'ids', message: 'name the alarms by ids, a filter, or both' }]);
   const where: string[] = ['organization_id = ?'];
   const params: unknown[] = [scope.organizationId];
   const add = (condition: string, values: readonly unknown[]) => (where.push(condition), params.push(...values));
-  const anyOf = (column: string, values: readonly unknown[]) => add(values.length ? `${column} in (${values.map(() => '?').join(', ')})` : 'false', values);
+  const anyOf = (column: string, values: readonly unknown[]) =>
+    add(values.length ? `${column} in (${values.map(() => '?').join(', ')})` : 'false', values);
   const { ids, filter = {} } = request;
   if (ids) anyOf('id', ids);
   if (filter.type) anyOf('type', filter.type);
@@ -67,7 +69,10 @@ export async function bulkChangeState(
     `select id, type, state from alarms where ${where.join(' and ')} order by created_at, id limit ?`,
     [...params, BULK_MAX + 1],
   );
-  if (named.length > BULK_MAX) throw new ValidationError([{ field: 'filter', message: `names more than ${BULK_MAX} alarms: narrow it (by time, type or building) and repeat` }]);
+  if (named.length > BULK_MAX)
+    throw new ValidationError([
+      { field: 'filter', message: `names more than ${BULK_MAX} alarms: narrow it (by time, type or building) and repeat` },
+    ]);
   const settings = await readAlarmSettings(storage, scope.organizationId);
   const movable = named.filter((alarm) => canTransition(alarm.state, request.state));
   for (const alarm of movable) assertResolutionComment(alarm.type, request.state, request.comment, settings);
@@ -75,7 +80,11 @@ export async function bulkChangeState(
   const result: BulkResult = { matched: named.length, changed: 0, changed_ids: [], skipped: [] };
   for (const alarm of named) {
     if (!movable.includes(alarm)) {
-      result.skipped.push({ id: alarm.id, state: alarm.state, reason: alarm.state === request.state ? 'already in that state' : `${alarm.state} cannot become ${request.state}` });
+      result.skipped.push({
+        id: alarm.id,
+        state: alarm.state,
+        reason: alarm.state === request.state ? 'already in that state' : `${alarm.state} cannot become ${request.state}`,
+      });
       continue;
     }
     try {

@@ -45,7 +45,8 @@ export class AlarmButton {
     }
     if (raise.length > 0) this.spend(credential, raise.length, now);
     for (const press of raise) this.lastRaised.set(keyOf(press), now);
-    if (this.lastRaised.size > BUDGET_PRUNE_AT) for (const [key, at] of this.lastRaised) if (now - at >= this.debounceMs) this.lastRaised.delete(key);
+    if (this.lastRaised.size > BUDGET_PRUNE_AT)
+      for (const [key, at] of this.lastRaised) if (now - at >= this.debounceMs) this.lastRaised.delete(key);
     return { raise, count };
   }
 
@@ -56,10 +57,15 @@ export class AlarmButton {
     const left = Math.min(this.raisesPerMinute, held ? held.left + (now - held.at) * perMs : this.raisesPerMinute);
     if (left < raises) {
       const waitMs = raises > this.raisesPerMinute ? 60_000 : (raises - left) / perMs;
-      throw rateLimited(`Too many alarm-button raises (at most ${this.raisesPerMinute} per minute for new alarms or repeats past the debounce); nothing of this upload was stored`, waitMs);
+      throw rateLimited(
+        `Too many alarm-button raises (at most ${this.raisesPerMinute} per minute for new alarms or repeats past the debounce); nothing of this upload was stored`,
+        waitMs,
+      );
     }
     this.budgets.set(credential, { left: left - raises, at: now });
-    if (this.budgets.size > BUDGET_PRUNE_AT) for (const [key, budget] of this.budgets) if (budget.left + (now - budget.at) * perMs >= this.raisesPerMinute) this.budgets.delete(key);
+    if (this.budgets.size > BUDGET_PRUNE_AT)
+      for (const [key, budget] of this.budgets)
+        if (budget.left + (now - budget.at) * perMs >= this.raisesPerMinute) this.budgets.delete(key);
   }
 }
 

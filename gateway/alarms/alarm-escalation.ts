@@ -66,10 +66,15 @@ export class AlarmEscalation {
 
   /** After the organization's policy changed, in its transaction: its OPEN alarms are scheduled again by the next sweep. */
   static async reschedule(tx: EntityManager, organizationId: string): Promise<void> {
-    await tx.execute(`update alarms set escalate_at = null where organization_id = ? and state = 'OPEN' and escalate_at is not null`, [organizationId]);
+    await tx.execute(`update alarms set escalate_at = null where organization_id = ? and state = 'OPEN' and escalate_at is not null`, [
+      organizationId,
+    ]);
   }
 
-  private async escalate(alarm: { id: string; organization_id: string; escalations: number }, now: number): Promise<AlarmEventMessage | undefined> {
+  private async escalate(
+    alarm: { id: string; organization_id: string; escalations: number },
+    now: number,
+  ): Promise<AlarmEventMessage | undefined> {
     const at = new Date(now);
     const entry: AlarmHistoryEntry = { state: 'OPEN', from: 'OPEN', at: at.toISOString(), by: 'system', comment: null, event: 'escalated' };
     try {

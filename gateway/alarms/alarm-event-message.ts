@@ -26,7 +26,11 @@ export interface AlarmView {
   device_id: string | null;
   user_id: string | null;
   geofence_id: string | null;
-  position: { floor_id: number | null; cartesians: { x: number; y: number } | null; georeferences: { lat: number; lng: number } | null } | null;
+  position: {
+    floor_id: number | null;
+    cartesians: { x: number; y: number } | null;
+    georeferences: { lat: number; lng: number } | null;
+  } | null;
   details: Record<string, unknown>;
   occurrences: number;
   history: AlarmHistoryEntry[];

@@ -32,14 +32,20 @@ export interface AlarmListQuery {
 const severityOrder = `case type ${ALARM_SEVERITIES.flatMap((severity) => typesOfSeverity(severity).map((type) => `when '${type}' then ${severityRank(severity)}`)).join(' ')} else ${severityRank('normal')} end`;
 const ALARM_SORT = new Map<string, (direction: 'asc' | 'desc') => string>([
   ['severity', (direction) => `${severityOrder} ${direction}, created_at desc`],
-  ...['created_at', 'updated_at', 'seq', 'type', 'state'].map((column) => [column, (direction: 'asc' | 'desc') => `${column} ${direction}`] as const),
+  ...['created_at', 'updated_at', 'seq', 'type', 'state'].map(
+    (column) => [column, (direction: 'asc' | 'desc') => `${column} ${direction}`] as const,
+  ),
 ]);
 
 /**
  * One page of an organization's alarms, filtered and sorted, and how many match in all. A plain user gets only
  * the alarms about themself (confinedUserId), whatever the filters say.
  */
-export async function listAlarms(storage: Storage, principal: Principal, query: AlarmListQuery): Promise<{ alarms: AlarmView[]; total: number }> {
+export async function listAlarms(
+  storage: Storage,
+  principal: Principal,
+  query: AlarmListQuery,
+): Promise<{ alarms: AlarmView[]; total: number }> {
   const where: string[] = ['organization_id = ?'];
   const params: unknown[] = [principal.organizationId];
   const add = (condition: string, ...values: unknown[]) => (where.push(condition), params.push(...values));
@@ -60,7 +66,10 @@ export async function listAlarms(storage: Storage, principal: Principal, query: 
   const orderBy = ALARM_SORT.get(field!);
   if (!orderBy) throw new ValidationError([{ field: 'query.sort', message: `sortable fields: ${[...ALARM_SORT.keys()].join(', ')}` }]);
   const direction = (inline ?? query.direction ?? (field === 'severity' ? 'asc' : 'desc')).toLowerCase() === 'asc' ? 'asc' : 'desc';
-  const [{ total }] = (await storage.execute<{ total: number }>(`select count(*)::int as total from alarms where ${where.join(' and ')}`, params)) as [{ total: number }];
+  const [{ total }] = (await storage.execute<{ total: number }>(
+    `select count(*)::int as total from alarms where ${where.join(' and ')}`,
+    params,
+  )) as [{ total: number }];
   const rows = await storage.execute<AlarmRow>(
     `select * from alarms where ${where.join(' and ')} order by ${orderBy(direction)}, id limit ? offset ?`,
     [...params, query.size, query.page * query.size],

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { severityOf, } from '../../shared/detection/alarm-severity.js';
+import { severityOf } from '../../shared/detection/alarm-severity.js';
 import { ALARM_TRANSITIONS, canTransition, type AlarmState, type AlarmType } from '../../shared/detection/alarm-states.js';
 import { ConflictError, NotFoundError } from '../../shared/errors.js';
 import type { Logger } from '../../shared/logger.js';
@@ -9,7 +9,6 @@ import { UserSchema } from '../../shared/storage/entities/index.js';
 import type { Storage } from '../../shared/storage/index.js';
 import type { Bus } from '../bus-channels.js';
 import type { AlarmEventKind, AlarmEventMessage, AlarmHistoryEntry, AlarmView } from './alarm-event-message.js';
-
 
 /** Runs inside an alarm write's transaction, with the alarm before it (null when raised): the API's audit entry. */
 export type AlarmWriteHook = (tx: EntityManager, message: AlarmEventMessage, before: AlarmView | null) => Promise<void>;
@@ -147,7 +146,11 @@ export class AlarmService {
       view.building_id,
       JSON.stringify(view),
     ]);
-    const message: AlarmEventMessage = { organizationId: view.organization_id, buildingId: view.building_id, event: { ...view, event: kind } };
+    const message: AlarmEventMessage = {
+      organizationId: view.organization_id,
+      buildingId: view.building_id,
+      event: { ...view, event: kind },
+    };
     if (this.hook) this.hooked.set(message, await this.hook.stored(tx, message));
     return message;
   }
@@ -188,21 +191,40 @@ export class AlarmService {
   async countRepeats<R extends RaiseAlarm & { idempotencyKey: string }>(requests: readonly R[]): Promise<R[]> {
     const absent: R[] = [];
     for (const request of requests) {
-      const counted = await this.storage.em().transactional(async (tx) => {
-        const fresh = await tx.execute<{ key: string }[]>('insert into alarm_raise_keys (organization_id, key) values (?, ?) on conflict do nothing returning key', [request.organizationId, request.idempotencyKey]);
-        if (fresh.length === 0) return true;
-        const updated = await tx.execute<{ id: string }[]>(
-          `update alarms set occurrences = occurrences + ?, updated_at = now(),
+      const counted = await this.storage
+        .em()
+        .transactional(async (tx) => {
+          const fresh = await tx.execute<{ key: string }[]>(
+            'insert into alarm_raise_keys (organization_id, key) values (?, ?) on conflict do nothing returning key',
+            [request.organizationId, request.idempotencyKey],
+          );
+          if (fresh.length === 0) return true;
+          const updated = await tx.execute<{ id: string }[]>(
+            `update alarms set occurrences = occurrences + ?, updated_at = now(),
              building_id = coalesce(?, building_id), floor_id = coalesce(?, floor_id), x = coalesce(?, x), y = coalesce(?, y), lat = coalesce(?, lat), lng = coalesce(?, lng)
            where organization_id = ? and type = ? and coalesce(device_id, '') = ? and coalesce(geofence_id, '00000000-0000-0000-0000-000000000000'::uuid) = coalesce(?::uuid, '00000000-0000-0000-0000-000000000000'::uuid)
              and coalesce(user_id, '00000000-0000-0000-0000-000000000000'::uuid) = coalesce(?::uuid, '00000000-0000-0000-0000-000000000000'::uuid) and state = 'OPEN'
            returning id`,
-          [request.occurrences ?? 1, request.buildingId ?? null, request.floorId ?? null, request.x ?? null, request.y ?? null, request.lat ?? null, request.lng ?? null, request.organizationId, request.type, request.deviceId ?? '', request.geofenceId ?? null, request.userId ?? null],
-        );
-        // No OPEN alarm: undo the key too, so that the raise which follows stores it.
-        if (updated.length === 0) throw NO_OPEN_ALARM;
-        return true;
-      }).catch((error: unknown) => (error === NO_OPEN_ALARM ? false : Promise.reject(error)));
+            [
+              request.occurrences ?? 1,
+              request.buildingId ?? null,
+              request.floorId ?? null,
+              request.x ?? null,
+              request.y ?? null,
+              request.lat ?? null,
+              request.lng ?? null,
+              request.organizationId,
+              request.type,
+              request.deviceId ?? '',
+              request.geofenceId ?? null,
+              request.userId ?? null,
+            ],
+          );
+          // No OPEN alarm: undo the key too, so that the raise which follows stores it.
+          if (updated.length === 0) throw NO_OPEN_ALARM;
+          return true;
+        })
+        .catch((error: unknown) => (error === NO_OPEN_ALARM ? false : Promise.reject(error)));
       if (!counted) absent.push(request);
     }
     return absent;
@@ -228,7 +250,9 @@ export class AlarmService {
 
   private async store(request: RaiseAlarm, inTransaction?: AlarmWriteHook): Promise<AlarmEventMessage | undefined> {
     const now = new Date();
-    const history: AlarmHistoryEntry[] = [{ state: 'OPEN', from: null, at: now.toISOString(), by: request.by, comment: request.comment ?? null }];
+    const history: AlarmHistoryEntry[] = [
+      { state: 'OPEN', from: null, at: now.toISOString(), by: request.by, comment: request.comment ?? null },
+    ];
     const message = await this.storage.em().transactional(async (tx) => {
       if (request.idempotencyKey !== undefined) {
         // In the raise's own transaction: the key is stored if and only if the alarm is.
@@ -293,7 +317,10 @@ export class AlarmService {
   private updateOpen(request: RaiseAlarm): Promise<AlarmEventMessage[]> {
     return this.storage.em().transactional(async (tx) => {
       if (request.idempotencyKey !== undefined) {
-        const fresh = await tx.execute<{ key: string }[]>('insert into alarm_raise_keys (organization_id, key) values (?, ?) on conflict do nothing returning key', [request.organizationId, request.idempotencyKey]);
+        const fresh = await tx.execute<{ key: string }[]>(
+          'insert into alarm_raise_keys (organization_id, key) values (?, ?) on conflict do nothing returning key',
+          [request.organizationId, request.idempotencyKey],
+        );
         if (fresh.length === 0) return [];
       }
       const [open] = await tx.execute<{ id: string }[]>(
@@ -301,34 +328,53 @@ export class AlarmService {
         [request.organizationId, request.type, request.deviceId ?? (request.buildingId != null ? `building:${request.buildingId}` : '')],
       );
       if (!open) return [];
-      const [row] = await tx.execute<AlarmRow[]>(`update alarms set seq = ?, updated_at = now(), details = details || ?::jsonb where id = ? returning *`, [
-        await this.nextSeq(tx, request.organizationId),
-        JSON.stringify(request.details ?? {}),
-        open.id,
-      ]);
+      const [row] = await tx.execute<AlarmRow[]>(
+        `update alarms set seq = ?, updated_at = now(), details = details || ?::jsonb where id = ? returning *`,
+        [await this.nextSeq(tx, request.organizationId), JSON.stringify(request.details ?? {}), open.id],
+      );
       const updated = await this.recordEvent(tx, row!, 'updated');
       if (request.type !== 'DEADMAN' || request.details?.contact_restored_at === undefined) return [updated];
-      const [organization] = await tx.execute<{ deadman_auto_close: boolean }[]>('select deadman_auto_close from organizations where id = ?', [request.organizationId]);
+      const [organization] = await tx.execute<{ deadman_auto_close: boolean }[]>(
+        'select deadman_auto_close from organizations where id = ?',
+        [request.organizationId],
+      );
       if (!organization?.deadman_auto_close) return [updated];
-      const entry: AlarmHistoryEntry = { state: 'CLOSED', from: 'OPEN', at: new Date().toISOString(), by: 'system', comment: 'Contact restored: the device reported again' };
-      const [closed] = await tx.execute<AlarmRow[]>(`update alarms set state = 'CLOSED', seq = ?, updated_at = now(), history = history || ?::jsonb where id = ? returning *`, [
-        await this.nextSeq(tx, request.organizationId),
-        JSON.stringify([entry]),
-        open.id,
-      ]);
+      const entry: AlarmHistoryEntry = {
+        state: 'CLOSED',
+        from: 'OPEN',
+        at: new Date().toISOString(),
+        by: 'system',
+        comment: 'Contact restored: the device reported again',
+      };
+      const [closed] = await tx.execute<AlarmRow[]>(
+        `update alarms set state = 'CLOSED', seq = ?, updated_at = now(), history = history || ?::jsonb where id = ? returning *`,
+        [await this.nextSeq(tx, request.organizationId), JSON.stringify([entry]), open.id],
+      );
       return [updated, await this.recordEvent(tx, closed!, 'state_changed')];
     });
   }
 
   /** Moves an alarm along the transition table (409 for an illegal move), recording who and when. */
-  async changeState(organizationId: string, id: string, to: AlarmState, comment: string | null, by: AlarmHistoryEntry['by'], inTransaction?: AlarmWriteHook): Promise<AlarmEventMessage> {
+  async changeState(
+    organizationId: string,
+    id: string,
+    to: AlarmState,
+    comment: string | null,
+    by: AlarmHistoryEntry['by'],
+    inTransaction?: AlarmWriteHook,
+  ): Promise<AlarmEventMessage> {
     const message = await this.storage.em().transactional(async (tx) => {
       const seq = await this.nextSeq(tx, organizationId);
-      const [current] = await tx.execute<AlarmRow[]>('select * from alarms where id = ? and organization_id = ? for update', [id, organizationId]);
+      const [current] = await tx.execute<AlarmRow[]>('select * from alarms where id = ? and organization_id = ? for update', [
+        id,
+        organizationId,
+      ]);
       if (!current) throw new NotFoundError('Alarm');
       if (!canTransition(current.state, to)) {
         const allowed = ALARM_TRANSITIONS[current.state];
-        throw new ConflictError(`An alarm in state ${current.state} cannot become ${to}${allowed.length ? ` (allowed: ${allowed.join(', ')})` : ' (final state)'}`);
+        throw new ConflictError(
+          `An alarm in state ${current.state} cannot become ${to}${allowed.length ? ` (allowed: ${allowed.join(', ')})` : ' (final state)'}`,
+        );
       }
       const entry: AlarmHistoryEntry = { state: to, from: current.state, at: new Date().toISOString(), by, comment };
       const [row] = await tx.execute<AlarmRow[]>(
@@ -362,10 +408,10 @@ export class AlarmService {
 
   /** Who owns the organization's device with this identifier: null when no one does, or there is no such device. */
   async deviceOwner(organizationId: string, deviceId: string): Promise<string | null> {
-    const [device] = await this.storage.execute<{ user_id: string | null }>('select user_id from devices where organization_id = ? and identifier = ?', [
-      organizationId,
-      deviceId,
-    ]);
+    const [device] = await this.storage.execute<{ user_id: string | null }>(
+      'select user_id from devices where organization_id = ? and identifier = ?',
+      [organizationId, deviceId],
+    );
     return device?.user_id ?? null;
   }
 
@@ -376,7 +422,12 @@ export class AlarmService {
   }
 
   /** Events after `sinceSeq`, in order, in pages (replay for a reconnecting subscriber). */
-  async *eventsSince(organizationId: string, sinceSeq: number, buildingId?: number, pageSize = 1000): AsyncGenerator<AlarmEventMessage['event']> {
+  async *eventsSince(
+    organizationId: string,
+    sinceSeq: number,
+    buildingId?: number,
+    pageSize = 1000,
+  ): AsyncGenerator<AlarmEventMessage['event']> {
     let after = sinceSeq;
     for (;;) {
       const rows = await this.storage.execute<{ seq: string; kind: AlarmEventKind; alarm: AlarmView | string }>(

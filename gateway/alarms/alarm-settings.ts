@@ -16,7 +16,8 @@ export interface OrganizationAlarmSettings {
   deadman_auto_close: boolean;
 }
 
-const COLUMNS = 'alarm_escalate_after_s as escalate_after_s, alarm_escalate_max as escalate_max, alarm_comment_always as comment_always, deadman_auto_close';
+const COLUMNS =
+  'alarm_escalate_after_s as escalate_after_s, alarm_escalate_max as escalate_max, alarm_comment_always as comment_always, deadman_auto_close';
 
 export async function readAlarmSettings(storage: Pick<Storage, 'execute'>, organizationId: string): Promise<OrganizationAlarmSettings> {
   const [row] = await storage.execute<OrganizationAlarmSettings>(`select ${COLUMNS} from organizations where id = ?`, [organizationId]);
@@ -30,8 +31,15 @@ export async function writeAlarmSettings(
   organizationId: string,
   changes: Partial<OrganizationAlarmSettings>,
 ): Promise<{ before: OrganizationAlarmSettings; after: OrganizationAlarmSettings }> {
-  const column = { escalate_after_s: 'alarm_escalate_after_s', escalate_max: 'alarm_escalate_max', comment_always: 'alarm_comment_always', deadman_auto_close: 'deadman_auto_close' } as const;
-  const [before] = await tx.execute<OrganizationAlarmSettings[]>(`select ${COLUMNS} from organizations where id = ? for update`, [organizationId]);
+  const column = {
+    escalate_after_s: 'alarm_escalate_after_s',
+    escalate_max: 'alarm_escalate_max',
+    comment_always: 'alarm_comment_always',
+    deadman_auto_close: 'deadman_auto_close',
+  } as const;
+  const [before] = await tx.execute<OrganizationAlarmSettings[]>(`select ${COLUMNS} from organizations where id = ? for update`, [
+    organizationId,
+  ]);
   if (!before) throw new NotFoundError('Organization');
   const set = (Object.keys(column) as (keyof OrganizationAlarmSettings)[]).filter((key) => changes[key] !== undefined);
   if (set.length === 0) return { before, after: before };
@@ -51,8 +59,18 @@ export function commentRequired(type: string, to: AlarmState, settings: Pick<Org
 }
 
 /** 422 naming `comment` when the move needs one and `comment` is absent or blank. */
-export function assertResolutionComment(type: string, to: AlarmState, comment: string | null | undefined, settings: Pick<OrganizationAlarmSettings, 'comment_always'>): void {
+export function assertResolutionComment(
+  type: string,
+  to: AlarmState,
+  comment: string | null | undefined,
+  settings: Pick<OrganizationAlarmSettings, 'comment_always'>,
+): void {
   if (commentRequired(type, to, settings) && !comment?.trim()) {
-    throw new ValidationError([{ field: 'comment', message: `closing or marking false ${settings.comment_always ? 'an alarm' : `a ${type} alarm`} needs a resolution comment` }]);
+    throw new ValidationError([
+      {
+        field: 'comment',
+        message: `closing or marking false ${settings.comment_always ? 'an alarm' : `a ${type} alarm`} needs a resolution comment`,
+      },
+    ]);
   }
 }

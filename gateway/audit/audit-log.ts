@@ -41,7 +41,19 @@ export class AuditRecorder {
     await em.execute(
       `insert into audit_log (organization_id, user_id, user_email, via, api_key_id, method, route, object_type, object_id, changes, address)
        values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?)`,
-      [p.organizationId, p.userId, p.email, p.via, p.apiKeyId ?? null, this.method, this.route, change.objectType, change.objectId === null ? null : String(change.objectId), JSON.stringify(changes), this.address],
+      [
+        p.organizationId,
+        p.userId,
+        p.email,
+        p.via,
+        p.apiKeyId ?? null,
+        this.method,
+        this.route,
+        change.objectType,
+        change.objectId === null ? null : String(change.objectId),
+        JSON.stringify(changes),
+        this.address,
+      ],
     );
     this.count++;
   }

@@ -25,7 +25,21 @@ export interface AuditRow {
   address: string | null;
 }
 
-export const AUDIT_CSV_HEADER = ['id', 'at', 'user_id', 'user_email', 'via', 'api_key_id', 'method', 'route', 'object_type', 'object_id', 'before', 'after', 'address'];
+export const AUDIT_CSV_HEADER = [
+  'id',
+  'at',
+  'user_id',
+  'user_email',
+  'via',
+  'api_key_id',
+  'method',
+  'route',
+  'object_type',
+  'object_id',
+  'before',
+  'after',
+  'address',
+];
 
 const json = (value: unknown) => (typeof value === 'string' ? JSON.parse(value) : value) as { before: unknown; after: unknown };
 
@@ -72,8 +86,15 @@ export class AuditService {
 
   async page(organizationId: string, query: AuditQuery, page: number, size: number): Promise<{ rows: AuditRow[]; total: number }> {
     const { sql, params } = this.where(organizationId, query);
-    const [{ total }] = (await this.storage.execute<{ total: number }>(`select count(*)::int as total from audit_log where ${sql}`, params)) as [{ total: number }];
-    const rows = await this.storage.execute<AuditRow>(`select * from audit_log where ${sql} order by id desc limit ? offset ?`, [...params, size, page * size]);
+    const [{ total }] = (await this.storage.execute<{ total: number }>(
+      `select count(*)::int as total from audit_log where ${sql}`,
+      params,
+    )) as [{ total: number }];
+    const rows = await this.storage.execute<AuditRow>(`select * from audit_log where ${sql} order by id desc limit ? offset ?`, [
+      ...params,
+      size,
+      page * size,
+    ]);
     return { rows, total };
   }
 
@@ -85,10 +106,28 @@ export class AuditService {
       let after: string | undefined;
       for (;;) {
         const keyset = after ? ' and id < ?' : '';
-        const rows = await storage.execute<AuditRow>(`select * from audit_log where ${sql}${keyset} order by id desc limit ?`, [...params, ...(after ? [after] : []), pageSize]);
+        const rows = await storage.execute<AuditRow>(`select * from audit_log where ${sql}${keyset} order by id desc limit ?`, [
+          ...params,
+          ...(after ? [after] : []),
+          pageSize,
+        ]);
         yield rows.map((row) => {
           const entry = presentAudit(row);
-          return [entry.id, entry.at, entry.user_id, entry.user_email, entry.via, entry.api_key_id, entry.method, entry.route, entry.object_type, entry.object_id, JSON.stringify(entry.before), JSON.stringify(entry.after), entry.address];
+          return [
+            entry.id,
+            entry.at,
+            entry.user_id,
+            entry.user_email,
+            entry.via,
+            entry.api_key_id,
+            entry.method,
+            entry.route,
+            entry.object_type,
+            entry.object_id,
+            JSON.stringify(entry.before),
+            JSON.stringify(entry.after),
+            entry.address,
+          ];
         });
         if (rows.length < pageSize) return;
         after = rows[rows.length - 1]!.id;
@@ -101,7 +140,10 @@ export class AuditService {
   async prune(now = new Date()): Promise<number> {
     if (this.retentionDays <= 0) return 0;
     const cutoff = new Date(now.getTime() - this.retentionDays * 86_400_000);
-    const rows = await this.storage.execute<{ n: number }>('with gone as (delete from audit_log where at < ? returning 1) select count(*)::int as n from gone', [cutoff]);
+    const rows = await this.storage.execute<{ n: number }>(
+      'with gone as (delete from audit_log where at < ? returning 1) select count(*)::int as n from gone',
+      [cutoff],
+    );
     return rows[0]?.n ?? 0;
   }
 

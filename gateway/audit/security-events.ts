@@ -38,7 +38,18 @@ export class SecurityAudit {
       await this.storage.execute(
         `insert into audit_log (organization_id, user_id, user_email, via, api_key_id, method, route, object_type, object_id, changes, address)
          values (?, ?, ?, ?, ?, ?, ?, 'security', ?, ?::jsonb, ?)`,
-        [event.organizationId, event.userId, event.email, event.via, event.apiKeyId ?? null, event.method, event.route, event.kind, JSON.stringify(changes), event.address],
+        [
+          event.organizationId,
+          event.userId,
+          event.email,
+          event.via,
+          event.apiKeyId ?? null,
+          event.method,
+          event.route,
+          event.kind,
+          JSON.stringify(changes),
+          event.address,
+        ],
       );
     } catch (error) {
       this.logger?.warn({ err: error, kind: event.kind }, 'security event not recorded');

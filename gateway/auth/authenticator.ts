@@ -205,7 +205,10 @@ export class RequestAuthenticator {
   /** Whether the refresh-token family a token belongs to still holds (not revoked for a reused refresh token). */
   private async familyLive(familyId: string): Promise<boolean> {
     if ((this.liveFamilies.get(familyId) ?? 0) > this.now()) return true;
-    const revoked = await this.freshRead(() => revokedFamilies(this.storage, [familyId]), () => [`family:${familyId}`]);
+    const revoked = await this.freshRead(
+      () => revokedFamilies(this.storage, [familyId]),
+      () => [`family:${familyId}`],
+    );
     if (revoked.has(familyId)) return false;
     if (this.liveFamilies.size > 10_000) this.liveFamilies.clear();
     this.liveFamilies.set(familyId, this.now() + this.cacheMs);
@@ -275,7 +278,13 @@ export class RequestAuthenticator {
     for (let attempt = 0; attempt < MAX_STALE_READS; attempt += 1) {
       const mark = this.revocations;
       const found = await read();
-      if (!this.staleSince(mark, names(found).map((name) => name ?? undefined))) return found;
+      if (
+        !this.staleSince(
+          mark,
+          names(found).map((name) => name ?? undefined),
+        )
+      )
+        return found;
     }
     throw new UnavailableError('Credentials are changing; try again shortly');
   }

@@ -5,7 +5,14 @@ import { AppError, ErrorCode, UnauthenticatedError, ValidationError } from '../.
 import { hashPassword, verifyPassword } from '../../shared/passwords.js';
 import type { Storage } from '../../shared/storage/index.js';
 import { pgArray } from '../../shared/storage/pg-array.js';
-import { ApiKeySchema, RefreshTokenSchema, UserSchema, type ApiKey, type ApiKeyPermission, type User } from '../../shared/storage/entities/index.js';
+import {
+  ApiKeySchema,
+  RefreshTokenSchema,
+  UserSchema,
+  type ApiKey,
+  type ApiKeyPermission,
+  type User,
+} from '../../shared/storage/entities/index.js';
 import type { ApiPermission, Principal } from './principal.js';
 import { createLimiterBackend } from './limiter-backend.js';
 import { LoginThrottle } from './login-throttle.js';
@@ -35,7 +42,8 @@ let decoyHash: Promise<string> | undefined;
 export const invalidCredentials = () => new UnauthenticatedError('Invalid credentials', ErrorCode.InvalidCredentials);
 
 /** The credential a token came from was revoked: its API key deleted, or the user's password changed. */
-export const credentialRevoked = () => new UnauthenticatedError('The credential of this token was revoked; sign in again', ErrorCode.InvalidCredentials);
+export const credentialRevoked = () =>
+  new UnauthenticatedError('The credential of this token was revoked; sign in again', ErrorCode.InvalidCredentials);
 
 /**
  * Checks credentials and mints tokens: e-mail + password (throttled per account, address and both), API
@@ -59,16 +67,26 @@ export class CredentialService {
    * The attempt is counted before the hash is checked (see LoginThrottle): once a budget is spent, every
    * attempt gets 429, the right password included, until the window ends.
    */
-  async loginWithPassword(emailInput: string, password: string, address: string, outcome?: (user: User, ok: boolean) => Promise<void>): Promise<User> {
+  async loginWithPassword(
+    emailInput: string,
+    password: string,
+    address: string,
+    outcome?: (user: User, ok: boolean) => Promise<void>,
+  ): Promise<User> {
     const email = emailInput.trim().toLowerCase();
     const succeeded = await this.throttle.attempt(email, address);
-    const candidates = await this.storage.em().find(UserSchema, { email }, { populate: ['organization'], orderBy: { createdAt: 'asc', id: 'asc' }, limit: MAX_ACCOUNTS_CHECKED });
+    const candidates = await this.storage
+      .em()
+      .find(UserSchema, { email }, { populate: ['organization'], orderBy: { createdAt: 'asc', id: 'asc' }, limit: MAX_ACCOUNTS_CHECKED });
     const matched = await this.matchingAccounts(candidates, password);
     if (matched.length === 1) await outcome?.(matched[0]!, true);
     else if (matched.length === 0) for (const user of candidates) await outcome?.(user, false);
     if (matched.length === 0) throw invalidCredentials();
     if (matched.length > 1) {
-      throw new AppError(ErrorCode.AmbiguousCredentials, 'This e-mail and password open accounts in several organizations; sign in with an API key, or give each account its own password');
+      throw new AppError(
+        ErrorCode.AmbiguousCredentials,
+        'This e-mail and password open accounts in several organizations; sign in with an API key, or give each account its own password',
+      );
     }
     await succeeded();
     return matched[0]!;
@@ -180,7 +198,6 @@ export class CredentialService {
     );
   }
 
-
   /** Creates a key for `owner`; the clear key is returned once and only its hash is kept. */
   async createApiKey(
     owner: User,
@@ -193,7 +210,9 @@ export class CredentialService {
     const key = API_KEY_PREFIX + randomBytes(24).toString('base64url');
     const apiKey = await this.storage.em().transactional(async (em) => {
       if ((await em.count(ApiKeySchema, { user: owner.id })) >= this.maxKeysPerUser) {
-        throw new ValidationError([{ field: 'user_id', message: `A user holds at most ${this.maxKeysPerUser} API keys (MAX_API_KEYS_PER_USER); delete one first` }]);
+        throw new ValidationError([
+          { field: 'user_id', message: `A user holds at most ${this.maxKeysPerUser} API keys (MAX_API_KEYS_PER_USER); delete one first` },
+        ]);
       }
       const apiKey = em.create(ApiKeySchema, {
         id: randomUUID(),

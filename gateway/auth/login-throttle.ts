@@ -65,7 +65,11 @@ export class LoginThrottle {
   async attempt(email: string, address: string): Promise<() => Promise<void>> {
     const bucket = addressBucket(address);
     const accountAddressKey = `${email}|${bucket}`;
-    const results = await Promise.allSettled([this.accountAddress.consume(accountAddressKey), this.address.consume(bucket), this.account.consume(email)]);
+    const results = await Promise.allSettled([
+      this.accountAddress.consume(accountAddressKey),
+      this.address.consume(bucket),
+      this.account.consume(email),
+    ]);
     let waitMs = 0;
     for (const result of results) {
       if (result.status === 'fulfilled') continue;

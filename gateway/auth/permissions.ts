@@ -56,7 +56,18 @@ const everyone: Action[] = [
 /** The role table. Admins do everything in their organization; user managers run people and devices. */
 export const ROLE_PERMISSIONS: Readonly<Record<Role, ReadonlySet<Action>>> = {
   admin: new Set<Action>(ACTIONS.filter((action) => action !== 'alarms:raise-system')),
-  user_manager: new Set<Action>([...everyone, 'users:read', 'users:write', 'groups:read', 'groups:write', 'devices:read', 'devices:write', 'alarms:manage', 'tracking:read-all', 'evacuations:manage']),
+  user_manager: new Set<Action>([
+    ...everyone,
+    'users:read',
+    'users:write',
+    'groups:read',
+    'groups:write',
+    'devices:read',
+    'devices:write',
+    'alarms:manage',
+    'tracking:read-all',
+    'evacuations:manage',
+  ]),
   user: new Set<Action>(everyone),
 };
 

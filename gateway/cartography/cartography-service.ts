@@ -6,7 +6,6 @@ import { createBuildingTransform, type BuildingTransform } from '../../shared/ge
 import { BuildingSchema, FloorSchema, type Building, type Floor } from '../../shared/storage/entities/index.js';
 import type { Principal } from '../auth/principal.js';
 
-
 /** A building's placement as the geo module takes it: the one mapping from the entity's columns. */
 export const buildingTransform = (building: Building): BuildingTransform =>
   createBuildingTransform({

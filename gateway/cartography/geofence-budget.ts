@@ -13,7 +13,11 @@ export interface GeofenceBudget {
  * past `maxVerticesPerOrganization` vertices, so that no tenant can make detection arbitrarily costly for the
  * shards it shares with others. `id`: the geofence being written (an update replaces its own vertices).
  */
-export async function checkGeofenceBudget(em: EntityManager, budget: GeofenceBudget, fence: { id: string; organizationId: string; buildingId: number; vertices: number }): Promise<void> {
+export async function checkGeofenceBudget(
+  em: EntityManager,
+  budget: GeofenceBudget,
+  fence: { id: string; organizationId: string; buildingId: number; vertices: number },
+): Promise<void> {
   // Read in the write's own transaction (embedded storage has a single connection).
   const [row] = await em.execute<{ in_building: string | number; vertices: string | number }[]>(
     `select (select count(*) from geofences where building_id = ? and not deleted and id <> ?) as in_building,
@@ -21,11 +25,19 @@ export async function checkGeofenceBudget(em: EntityManager, budget: GeofenceBud
     [fence.buildingId, fence.id, fence.organizationId, fence.id],
   );
   if (Number(row!.in_building) + 1 > budget.maxPerBuilding) {
-    throw new ValidationError([{ field: 'building_id', message: `a building holds at most ${budget.maxPerBuilding} geofences (GEOFENCES_MAX_PER_BUILDING)` }], 'Too many geofences');
+    throw new ValidationError(
+      [{ field: 'building_id', message: `a building holds at most ${budget.maxPerBuilding} geofences (GEOFENCES_MAX_PER_BUILDING)` }],
+      'Too many geofences',
+    );
   }
   if (Number(row!.vertices) + fence.vertices > budget.maxVerticesPerOrganization) {
     throw new ValidationError(
-      [{ field: 'cartesians', message: `an organization's geofences hold at most ${budget.maxVerticesPerOrganization} vertices in all (GEOFENCE_VERTICES_MAX_PER_ORGANIZATION); ${Number(row!.vertices)} are in use` }],
+      [
+        {
+          field: 'cartesians',
+          message: `an organization's geofences hold at most ${budget.maxVerticesPerOrganization} vertices in all (GEOFENCE_VERTICES_MAX_PER_ORGANIZATION); ${Number(row!.vertices)} are in use`,
+        },
+      ],
       'Too many geofence vertices',
     );
   }

@@ -47,5 +47,10 @@ export function place(transform: BuildingTransform, input: Omit<PositionInput, '
  * "[object Object]" and a number into one that no longer reads back as what was sent.
  */
 export const customFieldsInput = z
-  .array(z.object({ key: z.string().max(200), value: z.string().max(10_000).describe('A string; numbers, booleans, null, objects and arrays are refused (422)') }))
+  .array(
+    z.object({
+      key: z.string().max(200),
+      value: z.string().max(10_000).describe('A string; numbers, booleans, null, objects and arrays are refused (422)'),
+    }),
+  )
   .max(200);

@@ -64,7 +64,16 @@ export function presentBuilding(building: Building, transform: BuildingTransform
 /** `view=compact`: what a building picker needs, without the heavy text fields. */
 export function presentCompactBuilding(building: Building, transform: BuildingTransform) {
   const full = presentBuilding(building, transform);
-  return { id: full.id, name: full.name, location: full.location, corners: full.corners, dimensions: full.dimensions, rotation: full.rotation, created_at: full.created_at, updated_at: full.updated_at };
+  return {
+    id: full.id,
+    name: full.name,
+    location: full.location,
+    corners: full.corners,
+    dimensions: full.dimensions,
+    rotation: full.rotation,
+    created_at: full.created_at,
+    updated_at: full.updated_at,
+  };
 }
 
 export const floorSchema = z.object({
@@ -81,7 +90,10 @@ export const floorSchema = z.object({
 
 /** `map_id` is in floor responses but not inside the building detail (spec 2.2). */
 export function presentFloor(floor: Floor, insideBuildingDetail = false): z.infer<typeof floorSchema> {
-  const maps: { scale: number | null; map_url: string | null; map_id?: string | null } = { scale: floor.scale ?? null, map_url: imageUrl(floor.mapId) };
+  const maps: { scale: number | null; map_url: string | null; map_id?: string | null } = {
+    scale: floor.scale ?? null,
+    map_url: imageUrl(floor.mapId),
+  };
   if (!insideBuildingDetail) maps.map_id = floor.mapId ?? null;
   return {
     id: floor.id,
@@ -153,7 +165,11 @@ export function presentPoi(poi: Poi): z.infer<typeof indoorPoiSchema> | z.infer<
     info: poi.info,
   };
   if (!poi.indoor) return { ...common, floor_id: null, location: { lat: poi.lat, lng: poi.lng }, custom_fields: poi.customFields };
-  return { ...common, position: presentPosition(poi.floorId!, poi.radius, { x: poi.x!, y: poi.y!, lat: poi.lat, lng: poi.lng }), custom_fields: poi.customFields };
+  return {
+    ...common,
+    position: presentPosition(poi.floorId!, poi.radius, { x: poi.x!, y: poi.y!, lat: poi.lat, lng: poi.lng }),
+    custom_fields: poi.customFields,
+  };
 }
 
 export const poiCategorySchema = z.object({
@@ -265,10 +281,21 @@ export function presentGeofence(geofence: Geofence): z.infer<typeof geofenceSche
 
 export const pathsSchema = z.object({
   nodes: z.array(z.object({ id: z.number().int(), floor_id: z.number().int(), x: z.number(), y: z.number() })),
-  links: z.array(z.object({ source: z.number().int(), target: z.number().int(), origin: z.enum(['source', 'target', 'both']), accessible: z.boolean(), tags: z.array(z.string()) })),
+  links: z.array(
+    z.object({
+      source: z.number().int(),
+      target: z.number().int(),
+      origin: z.enum(['source', 'target', 'both']),
+      accessible: z.boolean(),
+      tags: z.array(z.string()),
+    }),
+  ),
 });
 
-export const presentPaths = (paths: BuildingPaths | null | undefined): z.infer<typeof pathsSchema> => ({ nodes: paths?.nodes ?? [], links: paths?.links ?? [] });
+export const presentPaths = (paths: BuildingPaths | null | undefined): z.infer<typeof pathsSchema> => ({
+  nodes: paths?.nodes ?? [],
+  links: paths?.links ?? [],
+});
 
 export const infrastructureSchema = z.object({
   id: z.number().int(),

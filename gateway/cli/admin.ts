@@ -9,7 +9,14 @@ import { materializations } from '../../shared/reports/materializations.js';
 import { ReportMaterializer } from '../../shared/reports/materializer.js';
 import { DataDirInUseError, lockDataDir, lockDataDirOrExit } from '../../shared/storage/data-dir-lock.js';
 import { openStorage } from '../../shared/storage/index.js';
-import { API_KEY_PERMISSIONS, OrganizationSchema, ROLES, UserSchema, type ApiKeyPermission, type Role } from '../../shared/storage/entities/index.js';
+import {
+  API_KEY_PERMISSIONS,
+  OrganizationSchema,
+  ROLES,
+  UserSchema,
+  type ApiKeyPermission,
+  type Role,
+} from '../../shared/storage/entities/index.js';
 
 const usage = `Usage: npm run admin -- <command> [options]
 
@@ -113,7 +120,8 @@ async function main(argv: string[]): Promise<void> {
       if (!values.password) print(`password: ${password}\n`);
     } else if (command === 'create-apikey') {
       if (!values.email) throw new UsageError('--email is required');
-      if (!API_KEY_PERMISSIONS.includes(values.permission as ApiKeyPermission)) throw new UsageError(`--permission must be one of ${API_KEY_PERMISSIONS.join(', ')}`);
+      if (!API_KEY_PERMISSIONS.includes(values.permission as ApiKeyPermission))
+        throw new UsageError(`--permission must be one of ${API_KEY_PERMISSIONS.join(', ')}`);
       const user = await em.findOne(UserSchema, { email: values.email.toLowerCase() });
       if (!user) throw new UsageError(`no user with e-mail ${values.email}`);
       const credentials = new CredentialService(storage, new TokenService(loadJwtSecret(config), config.JWT_TTL_SECONDS), config);
@@ -133,7 +141,8 @@ async function main(argv: string[]): Promise<void> {
     } else if (command === 'backfill-reports') {
       const from = Date.parse(values.from ?? '');
       const to = Date.parse(values.to ?? '');
-      if (!Number.isFinite(from) || !Number.isFinite(to) || to <= from) throw new UsageError('--from and --to: ISO 8601 instants, --to after --from');
+      if (!Number.isFinite(from) || !Number.isFinite(to) || to <= from)
+        throw new UsageError('--from and --to: ISO 8601 instants, --to after --from');
       const materializer = new ReportMaterializer(storage, materializations, logger);
       const units = await materializer.backfill(new Date(from), new Date(to), values.organization);
       print(`rebuilt ${units} device-hours of ${new Date(from).toISOString()} .. ${new Date(to).toISOString()}\n`);

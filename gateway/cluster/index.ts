@@ -15,9 +15,16 @@ export const defaultMemberId = (): string => `${hostname()}:${process.pid}:${ran
 /** A member of the Redis cluster when REDIS_URL is set; otherwise the single member of an embedded gateway. */
 export function createClusterNode(config: Config, handler: ShardHandler, logger: Logger): ClusterNode {
   const memberId = config.CLUSTER_MEMBER_ID ?? defaultMemberId();
-  const pacing = config.CLUSTER_MAX_BACKLOG > 0 ? { maxBacklog: config.CLUSTER_MAX_BACKLOG, waitMs: config.CLUSTER_BACKLOG_WAIT_MS } : undefined;
+  const pacing =
+    config.CLUSTER_MAX_BACKLOG > 0 ? { maxBacklog: config.CLUSTER_MAX_BACKLOG, waitMs: config.CLUSTER_BACKLOG_WAIT_MS } : undefined;
   const options = { shards: config.CLUSTER_SHARDS, heartbeatMs: config.CLUSTER_HEARTBEAT_MS, ttlMs: config.CLUSTER_MEMBER_TTL_MS, pacing };
   return config.REDIS_URL
-    ? new ClusterNode(new RedisCoordination(config.REDIS_URL, config.REDIS_PREFIX, memberId, options.ttlMs), new RedisShardLog(config.REDIS_URL, config.REDIS_PREFIX, memberId), handler, options, logger)
+    ? new ClusterNode(
+        new RedisCoordination(config.REDIS_URL, config.REDIS_PREFIX, memberId, options.ttlMs),
+        new RedisShardLog(config.REDIS_URL, config.REDIS_PREFIX, memberId),
+        handler,
+        options,
+        logger,
+      )
     : new ClusterNode(new LocalCoordination(memberId), new LocalShardLog(), handler, options, logger);
 }

@@ -39,7 +39,7 @@ export class LocalShardLog implements ShardLog {
   async read(shards: readonly number[], blockMs: number): Promise<Map<number, ShardEntry[]>> {
     if (!this.closed && !shards.some((shard) => this.shard(shard).waiting.length > 0)) {
       await new Promise<void>((resolve) => {
-        const timer = setTimeout(() => (this.wake = undefined, resolve()), blockMs);
+        const timer = setTimeout(() => ((this.wake = undefined), resolve()), blockMs);
         this.wake = () => (clearTimeout(timer), (this.wake = undefined), resolve());
       });
     }

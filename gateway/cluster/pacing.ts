@@ -142,7 +142,7 @@ export class Pacing {
         for (const shard of shards) this.appendedTo.add(shard);
         this.behind.clear();
         for (const upload of this.paced) upload.resolve();
-        this.logger.warn({ err: error }, 'reading the shards\' backlog failed; uploads are not paced until it answers');
+        this.logger.warn({ err: error }, "reading the shards' backlog failed; uploads are not paced until it answers");
         return;
       }
       const bound = this.options?.maxBacklog ?? Infinity;

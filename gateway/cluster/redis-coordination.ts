@@ -30,7 +30,12 @@ export class RedisCoordination implements Coordination {
   private readonly redis: Redis;
   private readonly prefix: string;
 
-  constructor(url: string, prefix: string, readonly memberId: string, private readonly ttlMs: number) {
+  constructor(
+    url: string,
+    prefix: string,
+    readonly memberId: string,
+    private readonly ttlMs: number,
+  ) {
     this.prefix = `${prefix}:cluster:`;
     this.redis = new Redis(url, { maxRetriesPerRequest: 1, enableOfflineQueue: true, connectionName: `floorcast-cluster-${memberId}` });
     this.redis.on('error', () => undefined); // reported by the heartbeat's rejection
@@ -66,7 +71,13 @@ export class RedisCoordination implements Coordination {
 
   async renew(shards: readonly number[]): Promise<boolean[]> {
     if (shards.length === 0) return [];
-    const held = (await this.redis.eval(RENEW, shards.length, ...shards.map((shard) => this.leaseKey(shard)), this.memberId, this.ttlMs)) as number[];
+    const held = (await this.redis.eval(
+      RENEW,
+      shards.length,
+      ...shards.map((shard) => this.leaseKey(shard)),
+      this.memberId,
+      this.ttlMs,
+    )) as number[];
     return held.map((value) => value === 1);
   }
 

@@ -20,7 +20,15 @@ const MAX_DELIVERED = 100_000;
 type RawEntry = [Buffer, Buffer[]];
 /** ioredis has the command but its typings lack the Buffer variant (msgpack needs the raw bytes). */
 interface XAutoClaim {
-  xautoclaimBuffer(key: string, group: string, consumer: string, minIdleMs: number, start: string, count: 'COUNT', n: number): Promise<[Buffer, RawEntry[], Buffer[]]>;
+  xautoclaimBuffer(
+    key: string,
+    group: string,
+    consumer: string,
+    minIdleMs: number,
+    start: string,
+    count: 'COUNT',
+    n: number,
+  ): Promise<[Buffer, RawEntry[], Buffer[]]>;
 }
 
 /**
@@ -46,7 +54,11 @@ export class RedisShardLog implements ShardLog {
   private readonly delivered = new Map<number, Map<string, string>>();
   private deliveredCount = 0;
 
-  constructor(url: string, prefix: string, private readonly consumer: string) {
+  constructor(
+    url: string,
+    prefix: string,
+    private readonly consumer: string,
+  ) {
     this.keyPrefix = `${prefix}:cluster:shard:`;
     const options = { maxRetriesPerRequest: 2, enableOfflineQueue: true } as const;
     this.commands = new Redis(url, { ...options, enableAutoPipelining: true, connectionName: `floorcast-shards-${consumer}` });
@@ -117,7 +129,15 @@ export class RedisShardLog implements ShardLog {
     const entries: ShardEntry[] = [];
     let cursor = '0-0';
     do {
-      const [next, claimed] = await (this.commands as unknown as XAutoClaim).xautoclaimBuffer(this.key(shard), GROUP, this.consumer, 0, cursor, 'COUNT', READ_COUNT);
+      const [next, claimed] = await (this.commands as unknown as XAutoClaim).xautoclaimBuffer(
+        this.key(shard),
+        GROUP,
+        this.consumer,
+        0,
+        cursor,
+        'COUNT',
+        READ_COUNT,
+      );
       cursor = next.toString();
       entries.push(...claimed.map(([id, fields]) => this.deliver(shard, decode(id.toString(), fields))));
     } while (cursor !== '0-0');
@@ -130,11 +150,23 @@ export class RedisShardLog implements ShardLog {
     if (shards.length === 0) return delivered;
     const keys = shards.map((shard) => this.key(shard));
     const answer = (await this.reader.xreadgroupBuffer(
-      'GROUP', GROUP, this.consumer, 'COUNT', READ_COUNT, 'BLOCK', blockMs, 'STREAMS', ...keys, ...keys.map(() => '>'),
+      'GROUP',
+      GROUP,
+      this.consumer,
+      'COUNT',
+      READ_COUNT,
+      'BLOCK',
+      blockMs,
+      'STREAMS',
+      ...keys,
+      ...keys.map(() => '>'),
     )) as [Buffer, RawEntry[]][] | null;
     for (const [key, entries] of answer ?? []) {
       const shard = Number(key.toString().slice(this.keyPrefix.length));
-      delivered.set(shard, entries.map((entry) => this.deliver(shard, this.entry(entry, shard))));
+      delivered.set(
+        shard,
+        entries.map((entry) => this.deliver(shard, this.entry(entry, shard))),
+      );
     }
     return delivered;
   }

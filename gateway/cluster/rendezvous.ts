@@ -30,7 +30,8 @@ export const shardOfBuilding = (buildingId: number, shards: number): number => h
  * The shard of a position with no building (outdoors): by device, so one device's outdoor positions stay in order.
  * They matter to detection only by closing the stays of the building the device left.
  */
-export const shardOfDevice = (organizationId: string, deviceId: string, shards: number): number => hash32(`device:${organizationId}|${deviceId}`) % shards;
+export const shardOfDevice = (organizationId: string, deviceId: string, shards: number): number =>
+  hash32(`device:${organizationId}|${deviceId}`) % shards;
 
 /** The member scoring highest for this shard; ties (astronomically rare) go to the smaller id, so all agree. */
 export function ownerOf(shard: number, members: readonly string[]): string | undefined {

@@ -84,7 +84,19 @@ export class StorageDeadLetterStore implements DeadLetterStore {
     await this.storage.executeBound(
       `insert into detection_dead_letters (id, organization_id, building_id, kind, payload, idempotency_key, first_error, last_error, attempts, retry_at, claimed_by, claimed_until)
        values (?, ?, ?, ?, ?::jsonb, ?, ?, ?, ?, to_timestamp(? / 1000.0), ?, now() + interval '${LEASE_S} seconds')`,
-      [id, letter.organizationId, letter.buildingId, alarm ? 'alarm' : 'zone_events', JSON.stringify(letter.item), alarm?.idempotencyKey ?? null, letter.error, letter.error, letter.failures, letter.retryAt, this.holder],
+      [
+        id,
+        letter.organizationId,
+        letter.buildingId,
+        alarm ? 'alarm' : 'zone_events',
+        JSON.stringify(letter.item),
+        alarm?.idempotencyKey ?? null,
+        letter.error,
+        letter.error,
+        letter.failures,
+        letter.retryAt,
+        this.holder,
+      ],
     );
     return id;
   }
@@ -101,8 +113,14 @@ export class StorageDeadLetterStore implements DeadLetterStore {
   }
 
   async adopt(owns: (buildingId: number | null) => boolean): Promise<StoredDeadLetter[]> {
-    await this.storage.executeBound(`update detection_dead_letters set claimed_until = now() + interval '${LEASE_S} seconds' where claimed_by = ?`, [this.holder]);
-    const free = await this.storage.execute<{ id: string; building_id: string | number | null }>(`select id, building_id from detection_dead_letters where ${this.free}`, this.freeParams());
+    await this.storage.executeBound(
+      `update detection_dead_letters set claimed_until = now() + interval '${LEASE_S} seconds' where claimed_by = ?`,
+      [this.holder],
+    );
+    const free = await this.storage.execute<{ id: string; building_id: string | number | null }>(
+      `select id, building_id from detection_dead_letters where ${this.free}`,
+      this.freeParams(),
+    );
     const wanted = free.filter((row) => owns(row.building_id === null ? null : Number(row.building_id))).map((row) => row.id);
     const count = await this.storage.execute<{ count: string | number }>('select count(*) as count from detection_dead_letters');
     detectionDeadLettersStored.set(Number(count[0]?.count ?? 0));
@@ -124,6 +142,8 @@ export class StorageDeadLetterStore implements DeadLetterStore {
   }
 
   async release(): Promise<void> {
-    await this.storage.executeBound('update detection_dead_letters set claimed_by = null, claimed_until = null where claimed_by = ?', [this.holder]);
+    await this.storage.executeBound('update detection_dead_letters set claimed_by = null, claimed_until = null where claimed_by = ?', [
+      this.holder,
+    ]);
   }
 }

@@ -10,7 +10,6 @@ import type { BuildingRegistry, BuildingRuntime } from '../realtime/building-reg
 import { BuildingDetections, type BuildingDetection } from './building-detection.js';
 import { emptyDetections, type DetectedAlarm, type Detections } from './detections.js';
 
-
 /** A building's silence storm as held here: the DEADMANs it holds back, and whether its alarm owes an update or was closed. */
 interface HeldStorm {
   organizationId: string;
@@ -49,7 +48,8 @@ interface DeviceState {
   deadman?: deadman.DeadmanState;
 }
 
-const zoneKindOf = (zoneId: string): ZoneKind => (zoneId.startsWith('event:') ? 'event' : zoneId.startsWith('conversion:') ? 'conversion' : 'geofence');
+const zoneKindOf = (zoneId: string): ZoneKind =>
+  zoneId.startsWith('event:') ? 'event' : zoneId.startsWith('conversion:') ? 'conversion' : 'geofence';
 const NO_RULES: transition.TransitionRules = new Map();
 const NOT_RESTORED = Object.freeze({ contact_restored_at: null, contact_restored_position: null });
 
@@ -207,7 +207,12 @@ export class DetectionEngine {
     let state = this.devices.get(key);
     if (state && state.observedThrough !== null && state.observedThrough > record.timestamp) return out; // an older fix arriving late changes nothing live
     // Replayed after a rebuild: older than what the stored state already reflects, or from where the device was before.
-    if (state && state.observedThrough === null && (record.receivedAt < state.settledBefore || (record.timestamp < state.last.timestamp && record.buildingId !== state.buildingId))) return out;
+    if (
+      state &&
+      state.observedThrough === null &&
+      (record.receivedAt < state.settledBefore || (record.timestamp < state.last.timestamp && record.buildingId !== state.buildingId))
+    )
+      return out;
     if (!state) {
       state = {
         organizationId: record.organizationId,
@@ -248,7 +253,13 @@ export class DetectionEngine {
       setTransition(state, stepped.state);
       this.collectTransitions(state, detection, stepped.transitions, out);
       this.checkMaxStay(state, detection, now, out);
-      if (newest) state.deadman = deadman.step(state.deadman, { x: record.x, y: record.y, floorId: record.floorId, buildingId: runtime.id }, detection.deadman, now);
+      if (newest)
+        state.deadman = deadman.step(
+          state.deadman,
+          { x: record.x, y: record.y, floorId: record.floorId, buildingId: runtime.id },
+          detection.deadman,
+          now,
+        );
     } else {
       state.buildingId = record.buildingId;
       state.floorId = null;
@@ -279,10 +290,26 @@ export class DetectionEngine {
     for (const member of Array.isArray(details.devices) ? (details.devices as StormMember[]) : []) {
       const since = typeof member.since === 'string' ? Date.parse(member.since) : NaN;
       if (typeof member.device_id !== 'string' || !Number.isFinite(since)) continue;
-      const place = { organizationId, deviceId: member.device_id, userId: member.user_id, buildingId, floorId: member.floor_id, x: member.x, y: member.y, lat: null, lng: null };
+      const place = {
+        organizationId,
+        deviceId: member.device_id,
+        userId: member.user_id,
+        buildingId,
+        floorId: member.floor_id,
+        x: member.x,
+        y: member.y,
+        lat: null,
+        lng: null,
+      };
       members.set(member.device_id, deadmanAlarm(place, 'silence', since));
     }
-    this.storms.set(buildingId, { organizationId, storm: { startedAt, members }, silenceS: Number(details.silence_s) || 0, changed: false, closed: false });
+    this.storms.set(buildingId, {
+      organizationId,
+      storm: { startedAt, members },
+      silenceS: Number(details.silence_s) || 0,
+      changed: false,
+      closed: false,
+    });
   }
 
   /** The storm of a building, if one stands (members by device id). */
@@ -295,7 +322,8 @@ export class DetectionEngine {
     for (const { event } of changes) {
       if (event.type !== 'BUILDING_SILENT' || event.building_id === null || !isFinalAlarmState(event.state)) continue;
       const held = this.storms.get(event.building_id);
-      if (held && typeof event.details.started_at === 'string' && Date.parse(event.details.started_at) === held.storm.startedAt) held.closed = true;
+      if (held && typeof event.details.started_at === 'string' && Date.parse(event.details.started_at) === held.storm.startedAt)
+        held.closed = true;
     }
   }
 
@@ -392,12 +420,14 @@ export class DetectionEngine {
         if (result.alarm) {
           // A silence waits for the building's tally (a storm holds it); stillness is raised at once.
           const alarm = deadmanAlarm(this.alarmPlace(state), result.alarm.reason, result.alarm.since);
-          if (result.alarm.reason === 'silence') (due.get(buildingId) ?? due.set(buildingId, new Map()).get(buildingId)!).set(state.deviceId, alarm);
+          if (result.alarm.reason === 'silence')
+            (due.get(buildingId) ?? due.set(buildingId, new Map()).get(buildingId)!).set(state.deviceId, alarm);
           else out.alarms.push(alarm);
         }
       }
     }
-    for (const buildingId of new Set([...due.keys(), ...this.storms.keys()])) this.judgeStorm(buildingId, tallies.get(buildingId) ?? storm.emptyTally(), due.get(buildingId) ?? new Map(), now, out);
+    for (const buildingId of new Set([...due.keys(), ...this.storms.keys()]))
+      this.judgeStorm(buildingId, tallies.get(buildingId) ?? storm.emptyTally(), due.get(buildingId) ?? new Map(), now, out);
     return out;
   }
 
@@ -420,7 +450,15 @@ export class DetectionEngine {
     out.alarms.push(...judged.alarms);
     if (!judged.storm) {
       if (held?.changed) {
-        out.alarms.push({ organizationId: held.organizationId, type: 'BUILDING_SILENT', deviceId: null, buildingId, onlyIfOpen: true, idempotencyKey: `building-silent|${buildingId}|${held.storm.startedAt}|${now}`, details: stormMembers(held.storm) });
+        out.alarms.push({
+          organizationId: held.organizationId,
+          type: 'BUILDING_SILENT',
+          deviceId: null,
+          buildingId,
+          onlyIfOpen: true,
+          idempotencyKey: `building-silent|${buildingId}|${held.storm.startedAt}|${now}`,
+          details: stormMembers(held.storm),
+        });
         held.changed = false;
       }
       return;
@@ -432,9 +470,24 @@ export class DetectionEngine {
     this.storms.set(buildingId, { organizationId, storm: judged.storm, silenceS, changed: false, closed: false });
     const key = `building-silent|${buildingId}|${judged.storm.startedAt}`;
     if (judged.started) {
-      out.alarms.push({ organizationId, type: 'BUILDING_SILENT', deviceId: null, buildingId, idempotencyKey: key, details: { started_at: new Date(judged.storm.startedAt).toISOString(), silence_s: silenceS, ...stormMembers(judged.storm) } });
+      out.alarms.push({
+        organizationId,
+        type: 'BUILDING_SILENT',
+        deviceId: null,
+        buildingId,
+        idempotencyKey: key,
+        details: { started_at: new Date(judged.storm.startedAt).toISOString(), silence_s: silenceS, ...stormMembers(judged.storm) },
+      });
     } else if (changed) {
-      out.alarms.push({ organizationId, type: 'BUILDING_SILENT', deviceId: null, buildingId, onlyIfOpen: true, idempotencyKey: `${key}|${now}`, details: stormMembers(judged.storm) });
+      out.alarms.push({
+        organizationId,
+        type: 'BUILDING_SILENT',
+        deviceId: null,
+        buildingId,
+        onlyIfOpen: true,
+        idempotencyKey: `${key}|${now}`,
+        details: stormMembers(judged.storm),
+      });
     }
   }
 
@@ -475,7 +528,12 @@ export class DetectionEngine {
     state.deadman = undefined;
   }
 
-  private collectTransitions(state: DeviceState, detection: BuildingDetection, transitions: readonly transition.ZoneTransition[], out: Detections): void {
+  private collectTransitions(
+    state: DeviceState,
+    detection: BuildingDetection,
+    transitions: readonly transition.ZoneTransition[],
+    out: Detections,
+  ): void {
     for (const change of transitions) {
       const zoneKind = zoneKindOf(change.zoneId);
       const event = zoneKind === 'geofence' ? undefined : detection.events.get(change.zoneId);
@@ -521,7 +579,11 @@ export class DetectionEngine {
     else {
       const inside = transition.confirmedInside(state.transition);
       for (const zoneId of [...inside.keys()]) if (zoneKindOf(zoneId) !== 'geofence') inside.delete(zoneId);
-      result = maxStay.step(staysOf(state.maxStay, inside), { insideZoneIds: inside.keys(), enteredAt: inside, now, watch }, detection.maxStayRules);
+      result = maxStay.step(
+        staysOf(state.maxStay, inside),
+        { insideZoneIds: inside.keys(), enteredAt: inside, now, watch },
+        detection.maxStayRules,
+      );
       state.transitionChanged = false;
     }
     state.maxStay = result.state;
@@ -531,7 +593,12 @@ export class DetectionEngine {
         type: 'GEOFENCE_MAX_STAY_TIME',
         geofenceId: alarm.zoneId,
         idempotencyKey: `max-stay|${state.deviceId}|${alarm.zoneId}|${alarm.enteredAt}`,
-        details: { entered_at: new Date(alarm.enteredAt).toISOString(), stayed_s: Math.round(alarm.stayedS), max_stay_time: alarm.maxStayTimeS, geofence_name: detection.geofences.get(alarm.zoneId)?.name ?? null },
+        details: {
+          entered_at: new Date(alarm.enteredAt).toISOString(),
+          stayed_s: Math.round(alarm.stayedS),
+          max_stay_time: alarm.maxStayTimeS,
+          geofence_name: detection.geofences.get(alarm.zoneId)?.name ?? null,
+        },
       });
     }
   }

@@ -148,7 +148,8 @@ export class DetectionOutbox {
 
   private drainLane(organizationId: string, lane: Lane): Promise<void> {
     // One drain per lane at a time; a caller arriving during one also gets what it just added looked at.
-    if (lane.draining) return lane.draining.then(() => (lane.entries.length > 0 && !lane.draining ? this.drainLane(organizationId, lane) : lane.draining));
+    if (lane.draining)
+      return lane.draining.then(() => (lane.entries.length > 0 && !lane.draining ? this.drainLane(organizationId, lane) : lane.draining));
     return (lane.draining = this.runLane(lane).finally(() => {
       lane.draining = undefined;
       if (lane.entries.length === 0 && this.lanes.get(organizationId) === lane) this.lanes.delete(organizationId);
@@ -197,9 +198,18 @@ export class DetectionOutbox {
   }
 
   /** Sets an item aside (`id`: its row, when it was kept already), then keeps it in the store; never rejects. */
-  private async setAside(item: DeadLetter['item'], error: unknown, failures = 1, organizationId = organizationOf(item), id?: string): Promise<void> {
+  private async setAside(
+    item: DeadLetter['item'],
+    error: unknown,
+    failures = 1,
+    organizationId = organizationOf(item),
+    id?: string,
+  ): Promise<void> {
     detectionDeadLettered['alarm' in item ? 'alarm' : 'zone_events'].inc();
-    this.logger.error({ err: error, organizationId, ...describe(item), failures }, 'storing a detection failed: set aside as a dead letter, retried later');
+    this.logger.error(
+      { err: error, organizationId, ...describe(item), failures },
+      'storing a detection failed: set aside as a dead letter, retried later',
+    );
     const delay = Math.min(DEAD_LETTER_LAST_RETRY_MS, DEAD_LETTER_FIRST_RETRY_MS * 2 ** (failures - 1));
     const letter: DeadLetter = { organizationId, item, failures, retryAt: this.clock() + delay, id };
     this.deadLetters.push(letter);
@@ -207,17 +217,31 @@ export class DetectionOutbox {
       const lost = this.deadLetters.shift()!;
       this.dropped++;
       detectionDropped.dead_letters_full.inc();
-      this.logger.error({ organizationId: lost.organizationId, ...describe(lost.item), failures: lost.failures, keptInStore: lost.id !== undefined }, 'too many dead letters: the oldest is dropped from memory');
+      this.logger.error(
+        { organizationId: lost.organizationId, ...describe(lost.item), failures: lost.failures, keptInStore: lost.id !== undefined },
+        'too many dead letters: the oldest is dropped from memory',
+      );
     }
     if (!this.store) return;
     const text = error instanceof Error ? error.message : String(error);
     try {
-      if (id === undefined) letter.id = await this.store.keep({ organizationId, buildingId: buildingOf(item), item, error: text, failures, retryAt: letter.retryAt });
+      if (id === undefined)
+        letter.id = await this.store.keep({
+          organizationId,
+          buildingId: buildingOf(item),
+          item,
+          error: text,
+          failures,
+          retryAt: letter.retryAt,
+        });
       else await this.store.refused(id, text, failures, letter.retryAt);
     } catch (storeError) {
       // Kept in memory all the same (a restart would lose it); the next refusal tries the store again.
       detectionDeadLettered.unkept.inc();
-      this.logger.error({ err: storeError, organizationId, ...describe(item) }, 'keeping a dead letter in the database failed: it lives in memory only');
+      this.logger.error(
+        { err: storeError, organizationId, ...describe(item) },
+        'keeping a dead letter in the database failed: it lives in memory only',
+      );
     }
   }
 
@@ -241,7 +265,10 @@ export class DetectionOutbox {
     const now = this.clock();
     for (const letter of this.deadLetters.filter((candidate) => candidate.retryAt <= now)) {
       const { item } = letter;
-      const stored = await this.attempt(() => ('alarm' in item ? this.sink.raiseAlarm(item.alarm) : this.sink.storeZoneEvents(item.zoneEvents)), this.deadLetters.length);
+      const stored = await this.attempt(
+        () => ('alarm' in item ? this.sink.raiseAlarm(item.alarm) : this.sink.storeZoneEvents(item.zoneEvents)),
+        this.deadLetters.length,
+      );
       if (stored === 'outage') return;
       const index = this.deadLetters.indexOf(letter);
       if (index >= 0) this.deadLetters.splice(index, 1);
@@ -250,7 +277,14 @@ export class DetectionOutbox {
         continue;
       }
       if (letter.id !== undefined) {
-        await this.store?.stored(letter.id).catch((error) => this.logger.error({ err: error, organizationId: letter.organizationId, ...describe(item) }, 'deleting a stored dead letter failed: it will be retried again'));
+        await this.store
+          ?.stored(letter.id)
+          .catch((error) =>
+            this.logger.error(
+              { err: error, organizationId: letter.organizationId, ...describe(item) },
+              'deleting a stored dead letter failed: it will be retried again',
+            ),
+          );
       }
       if (!('alarm' in item)) await this.announce(item);
     }
@@ -271,13 +305,19 @@ export class DetectionOutbox {
       size--;
       this.dropped++;
       detectionDropped.outbox_full.inc();
-      this.logger.error({ organizationId, zoneEvents: lost.zoneEvents.length, alarms: lost.alarms.map((alarm) => alarm.idempotencyKey) }, 'detection outbox full: oldest detections dropped');
+      this.logger.error(
+        { organizationId, zoneEvents: lost.zoneEvents.length, alarms: lost.alarms.map((alarm) => alarm.idempotencyKey) },
+        'detection outbox full: oldest detections dropped',
+      );
     }
   }
 }
 
-const organizationOf = (item: DeadLetter['item']): string => ('alarm' in item ? item.alarm.organizationId : (item.zoneEvents[0]?.organizationId ?? item.triggered[0]?.organizationId ?? ''));
+const organizationOf = (item: DeadLetter['item']): string =>
+  'alarm' in item ? item.alarm.organizationId : (item.zoneEvents[0]?.organizationId ?? item.triggered[0]?.organizationId ?? '');
 
-const buildingOf = (item: DeadLetter['item']): number | null => ('alarm' in item ? (item.alarm.buildingId ?? null) : (item.zoneEvents[0]?.buildingId ?? item.triggered[0]?.event.buildingId ?? null));
+const buildingOf = (item: DeadLetter['item']): number | null =>
+  'alarm' in item ? (item.alarm.buildingId ?? null) : (item.zoneEvents[0]?.buildingId ?? item.triggered[0]?.event.buildingId ?? null);
 
-const describe = (item: DeadLetter['item']) => ('alarm' in item ? { alarm: item.alarm.idempotencyKey } : { zoneEvents: item.zoneEvents.length, triggered: item.triggered.length });
+const describe = (item: DeadLetter['item']) =>
+  'alarm' in item ? { alarm: item.alarm.idempotencyKey } : { zoneEvents: item.zoneEvents.length, triggered: item.triggered.length };

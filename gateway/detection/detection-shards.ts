@@ -54,7 +54,9 @@ export class DetectionShards implements ShardHandler {
   }
 
   async gain(shard: number): Promise<void> {
-    this.listing ??= this.deps.storage.execute<{ id: number; organization_id: string }>('select id, organization_id from buildings').finally(() => (this.listing = undefined));
+    this.listing ??= this.deps.storage
+      .execute<{ id: number; organization_id: string }>('select id, organization_id from buildings')
+      .finally(() => (this.listing = undefined));
     const rows = await this.listing;
     const mine = rows.filter((row) => shardOfBuilding(Number(row.id), this.deps.shards) === shard);
     const buildings = new Set<number>();

@@ -105,8 +105,16 @@ export class DetectorStateLoader {
     const deviceIds = latest.map((row) => row.device_id);
     const trailLength = this.options.trailLength ?? DEFAULT_TRAIL_LENGTH;
     // Stillness and presence need the way the device came; silence alone only needs its latest position.
-    const trailed = latest.filter((row) => this.engine.buildings.of(runtimes.get(row.building_id))?.deadman.deadmanAfterS).map((row) => row.device_id);
-    const [trails, stays] = deviceIds.length === 0 ? [new Map<string, TrailRow[]>(), [] as StayRow[]] : await Promise.all([this.trails(organizationId, trailed, trailLength, now), this.stays(organizationId, [...runtimes.keys()], deviceIds, now)]);
+    const trailed = latest
+      .filter((row) => this.engine.buildings.of(runtimes.get(row.building_id))?.deadman.deadmanAfterS)
+      .map((row) => row.device_id);
+    const [trails, stays] =
+      deviceIds.length === 0
+        ? [new Map<string, TrailRow[]>(), [] as StayRow[]]
+        : await Promise.all([
+            this.trails(organizationId, trailed, trailLength, now),
+            this.stays(organizationId, [...runtimes.keys()], deviceIds, now),
+          ]);
     const latestBuilding = new Map(latest.map((row) => [row.device_id, row.building_id]));
 
     // Per device: open stays (engine zone ids) and what settled them.
@@ -124,23 +132,29 @@ export class DetectorStateLoader {
     const trailOf = (row: LatestRow): deadman.DeadmanTrailEntry[] =>
       (trails.get(row.device_id) ?? [row]).map((point) => ({
         at: point.received_ms,
-        position: point.building_id === row.building_id && point.floor_id !== null && point.x !== null && point.y !== null ? { x: point.x, y: point.y, floorId: point.floor_id, buildingId: point.building_id } : null,
+        position:
+          point.building_id === row.building_id && point.floor_id !== null && point.x !== null && point.y !== null
+            ? { x: point.x, y: point.y, floorId: point.floor_id, buildingId: point.building_id }
+            : null,
       }));
     const candidates: string[] = [];
     for (const row of latest) {
       const anchor = deadman.restoredState(trailOf(row), settingsOf(row))?.anchor.at;
       if (anchor !== undefined) candidates.push(`deadman|${row.device_id}|still|${anchor}`);
-      for (const [zoneId, enteredAt] of inside.get(row.device_id) ?? []) candidates.push(`max-stay|${row.device_id}|${zoneId}|${enteredAt}`);
+      for (const [zoneId, enteredAt] of inside.get(row.device_id) ?? [])
+        candidates.push(`max-stay|${row.device_id}|${zoneId}|${enteredAt}`);
     }
     const raised = candidates.length === 0 ? new Set<string>() : await this.raisedKeys(organizationId, candidates);
     const openStill = deviceIds.length === 0 ? new Map<string, number>() : await this.openDeadmanAlarms(organizationId, deviceIds, 'still');
-    const openSilence = deviceIds.length === 0 ? new Map<string, number>() : await this.openDeadmanAlarms(organizationId, deviceIds, 'silence');
+    const openSilence =
+      deviceIds.length === 0 ? new Map<string, number>() : await this.openDeadmanAlarms(organizationId, deviceIds, 'silence');
     const storms = runtimes.size === 0 ? [] : await this.openStorms(organizationId, [...runtimes.keys()]);
     // A storm's members have their silence raised, held by the building alarm.
     for (const { details } of storms) {
       for (const member of Array.isArray(details.devices) ? details.devices : []) {
         const since = Date.parse(member?.since);
-        if (typeof member?.device_id === 'string' && Number.isFinite(since) && !openSilence.has(member.device_id)) openSilence.set(member.device_id, since);
+        if (typeof member?.device_id === 'string' && Number.isFinite(since) && !openSilence.has(member.device_id))
+          openSilence.set(member.device_id, since);
       }
     }
 
@@ -148,15 +162,26 @@ export class DetectorStateLoader {
     for (const row of latest) {
       const zones = inside.get(row.device_id) ?? new Map<string, number>();
       const fences = new Map([...zones].filter(([zoneId]) => !zoneId.includes(':')));
-      const alarmedStays = new Set([...fences].filter(([zoneId, enteredAt]) => raised.has(`max-stay|${row.device_id}|${zoneId}|${enteredAt}`)).map(([zoneId]) => zoneId));
+      const alarmedStays = new Set(
+        [...fences]
+          .filter(([zoneId, enteredAt]) => raised.has(`max-stay|${row.device_id}|${zoneId}|${enteredAt}`))
+          .map(([zoneId]) => zoneId),
+      );
       const trail = trailOf(row);
       const replayedAnchor = deadman.restoredState(trail, settingsOf(row))?.anchor.at;
-      const stillAlarmedSince = replayedAnchor !== undefined && raised.has(`deadman|${row.device_id}|still|${replayedAnchor}`) ? replayedAnchor : openStill.get(row.device_id);
+      const stillAlarmedSince =
+        replayedAnchor !== undefined && raised.has(`deadman|${row.device_id}|still|${replayedAnchor}`)
+          ? replayedAnchor
+          : openStill.get(row.device_id);
       this.engine.restore({
         last: recordOf(organizationId, row),
         transition: transition.restoredState(zones, row.floor_id),
         maxStay: maxStay.restoredState(fences, alarmedStays),
-        deadman: deadman.restoredState(trail, settingsOf(row), { stillAlarmedSince, silenceAlarmedSince: openSilence.get(row.device_id), truncated: trail.length >= trailLength }),
+        deadman: deadman.restoredState(trail, settingsOf(row), {
+          stillAlarmedSince,
+          silenceAlarmedSince: openSilence.get(row.device_id),
+          truncated: trail.length >= trailLength,
+        }),
         settledBefore: settledBefore.get(row.device_id) ?? 0,
       });
     }
@@ -231,29 +256,44 @@ export class DetectorStateLoader {
   }
 
   private async raisedKeys(organizationId: string, keys: string[]): Promise<Set<string>> {
-    const rows = await this.storage.execute<{ key: string }>('select key from alarm_raise_keys where organization_id = ? and key = any(?::text[])', [organizationId, pgArray(keys)]);
+    const rows = await this.storage.execute<{ key: string }>(
+      'select key from alarm_raise_keys where organization_id = ? and key = any(?::text[])',
+      [organizationId, pgArray(keys)],
+    );
     return new Set(rows.map((row) => row.key));
   }
 
   /** The building alarms of silence storms not yet closed (OPEN, CONFIRMED, OTHER), the newest per building. */
-  private async openStorms(organizationId: string, buildingIds: number[]): Promise<{ building_id: number; details: Record<string, unknown> }[]> {
+  private async openStorms(
+    organizationId: string,
+    buildingIds: number[],
+  ): Promise<{ building_id: number; details: Record<string, unknown> }[]> {
     const rows = await this.storage.execute<{ building_id: number; details: Record<string, unknown> | string }>(
       `select distinct on (building_id) building_id, details from alarms
        where organization_id = ? and type = 'BUILDING_SILENT' and state not in ('CLOSED', 'MARKED_FALSE') and building_id = any(?::int[])
        order by building_id, created_at desc`,
       [organizationId, pgArray(buildingIds)],
     );
-    return rows.map((row) => ({ building_id: Number(row.building_id), details: typeof row.details === 'string' ? JSON.parse(row.details) : row.details }));
+    return rows.map((row) => ({
+      building_id: Number(row.building_id),
+      details: typeof row.details === 'string' ? JSON.parse(row.details) : row.details,
+    }));
   }
 
   /** `since` of the OPEN DEADMAN alarm of each device whose latest raise was for this reason. */
-  private async openDeadmanAlarms(organizationId: string, deviceIds: string[], reason: deadman.DeadmanReason): Promise<Map<string, number>> {
+  private async openDeadmanAlarms(
+    organizationId: string,
+    deviceIds: string[],
+    reason: deadman.DeadmanReason,
+  ): Promise<Map<string, number>> {
     const rows = await this.storage.execute<{ device_id: string; since: string }>(
       `select device_id, details->>'since' as since from alarms
        where organization_id = ? and type = 'DEADMAN' and state = 'OPEN' and device_id = any(?::text[]) and details->>'reason' = ?`,
       [organizationId, pgArray(deviceIds), reason],
     );
-    return new Map(rows.map((row) => [row.device_id, Date.parse(row.since)]).filter(([, since]) => Number.isFinite(since)) as [string, number][]);
+    return new Map(
+      rows.map((row) => [row.device_id, Date.parse(row.since)]).filter(([, since]) => Number.isFinite(since)) as [string, number][],
+    );
   }
 }
 

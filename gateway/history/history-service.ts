@@ -69,12 +69,23 @@ export class HistoryService {
     for await (const page of this.reader.pages(query)) {
       if (analytics.length + page.length > this.maxJsonRows) {
         throw new ValidationError(
-          [{ field: 'query.date_end', message: `more than ${this.maxJsonRows} positions: narrow the range or the device, or download /api/v1/real_time/export/${buildingId}` }],
+          [
+            {
+              field: 'query.date_end',
+              message: `more than ${this.maxJsonRows} positions: narrow the range or the device, or download /api/v1/real_time/export/${buildingId}`,
+            },
+          ],
           'Too many positions for one JSON answer',
         );
       }
       for (const row of page) {
-        analytics.push({ device_id: row.deviceId, floor_id: row.floorId!, position: [row.x!, row.y!], yaw: row.yaw, time_sec: formatOffsetDate(row.timestamp, window.offsetMinutes) });
+        analytics.push({
+          device_id: row.deviceId,
+          floor_id: row.floorId!,
+          position: [row.x!, row.y!],
+          yaw: row.yaw,
+          time_sec: formatOffsetDate(row.timestamp, window.offsetMinutes),
+        });
       }
     }
     return { analytics };
@@ -84,7 +95,11 @@ export class HistoryService {
    * The CSV of every fix, as chunks. The first page is read before this resolves, so a failure to read
    * (or a building out of scope) is still an error status rather than a truncated 200.
    */
-  async exportCsv(principal: Principal, buildingId: number, window: HistoryWindow): Promise<{ stream: AsyncIterable<string>; filename: string }> {
+  async exportCsv(
+    principal: Principal,
+    buildingId: number,
+    window: HistoryWindow,
+  ): Promise<{ stream: AsyncIterable<string>; filename: string }> {
     const pages = this.reader.pages(await this.scope(principal, buildingId, window));
     const first = await pages.next();
     const offset = window.offsetMinutes;

@@ -29,7 +29,9 @@ const offsetDateParam = z
 
 /** `date`, `date_end` and `device_id`, shared by the JSON history and the CSV export. */
 export const windowQuery = {
-  date: offsetDateParam.describe('Start (inclusive): YYYY-MM-DDTHH:mm:ss.SSS±HH:MM; without an offset, +02:00. Times come back in this offset'),
+  date: offsetDateParam.describe(
+    'Start (inclusive): YYYY-MM-DDTHH:mm:ss.SSS±HH:MM; without an offset, +02:00. Times come back in this offset',
+  ),
   date_end: offsetDateParam
     .optional()
     .describe(`End (exclusive), same format; default: date + 1 day (the day starting at date); at most ${MAX_RANGE_DAYS} days after date`),
@@ -37,10 +39,14 @@ export const windowQuery = {
 };
 
 /** Checks the range (date_end after date, at most 31 days) and folds the three parameters into a window. */
-export function toWindow<T extends { date: OffsetDate; date_end?: OffsetDate; device_id?: string }>(query: T, context: z.RefinementCtx): HistoryWindow {
+export function toWindow<T extends { date: OffsetDate; date_end?: OffsetDate; device_id?: string }>(
+  query: T,
+  context: z.RefinementCtx,
+): HistoryWindow {
   const from = query.date.epochMs;
   const to = query.date_end?.epochMs ?? from + DAY_MS;
   if (to <= from) context.addIssue({ code: 'custom', path: ['date_end'], message: 'must be after date' });
-  else if (to - from > MAX_RANGE_DAYS * DAY_MS) context.addIssue({ code: 'custom', path: ['date_end'], message: `at most ${MAX_RANGE_DAYS} days after date` });
+  else if (to - from > MAX_RANGE_DAYS * DAY_MS)
+    context.addIssue({ code: 'custom', path: ['date_end'], message: `at most ${MAX_RANGE_DAYS} days after date` });
   return { from, to, offsetMinutes: query.date.offsetMinutes, deviceId: query.device_id };
 }

@@ -1,6 +1,15 @@
 import type { HttpRequest, HttpResponse, TemplatedApp } from 'uWebSockets.js';
 import type { z } from 'zod';
-import { AppError, ErrorCode, ValidationError, afterCommit, errorHeaders, fieldErrors, toErrorBody, UnavailableError } from '../../shared/errors.js';
+import {
+  AppError,
+  ErrorCode,
+  ValidationError,
+  afterCommit,
+  errorHeaders,
+  fieldErrors,
+  toErrorBody,
+  UnavailableError,
+} from '../../shared/errors.js';
 import type { Logger } from '../../shared/logger.js';
 import type { Principal } from '../auth/principal.js';
 import type { ClientAddresses } from './client-address.js';
@@ -140,7 +149,13 @@ class Exchange {
   }
 
   /** Writes a whole response, corked, unless the client went away. */
-  send(status: number, headers: Record<string, string>, body: string | Buffer | undefined, closeConnection = false, representationLength?: number): void {
+  send(
+    status: number,
+    headers: Record<string, string>,
+    body: string | Buffer | undefined,
+    closeConnection = false,
+    representationLength?: number,
+  ): void {
     if (!this.begin(status)) return;
     this.res.cork(() => {
       this.writeHead(status, headers);
@@ -236,7 +251,12 @@ export class HttpServer {
       this.inFlight -= 1;
       if (this.inFlight === 0) for (const waiter of this.drainWaiters.splice(0)) waiter();
       this.options.logger.info(
-        { method, path, status: exchange.aborted && !exchange.finished ? 499 : exchange.status, ms: Math.round((performance.now() - started) * 100) / 100 },
+        {
+          method,
+          path,
+          status: exchange.aborted && !exchange.finished ? 499 : exchange.status,
+          ms: Math.round((performance.now() - started) * 100) / 100,
+        },
         'request',
       );
     };
@@ -258,7 +278,11 @@ export class HttpServer {
       exchange.sendError(
         match.kind === 'not_found'
           ? new AppError(ErrorCode.NotFound, `No route for ${method} ${path}`)
-          : new AppError(ErrorCode.MethodNotAllowed, `Method ${method} is not allowed here`, match.allow.map((m) => ({ field: 'method', message: m }))),
+          : new AppError(
+              ErrorCode.MethodNotAllowed,
+              `Method ${method} is not allowed here`,
+              match.allow.map((m) => ({ field: 'method', message: m })),
+            ),
       );
       // The body, if any, is never read: close so it does not linger on a keep-alive connection.
       return void (this.readBody(exchange, headers, 0).catch(() => undefined), finish());
@@ -277,11 +301,20 @@ export class HttpServer {
     };
     this.handle(exchange, route, match.params, { method: route.method, path, queryString, headers, remoteAddress }, body, admitted)
       .catch(async (error) => {
-        const refused = error instanceof AppError && error.code === ErrorCode.Forbidden ? (error as AppError & { principal?: Principal }).principal : undefined;
-        if (refused) await this.options.onRefused?.(refused, { method, route: normalisePath(route.path), address: remoteAddress }, error).catch(() => undefined);
+        const refused =
+          error instanceof AppError && error.code === ErrorCode.Forbidden
+            ? (error as AppError & { principal?: Principal }).principal
+            : undefined;
+        if (refused)
+          await this.options
+            .onRefused?.(refused, { method, route: normalisePath(route.path), address: remoteAddress }, error)
+            .catch(() => undefined);
         if (!(error instanceof AppError)) this.options.logger.error({ err: error, method, path }, 'unhandled error');
         // A body never resumed (refused before it was read) is closed off rather than left on the connection.
-        exchange.sendError(error, (error instanceof AppError && error.code === ErrorCode.PayloadTooLarge) || !exchange.bodyAdmitted(paused));
+        exchange.sendError(
+          error,
+          (error instanceof AppError && error.code === ErrorCode.PayloadTooLarge) || !exchange.bodyAdmitted(paused),
+        );
       })
       .finally(finish);
   }
@@ -294,7 +327,8 @@ export class HttpServer {
     bodyPromise: Promise<Buffer>,
     admitted: () => void,
   ): Promise<void> {
-    const principal = route.auth === 'public' ? (undefined as unknown as Principal) : await this.options.authenticate(request.headers, route);
+    const principal =
+      route.auth === 'public' ? (undefined as unknown as Principal) : await this.options.authenticate(request.headers, route);
     const limit = principal ? await this.options.rateLimit?.(principal, route) : undefined;
     exchange.admitted = true;
     admitted();
@@ -305,7 +339,7 @@ export class HttpServer {
     const rawQuery = parseQuery(request.queryString);
     refuseTextPostgresRefuses(rawQuery, 'query');
     const query = validate(route.query, rawQuery, 'query');
-    let body: unknown ;
+    let body: unknown;
     if (route.bodyKind === 'raw') body = rawBody;
     else if (rawBody.length > 0) {
       const text = rawBody.toString('utf8');
@@ -340,12 +374,20 @@ export class HttpServer {
         if (error instanceof AppError && error.code === ErrorCode.Forbidden && principal) Object.assign(error, { principal });
         throw error;
       });
-    if (principal && (route.write ?? route.method !== 'GET') && !route.auditExempt && (reply.status ?? 200) < 300 && context.audit.recorded === 0) {
+    if (
+      principal &&
+      (route.write ?? route.method !== 'GET') &&
+      !route.auditExempt &&
+      (reply.status ?? 200) < 300 &&
+      context.audit.recorded === 0
+    ) {
       this.options.logger.error({ method: request.method, route: route.path }, 'a successful write left no audit entry');
     }
     if (reply.stream) {
       const headers = { 'content-type': reply.contentType ?? 'application/octet-stream', ...reply.headers };
-      await exchange.stream(reply.status ?? 200, headers, reply.stream).catch((error) => this.options.logger.error({ err: error, path: request.path }, 'stream failed'));
+      await exchange
+        .stream(reply.status ?? 200, headers, reply.stream)
+        .catch((error) => this.options.logger.error({ err: error, path: request.path }, 'stream failed'));
     } else exchange.sendReply(limit ? { ...reply, headers: { ...limit.headers, ...reply.headers } } : reply);
   }
 

@@ -79,7 +79,8 @@ function decodeExtendedValue(value: string): string | undefined {
   const charset = match[1]!.toLowerCase();
   try {
     if (charset === 'utf-8') return decodeURIComponent(match[2]!);
-    if (charset === 'iso-8859-1') return match[2]!.replace(/%([0-9A-Fa-f]{2})/g, (_, hex: string) => String.fromCharCode(parseInt(hex, 16)));
+    if (charset === 'iso-8859-1')
+      return match[2]!.replace(/%([0-9A-Fa-f]{2})/g, (_, hex: string) => String.fromCharCode(parseInt(hex, 16)));
   } catch {
     return undefined;
   }

@@ -11,7 +11,12 @@ const errorBodySchema = {
     message: { type: 'string' },
     errors: {
       type: 'array',
-      items: { type: 'object', required: ['field', 'message'], properties: { field: { type: 'string' }, message: { type: 'string' } }, additionalProperties: false },
+      items: {
+        type: 'object',
+        required: ['field', 'message'],
+        properties: { field: { type: 'string' }, message: { type: 'string' } },
+        additionalProperties: false,
+      },
     },
   },
   additionalProperties: false,
@@ -70,15 +75,20 @@ function securityOf(route: RouteDefinition): Record<string, string[]>[] {
 }
 
 /** Text media types are strings; anything else (images) is binary. */
-const rawSchema = (mediaType: string) => (/^(text\/|application\/json)/.test(mediaType) ? { type: 'string' } : { type: 'string', format: 'binary' });
+const rawSchema = (mediaType: string) =>
+  /^(text\/|application\/json)/.test(mediaType) ? { type: 'string' } : { type: 'string', format: 'binary' };
 
 function responsesOf(route: RouteDefinition): Record<string, unknown> {
   const responses: Record<string, unknown> = {};
   const success = route.successStatus ?? (route.response || route.rawResponseDoc ? 200 : 204);
-  if (route.response) responses[success] = { description: 'Success', content: { 'application/json': { schema: jsonSchema(route.response, 'output') } } };
+  if (route.response)
+    responses[success] = { description: 'Success', content: { 'application/json': { schema: jsonSchema(route.response, 'output') } } };
   else if (route.rawResponseDoc) {
     const types = ([] as string[]).concat(route.rawResponseDoc.contentType);
-    responses[success] = { description: route.rawResponseDoc.description, content: Object.fromEntries(types.map((type) => [type, { schema: rawSchema(type) }])) };
+    responses[success] = {
+      description: route.rawResponseDoc.description,
+      content: Object.fromEntries(types.map((type) => [type, { schema: rawSchema(type) }])),
+    };
   } else responses[success] = { description: 'Success, no content' };
   for (const [status, other] of Object.entries(route.otherResponses ?? {})) {
     responses[status] = other.schema
@@ -127,7 +137,8 @@ function parametersOf(route: RouteDefinition): unknown[] {
     parameters.push({ name: key, in: 'path', required: true, schema });
   }
   const query = inputObject(route.query);
-  if (route.query && !query) throw new Error(`${route.method} ${route.path}: the query schema must be an object (optionally transformed) to be documented`);
+  if (route.query && !query)
+    throw new Error(`${route.method} ${route.path}: the query schema must be an object (optionally transformed) to be documented`);
   for (const [key, shape] of Object.entries((query?.shape ?? {}) as Record<string, z.ZodType>)) parameters.push(queryParameter(key, shape));
   return parameters;
 }
@@ -157,8 +168,13 @@ export function buildOpenApiDocument(routes: RouteDefinition[]): Record<string, 
       parameters: parametersOf(route),
     };
     const body = route.bodyDoc ?? route.body;
-    if (route.rawBodyDoc) operation.requestBody = { required: true, content: { [route.rawBodyDoc.contentType]: { schema: route.rawBodyDoc.schema } } };
-    else if (body && route.bodyKind !== 'raw') operation.requestBody = { required: !body.safeParse(undefined).success, content: { 'application/json': { schema: jsonSchema(body, 'input') } } };
+    if (route.rawBodyDoc)
+      operation.requestBody = { required: true, content: { [route.rawBodyDoc.contentType]: { schema: route.rawBodyDoc.schema } } };
+    else if (body && route.bodyKind !== 'raw')
+      operation.requestBody = {
+        required: !body.safeParse(undefined).success,
+        content: { 'application/json': { schema: jsonSchema(body, 'input') } },
+      };
     operation.responses = responsesOf(route);
     const item = (paths[openApiPath(route.path)] ??= {});
     item[route.method.toLowerCase()] = operation;
@@ -177,10 +193,20 @@ export function buildOpenApiDocument(routes: RouteDefinition[]): Record<string, 
     components: {
       schemas: { Error: errorBodySchema },
       securitySchemes: {
-        bearer: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT', description: 'An access token from POST /api/v1/auth/access_tokens' },
+        bearer: {
+          type: 'http',
+          scheme: 'bearer',
+          bearerFormat: 'JWT',
+          description: 'An access token from POST /api/v1/auth/access_tokens',
+        },
         basic: { type: 'http', scheme: 'basic', description: 'email:password; only to get an access token' },
         apiKey: { type: 'apiKey', in: 'header', name: 'X-API-KEY', description: 'An API key; on its own, or with X-API-EMAIL' },
-        apiEmail: { type: 'apiKey', in: 'header', name: 'X-API-EMAIL', description: 'Optional: the e-mail of the key’s owner, checked when sent' },
+        apiEmail: {
+          type: 'apiKey',
+          in: 'header',
+          name: 'X-API-EMAIL',
+          description: 'Optional: the e-mail of the key’s owner, checked when sent',
+        },
       },
     },
   };

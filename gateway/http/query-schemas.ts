@@ -8,8 +8,13 @@ import { ValidationError } from '../../shared/errors.js';
 export function listParam<T extends z.ZodType>(item: T) {
   return z
     .union([z.string(), z.array(z.string())])
-    .transform((value) => (Array.isArray(value) ? value : [value]).flatMap((part) => part.split(',')).map((part) => part.trim()).filter((part) => part !== ''))
-    .pipe(z.array(item).min(1, "at least one item") as unknown as z.ZodType<z.output<T>[], string[]>);
+    .transform((value) =>
+      (Array.isArray(value) ? value : [value])
+        .flatMap((part) => part.split(','))
+        .map((part) => part.trim())
+        .filter((part) => part !== ''),
+    )
+    .pipe(z.array(item).min(1, 'at least one item') as unknown as z.ZodType<z.output<T>[], string[]>);
 }
 
 export const booleanParam = z.enum(['true', 'false']).transform((value) => value === 'true');
@@ -26,7 +31,10 @@ export const paginationQuery = {
   /** Page size, 1 to 1,000. */
   size: z.coerce.number().int().min(1).max(1000).default(20),
   /** `field` or `field,asc|desc`. */
-  sort: z.string().regex(/^[a-z_]+(,(asc|desc))?$/i, 'field or field,asc|desc').optional(),
+  sort: z
+    .string()
+    .regex(/^[a-z_]+(,(asc|desc))?$/i, 'field or field,asc|desc')
+    .optional(),
   /** Direction when `sort` names only the field. */
   direction: z.enum(['asc', 'desc', 'ASC', 'DESC']).optional(),
 };

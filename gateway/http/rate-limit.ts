@@ -64,15 +64,36 @@ export class RateLimits {
     private readonly config: Config,
     private readonly logger?: Logger,
   ) {
-    this.userRequests = this.limiterPolicy('requests', 'user-requests', config.RATE_LIMIT_USER_REQUESTS_PER_SECOND, 2 * config.RATE_LIMIT_USER_REQUESTS_PER_SECOND);
-    this.userPoses = this.limiterPolicy('poses', 'user-poses', config.RATE_LIMIT_USER_POSES_PER_SECOND, 2 * config.RATE_LIMIT_USER_POSES_PER_SECOND);
-    this.organizationPoses = this.limiterPolicy('poses', 'organization-poses', config.RATE_LIMIT_ORGANIZATION_POSES_PER_SECOND, 2 * config.RATE_LIMIT_ORGANIZATION_POSES_PER_SECOND);
+    this.userRequests = this.limiterPolicy(
+      'requests',
+      'user-requests',
+      config.RATE_LIMIT_USER_REQUESTS_PER_SECOND,
+      2 * config.RATE_LIMIT_USER_REQUESTS_PER_SECOND,
+    );
+    this.userPoses = this.limiterPolicy(
+      'poses',
+      'user-poses',
+      config.RATE_LIMIT_USER_POSES_PER_SECOND,
+      2 * config.RATE_LIMIT_USER_POSES_PER_SECOND,
+    );
+    this.organizationPoses = this.limiterPolicy(
+      'poses',
+      'organization-poses',
+      config.RATE_LIMIT_ORGANIZATION_POSES_PER_SECOND,
+      2 * config.RATE_LIMIT_ORGANIZATION_POSES_PER_SECOND,
+    );
   }
 
   private limiterPolicy(budget: Budget, name: string, perSecond: number, burst: number): Policy {
     const burstSeconds = Math.max(1, Math.ceil(burst / perSecond));
     const steady = this.backend.create({ name: `rate:${name}:${perSecond}`, points: perSecond, durationSeconds: 1 });
-    const limiter = burst > 0 ? new BurstyRateLimiter(steady, this.backend.create({ name: `rate:${name}-burst:${perSecond}:${burst}`, points: burst, durationSeconds: burstSeconds })) : steady;
+    const limiter =
+      burst > 0
+        ? new BurstyRateLimiter(
+            steady,
+            this.backend.create({ name: `rate:${name}-burst:${perSecond}:${burst}`, points: burst, durationSeconds: burstSeconds }),
+          )
+        : steady;
     return { budget, perSecond, burst, burstSeconds, limiter };
   }
 
@@ -98,7 +119,10 @@ export class RateLimits {
    * Counts `requests` requests and `poses` uploaded poses against the caller's budgets. Returns the
    * RateLimit headers of the budgets counted; throws 429 when one is spent.
    */
-  async consume(principal: Principal, { requests = 1, poses = 0 }: { requests?: number; poses?: number } = {}): Promise<Record<string, string>> {
+  async consume(
+    principal: Principal,
+    { requests = 1, poses = 0 }: { requests?: number; poses?: number } = {},
+  ): Promise<Record<string, string>> {
     const key = budgetKey(principal);
     const spend: [Policy, string, number][] = [];
     if (requests > 0) spend.push([this.policy('requests', principal.limits?.requestsPerSecond), key, requests]);
@@ -120,14 +144,29 @@ export class RateLimits {
     );
     const all = results.filter((result) => result !== undefined);
     const counted = all.filter((result) => result.shown);
-    const headers: Record<string, string> = counted.length === 0 ? {} : {
-      'ratelimit-policy': counted.map(({ policy }) => `"${policy.budget}";q=${policy.perSecond};w=1${policy.burst > 0 ? `, "${policy.budget}-burst";q=${policy.burst};w=${policy.burstSeconds}` : ''}`).join(', '),
-      ratelimit: counted.map(({ policy, res }) => `"${policy.budget}";r=${Math.max(0, res.remainingPoints)};t=${Math.max(0, Math.ceil(res.msBeforeNext / 1000))}`).join(', '),
-    };
+    const headers: Record<string, string> =
+      counted.length === 0
+        ? {}
+        : {
+            'ratelimit-policy': counted
+              .map(
+                ({ policy }) =>
+                  `"${policy.budget}";q=${policy.perSecond};w=1${policy.burst > 0 ? `, "${policy.budget}-burst";q=${policy.burst};w=${policy.burstSeconds}` : ''}`,
+              )
+              .join(', '),
+            ratelimit: counted
+              .map(
+                ({ policy, res }) =>
+                  `"${policy.budget}";r=${Math.max(0, res.remainingPoints)};t=${Math.max(0, Math.ceil(res.msBeforeNext / 1000))}`,
+              )
+              .join(', '),
+          };
     const refused = all.filter((result) => !result.ok);
     if (refused.length > 0) {
       const waitMs = Math.max(...refused.map(({ res }) => res.msBeforeNext));
-      const what = refused.map(({ policy, shown }) => (shown ? policy.budget : policy === this.organizationPoses ? "the organization's poses" : `this user's ${policy.budget}`));
+      const what = refused.map(({ policy, shown }) =>
+        shown ? policy.budget : policy === this.organizationPoses ? "the organization's poses" : `this user's ${policy.budget}`,
+      );
       throw rateLimited(`Rate limit exceeded (${what.join(', ')}); retry later`, waitMs, headers);
     }
     return headers;

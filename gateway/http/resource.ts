@@ -1,4 +1,9 @@
-import { UniqueConstraintViolationException, ForeignKeyConstraintViolationException, type EntitySchema, type FilterQuery } from '@mikro-orm/core';
+import {
+  UniqueConstraintViolationException,
+  ForeignKeyConstraintViolationException,
+  type EntitySchema,
+  type FilterQuery,
+} from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { z } from 'zod';
 import { AppError, ErrorCode, NotFoundError, ValidationError, ConflictError } from '../../shared/errors.js';
@@ -67,7 +72,8 @@ export async function flushOrExplain(em: EntityManager, noun: string): Promise<v
     await em.flush();
   } catch (error) {
     if (error instanceof UniqueConstraintViolationException) throw new ConflictError(`A ${noun} with these values already exists`);
-    if (error instanceof ForeignKeyConstraintViolationException) throw new ValidationError([{ field: 'body', message: 'refers to something that does not exist' }]);
+    if (error instanceof ForeignKeyConstraintViolationException)
+      throw new ValidationError([{ field: 'body', message: 'refers to something that does not exist' }]);
     throw error;
   }
 }
@@ -126,11 +132,22 @@ export function resourceRoutes<E extends object, C, U, Q>(storage: Storage, spec
           if (!list.paginated) {
             const sorting = { sortFields: list.sortFields ?? { id: 'id' }, defaultSort: list.defaultSort ?? 'id' };
             const entity = spec.entity;
-            return { body: await listWholeOrPaged(em, { entity, where, populate: spec.populate, ...sorting, maxUnpaged: list.maxUnpaged, present: spec.present }, q) };
+            return {
+              body: await listWholeOrPaged(
+                em,
+                { entity, where, populate: spec.populate, ...sorting, maxUnpaged: list.maxUnpaged, present: spec.present },
+                q,
+              ),
+            };
           }
           const page = q as unknown as PageRequest;
           const orderBy = orderByOf(page, list.sortFields ?? { id: 'id' }, list.defaultSort ?? 'id');
-          const [rows, total] = await em.findAndCount(spec.entity, where, { populate, orderBy: orderBy as never, limit: page.size, offset: page.page * page.size });
+          const [rows, total] = await em.findAndCount(spec.entity, where, {
+            populate,
+            orderBy: orderBy as never,
+            limit: page.size,
+            offset: page.page * page.size,
+          });
           return { body: { data: rows.map((entity) => spec.present(entity)), metadata: pageMetadata(page, total, rows.length) } };
         },
       }),

@@ -19,9 +19,7 @@ export function loadNativeUws(): Uws {
   try {
     binaryPath = require.resolve(`uWebSockets.js/binaries/${binaryName}`);
   } catch {
-    throw new Error(
-      `uWebSockets.js has no native binary ${binaryName} for Node ${process.version}; use Node 20 (see README)`,
-    );
+    throw new Error(`uWebSockets.js has no native binary ${binaryName} for Node ${process.version}; use Node 20 (see README)`);
   }
   const uws = require('uWebSockets.js') as Uws;
   if (require.cache[binaryPath]?.exports !== uws) {

@@ -40,19 +40,36 @@ export interface WholeOrPagedList<E extends object> {
   present(entity: E): unknown;
 }
 
-export async function listWholeOrPaged<E extends object>(em: EntityManager, list: WholeOrPagedList<E>, query: PagesOnRequest): Promise<unknown> {
+export async function listWholeOrPaged<E extends object>(
+  em: EntityManager,
+  list: WholeOrPagedList<E>,
+  query: PagesOnRequest,
+): Promise<unknown> {
   const populate = (list.populate ?? []) as never;
-  const request = { page: query.page ?? 0, size: query.size ?? paginationQuery.size.parse(undefined), sort: query.sort, direction: query.direction };
+  const request = {
+    page: query.page ?? 0,
+    size: query.size ?? paginationQuery.size.parse(undefined),
+    sort: query.sort,
+    direction: query.direction,
+  };
   const orderBy = orderByOf(request, list.sortFields, list.defaultSort) as never;
   if (query.page === undefined && query.size === undefined) {
     const rows = await em.find(list.entity, list.where, { populate, orderBy, limit: list.maxUnpaged + 1 });
     if (rows.length > list.maxUnpaged) {
       throw new ValidationError([
-        { field: 'query.size', message: `this list holds more than ${list.maxUnpaged} items (LIST_MAX_UNPAGED_ITEMS): ask for it by pages with page and size` },
+        {
+          field: 'query.size',
+          message: `this list holds more than ${list.maxUnpaged} items (LIST_MAX_UNPAGED_ITEMS): ask for it by pages with page and size`,
+        },
       ]);
     }
     return rows.map((entity) => list.present(entity));
   }
-  const [rows, total] = await em.findAndCount(list.entity, list.where, { populate, orderBy, limit: request.size, offset: request.page * request.size });
+  const [rows, total] = await em.findAndCount(list.entity, list.where, {
+    populate,
+    orderBy,
+    limit: request.size,
+    offset: request.page * request.size,
+  });
   return { data: rows.map((entity) => list.present(entity)), metadata: pageMetadata(request, total, rows.length) };
 }

@@ -1,15 +1,15 @@
 import { EncodedPayload } from '../../shared/bus/index.js';
 import type { Bus } from '../bus-channels.js';
-import { ForbiddenError, StorageUnavailableError, ValidationError, fieldErrors, } from '../../shared/errors.js';
+import { ForbiddenError, StorageUnavailableError, ValidationError, fieldErrors } from '../../shared/errors.js';
 import type { Logger } from '../../shared/logger.js';
 import { positionsAccepted, refusedPositions, uploadBatchSize, uploadToPublish } from '../../shared/metrics/metrics.js';
 import type { PositionWriter } from '../../shared/positions/position-writer.js';
-import { PositionsMessage, } from '../../shared/positions/positions-message.js';
+import { PositionsMessage } from '../../shared/positions/positions-message.js';
 import { confinedUserId } from '../auth/permissions.js';
 import type { Principal } from '../auth/principal.js';
 import type { BuildingRegistry, BuildingRuntime } from '../realtime/building-registry.js';
 import type { DeviceDirectory } from '../realtime/device-directory.js';
-import { DEFAULT_POSITIONS_MAX_AGE_MS, parsePoseFast, poseSchema, timestampProblem, } from '../realtime/pose-schema.js';
+import { DEFAULT_POSITIONS_MAX_AGE_MS, parsePoseFast, poseSchema, timestampProblem } from '../realtime/pose-schema.js';
 import { trackingWindowStep, type TrackingWindows } from '../privacy/tracking-windows.js';
 import { runPipeline, type PipelineStep } from './pipeline.js';
 import type { PositionBatch } from './position-batch.js';
@@ -78,7 +78,12 @@ export class PositionPipeline {
     try {
       await runPipeline(this.steps, batch, this.deps.logger);
     } catch (error) {
-      (error instanceof ValidationError ? refusedPositions.invalid : error instanceof ForbiddenError ? refusedPositions.forbidden : refusedPositions.failed).inc(items.length);
+      (error instanceof ValidationError
+        ? refusedPositions.invalid
+        : error instanceof ForbiddenError
+          ? refusedPositions.forbidden
+          : refusedPositions.failed
+      ).inc(items.length);
       throw error;
     }
     positionsAccepted.inc(batch.records.length);
@@ -134,7 +139,8 @@ async function georeference(batch: PositionBatch, registry: BuildingRegistry): P
     const indoor = pose.floor_id !== undefined;
     let runtime: BuildingRuntime | undefined;
     if (pose.building_id === undefined) runtime = undefined;
-    else if (pose.building_id === lastBuildingId) runtime = lastRuntime; // a batch is mostly one building: one lookup
+    else if (pose.building_id === lastBuildingId)
+      runtime = lastRuntime; // a batch is mostly one building: one lookup
     else {
       // The loaded runtime when there is one (no await per pose on the hot path); a miss loads it.
       const loaded = registry.peek(pose.building_id);
@@ -203,7 +209,10 @@ async function resolveDevices(batch: PositionBatch, directory: DeviceDirectory):
   for (let index = 0; index < records.length; index++) {
     const record = records[index]!;
     const device = devices[index];
-    if (!device) throw new StorageUnavailableError(`poses.${index}: the owner of device ${JSON.stringify(record.deviceId)} could not be read; retry later`);
+    if (!device)
+      throw new StorageUnavailableError(
+        `poses.${index}: the owner of device ${JSON.stringify(record.deviceId)} could not be read; retry later`,
+      );
     const owner = device.userId;
     if (confined !== undefined && owner !== null && owner !== confined) {
       throw new ForbiddenError(`poses.${index}: device ${record.deviceId} is assigned to another user`);

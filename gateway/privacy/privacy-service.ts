@@ -31,23 +31,39 @@ export class PrivacyService {
     private readonly config: Pick<Config, 'POSITIONS_RETENTION_DAYS' | 'AUDIT_RETENTION_DAYS'>,
   ) {}
 
-  async readWindow(organizationId: string, subject: WindowSubject, em: Pick<EntityManager, 'execute'> = this.storage.em()): Promise<WindowView> {
+  async readWindow(
+    organizationId: string,
+    subject: WindowSubject,
+    em: Pick<EntityManager, 'execute'> = this.storage.em(),
+  ): Promise<WindowView> {
     await this.assertSubject(organizationId, subject, em);
     const [row] = await em.execute<{ schedule: TrackingSchedule | string; updated_at: Date | string }[]>(
       `select schedule, updated_at from tracking_windows where organization_id = ? and ${subject.kind}_id = ?`,
       [organizationId, subject.id],
     );
     if (!row) return { schedule: null, updated_at: null };
-    return { schedule: typeof row.schedule === 'string' ? JSON.parse(row.schedule) : row.schedule, updated_at: new Date(row.updated_at).toISOString() };
+    return {
+      schedule: typeof row.schedule === 'string' ? JSON.parse(row.schedule) : row.schedule,
+      updated_at: new Date(row.updated_at).toISOString(),
+    };
   }
 
   /** Sets (`schedule`) or removes (null) a window in `tx`; before and after, for the audit. Announced once committed. */
-  async writeWindow(tx: EntityManager, organizationId: string, subject: WindowSubject, schedule: TrackingSchedule | null): Promise<{ before: WindowView; after: WindowView }> {
+  async writeWindow(
+    tx: EntityManager,
+    organizationId: string,
+    subject: WindowSubject,
+    schedule: TrackingSchedule | null,
+  ): Promise<{ before: WindowView; after: WindowView }> {
     const before = await this.readWindow(organizationId, subject, tx);
     const column = `${subject.kind}_id`;
     await tx.execute(`delete from tracking_windows where organization_id = ? and ${column} = ?`, [organizationId, subject.id]);
     if (schedule) {
-      await tx.execute(`insert into tracking_windows (organization_id, ${column}, schedule) values (?, ?, ?::jsonb)`, [organizationId, subject.id, JSON.stringify(schedule)]);
+      await tx.execute(`insert into tracking_windows (organization_id, ${column}, schedule) values (?, ?, ?::jsonb)`, [
+        organizationId,
+        subject.id,
+        JSON.stringify(schedule),
+      ]);
     }
     return { before, after: await this.readWindow(organizationId, subject, tx) };
   }
@@ -61,7 +77,8 @@ export class PrivacyService {
   async privacyOf(organizationId: string, userId: string) {
     const own = await this.readWindow(organizationId, { kind: 'user', id: userId });
     const [user] = await this.storage.execute<{ group_id: string | null }>('select group_id from users where id = ?', [userId]);
-    const group = own.schedule === null && user?.group_id ? await this.readWindow(organizationId, { kind: 'group', id: user.group_id }) : undefined;
+    const group =
+      own.schedule === null && user?.group_id ? await this.readWindow(organizationId, { kind: 'group', id: user.group_id }) : undefined;
     const schedule = own.schedule ?? group?.schedule ?? null;
     const positionsDays = this.config.POSITIONS_RETENTION_DAYS || null;
     return {
@@ -72,11 +89,19 @@ export class PrivacyService {
         tracked_always: schedule === null,
       },
       kept: [
-        { data: 'positions', retention_days: positionsDays, note: 'only those taken inside the tracking window (and alarm-button presses)' },
+        {
+          data: 'positions',
+          retention_days: positionsDays,
+          note: 'only those taken inside the tracking window (and alarm-button presses)',
+        },
         { data: 'zone_events', retention_days: null, note: 'kept until erased' },
         { data: 'geofence_stays_and_report_rollups', retention_days: null, note: 'kept until erased' },
         { data: 'alarms', retention_days: null, note: 'kept for the safety record; an erasure removes the person, device and place' },
-        { data: 'audit_log', retention_days: (this.config.AUDIT_RETENTION_DAYS ?? this.config.POSITIONS_RETENTION_DAYS) || null, note: 'what the person changed' },
+        {
+          data: 'audit_log',
+          retention_days: (this.config.AUDIT_RETENTION_DAYS ?? this.config.POSITIONS_RETENTION_DAYS) || null,
+          note: 'what the person changed',
+        },
       ],
     };
   }
@@ -96,9 +121,10 @@ export class PrivacyService {
       if (range.from && range.to && Date.parse(range.from) > Date.parse(range.to)) {
         throw new ValidationError([{ field: 'from', message: 'must not be after to' }]);
       }
-      await tx.execute(`insert into erasure_requests (id, organization_id, user_id, from_ts, to_ts, status, requested_by) values (?, ?, ?, ?, ?, 'queued', ?)`, [
-        id, organizationId, userId, range.from ?? null, range.to ?? null, requestedBy,
-      ]);
+      await tx.execute(
+        `insert into erasure_requests (id, organization_id, user_id, from_ts, to_ts, status, requested_by) values (?, ?, ?, ?, ?, 'queued', ?)`,
+        [id, organizationId, userId, range.from ?? null, range.to ?? null, requestedBy],
+      );
       const created = (await readErasure(tx, organizationId, id))!;
       await audit(tx, created);
       return created;
@@ -114,7 +140,10 @@ export class PrivacyService {
   }
 
   private async assertSubject(organizationId: string, subject: WindowSubject, em: Pick<EntityManager, 'execute'>): Promise<void> {
-    const [row] = await em.execute<{ id: string }[]>(`select id from ${TABLE_OF[subject.kind]} where organization_id = ? and id = ?`, [organizationId, subject.id]);
+    const [row] = await em.execute<{ id: string }[]>(`select id from ${TABLE_OF[subject.kind]} where organization_id = ? and id = ?`, [
+      organizationId,
+      subject.id,
+    ]);
     if (!row) throw new NotFoundError(subject.kind === 'user' ? 'User' : 'Group');
   }
 }

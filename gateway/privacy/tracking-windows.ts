@@ -7,7 +7,6 @@ import { pgArray } from '../../shared/storage/pg-array.js';
 import type { PipelineStep } from '../pipeline/pipeline.js';
 import type { PositionBatch } from '../pipeline/position-batch.js';
 
-
 interface Cached {
   schedule: TrackingSchedule | null;
   readAt: number;
@@ -62,8 +61,13 @@ export class TrackingWindows {
       else missing.push(userId);
     }
     if (missing.length === 0) return found;
-    const rows = await this.storage.execute<{ user_id: string; schedule: TrackingSchedule | string | null }>(SELECT_SCHEDULES, [organizationId, pgArray(missing)]);
-    const read = new Map(rows.map((row) => [row.user_id, typeof row.schedule === 'string' ? (JSON.parse(row.schedule) as TrackingSchedule) : row.schedule]));
+    const rows = await this.storage.execute<{ user_id: string; schedule: TrackingSchedule | string | null }>(SELECT_SCHEDULES, [
+      organizationId,
+      pgArray(missing),
+    ]);
+    const read = new Map(
+      rows.map((row) => [row.user_id, typeof row.schedule === 'string' ? (JSON.parse(row.schedule) as TrackingSchedule) : row.schedule]),
+    );
     if ([...this.cache.values()].reduce((sum, users) => sum + users.size, 0) > MAX_CACHED) this.cache.clear();
     let users = this.cache.get(organizationId);
     if (!users) this.cache.set(organizationId, (users = new Map()));

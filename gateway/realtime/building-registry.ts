@@ -2,7 +2,15 @@ import { containsGeo, type BuildingTransform, type LatLng } from '../../shared/g
 import type { Logger } from '../../shared/logger.js';
 import { LruCache, type CacheStats } from '../../shared/lru-cache.js';
 import type { Storage } from '../../shared/storage/index.js';
-import { BuildingSchema, EventSchema, FloorSchema, GeofenceSchema, type Building, type CartographyEvent, type Geofence } from '../../shared/storage/entities/index.js';
+import {
+  BuildingSchema,
+  EventSchema,
+  FloorSchema,
+  GeofenceSchema,
+  type Building,
+  type CartographyEvent,
+  type Geofence,
+} from '../../shared/storage/entities/index.js';
 import type { Bus, CartographyChange } from '../bus-channels.js';
 import { buildingTransform } from '../cartography/cartography-service.js';
 
@@ -87,7 +95,12 @@ export class BuildingRegistry {
   }
 
   stats(): BuildingRegistryStats {
-    return { loaded: this.loaded.stats(), absent: this.absent.stats(), organizations: this.buildingsByOrganization.stats(), loading: this.loading.size };
+    return {
+      loaded: this.loaded.stats(),
+      absent: this.absent.stats(),
+      organizations: this.buildingsByOrganization.stats(),
+      loading: this.loading.size,
+    };
   }
 
   /** The building if it exists and belongs to the organization. */
@@ -148,7 +161,8 @@ export class BuildingRegistry {
     }
     for (const id of await ids) {
       const runtime = await this.get(organizationId, id);
-      if (runtime && containsGeo(runtime.transform, { width: runtime.building.width, length: runtime.building.length }, point)) return runtime;
+      if (runtime && containsGeo(runtime.transform, { width: runtime.building.width, length: runtime.building.length }, point))
+        return runtime;
     }
     return undefined;
   }

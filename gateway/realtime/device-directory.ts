@@ -142,7 +142,12 @@ export class DeviceDirectory {
    * then reads them all. One not read back (deleted between the insert and the read, or a read that came back
    * short) fails the call as retryable: its owner is unknown, and "no owner" would let anyone upload for it.
    */
-  private async register(organizationId: string, organization: OrganizationDevices, identifiers: string[], readAt: number): Promise<Map<string, KnownDevice>> {
+  private async register(
+    organizationId: string,
+    organization: OrganizationDevices,
+    identifiers: string[],
+    readAt: number,
+  ): Promise<Map<string, KnownDevice>> {
     if (this.options.quota) await checkNewDevices(this.storage, this.options.quota, organizationId, identifiers);
     await this.storage.execute(
       `insert into devices (id, organization_id, identifier, name)
@@ -150,7 +155,10 @@ export class DeviceDirectory {
        on conflict (organization_id, identifier) do nothing`,
       [organizationId, pgArray(identifiers)],
     );
-    const rows = await this.storage.execute<{ id: string; identifier: string; user_id: string | null }>(SELECT_DEVICES, [organizationId, pgArray(identifiers)]);
+    const rows = await this.storage.execute<{ id: string; identifier: string; user_id: string | null }>(SELECT_DEVICES, [
+      organizationId,
+      pgArray(identifiers),
+    ]);
     const read = new Map<string, KnownDevice>();
     // Dropped (changed) or evicted while reading: the caller gets these rows, the cache does not keep them.
     const current = this.organizations.get(organizationId) === organization;
@@ -160,7 +168,13 @@ export class DeviceDirectory {
       if (current) this.remember(organization, device);
     }
     const unread = identifiers.filter((identifier) => !read.has(identifier));
-    if (unread.length > 0) throw new StorageUnavailableError(`${unread.length} device(s) could not be read back after registration (${unread.slice(0, 3).map((identifier) => JSON.stringify(identifier)).join(', ')}); retry later`);
+    if (unread.length > 0)
+      throw new StorageUnavailableError(
+        `${unread.length} device(s) could not be read back after registration (${unread
+          .slice(0, 3)
+          .map((identifier) => JSON.stringify(identifier))
+          .join(', ')}); retry later`,
+      );
     return read;
   }
 

@@ -30,11 +30,17 @@ const storableText = (value: string) => pgTextProblem(value) === undefined;
 export const poseSchema = z
   .object({
     device_id: z
-      .union([z.string().trim().min(1).max(200).refine(storableText, 'must not contain NUL or an unpaired UTF-16 surrogate'), z.number().int().nonnegative()])
+      .union([
+        z.string().trim().min(1).max(200).refine(storableText, 'must not contain NUL or an unpaired UTF-16 surrogate'),
+        z.number().int().nonnegative(),
+      ])
       .transform(String)
       .describe('The identifier the app uses'),
     timestamp: z
-      .union([z.number().int().positive().describe('epoch milliseconds'), z.iso.datetime({ offset: true, message: 'ISO 8601 with an offset, or epoch milliseconds' })])
+      .union([
+        z.number().int().positive().describe('epoch milliseconds'),
+        z.iso.datetime({ offset: true, message: 'ISO 8601 with an offset, or epoch milliseconds' }),
+      ])
       .transform((value) => (typeof value === 'number' ? value : Date.parse(value))),
     building_id: z.coerce.number().int().positive().optional(),
     floor_id: z.coerce.number().int().positive().optional(),
@@ -52,10 +58,15 @@ export const poseSchema = z
     const indoor = pose.floor_id !== undefined || pose.x !== undefined || pose.y !== undefined;
     if (indoor) {
       for (const field of ['building_id', 'floor_id', 'x', 'y'] as const) {
-        if (pose[field] === undefined) context.addIssue({ code: 'custom', path: [field], message: 'an indoor fix needs building_id, floor_id, x and y' });
+        if (pose[field] === undefined)
+          context.addIssue({ code: 'custom', path: [field], message: 'an indoor fix needs building_id, floor_id, x and y' });
       }
     } else if (pose.lat === undefined || pose.lng === undefined) {
-      context.addIssue({ code: 'custom', path: [pose.lat === undefined ? 'lat' : 'lng'], message: 'give an indoor fix (building_id, floor_id, x, y) or an outdoor one (lat, lng)' });
+      context.addIssue({
+        code: 'custom',
+        path: [pose.lat === undefined ? 'lat' : 'lng'],
+        message: 'give an indoor fix (building_id, floor_id, x, y) or an outdoor one (lat, lng)',
+      });
     }
     // The timestamp's window ([now - POSITIONS_MAX_AGE_SECONDS, now + 5 min]) is checked by the pipeline, against
     // the batch's receipt time (see timestampProblem).
@@ -77,7 +88,8 @@ export const uploadPosesSchema = z.object({
 const isoWithOffset = z.regexes.datetime({ offset: true, local: false, precision: undefined } as never);
 const uuidPattern = z.regexes.uuid();
 const isSafeInt = Number.isSafeInteger;
-const optionalNumberIn = (value: unknown, min: number, max: number) => value === undefined || (typeof value === 'number' && value >= min && value <= max);
+const optionalNumberIn = (value: unknown, min: number, max: number) =>
+  value === undefined || (typeof value === 'number' && value >= min && value <= max);
 
 /**
  * `poseSchema`'s answer for the common, well-formed pose, without zod's per-field allocations (an upload can
@@ -88,7 +100,8 @@ const optionalNumberIn = (value: unknown, min: number, max: number) => value ===
  */
 export function parsePoseFast(item: unknown): Pose | undefined {
   if (typeof item !== 'object' || item === null || Array.isArray(item)) return undefined;
-  const { device_id, timestamp, building_id, floor_id, x, y, lat, lng, yaw, accuracy, user_id, danger, assistance_request } = item as Record<string, unknown>;
+  const { device_id, timestamp, building_id, floor_id, x, y, lat, lng, yaw, accuracy, user_id, danger, assistance_request } =
+    item as Record<string, unknown>;
   let deviceId: string;
   if (typeof device_id === 'string') {
     deviceId = device_id.trim();
@@ -102,13 +115,23 @@ export function parsePoseFast(item: unknown): Pose | undefined {
   if (building_id !== undefined && !(typeof building_id === 'number' && isSafeInt(building_id) && building_id > 0)) return undefined;
   if (floor_id !== undefined && !(typeof floor_id === 'number' && isSafeInt(floor_id) && floor_id > 0)) return undefined;
   const M = MAX_LOCAL_COORDINATE_METRES;
-  if (!optionalNumberIn(x, -M, M) || !optionalNumberIn(y, -M, M) || !optionalNumberIn(lat, -90, 90) || !optionalNumberIn(lng, -180, 180)) return undefined;
+  if (!optionalNumberIn(x, -M, M) || !optionalNumberIn(y, -M, M) || !optionalNumberIn(lat, -90, 90) || !optionalNumberIn(lng, -180, 180))
+    return undefined;
   if (yaw !== undefined && !(typeof yaw === 'number' && Number.isFinite(yaw))) return undefined;
   if (!optionalNumberIn(accuracy, 0, Number.MAX_VALUE)) return undefined;
   if (user_id !== undefined && !(typeof user_id === 'string' && uuidPattern.test(user_id))) return undefined;
-  if ((danger !== undefined && typeof danger !== 'boolean') || (assistance_request !== undefined && typeof assistance_request !== 'boolean')) return undefined;
+  if (
+    (danger !== undefined && typeof danger !== 'boolean') ||
+    (assistance_request !== undefined && typeof assistance_request !== 'boolean')
+  )
+    return undefined;
   const indoor = floor_id !== undefined || x !== undefined || y !== undefined;
-  if (indoor ? building_id === undefined || floor_id === undefined || x === undefined || y === undefined : lat === undefined || lng === undefined) return undefined;
+  if (
+    indoor
+      ? building_id === undefined || floor_id === undefined || x === undefined || y === undefined
+      : lat === undefined || lng === undefined
+  )
+    return undefined;
   // One literal with every field, absent ones undefined: one shape for every pose the fast path makes.
   const pose: Pose = {
     device_id: deviceId,

@@ -31,7 +31,10 @@ export class RealtimeService {
     await this.bus.subscribe('positions', (message) => this.onPositions(message));
     this.timers.push(setInterval(() => this.live.evictOlderThan(Date.now() - this.options.liveTtlSeconds * 1000), 30_000).unref());
     if (this.options.retentionDays > 0) {
-      const sweep = () => this.store.dropPartitionsOlderThan(this.options.retentionDays).catch((error) => this.logger.warn({ err: error }, 'retention sweep failed'));
+      const sweep = () =>
+        this.store
+          .dropPartitionsOlderThan(this.options.retentionDays)
+          .catch((error) => this.logger.warn({ err: error }, 'retention sweep failed'));
       this.timers.push(setInterval(sweep, 3600_000).unref());
       void sweep();
     }

@@ -15,8 +15,14 @@ const auditEntry = z.object({
   route: z.string().describe('The route template, e.g. /api/v1/geofences/:id'),
   object_type: z.string().describe('The collection: users, geofences, apikeys, alarms, paths...'),
   object_id: z.string().nullable(),
-  before: z.record(z.string(), z.unknown()).nullable().describe('The changed fields before the write (null: created); secrets read [redacted]'),
-  after: z.record(z.string(), z.unknown()).nullable().describe('The changed fields after the write (null: deleted); secrets read [redacted]'),
+  before: z
+    .record(z.string(), z.unknown())
+    .nullable()
+    .describe('The changed fields before the write (null: created); secrets read [redacted]'),
+  after: z
+    .record(z.string(), z.unknown())
+    .nullable()
+    .describe('The changed fields after the write (null: deleted); secrets read [redacted]'),
   address: z.string().nullable().describe('The client address the gateway saw'),
 });
 
@@ -48,7 +54,8 @@ export function auditRoutes(audit: AuditService) {
       query: filters.extend(paginationQuery),
       response: paginated(auditEntry),
       handler: async ({ principal, query }) => {
-        if (query.sort !== undefined && !/^(at|id)(,desc)?$/.test(query.sort)) throw new ValidationError([{ field: 'query.sort', message: 'newest first only: at or at,desc' }]);
+        if (query.sort !== undefined && !/^(at|id)(,desc)?$/.test(query.sort))
+          throw new ValidationError([{ field: 'query.sort', message: 'newest first only: at or at,desc' }]);
         const { rows, total } = await audit.page(principal.organizationId, checked(query), query.page, query.size);
         return { body: { data: rows.map(presentAudit), metadata: pageMetadata(query, total, rows.length) } };
       },

@@ -17,8 +17,16 @@ const apiKeySchema = z.object({
   user_id: z.uuid(),
   created_at: z.iso.datetime(),
   last_used_at: z.iso.datetime().nullable(),
-  requests_per_second: z.number().int().nullable().describe("This key's request budget per second; null: the deployment's RATE_LIMIT_REQUESTS_PER_SECOND"),
-  poses_per_second: z.number().int().nullable().describe("This key's uploaded-pose budget per second; null: the deployment's RATE_LIMIT_POSES_PER_SECOND"),
+  requests_per_second: z
+    .number()
+    .int()
+    .nullable()
+    .describe("This key's request budget per second; null: the deployment's RATE_LIMIT_REQUESTS_PER_SECOND"),
+  poses_per_second: z
+    .number()
+    .int()
+    .nullable()
+    .describe("This key's uploaded-pose budget per second; null: the deployment's RATE_LIMIT_POSES_PER_SECOND"),
 });
 
 const presentApiKey = (apiKey: ApiKey, clearKey?: string) => ({
@@ -72,7 +80,8 @@ export function authRoutes(services: GatewayServices) {
     defineRoute({
       method: 'POST',
       path: '/api/v1/auth/access_tokens',
-      summary: 'Get an access token (JWT, 4 days) and a refresh token: HTTP Basic email:password (409 ambiguous_credentials when that pair opens accounts in several organizations), or X-API-KEY (optionally with X-API-EMAIL)',
+      summary:
+        'Get an access token (JWT, 4 days) and a refresh token: HTTP Basic email:password (409 ambiguous_credentials when that pair opens accounts in several organizations), or X-API-KEY (optionally with X-API-EMAIL)',
       tags: ['credentials'],
       auth: 'public',
       signIn: true,
@@ -81,7 +90,10 @@ export function authRoutes(services: GatewayServices) {
         const basic = basicCredentials(headers.authorization);
         if (basic) {
           const user = await credentials.loginWithPassword(basic.email, basic.password, remoteAddress, (user, ok) =>
-            services.securityAudit.record({ ...securityEventOf(user, 'basic', method, path, remoteAddress), kind: ok ? 'sign-in' : 'sign-in-failed' }),
+            services.securityAudit.record({
+              ...securityEventOf(user, 'basic', method, path, remoteAddress),
+              kind: ok ? 'sign-in' : 'sign-in-failed',
+            }),
           );
           return { body: await credentials.issueTokens(user, 'read-write') };
         }
@@ -95,7 +107,8 @@ export function authRoutes(services: GatewayServices) {
     defineRoute({
       method: 'POST',
       path: '/api/v1/auth/refresh_access_tokens',
-      summary: 'Rotate an access/refresh token pair: the refresh token is then used up; presenting it again revokes its whole chain, access tokens included',
+      summary:
+        'Rotate an access/refresh token pair: the refresh token is then used up; presenting it again revokes its whole chain, access tokens included',
       tags: ['credentials'],
       auth: 'public',
       body: z.object({ access_token: z.string().min(1), refresh_token: z.string().min(1) }),
@@ -115,7 +128,7 @@ export function authRoutes(services: GatewayServices) {
     defineRoute({
       method: 'GET',
       path: '/api/v1/auth/apikeys',
-      summary: "API keys of a user (default: the caller), masked",
+      summary: 'API keys of a user (default: the caller), masked',
       tags: ['credentials'],
       auth: 'authenticated',
       action: 'apikeys:own',
@@ -128,7 +141,11 @@ export function authRoutes(services: GatewayServices) {
         const owner = await keyOwner(services, principal, query.user_id);
         const keys = await services.storage
           .em()
-          .find(ApiKeySchema, { user: owner.id, ...(query.permissions ? { permission: { $in: query.permissions } } : {}) }, { orderBy: { createdAt: 'asc' } });
+          .find(
+            ApiKeySchema,
+            { user: owner.id, ...(query.permissions ? { permission: { $in: query.permissions } } : {}) },
+            { orderBy: { createdAt: 'asc' } },
+          );
         return { body: keys.map((key) => presentApiKey(key)) };
       },
     }),
@@ -150,7 +167,9 @@ export function authRoutes(services: GatewayServices) {
           .max(services.config.RATE_LIMIT_MAX_REQUESTS_PER_SECOND)
           .nullable()
           .optional()
-          .describe("Administrators only: this key's request budget, instead of the deployment's (at most RATE_LIMIT_MAX_REQUESTS_PER_SECOND; rounded down to 1, 2 or 5 × 10^n)"),
+          .describe(
+            "Administrators only: this key's request budget, instead of the deployment's (at most RATE_LIMIT_MAX_REQUESTS_PER_SECOND; rounded down to 1, 2 or 5 × 10^n)",
+          ),
         poses_per_second: z
           .number()
           .int()
@@ -158,7 +177,9 @@ export function authRoutes(services: GatewayServices) {
           .max(services.config.RATE_LIMIT_MAX_POSES_PER_SECOND)
           .nullable()
           .optional()
-          .describe("Administrators only: this key's uploaded-pose budget, instead of the deployment's (at most RATE_LIMIT_MAX_POSES_PER_SECOND; rounded down to 1, 2 or 5 × 10^n)"),
+          .describe(
+            "Administrators only: this key's uploaded-pose budget, instead of the deployment's (at most RATE_LIMIT_MAX_POSES_PER_SECOND; rounded down to 1, 2 or 5 × 10^n)",
+          ),
       }),
       response: apiKeySchema,
       successStatus: 201,
@@ -183,7 +204,8 @@ export function authRoutes(services: GatewayServices) {
     defineRoute({
       method: 'DELETE',
       path: '/api/v1/auth/apikeys/:id',
-      summary: 'Revoke an API key: its requests, the tokens minted from it and their refresh chains are refused at once, and its open WebSockets closed (4401)',
+      summary:
+        'Revoke an API key: its requests, the tokens minted from it and their refresh chains are refused at once, and its open WebSockets closed (4401)',
       tags: ['credentials'],
       auth: 'authenticated',
       action: 'apikeys:own',
@@ -191,7 +213,8 @@ export function authRoutes(services: GatewayServices) {
       handler: async ({ principal, params, audit }) => {
         const apiKey = await services.storage.em().transactional(async (em) => {
           const apiKey = await em.findOne(ApiKeySchema, { id: params.id, organization: principal.organizationId }, { populate: ['user'] });
-          if (!apiKey || (apiKey.user.id !== principal.userId && !can(principal.role, 'apikeys:others'))) throw new NotFoundError('API key');
+          if (!apiKey || (apiKey.user.id !== principal.userId && !can(principal.role, 'apikeys:others')))
+            throw new NotFoundError('API key');
           if (!mayChangeUser(principal, apiKey.user)) throw new ForbiddenError('Only the platform administrator manages its API keys');
           const before = presentApiKey(apiKey);
           em.remove(apiKey);

@@ -35,7 +35,16 @@ import { defineRoute } from '../http/route.js';
 import type { GatewayServices } from '../services.js';
 
 /** What `view=compact` answers instead of the full building (see presentCompactBuilding). */
-const compactBuildingSchema = buildingSchema.pick({ id: true, name: true, location: true, corners: true, dimensions: true, rotation: true, created_at: true, updated_at: true });
+const compactBuildingSchema = buildingSchema.pick({
+  id: true,
+  name: true,
+  location: true,
+  corners: true,
+  dimensions: true,
+  rotation: true,
+  created_at: true,
+  updated_at: true,
+});
 
 const viewQuery = z.object({ view: z.enum(['compact', 'full']).optional().describe('compact: fewer fields, no nested lists') });
 
@@ -52,7 +61,12 @@ const buildingFields = {
   description: z.string().max(10_000).nullable(),
   info: z.string().max(100_000).nullable(),
   /** Not at the poles: no plane is georeferenced there, and the transform refuses it (see building-transform.ts). */
-  location: latLngInput.extend({ lat: z.number().min(-MAX_ABS_LAT, `a building's latitude must be within ±${MAX_ABS_LAT}`).max(MAX_ABS_LAT, `a building's latitude must be within ±${MAX_ABS_LAT}`) }),
+  location: latLngInput.extend({
+    lat: z
+      .number()
+      .min(-MAX_ABS_LAT, `a building's latitude must be within ±${MAX_ABS_LAT}`)
+      .max(MAX_ABS_LAT, `a building's latitude must be within ±${MAX_ABS_LAT}`),
+  }),
   dimensions: z.object({ width: z.number().min(MIN_SIDE_M).max(MAX_SIDE_M), length: z.number().min(MIN_SIDE_M).max(MAX_SIDE_M) }),
   rotation: z.number().finite(),
   corners: z.array(latLngInput).length(4, 'four corners: topleft, topright, bottomright, bottomleft'),
@@ -93,14 +107,19 @@ function place(body: z.infer<typeof updateBuildingBody>, current?: Building) {
     // Corners are free input: four equal points, or points a continent apart, derive no building the database keeps.
     const { width, length } = derived.dimensions;
     if (!(width >= MIN_SIDE_M && width <= MAX_SIDE_M && length >= MIN_SIDE_M && length <= MAX_SIDE_M)) {
-      throw new ValidationError([{ field: 'corners', message: `the corners must make a rectangle with sides of ${MIN_SIDE_M} to ${MAX_SIDE_M} m` }]);
+      throw new ValidationError([
+        { field: 'corners', message: `the corners must make a rectangle with sides of ${MIN_SIDE_M} to ${MAX_SIDE_M} m` },
+      ]);
     }
     return { location: derived.location, dimensions: derived.dimensions, rotation: derived.rotation };
   }
   const location = body.location ?? (current ? { lat: current.locationLat, lng: current.locationLng } : undefined);
   const dimensions = body.dimensions ?? (current ? { width: current.width, length: current.length } : undefined);
   // Corners with a rotation, or a location without dimensions, place nothing on their own.
-  if (!location || !dimensions) throw new ValidationError([{ field: location ? 'dimensions' : 'location', message: 'give location and dimensions (and rotation), or corners alone' }]);
+  if (!location || !dimensions)
+    throw new ValidationError([
+      { field: location ? 'dimensions' : 'location', message: 'give location and dimensions (and rotation), or corners alone' },
+    ]);
   return { location, dimensions, rotation: body.rotation ?? current?.rotation ?? 0 };
 }
 
@@ -121,8 +140,12 @@ export function buildingRoutes(services: GatewayServices) {
     query: viewQuery,
     response: z.array(z.xor([buildingSchema, compactBuildingSchema.describe('view=compact')])),
     handler: async ({ principal, query }) => {
-      const buildings = await services.storage.em().find(BuildingSchema, { organization: principal.organizationId }, { orderBy: { id: 'asc' } });
-      return { body: buildings.map((b) => (query.view === 'compact' ? presentCompactBuilding(b, cartography.transformOf(b)) : present(b))) };
+      const buildings = await services.storage
+        .em()
+        .find(BuildingSchema, { organization: principal.organizationId }, { orderBy: { id: 'asc' } });
+      return {
+        body: buildings.map((b) => (query.view === 'compact' ? presentCompactBuilding(b, cartography.transformOf(b)) : present(b))),
+      };
     },
   });
 
@@ -197,10 +220,17 @@ export function buildingRoutes(services: GatewayServices) {
     },
     update: async (context, building, body) => {
       await referenced(context, ImageSchema, body.picture_id, 'picture_id', 'image');
-      const moved = body.location !== undefined || body.dimensions !== undefined || body.rotation !== undefined || body.corners !== undefined;
+      const moved =
+        body.location !== undefined || body.dimensions !== undefined || body.rotation !== undefined || body.corners !== undefined;
       if (moved) {
         const { location, dimensions, rotation } = placement(body, building);
-        Object.assign(building, { locationLat: location.lat, locationLng: location.lng, width: dimensions.width, length: dimensions.length, rotation });
+        Object.assign(building, {
+          locationLat: location.lat,
+          locationLng: location.lng,
+          width: dimensions.width,
+          length: dimensions.length,
+          rotation,
+        });
       }
       if (body.name !== undefined) building.name = body.name;
       if (body.description !== undefined) building.description = body.description;

@@ -62,7 +62,11 @@ export function consoleRoutes(logger: Logger) {
       return new Map(
         build.files.map((file) => [
           file.path,
-          { body: file.body, contentType: CONTENT_TYPES[extname(file.path)] ?? 'application/octet-stream', etag: `"${createHash('sha256').update(file.body).digest('base64url').slice(0, 27)}"` },
+          {
+            body: file.body,
+            contentType: CONTENT_TYPES[extname(file.path)] ?? 'application/octet-stream',
+            etag: `"${createHash('sha256').update(file.body).digest('base64url').slice(0, 27)}"`,
+          },
         ]),
       );
     })());
@@ -83,7 +87,8 @@ export function consoleRoutes(logger: Logger) {
     const asset = files.get(path);
     if (!asset) throw new NotFoundError('Console file');
     const headers = { ...SECURITY_HEADERS, 'cache-control': cacheControl, etag: asset.etag };
-    if (ifNoneMatch?.split(',').some((tag) => tag.trim().replace(/^W\//, '') === asset.etag)) return { status: 304, headers, representationLength: asset.body.length };
+    if (ifNoneMatch?.split(',').some((tag) => tag.trim().replace(/^W\//, '') === asset.etag))
+      return { status: 304, headers, representationLength: asset.body.length };
     return { raw: asset.body, contentType: asset.contentType, headers };
   };
 
@@ -107,7 +112,10 @@ export function consoleRoutes(logger: Logger) {
       auth: 'public',
       params: z.object({ file: z.string() }),
       successStatus: 200,
-      rawResponseDoc: { contentType: [...new Set(Object.values(CONTENT_TYPES).map((type) => type.split(';')[0]!))], description: 'A script, stylesheet, source map or image' },
+      rawResponseDoc: {
+        contentType: [...new Set(Object.values(CONTENT_TYPES).map((type) => type.split(';')[0]!))],
+        description: 'A script, stylesheet, source map or image',
+      },
       otherResponses: { 304: { description: 'Not modified (If-None-Match matched the ETag)' } },
       handler: ({ params, headers }) => serve(`assets/${params.file}`, headers['if-none-match'], 'public, max-age=31536000, immutable'),
     }),

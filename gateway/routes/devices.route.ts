@@ -41,7 +41,11 @@ export function deviceRoutes(services: GatewayServices) {
     idParam: uuidParam,
     actions: { read: 'devices:read', write: 'devices:write' },
     response: deviceResponse,
-    createBody: z.object({ identifier: deviceFields.identifier, name: deviceFields.name.default(''), user_id: deviceFields.user_id.optional() }),
+    createBody: z.object({
+      identifier: deviceFields.identifier,
+      name: deviceFields.name.default(''),
+      user_id: deviceFields.user_id.optional(),
+    }),
     updateBody: z.object(deviceFields).partial(),
     present: presentDevice,
     readableWithoutAction: (principal, device) => (device.user as { id: string } | null | undefined)?.id === principal.userId,
@@ -62,7 +66,8 @@ export function deviceRoutes(services: GatewayServices) {
       if (user !== undefined) device.user = user;
     },
     // The hot path caches devices by identifier (owner included): tell every gateway.
-    onChange: ({ principal }, device) => services.devices.announce({ organizationId: principal.organizationId, identifier: device.identifier }),
+    onChange: ({ principal }, device) =>
+      services.devices.announce({ organizationId: principal.organizationId, identifier: device.identifier }),
     list: {
       paginated: true,
       query: z.object({

@@ -58,12 +58,21 @@ const eventFields = {
 export function eventRoutes(services: GatewayServices) {
   const { cartography, storage } = services;
 
-  async function circle({ em }: ResourceContext, building: Parameters<typeof cartography.transformOf>[0], input: z.infer<typeof areaInput>, field: string): Promise<Circle> {
+  async function circle(
+    { em }: ResourceContext,
+    building: Parameters<typeof cartography.transformOf>[0],
+    input: z.infer<typeof areaInput>,
+    field: string,
+  ): Promise<Circle> {
     await cartography.floorOf(em, building, input.floor_id, `${field}.floor_id`);
     return { floorId: input.floor_id, radius: input.radius, ...place(cartography.transformOf(building), input, field) };
   }
 
-  async function apply(context: ResourceContext, event: Partial<CartographyEvent>, body: Partial<z.infer<z.ZodObject<typeof eventFields>>>) {
+  async function apply(
+    context: ResourceContext,
+    event: Partial<CartographyEvent>,
+    body: Partial<z.infer<z.ZodObject<typeof eventFields>>>,
+  ) {
     if (body.building_id !== undefined && event.buildingId !== undefined && body.building_id !== event.buildingId) {
       throw new ValidationError([{ field: 'building_id', message: 'an event cannot move to another building' }]);
     }
@@ -73,7 +82,8 @@ export function eventRoutes(services: GatewayServices) {
       const area = await circle(context, building, body.position, 'position');
       Object.assign(event, { floorId: area.floorId, x: area.x, y: area.y, lat: area.lat, lng: area.lng, radius: area.radius });
     }
-    if (body.conversion_area !== undefined) event.conversion = body.conversion_area ? await circle(context, building, body.conversion_area, 'conversion_area') : null;
+    if (body.conversion_area !== undefined)
+      event.conversion = body.conversion_area ? await circle(context, building, body.conversion_area, 'conversion_area') : null;
     if (body.name !== undefined) event.name = body.name;
     if (body.info !== undefined) {
       event.infoUnsafe = body.info;
@@ -108,7 +118,8 @@ export function eventRoutes(services: GatewayServices) {
       return context.em.create(EventSchema, event, { partial: true });
     },
     update: (context, event, body) => apply(context, event, body),
-    onChange: ({ principal }, event, change) => cartography.announce({ organizationId: principal.organizationId, buildingId: event.buildingId, kind: 'event', id: event.id, change }),
+    onChange: ({ principal }, event, change) =>
+      cartography.announce({ organizationId: principal.organizationId, buildingId: event.buildingId, kind: 'event', id: event.id, change }),
   });
 
   const listOfBuilding = (path: string, hidden = false) =>
@@ -129,5 +140,9 @@ export function eventRoutes(services: GatewayServices) {
       },
     });
 
-  return [...resource, listOfBuilding('/api/v1/buildings/:building_id/events'), listOfBuilding('/api/v1/projects/:building_id/events', true)];
+  return [
+    ...resource,
+    listOfBuilding('/api/v1/buildings/:building_id/events'),
+    listOfBuilding('/api/v1/projects/:building_id/events', true),
+  ];
 }

@@ -25,7 +25,10 @@ const floorFields = {
  * through the write's own entity manager: the write is a transaction, and PGlite has a single connection.
  */
 async function floorplanWidth(em: EntityManager, organizationId: string, mapId: string): Promise<number | null> {
-  const [image] = await em.execute<{ width: number | null }[]>('select width from images where id = ? and organization_id = ?', [mapId, organizationId]);
+  const [image] = await em.execute<{ width: number | null }[]>('select width from images where id = ? and organization_id = ?', [
+    mapId,
+    organizationId,
+  ]);
   if (!image) throw new ValidationError([{ field: 'map_id', message: 'no such image in your organization' }]);
   return image.width;
 }
@@ -50,7 +53,13 @@ export function floorRoutes(services: GatewayServices) {
     handler: async ({ principal, params, query }) => {
       const em = storage.em();
       const building = await cartography.building(em, principal, params.building_id);
-      const list = { entity: FloorSchema, where: { buildingId: building.id }, sortFields: FLOOR_SORT, defaultSort: 'level', present: presentFloor };
+      const list = {
+        entity: FloorSchema,
+        where: { buildingId: building.id },
+        sortFields: FLOOR_SORT,
+        defaultSort: 'level',
+        present: presentFloor,
+      };
       return { body: await listWholeOrPaged(em, { ...list, maxUnpaged: services.config.LIST_MAX_UNPAGED_ITEMS }, query) };
     },
   });
@@ -63,11 +72,13 @@ export function floorRoutes(services: GatewayServices) {
     idParam,
     actions: { read: 'cartography:read', write: 'cartography:write' },
     response: floorSchema,
-    createBody: z.object({
-      ...floorFields,
-      level_height: floorFields.level_height.default(0),
-      name: floorFields.name.default(''),
-    }).partial({ map_id: true, scale: true, custom_fields: true }),
+    createBody: z
+      .object({
+        ...floorFields,
+        level_height: floorFields.level_height.default(0),
+        name: floorFields.name.default(''),
+      })
+      .partial({ map_id: true, scale: true, custom_fields: true }),
     updateBody: z.object(floorFields).partial(),
     present: (floor) => presentFloor(floor),
     create: async ({ em, principal }, body) => {

@@ -29,9 +29,11 @@ const geofenceFields = {
   max_stay_time: z.number().int().positive().nullable(),
   min_dwell_s: z.number().int().min(0).max(86_400),
   exit_grace_s: z.number().int().min(0).max(86_400),
-  muster_point: z.boolean().describe('An assembly point of evacuations; only a closed shape (POLYGON or CIRCLE), which may lie outside the footprint'),
+  muster_point: z
+    .boolean()
+    .describe('An assembly point of evacuations; only a closed shape (POLYGON or CIRCLE), which may lie outside the footprint'),
   custom_fields: customFieldsInput,
-  organization_id: z.string().optional().describe("Ignored unless it names another organization (then 422)"),
+  organization_id: z.string().optional().describe('Ignored unless it names another organization (then 422)'),
 };
 const MUSTER_SHAPES: ReadonlySet<Geofence['type']> = new Set(['POLYGON', 'CIRCLE']);
 const createBody = z.object(geofenceFields).partial().required({ name: true, building_id: true, type: true });
@@ -58,7 +60,10 @@ function checkShape(type: Geofence['type'], points: Point[], radius: number | nu
 
 export function geofenceRoutes(services: GatewayServices) {
   const { cartography, storage, config } = services;
-  const budget = { maxPerBuilding: config.GEOFENCES_MAX_PER_BUILDING, maxVerticesPerOrganization: config.GEOFENCE_VERTICES_MAX_PER_ORGANIZATION };
+  const budget = {
+    maxPerBuilding: config.GEOFENCES_MAX_PER_BUILDING,
+    maxVerticesPerOrganization: config.GEOFENCE_VERTICES_MAX_PER_ORGANIZATION,
+  };
 
   async function apply({ em, principal }: ResourceContext, geofence: Partial<Geofence>, body: GeofenceBody): Promise<void> {
     if (body.organization_id !== undefined && body.organization_id !== principal.organizationId) {
@@ -87,13 +92,26 @@ export function geofenceRoutes(services: GatewayServices) {
     }
     if (!cartesians || !geometric) throw new ValidationError([{ field: 'geometric', message: 'required' }]);
     checkShape(type, cartesians, radius, field);
-    await checkGeofenceBudget(em, budget, { id: geofence.id!, organizationId: principal.organizationId, buildingId: building.id, vertices: cartesians.length });
+    await checkGeofenceBudget(em, budget, {
+      id: geofence.id!,
+      organizationId: principal.organizationId,
+      buildingId: building.id,
+      vertices: cartesians.length,
+    });
     const geometry = (fence: Partial<Geofence>) => JSON.stringify([fence.floorId, fence.type, fence.radius ?? null, fence.cartesians]);
     const before = geometry(geofence);
-    Object.assign(geofence, { buildingId: building.id, floorId, type, radius: radius ?? null, geometric, cartesians: cartesians.map(([x, y]) => [x, y]) });
+    Object.assign(geofence, {
+      buildingId: building.id,
+      floorId,
+      type,
+      radius: radius ?? null,
+      geometric,
+      cartesians: cartesians.map(([x, y]) => [x, y]),
+    });
     // A new geometry is a new version from now on: reports read stays computed against the old one only before.
     if (geofence.geometryVersion === undefined) Object.assign(geofence, { geometryVersion: 1, geometrySince: new Date() });
-    else if (geometry(geofence) !== before) Object.assign(geofence, { geometryVersion: geofence.geometryVersion + 1, geometrySince: new Date() });
+    else if (geometry(geofence) !== before)
+      Object.assign(geofence, { geometryVersion: geofence.geometryVersion + 1, geometrySince: new Date() });
     if (body.name !== undefined) geofence.name = body.name;
     if (body.code !== undefined) geofence.code = body.code;
     if (body.description !== undefined) geofence.description = body.description;
@@ -105,7 +123,9 @@ export function geofenceRoutes(services: GatewayServices) {
     if (body.muster_point !== undefined) geofence.musterPoint = body.muster_point;
     // People are counted in an assembly point by standing inside it: a point or a line has no inside.
     if (geofence.musterPoint && !MUSTER_SHAPES.has(type)) {
-      throw new ValidationError([{ field: 'muster_point', message: `an assembly point is a closed shape (POLYGON or CIRCLE), not a ${type}` }]);
+      throw new ValidationError([
+        { field: 'muster_point', message: `an assembly point is a closed shape (POLYGON or CIRCLE), not a ${type}` },
+      ]);
     }
   }
 
@@ -143,7 +163,13 @@ export function geofenceRoutes(services: GatewayServices) {
         geofence.deleted = true;
       },
       onChange: ({ principal }, geofence, change) =>
-        cartography.announce({ organizationId: principal.organizationId, buildingId: geofence.buildingId, kind: 'geofence', id: geofence.id, change }),
+        cartography.announce({
+          organizationId: principal.organizationId,
+          buildingId: geofence.buildingId,
+          kind: 'geofence',
+          id: geofence.id,
+          change,
+        }),
     });
 
   /** Areas search (spec) and geofences search (official client): one handler, both filter spellings. */
@@ -180,11 +206,22 @@ export function geofenceRoutes(services: GatewayServices) {
           ...(buildings.length > 0 ? { buildingId: { $in: buildings } } : {}),
           ...(query.name ? { name: { $ilike: `%${query.name.replace(/[\\%_]/g, (c) => `\\${c}`)}%` } } : {}),
         };
-        const orderBy = orderByOf(query, { name: 'name', code: 'code', created_at: 'createdAt', updated_at: 'updatedAt', id: 'id' }, 'created_at');
-        const [rows, total] = await storage.em().findAndCount(GeofenceSchema, where, { orderBy: orderBy as never, limit: query.size, offset: query.page * query.size });
+        const orderBy = orderByOf(
+          query,
+          { name: 'name', code: 'code', created_at: 'createdAt', updated_at: 'updatedAt', id: 'id' },
+          'created_at',
+        );
+        const [rows, total] = await storage
+          .em()
+          .findAndCount(GeofenceSchema, where, { orderBy: orderBy as never, limit: query.size, offset: query.page * query.size });
         return { body: { data: rows.map(presentGeofence), metadata: metadataOf(total, rows.length) } };
       },
     });
 
-  return [search('/api/v1/geofences/search'), search('/api/v1/areas/search'), ...resourceFor('/api/v1/geofences'), ...resourceFor('/api/v1/areas')];
+  return [
+    search('/api/v1/geofences/search'),
+    search('/api/v1/areas/search'),
+    ...resourceFor('/api/v1/geofences'),
+    ...resourceFor('/api/v1/areas'),
+  ];
 }

@@ -5,7 +5,9 @@ import { defineRoute } from '../http/route.js';
 import type { GatewayServices } from '../services.js';
 
 const checkSchema = z.object({
-  status: z.enum(['ok', 'degraded', 'failing']).describe('failing (503): storage or bus out of reach; degraded (200): only the job queue is (reports and exports answer 503)'),
+  status: z
+    .enum(['ok', 'degraded', 'failing'])
+    .describe('failing (503): storage or bus out of reach; degraded (200): only the job queue is (reports and exports answer 503)'),
   checks: z.record(z.string(), z.string()),
 });
 

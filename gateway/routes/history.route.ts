@@ -30,7 +30,9 @@ export function historyRoutes(services: GatewayServices) {
       auth: 'authenticated',
       action: 'positions:read',
       hidden,
-      query: z.object({ building_id: idParam, ...windowQuery }).transform((query, context) => ({ buildingId: query.building_id, window: toWindow(query, context) })),
+      query: z
+        .object({ building_id: idParam, ...windowQuery })
+        .transform((query, context) => ({ buildingId: query.building_id, window: toWindow(query, context) })),
       response: analyticsSchema,
       handler: async ({ principal, query }) => ({ body: await history.analytics(principal, query.buildingId, query.window) }),
     });
@@ -38,7 +40,8 @@ export function historyRoutes(services: GatewayServices) {
   const exportCsv = defineRoute({
     method: 'GET',
     path: '/api/v1/real_time/export/:building_id',
-    summary: 'CSV of every position of a building over a range (device_id,time_sec,is_indoor,floor_id,position_x,position_y,yaw,lat,lng), streamed',
+    summary:
+      'CSV of every position of a building over a range (device_id,time_sec,is_indoor,floor_id,position_x,position_y,yaw,lat,lng), streamed',
     tags: ['positions'],
     auth: 'authenticated',
     action: 'positions:read',

@@ -37,7 +37,11 @@ const present = (image: Image): z.infer<typeof imageResponse> => ({
 /** Keeps the last path segment (old browsers sent full paths), without control characters, at most 255 characters. */
 function cleanFilename(filename: string | undefined): string | null {
   // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are exactly what a stored file name must lose
-  const base = (filename ?? '').split(/[\\/]/).pop()!.replace(/[\u0000-\u001f\u007f]/g, '').trim();
+  const base = (filename ?? '')
+    .split(/[\\/]/)
+    .pop()!
+    .replace(/[\u0000-\u001f\u007f]/g, '')
+    .trim();
   return base === '' ? null : base.slice(0, 255);
 }
 
@@ -58,7 +62,10 @@ function filePart(headers: Record<string, string>, body: Buffer): MultipartPart 
 function matchesEtag(ifNoneMatch: string | undefined, sha256: string): boolean {
   if (ifNoneMatch === undefined) return false;
   return ifNoneMatch.split(',').some((tag) => {
-    const bare = tag.trim().replace(/^W\//, '').replace(/^"(.*)"$/, '$1');
+    const bare = tag
+      .trim()
+      .replace(/^W\//, '')
+      .replace(/^"(.*)"$/, '$1');
     return bare === '*' || bare === sha256;
   });
 }
@@ -92,7 +99,10 @@ export function imageRoutes(services: GatewayServices) {
         schema: {
           type: 'object',
           required: ['image'],
-          properties: { image: { type: 'string', format: 'binary', description: 'PNG, JPEG or WebP (also accepted as `file`)' }, rtf: { type: 'string' } },
+          properties: {
+            image: { type: 'string', format: 'binary', description: 'PNG, JPEG or WebP (also accepted as `file`)' },
+            rtf: { type: 'string' },
+          },
         },
       },
       maxBodyBytes: services.config.MAX_IMAGE_BYTES,
@@ -103,14 +113,23 @@ export function imageRoutes(services: GatewayServices) {
         const part = filePart(headers, rawBody);
         if (part.data.length === 0) throw new ValidationError([{ field: part.name, message: 'The file is empty' }]);
         if (!detectImageType(part.data)) {
-          throw new AppError(ErrorCode.UnsupportedMediaType, 'Only PNG, JPEG and WebP images are accepted (the file content is none of them)');
+          throw new AppError(
+            ErrorCode.UnsupportedMediaType,
+            'Only PNG, JPEG and WebP images are accepted (the file content is none of them)',
+          );
         }
         const info = readImageInfo(part.data);
-        if (!info) throw new ValidationError([{ field: part.name, message: 'The image header is truncated or corrupt: no size can be read' }]);
+        if (!info)
+          throw new ValidationError([{ field: part.name, message: 'The image header is truncated or corrupt: no size can be read' }]);
         // The console decodes floorplans in operators' browsers: a small compressed file declaring a huge
         // canvas would be a decompression bomb there (NL4).
         if (info.width > MAX_IMAGE_SIDE || info.height > MAX_IMAGE_SIDE || info.width * info.height > MAX_IMAGE_PIXELS) {
-          throw new ValidationError([{ field: part.name, message: `At most ${MAX_IMAGE_SIDE} pixels a side and ${MAX_IMAGE_PIXELS / 1_000_000} megapixels (this one is ${info.width} × ${info.height})` }]);
+          throw new ValidationError([
+            {
+              field: part.name,
+              message: `At most ${MAX_IMAGE_SIDE} pixels a side and ${MAX_IMAGE_PIXELS / 1_000_000} megapixels (this one is ${info.width} × ${info.height})`,
+            },
+          ]);
         }
         const image = await storage.em().transactional(async (em) => {
           const image = em.create(ImageSchema, {
@@ -148,7 +167,8 @@ export function imageRoutes(services: GatewayServices) {
         // `data` is lazy: a revalidation (304) is answered without reading the bytes.
         const image = await em.findOne(ImageSchema, { id: p.id, organization: principal.organizationId });
         if (!image) throw new NotFoundError('Image');
-        if (matchesEtag(headers['if-none-match'], image.sha256)) return { status: 304, headers: headersOf(image), representationLength: image.byteSize };
+        if (matchesEtag(headers['if-none-match'], image.sha256))
+          return { status: 304, headers: headersOf(image), representationLength: image.byteSize };
         await em.populate(image, ['data']);
         const { buffer, byteOffset, byteLength } = image.data;
         return { raw: Buffer.from(buffer, byteOffset, byteLength), contentType: image.contentType, headers: headersOf(image) };

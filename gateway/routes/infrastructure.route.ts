@@ -8,7 +8,10 @@ import { resourceRoutes, type ResourceContext } from '../http/resource.js';
 import { defineRoute } from '../http/route.js';
 import type { GatewayServices } from '../services.js';
 
-const bssid = z.string().regex(/^([0-9a-f]{2}:){5}[0-9a-f]{2}$/i, 'a BSSID like 00:11:22:aa:bb:cc').transform((value) => value.toLowerCase());
+const bssid = z
+  .string()
+  .regex(/^([0-9a-f]{2}:){5}[0-9a-f]{2}$/i, 'a BSSID like 00:11:22:aa:bb:cc')
+  .transform((value) => value.toLowerCase());
 const beaconUuid = z.uuid().transform((value) => value.toUpperCase());
 const uint16 = z.number().int().min(0).max(65535);
 
@@ -29,14 +32,19 @@ const itemFields = {
 export function infrastructureRoutes(services: GatewayServices) {
   const { cartography, storage } = services;
 
-  async function apply({ em, principal }: ResourceContext, item: Partial<InfrastructureItem>, body: Partial<z.infer<z.ZodObject<typeof itemFields>>>) {
+  async function apply(
+    { em, principal }: ResourceContext,
+    item: Partial<InfrastructureItem>,
+    body: Partial<z.infer<z.ZodObject<typeof itemFields>>>,
+  ) {
     if (body.building_id !== undefined && item.buildingId !== undefined && body.building_id !== item.buildingId) {
       throw new ValidationError([{ field: 'building_id', message: 'cannot move to another building' }]);
     }
     const building = await cartography.building(em, principal, body.building_id ?? item.buildingId!, 'building_id');
     item.buildingId = building.id;
     const kind = body.type ?? item.kind!;
-    if (body.type !== undefined && item.kind !== undefined && body.type !== item.kind) throw new ValidationError([{ field: 'type', message: 'cannot change type' }]);
+    if (body.type !== undefined && item.kind !== undefined && body.type !== item.kind)
+      throw new ValidationError([{ field: 'type', message: 'cannot change type' }]);
     item.kind = kind;
     if (kind === 'wifi') {
       if (body.bssid !== undefined) item.bssid = body.bssid;
@@ -80,7 +88,14 @@ export function infrastructureRoutes(services: GatewayServices) {
       return context.em.create(InfrastructureSchema, item, { partial: true });
     },
     update: (context, item, body) => apply(context, item, body),
-    onChange: ({ principal }, item, change) => cartography.announce({ organizationId: principal.organizationId, buildingId: item.buildingId, kind: 'infrastructure', id: item.id, change }),
+    onChange: ({ principal }, item, change) =>
+      cartography.announce({
+        organizationId: principal.organizationId,
+        buildingId: item.buildingId,
+        kind: 'infrastructure',
+        id: item.id,
+        change,
+      }),
   });
 
   const list = defineRoute({
@@ -95,8 +110,12 @@ export function infrastructureRoutes(services: GatewayServices) {
     handler: async ({ principal, query }) => {
       const em = storage.em();
       const building = await cartography.building(em, principal, query.building_id);
-      const items = (await em.find(InfrastructureSchema, { buildingId: building.id }, { orderBy: { id: 'asc' } })).map(presentInfrastructure);
-      return { body: { building_id: building.id, wifi: items.filter((i) => i.type === 'wifi'), ble: items.filter((i) => i.type === 'ble') } };
+      const items = (await em.find(InfrastructureSchema, { buildingId: building.id }, { orderBy: { id: 'asc' } })).map(
+        presentInfrastructure,
+      );
+      return {
+        body: { building_id: building.id, wifi: items.filter((i) => i.type === 'wifi'), ble: items.filter((i) => i.type === 'ble') },
+      };
     },
   });
   return [list, ...resource];

@@ -13,7 +13,8 @@ const docsScript = readFileSync(new URL('../static/api-docs.js', import.meta.url
  */
 const DOCS_HEADERS = {
   'cache-control': 'no-cache',
-  'content-security-policy': "default-src 'self'; script-src 'self'; style-src 'unsafe-inline'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'",
+  'content-security-policy':
+    "default-src 'self'; script-src 'self'; style-src 'unsafe-inline'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'",
   'x-frame-options': 'DENY',
   'x-content-type-options': 'nosniff',
 };
@@ -23,7 +24,9 @@ const documentSchema = (version: 'openapi' | 'asyncapi') =>
   z.object({
     [version]: z.string(),
     info: z.object({ title: z.string(), version: z.string(), description: z.string() }),
-    ...(version === 'openapi' ? { paths: z.record(z.string(), z.unknown()) } : { defaultContentType: z.string(), channels: z.record(z.string(), z.unknown()), operations: z.record(z.string(), z.unknown()) }),
+    ...(version === 'openapi'
+      ? { paths: z.record(z.string(), z.unknown()) }
+      : { defaultContentType: z.string(), channels: z.record(z.string(), z.unknown()), operations: z.record(z.string(), z.unknown()) }),
     components: z.record(z.string(), z.unknown()),
   });
 

@@ -7,7 +7,9 @@ import { defineRoute } from '../http/route.js';
 import type { GatewayServices } from '../services.js';
 
 const pathsBody = z.object({
-  nodes: z.array(z.object({ id: z.number().int(), floor_id: z.coerce.number().int().positive(), x: z.number().finite(), y: z.number().finite() })).max(100_000),
+  nodes: z
+    .array(z.object({ id: z.number().int(), floor_id: z.coerce.number().int().positive(), x: z.number().finite(), y: z.number().finite() }))
+    .max(100_000),
   links: z
     .array(
       z.object({
@@ -51,13 +53,15 @@ export function pathRoutes(services: GatewayServices) {
     defineRoute({
       method: 'GET',
       path: '/api/v1/paths',
-      summary: "Navigation graphs of every building of the organization, merged (node ids are per building)",
+      summary: 'Navigation graphs of every building of the organization, merged (node ids are per building)',
       tags: ['cartography'],
       auth: 'authenticated',
       action: 'cartography:read',
       response: pathsSchema,
       handler: async ({ principal }) => {
-        const all = await storage.em().find(BuildingPathsSchema, { organization: principal.organizationId }, { orderBy: { buildingId: 'asc' } });
+        const all = await storage
+          .em()
+          .find(BuildingPathsSchema, { organization: principal.organizationId }, { orderBy: { buildingId: 'asc' } });
         return { body: { nodes: all.flatMap((paths) => paths.nodes), links: all.flatMap((paths) => paths.links) } };
       },
     }),
@@ -80,7 +84,8 @@ export function pathRoutes(services: GatewayServices) {
         body.nodes.forEach((node, index) => {
           if (nodeIds.has(node.id)) errors.push({ field: `nodes.${index}.id`, message: `duplicate node id ${node.id}` });
           nodeIds.add(node.id);
-          if (!floors.has(node.floor_id)) errors.push({ field: `nodes.${index}.floor_id`, message: `no floor ${node.floor_id} in building ${building.id}` });
+          if (!floors.has(node.floor_id))
+            errors.push({ field: `nodes.${index}.floor_id`, message: `no floor ${node.floor_id} in building ${building.id}` });
         });
         body.links.forEach((link, index) => {
           if (!nodeIds.has(link.source)) errors.push({ field: `links.${index}.source`, message: `no node ${link.source}` });
@@ -108,9 +113,20 @@ export function pathRoutes(services: GatewayServices) {
             )
             .transacting(tx.getTransactionContext()!);
           const size = (nodes: unknown[], links: unknown[]) => ({ building_id: building.id, nodes: nodes.length, links: links.length });
-          await audit.record(tx, { objectType: 'paths', objectId: building.id, before: previous ? size(previous.nodes, previous.links) : null, after: size(body.nodes, links) });
+          await audit.record(tx, {
+            objectType: 'paths',
+            objectId: building.id,
+            before: previous ? size(previous.nodes, previous.links) : null,
+            after: size(body.nodes, links),
+          });
         });
-        await cartography.announce({ organizationId: principal.organizationId, buildingId: building.id, kind: 'paths', id: building.id, change: 'updated' });
+        await cartography.announce({
+          organizationId: principal.organizationId,
+          buildingId: building.id,
+          kind: 'paths',
+          id: building.id,
+          change: 'updated',
+        });
         return { body: { nodes: body.nodes, links } };
       },
     }),

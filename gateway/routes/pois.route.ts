@@ -32,7 +32,10 @@ type PoiBody = z.infer<typeof updatePoiBody>;
 
 async function checkCategory(em: EntityManager, principal: Principal, categoryId: number | null | undefined, field: string): Promise<void> {
   if (categoryId === null || categoryId === undefined) return;
-  const category = await em.findOne(PoiCategorySchema, { id: categoryId, $or: [{ organizationId: null }, { organizationId: principal.organizationId }] });
+  const category = await em.findOne(PoiCategorySchema, {
+    id: categoryId,
+    $or: [{ organizationId: null }, { organizationId: principal.organizationId }],
+  });
   if (!category) throw new ValidationError([{ field, message: `unknown category ${categoryId}` }]);
 }
 
@@ -53,11 +56,17 @@ export function poiRoutes(services: GatewayServices) {
       const placed = place(transform, body.position, `${prefix}position`);
       Object.assign(poi, { indoor: true, floorId: body.position.floor_id, ...placed, radius: body.position.radius ?? poi.radius ?? 0 });
     } else if (body.location || body.position) {
-      const geo = body.location ?? body.position?.georeferences ?? (body.position?.lat !== undefined ? { lat: body.position.lat, lng: body.position.lng! } : undefined);
-      if (!geo || geo.lng === undefined) throw new ValidationError([{ field: `${prefix}location`, message: 'an outdoor POI needs location {lat, lng}' }]);
+      const geo =
+        body.location ??
+        body.position?.georeferences ??
+        (body.position?.lat !== undefined ? { lat: body.position.lat, lng: body.position.lng! } : undefined);
+      if (!geo || geo.lng === undefined)
+        throw new ValidationError([{ field: `${prefix}location`, message: 'an outdoor POI needs location {lat, lng}' }]);
       Object.assign(poi, { indoor: false, floorId: null, x: null, y: null, lat: geo.lat, lng: geo.lng, radius: 0 });
     } else if (poi.id === undefined) {
-      throw new ValidationError([{ field: `${prefix}position`, message: 'give position {floor_id, cartesians|georeferences} or location {lat, lng}' }]);
+      throw new ValidationError([
+        { field: `${prefix}position`, message: 'give position {floor_id, cartesians|georeferences} or location {lat, lng}' },
+      ]);
     }
     poi.buildingId = building.id;
     if (body.name !== undefined) poi.name = body.name;
@@ -92,7 +101,8 @@ export function poiRoutes(services: GatewayServices) {
       return context.em.create(PoiSchema, poi, { partial: true });
     },
     update: (context, poi, body) => apply(context, poi, body),
-    onChange: ({ principal }, poi, change) => cartography.announce({ organizationId: principal.organizationId, buildingId: poi.buildingId, kind: 'poi', id: poi.id, change }),
+    onChange: ({ principal }, poi, change) =>
+      cartography.announce({ organizationId: principal.organizationId, buildingId: poi.buildingId, kind: 'poi', id: poi.id, change }),
     list: {
       paginated: false,
       maxUnpaged: services.config.LIST_MAX_UNPAGED_ITEMS,

@@ -32,7 +32,9 @@ const privacyResponse = z.object({
     schedule: scheduleResponse.nullable(),
     tracked_always: z.boolean(),
   }),
-  kept: z.array(z.object({ data: z.string(), retention_days: z.number().int().nullable().describe('null: kept until erased'), note: z.string() })),
+  kept: z.array(
+    z.object({ data: z.string(), retention_days: z.number().int().nullable().describe('null: kept until erased'), note: z.string() }),
+  ),
 });
 
 /**
@@ -110,7 +112,8 @@ export function privacyRoutes(services: GatewayServices): RouteDefinition[] {
     defineRoute({
       method: 'POST',
       path: '/api/v1/users/:id/erasure',
-      summary: "Erase the person's positions, zone events, stays and rollups (optionally within from..to); their alarms stay, pseudonymized",
+      summary:
+        "Erase the person's positions, zone events, stays and rollups (optionally within from..to); their alarms stay, pseudonymized",
       tags: ['privacy'],
       auth: 'authenticated',
       action: 'users:erase',
@@ -127,7 +130,12 @@ export function privacyRoutes(services: GatewayServices): RouteDefinition[] {
       handler: async ({ principal, params, body, audit }) => {
         const request = await privacy.requestErasure(principal.organizationId, params.id, body, principal.userId, (tx, created) =>
           // The request, never the erased data.
-          audit.record(tx, { objectType: 'erasures', objectId: created.id, before: null, after: { user_id: created.user_id, from: created.from, to: created.to } }),
+          audit.record(tx, {
+            objectType: 'erasures',
+            objectId: created.id,
+            before: null,
+            after: { user_id: created.user_id, from: created.from, to: created.to },
+          }),
         );
         return { status: 202, body: request };
       },

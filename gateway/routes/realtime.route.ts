@@ -10,7 +10,10 @@ import type { GatewayServices } from '../services.js';
 export const featureSchema = z.object({
   type: z.literal('Feature'),
   id: z.string().describe('The device identifier'),
-  geometry: z.object({ type: z.literal('Point'), coordinates: z.tuple([z.number(), z.number()]).describe('[latitude, longitude], as the official client reads them') }),
+  geometry: z.object({
+    type: z.literal('Point'),
+    coordinates: z.tuple([z.number(), z.number()]).describe('[latitude, longitude], as the official client reads them'),
+  }),
   properties: z.object({
     device_id: z.string(),
     user_id: z.string().nullable(),
@@ -55,7 +58,8 @@ export function realtimeRoutes(services: GatewayServices) {
   const upload = defineRoute({
     method: 'POST',
     path: '/api/v1/realtime/positions',
-    summary: 'Upload positions (UploadPosesForm). 204 only once the whole batch is durably stored; an invalid pose rejects the batch (422, every bad item by index)',
+    summary:
+      'Upload positions (UploadPosesForm). 204 only once the whole batch is durably stored; an invalid pose rejects the batch (422, every bad item by index)',
     tags: ['positions'],
     auth: 'authenticated',
     action: 'positions:upload',
@@ -83,7 +87,11 @@ export function realtimeRoutes(services: GatewayServices) {
     handler: async ({ principal, params }) => {
       const em = storage.em();
       await services.cartography.building(em, principal, params.building_id);
-      const features = await realtime.features({ organizationId: principal.organizationId, buildingIds: [params.building_id], userIds: visibleUserIds(principal, undefined) });
+      const features = await realtime.features({
+        organizationId: principal.organizationId,
+        buildingIds: [params.building_id],
+        userIds: visibleUserIds(principal, undefined),
+      });
       return { body: { type: 'FeatureCollection', features } };
     },
   });
@@ -105,12 +113,21 @@ export function realtimeRoutes(services: GatewayServices) {
     response: featureCollectionSchema.extend({ devices_info: z.array(deviceInfoSchema) }),
     handler: async ({ principal, query }) => {
       const features = await realtime.features(
-        { organizationId: principal.organizationId, buildingIds: query.building_ids, userIds: visibleUserIds(principal, query.user_ids), deviceIds: query.device_ids, indoor: query.indoor },
+        {
+          organizationId: principal.organizationId,
+          buildingIds: query.building_ids,
+          userIds: visibleUserIds(principal, query.user_ids),
+          deviceIds: query.device_ids,
+          indoor: query.indoor,
+        },
         query.max_sec_threshold,
       );
       const em = storage.em();
       const identifiers = features.map((feature) => feature.id);
-      const devices = identifiers.length === 0 ? [] : await em.find(DeviceSchema, { organization: principal.organizationId, identifier: { $in: identifiers } });
+      const devices =
+        identifiers.length === 0
+          ? []
+          : await em.find(DeviceSchema, { organization: principal.organizationId, identifier: { $in: identifiers } });
       const userIds = [...new Set(devices.map((device) => (device.user as { id: string } | null)?.id).filter((id): id is string => !!id))];
       const users = userIds.length === 0 ? [] : await em.find(UserSchema, { id: { $in: userIds } });
       const groupOf = new Map(users.map((user) => [user.id, (user.group as { id: string } | null)?.id]));

@@ -15,7 +15,8 @@ import { defineRoute, type RouteDefinition } from '../http/route.js';
 import type { GatewayServices } from '../services.js';
 
 const PURPOSES: Record<ReportName, string> = {
-  geofencing_stay_time: 'Time each device stayed in each geofence, per day or hour of entry (computed from positions against the current geometry)',
+  geofencing_stay_time:
+    'Time each device stayed in each geofence, per day or hour of entry (computed from positions against the current geometry)',
   geofencing_sessions_matches: 'Each stay of a device in a geofence: entry, exit, duration',
   visitors: 'Unique visitors (users, or devices without one) per month, day or hour',
   positioning_time: 'Time devices spent in the building: min, average, median, 90th percentile and max per group',
@@ -64,7 +65,8 @@ export function reportRoutes(services: GatewayServices): RouteDefinition[] {
         action: 'reports:read',
         query: reportParamSchemas[name] as z.ZodType,
         response: format === 'json' ? resultSchema(name) : undefined,
-        rawResponseDoc: format === 'csv' ? { contentType: 'text/csv', description: 'RFC 4180 CSV; statistics in the X-Db-Statistics header' } : undefined,
+        rawResponseDoc:
+          format === 'csv' ? { contentType: 'text/csv', description: 'RFC 4180 CSV; statistics in the X-Db-Statistics header' } : undefined,
         handler: async ({ principal, query, rawQuery }) => {
           // Checked here, before any job: the window bounds the report's work (422 beyond REPORTS_MAX_WINDOW_DAYS).
           const problems = windowProblems(query as { from_date: string; to_date: string }, services.config.REPORTS_MAX_WINDOW_DAYS);
@@ -77,7 +79,10 @@ export function reportRoutes(services: GatewayServices): RouteDefinition[] {
             // The job writes the answer; deflated only when it comes back through Redis.
             render: { format, deflate: services.jobs.kind === 'bullmq' },
           };
-          const result = await services.jobs.run<ReportResult | RenderedReport>({ name: 'report', organizationId: principal.organizationId, data: job }, services.config.JOB_TIMEOUT_MS);
+          const result = await services.jobs.run<ReportResult | RenderedReport>(
+            { name: 'report', organizationId: principal.organizationId, data: job },
+            services.config.JOB_TIMEOUT_MS,
+          );
           // A worker from before rendering hands back rows: written here with the same code.
           const rendered = isRendered(result) ? result : await renderReport(result, { format, deflate: false });
           const body = await renderedBody(rendered);
@@ -85,7 +90,10 @@ export function reportRoutes(services: GatewayServices): RouteDefinition[] {
           return {
             stream: slices(body),
             contentType: 'text/csv; charset=utf-8',
-            headers: { 'x-db-statistics': JSON.stringify(rendered.statistics), 'content-disposition': `attachment; filename="${name}.csv"` },
+            headers: {
+              'x-db-statistics': JSON.stringify(rendered.statistics),
+              'content-disposition': `attachment; filename="${name}.csv"`,
+            },
           };
         },
       }),

@@ -24,7 +24,8 @@ const routeQuery = z
   .superRefine((query, context) => {
     const exactlyOne = (end: 'from' | 'to', forms: Record<string, boolean>) => {
       const given = Object.entries(forms).filter(([, present]) => present);
-      if (given.length !== 1) context.addIssue({ code: 'custom', path: [end], message: `give exactly one of: ${Object.keys(forms).join('; ')}` });
+      if (given.length !== 1)
+        context.addIssue({ code: 'custom', path: [end], message: `give exactly one of: ${Object.keys(forms).join('; ')}` });
     };
     const point = (end: 'from' | 'to') => {
       const parts = [query[`${end}_floor_id`], query[`${end}_x`], query[`${end}_y`]];
@@ -34,7 +35,11 @@ const routeQuery = z
       return parts.every((part) => part !== undefined);
     };
     exactlyOne('from', { 'from_floor_id, from_x, from_y': point('from'), from_device_id: query.from_device_id !== undefined });
-    exactlyOne('to', { 'to_floor_id, to_x, to_y': point('to'), to_poi_id: query.to_poi_id !== undefined, to_alarm_id: query.to_alarm_id !== undefined });
+    exactlyOne('to', {
+      'to_floor_id, to_x, to_y': point('to'),
+      to_poi_id: query.to_poi_id !== undefined,
+      to_alarm_id: query.to_alarm_id !== undefined,
+    });
   });
 
 const routeSchema = z.object({
@@ -42,16 +47,26 @@ const routeSchema = z.object({
   distance_m: z.number().describe('Along the links, from the snapped start to the snapped end'),
   duration_s: z.number().int().describe('Walking estimate: 1.2 m/s on a floor, plus the climb or the lift'),
   accessible: z.boolean(),
-  from: geoPoint.extend({ floor_id: z.number().int(), snap_distance_m: z.number().describe('From the requested point to the nearest link') }),
+  from: geoPoint.extend({
+    floor_id: z.number().int(),
+    snap_distance_m: z.number().describe('From the requested point to the nearest link'),
+  }),
   to: geoPoint.extend({ floor_id: z.number().int(), snap_distance_m: z.number() }),
-  legs: z.array(z.object({ floor_id: z.number().int(), distance_m: z.number(), points: z.array(geoPoint) })).describe('One per floor visited, in order'),
+  legs: z
+    .array(z.object({ floor_id: z.number().int(), distance_m: z.number(), points: z.array(geoPoint) }))
+    .describe('One per floor visited, in order'),
   steps: z.array(
     z.object({
       instruction: z.string(),
       distance_m: z.number(),
       floor_id: z.number().int(),
       floor_change: z
-        .object({ from_floor_id: z.number().int(), to_floor_id: z.number().int(), direction: z.enum(['up', 'down']), via: z.enum(['lift', 'stairs', 'escalator', 'ramp']) })
+        .object({
+          from_floor_id: z.number().int(),
+          to_floor_id: z.number().int(),
+          direction: z.enum(['up', 'down']),
+          via: z.enum(['lift', 'stairs', 'escalator', 'ramp']),
+        })
         .optional(),
     }),
   ),
@@ -85,7 +100,8 @@ export function routingRoutes(services: GatewayServices) {
     defineRoute({
       method: 'GET',
       path: '/api/v1/buildings/:building_id/route',
-      summary: 'Shortest route on the navigation graph between two points (or a device, a POI, an alarm); 422 naming the end that cannot be reached',
+      summary:
+        'Shortest route on the navigation graph between two points (or a device, a POI, an alarm); 422 naming the end that cannot be reached',
       tags: ['routing'],
       auth: 'authenticated',
       action: 'cartography:read',
@@ -93,10 +109,24 @@ export function routingRoutes(services: GatewayServices) {
       query: routeQuery,
       response: routeSchema,
       handler: async ({ principal, params, query }) => {
-        const from: Endpoint = query.from_device_id !== undefined ? { deviceId: query.from_device_id } : { floorId: query.from_floor_id, x: query.from_x, y: query.from_y };
+        const from: Endpoint =
+          query.from_device_id !== undefined
+            ? { deviceId: query.from_device_id }
+            : { floorId: query.from_floor_id, x: query.from_x, y: query.from_y };
         const to: Endpoint =
-          query.to_poi_id !== undefined ? { poiId: query.to_poi_id } : query.to_alarm_id !== undefined ? { alarmId: query.to_alarm_id } : { floorId: query.to_floor_id, x: query.to_x, y: query.to_y };
-        return { body: await routing.route(principal, params.building_id, { from, to, accessible: query.accessible ?? false, avoidGeofenceIds: query.avoid_geofence_ids ?? [] }) };
+          query.to_poi_id !== undefined
+            ? { poiId: query.to_poi_id }
+            : query.to_alarm_id !== undefined
+              ? { alarmId: query.to_alarm_id }
+              : { floorId: query.to_floor_id, x: query.to_x, y: query.to_y };
+        return {
+          body: await routing.route(principal, params.building_id, {
+            from,
+            to,
+            accessible: query.accessible ?? false,
+            avoidGeofenceIds: query.avoid_geofence_ids ?? [],
+          }),
+        };
       },
     }),
     defineRoute({
@@ -113,11 +143,21 @@ export function routingRoutes(services: GatewayServices) {
         y: metres,
         limit: z.coerce.number().int().min(1).max(1000).default(10),
         accessible: booleanParam.optional(),
-        group_id: z.uuid().optional().describe("Only devices whose user is in this group (e.g. the responders)"),
+        group_id: z.uuid().optional().describe('Only devices whose user is in this group (e.g. the responders)'),
       }),
       response: nearestSchema,
       handler: async ({ principal, params, query }) => ({
-        body: await routing.nearestDevices(principal, params.building_id, { floorId: query.floor_id, x: query.x, y: query.y }, { limit: query.limit, accessible: query.accessible ?? false, maxAgeSeconds: config.LIVE_POSITION_TTL_SECONDS, groupId: query.group_id }),
+        body: await routing.nearestDevices(
+          principal,
+          params.building_id,
+          { floorId: query.floor_id, x: query.x, y: query.y },
+          {
+            limit: query.limit,
+            accessible: query.accessible ?? false,
+            maxAgeSeconds: config.LIVE_POSITION_TTL_SECONDS,
+            groupId: query.group_id,
+          },
+        ),
       }),
     }),
   ];

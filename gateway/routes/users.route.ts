@@ -48,11 +48,13 @@ const userFields = {
   building_ids: z.array(z.number().int().positive()).max(10_000),
 };
 
-const createUserBody = z.object({
-  ...userFields,
-  full_name: userFields.full_name.default(''),
-  role: userFields.role.default('user'),
-}).partial({ code: true, locale: true, info: true, groups: true, group_ids: true, building_ids: true });
+const createUserBody = z
+  .object({
+    ...userFields,
+    full_name: userFields.full_name.default(''),
+    role: userFields.role.default('user'),
+  })
+  .partial({ code: true, locale: true, info: true, groups: true, group_ids: true, building_ids: true });
 const updateUserBody = z.object(userFields).partial();
 
 export const userResponse = z.object({
@@ -145,7 +147,8 @@ export function userRoutes(services: GatewayServices) {
       });
     },
     update: async (context, user, body) => {
-      if (!mayChangeUser(context.principal, user)) throw new ForbiddenError('Only the platform administrator changes the platform administrator');
+      if (!mayChangeUser(context.principal, user))
+        throw new ForbiddenError('Only the platform administrator changes the platform administrator');
       requireAssignable(context.principal, user.role, 'the user’s current role');
       if (body.role !== undefined && body.role !== user.role) {
         requireAssignable(context.principal, body.role);
@@ -170,7 +173,8 @@ export function userRoutes(services: GatewayServices) {
       if (group !== undefined) user.group = group;
     },
     beforeDelete: (context, user) => {
-      if (!mayChangeUser(context.principal, user)) throw new ForbiddenError('Only the platform administrator changes the platform administrator');
+      if (!mayChangeUser(context.principal, user))
+        throw new ForbiddenError('Only the platform administrator changes the platform administrator');
       requireAssignable(context.principal, user.role, 'the user’s current role');
       if (user.id === context.principal.userId) throw new ConflictError('You cannot delete yourself');
       if (!mayTakeOverUser(context.principal, user)) throw new ForbiddenError('A user_manager may not delete another user_manager');
@@ -209,7 +213,15 @@ export function userRoutes(services: GatewayServices) {
         if (query.role) where.role = query.role;
         return where;
       },
-      sortFields: { email: 'email', full_name: 'fullName', role: 'role', code: 'code', created_at: 'createdAt', updated_at: 'updatedAt', id: 'id' },
+      sortFields: {
+        email: 'email',
+        full_name: 'fullName',
+        role: 'role',
+        code: 'code',
+        created_at: 'createdAt',
+        updated_at: 'updatedAt',
+        id: 'id',
+      },
       defaultSort: 'email',
     },
   });

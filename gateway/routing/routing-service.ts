@@ -79,11 +79,20 @@ export class RoutingService {
     const runtime = await this.runtime(principal, buildingId);
     const { graph, floorNames } = await this.graphOf(runtime);
     const options = this.searchOptions(runtime, graph, request);
-    const [from, to] = await Promise.all([this.place(principal, runtime, request.from, 'from'), this.place(principal, runtime, request.to, 'to')]);
+    const [from, to] = await Promise.all([
+      this.place(principal, runtime, request.from, 'from'),
+      this.place(principal, runtime, request.to, 'to'),
+    ]);
     const fromSnap = this.snap(graph, from, options, 'from');
     const toSnap = this.snap(graph, to, options, 'to');
     const found = graph.route(fromSnap, toSnap, options);
-    if (!found) throw new ValidationError([{ field: 'to', message: `not reachable from the start${request.accessible ? ' by accessible links' : ''}${request.avoidGeofenceIds.length > 0 ? ' while avoiding the given geofences' : ''}` }]);
+    if (!found)
+      throw new ValidationError([
+        {
+          field: 'to',
+          message: `not reachable from the start${request.accessible ? ' by accessible links' : ''}${request.avoidGeofenceIds.length > 0 ? ' while avoiding the given geofences' : ''}`,
+        },
+      ]);
     const described = describeRoute(found, graph, (id) => floorNames.get(id) ?? `floor ${id}`);
     const geo = (point: { x: number; y: number }) => {
       const { lat, lng } = runtime.transform.toGeo(point);
@@ -102,10 +111,16 @@ export class RoutingService {
   }
 
   /** Live devices of the building ranked by route distance to a point (nearest first), for dispatch. */
-  async nearestDevices(principal: Principal, buildingId: number, target: Placed, options: { limit: number; accessible: boolean; maxAgeSeconds: number; groupId?: string }) {
+  async nearestDevices(
+    principal: Principal,
+    buildingId: number,
+    target: Placed,
+    options: { limit: number; accessible: boolean; maxAgeSeconds: number; groupId?: string },
+  ) {
     const runtime = await this.runtime(principal, buildingId);
     const { graph } = await this.graphOf(runtime);
-    if (!runtime.floors.has(target.floorId)) throw new ValidationError([{ field: 'floor_id', message: `no floor ${target.floorId} in building ${buildingId}` }]);
+    if (!runtime.floors.has(target.floorId))
+      throw new ValidationError([{ field: 'floor_id', message: `no floor ${target.floorId} in building ${buildingId}` }]);
     const search: SearchOptions = { accessibleOnly: options.accessible };
     const toSnap = this.snap(graph, target, search, 'to');
     const distanceFrom = graph.distancesTo(toSnap, search);
@@ -113,7 +128,10 @@ export class RoutingService {
     // Responders of one group: devices whose user is in it.
     let userIds = confined !== undefined ? [confined] : undefined;
     if (options.groupId !== undefined) {
-      const members = await this.storage.execute<{ id: string }>('select id from users where organization_id = ? and group_id = ?', [principal.organizationId, options.groupId]);
+      const members = await this.storage.execute<{ id: string }>('select id from users where organization_id = ? and group_id = ?', [
+        principal.organizationId,
+        options.groupId,
+      ]);
       userIds = members.map((member) => member.id).filter((id) => confined === undefined || id === confined);
     }
     const records = this.live.query({
@@ -139,11 +157,20 @@ export class RoutingService {
         time: new Date(record.timestamp).toISOString(),
         route_distance_m: round2(distance + snap.distance),
         snap_distance_m: round2(snap.distance),
-        straight_distance_m: round2(Math.hypot(record.x - target.x, record.y - target.y, graph.altitude(record.floorId) - graph.altitude(target.floorId))),
+        straight_distance_m: round2(
+          Math.hypot(record.x - target.x, record.y - target.y, graph.altitude(record.floorId) - graph.altitude(target.floorId)),
+        ),
       });
     }
     ranked.sort((a, b) => a.route_distance_m - b.route_distance_m || (a.device_id < b.device_id ? -1 : 1));
-    return { building_id: runtime.id, floor_id: target.floorId, x: target.x, y: target.y, snap_distance_m: round2(toSnap.distance), data: ranked.slice(0, options.limit) };
+    return {
+      building_id: runtime.id,
+      floor_id: target.floorId,
+      x: target.x,
+      y: target.y,
+      snap_distance_m: round2(toSnap.distance),
+      data: ranked.slice(0, options.limit),
+    };
   }
 
   private async runtime(principal: Principal, buildingId: number): Promise<BuildingRuntime> {
@@ -156,9 +183,12 @@ export class RoutingService {
     const cached = this.graphs.get(runtime.id);
     if (cached) {
       // A graph past its age is rebuilt on the next request; this one is still answered with it.
-      void cached.then((entry) => {
-        if (this.now() - entry.builtAt > GRAPH_TTL_MS && this.graphs.get(runtime.id) === cached) this.graphs.delete(runtime.id);
-      }, () => undefined);
+      void cached.then(
+        (entry) => {
+          if (this.now() - entry.builtAt > GRAPH_TTL_MS && this.graphs.get(runtime.id) === cached) this.graphs.delete(runtime.id);
+        },
+        () => undefined,
+      );
       return cached;
     }
     if (this.graphs.size >= MAX_GRAPHS) this.graphs.delete(this.graphs.keys().next().value!);
@@ -172,7 +202,10 @@ export class RoutingService {
     const builtAt = this.now();
     const [paths, floors] = await Promise.all([
       this.storage.em().findOne(BuildingPathsSchema, { buildingId: runtime.id }),
-      this.storage.execute<{ id: number; name: string; level: number; level_height: number }>('select id, name, level, level_height from floors where building_id = ?', [runtime.id]),
+      this.storage.execute<{ id: number; name: string; level: number; level_height: number }>(
+        'select id, name, level, level_height from floors where building_id = ?',
+        [runtime.id],
+      ),
     ]);
     const floorMap = new Map(floors.map((floor) => [floor.id, { level: floor.level, levelHeight: Number(floor.level_height) }]));
     return {
@@ -198,37 +231,58 @@ export class RoutingService {
 
   private snap(graph: PathGraph, point: Placed, options: SearchOptions, field: 'from' | 'to'): Snap {
     const snap = graph.snap(point.floorId, point.x, point.y, options);
-    if (!snap) throw new ValidationError([{ field, message: `no ${options.accessibleOnly ? 'accessible ' : ''}path on floor ${point.floorId} to start or end on` }]);
+    if (!snap)
+      throw new ValidationError([
+        { field, message: `no ${options.accessibleOnly ? 'accessible ' : ''}path on floor ${point.floorId} to start or end on` },
+      ]);
     return snap;
   }
 
   /** Resolves an endpoint to a point on a floor of the building, checking the caller may see what it names. */
   private async place(principal: Principal, runtime: BuildingRuntime, endpoint: Endpoint, field: 'from' | 'to'): Promise<Placed> {
     const onThisBuilding = (placed: Placed | undefined, what: string): Placed => {
-      if (!placed || !runtime.floors.has(placed.floorId)) throw new ValidationError([{ field, message: `${what} is not on a floor of building ${runtime.id}` }]);
+      if (!placed || !runtime.floors.has(placed.floorId))
+        throw new ValidationError([{ field, message: `${what} is not on a floor of building ${runtime.id}` }]);
       return placed;
     };
     if (endpoint.deviceId !== undefined) {
       const confined = confinedUserId(principal);
       const [record] = this.live.query({ organizationId: principal.organizationId, deviceIds: [endpoint.deviceId] });
-      if (!record || (confined !== undefined && record.userId !== confined)) throw new ValidationError([{ field: `${field}_device_id`, message: 'no live position of that device' }]);
-      const placed = record.floorId !== null && record.x !== null && record.y !== null ? { floorId: record.floorId, x: record.x, y: record.y } : undefined;
+      if (!record || (confined !== undefined && record.userId !== confined))
+        throw new ValidationError([{ field: `${field}_device_id`, message: 'no live position of that device' }]);
+      const placed =
+        record.floorId !== null && record.x !== null && record.y !== null
+          ? { floorId: record.floorId, x: record.x, y: record.y }
+          : undefined;
       return onThisBuilding(placed, `device ${endpoint.deviceId}'s live position`);
     }
     if (endpoint.poiId !== undefined) {
       const poi = await this.storage.em().findOne(PoiSchema, { id: endpoint.poiId, organization: principal.organizationId });
       if (!poi) throw new ValidationError([{ field: `${field}_poi_id`, message: 'no such POI in your organization' }]);
-      const placed = poi.indoor && poi.floorId != null && poi.x != null && poi.y != null && poi.buildingId === runtime.id ? { floorId: poi.floorId, x: poi.x, y: poi.y } : undefined;
+      const placed =
+        poi.indoor && poi.floorId != null && poi.x != null && poi.y != null && poi.buildingId === runtime.id
+          ? { floorId: poi.floorId, x: poi.x, y: poi.y }
+          : undefined;
       return onThisBuilding(placed, `POI ${endpoint.poiId}`);
     }
     if (endpoint.alarmId !== undefined) {
       const confined = confinedUserId(principal);
-      const [alarm] = await this.storage.execute<{ building_id: number | null; floor_id: number | null; x: number | null; y: number | null; user_id: string | null }>(
-        'select building_id, floor_id, x, y, user_id from alarms where id = ? and organization_id = ?',
-        [endpoint.alarmId, principal.organizationId],
-      );
-      if (!alarm || (confined !== undefined && alarm.user_id !== confined)) throw new ValidationError([{ field: `${field}_alarm_id`, message: 'no such alarm' }]);
-      const placed = alarm.building_id === runtime.id && alarm.floor_id !== null && alarm.x !== null && alarm.y !== null ? { floorId: alarm.floor_id, x: alarm.x, y: alarm.y } : undefined;
+      const [alarm] = await this.storage.execute<{
+        building_id: number | null;
+        floor_id: number | null;
+        x: number | null;
+        y: number | null;
+        user_id: string | null;
+      }>('select building_id, floor_id, x, y, user_id from alarms where id = ? and organization_id = ?', [
+        endpoint.alarmId,
+        principal.organizationId,
+      ]);
+      if (!alarm || (confined !== undefined && alarm.user_id !== confined))
+        throw new ValidationError([{ field: `${field}_alarm_id`, message: 'no such alarm' }]);
+      const placed =
+        alarm.building_id === runtime.id && alarm.floor_id !== null && alarm.x !== null && alarm.y !== null
+          ? { floorId: alarm.floor_id, x: alarm.x, y: alarm.y }
+          : undefined;
       return onThisBuilding(placed, `alarm ${endpoint.alarmId}`);
     }
     return onThisBuilding({ floorId: endpoint.floorId!, x: endpoint.x!, y: endpoint.y! }, `floor ${endpoint.floorId}`);
@@ -241,7 +295,12 @@ export function linksCrossing(graph: PathGraph, fence: Pick<Geofence, 'floorId' 
   if (points.length === 0) return [];
   const radius = fence.radius ?? 0;
   const box = bboxOf(points);
-  const candidates = graph.linksNear(fence.floorId, { minX: box.minX - radius, minY: box.minY - radius, maxX: box.maxX + radius, maxY: box.maxY + radius });
+  const candidates = graph.linksNear(fence.floorId, {
+    minX: box.minX - radius,
+    minY: box.minY - radius,
+    maxX: box.maxX + radius,
+    maxY: box.maxY + radius,
+  });
   const crossing: number[] = [];
   for (const l of candidates) {
     const a: Point = [graph.nx[graph.linkA[l]!]!, graph.ny[graph.linkA[l]!]!];
@@ -255,7 +314,10 @@ export function linksCrossing(graph: PathGraph, fence: Pick<Geofence, 'floorId' 
       for (let i = 1; !enters && i < points.length; i++) {
         const p = points[i - 1]!;
         const q = points[i]!;
-        enters = segmentsIntersect(a, b, p, q) || Math.min(distanceToSegment(p, a, b), distanceToSegment(q, a, b), distanceToSegment(a, p, q), distanceToSegment(b, p, q)) <= radius;
+        enters =
+          segmentsIntersect(a, b, p, q) ||
+          Math.min(distanceToSegment(p, a, b), distanceToSegment(q, a, b), distanceToSegment(a, p, q), distanceToSegment(b, p, q)) <=
+            radius;
       }
     } else {
       enters = distanceToSegment(points[0]!, a, b) <= radius;

@@ -1,4 +1,3 @@
-
 const root = document.getElementById('root');
 const tokenInput = document.getElementById('token');
 const el = (tag, attributes = {}, ...children) => {
@@ -12,22 +11,49 @@ const schemaText = (schema) => JSON.stringify(schema, null, 2);
 function operationView(path, method, operation) {
   const upper = method.toUpperCase();
   const details = el('details');
-  details.append(el('summary', {}, el('span', { class: `method ${upper}` }, upper), el('span', { class: 'path' }, path), el('span', { class: 'summary' }, operation.summary || '')));
+  details.append(
+    el(
+      'summary',
+      {},
+      el('span', { class: `method ${upper}` }, upper),
+      el('span', { class: 'path' }, path),
+      el('span', { class: 'summary' }, operation.summary || ''),
+    ),
+  );
   const body = el('div', { class: 'body' });
   const parameters = operation.parameters || [];
   const inputs = {};
   if (parameters.length) {
-    const table = el('table', {}, el('tr', {}, el('th', {}, 'parameter'), el('th', {}, 'in'), el('th', {}, 'required'), el('th', {}, 'value')));
+    const table = el(
+      'table',
+      {},
+      el('tr', {}, el('th', {}, 'parameter'), el('th', {}, 'in'), el('th', {}, 'required'), el('th', {}, 'value')),
+    );
     for (const parameter of parameters) {
       const input = el('input', { 'aria-label': `${parameter.name} (${parameter.in})` });
       inputs[`${parameter.in}:${parameter.name}`] = input;
-      table.append(el('tr', {}, el('td', {}, parameter.name + (parameter.description ? ` — ${parameter.description}` : '')), el('td', {}, parameter.in), el('td', {}, parameter.required ? 'yes' : ''), el('td', { class: 'try' }, input)));
+      table.append(
+        el(
+          'tr',
+          {},
+          el('td', {}, parameter.name + (parameter.description ? ` — ${parameter.description}` : '')),
+          el('td', {}, parameter.in),
+          el('td', {}, parameter.required ? 'yes' : ''),
+          el('td', { class: 'try' }, input),
+        ),
+      );
     }
     body.append(table);
   }
   let bodyInput;
   const security = operation.security || [];
-  body.append(el('p', {}, `Credentials: ${security.length ? security.map((requirement) => Object.keys(requirement).join(' + ')).join(', or ') : 'none'}`));
+  body.append(
+    el(
+      'p',
+      {},
+      `Credentials: ${security.length ? security.map((requirement) => Object.keys(requirement).join(' + ')).join(', or ') : 'none'}`,
+    ),
+  );
   if (operation.requestBody) {
     const [mediaType, { schema }] = Object.entries(operation.requestBody.content)[0];
     body.append(el('p', {}, `Request body (${mediaType}):`));
@@ -54,10 +80,18 @@ function operationView(path, method, operation) {
     if (tokenInput.value) headers.authorization = `Bearer ${tokenInput.value.trim()}`;
     output.textContent = '…';
     try {
-      const response = await fetch(url + (query.toString() ? `?${query}` : ''), { method: upper, headers, body: bodyInput?.value ? bodyInput.value : undefined });
+      const response = await fetch(url + (query.toString() ? `?${query}` : ''), {
+        method: upper,
+        headers,
+        body: bodyInput?.value ? bodyInput.value : undefined,
+      });
       const text = await response.text();
       let shown = text;
-      try { shown = JSON.stringify(JSON.parse(text), null, 2); } catch { /* not JSON */ }
+      try {
+        shown = JSON.stringify(JSON.parse(text), null, 2);
+      } catch {
+        /* not JSON */
+      }
       output.textContent = `${response.status} ${response.statusText}\n\n${shown}`;
     } catch (error) {
       output.textContent = String(error);
@@ -68,19 +102,28 @@ function operationView(path, method, operation) {
   return details;
 }
 
-fetch('/api/v1/openapi.json').then((response) => response.json()).then((document) => {
-  root.textContent = '';
-  root.append(el('p', {}, document.info.description || ''));
-  const links = el('p', {}, 'Machine-readable: ');
-  links.append(el('a', { href: '/api/v1/openapi.json' }, 'OpenAPI 3.1 (REST)'), ' · ', el('a', { href: '/api/v1/asyncapi.json' }, 'AsyncAPI 3.0 (WebSocket frames)'));
-  root.append(links);
-  const byTag = new Map();
-  for (const [path, operations] of Object.entries(document.paths)) {
-    for (const [method, operation] of Object.entries(operations)) {
-      const tag = (operation.tags?.[0]) || 'other';
-      if (!byTag.has(tag)) byTag.set(tag, []);
-      byTag.get(tag).push(operationView(path, method, operation));
+fetch('/api/v1/openapi.json')
+  .then((response) => response.json())
+  .then((document) => {
+    root.textContent = '';
+    root.append(el('p', {}, document.info.description || ''));
+    const links = el('p', {}, 'Machine-readable: ');
+    links.append(
+      el('a', { href: '/api/v1/openapi.json' }, 'OpenAPI 3.1 (REST)'),
+      ' · ',
+      el('a', { href: '/api/v1/asyncapi.json' }, 'AsyncAPI 3.0 (WebSocket frames)'),
+    );
+    root.append(links);
+    const byTag = new Map();
+    for (const [path, operations] of Object.entries(document.paths)) {
+      for (const [method, operation] of Object.entries(operations)) {
+        const tag = operation.tags?.[0] || 'other';
+        if (!byTag.has(tag)) byTag.set(tag, []);
+        byTag.get(tag).push(operationView(path, method, operation));
+      }
     }
-  }
-  for (const [tag, views] of byTag) root.append(el('h2', {}, tag), ...views);
-}).catch((error) => { root.textContent = `Could not load the OpenAPI document: ${error}`; });
+    for (const [tag, views] of byTag) root.append(el('h2', {}, tag), ...views);
+  })
+  .catch((error) => {
+    root.textContent = `Could not load the OpenAPI document: ${error}`;
+  });

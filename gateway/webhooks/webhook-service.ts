@@ -5,7 +5,15 @@ import type { JobQueue } from '../../shared/jobs/index.js';
 import type { Logger } from '../../shared/logger.js';
 import { webhookDeliveriesCapped, webhookOldestPending } from '../../shared/metrics/metrics.js';
 import type { Storage } from '../../shared/storage/index.js';
-import { enqueueEvents, rescuePending, subscribedTypes, wake, type Enqueued, type Execute, type WebhookEvent } from '../../shared/webhooks/deliveries.js';
+import {
+  enqueueEvents,
+  rescuePending,
+  subscribedTypes,
+  wake,
+  type Enqueued,
+  type Execute,
+  type WebhookEvent,
+} from '../../shared/webhooks/deliveries.js';
 import type { AlarmEventMessage } from '../alarms/alarm-event-message.js';
 import type { AlarmEventHook } from '../alarms/alarm-service.js';
 import type { Detections, ZoneEventRecord } from '../detection/detections.js';
@@ -126,7 +134,11 @@ export class WebhookService {
     if (wanted.size === 0) return [];
     const events: WebhookEvent[] = [];
     for (const event of zoneEvents) {
-      if (event.zoneKind === 'geofence' && wanted.get(event.organizationId)?.has(event.type === 'enter' ? 'geofence.enter' : 'geofence.exit')) events.push(zoneWebhookEvent(event));
+      if (
+        event.zoneKind === 'geofence' &&
+        wanted.get(event.organizationId)?.has(event.type === 'enter' ? 'geofence.enter' : 'geofence.exit')
+      )
+        events.push(zoneWebhookEvent(event));
     }
     const now = new Date().toISOString();
     for (const trigger of triggered) {
@@ -138,7 +150,12 @@ export class WebhookService {
         key: `trigger:${randomUUID()}`, // a trigger has no identity of its own; it is enqueued once, here
         orderKey: `device:${trigger.deviceId}`,
         timestamp: now,
-        data: { organization_id: trigger.organizationId, device_id: trigger.deviceId, building_id: trigger.event.buildingId, event: trigger.event },
+        data: {
+          organization_id: trigger.organizationId,
+          device_id: trigger.deviceId,
+          building_id: trigger.event.buildingId,
+          event: trigger.event,
+        },
       });
     }
     return events;
@@ -148,7 +165,10 @@ export class WebhookService {
     const enqueued = await enqueueEvents(execute, events, this.maxPending);
     for (const { webhook_id, count } of enqueued.capped) {
       webhookDeliveriesCapped.inc(count);
-      this.logger.warn({ webhook: webhook_id, turnedAway: count, maxPending: this.maxPending }, 'webhook holds too many pending deliveries: new events not queued for it');
+      this.logger.warn(
+        { webhook: webhook_id, turnedAway: count, maxPending: this.maxPending },
+        'webhook holds too many pending deliveries: new events not queued for it',
+      );
     }
     return enqueued;
   }
@@ -156,7 +176,9 @@ export class WebhookService {
   private async wake(enqueued: Enqueued | undefined): Promise<void> {
     if (!enqueued?.woken.length) return;
     // Stored already: a wake-up that fails is found by the overdue rescue.
-    await wake((job, options) => this.jobs.schedule(job, options), enqueued.woken).catch((error) => this.logger.warn({ err: error }, 'could not wake webhook deliveries; the rescue will'));
+    await wake((job, options) => this.jobs.schedule(job, options), enqueued.woken).catch((error) =>
+      this.logger.warn({ err: error }, 'could not wake webhook deliveries; the rescue will'),
+    );
   }
 
   /** Wakes a webhook's fresh lane (a redelivery was queued on it). */
@@ -174,14 +196,19 @@ export class WebhookService {
 
   /** Sets floorcast_webhook_oldest_pending_seconds: how long the oldest pending delivery has waited. */
   async measureBacklog(): Promise<void> {
-    const [row] = await this.storage.execute<{ age: number | null }>(`select extract(epoch from now() - min(created_at))::float8 as age from webhook_deliveries where status = 'pending'`);
+    const [row] = await this.storage.execute<{ age: number | null }>(
+      `select extract(epoch from now() - min(created_at))::float8 as age from webhook_deliveries where status = 'pending'`,
+    );
     webhookOldestPending.set(Math.max(0, Number(row?.age ?? 0)));
   }
 
   /** Schedules every pending delivery from storage, then looks for overdue ones (and prunes, and measures) every minute. */
   async start(): Promise<void> {
-    const schedule = (job: Parameters<JobQueue['schedule']>[0], options?: Parameters<JobQueue['schedule']>[1]) => this.jobs.schedule(job, options);
-    await rescuePending(this.storage, schedule).catch((error) => this.logger.warn({ err: error }, 'could not re-schedule webhook deliveries at boot'));
+    const schedule = (job: Parameters<JobQueue['schedule']>[0], options?: Parameters<JobQueue['schedule']>[1]) =>
+      this.jobs.schedule(job, options);
+    await rescuePending(this.storage, schedule).catch((error) =>
+      this.logger.warn({ err: error }, 'could not re-schedule webhook deliveries at boot'),
+    );
     this.rescueTimer = setInterval(() => {
       void (async () => {
         const rescued = await rescuePending(this.storage, schedule, RESCUE_EVERY_MS);
@@ -198,11 +225,23 @@ export class WebhookService {
   }
 }
 
-const executeIn = (runner: { execute(sql: string, params: unknown[]): Promise<unknown> }): Execute => ((sql: string, params: unknown[]) => runner.execute(sql, params)) as Execute;
+const executeIn = (runner: { execute(sql: string, params: unknown[]): Promise<unknown> }): Execute =>
+  ((sql: string, params: unknown[]) => runner.execute(sql, params)) as Execute;
 
 /** The zone events' rows, as PositionStore writes them in a group commit, here in the caller's transaction. */
 async function insertZoneEvents(execute: Execute, zoneEvents: readonly ZoneEventRecord[]): Promise<void> {
-  const rows = zoneEvents.map((e) => ({ o: e.organizationId, b: e.buildingId, f: e.floorId, k: e.zoneKind, z: e.zoneId, d: e.deviceId, u: e.userId, t: e.type, a: e.at, r: e.firedAt }));
+  const rows = zoneEvents.map((e) => ({
+    o: e.organizationId,
+    b: e.buildingId,
+    f: e.floorId,
+    k: e.zoneKind,
+    z: e.zoneId,
+    d: e.deviceId,
+    u: e.userId,
+    t: e.type,
+    a: e.at,
+    r: e.firedAt,
+  }));
   await execute(
     `insert into zone_events (organization_id, building_id, floor_id, zone_kind, zone_id, device_id, user_id, type, at, fired_at)
      select o, b, f, k, z, d, u, t, to_timestamp(a / 1000), to_timestamp(r / 1000)

@@ -44,7 +44,7 @@ export class BacklogCeiling {
     for (const [connection, buffered] of backlogs) {
       if (total <= this.maxTotalBytes) break;
       wsSlowConsumerDisconnects.inc();
-      connection.close(WS_CLOSE.slowConsumer, 'slow consumer: the server\'s send backlog is full');
+      connection.close(WS_CLOSE.slowConsumer, "slow consumer: the server's send backlog is full");
       total -= buffered;
       closed++;
     }

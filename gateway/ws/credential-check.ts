@@ -26,10 +26,13 @@ export async function revokedAmong(storage: Storage, principals: readonly Princi
       'select id, organization_id, credential_version from users where id = any(?::uuid[])',
       [pgArray(userIds.slice(from, from + CHUNK))],
     );
-    for (const row of rows) users.set(row.id, { organizationId: row.organization_id, credentialVersion: Number(row.credential_version ?? 0) });
+    for (const row of rows)
+      users.set(row.id, { organizationId: row.organization_id, credentialVersion: Number(row.credential_version ?? 0) });
   }
   for (let from = 0; from < keyIds.length; from += CHUNK) {
-    const rows = await storage.execute<{ id: string }>('select id from api_keys where id = any(?::uuid[])', [pgArray(keyIds.slice(from, from + CHUNK))]);
+    const rows = await storage.execute<{ id: string }>('select id from api_keys where id = any(?::uuid[])', [
+      pgArray(keyIds.slice(from, from + CHUNK)),
+    ]);
     for (const row of rows) keys.add(row.id);
   }
   for (let from = 0; from < familyIds.length; from += CHUNK) {

@@ -85,11 +85,19 @@ export class TopicEvents {
   single(format: WireFormat, index: number): string | Buffer {
     const frames = (this.singles[format] ??= []);
     const event = this.events[index]!;
-    return (frames[index] ??= format === 'msgpack' ? encode(format, { op: this.ops.single, topic: this.topic, data: event.data }) : this.json(this.ops.single, event.dataJson()));
+    return (frames[index] ??=
+      format === 'msgpack'
+        ? encode(format, { op: this.ops.single, topic: this.topic, data: event.data })
+        : this.json(this.ops.single, event.dataJson()));
   }
 
   batch(format: WireFormat): string | Buffer {
-    if (format === 'msgpack') return (this.batches[format] ??= encode(format, { op: this.ops.batch, topic: this.topic, data: this.events.map((event) => event.data) }));
+    if (format === 'msgpack')
+      return (this.batches[format] ??= encode(format, {
+        op: this.ops.batch,
+        topic: this.topic,
+        data: this.events.map((event) => event.data),
+      }));
     if (this.batches.json === undefined) {
       let data = '';
       for (const event of this.events) data += (data === '' ? '' : ',') + event.dataJson();

@@ -34,7 +34,10 @@ const EVACUATION_TOPIC = /^buildings\/(\d+)\/evacuation$/;
  * | bus auth:invalidate, revoked         | the credential's sockets are closed (4401)       |                  |
  * | bus devices:changed (owner changed)  | devices/{id} subscriptions checked again         | unsubscribed     |
  */
-export async function attachLiveFeeds({ bus, realtime, alarms, evacuations }: LiveFeedSources, websockets: WebSocketGateway): Promise<void> {
+export async function attachLiveFeeds(
+  { bus, realtime, alarms, evacuations }: LiveFeedSources,
+  websockets: WebSocketGateway,
+): Promise<void> {
   realtime.onFreshPositions((records) => websockets.publishPositions(records));
 
   // One message is one batch's (or sweep's) events of one organization: a group per topic followed here, each
@@ -47,9 +50,11 @@ export async function attachLiveFeeds({ bus, realtime, alarms, evacuations }: Li
       return group;
     };
     for (const event of zoneEvents) {
-      if (event.zoneKind === 'geofence') groupOf(`buildings/${event.buildingId}/geofence-events`, GEOFENCE_EVENT_OPS)?.events.push(geofenceEvent(event));
+      if (event.zoneKind === 'geofence')
+        groupOf(`buildings/${event.buildingId}/geofence-events`, GEOFENCE_EVENT_OPS)?.events.push(geofenceEvent(event));
     }
-    for (const trigger of triggered) groupOf(`devices/${trigger.deviceId}`, DEVICE_EVENT_OPS)?.events.push(deviceEvent(trigger.event, trigger.userId ?? null));
+    for (const trigger of triggered)
+      groupOf(`devices/${trigger.deviceId}`, DEVICE_EVENT_OPS)?.events.push(deviceEvent(trigger.event, trigger.userId ?? null));
     const followed = [...groups.values()].filter((group): group is TopicEvents => group !== null);
     if (followed.length > 0) websockets.publishEvents(organizationId, followed);
   });
@@ -61,7 +66,8 @@ export async function attachLiveFeeds({ bus, realtime, alarms, evacuations }: Li
     const messages: readonly AlarmEventMessage[] = Array.isArray(payload) ? payload : [payload];
     for (const message of messages) {
       websockets.publish(message.organizationId, 'organization/alarms', 'alarm', message.event);
-      if (message.buildingId !== null) websockets.publish(message.organizationId, `buildings/${message.buildingId}/alarms`, 'alarm', message.event);
+      if (message.buildingId !== null)
+        websockets.publish(message.organizationId, `buildings/${message.buildingId}/alarms`, 'alarm', message.event);
     }
   });
   // What a reconnecting screen missed: stored alarm events after its since_seq, before the live feed above.
@@ -75,7 +81,13 @@ export async function attachLiveFeeds({ bus, realtime, alarms, evacuations }: Li
   // Roll changes carry their entry's seq (started and ended frames none): a screen resumes with since_seq.
   await bus.subscribe('evacuations', (change) => {
     const { organizationId, buildingId, evacuationId, kind, evacuation, entry } = change;
-    const data = { kind, evacuation_id: evacuationId, building_id: buildingId, ...(evacuation ? { evacuation } : {}), ...(entry ? { seq: entry.seq, entry } : {}) };
+    const data = {
+      kind,
+      evacuation_id: evacuationId,
+      building_id: buildingId,
+      ...(evacuation ? { evacuation } : {}),
+      ...(entry ? { seq: entry.seq, entry } : {}),
+    };
     websockets.publish(organizationId, `buildings/${buildingId}/evacuation`, 'evacuation', data);
   });
   // What a screen missed of the active evacuation: its entries changed after since_seq (0: the whole roll), in seq order.
@@ -84,10 +96,20 @@ export async function attachLiveFeeds({ bus, realtime, alarms, evacuations }: Li
     const changes = await evacuations.changesSince(principal.organizationId, buildingId, sinceSeq);
     if (!changes) return;
     const evacuation = presentSummary(changes.evacuation);
-    send({ op: 'evacuation', topic, data: { kind: 'started', evacuation_id: evacuation.id, building_id: buildingId, evacuation }, replay: true });
+    send({
+      op: 'evacuation',
+      topic,
+      data: { kind: 'started', evacuation_id: evacuation.id, building_id: buildingId, evacuation },
+      replay: true,
+    });
     for (const stored of changes.entries) {
       const entry = presentEntry(stored);
-      send({ op: 'evacuation', topic, data: { kind: 'entry', evacuation_id: evacuation.id, building_id: buildingId, seq: entry.seq, entry }, replay: true });
+      send({
+        op: 'evacuation',
+        topic,
+        data: { kind: 'entry', evacuation_id: evacuation.id, building_id: buildingId, seq: entry.seq, entry },
+        replay: true,
+      });
     }
   });
 
@@ -110,7 +132,11 @@ export async function attachLiveFeeds({ bus, realtime, alarms, evacuations }: Li
     if (change.tokenFamilyId) websockets.closeWhere((principal) => principal.tokenFamilyId === change.tokenFamilyId, code, reason);
     if (change.userId) {
       const version = change.credentialVersion;
-      websockets.closeWhere((principal) => principal.userId === change.userId && (version === undefined || (principal.credentialVersion ?? 0) !== version), code, reason);
+      websockets.closeWhere(
+        (principal) => principal.userId === change.userId && (version === undefined || (principal.credentialVersion ?? 0) !== version),
+        code,
+        reason,
+      );
     }
   });
 }

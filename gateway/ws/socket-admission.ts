@@ -5,7 +5,14 @@ import { SocketQuotas } from './socket-quotas.js';
 import type { WsOptions } from './ws-connection.js';
 
 /** A pseudo-route for authenticating sockets: any credential may connect; each operation checks its own right. */
-export const SOCKET_ROUTE = { method: 'GET', path: '/api/v1/ws', summary: '', auth: 'authenticated', allowPositioningKey: true, handler: () => ({}) } as RouteDefinition;
+export const SOCKET_ROUTE = {
+  method: 'GET',
+  path: '/api/v1/ws',
+  summary: '',
+  auth: 'authenticated',
+  allowPositioningKey: true,
+  handler: () => ({}),
+} as RouteDefinition;
 
 /**
  * Admission of sockets, the one job of this file: the slots an unauthenticated socket holds per remote address
@@ -19,9 +26,16 @@ export class SocketAdmission {
 
   constructor(
     private readonly rateLimits: Pick<RateLimits, 'consume'> | undefined,
-    private readonly options: Pick<WsOptions, 'maxUnauthenticatedPerAddress' | 'maxSocketsPerUser' | 'maxSocketsPerCredential' | 'maxSocketsPerAddress'>,
+    private readonly options: Pick<
+      WsOptions,
+      'maxUnauthenticatedPerAddress' | 'maxSocketsPerUser' | 'maxSocketsPerCredential' | 'maxSocketsPerAddress'
+    >,
   ) {
-    this.quotas = new SocketQuotas({ perUser: options.maxSocketsPerUser, perCredential: options.maxSocketsPerCredential, perAddress: options.maxSocketsPerAddress });
+    this.quotas = new SocketQuotas({
+      perUser: options.maxSocketsPerUser,
+      perCredential: options.maxSocketsPerCredential,
+      perAddress: options.maxSocketsPerAddress,
+    });
   }
 
   /**

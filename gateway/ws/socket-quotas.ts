@@ -29,7 +29,8 @@ export class SocketQuotas {
       [`address|${address}`, this.limits.perAddress, 'your address'],
     ];
     for (const [key, limit, whose] of slots) {
-      if ((this.held.get(key) ?? 0) >= limit) throw new RateLimitedError(`Too many open sockets for ${whose} (at most ${limit}): close some first`);
+      if ((this.held.get(key) ?? 0) >= limit)
+        throw new RateLimitedError(`Too many open sockets for ${whose} (at most ${limit}): close some first`);
     }
     for (const [key] of slots) this.held.set(key, (this.held.get(key) ?? 0) + 1);
     let released = false;

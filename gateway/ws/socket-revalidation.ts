@@ -75,7 +75,9 @@ export class SocketRevalidation {
 
   /** Checks every authenticated socket (the periodic sweep, and a bus resync). */
   sweep(): Promise<void> {
-    this.sweeping ??= this.check([...this.connections()].filter((connection) => connection.principal && !connection.closed)).finally(() => (this.sweeping = undefined));
+    this.sweeping ??= this.check([...this.connections()].filter((connection) => connection.principal && !connection.closed)).finally(
+      () => (this.sweeping = undefined),
+    );
     return this.sweeping;
   }
 
@@ -84,7 +86,10 @@ export class SocketRevalidation {
     if (connections.length === 0) return;
     let revoked: Set<Principal>;
     try {
-      revoked = await revokedAmong(this.storage, connections.map((connection) => connection.principal!));
+      revoked = await revokedAmong(
+        this.storage,
+        connections.map((connection) => connection.principal!),
+      );
     } catch (error) {
       // Storage out of reach: checked again at the next sweep.
       this.logger.warn({ err: error, sockets: connections.length }, 're-validating sockets failed; retried at the next sweep');

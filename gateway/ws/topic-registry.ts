@@ -143,7 +143,10 @@ export class TopicRegistry {
         checks.push(
           authorizeTopic(topic, principal, this.services.registry, this.services.storage).catch((error: unknown) => {
             if (!(error instanceof AppError)) {
-              return this.services.logger.warn({ err: error, topic }, 're-checking a device subscription failed; it stays confined by user');
+              return this.services.logger.warn(
+                { err: error, topic },
+                're-checking a device subscription failed; it stays confined by user',
+              );
             }
             if (connection.closed || !connection.subscriptions.has(key)) return;
             this.unsubscribe(connection, key);

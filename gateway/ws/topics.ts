@@ -23,7 +23,12 @@ export const isDeviceTopic = (topic: string): boolean => DEVICE_TOPIC.test(topic
 export const isConfinedTopic = (topic: string): boolean => CONFINED_TOPIC.test(topic);
 
 /** An evacuation's roll shows where everyone is: for those who see every user's positions. */
-const actionOf: Record<string, Action> = { positions: 'positions:read', 'geofence-events': 'positions:read', alarms: 'alarms:read', evacuation: 'tracking:read-all' };
+const actionOf: Record<string, Action> = {
+  positions: 'positions:read',
+  'geofence-events': 'positions:read',
+  alarms: 'alarms:read',
+  evacuation: 'tracking:read-all',
+};
 
 /** Throws the AppError a refused subscription gets (the connection stays open). */
 export async function authorizeTopic(topic: string, principal: Principal, registry: BuildingRegistry, storage: Storage): Promise<void> {
@@ -40,10 +45,18 @@ export async function authorizeTopic(topic: string, principal: Principal, regist
   }
   const device = DEVICE_TOPIC.exec(topic);
   if (device) {
-    const [row] = await storage.execute<{ user_id: string | null }>('select user_id from devices where organization_id = ? and identifier = ?', [principal.organizationId, device[1]]);
+    const [row] = await storage.execute<{ user_id: string | null }>(
+      'select user_id from devices where organization_id = ? and identifier = ?',
+      [principal.organizationId, device[1]],
+    );
     if (!row) throw new NotFoundError('Device');
     if (!can(principal.role, 'devices:read') && row.user_id !== principal.userId) throw new ForbiddenError('Not your device');
     return;
   }
-  throw new ValidationError([{ field: 'topics', message: `unknown topic ${topic}: buildings/{id}/positions|geofence-events|alarms|evacuation, organization/alarms, devices/{id}` }]);
+  throw new ValidationError([
+    {
+      field: 'topics',
+      message: `unknown topic ${topic}: buildings/{id}/positions|geofence-events|alarms|evacuation, organization/alarms, devices/{id}`,
+    },
+  ]);
 }

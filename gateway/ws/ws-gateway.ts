@@ -93,7 +93,10 @@ export class WebSocketGateway {
     this.connections.add(connection);
     if (data.principal) this.protocol.authenticated(connection, data.principal, undefined, data.expiresAt);
     else {
-      connection.authTimer = setTimeout(() => connection.close(WS_CLOSE.unauthenticated, 'not authenticated in time'), this.options.authTimeoutMs);
+      connection.authTimer = setTimeout(
+        () => connection.close(WS_CLOSE.unauthenticated, 'not authenticated in time'),
+        this.options.authTimeoutMs,
+      );
     }
   }
 
@@ -179,7 +182,8 @@ export class WebSocketGateway {
     this.revalidation.stop();
     this.backlogCeiling.stop();
     const deadline = Date.now() + graceMs;
-    while ([...this.connections].some((c) => c.inFlight > 0) && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
+    while ([...this.connections].some((c) => c.inFlight > 0) && Date.now() < deadline)
+      await new Promise((resolve) => setTimeout(resolve, 10));
     for (const connection of [...this.connections]) connection.close(WS_CLOSE.goingAway, 'server shutting down');
   }
 }

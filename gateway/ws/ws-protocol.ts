@@ -108,11 +108,13 @@ export class WsProtocol {
       const rawId = typeof raw === 'object' && raw !== null && !Array.isArray(raw) ? (raw as { id?: unknown }).id : undefined;
       if (rawId !== undefined) {
         const checked = messageId.safeParse(rawId);
-        if (!checked.success) throw new AppError(ErrorCode.BadRequest, `id must be a string of at most ${MAX_ID_LENGTH} characters or a finite number`);
+        if (!checked.success)
+          throw new AppError(ErrorCode.BadRequest, `id must be a string of at most ${MAX_ID_LENGTH} characters or a finite number`);
         id = checked.data;
       }
       const parsed = clientMessage.safeParse(raw);
-      if (!parsed.success) throw new AppError(ErrorCode.BadRequest, 'Unknown or malformed operation: auth, subscribe, unsubscribe, upload, ping');
+      if (!parsed.success)
+        throw new AppError(ErrorCode.BadRequest, 'Unknown or malformed operation: auth, subscribe, unsubscribe, upload, ping');
       const message = parsed.data;
       // As on HTTP: strings PostgreSQL cannot store never get as far as a query (a topic, a device id).
       if (mayHoldRefusedStrings) refuseTextPostgresRefuses(message, undefined);
@@ -148,7 +150,9 @@ export class WsProtocol {
   private async handle(connection: Connection, message: Exclude<ClientMessage, { op: 'ping' }>): Promise<void> {
     if (message.op === 'auth') {
       if (connection.principal) throw new ConflictError('Already authenticated');
-      const headers: Record<string, string> = message.token.startsWith('fc_') ? { 'x-api-key': message.token } : { authorization: `Bearer ${message.token}` };
+      const headers: Record<string, string> = message.token.startsWith('fc_')
+        ? { 'x-api-key': message.token }
+        : { authorization: `Bearer ${message.token}` };
       const principal = await this.services.authenticator.authenticate(headers, SOCKET_ROUTE);
       if (connection.closed) return;
       if (connection.principal) throw new ConflictError('Already authenticated');

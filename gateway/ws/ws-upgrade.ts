@@ -57,14 +57,18 @@ export class WsUpgrade {
       const positions = req.getQuery('positions') || 'single';
       const events = req.getQuery('events') || 'single';
       if (!this.accepting) return refuse(new UnavailableError('The server is shutting down'));
-      if (positions !== 'single' && positions !== 'batched') return refuse(new AppError(ErrorCode.BadRequest, 'positions must be single or batched'));
-      if (events !== 'single' && events !== 'batched') return refuse(new AppError(ErrorCode.BadRequest, 'events must be single or batched'));
+      if (positions !== 'single' && positions !== 'batched')
+        return refuse(new AppError(ErrorCode.BadRequest, 'positions must be single or batched'));
+      if (events !== 'single' && events !== 'batched')
+        return refuse(new AppError(ErrorCode.BadRequest, 'events must be single or batched'));
       const credentials = headers.authorization || headers['x-api-key'];
       if (!credentials) {
         // Reserved now, not on open: upgrades from one address may be in progress together.
         if (!this.admission.reserveUnauthenticated(address)) {
           const max = this.options.maxUnauthenticatedPerAddress;
-          return refuse(new RateLimitedError(`Too many unauthenticated sockets from your address (at most ${max}): authenticate or close some first`));
+          return refuse(
+            new RateLimitedError(`Too many unauthenticated sockets from your address (at most ${max}): authenticate or close some first`),
+          );
         }
         reserved = address;
       }

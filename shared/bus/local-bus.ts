@@ -1,7 +1,16 @@
 import { randomUUID } from 'node:crypto';
 import type { Logger } from '../logger.js';
 import { busPublishedOn } from '../metrics/metrics.js';
-import { LocalSubscriptions, ResyncListeners, type AnyChannels, type Bus, type BusHandler, type ChannelMap, type ChannelOf, type ResyncListener } from './bus.js';
+import {
+  LocalSubscriptions,
+  ResyncListeners,
+  type AnyChannels,
+  type Bus,
+  type BusHandler,
+  type ChannelMap,
+  type ChannelOf,
+  type ResyncListener,
+} from './bus.js';
 import { payloadValue, type EncodedPayload } from './encoded-payload.js';
 
 /** In-process bus for a single gateway (no Redis configured). Nothing can be lost in process, so it never resyncs. */
@@ -17,7 +26,9 @@ export class LocalBus<M extends ChannelMap = AnyChannels> implements Bus<M> {
   async publish<C extends ChannelOf<M>>(channel: C, payload: M[C] | EncodedPayload<M[C]>): Promise<void> {
     if (this.closed) throw new Error('bus is closed');
     busPublishedOn(channel).inc();
-    this.subscriptions.deliver(channel, payloadValue(payload), (error) => this.logger?.error({ err: error, channel }, 'bus handler failed'));
+    this.subscriptions.deliver(channel, payloadValue(payload), (error) =>
+      this.logger?.error({ err: error, channel }, 'bus handler failed'),
+    );
   }
 
   async subscribe<C extends ChannelOf<M>>(channel: C, typed: (payload: M[C], channel: C) => void): Promise<() => Promise<void>> {

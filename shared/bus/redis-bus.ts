@@ -2,7 +2,16 @@ import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
 import type { Logger } from '../logger.js';
 import { busLag, busPublishedOn, busReceivedOn } from '../metrics/metrics.js';
-import { LocalSubscriptions, ResyncListeners, type AnyChannels, type Bus, type BusHandler, type ChannelMap, type ChannelOf, type ResyncListener } from './bus.js';
+import {
+  LocalSubscriptions,
+  ResyncListeners,
+  type AnyChannels,
+  type Bus,
+  type BusHandler,
+  type ChannelMap,
+  type ChannelOf,
+  type ResyncListener,
+} from './bus.js';
 import { decodePayload, encodePayload, payloadValue, type EncodedPayload } from './encoded-payload.js';
 
 /**
@@ -31,7 +40,11 @@ export class RedisBus<M extends ChannelMap = AnyChannels> implements Bus<M> {
   private subscriberWasReady = false;
   private closing = false;
 
-  constructor(url: string, prefix: string, private readonly logger?: Logger) {
+  constructor(
+    url: string,
+    prefix: string,
+    private readonly logger?: Logger,
+  ) {
     this.channelPrefix = `${prefix}:bus:`;
     this.nodeIdBytes = Buffer.from(this.nodeId, 'latin1');
     if (this.nodeIdBytes.length !== NODE_ID_BYTES) throw new Error('node ids are UUIDs');
@@ -87,7 +100,9 @@ export class RedisBus<M extends ChannelMap = AnyChannels> implements Bus<M> {
 
   async publish<C extends ChannelOf<M>>(channel: C, payload: M[C] | EncodedPayload<M[C]>): Promise<void> {
     busPublishedOn(channel).inc();
-    this.subscriptions.deliver(channel, payloadValue(payload), (error) => this.logger?.error({ err: error, channel }, 'bus handler failed'));
+    this.subscriptions.deliver(channel, payloadValue(payload), (error) =>
+      this.logger?.error({ err: error, channel }, 'bus handler failed'),
+    );
     const sentAt = Buffer.allocUnsafe(8);
     sentAt.writeDoubleBE(Date.now());
     await this.publisher.publish(this.channelPrefix + channel, Buffer.concat([this.nodeIdBytes, sentAt, encodePayload(payload)]));
@@ -110,7 +125,8 @@ export class RedisBus<M extends ChannelMap = AnyChannels> implements Bus<M> {
 
   /** Refuses at once while the connection is lost (a PING would otherwise wait for Redis in the offline queue). */
   async ping(): Promise<void> {
-    if (['reconnecting', 'close', 'end'].includes(this.publisher.status)) throw new Error(`redis is unreachable (${this.publisher.status})`);
+    if (['reconnecting', 'close', 'end'].includes(this.publisher.status))
+      throw new Error(`redis is unreachable (${this.publisher.status})`);
     await this.publisher.ping();
   }
 
@@ -119,7 +135,10 @@ export class RedisBus<M extends ChannelMap = AnyChannels> implements Bus<M> {
     this.subscriptions.clear();
     this.resyncListeners.clear();
     // Bounded: QUIT waits in the offline queue while Redis is away; then the connections are just dropped.
-    await Promise.race([Promise.allSettled([this.subscriber.quit(), this.publisher.quit()]), new Promise((resolve) => setTimeout(resolve, 2000).unref())]);
+    await Promise.race([
+      Promise.allSettled([this.subscriber.quit(), this.publisher.quit()]),
+      new Promise((resolve) => setTimeout(resolve, 2000).unref()),
+    ]);
     this.subscriber.disconnect();
     this.publisher.disconnect();
   }

@@ -46,4 +46,3 @@ export function isFinalAlarmState(state: AlarmState): boolean {
 export function canTransition(from: AlarmState, to: AlarmState): boolean {
   return isAlarmState(from) && isAlarmState(to) && ALARM_TRANSITIONS[from].includes(to);
 }
-

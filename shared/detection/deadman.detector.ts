@@ -47,8 +47,7 @@ export interface DeadmanState {
 
 export type DeadmanReason = 'still' | 'silence';
 
-const setting = (value: number | null | undefined): number | null =>
-  value != null && Number.isFinite(value) && value >= 0 ? value : null;
+const setting = (value: number | null | undefined): number | null => (value != null && Number.isFinite(value) && value >= 0 ? value : null);
 
 function fresh(position: DeadmanPosition, now: number): DeadmanState {
   return {
@@ -160,11 +159,17 @@ export function restoredState(
   if (known.silenceAlarmedSince === state.lastSeenAt) state = { ...state, firedSilence: true };
   const sessionFromTrailStart = state.insideBuildingSince === trail[0]!.at;
   if (known.truncated && sessionFromTrailStart) {
-    state = { ...state, insideBuildingSince: Math.min(state.insideBuildingSince, state.lastSeenAt - (setting(settings?.deadmanAfterS) ?? 0) * 1000) };
+    state = {
+      ...state,
+      insideBuildingSince: Math.min(state.insideBuildingSince, state.lastSeenAt - (setting(settings?.deadmanAfterS) ?? 0) * 1000),
+    };
   }
   const { stillAlarmedSince } = known;
   if (stillAlarmedSince === undefined) return state;
-  if (stillAlarmedSince === state.anchor.at || (sessionFromTrailStart && state.anchor.at === trail[0]!.at && stillAlarmedSince < state.anchor.at)) {
+  if (
+    stillAlarmedSince === state.anchor.at ||
+    (sessionFromTrailStart && state.anchor.at === trail[0]!.at && stillAlarmedSince < state.anchor.at)
+  ) {
     return {
       ...state,
       anchor: { ...state.anchor, at: stillAlarmedSince },

@@ -59,7 +59,13 @@ export interface Judgement<A> {
 }
 
 /** One building at one sweep: the silence alarms due now (by device), held by a storm or raised as they are. */
-export function judge<A>(storm: Storm<A> | undefined, tally: StormTally, due: ReadonlyMap<string, A>, settings: StormSettings | undefined, now: number): Judgement<A> {
+export function judge<A>(
+  storm: Storm<A> | undefined,
+  tally: StormTally,
+  due: ReadonlyMap<string, A>,
+  settings: StormSettings | undefined,
+  now: number,
+): Judgement<A> {
   if (due.size === 0) return { storm, started: false, joined: [], alarms: [] };
   const started = storm === undefined && isStorm(tally, settings);
   if (!storm && !started) return { storm, started: false, joined: [], alarms: [...due.values()] };

@@ -102,9 +102,17 @@ function thresholdMs(rules: TransitionRules, zoneId: string, entering: boolean):
  * remember; the same object when it holds as it was), and the transition it settles, if any, pushed onto
  * `transitions`.
  */
-function advance(track: ZoneTrack, observedIn: boolean, zoneId: string, rules: TransitionRules, now: number, transitions: ZoneTransition[]): ZoneTrack | null {
+function advance(
+  track: ZoneTrack,
+  observedIn: boolean,
+  zoneId: string,
+  rules: TransitionRules,
+  now: number,
+  transitions: ZoneTransition[],
+): ZoneTrack | null {
   const inside = track.enteredAt !== null;
-  if (observedIn === inside) return !inside ? null : track.pendingSince === null ? track : { enteredAt: track.enteredAt, pendingSince: null };
+  if (observedIn === inside)
+    return !inside ? null : track.pendingSince === null ? track : { enteredAt: track.enteredAt, pendingSince: null };
   const pendingSince = track.pendingSince ?? now;
   if (now - pendingSince < thresholdMs(rules, zoneId, observedIn)) {
     return track.pendingSince === pendingSince ? track : { enteredAt: track.enteredAt, pendingSince };
@@ -125,7 +133,8 @@ const OUTSIDE: ZoneTrack = { enteredAt: null, pendingSince: null };
 /** Exits before enters, so moving between adjacent zones reads as leaving one then entering the other. */
 function ordered(transitions: ZoneTransition[]): ZoneTransition[] {
   return transitions.sort(
-    (a, b) => (a.type === b.type ? 0 : a.type === 'exit' ? -1 : 1) || a.at - b.at || (a.zoneId < b.zoneId ? -1 : a.zoneId > b.zoneId ? 1 : 0),
+    (a, b) =>
+      (a.type === b.type ? 0 : a.type === 'exit' ? -1 : 1) || a.at - b.at || (a.zoneId < b.zoneId ? -1 : a.zoneId > b.zoneId ? 1 : 0),
   );
 }
 
@@ -171,7 +180,10 @@ export function step(state: TransitionState, observation: ZoneObservation, rules
     const track = advance(state.zones[zoneId]!, false, zoneId, rules, now, transitions);
     if (track) zones[zoneId] = track;
   }
-  return { state: { floorId: observation.floorId ?? null, zones }, transitions: transitions.length > 0 ? ordered(transitions) : NO_TRANSITIONS };
+  return {
+    state: { floorId: observation.floorId ?? null, zones },
+    transitions: transitions.length > 0 ? ordered(transitions) : NO_TRANSITIONS,
+  };
 }
 
 /** Settles pending zones whose threshold has elapsed since the last position, assuming it still holds. */

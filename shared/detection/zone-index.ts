@@ -268,7 +268,8 @@ class FloorZones {
       const cx = bx + Math.floor(slot / BLOCK_CELLS);
       const cy = by + (slot % BLOCK_CELLS);
       // A block can reach past the keyed span, where keys would meet those of other cells; those cells are never asked for.
-      if (Math.abs(cx) < CELL_KEY_SPAN / 2 && Math.abs(cy) < CELL_KEY_SPAN / 2) this.cells.set(cx * CELL_KEY_SPAN + cy, { ordinals, inside: inside[slot]!.length });
+      if (Math.abs(cx) < CELL_KEY_SPAN / 2 && Math.abs(cy) < CELL_KEY_SPAN / 2)
+        this.cells.set(cx * CELL_KEY_SPAN + cy, { ordinals, inside: inside[slot]!.length });
     }
     return this.cells.get(ix * CELL_KEY_SPAN + iy)!;
   }
@@ -317,7 +318,9 @@ export function geofenceZone(geofence: GeofenceSource): Zone | null {
       return { ...base, shape: { type: 'polygon', ring: points } };
     case 'CIRCLE':
       // A circle without a radius is rejected on write; guessing one here would invent an area nobody drew.
-      return geofence.radius == null || points.length === 0 ? null : { ...base, shape: { type: 'circle', center: points[0], radius: geofence.radius } };
+      return geofence.radius == null || points.length === 0
+        ? null
+        : { ...base, shape: { type: 'circle', center: points[0], radius: geofence.radius } };
     case 'POINT':
       return points.length === 0 ? null : { ...base, shape: { type: 'point', point: points[0], radius: capture } };
     case 'LINE':

@@ -33,10 +33,7 @@ function orient(a: Point, b: Point, c: Point): number {
 
 /** Whether p, known to be collinear with a-b, lies within the segment's box (so on the closed segment). */
 function withinBox(p: Point, a: Point, b: Point): boolean {
-  return (
-    Math.min(a[0], b[0]) <= p[0] && p[0] <= Math.max(a[0], b[0]) &&
-    Math.min(a[1], b[1]) <= p[1] && p[1] <= Math.max(a[1], b[1])
-  );
+  return Math.min(a[0], b[0]) <= p[0] && p[0] <= Math.max(a[0], b[0]) && Math.min(a[1], b[1]) <= p[1] && p[1] <= Math.max(a[1], b[1]);
 }
 
 function onSegment(p: Point, a: Point, b: Point): boolean {
@@ -51,8 +48,10 @@ export function segmentsIntersect(a: Point, b: Point, c: Point, d: Point): boole
   const o4 = orient(c, d, b);
   if (((o1 > 0 && o2 < 0) || (o1 < 0 && o2 > 0)) && ((o3 > 0 && o4 < 0) || (o3 < 0 && o4 > 0))) return true;
   return (
-    (o1 === 0 && withinBox(c, a, b)) || (o2 === 0 && withinBox(d, a, b)) ||
-    (o3 === 0 && withinBox(a, c, d)) || (o4 === 0 && withinBox(b, c, d))
+    (o1 === 0 && withinBox(c, a, b)) ||
+    (o2 === 0 && withinBox(d, a, b)) ||
+    (o3 === 0 && withinBox(a, c, d)) ||
+    (o4 === 0 && withinBox(b, c, d))
   );
 }
 
@@ -102,7 +101,11 @@ export function validateRing(points: readonly Point[]): RingProblem[] {
   // thousand pair tests); on a large one, the pair found, so validation stays O(n log n) on the event loop.
   const pairs = n <= ENUMERATE_PAIRS_UP_TO ? intersectingPairs(vertices, MAX_REPORTED_INTERSECTIONS) : [found];
   for (const [i, j] of pairs) {
-    problems.push({ code: 'self_intersection', message: `edges starting at points ${origin[i]} and ${origin[j]} intersect`, index: origin[i] });
+    problems.push({
+      code: 'self_intersection',
+      message: `edges starting at points ${origin[i]} and ${origin[j]} intersect`,
+      index: origin[i],
+    });
   }
   return problems;
 }

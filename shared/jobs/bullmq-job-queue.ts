@@ -2,7 +2,15 @@ import { Queue, QueueEvents, type Job } from 'bullmq';
 import { AppError } from '../errors.js';
 import { Redis } from 'ioredis';
 import type { Logger } from '../logger.js';
-import { decodeJobError, jobsUnavailableError, jobTimeoutError, noWorkerError, type JobQueue, type JobRequest, type ScheduleOptions } from './job-queue.js';
+import {
+  decodeJobError,
+  jobsUnavailableError,
+  jobTimeoutError,
+  noWorkerError,
+  type JobQueue,
+  type JobRequest,
+  type ScheduleOptions,
+} from './job-queue.js';
 
 export const JOBS_QUEUE_NAME = 'jobs';
 /** The key a worker renews while it consumes (bullmq-job-worker.ts): gateways answer job requests 503 at once while it is absent. */
@@ -10,8 +18,7 @@ export const workerAliveKey = (redisPrefix: string) => `${redisPrefix}:jobs:work
 const LOST = new Set(['reconnecting', 'close', 'end']);
 export const bullPrefix = (redisPrefix: string) => `${redisPrefix}:bull`;
 /** BullMQ's blocking commands must never give up, hence `maxRetriesPerRequest: null`. */
-export const bullConnection = (url: string, name: string) =>
-  new Redis(url, { maxRetriesPerRequest: null, connectionName: name });
+export const bullConnection = (url: string, name: string) => new Redis(url, { maxRetriesPerRequest: null, connectionName: name });
 
 /**
  * Producer side of BullMQ: adds a job and waits for its result through QueueEvents.
@@ -163,7 +170,9 @@ export class BullmqJobQueue implements JobQueue {
 
   /** Bounded: with Redis down, BullMQ's own close would wait for it; the connections are then dropped. */
   async close(): Promise<void> {
-    const graceful = Promise.allSettled([this.events.close(), this.queue.close()]).then(() => Promise.allSettled([this.redis.quit(), this.eventsRedis.quit()]));
+    const graceful = Promise.allSettled([this.events.close(), this.queue.close()]).then(() =>
+      Promise.allSettled([this.redis.quit(), this.eventsRedis.quit()]),
+    );
     await Promise.race([graceful, new Promise((resolve) => setTimeout(resolve, 2000).unref())]);
     this.redis.disconnect();
     this.eventsRedis.disconnect();

@@ -92,7 +92,11 @@ export class BullmqJobWorker {
   private createWorker(): { worker: Worker; redis: Redis } {
     const redis = bullConnection(this.url, 'floorcast-jobs-worker');
     redis.on('error', (error) => this.logger.warn({ err: error }, 'bullmq worker connection error'));
-    const worker = new Worker(JOBS_QUEUE_NAME, (job) => this.process(job), { connection: redis, prefix: bullPrefix(this.redisPrefix), concurrency: this.concurrency });
+    const worker = new Worker(JOBS_QUEUE_NAME, (job) => this.process(job), {
+      connection: redis,
+      prefix: bullPrefix(this.redisPrefix),
+      concurrency: this.concurrency,
+    });
     worker.on('error', (error) => this.logger.warn({ err: error }, 'bullmq worker error'));
     return { worker, redis };
   }
@@ -129,8 +133,17 @@ export class BullmqJobWorker {
     try {
       const prefix = `${bullPrefix(this.redisPrefix)}:${JOBS_QUEUE_NAME}`;
       // BullMQ's lists of jobs ready to run (plain and prioritized).
-      const [[, waiting], [, prioritized]] = (await this.beats.multi().llen(`${prefix}:wait`).zcard(`${prefix}:prioritized`).exec()) as [[null, number], [null, number]];
-      const step = watchdogStep({ running: this.worker.isRunning(), ready: waiting + prioritized, active: this.active, concurrency: this.concurrency, stuckBeats: this.stuckBeats });
+      const [[, waiting], [, prioritized]] = (await this.beats.multi().llen(`${prefix}:wait`).zcard(`${prefix}:prioritized`).exec()) as [
+        [null, number],
+        [null, number],
+      ];
+      const step = watchdogStep({
+        running: this.worker.isRunning(),
+        ready: waiting + prioritized,
+        active: this.active,
+        concurrency: this.concurrency,
+        stuckBeats: this.stuckBeats,
+      });
       this.stuckBeats = step.stuckBeats;
       if (step.replace) return this.replaceWorker();
       await this.beats.set(workerAliveKey(this.redisPrefix), String(process.pid), 'PX', this.aliveTtlMs);
@@ -141,13 +154,18 @@ export class BullmqJobWorker {
   }
 
   private async replaceWorker(): Promise<void> {
-    this.logger.warn({ running: this.worker.isRunning(), stuckBeats: this.stuckBeats }, 'job worker stopped consuming (Redis restarted?): replacing it');
+    this.logger.warn(
+      { running: this.worker.isRunning(), stuckBeats: this.stuckBeats },
+      'job worker stopped consuming (Redis restarted?): replacing it',
+    );
     this.stuckBeats = 0;
     this.restarts += 1;
     const old = { worker: this.worker, redis: this.redis };
     ({ worker: this.worker, redis: this.redis } = this.createWorker());
     // Jobs in hand on the old one finish (its processor calls are ours); its connections go.
-    void Promise.race([old.worker.close(true).catch(() => undefined), new Promise((resolve) => setTimeout(resolve, 2000).unref())]).then(() => old.redis.disconnect());
+    void Promise.race([old.worker.close(true).catch(() => undefined), new Promise((resolve) => setTimeout(resolve, 2000).unref())]).then(
+      () => old.redis.disconnect(),
+    );
   }
 
   /** Ready to take jobs, and announced to the gateways (the liveness key written once). */
@@ -166,7 +184,10 @@ export class BullmqJobWorker {
     this.closing = true;
     clearInterval(this.beatTimer);
     this.beaten?.();
-    const graceful = this.worker.close().then(() => this.redis.quit()).catch(() => undefined);
+    const graceful = this.worker
+      .close()
+      .then(() => this.redis.quit())
+      .catch(() => undefined);
     const jobsDone = this.active === 0 ? Promise.resolve() : new Promise<void>((resolve) => this.idle.push(resolve));
     // BullMQ's close can wait for ever on a blocking connection that lived through a Redis restart.
     const drained = jobsDone.then(() => new Promise((resolve) => setTimeout(resolve, 2000).unref()));

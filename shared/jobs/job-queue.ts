@@ -58,16 +58,19 @@ export interface JobQueue {
   close(): Promise<void>;
 }
 
-export const jobTimeoutError = (timeoutMs: number) =>
-  new TimeoutError(`The job did not finish within ${Math.round(timeoutMs / 1000)} s`);
+export const jobTimeoutError = (timeoutMs: number) => new TimeoutError(`The job did not finish within ${Math.round(timeoutMs / 1000)} s`);
 
 /** The job queue cannot take jobs (Redis down): answered at once, with when to try again. */
 export const jobsUnavailableError = (retryAfterSeconds = 5) =>
-  new UnavailableError('Jobs cannot be queued right now (Redis is unreachable); try again later', { 'retry-after': String(retryAfterSeconds) });
+  new UnavailableError('Jobs cannot be queued right now (Redis is unreachable); try again later', {
+    'retry-after': String(retryAfterSeconds),
+  });
 
 /** No worker has been alive for JOBS_WORKER_TTL_MS: a job would only wait in Redis for its caller's timeout. */
 export const noWorkerError = (retryAfterSeconds = 5) =>
-  new UnavailableError('No job worker is running right now (npm run workers); try again later', { 'retry-after': String(retryAfterSeconds) });
+  new UnavailableError('No job worker is running right now (npm run workers); try again later', {
+    'retry-after': String(retryAfterSeconds),
+  });
 
 /** Limits for a job that has until `deadline`; the signal fires then. */
 export function limitsUntil(deadline: number): { limits: JobLimits; abort: (reason?: unknown) => void; dispose: () => void } {

@@ -48,10 +48,13 @@ export class LocalJobQueue implements JobQueue {
     };
     const delay = Math.max(0, options.delayMs ?? 0);
     if (delay === 0) return start();
-    const timer = setTimeout(() => {
-      this.timers.delete(timer);
-      start();
-    }, Math.min(delay, 2 ** 31 - 1));
+    const timer = setTimeout(
+      () => {
+        this.timers.delete(timer);
+        start();
+      },
+      Math.min(delay, 2 ** 31 - 1),
+    );
     timer.unref();
     this.timers.add(timer);
   }
@@ -63,7 +66,13 @@ export class LocalJobQueue implements JobQueue {
       // The signal tells a running processor that its caller gave up, so it cancels its database work; raised
       // after the caller's rejection, so a processor that stops at once cannot answer in its place.
       const controller = new AbortController();
-      const job: PendingJob = { request, limits: { deadline: Date.now() + timeoutMs, signal: controller.signal }, resolve: resolve as (v: unknown) => void, reject, settled: false };
+      const job: PendingJob = {
+        request,
+        limits: { deadline: Date.now() + timeoutMs, signal: controller.signal },
+        resolve: resolve as (v: unknown) => void,
+        reject,
+        settled: false,
+      };
       const timer = setTimeout(() => {
         const error = jobTimeoutError(timeoutMs);
         settle(job, () => reject(error));

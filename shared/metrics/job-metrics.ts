@@ -6,7 +6,10 @@ import { jobDuration, jobFailures } from './metrics.js';
  * whichever process runs it: the in-process runner in the gateway or a BullMQ worker. `reportOf` names the
  * report of a job's data, or undefined; it must return one of a fixed set of names (labels stay bounded).
  */
-export function instrumentProcessors(processors: ProcessorRegistry, reportOf: (name: string, data: unknown) => string | undefined): ProcessorRegistry {
+export function instrumentProcessors(
+  processors: ProcessorRegistry,
+  reportOf: (name: string, data: unknown) => string | undefined,
+): ProcessorRegistry {
   return Object.fromEntries(
     Object.entries(processors).map(([name, processor]): [string, Processor] => [
       name,

@@ -20,49 +20,131 @@ const JOB_BUCKETS = [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300
 
 // --- Ingest (gateway/pipeline) ------------------------------------------------------------------------------
 
-export const positionsAccepted = new Counter({ name: `${PREFIX}positions_accepted_total`, help: 'Poses stored (counted per pose, after the commit).', registers: [registry] });
-const positionsRefused = new Counter({ name: `${PREFIX}positions_refused_total`, help: 'Poses of refused uploads (the whole batch): invalid (422), forbidden (403) or failed (not stored, e.g. the database is down).', labelNames: ['reason'] as const, registers: [registry] });
+export const positionsAccepted = new Counter({
+  name: `${PREFIX}positions_accepted_total`,
+  help: 'Poses stored (counted per pose, after the commit).',
+  registers: [registry],
+});
+const positionsRefused = new Counter({
+  name: `${PREFIX}positions_refused_total`,
+  help: 'Poses of refused uploads (the whole batch): invalid (422), forbidden (403) or failed (not stored, e.g. the database is down).',
+  labelNames: ['reason'] as const,
+  registers: [registry],
+});
 export const refusedPositions = {
   invalid: positionsRefused.labels('invalid'),
   forbidden: positionsRefused.labels('forbidden'),
   failed: positionsRefused.labels('failed'),
 };
-export const positionsOutsideWindow = new Counter({ name: `${PREFIX}positions_outside_tracking_window_total`, help: 'Poses acknowledged but dropped (not stored, pushed or detected): taken outside their person’s tracking window.', registers: [registry] });
-export const uploadBatchSize = new Histogram({ name: `${PREFIX}upload_batch_poses`, help: 'Poses per upload (HTTP or WebSocket), accepted or not.', buckets: BATCH_BUCKETS, registers: [registry] });
-export const uploadToPublish = new Histogram({ name: `${PREFIX}upload_to_publish_seconds`, help: 'From receipt of an upload to its positions published on the bus (live screens see them then).', buckets: LATENCY_BUCKETS, registers: [registry] });
+export const positionsOutsideWindow = new Counter({
+  name: `${PREFIX}positions_outside_tracking_window_total`,
+  help: 'Poses acknowledged but dropped (not stored, pushed or detected): taken outside their person’s tracking window.',
+  registers: [registry],
+});
+export const uploadBatchSize = new Histogram({
+  name: `${PREFIX}upload_batch_poses`,
+  help: 'Poses per upload (HTTP or WebSocket), accepted or not.',
+  buckets: BATCH_BUCKETS,
+  registers: [registry],
+});
+export const uploadToPublish = new Histogram({
+  name: `${PREFIX}upload_to_publish_seconds`,
+  help: 'From receipt of an upload to its positions published on the bus (live screens see them then).',
+  buckets: LATENCY_BUCKETS,
+  registers: [registry],
+});
 
 // --- Persistence (shared/positions/position-writer.ts) -------------------------------------------------------
 
-export const groupCommitSeconds = new Histogram({ name: `${PREFIX}group_commit_seconds`, help: 'Duration of one group commit (positions and zone events of every upload that shares it).', buckets: LATENCY_BUCKETS, registers: [registry] });
-export const groupCommitRows = new Histogram({ name: `${PREFIX}group_commit_rows`, help: 'Rows (positions and zone events) per group commit.', buckets: BATCH_BUCKETS, registers: [registry] });
+export const groupCommitSeconds = new Histogram({
+  name: `${PREFIX}group_commit_seconds`,
+  help: 'Duration of one group commit (positions and zone events of every upload that shares it).',
+  buckets: LATENCY_BUCKETS,
+  registers: [registry],
+});
+export const groupCommitRows = new Histogram({
+  name: `${PREFIX}group_commit_rows`,
+  help: 'Rows (positions and zone events) per group commit.',
+  buckets: BATCH_BUCKETS,
+  registers: [registry],
+});
 
 // --- Detection and alarms ------------------------------------------------------------------------------------
 
-const zoneEvents = new Counter({ name: `${PREFIX}zone_events_total`, help: 'Zone enter/exit events stored and announced, by type and zone kind.', labelNames: ['type', 'zone_kind'] as const, registers: [registry] });
+const zoneEvents = new Counter({
+  name: `${PREFIX}zone_events_total`,
+  help: 'Zone enter/exit events stored and announced, by type and zone kind.',
+  labelNames: ['type', 'zone_kind'] as const,
+  registers: [registry],
+});
 const ZONE_KINDS = ['geofence', 'event', 'conversion'] as const;
 export const zoneEventCounters: Record<'enter' | 'exit', Record<(typeof ZONE_KINDS)[number], Counter.Internal>> = {
   enter: Object.fromEntries(ZONE_KINDS.map((kind) => [kind, zoneEvents.labels('enter', kind)])) as never,
   exit: Object.fromEntries(ZONE_KINDS.map((kind) => [kind, zoneEvents.labels('exit', kind)])) as never,
 };
-const alarmsRaised = new Counter({ name: `${PREFIX}alarms_raised_total`, help: 'Alarms raised (stored as new OPEN alarms; a repeat of an OPEN one is not counted), by type.', labelNames: ['type'] as const, registers: [registry] });
-export const alarmsRaisedByType = Object.fromEntries(ALARM_TYPES.map((type) => [type, alarmsRaised.labels(type)])) as Record<AlarmType, Counter.Internal>;
-const deadLettered = new Counter({ name: `${PREFIX}detection_dead_letters_total`, help: 'Detections (one alarm, or one batch\'s zone events) the database refused for a reason other than an outage: set aside and retried later, each refusal counted. kind="unkept": one the detection_dead_letters table refused too (kept in memory only).', labelNames: ['kind'] as const, registers: [registry] });
+const alarmsRaised = new Counter({
+  name: `${PREFIX}alarms_raised_total`,
+  help: 'Alarms raised (stored as new OPEN alarms; a repeat of an OPEN one is not counted), by type.',
+  labelNames: ['type'] as const,
+  registers: [registry],
+});
+export const alarmsRaisedByType = Object.fromEntries(ALARM_TYPES.map((type) => [type, alarmsRaised.labels(type)])) as Record<
+  AlarmType,
+  Counter.Internal
+>;
+const deadLettered = new Counter({
+  name: `${PREFIX}detection_dead_letters_total`,
+  help: 'Detections (one alarm, or one batch\'s zone events) the database refused for a reason other than an outage: set aside and retried later, each refusal counted. kind="unkept": one the detection_dead_letters table refused too (kept in memory only).',
+  labelNames: ['kind'] as const,
+  registers: [registry],
+});
 /** `unkept`: a dead letter the detection_dead_letters table refused as well (kept in memory only, lost on restart). */
-export const detectionDeadLettered = { alarm: deadLettered.labels('alarm'), zone_events: deadLettered.labels('zone_events'), unkept: deadLettered.labels('unkept') };
+export const detectionDeadLettered = {
+  alarm: deadLettered.labels('alarm'),
+  zone_events: deadLettered.labels('zone_events'),
+  unkept: deadLettered.labels('unkept'),
+};
 /** Dead letters kept in `detection_dead_letters`, deployment-wide, as of this gateway's last adoption pass (every few seconds). */
-export const detectionDeadLettersStored = new Gauge({ name: `${PREFIX}detection_dead_letters_stored`, help: 'Detection dead letters kept in the detection_dead_letters table (deployment-wide), as of the last adoption pass; 0 once all are stored.', registers: [registry] });
-const dropped = new Counter({ name: `${PREFIX}detection_dropped_total`, help: 'Detections given up on: outbox entries or dead letters dropped past DETECTION_OUTBOX_MAX (each also logged at error).', labelNames: ['reason'] as const, registers: [registry] });
+export const detectionDeadLettersStored = new Gauge({
+  name: `${PREFIX}detection_dead_letters_stored`,
+  help: 'Detection dead letters kept in the detection_dead_letters table (deployment-wide), as of the last adoption pass; 0 once all are stored.',
+  registers: [registry],
+});
+const dropped = new Counter({
+  name: `${PREFIX}detection_dropped_total`,
+  help: 'Detections given up on: outbox entries or dead letters dropped past DETECTION_OUTBOX_MAX (each also logged at error).',
+  labelNames: ['reason'] as const,
+  registers: [registry],
+});
 export const detectionDropped = { outbox_full: dropped.labels('outbox_full'), dead_letters_full: dropped.labels('dead_letters_full') };
 
 // --- WebSockets (gateway/ws) ---------------------------------------------------------------------------------
 
-export const wsCoalescedPositions = new Counter({ name: `${PREFIX}ws_coalesced_positions_total`, help: 'Live position frames never sent because a newer position of the same device replaced them while the subscriber was behind.', registers: [registry] });
-export const wsSlowConsumerDisconnects = new Counter({ name: `${PREFIX}ws_slow_consumer_disconnects_total`, help: 'Sockets closed with 4008: past WS_MAX_BUFFER_BYTES (alarms), WS_MAX_FEED_BUFFER_BYTES (positions, events) or among the largest backlogs past WS_MAX_TOTAL_BACKLOG_BYTES.', registers: [registry] });
+export const wsCoalescedPositions = new Counter({
+  name: `${PREFIX}ws_coalesced_positions_total`,
+  help: 'Live position frames never sent because a newer position of the same device replaced them while the subscriber was behind.',
+  registers: [registry],
+});
+export const wsSlowConsumerDisconnects = new Counter({
+  name: `${PREFIX}ws_slow_consumer_disconnects_total`,
+  help: 'Sockets closed with 4008: past WS_MAX_BUFFER_BYTES (alarms), WS_MAX_FEED_BUFFER_BYTES (positions, events) or among the largest backlogs past WS_MAX_TOTAL_BACKLOG_BYTES.',
+  registers: [registry],
+});
 
 // --- Bus (shared/bus) ----------------------------------------------------------------------------------------
 
-const busPublished = new Counter({ name: `${PREFIX}bus_published_total`, help: 'Messages published on the bus, by channel.', labelNames: ['channel'] as const, registers: [registry] });
-const busReceived = new Counter({ name: `${PREFIX}bus_received_total`, help: 'Messages received from other nodes over Redis, by channel (the local bus has no other nodes).', labelNames: ['channel'] as const, registers: [registry] });
+const busPublished = new Counter({
+  name: `${PREFIX}bus_published_total`,
+  help: 'Messages published on the bus, by channel.',
+  labelNames: ['channel'] as const,
+  registers: [registry],
+});
+const busReceived = new Counter({
+  name: `${PREFIX}bus_received_total`,
+  help: 'Messages received from other nodes over Redis, by channel (the local bus has no other nodes).',
+  labelNames: ['channel'] as const,
+  registers: [registry],
+});
 export const busLag = new Histogram({
   name: `${PREFIX}bus_lag_seconds`,
   help: 'From a message published by another node to its arrival here, over Redis (includes the clock difference between the two hosts).',
@@ -83,14 +165,32 @@ export const busReceivedOn = boundBy(busReceived);
 
 // --- Jobs (shared/jobs, workers) -----------------------------------------------------------------------------
 
-export const jobDuration = new Histogram({ name: `${PREFIX}job_duration_seconds`, help: 'Duration of jobs run by this process, by job and report (`none` for other jobs).', labelNames: ['job', 'report'] as const, buckets: JOB_BUCKETS, registers: [registry] });
-export const jobFailures = new Counter({ name: `${PREFIX}job_failures_total`, help: 'Jobs run by this process that failed, by job and report.', labelNames: ['job', 'report'] as const, registers: [registry] });
+export const jobDuration = new Histogram({
+  name: `${PREFIX}job_duration_seconds`,
+  help: 'Duration of jobs run by this process, by job and report (`none` for other jobs).',
+  labelNames: ['job', 'report'] as const,
+  buckets: JOB_BUCKETS,
+  registers: [registry],
+});
+export const jobFailures = new Counter({
+  name: `${PREFIX}job_failures_total`,
+  help: 'Jobs run by this process that failed, by job and report.',
+  labelNames: ['job', 'report'] as const,
+  registers: [registry],
+});
 
 // --- Webhooks (shared/webhooks/deliveries.ts) ------------------------------------------------------------------
 
 /** One count per delivery attempt: `delivered`, `failed` (to be retried), `dead` (dead-lettered), `refused` (address not allowed). */
-const webhookDeliveries = new Counter({ name: `${PREFIX}webhook_deliveries_total`, help: 'Webhook delivery attempts, by outcome.', labelNames: ['outcome'] as const, registers: [registry] });
-export const webhookAttempts = Object.fromEntries(['delivered', 'failed', 'dead', 'refused'].map((outcome) => [outcome, webhookDeliveries.labels(outcome)])) as Record<'delivered' | 'failed' | 'dead' | 'refused', Counter.Internal>;
+const webhookDeliveries = new Counter({
+  name: `${PREFIX}webhook_deliveries_total`,
+  help: 'Webhook delivery attempts, by outcome.',
+  labelNames: ['outcome'] as const,
+  registers: [registry],
+});
+export const webhookAttempts = Object.fromEntries(
+  ['delivered', 'failed', 'dead', 'refused'].map((outcome) => [outcome, webhookDeliveries.labels(outcome)]),
+) as Record<'delivered' | 'failed' | 'dead' | 'refused', Counter.Internal>;
 /** Alert when it grows past the retry schedule's first steps: some receiver has been failing that long. */
 export const webhookOldestPending = new Gauge({
   name: `${PREFIX}webhook_oldest_pending_seconds`,
@@ -142,7 +242,10 @@ new Gauge({
   registers: [registry],
   collect() {
     let total = 0;
-    sum((source) => source.websockets?.(), (value) => (total += value.connections));
+    sum(
+      (source) => source.websockets?.(),
+      (value) => (total += value.connections),
+    );
     this.set(total);
   },
 });
@@ -152,7 +255,10 @@ new Gauge({
   registers: [registry],
   collect() {
     let total = 0;
-    sum((source) => source.websockets?.(), (value) => (total += value.subscriptions));
+    sum(
+      (source) => source.websockets?.(),
+      (value) => (total += value.subscriptions),
+    );
     this.set(total);
   },
 });
@@ -162,7 +268,10 @@ new Gauge({
   registers: [registry],
   collect() {
     let total = 0;
-    sum((source) => source.websockets?.(), (value) => (total += value.backlogBytes));
+    sum(
+      (source) => source.websockets?.(),
+      (value) => (total += value.backlogBytes),
+    );
     this.set(total);
   },
 });
@@ -172,7 +281,10 @@ new Gauge({
   registers: [registry],
   collect() {
     let total = 0;
-    sum((source) => source.writerBacklog?.(), (value) => (total += value));
+    sum(
+      (source) => source.writerBacklog?.(),
+      (value) => (total += value),
+    );
     this.set(total);
   },
 });
@@ -235,23 +347,47 @@ export function collectProcessMetrics(): void {
 
 // --- Cluster (gateway/cluster): detection partitioned by building across gateways -----------------------------
 
-export const detectionCpuSeconds = new Counter({ name: `${PREFIX}detection_cpu_seconds_total`, help: 'CPU seconds this process spent running the detectors (position batches and sweeps).', registers: [registry] });
-export const detectionPositions = new Counter({ name: `${PREFIX}detection_positions_total`, help: 'Positions run through the detectors on this process (those of the buildings it owns).', registers: [registry] });
+export const detectionCpuSeconds = new Counter({
+  name: `${PREFIX}detection_cpu_seconds_total`,
+  help: 'CPU seconds this process spent running the detectors (position batches and sweeps).',
+  registers: [registry],
+});
+export const detectionPositions = new Counter({
+  name: `${PREFIX}detection_positions_total`,
+  help: 'Positions run through the detectors on this process (those of the buildings it owns).',
+  registers: [registry],
+});
 /** A gauge of the cluster views of this process's gateways, summed unless `combine` says otherwise. */
-const clusterGauge = (name: string, help: string, read: (view: ReturnType<NonNullable<MetricSources['cluster']>>) => number, combine = (a: number, b: number) => a + b) =>
+const clusterGauge = (
+  name: string,
+  help: string,
+  read: (view: ReturnType<NonNullable<MetricSources['cluster']>>) => number,
+  combine = (a: number, b: number) => a + b,
+) =>
   new Gauge({
     name: `${PREFIX}${name}`,
     help,
     registers: [registry],
     collect() {
       let total = 0;
-      sum((source) => source.cluster?.(), (view) => (total = combine(total, read(view))));
+      sum(
+        (source) => source.cluster?.(),
+        (view) => (total = combine(total, read(view))),
+      );
       this.set(total);
     },
   });
 clusterGauge('cluster_members', 'Live gateways this gateway sees (itself included).', (view) => view.members);
-clusterGauge('cluster_owned_buildings', 'Buildings whose detection this gateway owns (their shard lease is held).', (view) => view.ownedBuildings);
-clusterGauge('cluster_ready_buildings', 'Owned buildings whose detector state is rebuilt and whose shard is being read.', (view) => view.readyBuildings);
+clusterGauge(
+  'cluster_owned_buildings',
+  'Buildings whose detection this gateway owns (their shard lease is held).',
+  (view) => view.ownedBuildings,
+);
+clusterGauge(
+  'cluster_ready_buildings',
+  'Owned buildings whose detector state is rebuilt and whose shard is being read.',
+  (view) => view.readyBuildings,
+);
 // Largest, not summed: a scrape asks whether one building's detection is behind, and gateways in one process see one log.
 clusterGauge(
   'cluster_shard_backlog',

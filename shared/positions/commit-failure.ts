@@ -5,7 +5,11 @@
  * as caused by some row, and the writer retries the batches apart to find whose.
  */
 export function failsEveryBatch(error: unknown): boolean {
-  for (let current = error, depth = 0; current && typeof current === 'object' && depth < 4; current = (current as { cause?: unknown }).cause, depth++) {
+  for (
+    let current = error, depth = 0;
+    current && typeof current === 'object' && depth < 4;
+    current = (current as { cause?: unknown }).cause, depth++
+  ) {
     const { code, name, message } = current as { code?: unknown; name?: unknown; message?: unknown };
     if (typeof code === 'string') {
       if (NODE_CONNECTION_CODES.has(code) || code === 'unavailable') return true;
@@ -19,7 +23,16 @@ export function failsEveryBatch(error: unknown): boolean {
   return false;
 }
 
-const NODE_CONNECTION_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN']);
+const NODE_CONNECTION_CODES = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ETIMEDOUT',
+  'EPIPE',
+  'ENOTFOUND',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'EAI_AGAIN',
+]);
 /** MikroORM's and knex's wrappers for a connection that could not be had. */
 const CONNECTION_ERROR_NAMES = new Set(['ConnectionException', 'KnexTimeoutError']);
 const CONNECTION_MESSAGES = /Connection terminated|connection.*(closed|ended)|PGlite is closed|Timeout acquiring a connection/i;

@@ -86,7 +86,12 @@ export class PositionHistory {
 
   private page(query: HistoryQuery, after?: Cursor): Promise<RawRow[]> {
     const conditions = ['organization_id = ?', 'building_id = ?', 'ts >= ?::timestamptz', 'ts < ?::timestamptz'];
-    const params: unknown[] = [query.organizationId, query.buildingId, new Date(query.from).toISOString(), new Date(query.to).toISOString()];
+    const params: unknown[] = [
+      query.organizationId,
+      query.buildingId,
+      new Date(query.from).toISOString(),
+      new Date(query.to).toISOString(),
+    ];
     if (query.deviceId !== undefined) conditions.push('device_id = ?'), params.push(query.deviceId);
     if (query.userId !== undefined) conditions.push('user_id = ?'), params.push(query.userId);
     if (query.indoorOnly) conditions.push('indoor');

@@ -29,7 +29,8 @@ export interface PositionStoreOptions {
 
 const COPY_POSITIONS = `copy positions (organization_id, device_id, user_id, building_id, floor_id, indoor, x, y, lat, lng, yaw, accuracy, ts, received_at)
   from stdin (format binary)`;
-const COPY_ZONE_EVENTS = 'copy zone_events (organization_id, building_id, floor_id, zone_kind, zone_id, device_id, user_id, type, at, fired_at) from stdin (format binary)';
+const COPY_ZONE_EVENTS =
+  'copy zone_events (organization_id, building_id, floor_id, zone_kind, zone_id, device_id, user_id, type, at, fired_at) from stdin (format binary)';
 /** Bytes of a position row in binary COPY, besides its device id: a guess that sizes a commit's buffer once. */
 const POSITION_ROW_BYTES = 180;
 const ZONE_EVENT_ROW_BYTES = 200;
@@ -87,7 +88,8 @@ function copyIn(client: pg.PoolClient, sql: string, data: Buffer): Promise<void>
 }
 
 /** A driver error that means "the database is down" becomes the error class the writer and the HTTP layer know. */
-const asOutage = (error: unknown): unknown => (isOutageError(error) && !(error instanceof StorageUnavailableError) ? new StorageUnavailableError(undefined, error) : error);
+const asOutage = (error: unknown): unknown =>
+  isOutageError(error) && !(error instanceof StorageUnavailableError) ? new StorageUnavailableError(undefined, error) : error;
 
 /**
  * SQL for the positions table: batched inserts (one transaction per batch, whatever its size: binary COPY on a
@@ -156,7 +158,9 @@ export class PositionStore {
     const from = new Date(day).toISOString();
     const to = new Date(day + DAY_MS).toISOString();
     try {
-      await this.storage.execute(`create table if not exists ${partitionName(day)} partition of positions for values from ('${from}') to ('${to}')`);
+      await this.storage.execute(
+        `create table if not exists ${partitionName(day)} partition of positions for values from ('${from}') to ('${to}')`,
+      );
     } catch (error) {
       // Another gateway created it between our check and our create: that is the outcome we wanted.
       const exists = await this.storage.execute('select 1 from pg_class where relname = ?', [partitionName(day)]);
@@ -170,12 +174,19 @@ export class PositionStore {
    * durably once it returns. On a server, as binary COPY in one transaction on a plain `pg` connection (no ORM,
    * no text encoding); on the embedded database, as one `unnest` statement (see `insertUnnest`).
    */
-  async insert(records: readonly PositionRecord[], zoneEvents: readonly ZoneEventRecord[] = [], options: { createPartitions?: boolean } = {}): Promise<void> {
+  async insert(
+    records: readonly PositionRecord[],
+    zoneEvents: readonly ZoneEventRecord[] = [],
+    options: { createPartitions?: boolean } = {},
+  ): Promise<void> {
     if (records.length === 0 && zoneEvents.length === 0) return;
     // The writer creates partitions before a write joins its shared commit and says `createPartitions: false`,
     // so no DDL ever runs inside it; direct callers (tools, tests) get theirs here.
     if (options.createPartitions !== false) await this.ensurePartitions(records);
-    await this.forgettingDroppedDays(records, this.copyPool ? this.insertCopy(this.copyPool, records, zoneEvents) : this.insertUnnest(records, zoneEvents));
+    await this.forgettingDroppedDays(
+      records,
+      this.copyPool ? this.insertCopy(this.copyPool, records, zoneEvents) : this.insertUnnest(records, zoneEvents),
+    );
   }
 
   /**
@@ -218,27 +229,29 @@ export class PositionStore {
   private insertUnnest(records: readonly PositionRecord[], zoneEvents: readonly ZoneEventRecord[]): Promise<void> {
     const column = <T>(pick: (record: PositionRecord) => T) => pgArray(records.map(pick) as never);
     const eventColumn = <T>(pick: (event: ZoneEventRecord) => T) => pgArray(zoneEvents.map(pick) as never);
-    const withEvents = zoneEvents.length > 0
-      ? `with stored_zone_events as (
+    const withEvents =
+      zoneEvents.length > 0
+        ? `with stored_zone_events as (
            insert into zone_events (organization_id, building_id, floor_id, zone_kind, zone_id, device_id, user_id, type, at, fired_at)
            select o, b, f, k, z, d, u, t, to_timestamp(a / 1000), to_timestamp(r / 1000)
            from unnest(?::uuid[], ?::int[], ?::int[], ?::text[], ?::text[], ?::text[], ?::uuid[], ?::text[], ?::float8[], ?::float8[]) as e(o, b, f, k, z, d, u, t, a, r)
          ) `
-      : '';
-    const eventValues = zoneEvents.length > 0
-      ? [
-          eventColumn((e) => e.organizationId),
-          eventColumn((e) => e.buildingId),
-          eventColumn((e) => e.floorId),
-          eventColumn((e) => e.zoneKind),
-          eventColumn((e) => e.zoneId),
-          eventColumn((e) => e.deviceId),
-          eventColumn((e) => e.userId),
-          eventColumn((e) => e.type),
-          eventColumn((e) => e.at),
-          eventColumn((e) => e.firedAt),
-        ]
-      : [];
+        : '';
+    const eventValues =
+      zoneEvents.length > 0
+        ? [
+            eventColumn((e) => e.organizationId),
+            eventColumn((e) => e.buildingId),
+            eventColumn((e) => e.floorId),
+            eventColumn((e) => e.zoneKind),
+            eventColumn((e) => e.zoneId),
+            eventColumn((e) => e.deviceId),
+            eventColumn((e) => e.userId),
+            eventColumn((e) => e.type),
+            eventColumn((e) => e.at),
+            eventColumn((e) => e.firedAt),
+          ]
+        : [];
     return this.storage.executeBound(
       `${withEvents}insert into positions (organization_id, device_id, user_id, building_id, floor_id, indoor, x, y, lat, lng, yaw, accuracy, ts, received_at)
        select o, d, u, b, f, i, x, y, la, ln, yw, ac, to_timestamp(t / 1000), to_timestamp(r / 1000)
@@ -272,7 +285,8 @@ export class PositionStore {
     try {
       await inserting;
     } catch (error) {
-      if (/no partition of relation/i.test(String((error as Error)?.message))) for (const record of records) this.knownDays.delete(dayOf(record.timestamp));
+      if (/no partition of relation/i.test(String((error as Error)?.message)))
+        for (const record of records) this.knownDays.delete(dayOf(record.timestamp));
       throw error;
     }
   }

@@ -69,11 +69,18 @@ const orNull = (value: number): number | null => (Number.isNaN(value) ? null : v
 export function positionsFromColumns(columns: Columns): PositionsMessage {
   if (!Array.isArray(columns) || columns.length !== 5) throw new Error('positions columns are not a 5-array');
   const [organizationId, deviceIds, userIds, indoor, bytes] = columns;
-  if (typeof organizationId !== 'string' || !Array.isArray(deviceIds) || !Array.isArray(userIds) || !(indoor instanceof Uint8Array) || !(bytes instanceof Uint8Array)) {
+  if (
+    typeof organizationId !== 'string' ||
+    !Array.isArray(deviceIds) ||
+    !Array.isArray(userIds) ||
+    !(indoor instanceof Uint8Array) ||
+    !(bytes instanceof Uint8Array)
+  ) {
     throw new Error('positions columns of the wrong types');
   }
   const count = deviceIds.length;
-  if (userIds.length !== count || indoor.length !== count || bytes.length !== count * NUMBERS * 8) throw new Error('positions columns of different lengths');
+  if (userIds.length !== count || indoor.length !== count || bytes.length !== count * NUMBERS * 8)
+    throw new Error('positions columns of different lengths');
   // The bytes are a view into the message, at any offset: read through a DataView, not a Float64Array.
   const numbers = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   const records = new Array<PositionRecord>(count);

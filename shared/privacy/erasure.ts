@@ -37,7 +37,11 @@ export interface ErasureRequest {
 const SELECT_REQUEST = `select id, organization_id, user_id, from_ts as "from", to_ts as "to", status, removed, created_at, finished_at
   from erasure_requests`;
 
-export async function readErasure(storage: Pick<Storage, 'execute'>, organizationId: string, id: string): Promise<ErasureRequest | undefined> {
+export async function readErasure(
+  storage: Pick<Storage, 'execute'>,
+  organizationId: string,
+  id: string,
+): Promise<ErasureRequest | undefined> {
   const [row] = await storage.execute<ErasureRequest>(`${SELECT_REQUEST} where organization_id = ? and id = ?`, [organizationId, id]);
   return row && present(row);
 }
@@ -50,7 +54,9 @@ export const erasureJob = (request: Pick<ErasureRequest, 'id' | 'organization_id
 
 /** Queues every erasure not finished (the job queue holds a job at most once: a restart loses the ones in flight). */
 export async function resumeErasures(storage: Pick<Storage, 'execute'>, schedule: (job: JobRequest) => Promise<void>): Promise<number> {
-  const rows = await storage.execute<{ id: string; organization_id: string }>(`select id, organization_id from erasure_requests where status <> 'done'`);
+  const rows = await storage.execute<{ id: string; organization_id: string }>(
+    `select id, organization_id from erasure_requests where status <> 'done'`,
+  );
   for (const row of rows) await schedule(erasureJob(row));
   return rows.length;
 }
@@ -63,11 +69,10 @@ export async function runErasure(storage: Pick<Storage, 'execute'>, id: string, 
   if (request.status === 'done') return request.removed;
   const removed: ErasureCounts = { ...request.removed };
   const save = (status: 'running' | 'done') =>
-    storage.execute(`update erasure_requests set status = ?, removed = ?::jsonb, updated_at = now()${status === 'done' ? ', finished_at = now()' : ''} where id = ?`, [
-      status,
-      JSON.stringify(removed),
-      id,
-    ]);
+    storage.execute(
+      `update erasure_requests set status = ?, removed = ?::jsonb, updated_at = now()${status === 'done' ? ', finished_at = now()' : ''} where id = ?`,
+      [status, JSON.stringify(removed), id],
+    );
   await save('running');
   const range = (column: string) => `${request.from ? ` and ${column} >= ?` : ''}${request.to ? ` and ${column} <= ?` : ''}`;
   const rangeParams = [request.from, request.to].filter((value) => value !== null);
@@ -110,7 +115,9 @@ export async function runErasure(storage: Pick<Storage, 'execute'>, id: string, 
       const devices = [...new Set(alarms.map((alarm) => alarm.old_device).filter((device): device is string => device !== null))];
       for (const device of devices) {
         await storage.execute(`delete from alarm_raise_keys where organization_id = ? and left(key, length(?) + 6) = 'pose|' || ? || '|'`, [
-          request.organization_id, device, device,
+          request.organization_id,
+          device,
+          device,
         ]);
       }
     }

@@ -13,14 +13,18 @@ const clock = z.string().regex(/^(?:[01]\d|2[0-3]):[0-5]\d$|^24:00$/, 'HH:MM, 00
 const range = z.object({ from: clock, to: clock }).strict();
 type Range = z.infer<typeof range>;
 
-const timeZone = z.string().min(1).max(64).refine((name) => {
-  try {
-    new Intl.DateTimeFormat('en', { timeZone: name });
-    return true;
-  } catch {
-    return false;
-  }
-}, 'not a known IANA time zone');
+const timeZone = z
+  .string()
+  .min(1)
+  .max(64)
+  .refine((name) => {
+    try {
+      new Intl.DateTimeFormat('en', { timeZone: name });
+      return true;
+    } catch {
+      return false;
+    }
+  }, 'not a known IANA time zone');
 
 export const trackingScheduleSchema = z
   .object({
@@ -48,10 +52,14 @@ export const trackingScheduleSchema = z
     schedule.exceptions.forEach((exception, index) => {
       if (dates.has(exception.date)) problem(['exceptions', index, 'date'], `${exception.date} is listed twice`);
       dates.add(exception.date);
-      byDay.set(`exception ${index}`, exception.ranges.map((entry, rangeIndex) => ({ range: entry, path: ['exceptions', index, 'ranges', rangeIndex] })));
+      byDay.set(
+        `exception ${index}`,
+        exception.ranges.map((entry, rangeIndex) => ({ range: entry, path: ['exceptions', index, 'ranges', rangeIndex] })),
+      );
     });
     for (const ranges of byDay.values()) {
-      for (const { range: entry, path } of ranges) if (minutes(entry.to) <= minutes(entry.from)) problem([...path, 'to'], 'must be after from');
+      for (const { range: entry, path } of ranges)
+        if (minutes(entry.to) <= minutes(entry.from)) problem([...path, 'to'], 'must be after from');
       const sorted = [...ranges].sort((a, b) => minutes(a.range.from) - minutes(b.range.from));
       for (let index = 1; index < sorted.length; index++) {
         const previous = sorted[index - 1]!;
@@ -71,7 +79,14 @@ function localFormat(timeZone: string): Intl.DateTimeFormat {
   let format = formats.get(timeZone);
   if (!format) {
     format = new Intl.DateTimeFormat('en-US', {
-      timeZone, hourCycle: 'h23', weekday: 'short', year: 'numeric', month: '2-digit', day: '2-digit', hour: '2-digit', minute: '2-digit',
+      timeZone,
+      hourCycle: 'h23',
+      weekday: 'short',
+      year: 'numeric',
+      month: '2-digit',
+      day: '2-digit',
+      hour: '2-digit',
+      minute: '2-digit',
     });
     formats.set(timeZone, format);
   }

@@ -58,10 +58,17 @@ export function shapesOf(fences: FenceRow[]) {
     names.set(fence.id, fence.name);
     const points = typeof fence.cartesians === 'string' ? (JSON.parse(fence.cartesians) as [number, number][]) : fence.cartesians;
     const radius = fence.radius ?? DEFAULT_CAPTURE_RADIUS_M;
-    const shape = { fenceId: fence.id, floorId: fence.floor_id, points, version: fence.geometry_version, since: new Date(fence.geometry_since) };
+    const shape = {
+      fenceId: fence.id,
+      floorId: fence.floor_id,
+      points,
+      version: fence.geometry_version,
+      since: new Date(fence.geometry_since),
+    };
     if (points.length === 0) continue;
     if (fence.type === 'POLYGON') shapes.push({ ...shape, kind: 'polygon', literal: `(${points.map(pt).join(',')})`, radius: 0 });
-    else if (fence.type === 'CIRCLE' || fence.type === 'POINT') shapes.push({ ...shape, points: [points[0]!], kind: 'disc', literal: '', radius });
+    else if (fence.type === 'CIRCLE' || fence.type === 'POINT')
+      shapes.push({ ...shape, points: [points[0]!], kind: 'disc', literal: '', radius });
     // A line tests the distance to its nearest segment (`point <-> path`); one point makes no segment, as before.
     else if (points.length >= 2) shapes.push({ ...shape, kind: 'path', literal: `[${points.map(pt).join(',')}]`, radius });
   }
@@ -88,7 +95,12 @@ function segmentMeetsRect([ax, ay]: [number, number], [bx, by]: [number, number]
   let t1 = 1;
   const dx = bx - ax;
   const dy = by - ay;
-  for (const [p, q] of [[-dx, ax - x0], [dx, x1 - ax], [-dy, ay - y0], [dy, y1 - ay]] as const) {
+  for (const [p, q] of [
+    [-dx, ax - x0],
+    [dx, x1 - ax],
+    [-dy, ay - y0],
+    [dy, y1 - ay],
+  ] as const) {
     if (p === 0) {
       if (q < 0) return false;
     } else {
@@ -103,10 +115,16 @@ function segmentMeetsRect([ax, ay]: [number, number], [bx, by]: [number, number]
 
 /** Whether every point of the rectangle is inside the shape (then PostgreSQL's test would say so too). */
 function rectInside(shape: FenceShape, rect: Rect): boolean {
-  const corners: [number, number][] = [[rect[0], rect[1]], [rect[2], rect[1]], [rect[2], rect[3]], [rect[0], rect[3]]];
+  const corners: [number, number][] = [
+    [rect[0], rect[1]],
+    [rect[2], rect[1]],
+    [rect[2], rect[3]],
+    [rect[0], rect[3]],
+  ];
   const { points, radius } = shape;
   if (shape.kind === 'disc') return corners.every(([x, y]) => Math.hypot(x - points[0]![0], y - points[0]![1]) < radius);
-  if (shape.kind === 'path') return points.slice(1).some((b, i) => corners.every((corner) => distanceToSegment(corner, points[i]!, b) < radius));
+  if (shape.kind === 'path')
+    return points.slice(1).some((b, i) => corners.every((corner) => distanceToSegment(corner, points[i]!, b) < radius));
   // Polygon: the corners inside and no edge entering the rectangle.
   // Boundary-inclusive here, but a corner on the boundary has an edge through it, which the next check refuses.
   if (!corners.every((corner) => pointInPolygon(corner, points))) return false;
@@ -121,7 +139,12 @@ function pointRectDistance([x, y]: [number, number], [x0, y0, x1, y1]: Rect): nu
 /** Distance from the segment a-b to the closed rectangle (0 where they meet). */
 function segmentRectDistance(a: [number, number], b: [number, number], rect: Rect): number {
   if (segmentMeetsRect(a, b, rect)) return 0;
-  const corners: [number, number][] = [[rect[0], rect[1]], [rect[2], rect[1]], [rect[2], rect[3]], [rect[0], rect[3]]];
+  const corners: [number, number][] = [
+    [rect[0], rect[1]],
+    [rect[2], rect[1]],
+    [rect[2], rect[3]],
+    [rect[0], rect[3]],
+  ];
   return Math.min(pointRectDistance(a, rect), pointRectDistance(b, rect), ...corners.map((corner) => distanceToSegment(corner, a, b)));
 }
 
@@ -136,7 +159,7 @@ function rectOutside(shape: FenceShape, rect: Rect): boolean {
   if (shape.kind === 'disc') return pointRectDistance(points[0]!, rect) > radius;
   if (shape.kind === 'path') return points.slice(1).every((b, i) => segmentRectDistance(points[i]!, b, rect) > radius);
   const edges = points.map((a, i) => [a, points[(i + 1) % points.length]!] as const);
-  if (edges.some(([a, b]) => a[0] !== b[0] || a[1] !== b[1] ? Math.hypot(b[0] - a[0], b[1] - a[1]) < 0.01 : false)) return false;
+  if (edges.some(([a, b]) => (a[0] !== b[0] || a[1] !== b[1] ? Math.hypot(b[0] - a[0], b[1] - a[1]) < 0.01 : false))) return false;
   // No edge meets the rectangle: it is wholly inside or wholly outside, as its corner is (never on an edge).
   if (edges.some(([a, b]) => segmentMeetsRect(a, b, rect))) return false;
   return !pointInPolygon([rect[0], rect[1]], points);
@@ -157,14 +180,25 @@ export class FenceGrid {
   /** Shapes numbered from 1: by floor, then by kind (polygons, discs, paths), as `exact` expects. */
   readonly shapes: FenceShape[];
   readonly layers: number;
-  private readonly floors: { floorId: number; base: number; shapes: FenceShape[]; x0: number; y0: number; x1: number; y1: number; cells: number[][][] }[] = [];
+  private readonly floors: {
+    floorId: number;
+    base: number;
+    shapes: FenceShape[];
+    x0: number;
+    y0: number;
+    x1: number;
+    y1: number;
+    cells: number[][][];
+  }[] = [];
 
   private constructor(
     shapes: FenceShape[],
     readonly cell: number,
   ) {
     const floorIds = [...new Set(shapes.map((shape) => shape.floorId))];
-    this.shapes = floorIds.flatMap((floorId) => SHAPE_KINDS.flatMap((kind) => shapes.filter((shape) => shape.floorId === floorId && shape.kind === kind)));
+    this.shapes = floorIds.flatMap((floorId) =>
+      SHAPE_KINDS.flatMap((kind) => shapes.filter((shape) => shape.floorId === floorId && shape.kind === kind)),
+    );
     const perFloor = floorIds.map((floorId) => {
       const cells = new Map<string, { x: number; y: number; entries: number[] }>();
       this.shapes.forEach((shape, index) => {
@@ -172,7 +206,12 @@ export class FenceGrid {
         const box = shapeBox(shape);
         for (let x = Math.round(box[0] / cell) - 1; x <= Math.round(box[2] / cell) + 1; x++) {
           for (let y = Math.round(box[1] / cell) - 1; y <= Math.round(box[3] / cell) + 1; y++) {
-            const rect: Rect = [(x - 0.5) * cell - CELL_MARGIN, (y - 0.5) * cell - CELL_MARGIN, (x + 0.5) * cell + CELL_MARGIN, (y + 0.5) * cell + CELL_MARGIN];
+            const rect: Rect = [
+              (x - 0.5) * cell - CELL_MARGIN,
+              (y - 0.5) * cell - CELL_MARGIN,
+              (x + 0.5) * cell + CELL_MARGIN,
+              (y + 0.5) * cell + CELL_MARGIN,
+            ];
             if (rect[2] < box[0] || rect[0] > box[2] || rect[3] < box[1] || rect[1] > box[3]) continue;
             const entry = cells.get(`${x},${y}`) ?? { x, y, entries: [] };
             if (rectOutside(shape, rect)) continue;
@@ -184,12 +223,17 @@ export class FenceGrid {
       // A floor whose shapes miss every cell (none do that has an area) still gets an array, of one empty cell.
       return { floorId, entries: cells.size > 0 ? [...cells.values()] : [{ x: 0, y: 0, entries: [] }] };
     });
-    this.layers = perFloor.reduce((most, { entries }) => entries.reduce((inFloor, entry) => Math.max(inFloor, entry.entries.length), most), 1);
+    this.layers = perFloor.reduce(
+      (most, { entries }) => entries.reduce((inFloor, entry) => Math.max(inFloor, entry.entries.length), most),
+      1,
+    );
     for (const { floorId, entries } of perFloor) {
       // A loop, not Math.min(...): hundreds of thousands of arguments overflow the stack.
       let [x0, y0, x1, y1] = [Infinity, Infinity, -Infinity, -Infinity];
       for (const { x, y } of entries) [x0, y0, x1, y1] = [Math.min(x0, x), Math.min(y0, y), Math.max(x1, x), Math.max(y1, y)];
-      const cells = Array.from({ length: this.layers }, () => Array.from({ length: x1 - x0 + 1 }, () => new Array<number>(y1 - y0 + 1).fill(0)));
+      const cells = Array.from({ length: this.layers }, () =>
+        Array.from({ length: x1 - x0 + 1 }, () => new Array<number>(y1 - y0 + 1).fill(0)),
+      );
       for (const entry of entries) {
         entry.entries.forEach((value, layer) => {
           cells[layer]![entry.x - x0]![entry.y - y0] = value;
@@ -206,9 +250,17 @@ export class FenceGrid {
     for (const shape of shapes) {
       const [x0, y0, x1, y1] = shapeBox(shape);
       const extent = extents.get(shape.floorId);
-      extents.set(shape.floorId, extent ? [Math.min(extent[0], x0), Math.min(extent[1], y0), Math.max(extent[2], x1), Math.max(extent[3], y1)] : [x0, y0, x1, y1]);
+      extents.set(
+        shape.floorId,
+        extent ? [Math.min(extent[0], x0), Math.min(extent[1], y0), Math.max(extent[2], x1), Math.max(extent[3], y1)] : [x0, y0, x1, y1],
+      );
     }
-    const count = (boxes: Rect[], size: number) => boxes.reduce((sum, [x0, y0, x1, y1]) => sum + (Math.round(x1 / size) - Math.round(x0 / size) + 3) * (Math.round(y1 / size) - Math.round(y0 / size) + 3), 0);
+    const count = (boxes: Rect[], size: number) =>
+      boxes.reduce(
+        (sum, [x0, y0, x1, y1]) =>
+          sum + (Math.round(x1 / size) - Math.round(x0 / size) + 3) * (Math.round(y1 / size) - Math.round(y0 / size) + 3),
+        0,
+      );
     // The arrays span each floor's shapes, in as many layers as shapes overlap.
     const cells = (size: number) => Math.max(count([...extents.values()], size), count(shapes.map(shapeBox), size));
     let cell = 0.5;
@@ -264,18 +316,55 @@ export class FenceGrid {
       const of = floor.shapes.filter((shape) => shape.kind === kind);
       if (of.length === 0) continue;
       const at = (values: (string | number)[], type: string) => joinSql([sqlOf(`(?::${type}[])[`, pgArray(values)), n, ` - ${offset}]`]);
-      const radius = at(of.map((s) => s.radius), 'float8');
+      const radius = at(
+        of.map((s) => s.radius),
+        'float8',
+      );
       const test =
         kind === 'polygon'
-          ? joinSql([at(of.map((s) => s.literal), 'polygon'), ' @> point(p.x, p.y)'])
+          ? joinSql([
+              at(
+                of.map((s) => s.literal),
+                'polygon',
+              ),
+              ' @> point(p.x, p.y)',
+            ])
           : kind === 'disc'
-            ? joinSql(['point(', at(of.map((s) => s.points[0]![0]), 'float8'), ', ', at(of.map((s) => s.points[0]![1]), 'float8'), ') <-> point(p.x, p.y) <= ', radius])
-            : joinSql(['point(p.x, p.y) <-> ', at(of.map((s) => s.literal), 'path'), ' <= ', radius]);
+            ? joinSql([
+                'point(',
+                at(
+                  of.map((s) => s.points[0]![0]),
+                  'float8',
+                ),
+                ', ',
+                at(
+                  of.map((s) => s.points[0]![1]),
+                  'float8',
+                ),
+                ') <-> point(p.x, p.y) <= ',
+                radius,
+              ])
+            : joinSql([
+                'point(p.x, p.y) <-> ',
+                at(
+                  of.map((s) => s.literal),
+                  'path',
+                ),
+                ' <= ',
+                radius,
+              ]);
       offset += of.length;
       branches.push({ last: offset, test });
     }
     if (branches.length === 1) return branches[0]!.test;
-    return joinSql(['(case ', joinSql(branches.map(({ last, test }) => joinSql(['when ', n, ` <= ${last} then `, test])), ' '), ' end)']);
+    return joinSql([
+      '(case ',
+      joinSql(
+        branches.map(({ last, test }) => joinSql(['when ', n, ` <= ${last} then `, test])),
+        ' ',
+      ),
+      ' end)',
+    ]);
   }
 
   /**
@@ -339,7 +428,8 @@ export class FenceGrid {
     );
   }
 
-  static readonly inShape = "case f.kind when 'polygon' then f.polygon @> point(p.x, p.y) when 'disc' then point(f.x, f.y) <-> point(p.x, p.y) <= f.radius else point(p.x, p.y) <-> f.path <= f.radius end";
+  static readonly inShape =
+    "case f.kind when 'polygon' then f.polygon @> point(p.x, p.y) when 'disc' then point(f.x, f.y) <-> point(p.x, p.y) <= f.radius else point(p.x, p.y) <-> f.path <= f.radius end";
 
   /**
    * The shape number position `p` is in on layer `layer`, or 0 (for rows the WHERE clause kept). A cell wholly
@@ -350,7 +440,17 @@ export class FenceGrid {
     return this.perFloor((floor) => {
       const code = this.cellOf(floor, layer, false);
       const n = joinSql(['(-', code, ')']);
-      const hit = joinSql(['coalesce(nullif(greatest(', code, ', 0), 0), case when ', code, ' < 0 and ', this.exact(floor, n), ' then ', n, ' end, 0)']);
+      const hit = joinSql([
+        'coalesce(nullif(greatest(',
+        code,
+        ', 0), 0), case when ',
+        code,
+        ' < 0 and ',
+        this.exact(floor, n),
+        ' then ',
+        n,
+        ' end, 0)',
+      ]);
       return layer === 0 ? hit : joinSql(['case ', code, ' when 0 then 0 else ', hit, ' end']);
     });
   }

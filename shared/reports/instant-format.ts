@@ -18,7 +18,16 @@ const localFormats = new LruCache<string, Intl.DateTimeFormat>({ maxEntries: 100
 function localFormat(timeZone: string): Intl.DateTimeFormat {
   let format = localFormats.get(timeZone);
   if (!format) {
-    format = new Intl.DateTimeFormat('sv-SE', { timeZone, year: 'numeric', month: '2-digit', day: '2-digit', hour: '2-digit', minute: '2-digit', second: '2-digit', hourCycle: 'h23' });
+    format = new Intl.DateTimeFormat('sv-SE', {
+      timeZone,
+      year: 'numeric',
+      month: '2-digit',
+      day: '2-digit',
+      hour: '2-digit',
+      minute: '2-digit',
+      second: '2-digit',
+      hourCycle: 'h23',
+    });
     localFormats.set(timeZone, format);
   }
   return format;

@@ -58,7 +58,11 @@ const hourMs = (column: string) => `(extract(epoch from ${utcHour(column)}) * 10
 
 /** Rows received at or after this instant are not materialised yet (-Infinity before the first pass). */
 export async function watermark(execute: Execute): Promise<number> {
-  const [row] = await execute<{ ms: string | null }>(sqlOf(`select case when watermark = '-infinity' then null else (extract(epoch from watermark) * 1000)::int8 end as ms from report_watermarks where name = 'reports'`));
+  const [row] = await execute<{ ms: string | null }>(
+    sqlOf(
+      `select case when watermark = '-infinity' then null else (extract(epoch from watermark) * 1000)::int8 end as ms from report_watermarks where name = 'reports'`,
+    ),
+  );
   return row?.ms ? Number(row.ms) : Number.NEGATIVE_INFINITY;
 }
 
@@ -67,30 +71,46 @@ export async function watermark(execute: Execute): Promise<number> {
  * device-hours themselves; the materializer moves the watermark in the transaction of the pass that rebuilt them.
  */
 export async function setWatermark(storage: Storage, at: Date | null): Promise<void> {
-  await storage.execute(`update report_watermarks set watermark = ?::timestamptz where name = 'reports'`, [at ? at.toISOString() : '-infinity']);
+  await storage.execute(`update report_watermarks set watermark = ?::timestamptz where name = 'reports'`, [
+    at ? at.toISOString() : '-infinity',
+  ]);
 }
 
 /**
  * Device-hours of this window not materialised: their hour was still open at the watermark, or they have rows
  * received at or after it. A report computes these from raw positions. `since`: the watermark, when the caller has read it.
  */
-export async function pendingDeviceHours(execute: Execute, organizationId: string, from: Date, to: Date, since?: number): Promise<DeviceHour[]> {
+export async function pendingDeviceHours(
+  execute: Execute,
+  organizationId: string,
+  from: Date,
+  to: Date,
+  since?: number,
+): Promise<DeviceHour[]> {
   since ??= await watermark(execute);
   const select = (where: Sql) =>
-    joinSql([sqlOf(`select p.device_id, ${hourMs('p.ts')} as hour_ms from positions p where p.organization_id = ? and `, organizationId), where, ' group by 1, 2']);
+    joinSql([
+      sqlOf(`select p.device_id, ${hourMs('p.ts')} as hour_ms from positions p where p.organization_id = ? and `, organizationId),
+      where,
+      ' group by 1, 2',
+    ]);
   // Two narrow reads rather than one filter over the whole window: rows received since the watermark (the BRIN
   // index on received_at finds them), and the hours not closed at the watermark (a short range of ts).
   const queries = Number.isFinite(since)
     ? [
         select(sqlOf('p.ts >= ? and p.ts < ? and p.received_at >= ?', from.toISOString(), to.toISOString(), new Date(since).toISOString())),
-        ...(floorHour(since) < to.getTime() ? [select(sqlOf('p.ts >= ? and p.ts < ?', new Date(Math.max(from.getTime(), floorHour(since))).toISOString(), to.toISOString()))] : []),
+        ...(floorHour(since) < to.getTime()
+          ? [select(sqlOf('p.ts >= ? and p.ts < ?', new Date(Math.max(from.getTime(), floorHour(since))).toISOString(), to.toISOString()))]
+          : []),
       ]
     : [select(sqlOf('p.ts >= ? and p.ts < ?', from.toISOString(), to.toISOString()))];
   // The planner cannot tell how many rows arrived since the watermark (no statistics past the last ANALYZE) and
   // guesses a third of the partition: it then launches parallel workers and compiles the query, which costs a
   // report 100-200 ms to find the few it usually gets. One process, not compiled, for these reads only.
   const [previous] = await execute<{ workers: string; jit: string }>(
-    sqlOf(`select current_setting('max_parallel_workers_per_gather') as workers, current_setting('jit') as jit, set_config('max_parallel_workers_per_gather', '0', true), set_config('jit', 'off', true)`),
+    sqlOf(
+      `select current_setting('max_parallel_workers_per_gather') as workers, current_setting('jit') as jit, set_config('max_parallel_workers_per_gather', '0', true), set_config('jit', 'off', true)`,
+    ),
   );
   const units = new Map<string, DeviceHour>();
   for (const query of queries) {
@@ -98,7 +118,9 @@ export async function pendingDeviceHours(execute: Execute, organizationId: strin
       units.set(`${row.device_id}\u0000${row.hour_ms}`, { organizationId, deviceId: row.device_id, hour: new Date(Number(row.hour_ms)) });
     }
   }
-  await execute(sqlOf(`select set_config('max_parallel_workers_per_gather', ?, true), set_config('jit', ?, true)`, previous!.workers, previous!.jit));
+  await execute(
+    sqlOf(`select set_config('max_parallel_workers_per_gather', ?, true), set_config('jit', ?, true)`, previous!.workers, previous!.jit),
+  );
   return [...units.values()];
 }
 
@@ -186,24 +208,55 @@ export class ReportMaterializer {
       const step = await this.locked(false, async (execute) => {
         let from = await watermark(execute);
         if (!Number.isFinite(from)) {
-          const [first] = await execute<{ ms: string | null }>(sqlOf('select (floor(extract(epoch from min(received_at)) * 1000))::int8 as ms from positions'));
+          const [first] = await execute<{ ms: string | null }>(
+            sqlOf('select (floor(extract(epoch from min(received_at)) * 1000))::int8 as ms from positions'),
+          );
           from = first?.ms ? Number(first.ms) : until;
         }
         const to = Math.min(from + CATCH_UP_CHUNK_MS, until);
         if (to <= from) return undefined;
         let next = to;
-        const received = await execute(sqlOf('select 1 from positions where received_at >= ? and received_at < ? limit 1', new Date(from).toISOString(), new Date(to).toISOString()));
+        const received = await execute(
+          sqlOf(
+            'select 1 from positions where received_at >= ? and received_at < ? limit 1',
+            new Date(from).toISOString(),
+            new Date(to).toISOString(),
+          ),
+        );
         if (received.length === 0 && to < until) {
           // Nothing received in this chunk: skip to the next row received (a quiet month is one step, not 120).
-          const [row] = await execute<{ ms: string | null }>(sqlOf('select (floor(extract(epoch from min(received_at)) * 1000))::int8 as ms from positions where received_at >= ?', new Date(to).toISOString()));
+          const [row] = await execute<{ ms: string | null }>(
+            sqlOf(
+              'select (floor(extract(epoch from min(received_at)) * 1000))::int8 as ms from positions where received_at >= ?',
+              new Date(to).toISOString(),
+            ),
+          );
           next = row?.ms ? Math.min(Number(row.ms), until) : until;
         }
         // Closed by `next`: every hour before its own. Late rows of closed hours, and every row of the hours that closed now.
         const closed = floorHour(next);
-        const late = await this.unitsOf(execute, sqlOf('p.received_at >= ? and p.received_at < ? and p.ts < ?', new Date(from).toISOString(), new Date(next).toISOString(), new Date(closed).toISOString()));
-        const closing = floorHour(from) < closed ? await this.unitsOf(execute, sqlOf('p.ts >= ? and p.ts < ?', new Date(floorHour(from)).toISOString(), new Date(closed).toISOString())) : [];
+        const late = await this.unitsOf(
+          execute,
+          sqlOf(
+            'p.received_at >= ? and p.received_at < ? and p.ts < ?',
+            new Date(from).toISOString(),
+            new Date(next).toISOString(),
+            new Date(closed).toISOString(),
+          ),
+        );
+        const closing =
+          floorHour(from) < closed
+            ? await this.unitsOf(
+                execute,
+                sqlOf('p.ts >= ? and p.ts < ?', new Date(floorHour(from)).toISOString(), new Date(closed).toISOString()),
+              )
+            : [];
         // A device-hour found by both keeps the closing query's count (all of its positions; the late one counts the late ones).
-        const units = [...new Map([...late, ...closing].map((unit) => [`${unit.organizationId}\u0000${unit.deviceId}\u0000${unit.hour.getTime()}`, unit])).values()];
+        const units = [
+          ...new Map(
+            [...late, ...closing].map((unit) => [`${unit.organizationId}\u0000${unit.deviceId}\u0000${unit.hour.getTime()}`, unit]),
+          ).values(),
+        ];
         await this.rebuild(execute, units, true);
         await execute(sqlOf(`update report_watermarks set watermark = ? where name = 'reports'`, new Date(next).toISOString()));
         return { units: units.length, done: next >= until };
@@ -220,13 +273,14 @@ export class ReportMaterializer {
     let total = 0;
     for (let start = from.getTime(); start < to.getTime(); start += DAY_MS) {
       const end = Math.min(start + DAY_MS, to.getTime());
-      total += await this.locked(true, async (execute) => {
-        const where = [sqlOf('p.ts >= ? and p.ts < ?', new Date(start).toISOString(), new Date(end).toISOString())];
-        if (organizationId) where.push(sqlOf('p.organization_id = ?', organizationId));
-        const units = await this.unitsOf(execute, joinSql(where, ' and '));
-        await this.rebuild(execute, units);
-        return units.length;
-      }) ?? 0;
+      total +=
+        (await this.locked(true, async (execute) => {
+          const where = [sqlOf('p.ts >= ? and p.ts < ?', new Date(start).toISOString(), new Date(end).toISOString())];
+          if (organizationId) where.push(sqlOf('p.organization_id = ?', organizationId));
+          const units = await this.unitsOf(execute, joinSql(where, ' and '));
+          await this.rebuild(execute, units);
+          return units.length;
+        })) ?? 0;
       this.logger.info({ from: new Date(start).toISOString(), to: new Date(end).toISOString(), total }, 'reports backfilled');
     }
     return total;
@@ -234,9 +288,18 @@ export class ReportMaterializer {
 
   private async unitsOf(execute: Execute, where: Sql): Promise<Unit[]> {
     const rows = await execute<{ organization_id: string; device_id: string; hour_ms: string; positions: string }>(
-      joinSql([`select p.organization_id, p.device_id, ${hourMs('p.ts')} as hour_ms, count(*) as positions from positions p where `, where, ' group by 1, 2, 3']),
+      joinSql([
+        `select p.organization_id, p.device_id, ${hourMs('p.ts')} as hour_ms, count(*) as positions from positions p where `,
+        where,
+        ' group by 1, 2, 3',
+      ]),
     );
-    return rows.map((row) => ({ organizationId: row.organization_id, deviceId: row.device_id, hour: new Date(Number(row.hour_ms)), positions: Number(row.positions) }));
+    return rows.map((row) => ({
+      organizationId: row.organization_id,
+      deviceId: row.device_id,
+      hour: new Date(Number(row.hour_ms)),
+      positions: Number(row.positions),
+    }));
   }
 
   /**
@@ -248,7 +311,12 @@ export class ReportMaterializer {
       const started = this.clock.now();
       // Up to `batch` device-hours and `batchPositions` positions (at least one device-hour).
       let end = i + 1;
-      for (let positions = units[i]!.positions; end < units.length && end - i < this.batch && positions + units[end]!.positions <= this.batchPositions; end++) positions += units[end]!.positions;
+      for (
+        let positions = units[i]!.positions;
+        end < units.length && end - i < this.batch && positions + units[end]!.positions <= this.batchPositions;
+        end++
+      )
+        positions += units[end]!.positions;
       const batch = units.slice(i, end);
       for (const materialization of this.materializations) await materialization.rebuild(execute, batch);
       i = end;

@@ -49,9 +49,14 @@ export interface RenderedReport {
 
 /** The JSON answer or CSV document of a report, as text. */
 export async function renderText(result: ReportResult, format: 'json' | 'csv'): Promise<string> {
-  if (format === 'json') return JSON.stringify({ data: rowObjects(result.meta, result.rows), meta: result.meta, statistics: result.statistics });
+  if (format === 'json')
+    return JSON.stringify({ data: rowObjects(result.meta, result.rows), meta: result.meta, statistics: result.statistics });
   let text = '';
-  for await (const chunk of csvChunks(result.meta.map((column) => column.name), [result.rows as never])) text += chunk;
+  for await (const chunk of csvChunks(
+    result.meta.map((column) => column.name),
+    [result.rows as never],
+  ))
+    text += chunk;
   return text;
 }
 
@@ -78,9 +83,11 @@ export async function renderedBody(rendered: RenderedReport, maxBytes = MAX_INFL
   try {
     return await inflate(Buffer.from(rendered.body, 'base64'), { maxOutputLength: maxBytes });
   } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'ERR_BUFFER_TOO_LARGE') throw new Error(`a report answer inflates past ${maxBytes} bytes: refused`, { cause: error });
+    if ((error as NodeJS.ErrnoException).code === 'ERR_BUFFER_TOO_LARGE')
+      throw new Error(`a report answer inflates past ${maxBytes} bytes: refused`, { cause: error });
     throw error;
   }
 }
 
-export const isRendered = (result: ReportResult | RenderedReport): result is RenderedReport => typeof (result as RenderedReport).body === 'string' && !('rows' in result);
+export const isRendered = (result: ReportResult | RenderedReport): result is RenderedReport =>
+  typeof (result as RenderedReport).body === 'string' && !('rows' in result);

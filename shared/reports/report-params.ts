@@ -8,11 +8,18 @@ import type { ReportRendering } from './report-output.js';
 const list = <T extends z.ZodType>(item: T) =>
   z
     .union([z.string(), z.array(z.string())])
-    .transform((value) => (Array.isArray(value) ? value : [value]).flatMap((part) => part.split(',')).map((part) => part.trim()).filter((part) => part !== ''))
+    .transform((value) =>
+      (Array.isArray(value) ? value : [value])
+        .flatMap((part) => part.split(','))
+        .map((part) => part.trim())
+        .filter((part) => part !== ''),
+    )
     .pipe(z.array(item).min(1, 'at least one item') as unknown as z.ZodType<z.output<T>[], string[]>);
 
 const bool = z.enum(['true', 'false']).transform((value) => value === 'true');
-const instant = z.iso.datetime({ offset: true, message: 'an ISO 8601 date-time such as 2026-05-01T00:00:00Z' }).transform((value) => new Date(value).toISOString());
+const instant = z.iso
+  .datetime({ offset: true, message: 'an ISO 8601 date-time such as 2026-05-01T00:00:00Z' })
+  .transform((value) => new Date(value).toISOString());
 const seconds = z.coerce.number().min(0);
 
 export const timeZone = z
@@ -49,7 +56,12 @@ const geofencing = {
 export const reportParamSchemas = {
   geofencing_stay_time: z.object({ ...geofencing, group: z.enum(['day', 'hour']).default('day') }),
   geofencing_sessions_matches: z.object(geofencing),
-  visitors: z.object({ building_id: z.coerce.number().int().positive(), floor_id: z.coerce.number().int().positive().optional(), group: z.enum(['month', 'day', 'hour']).default('day'), ...window }),
+  visitors: z.object({
+    building_id: z.coerce.number().int().positive(),
+    floor_id: z.coerce.number().int().positive().optional(),
+    group: z.enum(['month', 'day', 'hour']).default('day'),
+    ...window,
+  }),
   positioning_time: z.object({
     building_id: z.coerce.number().int().positive(),
     floor_id: z.coerce.number().int().positive().optional(),
@@ -93,7 +105,8 @@ export const reportParamSchemas = {
  */
 export function windowProblems(params: { from_date: string; to_date: string }, maxDays: number): { field: string; message: string }[] {
   const span = Date.parse(params.to_date) - Date.parse(params.from_date);
-  if (span > maxDays * 86_400_000) return [{ field: 'query.to_date', message: `at most ${maxDays} days after from_date (REPORTS_MAX_WINDOW_DAYS)` }];
+  if (span > maxDays * 86_400_000)
+    return [{ field: 'query.to_date', message: `at most ${maxDays} days after from_date (REPORTS_MAX_WINDOW_DAYS)` }];
   return [];
 }
 

@@ -7,7 +7,18 @@ import { epochSecond, formatInstant, instantFormatter } from './instant-format.j
 import type { ReportColumn, ReportName, ReportScope } from './report-params.js';
 import { REPORT_COLUMNS } from './report-columns.js';
 import type { JobLimits } from '../jobs/job-queue.js';
-import { inBoundedTransaction, inReportTransaction, intervalMicros, joinSql, originOf, sqlOf, UNBOUNDED, type Execute, type Params, type Sql } from './report-sql.js';
+import {
+  inBoundedTransaction,
+  inReportTransaction,
+  intervalMicros,
+  joinSql,
+  originOf,
+  sqlOf,
+  UNBOUNDED,
+  type Execute,
+  type Params,
+  type Sql,
+} from './report-sql.js';
 import { HOUR_MS } from './materializer.js';
 import { fenceRuns, sessionsSql, staysPlan } from './stays.js';
 import { GEOHASH10_ROWS, joinRuns, latCell, lngCell, QUARTER_MS, RollupWindow, ROLLUPS_SINCE, RUN_GAP_US, type Run } from './rollups.js';
@@ -47,7 +58,8 @@ const DAY_NAMES = ['', 'Monday', 'Tuesday', 'Wednesday', 'Thursday', 'Friday', '
 function baseFilter(scope: ReportScope, params: Params) {
   const where = ['p.organization_id = ?', 'p.ts >= ?', 'p.ts < ?'];
   const values: unknown[] = [scope.organizationId, params.from_date, params.to_date];
-  if (new Date(params.to_date) <= new Date(params.from_date)) throw new ValidationError([{ field: 'to_date', message: 'must be after from_date' }]);
+  if (new Date(params.to_date) <= new Date(params.from_date))
+    throw new ValidationError([{ field: 'to_date', message: 'must be after from_date' }]);
   if (scope.onlyUserId) {
     where.push('p.user_id = ?');
     values.push(scope.onlyUserId);
@@ -97,8 +109,14 @@ async function fenceSessions<T>(
   if (params.user_ids) filter.add('p.user_id = any(?::uuid[])', pgArray(params.user_ids));
   if (params.user_ids) onStays.push(sqlOf(' and s.user_id = any(?::uuid[])', pgArray(params.user_ids)));
   if (params.only_assigned) {
-    filter.add('exists (select 1 from devices d where d.organization_id = p.organization_id and d.identifier = p.device_id and d.user_id is not null)');
-    onStays.push(sqlOf(' and exists (select 1 from devices d where d.organization_id = s.organization_id and d.identifier = s.device_id and d.user_id is not null)'));
+    filter.add(
+      'exists (select 1 from devices d where d.organization_id = p.organization_id and d.identifier = p.device_id and d.user_id is not null)',
+    );
+    onStays.push(
+      sqlOf(
+        ' and exists (select 1 from devices d where d.organization_id = s.organization_id and d.identifier = s.device_id and d.user_id is not null)',
+      ),
+    );
   }
   const where = sqlOf(filter.where.join(' and '), ...filter.values);
 
@@ -107,7 +125,15 @@ async function fenceSessions<T>(
     const timing = new SessionWindows(params.session_threshold, origin, (Date.parse(params.to_date) - Date.parse(origin)) * 1000);
     const fromStays = options.raw
       ? undefined
-      : await staysPlan(execute, { organizationId: scope.organizationId, from: Date.parse(params.from_date), to: Date.parse(params.to_date), shapes, timing, where, staysWhere: joinSql(onStays) });
+      : await staysPlan(execute, {
+          organizationId: scope.organizationId,
+          from: Date.parse(params.from_date),
+          to: Date.parse(params.to_date),
+          shapes,
+          timing,
+          where,
+          staysWhere: joinSql(onStays),
+        });
     // The grid costs a few hundred ms to build for a floor of zones: only for a report computed from positions.
     const raw = fromStays?.raw ?? (await fenceRuns(execute, FenceGrid.for(shapes), timing, sqlOf('positions p'), where));
     // A month is hundreds of thousands of segments: sorted and grouped in memory rather than on disk. One process:
@@ -130,8 +156,23 @@ function stayFilter(params: Params): Sql {
 
 const geofencingSessionsMatches: Query = async (storage, params, scope, limits = UNBOUNDED, options = {}) => {
   // As `order by min(ts), device_id, fence_id::text`.
-  const { rows, names, originMs } = await fenceSessions<{ device_id: string; fence_id: string; first_us: string; last_us: string; n: string; user_id: string | null }>(storage, params, scope, limits, options, (sessions, timing) =>
-    joinSql(['select s.device_id, s.fence_id::text as fence_id, ', timing.offset('s.first_ts'), ' as first_us, ', timing.offset('s.last_ts'), ' as last_us, s.n, s.user_id from ', sessions, ' order by s.first_ts, s.device_id, s.fence_id']),
+  const { rows, names, originMs } = await fenceSessions<{
+    device_id: string;
+    fence_id: string;
+    first_us: string;
+    last_us: string;
+    n: string;
+    user_id: string | null;
+  }>(storage, params, scope, limits, options, (sessions, timing) =>
+    joinSql([
+      'select s.device_id, s.fence_id::text as fence_id, ',
+      timing.offset('s.first_ts'),
+      ' as first_us, ',
+      timing.offset('s.last_ts'),
+      ' as last_us, s.n, s.user_id from ',
+      sessions,
+      ' order by s.first_ts, s.device_id, s.fence_id',
+    ]),
   );
   // A month is hundreds of thousands of stays: their instants formatted from cached minutes, as raw_data's are.
   const instant = instantFormatter(params.time_zone);
@@ -196,26 +237,34 @@ const geofencingStayTime: Query = async (storage, params, scope, limits = UNBOUN
   // went back across a day or hour), which orders the rows as the labels do.
   const labels = [...new Set(groups.labels)].sort();
   const rankOf = new Map(labels.map((label, rank) => [label, rank]));
-  const { rows, names, originMs } = await fenceSessions<{ rank: number; device_id: string; fence_id: string; user_id: string | null; sessions: number; total_us: string; first_us: string; last_us: string; n: string }>(
-    storage,
-    params,
-    scope,
-    limits,
-    options,
-    (sessions, timing) =>
-      joinSql([
-        `select g.rank, g.device_id collate "C" as device_id, g.fence_id::text as fence_id, (array_agg(g.user_id order by g.first_ts))[1] as user_id, count(*)::int as sessions,
+  const { rows, names, originMs } = await fenceSessions<{
+    rank: number;
+    device_id: string;
+    fence_id: string;
+    user_id: string | null;
+    sessions: number;
+    total_us: string;
+    first_us: string;
+    last_us: string;
+    n: string;
+  }>(storage, params, scope, limits, options, (sessions, timing) =>
+    joinSql([
+      `select g.rank, g.device_id collate "C" as device_id, g.fence_id::text as fence_id, (array_agg(g.user_id order by g.first_ts))[1] as user_id, count(*)::int as sessions,
                 (extract(epoch from sum(g.last_ts - g.first_ts)) * 1000000)::int8 as total_us, `,
-        timing.offset('min(g.first_ts)'),
-        ' as first_us, ',
-        timing.offset('max(g.last_ts)'),
-        // Sessions come per device and geofence in time order (sessionsSql): ordering each one's few hundred by
-        // group is an incremental sort, and groups are then aggregated as they stream, not hashed and sorted.
-        ' as last_us, sum(g.n)::int8 as n from (',
-        sqlOf('select (?::int[])[width_bucket(s.first_ts, ?::timestamptz[]) + 1] as rank, s.* from ', pgArray(groups.labels.map((label) => rankOf.get(label)!)), pgArray(groups.starts.map((ms) => new Date(ms).toISOString()))),
-        sessions,
-        ' order by s.device_id collate "C", s.fence_id, rank, s.first_ts) g group by g.device_id collate "C", g.fence_id, g.rank order by g.rank, g.device_id collate "C", min(g.first_ts), g.fence_id',
-      ]),
+      timing.offset('min(g.first_ts)'),
+      ' as first_us, ',
+      timing.offset('max(g.last_ts)'),
+      // Sessions come per device and geofence in time order (sessionsSql): ordering each one's few hundred by
+      // group is an incremental sort, and groups are then aggregated as they stream, not hashed and sorted.
+      ' as last_us, sum(g.n)::int8 as n from (',
+      sqlOf(
+        'select (?::int[])[width_bucket(s.first_ts, ?::timestamptz[]) + 1] as rank, s.* from ',
+        pgArray(groups.labels.map((label) => rankOf.get(label)!)),
+        pgArray(groups.starts.map((ms) => new Date(ms).toISOString())),
+      ),
+      sessions,
+      ' order by s.device_id collate "C", s.fence_id, rank, s.first_ts) g group by g.device_id collate "C", g.fence_id, g.rank order by g.rank, g.device_id collate "C", min(g.first_ts), g.fence_id',
+    ]),
   );
   const instant = instantFormatter(params.time_zone);
   return {
@@ -263,10 +312,17 @@ function rowFilter(scope: ReportScope, params: Params) {
 }
 
 /** Positions of the whole window, as `from` text (the raw path). */
-const windowPositions = (conditions: Sql, params: Params) => joinSql(['positions p where ', conditions, sqlOf(' and p.ts >= ? and p.ts < ?', params.from_date, params.to_date)]);
+const windowPositions = (conditions: Sql, params: Params) =>
+  joinSql(['positions p where ', conditions, sqlOf(' and p.ts >= ? and p.ts < ?', params.from_date, params.to_date)]);
 
 /** The rollups (rollups.ts) serve a window from 1980 on, unless asked for the raw path; null: positions only. */
-async function rollupPlan(execute: Execute, scope: ReportScope, params: Params, unitMs: number, options: ReportOptions): Promise<RollupWindow | null> {
+async function rollupPlan(
+  execute: Execute,
+  scope: ReportScope,
+  params: Params,
+  unitMs: number,
+  options: ReportOptions,
+): Promise<RollupWindow | null> {
   return options.raw ? null : RollupWindow.plan(execute, scope.organizationId, params.from_date, params.to_date, unitMs);
 }
 
@@ -317,8 +373,18 @@ const visitors: Query = async (storage, params, scope, limits = UNBOUNDED, optio
     const plan = quarters ? await rollupPlan(execute, scope, params, QUARTER_MS, options) : null;
     const at = quarters ? sqlOf(`date_bin('15 minutes', p.ts, '2000-01-01T00:00:00Z')`) : localBucket('p.ts');
     const groups = [
-      ...(plan ? plan.rawSources(conditions) : [windowPositions(conditions, params)]).map((source) => joinSql(['select ', at, ' as at, p.device_id, p.user_id, count(*) as n from ', source, ' group by 1, 2, 3'])),
-      ...(plan ? [joinSql(['select p.quarter as at, p.device_id, p.user_id, sum(p.positions) as n from ', plan.rollupSource('rollup_runs', conditions), ' group by 1, 2, 3'])] : []),
+      ...(plan ? plan.rawSources(conditions) : [windowPositions(conditions, params)]).map((source) =>
+        joinSql(['select ', at, ' as at, p.device_id, p.user_id, count(*) as n from ', source, ' group by 1, 2, 3']),
+      ),
+      ...(plan
+        ? [
+            joinSql([
+              'select p.quarter as at, p.device_id, p.user_id, sum(p.positions) as n from ',
+              plan.rollupSource('rollup_runs', conditions),
+              ' group by 1, 2, 3',
+            ]),
+          ]
+        : []),
     ];
     return execute<{ bucket: string; visitors: number; devices: number; positions: number }>(
       joinSql([
@@ -354,16 +420,24 @@ const positioningTime: Query = async (storage, params, scope, limits = UNBOUNDED
   if (params.floor_id) filter.add('p.floor_id = ?', params.floor_id);
   const conditions = filter.sql();
   const rows = await inReportTransaction(storage, limits, async (execute) => {
-    const origin = await originOf(execute, params, joinSql([conditions, sqlOf(' and p.ts >= ? and p.ts < ?', params.from_date, params.to_date)]));
+    const origin = await originOf(
+      execute,
+      params,
+      joinSql([conditions, sqlOf(' and p.ts >= ? and p.ts < ?', params.from_date, params.to_date)]),
+    );
     const timing = new SessionWindows(params.session_threshold, origin, (Date.parse(params.to_date) - Date.parse(origin)) * 1000);
     const plan = timing.thresholdUs >= RUN_GAP_US ? await rollupPlan(execute, scope, params, QUARTER_MS, options) : null;
     const windows = new Map<string, Window>();
     for (const source of plan ? plan.rawSources(conditions) : [windowPositions(conditions, params)]) {
-      for (const row of await execute<WindowRow>(joinSql(['select p.device_id, ', timing.aggregates, ' from ', source, ' group by p.device_id, ', timing.window]))) {
+      for (const row of await execute<WindowRow>(
+        joinSql(['select p.device_id, ', timing.aggregates, ' from ', source, ' group by p.device_id, ', timing.window]),
+      )) {
         addWindow(windows, timing, row.device_id, row);
       }
     }
-    const where = plan ? plan.rawWhere(conditions) : joinSql([conditions, sqlOf(' and p.ts >= ? and p.ts < ?', params.from_date, params.to_date)]);
+    const where = plan
+      ? plan.rawWhere(conditions)
+      : joinSql([conditions, sqlOf(' and p.ts >= ? and p.ts < ?', params.from_date, params.to_date)]);
     const byDevice: Map<string, Run[]> = await timing.sessions(windows.values(), async (wanted) => {
       const exact = new Map<string, Position[]>();
       // biome-ignore lint/suspicious/noExplicitAny: report rows hold the columns named by the report's column list (report-columns.ts)
@@ -455,9 +529,21 @@ const heatmap: Query = async (storage, params, scope, limits = UNBOUNDED, option
     const plan = await rollupPlan(execute, scope, params, HOUR_MS, options);
     const groups = [
       ...(plan ? plan.rawSources(conditions) : [windowPositions(conditions, params)]).map((source) =>
-        joinSql([`select ${latCell('p.lat')} as lat_cell, ${lngCell('p.lng')} as lng_cell, p.user_id, p.device_id, count(*) as n from `, source, ' group by 1, 2, 3, 4']),
+        joinSql([
+          `select ${latCell('p.lat')} as lat_cell, ${lngCell('p.lng')} as lng_cell, p.user_id, p.device_id, count(*) as n from `,
+          source,
+          ' group by 1, 2, 3, 4',
+        ]),
       ),
-      ...(plan ? [joinSql(['select p.lat_cell::bigint, p.lng_cell::bigint, p.user_id, p.device_id, sum(p.positions) as n from ', plan.rollupSource('rollup_heat_cells', conditions), ' group by 1, 2, 3, 4'])] : []),
+      ...(plan
+        ? [
+            joinSql([
+              'select p.lat_cell::bigint, p.lng_cell::bigint, p.user_id, p.device_id, sum(p.positions) as n from ',
+              plan.rollupSource('rollup_heat_cells', conditions),
+              ' group by 1, 2, 3, 4',
+            ]),
+          ]
+        : []),
     ];
     return execute<{ lat_cell: string; lng_cell: string; weight: number; positions: number }>(
       joinSql([
@@ -469,7 +555,11 @@ const heatmap: Query = async (storage, params, scope, limits = UNBOUNDED, option
     );
   });
   const rows = cells.map((cell) => {
-    const hash = encodeGeohash(((Number(cell.lat_cell) + 0.5) / GEOHASH10_ROWS) * 180 - 90, ((Number(cell.lng_cell) + 0.5) / GEOHASH10_ROWS) * 360 - 180, 10);
+    const hash = encodeGeohash(
+      ((Number(cell.lat_cell) + 0.5) / GEOHASH10_ROWS) * 180 - 90,
+      ((Number(cell.lng_cell) + 0.5) / GEOHASH10_ROWS) * 360 - 180,
+      10,
+    );
     const center = decodeGeohashCenter(hash);
     return [hash, center.lat, center.lng, cell.weight, cell.positions];
   });
@@ -480,7 +570,13 @@ const heatmap: Query = async (storage, params, scope, limits = UNBOUNDED, option
   };
 };
 
-const RAW_ORDER: Record<string, string> = { timestamp: 'p.ts', device_id: 'p.device_id', user_id: 'p.user_id', building_id: 'p.building_id', floor_id: 'p.floor_id' };
+const RAW_ORDER: Record<string, string> = {
+  timestamp: 'p.ts',
+  device_id: 'p.device_id',
+  user_id: 'p.user_id',
+  building_id: 'p.building_id',
+  floor_id: 'p.floor_id',
+};
 
 const rawData: Query = async (storage, params, scope, limits = UNBOUNDED) => {
   checkOrganization(params, scope);
@@ -512,7 +608,20 @@ const rawData: Query = async (storage, params, scope, limits = UNBOUNDED) => {
   const instant = instantFormatter(params.time_zone);
   return {
     meta: REPORT_COLUMNS.raw_data,
-    rows: rows.map((r) => [instant(epochSecond(fromMs, Number(r.t))), r.device_id, r.user_id, r.building_id, r.floor_id, r.indoor, r.x, r.y, r.lat, r.lng, r.yaw, r.accuracy]),
+    rows: rows.map((r) => [
+      instant(epochSecond(fromMs, Number(r.t))),
+      r.device_id,
+      r.user_id,
+      r.building_id,
+      r.floor_id,
+      r.indoor,
+      r.x,
+      r.y,
+      r.lat,
+      r.lng,
+      r.yaw,
+      r.accuracy,
+    ]),
     rowsRead: rows.length,
   };
 };

@@ -26,7 +26,8 @@ export const UNBOUNDED: JobLimits = { deadline: Number.POSITIVE_INFINITY, signal
 const cancelled = () => new TimeoutError('The report was cancelled: it did not finish within the job timeout');
 
 /** PostgreSQL's "canceling statement due to statement timeout / user request". */
-const isCancellation = (error: unknown) => (error as { code?: unknown })?.code === '57014' || /canceling statement due to/i.test(String((error as Error)?.message));
+const isCancellation = (error: unknown) =>
+  (error as { code?: unknown })?.code === '57014' || /canceling statement due to/i.test(String((error as Error)?.message));
 
 /**
  * Runs statements in one transaction bounded by the job's limits, so a report stops when its caller gives up
@@ -104,6 +105,8 @@ const MAX_SPAN_US = Number.MAX_SAFE_INTEGER;
 export async function originOf(execute: Execute, params: Params, where: Sql): Promise<string> {
   const from = params.from_date as string;
   if ((Date.parse(params.to_date) - Date.parse(from)) * 1000 < MAX_SPAN_US) return from;
-  const [row] = await execute<{ first_ms: string | null }>(joinSql(['select floor(extract(epoch from min(p.ts)) * 1000)::int8 as first_ms from positions p where ', where]));
+  const [row] = await execute<{ first_ms: string | null }>(
+    joinSql(['select floor(extract(epoch from min(p.ts)) * 1000)::int8 as first_ms from positions p where ', where]),
+  );
   return row?.first_ms ? new Date(Number(row.first_ms)).toISOString() : from;
 }

@@ -74,31 +74,53 @@ export const rollupMaterialization: Materialization = {
   async rebuild(execute: Execute, units: readonly DeviceHour[]): Promise<void> {
     if (units.length === 0) return;
     await execute(
-      inlined(joinSql([
-        'delete from rollup_runs r using ',
-        unitsSql(units),
-        " where r.organization_id = u.organization_id and r.device_id = u.device_id and r.quarter >= u.hour and r.quarter < u.hour + interval '1 hour'",
-      ])),
+      inlined(
+        joinSql([
+          'delete from rollup_runs r using ',
+          unitsSql(units),
+          " where r.organization_id = u.organization_id and r.device_id = u.device_id and r.quarter >= u.hour and r.quarter < u.hour + interval '1 hour'",
+        ]),
+      ),
     );
     await execute(
-      inlined(joinSql([
-        'delete from rollup_heat_cells r using ',
-        unitsSql(units),
-        ' where r.organization_id = u.organization_id and r.device_id = u.device_id and r.hour = u.hour',
-      ])),
+      inlined(
+        joinSql([
+          'delete from rollup_heat_cells r using ',
+          unitsSql(units),
+          ' where r.organization_id = u.organization_id and r.device_id = u.device_id and r.hour = u.hour',
+        ]),
+      ),
     );
     // A run starts at a key's first position, at a quarter hour, and wherever the gap from the previous one
     // exceeds RUN_GAP_US. PostgreSQL groups each device-hour's times per key (in the index's order) and this
     // process splits them: sorting every position for window functions cost more than the rest of the rebuild.
-    const groups = await execute<{ unit: number | string; building_id: number; floor_id: number | null; user_id: string | null; times: string }>(
-      inlined(joinSql([
-        `select u.unit, p.building_id, p.floor_id, p.user_id::text as user_id, array_to_string(array_agg((extract(epoch from p.ts - u.hour) * 1000000)::int8), ',') as times
+    const groups = await execute<{
+      unit: number | string;
+      building_id: number;
+      floor_id: number | null;
+      user_id: string | null;
+      times: string;
+    }>(
+      inlined(
+        joinSql([
+          `select u.unit, p.building_id, p.floor_id, p.user_id::text as user_id, array_to_string(array_agg((extract(epoch from p.ts - u.hour) * 1000000)::int8), ',') as times
          from `,
-        unitPositions(units),
-        ' group by u.unit, p.building_id, p.floor_id, p.user_id',
-      ])),
+          unitPositions(units),
+          ' group by u.unit, p.building_id, p.floor_id, p.user_id',
+        ]),
+      ),
     );
-    const runs = { organization: [] as string[], device: [] as string[], quarter: [] as string[], building: [] as number[], floor: [] as (number | null)[], user: [] as (string | null)[], first: [] as number[], last: [] as number[], n: [] as number[] };
+    const runs = {
+      organization: [] as string[],
+      device: [] as string[],
+      quarter: [] as string[],
+      building: [] as number[],
+      floor: [] as (number | null)[],
+      user: [] as (string | null)[],
+      first: [] as number[],
+      last: [] as number[],
+      n: [] as number[],
+    };
     for (const group of groups) {
       const unit = units[Number(group.unit) - 1]!;
       const hourUs = unit.hour.getTime() * 1000;
@@ -117,29 +139,33 @@ export const rollupMaterialization: Materialization = {
     }
     if (runs.n.length > 0) {
       await execute(
-        inlined(sqlOf(
-          `insert into rollup_runs (organization_id, device_id, quarter, building_id, floor_id, user_id, first_us, last_us, positions)
+        inlined(
+          sqlOf(
+            `insert into rollup_runs (organization_id, device_id, quarter, building_id, floor_id, user_id, first_us, last_us, positions)
            select * from unnest(?::uuid[], ?::text[], ?::timestamptz[], ?::int[], ?::int[], ?::uuid[], ?::int8[], ?::int8[], ?::int[])`,
-          pgArray(runs.organization),
-          pgArray(runs.device),
-          pgArray(runs.quarter),
-          pgArray(runs.building),
-          pgArray(runs.floor),
-          pgArray(runs.user),
-          pgArray(runs.first),
-          pgArray(runs.last),
-          pgArray(runs.n),
-        )),
+            pgArray(runs.organization),
+            pgArray(runs.device),
+            pgArray(runs.quarter),
+            pgArray(runs.building),
+            pgArray(runs.floor),
+            pgArray(runs.user),
+            pgArray(runs.first),
+            pgArray(runs.last),
+            pgArray(runs.n),
+          ),
+        ),
       );
     }
     await execute(
-      inlined(joinSql([
-        `insert into rollup_heat_cells (organization_id, device_id, hour, building_id, floor_id, indoor, user_id, lat_cell, lng_cell, positions)
+      inlined(
+        joinSql([
+          `insert into rollup_heat_cells (organization_id, device_id, hour, building_id, floor_id, indoor, user_id, lat_cell, lng_cell, positions)
          select p.organization_id, p.device_id, u.hour, p.building_id, p.floor_id, p.indoor, p.user_id, ${latCell('p.lat')}, ${lngCell('p.lng')}, count(*)::int
          from `,
-        unitPositions(units),
-        ' group by 1, 2, 3, 4, 5, 6, 7, 8, 9',
-      ])),
+          unitPositions(units),
+          ' group by 1, 2, 3, 4, 5, 6, 7, 8, 9',
+        ]),
+      ),
     );
   },
 };
@@ -218,7 +244,11 @@ export class RollupWindow {
   }
 
   private pendingUnits(): Sql {
-    return sqlOf('unnest(?::text[], ?::timestamptz[]) as u(device_id, hour)', pgArray(this.pending.map((unit) => unit.deviceId)), pgArray(this.pending.map((unit) => unit.hour.toISOString())));
+    return sqlOf(
+      'unnest(?::text[], ?::timestamptz[]) as u(device_id, hour)',
+      pgArray(this.pending.map((unit) => unit.deviceId)),
+      pgArray(this.pending.map((unit) => unit.hour.toISOString())),
+    );
   }
 
   /**
@@ -232,15 +262,21 @@ export class RollupWindow {
       `${table} p where `,
       conditions,
       sqlOf(` and ${time} >= ? and ${time} < ?`, this.innerFrom, this.innerTo),
-      ...(this.pending.length > 0 ? [' and not exists (select 1 from ', this.pendingUnits(), ` where u.device_id = p.device_id and u.hour = ${hour})`] : []),
+      ...(this.pending.length > 0
+        ? [' and not exists (select 1 from ', this.pendingUnits(), ` where u.device_id = p.device_id and u.hour = ${hour})`]
+        : []),
     ]);
   }
 
   /** Positions outside the rollups, aliased `p`: `from` texts, one per edge of the window and one for the pending device-hours. */
   rawSources(conditions: Sql): Sql[] {
     const sources: Sql[] = [];
-    for (const [from, to] of [[this.from, this.innerFrom], [this.innerTo, this.to]] as const) {
-      if (Date.parse(from) < Date.parse(to)) sources.push(joinSql(['positions p where ', conditions, sqlOf(' and p.ts >= ? and p.ts < ?', from, to)]));
+    for (const [from, to] of [
+      [this.from, this.innerFrom],
+      [this.innerTo, this.to],
+    ] as const) {
+      if (Date.parse(from) < Date.parse(to))
+        sources.push(joinSql(['positions p where ', conditions, sqlOf(' and p.ts >= ? and p.ts < ?', from, to)]));
     }
     if (this.pending.length > 0) {
       sources.push(
@@ -257,8 +293,19 @@ export class RollupWindow {
 
   /** The same positions as one condition on p (for re-reading some of them by device and time). */
   rawWhere(conditions: Sql): Sql {
-    const pending = this.pending.length > 0 ? [' or exists (select 1 from ', this.pendingUnits(), " where u.device_id = p.device_id and p.ts >= u.hour and p.ts < u.hour + interval '1 hour')"] : [];
-    return joinSql([conditions, sqlOf(' and p.ts >= ? and p.ts < ? and (p.ts < ? or p.ts >= ?', this.from, this.to, this.innerFrom, this.innerTo), ...pending, ')']);
+    const pending =
+      this.pending.length > 0
+        ? [
+            ' or exists (select 1 from ',
+            this.pendingUnits(),
+            " where u.device_id = p.device_id and p.ts >= u.hour and p.ts < u.hour + interval '1 hour')",
+          ]
+        : [];
+    return joinSql([
+      conditions,
+      sqlOf(' and p.ts >= ? and p.ts < ? and (p.ts < ? or p.ts >= ?', this.from, this.to, this.innerFrom, this.innerTo),
+      ...pending,
+      ')',
+    ]);
   }
 }
-

@@ -45,7 +45,15 @@ export class SessionWindows {
   /** A window's aggregates. Slots are counted from the window's start, where float µs are exact. */
   get aggregates(): Sql {
     const slot = joinSql(["((date_part('epoch', p.ts - ", this.window, sqlOf(') * 1000000::float8)::int8 / ?)::int', this.slotUs)]);
-    return joinSql(['bit_or(1::int8 << ', slot, ')::text as bits, ', this.offset('min(p.ts)'), ' as first_us, ', this.offset('max(p.ts)'), ' as last_us, count(*)::int as n']);
+    return joinSql([
+      'bit_or(1::int8 << ',
+      slot,
+      ')::text as bits, ',
+      this.offset('min(p.ts)'),
+      ' as first_us, ',
+      this.offset('max(p.ts)'),
+      ' as last_us, count(*)::int as n',
+    ]);
   }
 
   /** Reads positions again in some windows: `select` (columns of `p`), joined to the (device, window) pairs, `where`, by time. */
@@ -55,8 +63,15 @@ export class SessionWindows {
       select,
       ', ',
       this.offset('p.ts'),
-      sqlOf(' as t from unnest(?::text[], ?::int8[]) as w(device_id, start_us)', pgArray(wanted.map((w) => w.device)), pgArray(wanted.map((w) => w.index * this.windowUs))),
-      sqlOf(" join positions p on p.device_id = w.device_id and p.ts >= ?::timestamptz + w.start_us * interval '1 microsecond'", this.origin),
+      sqlOf(
+        ' as t from unnest(?::text[], ?::int8[]) as w(device_id, start_us)',
+        pgArray(wanted.map((w) => w.device)),
+        pgArray(wanted.map((w) => w.index * this.windowUs)),
+      ),
+      sqlOf(
+        " join positions p on p.device_id = w.device_id and p.ts >= ?::timestamptz + w.start_us * interval '1 microsecond'",
+        this.origin,
+      ),
       sqlOf(" and p.ts < ?::timestamptz + (w.start_us + ?) * interval '1 microsecond' where ", this.origin, this.windowUs),
       where,
       ' order by p.ts',
@@ -76,7 +91,10 @@ export class SessionWindows {
    * Sessions per key. `windows` are level one's, merged per key and window; `reread` answers the positions of
    * the holed ones (by device and window index), keyed `key \0 window index`, in time order.
    */
-  async sessions(windows: Iterable<Window>, reread: (wanted: { device: string; index: number }[]) => Promise<Map<string, Position[]>>): Promise<Map<string, Run[]>> {
+  async sessions(
+    windows: Iterable<Window>,
+    reread: (wanted: { device: string; index: number }[]) => Promise<Map<string, Position[]>>,
+  ): Promise<Map<string, Run[]>> {
     const byKey = new Map<string, Window[]>();
     const holed = new Map<string, { device: string; index: number }>();
     for (const window of windows) {

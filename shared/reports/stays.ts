@@ -17,7 +17,6 @@ import { addWindow, pushTo, type SessionWindows, type Position, type Run, type W
  */
 export const STAYS_THRESHOLD_S = 15;
 
-
 /** Runs per `device \0 fence id`. */
 export type FenceRuns = Map<string, Run[]>;
 
@@ -28,20 +27,41 @@ export type FenceRuns = Map<string, Run[]>;
  */
 export async function fenceRuns(execute: Execute, grid: FenceGrid, timing: SessionWindows, source: Sql, where: Sql): Promise<FenceRuns> {
   const layers = Array.from({ length: grid.layers }, (_, layer) => layer);
-  const hits = joinSql(layers.map((layer) => joinSql([grid.hit(layer), ` as k${layer}`])), ', ');
-  const shapesOfRow = (row: Record<string, unknown>) => layers.map((layer) => Number(row[`k${layer}`])).filter((n) => n !== 0).map((n) => grid.shapes[n - 1]!);
+  const hits = joinSql(
+    layers.map((layer) => joinSql([grid.hit(layer), ` as k${layer}`])),
+    ', ',
+  );
+  const shapesOfRow = (row: Record<string, unknown>) =>
+    layers
+      .map((layer) => Number(row[`k${layer}`]))
+      .filter((n) => n !== 0)
+      .map((n) => grid.shapes[n - 1]!);
   const inGrid = joinSql([where, ' and ', positionsInGrid(grid)]);
   const rows = await execute<WindowRow>(
-    joinSql(['select p.device_id, p.user_id::text as user_id, ', hits, ', ', timing.aggregates, ' from ', source, ' where ', inGrid, ` group by p.device_id, p.user_id, ${layers.map((layer) => `k${layer}`).join(', ')}, `, timing.window]),
+    joinSql([
+      'select p.device_id, p.user_id::text as user_id, ',
+      hits,
+      ', ',
+      timing.aggregates,
+      ' from ',
+      source,
+      ' where ',
+      inGrid,
+      ` group by p.device_id, p.user_id, ${layers.map((layer) => `k${layer}`).join(', ')}, `,
+      timing.window,
+    ]),
   );
   const windows = new Map<string, Window>();
   for (const row of rows) for (const shape of shapesOfRow(row)) addWindow(windows, timing, `${row.device_id}\u0000${shape.fenceId}`, row);
   return timing.sessions(windows.values(), async (wanted) => {
     const exact = new Map<string, Position[]>();
     // biome-ignore lint/suspicious/noExplicitAny: report rows hold the columns named by the report's column list (report-columns.ts)
-    for (const row of await execute<Record<string, any>>(timing.reread(joinSql(['p.device_id, p.user_id::text as user_id, ', hits]), inGrid, wanted))) {
+    for (const row of await execute<Record<string, any>>(
+      timing.reread(joinSql(['p.device_id, p.user_id::text as user_id, ', hits]), inGrid, wanted),
+    )) {
       const t = Number(row.t);
-      for (const shape of shapesOfRow(row)) pushTo(exact, `${row.device_id}\u0000${shape.fenceId}\u0000${Math.floor(t / timing.windowUs)}`, { t, user: row.user_id });
+      for (const shape of shapesOfRow(row))
+        pushTo(exact, `${row.device_id}\u0000${shape.fenceId}\u0000${Math.floor(t / timing.windowUs)}`, { t, user: row.user_id });
     }
     return exact;
   });
@@ -49,7 +69,8 @@ export async function fenceRuns(execute: Execute, grid: FenceGrid, timing: Sessi
 
 /** Positions on the grid's floors and in a cell of some geofence (which also rules out a null x or y). */
 function positionsInGrid(grid: FenceGrid): Sql {
-  const floors = grid.floorIds.length === 1 ? sqlOf('p.floor_id = ?', grid.floorIds[0]) : sqlOf('p.floor_id = any(?::int[])', pgArray(grid.floorIds));
+  const floors =
+    grid.floorIds.length === 1 ? sqlOf('p.floor_id = ?', grid.floorIds[0]) : sqlOf('p.floor_id = any(?::int[])', pgArray(grid.floorIds));
   return joinSql([floors, ' and ', grid.candidate]);
 }
 
@@ -79,7 +100,12 @@ async function rebuild(execute: Execute, units: readonly DeviceHour[]): Promise<
         organizationId,
       ),
     );
-    const fences = await execute<FenceRow>(sqlOf('select id, name, floor_id, type, cartesians, radius, geometry_version, geometry_since from geofences where organization_id = ? order by id', organizationId));
+    const fences = await execute<FenceRow>(
+      sqlOf(
+        'select id, name, floor_id, type, cartesians, radius, geometry_version, geometry_since from geofences where organization_id = ? order by id',
+        organizationId,
+      ),
+    );
     const grid = rebuildGrid(organizationId, fences);
     if (!grid) continue;
     // Device-hours by number (`unit`). Shapes are hash-joined by number: the planner would rather merge-join
@@ -91,69 +117,95 @@ async function rebuild(execute: Execute, units: readonly DeviceHour[]): Promise<
     // Cells' covering shapes come as one entry per distinct set of them (a number after the shapes'), which
     // this process expands: a position brings one row for them, not one per shape to hash-join and aggregate.
     const base = Math.max(grid.fenceIds.length + 1, grid.sets.length);
-    if (base > 2_000_000) throw new Error(`${grid.fenceIds.length} geofence shapes and ${base - grid.fenceIds.length - 1} sets of them covering a cell: too many for a hit to be one exact number`);
-    const groups = await withPlanner(execute, { enable_mergejoin: 'off', enable_sort: 'off', max_parallel_workers_per_gather: '0' }, (execute) => execute<{ unit: number | string; user_id: string | null; building_id: number | null; hits: string }>(
-      inlined(joinSql([
-        `select p.unit, p.user_id::text as user_id, p.building_id, array_to_string(array_agg(p.us * ${base} + abs(p.entry)), ',') as hits
+    if (base > 2_000_000)
+      throw new Error(
+        `${grid.fenceIds.length} geofence shapes and ${base - grid.fenceIds.length - 1} sets of them covering a cell: too many for a hit to be one exact number`,
+      );
+    const groups = await withPlanner(
+      execute,
+      { enable_mergejoin: 'off', enable_sort: 'off', max_parallel_workers_per_gather: '0' },
+      (execute) =>
+        execute<{ unit: number | string; user_id: string | null; building_id: number | null; hits: string }>(
+          inlined(
+            joinSql([
+              `select p.unit, p.user_id::text as user_id, p.building_id, array_to_string(array_agg(p.us * ${base} + abs(p.entry)), ',') as hits
          from (
            select u.unit, p.user_id, p.building_id, p.us, p.floor_id, p.x, p.y, unnest(`,
-        grid.entries,
-        sqlOf(
-          `) as entry
+              grid.entries,
+              sqlOf(
+                `) as entry
            from unnest(?::text[], ?::timestamptz[]) with ordinality as u(device_id, hour, unit)
            cross join lateral (
              select p.user_id, p.building_id, p.floor_id, p.x, p.y, (extract(epoch from p.ts - u.hour) * 1000000)::int8 as us
              from positions p
              where p.organization_id = ? and p.device_id = u.device_id and p.ts >= u.hour and p.ts < u.hour + interval '1 hour' and `,
-          devices,
-          hours,
-          organizationId,
-        ),
-        grid.inGrid,
-        `
+                devices,
+                hours,
+                organizationId,
+              ),
+              grid.inGrid,
+              `
              offset 0
            ) p
          ) p
          left join `,
-        grid.relation,
-        ` on f.n = -p.entry
+              grid.relation,
+              ` on f.n = -p.entry
          where p.entry > 0 or ${FenceGrid.inShape}
          group by p.unit, p.user_id, p.building_id`,
-      ])),
-    ));
-    const segments = { unit: [] as number[], shape: [] as number[], user: [] as (string | null)[], building: [] as (number | null)[], first: [] as number[], last: [] as number[], n: [] as number[] };
+            ]),
+          ),
+        ),
+    );
+    const segments = {
+      unit: [] as number[],
+      shape: [] as number[],
+      user: [] as (string | null)[],
+      building: [] as (number | null)[],
+      first: [] as number[],
+      last: [] as number[],
+      n: [] as number[],
+    };
     for (const group of groups) {
-      keyedRuns(numbersOf(group.hits), base, STAYS_THRESHOLD_US, (shape, first, last, n) => {
-        segments.unit.push(Number(group.unit));
-        segments.shape.push(shape);
-        segments.user.push(group.user_id);
-        segments.building.push(group.building_id);
-        segments.first.push(first);
-        segments.last.push(last);
-        segments.n.push(n);
-      }, grid.sets);
+      keyedRuns(
+        numbersOf(group.hits),
+        base,
+        STAYS_THRESHOLD_US,
+        (shape, first, last, n) => {
+          segments.unit.push(Number(group.unit));
+          segments.shape.push(shape);
+          segments.user.push(group.user_id);
+          segments.building.push(group.building_id);
+          segments.first.push(first);
+          segments.last.push(last);
+          segments.n.push(n);
+        },
+        grid.sets,
+      );
     }
     if (segments.n.length === 0) continue;
     await execute(
-      inlined(sqlOf(
-        `insert into geofence_stays (organization_id, device_id, hour, fence_id, geometry_version, user_id, building_id, first_ts, last_ts, positions)
+      inlined(
+        sqlOf(
+          `insert into geofence_stays (organization_id, device_id, hour, fence_id, geometry_version, user_id, building_id, first_ts, last_ts, positions)
          select ?::uuid, u.device_id, u.hour, (?::uuid[])[s.shape], (?::int[])[s.shape], s.user_id, s.building_id,
                 u.hour + s.first_us * interval '1 microsecond', u.hour + s.last_us * interval '1 microsecond', s.n
          from unnest(?::int[], ?::int[], ?::uuid[], ?::int[], ?::int8[], ?::int8[], ?::int[]) as s(unit, shape, user_id, building_id, first_us, last_us, n)
          join unnest(?::text[], ?::timestamptz[]) with ordinality as u(device_id, hour, unit) on u.unit = s.unit`,
-        organizationId,
-        pgArray(grid.fenceIds),
-        grid.versions,
-        pgArray(segments.unit),
-        pgArray(segments.shape),
-        pgArray(segments.user),
-        pgArray(segments.building),
-        pgArray(segments.first),
-        pgArray(segments.last),
-        pgArray(segments.n),
-        devices,
-        hours,
-      )),
+          organizationId,
+          pgArray(grid.fenceIds),
+          grid.versions,
+          pgArray(segments.unit),
+          pgArray(segments.shape),
+          pgArray(segments.user),
+          pgArray(segments.building),
+          pgArray(segments.first),
+          pgArray(segments.last),
+          pgArray(segments.n),
+          devices,
+          hours,
+        ),
+      ),
     );
   }
 }
@@ -162,10 +214,15 @@ async function rebuild(execute: Execute, units: readonly DeviceHour[]): Promise<
 async function withPlanner<T>(execute: Execute, settings: Record<string, string>, run: (execute: Execute) => Promise<T>): Promise<T> {
   const names = Object.keys(settings);
   const [previous] = await execute<Record<string, string>>(
-    sqlOf(`select ${names.map((name, i) => `current_setting('${name}') as s${i}, set_config('${name}', ?, true)`).join(', ')}`, ...names.map((name) => settings[name])),
+    sqlOf(
+      `select ${names.map((name, i) => `current_setting('${name}') as s${i}, set_config('${name}', ?, true)`).join(', ')}`,
+      ...names.map((name) => settings[name]),
+    ),
   );
   const result = await run(execute);
-  await execute(sqlOf(`select ${names.map((name) => `set_config('${name}', ?, true)`).join(', ')}`, ...names.map((_, i) => previous![`s${i}`])));
+  await execute(
+    sqlOf(`select ${names.map((name) => `set_config('${name}', ?, true)`).join(', ')}`, ...names.map((_, i) => previous![`s${i}`])),
+  );
   return result;
 }
 
@@ -201,7 +258,9 @@ interface RebuildGrid {
 const rebuildGrids = new LruCache<string, RebuildGrid>({ maxEntries: 16 });
 
 function rebuildGrid(organizationId: string, fences: FenceRow[]): RebuildGrid | undefined {
-  const key = JSON.stringify(fences.map((fence) => [fence.id, fence.floor_id, fence.type, fence.cartesians, fence.radius, fence.geometry_version]));
+  const key = JSON.stringify(
+    fences.map((fence) => [fence.id, fence.floor_id, fence.type, fence.cartesians, fence.radius, fence.geometry_version]),
+  );
   const kept = rebuildGrids.get(organizationId);
   if (kept?.fences === key) return kept;
   const { shapes } = shapesOf(fences);
@@ -275,7 +334,8 @@ export async function staysPlan(execute: Execute, query: StaysQuery): Promise<St
   // Per geofence, the first whole hour its current geometry covers; geofences sharing it share a raw query.
   const cutoffOf = (shape: FenceShape) => Math.min(Math.max(start, Math.ceil(shape.since.getTime() / HOUR_MS) * HOUR_MS), end);
   const pending = new Map<string, { device: string; hour: number }>();
-  for (const unit of await pendingDeviceHours(execute, query.organizationId, new Date(start), new Date(end), kept)) pending.set(`${unit.deviceId}\u0000${unit.hour.getTime()}`, { device: unit.deviceId, hour: unit.hour.getTime() });
+  for (const unit of await pendingDeviceHours(execute, query.organizationId, new Date(start), new Date(end), kept))
+    pending.set(`${unit.deviceId}\u0000${unit.hour.getTime()}`, { device: unit.deviceId, hour: unit.hour.getTime() });
   // A segment of another version in a served hour (kept before the geometry changed): that device-hour is raw.
   // Versions only grow (from 1), so only geofences changed since have such segments, and the index on
   // (organization, fence, version, hour) finds them without reading the rest: per geofence (a lateral kept apart
@@ -297,7 +357,12 @@ export async function staysPlan(execute: Execute, query: StaysQuery): Promise<St
       pending.set(`${row.device_id}\u0000${row.hour_ms}`, { device: row.device_id, hour: Number(row.hour_ms) });
     }
   }
-  const segments = keptSegments(query, shapes.map((shape) => ({ shape, cutoff: cutoffOf(shape) })), end, [...pending.values()]);
+  const segments = keptSegments(
+    query,
+    shapes.map((shape) => ({ shape, cutoff: cutoffOf(shape) })),
+    end,
+    [...pending.values()],
+  );
   const pendingByHour = new Map<string, string[]>();
   for (const unit of pending.values()) pushTo(pendingByHour, String(unit.hour), unit.device);
   const raw: FenceRuns = new Map();
@@ -310,12 +375,36 @@ export async function staysPlan(execute: Execute, query: StaysQuery): Promise<St
     if (cutoff > query.from) pieces.push(sqlOf('p.ts < ?', iso(cutoff)));
     if (end < query.to) pieces.push(sqlOf('p.ts >= ?', iso(end)));
     for (const [hour, devices] of pendingByHour) {
-      if (Number(hour) >= cutoff) pieces.push(sqlOf('p.ts >= ? and p.ts < ? and p.device_id = any(?::text[])', iso(Number(hour)), iso(Number(hour) + HOUR_MS), pgArray(devices)));
+      if (Number(hour) >= cutoff)
+        pieces.push(
+          sqlOf(
+            'p.ts >= ? and p.ts < ? and p.device_id = any(?::text[])',
+            iso(Number(hour)),
+            iso(Number(hour) + HOUR_MS),
+            pgArray(devices),
+          ),
+        );
     }
     if (pieces.length === 0) continue;
-    const source = joinSql(['(', joinSql(pieces.map((piece) => joinSql(['select * from positions p where ', query.where, ' and ', piece])), ' union all '), ') p']);
-    const where = joinSql([query.where, ' and (', joinSql(pieces.map((piece) => joinSql(['(', piece, ')'])), ' or '), ')']);
-    for (const [key, list] of await fenceRuns(execute, FenceGrid.for(group), timing, source, where)) for (const run of list) pushTo(raw, key, run);
+    const source = joinSql([
+      '(',
+      joinSql(
+        pieces.map((piece) => joinSql(['select * from positions p where ', query.where, ' and ', piece])),
+        ' union all ',
+      ),
+      ') p',
+    ]);
+    const where = joinSql([
+      query.where,
+      ' and (',
+      joinSql(
+        pieces.map((piece) => joinSql(['(', piece, ')'])),
+        ' or ',
+      ),
+      ')',
+    ]);
+    for (const [key, list] of await fenceRuns(execute, FenceGrid.for(group), timing, source, where))
+      for (const run of list) pushTo(raw, key, run);
   }
   return { kept: segments, raw };
 }
@@ -330,7 +419,12 @@ const DAY_MS = 24 * HOUR_MS;
  * a month's hundreds of thousands) made the planner hash and sort where streaming was cheaper, and a join's
  * output order is lost.
  */
-function keptSegments(query: StaysQuery, fences: { shape: FenceShape; cutoff: number }[], end: number, pending: { device: string; hour: number }[]): Sql | undefined {
+function keptSegments(
+  query: StaysQuery,
+  fences: { shape: FenceShape; cutoff: number }[],
+  end: number,
+  pending: { device: string; hour: number }[],
+): Sql | undefined {
   const iso = (ms: number) => new Date(ms).toISOString();
   // Geofences sharing a cutoff and a geometry version share a condition (usually there is one of each).
   const arms = new Map<string, { cutoff: number; version: number; fences: string[] }>();
@@ -362,14 +456,24 @@ function keptSegments(query: StaysQuery, fences: { shape: FenceShape; cutoff: nu
         ' and (',
         joinSql(
           served.map((arm) =>
-            joinSql(['(', arm.cutoff > from ? sqlOf('s.hour >= ? and ', iso(arm.cutoff)) : '', sqlOf('s.geometry_version = ? and s.fence_id = any(?::uuid[]))', arm.version, pgArray(arm.fences))]),
+            joinSql([
+              '(',
+              arm.cutoff > from ? sqlOf('s.hour >= ? and ', iso(arm.cutoff)) : '',
+              sqlOf('s.geometry_version = ? and s.fence_id = any(?::uuid[]))', arm.version, pgArray(arm.fences)),
+            ]),
           ),
           ' or ',
         ),
         ')',
         query.staysWhere,
         ...(excluded.length > 0
-          ? [sqlOf(' and (s.device_id, s.hour) not in (select * from unnest(?::text[], ?::timestamptz[]))', pgArray(excluded.map((unit) => unit.device)), pgArray(excluded.map((unit) => iso(unit.hour))))]
+          ? [
+              sqlOf(
+                ' and (s.device_id, s.hour) not in (select * from unnest(?::text[], ?::timestamptz[]))',
+                pgArray(excluded.map((unit) => unit.device)),
+                pgArray(excluded.map((unit) => iso(unit.hour))),
+              ),
+            ]
           : []),
         ` order by s.device_id collate "C", s.fence_id, s.first_ts, s.last_ts) k`,
       ]),

@@ -32,7 +32,13 @@ export function numbersOf(text: string): number[] {
  * `sets`, when given, maps some keys to the keys they stand for (a hit of key k is a hit of each of sets[k] at
  * its time, and k itself is never emitted): every key, and every key of a set, must be below `base`.
  */
-export function keyedRuns(hits: number[], base: number, gapUs: number, emit: (key: number, first: number, last: number, n: number) => void, sets?: ReadonlyArray<ArrayLike<number> | undefined>): void {
+export function keyedRuns(
+  hits: number[],
+  base: number,
+  gapUs: number,
+  emit: (key: number, first: number, last: number, n: number) => void,
+  sets?: ReadonlyArray<ArrayLike<number> | undefined>,
+): void {
   let ordered: ArrayLike<number> = hits;
   // A hit below the start of the previous one's time (t * base) has an earlier time. That start is kept as
   // the hits themselves: a hit at least `base` past it starts a later time, whose start is found then.
@@ -85,7 +91,12 @@ export function ascending(times: number[]): ArrayLike<number> {
  * Runs of non-negative times in ascending order within bins of `binUs` from 0: a new bin or a gap over `gapUs`
  * starts one. `emit` gets the bin's start and the run, in time order.
  */
-export function binnedRuns(times: ArrayLike<number>, binUs: number, gapUs: number, emit: (bin: number, first: number, last: number, n: number) => void): void {
+export function binnedRuns(
+  times: ArrayLike<number>,
+  binUs: number,
+  gapUs: number,
+  emit: (bin: number, first: number, last: number, n: number) => void,
+): void {
   let bin = -1;
   let first = 0;
   let last = 0;

@@ -81,7 +81,14 @@ export function describeRoute(route: GraphRoute, graph: PathGraph, floorName: (f
         const via = floorChangeKind(link.tags, link.accessible);
         const direction = rise >= 0 ? 'up' : 'down';
         const horizontal = Math.hypot(vertex.x - previous.x, vertex.y - previous.y);
-        const verb = via === 'lift' ? 'Take the lift' : via === 'stairs' ? 'Take the stairs' : via === 'escalator' ? 'Take the escalator' : 'Take the ramp';
+        const verb =
+          via === 'lift'
+            ? 'Take the lift'
+            : via === 'stairs'
+              ? 'Take the stairs'
+              : via === 'escalator'
+                ? 'Take the escalator'
+                : 'Take the ramp';
         steps.push({
           instruction: `${verb} ${direction} to ${floorName(vertex.floorId)}`,
           distance_m: round1(horizontal + Math.abs(rise)),
@@ -90,7 +97,10 @@ export function describeRoute(route: GraphRoute, graph: PathGraph, floorName: (f
         });
         const vertical = Math.abs(rise);
         duration += horizontal / WALKING_SPEED_MPS;
-        duration += via === 'lift' ? LIFT_WAIT_S + vertical / LIFT_VERTICAL_MPS : vertical / (via === 'escalator' ? ESCALATOR_VERTICAL_MPS : via === 'stairs' ? STAIRS_VERTICAL_MPS : WALKING_SPEED_MPS);
+        duration +=
+          via === 'lift'
+            ? LIFT_WAIT_S + vertical / LIFT_VERTICAL_MPS
+            : vertical / (via === 'escalator' ? ESCALATOR_VERTICAL_MPS : via === 'stairs' ? STAIRS_VERTICAL_MPS : WALKING_SPEED_MPS);
         walking = undefined;
         heading = undefined;
       }
@@ -106,7 +116,11 @@ export function describeRoute(route: GraphRoute, graph: PathGraph, floorName: (f
     const segmentHeading = Math.atan2(vertex.y - previous.y, vertex.x - previous.x);
     const turn = heading === undefined ? undefined : turnOf(heading, segmentHeading);
     if (!walking || turn !== undefined) {
-      walking = { instruction: turn === undefined ? 'Walk' : turn === 'around' ? 'Turn around' : `Turn ${turn}`, distance_m: 0, floor_id: vertex.floorId };
+      walking = {
+        instruction: turn === undefined ? 'Walk' : turn === 'around' ? 'Turn around' : `Turn ${turn}`,
+        distance_m: 0,
+        floor_id: vertex.floorId,
+      };
       steps.push(walking);
     }
     walking.distance_m += length;

@@ -110,7 +110,15 @@ export class PathGraph {
   private readonly floorSegments = new Map<number, { tree: RBush<SegmentItem>; minX: number; minY: number; maxX: number; maxY: number }>();
   private readonly floorAltitude = new Map<number, number>();
   private readonly indexOf = new Map<number, number>();
-  private scratch?: { cost: Float64Array; previous: Int32Array; via: Int32Array; seen: Uint32Array; closed: Uint32Array; generation: number; heap: MinHeap };
+  private scratch?: {
+    cost: Float64Array;
+    previous: Int32Array;
+    via: Int32Array;
+    seen: Uint32Array;
+    closed: Uint32Array;
+    generation: number;
+    heap: MinHeap;
+  };
 
   constructor(nodes: readonly GraphNode[], links: readonly GraphLink[], floors: ReadonlyMap<number, GraphFloor>) {
     for (const [id, floor] of floors) this.floorAltitude.set(id, altitudeOf(floor));
@@ -152,8 +160,8 @@ export class PathGraph {
       this.forward[l] = link.origin === 'target' ? 0 : 1;
       this.backward[l] = link.origin === 'source' ? 0 : 1;
       this.accessible[l] = link.accessible ? 1 : 0;
-      if (this.forward[l]) (outDegree[a + 1]!++, inDegree[b + 1]!++);
-      if (this.backward[l]) (outDegree[b + 1]!++, inDegree[a + 1]!++);
+      if (this.forward[l]) outDegree[a + 1]!++, inDegree[b + 1]!++;
+      if (this.backward[l]) outDegree[b + 1]!++, inDegree[a + 1]!++;
       // Only links within one floor can hold a snapped point.
       if (this.nodeFloors[a] === this.nodeFloors[b]) {
         const floorId = this.nodeFloors[a]!;
@@ -225,7 +233,12 @@ export class PathGraph {
 
   /** Links of one floor whose bounding box meets the given box (for blocking links crossing a geofence). */
   linksNear(floorId: number, box: { minX: number; minY: number; maxX: number; maxY: number }): number[] {
-    return this.floorSegments.get(floorId)?.tree.search(box).map((item) => item.link) ?? [];
+    return (
+      this.floorSegments
+        .get(floorId)
+        ?.tree.search(box)
+        .map((item) => item.link) ?? []
+    );
   }
 
   /**
@@ -236,7 +249,10 @@ export class PathGraph {
     const floor = this.floorSegments.get(floorId);
     if (!floor) return undefined;
     // Farther than this, every segment of the floor is inside the box.
-    const reach = Math.hypot(Math.max(Math.abs(x - floor.minX), Math.abs(x - floor.maxX)), Math.max(Math.abs(y - floor.minY), Math.abs(y - floor.maxY)));
+    const reach = Math.hypot(
+      Math.max(Math.abs(x - floor.minX), Math.abs(x - floor.maxX)),
+      Math.max(Math.abs(y - floor.minY), Math.abs(y - floor.maxY)),
+    );
     for (let radius = 1; ; radius *= 2) {
       let best: Snap | undefined;
       for (const item of floor.tree.search({ minX: x - radius, minY: y - radius, maxX: x + radius, maxY: y + radius })) {
@@ -281,7 +297,15 @@ export class PathGraph {
     const END = n + 1;
     // Scratch arrays reused by every search (searches are synchronous): an entry is valid only when its stamp
     // is this search's generation, so nothing is cleared or allocated per route.
-    const scratch = (this.scratch ??= { cost: new Float64Array(n + 2), previous: new Int32Array(n + 2), via: new Int32Array(n + 2), seen: new Uint32Array(n + 2), closed: new Uint32Array(n + 2), generation: 0, heap: new MinHeap(256) });
+    const scratch = (this.scratch ??= {
+      cost: new Float64Array(n + 2),
+      previous: new Int32Array(n + 2),
+      via: new Int32Array(n + 2),
+      seen: new Uint32Array(n + 2),
+      closed: new Uint32Array(n + 2),
+      generation: 0,
+      heap: new MinHeap(256),
+    });
     const generation = ++scratch.generation;
     const { cost, previous, via, seen, closed, heap } = scratch;
     heap.size = 0;

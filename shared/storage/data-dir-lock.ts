@@ -116,7 +116,6 @@ function rmQuiet(path: string): void {
   }
 }
 
-
 /**
  * The entry points' lock (`npm start`, `npm run demo`, the admin CLI): on embedded storage only (a server has
  * its own concurrency control). A DATA_DIR held by a live process prints why and exits 1.

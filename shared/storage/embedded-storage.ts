@@ -16,7 +16,10 @@ import { OrmStorage, commonOrmOptions } from './storage.js';
 export class EmbeddedStorage extends OrmStorage {
   readonly kind = 'embedded' as const;
 
-  private constructor(orm: MikroORM<PostgreSqlDriver>, private readonly pglite: PGlite) {
+  private constructor(
+    orm: MikroORM<PostgreSqlDriver>,
+    private readonly pglite: PGlite,
+  ) {
     super(orm);
   }
 

@@ -37,7 +37,11 @@ export class ServerStorage extends OrmStorage {
     super(orm);
   }
 
-  static async open(databaseUrl: string, logger?: Logger, timeouts: ServerStorageTimeouts = DEFAULT_SERVER_TIMEOUTS): Promise<ServerStorage> {
+  static async open(
+    databaseUrl: string,
+    logger?: Logger,
+    timeouts: ServerStorageTimeouts = DEFAULT_SERVER_TIMEOUTS,
+  ): Promise<ServerStorage> {
     const orm = (await MikroORM.init({
       ...commonOrmOptions(logger),
       driver: PostgreSqlDriver,

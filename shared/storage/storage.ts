@@ -43,7 +43,8 @@ export function commonOrmOptions(logger?: Logger): Partial<Options> {
 }
 
 /** A driver error that means "the database is down" becomes the one error class callers (and the HTTP layer) know. */
-const outage = (error: unknown): unknown => (isOutageError(error) && !(error instanceof StorageUnavailableError) ? new StorageUnavailableError(undefined, error) : error);
+const outage = (error: unknown): unknown =>
+  isOutageError(error) && !(error instanceof StorageUnavailableError) ? new StorageUnavailableError(undefined, error) : error;
 
 /** Base class: everything but how the ORM is opened and closed. */
 export abstract class OrmStorage implements Storage {
@@ -65,7 +66,10 @@ export abstract class OrmStorage implements Storage {
 
   async executeBound(sql: string, params: readonly (string | number | boolean | null)[]): Promise<void> {
     try {
-      await this.orm.em.getConnection().getKnex().raw(sql, params as (string | number | boolean | null)[]);
+      await this.orm.em
+        .getConnection()
+        .getKnex()
+        .raw(sql, params as (string | number | boolean | null)[]);
     } catch (error) {
       throw outage(error);
     }

@@ -35,7 +35,11 @@ export interface DeliveryPolicy {
   retrySchedule: number[];
 }
 
-export const policyOf = (config: { WEBHOOK_TIMEOUT_MS: number; WEBHOOK_ALLOW_PRIVATE_ADDRESSES: boolean; WEBHOOK_RETRY_SCHEDULE: number[] }): DeliveryPolicy => ({
+export const policyOf = (config: {
+  WEBHOOK_TIMEOUT_MS: number;
+  WEBHOOK_ALLOW_PRIVATE_ADDRESSES: boolean;
+  WEBHOOK_RETRY_SCHEDULE: number[];
+}): DeliveryPolicy => ({
   timeoutMs: config.WEBHOOK_TIMEOUT_MS,
   allowPrivate: config.WEBHOOK_ALLOW_PRIVATE_ADDRESSES,
   retrySchedule: config.WEBHOOK_RETRY_SCHEDULE,
@@ -113,7 +117,16 @@ export async function enqueueEvents(execute: Execute, events: readonly WebhookEv
   if (events.length === 0) return { woken: [], capped: [] };
   // Within the batch too, the latest update of an alarm takes the place of the first.
   // `c`: may coalesce with a stored update (not when an earlier event of its alarm is in this batch: it would overtake it).
-  const rows: { i: number; organization_id: string; building_id: number | null; key: string; type: string; order_key: string | null; body: string; c: boolean }[] = [];
+  const rows: {
+    i: number;
+    organization_id: string;
+    building_id: number | null;
+    key: string;
+    type: string;
+    order_key: string | null;
+    body: string;
+    c: boolean;
+  }[] = [];
   const lastUpdate = new Map<string, number>();
   const seen = new Set<string>();
   for (const event of events) {
@@ -128,7 +141,16 @@ export async function enqueueEvents(execute: Execute, events: readonly WebhookEv
       if (event.type === 'alarm.updated') lastUpdate.set(slot, rows.length);
       else lastUpdate.delete(slot);
     }
-    rows.push({ i: rows.length, organization_id: event.organizationId, building_id: event.buildingId, key: event.key, type: event.type, order_key: event.orderKey, body, c: event.type === 'alarm.updated' && slot !== undefined && !seen.has(slot) });
+    rows.push({
+      i: rows.length,
+      organization_id: event.organizationId,
+      building_id: event.buildingId,
+      key: event.key,
+      type: event.type,
+      order_key: event.orderKey,
+      body,
+      c: event.type === 'alarm.updated' && slot !== undefined && !seen.has(slot),
+    });
     if (slot !== undefined) seen.add(slot);
   }
   const result = await execute<{ kind: 'woken' | 'capped'; webhook_id: string; organization_id: string; count: number }>(
@@ -185,7 +207,12 @@ export async function wake(schedule: Schedule, webhooks: readonly WokenWebhook[]
 }
 
 /** Makes a new job the delivery's only live retry and queues it. */
-export async function scheduleRetry(storage: Storage, schedule: Schedule, delivery: { id: string; organization_id: string }, delayMs: number): Promise<void> {
+export async function scheduleRetry(
+  storage: Storage,
+  schedule: Schedule,
+  delivery: { id: string; organization_id: string },
+  delayMs: number,
+): Promise<void> {
   const token = randomUUID();
   await storage.execute('update webhook_deliveries set job_token = ? where id = ?', [token, delivery.id]);
   const data: DeliveryJob = { deliveryId: delivery.id, token };
@@ -208,7 +235,8 @@ export async function rescuePending(storage: Storage, schedule: Schedule, overdu
     `select id, organization_id, next_attempt_at from webhook_deliveries where status = 'pending' and attempts > 0${overdueMs === undefined ? '' : ' and next_attempt_at < now() - make_interval(secs => ?)'}`,
     overdueMs === undefined ? [] : [overdueMs / 1000],
   );
-  for (const retry of retries) await scheduleRetry(storage, schedule, retry, Math.max(0, new Date(retry.next_attempt_at).getTime() - Date.now()));
+  for (const retry of retries)
+    await scheduleRetry(storage, schedule, retry, Math.max(0, new Date(retry.next_attempt_at).getTime() - Date.now()));
   return lanes.length + retries.length;
 }
 
@@ -246,8 +274,10 @@ export function deliveryProcessor(policy: DeliveryPolicy) {
   return async (job: DeliveryJob, context: ProcessorContext): Promise<DeliveryStep> => {
     const schedule = context.schedule;
     if (!schedule) throw new Error('webhook deliveries need a job runner that schedules');
-    if ('webhookId' in job && typeof job.webhookId === 'string') return sendFresh(job.webhookId, policy, context.storage, schedule, context.logger);
-    if ('deliveryId' in job && typeof job.deliveryId === 'string') return retry(job.deliveryId, job.token, policy, context.storage, schedule, context.logger);
+    if ('webhookId' in job && typeof job.webhookId === 'string')
+      return sendFresh(job.webhookId, policy, context.storage, schedule, context.logger);
+    if ('deliveryId' in job && typeof job.deliveryId === 'string')
+      return retry(job.deliveryId, job.token, policy, context.storage, schedule, context.logger);
     return 'gone';
   };
 }
@@ -258,7 +288,13 @@ const NEXT_FRESH = `select d.id from webhook_deliveries d
     and not exists (select 1 from webhook_deliveries e where e.webhook_id = d.webhook_id and e.order_key = d.order_key and e.status = 'pending' and e.seq < d.seq)
   order by d.priority, d.seq limit 1`;
 
-async function sendFresh(webhookId: string, policy: DeliveryPolicy, storage: Storage, schedule: Schedule, logger: Logger): Promise<DeliveryStep> {
+async function sendFresh(
+  webhookId: string,
+  policy: DeliveryPolicy,
+  storage: Storage,
+  schedule: Schedule,
+  logger: Logger,
+): Promise<DeliveryStep> {
   const [webhook] = await storage.execute<{ organization_id: string }>(
     `update webhooks set delivering_until = now() + make_interval(secs => ?) where id = ? and (delivering_until is null or delivering_until < now()) returning organization_id`,
     [leaseSeconds(policy), webhookId],
@@ -282,11 +318,20 @@ async function sendFresh(webhookId: string, policy: DeliveryPolicy, storage: Sto
   return step;
 }
 
-async function retry(deliveryId: string, token: string, policy: DeliveryPolicy, storage: Storage, schedule: Schedule, logger: Logger): Promise<DeliveryStep> {
-  const [delivery] = await storage.execute<{ status: string; job_token: string | null; organization_id: string; next_attempt_at: Date | string }>(
-    'select status, job_token, organization_id, next_attempt_at from webhook_deliveries where id = ?',
-    [deliveryId],
-  );
+async function retry(
+  deliveryId: string,
+  token: string,
+  policy: DeliveryPolicy,
+  storage: Storage,
+  schedule: Schedule,
+  logger: Logger,
+): Promise<DeliveryStep> {
+  const [delivery] = await storage.execute<{
+    status: string;
+    job_token: string | null;
+    organization_id: string;
+    next_attempt_at: Date | string;
+  }>('select status, job_token, organization_id, next_attempt_at from webhook_deliveries where id = ?', [deliveryId]);
   if (delivery?.status !== 'pending') return 'gone';
   if (delivery.job_token !== token) return 'superseded';
   const wait = new Date(delivery.next_attempt_at).getTime() - Date.now();
@@ -308,11 +353,22 @@ async function retry(deliveryId: string, token: string, policy: DeliveryPolicy, 
 }
 
 /** Sends one attempt of a leased delivery and records it; a failure goes to (or stays in) the retry lane. */
-async function attemptOnce(delivery: Attempt, policy: DeliveryPolicy, storage: Storage, schedule: Schedule, logger: Logger): Promise<DeliveryStep> {
+async function attemptOnce(
+  delivery: Attempt,
+  policy: DeliveryPolicy,
+  storage: Storage,
+  schedule: Schedule,
+  logger: Logger,
+): Promise<DeliveryStep> {
   const timestamp = Math.floor(Date.now() / 1000);
-  const headers = { 'webhook-id': delivery.id, 'webhook-timestamp': String(timestamp), 'webhook-signature': sign(delivery.secret, delivery.id, timestamp, delivery.payload) };
+  const headers = {
+    'webhook-id': delivery.id,
+    'webhook-timestamp': String(timestamp),
+    'webhook-signature': sign(delivery.secret, delivery.id, timestamp, delivery.payload),
+  };
   const outcome = await send(delivery.url, delivery.payload, headers, policy);
-  if (outcome.detail) logger.debug({ webhook: delivery.webhook_id, delivery: delivery.id, detail: outcome.detail }, 'webhook attempt failed');
+  if (outcome.detail)
+    logger.debug({ webhook: delivery.webhook_id, delivery: delivery.id, detail: outcome.detail }, 'webhook attempt failed');
   const attempts = delivery.attempts + 1;
   const retryIn = outcome.ok ? undefined : retryDelayMs(policy, attempts);
   const step: DeliveryStep = outcome.ok ? 'succeeded' : retryIn === undefined ? 'dead' : 'retrying';
@@ -321,7 +377,16 @@ async function attemptOnce(delivery: Attempt, policy: DeliveryPolicy, storage: S
   await storage.execute(
     `update webhook_deliveries set status = ?, attempts = ?, last_response_code = ?, last_error = ?, attempt_log = attempt_log || ?::jsonb,
        next_attempt_at = now() + make_interval(secs => ?), sending_until = null, job_token = coalesce(?::uuid, job_token), updated_at = now() where id = ?`,
-    [step === 'retrying' ? 'pending' : step, attempts, outcome.status, outcome.error, JSON.stringify([entry]), (retryIn ?? 0) / 1000, token, delivery.id],
+    [
+      step === 'retrying' ? 'pending' : step,
+      attempts,
+      outcome.status,
+      outcome.error,
+      JSON.stringify([entry]),
+      (retryIn ?? 0) / 1000,
+      token,
+      delivery.id,
+    ],
   );
   webhookAttempts[outcome.ok ? 'delivered' : outcome.error?.startsWith('refused') ? 'refused' : step === 'dead' ? 'dead' : 'failed'].inc();
   if (step === 'retrying') {

@@ -32,7 +32,13 @@ const MAX_RESPONSE_BYTES = 64 * 1024;
  */
 export function send(target: string, body: string, headers: Record<string, string>, options: SendOptions): Promise<SendOutcome> {
   const started = performance.now();
-  const done = (ok: boolean, status: number | null, error: string | null, detail?: string): SendOutcome => ({ ok, status, error, detail, durationMs: Math.round(performance.now() - started) });
+  const done = (ok: boolean, status: number | null, error: string | null, detail?: string): SendOutcome => ({
+    ok,
+    status,
+    error,
+    detail,
+    durationMs: Math.round(performance.now() - started),
+  });
   let url: URL;
   try {
     url = new URL(target);
@@ -40,7 +46,8 @@ export function send(target: string, body: string, headers: Record<string, strin
     return Promise.resolve(done(false, null, 'invalid URL'));
   }
   const literal = literalAddress(url);
-  if (literal && !options.allowPrivate && isForbiddenAddress(literal)) return Promise.resolve(done(false, null, REFUSED_DESTINATION, new ForbiddenDestinationError(literal).message));
+  if (literal && !options.allowPrivate && isForbiddenAddress(literal))
+    return Promise.resolve(done(false, null, REFUSED_DESTINATION, new ForbiddenDestinationError(literal).message));
   const client = url.protocol === 'https:' ? https : url.protocol === 'http:' ? http : undefined;
   if (!client) return Promise.resolve(done(false, null, `unsupported protocol ${url.protocol}`));
   return new Promise<SendOutcome>((resolve) => {
@@ -55,7 +62,12 @@ export function send(target: string, body: string, headers: Record<string, strin
       url,
       {
         method: 'POST',
-        headers: { ...headers, 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)), 'user-agent': 'Floorcast-Webhooks/1' },
+        headers: {
+          ...headers,
+          'content-type': 'application/json',
+          'content-length': String(Buffer.byteLength(body)),
+          'user-agent': 'Floorcast-Webhooks/1',
+        },
         lookup: guardedLookup(options.allowPrivate),
         agent: false, // a fresh connection: a pooled one could outlive the address check
       },
@@ -66,7 +78,14 @@ export function send(target: string, body: string, headers: Record<string, strin
           read += chunk.length;
           if (read > MAX_RESPONSE_BYTES) response.destroy();
         });
-        const end = () => finish(done(status >= 200 && status < 300, status, status >= 200 && status < 300 ? null : status >= 300 && status < 400 ? `redirect (${status}) not followed` : `HTTP ${status}`));
+        const end = () =>
+          finish(
+            done(
+              status >= 200 && status < 300,
+              status,
+              status >= 200 && status < 300 ? null : status >= 300 && status < 400 ? `redirect (${status}) not followed` : `HTTP ${status}`,
+            ),
+          );
         response.on('end', end);
         response.on('close', end);
         response.on('error', end);
@@ -76,7 +95,9 @@ export function send(target: string, body: string, headers: Record<string, strin
       finish(done(false, null, `timed out after ${options.timeoutMs} ms`));
       request.destroy();
     }, options.timeoutMs);
-    request.on('error', (error) => finish(done(false, null, error instanceof ForbiddenDestinationError ? REFUSED_DESTINATION : COULD_NOT_CONNECT, error.message)));
+    request.on('error', (error) =>
+      finish(done(false, null, error instanceof ForbiddenDestinationError ? REFUSED_DESTINATION : COULD_NOT_CONNECT, error.message)),
+    );
     request.end(body);
   });
 }

@@ -36,13 +36,33 @@ describe.skipIf(!hasChromium)(title, () => {
   const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
   /** As the detectors raise them (DEADMAN and max-stay are refused through the API). */
   const raise = async (name: string, type: AlarmType, deviceId: string, details: Record<string, unknown> = {}) => {
-    const { event } = await running.gateway.services.alarms.raise({ organizationId, type, deviceId, userId: person.id, buildingId: building.id, floorId: ground.id, x: 20, y: 20, details, by: 'system' });
+    const { event } = await running.gateway.services.alarms.raise({
+      organizationId,
+      type,
+      deviceId,
+      userId: person.id,
+      buildingId: building.id,
+      floorId: ground.id,
+      x: 20,
+      y: 20,
+      details,
+      by: 'system',
+    });
     raised[name] = event;
     await sleep(5); // distinct creation times: the order within a severity is by time
     return event;
   };
   const item = (name: string) => page.locator(`li.alarm[data-alarm-id="${raised[name]!.id}"]`);
-  const shownOrder = () => page.locator('li.alarm:visible').evaluateAll((items) => items.map((li) => ({ id: li.getAttribute('data-alarm-id'), severity: li.getAttribute('data-severity'), type: li.getAttribute('data-type') })));
+  const shownOrder = () =>
+    page
+      .locator('li.alarm:visible')
+      .evaluateAll((items) =>
+        items.map((li) => ({
+          id: li.getAttribute('data-alarm-id'),
+          severity: li.getAttribute('data-severity'),
+          type: li.getAttribute('data-type'),
+        })),
+      );
   const nameOf = (id: string | null) => Object.entries(raised).find(([, alarm]) => alarm.id === id)?.[0];
 
   beforeAll(async () => {
@@ -51,12 +71,29 @@ describe.skipIf(!hasChromium)(title, () => {
     running = await startTestGateway();
     admin = await adminClient(running.client);
     organizationId = (await admin.get('/api/v1/organizations/current_organization')).body.id;
-    building = (await admin.post('/api/v1/buildings', { name: 'Clinic', location: { lat: 40.4168, lng: -3.7038 }, dimensions: { width: 60, length: 40 }, rotation: 0 })).body;
+    building = (
+      await admin.post('/api/v1/buildings', {
+        name: 'Clinic',
+        location: { lat: 40.4168, lng: -3.7038 },
+        dimensions: { width: 60, length: 40 },
+        rotation: 0,
+      })
+    ).body;
     ground = (await admin.post('/api/v1/floors', { building_id: building.id, level: 0, name: 'Ground floor' })).body;
     person = (await createUser(admin, 'user', { full_name: 'Ana Ruiz' })).user;
     // Before anyone signs in: a DANGER between older and newer lesser alarms, as in the review's screenshot.
     await raise('stay-old', 'GEOFENCE_MAX_STAY_TIME', 'demo-48', { geofence_name: 'Pharmacy store', max_stay_time: 60 });
-    raised.danger = (await admin.post('/api/v1/alarms', { type: 'DANGER', device_id: 'demo-15', user_id: person.id, building_id: building.id, floor_id: ground.id, x: 5, y: 5 })).body;
+    raised.danger = (
+      await admin.post('/api/v1/alarms', {
+        type: 'DANGER',
+        device_id: 'demo-15',
+        user_id: person.id,
+        building_id: building.id,
+        floor_id: ground.id,
+        x: 5,
+        y: 5,
+      })
+    ).body;
     await sleep(5);
     for (const n of [1, 2, 3]) await raise(`silent-${n}`, 'DEADMAN', `demo-3${n}`, { reason: 'silence' });
     await raise('stay-new', 'GEOFENCE_MAX_STAY_TIME', 'demo-50', { geofence_name: 'Server room', max_stay_time: 60 });
@@ -94,12 +131,20 @@ describe.skipIf(!hasChromium)(title, () => {
     // Every card names the person, the device, the zone (max-stay) and the floor.
     // biome-ignore lint/performance/useDomNodeTextContent: Playwright's Locator.innerText (the rendered text), not the DOM property
     const card = await item('stay-new').locator('.alarm-select').innerText();
-    for (const part of ['OVERSTAY', 'NORMAL', 'Ana Ruiz · demo-50', 'Zone: Server room', 'Clinic, Ground floor']) expect(card).toContain(part);
+    for (const part of ['OVERSTAY', 'NORMAL', 'Ana Ruiz · demo-50', 'Zone: Server room', 'Clinic, Ground floor'])
+      expect(card).toContain(part);
     expect(await item('stay-old').locator('.alarm-zone').textContent()).toBe('Zone: Pharmacy store');
     await screenshot('severity-order');
 
     // A new critical alarm arriving live goes to the top, above the older critical one.
-    raised.assist = (await admin.post('/api/v1/alarms', { type: 'ASSISTANCE_REQUEST', device_id: 'demo-02', building_id: building.id, floor_id: ground.id })).body;
+    raised.assist = (
+      await admin.post('/api/v1/alarms', {
+        type: 'ASSISTANCE_REQUEST',
+        device_id: 'demo-02',
+        building_id: building.id,
+        floor_id: ground.id,
+      })
+    ).body;
     await item('assist').waitFor();
     expect((await shownOrder()).slice(0, 2).map((alarm) => nameOf(alarm.id))).toEqual(['assist', 'danger']);
     // And a new normal one goes to the top of the normal ones, below every high one.
@@ -141,7 +186,11 @@ describe.skipIf(!hasChromium)(title, () => {
       await page.locator(`li.alarm[data-alarm-id="${raised[`silent-${n}`]!.id}"][data-state="CLOSED"]`).waitFor();
       const stored = (await admin.get(`/api/v1/alarms/${raised[`silent-${n}`]!.id}`)).body;
       expect(stored.state).toBe('CLOSED');
-      expect(stored.history.at(-1)).toMatchObject({ state: 'CLOSED', comment: 'Wi-Fi access point on the ground floor was down', by: { email: ADMIN_EMAIL } });
+      expect(stored.history.at(-1)).toMatchObject({
+        state: 'CLOSED',
+        comment: 'Wi-Fi access point on the ground floor was down',
+        by: { email: ADMIN_EMAIL },
+      });
     }
     await page.locator('#bulk').waitFor({ state: 'hidden' });
     await screenshot('bulk-closed');
@@ -160,14 +209,20 @@ describe.skipIf(!hasChromium)(title, () => {
     await danger.locator('.resolve-comment').fill('Slipped in the corridor, first aid given');
     await danger.locator('.resolve-submit').click();
     await page.locator(`li.alarm[data-alarm-id="${raised.danger!.id}"][data-state="CLOSED"]`).waitFor();
-    expect((await admin.get(`/api/v1/alarms/${raised.danger!.id}`)).body.history.at(-1)).toMatchObject({ state: 'CLOSED', comment: 'Slipped in the corridor, first aid given' });
+    expect((await admin.get(`/api/v1/alarms/${raised.danger!.id}`)).body.history.at(-1)).toMatchObject({
+      state: 'CLOSED',
+      comment: 'Slipped in the corridor, first aid given',
+    });
 
     const stay = item('stay-old');
     await stay.locator('button[data-state="CLOSED"]').click();
     expect(await stay.locator('.resolve-label').textContent()).toContain('(optional)');
     await stay.locator('.resolve-submit').click();
     await page.locator(`li.alarm[data-alarm-id="${raised['stay-old']!.id}"][data-state="CLOSED"]`).waitFor();
-    expect((await admin.get(`/api/v1/alarms/${raised['stay-old']!.id}`)).body.history.at(-1)).toMatchObject({ state: 'CLOSED', comment: null });
+    expect((await admin.get(`/api/v1/alarms/${raised['stay-old']!.id}`)).body.history.at(-1)).toMatchObject({
+      state: 'CLOSED',
+      comment: null,
+    });
   });
 
   it('shows an escalation of an unconfirmed critical alarm in the banner and on its card', async () => {

@@ -43,7 +43,14 @@ describe.skipIf(!hasChromium)(title, () => {
   };
   /** Ten devices within a few metres of one another along a corridor, as in the demo's pile-up. */
   const crowd = (now = Date.now()) =>
-    Array.from({ length: 10 }, (_, i) => ({ device_id: `crowded-${String(i + 1).padStart(2, '0')}`, timestamp: now, building_id: buildingId, floor_id: ground, x: 40 + (i % 5) * 1.5, y: 40 + Math.floor(i / 5) * 0.8 }));
+    Array.from({ length: 10 }, (_, i) => ({
+      device_id: `crowded-${String(i + 1).padStart(2, '0')}`,
+      timestamp: now,
+      building_id: buildingId,
+      floor_id: ground,
+      x: 40 + (i % 5) * 1.5,
+      y: 40 + Math.floor(i / 5) * 0.8,
+    }));
   const signIn = async (target: Page) => {
     await target.goto(`${running.baseUrl}/console`);
     await target.locator('#email').fill(ADMIN_EMAIL);
@@ -58,11 +65,22 @@ describe.skipIf(!hasChromium)(title, () => {
     for (const name of readdirSync(ARTIFACTS)) if (/^map-.*\.png$/.test(name)) rmSync(new URL(name, ARTIFACTS));
     running = await startTestGateway();
     admin = await adminClient(running.client);
-    const building = await admin.post('/api/v1/buildings', { name: 'Map HQ', location: { lat: 40.4168, lng: -3.7038 }, dimensions: { width: 100, length: 75 }, rotation: 0 });
+    const building = await admin.post('/api/v1/buildings', {
+      name: 'Map HQ',
+      location: { lat: 40.4168, lng: -3.7038 },
+      dimensions: { width: 100, length: 75 },
+      rotation: 0,
+    });
     expect(building.status, building.text).toBe(201);
     buildingId = building.body.id;
     const image = await uploadImage(admin, floorplanPng(PLAN.width, PLAN.height, PLAN.scale));
-    const floor = await admin.post('/api/v1/floors', { building_id: buildingId, level: 0, name: 'Ground', map_id: image.body.id, scale: PLAN.scale });
+    const floor = await admin.post('/api/v1/floors', {
+      building_id: buildingId,
+      level: 0,
+      name: 'Ground',
+      map_id: image.body.id,
+      scale: PLAN.scale,
+    });
     expect(floor.status, floor.text).toBe(201);
     ground = floor.body.id;
     await upload(crowd());
@@ -81,7 +99,15 @@ describe.skipIf(!hasChromium)(title, () => {
     groupId = group.body.id;
     const responder = await createUser(admin, 'user', { groups: groupId, full_name: 'Rosa Responder' });
     await upload([
-      { device_id: 'responder-1', user_id: responder.user.id, timestamp: Date.now(), building_id: buildingId, floor_id: ground, x: 10, y: 20 },
+      {
+        device_id: 'responder-1',
+        user_id: responder.user.id,
+        timestamp: Date.now(),
+        building_id: buildingId,
+        floor_id: ground,
+        x: 10,
+        y: 20,
+      },
       { device_id: 'visitor-9', timestamp: Date.now(), building_id: buildingId, floor_id: ground, x: 85, y: 20 },
     ]);
     // A defibrillator with its category's icon, and a POI of no category.
@@ -91,11 +117,24 @@ describe.skipIf(!hasChromium)(title, () => {
     const category = await admin.post('/api/v1/poi_categories', { code: 'aed', name_en: 'Defibrillator', icon: icon.body.id });
     expect(category.status, category.text).toBe(201);
     const pois = await admin.post('/api/v1/pois_bulk', [
-      { building_id: buildingId, name: 'AED by the lifts', info: '', category_id: category.body.id, position: { floor_id: ground, cartesians: { x: 70, y: 60 } } },
+      {
+        building_id: buildingId,
+        name: 'AED by the lifts',
+        info: '',
+        category_id: category.body.id,
+        position: { floor_id: ground, cartesians: { x: 70, y: 60 } },
+      },
       { building_id: buildingId, name: 'Cafeteria', info: '', position: { floor_id: ground, cartesians: { x: 20, y: 60 } } },
     ]);
     expect(pois.status, pois.text).toBeLessThan(300);
-    const alarm = await admin.post('/api/v1/alarms', { type: 'DANGER', device_id: 'patient-1', building_id: buildingId, floor_id: ground, x: 90, y: 20 });
+    const alarm = await admin.post('/api/v1/alarms', {
+      type: 'DANGER',
+      device_id: 'patient-1',
+      building_id: buildingId,
+      floor_id: ground,
+      x: 90,
+      y: 20,
+    });
     expect(alarm.status, alarm.text).toBe(201);
     alarmId = alarm.body.id;
 
@@ -118,7 +157,14 @@ describe.skipIf(!hasChromium)(title, () => {
     const labels = await page.locator('g.device[data-device-id^="crowded-"] .device-label').evaluateAll((texts) =>
       texts.map((text) => {
         const box = text.getBoundingClientRect();
-        return { shown: getComputedStyle(text).display !== 'none' && getComputedStyle(text).visibility !== 'hidden', x: box.x, y: box.y, width: box.width, height: box.height, text: text.textContent };
+        return {
+          shown: getComputedStyle(text).display !== 'none' && getComputedStyle(text).visibility !== 'hidden',
+          x: box.x,
+          y: box.y,
+          width: box.width,
+          height: box.height,
+          text: text.textContent,
+        };
       }),
     );
     const shown = labels.filter((label) => label.shown);
@@ -201,7 +247,11 @@ describe.skipIf(!hasChromium)(title, () => {
       const small = await phone.newPage();
       await signIn(small);
       await small.locator('.floor-map image.floorplan').waitFor();
-      const widths = await small.evaluate(() => ({ scroll: document.documentElement.scrollWidth, body: document.body.scrollWidth, inner: window.innerWidth }));
+      const widths = await small.evaluate(() => ({
+        scroll: document.documentElement.scrollWidth,
+        body: document.body.scrollWidth,
+        inner: window.innerWidth,
+      }));
       expect(widths.scroll).toBeLessThanOrEqual(widths.inner);
       expect(widths.body).toBeLessThanOrEqual(widths.inner);
       const signOut = (await small.locator('#sign-out').boundingBox())!;

@@ -44,11 +44,18 @@ describe.skipIf(!hasChromium)(title, () => {
     for (const name of readdirSync(ARTIFACTS)) if (/^views-.*\.png$/.test(name)) rmSync(new URL(name, ARTIFACTS));
     running = await startTestGateway();
     admin = await adminClient(running.client);
-    const building = await admin.post('/api/v1/buildings', { name: 'Views HQ', location: { lat: 40.4168, lng: -3.7038 }, dimensions: { width: 100, length: 75 }, rotation: 0 });
+    const building = await admin.post('/api/v1/buildings', {
+      name: 'Views HQ',
+      location: { lat: 40.4168, lng: -3.7038 },
+      dimensions: { width: 100, length: 75 },
+      rotation: 0,
+    });
     expect(building.status, building.text).toBe(201);
     buildingId = building.body.id;
     const image = await uploadImage(admin, floorplanPng(PLAN.width, PLAN.height, PLAN.scale));
-    ground = (await admin.post('/api/v1/floors', { building_id: buildingId, level: 0, name: 'Ground', map_id: image.body.id, scale: PLAN.scale })).body.id;
+    ground = (
+      await admin.post('/api/v1/floors', { building_id: buildingId, level: 0, name: 'Ground', map_id: image.body.id, scale: PLAN.scale })
+    ).body.id;
     first = (await admin.post('/api/v1/floors', { building_id: buildingId, level: 1, level_height: 4, name: 'First' })).body.id;
     // A corridor along y=40 with a branch south at x=50, and a lift at x=95 to the first floor.
     const paths = await admin.put(`/api/v1/buildings/${buildingId}/paths`, {
@@ -69,7 +76,17 @@ describe.skipIf(!hasChromium)(title, () => {
       ],
     });
     expect(paths.status, paths.text).toBe(200);
-    expect((await admin.post('/api/v1/geofences', { name: 'Ward A', building_id: buildingId, floor_id: ground, type: 'POLYGON', cartesians: squareCartesians(40, 30, 20) })).status).toBe(201);
+    expect(
+      (
+        await admin.post('/api/v1/geofences', {
+          name: 'Ward A',
+          building_id: buildingId,
+          floor_id: ground,
+          type: 'POLYGON',
+          cartesians: squareCartesians(40, 30, 20),
+        })
+      ).status,
+    ).toBe(201);
     const group = await admin.post('/api/v1/groups', { name: 'Responders' });
     groupId = group.body.id;
     const responder = await createUser(admin, 'user', { groups: groupId, full_name: 'Rosa Responder' });
@@ -80,10 +97,35 @@ describe.skipIf(!hasChromium)(title, () => {
       { device_id: 'visitor-9', timestamp: now, building_id: buildingId, floor_id: ground, x: 80, y: 30 },
     ]);
     // A walker crossing Ward A over the last nine minutes: a trail, heat, a stay and visitors.
-    await upload(Array.from({ length: 10 }, (_, i) => ({ device_id: 'walker', timestamp: now - (9 - i) * 60_000, building_id: buildingId, floor_id: ground, x: 10 + i * 9, y: 40 })));
+    await upload(
+      Array.from({ length: 10 }, (_, i) => ({
+        device_id: 'walker',
+        timestamp: now - (9 - i) * 60_000,
+        building_id: buildingId,
+        floor_id: ground,
+        x: 10 + i * 9,
+        y: 40,
+      })),
+    );
     // Someone sitting in Ward A for two minutes, a fix every 5 s: a stay the day report shows.
-    await upload(Array.from({ length: 25 }, (_, i) => ({ device_id: 'sitter', timestamp: now - 300_000 + i * 5_000, building_id: buildingId, floor_id: ground, x: 45, y: 35 })));
-    const alarm = await admin.post('/api/v1/alarms', { type: 'DANGER', device_id: 'patient-3', building_id: buildingId, floor_id: ground, x: 90, y: 40 });
+    await upload(
+      Array.from({ length: 25 }, (_, i) => ({
+        device_id: 'sitter',
+        timestamp: now - 300_000 + i * 5_000,
+        building_id: buildingId,
+        floor_id: ground,
+        x: 45,
+        y: 35,
+      })),
+    );
+    const alarm = await admin.post('/api/v1/alarms', {
+      type: 'DANGER',
+      device_id: 'patient-3',
+      building_id: buildingId,
+      floor_id: ground,
+      x: 90,
+      y: 40,
+    });
     expect(alarm.status, alarm.text).toBe(201);
     alarmId = alarm.body.id;
 
@@ -145,7 +187,9 @@ describe.skipIf(!hasChromium)(title, () => {
     await page.selectOption('#heatmap', '1');
     await page.locator('.floor-map .heat-cell').nth(5).waitFor(); // more than 5 cells
     // Every heat cell lies on the corridor the devices walked (y 30 to 42 m), drawn in 2 m squares.
-    const cells = await page.locator('.floor-map .heat-cell').evaluateAll((rects) => rects.map((rect) => ({ y: Number(rect.getAttribute('y')), height: Number(rect.getAttribute('height')) })));
+    const cells = await page
+      .locator('.floor-map .heat-cell')
+      .evaluateAll((rects) => rects.map((rect) => ({ y: Number(rect.getAttribute('y')), height: Number(rect.getAttribute('height')) })));
     for (const cell of cells) {
       expect(cell.height).toBeCloseTo(2 * PLAN.scale, 3);
       const metres = (PLAN.height - cell.y - cell.height / 2) / PLAN.scale;
@@ -162,9 +206,14 @@ describe.skipIf(!hasChromium)(title, () => {
     await page.locator('#report-show').click();
     await page.locator('#report-status', { hasText: /^Views HQ, / }).waitFor();
     expect(await page.locator('#visitors-chart rect.chart-bar').count()).toBe(24);
-    const visits = await page.locator('#visitors-chart rect.chart-bar').evaluateAll((rects) => rects.reduce((sum, rect) => sum + Number(rect.getAttribute('data-value')), 0));
+    const visits = await page
+      .locator('#visitors-chart rect.chart-bar')
+      .evaluateAll((rects) => rects.reduce((sum, rect) => sum + Number(rect.getAttribute('data-value')), 0));
     expect(visits).toBeGreaterThanOrEqual(3);
-    await page.locator('#stay-chart .chart-label', { hasText: /^Ward A$/ }).first().waitFor();
+    await page
+      .locator('#stay-chart .chart-label', { hasText: /^Ward A$/ })
+      .first()
+      .waitFor();
     // The sitter's 2 minutes (24 gaps of 5 s), plus the walker's passes.
     expect(Number(await page.locator('#stay-chart rect.chart-bar').first().getAttribute('data-value'))).toBeGreaterThanOrEqual(120);
     await page.locator('#report-pane, .report-pane').scrollIntoViewIfNeeded();

@@ -40,7 +40,15 @@ describe.skipIf(!hasChromium)(hasChromium ? title : `${title}: SKIPPED, ${CHROMI
   const screenshot = async (name: string) => {
     await page.screenshot({ path: new URL(`console-${++shot}-${name}.png`, ARTIFACTS).pathname, fullPage: true });
   };
-  const pose = (deviceId: string, x: number, y: number, extra: object = {}) => ({ device_id: deviceId, timestamp: Date.now(), building_id: building.id, floor_id: ground.id, x, y, ...extra });
+  const pose = (deviceId: string, x: number, y: number, extra: object = {}) => ({
+    device_id: deviceId,
+    timestamp: Date.now(),
+    building_id: building.id,
+    floor_id: ground.id,
+    x,
+    y,
+    ...extra,
+  });
   const upload = async (...poses: object[]) => expect((await admin.post('/api/v1/realtime/positions', { poses })).status).toBe(204);
   const raise = async (body: object) => {
     const response = await admin.post('/api/v1/alarms', body);
@@ -48,7 +56,8 @@ describe.skipIf(!hasChromium)(hasChromium ? title : `${title}: SKIPPED, ${CHROMI
     return response.body as { id: string; seq: number };
   };
   const alarmItem = (id: string) => page.locator(`li.alarm[data-alarm-id="${id}"]`);
-  const visibleActions = async (item: Locator) => (await item.locator('.alarm-actions button:visible').allTextContents()).map((text) => text.trim());
+  const visibleActions = async (item: Locator) =>
+    (await item.locator('.alarm-actions button:visible').allTextContents()).map((text) => text.trim());
   /** A dot's centre, both in SVG user units (the plan's pixels) and on screen relative to the plan. */
   const dotPlacement = (deviceId: string) =>
     page.evaluate((id) => {
@@ -57,14 +66,26 @@ describe.skipIf(!hasChromium)(hasChromium ? title : `${title}: SKIPPED, ${CHROMI
       if (!dot || !plan) return null;
       const d = dot.getBoundingClientRect();
       const p = plan.getBoundingClientRect();
-      return { cx: Number(dot.getAttribute('cx')), cy: Number(dot.getAttribute('cy')), screenX: d.x + d.width / 2 - p.x, screenY: d.y + d.height / 2 - p.y, planWidth: p.width, planHeight: p.height };
+      return {
+        cx: Number(dot.getAttribute('cx')),
+        cy: Number(dot.getAttribute('cy')),
+        screenX: d.x + d.width / 2 - p.x,
+        screenY: d.y + d.height / 2 - p.y,
+        planWidth: p.width,
+        planHeight: p.height,
+      };
     }, deviceId);
   const expectDotAt = async (deviceId: string, x: number, y: number, timeout = WITHIN_A_SECOND) => {
     const expected = { cx: x * PLAN.scale, cy: PLAN.height - y * PLAN.scale };
-    await expect.poll(async () => {
-      const at = await dotPlacement(deviceId);
-      return at && Math.abs(at.cx - expected.cx) < 0.01 && Math.abs(at.cy - expected.cy) < 0.01;
-    }, { timeout, interval: 25 }).toBe(true);
+    await expect
+      .poll(
+        async () => {
+          const at = await dotPlacement(deviceId);
+          return at && Math.abs(at.cx - expected.cx) < 0.01 && Math.abs(at.cy - expected.cy) < 0.01;
+        },
+        { timeout, interval: 25 },
+      )
+      .toBe(true);
     // And where it lands on screen: the same point of the drawn plan, whatever its displayed size.
     const at = (await dotPlacement(deviceId))!;
     const ratio = at.planWidth / PLAN.width;
@@ -78,12 +99,23 @@ describe.skipIf(!hasChromium)(hasChromium ? title : `${title}: SKIPPED, ${CHROMI
     for (const name of readdirSync(ARTIFACTS)) if (/^console-.*\.png$/.test(name)) rmSync(new URL(name, ARTIFACTS));
     running = await startTestGateway();
     admin = await adminClient(running.client);
-    const created = await admin.post('/api/v1/buildings', { name: 'Control HQ', location: { lat: 40.4168, lng: -3.7038 }, dimensions: { width: 100, length: 75 }, rotation: 0 });
+    const created = await admin.post('/api/v1/buildings', {
+      name: 'Control HQ',
+      location: { lat: 40.4168, lng: -3.7038 },
+      dimensions: { width: 100, length: 75 },
+      rotation: 0,
+    });
     expect(created.status, created.text).toBe(201);
     building = created.body;
     const image = await uploadImage(admin, floorplanPng(PLAN.width, PLAN.height, PLAN.scale));
     expect(image.status, image.text).toBe(201);
-    const groundFloor = await admin.post('/api/v1/floors', { building_id: building.id, level: 0, name: 'Ground', map_id: image.body.id, scale: PLAN.scale });
+    const groundFloor = await admin.post('/api/v1/floors', {
+      building_id: building.id,
+      level: 0,
+      name: 'Ground',
+      map_id: image.body.id,
+      scale: PLAN.scale,
+    });
     expect(groundFloor.status, groundFloor.text).toBe(201);
     ground = groundFloor.body;
     const firstFloor = await admin.post('/api/v1/floors', { building_id: building.id, level: 1, name: 'First' });
@@ -92,11 +124,25 @@ describe.skipIf(!hasChromium)(hasChromium ? title : `${title}: SKIPPED, ${CHROMI
     const zones = [
       { name: 'Ward A', type: 'POLYGON', cartesians: squareCartesians(8, 8, 25) },
       { name: 'Pharmacy', type: 'CIRCLE', cartesians: [[75, 55]], radius: 8 },
-      { name: 'Corridor', type: 'LINE', cartesians: [[5, 40], [95, 40]], radius: 1 },
+      {
+        name: 'Corridor',
+        type: 'LINE',
+        cartesians: [
+          [5, 40],
+          [95, 40],
+        ],
+        radius: 1,
+      },
       { name: 'Exit', type: 'POINT', cartesians: [[92, 6]], radius: 3 },
     ];
-    for (const zone of zones) expect((await admin.post('/api/v1/geofences', { building_id: building.id, floor_id: ground.id, ...zone })).status).toBe(201);
-    const event = await admin.post('/api/v1/events', { building_id: building.id, name: 'Coffee promo', info: '<p>2x1</p>', position: { floor_id: ground.id, radius: 6, cartesians: { x: 55, y: 15 } } });
+    for (const zone of zones)
+      expect((await admin.post('/api/v1/geofences', { building_id: building.id, floor_id: ground.id, ...zone })).status).toBe(201);
+    const event = await admin.post('/api/v1/events', {
+      building_id: building.id,
+      name: 'Coffee promo',
+      info: '<p>2x1</p>',
+      position: { floor_id: ground.id, radius: 6, cartesians: { x: 55, y: 15 } },
+    });
     expect(event.status, event.text).toBe(201);
     // A device last seen a minute ago: it must be drawn, greyed.
     await upload(pose('stale-tag', 85, 65, { timestamp: Date.now() - 60_000 }));
@@ -107,7 +153,8 @@ describe.skipIf(!hasChromium)(hasChromium ? title : `${title}: SKIPPED, ${CHROMI
     page.on('request', (request) => requests.push(request.url()));
     page.on('pageerror', (error) => problems.push(`page error: ${error.message}`));
     page.on('console', (message) => {
-      if (message.type() === 'error' && !/WebSocket connection to|ERR_INTERNET_DISCONNECTED/.test(message.text())) problems.push(`console: ${message.text()}`);
+      if (message.type() === 'error' && !/WebSocket connection to|ERR_INTERNET_DISCONNECTED/.test(message.text()))
+        problems.push(`console: ${message.text()}`);
     });
   });
 

@@ -57,14 +57,25 @@ export async function startCluster(count: number, overrides: Record<string, stri
 }
 
 /** Resolves once the running gateways agree: each sees all of them, and every shard is held and ready on exactly one. */
-export async function converged(gateways: readonly RunningGateway[], shards = Number(FAST_CLUSTER.CLUSTER_SHARDS), timeoutMs = 15_000): Promise<void> {
+export async function converged(
+  gateways: readonly RunningGateway[],
+  shards = Number(FAST_CLUSTER.CLUSTER_SHARDS),
+  timeoutMs = 15_000,
+): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const nodes = gateways.map((gateway) => gateway.gateway.services.cluster);
     const ready = nodes.flatMap((node) => node.readyShards).sort((a, b) => a - b);
     const agreed = nodes.every((node) => node.liveMembers.length === nodes.length);
-    if (agreed && ready.length === shards && new Set(ready).size === shards && nodes.every((node) => node.heldShards.length === node.readyShards.length)) return;
-    if (Date.now() > deadline) throw new Error(`no convergence: members ${nodes.map((node) => node.liveMembers.length)}, ready ${ready.length}/${shards}`);
+    if (
+      agreed &&
+      ready.length === shards &&
+      new Set(ready).size === shards &&
+      nodes.every((node) => node.heldShards.length === node.readyShards.length)
+    )
+      return;
+    if (Date.now() > deadline)
+      throw new Error(`no convergence: members ${nodes.map((node) => node.liveMembers.length)}, ready ${ready.length}/${shards}`);
     await sleep(100);
   }
 }
@@ -79,8 +90,22 @@ export function ownerIndex(gateways: readonly RunningGateway[], buildingId: numb
 /** A building with one floor-0 geofence (square 10..20) of the given max stay, and a pose helper inside it. */
 export async function venueWithFence(admin: TestClient, name: string, maxStayTime: number | null = null) {
   const venue = await createVenue(admin, name);
-  const fence = await admin.post('/api/v1/geofences', { name: `${name} fence`, building_id: venue.building.id, floor_id: venue.floors[0].id, type: 'POLYGON', cartesians: squareCartesians(10, 10, 10), max_stay_time: maxStayTime });
+  const fence = await admin.post('/api/v1/geofences', {
+    name: `${name} fence`,
+    building_id: venue.building.id,
+    floor_id: venue.floors[0].id,
+    type: 'POLYGON',
+    cartesians: squareCartesians(10, 10, 10),
+    max_stay_time: maxStayTime,
+  });
   expect(fence.status, fence.text).toBe(201);
-  const at = (deviceId: string, x: number, y: number) => ({ device_id: deviceId, timestamp: Date.now(), building_id: venue.building.id, floor_id: venue.floors[0].id, x, y });
+  const at = (deviceId: string, x: number, y: number) => ({
+    device_id: deviceId,
+    timestamp: Date.now(),
+    building_id: venue.building.id,
+    floor_id: venue.floors[0].id,
+    x,
+    y,
+  });
   return { building: venue.building as { id: number }, fence: fence.body as { id: string }, at };
 }

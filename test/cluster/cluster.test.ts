@@ -35,25 +35,44 @@ describe.skipIf(!serverRedisUrl)('three gateways share detection by building', (
     }
     for (const watcher of watchers) {
       for (const [index, venue] of venues.entries()) {
-        await watcher.next((frame) => frame.op === 'geofence_event' && frame.data.device_id === `walker-${index}` && frame.data.type === 'exit' && frame.data.building_id === venue.building.id, 10_000);
+        await watcher.next(
+          (frame) =>
+            frame.op === 'geofence_event' &&
+            frame.data.device_id === `walker-${index}` &&
+            frame.data.type === 'exit' &&
+            frame.data.building_id === venue.building.id,
+          10_000,
+        );
       }
     }
     await sleep(500); // a duplicate would have come by now
     for (const watcher of watchers) {
-      const events = watcher.frames.filter((frame) => frame.op === 'geofence_event').map((frame) => `${frame.data.device_id} ${frame.data.type}`).sort();
+      const events = watcher.frames
+        .filter((frame) => frame.op === 'geofence_event')
+        .map((frame) => `${frame.data.device_id} ${frame.data.type}`)
+        .sort();
       expect(events).toEqual(venues.flatMap((_, index) => [`walker-${index} enter`, `walker-${index} exit`]).sort());
     }
-    const stored = await cluster.gateways[0]!.gateway.services.storage.execute<{ device_id: string; type: string }>("select device_id, type from zone_events where device_id like 'walker-%' order by device_id, at");
-    expect(stored.map((row) => `${row.device_id} ${row.type}`)).toEqual(venues.flatMap((_, index) => [`walker-${index} enter`, `walker-${index} exit`]));
+    const stored = await cluster.gateways[0]!.gateway.services.storage.execute<{ device_id: string; type: string }>(
+      "select device_id, type from zone_events where device_id like 'walker-%' order by device_id, at",
+    );
+    expect(stored.map((row) => `${row.device_id} ${row.type}`)).toEqual(
+      venues.flatMap((_, index) => [`walker-${index} enter`, `walker-${index} exit`]),
+    );
   });
 
   it('raises a max stay once, from the building’s owner, whichever gateways received the positions', async () => {
     const venue = await venueWithFence(cluster.admins[0]!, 'Max stay venue', 1);
     const controls = await Promise.all(cluster.gateways.map((_, index) => cluster.subscribe(index, ['organization/alarms'])));
     for (let index = 0; index < 3; index++) await cluster.upload(index, venue.at('sitter', 15 + index * 0.1, 15));
-    for (const control of controls) await control.next((frame) => frame.op === 'alarm' && frame.data.type === 'GEOFENCE_MAX_STAY_TIME' && frame.data.device_id === 'sitter', 10_000);
+    for (const control of controls)
+      await control.next(
+        (frame) => frame.op === 'alarm' && frame.data.type === 'GEOFENCE_MAX_STAY_TIME' && frame.data.device_id === 'sitter',
+        10_000,
+      );
     await sleep(1500);
-    for (const control of controls) expect(control.frames.filter((frame) => frame.op === 'alarm' && frame.data.device_id === 'sitter')).toHaveLength(1);
+    for (const control of controls)
+      expect(control.frames.filter((frame) => frame.op === 'alarm' && frame.data.device_id === 'sitter')).toHaveLength(1);
     const listed = await cluster.admins[1]!.get('/api/v1/alarms?type=GEOFENCE_MAX_STAY_TIME&device_id=sitter');
     expect(listed.body.data).toHaveLength(1);
     expect(listed.body.data[0].occurrences).toBe(1);

@@ -21,7 +21,9 @@ describe.skipIf(!serverRedisUrl)('failover: no dead-man alarm for the takeover g
     const running = (cluster = await startCluster(2, { CLUSTER_MEMBER_TTL_MS: '3000' }));
     await converged(running.gateways);
     const venue = await venueWithFence(running.admins[0]!, 'Failover gap venue');
-    expect((await running.admins[0]!.put(`/api/v1/buildings/${venue.building.id}/alarm_settings`, { deadman_silence_s: SILENCE_S })).status).toBe(200);
+    expect(
+      (await running.admins[0]!.put(`/api/v1/buildings/${venue.building.id}/alarm_settings`, { deadman_silence_s: SILENCE_S })).status,
+    ).toBe(200);
     const owner = ownerIndex(running.gateways, venue.building.id);
     const survivor = 1 - owner;
     const control = await running.subscribe(survivor, [`buildings/${venue.building.id}/alarms`]);
@@ -49,9 +51,14 @@ describe.skipIf(!serverRedisUrl)('failover: no dead-man alarm for the takeover g
       reporting = false;
       await reporter;
     }
-    const listed = (await running.admins[survivor]!.get(`/api/v1/alarms?type=DEADMAN&building_id=${venue.building.id}`)).body.data as { device_id: string; created_at: string }[];
+    const listed = (await running.admins[survivor]!.get(`/api/v1/alarms?type=DEADMAN&building_id=${venue.building.id}`)).body.data as {
+      device_id: string;
+      created_at: string;
+    }[];
     expect(listed.map((alarm) => alarm.device_id)).toEqual(['stays-silent']);
     expect(new Date(listed[0]!.created_at).getTime()).toBeGreaterThanOrEqual(takenAt + SILENCE_S * 1000 - 500);
-    expect(control.frames.filter((f) => f.op === 'alarm' && f.data.type === 'DEADMAN').map((f) => f.data.device_id)).toEqual(['stays-silent']);
+    expect(control.frames.filter((f) => f.op === 'alarm' && f.data.type === 'DEADMAN').map((f) => f.data.device_id)).toEqual([
+      'stays-silent',
+    ]);
   }, 60_000);
 });

@@ -18,7 +18,11 @@ describe.skipIf(!serverRedisUrl)('uploads paced by their building’s detection'
 
   it('refuses uploads with 503 and Retry-After while the shard’s owner is gone and its backlog is at the bound, and takes them again once caught up', async () => {
     // A lease outlives the crash by a few seconds: the refusals below come before any takeover.
-    const running = (cluster = await startCluster(2, { CLUSTER_MAX_BACKLOG: '2', CLUSTER_BACKLOG_WAIT_MS: '300', CLUSTER_MEMBER_TTL_MS: '5000' }));
+    const running = (cluster = await startCluster(2, {
+      CLUSTER_MAX_BACKLOG: '2',
+      CLUSTER_BACKLOG_WAIT_MS: '300',
+      CLUSTER_MEMBER_TTL_MS: '5000',
+    }));
     await converged(running.gateways);
     const venue = await venueWithFence(running.admins[0]!, 'Paced venue');
     const owner = ownerIndex(running.gateways, venue.building.id);
@@ -36,7 +40,9 @@ describe.skipIf(!serverRedisUrl)('uploads paced by their building’s detection'
     // raises nothing twice: alarms asked for by a pose are keyed by it).
     const sos = await running.admins[survivor]!.post('/api/v1/realtime/positions', { poses: [{ ...venue.at('sos', 4, 4), danger: true }] });
     expect(sos.status, sos.text).toBe(503);
-    expect(await storage.execute(`select occurrences from alarms where device_id = 'sos' and type = 'DANGER'`)).toEqual([{ occurrences: 1 }]);
+    expect(await storage.execute(`select occurrences from alarms where device_id = 'sos' and type = 'DANGER'`)).toEqual([
+      { occurrences: 1 },
+    ]);
 
     // The survivor takes the building over, detects the two waiting uploads and acknowledges them: the app's retry goes through.
     const deadline = Date.now() + 30_000;
@@ -50,9 +56,14 @@ describe.skipIf(!serverRedisUrl)('uploads paced by their building’s detection'
     expect(await storage.execute(`select device_id from positions where device_id = 'refused'`)).toHaveLength(1);
   });
 
-  it('paces per organization: while tenant A is at the bound in a shard, tenant B\'s uploads to a building of that shard go through at once (issue 28 item 6)', async () => {
+  it("paces per organization: while tenant A is at the bound in a shard, tenant B's uploads to a building of that shard go through at once (issue 28 item 6)", async () => {
     const shards = 2;
-    const running = (cluster = await startCluster(2, { CLUSTER_SHARDS: String(shards), CLUSTER_MAX_BACKLOG: '2', CLUSTER_BACKLOG_WAIT_MS: '300', CLUSTER_MEMBER_TTL_MS: '5000' }));
+    const running = (cluster = await startCluster(2, {
+      CLUSTER_SHARDS: String(shards),
+      CLUSTER_MAX_BACKLOG: '2',
+      CLUSTER_BACKLOG_WAIT_MS: '300',
+      CLUSTER_MEMBER_TTL_MS: '5000',
+    }));
     await converged(running.gateways, shards);
     const venueA = await venueWithFence(running.admins[0]!, 'Tenant A venue');
     const owner = ownerIndex(running.gateways, venueA.building.id);
@@ -60,7 +71,8 @@ describe.skipIf(!serverRedisUrl)('uploads paced by their building’s detection'
     // Tenant B, with a building in tenant A's shard.
     const tenantB = await createOrganization(running.admins[survivor]!);
     let venueB = await venueWithFence(tenantB.client, 'Tenant B venue');
-    while (shardOfBuilding(venueB.building.id, shards) !== shardOfBuilding(venueA.building.id, shards)) venueB = await venueWithFence(tenantB.client, 'Tenant B venue');
+    while (shardOfBuilding(venueB.building.id, shards) !== shardOfBuilding(venueA.building.id, shards))
+      venueB = await venueWithFence(tenantB.client, 'Tenant B venue');
     await running.gateways[owner]!.gateway.services.cluster.abandon(); // the shard's detection stops: its backlog grows
     await running.upload(survivor, venueA.at('a1', 1, 1));
     await running.upload(survivor, venueA.at('a2', 2, 2));
@@ -72,6 +84,10 @@ describe.skipIf(!serverRedisUrl)('uploads paced by their building’s detection'
       expect(accepted.status, accepted.text).toBe(204);
     }
     const storage = running.gateways[survivor]!.gateway.services.storage;
-    expect((await storage.execute(`select device_id from positions where device_id in ('b1', 'b2') order by device_id`)).map((row: any) => row.device_id)).toEqual(['b1', 'b2']);
+    expect(
+      (await storage.execute(`select device_id from positions where device_id in ('b1', 'b2') order by device_id`)).map(
+        (row: any) => row.device_id,
+      ),
+    ).toEqual(['b1', 'b2']);
   });
 });

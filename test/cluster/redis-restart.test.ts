@@ -30,7 +30,10 @@ describe.skipIf(!serverRedisUrl)('two gateways converge after a Redis restart (p
     ownerIndex(cluster.gateways, venue.building.id);
     const watcher = await cluster.subscribe(1, [`buildings/${venue.building.id}/geofence-events`]);
     await cluster.upload(0, venue.at('returner', 15, 15));
-    await watcher.next((frame) => frame.op === 'geofence_event' && frame.data.device_id === 'returner' && frame.data.type === 'enter', 10_000);
+    await watcher.next(
+      (frame) => frame.op === 'geofence_event' && frame.data.device_id === 'returner' && frame.data.type === 'enter',
+      10_000,
+    );
     await sleep(500);
     const stored = await cluster.gateways[0]!.gateway.services.storage.execute("select type from zone_events where device_id = 'returner'");
     expect(stored).toHaveLength(1);

@@ -73,8 +73,7 @@ const get = (url: string, method = 'GET') => fetch(running.baseUrl + url, { meth
 function stringsIn(schema: unknown, where: string, found: { where: string; schema: Schema }[] = []): { where: string; schema: Schema }[] {
   if (Array.isArray(schema)) {
     for (const [index, item] of schema.entries()) stringsIn(item, `${where}/${index}`, found);
-  }
-  else if (schema && typeof schema === 'object') {
+  } else if (schema && typeof schema === 'object') {
     const node = schema as Schema;
     const types = ([] as unknown[]).concat(node.type);
     if (types.includes('string')) found.push({ where, schema: node });

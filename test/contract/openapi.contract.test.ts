@@ -95,7 +95,9 @@ function sample(schema: Schema | undefined, name = ''): unknown {
   const type = Array.isArray(schema.type) ? schema.type.find((t: string) => t !== 'null') : schema.type;
   switch (type) {
     case 'object':
-      return Object.fromEntries(Object.entries((schema.properties ?? {}) as Record<string, Schema>).map(([key, property]) => [key, sample(property, key)]));
+      return Object.fromEntries(
+        Object.entries((schema.properties ?? {}) as Record<string, Schema>).map(([key, property]) => [key, sample(property, key)]),
+      );
     case 'array':
       if (schema.prefixItems) return schema.prefixItems.map((item: Schema) => sample(item));
       return Array.from({ length: Math.max(1, schema.minItems ?? 1) }, () => sample(schema.items, name));
@@ -119,14 +121,37 @@ function exampleBody(operation: Operation): unknown {
   const floor = venue.floors[0].id;
   const building = venue.building.id;
   const examples: Record<string, () => unknown> = {
-    'post /api/v1/buildings': () => ({ name: 'Contract building', location: { lat: 40.4, lng: -3.7 }, dimensions: { width: 50, length: 40 }, rotation: 0 }),
+    'post /api/v1/buildings': () => ({
+      name: 'Contract building',
+      location: { lat: 40.4, lng: -3.7 },
+      dimensions: { width: 50, length: 40 },
+      rotation: 0,
+    }),
     'post /api/v1/floors': () => ({ building_id: building, level: 7, name: 'Contract floor' }),
-    'post /api/v1/geofences': () => ({ building_id: building, floor_id: floor, name: 'Contract zone', type: 'POLYGON', cartesians: squareCartesians(10, 10, 10) }),
-    'post /api/v1/areas': () => ({ building_id: building, floor_id: floor, name: 'Contract area', type: 'POLYGON', cartesians: squareCartesians(30, 30, 5) }),
+    'post /api/v1/geofences': () => ({
+      building_id: building,
+      floor_id: floor,
+      name: 'Contract zone',
+      type: 'POLYGON',
+      cartesians: squareCartesians(10, 10, 10),
+    }),
+    'post /api/v1/areas': () => ({
+      building_id: building,
+      floor_id: floor,
+      name: 'Contract area',
+      type: 'POLYGON',
+      cartesians: squareCartesians(30, 30, 5),
+    }),
     'post /api/v1/pois': () => ({ building_id: building, name: 'Contract POI', position: { floor_id: floor, x: 5, y: 5 } }),
     'post /api/v1/pois_bulk': () => [{ building_id: building, name: 'Bulk POI', position: { floor_id: floor, x: 6, y: 6 } }],
     'post /api/v1/events': () => ({ building_id: building, name: 'Contract event', position: { floor_id: floor, x: 5, y: 5, radius: 3 } }),
-    'post /api/v1/infrastructure': () => ({ building_id: building, type: 'wifi', name: 'Contract AP', bssid: '00:11:22:aa:bb:cc', position: { floor_id: floor, x: 5, y: 5 } }),
+    'post /api/v1/infrastructure': () => ({
+      building_id: building,
+      type: 'wifi',
+      name: 'Contract AP',
+      bssid: '00:11:22:aa:bb:cc',
+      position: { floor_id: floor, x: 5, y: 5 },
+    }),
     'post /api/v1/realtime/positions': () => ({
       poses: [
         { device_id: 'contract-device', timestamp: Date.now() - 2000, building_id: building, floor_id: floor, x: 5, y: 5, accuracy: 2 },
@@ -138,8 +163,16 @@ function exampleBody(operation: Operation): unknown {
     // The building of the path is the one POST /api/v1/buildings made: a floor scope of the venue's would be 422.
     'post /api/v1/buildings/{id}/evacuations': () => ({ note: 'Contract drill', drill: true }),
     'post /api/v1/buildings/{id}/evacuations/{evacuation}/roll/{entry}/safe': () => ({ comment: 'Seen outside' }),
-    'post /api/v1/organizations': () => ({ name: 'Contract org', admin: { email: `org-${randomUUID().slice(0, 8)}@example.test`, password: 'contract-password-1', full_name: 'Org admin' } }),
-    'post /api/v1/users': () => ({ email: `user-${randomUUID().slice(0, 8)}@example.test`, password: 'contract-password-1', role: 'user', full_name: 'Contract user' }),
+    'post /api/v1/organizations': () => ({
+      name: 'Contract org',
+      admin: { email: `org-${randomUUID().slice(0, 8)}@example.test`, password: 'contract-password-1', full_name: 'Org admin' },
+    }),
+    'post /api/v1/users': () => ({
+      email: `user-${randomUUID().slice(0, 8)}@example.test`,
+      password: 'contract-password-1',
+      role: 'user',
+      full_name: 'Contract user',
+    }),
     'put /api/v1/buildings/{building_id}/paths': () => ({ nodes: [], links: [] }),
     'put /api/v1/users/{id}/tracking_window': () => ({ time_zone: 'Europe/Madrid', weekly: [{ day: 'mon', from: '08:00', to: '17:00' }] }),
     'put /api/v1/groups/{id}/tracking_window': () => ({ time_zone: 'Europe/Madrid', weekly: [{ day: 'tue', from: '08:00', to: '17:00' }] }),
@@ -170,7 +203,14 @@ function concretePath(operation: Operation): string {
 function exampleQuery(operation: Operation): Record<string, string> {
   const floor = String(venue.floors[0].id);
   const examples: Record<string, Record<string, string>> = {
-    'get /api/v1/buildings/{building_id}/route': { from_floor_id: floor, from_x: '1', from_y: '1', to_floor_id: floor, to_x: '15', to_y: '1' },
+    'get /api/v1/buildings/{building_id}/route': {
+      from_floor_id: floor,
+      from_x: '1',
+      from_y: '1',
+      to_floor_id: floor,
+      to_x: '15',
+      to_y: '1',
+    },
   };
   // HEAD asks what GET asks.
   return examples[`${operation.method === 'head' ? 'get' : operation.method} ${operation.path}`] ?? {};
@@ -206,7 +246,9 @@ async function prepare(operation: Operation): Promise<void> {
   const evacuations = '/api/v1/buildings/{id}/evacuations';
   if (operation.path.startsWith(`${evacuations}/`) && !created.has(evacuations)) {
     const storage = running.gateway.services.storage;
-    const [evacuation] = await storage.execute<{ id: string }>('select id from evacuations where building_id = ? and ended_at is null', [created.get('/api/v1/buildings')]);
+    const [evacuation] = await storage.execute<{ id: string }>('select id from evacuations where building_id = ? and ended_at is null', [
+      created.get('/api/v1/buildings'),
+    ]);
     if (evacuation) {
       await storage.execute(
         `insert into evacuation_roll (evacuation_id, person_key, device_ids, status, status_at) values (?, 'device:contract-device', '["contract-device"]', 'missing', now())`,
@@ -231,7 +273,8 @@ async function call(operation: Operation): Promise<Response> {
   const headers: Record<string, string> = {};
   const security: Schema[] = operation.spec.security ?? [];
   if (security.some((requirement) => 'basic' in requirement)) headers.authorization = basicAuth(ADMIN_EMAIL, ADMIN_PASSWORD);
-  else if (operation.method === 'get' && security.some((requirement) => Object.keys(requirement).join() === 'apiKey')) headers['x-api-key'] = apiKey;
+  else if (operation.method === 'get' && security.some((requirement) => Object.keys(requirement).join() === 'apiKey'))
+    headers['x-api-key'] = apiKey;
   else if (security.some((requirement) => 'bearer' in requirement)) headers.authorization = `Bearer ${token}`;
   let body: BodyInit | undefined;
   const content = operation.spec.requestBody?.content ?? {};
@@ -263,7 +306,10 @@ function disagreements(operation: Operation, response: Response, text: string): 
     return problems;
   }
   const entry = declared.content[mediaType];
-  if (!entry) return [`media type ${mediaType || '(none)'} is not documented for ${status} (documented: ${Object.keys(declared.content).join(', ')})`];
+  if (!entry)
+    return [
+      `media type ${mediaType || '(none)'} is not documented for ${status} (documented: ${Object.keys(declared.content).join(', ')})`,
+    ];
   if (mediaType === 'application/json') {
     const body = JSON.parse(text);
     problems.push(...validator.errors(entry.schema, body).map((error) => `body: ${error}`));
@@ -291,14 +337,18 @@ function operationsOf(doc: Schema): Operation[] {
     { ...find('get', '/api/v1/buildings/{id}'), extraQuery: { view: 'compact' } },
     find('post', '/api/v1/alarms'),
   ];
-  operations.splice(operations.findIndex((o) => o.method === 'get'), 0, ...variants);
+  operations.splice(
+    operations.findIndex((o) => o.method === 'get'),
+    0,
+    ...variants,
+  );
   return operations;
 }
 
 describe('the OpenAPI document tells the whole truth', () => {
   beforeAll(async () => {
-  // Webhook fixtures point at `.invalid` names (RFC 6761: never resolve, so no traffic leaves); a name that does not
-  // resolve is refused at creation unless private addresses are allowed, as here.
+    // Webhook fixtures point at `.invalid` names (RFC 6761: never resolve, so no traffic leaves); a name that does not
+    // resolve is refused at creation unless private addresses are allowed, as here.
     running = await startTestGateway({ WEBHOOK_ALLOW_PRIVATE_ADDRESSES: 'true' });
     token = (await login(running.client, ADMIN_EMAIL, ADMIN_PASSWORD)).access_token;
     admin = running.client.withToken(token);
@@ -307,7 +357,10 @@ describe('the OpenAPI document tells the whole truth', () => {
     // A corridor on the ground floor, so routes and nearest devices have a graph to answer on.
     const floor = venue.floors[0].id;
     const paths = await admin.put(`/api/v1/buildings/${venue.building.id}/paths`, {
-      nodes: [{ id: 1, floor_id: floor, x: 0, y: 0 }, { id: 2, floor_id: floor, x: 20, y: 0 }],
+      nodes: [
+        { id: 1, floor_id: floor, x: 0, y: 0 },
+        { id: 2, floor_id: floor, x: 20, y: 0 },
+      ],
       links: [{ source: 1, target: 2, origin: 'both', accessible: true }],
     });
     expect(paths.status, paths.text).toBe(200);
@@ -327,12 +380,23 @@ describe('the OpenAPI document tells the whole truth', () => {
     const generated = GENERATED_HEADER + astToString(await openapiTS(document as never, { exportType: true }));
     if (process.env.UPDATE_CONTRACT_TYPES) writeFileSync(file, generated);
     const committed = readFileSync(file, 'utf8');
-    expect(committed === generated, 'test/contract/generated/openapi.ts is stale: run UPDATE_CONTRACT_TYPES=1 npx vitest run test/contract/openapi.contract.test.ts').toBe(true);
+    expect(
+      committed === generated,
+      'test/contract/generated/openapi.ts is stale: run UPDATE_CONTRACT_TYPES=1 npx vitest run test/contract/openapi.contract.test.ts',
+    ).toBe(true);
   });
 
   it('a client typed only by the generated types uploads poses, reads the compact view and raises an alarm', async () => {
     const client = new TypedClient(running.baseUrl, { authorization: `Bearer ${token}` });
-    const pose = { device_id: 'typed-device', timestamp: Date.now(), building_id: venue.building.id, floor_id: venue.floors[0].id, x: 3, y: 4, accuracy: 1.5 };
+    const pose = {
+      device_id: 'typed-device',
+      timestamp: Date.now(),
+      building_id: venue.building.id,
+      floor_id: venue.floors[0].id,
+      x: 3,
+      y: 4,
+      accuracy: 1.5,
+    };
     expect((await client.call('post', '/api/v1/realtime/positions', { body: { poses: [pose] } })).status).toBe(204);
     const compact = await client.call('get', '/api/v1/buildings/{id}', { path: { id: venue.building.id }, query: { view: 'compact' } });
     if (compact.status !== 200) throw new Error(`GET building: ${compact.status}`);

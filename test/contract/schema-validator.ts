@@ -2,7 +2,9 @@ import { Ajv2020, type ValidateFunction } from 'ajv/dist/2020.js';
 import addFormatsModule from 'ajv-formats';
 
 // ajv-formats is CommonJS: its default export is the plugin, reached through `default` under NodeNext.
-const addFormats = ((addFormatsModule as unknown as { default?: typeof addFormatsModule }).default ?? addFormatsModule) as unknown as (ajv: Ajv2020) => void;
+const addFormats = ((addFormatsModule as unknown as { default?: typeof addFormatsModule }).default ?? addFormatsModule) as unknown as (
+  ajv: Ajv2020,
+) => void;
 
 /**
  * Every object schema that lists its properties is closed (`unevaluatedProperties: false`, which also sees
@@ -13,8 +15,10 @@ export function closed(schema: unknown): unknown {
   if (Array.isArray(schema)) return schema.map(closed);
   if (!schema || typeof schema !== 'object') return schema;
   const copy: Record<string, unknown> = {};
-  for (const [key, value] of Object.entries(schema)) copy[key] = key === 'properties' || key === '$defs' || key === 'patternProperties' ? mapValues(value as object) : closed(value);
-  if (copy.properties && copy.additionalProperties === undefined && copy.unevaluatedProperties === undefined) copy.unevaluatedProperties = false;
+  for (const [key, value] of Object.entries(schema))
+    copy[key] = key === 'properties' || key === '$defs' || key === 'patternProperties' ? mapValues(value as object) : closed(value);
+  if (copy.properties && copy.additionalProperties === undefined && copy.unevaluatedProperties === undefined)
+    copy.unevaluatedProperties = false;
   return copy;
 }
 
@@ -38,6 +42,9 @@ export class DocumentValidator {
       this.cache.set(schema, (validate = this.ajv.compile(rebased)));
     }
     if (validate(value)) return [];
-    return (validate.errors ?? []).map((error) => `${error.instancePath || '/'} ${error.message}${error.params && 'unevaluatedProperty' in error.params ? `: ${String(error.params.unevaluatedProperty)}` : ''}`);
+    return (validate.errors ?? []).map(
+      (error) =>
+        `${error.instancePath || '/'} ${error.message}${error.params && 'unevaluatedProperty' in error.params ? `: ${String(error.params.unevaluatedProperty)}` : ''}`,
+    );
   }
 }

@@ -33,13 +33,16 @@ describe('the AsyncAPI document describes every WebSocket frame', () => {
   };
 
   /** The payload schema of a message of the document, by side and op. */
-  const payloadOf = (side: 'client' | 'server', op: string): Schema | undefined => asyncApi.components.messages[`${side}_${op}`]?.payload?.schema;
+  const payloadOf = (side: 'client' | 'server', op: string): Schema | undefined =>
+    asyncApi.components.messages[`${side}_${op}`]?.payload?.schema;
 
   function check(side: 'client' | 'server', frame: { op?: string }): string[] {
     const schema = payloadOf(side, String(frame.op));
     if (!schema) return [`${side} frame op ${String(frame.op)} is not in the document: ${JSON.stringify(frame).slice(0, 200)}`];
     const union = asyncApi.components.schemas[side === 'client' ? 'ClientFrame' : 'ServerFrame'];
-    return [...validator.errors(schema, frame), ...validator.errors(union, frame)].map((error) => `${side} ${frame.op}: ${error} in ${JSON.stringify(frame).slice(0, 300)}`);
+    return [...validator.errors(schema, frame), ...validator.errors(union, frame)].map(
+      (error) => `${side} ${frame.op}: ${error} in ${JSON.stringify(frame).slice(0, 300)}`,
+    );
   }
 
   beforeAll(async () => {
@@ -70,9 +73,26 @@ describe('the AsyncAPI document describes every WebSocket frame', () => {
   it('a session through every operation and push sends and receives only documented frames', async () => {
     const building = venue.building.id;
     const floor = venue.floors[0].id;
-    const at = (device: string, x: number, y: number, ms = 0) => ({ device_id: device, timestamp: Date.now() - 1000 + ms, building_id: building, floor_id: floor, x, y });
-    await admin.post('/api/v1/geofences', { name: 'Socket zone', building_id: building, floor_id: floor, type: 'POLYGON', cartesians: squareCartesians(10, 10, 10) });
-    await admin.post('/api/v1/events', { name: 'Socket event', building_id: building, position: { floor_id: floor, x: 40, y: 40, radius: 3 } });
+    const at = (device: string, x: number, y: number, ms = 0) => ({
+      device_id: device,
+      timestamp: Date.now() - 1000 + ms,
+      building_id: building,
+      floor_id: floor,
+      x,
+      y,
+    });
+    await admin.post('/api/v1/geofences', {
+      name: 'Socket zone',
+      building_id: building,
+      floor_id: floor,
+      type: 'POLYGON',
+      cartesians: squareCartesians(10, 10, 10),
+    });
+    await admin.post('/api/v1/events', {
+      name: 'Socket event',
+      building_id: building,
+      position: { floor_id: floor, x: 40, y: 40, radius: 3 },
+    });
 
     // A JSON socket that authenticates with a frame; a msgpack, batched one authenticated on the upgrade.
     const control = await open({ protocol: 'json' });
@@ -83,7 +103,13 @@ describe('the AsyncAPI document describes every WebSocket frame', () => {
     await batchedEvents.next((frame) => frame.op === 'authenticated');
 
     expect((await control.request({ op: 'ping' })).op).toBe('pong');
-    const topics = [`buildings/${building}/positions`, `buildings/${building}/geofence-events`, `buildings/${building}/alarms`, 'organization/alarms', 'buildings/999999/positions'];
+    const topics = [
+      `buildings/${building}/positions`,
+      `buildings/${building}/geofence-events`,
+      `buildings/${building}/alarms`,
+      'organization/alarms',
+      'buildings/999999/positions',
+    ];
     const subscribed = await control.request({ op: 'subscribe', topics });
     expect(subscribed.op === 'error' || subscribed.op === 'subscribed').toBe(true);
     await control.next((frame) => frame.op === 'subscribed');
@@ -106,7 +132,10 @@ describe('the AsyncAPI document describes every WebSocket frame', () => {
     await batchedEvents.next((frame) => frame.op === 'events');
 
     // Alarms: live, then replayed to a late subscriber with since_seq.
-    expect((await admin.post('/api/v1/alarms', { type: 'DANGER', device_id: 'walker', building_id: building, floor_id: floor, x: 40, y: 40 })).status).toBe(201);
+    expect(
+      (await admin.post('/api/v1/alarms', { type: 'DANGER', device_id: 'walker', building_id: building, floor_id: floor, x: 40, y: 40 }))
+        .status,
+    ).toBe(201);
     await control.next((frame) => frame.op === 'alarm' && frame.topic === 'organization/alarms');
     const late = await open({ headers: { authorization: `Bearer ${token}` } });
     await late.next((frame) => frame.op === 'authenticated');
@@ -129,7 +158,10 @@ describe('the AsyncAPI document describes every WebSocket frame', () => {
     expect(problems).toEqual([]);
     // The session covered every frame kind the document names, so none of them is checked by nothing.
     const documented = Object.keys(asyncApi.components.messages).sort();
-    const seen = new Set([...sent.map((frame) => `client_${(frame as { op: string }).op}`), ...received.map((frame) => `server_${frame.op}`)]);
+    const seen = new Set([
+      ...sent.map((frame) => `client_${(frame as { op: string }).op}`),
+      ...received.map((frame) => `server_${frame.op}`),
+    ]);
     expect(documented.filter((name) => !seen.has(name))).toEqual([]);
   });
 });

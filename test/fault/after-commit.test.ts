@@ -30,7 +30,14 @@ describe(`a failure after the commit (${driverLabel})`, () => {
       throw new Error('bus down (injected)');
     };
     try {
-      const created = await admin.post('/api/v1/geofences', { name: 'After commit', building_id: venue.building.id, floor_id: venue.floors[0].id, type: 'CIRCLE', cartesians: [[5, 5]], radius: 2 });
+      const created = await admin.post('/api/v1/geofences', {
+        name: 'After commit',
+        building_id: venue.building.id,
+        floor_id: venue.floors[0].id,
+        type: 'CIRCLE',
+        cartesians: [[5, 5]],
+        radius: 2,
+      });
       expect(created.status, created.text).toBe(201);
       const device = await admin.post('/api/v1/devices', { identifier: `after-commit-${Date.now()}`, name: 'Phone' });
       expect(device.status, device.text).toBe(201);

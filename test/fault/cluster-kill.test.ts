@@ -52,12 +52,19 @@ describe.skipIf(!faultServersAvailable)('kill -9 of a building’s owner among t
   const waitFor = async (what: string, check: () => Promise<boolean>, timeoutMs = 60_000) => {
     for (const started = Date.now(); !(await check()); await sleep(100)) {
       if (Date.now() - started > timeoutMs) {
-        const seen = await Promise.all(gateways.map(async (_, index) => Promise.all(['members', 'owned_buildings', 'ready_buildings'].map((name) => gauge(index, name).catch(() => NaN)))));
+        const seen = await Promise.all(
+          gateways.map(async (_, index) =>
+            Promise.all(['members', 'owned_buildings', 'ready_buildings'].map((name) => gauge(index, name).catch(() => NaN))),
+          ),
+        );
         throw new Error(`timed out waiting for ${what}; members, owned, ready per gateway: ${JSON.stringify(seen)}`);
       }
     }
   };
-  const deadmanAlarms = () => postgres.query<{ occurrences: number; reason: string }>("select occurrences, details->>'reason' as reason from alarms where type = 'DEADMAN' and device_id = 'faller'");
+  const deadmanAlarms = () =>
+    postgres.query<{ occurrences: number; reason: string }>(
+      "select occurrences, details->>'reason' as reason from alarms where type = 'DEADMAN' and device_id = 'faller'",
+    );
 
   beforeAll(async () => {
     [postgres, redis] = await Promise.all([FaultPostgres.start(), FaultRedis.start()]);
@@ -77,7 +84,9 @@ describe.skipIf(!faultServersAvailable)('kill -9 of a building’s owner among t
     const { building, floors } = await createVenue(admin, 'Kill venue');
     expect((await admin.put(`/api/v1/buildings/${building.id}/alarm_settings`, { deadman_silence_s: 6 })).status).toBe(200);
     // Uploaded through one gateway, detected by the building's owner, whichever it is (its state lives there).
-    const upload = await admin.post('/api/v1/realtime/positions', { poses: [{ device_id: 'faller', timestamp: Date.now(), building_id: building.id, floor_id: floors[0].id, x: 40, y: 40 }] });
+    const upload = await admin.post('/api/v1/realtime/positions', {
+      poses: [{ device_id: 'faller', timestamp: Date.now(), building_id: building.id, floor_id: floors[0].id, x: 40, y: 40 }],
+    });
     expect(upload.status, upload.text).toBe(204);
     // One building: exactly one gateway owns it and has it ready.
     await waitFor('one ready owner', async () => (await gauge(0, 'ready_buildings')) + (await gauge(1, 'ready_buildings')) === 1);

@@ -29,7 +29,9 @@ describe.skipIf(!faultServersAvailable)('dead-man coverage across a SIGKILLed ga
   };
   const kill = () => child!.kill();
   const deadmanAlarms = () =>
-    postgres.query<{ occurrences: number; reason: string; created_at: Date }>("select occurrences, details->>'reason' as reason, created_at from alarms where type = 'DEADMAN' and device_id = 'faller'");
+    postgres.query<{ occurrences: number; reason: string; created_at: Date }>(
+      "select occurrences, details->>'reason' as reason, created_at from alarms where type = 'DEADMAN' and device_id = 'faller'",
+    );
 
   beforeAll(async () => {
     postgres = await FaultPostgres.start();
@@ -62,7 +64,9 @@ describe.skipIf(!faultServersAvailable)('dead-man coverage across a SIGKILLed ga
     admin = await boot();
     await sleep(2500); // a few sweeps of the third gateway
     expect((await deadmanAlarms()).map((alarm) => [alarm.reason, alarm.occurrences])).toEqual([['silence', 1]]);
-    expect((await postgres.query<{ n: number }>("select count(*)::int as n from alarm_raise_keys where key like 'deadman|faller|%'"))[0]!.n).toBe(1);
+    expect(
+      (await postgres.query<{ n: number }>("select count(*)::int as n from alarm_raise_keys where key like 'deadman|faller|%'"))[0]!.n,
+    ).toBe(1);
     child!.child.kill('SIGTERM');
   }, 120_000);
 });

@@ -11,8 +11,6 @@ import { spawnGateway, type SpawnedGateway } from '../support/gateway-process.js
  */
 if (!faultServersAvailable) console.warn(faultServersSkipReason);
 
-
-
 describe.skipIf(!faultServersAvailable)('gateway killed with SIGKILL under load (private servers)', () => {
   let postgres: FaultPostgres;
   let redis: FaultRedis;
@@ -33,7 +31,10 @@ describe.skipIf(!faultServersAvailable)('gateway killed with SIGKILL under load 
   };
 
   const token = async (base: string) => {
-    const response = await fetch(`${base}/api/v1/auth/access_tokens`, { method: 'POST', headers: { authorization: `Basic ${Buffer.from('admin@example.test:admin-password-1').toString('base64')}` } });
+    const response = await fetch(`${base}/api/v1/auth/access_tokens`, {
+      method: 'POST',
+      headers: { authorization: `Basic ${Buffer.from('admin@example.test:admin-password-1').toString('base64')}` },
+    });
     return ((await response.json()) as { access_token: string }).access_token;
   };
 
@@ -82,7 +83,9 @@ describe.skipIf(!faultServersAvailable)('gateway killed with SIGKILL under load 
     base = await boot();
     // Storage and bus ready (no job worker runs here, so `jobs` is not).
     expect((await (await fetch(`${base}/readyz`)).json()).checks).toMatchObject({ storage: 'ok', bus: 'ok' });
-    const rows = await postgres.query<{ device_id: string; ts: string }>('select device_id, (extract(epoch from ts) * 1000)::bigint::text as ts from positions');
+    const rows = await postgres.query<{ device_id: string; ts: string }>(
+      'select device_id, (extract(epoch from ts) * 1000)::bigint::text as ts from positions',
+    );
     const stored = new Set(rows.map((row) => `${row.device_id}@${row.ts}`));
     const lost = acknowledged.filter((pose) => !stored.has(`${pose.device_id}@${pose.timestamp}`));
     expect(acknowledged.length).toBeGreaterThanOrEqual(300);

@@ -21,7 +21,12 @@ describe.skipIf(!faultServersAvailable)('no dead-man alarm from a PostgreSQL out
 
   beforeAll(async () => {
     postgres = await FaultPostgres.start();
-    running = await startTestGateway({ DATABASE_URL: postgres.url, REDIS_URL: '', DATABASE_STATEMENT_TIMEOUT_MS: '3000', DATABASE_ACQUIRE_TIMEOUT_MS: '1000' });
+    running = await startTestGateway({
+      DATABASE_URL: postgres.url,
+      REDIS_URL: '',
+      DATABASE_STATEMENT_TIMEOUT_MS: '3000',
+      DATABASE_ACQUIRE_TIMEOUT_MS: '1000',
+    });
     admin = await adminClient(running.client);
   }, 90_000);
 
@@ -33,7 +38,14 @@ describe.skipIf(!faultServersAvailable)('no dead-man alarm from a PostgreSQL out
   it('devices back within a window of the recovery raise nothing; the one still silent raises its DEADMAN a window after it', async () => {
     const venue = await createVenue(admin, 'Outage venue');
     expect((await admin.put(`/api/v1/buildings/${venue.building.id}/alarm_settings`, { deadman_silence_s: SILENCE_S })).status).toBe(200);
-    const at = (deviceId: string, x: number) => ({ device_id: deviceId, timestamp: Date.now(), building_id: venue.building.id, floor_id: venue.floors[0].id, x, y: 20 });
+    const at = (deviceId: string, x: number) => ({
+      device_id: deviceId,
+      timestamp: Date.now(),
+      building_id: venue.building.id,
+      floor_id: venue.floors[0].id,
+      x,
+      y: 20,
+    });
     expect((await admin.post('/api/v1/realtime/positions', { poses: [at('back', 10), at('stays-silent', 30)] })).status).toBe(204);
     await sleep(300);
     postgres.stop('fast');
@@ -53,7 +65,10 @@ describe.skipIf(!faultServersAvailable)('no dead-man alarm from a PostgreSQL out
         await sleep(500);
       }
     })();
-    const deadmen = () => postgres.query<{ device_id: string; created_at: Date }>("select device_id, created_at from alarms where type = 'DEADMAN' order by device_id");
+    const deadmen = () =>
+      postgres.query<{ device_id: string; created_at: Date }>(
+        "select device_id, created_at from alarms where type = 'DEADMAN' order by device_id",
+      );
     let rows = await deadmen();
     try {
       for (const started = Date.now(); rows.length === 0 && Date.now() - started < 20_000; rows = await deadmen()) await sleep(200);

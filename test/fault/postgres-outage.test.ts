@@ -11,8 +11,6 @@ import { startTestGateway, type RunningGateway } from '../support/test-gateway.j
  */
 if (!faultServersAvailable) console.warn(faultServersSkipReason);
 
-
-
 describe.skipIf(!faultServersAvailable)('PostgreSQL outage (private servers)', () => {
   let postgres: FaultPostgres;
   let redis: FaultRedis;
@@ -59,7 +57,8 @@ describe.skipIf(!faultServersAvailable)('PostgreSQL outage (private servers)', (
         statuses.set(response.status, (statuses.get(response.status) ?? 0) + 1);
         if (response.status === 204) acknowledged.push(...poses);
         else if (response.status === 503) {
-          if (response.body?.code !== 'unavailable' || !response.headers.get('retry-after')) bad.push(`503 without code/Retry-After: ${response.text}`);
+          if (response.body?.code !== 'unavailable' || !response.headers.get('retry-after'))
+            bad.push(`503 without code/Retry-After: ${response.text}`);
           await sleep(50);
         } else bad.push(`${response.status} ${response.text}`);
         if (Date.now() - started > 15_000) bad.push(`an upload took ${Date.now() - started} ms`);
@@ -85,10 +84,14 @@ describe.skipIf(!faultServersAvailable)('PostgreSQL outage (private servers)', (
     expect(recovered).toBe(true);
     expect(statuses.get(503) ?? 0).toBeGreaterThan(0);
     expect(statuses.get(204) ?? 0).toBeGreaterThan(0);
-    const after = await admin.post('/api/v1/realtime/positions', { poses: [{ device_id: 'after', timestamp: Date.now(), building_id: venue.building.id, floor_id: venue.floors[0].id, x: 1, y: 1 }] });
+    const after = await admin.post('/api/v1/realtime/positions', {
+      poses: [{ device_id: 'after', timestamp: Date.now(), building_id: venue.building.id, floor_id: venue.floors[0].id, x: 1, y: 1 }],
+    });
     expect(after.status).toBe(204);
     // Zero acknowledged positions lost.
-    const rows = await postgres.query<{ device_id: string; ts: string }>('select device_id, (extract(epoch from ts) * 1000)::bigint::text as ts from positions');
+    const rows = await postgres.query<{ device_id: string; ts: string }>(
+      'select device_id, (extract(epoch from ts) * 1000)::bigint::text as ts from positions',
+    );
     const stored = new Set(rows.map((row) => `${row.device_id}@${row.ts}`));
     const lost = acknowledged.filter((pose) => !stored.has(`${pose.device_id}@${pose.timestamp}`));
     expect(lost).toEqual([]);
@@ -96,9 +99,24 @@ describe.skipIf(!faultServersAvailable)('PostgreSQL outage (private servers)', (
 
   it('raises a max stay whose time ran during the outage exactly once after it, and loses or doubles no enter', async () => {
     const floorId = venue.floors[1].id;
-    const fence = await admin.post('/api/v1/geofences', { name: 'Store room', building_id: venue.building.id, floor_id: floorId, type: 'CIRCLE', cartesians: [[40, 40]], radius: 4, max_stay_time: 2 });
+    const fence = await admin.post('/api/v1/geofences', {
+      name: 'Store room',
+      building_id: venue.building.id,
+      floor_id: floorId,
+      type: 'CIRCLE',
+      cartesians: [[40, 40]],
+      radius: 4,
+      max_stay_time: 2,
+    });
     expect(fence.status, fence.text).toBe(201);
-    const pose = (deviceId: string, x: number, timestamp = Date.now()) => ({ device_id: deviceId, timestamp, building_id: venue.building.id, floor_id: floorId, x, y: 40 });
+    const pose = (deviceId: string, x: number, timestamp = Date.now()) => ({
+      device_id: deviceId,
+      timestamp,
+      building_id: venue.building.id,
+      floor_id: floorId,
+      x,
+      y: 40,
+    });
     expect((await admin.post('/api/v1/realtime/positions', { poses: [pose('stayer', 40)] })).status).toBe(204);
     expect((await admin.post('/api/v1/realtime/positions', { poses: [pose('walker', 10)] })).status).toBe(204); // known, outside
     postgres.stop('fast');
@@ -115,14 +133,20 @@ describe.skipIf(!faultServersAvailable)('PostgreSQL outage (private servers)', (
       response = await admin.post('/api/v1/realtime/positions', resent);
     }
     expect(response.status).toBe(204);
-    const alarmsOf = () => postgres.query<{ id: string; occurrences: number }>("select id, occurrences from alarms where device_id = 'stayer' and type = 'GEOFENCE_MAX_STAY_TIME'");
+    const alarmsOf = () =>
+      postgres.query<{ id: string; occurrences: number }>(
+        "select id, occurrences from alarms where device_id = 'stayer' and type = 'GEOFENCE_MAX_STAY_TIME'",
+      );
     for (let attempt = 0; attempt < 100 && (await alarmsOf()).length === 0; attempt++) await sleep(100);
     for (let attempt = 0; attempt < 100 && running.gateway.services.detection.outbox.size > 0; attempt++) await sleep(100);
     await sleep(1500); // a few more sweeps: nothing more may come
     const alarms = await alarmsOf();
     expect(alarms).toEqual([{ id: alarms[0]?.id, occurrences: 1 }]);
     expect(await postgres.query('select seq from alarm_events where alarm_id = $1', [alarms[0]!.id])).toHaveLength(1);
-    const walkerEvents = await postgres.query<{ type: string }>("select type from zone_events where device_id = 'walker' and zone_id = $1 order by at", [fence.body.id]);
+    const walkerEvents = await postgres.query<{ type: string }>(
+      "select type from zone_events where device_id = 'walker' and zone_id = $1 order by at",
+      [fence.body.id],
+    );
     expect(walkerEvents.map((row) => row.type)).toEqual(['enter']);
   });
 });

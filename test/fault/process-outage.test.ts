@@ -40,8 +40,8 @@ function startWorker(env: Record<string, string>): Promise<WorkerProcess> {
   const worker = { child, output: () => output, exited };
   return new Promise((resolve, reject) => {
     const timer = setInterval(() => {
-      if (output.includes('worker ready')) (clearInterval(timer), resolve(worker));
-      else if (child.exitCode !== null) (clearInterval(timer), reject(new Error(`worker did not start: ${output}`)));
+      if (output.includes('worker ready')) clearInterval(timer), resolve(worker);
+      else if (child.exitCode !== null) clearInterval(timer), reject(new Error(`worker did not start: ${output}`));
     }, 50);
   });
 }
@@ -96,7 +96,10 @@ describe.skipIf(!faultServersAvailable)('processes against servers that go away 
     const client = new TestClient(gateway.base);
     const admin = await adminClient(client);
     const venue = await createVenue(admin, 'Process outage venue');
-    const report = () => admin.get(`/api/v1/reports/visitors.json?building_id=${venue.building.id}&from_date=2026-01-01T00:00:00Z&to_date=2026-01-02T00:00:00Z`);
+    const report = () =>
+      admin.get(
+        `/api/v1/reports/visitors.json?building_id=${venue.building.id}&from_date=2026-01-01T00:00:00Z&to_date=2026-01-02T00:00:00Z`,
+      );
     expect((await report()).status).toBe(200);
 
     await redis.stop();
@@ -135,7 +138,11 @@ describe.skipIf(!faultServersAvailable)('processes against servers that go away 
     gateway!.child.kill('SIGTERM');
     worker.child.kill('SIGTERM');
     const [gatewayMs, workerMs] = await Promise.all([
-      exitsWithin(gateway!.child, new Promise((resolve) => (gateway!.child.exitCode !== null ? resolve(null) : gateway!.child.once('exit', resolve))), STOP_BOUND_MS),
+      exitsWithin(
+        gateway!.child,
+        new Promise((resolve) => (gateway!.child.exitCode !== null ? resolve(null) : gateway!.child.once('exit', resolve))),
+        STOP_BOUND_MS,
+      ),
       exitsWithin(worker.child, worker.exited, STOP_BOUND_MS),
     ]);
     expect(gatewayMs, gateway!.output()).toBeDefined();

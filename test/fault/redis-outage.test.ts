@@ -13,7 +13,6 @@ import { TestSocket } from '../support/ws-client.js';
  */
 if (!faultServersAvailable) console.warn(faultServersSkipReason);
 
-
 describe.skipIf(!faultServersAvailable)('Redis outage (private servers)', () => {
   let postgres: FaultPostgres;
   let redis: FaultRedis;
@@ -46,7 +45,16 @@ describe.skipIf(!faultServersAvailable)('Redis outage (private servers)', () => 
     let sequence = 0;
     const uploader = async (worker: number) => {
       while (!stop) {
-        const poses = [{ device_id: `redis-load-${worker}`, timestamp: Date.now() - 1000 + sequence++, building_id: venue.building.id, floor_id: venue.floors[0].id, x: 10 + worker, y: 10 }];
+        const poses = [
+          {
+            device_id: `redis-load-${worker}`,
+            timestamp: Date.now() - 1000 + sequence++,
+            building_id: venue.building.id,
+            floor_id: venue.floors[0].id,
+            x: 10 + worker,
+            y: 10,
+          },
+        ];
         const started = Date.now();
         const response = await admin.post('/api/v1/realtime/positions', { poses });
         statuses.set(response.status, (statuses.get(response.status) ?? 0) + 1);
@@ -62,7 +70,9 @@ describe.skipIf(!faultServersAvailable)('Redis outage (private servers)', () => 
     await sleep(1000);
     // A report needs the job queue: refused at once, not left hanging until the job timeout.
     const startedReport = Date.now();
-    const report = await admin.get(`/api/v1/reports/visitors.json?building_id=${venue.building.id}&from_date=2026-01-01T00:00:00Z&to_date=2026-01-02T00:00:00Z`);
+    const report = await admin.get(
+      `/api/v1/reports/visitors.json?building_id=${venue.building.id}&from_date=2026-01-01T00:00:00Z&to_date=2026-01-02T00:00:00Z`,
+    );
     expect(report.status, report.text).toBe(503);
     expect(report.body).toMatchObject({ status: 503, code: 'unavailable' });
     expect(Date.now() - startedReport).toBeLessThan(15_000); // a hang guard, not a timing figure
@@ -75,7 +85,9 @@ describe.skipIf(!faultServersAvailable)('Redis outage (private servers)', () => 
     expect(statuses.get(204) ?? 0).toBeGreaterThan(0);
 
     // Zero acknowledged positions lost.
-    const rows = await postgres.query<{ device_id: string; ts: string }>("select device_id, (extract(epoch from ts) * 1000)::bigint::text as ts from positions where device_id like 'redis-load-%'");
+    const rows = await postgres.query<{ device_id: string; ts: string }>(
+      "select device_id, (extract(epoch from ts) * 1000)::bigint::text as ts from positions where device_id like 'redis-load-%'",
+    );
     const stored = new Set(rows.map((row) => `${row.device_id}@${row.ts}`));
     expect(acknowledged.filter((pose) => !stored.has(`${pose.device_id}@${pose.timestamp}`))).toEqual([]);
 
@@ -83,14 +95,31 @@ describe.skipIf(!faultServersAvailable)('Redis outage (private servers)', () => 
     let delivered = false;
     for (let attempt = 0; attempt < 50 && !delivered; attempt++) {
       const deviceId = `after-redis-${attempt}`;
-      expect((await admin.post('/api/v1/realtime/positions', { poses: [{ device_id: deviceId, timestamp: Date.now(), building_id: venue.building.id, floor_id: venue.floors[0].id, x: 5, y: 5 }] })).status).toBe(204);
-      delivered = await subscriber.next((frame) => frame.op === 'position' && frame.data?.id === deviceId, 500).then(() => true, () => false);
+      expect(
+        (
+          await admin.post('/api/v1/realtime/positions', {
+            poses: [
+              { device_id: deviceId, timestamp: Date.now(), building_id: venue.building.id, floor_id: venue.floors[0].id, x: 5, y: 5 },
+            ],
+          })
+        ).status,
+      ).toBe(204);
+      delivered = await subscriber
+        .next((frame) => frame.op === 'position' && frame.data?.id === deviceId, 500)
+        .then(
+          () => true,
+          () => false,
+        );
     }
     expect(delivered).toBe(true);
     // ... and reports run on BullMQ again.
     let reportStatus = 0;
     for (let attempt = 0; attempt < 50 && reportStatus !== 200; attempt++) {
-      reportStatus = (await admin.get(`/api/v1/reports/visitors.json?building_id=${venue.building.id}&from_date=2026-01-01T00:00:00Z&to_date=2026-01-02T00:00:00Z`)).status;
+      reportStatus = (
+        await admin.get(
+          `/api/v1/reports/visitors.json?building_id=${venue.building.id}&from_date=2026-01-01T00:00:00Z&to_date=2026-01-02T00:00:00Z`,
+        )
+      ).status;
       if (reportStatus !== 200) await sleep(200);
     }
     expect(reportStatus).toBe(200);

@@ -3,8 +3,27 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestGateway, type RunningGateway } from '../support/test-gateway.js';
 import { driverLabel } from '../support/test-environment.js';
 import { TestSocket } from '../support/ws-client.js';
-import { FUZZ_LOG_LEVEL, FUZZ_ONLY, FUZZ_RUNS, FUZZ_SEED, checkParameters, describeFailure, isKnownDefect } from './support/fuzz-settings.js';
-import { concrete, nulEverywhere, operationsOf, renderRequest, requestArbitrary, send, violations, type ConcreteRequest, type Operation, type SymbolicRequest } from './support/http-operations.js';
+import {
+  FUZZ_LOG_LEVEL,
+  FUZZ_ONLY,
+  FUZZ_RUNS,
+  FUZZ_SEED,
+  checkParameters,
+  describeFailure,
+  isKnownDefect,
+} from './support/fuzz-settings.js';
+import {
+  concrete,
+  nulEverywhere,
+  operationsOf,
+  renderRequest,
+  requestArbitrary,
+  send,
+  violations,
+  type ConcreteRequest,
+  type Operation,
+  type SymbolicRequest,
+} from './support/http-operations.js';
 import { seedWorld, type SeededWorld } from './support/seeded-world.js';
 
 const FILE = 'test/fuzz/http.fuzz.test.ts';
@@ -17,7 +36,11 @@ describe(`fuzz: every operation of the served OpenAPI document (${driverLabel}, 
   let operations: Operation[];
 
   beforeAll(async () => {
-    running = await startTestGateway({ MAX_BODY_BYTES: String(MAX_BODY_BYTES), MAX_IMAGE_BYTES: String(MAX_BODY_BYTES), LOG_LEVEL: FUZZ_LOG_LEVEL });
+    running = await startTestGateway({
+      MAX_BODY_BYTES: String(MAX_BODY_BYTES),
+      MAX_IMAGE_BYTES: String(MAX_BODY_BYTES),
+      LOG_LEVEL: FUZZ_LOG_LEVEL,
+    });
     world = await seedWorld(running.client);
     const document = await running.client.get('/api/v1/openapi.json');
     expect(document.status).toBe(200);
@@ -29,20 +52,38 @@ describe(`fuzz: every operation of the served OpenAPI document (${driverLabel}, 
 
   /** The seeded world, but with a new building (and floor) of its own. */
   async function freshBuilding(): Promise<SeededWorld> {
-    const building = await world.admin.post('/api/v1/buildings', { name: 'Fresh', location: { lat: 40.4, lng: -3.7 }, dimensions: { width: 50, length: 30 } });
+    const building = await world.admin.post('/api/v1/buildings', {
+      name: 'Fresh',
+      location: { lat: 40.4, lng: -3.7 },
+      dimensions: { width: 50, length: 30 },
+    });
     const floor = await world.admin.post('/api/v1/floors', { building_id: building.body.id, level: 0 });
     expect(floor.status, floor.text).toBe(201);
     return { ...world, ids: { ...world.ids, building: String(building.body.id), floor: String(floor.body.id) } };
   }
 
   /** Runs one property per operation and collects every failure, so one defect does not hide the others. */
-  async function fuzzEach(test: string, selected: Operation[], property: (operation: Operation, sent: WeakMap<object, ConcreteRequest[]>) => fc.IAsyncPropertyWithHooks<[SymbolicRequest]>, runs?: number): Promise<string[]> {
+  async function fuzzEach(
+    test: string,
+    selected: Operation[],
+    property: (operation: Operation, sent: WeakMap<object, ConcreteRequest[]>) => fc.IAsyncPropertyWithHooks<[SymbolicRequest]>,
+    runs?: number,
+  ): Promise<string[]> {
     const failures: string[] = [];
     for (const operation of selected) {
       const sent = new WeakMap<object, ConcreteRequest[]>();
       const details = await fc.check(property(operation, sent), checkParameters(runs));
       if (details.failed) {
-        failures.push(describeFailure(operation.key, details, (counterexample) => (sent.get(counterexample as object) ?? []).map(renderRequest).join('\n-- and at the same time --\n') || JSON.stringify(counterexample), `${FILE} -t '${test}'`));
+        failures.push(
+          describeFailure(
+            operation.key,
+            details,
+            (counterexample) =>
+              (sent.get(counterexample as object) ?? []).map(renderRequest).join('\n-- and at the same time --\n') ||
+              JSON.stringify(counterexample),
+            `${FILE} -t '${test}'`,
+          ),
+        );
       }
     }
     return failures;
@@ -63,13 +104,16 @@ describe(`fuzz: every operation of the served OpenAPI document (${driverLabel}, 
 
   it('answers NUL in every string of every operation with a 4xx, never a 500 from PostgreSQL', { timeout: 120_000 }, async () => {
     if (isKnownDefect('nul-to-postgres')) return;
-    const failures = await fuzzEach('NUL in every string', operations, (operation, sent) =>
-      fc.asyncProperty(nulEverywhere(operation), async (symbolic) => {
-        const request = await concrete(operation, symbolic, world, running.baseUrl, MAX_BODY_BYTES);
-        sent.set(symbolic, [request]);
-        const problem = violations(await send(request));
-        if (problem) throw new Error(problem);
-      }),
+    const failures = await fuzzEach(
+      'NUL in every string',
+      operations,
+      (operation, sent) =>
+        fc.asyncProperty(nulEverywhere(operation), async (symbolic) => {
+          const request = await concrete(operation, symbolic, world, running.baseUrl, MAX_BODY_BYTES);
+          sent.set(symbolic, [request]);
+          const problem = violations(await send(request));
+          if (problem) throw new Error(problem);
+        }),
       8,
     );
     if (failures.length > 0) expect.fail(`${failures.length} operation(s) failed:\n\n${failures.join('\n\n')}\n`);
@@ -80,7 +124,16 @@ describe(`fuzz: every operation of the served OpenAPI document (${driverLabel}, 
     const failures = await fuzzEach('sent twice at once', writes, (operation, sent) =>
       fc.asyncProperty(requestArbitrary(operation), async (symbolic) => {
         // Valid-looking and authenticated: the race is in the handler, past validation.
-        const honest: SymbolicRequest = { ...symbolic, auth: 'admin', query: [], body: symbolic.body && { ...symbolic.body, mutation: { kind: 'none' }, transport: { kind: 'json', contentType: 'application/json' } } };
+        const honest: SymbolicRequest = {
+          ...symbolic,
+          auth: 'admin',
+          query: [],
+          body: symbolic.body && {
+            ...symbolic.body,
+            mutation: { kind: 'none' },
+            transport: { kind: 'json', contentType: 'application/json' },
+          },
+        };
         // Upserts race on their first write: a building's writes go to a building that has none yet.
         const target = operation.pathParams.some((parameter) => parameter.kind === 'building') ? await freshBuilding() : world;
         const request = await concrete(operation, honest, target, running.baseUrl, MAX_BODY_BYTES);
@@ -95,7 +148,19 @@ describe(`fuzz: every operation of the served OpenAPI document (${driverLabel}, 
 
   it('refuses poses whose coordinates lie far outside their building, or whose time is long past, with 422 naming the pose', async () => {
     const upload = (pose: Record<string, unknown>) =>
-      world.admin.post('/api/v1/realtime/positions', { poses: [{ device_id: 'fuzz-device-1', timestamp: Date.now() - 1000, building_id: Number(world.ids.building), floor_id: Number(world.ids.floor), x: 5, y: 5, ...pose }] });
+      world.admin.post('/api/v1/realtime/positions', {
+        poses: [
+          {
+            device_id: 'fuzz-device-1',
+            timestamp: Date.now() - 1000,
+            building_id: Number(world.ids.building),
+            floor_id: Number(world.ids.floor),
+            x: 5,
+            y: 5,
+            ...pose,
+          },
+        ],
+      });
     const physical = fc.oneof(
       fc.record({ x: fc.constantFrom(1e20, -1e20, 1e308, -1.7e308, 1e9) }),
       fc.record({ y: fc.constantFrom(1e20, -1e20, 1e308, -1.7e308, 1e9) }),

@@ -13,7 +13,6 @@ const FILE = 'test/fuzz/round-trip.fuzz.test.ts';
 /** Generated bodies per write (each also gets one with every text at its documented maximum length). */
 const RUNS = Number(process.env.ROUND_TRIP_RUNS ?? 6);
 
-
 describe(`round trip: every write of the OpenAPI document stores its text exactly (${driverLabel}, seed ${FUZZ_SEED})`, () => {
   let running: RunningGateway;
   let context: RoundTripContext;
@@ -29,7 +28,8 @@ describe(`round trip: every write of the OpenAPI document stores its text exactl
       unique: () => ++counter,
       create: async (path, body) => {
         const response = await world.admin.post(path, body);
-        if (response.status !== 201 && response.status !== 200) throw new Error(`creating a target with POST ${path}: ${response.status} ${response.text}`);
+        if (response.status !== 201 && response.status !== 200)
+          throw new Error(`creating a target with POST ${path}: ${response.status} ${response.text}`);
         return String(response.body.id);
       },
     };
@@ -47,7 +47,13 @@ describe(`round trip: every write of the OpenAPI document stores its text exactl
   });
 
   /** One write with `texts` in its text fields: a 2xx must read back each exactly (or as documented). */
-  async function roundTrip(operation: Operation, fixture: WriteFixture, fields: TextField[], texts: string[], target: () => Promise<string | undefined>): Promise<void> {
+  async function roundTrip(
+    operation: Operation,
+    fixture: WriteFixture,
+    fields: TextField[],
+    texts: string[],
+    target: () => Promise<string | undefined>,
+  ): Promise<void> {
     let body = await fixture.body(context);
     const sentByField = new Map<string, string>();
     fields.forEach((field, index) => {
@@ -64,7 +70,8 @@ describe(`round trip: every write of the OpenAPI document stores its text exactl
     if (response.status >= 500 || response.status === 404) throw new Error(`a write answered ${response.status}: ${summary()}`);
     if (response.status >= 300) {
       // A refusal must be a JSON error naming the problem, and a text within the limits is no reason for one.
-      if (!(response.body && typeof response.body.status === 'number')) throw new Error(`a refusal without a JSON error body: ${summary()}`);
+      if (!(response.body && typeof response.body.status === 'number'))
+        throw new Error(`a refusal without a JSON error body: ${summary()}`);
       // Reasons there may be: a URL the text made invalid, a required name left blank once trimmed.
       const reason = fields.some((field, index) => fixture.compose?.[field.key] || (field.minLength > 0 && texts[index]!.trim() === ''));
       if (!reason) throw new Error(`free text within the documented limits was refused: ${summary()}`);
@@ -75,19 +82,25 @@ describe(`round trip: every write of the OpenAPI document stores its text exactl
     for (const field of fields) {
       if (fixture.notReadable?.[field.key]) continue;
       const sent = sentByField.get(field.key)!;
-      const checks = fixture.checks?.[field.key] ?? [{ read: (read: unknown) => valuesAt(read, field.path), expected: (text: string) => text }];
+      const checks = fixture.checks?.[field.key] ?? [
+        { read: (read: unknown) => valuesAt(read, field.path), expected: (text: string) => text },
+      ];
       for (const check of checks) {
         const sentCount = valuesAt(body, field.path).length;
         const read = check.read(object);
         const expected = check.expected(sent);
         if (read.length !== sentCount || read.some((value) => value !== expected)) {
-          throw new Error(`${field.key} did not read back as sent: expected ${JSON.stringify(expected)}, read ${clip(JSON.stringify(read), 300)}\n${summary()}`);
+          throw new Error(
+            `${field.key} did not read back as sent: expected ${JSON.stringify(expected)}, read ${clip(JSON.stringify(read), 300)}\n${summary()}`,
+          );
         }
       }
     }
   }
 
-  it('reads back every text field of every write exactly as sent (or as the route documents), at any length up to its limit', { timeout: 600_000 }, async () => {
+  it('reads back every text field of every write exactly as sent (or as the route documents), at any length up to its limit', {
+    timeout: 600_000,
+  }, async () => {
     const failures: string[] = [];
     let written = 0;
     const started = Date.now();
@@ -116,7 +129,10 @@ describe(`round trip: every write of the OpenAPI document stores its text exactl
       });
       const longest = fields.map((field) => longestFor(field));
       const details = await fc.check(property, { ...checkParameters(fixture.runs ?? RUNS), examples: [[longest] as never] });
-      if (details.failed) failures.push(describeFailure(operation.key, details, (counterexample) => clip(JSON.stringify(counterexample), 600), `${FILE} -t 'reads back'`));
+      if (details.failed)
+        failures.push(
+          describeFailure(operation.key, details, (counterexample) => clip(JSON.stringify(counterexample), 600), `${FILE} -t 'reads back'`),
+        );
     }
     console.info(`round trip (${driverLabel}): ${written} writes in ${((Date.now() - started) / 1000).toFixed(1)} s`);
     if (failures.length > 0) expect.fail(`${failures.length} write(s) failed:\n\n${failures.join('\n\n')}\n`);
@@ -131,12 +147,14 @@ describe(`round trip: every write of the OpenAPI document stores its text exactl
       if (!fixture || operation.body === 'multipart') continue;
       const target = fixture.target ? await fixture.target(context) : undefined;
       for (const field of textFieldsOf(operation.body).filter((candidate) => !fixture.notWritten?.[candidate.key])) {
-        const allowed = (value: unknown) => field.types.includes(Array.isArray(value) ? 'array' : typeof value === 'number' ? 'integer' : typeof value);
+        const allowed = (value: unknown) =>
+          field.types.includes(Array.isArray(value) ? 'array' : typeof value === 'number' ? 'integer' : typeof value);
         for (const value of others.filter((candidate) => !allowed(candidate))) {
           const body = setAt(await fixture.body(context), field.path, (current) => (current === undefined ? current : value));
           const path = operation.path.replace(/\{[^}]+\}/, target ?? '');
           const response = await context.client.request(operation.method, path, { body });
-          if (response.status < 400 || response.status >= 500 || response.status === 404) failures.push(`✗ ${operation.key} ${field.key} = ${JSON.stringify(value)} → ${response.status} ${clip(response.text, 200)}`);
+          if (response.status < 400 || response.status >= 500 || response.status === 404)
+            failures.push(`✗ ${operation.key} ${field.key} = ${JSON.stringify(value)} → ${response.status} ${clip(response.text, 200)}`);
         }
       }
     }
@@ -145,7 +163,14 @@ describe(`round trip: every write of the OpenAPI document stores its text exactl
 
   it('answers list filters holding such text with 2xx or 4xx, never 5xx', { timeout: 300_000 }, async () => {
     const document = await running.client.get('/api/v1/openapi.json');
-    const lists = operationsOf(document.body).filter((operation) => operation.method === 'GET' && operation.pathParams.length === 0 && operation.queryParams.some((parameter) => parameter.schema?.type === 'string' || parameter.schema?.type === 'array' || parameter.schema?.anyOf));
+    const lists = operationsOf(document.body).filter(
+      (operation) =>
+        operation.method === 'GET' &&
+        operation.pathParams.length === 0 &&
+        operation.queryParams.some(
+          (parameter) => parameter.schema?.type === 'string' || parameter.schema?.type === 'array' || parameter.schema?.anyOf,
+        ),
+    );
     expect(lists.length).toBeGreaterThan(3);
     const failures: string[] = [];
     const text = fc.array(fc.constantFrom(...TEXT_PIECES), { minLength: 1, maxLength: 8 }).map((parts) => parts.join(''));
@@ -159,7 +184,10 @@ describe(`round trip: every write of the OpenAPI document stores its text exactl
         }
       });
       const details = await fc.check(property, checkParameters(Math.max(RUNS, names.length * 2)));
-      if (details.failed) failures.push(describeFailure(operation.key, details, (counterexample) => JSON.stringify(counterexample), `${FILE} -t 'list filters'`));
+      if (details.failed)
+        failures.push(
+          describeFailure(operation.key, details, (counterexample) => JSON.stringify(counterexample), `${FILE} -t 'list filters'`),
+        );
     }
     if (failures.length > 0) expect.fail(`${failures.length} list(s) failed:\n\n${failures.join('\n\n')}\n`);
   });

@@ -32,7 +32,8 @@ describe(`fuzz: every WebSocket op (${driverLabel}, seed ${FUZZ_SEED})`, () => {
     const headers: Record<string, string> = {};
     if (testCase.auth === 'header') headers.authorization = `Bearer ${world.adminToken}`;
     if (testCase.auth === 'bad-header') headers.authorization = 'Bearer a.b.c';
-    const parameter = (name: string, value: SocketCase['positions']) => ({ absent: '', single: `${name}=single`, batched: `${name}=batched`, hostile: `${name}=%00%ED%A0%80` })[value];
+    const parameter = (name: string, value: SocketCase['positions']) =>
+      ({ absent: '', single: `${name}=single`, batched: `${name}=batched`, hostile: `${name}=%00%ED%A0%80` })[value];
     const parameters = [parameter('positions', testCase.positions), parameter('events', testCase.events)].filter((text) => text !== '');
     const query = parameters.length > 0 ? `?${parameters.join('&')}` : '';
     const opened = await FuzzSocket.open(url + query, headers, testCase.protocol === 'none' ? undefined : testCase.protocol);
@@ -53,10 +54,16 @@ describe(`fuzz: every WebSocket op (${driverLabel}, seed ${FUZZ_SEED})`, () => {
       // Frames already sent may still be answered (an upload waits for its commit): the probe's pong settles it.
       if (socket.open) {
         socket.ws.send(JSON.stringify({ op: 'ping', id: 'probe' }));
-        const ponged = await socket.until(() => socket.frames.some((frame: any) => frame?.op === 'pong' && frame.id === 'probe') || !socket.open, ANSWER_MS);
+        const ponged = await socket.until(
+          () => socket.frames.some((frame: any) => frame?.op === 'pong' && frame.id === 'probe') || !socket.open,
+          ANSWER_MS,
+        );
         if (!ponged) throw new Error(`no pong to the probe within ${ANSWER_MS} ms`);
       }
-      const problems = [...socket.problems, ...socket.frames.map(frameProblem).filter((problem): problem is string => problem !== undefined)];
+      const problems = [
+        ...socket.problems,
+        ...socket.frames.map(frameProblem).filter((problem): problem is string => problem !== undefined),
+      ];
       if (socket.closeCode !== undefined && !acceptableClose(socket.closeCode)) {
         problems.push(`the socket closed with ${socket.closeCode}${socket.clientError ? ` (client error: ${socket.clientError})` : ''}`);
       }
@@ -66,10 +73,15 @@ describe(`fuzz: every WebSocket op (${driverLabel}, seed ${FUZZ_SEED})`, () => {
     }
   }
 
-  it('answers malformed and extreme frames of every op with 4xx error frames or a clean close, and keeps answering', { timeout: 300_000 }, async () => {
+  it('answers malformed and extreme frames of every op with 4xx error frames or a clean close, and keeps answering', {
+    timeout: 300_000,
+  }, async () => {
     if (FUZZ_ONLY && !SUBJECT.includes(FUZZ_ONLY)) return;
     const details = await fc.check(fc.asyncProperty(socketCase, play), checkParameters(FUZZ_RUNS * 10));
-    if (details.failed) expect.fail(describeFailure(SUBJECT, details, (testCase) => renderCase(testCase as SocketCase, world), `${FILE} -t 'malformed and extreme'`));
+    if (details.failed)
+      expect.fail(
+        describeFailure(SUBJECT, details, (testCase) => renderCase(testCase as SocketCase, world), `${FILE} -t 'malformed and extreme'`),
+      );
   });
 
   it('closes a socket that sends a message over WS_MAX_MESSAGE_BYTES with 1009 (message too big), not a dropped connection', async () => {
@@ -86,7 +98,9 @@ describe(`fuzz: every WebSocket op (${driverLabel}, seed ${FUZZ_SEED})`, () => {
     if (!(socket instanceof FuzzSocket)) return expect.fail(`upgrade refused: ${socket.refused}`);
     try {
       socket.ws.send(JSON.stringify({ op: 'ping', id: 'after' }));
-      expect(await socket.until(() => socket.frames.some((frame: any) => frame?.op === 'pong' && frame.id === 'after'), ANSWER_MS)).toBe(true);
+      expect(await socket.until(() => socket.frames.some((frame: any) => frame?.op === 'pong' && frame.id === 'after'), ANSWER_MS)).toBe(
+        true,
+      );
     } finally {
       socket.close();
     }

@@ -35,11 +35,21 @@ describe(`access hardening (${driverLabel})`, () => {
 
   it('L3: pois_bulk takes at most 1,000 POIs', async () => {
     const venue = await createVenue(admin, 'Bulk venue');
-    const poi = (i: number) => ({ building_id: venue.building.id, name: `Bulk ${i}`, position: { floor_id: venue.floors[0].id, x: 1, y: 1 } });
-    const tooMany = await admin.post('/api/v1/pois_bulk', Array.from({ length: 1001 }, (_, i) => poi(i)));
+    const poi = (i: number) => ({
+      building_id: venue.building.id,
+      name: `Bulk ${i}`,
+      position: { floor_id: venue.floors[0].id, x: 1, y: 1 },
+    });
+    const tooMany = await admin.post(
+      '/api/v1/pois_bulk',
+      Array.from({ length: 1001 }, (_, i) => poi(i)),
+    );
     expect(tooMany.status).toBe(422);
     expect((await admin.get(`/api/v1/pois?building_id=${venue.building.id}`)).body).toHaveLength(0);
-    const fits = await admin.post('/api/v1/pois_bulk', Array.from({ length: 3 }, (_, i) => poi(i)));
+    const fits = await admin.post(
+      '/api/v1/pois_bulk',
+      Array.from({ length: 3 }, (_, i) => poi(i)),
+    );
     expect(fits.status).toBe(201);
     expect(fits.body).toHaveLength(3);
   });
@@ -47,7 +57,8 @@ describe(`access hardening (${driverLabel})`, () => {
   it('L1: an admin of another organization cannot tell whether an e-mail is taken elsewhere; sign-in stays unambiguous', async () => {
     const other = await createOrganization(admin);
     const member = await createUser(admin, 'user');
-    const create = (email: string, password: string) => other.client.post('/api/v1/users', { email, password, role: 'user', full_name: 'Twin' });
+    const create = (email: string, password: string) =>
+      other.client.post('/api/v1/users', { email, password, role: 'user', full_name: 'Twin' });
     // An e-mail held in the first organization (its platform admin's, and a plain user's), and a fresh one:
     // the other organization's admin gets the same answer for all three: a new user of their own organization.
     const fresh = await create(`fresh-${Date.now()}@example.test`, 'twin-password-1');
@@ -69,13 +80,17 @@ describe(`access hardening (${driverLabel})`, () => {
     // Sign-in with the official client's flow (HTTP Basic e-mail:password): the password picks the account.
     const sdkAs = (username: string, password: string) => new SitumSDK({ domain: running.baseUrl, auth: { username, password } });
     const platform = sdkAs(ADMIN_EMAIL, ADMIN_PASSWORD);
-    expect((await platform.cartography.getCurrentOrganization()).id).toBe((await admin.get('/api/v1/organizations/current_organization')).body.id);
+    expect((await platform.cartography.getCurrentOrganization()).id).toBe(
+      (await admin.get('/api/v1/organizations/current_organization')).body.id,
+    );
     expect((await platform.authSession).payload).toMatchObject({ email: ADMIN_EMAIL, role: 'admin' });
     const twin = sdkAs(ADMIN_EMAIL, 'twin-password-1');
     expect((await twin.cartography.getCurrentOrganization()).id).toBe(other.organization.id);
     expect((await twin.authSession).payload).toMatchObject({ email: ADMIN_EMAIL, role: 'user', organization_uuid: other.organization.id });
     // One e-mail and one password opening two accounts: refused as ambiguous, naming no organization.
-    const ambiguous = await running.client.post('/api/v1/auth/access_tokens', undefined, { authorization: basicAuth(member.email, member.password) });
+    const ambiguous = await running.client.post('/api/v1/auth/access_tokens', undefined, {
+      authorization: basicAuth(member.email, member.password),
+    });
     expect(ambiguous.status).toBe(409);
     expect(ambiguous.body).toMatchObject({ code: 'ambiguous_credentials' });
     expect(ambiguous.text).not.toContain(other.organization.id);
@@ -84,18 +99,35 @@ describe(`access hardening (${driverLabel})`, () => {
     expect(decodeOrg((await login(running.client, member.email, member.password)).access_token)).toBe(member.user.organization_id);
     expect(decodeOrg((await login(running.client, member.email, 'own-password-1')).access_token)).toBe(other.organization.id);
     const key = await createApiKey(member.client, 'read-only');
-    expect((await running.client.post('/api/v1/auth/access_tokens', undefined, { 'x-api-key': key, 'x-api-email': member.email })).status).toBe(200);
+    expect(
+      (await running.client.post('/api/v1/auth/access_tokens', undefined, { 'x-api-key': key, 'x-api-email': member.email })).status,
+    ).toBe(200);
     // A wrong password for an e-mail held twice is the same 401 as for an unknown e-mail.
-    const wrong = await running.client.post('/api/v1/auth/access_tokens', undefined, { authorization: basicAuth(member.email, 'wrong-password-1') });
-    const unknown = await running.client.post('/api/v1/auth/access_tokens', undefined, { authorization: basicAuth('nobody@example.test', 'wrong-password-1') });
+    const wrong = await running.client.post('/api/v1/auth/access_tokens', undefined, {
+      authorization: basicAuth(member.email, 'wrong-password-1'),
+    });
+    const unknown = await running.client.post('/api/v1/auth/access_tokens', undefined, {
+      authorization: basicAuth('nobody@example.test', 'wrong-password-1'),
+    });
     expect([wrong.status, wrong.body]).toEqual([unknown.status, unknown.body]);
   });
 
   it('L3: floors, groups, POIs and POI categories come by pages when asked, and whole (as the official client reads them) otherwise', async () => {
     const org = await createOrganization(admin); // a fresh organization, so its lists hold only what this test makes
     const venue = await createVenue(org.client, 'Paged venue');
-    const poi = (i: number) => ({ building_id: venue.building.id, name: `Paged ${i}`, position: { floor_id: venue.floors[0].id, x: 1, y: 1 } });
-    expect((await org.client.post('/api/v1/pois_bulk', Array.from({ length: 5 }, (_, i) => poi(i)))).status).toBe(201);
+    const poi = (i: number) => ({
+      building_id: venue.building.id,
+      name: `Paged ${i}`,
+      position: { floor_id: venue.floors[0].id, x: 1, y: 1 },
+    });
+    expect(
+      (
+        await org.client.post(
+          '/api/v1/pois_bulk',
+          Array.from({ length: 5 }, (_, i) => poi(i)),
+        )
+      ).status,
+    ).toBe(201);
     for (let i = 0; i < 3; i += 1) {
       expect((await org.client.post('/api/v1/poi_categories', { name_en: `Category ${i}`, code: `c${i}` })).status).toBe(201);
       expect((await org.client.post('/api/v1/groups', { name: `Group ${i}` })).status).toBe(201);
@@ -119,7 +151,15 @@ describe(`access hardening (${driverLabel})`, () => {
       const sep = path.includes('?') ? '&' : '?';
       const first = await org.client.get(`${path}${sep}size=2`);
       expect(first.status, `${path}: ${first.text}`).toBe(200);
-      expect(first.body.metadata, path).toEqual({ first: true, last: total <= 2, total_pages: Math.ceil(total / 2), total_elements: total, number_of_elements: 2, size: 2, number: 0 });
+      expect(first.body.metadata, path).toEqual({
+        first: true,
+        last: total <= 2,
+        total_pages: Math.ceil(total / 2),
+        total_elements: total,
+        number_of_elements: 2,
+        size: 2,
+        number: 0,
+      });
       const ids: unknown[] = [];
       for (let page = 0; page < first.body.metadata.total_pages; page += 1) {
         ids.push(...(await org.client.get(`${path}${sep}size=2&page=${page}`)).body.data.map((item: { id: unknown }) => item.id));
@@ -127,9 +167,9 @@ describe(`access hardening (${driverLabel})`, () => {
       expect(ids, path).toEqual(whole.body.map((item: { id: unknown }) => item.id));
       expect((await org.client.get(`${path}${sep}size=1001`)).status, path).toBe(422);
     }
-    expect((await org.client.get(`/api/v1/pois?building_id=${b}&size=5&sort=name,desc`)).body.data.map((p: { name: string }) => p.name)).toEqual(
-      ['Paged 4', 'Paged 3', 'Paged 2', 'Paged 1', 'Paged 0'],
-    );
+    expect(
+      (await org.client.get(`/api/v1/pois?building_id=${b}&size=5&sort=name,desc`)).body.data.map((p: { name: string }) => p.name),
+    ).toEqual(['Paged 4', 'Paged 3', 'Paged 2', 'Paged 1', 'Paged 0']);
   });
 
   it('L3: the bulk and whole-list bounds are settings: past them 422, with the way out named', async () => {
@@ -137,17 +177,41 @@ describe(`access hardening (${driverLabel})`, () => {
     try {
       const admin = await adminClient(small.client);
       const venue = await createVenue(admin, 'Small venue');
-      const poi = (i: number) => ({ building_id: venue.building.id, name: `Small ${i}`, position: { floor_id: venue.floors[0].id, x: 1, y: 1 } });
-      const tooMany = await admin.post('/api/v1/pois_bulk', Array.from({ length: 4 }, (_, i) => poi(i)));
+      const poi = (i: number) => ({
+        building_id: venue.building.id,
+        name: `Small ${i}`,
+        position: { floor_id: venue.floors[0].id, x: 1, y: 1 },
+      });
+      const tooMany = await admin.post(
+        '/api/v1/pois_bulk',
+        Array.from({ length: 4 }, (_, i) => poi(i)),
+      );
       expect(tooMany.status).toBe(422);
       expect(tooMany.text).toContain('3');
-      expect((await admin.post('/api/v1/pois_bulk', Array.from({ length: 3 }, (_, i) => poi(i)))).status).toBe(201);
+      expect(
+        (
+          await admin.post(
+            '/api/v1/pois_bulk',
+            Array.from({ length: 3 }, (_, i) => poi(i)),
+          )
+        ).status,
+      ).toBe(201);
       expect((await admin.get(`/api/v1/pois?building_id=${venue.building.id}`)).body).toHaveLength(3);
-      expect((await admin.post('/api/v1/pois_bulk', Array.from({ length: 2 }, (_, i) => poi(i + 3)))).status).toBe(201);
+      expect(
+        (
+          await admin.post(
+            '/api/v1/pois_bulk',
+            Array.from({ length: 2 }, (_, i) => poi(i + 3)),
+          )
+        ).status,
+      ).toBe(201);
       for (const path of [`/api/v1/pois?building_id=${venue.building.id}`, `/api/v1/buildings/${venue.building.id}/pois`]) {
         const whole = await admin.get(path);
         expect(whole.status, path).toBe(422);
-        expect(whole.body).toMatchObject({ code: 'validation_failed', errors: [expect.objectContaining({ field: 'query.size', message: expect.stringContaining('LIST_MAX_UNPAGED_ITEMS') })] });
+        expect(whole.body).toMatchObject({
+          code: 'validation_failed',
+          errors: [expect.objectContaining({ field: 'query.size', message: expect.stringContaining('LIST_MAX_UNPAGED_ITEMS') })],
+        });
         const paged = await admin.get(`${path}${path.includes('?') ? '&' : '?'}size=100`);
         expect(paged.body.metadata.total_elements, path).toBe(5);
       }
@@ -175,7 +239,10 @@ describe(`access hardening (${driverLabel})`, () => {
 
   it('NL3: sign-in outcomes, refusals and a refresh-token replay are in the audit log', async () => {
     const user = await createUser(admin, 'user');
-    expect((await running.client.post('/api/v1/auth/access_tokens', undefined, { authorization: basicAuth(user.email, 'wrong-password') })).status).toBe(401);
+    expect(
+      (await running.client.post('/api/v1/auth/access_tokens', undefined, { authorization: basicAuth(user.email, 'wrong-password') }))
+        .status,
+    ).toBe(401);
     const tokens = await login(running.client, user.email, user.password);
     expect((await user.client.get('/api/v1/audit')).status).toBe(403);
     await running.client.post('/api/v1/auth/refresh_access_tokens', tokens);
@@ -187,7 +254,12 @@ describe(`access hardening (${driverLabel})`, () => {
     // createUser signed in once, this test once more.
     expect(kinds).toEqual(['refresh-reuse', 'refused', 'sign-in', 'sign-in', 'sign-in-failed']);
     const refused = entries.find((entry: { object_id: string }) => entry.object_id === 'refused');
-    expect(refused).toMatchObject({ user_email: user.email, method: 'GET', route: '/api/v1/audit', after: { outcome: 'refused', detail: expect.stringContaining('role') } });
+    expect(refused).toMatchObject({
+      user_email: user.email,
+      method: 'GET',
+      route: '/api/v1/audit',
+      after: { outcome: 'refused', detail: expect.stringContaining('role') },
+    });
     expect(JSON.stringify(entries)).not.toContain('wrong-password');
   });
 
@@ -199,7 +271,12 @@ describe(`access hardening (${driverLabel})`, () => {
       bytes.writeUInt32BE(height, 20);
       return bytes;
     };
-    for (const [width, height] of [[60_000, 60_000], [2_147_483_647, 2_147_483_647], [16_385, 10], [12_000, 12_000]] as const) {
+    for (const [width, height] of [
+      [60_000, 60_000],
+      [2_147_483_647, 2_147_483_647],
+      [16_385, 10],
+      [12_000, 12_000],
+    ] as const) {
       const refused = await uploadImage(admin, declaring(width, height));
       expect(refused.status, `${width} x ${height}`).toBe(422);
       expect(refused.body.errors?.[0]?.message).toContain('megapixels');

@@ -21,17 +21,27 @@ describe(`organizations, users, groups, devices (${driverLabel})`, () => {
       const { organization, client } = await createOrganization(admin, 'Hospital Norte');
       expect(organization).toMatchObject({ name: 'Hospital Norte', admin: { role: 'admin', platform_admin: false } });
       const current = await client.get('/api/v1/organizations/current_organization');
-      expect(current.body).toEqual({ id: organization.id, name: 'Hospital Norte', created_at: organization.created_at, updated_at: organization.updated_at });
+      expect(current.body).toEqual({
+        id: organization.id,
+        name: 'Hospital Norte',
+        created_at: organization.created_at,
+        updated_at: organization.updated_at,
+      });
       const refused = await client.post('/api/v1/organizations', { name: 'Nope', admin: { email: 'n@o.pe', password: 'password-1' } });
       expect(refused.status).toBe(403);
     });
 
     it('creates an organization whose admin e-mail is held in another one: e-mails are unique per organization (issue 28, L1)', async () => {
-      const response = await admin.post('/api/v1/organizations', { name: 'Dup', admin: { email: 'admin@example.test', password: 'password-1' } });
+      const response = await admin.post('/api/v1/organizations', {
+        name: 'Dup',
+        admin: { email: 'admin@example.test', password: 'password-1' },
+      });
       expect(response.status).toBe(201);
       expect(response.body.admin).toMatchObject({ email: 'admin@example.test', organization_id: response.body.id, platform_admin: false });
       const signedIn = await login(admin.withHeaders({ authorization: '' }), 'admin@example.test', 'password-1');
-      expect(JSON.parse(Buffer.from(signedIn.access_token.split('.')[1]!, 'base64url').toString()).organization_uuid).toBe(response.body.id);
+      expect(JSON.parse(Buffer.from(signedIn.access_token.split('.')[1]!, 'base64url').toString()).organization_uuid).toBe(
+        response.body.id,
+      );
     });
   });
 
@@ -53,7 +63,9 @@ describe(`organizations, users, groups, devices (${driverLabel})`, () => {
       const manager = await createUser(admin, 'user_manager');
       const created = await manager.client.post('/api/v1/users', { email: 'managed@example.test', password: 'password-1', role: 'user' });
       expect(created.status).toBe(201);
-      expect((await manager.client.post('/api/v1/users', { email: 'boss@example.test', password: 'password-1', role: 'admin' })).status).toBe(403);
+      expect(
+        (await manager.client.post('/api/v1/users', { email: 'boss@example.test', password: 'password-1', role: 'admin' })).status,
+      ).toBe(403);
       const anAdmin = await createUser(admin, 'admin');
       expect((await manager.client.put(`/api/v1/users/${anAdmin.user.id}`, { full_name: 'renamed' })).status).toBe(403);
       expect((await manager.client.delete(`/api/v1/users/${anAdmin.user.id}`)).status).toBe(403);
@@ -101,7 +113,14 @@ describe(`organizations, users, groups, devices (${driverLabel})`, () => {
         is_manager: true,
       });
       expect(created.status).toBe(201);
-      expect(created.body).toMatchObject({ email: 'jane@example.test', full_name: 'Jane Roe', role: 'user_manager', code: 'J-1', building_ids: [3, 4], groups: [] });
+      expect(created.body).toMatchObject({
+        email: 'jane@example.test',
+        full_name: 'Jane Roe',
+        role: 'user_manager',
+        code: 'J-1',
+        building_ids: [3, 4],
+        groups: [],
+      });
       expect(created.body).not.toHaveProperty('password');
       expect(created.body).not.toHaveProperty('password_hash');
       const id = created.body.id;
@@ -155,7 +174,15 @@ describe(`organizations, users, groups, devices (${driverLabel})`, () => {
       }
       const page = await admin.get('/api/v1/users?full_name=filter+person&page=1&size=2&sort=email,asc');
       expect(page.status).toBe(200);
-      expect(page.body.metadata).toEqual({ first: false, last: false, total_pages: 3, total_elements: 5, number_of_elements: 2, size: 2, number: 1 });
+      expect(page.body.metadata).toEqual({
+        first: false,
+        last: false,
+        total_pages: 3,
+        total_elements: 5,
+        number_of_elements: 2,
+        size: 2,
+        number: 1,
+      });
       expect(page.body.data.map((u: { email: string }) => u.email)).toEqual(['page-2@filter.test', 'page-3@filter.test']);
       const byBuilding = await admin.get('/api/v1/users?building_ids%5B%5D=77&building_ids%5B%5D=78');
       expect(byBuilding.body.data.map((u: { code: string }) => u.code).sort()).toEqual(['F0', 'F1']);
@@ -208,13 +235,45 @@ describe(`organizations, users, groups, devices (${driverLabel})`, () => {
       const firstOrganization = (await admin.get('/api/v1/organizations/current_organization')).body.id;
       const venue = await createVenue(admin, 'Secret venue');
       const floor = venue.floors[0].id;
-      const poi = (await admin.post('/api/v1/pois', { building_id: venue.building.id, name: 'Secret POI', position: { floor_id: floor, cartesians: { x: 1, y: 1 } } })).body;
-      const event = (await admin.post('/api/v1/events', { building_id: venue.building.id, name: 'Secret event', position: { floor_id: floor, radius: 2, cartesians: { x: 1, y: 1 } } })).body;
-      const geofence = (await admin.post('/api/v1/geofences', { building_id: venue.building.id, floor_id: floor, name: 'Secret zone', type: 'CIRCLE', cartesians: [[5, 5]], radius: 2 })).body;
+      const poi = (
+        await admin.post('/api/v1/pois', {
+          building_id: venue.building.id,
+          name: 'Secret POI',
+          position: { floor_id: floor, cartesians: { x: 1, y: 1 } },
+        })
+      ).body;
+      const event = (
+        await admin.post('/api/v1/events', {
+          building_id: venue.building.id,
+          name: 'Secret event',
+          position: { floor_id: floor, radius: 2, cartesians: { x: 1, y: 1 } },
+        })
+      ).body;
+      const geofence = (
+        await admin.post('/api/v1/geofences', {
+          building_id: venue.building.id,
+          floor_id: floor,
+          name: 'Secret zone',
+          type: 'CIRCLE',
+          cartesians: [[5, 5]],
+          radius: 2,
+        })
+      ).body;
       const category = (await admin.post('/api/v1/poi_categories', { name_en: 'Secret category', code: 'secret' })).body;
-      const beacon = (await admin.post('/api/v1/infrastructure', { building_id: venue.building.id, type: 'ble', name: 'Secret beacon', uuid: 'f7826da6-4fa2-4e98-8024-bc5b71e0893e', major: 1, minor: 2, position: { floor_id: floor, cartesians: { x: 1, y: 1 } } })).body;
+      const beacon = (
+        await admin.post('/api/v1/infrastructure', {
+          building_id: venue.building.id,
+          type: 'ble',
+          name: 'Secret beacon',
+          uuid: 'f7826da6-4fa2-4e98-8024-bc5b71e0893e',
+          major: 1,
+          minor: 2,
+          position: { floor_id: floor, cartesians: { x: 1, y: 1 } },
+        })
+      ).body;
       const alarm = (await admin.post('/api/v1/alarms', { type: 'DANGER', device_id: 'secret-device', comment: 'Secret alarm' })).body;
-      const webhook = (await admin.post('/api/v1/webhooks', { url: 'https://secret-hook.example.invalid/', events: ['geofence.exit'] })).body;
+      const webhook = (await admin.post('/api/v1/webhooks', { url: 'https://secret-hook.example.invalid/', events: ['geofence.exit'] }))
+        .body;
       /** The first organization's object for each collection that has an item route (by the segment before the parameter). */
       const fixtures: Record<string, string | number> = {
         users: member.user.id,
@@ -236,13 +295,33 @@ describe(`organizations, users, groups, devices (${driverLabel})`, () => {
         building: venue.building.id,
         export: venue.building.id,
       };
-      const bodies: Record<string, unknown> = { 'PUT /api/v1/buildings/:building_id/paths': { nodes: [], links: [] }, 'PATCH /api/v1/alarms/:id': { state: 'CLOSED' } };
+      const bodies: Record<string, unknown> = {
+        'PUT /api/v1/buildings/:building_id/paths': { nodes: [], links: [] },
+        'PATCH /api/v1/alarms/:id': { state: 'CLOSED' },
+      };
       const queries: Record<string, string> = {
         'GET /api/v1/real_time/export/:building_id': '?date=2026-01-01T00:00:00.000%2B00:00',
         'GET /api/v1/buildings/:building_id/route': `?from_floor_id=${floor}&from_x=1&from_y=1&to_floor_id=${floor}&to_x=2&to_y=2`,
         'GET /api/v1/buildings/:building_id/nearest_devices': `?floor_id=${floor}&x=1&y=1`,
       };
-      const secrets = [member.user.id, group.id, device.id, keyId, imageId, firstOrganization, geofence.id, 'Secret venue', 'Secret POI', 'Secret event', 'Secret zone', 'Secret category', 'Secret beacon', alarm.id, webhook.id, 'secret-hook'];
+      const secrets = [
+        member.user.id,
+        group.id,
+        device.id,
+        keyId,
+        imageId,
+        firstOrganization,
+        geofence.id,
+        'Secret venue',
+        'Secret POI',
+        'Secret event',
+        'Secret zone',
+        'Secret category',
+        'Secret beacon',
+        alarm.id,
+        webhook.id,
+        'secret-hook',
+      ];
 
       const { client: intruder } = await createOrganization(admin);
       await createApiKey(intruder, 'read-write');
@@ -257,7 +336,12 @@ describe(`organizations, users, groups, devices (${driverLabel})`, () => {
           const response = await intruder.request(route.method, path, route.method === 'GET' || route.method === 'DELETE' ? {} : { body });
           expect(response.status, `${route.method} ${route.path}`).toBe(404);
         } else if (route.method === 'GET') {
-          for (const query of ['', `?building_id=${venue.building.id}`, `?building_ids=${venue.building.id}`, `?organization_id=${firstOrganization}`]) {
+          for (const query of [
+            '',
+            `?building_id=${venue.building.id}`,
+            `?building_ids=${venue.building.id}`,
+            `?organization_id=${firstOrganization}`,
+          ]) {
             const response = await intruder.request('GET', route.path + query);
             for (const secret of secrets) expect(response.text, `${route.path}${query} leaked ${secret}`).not.toContain(secret);
           }
@@ -265,9 +349,15 @@ describe(`organizations, users, groups, devices (${driverLabel})`, () => {
       }
       expect((await intruder.get(`/api/v1/infrastructure?building_id=${venue.building.id}`)).status).toBe(404);
       // Naming the first organization's building or floor in a body reaches nothing either.
-      const crossPoi = await intruder.post('/api/v1/pois', { building_id: venue.building.id, name: 'x', position: { floor_id: floor, cartesians: { x: 1, y: 1 } } });
+      const crossPoi = await intruder.post('/api/v1/pois', {
+        building_id: venue.building.id,
+        name: 'x',
+        position: { floor_id: floor, cartesians: { x: 1, y: 1 } },
+      });
       expect(crossPoi.status).toBe(422);
-      expect((await admin.get(`/api/v1/buildings/${venue.building.id}`)).body.indoor_pois.map((p: { name: string }) => p.name)).toEqual(['Secret POI']);
+      expect((await admin.get(`/api/v1/buildings/${venue.building.id}`)).body.indoor_pois.map((p: { name: string }) => p.name)).toEqual([
+        'Secret POI',
+      ]);
       expect((await admin.get(`/api/v1/geofences/${geofence.id}`)).body.deleted).toBe(false);
       expect((await admin.get(`/api/v1/alarms/${alarm.id}`)).body.state).toBe('OPEN');
       // Nothing was changed or deleted by those attempts.
@@ -297,11 +387,19 @@ describe(`organizations, users, groups, devices (${driverLabel})`, () => {
       expect((await admin.post('/api/v1/devices', { identifier: theirs, user_id: colleague.user.id })).status).toBe(201);
       const at = Date.now();
       const place = { building_id: venue.building.id, floor_id: venue.floors[0].id, x: 5, y: 5 };
-      expect((await me.client.post('/api/v1/realtime/positions', { poses: [{ device_id: mine, timestamp: at, ...place }] })).status).toBe(204);
-      expect((await colleague.client.post('/api/v1/realtime/positions', { poses: [{ device_id: theirs, timestamp: at, ...place }] })).status).toBe(204);
+      expect((await me.client.post('/api/v1/realtime/positions', { poses: [{ device_id: mine, timestamp: at, ...place }] })).status).toBe(
+        204,
+      );
+      expect(
+        (await colleague.client.post('/api/v1/realtime/positions', { poses: [{ device_id: theirs, timestamp: at, ...place }] })).status,
+      ).toBe(204);
     });
 
-    const ids = (response: { body: { features: { id: string }[] } }) => response.body.features.map((feature) => feature.id).filter((id) => id === mine || id === theirs).sort();
+    const ids = (response: { body: { features: { id: string }[] } }) =>
+      response.body.features
+        .map((feature) => feature.id)
+        .filter((id) => id === mine || id === theirs)
+        .sort();
 
     it('live positions: a user sees their own devices only, even when naming a colleague; managers see both', async () => {
       expect(ids(await me.client.get('/api/v1/realtime/positions'))).toEqual([mine]);
@@ -345,7 +443,10 @@ describe(`organizations, users, groups, devices (${driverLabel})`, () => {
       expect(JSON.stringify(listed.body)).not.toContain(manager.email);
       // Managers see the organization, e-mails included.
       expect((await manager.client.get(`/api/v1/alarms/${other.id}`)).status).toBe(200);
-      expect((await manager.client.get(`/api/v1/alarms/${about.id}`)).body.history[1].by).toEqual({ user_id: manager.user.id, email: manager.email });
+      expect((await manager.client.get(`/api/v1/alarms/${about.id}`)).body.history[1].by).toEqual({
+        user_id: manager.user.id,
+        email: manager.email,
+      });
     });
   });
 
@@ -425,8 +526,20 @@ describe(`organizations, users, groups, devices (${driverLabel})`, () => {
   describe('event content', () => {
     it('an event’s url is an http(s) URL (422 otherwise); its HTML keeps only text styles and http(s) links', async () => {
       const venue = await createVenue(admin, 'Event venue');
-      const event = (url: unknown, info = '') => ({ building_id: venue.building.id, name: 'Promo', url, info, position: { floor_id: venue.floors[0].id, radius: 2, cartesians: { x: 1, y: 1 } } });
-      for (const url of ['javascript:alert(1)', 'data:text/html;base64,PHNjcmlwdD4=', 'file:///etc/passwd', 'vbscript:x', 'example.test/no-scheme']) {
+      const event = (url: unknown, info = '') => ({
+        building_id: venue.building.id,
+        name: 'Promo',
+        url,
+        info,
+        position: { floor_id: venue.floors[0].id, radius: 2, cartesians: { x: 1, y: 1 } },
+      });
+      for (const url of [
+        'javascript:alert(1)',
+        'data:text/html;base64,PHNjcmlwdD4=',
+        'file:///etc/passwd',
+        'vbscript:x',
+        'example.test/no-scheme',
+      ]) {
         const refused = await admin.post('/api/v1/events', event(url));
         expect(refused.status, url).toBe(422);
         expect(refused.body.errors.map((error: { field: string }) => error.field)).toEqual(['url']);

@@ -20,7 +20,10 @@ function admin(environment: TestEnvironment, ...args: string[]) {
  * The same, without blocking this process: while a gateway runs, a blocked event loop would miss that the
  * gateway closed an idle pooled connection, and the next request would go out on it.
  */
-function adminWhileRunning(environment: TestEnvironment, ...args: string[]): Promise<{ status: number | null; stdout: string; stderr: string }> {
+function adminWhileRunning(
+  environment: TestEnvironment,
+  ...args: string[]
+): Promise<{ status: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
     const env = { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', ...environment.env };
     execFile(process.execPath, ['--import', 'tsx', 'gateway/cli/admin.ts', ...args], { env, encoding: 'utf8' }, (error, stdout, stderr) =>
@@ -49,7 +52,9 @@ describe(`admin CLI (${driverLabel})`, () => {
 
     const running = await startTestGateway({}, {}, environment);
     try {
-      const byPassword = await running.client.post('/api/v1/auth/access_tokens', undefined, { authorization: basicAuth('ops@example.test', password) });
+      const byPassword = await running.client.post('/api/v1/auth/access_tokens', undefined, {
+        authorization: basicAuth('ops@example.test', password),
+      });
       expect(byPassword.status).toBe(200);
       const byKey = await running.client.get('/api/v1/users', { 'x-api-key': apikey });
       expect(byKey.status).toBe(200);
@@ -98,7 +103,8 @@ describe(`admin CLI (${driverLabel})`, () => {
   it('reset-password works while a gateway process runs (through its API on embedded storage) and with it stopped', async () => {
     const gateway = await spawnGateway(environment.env);
     const client = new TestClient(gateway.base);
-    const signIn = (password: string) => client.post('/api/v1/auth/access_tokens', undefined, { authorization: basicAuth(ADMIN_EMAIL, password) });
+    const signIn = (password: string) =>
+      client.post('/api/v1/auth/access_tokens', undefined, { authorization: basicAuth(ADMIN_EMAIL, password) });
     const until401 = async (token: string) => {
       // A server database is written directly: gateways drop their cached credential within its 5 s expiry.
       for (const deadline = Date.now() + 10_000; Date.now() < deadline; await new Promise((resolve) => setTimeout(resolve, 250))) {
@@ -118,15 +124,33 @@ describe(`admin CLI (${driverLabel})`, () => {
 
       // Operator tokens are short-lived: one minted for longer than 5 minutes is refused, a 2-minute one taken.
       const operator = (ttl: number) =>
-        new TokenService(loadJwtSecret(environment.config), ttl).sign({ sub: 'operator', email: ADMIN_EMAIL, organization_uuid: '', role: 'admin', api_permission: 'read-write', operator: true });
+        new TokenService(loadJwtSecret(environment.config), ttl).sign({
+          sub: 'operator',
+          email: ADMIN_EMAIL,
+          organization_uuid: '',
+          role: 'admin',
+          api_permission: 'read-write',
+          operator: true,
+        });
       expect((await client.get('/api/v1/users', { authorization: `Bearer ${await operator(600)}` })).status).toBe(401);
       expect((await client.get('/api/v1/users', { authorization: `Bearer ${await operator(120)}` })).status).toBe(200);
 
-      const back = await adminWhileRunning(environment, 'reset-password', '--email', ADMIN_EMAIL, '--password', ADMIN_PASSWORD, '--url', gateway.base);
+      const back = await adminWhileRunning(
+        environment,
+        'reset-password',
+        '--email',
+        ADMIN_EMAIL,
+        '--password',
+        ADMIN_PASSWORD,
+        '--url',
+        gateway.base,
+      );
       expect(back.status, back.stderr).toBe(0);
       expect(back.stdout).not.toContain('password:');
       expect((await signIn(ADMIN_PASSWORD)).status).toBe(200);
-      expect((await adminWhileRunning(environment, 'reset-password', '--email', 'nobody@example.test', '--url', gateway.base)).status).toBe(2);
+      expect((await adminWhileRunning(environment, 'reset-password', '--email', 'nobody@example.test', '--url', gateway.base)).status).toBe(
+        2,
+      );
     } finally {
       await gateway.stop();
     }
@@ -138,8 +162,20 @@ describe(`admin CLI (${driverLabel})`, () => {
     const again = await spawnGateway(environment.env);
     try {
       const client2 = new TestClient(again.base);
-      expect((await client2.post('/api/v1/auth/access_tokens', undefined, { authorization: basicAuth(ADMIN_EMAIL, 'offline-password-3') })).status).toBe(200);
-      const restored = await adminWhileRunning(environment, 'reset-password', '--email', ADMIN_EMAIL, '--password', ADMIN_PASSWORD, '--url', again.base);
+      expect(
+        (await client2.post('/api/v1/auth/access_tokens', undefined, { authorization: basicAuth(ADMIN_EMAIL, 'offline-password-3') }))
+          .status,
+      ).toBe(200);
+      const restored = await adminWhileRunning(
+        environment,
+        'reset-password',
+        '--email',
+        ADMIN_EMAIL,
+        '--password',
+        ADMIN_PASSWORD,
+        '--url',
+        again.base,
+      );
       expect(restored.status, restored.stderr).toBe(0);
     } finally {
       await again.stop();

@@ -26,11 +26,25 @@ describe(`the alarm button cannot flood (${driverLabel})`, () => {
   });
 
   const presses = (deviceId: string, count: number, from: number) =>
-    Array.from({ length: count }, (_, index) => ({ device_id: deviceId, timestamp: from + index, building_id: venue.building.id, floor_id: venue.floors[0].id, x: 10 + (index % 50), y: 20, danger: true }));
+    Array.from({ length: count }, (_, index) => ({
+      device_id: deviceId,
+      timestamp: from + index,
+      building_id: venue.building.id,
+      floor_id: venue.floors[0].id,
+      x: 10 + (index % 50),
+      y: 20,
+      danger: true,
+    }));
   const alarmOf = async (deviceId: string) => {
     const { storage } = running.gateway.services;
-    const alarms = await storage.execute<{ id: string; occurrences: number; x: number }>("select id, occurrences, x from alarms where device_id = ? and type = 'DANGER'", [deviceId]);
-    const events = await storage.execute<{ kind: string }>('select e.kind from alarm_events e join alarms a on a.id = e.alarm_id where a.device_id = ? order by e.seq', [deviceId]);
+    const alarms = await storage.execute<{ id: string; occurrences: number; x: number }>(
+      "select id, occurrences, x from alarms where device_id = ? and type = 'DANGER'",
+      [deviceId],
+    );
+    const events = await storage.execute<{ kind: string }>(
+      'select e.kind from alarm_events e join alarms a on a.id = e.alarm_id where a.device_id = ? order by e.seq',
+      [deviceId],
+    );
     return { alarms, events: events.map((event) => event.kind) };
   };
 
@@ -43,12 +57,16 @@ describe(`the alarm button cannot flood (${driverLabel})`, () => {
     expect(seen.alarms).toHaveLength(1);
     expect(seen.alarms[0]).toMatchObject({ occurrences: 1000, x: flood[999]!.x });
     expect(seen.events).toEqual(['raised']);
-    const stored = await running.gateway.services.storage.execute<{ n: string }>("select count(*) as n from positions where device_id = 'held-phone'");
+    const stored = await running.gateway.services.storage.execute<{ n: string }>(
+      "select count(*) as n from positions where device_id = 'held-phone'",
+    );
     expect(Number(stored[0]!.n)).toBe(1000);
 
     // Held on: five more uploads within the debounce add their presses, and no event.
     for (let upload = 0; upload < 5; upload++) {
-      expect((await client.post('/api/v1/realtime/positions', { poses: presses('held-phone', 10, start + 1000 + upload * 10) })).status).toBe(204);
+      expect(
+        (await client.post('/api/v1/realtime/positions', { poses: presses('held-phone', 10, start + 1000 + upload * 10) })).status,
+      ).toBe(204);
     }
     // The first upload resent as is (its answer lost): its presses are not counted again.
     expect((await client.post('/api/v1/realtime/positions', { poses: flood })).status).toBe(204);
@@ -63,7 +81,10 @@ describe(`the alarm button cannot flood (${driverLabel})`, () => {
     const { client } = await createUser(admin, 'user');
     const now = Date.now() - 30_000;
     const devices = Array.from({ length: BUDGET }, (_, index) => `budget-${index}`);
-    expect((await client.post('/api/v1/realtime/positions', { poses: devices.flatMap((device, index) => presses(device, 3, now + index * 10)) })).status).toBe(204);
+    expect(
+      (await client.post('/api/v1/realtime/positions', { poses: devices.flatMap((device, index) => presses(device, 3, now + index * 10)) }))
+        .status,
+    ).toBe(204);
     for (const device of devices) expect((await alarmOf(device)).alarms.map((alarm) => alarm.occurrences)).toEqual([3]);
 
     const refused = await client.post('/api/v1/realtime/positions', { poses: presses('budget-extra', 1, now + 500) });

@@ -28,36 +28,46 @@ describe(`audit log (${driverLabel})`, () => {
   beforeAll(async () => {
     // Two probe routes: a write that forgets its entry, and one whose entry is recorded and then rolled back.
     // The webhook fixture's `.invalid` name never resolves: accepted at creation only with private addresses allowed.
-    running = await startTestGateway({ WEBHOOK_ALLOW_PRIVATE_ADDRESSES: 'true' }, {
-      extraRoutes: (services) => [
-        defineRoute({ method: 'POST', path: '/api/v1/probe/unaudited', summary: 'probe', auth: 'authenticated', hidden: true, handler: () => ({ status: 204 }) }),
-        defineRoute({
-          method: 'POST',
-          path: '/api/v1/probe/rolled_back',
-          summary: 'probe',
-          auth: 'authenticated',
-          hidden: true,
-          handler: async ({ audit }) => {
-            await services.storage.em().transactional(async (em) => {
-              await audit.record(em, { objectType: 'probe', objectId: 'rolled-back', before: null, after: { x: 1 } });
-              throw new AppError(ErrorCode.Conflict, 'fails after its entry');
-            });
-            return { status: 204 };
-          },
-        }),
-        defineRoute({
-          method: 'POST',
-          path: '/api/v1/probe/outside',
-          summary: 'probe',
-          auth: 'authenticated',
-          hidden: true,
-          handler: async ({ audit }) => {
-            await audit.record(services.storage.em(), { objectType: 'probe', objectId: 'outside', before: null, after: null });
-            return { status: 204 };
-          },
-        }),
-      ],
-    });
+    running = await startTestGateway(
+      { WEBHOOK_ALLOW_PRIVATE_ADDRESSES: 'true' },
+      {
+        extraRoutes: (services) => [
+          defineRoute({
+            method: 'POST',
+            path: '/api/v1/probe/unaudited',
+            summary: 'probe',
+            auth: 'authenticated',
+            hidden: true,
+            handler: () => ({ status: 204 }),
+          }),
+          defineRoute({
+            method: 'POST',
+            path: '/api/v1/probe/rolled_back',
+            summary: 'probe',
+            auth: 'authenticated',
+            hidden: true,
+            handler: async ({ audit }) => {
+              await services.storage.em().transactional(async (em) => {
+                await audit.record(em, { objectType: 'probe', objectId: 'rolled-back', before: null, after: { x: 1 } });
+                throw new AppError(ErrorCode.Conflict, 'fails after its entry');
+              });
+              return { status: 204 };
+            },
+          }),
+          defineRoute({
+            method: 'POST',
+            path: '/api/v1/probe/outside',
+            summary: 'probe',
+            auth: 'authenticated',
+            hidden: true,
+            handler: async ({ audit }) => {
+              await audit.record(services.storage.em(), { objectType: 'probe', objectId: 'outside', before: null, after: null });
+              return { status: 204 };
+            },
+          }),
+        ],
+      },
+    );
     admin = await adminClient(running.client);
   }, 60_000);
   afterAll(async () => running?.stop());
@@ -101,7 +111,10 @@ describe(`audit log (${driverLabel})`, () => {
     const error = vi.spyOn(running.gateway.services.logger, 'error');
     try {
       expect((await admin.post('/api/v1/probe/unaudited')).status).toBe(204);
-      expect(error).toHaveBeenCalledWith(expect.objectContaining({ method: 'POST', route: '/api/v1/probe/unaudited' }), 'a successful write left no audit entry');
+      expect(error).toHaveBeenCalledWith(
+        expect.objectContaining({ method: 'POST', route: '/api/v1/probe/unaudited' }),
+        'a successful write left no audit entry',
+      );
       error.mockClear();
       expect((await admin.post('/api/v1/groups', { name: `guarded-${Date.now()}` })).status).toBe(201);
       expect(error).not.toHaveBeenCalled();
@@ -117,10 +130,20 @@ describe(`audit log (${driverLabel})`, () => {
     expect((await admin.delete(`/api/v1/groups/${created.body.id}`)).status).toBe(204);
 
     const log = await entries(`object_type=groups&object_id=${created.body.id}`);
-    expect(log.map((entry) => `${entry.method} ${entry.route}`)).toEqual(['DELETE /api/v1/groups/:id', 'PATCH /api/v1/groups/:id', 'POST /api/v1/groups']);
+    expect(log.map((entry) => `${entry.method} ${entry.route}`)).toEqual([
+      'DELETE /api/v1/groups/:id',
+      'PATCH /api/v1/groups/:id',
+      'POST /api/v1/groups',
+    ]);
     const [deleted, updated, create] = log;
     for (const entry of log) {
-      expect(entry).toMatchObject({ user_email: ADMIN_EMAIL, via: 'jwt', api_key_id: null, object_type: 'groups', object_id: created.body.id });
+      expect(entry).toMatchObject({
+        user_email: ADMIN_EMAIL,
+        via: 'jwt',
+        api_key_id: null,
+        object_type: 'groups',
+        object_id: created.body.id,
+      });
       expect(entry.user_id).toMatch(/^[0-9a-f-]{36}$/);
       expect(entry.address).toMatch(/127\.0\.0\.1|::1/);
       expect(Date.parse(entry.at)).toBeGreaterThan(Date.now() - 60_000);
@@ -138,7 +161,9 @@ describe(`audit log (${driverLabel})`, () => {
 
   it('a password change is logged with the password redacted, and signs nothing secret into the log', async () => {
     const member = await createUser(admin, 'user');
-    expect((await admin.patch(`/api/v1/users/${member.user.id}`, { password: 'a-new-secret-pass', full_name: 'Renamed' })).status).toBe(200);
+    expect((await admin.patch(`/api/v1/users/${member.user.id}`, { password: 'a-new-secret-pass', full_name: 'Renamed' })).status).toBe(
+      200,
+    );
     const [change, creation, ...rest] = await entries(`object_type=users&object_id=${member.user.id}`);
     expect(rest).toEqual([]);
     expect(creation.after).toMatchObject({ email: member.email, password: '[redacted]' });
@@ -213,7 +238,9 @@ describe(`audit log (${driverLabel})`, () => {
     const venue = await createVenue(admin, 'Audit venue');
     const floor = venue.floors[0].id;
     const nodes = [1, 2, 3].map((id) => ({ id, floor_id: floor, x: id, y: 1 }));
-    expect((await admin.put(`/api/v1/buildings/${venue.building.id}/paths`, { nodes, links: [{ source: 1, target: 2 }] })).status).toBe(200);
+    expect((await admin.put(`/api/v1/buildings/${venue.building.id}/paths`, { nodes, links: [{ source: 1, target: 2 }] })).status).toBe(
+      200,
+    );
     const [paths] = await entries(`object_type=paths&object_id=${venue.building.id}`);
     expect(paths).toMatchObject({ route: '/api/v1/buildings/:building_id/paths', before: null, after: { nodes: 3, links: 1 } });
     expect((await admin.put(`/api/v1/buildings/${venue.building.id}/alarm_settings`, { deadman_after_s: 60 })).status).toBe(200);
@@ -240,7 +267,8 @@ describe(`audit log (${driverLabel})`, () => {
     const manager = await createUser(admin, 'user_manager');
     const from = new Date(Date.now() - 1000).toISOString();
     const ids: string[] = [];
-    for (const name of ['p1', 'p2', 'p3']) ids.push((await manager.client.post('/api/v1/groups', { name: `${name}-${Date.now()}` })).body.id);
+    for (const name of ['p1', 'p2', 'p3'])
+      ids.push((await manager.client.post('/api/v1/groups', { name: `${name}-${Date.now()}` })).body.id);
     const mine = await entries(`user_id=${manager.user.id}&object_type=groups`);
     expect(mine.map((entry) => entry.object_id)).toEqual([...ids].reverse());
     const page = await admin.get(`/api/v1/audit?user_id=${manager.user.id}&object_type=groups&size=2&page=1`);
@@ -262,7 +290,21 @@ describe(`audit log (${driverLabel})`, () => {
     expect(response.headers.get('content-type')).toContain('text/csv');
     expect(response.headers.get('content-disposition')).toMatch(/attachment; filename="audit-/);
     const rows = parseCsv(response.text);
-    expect(rows[0]).toEqual(['id', 'at', 'user_id', 'user_email', 'via', 'api_key_id', 'method', 'route', 'object_type', 'object_id', 'before', 'after', 'address']);
+    expect(rows[0]).toEqual([
+      'id',
+      'at',
+      'user_id',
+      'user_email',
+      'via',
+      'api_key_id',
+      'method',
+      'route',
+      'object_type',
+      'object_id',
+      'before',
+      'after',
+      'address',
+    ]);
     expect(rows).toHaveLength(2);
     expect(rows[1]!.slice(4, 10)).toEqual(['jwt', '', 'POST', '/api/v1/groups', 'groups', group.body.id]);
     expect(JSON.parse(rows[1]![11]!)).toMatchObject({ name: '=formula, "quoted"' });

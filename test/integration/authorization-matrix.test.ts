@@ -79,11 +79,16 @@ const ROUTES: Record<string, Entry> = {
   'GET /api/v1/auth/apikeys': {},
   'POST /api/v1/auth/apikeys': { body: { permission: 'read-only' } },
   // Another user's key is not even shown to those who may not manage it.
-  'DELETE /api/v1/auth/apikeys/:id': { rule: (cell) => (cell.target === 'other' || (cell.target === 'colleague' && !can(cell.role, 'apikeys:others')) ? 404 : undefined) },
+  'DELETE /api/v1/auth/apikeys/:id': {
+    rule: (cell) => (cell.target === 'other' || (cell.target === 'colleague' && !can(cell.role, 'apikeys:others')) ? 404 : undefined),
+  },
 
   'GET /api/v1/organizations/current_organization': {},
   // Only the platform administrator creates organizations (nobody in this matrix is).
-  'POST /api/v1/organizations': { body: { name: 'Matrix org', admin: { email: 'matrix-org@example.test', password: 'password-1' } }, rule: () => 403 },
+  'POST /api/v1/organizations': {
+    body: { name: 'Matrix org', admin: { email: 'matrix-org@example.test', password: 'password-1' } },
+    rule: () => 403,
+  },
 
   'GET /api/v1/users': {},
   'GET /api/v1/users/:id': { rule: readable('users:read', true) },
@@ -172,7 +177,10 @@ const ROUTES: Record<string, Entry> = {
   'GET /api/v1/paths': { query: (f, cell) => `?building_id=${building(f, cell)}`, crossOrganization: true, rule: filterOnly },
   'PUT /api/v1/buildings/:building_id/paths': { body: { nodes: [], links: [] } },
   // Routing: a point on a floor that is not the building's is refused (422) once every check has passed.
-  'GET /api/v1/buildings/:building_id/route': { query: () => '?from_floor_id=999999&from_x=1&from_y=1&to_floor_id=999999&to_x=2&to_y=2', ok: 422 },
+  'GET /api/v1/buildings/:building_id/route': {
+    query: () => '?from_floor_id=999999&from_x=1&from_y=1&to_floor_id=999999&to_x=2&to_y=2',
+    ok: 422,
+  },
   'GET /api/v1/buildings/:building_id/nearest_devices': { query: () => '?floor_id=999999&x=1&y=1', ok: 422 },
   'GET /api/v1/infrastructure': { query: (f, cell) => `?building_id=${building(f, cell)}`, crossOrganization: true },
   'GET /api/v1/infrastructure/:id': {},
@@ -188,13 +196,18 @@ const ROUTES: Record<string, Entry> = {
   'POST /api/v1/realtime/positions': { ok: 422 },
   'GET /api/v1/real_time/building/:building_id': {},
   'GET /api/v1/realtime/positions': {},
-  'GET /api/v1/real_time/analytics/raw_pose_data': { query: (f, cell) => `${dateQuery}&building_id=${building(f, cell)}`, crossOrganization: true },
+  'GET /api/v1/real_time/analytics/raw_pose_data': {
+    query: (f, cell) => `${dateQuery}&building_id=${building(f, cell)}`,
+    crossOrganization: true,
+  },
   'GET /api/v1/analytics/raw_pose_data': { query: (f, cell) => `${dateQuery}&building_id=${building(f, cell)}`, crossOrganization: true },
   'GET /api/v1/real_time/export/:building_id': { query: () => dateQuery },
 
   'GET /api/v1/alarms': {},
   // A plain user reads only alarms about themself (confinedUserId).
-  'GET /api/v1/alarms/:id': { rule: (cell) => (cell.target === 'other' ? 404 : cell.target === 'colleague' && confined(cell) ? 403 : undefined) },
+  'GET /api/v1/alarms/:id': {
+    rule: (cell) => (cell.target === 'other' ? 404 : cell.target === 'colleague' && confined(cell) ? 403 : undefined),
+  },
   'POST /api/v1/alarms': { ok: 422 },
   // OPEN -> OPEN is no transition: 409 once the caller may manage the alarm, without changing it.
   'PATCH /api/v1/alarms/:id': { body: { state: 'OPEN' }, rule: hiddenIfOther(409) },
@@ -230,7 +243,15 @@ const ROUTES: Record<string, Entry> = {
   'GET /api/v1/audit.csv': {},
 };
 // Reports: every role may ask; without parameters the request is refused (422) once the checks have passed.
-for (const name of ['geofencing_stay_time', 'geofencing_sessions_matches', 'visitors', 'positioning_time', 'heatmap', 'raw_data', 'user_positions']) {
+for (const name of [
+  'geofencing_stay_time',
+  'geofencing_sessions_matches',
+  'visitors',
+  'positioning_time',
+  'heatmap',
+  'raw_data',
+  'user_positions',
+]) {
   for (const format of ['json', 'csv']) ROUTES[`GET /api/v1/reports/${name}.${format}`] = { ok: 422 };
 }
 
@@ -298,9 +319,28 @@ describe(`authorization matrix (${driverLabel})`, () => {
       groups: await created('/api/v1/groups', { name: `Matrix group ${unique()}` }),
       poi_categories: await created('/api/v1/poi_categories', { name_en: 'Matrix category', code: `m${unique()}` }),
       pois: await created('/api/v1/pois', { building_id: venue.building.id, name: 'Matrix POI', position }),
-      events: await created('/api/v1/events', { building_id: venue.building.id, name: 'Matrix event', position: { ...position, radius: 2 } }),
-      geofences: await created('/api/v1/geofences', { building_id: venue.building.id, floor_id: floor, name: 'Matrix zone', type: 'CIRCLE', cartesians: [[5, 5]], radius: 2 }),
-      infrastructure: await created('/api/v1/infrastructure', { building_id: venue.building.id, type: 'ble', name: 'Matrix beacon', uuid: 'f7826da6-4fa2-4e98-8024-bc5b71e0893e', major: 1, minor: counter++, position }),
+      events: await created('/api/v1/events', {
+        building_id: venue.building.id,
+        name: 'Matrix event',
+        position: { ...position, radius: 2 },
+      }),
+      geofences: await created('/api/v1/geofences', {
+        building_id: venue.building.id,
+        floor_id: floor,
+        name: 'Matrix zone',
+        type: 'CIRCLE',
+        cartesians: [[5, 5]],
+        radius: 2,
+      }),
+      infrastructure: await created('/api/v1/infrastructure', {
+        building_id: venue.building.id,
+        type: 'ble',
+        name: 'Matrix beacon',
+        uuid: 'f7826da6-4fa2-4e98-8024-bc5b71e0893e',
+        major: 1,
+        minor: counter++,
+        position,
+      }),
       images: (await uploadImage(client, pngBytes(2, 2))).body.id,
       devices: await created('/api/v1/devices', { identifier: device, user_id: ownerId }),
       deviceIdentifier: device,
@@ -314,8 +354,8 @@ describe(`authorization matrix (${driverLabel})`, () => {
   }
 
   beforeAll(async () => {
-  // Webhook fixtures point at `.invalid` names (RFC 6761: never resolve, so no traffic leaves); a name that does not
-  // resolve is refused at creation unless private addresses are allowed, as here.
+    // Webhook fixtures point at `.invalid` names (RFC 6761: never resolve, so no traffic leaves); a name that does not
+    // resolve is refused at creation unless private addresses are allowed, as here.
     running = await startTestGateway({ WEBHOOK_ALLOW_PRIVATE_ADDRESSES: 'true' });
     admin = await adminClient(running.client);
     const colleague = await createUser(admin, 'user');
@@ -336,12 +376,20 @@ describe(`authorization matrix (${driverLabel})`, () => {
         'read-write': { 'x-api-key': await createApiKey(made.client, 'read-write') },
         positioning: { 'x-api-key': await createApiKey(made.client, 'positioning') },
       };
-      const clients = Object.fromEntries(CREDENTIALS.map((credential) => [credential, running.client.withHeaders(headers[credential])])) as Record<Credential, TestClient>;
+      const clients = Object.fromEntries(
+        CREDENTIALS.map((credential) => [credential, running.client.withHeaders(headers[credential])]),
+      ) as Record<Credential, TestClient>;
       const device = `matrix-own-${unique()}`;
       const deviceId = (await admin.post('/api/v1/devices', { identifier: device, user_id: made.user.id })).body.id;
       const alarm = (await admin.post('/api/v1/alarms', { type: 'DANGER', device_id: device })).body.id;
       const key = (await made.client.post('/api/v1/auth/apikeys', { permission: 'read-only', description: 'spare' })).body.id;
-      callers.push({ role, userId: made.user.id, clients, headers, own: { users: made.user.id, devices: deviceId, deviceIdentifier: device, alarms: alarm, apikeys: key } });
+      callers.push({
+        role,
+        userId: made.user.id,
+        clients,
+        headers,
+        own: { users: made.user.id, devices: deviceId, deviceIdentifier: device, alarms: alarm, apikeys: key },
+      });
     }
   }, 120_000);
   afterAll(async () => running?.stop());
@@ -361,7 +409,9 @@ describe(`authorization matrix (${driverLabel})`, () => {
       case 'devices':
         return made('/api/v1/devices', { identifier: `gone-${unique()}`, user_id: target === 'own' ? caller.userId : colleagueUserId });
       case 'apikeys':
-        return target === 'own' ? made('/api/v1/auth/apikeys', { permission: 'read-only' }, caller.clients.password) : made('/api/v1/auth/apikeys', { permission: 'read-only', user_id: colleagueUserId });
+        return target === 'own'
+          ? made('/api/v1/auth/apikeys', { permission: 'read-only' }, caller.clients.password)
+          : made('/api/v1/auth/apikeys', { permission: 'read-only', user_id: colleagueUserId });
       case 'groups':
         return made('/api/v1/groups', { name: `Gone ${unique()}` });
       case 'buildings':
@@ -375,9 +425,24 @@ describe(`authorization matrix (${driverLabel})`, () => {
       case 'events':
         return made('/api/v1/events', { building_id: buildingId, name: 'Gone', position: { ...position, radius: 2 } });
       case 'geofences':
-        return made('/api/v1/geofences', { building_id: buildingId, floor_id: venueFloor, name: 'Gone', type: 'CIRCLE', cartesians: [[5, 5]], radius: 2 });
+        return made('/api/v1/geofences', {
+          building_id: buildingId,
+          floor_id: venueFloor,
+          name: 'Gone',
+          type: 'CIRCLE',
+          cartesians: [[5, 5]],
+          radius: 2,
+        });
       case 'infrastructure':
-        return made('/api/v1/infrastructure', { building_id: buildingId, type: 'ble', name: 'Gone', uuid: 'f7826da6-4fa2-4e98-8024-bc5b71e0893e', major: 2, minor: counter++, position });
+        return made('/api/v1/infrastructure', {
+          building_id: buildingId,
+          type: 'ble',
+          name: 'Gone',
+          uuid: 'f7826da6-4fa2-4e98-8024-bc5b71e0893e',
+          major: 2,
+          minor: counter++,
+          position,
+        });
       case 'images':
         return (await uploadImage(admin, pngBytes(2, 2))).body.id;
       case 'webhooks':
@@ -399,10 +464,20 @@ describe(`authorization matrix (${driverLabel})`, () => {
 
   it('has an entry for every route, and none for a route that is gone', () => {
     const keys = running.gateway.routes.map((route) => `${route.method} ${route.path}`);
-    expect(keys.filter((key) => !(key in ROUTES)), 'routes without a matrix entry: add them to ROUTES').toEqual([]);
-    expect(Object.keys(ROUTES).filter((key) => !keys.includes(key)), 'matrix entries of routes that no longer exist').toEqual([]);
+    expect(
+      keys.filter((key) => !(key in ROUTES)),
+      'routes without a matrix entry: add them to ROUTES',
+    ).toEqual([]);
+    expect(
+      Object.keys(ROUTES).filter((key) => !keys.includes(key)),
+      'matrix entries of routes that no longer exist',
+    ).toEqual([]);
     const publicRoutes = running.gateway.routes.filter((route) => route.auth === 'public').map((route) => `${route.method} ${route.path}`);
-    expect(publicRoutes.sort()).toEqual(Object.keys(ROUTES).filter((key) => ROUTES[key]!.public).sort());
+    expect(publicRoutes.sort()).toEqual(
+      Object.keys(ROUTES)
+        .filter((key) => ROUTES[key]!.public)
+        .sort(),
+    );
   });
 
   it('answers every route x role x credential x object as the role table says', async () => {
@@ -412,9 +487,17 @@ describe(`authorization matrix (${driverLabel})`, () => {
       const entry = ROUTES[`${route.method} ${route.path}`];
       if (!entry || entry.public) continue;
       const collection = collectionOf(route.path);
-      const targets: Target[] = collection === undefined ? (entry.crossOrganization ? ['own', 'other'] : ['own']) : PERSONAL.has(collection) ? ['own', 'colleague', 'other'] : ['own', 'other'];
+      const targets: Target[] =
+        collection === undefined
+          ? entry.crossOrganization
+            ? ['own', 'other']
+            : ['own']
+          : PERSONAL.has(collection)
+            ? ['own', 'colleague', 'other']
+            : ['own', 'other'];
       for (const caller of callers) {
-        for (const credential of CREDENTIALS) for (const target of targets) cells.push({ route, entry, caller, cell: { role: caller.role, credential, target } });
+        for (const credential of CREDENTIALS)
+          for (const target of targets) cells.push({ route, entry, caller, cell: { role: caller.role, credential, target } });
       }
     }
     const run = async ({ route, entry, caller, cell }: (typeof cells)[number]) => {
@@ -435,14 +518,22 @@ describe(`authorization matrix (${driverLabel})`, () => {
       const body = route.method === 'GET' || route.method === 'DELETE' ? undefined : (entry.body ?? {});
       const response = await caller.clients[cell.credential].request(route.method, path, body === undefined ? {} : { body });
       if (response.status !== want) {
-        mismatches.push(`${route.method} ${route.path} as ${cell.role}/${cell.credential} on ${cell.target}: ${response.status}, expected ${want} ${response.text.slice(0, 160)}`);
+        mismatches.push(
+          `${route.method} ${route.path} as ${cell.role}/${cell.credential} on ${cell.target}: ${response.status}, expected ${want} ${response.text.slice(0, 160)}`,
+        );
       }
     };
     // Deletes last, so an unexpected success cannot take away a fixture a later read relies on.
     const reads = cells.filter(({ route }) => route.method !== 'DELETE');
     const deletes = cells.filter(({ route }) => route.method === 'DELETE');
-    await pool(reads.map((cell) => () => run(cell)), 4);
-    await pool(deletes.map((cell) => () => run(cell)), 2);
+    await pool(
+      reads.map((cell) => () => run(cell)),
+      4,
+    );
+    await pool(
+      deletes.map((cell) => () => run(cell)),
+      2,
+    );
     expect(mismatches).toEqual([]);
   }, 600_000);
 
@@ -450,7 +541,12 @@ describe(`authorization matrix (${driverLabel})`, () => {
     const mismatches: string[] = [];
     const topics = (target: Target, caller: Caller): Record<string, string> => {
       const place = target === 'other' ? fixtures.other : fixtures.org;
-      const device = target === 'own' ? caller.own.deviceIdentifier : target === 'colleague' ? fixtures.colleague.deviceIdentifier : fixtures.other.deviceIdentifier;
+      const device =
+        target === 'own'
+          ? caller.own.deviceIdentifier
+          : target === 'colleague'
+            ? fixtures.colleague.deviceIdentifier
+            : fixtures.other.deviceIdentifier;
       return {
         'buildings/{id}/positions': `buildings/${place.buildings}/positions`,
         'buildings/{id}/geofence-events': `buildings/${place.buildings}/geofence-events`,
@@ -480,13 +576,17 @@ describe(`authorization matrix (${driverLabel})`, () => {
               const reply = await socket.request({ op: 'subscribe', topics: [topic] });
               const got = reply.op === 'subscribed' ? 'subscribed' : reply.status;
               const want = expectedTopic(pattern, cell);
-              if (got !== want) mismatches.push(`${topic} as ${caller.role}/${credential} on ${target}: ${JSON.stringify(reply)}, expected ${want}`);
+              if (got !== want)
+                mismatches.push(`${topic} as ${caller.role}/${credential} on ${target}: ${JSON.stringify(reply)}, expected ${want}`);
               if (reply.op === 'subscribed') await socket.request({ op: 'unsubscribe', topics: [topic] });
               if (!pattern.endsWith('alarms')) continue;
               // Replay (since_seq) is accepted or refused exactly like the live subscription.
               const replayed = await socket.request({ op: 'subscribe', topics: [topic], since_seq: 0 });
               const gotReplay = replayed.op === 'subscribed' ? 'subscribed' : replayed.status;
-              if (gotReplay !== want) mismatches.push(`${topic} since_seq=0 as ${caller.role}/${credential} on ${target}: ${JSON.stringify(replayed)}, expected ${want}`);
+              if (gotReplay !== want)
+                mismatches.push(
+                  `${topic} since_seq=0 as ${caller.role}/${credential} on ${target}: ${JSON.stringify(replayed)}, expected ${want}`,
+                );
               if (replayed.op === 'subscribed') await socket.request({ op: 'unsubscribe', topics: [topic] });
             }
           }
@@ -510,12 +610,16 @@ describe(`authorization matrix (${driverLabel})`, () => {
           expect(await socket.request({ op: 'subscribe', topics: [topic] })).toMatchObject({ op: 'subscribed' });
           expect((await admin.put(`/api/v1/devices/${device.id}`, { user_id: colleagueUserId })).status).toBe(200);
           const keeps = can(caller.role, 'devices:read');
-          const dropped = keeps ? undefined : await socket.next((frame) => frame.op === 'unsubscribed' && frame.topics?.includes(topic)).catch(() => undefined);
+          const dropped = keeps
+            ? undefined
+            : await socket.next((frame) => frame.op === 'unsubscribed' && frame.topics?.includes(topic)).catch(() => undefined);
           const again = await socket.request({ op: 'subscribe', topics: [topic] });
           const got = { dropped: dropped?.status ?? null, resubscribe: again.op === 'subscribed' ? 'subscribed' : again.status };
           const want = keeps ? { dropped: null, resubscribe: 'subscribed' } : { dropped: 403, resubscribe: 403 };
-          if (JSON.stringify(got) !== JSON.stringify(want)) mismatches.push(`${caller.role}/${credential}: ${JSON.stringify(got)}, expected ${JSON.stringify(want)}`);
-          if (keeps && socket.frames.some((frame) => frame.op === 'unsubscribed')) mismatches.push(`${caller.role}/${credential}: dropped though it may read the device`);
+          if (JSON.stringify(got) !== JSON.stringify(want))
+            mismatches.push(`${caller.role}/${credential}: ${JSON.stringify(got)}, expected ${JSON.stringify(want)}`);
+          if (keeps && socket.frames.some((frame) => frame.op === 'unsubscribed'))
+            mismatches.push(`${caller.role}/${credential}: dropped though it may read the device`);
         } finally {
           socket.close();
           await socket.closed(); // its slot of the socket quotas is back before the next test counts them
@@ -528,14 +632,20 @@ describe(`authorization matrix (${driverLabel})`, () => {
   it('caps authenticated sockets per credential for every role and credential kind (429 past WS_MAX_SOCKETS_PER_CREDENTIAL)', async () => {
     const cap = running.gateway.services.config.WS_MAX_SOCKETS_PER_CREDENTIAL;
     // Sockets of earlier tests give their slots back as they close: counted from none open.
-    for (let attempt = 0; attempt < 200 && running.gateway.services.websockets.stats().connections > 0; attempt++) await new Promise((resolve) => setTimeout(resolve, 25));
+    for (let attempt = 0; attempt < 200 && running.gateway.services.websockets.stats().connections > 0; attempt++)
+      await new Promise((resolve) => setTimeout(resolve, 25));
     const mismatches: string[] = [];
     for (const caller of callers) {
       for (const credential of CREDENTIALS) {
-        const outcomes = await Promise.allSettled(Array.from({ length: cap + 1 }, () => TestSocket.open(running.baseUrl, { headers: caller.headers[credential] })));
+        const outcomes = await Promise.allSettled(
+          Array.from({ length: cap + 1 }, () => TestSocket.open(running.baseUrl, { headers: caller.headers[credential] })),
+        );
         const opened = outcomes.flatMap((outcome) => (outcome.status === 'fulfilled' ? [outcome.value] : []));
-        const refused = outcomes.flatMap((outcome) => (outcome.status === 'rejected' ? [(outcome.reason as { statusCode?: number }).statusCode] : []));
-        if (opened.length !== cap || JSON.stringify(refused) !== '[429]') mismatches.push(`${caller.role}/${credential}: ${opened.length} opened, refused ${JSON.stringify(refused)}`);
+        const refused = outcomes.flatMap((outcome) =>
+          outcome.status === 'rejected' ? [(outcome.reason as { statusCode?: number }).statusCode] : [],
+        );
+        if (opened.length !== cap || JSON.stringify(refused) !== '[429]')
+          mismatches.push(`${caller.role}/${credential}: ${opened.length} opened, refused ${JSON.stringify(refused)}`);
         for (const socket of opened) socket.close();
         await Promise.all(opened.map((socket) => socket.closed()));
       }
@@ -552,14 +662,21 @@ describe(`authorization matrix (${driverLabel})`, () => {
         const client = caller.clients[credential];
         const within = await client.post('/api/v1/auth/apikeys', { permission: 'read-only', requests_per_second: 10 });
         const wantWithin = credential === 'positioning' || credential === 'read-only' ? 403 : can(cell.role, 'apikeys:rates') ? 201 : 403;
-        if (within.status !== wantWithin) mismatches.push(`rate 10 as ${caller.role}/${credential}: ${within.status}, expected ${wantWithin}`);
-        if (within.status === 201 && within.body.requests_per_second !== 10) mismatches.push(`rate 10 as ${caller.role}/${credential} read back ${within.body.requests_per_second}`);
+        if (within.status !== wantWithin)
+          mismatches.push(`rate 10 as ${caller.role}/${credential}: ${within.status}, expected ${wantWithin}`);
+        if (within.status === 201 && within.body.requests_per_second !== 10)
+          mismatches.push(`rate 10 as ${caller.role}/${credential} read back ${within.body.requests_per_second}`);
         if (within.status === 201) await client.delete(`/api/v1/auth/apikeys/${within.body.id}`);
         // Past the maximum, or past what the column holds, is a validation error for everyone who gets that far.
         for (const rate of [maximum + 1, 3_000_000_000]) {
-          const over = await client.post('/api/v1/auth/apikeys', { permission: 'read-only', requests_per_second: rate, poses_per_second: rate });
+          const over = await client.post('/api/v1/auth/apikeys', {
+            permission: 'read-only',
+            requests_per_second: rate,
+            poses_per_second: rate,
+          });
           const wantOver = credential === 'positioning' || credential === 'read-only' ? 403 : 422;
-          if (over.status !== wantOver) mismatches.push(`rate ${rate} as ${caller.role}/${credential}: ${over.status}, expected ${wantOver}`);
+          if (over.status !== wantOver)
+            mismatches.push(`rate ${rate} as ${caller.role}/${credential}: ${over.status}, expected ${wantOver}`);
         }
       }
     }

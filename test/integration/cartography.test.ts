@@ -24,10 +24,35 @@ function metresBetween(a: { lat: number; lng: number }, b: { lat: number; lng: n
 }
 
 const BUILDING_KEYS = [
-  'calibration_model', 'corners', 'created_at', 'custom_fields', 'description', 'dimensions', 'id', 'info', 'location', 'name',
-  'picture_thumb_url', 'picture_url', 'rotation', 'server_url', 'updated_at', 'user_uuid',
+  'calibration_model',
+  'corners',
+  'created_at',
+  'custom_fields',
+  'description',
+  'dimensions',
+  'id',
+  'info',
+  'location',
+  'name',
+  'picture_thumb_url',
+  'picture_url',
+  'rotation',
+  'server_url',
+  'updated_at',
+  'user_uuid',
 ].sort();
-const FLOOR_KEYS = ['building_id', 'created_at', 'custom_fields', 'id', 'level', 'level_height', 'maps', 'name', 'project_id', 'updated_at'].sort();
+const FLOOR_KEYS = [
+  'building_id',
+  'created_at',
+  'custom_fields',
+  'id',
+  'level',
+  'level_height',
+  'maps',
+  'name',
+  'project_id',
+  'updated_at',
+].sort();
 const POSITION_KEYS = ['cartesians', 'floor_id', 'georeferences', 'lat', 'lng', 'radius', 'x', 'y'].sort();
 
 describe(`cartography (${driverLabel})`, () => {
@@ -70,10 +95,25 @@ describe(`cartography (${driverLabel})`, () => {
 
     it('building detail: floors (without map_id), indoor and outdoor POIs, events, paths, geofences', async () => {
       const [ground] = venue.floors;
-      await admin.post('/api/v1/pois', { building_id: venue.building.id, name: 'Desk', position: { floor_id: ground.id, cartesians: { x: 10, y: 5 } } });
+      await admin.post('/api/v1/pois', {
+        building_id: venue.building.id,
+        name: 'Desk',
+        position: { floor_id: ground.id, cartesians: { x: 10, y: 5 } },
+      });
       await admin.post('/api/v1/pois', { building_id: venue.building.id, name: 'Parking', location: { lat: 40.417, lng: -3.7 } });
-      await admin.post('/api/v1/events', { building_id: venue.building.id, name: 'Welcome', info: '<b>hi</b>', position: { floor_id: ground.id, radius: 3, cartesians: { x: 1, y: 1 } } });
-      await admin.post('/api/v1/geofences', { building_id: String(venue.building.id), floor_id: ground.id, name: 'Lab', type: 'POLYGON', cartesians: squareCartesians(20, 20, 10) });
+      await admin.post('/api/v1/events', {
+        building_id: venue.building.id,
+        name: 'Welcome',
+        info: '<b>hi</b>',
+        position: { floor_id: ground.id, radius: 3, cartesians: { x: 1, y: 1 } },
+      });
+      await admin.post('/api/v1/geofences', {
+        building_id: String(venue.building.id),
+        floor_id: ground.id,
+        name: 'Lab',
+        type: 'POLYGON',
+        cartesians: squareCartesians(20, 20, 10),
+      });
       const detail = await admin.get(`/api/v1/buildings/${venue.building.id}`);
       expect(detail.status).toBe(200);
       expect(keys(detail.body)).toEqual([...BUILDING_KEYS, 'events', 'floors', 'geofences', 'indoor_pois', 'outdoor_pois', 'paths'].sort());
@@ -112,12 +152,37 @@ describe(`cartography (${driverLabel})`, () => {
         custom_fields: [{ key: 'k', value: 'v' }],
       });
       expect(indoor.status, indoor.text).toBe(201);
-      expect(keys(indoor.body)).toEqual(['building_id', 'category_id', 'created_at', 'custom_fields', 'id', 'info', 'name', 'position', 'updated_at']);
+      expect(keys(indoor.body)).toEqual([
+        'building_id',
+        'category_id',
+        'created_at',
+        'custom_fields',
+        'id',
+        'info',
+        'name',
+        'position',
+        'updated_at',
+      ]);
       expect(keys(indoor.body.position)).toEqual(POSITION_KEYS);
       expect(indoor.body.position).toMatchObject({ floor_id: venue.floors[0].id, radius: 2, cartesians: { x: 30, y: 40 }, x: 30, y: 40 });
       expect(indoor.body.position.lat).toBe(indoor.body.position.georeferences.lat);
-      const outdoor = await admin.post('/api/v1/pois', { building_id: venue.building.id, name: 'Gate', location: { lat: 40.41, lng: -3.71 } });
-      expect(keys(outdoor.body)).toEqual(['building_id', 'category_id', 'created_at', 'custom_fields', 'floor_id', 'id', 'info', 'location', 'name', 'updated_at']);
+      const outdoor = await admin.post('/api/v1/pois', {
+        building_id: venue.building.id,
+        name: 'Gate',
+        location: { lat: 40.41, lng: -3.71 },
+      });
+      expect(keys(outdoor.body)).toEqual([
+        'building_id',
+        'category_id',
+        'created_at',
+        'custom_fields',
+        'floor_id',
+        'id',
+        'info',
+        'location',
+        'name',
+        'updated_at',
+      ]);
       expect(outdoor.body).toMatchObject({ floor_id: null, location: { lat: 40.41, lng: -3.71 } });
       const exterior = await admin.get(`/api/v1/buildings/${venue.building.id}/exterior_pois`);
       expect(exterior.body.map((p: { name: string }) => p.name)).toContain('Gate');
@@ -131,7 +196,17 @@ describe(`cartography (${driverLabel})`, () => {
       const list = await admin.get('/api/v1/poi_categories');
       expect(list.body.length).toBeGreaterThanOrEqual(10);
       for (const category of list.body) {
-        expect(keys(category)).toEqual(['code', 'created_at', 'icon_url', 'id', 'name_en', 'name_es', 'public', 'selected_icon_url', 'updated_at']);
+        expect(keys(category)).toEqual([
+          'code',
+          'created_at',
+          'icon_url',
+          'id',
+          'name_en',
+          'name_es',
+          'public',
+          'selected_icon_url',
+          'updated_at',
+        ]);
         expect(typeof category.icon_url).toBe('string');
       }
       const created = await admin.post('/api/v1/poi_categories', { name_en: 'Lab', name_es: 'Laboratorio', code: 'lab' });
@@ -155,7 +230,20 @@ describe(`cartography (${driverLabel})`, () => {
         conversion_area: { floor_id: venue.floors[0].id, radius: 2, cartesians: { x: 60, y: 40 } },
       });
       expect(event.status, event.text).toBe(201);
-      expect(keys(event.body)).toEqual(['building_id', 'conversion_area', 'created_at', 'custom_fields', 'id', 'info', 'info_unsafe', 'name', 'position', 'project_id', 'updated_at', 'url']);
+      expect(keys(event.body)).toEqual([
+        'building_id',
+        'conversion_area',
+        'created_at',
+        'custom_fields',
+        'id',
+        'info',
+        'info_unsafe',
+        'name',
+        'position',
+        'project_id',
+        'updated_at',
+        'url',
+      ]);
       expect(event.body.info_unsafe).toBe(html);
       expect(event.body.info).not.toMatch(/script|onclick|javascript/);
       expect(event.body.info).toContain('Hello');
@@ -182,10 +270,37 @@ describe(`cartography (${driverLabel})`, () => {
       expect(created.status, created.text).toBe(201);
       const geofence = (await admin.get(`/api/v1/geofences/${created.body.id}`)).body;
       expect(keys(geofence)).toEqual([
-        'building_id', 'cartesians', 'code', 'created_at', 'custom_fields', 'deleted', 'description', 'exit_grace_s', 'floor_id', 'geometric', 'id', 'info',
-        'level_id', 'max_stay_time', 'min_dwell_s', 'muster_point', 'name', 'organization_id', 'radius', 'type', 'updated_at',
+        'building_id',
+        'cartesians',
+        'code',
+        'created_at',
+        'custom_fields',
+        'deleted',
+        'description',
+        'exit_grace_s',
+        'floor_id',
+        'geometric',
+        'id',
+        'info',
+        'level_id',
+        'max_stay_time',
+        'min_dwell_s',
+        'muster_point',
+        'name',
+        'organization_id',
+        'radius',
+        'type',
+        'updated_at',
       ]);
-      expect(geofence).toMatchObject({ building_id: String(venue.building.id), floor_id: venue.floors[0].id, level_id: venue.floors[0].id, type: 'POLYGON', deleted: false, max_stay_time: 600, muster_point: false });
+      expect(geofence).toMatchObject({
+        building_id: String(venue.building.id),
+        floor_id: venue.floors[0].id,
+        level_id: venue.floors[0].id,
+        type: 'POLYGON',
+        deleted: false,
+        max_stay_time: 600,
+        muster_point: false,
+      });
       expect(geofence.geometric).toHaveLength(5);
       expect(geofence.geometric[0]).toEqual(geofence.geometric[4]);
       expect(geofence.geometric[0][0]).toBeGreaterThan(40); // latitude first
@@ -197,24 +312,44 @@ describe(`cartography (${driverLabel})`, () => {
   describe('georeferencing', () => {
     it('round-trips a point through the rotated building under 1 cm, either way in', async () => {
       const floor = venue.floors[0].id;
-      const fromCartesians = await admin.post('/api/v1/pois', { building_id: venue.building.id, name: 'A', position: { floor_id: floor, cartesians: { x: 97.25, y: 12.5 } } });
+      const fromCartesians = await admin.post('/api/v1/pois', {
+        building_id: venue.building.id,
+        name: 'A',
+        position: { floor_id: floor, cartesians: { x: 97.25, y: 12.5 } },
+      });
       const geo = fromCartesians.body.position.georeferences;
-      const fromGeo = await admin.post('/api/v1/pois', { building_id: venue.building.id, name: 'B', position: { floor_id: floor, georeferences: geo } });
+      const fromGeo = await admin.post('/api/v1/pois', {
+        building_id: venue.building.id,
+        name: 'B',
+        position: { floor_id: floor, georeferences: geo },
+      });
       const back = fromGeo.body.position.cartesians;
       expect(Math.hypot(back.x - 97.25, back.y - 12.5)).toBeLessThan(0.01);
       // And the distance between two placed points matches their cartesian distance.
-      const origin = await admin.post('/api/v1/pois', { building_id: venue.building.id, name: 'O', position: { floor_id: floor, cartesians: { x: 0, y: 0 } } });
+      const origin = await admin.post('/api/v1/pois', {
+        building_id: venue.building.id,
+        name: 'O',
+        position: { floor_id: floor, cartesians: { x: 0, y: 0 } },
+      });
       expect(Math.abs(metresBetween(origin.body.position.georeferences, geo) - Math.hypot(97.25, 12.5))).toBeLessThan(0.01);
     });
 
     it('the bottom-left corner of the floorplan is the building’s bottom-left corner', async () => {
-      const origin = await admin.post('/api/v1/pois', { building_id: venue.building.id, name: 'corner', position: { floor_id: venue.floors[0].id, cartesians: { x: 0, y: 0 } } });
+      const origin = await admin.post('/api/v1/pois', {
+        building_id: venue.building.id,
+        name: 'corner',
+        position: { floor_id: venue.floors[0].id, cartesians: { x: 0, y: 0 } },
+      });
       const corners = (await admin.get(`/api/v1/buildings/${venue.building.id}`)).body.corners;
       expect(metresBetween(origin.body.position.georeferences, corners[3])).toBeLessThan(0.01);
     });
 
     it('moving the building re-derives corners', async () => {
-      const building = await admin.post('/api/v1/buildings', { name: 'Mover', location: { lat: 10, lng: 10 }, dimensions: { width: 50, length: 20 } });
+      const building = await admin.post('/api/v1/buildings', {
+        name: 'Mover',
+        location: { lat: 10, lng: 10 },
+        dimensions: { width: 50, length: 20 },
+      });
       const moved = await admin.patch(`/api/v1/buildings/${building.body.id}`, { location: { lat: 11, lng: 10 } });
       expect(moved.body.corners[0].lat).toBeGreaterThan(10.9);
       const fromCorners = await admin.post('/api/v1/buildings', { name: 'By corners', corners: moved.body.corners });
@@ -226,7 +361,11 @@ describe(`cartography (${driverLabel})`, () => {
 
   describe('validation', () => {
     it('names the field: latitude out of range', async () => {
-      const response = await admin.post('/api/v1/buildings', { name: 'Bad', location: { lat: 91, lng: 0 }, dimensions: { width: 1, length: 1 } });
+      const response = await admin.post('/api/v1/buildings', {
+        name: 'Bad',
+        location: { lat: 91, lng: 0 },
+        dimensions: { width: 1, length: 1 },
+      });
       expect(response.status).toBe(422);
       expect(response.body.errors.map((e: { field: string }) => e.field)).toEqual(['location.lat']);
     });
@@ -236,7 +375,15 @@ describe(`cartography (${driverLabel})`, () => {
       const degenerate = await admin.post('/api/v1/buildings', { name: 'Dot', corners: [point, point, point, point] });
       expect(degenerate.status, degenerate.text).toBe(422);
       expect(degenerate.body.errors[0].field).toBe('corners');
-      const continental = await admin.post('/api/v1/buildings', { name: 'Huge', corners: [{ lat: 80, lng: -180 }, { lat: 80, lng: 180 }, { lat: -80, lng: 180 }, { lat: -80, lng: -180 }] });
+      const continental = await admin.post('/api/v1/buildings', {
+        name: 'Huge',
+        corners: [
+          { lat: 80, lng: -180 },
+          { lat: 80, lng: 180 },
+          { lat: -80, lng: 180 },
+          { lat: -80, lng: -180 },
+        ],
+      });
       expect(continental.status, continental.text).toBe(422);
       const rotated = await admin.post('/api/v1/buildings', { name: 'Rotated', rotation: 0, corners: [point, point, point, point] });
       expect(rotated.status, rotated.text).toBe(422);
@@ -250,36 +397,84 @@ describe(`cartography (${driverLabel})`, () => {
     });
 
     it('names the field: a building at the pole, which no transform can georeference (it was stored, then every read of it failed)', async () => {
-      const polar = await admin.post('/api/v1/buildings', { name: 'Pole', location: { lat: -89.99999999999999, lng: 0 }, dimensions: { width: 10, length: 10 } });
+      const polar = await admin.post('/api/v1/buildings', {
+        name: 'Pole',
+        location: { lat: -89.99999999999999, lng: 0 },
+        dimensions: { width: 10, length: 10 },
+      });
       expect(polar.status, polar.text).toBe(422);
       expect(polar.body.errors[0].field).toBe('location.lat');
-      const byCorners = await admin.post('/api/v1/buildings', { name: 'Pole', corners: [{ lat: 89.95, lng: 0 }, { lat: 89.95, lng: 0.01 }, { lat: 89.949, lng: 0.01 }, { lat: 89.949, lng: 0 }] });
+      const byCorners = await admin.post('/api/v1/buildings', {
+        name: 'Pole',
+        corners: [
+          { lat: 89.95, lng: 0 },
+          { lat: 89.95, lng: 0.01 },
+          { lat: 89.949, lng: 0.01 },
+          { lat: 89.949, lng: 0 },
+        ],
+      });
       expect(byCorners.status, byCorners.text).toBe(422);
       expect(byCorners.body.errors[0].field).toBe('corners');
     });
 
     it('names the field: unclosed and self-intersecting polygon rings', async () => {
       const base = { name: 'G', building_id: venue.building.id, floor_id: venue.floors[0].id, type: 'POLYGON' };
-      const unclosed = await admin.post('/api/v1/geofences', { ...base, cartesians: [[0, 0], [10, 0], [10, 10], [0, 10]] });
+      const unclosed = await admin.post('/api/v1/geofences', {
+        ...base,
+        cartesians: [
+          [0, 0],
+          [10, 0],
+          [10, 10],
+          [0, 10],
+        ],
+      });
       expect(unclosed.status).toBe(422);
       expect(unclosed.body.errors[0].field).toBe('cartesians');
-      const bowTie = await admin.post('/api/v1/geofences', { ...base, cartesians: [[0, 0], [10, 10], [10, 0], [0, 20], [0, 0]] });
+      const bowTie = await admin.post('/api/v1/geofences', {
+        ...base,
+        cartesians: [
+          [0, 0],
+          [10, 10],
+          [10, 0],
+          [0, 20],
+          [0, 0],
+        ],
+      });
       expect(bowTie.status).toBe(422);
-      expect(bowTie.body.errors.some((e: { field: string; message: string }) => e.field === 'cartesians' && /intersect/i.test(e.message))).toBe(true);
-      const badLat = await admin.post('/api/v1/geofences', { ...base, geometric: [[95, 0], [40, 1], [40, 2], [95, 0]] });
+      expect(
+        bowTie.body.errors.some((e: { field: string; message: string }) => e.field === 'cartesians' && /intersect/i.test(e.message)),
+      ).toBe(true);
+      const badLat = await admin.post('/api/v1/geofences', {
+        ...base,
+        geometric: [
+          [95, 0],
+          [40, 1],
+          [40, 2],
+          [95, 0],
+        ],
+      });
       expect(badLat.status).toBe(422);
       expect(badLat.body.errors[0].field).toBe('geometric.0.0');
     });
 
     it('names the field: a floor of another building', async () => {
       const other = await createVenue(admin, 'Other');
-      const response = await admin.post('/api/v1/pois', { building_id: venue.building.id, name: 'X', position: { floor_id: other.floors[0].id, cartesians: { x: 1, y: 1 } } });
+      const response = await admin.post('/api/v1/pois', {
+        building_id: venue.building.id,
+        name: 'X',
+        position: { floor_id: other.floors[0].id, cartesians: { x: 1, y: 1 } },
+      });
       expect(response.status).toBe(422);
       expect(response.body.errors[0].field).toBe('position.floor_id');
     });
 
     it('names the field: an unknown category', async () => {
-      const response = await admin.post('/api/v1/pois', { building_id: venue.building.id, name: 'X', category_id: 999999, position: { floor_id: venue.floors[0].id, cartesians: { x: 1, y: 1 } } });
+      const response = await admin.post('/api/v1/pois', {
+        building_id: venue.building.id,
+        name: 'X',
+        category_id: 999999,
+        position: { floor_id: venue.floors[0].id, cartesians: { x: 1, y: 1 } },
+      });
       expect(response.status).toBe(422);
       expect(response.body.errors[0].field).toBe('category_id');
     });
@@ -287,7 +482,10 @@ describe(`cartography (${driverLabel})`, () => {
     it('names the field: a path link to a node that does not exist, and a node on a foreign floor', async () => {
       const floor = venue.floors[0].id;
       const response = await admin.put(`/api/v1/buildings/${venue.building.id}/paths`, {
-        nodes: [{ id: 1, floor_id: floor, x: 0, y: 0 }, { id: 2, floor_id: 999999, x: 1, y: 1 }],
+        nodes: [
+          { id: 1, floor_id: floor, x: 0, y: 0 },
+          { id: 2, floor_id: 999999, x: 1, y: 1 },
+        ],
         links: [{ source: 1, target: 3, origin: 'both', accessible: true }],
       });
       expect(response.status).toBe(422);
@@ -295,7 +493,13 @@ describe(`cartography (${driverLabel})`, () => {
     });
 
     it('a circle needs a radius; a floor level is unique in its building', async () => {
-      const circle = await admin.post('/api/v1/geofences', { name: 'C', building_id: venue.building.id, floor_id: venue.floors[0].id, type: 'CIRCLE', cartesians: [[5, 5]] });
+      const circle = await admin.post('/api/v1/geofences', {
+        name: 'C',
+        building_id: venue.building.id,
+        floor_id: venue.floors[0].id,
+        type: 'CIRCLE',
+        cartesians: [[5, 5]],
+      });
       expect(circle.status).toBe(422);
       expect(circle.body.errors[0].field).toBe('radius');
       expect((await admin.post('/api/v1/floors', { building_id: venue.building.id, level: 0 })).status).toBe(409);
@@ -306,8 +510,15 @@ describe(`cartography (${driverLabel})`, () => {
     it('paths: PUT replaces the graph (accessible and the spec’s accesible spelling), GET returns it', async () => {
       const floor = venue.floors[0].id;
       const graph = {
-        nodes: [{ id: 1, floor_id: floor, x: 0, y: 0 }, { id: 2, floor_id: floor, x: 5, y: 0 }, { id: 3, floor_id: floor, x: 5, y: 5 }],
-        links: [{ source: 1, target: 2, origin: 'both', accessible: false, tags: ['stairs'] }, { source: 2, target: 3, origin: 'source', accesible: true }],
+        nodes: [
+          { id: 1, floor_id: floor, x: 0, y: 0 },
+          { id: 2, floor_id: floor, x: 5, y: 0 },
+          { id: 3, floor_id: floor, x: 5, y: 5 },
+        ],
+        links: [
+          { source: 1, target: 2, origin: 'both', accessible: false, tags: ['stairs'] },
+          { source: 2, target: 3, origin: 'source', accesible: true },
+        ],
       };
       expect((await admin.put(`/api/v1/buildings/${venue.building.id}/paths`, graph)).status).toBe(200);
       const paths = await admin.get(`/api/v1/buildings/${venue.building.id}/paths`);
@@ -320,10 +531,17 @@ describe(`cartography (${driverLabel})`, () => {
     });
 
     it('POIs: PUT and PATCH change only what is sent; bulk creates all or none', async () => {
-      const poi = await admin.post('/api/v1/pois', { building_id: venue.building.id, name: 'Bed 1', info: 'i', position: { floor_id: venue.floors[0].id, cartesians: { x: 1, y: 2 } } });
+      const poi = await admin.post('/api/v1/pois', {
+        building_id: venue.building.id,
+        name: 'Bed 1',
+        info: 'i',
+        position: { floor_id: venue.floors[0].id, cartesians: { x: 1, y: 2 } },
+      });
       const renamed = await admin.put(`/api/v1/pois/${poi.body.id}`, { name: 'Bed 2' });
       expect(renamed.body).toMatchObject({ name: 'Bed 2', info: 'i', position: { x: 1, y: 2 } });
-      const moved = await admin.patch(`/api/v1/pois/${poi.body.id}`, { position: { floor_id: venue.floors[1].id, cartesians: { x: 3, y: 4 } } });
+      const moved = await admin.patch(`/api/v1/pois/${poi.body.id}`, {
+        position: { floor_id: venue.floors[1].id, cartesians: { x: 3, y: 4 } },
+      });
       expect(moved.body.position).toMatchObject({ floor_id: venue.floors[1].id, x: 3, y: 4 });
       const before = (await admin.get('/api/v1/pois')).body.length;
       const partlyBad = await admin.post('/api/v1/pois_bulk', [
@@ -335,7 +553,11 @@ describe(`cartography (${driverLabel})`, () => {
       expect(partlyBad.body.errors.map((e: { field: string }) => e.field).sort()).toEqual(['1.name', '2.position.floor_id']);
       expect((await admin.get('/api/v1/pois')).body.length).toBe(before);
       const good = await admin.post('/api/v1/pois_bulk', [
-        { building_id: venue.building.id, name: 'b1', position: { floor_id: venue.floors[0].id, georeferences: { lat: 40.4168, lng: -3.7038 } } },
+        {
+          building_id: venue.building.id,
+          name: 'b1',
+          position: { floor_id: venue.floors[0].id, georeferences: { lat: 40.4168, lng: -3.7038 } },
+        },
         { building_id: venue.building.id, name: 'b2', location: { lat: 40.42, lng: -3.7 } },
       ]);
       expect(good.status).toBe(201);
@@ -345,7 +567,14 @@ describe(`cartography (${driverLabel})`, () => {
     });
 
     it('geofences: update re-derives geometry; delete is soft and found again with deleted=true', async () => {
-      const created = await admin.post('/api/v1/geofences', { name: 'Soft', building_id: venue.building.id, floor_id: venue.floors[0].id, type: 'CIRCLE', cartesians: [[10, 10]], radius: 4 });
+      const created = await admin.post('/api/v1/geofences', {
+        name: 'Soft',
+        building_id: venue.building.id,
+        floor_id: venue.floors[0].id,
+        type: 'CIRCLE',
+        cartesians: [[10, 10]],
+        radius: 4,
+      });
       expect(created.status, created.text).toBe(201);
       const updated = await admin.put(`/api/v1/geofences/${created.body.id}`, { cartesians: [[20, 20]] });
       expect(updated.body.cartesians).toEqual([[20, 20]]);
@@ -362,11 +591,27 @@ describe(`cartography (${driverLabel})`, () => {
     it('areas and geofences search: a filter is required, pagination is 0-based, building_ids[] and name filter', async () => {
       expect((await admin.get('/api/v1/areas/search')).status).toBe(422);
       for (let i = 0; i < 3; i++) {
-        await admin.post('/api/v1/geofences', { name: `Zone ${i}`, building_id: venue.building.id, floor_id: venue.floors[1].id, type: 'POINT', cartesians: [[i, i]] });
+        await admin.post('/api/v1/geofences', {
+          name: `Zone ${i}`,
+          building_id: venue.building.id,
+          floor_id: venue.floors[1].id,
+          type: 'POINT',
+          cartesians: [[i, i]],
+        });
       }
-      const page = await admin.get(`/api/v1/geofences/search?building_ids%5B%5D=${venue.building.id}&building_ids%5B%5D=999&name=zone&page=1&size=2&sort=name,asc`);
+      const page = await admin.get(
+        `/api/v1/geofences/search?building_ids%5B%5D=${venue.building.id}&building_ids%5B%5D=999&name=zone&page=1&size=2&sort=name,asc`,
+      );
       expect(page.status).toBe(200);
-      expect(page.body.metadata).toEqual({ first: false, last: true, total_pages: 2, total_elements: 3, number_of_elements: 1, size: 2, number: 1 });
+      expect(page.body.metadata).toEqual({
+        first: false,
+        last: true,
+        total_pages: 2,
+        total_elements: 3,
+        number_of_elements: 1,
+        size: 2,
+        number: 1,
+      });
       expect(page.body.data.map((g: { name: string }) => g.name)).toEqual(['Zone 2']);
       const organization = (await admin.get('/api/v1/organizations/current_organization')).body.id;
       const byOrganization = await admin.get(`/api/v1/geofences/search?organization_id=${organization}&size=1000`);
@@ -376,12 +621,31 @@ describe(`cartography (${driverLabel})`, () => {
     });
 
     it('infrastructure: wifi access points and BLE beacons of a building', async () => {
-      const wifi = await admin.post('/api/v1/infrastructure', { building_id: venue.building.id, type: 'wifi', bssid: '00:11:22:AA:BB:CC', ssid: 'staff', tx_power: 20, position: { floor_id: venue.floors[0].id, cartesians: { x: 1, y: 2 } } });
+      const wifi = await admin.post('/api/v1/infrastructure', {
+        building_id: venue.building.id,
+        type: 'wifi',
+        bssid: '00:11:22:AA:BB:CC',
+        ssid: 'staff',
+        tx_power: 20,
+        position: { floor_id: venue.floors[0].id, cartesians: { x: 1, y: 2 } },
+      });
       expect(wifi.status, wifi.text).toBe(201);
       expect(wifi.body).toMatchObject({ type: 'wifi', bssid: '00:11:22:aa:bb:cc', cartesians: { x: 1, y: 2 } });
-      const beacon = await admin.post('/api/v1/infrastructure', { building_id: venue.building.id, type: 'ble', uuid: 'f7826da6-4fa2-4e98-8024-bc5b71e0893e', major: 1, minor: 7, tx_power: -59, position: { floor_id: venue.floors[0].id, cartesians: { x: 3, y: 4 } } });
+      const beacon = await admin.post('/api/v1/infrastructure', {
+        building_id: venue.building.id,
+        type: 'ble',
+        uuid: 'f7826da6-4fa2-4e98-8024-bc5b71e0893e',
+        major: 1,
+        minor: 7,
+        tx_power: -59,
+        position: { floor_id: venue.floors[0].id, cartesians: { x: 3, y: 4 } },
+      });
       expect(beacon.status, beacon.text).toBe(201);
-      const noBssid = await admin.post('/api/v1/infrastructure', { building_id: venue.building.id, type: 'wifi', position: { floor_id: venue.floors[0].id, cartesians: { x: 1, y: 2 } } });
+      const noBssid = await admin.post('/api/v1/infrastructure', {
+        building_id: venue.building.id,
+        type: 'wifi',
+        position: { floor_id: venue.floors[0].id, cartesians: { x: 1, y: 2 } },
+      });
       expect(noBssid.status).toBe(422);
       const list = await admin.get(`/api/v1/infrastructure?building_id=${venue.building.id}`);
       expect(list.body.wifi.map((i: { id: number }) => i.id)).toEqual([wifi.body.id]);
@@ -412,14 +676,22 @@ describe(`cartography (${driverLabel})`, () => {
     it('users read cartography but only admins write it; read-only keys read', async () => {
       const { client } = await createUser(admin, 'user');
       expect((await client.get(`/api/v1/buildings/${venue.building.id}`)).status).toBe(200);
-      expect((await client.post('/api/v1/buildings', { name: 'x', location: { lat: 1, lng: 1 }, dimensions: { width: 1, length: 1 } })).status).toBe(403);
+      expect(
+        (await client.post('/api/v1/buildings', { name: 'x', location: { lat: 1, lng: 1 }, dimensions: { width: 1, length: 1 } })).status,
+      ).toBe(403);
       const key = await createApiKey(admin, 'read-only');
       expect((await running.client.get('/api/v1/buildings', { 'x-api-key': key })).status).toBe(200);
     });
 
     it('announces geofence, event, floor and building changes on the bus', async () => {
       announced.length = 0;
-      const geofence = await admin.post('/api/v1/geofences', { name: 'Bus', building_id: venue.building.id, floor_id: venue.floors[0].id, type: 'POINT', cartesians: [[1, 1]] });
+      const geofence = await admin.post('/api/v1/geofences', {
+        name: 'Bus',
+        building_id: venue.building.id,
+        floor_id: venue.floors[0].id,
+        type: 'POINT',
+        cartesians: [[1, 1]],
+      });
       await admin.delete(`/api/v1/geofences/${geofence.body.id}`);
       await admin.patch(`/api/v1/floors/${venue.floors[1].id}`, { name: 'Renamed' });
       await new Promise((resolve) => setTimeout(resolve, 100));

@@ -16,10 +16,20 @@ describe(`contact restored on a silence DEADMAN (${driverLabel})`, () => {
   let control: TestSocket;
   let venue: Awaited<ReturnType<typeof createVenue>>;
 
-  const at = (deviceId: string, x: number) => ({ device_id: deviceId, timestamp: Date.now(), building_id: venue.building.id, floor_id: venue.floors[0].id, x, y: 20 });
+  const at = (deviceId: string, x: number) => ({
+    device_id: deviceId,
+    timestamp: Date.now(),
+    building_id: venue.building.id,
+    floor_id: venue.floors[0].id,
+    x,
+    y: 20,
+  });
   const upload = async (...poses: object[]) => expect((await admin.post('/api/v1/realtime/positions', { poses })).status).toBe(204);
   const alarmFrame = (deviceId: string, event: string, extra: (frame: any) => boolean = () => true) =>
-    control.next((f) => f.op === 'alarm' && f.data.type === 'DEADMAN' && f.data.device_id === deviceId && f.data.event === event && extra(f), 15_000);
+    control.next(
+      (f) => f.op === 'alarm' && f.data.type === 'DEADMAN' && f.data.device_id === deviceId && f.data.event === event && extra(f),
+      15_000,
+    );
 
   beforeAll(async () => {
     running = await startTestGateway();
@@ -36,7 +46,9 @@ describe(`contact restored on a silence DEADMAN (${driverLabel})`, () => {
   });
 
   it('is off by default: the alarm is updated with contact_restored_at and the position, and stays OPEN', async () => {
-    expect((await admin.get('/api/v1/organizations/current_organization/alarm_settings')).body).toMatchObject({ deadman_auto_close: false });
+    expect((await admin.get('/api/v1/organizations/current_organization/alarm_settings')).body).toMatchObject({
+      deadman_auto_close: false,
+    });
     await upload(at('lost', 10));
     const raised = await alarmFrame('lost', 'raised');
     expect(raised.data).toMatchObject({ state: 'OPEN', contact_restored_at: null, details: { reason: 'silence' } });
@@ -49,11 +61,20 @@ describe(`contact restored on a silence DEADMAN (${driverLabel})`, () => {
       id: raised.data.id,
       state: 'OPEN',
       occurrences: 1,
-      details: { reason: 'silence', contact_restored_at: restoredAt, contact_restored_position: { building_id: venue.building.id, floor_id: venue.floors[0].id, cartesians: { x: 30, y: 20 } } },
+      details: {
+        reason: 'silence',
+        contact_restored_at: restoredAt,
+        contact_restored_position: { building_id: venue.building.id, floor_id: venue.floors[0].id, cartesians: { x: 30, y: 20 } },
+      },
     });
     // Stored as pushed.
     const stored = await admin.get(`/api/v1/alarms/${raised.data.id}`);
-    expect(stored.body).toMatchObject({ state: 'OPEN', contact_restored_at: restoredAt, occurrences: 1, details: { contact_restored_at: restoredAt } });
+    expect(stored.body).toMatchObject({
+      state: 'OPEN',
+      contact_restored_at: restoredAt,
+      occurrences: 1,
+      details: { contact_restored_at: restoredAt },
+    });
 
     // Silent again: the repeat folds into the same OPEN alarm and is no longer restored.
     const again = await alarmFrame('lost', 'updated', (f) => f.data.occurrences === 2);
@@ -74,7 +95,12 @@ describe(`contact restored on a silence DEADMAN (${driverLabel})`, () => {
     expect(updated.data.contact_restored_at).not.toBeNull();
     const closed = await alarmFrame('wanderer', 'state_changed');
     expect(closed.data).toMatchObject({ id: raised.data.id, state: 'CLOSED', contact_restored_at: updated.data.contact_restored_at });
-    expect(closed.data.history.at(-1)).toMatchObject({ state: 'CLOSED', from: 'OPEN', by: 'system', comment: expect.stringContaining('Contact restored') });
+    expect(closed.data.history.at(-1)).toMatchObject({
+      state: 'CLOSED',
+      from: 'OPEN',
+      by: 'system',
+      comment: expect.stringContaining('Contact restored'),
+    });
     expect((await admin.get(`/api/v1/alarms/${raised.data.id}`)).body).toMatchObject({ state: 'CLOSED' });
     expect((await admin.put('/api/v1/organizations/current_organization/alarm_settings', { deadman_auto_close: false })).status).toBe(200);
   });

@@ -38,7 +38,15 @@ describe.skipIf(!serverDatabaseUrl)('binary COPY of positions and zone events (p
 
   it('round trip: what the encoder writes, PostgreSQL reads back equal (NULLs, floats, non-ASCII text, ms times, uuids)', async () => {
     await client.query(`create temp table copy_round_trip (n int4, u uuid, t text, i int4, b bool, f float8, ts timestamptz)`);
-    const times = [Date.UTC(2026, 10, 23, 12, 0, 0, 1), Date.UTC(1969, 11, 31, 23, 59, 59, 999), Date.UTC(1900, 0, 1), Date.UTC(2000, 0, 1), Date.UTC(9999, 11, 31, 23, 59, 59, 999), 8.64e15, -1];
+    const times = [
+      Date.UTC(2026, 10, 23, 12, 0, 0, 1),
+      Date.UTC(1969, 11, 31, 23, 59, 59, 999),
+      Date.UTC(1900, 0, 1),
+      Date.UTC(2000, 0, 1),
+      Date.UTC(9999, 11, 31, 23, 59, 59, 999),
+      8.64e15,
+      -1,
+    ];
     const rows = times.map((ts, n) => ({
       n,
       u: n % 3 === 0 ? null : crypto.randomUUID(),
@@ -60,9 +68,15 @@ describe.skipIf(!serverDatabaseUrl)('binary COPY of positions and zone events (p
       copy.timestamptz(row.ts);
     }
     await copyInto('copy copy_round_trip from stdin (format binary)', copy.finish());
-    const stored = await client.query<{ n: number; u: string | null; t: string | null; i: number | null; b: boolean | null; f: number | null; ms: string }>(
-      `select n, u::text as u, t, i, b, f, (extract(epoch from ts) * 1000)::text as ms from copy_round_trip order by n`,
-    );
+    const stored = await client.query<{
+      n: number;
+      u: string | null;
+      t: string | null;
+      i: number | null;
+      b: boolean | null;
+      f: number | null;
+      ms: string;
+    }>(`select n, u::text as u, t, i, b, f, (extract(epoch from ts) * 1000)::text as ms from copy_round_trip order by n`);
     expect(stored.rows.map(({ ms, ...row }) => ({ ...row, ts: Number(ms) }))).toEqual(rows);
   });
 
@@ -86,7 +100,13 @@ describe.skipIf(!serverDatabaseUrl)('binary COPY of positions and zone events (p
 
   it('stores exactly what the unnest statement stores, for random records (property)', async () => {
     // The same storage seen through a plain object: not a ServerStorage, so the store takes the unnest path.
-    const unnestView = { kind: 'server', orm: storage.orm, em: () => storage.em(), execute: storage.execute.bind(storage), executeBound: storage.executeBound.bind(storage) } as unknown as Storage;
+    const unnestView = {
+      kind: 'server',
+      orm: storage.orm,
+      em: () => storage.em(),
+      execute: storage.execute.bind(storage),
+      executeBound: storage.executeBound.bind(storage),
+    } as unknown as Storage;
     const copyStore = new PositionStore(storage);
     const unnestStore = new PositionStore(unnestView);
     const day = Date.UTC(2026, 10, 23);
@@ -99,15 +119,34 @@ describe.skipIf(!serverDatabaseUrl)('binary COPY of positions and zone events (p
     // binary COPY is exact far beyond (see the round trip above), so the paths are compared where both are.
     const time = fc.integer({ min: Date.UTC(1900, 0, 1), max: Date.UTC(2100, 0, 1) });
     const position = fc.record({
-      organizationId: fc.uuid(), deviceId: text, userId: fc.option(fc.uuid()), buildingId: fc.option(int4), floorId: fc.option(int4), indoor: fc.boolean(),
-      x: fc.option(float), y: fc.option(float), lat: float, lng: float, yaw: float, accuracy: fc.option(float),
+      organizationId: fc.uuid(),
+      deviceId: text,
+      userId: fc.option(fc.uuid()),
+      buildingId: fc.option(int4),
+      floorId: fc.option(int4),
+      indoor: fc.boolean(),
+      x: fc.option(float),
+      y: fc.option(float),
+      lat: float,
+      lng: float,
+      yaw: float,
+      accuracy: fc.option(float),
       // Positions stay within the partitions made above; zone events (not partitioned) range far wider.
-      timestamp: fc.integer({ min: day - 86_400_000, max: day + 3 * 86_400_000 - 1 }), receivedAt: time,
+      timestamp: fc.integer({ min: day - 86_400_000, max: day + 3 * 86_400_000 - 1 }),
+      receivedAt: time,
     }) satisfies fc.Arbitrary<PositionRecord>;
     const zoneEvent = fc.record({
-      organizationId: fc.uuid(), buildingId: int4, floorId: fc.option(int4), zoneKind: fc.constantFrom('geofence', 'event', 'conversion') as fc.Arbitrary<ZoneEventRecord['zoneKind']>,
-      zoneId: text, zoneName: text, deviceId: text, userId: fc.option(fc.uuid()), type: fc.constantFrom('enter', 'exit') as fc.Arbitrary<ZoneEventRecord['type']>,
-      at: time, firedAt: time,
+      organizationId: fc.uuid(),
+      buildingId: int4,
+      floorId: fc.option(int4),
+      zoneKind: fc.constantFrom('geofence', 'event', 'conversion') as fc.Arbitrary<ZoneEventRecord['zoneKind']>,
+      zoneId: text,
+      zoneName: text,
+      deviceId: text,
+      userId: fc.option(fc.uuid()),
+      type: fc.constantFrom('enter', 'exit') as fc.Arbitrary<ZoneEventRecord['type']>,
+      at: time,
+      firedAt: time,
     }) satisfies fc.Arbitrary<ZoneEventRecord>;
     await fc.assert(
       fc.asyncProperty(fc.array(position, { maxLength: 25 }), fc.array(zoneEvent, { maxLength: 10 }), async (records, zoneEvents) => {
@@ -132,10 +171,33 @@ describe.skipIf(!serverDatabaseUrl)('binary COPY of positions and zone events (p
     const now = Date.UTC(2026, 10, 23, 15);
     const organizationId = crypto.randomUUID();
     const at = (deviceId: string): PositionRecord => ({
-      organizationId, deviceId, userId: null, buildingId: 1, floorId: 2, indoor: true, x: 1, y: 2, lat: 0, lng: 0, yaw: 0, accuracy: null, timestamp: now, receivedAt: now,
+      organizationId,
+      deviceId,
+      userId: null,
+      buildingId: 1,
+      floorId: 2,
+      indoor: true,
+      x: 1,
+      y: 2,
+      lat: 0,
+      lng: 0,
+      yaw: 0,
+      accuracy: null,
+      timestamp: now,
+      receivedAt: now,
     });
     const event = (deviceId: string, zoneKind = 'geofence'): ZoneEventRecord => ({
-      organizationId, buildingId: 1, floorId: 2, zoneKind: zoneKind as ZoneEventRecord['zoneKind'], zoneId: 'z', zoneName: 'Z', deviceId, userId: null, type: 'enter', at: now, firedAt: now,
+      organizationId,
+      buildingId: 1,
+      floorId: 2,
+      zoneKind: zoneKind as ZoneEventRecord['zoneKind'],
+      zoneId: 'z',
+      zoneName: 'Z',
+      deviceId,
+      userId: null,
+      type: 'enter',
+      at: now,
+      firedAt: now,
     });
     const results = await Promise.allSettled([
       writer.write([at('good-1')], [event('good-1')]),
@@ -147,7 +209,11 @@ describe.skipIf(!serverDatabaseUrl)('binary COPY of positions and zone events (p
     ]);
     expect(results.map((result) => result.status)).toEqual(['fulfilled', 'rejected', 'fulfilled', 'rejected']);
     const devices = async (table: string) =>
-      (await storage.execute<{ device_id: string }>(`select device_id from ${table} where organization_id = ? order by 1`, [organizationId])).map((row) => row.device_id);
+      (
+        await storage.execute<{ device_id: string }>(`select device_id from ${table} where organization_id = ? order by 1`, [
+          organizationId,
+        ])
+      ).map((row) => row.device_id);
     expect(await devices('positions')).toEqual(['good-1', 'good-2']);
     expect(await devices('zone_events')).toEqual(['good-1', 'good-2']);
   });
@@ -157,14 +223,31 @@ describe.skipIf(!serverDatabaseUrl)('binary COPY of positions and zone events (p
     const now = Date.UTC(2026, 10, 23, 16);
     const organizationId = crypto.randomUUID();
     const at = (deviceId: string): PositionRecord => ({
-      organizationId, deviceId, userId: null, buildingId: null, floorId: null, indoor: false, x: null, y: null, lat: 1, lng: 2, yaw: 0, accuracy: 3, timestamp: now, receivedAt: now,
+      organizationId,
+      deviceId,
+      userId: null,
+      buildingId: null,
+      floorId: null,
+      indoor: false,
+      x: null,
+      y: null,
+      lat: 1,
+      lng: 2,
+      yaw: 0,
+      accuracy: 3,
+      timestamp: now,
+      receivedAt: now,
     });
     await store.insert([at('before')]);
     // Every other backend of this database, the writer pool's idle ones among them (an operator's restart, say).
-    await client.query('select pg_terminate_backend(pid) from pg_stat_activity where datname = current_database() and pid <> pg_backend_pid()');
+    await client.query(
+      'select pg_terminate_backend(pid) from pg_stat_activity where datname = current_database() and pid <> pg_backend_pid()',
+    );
     await new Promise((resolve) => setTimeout(resolve, 100));
     await store.insert([at('after')]);
-    const rows = await client.query<{ device_id: string }>('select device_id from positions where organization_id = $1 order by 1', [organizationId]);
+    const rows = await client.query<{ device_id: string }>('select device_id from positions where organization_id = $1 order by 1', [
+      organizationId,
+    ]);
     expect(rows.rows.map((row) => row.device_id)).toEqual(['after', 'before']);
   });
 
@@ -174,12 +257,31 @@ describe.skipIf(!serverDatabaseUrl)('binary COPY of positions and zone events (p
     const { ServerStorage } = await import('../../shared/storage/server-storage.js');
     const { freePort } = await import('../support/fault-servers.js');
     // A server storage whose writer pool points at a port nobody listens on.
-    const writerPool = new pg.Pool({ host: '127.0.0.1', port: await freePort(), user: 'nobody', database: 'none', connectionTimeoutMillis: 1000 });
+    const writerPool = new pg.Pool({
+      host: '127.0.0.1',
+      port: await freePort(),
+      user: 'nobody',
+      database: 'none',
+      connectionTimeoutMillis: 1000,
+    });
     const unreachable = Object.assign(Object.create(ServerStorage.prototype) as Storage, { writerPool });
     const store = new PositionStore(unreachable);
     const now = Date.UTC(2026, 10, 23, 17);
     const record: PositionRecord = {
-      organizationId: crypto.randomUUID(), deviceId: 'd', userId: null, buildingId: null, floorId: null, indoor: false, x: null, y: null, lat: 1, lng: 2, yaw: 0, accuracy: null, timestamp: now, receivedAt: now,
+      organizationId: crypto.randomUUID(),
+      deviceId: 'd',
+      userId: null,
+      buildingId: null,
+      floorId: null,
+      indoor: false,
+      x: null,
+      y: null,
+      lat: 1,
+      lng: 2,
+      yaw: 0,
+      accuracy: null,
+      timestamp: now,
+      receivedAt: now,
     };
     const error = await store.insert([record], [], { createPartitions: false }).catch((thrown: unknown) => thrown);
     expect(error).toBeInstanceOf(StorageUnavailableError);

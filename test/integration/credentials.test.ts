@@ -23,13 +23,22 @@ describe(`credentials (${driverLabel})`, () => {
   it('issues a 4-day JWT with the claims the official client reads, for Basic email:password and an empty JSON body', async () => {
     const response = await running.client.request('POST', '/api/v1/auth/access_tokens', {
       raw: '',
-      headers: { authorization: basicAuth(ADMIN_EMAIL.toUpperCase(), ADMIN_PASSWORD), 'content-type': 'application/json', 'content-length': '0' },
+      headers: {
+        authorization: basicAuth(ADMIN_EMAIL.toUpperCase(), ADMIN_PASSWORD),
+        'content-type': 'application/json',
+        'content-length': '0',
+      },
     });
     expect(response.status).toBe(200);
     expect(Object.keys(response.body).sort()).toEqual(['access_token', 'refresh_token']);
     const claims = decode(response.body.access_token);
     const organization = await admin.get('/api/v1/organizations/current_organization');
-    expect(claims).toMatchObject({ email: ADMIN_EMAIL, organization_uuid: organization.body.id, role: 'admin', api_permission: 'read-write' });
+    expect(claims).toMatchObject({
+      email: ADMIN_EMAIL,
+      organization_uuid: organization.body.id,
+      role: 'admin',
+      api_permission: 'read-write',
+    });
     expect(typeof claims.sub).toBe('string');
     expect(claims.exp - claims.iat).toBe(4 * 24 * 3600);
   });
@@ -57,7 +66,10 @@ describe(`credentials (${driverLabel})`, () => {
     expect(decode(alone.body.access_token)).toMatchObject({ email: ADMIN_EMAIL, api_permission: 'read-only' });
     const withEmail = await running.client.post('/api/v1/auth/access_tokens', undefined, { 'x-api-key': key, 'x-api-email': ADMIN_EMAIL });
     expect(withEmail.status).toBe(200);
-    const wrongEmail = await running.client.post('/api/v1/auth/access_tokens', undefined, { 'x-api-key': key, 'x-api-email': 'other@example.test' });
+    const wrongEmail = await running.client.post('/api/v1/auth/access_tokens', undefined, {
+      'x-api-key': key,
+      'x-api-email': 'other@example.test',
+    });
     expect(wrongEmail.status).toBe(401);
     const unknown = await running.client.post('/api/v1/auth/access_tokens', undefined, { 'x-api-key': 'fc_not-a-real-key' });
     expect(unknown.status).toBe(401);
@@ -65,7 +77,10 @@ describe(`credentials (${driverLabel})`, () => {
 
   it('accepts X-API-EMAIL + X-API-KEY on every /api/v1 request', async () => {
     const key = await createApiKey(admin, 'read-write');
-    const response = await running.client.get('/api/v1/organizations/current_organization', { 'x-api-email': ADMIN_EMAIL, 'x-api-key': key });
+    const response = await running.client.get('/api/v1/organizations/current_organization', {
+      'x-api-email': ADMIN_EMAIL,
+      'x-api-key': key,
+    });
     expect(response.status).toBe(200);
     const wrong = await running.client.get('/api/v1/organizations/current_organization', { 'x-api-email': 'x@y.z', 'x-api-key': key });
     expect(wrong.status).toBe(401);
@@ -75,12 +90,24 @@ describe(`credentials (${driverLabel})`, () => {
     const config = running.gateway.services.config;
     const past = new TokenService(loadJwtSecret(config), 60, () => Date.now() - 3600_000);
     const me = decode((await login(running.client, ADMIN_EMAIL, ADMIN_PASSWORD)).access_token);
-    const expired = await past.sign({ sub: me.sub, email: me.email, organization_uuid: me.organization_uuid, role: 'admin', api_permission: 'read-write' });
+    const expired = await past.sign({
+      sub: me.sub,
+      email: me.email,
+      organization_uuid: me.organization_uuid,
+      role: 'admin',
+      api_permission: 'read-write',
+    });
     const response = await running.client.withToken(expired).get('/api/v1/version');
     expect(response.status).toBe(401);
     expect(response.body.code).toBe('token_expired');
     const forger = new TokenService(new TextEncoder().encode('x'.repeat(48)), 3600);
-    const forged = await forger.sign({ sub: me.sub, email: me.email, organization_uuid: me.organization_uuid, role: 'admin', api_permission: 'read-write' });
+    const forged = await forger.sign({
+      sub: me.sub,
+      email: me.email,
+      organization_uuid: me.organization_uuid,
+      role: 'admin',
+      api_permission: 'read-write',
+    });
     expect((await running.client.withToken(forged).get('/api/v1/version')).status).toBe(401);
     expect((await running.client.withHeaders({ authorization: 'Bearer garbage' }).get('/api/v1/version')).status).toBe(401);
   });
@@ -103,7 +130,10 @@ describe(`credentials (${driverLabel})`, () => {
     const other = await createUser(admin, 'user');
     const mine = await login(running.client, ADMIN_EMAIL, ADMIN_PASSWORD);
     const theirs = await login(running.client, other.email, other.password);
-    const response = await running.client.post('/api/v1/auth/refresh_access_tokens', { access_token: theirs.access_token, refresh_token: mine.refresh_token });
+    const response = await running.client.post('/api/v1/auth/refresh_access_tokens', {
+      access_token: theirs.access_token,
+      refresh_token: mine.refresh_token,
+    });
     expect(response.status).toBe(401);
   });
 
@@ -117,28 +147,39 @@ describe(`credentials (${driverLabel})`, () => {
   it('throttles an account after repeated failures, even for the right password, with Retry-After', async () => {
     const victim = await createUser(admin, 'user');
     for (let i = 0; i < 3; i++) {
-      const failed = await running.client.post('/api/v1/auth/access_tokens', undefined, { authorization: basicAuth(victim.email, 'nope-nope') });
+      const failed = await running.client.post('/api/v1/auth/access_tokens', undefined, {
+        authorization: basicAuth(victim.email, 'nope-nope'),
+      });
       expect(failed.status).toBe(401);
     }
-    const blocked = await running.client.post('/api/v1/auth/access_tokens', undefined, { authorization: basicAuth(victim.email, victim.password) });
+    const blocked = await running.client.post('/api/v1/auth/access_tokens', undefined, {
+      authorization: basicAuth(victim.email, victim.password),
+    });
     expect(blocked.status).toBe(429);
     expect(blocked.body.code).toBe('rate_limited');
     const retryAfter = Number(blocked.headers.get('retry-after'));
     expect(retryAfter).toBeGreaterThan(0);
     expect(retryAfter).toBeLessThanOrEqual(600);
     // Another account is not affected.
-    expect((await running.client.post('/api/v1/auth/access_tokens', undefined, { authorization: basicAuth(ADMIN_EMAIL, ADMIN_PASSWORD) })).status).toBe(200);
+    expect(
+      (await running.client.post('/api/v1/auth/access_tokens', undefined, { authorization: basicAuth(ADMIN_EMAIL, ADMIN_PASSWORD) }))
+        .status,
+    ).toBe(200);
   });
 
   it('counts each of N parallel wrong attempts before checking the password: only the budget gets a guess', async () => {
     const victim = await createUser(admin, 'user');
     const attempts = await Promise.all(
-      Array.from({ length: 12 }, () => running.client.post('/api/v1/auth/access_tokens', undefined, { authorization: basicAuth(victim.email, 'guess-guess') })),
+      Array.from({ length: 12 }, () =>
+        running.client.post('/api/v1/auth/access_tokens', undefined, { authorization: basicAuth(victim.email, 'guess-guess') }),
+      ),
     );
     const statuses = attempts.map((response) => response.status);
     expect(statuses.filter((status) => status === 401)).toHaveLength(3);
     expect(statuses.filter((status) => status === 429)).toHaveLength(9);
-    const blocked = await running.client.post('/api/v1/auth/access_tokens', undefined, { authorization: basicAuth(victim.email, victim.password) });
+    const blocked = await running.client.post('/api/v1/auth/access_tokens', undefined, {
+      authorization: basicAuth(victim.email, victim.password),
+    });
     expect(blocked.status).toBe(429);
   });
 
@@ -153,7 +194,17 @@ describe(`credentials (${driverLabel})`, () => {
     expect(listed.apikey).not.toBe(created.body.apikey);
     expect(listed.apikey).toContain('…');
     expect(list.body.every((key: { permission: string }) => key.permission === 'positioning')).toBe(true);
-    expect(Object.keys(listed).sort()).toEqual(['apikey', 'created_at', 'description', 'id', 'last_used_at', 'permission', 'poses_per_second', 'requests_per_second', 'user_id']);
+    expect(Object.keys(listed).sort()).toEqual([
+      'apikey',
+      'created_at',
+      'description',
+      'id',
+      'last_used_at',
+      'permission',
+      'poses_per_second',
+      'requests_per_second',
+      'user_id',
+    ]);
     const revoked = await admin.delete(`/api/v1/auth/apikeys/${created.body.id}`);
     expect(revoked.status).toBe(204);
     const afterRevoke = await running.client.post('/api/v1/auth/access_tokens', undefined, { 'x-api-key': created.body.apikey });
@@ -171,7 +222,9 @@ describe(`credentials (${driverLabel})`, () => {
   it('answers 403 to a read-only credential on every write route', async () => {
     const key = await createApiKey(admin, 'read-only');
     const viaKey = running.client.withHeaders({ 'x-api-key': key });
-    const viaToken = running.client.withToken((await running.client.post('/api/v1/auth/access_tokens', undefined, { 'x-api-key': key })).body.access_token);
+    const viaToken = running.client.withToken(
+      (await running.client.post('/api/v1/auth/access_tokens', undefined, { 'x-api-key': key })).body.access_token,
+    );
     const writes = running.gateway.routes.filter((route) => route.auth !== 'public' && route.method !== 'GET');
     expect(writes.length).toBeGreaterThan(10);
     for (const route of writes) {
@@ -189,14 +242,22 @@ describe(`credentials (${driverLabel})`, () => {
     const client = running.client.withHeaders({ 'x-api-key': key });
     const others = running.gateway.routes.filter((route) => route.auth !== 'public' && !route.allowPositioningKey);
     for (const route of others) {
-      const response = await client.request(route.method, concretePath(route), route.method === 'GET' || route.method === 'DELETE' ? {} : { body: {} });
+      const response = await client.request(
+        route.method,
+        concretePath(route),
+        route.method === 'GET' || route.method === 'DELETE' ? {} : { body: {} },
+      );
       expect(response.status, `${route.method} ${route.path}`).toBe(403);
     }
   });
 
   it('refuses every authenticated route without credentials', async () => {
     for (const route of running.gateway.routes.filter((r) => r.auth !== 'public')) {
-      const response = await running.client.request(route.method, concretePath(route), route.method === 'GET' || route.method === 'DELETE' ? {} : { body: {} });
+      const response = await running.client.request(
+        route.method,
+        concretePath(route),
+        route.method === 'GET' || route.method === 'DELETE' ? {} : { body: {} },
+      );
       expect(response.status, `${route.method} ${route.path}`).toBe(401);
     }
   });
@@ -212,16 +273,24 @@ describe(`credentials (${driverLabel})`, () => {
 describe(`login throttle per client address (${driverLabel})`, () => {
   let running: RunningGateway;
   beforeAll(async () => {
-    running = await startTestGateway({ LOGIN_THROTTLE_MAX_FAILURES: '3', LOGIN_THROTTLE_MAX_FAILURES_PER_ADDRESS: '4', LOGIN_THROTTLE_WINDOW_SECONDS: '600' });
+    running = await startTestGateway({
+      LOGIN_THROTTLE_MAX_FAILURES: '3',
+      LOGIN_THROTTLE_MAX_FAILURES_PER_ADDRESS: '4',
+      LOGIN_THROTTLE_WINDOW_SECONDS: '600',
+    });
   });
   afterAll(async () => running?.stop());
 
   it('stops one address trying many accounts, whatever the account', async () => {
     for (let i = 0; i < 4; i++) {
-      const failed = await running.client.post('/api/v1/auth/access_tokens', undefined, { authorization: basicAuth(`sprayed-${i}@example.test`, 'guess-guess') });
+      const failed = await running.client.post('/api/v1/auth/access_tokens', undefined, {
+        authorization: basicAuth(`sprayed-${i}@example.test`, 'guess-guess'),
+      });
       expect(failed.status).toBe(401);
     }
-    const blocked = await running.client.post('/api/v1/auth/access_tokens', undefined, { authorization: basicAuth(ADMIN_EMAIL, ADMIN_PASSWORD) });
+    const blocked = await running.client.post('/api/v1/auth/access_tokens', undefined, {
+      authorization: basicAuth(ADMIN_EMAIL, ADMIN_PASSWORD),
+    });
     expect(blocked.status).toBe(429);
     expect(Number(blocked.headers.get('retry-after'))).toBeGreaterThan(0);
   });

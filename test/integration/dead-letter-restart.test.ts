@@ -36,7 +36,10 @@ describe(`a dead letter outlives a gateway restart (${driverLabel})`, () => {
   it('keeps the refused alarm in the database across the restart, then stores it once and pushes it', async () => {
     const admin = await adminClient(running.client);
     const email = `x-admin-${Date.now()}@dead-letters.test`;
-    const created = await admin.post('/api/v1/organizations', { name: 'X', admin: { email, password: 'x-admin-password', full_name: 'X admin' } });
+    const created = await admin.post('/api/v1/organizations', {
+      name: 'X',
+      admin: { email, password: 'x-admin-password', full_name: 'X admin' },
+    });
     expect(created.status, created.text).toBe(201);
     const organizationId: string = created.body.id;
     const clientOf = async (at: RunningGateway): Promise<[TestClient, string]> => {
@@ -46,21 +49,38 @@ describe(`a dead letter outlives a gateway restart (${driverLabel})`, () => {
     let [x] = await clientOf(running);
     const venue = await createVenue(x, 'X venue');
     expect((await x.put(`/api/v1/buildings/${venue.building.id}/alarm_settings`, { deadman_silence_s: SILENCE_S })).status).toBe(200);
-    await running.gateway.services.storage.execute(`alter table alarms add constraint tenant_x_refused check (organization_id <> '${organizationId}'::uuid)`);
+    await running.gateway.services.storage.execute(
+      `alter table alarms add constraint tenant_x_refused check (organization_id <> '${organizationId}'::uuid)`,
+    );
 
     const pose = { device_id: DEVICE, timestamp: Date.now(), building_id: venue.building.id, floor_id: venue.floors[0].id, x: 10, y: 20 };
     expect((await x.post('/api/v1/realtime/positions', { poses: [pose] })).status).toBe(204);
 
     // Refused: set aside, and kept in the database with what is needed to retry it.
-    type Row = { organization_id: string; kind: string; payload: { alarm: { deviceId: string; type: string } }; idempotency_key: string | null; attempts: number; first_error: string };
-    const stored = () => running.gateway.services.storage.execute<Row>('select organization_id, kind, payload, idempotency_key, attempts, first_error from detection_dead_letters where organization_id = ?', [organizationId]);
+    type Row = {
+      organization_id: string;
+      kind: string;
+      payload: { alarm: { deviceId: string; type: string } };
+      idempotency_key: string | null;
+      attempts: number;
+      first_error: string;
+    };
+    const stored = () =>
+      running.gateway.services.storage.execute<Row>(
+        'select organization_id, kind, payload, idempotency_key, attempts, first_error from detection_dead_letters where organization_id = ?',
+        [organizationId],
+      );
     let rows: Row[] = [];
     for (let wait = 0; wait < 100 && rows.length === 0; wait++) {
       await sleep(100);
       rows = await stored();
     }
     expect(rows).toHaveLength(1);
-    expect(rows[0]).toMatchObject({ kind: 'alarm', idempotency_key: expect.any(String), first_error: expect.stringContaining('tenant_x_refused') });
+    expect(rows[0]).toMatchObject({
+      kind: 'alarm',
+      idempotency_key: expect.any(String),
+      first_error: expect.stringContaining('tenant_x_refused'),
+    });
     expect(rows[0]!.attempts).toBeGreaterThanOrEqual(1);
     const payload = typeof rows[0]!.payload === 'string' ? JSON.parse(rows[0]!.payload) : rows[0]!.payload;
     expect(payload.alarm).toMatchObject({ deviceId: DEVICE, type: 'DEADMAN', organizationId });
@@ -83,9 +103,15 @@ describe(`a dead letter outlives a gateway restart (${driverLabel})`, () => {
     await storage.execute('alter table alarms drop constraint tenant_x_refused');
 
     // Retried by the restarted gateway after its backoff.
-    const pushed = await socket.next((frame) => frame.op === 'alarm' && frame.data.type === 'DEADMAN' && frame.data.device_id === DEVICE, 60_000);
+    const pushed = await socket.next(
+      (frame) => frame.op === 'alarm' && frame.data.type === 'DEADMAN' && frame.data.device_id === DEVICE,
+      60_000,
+    );
     expect(pushed.data).toMatchObject({ organization_id: organizationId, building_id: venue.building.id, state: 'OPEN', event: 'raised' });
-    const alarms = await storage.execute<{ id: string; occurrences: number }>("select id, occurrences from alarms where organization_id = ? and type = 'DEADMAN'", [organizationId]);
+    const alarms = await storage.execute<{ id: string; occurrences: number }>(
+      "select id, occurrences from alarms where organization_id = ? and type = 'DEADMAN'",
+      [organizationId],
+    );
     expect(alarms).toEqual([{ id: pushed.data.id, occurrences: 1 }]);
     for (let wait = 0; wait < 50 && (await stored()).length > 0; wait++) await sleep(100);
     expect(await stored()).toEqual([]);

@@ -30,7 +30,10 @@ describe(`no dead-man alarm from our own downtime (${driverLabel})`, () => {
 
   const storage = () => running.gateway.services.storage;
   const deadmanAlarms = (since = 0) =>
-    storage().execute<StoredAlarm>("select device_id, type, created_at, details from alarms where type = 'DEADMAN' and created_at >= to_timestamp(?::float8 / 1000) order by device_id", [since]);
+    storage().execute<StoredAlarm>(
+      "select device_id, type, created_at, details from alarms where type = 'DEADMAN' and created_at >= to_timestamp(?::float8 / 1000) order by device_id",
+      [since],
+    );
   /** Stops the gateway (as SIGTERM would), waits `downMs`, starts a new one on the same data; resolves with when it was started. */
   const restartAfter = async (downMs: number): Promise<number> => {
     await running.gateway.close();
@@ -58,7 +61,14 @@ describe(`no dead-man alarm from our own downtime (${driverLabel})`, () => {
   it('stopped for longer than the silence window: devices back within a window raise nothing, the one still silent raises its DEADMAN a window after the start', async () => {
     const venue = await createVenue(admin, 'Downtime venue');
     expect((await admin.put(`/api/v1/buildings/${venue.building.id}/alarm_settings`, { deadman_silence_s: SILENCE_S })).status).toBe(200);
-    const at = (deviceId: string, x: number) => ({ device_id: deviceId, timestamp: Date.now(), building_id: venue.building.id, floor_id: venue.floors[0].id, x, y: 20 });
+    const at = (deviceId: string, x: number) => ({
+      device_id: deviceId,
+      timestamp: Date.now(),
+      building_id: venue.building.id,
+      floor_id: venue.floors[0].id,
+      x,
+      y: 20,
+    });
     const upload = async (...poses: object[]) => expect((await admin.post('/api/v1/realtime/positions', { poses })).status).toBe(204);
     await upload(at('back-1', 10), at('back-2', 30), at('stays-silent', 50));
     const lastFix = Date.now();
@@ -89,14 +99,25 @@ describe(`no dead-man alarm from our own downtime (${driverLabel})`, () => {
     // Raised a window after we came back, not at once for the time we were gone; dated from its last fix.
     expect(new Date(stored[0]!.created_at).getTime()).toBeGreaterThanOrEqual(startedAt + SILENCE_S * 1000);
     expect(Date.parse(stored[0]!.details.since!)).toBeLessThanOrEqual(lastFix);
-    expect(control.frames.filter((f) => f.op === 'alarm' && f.data.type === 'DEADMAN').map((f) => f.data.device_id)).toEqual(['stays-silent']);
+    expect(control.frames.filter((f) => f.op === 'alarm' && f.data.type === 'DEADMAN').map((f) => f.data.device_id)).toEqual([
+      'stays-silent',
+    ]);
   }, 60_000);
 
   it('the demo stopped for longer than its silence window and started again raises no DEADMAN flood', async () => {
     const seed = { maxStaySeconds: 600, deadmanSilenceSeconds: 2, responders: 2 };
     let venue = await seedDemoVenue(await DemoApi.signIn(running.baseUrl, ADMIN_EMAIL, ADMIN_PASSWORD), seed);
     const walk = (apiKey: string) =>
-      Simulator.connect({ url: running.baseUrl, apiKey, buildingId: venue.buildingId, devices: 12, intervalMs: 250, lingerers: 0, silentAfterSeconds: 3600, dangerAfterSeconds: 3600 });
+      Simulator.connect({
+        url: running.baseUrl,
+        apiKey,
+        buildingId: venue.buildingId,
+        devices: 12,
+        intervalMs: 250,
+        lingerers: 0,
+        silentAfterSeconds: 3600,
+        dangerAfterSeconds: 3600,
+      });
     let simulator = await walk(venue.simulatorApiKey);
     simulator.start();
     await sleep(1500);

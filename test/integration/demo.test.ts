@@ -40,15 +40,22 @@ describe(`demo venue and simulator (${driverLabel})`, () => {
     expect(building.indoor_pois.length).toBeGreaterThanOrEqual(5);
     // The defibrillator, first-aid kit, entrance and nurses station carry a category whose icon is served.
     const categories = await admin.get<any[]>('/api/v1/poi_categories');
-    const categoryOf = (name: string) => categories.find((c) => c.id === building.indoor_pois.find((p: any) => p.name === name)?.category_id);
-    expect(['Defibrillator', 'First-aid kit', 'Main entrance', 'Nurses station'].map((name) => categoryOf(name)?.code)).toEqual(['aed', 'first_aid', 'main_entrance', 'nurses_station']);
+    const categoryOf = (name: string) =>
+      categories.find((c) => c.id === building.indoor_pois.find((p: any) => p.name === name)?.category_id);
+    expect(['Defibrillator', 'First-aid kit', 'Main entrance', 'Nurses station'].map((name) => categoryOf(name)?.code)).toEqual([
+      'aed',
+      'first_aid',
+      'main_entrance',
+      'nurses_station',
+    ]);
     const icon = await fetch(running.baseUrl + categoryOf('Defibrillator').icon_url, { headers: { 'x-api-key': venue.simulatorApiKey } });
     expect(icon.status).toBe(200);
     expect(icon.headers.get('content-type')).toBe('image/png');
     // People have names with a role, and the device of each is theirs: the console shows "Ana (nurse) · demo-01".
     const users = (await admin.get<any>('/api/v1/users?size=1000')).data as any[];
     const devices = await admin.get<any>('/api/v1/devices?size=1000');
-    const owner = (identifier: string) => users.find((u) => u.id === (devices.data ?? devices).find((d: any) => d.identifier === identifier)?.user_id)?.full_name;
+    const owner = (identifier: string) =>
+      users.find((u) => u.id === (devices.data ?? devices).find((d: any) => d.identifier === identifier)?.user_id)?.full_name;
     expect(owner('demo-01')).toBe('Ana (nurse)');
     expect(owner('demo-12')).toMatch(/^\p{L}+ \([a-z]+\)$/u);
     const settings = await admin.get(`/api/v1/buildings/${venue.buildingId}/alarm_settings`);
@@ -57,7 +64,10 @@ describe(`demo venue and simulator (${driverLabel})`, () => {
     expect((Array.isArray(groups) ? groups : groups.data).map((g: any) => g.id)).toContain(venue.groupId);
 
     const [ground, first] = venue.floorIds;
-    const route = (extra = '') => admin.get(`/api/v1/buildings/${venue.buildingId}/route?from_floor_id=${ground}&from_x=15&from_y=40&to_floor_id=${first}&to_x=25&to_y=10${extra}`);
+    const route = (extra = '') =>
+      admin.get(
+        `/api/v1/buildings/${venue.buildingId}/route?from_floor_id=${ground}&from_x=15&from_y=40&to_floor_id=${first}&to_x=25&to_y=10${extra}`,
+      );
     const stairs = await route();
     expect(stairs.legs.map((leg: any) => leg.floor_id)).toEqual([ground, first]);
     expect(stairs.steps.find((s: any) => s.floor_change).floor_change.via).toBe('stairs');
@@ -68,7 +78,10 @@ describe(`demo venue and simulator (${driverLabel})`, () => {
   it('walks devices that store positions, cross geofences and raise max-stay, DEADMAN and DANGER alarms', async () => {
     const started = new Date();
     const watcher = await TestSocket.open(running.baseUrl, { headers: { 'x-api-key': venue.simulatorApiKey } });
-    const subscribed = await watcher.request({ op: 'subscribe', topics: [`buildings/${venue.buildingId}/geofence-events`, 'organization/alarms'] });
+    const subscribed = await watcher.request({
+      op: 'subscribe',
+      topics: [`buildings/${venue.buildingId}/geofence-events`, 'organization/alarms'],
+    });
     expect(subscribed.op).toBe('subscribed');
 
     const simulator = await Simulator.connect({
@@ -98,8 +111,13 @@ describe(`demo venue and simulator (${driverLabel})`, () => {
     const alarms = await admin.get(`/api/v1/alarms?building_id=${venue.buildingId}&size=100`);
     const raised = (alarms.data ?? alarms) as any[];
     expect(raised.find((a) => a.type === 'DANGER')).toMatchObject({ device_id: 'demo-09', state: 'OPEN' });
-    expect(raised.find((a) => a.type === 'DEADMAN')).toMatchObject({ device_id: 'demo-10', details: expect.objectContaining({ reason: 'silence' }) });
-    expect(raised.filter((a) => a.type === 'GEOFENCE_MAX_STAY_TIME').map((a) => a.device_id)).toEqual(expect.arrayContaining(['demo-11', 'demo-12']));
+    expect(raised.find((a) => a.type === 'DEADMAN')).toMatchObject({
+      device_id: 'demo-10',
+      details: expect.objectContaining({ reason: 'silence' }),
+    });
+    expect(raised.filter((a) => a.type === 'GEOFENCE_MAX_STAY_TIME').map((a) => a.device_id)).toEqual(
+      expect.arrayContaining(['demo-11', 'demo-12']),
+    );
 
     // Every acknowledged pose is stored (the raw_data report reads them back from PostgreSQL).
     const query = `from_date=${started.toISOString()}&to_date=${new Date(Date.now() + 60_000).toISOString()}&building_ids=${venue.buildingId}&limit=100000`;

@@ -33,7 +33,14 @@ describe(`detection budgets (${driverLabel})`, () => {
 
   it('geofences per building: past the cap 422; a deleted one frees its place', async () => {
     const venue = await createVenue(admin, 'Capped building');
-    const circle = (x: number) => ({ name: `Circle ${x}`, building_id: venue.building.id, floor_id: venue.floors[0].id, type: 'CIRCLE', cartesians: [[x, 5]], radius: 1 });
+    const circle = (x: number) => ({
+      name: `Circle ${x}`,
+      building_id: venue.building.id,
+      floor_id: venue.floors[0].id,
+      type: 'CIRCLE',
+      cartesians: [[x, 5]],
+      radius: 1,
+    });
     const created = [];
     for (let index = 0; index < PER_BUILDING; index++) {
       const response = await admin.post('/api/v1/geofences', circle(index * 3 + 2));
@@ -42,7 +49,10 @@ describe(`detection budgets (${driverLabel})`, () => {
     }
     const refused = await admin.post('/api/v1/geofences', circle(30));
     expect(refused.status).toBe(422);
-    expect(refused.body).toMatchObject({ status: 422, errors: [{ field: 'building_id', message: expect.stringContaining('GEOFENCES_MAX_PER_BUILDING') }] });
+    expect(refused.body).toMatchObject({
+      status: 422,
+      errors: [{ field: 'building_id', message: expect.stringContaining('GEOFENCES_MAX_PER_BUILDING') }],
+    });
     const search = await admin.get(`/api/v1/geofences/search?building_id=${venue.building.id}`);
     expect(search.body.data).toHaveLength(PER_BUILDING);
     expect((await admin.delete(`/api/v1/geofences/${created[0].id}`)).status).toBe(204);
@@ -56,7 +66,13 @@ describe(`detection budgets (${driverLabel})`, () => {
   it('vertices per organization: past the cap 422, whichever building; an update counts its own vertices once', async () => {
     const first = await createVenue(admin, 'Vertices one');
     const second = await createVenue(admin, 'Vertices two');
-    const square = (venue: typeof first, x: number) => ({ name: `Square ${x}`, building_id: venue.building.id, floor_id: venue.floors[0].id, type: 'POLYGON', cartesians: squareCartesians(x, 10, 5) });
+    const square = (venue: typeof first, x: number) => ({
+      name: `Square ${x}`,
+      building_id: venue.building.id,
+      floor_id: venue.floors[0].id,
+      type: 'POLYGON',
+      cartesians: squareCartesians(x, 10, 5),
+    });
     const a = await admin.post('/api/v1/geofences', square(first, 10));
     expect(a.status, a.text).toBe(201);
     const b = await admin.post('/api/v1/geofences', square(second, 10));
@@ -76,9 +92,18 @@ describe(`detection budgets (${driverLabel})`, () => {
     const user = await createUser(admin, 'user');
     const key = await createApiKey(user.client, 'positioning');
     const positioning = running.client.withHeaders({ 'x-api-key': key });
-    const pose = (deviceId: string) => ({ device_id: deviceId, timestamp: Date.now(), building_id: venue.building.id, floor_id: venue.floors[0].id, x: 3, y: 3 });
-    const upload = (prefix: string, count: number) => positioning.post('/api/v1/realtime/positions', { poses: Array.from({ length: count }, (_, i) => pose(`${prefix}-${i}`)) });
-    const devices = async () => Number((await running.gateway.services.storage.execute<{ n: string }>('select count(*) as n from devices'))[0]!.n);
+    const pose = (deviceId: string) => ({
+      device_id: deviceId,
+      timestamp: Date.now(),
+      building_id: venue.building.id,
+      floor_id: venue.floors[0].id,
+      x: 3,
+      y: 3,
+    });
+    const upload = (prefix: string, count: number) =>
+      positioning.post('/api/v1/realtime/positions', { poses: Array.from({ length: count }, (_, i) => pose(`${prefix}-${i}`)) });
+    const devices = async () =>
+      Number((await running.gateway.services.storage.execute<{ n: string }>('select count(*) as n from devices'))[0]!.n);
     const before = await devices();
 
     const flood = await upload('flood', 10_000);

@@ -26,7 +26,14 @@ describe(`detector state rebuilt across gateway restarts (${driverLabel})`, () =
   let shortStay: { id: string };
 
   const storage = () => running.gateway.services.storage;
-  const at = (deviceId: string, x: number, y: number) => ({ device_id: deviceId, timestamp: Date.now(), building_id: venue.building.id, floor_id: venue.floors[0].id, x, y });
+  const at = (deviceId: string, x: number, y: number) => ({
+    device_id: deviceId,
+    timestamp: Date.now(),
+    building_id: venue.building.id,
+    floor_id: venue.floors[0].id,
+    x,
+    y,
+  });
   const upload = async (...poses: object[]) => expect((await admin.post('/api/v1/realtime/positions', { poses })).status).toBe(204);
   const alarmsOf = (deviceId: string) =>
     storage().execute<{ type: string; occurrences: number; created_at: Date | string; details: { reason?: string } }>(
@@ -34,7 +41,10 @@ describe(`detector state rebuilt across gateway restarts (${driverLabel})`, () =
       [deviceId],
     );
   const zoneEventsOf = (deviceId: string) =>
-    storage().execute<{ type: string; zone_id: string }>("select type, zone_id from zone_events where device_id = ? and zone_kind = 'geofence' order by at, fired_at, ctid", [deviceId]);
+    storage().execute<{ type: string; zone_id: string }>(
+      "select type, zone_id from zone_events where device_id = ? and zone_kind = 'geofence' order by at, fired_at, ctid",
+      [deviceId],
+    );
   const until = async <T>(read: () => Promise<T>, done: (value: T) => boolean, timeoutMs = 25_000): Promise<T> => {
     for (const started = Date.now(); ; await sleep(100)) {
       const value = await read();
@@ -56,7 +66,15 @@ describe(`detector state rebuilt across gateway restarts (${driverLabel})`, () =
     venue = await createVenue(admin, 'Rebuild venue');
     expect((await admin.put(`/api/v1/buildings/${venue.building.id}/alarm_settings`, { deadman_silence_s: SILENCE_S })).status).toBe(200);
     const fence = (x: number, maxStay: number) =>
-      admin.post('/api/v1/geofences', { name: `Stay ${maxStay}`, building_id: venue.building.id, floor_id: venue.floors[0].id, type: 'CIRCLE', cartesians: [[x, 40]], radius: 4, max_stay_time: maxStay });
+      admin.post('/api/v1/geofences', {
+        name: `Stay ${maxStay}`,
+        building_id: venue.building.id,
+        floor_id: venue.floors[0].id,
+        type: 'CIRCLE',
+        cartesians: [[x, 40]],
+        radius: 4,
+        max_stay_time: maxStay,
+      });
     longStay = (await fence(40, SILENCE_S)).body;
     shortStay = (await fence(80, 1)).body;
   });
@@ -67,33 +85,56 @@ describe(`detector state rebuilt across gateway restarts (${driverLabel})`, () =
   it('raises the dead-man and max-stay alarms that fell due during a restart once, and never again after the next', async () => {
     await upload(at('stayer', 40, 40), at('walker', 41, 40));
     await upload(at('walker', 10, 10));
-    await until(() => zoneEventsOf('walker'), (rows) => rows.length === 2);
+    await until(
+      () => zoneEventsOf('walker'),
+      (rows) => rows.length === 2,
+    );
     expect(await alarmsOf('stayer')).toEqual([]);
     const stoppedAt = await restart();
 
-    const raised = await until(() => alarmsOf('stayer'), (rows) => rows.length === 2);
-    expect(raised.map((row) => [row.type, row.occurrences, row.details.reason])).toEqual([['DEADMAN', 1, 'silence'], ['GEOFENCE_MAX_STAY_TIME', 1, undefined]]);
+    const raised = await until(
+      () => alarmsOf('stayer'),
+      (rows) => rows.length === 2,
+    );
+    expect(raised.map((row) => [row.type, row.occurrences, row.details.reason])).toEqual([
+      ['DEADMAN', 1, 'silence'],
+      ['GEOFENCE_MAX_STAY_TIME', 1, undefined],
+    ]);
     // Raised by the new gateway: the old one was gone before either was due.
     for (const row of raised) expect(new Date(row.created_at).getTime()).toBeGreaterThanOrEqual(stoppedAt);
-    const events = async () => (await storage().execute<{ n: number }>("select count(*)::int as n from alarm_events e join alarms a on a.id = e.alarm_id where a.device_id = 'stayer'"))[0]!.n;
+    const events = async () =>
+      (
+        await storage().execute<{ n: number }>(
+          "select count(*)::int as n from alarm_events e join alarms a on a.id = e.alarm_id where a.device_id = 'stayer'",
+        )
+      )[0]!.n;
     const eventsBefore = await events();
 
     await restart();
     await sleep(2500); // a few sweeps of the third gateway
-    expect((await alarmsOf('stayer')).map((row) => [row.type, row.occurrences])).toEqual([['DEADMAN', 1], ['GEOFENCE_MAX_STAY_TIME', 1]]);
+    expect((await alarmsOf('stayer')).map((row) => [row.type, row.occurrences])).toEqual([
+      ['DEADMAN', 1],
+      ['GEOFENCE_MAX_STAY_TIME', 1],
+    ]);
     expect(await events()).toBe(eventsBefore);
 
     // Zone state came back too: the stayer is still inside (no second enter), the walker still outside (no second exit).
     await upload(at('stayer', 40.5, 40), at('walker', 12, 12));
     await upload(at('walker', 40, 40));
-    await until(() => zoneEventsOf('walker'), (rows) => rows.length === 3);
+    await until(
+      () => zoneEventsOf('walker'),
+      (rows) => rows.length === 3,
+    );
     expect((await zoneEventsOf('walker')).map((row) => row.type)).toEqual(['enter', 'exit', 'enter']);
     expect((await zoneEventsOf('stayer')).map((row) => [row.type, row.zone_id])).toEqual([['enter', longStay.id]]);
   });
 
   it('does not alarm again a stay whose alarm was raised before the restart', async () => {
     await upload(at('sitter', 80, 40));
-    await until(() => alarmsOf('sitter'), (rows) => rows.some((row) => row.type === 'GEOFENCE_MAX_STAY_TIME'));
+    await until(
+      () => alarmsOf('sitter'),
+      (rows) => rows.some((row) => row.type === 'GEOFENCE_MAX_STAY_TIME'),
+    );
     await restart();
     await sleep(2500);
     const stays = (await alarmsOf('sitter')).filter((row) => row.type === 'GEOFENCE_MAX_STAY_TIME');
@@ -103,19 +144,54 @@ describe(`detector state rebuilt across gateway restarts (${driverLabel})`, () =
 
   it('rebuilds a building from exactly the devices last seen in it recently, replacing what was held, stays included', async () => {
     const other = await createVenue(admin, 'Rebuild annex');
-    const fence = (await admin.post('/api/v1/geofences', { name: 'Annex room', building_id: other.building.id, floor_id: other.floors[0].id, type: 'CIRCLE', cartesians: [[30, 30]], radius: 4 })).body;
-    const pose = (deviceId: string, building: typeof other, x: number) => ({ device_id: deviceId, timestamp: Date.now(), building_id: building.building.id, floor_id: building.floors[0].id, x, y: 30 });
+    const fence = (
+      await admin.post('/api/v1/geofences', {
+        name: 'Annex room',
+        building_id: other.building.id,
+        floor_id: other.floors[0].id,
+        type: 'CIRCLE',
+        cartesians: [[30, 30]],
+        radius: 4,
+      })
+    ).body;
+    const pose = (deviceId: string, building: typeof other, x: number) => ({
+      device_id: deviceId,
+      timestamp: Date.now(),
+      building_id: building.building.id,
+      floor_id: building.floors[0].id,
+      x,
+      y: 30,
+    });
     const inside = pose('l-inside', other, 30);
     await upload(inside, pose('l-outside', other, 60), pose('l-moved', other, 60));
     await upload(pose('l-moved', venue, 60));
-    const [{ organization_id: organizationId }] = await storage().execute<{ organization_id: string }>('select organization_id from buildings where id = ?', [other.building.id]);
+    const [{ organization_id: organizationId }] = await storage().execute<{ organization_id: string }>(
+      'select organization_id from buildings where id = ?',
+      [other.building.id],
+    );
     // Seen in the annex two hours ago only: past the engine's forget window.
     const hoursAgo = Date.now() - 2 * 3600_000;
     const record = (deviceId: string, x: number, receivedAt: number): PositionRecord => ({
-      organizationId, deviceId, userId: null, buildingId: other.building.id, floorId: other.floors[0].id, indoor: true, x, y: 30, lat: 40.4, lng: -3.7, yaw: 0, accuracy: 1, timestamp: receivedAt, receivedAt,
+      organizationId,
+      deviceId,
+      userId: null,
+      buildingId: other.building.id,
+      floorId: other.floors[0].id,
+      indoor: true,
+      x,
+      y: 30,
+      lat: 40.4,
+      lng: -3.7,
+      yaw: 0,
+      accuracy: 1,
+      timestamp: receivedAt,
+      receivedAt,
     });
     await new PositionStore(storage()).insert([record('l-old', 30, hoursAgo)]);
-    await until(() => zoneEventsOf('l-inside'), (rows) => rows.length === 1);
+    await until(
+      () => zoneEventsOf('l-inside'),
+      (rows) => rows.length === 1,
+    );
 
     const { registry, logger } = running.gateway.services;
     const engine = new DetectionEngine(registry, 3600_000);
@@ -140,12 +216,30 @@ describe(`detector state rebuilt across gateway restarts (${driverLabel})`, () =
 
   it('keeps an alarmed stillness alarmed across a restart while the device goes on reporting from the same spot', async () => {
     const still = await createVenue(admin, 'Rebuild still');
-    expect((await admin.put(`/api/v1/buildings/${still.building.id}/alarm_settings`, { deadman_after_s: 1, deadman_radius_m: 2, deadman_silence_s: 60 })).status).toBe(200);
-    const lying = () => ({ device_id: 'lying', timestamp: Date.now(), building_id: still.building.id, floor_id: still.floors[0].id, x: 60, y: 60 });
+    expect(
+      (
+        await admin.put(`/api/v1/buildings/${still.building.id}/alarm_settings`, {
+          deadman_after_s: 1,
+          deadman_radius_m: 2,
+          deadman_silence_s: 60,
+        })
+      ).status,
+    ).toBe(200);
+    const lying = () => ({
+      device_id: 'lying',
+      timestamp: Date.now(),
+      building_id: still.building.id,
+      floor_id: still.floors[0].id,
+      x: 60,
+      y: 60,
+    });
     await upload(lying());
     await sleep(1200);
     await upload(lying());
-    const raised = await until(() => alarmsOf('lying'), (rows) => rows.length === 1);
+    const raised = await until(
+      () => alarmsOf('lying'),
+      (rows) => rows.length === 1,
+    );
     expect(raised.map((row) => [row.type, row.details.reason, row.occurrences])).toEqual([['DEADMAN', 'still', 1]]);
     await restart();
     await upload(lying());

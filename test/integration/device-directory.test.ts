@@ -23,7 +23,10 @@ describe(`device directory on the database (${driverLabel})`, () => {
     const ids = answers.map((devices) => devices.map((device) => device?.id));
     for (const answer of ids) expect(answer).toEqual(ids[0]);
     expect(new Set(ids[0]).size).toBe(3);
-    const rows = await storage.execute<{ n: number }>('select count(*)::int as n from devices where organization_id = ? and identifier like ?', [organizationId, 'race-%']);
+    const rows = await storage.execute<{ n: number }>(
+      'select count(*)::int as n from devices where organization_id = ? and identifier like ?',
+      [organizationId, 'race-%'],
+    );
     expect(rows[0]!.n).toBe(3);
   });
 
@@ -32,7 +35,11 @@ describe(`device directory on the database (${driverLabel})`, () => {
     const directory = new DeviceDirectory(storage, silentBus as never, { ttlMs: 60_000, now: () => now });
     expect((await directory.resolve(organizationId, ['moved']))[0]?.userId).toBeNull();
     const userId = crypto.randomUUID();
-    await storage.execute("insert into users (id, organization_id, email, password_hash, role) values (?, ?, ?, 'x', 'user')", [userId, organizationId, `${userId}@example.test`]);
+    await storage.execute("insert into users (id, organization_id, email, password_hash, role) values (?, ?, ?, 'x', 'user')", [
+      userId,
+      organizationId,
+      `${userId}@example.test`,
+    ]);
     await storage.execute('update devices set user_id = ? where organization_id = ? and identifier = ?', [userId, organizationId, 'moved']);
     now += 30_000;
     await expect.poll(async () => (await directory.resolve(organizationId, ['moved']))[0]?.userId).toBe(userId);

@@ -65,7 +65,12 @@ describe(`README and docs/getting-started.md against npm run demo (${driverLabel
     demo = spawn(process.execPath, ['--import', 'tsx', 'demo/main.ts'], { cwd: REPO_ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
     demo.stdout!.on('data', (chunk) => (output += chunk));
     demo.stderr!.on('data', (chunk) => (output += chunk));
-    await waitFor(() => /Alarms to expect/.test(output), demo, 150_000, () => `the demo did not start:\n${output}`);
+    await waitFor(
+      () => /Alarms to expect/.test(output),
+      demo,
+      150_000,
+      () => `the demo did not start:\n${output}`,
+    );
     base = /Console: +(http:\/\/[\d.]+:\d+)\/console/.exec(output)![1]!;
     if (environment.env.REDIS_URL) {
       // With Redis, reports run on workers, as on a deployment (docs/operations/postgres-redis.md): start one.
@@ -73,7 +78,12 @@ describe(`README and docs/getting-started.md against npm run demo (${driverLabel
       worker = spawn(process.execPath, ['--import', 'tsx', 'workers/main.ts'], { cwd: REPO_ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
       worker.stdout!.on('data', (chunk) => (printed += chunk));
       worker.stderr!.on('data', (chunk) => (printed += chunk));
-      await waitFor(() => /worker ready/.test(printed), worker, 120_000, () => `the worker did not start:\n${printed}`);
+      await waitFor(
+        () => /worker ready/.test(printed),
+        worker,
+        120_000,
+        () => `the worker did not start:\n${printed}`,
+      );
     }
     password = /Password: +(\S+) \(generated on this first start/.exec(output)![1]!;
   }, 180_000);

@@ -44,7 +44,13 @@ describe(`batched event frames and alarms raised together (${driverLabel})`, () 
     // Three overlapping fences on each venue's ground floor: walking from (1, 1) to (12, 12) enters all three.
     for (const venue of venues) {
       for (const [i, size] of [10, 14, 18].entries()) {
-        const response = await admin.post('/api/v1/geofences', { name: `Fence ${i}`, building_id: venue.building.id, floor_id: venue.floors[0].id, type: 'POLYGON', cartesians: squareCartesians(5, 5, size) });
+        const response = await admin.post('/api/v1/geofences', {
+          name: `Fence ${i}`,
+          building_id: venue.building.id,
+          floor_id: venue.floors[0].id,
+          type: 'POLYGON',
+          cartesians: squareCartesians(5, 5, size),
+        });
         expect(response.status, response.text).toBe(201);
       }
     }
@@ -58,14 +64,22 @@ describe(`batched event frames and alarms raised together (${driverLabel})`, () 
     const [venue] = venues as [(typeof venues)[number]];
     const batched = await open('events=batched');
     const single = await open('');
-    for (const socket of [batched, single]) expect(await socket.request({ op: 'subscribe', topics: [topicOf(venue)] })).toMatchObject({ op: 'subscribed' });
+    for (const socket of [batched, single])
+      expect(await socket.request({ op: 'subscribe', topics: [topicOf(venue)] })).toMatchObject({ op: 'subscribed' });
     await upload([pose(venue, 'k-walker-1', 1, 1), pose(venue, 'k-walker-2', 1, 1)]);
     await upload([pose(venue, 'k-walker-1', 12, 12), pose(venue, 'k-walker-2', 12, 12)]);
     const frame = await batched.next((f) => f.op === 'geofence_events');
     expect(frame.topic).toBe(topicOf(venue));
     expect(frame.data).toHaveLength(6);
     expect(frame.data.every((event: { type: string }) => event.type === 'enter')).toBe(true);
-    expect(frame.data.map((event: { device_id: string }) => event.device_id)).toEqual(['k-walker-1', 'k-walker-1', 'k-walker-1', 'k-walker-2', 'k-walker-2', 'k-walker-2']);
+    expect(frame.data.map((event: { device_id: string }) => event.device_id)).toEqual([
+      'k-walker-1',
+      'k-walker-1',
+      'k-walker-1',
+      'k-walker-2',
+      'k-walker-2',
+      'k-walker-2',
+    ]);
     await single.next(() => single.frames.filter((f) => f.op === 'geofence_event').length === 6);
     await batched.request({ op: 'ping' });
     await single.request({ op: 'ping' });
@@ -87,7 +101,13 @@ describe(`batched event frames and alarms raised together (${driverLabel})`, () 
     // Buildings may be detected by different owners (gateway/cluster), so the two frames come in either order.
     const frames = batched.frames.filter((f) => f.op === 'geofence_events');
     expect(frames).toHaveLength(2);
-    expect(frames.map((f) => [f.topic, f.data.length, f.data.every((event: { building_id: number }) => `buildings/${event.building_id}/geofence-events` === f.topic)])).toEqual(
+    expect(
+      frames.map((f) => [
+        f.topic,
+        f.data.length,
+        f.data.every((event: { building_id: number }) => `buildings/${event.building_id}/geofence-events` === f.topic),
+      ]),
+    ).toEqual(
       expect.arrayContaining([
         [topicOf(a), 3, true],
         [topicOf(b), 3, true],
@@ -101,15 +121,22 @@ describe(`batched event frames and alarms raised together (${driverLabel})`, () 
     const colleague = await createUser(admin, 'user');
     const mine = await open('events=batched', (await login(running.client, user.email, user.password)).access_token);
     const everything = await open('events=batched');
-    for (const socket of [mine, everything]) expect(await socket.request({ op: 'subscribe', topics: [topicOf(venue)] })).toMatchObject({ op: 'subscribed' });
-    const walk = (x: number) => [pose(venue, 'c-theirs', x, x, { user_id: colleague.user.id }), pose(venue, 'c-mine', x, x, { user_id: user.user.id }), pose(venue, 'c-nobody', x, x)];
+    for (const socket of [mine, everything])
+      expect(await socket.request({ op: 'subscribe', topics: [topicOf(venue)] })).toMatchObject({ op: 'subscribed' });
+    const walk = (x: number) => [
+      pose(venue, 'c-theirs', x, x, { user_id: colleague.user.id }),
+      pose(venue, 'c-mine', x, x, { user_id: user.user.id }),
+      pose(venue, 'c-nobody', x, x),
+    ];
     await upload(walk(1));
     await upload(walk(12));
     await upload([pose(venue, 'c-theirs', 1, 1, { user_id: colleague.user.id })]);
     await everything.next((f) => f.op === 'geofence_events' && f.data[0].type === 'exit');
     const own = await mine.next((f) => f.op === 'geofence_events');
     await mine.request({ op: 'ping' });
-    expect(own.data.map((event: { device_id: string; user_id: string }) => [event.device_id, event.user_id])).toEqual(Array(3).fill(['c-mine', user.user.id]));
+    expect(own.data.map((event: { device_id: string; user_id: string }) => [event.device_id, event.user_id])).toEqual(
+      Array(3).fill(['c-mine', user.user.id]),
+    );
     expect(mine.frames.filter((f) => f.op === 'geofence_events')).toHaveLength(1);
     expect(everything.frames.filter((f) => f.op === 'geofence_events').map((f) => f.data.length)).toEqual([9, 3]);
   });
@@ -122,7 +149,9 @@ describe(`batched event frames and alarms raised together (${driverLabel})`, () 
       const live = await open('events=batched');
       expect(await live.request({ op: 'subscribe', topics: ['organization/alarms'] })).toMatchObject({ op: 'subscribed' });
       const devices = ['together-1', 'together-2', 'together-3', 'together-4'];
-      await upload(devices.map((device, i) => pose(venue, device, 30 + i, 30, i % 2 === 0 ? { danger: true } : { assistance_request: true })));
+      await upload(
+        devices.map((device, i) => pose(venue, device, 30 + i, 30, i % 2 === 0 ? { danger: true } : { assistance_request: true })),
+      );
       const frames = [];
       for (const device of devices) frames.push(await live.next((f) => f.op === 'alarm' && f.data.device_id === device));
       const seqs = frames.map((f) => f.data.seq as number);
@@ -138,11 +167,16 @@ describe(`batched event frames and alarms raised together (${driverLabel})`, () 
       const subscribed = resumed.request({ op: 'subscribe', topics: ['organization/alarms'], since_seq: seqs.at(-1)! }, 15_000);
       expect(await subscribed).toMatchObject({ op: 'subscribed' });
       // Raised after the replay: live again, right after the replayed ones.
-      expect((await admin.post('/api/v1/alarms', { type: 'DANGER', device_id: 'together-after', building_id: venue.building.id })).status).toBe(201);
+      expect(
+        (await admin.post('/api/v1/alarms', { type: 'DANGER', device_id: 'together-after', building_id: venue.building.id })).status,
+      ).toBe(201);
       await resumed.next((f) => f.op === 'alarm' && f.data.device_id === 'together-after');
       const after = resumed.frames.filter((f) => f.op === 'alarm');
       expect(after.map((f) => f.data.seq)).toEqual(Array.from({ length: 5 }, (_, i) => seqs.at(-1)! + 1 + i));
-      expect(after.map((f) => [f.data.device_id, f.replay === true])).toEqual([...devices.map((device) => [`${device}-later`, true]), ['together-after', false]]);
+      expect(after.map((f) => [f.data.device_id, f.replay === true])).toEqual([
+        ...devices.map((device) => [`${device}-later`, true]),
+        ['together-after', false],
+      ]);
     } finally {
       await unsubscribe();
     }

@@ -23,11 +23,14 @@ function rawRequest(baseUrl: string, method: string, path: string, headers: Reco
   return new Promise<{ status: number; body: string }>((resolve, reject) => {
     const url = new URL(path, baseUrl);
     // agent: false: a fresh connection every time, never a pooled keep-alive one.
-    const req = httpRequest({ host: url.hostname, port: url.port, path: url.pathname + url.search, method, headers, agent: false }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (chunk) => chunks.push(chunk));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString() }));
-    });
+    const req = httpRequest(
+      { host: url.hostname, port: url.port, path: url.pathname + url.search, method, headers, agent: false },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (chunk) => chunks.push(chunk));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString() }));
+      },
+    );
     req.on('error', reject);
     if (Array.isArray(body)) {
       // Pieces apart in time, so the server receives them as separate chunks.
@@ -138,7 +141,13 @@ describe(`gateway foundation (${driverLabel})`, () => {
   it('answers 413 to a body over MAX_BODY_BYTES, declared or streamed', async () => {
     const token = await adminToken(running);
     const big = JSON.stringify({ padding: 'x'.repeat(10_000) });
-    const declared = await rawRequest(running.baseUrl, 'POST', '/api/v1/openapi.json', { 'content-type': 'application/json', 'content-length': String(big.length) }, big);
+    const declared = await rawRequest(
+      running.baseUrl,
+      'POST',
+      '/api/v1/openapi.json',
+      { 'content-type': 'application/json', 'content-length': String(big.length) },
+      big,
+    );
     expect(declared.status).toBe(405); // GET-only route: the method is checked before the body
     const response = await rawRequest(
       running.baseUrl,
@@ -166,7 +175,13 @@ describe(`gateway foundation (${driverLabel})`, () => {
     // Cut inside a two-byte character (the body starts with `{"text":"`, 9 bytes) and a three-byte one.
     const pieces = [json.subarray(0, 10), json.subarray(10, 3010), json.subarray(3010, 3100), json.subarray(3100)];
     const headers = { 'content-type': 'application/json', authorization: `Bearer ${token}` };
-    const declared = await rawRequest(running.baseUrl, 'PUT', '/api/v1/test-echo', { ...headers, 'content-length': String(json.length) }, pieces);
+    const declared = await rawRequest(
+      running.baseUrl,
+      'PUT',
+      '/api/v1/test-echo',
+      { ...headers, 'content-length': String(json.length) },
+      pieces,
+    );
     expect(declared.status, declared.body).toBe(200);
     expect(JSON.parse(declared.body)).toEqual({ received: { text } });
     const chunked = await rawRequest(running.baseUrl, 'PUT', '/api/v1/test-echo', { ...headers, 'transfer-encoding': 'chunked' }, pieces);
@@ -250,7 +265,9 @@ describe(`gateway foundation (${driverLabel})`, () => {
   });
 
   it('answers CORS preflights so the JS client can run in a browser', async () => {
-    const response = await running.client.request('OPTIONS', '/api/v1/version', { headers: { origin: 'https://example.test', 'access-control-request-method': 'GET' } });
+    const response = await running.client.request('OPTIONS', '/api/v1/version', {
+      headers: { origin: 'https://example.test', 'access-control-request-method': 'GET' },
+    });
     expect(response.status).toBe(204);
     expect(response.headers.get('access-control-allow-origin')).toBe('*');
     expect(response.headers.get('access-control-allow-headers')).toContain('X-API-KEY');

@@ -35,9 +35,16 @@ const indoor = (venue: Venue, deviceId: string, timestamp: number | string, x: n
   ...extra,
 });
 const query = (params: Record<string, string | number | undefined>) =>
-  new URLSearchParams(Object.entries(params).filter((entry): entry is [string, string | number] => entry[1] !== undefined).map(([k, v]) => [k, String(v)])).toString();
-const rawPoseData = (client: TestClient, params: Record<string, string | number | undefined>, path = '/api/v1/real_time/analytics/raw_pose_data') =>
-  client.get(`${path}?${query(params)}`);
+  new URLSearchParams(
+    Object.entries(params)
+      .filter((entry): entry is [string, string | number] => entry[1] !== undefined)
+      .map(([k, v]) => [k, String(v)]),
+  ).toString();
+const rawPoseData = (
+  client: TestClient,
+  params: Record<string, string | number | undefined>,
+  path = '/api/v1/real_time/analytics/raw_pose_data',
+) => client.get(`${path}?${query(params)}`);
 const exportCsv = (client: TestClient, buildingId: number, params: Record<string, string | number | undefined>) =>
   client.get(`/api/v1/real_time/export/${buildingId}?${query(params)}`);
 const fieldsOf = (response: { body: { errors?: { field: string }[] } }) => (response.body.errors ?? []).map((error) => error.field);
@@ -64,7 +71,13 @@ describe(`positions history: raw_pose_data and CSV export (${driverLabel})`, () 
         indoor(venue, 'hist-a', at(9), 1, 2),
         indoor(venue, 'hist-a', at(8), 5, 6),
         indoor(venue, 'hist-a', new Date(at(8, 30)).toISOString().replace('Z', '+00:00'), 7, 8),
-        { device_id: 'hist-walker', timestamp: at(8, 45), building_id: venue.building.id, lat: venue.building.location.lat, lng: venue.building.location.lng },
+        {
+          device_id: 'hist-walker',
+          timestamp: at(8, 45),
+          building_id: venue.building.id,
+          lat: venue.building.location.lat,
+          lng: venue.building.location.lng,
+        },
       ]);
     });
 
@@ -97,20 +110,36 @@ describe(`positions history: raw_pose_data and CSV export (${driverLabel})`, () 
     it('filters one device', async () => {
       const response = await rawPoseData(admin, { building_id: venue.building.id, date: `${dayD}T00:00:00.000Z`, device_id: 'hist-b' });
       expect(response.status).toBe(200);
-      expect(response.body.analytics.map((record: { device_id: string; position: number[] }) => [record.device_id, record.position])).toEqual([['hist-b', [3, 4]]]);
+      expect(
+        response.body.analytics.map((record: { device_id: string; position: number[] }) => [record.device_id, record.position]),
+      ).toEqual([['hist-b', [3, 4]]]);
       const nobody = await rawPoseData(admin, { building_id: venue.building.id, date: `${dayD}T00:00:00.000Z`, device_id: 'hist-nobody' });
       expect(nobody.body).toEqual({ analytics: [] });
     });
 
     it('refuses, naming the range, more positions than one JSON answer may hold', async () => {
-      const principal: Principal = { userId: 'n/a', email: 'n/a', organizationId, role: 'admin', platformAdmin: false, permission: 'read-write', via: 'jwt' };
+      const principal: Principal = {
+        userId: 'n/a',
+        email: 'n/a',
+        organizationId,
+        role: 'admin',
+        platformAdmin: false,
+        permission: 'read-write',
+        via: 'jwt',
+      };
       const window = { from: D, to: D + DAY, offsetMinutes: 0 };
-      const small = new HistoryService(running.gateway.services.storage, running.gateway.services.cartography, { maxJsonRows: 3, pageSize: 2 });
+      const small = new HistoryService(running.gateway.services.storage, running.gateway.services.cartography, {
+        maxJsonRows: 3,
+        pageSize: 2,
+      });
       const refused = await small.analytics(principal, venue.building.id, window).catch((error: unknown) => error);
       expect(refused).toBeInstanceOf(ValidationError);
       expect((refused as ValidationError).errors![0]!.field).toBe('query.date_end');
       expect((refused as ValidationError).errors![0]!.message).toContain(`/api/v1/real_time/export/${venue.building.id}`);
-      const enough = new HistoryService(running.gateway.services.storage, running.gateway.services.cartography, { maxJsonRows: 4, pageSize: 2 });
+      const enough = new HistoryService(running.gateway.services.storage, running.gateway.services.cartography, {
+        maxJsonRows: 4,
+        pageSize: 2,
+      });
       expect((await enough.analytics(principal, venue.building.id, window)).analytics).toHaveLength(4);
     });
   });
@@ -135,7 +164,9 @@ describe(`positions history: raw_pose_data and CSV export (${driverLabel})`, () 
 
     it('assumes +02:00 when date has no offset, and reads a + sent unencoded (a space) as +', async () => {
       expect(await analyticsTimes({ date: `${dayD1}T00:00:00.000` })).toEqual([`${dayD1}T00:30:00.000+02:00`]);
-      const unencoded = await admin.get(`/api/v1/real_time/analytics/raw_pose_data?building_id=${venue.building.id}&date=${dayD1}T00:00:00.000+02:00`);
+      const unencoded = await admin.get(
+        `/api/v1/real_time/analytics/raw_pose_data?building_id=${venue.building.id}&date=${dayD1}T00:00:00.000+02:00`,
+      );
       expect(unencoded.body.analytics.map((record: { time_sec: string }) => record.time_sec)).toEqual([`${dayD1}T00:30:00.000+02:00`]);
     });
 
@@ -144,7 +175,9 @@ describe(`positions history: raw_pose_data and CSV export (${driverLabel})`, () 
         `${dayD}T23:30:00.000+02:00`,
         `${dayD1}T00:30:00.000+02:00`,
       ]);
-      expect(await analyticsTimes({ date: `${dayD}T00:00:00.000+02:00`, date_end: `${dayD1}T00:30:00.000+02:00` })).toEqual([`${dayD}T23:30:00.000+02:00`]);
+      expect(await analyticsTimes({ date: `${dayD}T00:00:00.000+02:00`, date_end: `${dayD1}T00:30:00.000+02:00` })).toEqual([
+        `${dayD}T23:30:00.000+02:00`,
+      ]);
       // date_end in another offset is the same instant; times stay in the offset of date.
       expect(await analyticsTimes({ date: `${dayD}T00:00:00.000+02:00`, date_end: `${dayD}T22:30:00.001Z` })).toEqual([
         `${dayD}T23:30:00.000+02:00`,
@@ -162,7 +195,13 @@ describe(`positions history: raw_pose_data and CSV export (${driverLabel})`, () 
         indoor(venue, 'a,"b"', at(10, 1), 3, 4),
         indoor(venue, '@SUM(1+1)', at(10, 2), 5, 6),
         indoor(venue, 'plain', at(10, 3), 7, 8),
-        { device_id: 'plain', timestamp: at(10, 4), building_id: venue.building.id, lat: venue.building.location.lat, lng: venue.building.location.lng },
+        {
+          device_id: 'plain',
+          timestamp: at(10, 4),
+          building_id: venue.building.id,
+          lat: venue.building.location.lat,
+          lng: venue.building.location.lng,
+        },
       ]);
     });
 
@@ -195,7 +234,11 @@ describe(`positions history: raw_pose_data and CSV export (${driverLabel})`, () 
       const response = await exportCsv(admin, venue.building.id, { date: `${dayD}T07:00:00.000-03:00`, device_id: 'plain' });
       expect(response.status).toBe(200);
       expect(response.headers.get('content-disposition')).toBe(`attachment; filename="positions-${venue.building.id}-${dayD}.csv"`);
-      expect(parseCsv(response.text).slice(1).map((record) => record[1])).toEqual([`${dayD}T07:03:00.000-03:00`, `${dayD}T07:04:00.000-03:00`]);
+      expect(
+        parseCsv(response.text)
+          .slice(1)
+          .map((record) => record[1]),
+      ).toEqual([`${dayD}T07:03:00.000-03:00`, `${dayD}T07:04:00.000-03:00`]);
       const before = await exportCsv(admin, venue.building.id, { date: `${dayD}T00:00:00.000Z`, date_end: `${dayD}T10:00:00.000Z` });
       expect(before.text).toBe('device_id,time_sec,is_indoor,floor_id,position_x,position_y,yaw,lat,lng\r\n');
     });
@@ -204,7 +247,9 @@ describe(`positions history: raw_pose_data and CSV export (${driverLabel})`, () 
       const big = await createVenue(admin, 'History big venue');
       const base = at(6);
       // x numbers the rows, kept within the 10 km an indoor fix may lie from its building.
-      const poses = Array.from({ length: 20_000 }, (_, i) => indoor(big, `bulk-${i % 4}`, base + Math.floor(i / 4) * 1000, i % 10_000, 1 + Math.floor(i / 10_000)));
+      const poses = Array.from({ length: 20_000 }, (_, i) =>
+        indoor(big, `bulk-${i % 4}`, base + Math.floor(i / 4) * 1000, i % 10_000, 1 + Math.floor(i / 10_000)),
+      );
       for (let start = 0; start < poses.length; start += 5000) await upload(admin, poses.slice(start, start + 5000));
       const response = await exportCsv(admin, big.building.id, { date: `${dayD}T00:00:00.000Z` });
       expect(response.status).toBe(200);
@@ -212,17 +257,28 @@ describe(`positions history: raw_pose_data and CSV export (${driverLabel})`, () 
       const rows = parseCsv(response.text).slice(1);
       expect(rows).toHaveLength(20_000);
       // Row i is pose i: ordered by time, then device, each exactly once.
-      const mismatches = rows.filter((row, i) => row[0] !== `bulk-${i % 4}` || row[4] !== String(i % 10_000) || row[5] !== String(1 + Math.floor(i / 10_000)) || row[1] !== new Date(base + Math.floor(i / 4) * 1000).toISOString().replace('Z', '+00:00'));
+      const mismatches = rows.filter(
+        (row, i) =>
+          row[0] !== `bulk-${i % 4}` ||
+          row[4] !== String(i % 10_000) ||
+          row[5] !== String(1 + Math.floor(i / 10_000)) ||
+          row[1] !== new Date(base + Math.floor(i / 4) * 1000).toISOString().replace('Z', '+00:00'),
+      );
       expect(mismatches.slice(0, 3)).toEqual([]);
     });
 
     it('keeps fixes of one device sharing a timestamp across page boundaries (keyset tie-break)', async () => {
       const twins = await createVenue(admin, 'History twins venue');
       // Seven fixes at one instant (more than two pages), then two later ones.
-      await upload(admin, [...Array.from({ length: 7 }, (_, i) => indoor(twins, 'twin', at(12), i, 0)), indoor(twins, 'twin', at(12, 1), 7, 0), indoor(twins, 'other', at(12, 2), 8, 0)]);
+      await upload(admin, [
+        ...Array.from({ length: 7 }, (_, i) => indoor(twins, 'twin', at(12), i, 0)),
+        indoor(twins, 'twin', at(12, 1), 7, 0),
+        indoor(twins, 'other', at(12, 2), 8, 0),
+      ]);
       const reader = new PositionHistory(running.gateway.services.storage, 3);
       const pages: number[][] = [];
-      for await (const page of reader.pages({ organizationId, buildingId: twins.building.id, from: D, to: D + DAY })) pages.push(page.map((row) => row.x!));
+      for await (const page of reader.pages({ organizationId, buildingId: twins.building.id, from: D, to: D + DAY }))
+        pages.push(page.map((row) => row.x!));
       expect(pages.map((page) => page.length)).toEqual([3, 3, 3]);
       expect(pages.flat().slice(0, 7).sort()).toEqual([0, 1, 2, 3, 4, 5, 6]);
       expect(pages.flat().slice(7)).toEqual([7, 8]);
@@ -255,13 +311,18 @@ describe(`positions history: raw_pose_data and CSV export (${driverLabel})`, () 
       await upload(member.client, [indoor(venue, 'member-phone', at(13), 1, 1)]);
       await upload(admin, [indoor(venue, 'staff-tag', at(13, 1), 2, 2)]);
       const params = { building_id: venue.building.id, date: `${dayD}T12:00:00.000Z` };
-      const devicesIn = (response: { body: { analytics: { device_id: string }[] } }) => response.body.analytics.map((record) => record.device_id);
+      const devicesIn = (response: { body: { analytics: { device_id: string }[] } }) =>
+        response.body.analytics.map((record) => record.device_id);
       expect(devicesIn(await rawPoseData(admin, params))).toEqual(['member-phone', 'staff-tag']);
       expect(devicesIn(await rawPoseData(member.client, params))).toEqual(['member-phone']);
       expect(devicesIn(await rawPoseData(member.client, { ...params, device_id: 'staff-tag' }))).toEqual([]);
       const csv = await exportCsv(member.client, venue.building.id, { date: params.date });
       expect(csv.status).toBe(200);
-      expect(parseCsv(csv.text).slice(1).map((record) => record[0])).toEqual(['member-phone']);
+      expect(
+        parseCsv(csv.text)
+          .slice(1)
+          .map((record) => record[0]),
+      ).toEqual(['member-phone']);
     });
   });
 
@@ -292,11 +353,15 @@ describe(`positions history: raw_pose_data and CSV export (${driverLabel})`, () 
         expect(response.body.code).toBe('validation_failed');
         expect(fieldsOf(response), JSON.stringify(params)).toContain(field);
       }
-      const twice = await admin.get(`/api/v1/real_time/analytics/raw_pose_data?building_id=${buildingId}&date=${encodeURIComponent(date)}&device_id=a&device_id=b`);
+      const twice = await admin.get(
+        `/api/v1/real_time/analytics/raw_pose_data?building_id=${buildingId}&date=${encodeURIComponent(date)}&device_id=a&device_id=b`,
+      );
       expect(twice.status).toBe(422);
       expect(fieldsOf(twice)).toContain('query.device_id');
       // 31 days exactly is allowed.
-      expect((await rawPoseData(admin, { building_id: buildingId, date, date_end: `${dayOf(D + 31 * DAY)}T00:00:00.000+02:00` })).status).toBe(200);
+      expect(
+        (await rawPoseData(admin, { building_id: buildingId, date, date_end: `${dayOf(D + 31 * DAY)}T00:00:00.000+02:00` })).status,
+      ).toBe(200);
     });
 
     it('validates the export the same way', async () => {
@@ -306,7 +371,10 @@ describe(`positions history: raw_pose_data and CSV export (${driverLabel})`, () 
       const backwards = await exportCsv(admin, buildingId, { date: `${dayD1}T00:00:00.000Z`, date_end: `${dayD}T00:00:00.000Z` });
       expect(backwards.status).toBe(422);
       expect(fieldsOf(backwards)).toEqual(['query.date_end']);
-      const tooLong = await exportCsv(admin, buildingId, { date: `${dayD}T00:00:00.000Z`, date_end: `${dayOf(D + 40 * DAY)}T00:00:00.000Z` });
+      const tooLong = await exportCsv(admin, buildingId, {
+        date: `${dayD}T00:00:00.000Z`,
+        date_end: `${dayOf(D + 40 * DAY)}T00:00:00.000Z`,
+      });
       expect(tooLong.status).toBe(422);
       expect(fieldsOf(tooLong)).toEqual(['query.date_end']);
       expect((await exportCsv(admin, 0, { date: `${dayD}T00:00:00.000Z` })).status).toBe(422);

@@ -32,10 +32,21 @@ describe(`images (${driverLabel})`, () => {
     const form = new FormData();
     form.append('image', blobOf(png, 'image/png'), 'plan.png');
     form.append('rtf', 'true');
-    const response = await fetch(`${running.baseUrl}/api/v1/images`, { method: 'POST', headers: { authorization: `Bearer ${token}` }, body: form });
+    const response = await fetch(`${running.baseUrl}/api/v1/images`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token}` },
+      body: form,
+    });
     expect(response.status).toBe(201);
     const body = await response.json();
-    expect(body).toEqual({ id: expect.any(String), url: `/api/v1/images/${body.id}`, content_type: 'image/png', width: 5, height: 3, size: png.length });
+    expect(body).toEqual({
+      id: expect.any(String),
+      url: `/api/v1/images/${body.id}`,
+      content_type: 'image/png',
+      width: 5,
+      height: 3,
+      size: png.length,
+    });
 
     const served = await getBytes(running, token, body.url);
     expect(served.status).toBe(200);
@@ -101,7 +112,10 @@ describe(`images (${driverLabel})`, () => {
     expect(missing.status).toBe(422);
     expect(missing.body).toMatchObject({ status: 422, code: 'validation_failed', errors: [{ field: 'image' }] });
 
-    const truncated = await admin.request('POST', '/api/v1/images', { raw: body.subarray(0, body.length - 40), headers: { 'content-type': contentType } });
+    const truncated = await admin.request('POST', '/api/v1/images', {
+      raw: body.subarray(0, body.length - 40),
+      headers: { 'content-type': contentType },
+    });
     expect(truncated.status).toBe(400);
     expect(truncated.body).toMatchObject({ status: 400, code: 'bad_request' });
     const noBoundary = await admin.request('POST', '/api/v1/images', { raw: body, headers: { 'content-type': 'multipart/form-data' } });
@@ -120,7 +134,11 @@ describe(`images (${driverLabel})`, () => {
 
   it('refuses to delete an image a floor still uses (409), and deletes it once released', async () => {
     const { id } = (await uploadImage(admin, pngBytes(4, 4))).body;
-    const building = await admin.post('/api/v1/buildings', { name: 'Plan holder', location: { lat: 1, lng: 1 }, dimensions: { width: 2, length: 2 } });
+    const building = await admin.post('/api/v1/buildings', {
+      name: 'Plan holder',
+      location: { lat: 1, lng: 1 },
+      dimensions: { width: 2, length: 2 },
+    });
     const floor = await admin.post('/api/v1/floors', { building_id: building.body.id, level: 0, map_id: id });
     expect(floor.body.maps).toMatchObject({ map_id: id, map_url: `/api/v1/images/${id}`, scale: 2 });
     const refused = await admin.delete(`/api/v1/images/${id}`);

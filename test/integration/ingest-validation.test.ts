@@ -15,8 +15,22 @@ describe(`ingest validation: physical ranges, characters PostgreSQL refuses, upl
   let admin: TestClient;
   let venue: Awaited<ReturnType<typeof createVenue>>;
   const storedCount = async (deviceId: string) =>
-    Number((await running.gateway.services.storage.execute<{ n: number }>('select count(*)::int as n from positions where device_id = ?', [deviceId]))[0]!.n);
-  const indoor = (deviceId: string, extra: object = {}) => ({ device_id: deviceId, timestamp: Date.now(), building_id: venue.building.id, floor_id: venue.floors[0].id, x: 3, y: 4, ...extra });
+    Number(
+      (
+        await running.gateway.services.storage.execute<{ n: number }>('select count(*)::int as n from positions where device_id = ?', [
+          deviceId,
+        ])
+      )[0]!.n,
+    );
+  const indoor = (deviceId: string, extra: object = {}) => ({
+    device_id: deviceId,
+    timestamp: Date.now(),
+    building_id: venue.building.id,
+    floor_id: venue.floors[0].id,
+    x: 3,
+    y: 4,
+    ...extra,
+  });
 
   beforeAll(async () => {
     running = await startTestGateway();
@@ -59,20 +73,32 @@ describe(`ingest validation: physical ranges, characters PostgreSQL refuses, upl
       { device_id: 'window-future', timestamp: now + 6 * 60_000, lat: 1, lng: 1 },
     ]);
     expect(outside.status, outside.text).toBe(422);
-    expect(outside.body.errors.map((e: { field: string }) => e.field)).toEqual(['poses.1.timestamp', 'poses.2.timestamp', 'poses.3.timestamp']);
+    expect(outside.body.errors.map((e: { field: string }) => e.field)).toEqual([
+      'poses.1.timestamp',
+      'poses.2.timestamp',
+      'poses.3.timestamp',
+    ]);
     expect(await storedCount('window-ok')).toBe(0);
   });
 
   it('creates the partition of a back-dated day before the commit, so accepted old fixes are stored', async () => {
     const days = Array.from({ length: 7 }, (_, i) => Date.now() - i * DAY - HOUR);
-    const response = await upload(admin, days.map((timestamp) => ({ device_id: 'back-dated', timestamp, lat: 1, lng: 1 })));
+    const response = await upload(
+      admin,
+      days.map((timestamp) => ({ device_id: 'back-dated', timestamp, lat: 1, lng: 1 })),
+    );
     expect(response.status, response.text).toBe(204);
     expect(await storedCount('back-dated')).toBe(7);
   });
 
-  it('has today\'s partition and the next three days\' ready from boot, before any upload needs them', async () => {
-    const names = (await running.gateway.services.storage.execute<{ name: string }>("select relname as name from pg_class where relname like 'positions_p%'")).map((row) => row.name);
-    for (let i = 0; i <= 3; i++) expect(names).toContain(`positions_p${new Date(Date.now() + i * DAY).toISOString().slice(0, 10).replace(/-/g, '')}`);
+  it("has today's partition and the next three days' ready from boot, before any upload needs them", async () => {
+    const names = (
+      await running.gateway.services.storage.execute<{ name: string }>(
+        "select relname as name from pg_class where relname like 'positions_p%'",
+      )
+    ).map((row) => row.name);
+    for (let i = 0; i <= 3; i++)
+      expect(names).toContain(`positions_p${new Date(Date.now() + i * DAY).toISOString().slice(0, 10).replace(/-/g, '')}`);
   });
 
   it('refuses a NUL or a lone surrogate in a device_id with 422 naming the pose', async () => {
@@ -98,7 +124,11 @@ describe(`ingest validation: physical ranges, characters PostgreSQL refuses, upl
     const poi = await admin.post('/api/v1/groups', { name: 'lone \udc00 low' });
     expect(poi.status, poi.text).toBe(422);
     expect(poi.body.errors[0].field).toBe('name');
-    const building = await admin.post('/api/v1/buildings', { name: 'ok', location: { lat: 1, lng: 1 }, custom_fields: [{ key: 'k', value: 'v\u0000' }] });
+    const building = await admin.post('/api/v1/buildings', {
+      name: 'ok',
+      location: { lat: 1, lng: 1 },
+      custom_fields: [{ key: 'k', value: 'v\u0000' }],
+    });
     expect(building.status, building.text).toBe(422);
     expect(building.body.errors[0].field).toBe('custom_fields.0.value');
     // The gateway still answers, and a clean name still works.
@@ -128,15 +158,24 @@ describe(`ingest validation: physical ranges, characters PostgreSQL refuses, upl
     expect((await upload(admin, [{ device_id: 'colleague-phone', timestamp: Date.now(), lat: 1, lng: 1 }])).status).toBe(204);
   });
 
-  it('serialises two concurrent PUTs of a building\'s paths: both succeed, one of them wins whole', async () => {
+  it("serialises two concurrent PUTs of a building's paths: both succeed, one of them wins whole", async () => {
     // The race is on the first graph of a building (both insert): a few fresh buildings make it show.
     for (let round = 0; round < 3; round++) {
       const fresh = await createVenue(admin, `Paths venue ${round}`);
       const floorId = fresh.floors[0].id;
-      const graph = (x: number) => ({ nodes: [{ id: 1, floor_id: floorId, x, y: 0 }, { id: 2, floor_id: floorId, x: x + 1, y: 0 }], links: [{ source: 1, target: 2 }] });
+      const graph = (x: number) => ({
+        nodes: [
+          { id: 1, floor_id: floorId, x, y: 0 },
+          { id: 2, floor_id: floorId, x: x + 1, y: 0 },
+        ],
+        links: [{ source: 1, target: 2 }],
+      });
       const path = `/api/v1/buildings/${fresh.building.id}/paths`;
       const responses = await Promise.all([admin.put(path, graph(10)), admin.put(path, graph(20))]);
-      expect(responses.map((r) => r.status), responses.map((r) => r.text).join('\n')).toEqual([200, 200]);
+      expect(
+        responses.map((r) => r.status),
+        responses.map((r) => r.text).join('\n'),
+      ).toEqual([200, 200]);
       const stored = await admin.get(path);
       expect(stored.body.nodes).toHaveLength(2);
       expect([10, 20]).toContain(stored.body.nodes[0].x);

@@ -38,23 +38,44 @@ describe(`materializer rebuilds equal their plain SQL definition (${driverLabel}
     floorIds = venue.floors.map((floor: { id: number }) => floor.id);
     const fences = [
       { type: 'POLYGON', cartesians: squareCartesians(10, 10, 10) },
-      { type: 'POLYGON', cartesians: [[12, 8], [26, 14], [14, 24], [12, 8]] },
+      {
+        type: 'POLYGON',
+        cartesians: [
+          [12, 8],
+          [26, 14],
+          [14, 24],
+          [12, 8],
+        ],
+      },
       { type: 'CIRCLE', cartesians: [[20, 15]], radius: 4 },
       { type: 'POINT', cartesians: [[15, 18]], radius: 2 },
-      { type: 'LINE', cartesians: [[5, 15], [30, 17], [35, 10]], radius: 1.5 },
+      {
+        type: 'LINE',
+        cartesians: [
+          [5, 15],
+          [30, 17],
+          [35, 10],
+        ],
+        radius: 1.5,
+      },
     ];
     for (const [i, body] of fences.entries()) {
       const response = await admin.post('/api/v1/geofences', { name: `F${i}`, building_id: buildingId, floor_id: floorIds[0], ...body });
       expect(response.status, response.text).toBe(201);
     }
-    organizationId = (await storage.execute<{ organization_id: string }>('select organization_id::text from buildings where id = ?', [buildingId]))[0]!.organization_id;
+    organizationId = (
+      await storage.execute<{ organization_id: string }>('select organization_id::text from buildings where id = ?', [buildingId])
+    )[0]!.organization_id;
     await new PositionStore(storage).ensurePartitions([{ timestamp: HOUR } as never, { timestamp: HOUR + 3_599_999 } as never]);
   });
   afterAll(async () => running?.stop());
 
   /** Stay segments by definition: positions x geofences, runs per device-hour, fence, user and building. */
   async function definedStays(): Promise<unknown[]> {
-    const fences = await storage.execute<FenceRow>('select id, name, floor_id, type, cartesians, radius, geometry_version, geometry_since from geofences where organization_id = ?', [organizationId]);
+    const fences = await storage.execute<FenceRow>(
+      'select id, name, floor_id, type, cartesians, radius, geometry_version, geometry_since from geofences where organization_id = ?',
+      [organizationId],
+    );
     const { shapes } = shapesOf(fences);
     const of = (pick: (shape: (typeof shapes)[number]) => string | number | null) => pgArray(shapes.map(pick));
     return storage.execute(
@@ -130,8 +151,16 @@ describe(`materializer rebuilds equal their plain SQL definition (${driverLabel}
     building: fc.oneof({ weight: 12, arbitrary: fc.constant(true) }, { weight: 1, arbitrary: fc.constant(false) }),
     floor: fc.oneof({ weight: 12, arbitrary: fc.constant(0) }, { weight: 1, arbitrary: fc.constantFrom(1, null) }),
     // Mostly inside the overlapping shapes (10..26 x 8..24), also around them, and on some of their edges and corners.
-    x: fc.oneof(fc.double({ min: 10, max: 26, noNaN: true }), fc.double({ min: 3, max: 37, noNaN: true }), fc.constantFrom(10, 20, 12, 26, 24, 30, 15)),
-    y: fc.oneof(fc.double({ min: 8, max: 24, noNaN: true }), fc.double({ min: 3, max: 27, noNaN: true }), fc.constantFrom(10, 20, 8, 14, 11, 15, 17)),
+    x: fc.oneof(
+      fc.double({ min: 10, max: 26, noNaN: true }),
+      fc.double({ min: 3, max: 37, noNaN: true }),
+      fc.constantFrom(10, 20, 12, 26, 24, 30, 15),
+    ),
+    y: fc.oneof(
+      fc.double({ min: 8, max: 24, noNaN: true }),
+      fc.double({ min: 3, max: 27, noNaN: true }),
+      fc.constantFrom(10, 20, 8, 14, 11, 15, 17),
+    ),
   });
 
   it('stays and rollup runs of random device-hours, rebuilt in one transaction', async () => {

@@ -3,7 +3,15 @@ import { loadConfig } from '../../shared/config.js';
 import { createLogger } from '../../shared/logger.js';
 import type { PositionRecord } from '../../shared/positions/position-record.js';
 import { PositionStore } from '../../shared/positions/position-store.js';
-import { HOUR_MS, pauseAfter, ReportMaterializer, setWatermark, watermark, type DeviceHour, type Materialization } from '../../shared/reports/materializer.js';
+import {
+  HOUR_MS,
+  pauseAfter,
+  ReportMaterializer,
+  setWatermark,
+  watermark,
+  type DeviceHour,
+  type Materialization,
+} from '../../shared/reports/materializer.js';
 import type { Storage } from '../../shared/storage/storage.js';
 import { ADMIN_EMAIL } from '../support/identity.js';
 import { driverLabel } from '../support/test-environment.js';
@@ -23,7 +31,8 @@ describe('pauseAfter', () => {
   it('REPORTS_MATERIALIZE_DUTY is a share in (0, 1], 0.5 by default', () => {
     expect(loadConfig({}).REPORTS_MATERIALIZE_DUTY).toBe(0.5);
     expect(loadConfig({ REPORTS_MATERIALIZE_DUTY: '1' }).REPORTS_MATERIALIZE_DUTY).toBe(1);
-    for (const bad of ['0', '1.5', '-0.2', 'half']) expect(() => loadConfig({ REPORTS_MATERIALIZE_DUTY: bad }), bad).toThrow(/REPORTS_MATERIALIZE_DUTY/);
+    for (const bad of ['0', '1.5', '-0.2', 'half'])
+      expect(() => loadConfig({ REPORTS_MATERIALIZE_DUTY: bad }), bad).toThrow(/REPORTS_MATERIALIZE_DUTY/);
   });
 });
 
@@ -54,17 +63,24 @@ describe(`report materializer pacing (${driverLabel})`, () => {
       return sleep(ms);
     },
   });
-  const materializer = (options: ConstructorParameters<typeof ReportMaterializer>[3]) => new ReportMaterializer(storage, [counting], createLogger('silent'), { lagMs: 0, batch: 2, ...options });
+  const materializer = (options: ConstructorParameters<typeof ReportMaterializer>[3]) =>
+    new ReportMaterializer(storage, [counting], createLogger('silent'), { lagMs: 0, batch: 2, ...options });
   const passOverEverything = (m: ReportMaterializer) => m.runOnce(Date.now() + 1);
 
   beforeAll(async () => {
     running = await startTestGateway({ POSITIONS_MAX_AGE_SECONDS: String(100 * 365 * 86_400), REPORTS_MATERIALIZE_INTERVAL_MS: '0' });
     storage = running.gateway.services.storage;
-    const [admin] = await storage.execute<{ organization_id: string }>('select organization_id::text from users where email = ?', [ADMIN_EMAIL]);
+    const [admin] = await storage.execute<{ organization_id: string }>('select organization_id::text from users where email = ?', [
+      ADMIN_EMAIL,
+    ]);
     await new PositionStore(storage).ensurePartitions([{ timestamp: HOUR } as PositionRecord]);
     // Five device-hours of a closed hour (three batches of two), pace-a's with four positions, the others' one.
     for (const [i, device] of [...DEVICES, 'pace-a', 'pace-a', 'pace-a'].entries()) {
-      await storage.execute('insert into positions (organization_id, device_id, indoor, lat, lng, ts) values (?, ?, false, 40, -3, ?)', [admin!.organization_id, device, new Date(HOUR + i * 60_000).toISOString()]);
+      await storage.execute('insert into positions (organization_id, device_id, indoor, lat, lng, ts) values (?, ?, false, 40, -3, ?)', [
+        admin!.organization_id,
+        device,
+        new Date(HOUR + i * 60_000).toISOString(),
+      ]);
     }
   });
   afterAll(async () => running?.stop());
@@ -96,7 +112,8 @@ describe(`report materializer pacing (${driverLabel})`, () => {
   it('bounds a batch by positions too: a bigger device-hour is a batch of its own', async () => {
     expect(await passOverEverything(materializer({ batch: 10, batchPositions: 2, duty: 0.5, clock: clock() }))).toBe(5);
     const positions = (device: string) => (device === 'pace-a' ? 4 : 1);
-    for (const batch of rebuilt) expect(batch.length === 1 || batch.reduce((sum, device) => sum + positions(device), 0) <= 2, batch.join()).toBe(true);
+    for (const batch of rebuilt)
+      expect(batch.length === 1 || batch.reduce((sum, device) => sum + positions(device), 0) <= 2, batch.join()).toBe(true);
     expect(rebuilt).toContainEqual(['pace-a']);
     expect(rebuilt.length).toBeGreaterThanOrEqual(3); // pace-a alone, four others at most two a batch
     expect(rebuiltDevices()).toEqual(DEVICES);

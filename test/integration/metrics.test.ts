@@ -28,8 +28,22 @@ describe(`GET /metrics (${driverLabel})`, () => {
   });
 
   it('counts an upload and an alarm by exactly what they did', async () => {
-    await admin.post('/api/v1/geofences', { name: 'Ward M', building_id: venue.building.id, floor_id: venue.floors[0].id, type: 'POLYGON', cartesians: squareCartesians(10, 10, 10) });
-    const at = (deviceId: string, x: number, extra: object = {}) => ({ device_id: deviceId, timestamp: Date.now(), building_id: venue.building.id, floor_id: venue.floors[0].id, x, y: 5, ...extra });
+    await admin.post('/api/v1/geofences', {
+      name: 'Ward M',
+      building_id: venue.building.id,
+      floor_id: venue.floors[0].id,
+      type: 'POLYGON',
+      cartesians: squareCartesians(10, 10, 10),
+    });
+    const at = (deviceId: string, x: number, extra: object = {}) => ({
+      device_id: deviceId,
+      timestamp: Date.now(),
+      building_id: venue.building.id,
+      floor_id: venue.floors[0].id,
+      x,
+      y: 5,
+      ...extra,
+    });
     // Devices placed first, so the measured batch holds one enter (m-1 walks into the ward) and one DANGER press.
     expect((await admin.post('/api/v1/realtime/positions', { poses: [at('m-1', 5), at('m-2', 5)] })).status).toBe(204);
     const before = await read();
@@ -42,7 +56,8 @@ describe(`GET /metrics (${driverLabel})`, () => {
     // Detection runs on the building's owner once the positions are handed over, after the 204: wait for the enter.
     let after = await read();
     const enters = (metrics: typeof after) => metrics.value('floorcast_zone_events_total', { type: 'enter', zone_kind: 'geofence' });
-    for (const started = Date.now(); enters(after) === enters(before) && Date.now() - started < 10_000; after = await read()) await new Promise((resolve) => setTimeout(resolve, 50));
+    for (const started = Date.now(); enters(after) === enters(before) && Date.now() - started < 10_000; after = await read())
+      await new Promise((resolve) => setTimeout(resolve, 50));
     const moved = (name: string, labels: Record<string, string> = {}) => after.value(name, labels) - before.value(name, labels);
     expect(moved('floorcast_positions_accepted_total')).toBe(poses.length);
     expect(moved('floorcast_positions_refused_total', { reason: 'invalid' })).toBe(refused.length);
@@ -68,7 +83,14 @@ describe(`GET /metrics (${driverLabel})`, () => {
     const token = (await login(running.client, ADMIN_EMAIL, ADMIN_PASSWORD)).access_token;
     const socket = await TestSocket.open(running.baseUrl, { headers: { authorization: `Bearer ${token}` } });
     try {
-      expect((await socket.request({ op: 'subscribe', topics: [`buildings/${venue.building.id}/positions`, `buildings/${venue.building.id}/alarms`] })).op).toBe('subscribed');
+      expect(
+        (
+          await socket.request({
+            op: 'subscribe',
+            topics: [`buildings/${venue.building.id}/positions`, `buildings/${venue.building.id}/alarms`],
+          })
+        ).op,
+      ).toBe('subscribed');
       const open = await read();
       expect(open.value('floorcast_ws_connections')).toBe(1);
       expect(open.value('floorcast_ws_subscriptions')).toBe(2);
@@ -114,7 +136,9 @@ describe(`GET /metrics (${driverLabel})`, () => {
 
 describe('the metrics parser used above', () => {
   it('reads samples with labels and escapes', () => {
-    const samples: Samples = parsePrometheus('# HELP a_total x\n# TYPE a_total counter\na_total{type="DANGER",x="a\\"b"} 3\nb 1.5e+2\nc NaN\nd Nan\ne +Inf\n');
+    const samples: Samples = parsePrometheus(
+      '# HELP a_total x\n# TYPE a_total counter\na_total{type="DANGER",x="a\\"b"} 3\nb 1.5e+2\nc NaN\nd Nan\ne +Inf\n',
+    );
     expect(samples.value('a_total', { type: 'DANGER' })).toBe(3);
     expect(samples.value('a_total', { x: 'a"b' })).toBe(3);
     expect(samples.value('b')).toBe(150);

@@ -5,7 +5,11 @@ import { driverLabel } from '../support/test-environment.js';
 import { startTestGateway, type RunningGateway } from '../support/test-gateway.js';
 
 /** A 1x1 PNG, the smallest floorplan there is. */
-const PNG = Buffer.from('89504e470d0a1a0a0000000d4948445200000001000000010806000000' + '1f15c4890000000d49444154789c626001000000ffff03000006000557bfabd40000000049454e44ae426082', 'hex');
+const PNG = Buffer.from(
+  '89504e470d0a1a0a0000000d4948445200000001000000010806000000' +
+    '1f15c4890000000d49444154789c626001000000ffff03000006000557bfabd40000000049454e44ae426082',
+  'hex',
+);
 
 /**
  * Every cartography call of the official JavaScript client, unmodified, against a running gateway: reads and
@@ -38,7 +42,13 @@ describe(`official client @situm/sdk-js: cartography (${driverLabel})`, () => {
 
     const image = await sdk.images.uploadImage(new Blob([PNG], { type: 'image/png' }), { filename: 'plan.png' } as never);
     expect(typeof image.id).toBe('string');
-    const floor = await sdk.cartography.createFloor({ buildingId: building.id, level: 0, levelHeight: 0, name: 'Ground', mapId: image.id } as never);
+    const floor = await sdk.cartography.createFloor({
+      buildingId: building.id,
+      level: 0,
+      levelHeight: 0,
+      name: 'Ground',
+      mapId: image.id,
+    } as never);
     expect(floor.level).toBe(0);
     expect((floor.maps as unknown as { mapId: string }).mapId).toBe(image.id);
     expect((await sdk.cartography.getFloors({ buildingId: building.id })).map((f) => f.id)).toEqual([floor.id]);

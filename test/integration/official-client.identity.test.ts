@@ -20,7 +20,12 @@ describe(`official client @situm/sdk-js: identity (${driverLabel})`, () => {
     const organization = await sdk.cartography.getCurrentOrganization();
     expect(organization.name).toBe('Default organization');
     const session = await sdk.authSession;
-    expect(session.payload).toMatchObject({ email: ADMIN_EMAIL, organization_uuid: organization.id, role: 'admin', api_permission: 'read-write' });
+    expect(session.payload).toMatchObject({
+      email: ADMIN_EMAIL,
+      organization_uuid: organization.id,
+      role: 'admin',
+      api_permission: 'read-write',
+    });
   });
 
   it('signs in with an API key alone', async () => {
@@ -40,7 +45,13 @@ describe(`official client @situm/sdk-js: identity (${driverLabel})`, () => {
 
   it('creates, lists (with filters), updates and deletes users, and lists positioning keys', async () => {
     const sdk = new SitumSDK({ domain: running.baseUrl, auth: { username: ADMIN_EMAIL, password: ADMIN_PASSWORD } });
-    const created = await sdk.user.createUser({ email: 'sdk-user@example.test', password: 'password-1', fullName: 'Sdk User', role: 'USER', buildingIds: [5] } as never);
+    const created = await sdk.user.createUser({
+      email: 'sdk-user@example.test',
+      password: 'password-1',
+      fullName: 'Sdk User',
+      role: 'USER',
+      buildingIds: [5],
+    } as never);
     expect(created).toMatchObject({ email: 'sdk-user@example.test', fullName: 'Sdk User', role: 'user', buildingIds: [5] });
     const page = await sdk.user.getUsers({ buildingIds: [5], page: 0, size: 10 } as never);
     expect(page.data.map((user) => user.id)).toEqual([created.id]);

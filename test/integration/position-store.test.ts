@@ -12,8 +12,20 @@ describe(`positions table: partitions and retention (${driverLabel})`, () => {
   let organizationId: string;
   let close: (() => Promise<void>) | undefined;
   const at = (timestamp: number, deviceId = 'd'): PositionRecord => ({
-    organizationId, deviceId, userId: null, buildingId: null, floorId: null, indoor: false, x: null, y: null,
-    lat: 1, lng: 1, yaw: 0, accuracy: null, timestamp, receivedAt: timestamp,
+    organizationId,
+    deviceId,
+    userId: null,
+    buildingId: null,
+    floorId: null,
+    indoor: false,
+    x: null,
+    y: null,
+    lat: 1,
+    lng: 1,
+    yaw: 0,
+    accuracy: null,
+    timestamp,
+    receivedAt: timestamp,
   });
 
   beforeAll(async () => {
@@ -25,7 +37,9 @@ describe(`positions table: partitions and retention (${driverLabel})`, () => {
     const store = new PositionStore(storage);
     const now = Date.UTC(2026, 10, 22, 12);
     await store.insert([at(now, 'a "quoted", device'), at(now - DAY, 'b\\\\slash'), at(now - 3 * DAY)]);
-    const partitions = await storage.execute<{ name: string }>("select c.relname as name from pg_inherits i join pg_class c on c.oid = i.inhrelid join pg_class p on p.oid = i.inhparent where p.relname = 'positions' order by 1");
+    const partitions = await storage.execute<{ name: string }>(
+      "select c.relname as name from pg_inherits i join pg_class c on c.oid = i.inhrelid join pg_class p on p.oid = i.inhparent where p.relname = 'positions' order by 1",
+    );
     expect(partitions.map((p) => p.name)).toEqual(['positions_p20261119', 'positions_p20261121', 'positions_p20261122']);
     const devices = await storage.execute<{ device_id: string }>('select device_id from positions order by ts desc');
     expect(devices.map((d) => d.device_id)).toEqual(['a "quoted", device', 'b\\\\slash', 'd']);
@@ -58,14 +72,26 @@ describe(`positions table: partitions and retention (${driverLabel})`, () => {
     expect(again!.n).toBe(3);
   });
 
-  it('commits a batch\'s zone events with its positions, and neither when one of them is refused', async () => {
+  it("commits a batch's zone events with its positions, and neither when one of them is refused", async () => {
     const store = new PositionStore(storage);
     const now = Date.UTC(2026, 10, 22, 13);
     const event = (type: 'enter' | 'exit', zoneKind: ZoneEventRecord['zoneKind'] = 'geofence'): ZoneEventRecord => ({
-      organizationId, buildingId: 7, floorId: 3, zoneKind, zoneId: 'fence-1', zoneName: 'Fence', deviceId: 'zone-device', userId: null, type, at: now, firedAt: now + 1000,
+      organizationId,
+      buildingId: 7,
+      floorId: 3,
+      zoneKind,
+      zoneId: 'fence-1',
+      zoneName: 'Fence',
+      deviceId: 'zone-device',
+      userId: null,
+      type,
+      at: now,
+      firedAt: now + 1000,
     });
     await store.insert([at(now, 'zone-device')], [event('enter'), event('exit')]);
-    const stored = await storage.execute<{ type: string; fired_at: Date | string }>("select type, fired_at from zone_events where device_id = 'zone-device' order by type");
+    const stored = await storage.execute<{ type: string; fired_at: Date | string }>(
+      "select type, fired_at from zone_events where device_id = 'zone-device' order by type",
+    );
     expect(stored.map((row) => row.type)).toEqual(['enter', 'exit']);
     expect(new Date(stored[0]!.fired_at).getTime()).toBe(now + 1000);
     // Zone events alone (a sweep's exits) need no positions.
@@ -80,12 +106,18 @@ describe(`positions table: partitions and retention (${driverLabel})`, () => {
   });
 
   const partitionNames = async () =>
-    (await storage.execute<{ name: string }>("select c.relname as name from pg_inherits i join pg_class c on c.oid = i.inhrelid join pg_class p on p.oid = i.inhparent where p.relname = 'positions' order by 1")).map((p) => p.name);
+    (
+      await storage.execute<{ name: string }>(
+        "select c.relname as name from pg_inherits i join pg_class c on c.oid = i.inhrelid join pg_class p on p.oid = i.inhparent where p.relname = 'positions' order by 1",
+      )
+    ).map((p) => p.name);
 
-  it('creates today\'s partition and the next days\' ahead of time (the maintenance timer\'s work)', async () => {
+  it("creates today's partition and the next days' ahead of time (the maintenance timer's work)", async () => {
     const store = new PositionStore(storage);
     await store.createAhead(Date.UTC(2027, 0, 10, 12), 3);
-    expect(await partitionNames()).toEqual(expect.arrayContaining(['positions_p20270110', 'positions_p20270111', 'positions_p20270112', 'positions_p20270113']));
+    expect(await partitionNames()).toEqual(
+      expect.arrayContaining(['positions_p20270110', 'positions_p20270111', 'positions_p20270112', 'positions_p20270113']),
+    );
     expect(await partitionNames()).not.toContain('positions_p20270114');
   });
 
@@ -117,7 +149,9 @@ describe(`positions table: partitions and retention (${driverLabel})`, () => {
     const results = await Promise.allSettled([writer.write([at(dropped, 'gone-2')]), writer.write([at(kept, 'kept-2')])]);
     expect(results.map((r) => r.status)).toEqual(['rejected', 'fulfilled']);
     await writer.write([at(dropped, 'gone-2')]); // the app's retry
-    const rows = await storage.execute<{ device_id: string }>("select device_id from positions where device_id in ('gone-1', 'gone-2', 'kept-1', 'kept-2') order by 1");
+    const rows = await storage.execute<{ device_id: string }>(
+      "select device_id from positions where device_id in ('gone-1', 'gone-2', 'kept-1', 'kept-2') order by 1",
+    );
     expect(rows.map((row) => row.device_id)).toEqual(['gone-2', 'kept-1', 'kept-2']);
   });
 });

@@ -14,7 +14,10 @@ const HOUR = 3_600_000;
 const DAY0 = Math.floor(Date.now() / 86_400_000) * 86_400_000 - 86_400_000;
 const at = (hours: number, seconds = 0) => DAY0 + hours * HOUR + seconds * 1000;
 /** Tracked from 00:00 to 12:00 UTC, every day. */
-const MORNINGS = { time_zone: 'UTC', weekly: ['mon', 'tue', 'wed', 'thu', 'fri', 'sat', 'sun'].map((day) => ({ day, from: '00:00', to: '12:00' })) };
+const MORNINGS = {
+  time_zone: 'UTC',
+  weekly: ['mon', 'tue', 'wed', 'thu', 'fri', 'sat', 'sun'].map((day) => ({ day, from: '00:00', to: '12:00' })),
+};
 
 type Venue = Awaited<ReturnType<typeof createVenue>>;
 const outsideCount = async () => (await positionsOutsideWindow.get()).values[0]?.value ?? 0;
@@ -25,7 +28,14 @@ describe(`privacy: tracking windows and erasure (${driverLabel})`, () => {
   let venue: Venue;
   let materializer: ReportMaterializer | undefined;
   const pose = (deviceId: string, userId: string, timestamp: number, x: number, extra: object = {}) => ({
-    device_id: deviceId, user_id: userId, timestamp, building_id: venue.building.id, floor_id: venue.floors[0].id, x, y: 15, ...extra,
+    device_id: deviceId,
+    user_id: userId,
+    timestamp,
+    building_id: venue.building.id,
+    floor_id: venue.floors[0].id,
+    x,
+    y: 15,
+    ...extra,
   });
   const upload = async (poses: object[]) => {
     const response = await admin.post('/api/v1/realtime/positions', { poses });
@@ -42,7 +52,8 @@ describe(`privacy: tracking windows and erasure (${driverLabel})`, () => {
     expect(response.status, response.text).toBe(200);
     return response.body.features.map((feature: { properties: { x?: number } }) => feature.properties);
   };
-  const sql = <T = Record<string, unknown>>(text: string, params: unknown[] = []) => running.gateway.services.storage.execute<T>(text, params);
+  const sql = <T = Record<string, unknown>>(text: string, params: unknown[] = []) =>
+    running.gateway.services.storage.execute<T>(text, params);
 
   beforeAll(async () => {
     running = await startTestGateway({ REPORTS_MATERIALIZE_INTERVAL_MS: '100', REPORTS_MATERIALIZE_LAG_MS: '0' });
@@ -66,7 +77,11 @@ describe(`privacy: tracking windows and erasure (${driverLabel})`, () => {
       expect(put.body.schedule).toEqual({ ...MORNINGS, exceptions: [] });
       expect((await admin.get(`/api/v1/users/${worker.user.id}/tracking_window`)).body.schedule).toEqual({ ...MORNINGS, exceptions: [] });
       const before = await outsideCount();
-      await upload([pose(device, worker.user.id, at(9), 1), pose(device, worker.user.id, at(13), 2), pose(device, worker.user.id, at(18), 3)]);
+      await upload([
+        pose(device, worker.user.id, at(9), 1),
+        pose(device, worker.user.id, at(13), 2),
+        pose(device, worker.user.id, at(18), 3),
+      ]);
       expect(await outsideCount()).toBe(before + 2);
       expect(await history(device)).toEqual([1]);
       // Live shows the last tracked position, never the later ones taken off hours.
@@ -83,7 +98,9 @@ describe(`privacy: tracking windows and erasure (${driverLabel})`, () => {
       await upload([pose(device, worker.user.id, at(20), 4), pose(device, worker.user.id, at(20, 5), 5, { danger: true })]);
       const alarms = await admin.get(`/api/v1/alarms?device_ids=${device}`);
       expect(alarms.status, alarms.text).toBe(200);
-      const danger = (alarms.body.items ?? alarms.body.data ?? alarms.body).filter((alarm: { type: string; device_id: string }) => alarm.type === 'DANGER' && alarm.device_id === device);
+      const danger = (alarms.body.items ?? alarms.body.data ?? alarms.body).filter(
+        (alarm: { type: string; device_id: string }) => alarm.type === 'DANGER' && alarm.device_id === device,
+      );
       expect(danger).toHaveLength(1);
       expect(danger[0].user_id).toBe(worker.user.id);
       expect(danger[0].position.cartesians).toEqual({ x: 5, y: 15 });
@@ -102,7 +119,9 @@ describe(`privacy: tracking windows and erasure (${driverLabel})`, () => {
       const privacy = await member.client.get('/api/v1/users/me/privacy');
       expect(privacy.status, privacy.text).toBe(200);
       expect(privacy.body.tracking_window).toEqual({ source: 'group', schedule: { ...MORNINGS, exceptions: [] }, tracked_always: false });
-      expect(privacy.body.kept.find((entry: { data: string }) => entry.data === 'positions').retention_days).toBe(running.gateway.services.config.POSITIONS_RETENTION_DAYS);
+      expect(privacy.body.kept.find((entry: { data: string }) => entry.data === 'positions').retention_days).toBe(
+        running.gateway.services.config.POSITIONS_RETENTION_DAYS,
+      );
       // The member's own window wins; removing it, the group's applies again.
       expect((await admin.put(`/api/v1/users/${member.user.id}/tracking_window`, { time_zone: 'UTC', weekly: [] })).status).toBe(200);
       await upload([pose(device, member.user.id, at(11), 4)]);
@@ -114,7 +133,11 @@ describe(`privacy: tracking windows and erasure (${driverLabel})`, () => {
     it('refuses an overlapping schedule or an unknown time zone with 422 naming the field, and other organizations’ users with 404', async () => {
       const worker = await createUser(admin, 'user');
       const overlap = await admin.put(`/api/v1/users/${worker.user.id}/tracking_window`, {
-        time_zone: 'UTC', weekly: [{ day: 'mon', from: '08:00', to: '12:00' }, { day: 'mon', from: '11:00', to: '13:00' }],
+        time_zone: 'UTC',
+        weekly: [
+          { day: 'mon', from: '08:00', to: '12:00' },
+          { day: 'mon', from: '11:00', to: '13:00' },
+        ],
       });
       expect(overlap.status, overlap.text).toBe(422);
       expect(overlap.body.errors.map((error: { field: string }) => error.field)).toEqual(['weekly.1']);
@@ -133,16 +156,33 @@ describe(`privacy: tracking windows and erasure (${driverLabel})`, () => {
      * (erasure leaves the person employed; deleting the user removes those), their devices' assignment, what they
      * did (audit), their window, the erasure's own record, and a building's creator.
      */
-    const KEPT = ['users', 'devices', 'api_keys', 'refresh_tokens', 'audit_log', 'tracking_windows', 'erasure_requests', 'buildings', 'mikro_orm_migrations'];
+    const KEPT = [
+      'users',
+      'devices',
+      'api_keys',
+      'refresh_tokens',
+      'audit_log',
+      'tracking_windows',
+      'erasure_requests',
+      'buildings',
+      'mikro_orm_migrations',
+    ];
     /** Every table of the schema with a column naming a user or a device: a new table is covered without editing this test. */
     const personTables = async () =>
-      (await sql<{ table_name: string }>(
-        `select distinct c.table_name from information_schema.columns c join information_schema.tables t using (table_schema, table_name)
+      (
+        await sql<{ table_name: string }>(
+          `select distinct c.table_name from information_schema.columns c join information_schema.tables t using (table_schema, table_name)
          where c.table_schema = current_schema() and t.table_type = 'BASE TABLE' and (c.column_name like '%user_id%' or c.column_name like '%device_id%')`,
-      )).map((row) => row.table_name).sort();
+        )
+      )
+        .map((row) => row.table_name)
+        .sort();
     /** Rows of `table` whose text (jsonb payloads included) holds any of `needles`. */
     const rowsHolding = async (table: string, needles: string[]) => {
-      const [row] = await sql<{ n: number }>(`select count(*)::int as n from ${table} t where ${needles.map(() => 'strpos(t::text, ?) > 0').join(' or ')}`, needles);
+      const [row] = await sql<{ n: number }>(
+        `select count(*)::int as n from ${table} t where ${needles.map(() => 'strpos(t::text, ?) > 0').join(' or ')}`,
+        needles,
+      );
       return row!.n;
     };
     const waitFor = async (check: () => Promise<boolean>, what: string) => {
@@ -164,7 +204,13 @@ describe(`privacy: tracking windows and erasure (${driverLabel})`, () => {
     };
 
     it('leaves no row of the person in any table that holds a user or device id; the alarm stays, pseudonymized', async () => {
-      await admin.post('/api/v1/geofences', { name: 'Erasure fence', building_id: venue.building.id, floor_id: venue.floors[0].id, type: 'POLYGON', cartesians: squareCartesians(10, 10, 10) });
+      await admin.post('/api/v1/geofences', {
+        name: 'Erasure fence',
+        building_id: venue.building.id,
+        floor_id: venue.floors[0].id,
+        type: 'POLYGON',
+        cartesians: squareCartesians(10, 10, 10),
+      });
       const victim = await createUser(admin, 'user');
       const bystander = await createUser(admin, 'user');
       const device = `victim-${randomUUID().slice(0, 8)}`;
@@ -172,18 +218,33 @@ describe(`privacy: tracking windows and erasure (${driverLabel})`, () => {
       const assigned = await admin.post('/api/v1/devices', { identifier: device, user_id: victim.user.id });
       expect(assigned.status, assigned.text).toBe(201);
       // In and out of the fence (zone events, stays), over two hours (rollups), then a DANGER with its place.
-      const walk = (deviceId: string, userId: string) => [0, 5, 10, 15, 20, 3600, 3605].map((second, index) => pose(deviceId, userId, at(5, second), index % 2 ? 15 : 2));
+      const walk = (deviceId: string, userId: string) =>
+        [0, 5, 10, 15, 20, 3600, 3605].map((second, index) => pose(deviceId, userId, at(5, second), index % 2 ? 15 : 2));
       await upload([...walk(device, victim.user.id), ...walk(other, bystander.user.id)]);
       await upload([pose(device, victim.user.id, at(7), 4, { danger: true })]);
       const needles = [victim.user.id, device];
-      await waitFor(async () => (await rowsHolding('rollup_runs', needles)) > 0 && (await rowsHolding('geofence_stays', needles)) > 0 && (await rowsHolding('zone_events', needles)) > 0, 'rollups, stays and zone events');
+      await waitFor(
+        async () =>
+          (await rowsHolding('rollup_runs', needles)) > 0 &&
+          (await rowsHolding('geofence_stays', needles)) > 0 &&
+          (await rowsHolding('zone_events', needles)) > 0,
+        'rollups, stays and zone events',
+      );
       const tables = await personTables();
-      expect(tables).toEqual(expect.arrayContaining(['positions', 'zone_events', 'geofence_stays', 'rollup_runs', 'rollup_heat_cells', 'alarms']));
+      expect(tables).toEqual(
+        expect.arrayContaining(['positions', 'zone_events', 'geofence_stays', 'rollup_runs', 'rollup_heat_cells', 'alarms']),
+      );
       // Beyond those columns, every other table is read whole as text too: jsonb payloads (alarm events, raise keys,
       // webhook deliveries, dead letters) name people and devices without a column of their own.
-      const everyTable = (await sql<{ table_name: string }>(`select table_name from information_schema.tables where table_schema = current_schema() and table_type = 'BASE TABLE'`)).map((row) => row.table_name);
+      const everyTable = (
+        await sql<{ table_name: string }>(
+          `select table_name from information_schema.tables where table_schema = current_schema() and table_type = 'BASE TABLE'`,
+        )
+      ).map((row) => row.table_name);
       const checked = everyTable.filter((table) => !KEPT.includes(table));
-      expect(checked).toEqual(expect.arrayContaining([...tables.filter((table) => !KEPT.includes(table)), 'alarm_events', 'alarm_raise_keys']));
+      expect(checked).toEqual(
+        expect.arrayContaining([...tables.filter((table) => !KEPT.includes(table)), 'alarm_events', 'alarm_raise_keys']),
+      );
       const othersBefore = await Promise.all(checked.map((table) => rowsHolding(table, [bystander.user.id, other])));
       expect(othersBefore.reduce((a, b) => a + b, 0)).toBeGreaterThan(0);
 
@@ -194,12 +255,21 @@ describe(`privacy: tracking windows and erasure (${driverLabel})`, () => {
       for (const table of checked) expect({ table, rows: await rowsHolding(table, needles) }).toEqual({ table, rows: 0 });
       // The bystander's rows are all still there.
       expect(await Promise.all(checked.map((table) => rowsHolding(table, [bystander.user.id, other])))).toEqual(othersBefore);
-      const [alarm] = await sql<{ type: string; user_id: string | null; device_id: string; lat: number | null }>(`select type, user_id, device_id, lat from alarms where device_id like 'erased-%' and type = 'DANGER' order by created_at desc limit 1`);
+      const [alarm] = await sql<{ type: string; user_id: string | null; device_id: string; lat: number | null }>(
+        `select type, user_id, device_id, lat from alarms where device_id like 'erased-%' and type = 'DANGER' order by created_at desc limit 1`,
+      );
       expect(alarm).toMatchObject({ type: 'DANGER', user_id: null, lat: null });
       expect(await history(device)).toEqual([]);
       // Idempotent: again, nothing more to remove.
       const again = await erase(victim.user.id);
-      expect(again.removed).toEqual({ positions: 0, zone_events: 0, geofence_stays: 0, rollup_runs: 0, rollup_heat_cells: 0, alarms_pseudonymized: 0 });
+      expect(again.removed).toEqual({
+        positions: 0,
+        zone_events: 0,
+        geofence_stays: 0,
+        rollup_runs: 0,
+        rollup_heat_cells: 0,
+        alarms_pseudonymized: 0,
+      });
       const audit = await admin.get('/api/v1/audit?object_type=erasures');
       expect(audit.status, audit.text).toBe(200);
       expect(JSON.stringify(audit.body)).toContain(done.id);
@@ -208,16 +278,27 @@ describe(`privacy: tracking windows and erasure (${driverLabel})`, () => {
     it('erases only within from..to, refuses from after to (422 naming from), and is for admins only', async () => {
       const person = await createUser(admin, 'user');
       const device = `ranged-${randomUUID().slice(0, 8)}`;
-      await upload([pose(device, person.user.id, at(1), 1), pose(device, person.user.id, at(3), 2), pose(device, person.user.id, at(6), 3)]);
+      await upload([
+        pose(device, person.user.id, at(1), 1),
+        pose(device, person.user.id, at(3), 2),
+        pose(device, person.user.id, at(6), 3),
+      ]);
       const hours = async () =>
-        (await sql<{ h: number }>('select distinct extract(hour from quarter)::int as h from rollup_runs where user_id = ? order by h', [person.user.id])).map((row) => row.h);
+        (
+          await sql<{ h: number }>('select distinct extract(hour from quarter)::int as h from rollup_runs where user_id = ? order by h', [
+            person.user.id,
+          ])
+        ).map((row) => row.h);
       await waitFor(async () => (await hours()).length === 3, 'the rollups of three hours');
       const done = await erase(person.user.id, { from: new Date(at(2)).toISOString(), to: new Date(at(4)).toISOString() });
       expect(done.removed.positions).toBe(1);
       expect(await history(device)).toEqual([1, 3]);
       // Only the rollups of the range went: the buckets are quarter hours, not calendar quarters.
       expect(await hours()).toEqual([1, 6]);
-      const backwards = await admin.post(`/api/v1/users/${person.user.id}/erasure`, { from: new Date(at(4)).toISOString(), to: new Date(at(2)).toISOString() });
+      const backwards = await admin.post(`/api/v1/users/${person.user.id}/erasure`, {
+        from: new Date(at(4)).toISOString(),
+        to: new Date(at(2)).toISOString(),
+      });
       expect(backwards.status).toBe(422);
       expect(backwards.body.errors.map((error: { field: string }) => error.field)).toEqual(['from']);
       const manager = await createUser(admin, 'user_manager');
@@ -231,14 +312,23 @@ describe(`privacy: tracking windows and erasure (${driverLabel})`, () => {
       await upload([pose(device, person.user.id, at(2), 1), pose(device, person.user.id, at(3), 2)]);
       // As a stop mid-run leaves it: running, one table done, nothing queued any more.
       const id = randomUUID();
-      const [{ organization_id: organizationId }] = await sql<{ organization_id: string }>('select organization_id from users where id = ?', [person.user.id]);
-      await sql(`insert into erasure_requests (id, organization_id, user_id, status, removed) values (?, ?, ?, 'running', '{"positions": 0}')`, [id, organizationId, person.user.id]);
+      const [{ organization_id: organizationId }] = await sql<{ organization_id: string }>(
+        'select organization_id from users where id = ?',
+        [person.user.id],
+      );
+      await sql(
+        `insert into erasure_requests (id, organization_id, user_id, status, removed) values (?, ?, ?, 'running', '{"positions": 0}')`,
+        [id, organizationId, person.user.id],
+      );
       await materializer?.stop();
       running = await running.restart();
       admin = await adminClient(running.client);
       const { services } = running.gateway;
       if (services.jobs.kind === 'bullmq') materializer = startReportMaterializer(services.storage, services.config, services.logger);
-      await waitFor(async () => (await admin.get(`/api/v1/users/${person.user.id}/erasure/${id}`)).body.status === 'done', 'the resumed erasure');
+      await waitFor(
+        async () => (await admin.get(`/api/v1/users/${person.user.id}/erasure/${id}`)).body.status === 'done',
+        'the resumed erasure',
+      );
       expect((await admin.get(`/api/v1/users/${person.user.id}/erasure/${id}`)).body.removed.positions).toBe(2);
       expect(await history(device)).toEqual([]);
     });

@@ -14,7 +14,14 @@ import { adminClient } from '../support/identity.js';
  * would run it.
  */
 const dataDir = mkdtempSync(join(tmpdir(), 'floorcast-lock-it-'));
-const env = { DATA_DIR: dataDir, ADMIN_EMAIL: 'admin@example.test', ADMIN_PASSWORD: 'admin-password-1', LOG_LEVEL: 'warn', METRICS_PORT: '0', SHUTDOWN_GRACE_SECONDS: '2' };
+const env = {
+  DATA_DIR: dataDir,
+  ADMIN_EMAIL: 'admin@example.test',
+  ADMIN_PASSWORD: 'admin-password-1',
+  LOG_LEVEL: 'warn',
+  METRICS_PORT: '0',
+  SHUTDOWN_GRACE_SECONDS: '2',
+};
 
 function run(entry: string, args: string[] = [], extra: Record<string, string> = {}): Promise<{ status: number | null; output: string }> {
   const child = spawn(process.execPath, ['--import', 'tsx', entry, ...args], {
@@ -66,10 +73,14 @@ describe('one writer per DATA_DIR (embedded storage)', () => {
     // Released on a graceful stop: the CLI then works, and what it says it created is there after a restart.
     await first.stop();
     expect(first.child.exitCode).toBe(0);
-    const created = spawnSync(process.execPath, ['--import', 'tsx', 'gateway/cli/admin.ts', 'create-user', '--email', 'ops2@example.test', '--password', 'ops2-password'], {
-      env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', ...env },
-      encoding: 'utf8',
-    });
+    const created = spawnSync(
+      process.execPath,
+      ['--import', 'tsx', 'gateway/cli/admin.ts', 'create-user', '--email', 'ops2@example.test', '--password', 'ops2-password'],
+      {
+        env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', ...env },
+        encoding: 'utf8',
+      },
+    );
     expect(created.status, created.stderr).toBe(0);
     expect(created.stdout).toContain('created user');
     first = await spawnGateway(env);

@@ -10,16 +10,31 @@ import { afterAll, describe, expect, it } from 'vitest';
  * revoked, and prints only a hint of the simulator's key. Always on embedded storage (the demo's).
  */
 const dataDir = mkdtempSync(join(tmpdir(), 'floorcast-demo-key-'));
-const env = { DATA_DIR: dataDir, HOST: '127.0.0.1', PORT: '0', METRICS_PORT: '0', LOG_LEVEL: 'warn', SHUTDOWN_GRACE_SECONDS: '2', ADMIN_EMAIL: 'admin@example.test' };
+const env = {
+  DATA_DIR: dataDir,
+  HOST: '127.0.0.1',
+  PORT: '0',
+  METRICS_PORT: '0',
+  LOG_LEVEL: 'warn',
+  SHUTDOWN_GRACE_SECONDS: '2',
+  ADMIN_EMAIL: 'admin@example.test',
+};
 const children: ChildProcess[] = [];
 
 async function startDemo(): Promise<{ child: ChildProcess; output: () => string; base: string }> {
   let output = '';
-  const child = spawn(process.execPath, ['--import', 'tsx', 'demo/main.ts'], { env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, ['--import', 'tsx', 'demo/main.ts'], {
+    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   children.push(child);
   child.stdout!.on('data', (chunk) => (output += chunk));
   child.stderr!.on('data', (chunk) => (output += chunk));
-  for (const deadline = Date.now() + 120_000; !/Console: +http:\/\/[\d.]+:\d+/.test(output); await new Promise((resolve) => setTimeout(resolve, 100))) {
+  for (
+    const deadline = Date.now() + 120_000;
+    !/Console: +http:\/\/[\d.]+:\d+/.test(output);
+    await new Promise((resolve) => setTimeout(resolve, 100))
+  ) {
     if (child.exitCode !== null || Date.now() > deadline) throw new Error(`demo did not start: ${output}`);
   }
   return { child, output: () => output, base: /Console: +(http:\/\/[\d.]+:\d+)/.exec(output)![1]! };

@@ -5,7 +5,13 @@ import { createVenue } from '../support/cartography.js';
 import { freePort } from '../support/fault-servers.js';
 import { TestClient } from '../support/http-client.js';
 import { adminClient } from '../support/identity.js';
-import { createTestEnvironment, driverLabel, serverDatabaseUrl, serverRedisUrl, type TestEnvironment } from '../support/test-environment.js';
+import {
+  createTestEnvironment,
+  driverLabel,
+  serverDatabaseUrl,
+  serverRedisUrl,
+  type TestEnvironment,
+} from '../support/test-environment.js';
 
 /**
  * Processes of Floorcast on one host do not trip over each other: a gateway and a worker with default metrics
@@ -61,39 +67,45 @@ describe(`processes on one host (${driverLabel})`, () => {
     environment = undefined;
   });
 
-  it.runIf(serverDatabaseUrl && serverRedisUrl)('a gateway and a worker with default metrics settings both start, and a report is served', async (context) => {
-    if ((await portInUse(9464)) || (await portInUse(9465))) {
-      console.warn('ports 9464/9465 are taken on this host by something else: the default-settings test cannot run here');
-      context.skip();
-    }
-    environment = await createTestEnvironment();
-    const env = withDefaultMetrics(environment.env);
-    const gateway = start('gateway/main.ts', env);
-    const port = (await waitFor(gateway, /listening on http:\/\/[\d.]+:(\d+)/))[1];
-    const worker = start('workers/main.ts', env);
-    await waitFor(worker, /worker ready/);
-    // Each serves its metrics on its own default port.
-    expect((await fetch('http://127.0.0.1:9464/metrics')).status).toBe(200);
-    expect((await fetch('http://127.0.0.1:9465/metrics')).status).toBe(200);
+  it.runIf(serverDatabaseUrl && serverRedisUrl)(
+    'a gateway and a worker with default metrics settings both start, and a report is served',
+    async (context) => {
+      if ((await portInUse(9464)) || (await portInUse(9465))) {
+        console.warn('ports 9464/9465 are taken on this host by something else: the default-settings test cannot run here');
+        context.skip();
+      }
+      environment = await createTestEnvironment();
+      const env = withDefaultMetrics(environment.env);
+      const gateway = start('gateway/main.ts', env);
+      const port = (await waitFor(gateway, /listening on http:\/\/[\d.]+:(\d+)/))[1];
+      const worker = start('workers/main.ts', env);
+      await waitFor(worker, /worker ready/);
+      // Each serves its metrics on its own default port.
+      expect((await fetch('http://127.0.0.1:9464/metrics')).status).toBe(200);
+      expect((await fetch('http://127.0.0.1:9465/metrics')).status).toBe(200);
 
-    const admin = await adminClient(new TestClient(`http://127.0.0.1:${port}`));
-    const venue = await createVenue(admin, 'One host venue');
-    const report = await admin.get(`/api/v1/reports/visitors.json?building_id=${venue.building.id}&from_date=2026-01-01T00:00:00Z&to_date=2026-01-02T00:00:00Z`);
-    expect(report.status, report.text).toBe(200);
-    expect(report.body.meta.map((column: { name: string }) => column.name).length).toBeGreaterThan(0);
-    expect((await admin.get('/readyz')).body).toEqual({ status: 'ok', checks: { storage: 'ok', bus: 'ok', jobs: 'ok' } });
+      const admin = await adminClient(new TestClient(`http://127.0.0.1:${port}`));
+      const venue = await createVenue(admin, 'One host venue');
+      const report = await admin.get(
+        `/api/v1/reports/visitors.json?building_id=${venue.building.id}&from_date=2026-01-01T00:00:00Z&to_date=2026-01-02T00:00:00Z`,
+      );
+      expect(report.status, report.text).toBe(200);
+      expect(report.body.meta.map((column: { name: string }) => column.name).length).toBeGreaterThan(0);
+      expect((await admin.get('/readyz')).body).toEqual({ status: 'ok', checks: { storage: 'ok', bus: 'ok', jobs: 'ok' } });
 
-    // A second worker on the same defaults: its busy metrics port is a start error naming the variable.
-    const second = start('workers/main.ts', env);
-    expect(await second.exited).not.toBe(0);
-    expect(second.output()).toContain('WORKER_METRICS_PORT: 127.0.0.1:9465 is in use (another Floorcast may be running on this host)');
-    expect(second.output()).not.toMatch(/^\s+at /m); // a message, not a stack trace
+      // A second worker on the same defaults: its busy metrics port is a start error naming the variable.
+      const second = start('workers/main.ts', env);
+      expect(await second.exited).not.toBe(0);
+      expect(second.output()).toContain('WORKER_METRICS_PORT: 127.0.0.1:9465 is in use (another Floorcast may be running on this host)');
+      expect(second.output()).not.toMatch(/^\s+at /m); // a message, not a stack trace
 
-    gateway.child.kill('SIGTERM');
-    worker.child.kill('SIGTERM');
-    expect(await gateway.exited).toBe(0);
-    expect(await worker.exited).toBe(0);
-  }, 180_000);
+      gateway.child.kill('SIGTERM');
+      worker.child.kill('SIGTERM');
+      expect(await gateway.exited).toBe(0);
+      expect(await worker.exited).toBe(0);
+    },
+    180_000,
+  );
 
   it('a second gateway on a bound API port is refused unless REUSE_PORT=true', async () => {
     environment = await createTestEnvironment();

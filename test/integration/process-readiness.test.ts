@@ -51,37 +51,52 @@ describe(`readiness and job workers (${driverLabel})`, () => {
     }
   });
 
-  it.runIf(serverRedisUrl)('with no worker alive: jobs not ready (readiness degraded, not failing) and reports 503 with Retry-After at once; a worker makes both work, its death undoes it', async () => {
-    const admin = await adminClient(client);
-    const venue = await createVenue(admin, 'Readiness venue');
-    const report = () => admin.get(`/api/v1/reports/visitors.json?building_id=${venue.building.id}&from_date=2026-01-01T00:00:00Z&to_date=2026-01-02T00:00:00Z`);
-    const expectRefused = async () => {
-      const ready = await client.get('/readyz');
-      // Degraded, not failing: uploads and alarms go on, so a load balancer keeps the gateway.
-      expect(ready.status).toBe(200);
-      expect(ready.body.status).toBe('degraded');
-      expect(ready.body.checks).toMatchObject({ storage: 'ok', bus: 'ok' });
-      expect(ready.body.checks.jobs).toMatch(/no job worker/i);
-      const refused = await report();
-      expect(refused.status, refused.text).toBe(503);
-      expect(refused.body).toMatchObject({ status: 503, code: 'unavailable' });
-      expect(refused.headers.get('retry-after')).toMatch(/^\d+$/);
-    };
-    await expectRefused();
+  it.runIf(serverRedisUrl)(
+    'with no worker alive: jobs not ready (readiness degraded, not failing) and reports 503 with Retry-After at once; a worker makes both work, its death undoes it',
+    async () => {
+      const admin = await adminClient(client);
+      const venue = await createVenue(admin, 'Readiness venue');
+      const report = () =>
+        admin.get(
+          `/api/v1/reports/visitors.json?building_id=${venue.building.id}&from_date=2026-01-01T00:00:00Z&to_date=2026-01-02T00:00:00Z`,
+        );
+      const expectRefused = async () => {
+        const ready = await client.get('/readyz');
+        // Degraded, not failing: uploads and alarms go on, so a load balancer keeps the gateway.
+        expect(ready.status).toBe(200);
+        expect(ready.body.status).toBe('degraded');
+        expect(ready.body.checks).toMatchObject({ storage: 'ok', bus: 'ok' });
+        expect(ready.body.checks.jobs).toMatch(/no job worker/i);
+        const refused = await report();
+        expect(refused.status, refused.text).toBe(503);
+        expect(refused.body).toMatchObject({ status: 503, code: 'unavailable' });
+        expect(refused.headers.get('retry-after')).toMatch(/^\d+$/);
+      };
+      await expectRefused();
 
-    const logger = createLogger('silent');
-    const worker = new BullmqJobWorker(environment.config.REDIS_URL!, environment.config.REDIS_PREFIX, processorsFor(environment.config), { storage: gateway.services.storage, logger }, 1, logger, { aliveTtlMs: 900 });
-    try {
-      await worker.waitUntilReady();
-      expect((await client.get('/readyz')).body).toEqual({ status: 'ok', checks: { storage: 'ok', bus: 'ok', jobs: 'ok' } });
-      const served = await report();
-      expect(served.status, served.text).toBe(200);
-      expect(Array.isArray(served.body.data)).toBe(true);
-    } finally {
-      await worker.close();
-    }
-    // The key lapses JOBS_WORKER_TTL_MS after the last renewal: refused again, without waiting for a job timeout.
-    await sleep(1200);
-    await expectRefused();
-  }, 60_000);
+      const logger = createLogger('silent');
+      const worker = new BullmqJobWorker(
+        environment.config.REDIS_URL!,
+        environment.config.REDIS_PREFIX,
+        processorsFor(environment.config),
+        { storage: gateway.services.storage, logger },
+        1,
+        logger,
+        { aliveTtlMs: 900 },
+      );
+      try {
+        await worker.waitUntilReady();
+        expect((await client.get('/readyz')).body).toEqual({ status: 'ok', checks: { storage: 'ok', bus: 'ok', jobs: 'ok' } });
+        const served = await report();
+        expect(served.status, served.text).toBe(200);
+        expect(Array.isArray(served.body.data)).toBe(true);
+      } finally {
+        await worker.close();
+      }
+      // The key lapses JOBS_WORKER_TTL_MS after the last renewal: refused again, without waiting for a job timeout.
+      await sleep(1200);
+      await expectRefused();
+    },
+    60_000,
+  );
 });

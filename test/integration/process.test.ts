@@ -16,7 +16,9 @@ function startProcess(env: Record<string, string>, entry = 'gateway/main.ts'): {
 }
 
 const exitOf = (child: ChildProcess) =>
-  new Promise<number | null>((resolve) => (child.exitCode !== null ? resolve(child.exitCode) : child.once('exit', (code) => resolve(code))));
+  new Promise<number | null>((resolve) =>
+    child.exitCode !== null ? resolve(child.exitCode) : child.once('exit', (code) => resolve(code)),
+  );
 
 async function waitFor(predicate: () => boolean, timeoutMs = 90_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
@@ -68,7 +70,12 @@ describe(`the gateway process (${driverLabel})`, () => {
     const auth = { authorization: `Basic ${Buffer.from('admin@example.test:admin-password-1').toString('base64')}` };
     const token = (await (await fetch(`${base}/api/v1/auth/access_tokens`, { method: 'POST', headers: auth })).json()).access_token;
     const headers = { authorization: `Bearer ${token}`, 'content-type': 'application/json' };
-    const poses = Array.from({ length: 200 }, (_, i) => ({ device_id: `durable-${i % 10}`, timestamp: Date.now() - i * 1000, lat: 40 + i / 1e4, lng: -3 }));
+    const poses = Array.from({ length: 200 }, (_, i) => ({
+      device_id: `durable-${i % 10}`,
+      timestamp: Date.now() - i * 1000,
+      lat: 40 + i / 1e4,
+      lng: -3,
+    }));
     const response = await fetch(`${base}/api/v1/realtime/positions`, { method: 'POST', headers, body: JSON.stringify({ poses }) });
     expect(response.status).toBe(204);
     child!.kill('SIGKILL'); // no drain, no flush: only what was committed before the 204 survives
@@ -105,20 +112,27 @@ describe(`the gateway process (${driverLabel})`, () => {
     expect(started.output()).toContain('DATABASE_URL: required by the worker process');
   });
 
-  it.runIf(serverRedisUrl)('the worker process consumes jobs from BullMQ and exits 0 on SIGTERM', async () => {
-    environment = await createTestEnvironment({ LOG_LEVEL: 'info' });
-    const started = startProcess(environment.env, 'workers/main.ts');
-    child = started.child;
-    await waitFor(() => started.output().includes('worker ready'));
-    const queue = new BullmqJobQueue(environment.config.REDIS_URL!, environment.config.REDIS_PREFIX);
-    try {
-      const result = await queue.run<{ storage: string; databaseTime: string }>({ name: 'storage-check', organizationId: 'org', data: {} }, 20_000);
-      expect(result.storage).toBe(environment.config.DATABASE_URL ? 'server' : 'embedded');
-      expect(Number.isNaN(Date.parse(result.databaseTime))).toBe(false);
-    } finally {
-      await queue.close();
-    }
-    child.kill('SIGTERM');
-    expect(await exitOf(child)).toBe(0);
-  }, 240_000);
+  it.runIf(serverRedisUrl)(
+    'the worker process consumes jobs from BullMQ and exits 0 on SIGTERM',
+    async () => {
+      environment = await createTestEnvironment({ LOG_LEVEL: 'info' });
+      const started = startProcess(environment.env, 'workers/main.ts');
+      child = started.child;
+      await waitFor(() => started.output().includes('worker ready'));
+      const queue = new BullmqJobQueue(environment.config.REDIS_URL!, environment.config.REDIS_PREFIX);
+      try {
+        const result = await queue.run<{ storage: string; databaseTime: string }>(
+          { name: 'storage-check', organizationId: 'org', data: {} },
+          20_000,
+        );
+        expect(result.storage).toBe(environment.config.DATABASE_URL ? 'server' : 'embedded');
+        expect(Number.isNaN(Date.parse(result.databaseTime))).toBe(false);
+      } finally {
+        await queue.close();
+      }
+      child.kill('SIGTERM');
+      expect(await exitOf(child)).toBe(0);
+    },
+    240_000,
+  );
 });

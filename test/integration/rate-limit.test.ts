@@ -11,7 +11,11 @@ import { TestSocket } from '../support/ws-client.js';
 const PROBE = '/api/v1/organizations/current_organization';
 
 /** A key of the first administrator made in-process, so setting tests up spends nobody's budget. */
-async function directKey(running: RunningGateway, permission: ApiKeyPermission, limits: { requestsPerSecond?: number; posesPerSecond?: number } = {}) {
+async function directKey(
+  running: RunningGateway,
+  permission: ApiKeyPermission,
+  limits: { requestsPerSecond?: number; posesPerSecond?: number } = {},
+) {
   const { storage, credentials } = running.gateway.services;
   const owner = await storage.em().findOneOrFail(UserSchema, { email: ADMIN_EMAIL }, { populate: ['organization'] });
   return (await credentials.createApiKey(owner, permission, 'rate-limit test', limits)).key;
@@ -34,8 +38,15 @@ describe(`per-credential rate limits (${driverLabel})`, () => {
   let running: RunningGateway;
   let admin: TestClient;
   beforeAll(async () => {
-    running = await startTestGateway({ RATE_LIMIT_REQUESTS_PER_SECOND: '4', RATE_LIMIT_BURST: '0', RATE_LIMIT_POSES_PER_SECOND: '5', RATE_LIMIT_POSES_BURST: '0' });
-    admin = running.client.withHeaders({ 'x-api-key': await directKey(running, 'read-write', { requestsPerSecond: 1000, posesPerSecond: 1000 }) });
+    running = await startTestGateway({
+      RATE_LIMIT_REQUESTS_PER_SECOND: '4',
+      RATE_LIMIT_BURST: '0',
+      RATE_LIMIT_POSES_PER_SECOND: '5',
+      RATE_LIMIT_POSES_BURST: '0',
+    });
+    admin = running.client.withHeaders({
+      'x-api-key': await directKey(running, 'read-write', { requestsPerSecond: 1000, posesPerSecond: 1000 }),
+    });
   });
   afterAll(async () => running?.stop());
 
@@ -83,7 +94,14 @@ describe(`per-credential rate limits (${driverLabel})`, () => {
 
   it('counts uploaded positions per pose, over HTTP and WebSocket alike', async () => {
     const venue = await createVenue(admin, 'Budget venue');
-    const pose = (i: number) => ({ device_id: `budget-${i}`, timestamp: Date.now(), building_id: venue.building.id, floor_id: venue.floors[0].id, x: 5, y: 5 });
+    const pose = (i: number) => ({
+      device_id: `budget-${i}`,
+      timestamp: Date.now(),
+      building_id: venue.building.id,
+      floor_id: venue.floors[0].id,
+      x: 5,
+      y: 5,
+    });
     const key = await directKey(running, 'positioning');
     const tracker = running.client.withHeaders({ 'x-api-key': key });
     const tooMany = await tracker.post('/api/v1/realtime/positions', { poses: Array.from({ length: 6 }, (_, i) => pose(i)) });
@@ -130,7 +148,11 @@ describe(`who sets budgets, and how many keys (${driverLabel}, issue 28 item 2)`
   let running: RunningGateway;
   let admin: TestClient;
   beforeAll(async () => {
-    running = await startTestGateway({ MAX_API_KEYS_PER_USER: '3', RATE_LIMIT_MAX_REQUESTS_PER_SECOND: '50', RATE_LIMIT_MAX_POSES_PER_SECOND: '500' });
+    running = await startTestGateway({
+      MAX_API_KEYS_PER_USER: '3',
+      RATE_LIMIT_MAX_REQUESTS_PER_SECOND: '50',
+      RATE_LIMIT_MAX_POSES_PER_SECOND: '500',
+    });
     admin = running.client.withHeaders({ 'x-api-key': await directKey(running, 'read-write') });
   });
   afterAll(async () => running?.stop());
@@ -145,7 +167,12 @@ describe(`who sets budgets, and how many keys (${driverLabel}, issue 28 item 2)`
       expect(refused.status, JSON.stringify(body)).toBe(422);
       expect(refused.body).toMatchObject({ status: 422, code: 'validation_failed' });
     }
-    const granted = await admin.post('/api/v1/auth/apikeys', { permission: 'read-only', user_id: user.user.id, requests_per_second: 50, poses_per_second: 500 });
+    const granted = await admin.post('/api/v1/auth/apikeys', {
+      permission: 'read-only',
+      user_id: user.user.id,
+      requests_per_second: 50,
+      poses_per_second: 500,
+    });
     expect(granted.status).toBe(201);
     const listed = (await user.client.get('/api/v1/auth/apikeys')).body;
     expect(listed).toEqual([expect.objectContaining({ id: granted.body.id, requests_per_second: 50, poses_per_second: 500 })]);
@@ -170,7 +197,11 @@ describe(`who sets budgets, and how many keys (${driverLabel}, issue 28 item 2)`
   });
 
   it('counts a user’s keys and tokens together against the per-user budget', async () => {
-    const aggregated = await startTestGateway({ RATE_LIMIT_REQUESTS_PER_SECOND: '10', RATE_LIMIT_BURST: '0', RATE_LIMIT_USER_REQUESTS_PER_SECOND: '3' });
+    const aggregated = await startTestGateway({
+      RATE_LIMIT_REQUESTS_PER_SECOND: '10',
+      RATE_LIMIT_BURST: '0',
+      RATE_LIMIT_USER_REQUESTS_PER_SECOND: '3',
+    });
     try {
       const first = aggregated.client.withHeaders({ 'x-api-key': await directKey(aggregated, 'read-only') });
       const second = aggregated.client.withHeaders({ 'x-api-key': await directKey(aggregated, 'read-only') });

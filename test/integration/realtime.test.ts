@@ -13,7 +13,13 @@ describe(`positions: upload and live views (${driverLabel})`, () => {
   let admin: TestClient;
   let venue: Awaited<ReturnType<typeof createVenue>>;
   const storedCount = async (deviceId: string) =>
-    Number((await running.gateway.services.storage.execute<{ n: number }>('select count(*)::int as n from positions where device_id = ?', [deviceId]))[0]!.n);
+    Number(
+      (
+        await running.gateway.services.storage.execute<{ n: number }>('select count(*)::int as n from positions where device_id = ?', [
+          deviceId,
+        ])
+      )[0]!.n,
+    );
 
   beforeAll(async () => {
     running = await startTestGateway();
@@ -25,11 +31,27 @@ describe(`positions: upload and live views (${driverLabel})`, () => {
   it('stores an indoor fix with lat/lng derived through the building transform, and shows it live with its accuracy', async () => {
     const now = Date.now();
     const response = await upload(admin, [
-      { device_id: 'tag-1', timestamp: new Date(now).toISOString().replace('Z', '+00:00'), building_id: venue.building.id, floor_id: venue.floors[1].id, x: 12.5, y: 30, yaw: 1.5, accuracy: 2.5 },
+      {
+        device_id: 'tag-1',
+        timestamp: new Date(now).toISOString().replace('Z', '+00:00'),
+        building_id: venue.building.id,
+        floor_id: venue.floors[1].id,
+        x: 12.5,
+        y: 30,
+        yaw: 1.5,
+        accuracy: 2.5,
+      },
     ]);
     expect(response.status, response.text).toBe(204);
-    const [row] = await running.gateway.services.storage.execute<{ lat: number; lng: number; x: number; ts: Date }>('select lat, lng, x, ts from positions where device_id = ?', ['tag-1']);
-    const expected = createBuildingTransform({ location: venue.building.location, dimensions: venue.building.dimensions, rotation: venue.building.rotation }).toGeo({ x: 12.5, y: 30 });
+    const [row] = await running.gateway.services.storage.execute<{ lat: number; lng: number; x: number; ts: Date }>(
+      'select lat, lng, x, ts from positions where device_id = ?',
+      ['tag-1'],
+    );
+    const expected = createBuildingTransform({
+      location: venue.building.location,
+      dimensions: venue.building.dimensions,
+      rotation: venue.building.rotation,
+    }).toGeo({ x: 12.5, y: 30 });
     expect(row!.lat).toBeCloseTo(expected.lat, 9);
     expect(row!.lng).toBeCloseTo(expected.lng, 9);
     expect(new Date(row!.ts).getTime()).toBe(now);
@@ -42,7 +64,15 @@ describe(`positions: upload and live views (${driverLabel})`, () => {
       type: 'Feature',
       id: 'tag-1',
       geometry: { type: 'Point' },
-      properties: { floor_id: venue.floors[1].id, level_height: 4.5, yaw: 1.5, accuracy: 2.5, local_coordinates: [12.5, 30], indoor: true, time: new Date(now).toISOString() },
+      properties: {
+        floor_id: venue.floors[1].id,
+        level_height: 4.5,
+        yaw: 1.5,
+        accuracy: 2.5,
+        local_coordinates: [12.5, 30],
+        indoor: true,
+        time: new Date(now).toISOString(),
+      },
     });
     // [latitude, longitude], as the official client reads them.
     expect(feature.geometry.coordinates[0]).toBeCloseTo(expected.lat, 9);
@@ -65,10 +95,24 @@ describe(`positions: upload and live views (${driverLabel})`, () => {
   });
 
   it('rejects a batch with any invalid pose, listing each by index, and stores nothing of it', async () => {
-    const good = { device_id: 'batch-good', timestamp: Date.now(), building_id: venue.building.id, floor_id: venue.floors[0].id, x: 1, y: 1 };
+    const good = {
+      device_id: 'batch-good',
+      timestamp: Date.now(),
+      building_id: venue.building.id,
+      floor_id: venue.floors[0].id,
+      x: 1,
+      y: 1,
+    };
     const response = await upload(admin, [
       good,
-      { device_id: 'batch-bad-1', timestamp: '2026-01-01T10:00:00', building_id: venue.building.id, floor_id: venue.floors[0].id, x: 1, y: 1 },
+      {
+        device_id: 'batch-bad-1',
+        timestamp: '2026-01-01T10:00:00',
+        building_id: venue.building.id,
+        floor_id: venue.floors[0].id,
+        x: 1,
+        y: 1,
+      },
       { device_id: 'batch-bad-2', timestamp: Date.now(), building_id: venue.building.id, floor_id: 999999, x: 1, y: 1 },
       { device_id: 'batch-bad-3', timestamp: Date.now(), lat: 95, lng: 1 },
       { timestamp: Date.now(), lat: 1, lng: 1 },
@@ -77,7 +121,9 @@ describe(`positions: upload and live views (${driverLabel})`, () => {
     expect(response.status).toBe(422);
     expect(response.body.code).toBe('validation_failed');
     const fields = response.body.errors.map((e: { field: string }) => e.field);
-    expect(fields).toEqual(expect.arrayContaining(['poses.1.timestamp', 'poses.2.floor_id', 'poses.3.lat', 'poses.4.device_id', 'poses.5.floor_id']));
+    expect(fields).toEqual(
+      expect.arrayContaining(['poses.1.timestamp', 'poses.2.floor_id', 'poses.3.lat', 'poses.4.device_id', 'poses.5.floor_id']),
+    );
     expect(fields.some((field: string) => field.startsWith('poses.0.'))).toBe(false);
     expect(await storedCount('batch-good')).toBe(0);
     expect((await upload(admin, [])).status).toBe(422);
@@ -93,7 +139,9 @@ describe(`positions: upload and live views (${driverLabel})`, () => {
       { device_id: 'clock-b', timestamp: inMadrid, lat: 1, lng: 1 },
     ]);
     expect(response.status, response.text).toBe(204);
-    const rows = await running.gateway.services.storage.execute<{ ts: Date }>("select ts from positions where device_id in ('clock-a', 'clock-b')");
+    const rows = await running.gateway.services.storage.execute<{ ts: Date }>(
+      "select ts from positions where device_id in ('clock-a', 'clock-b')",
+    );
     expect(rows.map((row) => new Date(row.ts).getTime())).toEqual([at, at]);
     const future = await upload(admin, [{ device_id: 'clock-c', timestamp: Date.now() + 3600_000, lat: 1, lng: 1 }]);
     expect(future.status).toBe(422);
@@ -111,22 +159,44 @@ describe(`positions: upload and live views (${driverLabel})`, () => {
     const owner = await createUser(admin, 'user');
     await admin.post('/api/v1/devices', { identifier: 'owned-phone', user_id: owner.user.id });
     await upload(admin, [{ device_id: 'owned-phone', timestamp: Date.now(), lat: 1, lng: 1 }]);
-    const [row] = await running.gateway.services.storage.execute<{ user_id: string }>("select user_id from positions where device_id = 'owned-phone'");
+    const [row] = await running.gateway.services.storage.execute<{ user_id: string }>(
+      "select user_id from positions where device_id = 'owned-phone'",
+    );
     expect(row!.user_id).toBe(owner.user.id);
   });
 
   it('positioning keys upload; read-only keys and other users’ positions are refused', async () => {
     const positioning = await createApiKey(admin, 'positioning');
-    expect((await running.client.post('/api/v1/realtime/positions', { poses: [{ device_id: 'kiosk', timestamp: Date.now(), lat: 1, lng: 1 }] }, { 'x-api-key': positioning })).status).toBe(204);
+    expect(
+      (
+        await running.client.post(
+          '/api/v1/realtime/positions',
+          { poses: [{ device_id: 'kiosk', timestamp: Date.now(), lat: 1, lng: 1 }] },
+          { 'x-api-key': positioning },
+        )
+      ).status,
+    ).toBe(204);
     const readOnly = await createApiKey(admin, 'read-only');
-    expect((await running.client.post('/api/v1/realtime/positions', { poses: [{ device_id: 'kiosk', timestamp: Date.now(), lat: 1, lng: 1 }] }, { 'x-api-key': readOnly })).status).toBe(403);
+    expect(
+      (
+        await running.client.post(
+          '/api/v1/realtime/positions',
+          { poses: [{ device_id: 'kiosk', timestamp: Date.now(), lat: 1, lng: 1 }] },
+          { 'x-api-key': readOnly },
+        )
+      ).status,
+    ).toBe(403);
     const someone = await createUser(admin, 'user');
     const other = await createUser(admin, 'user');
     const own = await upload(someone.client, [{ device_id: 'someone-phone', timestamp: Date.now(), lat: 1, lng: 1 }]);
     expect(own.status).toBe(204);
-    const [row] = await running.gateway.services.storage.execute<{ user_id: string }>("select user_id from positions where device_id = 'someone-phone'");
+    const [row] = await running.gateway.services.storage.execute<{ user_id: string }>(
+      "select user_id from positions where device_id = 'someone-phone'",
+    );
     expect(row!.user_id).toBe(someone.user.id);
-    const forged = await upload(someone.client, [{ device_id: 'someone-phone', timestamp: Date.now(), lat: 1, lng: 1, user_id: other.user.id }]);
+    const forged = await upload(someone.client, [
+      { device_id: 'someone-phone', timestamp: Date.now(), lat: 1, lng: 1, user_id: other.user.id },
+    ]);
     expect(forged.status).toBe(422);
     expect(forged.body.errors[0].field).toBe('poses.0.user_id');
   });
@@ -153,11 +223,23 @@ describe(`positions: upload and live views (${driverLabel})`, () => {
 
   it('shares one commit between concurrent uploads and loses none of them', async () => {
     const uploads = Array.from({ length: 25 }, (_, i) =>
-      upload(admin, Array.from({ length: 20 }, (_, j) => ({ device_id: `burst-${i}`, timestamp: Date.now() - j * 1000, building_id: venue.building.id, floor_id: venue.floors[0].id, x: j, y: i }))),
+      upload(
+        admin,
+        Array.from({ length: 20 }, (_, j) => ({
+          device_id: `burst-${i}`,
+          timestamp: Date.now() - j * 1000,
+          building_id: venue.building.id,
+          floor_id: venue.floors[0].id,
+          x: j,
+          y: i,
+        })),
+      ),
     );
     const responses = await Promise.all(uploads);
     expect(responses.map((r) => r.status)).toEqual(responses.map(() => 204));
-    const [row] = await running.gateway.services.storage.execute<{ n: number }>("select count(*)::int as n from positions where device_id like 'burst-%'");
+    const [row] = await running.gateway.services.storage.execute<{ n: number }>(
+      "select count(*)::int as n from positions where device_id like 'burst-%'",
+    );
     expect(row!.n).toBe(500);
   });
 

@@ -9,7 +9,11 @@ import { driverLabel } from '../support/test-environment.js';
 import { startTestGateway, type RunningGateway } from '../support/test-gateway.js';
 
 const organizationOf = async (running: RunningGateway, buildingId: number) =>
-  (await running.gateway.services.storage.execute<{ organization_id: string }>('select organization_id from buildings where id = ?', [buildingId]))[0]!.organization_id;
+  (
+    await running.gateway.services.storage.execute<{ organization_id: string }>('select organization_id from buildings where id = ?', [
+      buildingId,
+    ])
+  )[0]!.organization_id;
 
 /**
  * Caches kept fresh by bus messages (cartography in the building registry, device owners in the device
@@ -38,7 +42,13 @@ describe(`Redis outage: caches and reports (${driverLabel.split(' + ')[0]} + pri
 
   it('reloads a geofence and a device owner changed while Redis was down', async () => {
     const { registry, devices, storage } = running.gateway.services;
-    const fence = await admin.post('/api/v1/geofences', { building_id: String(venue.building.id), floor_id: venue.floors[0].id, name: 'Before', type: 'POLYGON', cartesians: squareCartesians(10, 10, 5) });
+    const fence = await admin.post('/api/v1/geofences', {
+      building_id: String(venue.building.id),
+      floor_id: venue.floors[0].id,
+      name: 'Before',
+      type: 'POLYGON',
+      cartesians: squareCartesians(10, 10, 5),
+    });
     expect(fence.status, fence.text).toBe(201);
     const names = async () => (await registry.get(organizationId, venue.building.id))?.geofences.map((g) => g.name);
     await expect.poll(names).toEqual(['Before']);
@@ -47,7 +57,11 @@ describe(`Redis outage: caches and reports (${driverLabel.split(' + ')[0]} + pri
 
     await redis.stop();
     await storage.execute('update geofences set name = ? where id = ?', ['After', fence.body.id]);
-    await storage.execute('update devices set user_id = ? where organization_id = ? and identifier = ?', [owner!.id, organizationId, 'tag-cache']);
+    await storage.execute('update devices set user_id = ? where organization_id = ? and identifier = ?', [
+      owner!.id,
+      organizationId,
+      'tag-cache',
+    ]);
     expect(await names()).toEqual(['Before']); // nobody told this gateway
     await redis.resume();
 
@@ -108,7 +122,13 @@ describe(`bounded caches (${driverLabel})`, () => {
     const { storage, bus } = running.gateway.services;
     let now = 1_000_000;
     const registry = new BuildingRegistry(storage, bus, undefined, { ttlMs: 60_000, now: () => now });
-    const fence = await admin.post('/api/v1/geofences', { building_id: String(venue.building.id), floor_id: venue.floors[0].id, name: 'Old', type: 'POLYGON', cartesians: squareCartesians(30, 30, 5) });
+    const fence = await admin.post('/api/v1/geofences', {
+      building_id: String(venue.building.id),
+      floor_id: venue.floors[0].id,
+      name: 'Old',
+      type: 'POLYGON',
+      cartesians: squareCartesians(30, 30, 5),
+    });
     expect(fence.status, fence.text).toBe(201);
     const names = () => registry.peek(venue.building.id)?.geofences.map((g) => g.name);
     await registry.get(organizationId, venue.building.id);

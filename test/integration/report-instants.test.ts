@@ -29,9 +29,22 @@ describe(`report instants and bodies (${driverLabel}, jobs on ${serverRedisUrl ?
     const venue = await createVenue(admin, 'Instants venue');
     buildingId = venue.building.id;
     // Around every position: with a session threshold of 0, each is a stay of its own, entered and left at its instant.
-    const fence = await admin.post('/api/v1/geofences', { name: 'Clock', building_id: buildingId, floor_id: venue.floors[0].id, type: 'POLYGON', cartesians: squareCartesians(5, 15, 20) });
+    const fence = await admin.post('/api/v1/geofences', {
+      name: 'Clock',
+      building_id: buildingId,
+      floor_id: venue.floors[0].id,
+      type: 'POLYGON',
+      cartesians: squareCartesians(5, 15, 20),
+    });
     expect(fence.status, fence.text).toBe(201);
-    const poses = INSTANTS.map((timestamp, i) => ({ device_id: 'clock', timestamp, building_id: buildingId, floor_id: venue.floors[0].id, x: 10 + i, y: 20 }));
+    const poses = INSTANTS.map((timestamp, i) => ({
+      device_id: 'clock',
+      timestamp,
+      building_id: buildingId,
+      floor_id: venue.floors[0].id,
+      x: 10 + i,
+      y: 20,
+    }));
     expect((await admin.post('/api/v1/realtime/positions', { poses })).status).toBe(204);
   });
   afterAll(async () => running?.stop());
@@ -42,10 +55,14 @@ describe(`report instants and bodies (${driverLabel}, jobs on ${serverRedisUrl ?
     ['user_positions', `device_id=clock&building_id=`],
   ] as const;
   it.each(zones)('geofencing_sessions_matches in %s: entered and exited as formatInstant prints them', async (zone) => {
-    const json = await admin.get(`/api/v1/reports/geofencing_sessions_matches.json?${window}&device_ids=clock&session_threshold=0&time_zone=${zone}`);
+    const json = await admin.get(
+      `/api/v1/reports/geofencing_sessions_matches.json?${window}&device_ids=clock&session_threshold=0&time_zone=${zone}`,
+    );
     expect(json.status, json.text).toBe(200);
     const printed = INSTANTS.map((ms) => formatInstant(new Date(ms), zone));
-    expect(json.body.data.map((row: { entered_at: string; exited_at: string }) => [row.entered_at, row.exited_at])).toEqual(printed.map((text) => [text, text]));
+    expect(json.body.data.map((row: { entered_at: string; exited_at: string }) => [row.entered_at, row.exited_at])).toEqual(
+      printed.map((text) => [text, text]),
+    );
   });
   for (const [name, filter] of reports) {
     it.each(zones)(`${name} in %s: the instants as formatInstant prints them, the same cells in JSON and CSV`, async (zone) => {
@@ -53,13 +70,17 @@ describe(`report instants and bodies (${driverLabel}, jobs on ${serverRedisUrl ?
       const json = await admin.get(`/api/v1/reports/${name}.json?${query}`);
       expect(json.status, json.text).toBe(200);
       expect(json.headers.get('content-type')).toBe('application/json; charset=utf-8');
-      expect(json.body.data.map((row: { timestamp: string }) => row.timestamp)).toEqual(INSTANTS.map((ms) => formatInstant(new Date(ms), zone)));
+      expect(json.body.data.map((row: { timestamp: string }) => row.timestamp)).toEqual(
+        INSTANTS.map((ms) => formatInstant(new Date(ms), zone)),
+      );
       expect(json.body.statistics).toMatchObject({ rows_read: INSTANTS.length, rows_returned: INSTANTS.length });
       const csv = await admin.get(`/api/v1/reports/${name}.csv?${query}`);
       expect(csv.status, csv.text).toBe(200);
       expect(csv.headers.get('content-type')).toBe('text/csv; charset=utf-8');
       const names = json.body.meta.map((column: { name: string }) => column.name);
-      expect(csv.text).toBe(csvRow(names) + json.body.data.map((row: Record<string, never>) => csvRow(names.map((column: string) => row[column]))).join(''));
+      expect(csv.text).toBe(
+        csvRow(names) + json.body.data.map((row: Record<string, never>) => csvRow(names.map((column: string) => row[column]))).join(''),
+      );
       expect(JSON.parse(csv.headers.get('x-db-statistics')!)).toMatchObject({ rows_read: INSTANTS.length, rows_returned: INSTANTS.length });
     });
   }

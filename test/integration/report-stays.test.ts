@@ -34,10 +34,18 @@ describe(`geofence reports from kept stays (${driverLabel}, jobs on ${serverRedi
   let venue: Awaited<ReturnType<typeof createVenue>>;
   let fenceA: { id: string };
   const upload = async (poses: object[]) => {
-    for (let i = 0; i < poses.length; i += 1000) expect((await admin.post('/api/v1/realtime/positions', { poses: poses.slice(i, i + 1000) })).status).toBe(204);
+    for (let i = 0; i < poses.length; i += 1000)
+      expect((await admin.post('/api/v1/realtime/positions', { poses: poses.slice(i, i + 1000) })).status).toBe(204);
   };
   const track = (deviceId: string, points: [number, number, number][]) =>
-    points.map(([ms, x, y]) => ({ device_id: deviceId, timestamp: ms, building_id: venue.building.id, floor_id: venue.floors[0].id, x, y }));
+    points.map(([ms, x, y]) => ({
+      device_id: deviceId,
+      timestamp: ms,
+      building_id: venue.building.id,
+      floor_id: venue.floors[0].id,
+      x,
+      y,
+    }));
   const every = (from: number, to: number, stepS: number, x: number, y: number): [number, number, number][] =>
     Array.from({ length: Math.floor((to - from) / (stepS * 1000)) + 1 }, (_, i) => [from + i * stepS * 1000, x, y]);
   const fence = async (name: string, body: object) => {
@@ -55,11 +63,17 @@ describe(`geofence reports from kept stays (${driverLabel}, jobs on ${serverRedi
     expect(json.status, json.text).toBe(200);
     const csv = await admin.get(`/api/v1/reports/${name}.csv?${query}`);
     expect(csv.status, csv.text).toBe(200);
-    const params = reportParamSchemas[name as ReportName].parse(Object.fromEntries([...new URLSearchParams(query)].map(([key, value]) => [key.replace(/\[\]$/, ''), value]))) as Record<string, unknown>;
+    const params = reportParamSchemas[name as ReportName].parse(
+      Object.fromEntries([...new URLSearchParams(query)].map(([key, value]) => [key.replace(/\[\]$/, ''), value])),
+    ) as Record<string, unknown>;
     const raw = await reportQueries[name](storage, params, { organizationId }, UNBOUNDED, { raw: true });
     expect(json.body.data.map((row: Record<string, unknown>) => raw.meta.map((column) => row[column.name]))).toEqual(raw.rows);
     let rawCsv = '';
-    for await (const chunk of csvChunks(raw.meta.map((column) => column.name), [raw.rows as never])) rawCsv += chunk;
+    for await (const chunk of csvChunks(
+      raw.meta.map((column) => column.name),
+      [raw.rows as never],
+    ))
+      rawCsv += chunk;
     expect(csv.text).toBe(rawCsv);
     return json.body.data;
   }
@@ -68,14 +82,33 @@ describe(`geofence reports from kept stays (${driverLabel}, jobs on ${serverRedi
     running = await startTestGateway({ POSITIONS_MAX_AGE_SECONDS: String(100 * 365 * 86_400), REPORTS_MATERIALIZE_INTERVAL_MS: '0' });
     admin = await adminClient(running.client);
     storage = running.gateway.services.storage;
-    organizationId = (await storage.execute<{ organization_id: string }>('select organization_id::text from users where email = ?', [ADMIN_EMAIL]))[0]!.organization_id;
+    organizationId = (
+      await storage.execute<{ organization_id: string }>('select organization_id::text from users where email = ?', [ADMIN_EMAIL])
+    )[0]!.organization_id;
     materializer = new ReportMaterializer(storage, materializations, createLogger('warn'), { lagMs: 0 });
     venue = await createVenue(admin, 'Stays venue');
     fenceA = await fence('Fence A', { type: 'POLYGON', cartesians: squareCartesians(10, 10, 10) });
     await fence('Fence B', { type: 'CIRCLE', cartesians: [[45, 15]], radius: 3 });
     // The fixtures of reports.test.ts: crosser 60 s in A then 60 s in B; gappy in A with gaps of 14 s and 16 s.
-    await upload(track('crosser', [...every(s(0), s(30), 5, 5, 5), ...every(s(35), s(95), 5, 15, 15), ...every(s(100), s(120), 5, 30, 15), ...every(s(125), s(185), 5, 45, 15)]));
-    await upload(track('gappy', [[s(1000), 12, 12], [s(1005), 12, 12], [s(1010), 12, 12], [s(1024), 12, 12], [s(1029), 12, 12], [s(1045), 12, 12], [s(1050), 12, 12]]));
+    await upload(
+      track('crosser', [
+        ...every(s(0), s(30), 5, 5, 5),
+        ...every(s(35), s(95), 5, 15, 15),
+        ...every(s(100), s(120), 5, 30, 15),
+        ...every(s(125), s(185), 5, 45, 15),
+      ]),
+    );
+    await upload(
+      track('gappy', [
+        [s(1000), 12, 12],
+        [s(1005), 12, 12],
+        [s(1010), 12, 12],
+        [s(1024), 12, 12],
+        [s(1029), 12, 12],
+        [s(1045), 12, 12],
+        [s(1050), 12, 12],
+      ]),
+    );
     // long: 20 minutes in A across the 11:00 boundary; hopper: in A every 20 s (over the stored 15 s threshold).
     await upload(track('long', every(s(3000), s(4200), 5, 15, 15)));
     await upload(track('hopper', every(s(5000), s(5400), 20, 16, 16)));
@@ -95,17 +128,29 @@ describe(`geofence reports from kept stays (${driverLabel}, jobs on ${serverRedi
       ['gappy', 'Fence A', iso(s(1000)), iso(s(1029)), 29, 5],
       ['gappy', 'Fence A', iso(s(1045)), iso(s(1050)), 5, 2],
     ]);
-    expect((await bothWays('geofencing_sessions_matches', `${day}&device_ids=gappy&session_threshold=20`)).map((r: any) => r.duration_s)).toEqual([50]);
-    expect((await bothWays('geofencing_sessions_matches', `${day}&device_ids=gappy&session_threshold=10`)).map((r: any) => r.duration_s)).toEqual([10, 5, 5]);
-    expect((await bothWays('geofencing_sessions_matches', `${day}&device_ids=gappy&session_threshold=0`)).map((r: any) => r.positions)).toEqual([1, 1, 1, 1, 1, 1, 1]);
-    expect((await bothWays('geofencing_sessions_matches', `${day}&device_ids=crosser,gappy&min_stay_time=30`)).map((r: any) => r.duration_s)).toEqual([60, 60]);
+    expect(
+      (await bothWays('geofencing_sessions_matches', `${day}&device_ids=gappy&session_threshold=20`)).map((r: any) => r.duration_s),
+    ).toEqual([50]);
+    expect(
+      (await bothWays('geofencing_sessions_matches', `${day}&device_ids=gappy&session_threshold=10`)).map((r: any) => r.duration_s),
+    ).toEqual([10, 5, 5]);
+    expect(
+      (await bothWays('geofencing_sessions_matches', `${day}&device_ids=gappy&session_threshold=0`)).map((r: any) => r.positions),
+    ).toEqual([1, 1, 1, 1, 1, 1, 1]);
+    expect(
+      (await bothWays('geofencing_sessions_matches', `${day}&device_ids=crosser,gappy&min_stay_time=30`)).map((r: any) => r.duration_s),
+    ).toEqual([60, 60]);
     await bothWays('geofencing_sessions_matches', `${day}&fence_ids[]=${fenceA.id}`);
     const madrid = await bothWays('geofencing_stay_time', `${day}&device_ids=crosser&time_zone=Europe/Madrid&group=hour`);
     expect(madrid.map((r: any) => [r.group, r.geofence_name, r.stay_time_s, r.first_entry])).toEqual([
       ['2026-03-10 11:00', 'Fence A', 60, '2026-03-10 11:00:35'],
       ['2026-03-10 11:00', 'Fence B', 60, '2026-03-10 11:02:05'],
     ]);
-    expect((await bothWays('geofencing_stay_time', `${day}&device_ids=gappy`))[0]).toMatchObject({ group: '2026-03-10', sessions: 2, stay_time_s: 34 });
+    expect((await bothWays('geofencing_stay_time', `${day}&device_ids=gappy`))[0]).toMatchObject({
+      group: '2026-03-10',
+      sessions: 2,
+      stay_time_s: 34,
+    });
   });
 
   it('reads the kept stays: a tampered segment shows through until a backfill rebuilds it', async () => {
@@ -126,8 +171,12 @@ describe(`geofence reports from kept stays (${driverLabel}, jobs on ${serverRedi
   it('stays crossing UTC midnight over several days are one row each: the days read apart are joined', async () => {
     // Segments are read one UTC day at a time (each in order, then merged): a stay across midnight joins its two days.
     const midnight = Date.UTC(2026, 2, 14);
-    for (const [device, x] of [['night-b', 15], ['night-a', 45]] as const) {
-      for (const day of [0, 1, 2]) await upload(track(device, every(midnight + day * 86_400_000 - 600_000, midnight + day * 86_400_000 + 600_000, 10, x, 15)));
+    for (const [device, x] of [
+      ['night-b', 15],
+      ['night-a', 45],
+    ] as const) {
+      for (const day of [0, 1, 2])
+        await upload(track(device, every(midnight + day * 86_400_000 - 600_000, midnight + day * 86_400_000 + 600_000, 10, x, 15)));
     }
     await materialize();
     const query = `${window(midnight - 86_400_000 + 1800_000, midnight + 3 * 86_400_000)}&device_ids=night-a,night-b`;
@@ -135,7 +184,9 @@ describe(`geofence reports from kept stays (${driverLabel}, jobs on ${serverRedi
     expect(rows.map((r: any) => [r.device_id, r.entered_at, r.positions])).toEqual(
       [0, 1, 2].flatMap((day) => ['night-a', 'night-b'].map((device) => [device, iso(midnight + day * 86_400_000 - 600_000), 121])),
     );
-    expect((await bothWays('geofencing_stay_time', `${query}&group=day`)).map((r: any) => [r.group, r.device_id, r.sessions, r.stay_time_s])).toEqual(
+    expect(
+      (await bothWays('geofencing_stay_time', `${query}&group=day`)).map((r: any) => [r.group, r.device_id, r.sessions, r.stay_time_s]),
+    ).toEqual(
       ['2026-03-13', '2026-03-14', '2026-03-15'].flatMap((group) => ['night-a', 'night-b'].map((device) => [group, device, 1, 1200])),
     );
     await bothWays('geofencing_stay_time', `${query}&group=day&time_zone=America/New_York`);
@@ -144,10 +195,16 @@ describe(`geofence reports from kept stays (${driverLabel}, jobs on ${serverRedi
 
   it('session_threshold larger than the stored one merges segments; smaller takes the raw path', async () => {
     const query = `${window(s(3600), s(7200))}&device_ids=hopper`;
-    expect((await bothWays('geofencing_sessions_matches', query)).map((r: any) => r.positions)).toEqual(Array.from({ length: 21 }, () => 1));
-    expect((await bothWays('geofencing_sessions_matches', `${query}&session_threshold=30`)).map((r: any) => [r.duration_s, r.positions])).toEqual([[400, 21]]);
+    expect((await bothWays('geofencing_sessions_matches', query)).map((r: any) => r.positions)).toEqual(
+      Array.from({ length: 21 }, () => 1),
+    );
+    expect(
+      (await bothWays('geofencing_sessions_matches', `${query}&session_threshold=30`)).map((r: any) => [r.duration_s, r.positions]),
+    ).toEqual([[400, 21]]);
     expect((await bothWays('geofencing_sessions_matches', `${query}&session_threshold=20`)).map((r: any) => r.positions)).toEqual([21]);
-    expect((await bothWays('geofencing_sessions_matches', `${query}&session_threshold=5`)).map((r: any) => r.positions)).toEqual(Array.from({ length: 21 }, () => 1));
+    expect((await bothWays('geofencing_sessions_matches', `${query}&session_threshold=5`)).map((r: any) => r.positions)).toEqual(
+      Array.from({ length: 21 }, () => 1),
+    );
   });
 
   it('a geometry changed mid-window: before the change from positions, after from stays of the new version, one row across it', async () => {
@@ -168,9 +225,13 @@ describe(`geofence reports from kept stays (${driverLabel}, jobs on ${serverRedi
     const query = `${window(s(2 * 3600), s(6 * 3600))}&device_ids=mover`;
     // Segments of version 1 in hours after the change: those device-hours are computed from positions.
     const expected = [['Renamed', iso(T1 - 1800_000), iso(T1 + 4800_000), 661]];
-    expect((await bothWays('geofencing_sessions_matches', query)).map((r: any) => [r.geofence_name, r.entered_at, r.exited_at, r.positions])).toEqual(expected);
+    expect(
+      (await bothWays('geofencing_sessions_matches', query)).map((r: any) => [r.geofence_name, r.entered_at, r.exited_at, r.positions]),
+    ).toEqual(expected);
     await materializer.backfill(new Date(s(2 * 3600)), new Date(s(6 * 3600))); // segments of version 2
-    expect((await bothWays('geofencing_sessions_matches', query)).map((r: any) => [r.geofence_name, r.entered_at, r.exited_at, r.positions])).toEqual(expected);
+    expect(
+      (await bothWays('geofencing_sessions_matches', query)).map((r: any) => [r.geofence_name, r.entered_at, r.exited_at, r.positions]),
+    ).toEqual(expected);
     await bothWays('geofencing_stay_time', `${query}&group=hour&time_zone=Europe/Madrid`);
     await admin.delete(`/api/v1/geofences/${changing.id}`);
   });
@@ -178,18 +239,47 @@ describe(`geofence reports from kept stays (${driverLabel}, jobs on ${serverRedi
   it('every kind of shape, overlapping, walked across their edges in small steps: kept stays give the raw rows', async () => {
     // A polygon, a line and a point with capture radii, a circle, overlapping: cells crossing several shapes, each tested exactly.
     const shapes = [
-      await fence('Triangle', { type: 'POLYGON', cartesians: [[100, 95], [116, 101], [101, 109], [100, 95]] }),
-      await fence('Corridor', { type: 'LINE', cartesians: [[98, 100], [130, 103], [140, 96]], radius: 1.5 }),
+      await fence('Triangle', {
+        type: 'POLYGON',
+        cartesians: [
+          [100, 95],
+          [116, 101],
+          [101, 109],
+          [100, 95],
+        ],
+      }),
+      await fence('Corridor', {
+        type: 'LINE',
+        cartesians: [
+          [98, 100],
+          [130, 103],
+          [140, 96],
+        ],
+        radius: 1.5,
+      }),
       await fence('Spot', { type: 'POINT', cartesians: [[112, 101]], radius: 2 }),
       await fence('Disc', { type: 'CIRCLE', cartesians: [[125, 100]], radius: 4.5 }),
     ];
-    await storage.execute('update geofences set geometry_since = ? where id = any(?::uuid[])', [new Date(T0 - 86_400_000).toISOString(), `{${shapes.map((f) => f.id).join(',')}}`]);
+    await storage.execute('update geofences set geometry_since = ? where id = any(?::uuid[])', [
+      new Date(T0 - 86_400_000).toISOString(),
+      `{${shapes.map((f) => f.id).join(',')}}`,
+    ]);
     const start = s(5 * 3600); // 15:00Z
     // 0.04 m a second eastwards, wobbling north and south across the edges; a 20 s gap and a 15 s one.
-    const walk = Array.from({ length: 1200 }, (_, i) => [start + 60_000 + i * 1000, 96 + i * 0.04, 100 + 3.3 * Math.sin(i / 9)] as [number, number, number]);
-    await upload(track('walker', walk.filter((_, i) => (i < 400 || i >= 420) && (i < 800 || i >= 814))));
+    const walk = Array.from(
+      { length: 1200 },
+      (_, i) => [start + 60_000 + i * 1000, 96 + i * 0.04, 100 + 3.3 * Math.sin(i / 9)] as [number, number, number],
+    );
+    await upload(
+      track(
+        'walker',
+        walk.filter((_, i) => (i < 400 || i >= 420) && (i < 800 || i >= 814)),
+      ),
+    );
     expect(await materialize()).toBeGreaterThan(0); // the walker's device-hour, received after the last pass, is pending until one
-    expect(Number((await storage.execute<{ n: string }>("select count(*)::int8 as n from geofence_stays where device_id = 'walker'"))[0]!.n)).toBeGreaterThan(10);
+    expect(
+      Number((await storage.execute<{ n: string }>("select count(*)::int8 as n from geofence_stays where device_id = 'walker'"))[0]!.n),
+    ).toBeGreaterThan(10);
     const query = `${window(start, start + 3600_000)}&device_ids=walker`;
     const rows = await bothWays('geofencing_sessions_matches', query);
     expect(new Set(rows.map((r: any) => r.geofence_name))).toEqual(new Set(['Triangle', 'Corridor', 'Spot', 'Disc']));
@@ -206,9 +296,13 @@ describe(`geofence reports from kept stays (${driverLabel}, jobs on ${serverRedi
       await upload(track('dst', every(change - 1800_000, change + 1800_000, 10, 15, 15)));
       await materialize();
       const query = `${window(change - 3 * 3600_000, change + 3 * 3600_000)}&device_ids=dst&time_zone=Europe/Madrid`;
-      expect((await bothWays('geofencing_sessions_matches', query)).map((r: any) => [r.entered_at, r.exited_at, r.duration_s])).toEqual([[first, last, 3600]]);
+      expect((await bothWays('geofencing_sessions_matches', query)).map((r: any) => [r.entered_at, r.exited_at, r.duration_s])).toEqual([
+        [first, last, 3600],
+      ]);
       // Grouped by the local hour and day the stay began (the groups are placed by instant in PostgreSQL).
-      expect((await bothWays('geofencing_stay_time', `${query}&group=hour`)).map((r: any) => [r.group, r.stay_time_s])).toEqual([[`${first.slice(0, 13)}:00`, 3600]]);
+      expect((await bothWays('geofencing_stay_time', `${query}&group=hour`)).map((r: any) => [r.group, r.stay_time_s])).toEqual([
+        [`${first.slice(0, 13)}:00`, 3600],
+      ]);
       expect((await bothWays('geofencing_stay_time', query)).map((r: any) => r.group)).toEqual([first.slice(0, 10)]);
     }
   });
@@ -231,7 +325,12 @@ describe(`geofence reports from kept stays (${driverLabel}, jobs on ${serverRedi
   });
 
   it('a late (back-dated) position makes its device-hour pending: the report matches raw before and after the next pass', async () => {
-    await upload(track('late', [[s(1000), 12, 12], [s(1020), 12, 12]]));
+    await upload(
+      track('late', [
+        [s(1000), 12, 12],
+        [s(1020), 12, 12],
+      ]),
+    );
     await materialize();
     const query = `${window(s(0), s(3600))}&device_ids=late`;
     expect((await bothWays('geofencing_sessions_matches', query)).map((r: any) => r.positions)).toEqual([1, 1]);
@@ -247,7 +346,8 @@ describe(`geofence reports from kept stays (${driverLabel}, jobs on ${serverRedi
     const hour = hourStart(Date.now());
     const first = Math.max(hour, Date.now() - 60_000);
     await upload(track('open-hour', every(first, first + 4000, 2, 12, 12)));
-    const kept = async () => Number((await storage.execute<{ n: string }>("select count(*)::int8 as n from geofence_stays where device_id = 'open-hour'"))[0]!.n);
+    const kept = async () =>
+      Number((await storage.execute<{ n: string }>("select count(*)::int8 as n from geofence_stays where device_id = 'open-hour'"))[0]!.n);
     const query = `${window(hour, hour + 3_600_000)}&device_ids=open-hour`;
     await materialize();
     expect(await kept()).toBe(0); // the hour is still open: not rebuilt at every pass
@@ -259,7 +359,14 @@ describe(`geofence reports from kept stays (${driverLabel}, jobs on ${serverRedi
   });
 
   it('retention drops stays with their positions', async () => {
-    const hourOf = async (before: number) => Number((await storage.execute<{ n: string }>('select count(*)::int8 as n from geofence_stays where hour < ?', [new Date(before).toISOString()]))[0]!.n);
+    const hourOf = async (before: number) =>
+      Number(
+        (
+          await storage.execute<{ n: string }>('select count(*)::int8 as n from geofence_stays where hour < ?', [
+            new Date(before).toISOString(),
+          ])
+        )[0]!.n,
+      );
     const cutoff = Date.UTC(2026, 2, 11);
     expect(await hourOf(cutoff)).toBeGreaterThan(0);
     const store = new PositionStore(storage, createLogger('warn'));

@@ -41,10 +41,18 @@ describe(`reports (${driverLabel}, jobs on ${serverRedisUrl ? 'BullMQ workers' :
   let fenceA: { id: string };
   let fenceB: { id: string };
   const upload = async (poses: object[]) => {
-    for (let i = 0; i < poses.length; i += 1000) expect((await admin.post('/api/v1/realtime/positions', { poses: poses.slice(i, i + 1000) })).status).toBe(204);
+    for (let i = 0; i < poses.length; i += 1000)
+      expect((await admin.post('/api/v1/realtime/positions', { poses: poses.slice(i, i + 1000) })).status).toBe(204);
   };
   const track = (deviceId: string, points: [number, number, number][], floor = 0) =>
-    points.map(([second, x, y]) => ({ device_id: deviceId, timestamp: s(second), building_id: venue.building.id, floor_id: venue.floors[floor].id, x, y }));
+    points.map(([second, x, y]) => ({
+      device_id: deviceId,
+      timestamp: s(second),
+      building_id: venue.building.id,
+      floor_id: venue.floors[floor].id,
+      x,
+      y,
+    }));
   const every = (from: number, to: number, step: number, x: number, y: number): [number, number, number][] =>
     Array.from({ length: Math.floor((to - from) / step) + 1 }, (_, i) => [from + i * step, x, y]);
   const report = (name: string, query: string) => admin.get(`/api/v1/reports/${name}?${query}`);
@@ -54,12 +62,46 @@ describe(`reports (${driverLabel}, jobs on ${serverRedisUrl ? 'BullMQ workers' :
     running = await startTestGateway({ POSITIONS_MAX_AGE_SECONDS: String(100 * 365 * 86_400) });
     admin = await adminClient(running.client);
     venue = await createVenue(admin, 'Report venue');
-    fenceA = (await admin.post('/api/v1/geofences', { name: 'Fence A', building_id: venue.building.id, floor_id: venue.floors[0].id, type: 'POLYGON', cartesians: squareCartesians(10, 10, 10) })).body;
-    fenceB = (await admin.post('/api/v1/geofences', { name: 'Fence B', building_id: venue.building.id, floor_id: venue.floors[0].id, type: 'CIRCLE', cartesians: [[45, 15]], radius: 3 })).body;
+    fenceA = (
+      await admin.post('/api/v1/geofences', {
+        name: 'Fence A',
+        building_id: venue.building.id,
+        floor_id: venue.floors[0].id,
+        type: 'POLYGON',
+        cartesians: squareCartesians(10, 10, 10),
+      })
+    ).body;
+    fenceB = (
+      await admin.post('/api/v1/geofences', {
+        name: 'Fence B',
+        building_id: venue.building.id,
+        floor_id: venue.floors[0].id,
+        type: 'CIRCLE',
+        cartesians: [[45, 15]],
+        radius: 3,
+      })
+    ).body;
     // crosser: outside, 60 s in A, outside, 60 s in B (a fix every 5 s).
-    await upload(track('crosser', [...every(0, 30, 5, 5, 5), ...every(35, 95, 5, 15, 15), ...every(100, 120, 5, 30, 15), ...every(125, 185, 5, 45, 15)]));
+    await upload(
+      track('crosser', [
+        ...every(0, 30, 5, 5, 5),
+        ...every(35, 95, 5, 15, 15),
+        ...every(100, 120, 5, 30, 15),
+        ...every(125, 185, 5, 45, 15),
+      ]),
+    );
     // gappy in A: a gap of 14 s (kept), then of 16 s (a new session) with the default 15 s threshold.
-    await upload(track('gappy', [[1000, 12, 12], [1005, 12, 12], [1010, 12, 12], [1024, 12, 12], [1029, 12, 12], [1045, 12, 12], [1050, 12, 12]]));
+    await upload(
+      track('gappy', [
+        [1000, 12, 12],
+        [1005, 12, 12],
+        [1010, 12, 12],
+        [1024, 12, 12],
+        [1029, 12, 12],
+        [1045, 12, 12],
+        [1050, 12, 12],
+      ]),
+    );
   });
   afterAll(async () => running?.stop());
 
@@ -99,8 +141,21 @@ describe(`reports (${driverLabel}, jobs on ${serverRedisUrl ? 'BullMQ workers' :
       ['gappy', 'Fence A', iso(s(1000)), iso(s(1029)), 29, 5],
       ['gappy', 'Fence A', iso(s(1045)), iso(s(1050)), 5, 2],
     ]);
-    expect(response.body.meta.map((m: { name: string }) => m.name)).toEqual(['device_id', 'user_id', 'geofence_id', 'geofence_name', 'entered_at', 'exited_at', 'duration_s', 'positions']);
-    expect(response.body.meta.find((m: { name: string }) => m.name === 'user_id')).toEqual({ name: 'user_id', type: 'string', nullable: true });
+    expect(response.body.meta.map((m: { name: string }) => m.name)).toEqual([
+      'device_id',
+      'user_id',
+      'geofence_id',
+      'geofence_name',
+      'entered_at',
+      'exited_at',
+      'duration_s',
+      'positions',
+    ]);
+    expect(response.body.meta.find((m: { name: string }) => m.name === 'user_id')).toEqual({
+      name: 'user_id',
+      type: 'string',
+      nullable: true,
+    });
     expect(response.body.statistics).toMatchObject({ rows_returned: 4, rows_read: 33 });
   });
 
@@ -116,7 +171,15 @@ describe(`reports (${driverLabel}, jobs on ${serverRedisUrl ? 'BullMQ workers' :
   });
 
   it('is computed against the current geometry, so it covers periods before a geofence existed', async () => {
-    const late = (await admin.post('/api/v1/geofences', { name: 'Late fence', building_id: venue.building.id, floor_id: venue.floors[0].id, type: 'POLYGON', cartesians: squareCartesians(29, 14, 2) })).body;
+    const late = (
+      await admin.post('/api/v1/geofences', {
+        name: 'Late fence',
+        building_id: venue.building.id,
+        floor_id: venue.floors[0].id,
+        type: 'POLYGON',
+        cartesians: squareCartesians(29, 14, 2),
+      })
+    ).body;
     const response = await report('geofencing_sessions_matches.json', `${window}&fence_ids=${late.id}`);
     expect(response.body.data.map((r: any) => [r.device_id, r.duration_s])).toEqual([['crosser', 20]]);
     await admin.delete(`/api/v1/geofences/${late.id}`);
@@ -126,8 +189,28 @@ describe(`reports (${driverLabel}, jobs on ${serverRedisUrl ? 'BullMQ workers' :
     const response = await report('geofencing_stay_time.json', `${window}&device_ids=crosser&time_zone=Europe/Madrid&group=hour`);
     expect(response.status, response.text).toBe(200);
     expect(response.body.data).toEqual([
-      { group: '2026-03-10 11:00', device_id: 'crosser', user_id: null, geofence_id: fenceA.id, geofence_name: 'Fence A', sessions: 1, stay_time_s: 60, first_entry: '2026-03-10 11:00:35', last_exit: '2026-03-10 11:01:35' },
-      { group: '2026-03-10 11:00', device_id: 'crosser', user_id: null, geofence_id: fenceB.id, geofence_name: 'Fence B', sessions: 1, stay_time_s: 60, first_entry: '2026-03-10 11:02:05', last_exit: '2026-03-10 11:03:05' },
+      {
+        group: '2026-03-10 11:00',
+        device_id: 'crosser',
+        user_id: null,
+        geofence_id: fenceA.id,
+        geofence_name: 'Fence A',
+        sessions: 1,
+        stay_time_s: 60,
+        first_entry: '2026-03-10 11:00:35',
+        last_exit: '2026-03-10 11:01:35',
+      },
+      {
+        group: '2026-03-10 11:00',
+        device_id: 'crosser',
+        user_id: null,
+        geofence_id: fenceB.id,
+        geofence_name: 'Fence B',
+        sessions: 1,
+        stay_time_s: 60,
+        first_entry: '2026-03-10 11:02:05',
+        last_exit: '2026-03-10 11:03:05',
+      },
     ]);
     const gappy = await report('geofencing_stay_time.json', `${window}&device_ids=gappy`);
     expect(gappy.body.data).toHaveLength(1);
@@ -156,7 +239,14 @@ describe(`reports (${driverLabel}, jobs on ${serverRedisUrl ? 'BullMQ workers' :
 
   it('visitors: unique visitors once per group, in the local day or hour, across a daylight-saving change', async () => {
     // Madrid moves from +01:00 to +02:00 at 2026-03-29 01:00Z.
-    const dst = (isoTime: string, deviceId: string) => ({ device_id: deviceId, timestamp: isoTime, building_id: venue.building.id, floor_id: venue.floors[1].id, x: 5, y: 5 });
+    const dst = (isoTime: string, deviceId: string) => ({
+      device_id: deviceId,
+      timestamp: isoTime,
+      building_id: venue.building.id,
+      floor_id: venue.floors[1].id,
+      x: 5,
+      y: 5,
+    });
     await upload([
       dst('2026-03-28T23:30:00Z', 'night-1'), // 00:30 on the 29th in Madrid, the 28th in UTC
       dst('2026-03-28T23:31:00Z', 'night-1'),
@@ -166,26 +256,46 @@ describe(`reports (${driverLabel}, jobs on ${serverRedisUrl ? 'BullMQ workers' :
     ]);
     const dstWindow = `from_date=2026-03-28T12:00:00Z&to_date=2026-03-29T12:00:00Z&building_id=${venue.building.id}&floor_id=${venue.floors[1].id}`;
     const utcDays = await report('visitors.json', `${dstWindow}&group=day`);
-    expect(utcDays.body.data.map((r: any) => [r.group, r.visitors])).toEqual([['2026-03-28', 1], ['2026-03-29', 2]]);
+    expect(utcDays.body.data.map((r: any) => [r.group, r.visitors])).toEqual([
+      ['2026-03-28', 1],
+      ['2026-03-29', 2],
+    ]);
     const madridDays = await report('visitors.json', `${dstWindow}&group=day&time_zone=Europe/Madrid`);
     expect(madridDays.body.data.map((r: any) => [r.group, r.visitors, r.positions])).toEqual([['2026-03-29', 3, 5]]);
     const madridHours = await report('visitors.json', `${dstWindow}&group=hour&time_zone=Europe/Madrid`);
-    expect(madridHours.body.data.map((r: any) => [r.group, r.visitors])).toEqual([['2026-03-29 00:00', 1], ['2026-03-29 01:00', 1], ['2026-03-29 03:00', 1]]);
+    expect(madridHours.body.data.map((r: any) => [r.group, r.visitors])).toEqual([
+      ['2026-03-29 00:00', 1],
+      ['2026-03-29 01:00', 1],
+      ['2026-03-29 03:00', 1],
+    ]);
   });
 
   it('visitors: a zone whose offset is not whole quarter hours (Monrovia, -00:44:30 until 1972) splits its days exactly', async () => {
-    const at = (isoTime: string, deviceId: string) => ({ device_id: deviceId, timestamp: isoTime, building_id: venue.building.id, floor_id: venue.floors[1].id, x: 5, y: 5 });
+    const at = (isoTime: string, deviceId: string) => ({
+      device_id: deviceId,
+      timestamp: isoTime,
+      building_id: venue.building.id,
+      floor_id: venue.floors[1].id,
+      x: 5,
+      y: 5,
+    });
     // Local midnight of 1971-06-01 is 00:44:30Z: one fix just before it, one just after, in the same UTC quarter hour.
     await upload([at('1971-06-01T00:44:00Z', 'monrovia-1'), at('1971-06-01T00:44:45Z', 'monrovia-2')]);
     const query = `from_date=1971-05-31T12:00:00Z&to_date=1971-06-01T12:00:00Z&building_id=${venue.building.id}&floor_id=${venue.floors[1].id}&time_zone=Africa/Monrovia`;
     const days = await report('visitors.json', `${query}&group=day`);
     expect(days.status, days.text).toBe(200);
-    expect(days.body.data.map((r: any) => [r.group, r.visitors])).toEqual([['1971-05-31', 1], ['1971-06-01', 1]]);
+    expect(days.body.data.map((r: any) => [r.group, r.visitors])).toEqual([
+      ['1971-05-31', 1],
+      ['1971-06-01', 1],
+    ]);
   });
 
   it('heatmap: the north pole and the antimeridian fall in the last geohash cell, as in a geohash', async () => {
     const edge = { device_id: 'edge-tag', building_id: venue.building.id, lat: 90, lng: 180 };
-    await upload([{ ...edge, timestamp: s(7000) }, { ...edge, timestamp: s(7001), lat: 89.9999999 }]);
+    await upload([
+      { ...edge, timestamp: s(7000) },
+      { ...edge, timestamp: s(7001), lat: 89.9999999 },
+    ]);
     const query = `from_date=${iso(s(6990))}&to_date=${iso(s(7010))}&building_id=${venue.building.id}&floor_id=${venue.floors[0].id}&position_type=outdoor&device_id=edge-tag`;
     const heat = await report('heatmap.json', query);
     expect(heat.status, heat.text).toBe(200);
@@ -194,7 +304,15 @@ describe(`reports (${driverLabel}, jobs on ${serverRedisUrl ? 'BullMQ workers' :
 
   it('visitors and heatmap count a user carrying two devices once', async () => {
     const carrier = await createUser(admin, 'user');
-    const at = (deviceId: string) => ({ device_id: deviceId, user_id: carrier.user.id, timestamp: s(5000), building_id: venue.building.id, floor_id: venue.floors[1].id, x: 70, y: 70 });
+    const at = (deviceId: string) => ({
+      device_id: deviceId,
+      user_id: carrier.user.id,
+      timestamp: s(5000),
+      building_id: venue.building.id,
+      floor_id: venue.floors[1].id,
+      x: 70,
+      y: 70,
+    });
     await upload([at('carrier-phone'), at('carrier-watch')]);
     const query = `from_date=${iso(s(4990))}&to_date=${iso(s(5010))}&building_id=${venue.building.id}&floor_id=${venue.floors[1].id}`;
     const visitors = await report('visitors.json', `${query}&group=hour`);
@@ -216,7 +334,10 @@ describe(`reports (${driverLabel}, jobs on ${serverRedisUrl ? 'BullMQ workers' :
   });
 
   it('heatmap: geohash-10 cells of a floor with centre and a weight of distinct users', async () => {
-    const response = await report('heatmap.json', `${window}&building_id=${venue.building.id}&floor_id=${venue.floors[0].id}&position_type=indoor&device_id=crosser`);
+    const response = await report(
+      'heatmap.json',
+      `${window}&building_id=${venue.building.id}&floor_id=${venue.floors[0].id}&position_type=indoor&device_id=crosser`,
+    );
     expect(response.status, response.text).toBe(200);
     const cells = response.body.data;
     expect(cells.every((cell: any) => cell.geohash.length === 10 && cell.weight === 1)).toBe(true);
@@ -231,11 +352,27 @@ describe(`reports (${driverLabel}, jobs on ${serverRedisUrl ? 'BullMQ workers' :
     const trajectory = await report('user_positions.json', `${window}&device_id=gappy`);
     expect(trajectory.body.data.map((r: any) => r.session_mark)).toEqual([1, 1, 1, 1, 1, 2, 2]);
     // gappy's gaps are 5, 5, 14, 5, 16, 5 s: a gap equal to the threshold stays in the session.
-    for (const [threshold, marks] of [['4.999', [1, 2, 3, 4, 5, 6, 7]], ['5', [1, 1, 1, 2, 2, 3, 3]], ['14', [1, 1, 1, 1, 1, 2, 2]], ['16', [1, 1, 1, 1, 1, 1, 1]]] as const) {
+    for (const [threshold, marks] of [
+      ['4.999', [1, 2, 3, 4, 5, 6, 7]],
+      ['5', [1, 1, 1, 2, 2, 3, 3]],
+      ['14', [1, 1, 1, 1, 1, 2, 2]],
+      ['16', [1, 1, 1, 1, 1, 1, 1]],
+    ] as const) {
       const marked = await report('user_positions.json', `${window}&device_id=gappy&session_threshold=${threshold}`);
-      expect(marked.body.data.map((r: any) => r.session_mark), threshold).toEqual(marks);
+      expect(
+        marked.body.data.map((r: any) => r.session_mark),
+        threshold,
+      ).toEqual(marks);
     }
-    expect(Object.keys(trajectory.body.data[0]).sort()).toEqual(['device_id', 'floor_id', 'lat', 'lng', 'session_mark', 'timestamp', 'user_id']);
+    expect(Object.keys(trajectory.body.data[0]).sort()).toEqual([
+      'device_id',
+      'floor_id',
+      'lat',
+      'lng',
+      'session_mark',
+      'timestamp',
+      'user_id',
+    ]);
   });
 
   it('refuses a window wider than REPORTS_MAX_WINDOW_DAYS (31 by default) with 422 naming to_date, and takes one exactly that wide', async () => {
@@ -267,14 +404,40 @@ describe(`reports (${driverLabel}, jobs on ${serverRedisUrl ? 'BullMQ workers' :
   });
 
   it('geofence shapes: overlapping polygons, a point and a line with capture radius, boundaries included', async () => {
-    const fence = async (name: string, body: object) => (await admin.post('/api/v1/geofences', { name, building_id: venue.building.id, floor_id: venue.floors[0].id, ...body })).body as { id: string };
+    const fence = async (name: string, body: object) =>
+      (await admin.post('/api/v1/geofences', { name, building_id: venue.building.id, floor_id: venue.floors[0].id, ...body })).body as {
+        id: string;
+      };
     const inner = await fence('Inner', { type: 'POLYGON', cartesians: squareCartesians(12, 12, 4) }); // inside Fence A
-    const line = await fence('Line', { type: 'LINE', cartesians: [[60, 10], [70, 10], [70, 20]], radius: 1.5 });
+    const line = await fence('Line', {
+      type: 'LINE',
+      cartesians: [
+        [60, 10],
+        [70, 10],
+        [70, 20],
+      ],
+      radius: 1.5,
+    });
     const point = await fence('Point', { type: 'POINT', cartesians: [[80, 10]] }); // default capture radius: 1 m
-    await upload(track('shapes', [[2000, 14, 14], [2005, 16, 14], [2010, 18, 14], [2015, 65, 11], [2020, 71.4, 15], [2025, 80.9, 10], [2030, 82, 10]]));
-    const response = await report('geofencing_sessions_matches.json', `${window}&device_ids=shapes&fence_ids=${[fenceA.id, inner.id, line.id, point.id].join(',')}`);
+    await upload(
+      track('shapes', [
+        [2000, 14, 14],
+        [2005, 16, 14],
+        [2010, 18, 14],
+        [2015, 65, 11],
+        [2020, 71.4, 15],
+        [2025, 80.9, 10],
+        [2030, 82, 10],
+      ]),
+    );
+    const response = await report(
+      'geofencing_sessions_matches.json',
+      `${window}&device_ids=shapes&fence_ids=${[fenceA.id, inner.id, line.id, point.id].join(',')}`,
+    );
     expect(response.status, response.text).toBe(200);
-    const rows = response.body.data.map((r: any) => [r.geofence_name, r.entered_at, r.exited_at, r.positions]).sort((a: string[], b: string[]) => (a[0]! < b[0]! ? -1 : 1));
+    const rows = response.body.data
+      .map((r: any) => [r.geofence_name, r.entered_at, r.exited_at, r.positions])
+      .sort((a: string[], b: string[]) => (a[0]! < b[0]! ? -1 : 1));
     expect(rows).toEqual([
       ['Fence A', iso(s(2000)), iso(s(2010)), 3],
       ['Inner', iso(s(2000)), iso(s(2005)), 2], // (16, 14) is on its edge
@@ -290,7 +453,12 @@ describe(`reports (${driverLabel}, jobs on ${serverRedisUrl ? 'BullMQ workers' :
   });
 
   it('counts a fix uploaded twice as stored, in stays as in the raw data', async () => {
-    await upload(track('twice', [[3000, 18, 18], [3005, 18, 18]]));
+    await upload(
+      track('twice', [
+        [3000, 18, 18],
+        [3005, 18, 18],
+      ]),
+    );
     await upload(track('twice', [[3005, 18, 18]]));
     expect((await report('raw_data.json', `${window}&device_ids=twice`)).body.data).toHaveLength(3);
     const response = await report('geofencing_sessions_matches.json', `${window}&device_ids=twice`);
@@ -299,7 +467,17 @@ describe(`reports (${driverLabel}, jobs on ${serverRedisUrl ? 'BullMQ workers' :
 
   it('shows a plain user only their own positions', async () => {
     const walker = await createUser(admin, 'user');
-    await upload([{ device_id: 'own-phone', user_id: walker.user.id, timestamp: s(3000), building_id: venue.building.id, floor_id: venue.floors[0].id, x: 15, y: 15 }]);
+    await upload([
+      {
+        device_id: 'own-phone',
+        user_id: walker.user.id,
+        timestamp: s(3000),
+        building_id: venue.building.id,
+        floor_id: venue.floors[0].id,
+        x: 15,
+        y: 15,
+      },
+    ]);
     const response = await walker.client.get(`/api/v1/reports/raw_data.json?${window}`);
     expect(response.status).toBe(200);
     expect(response.body.data.map((r: any) => r.device_id)).toEqual(['own-phone']);

@@ -7,7 +7,13 @@ import { startTestGateway, type RunningGateway } from '../support/test-gateway.j
  * Sends a request's head and the first bytes of its body; once an answer arrives, sends the rest of the body
  * and then a second request on the same connection. Collects everything until the connection closes.
  */
-function rawExchange(port: number, head: string, firstChunk: Buffer, rest: Buffer, next: string): { socket: Socket; answer: Promise<string> } {
+function rawExchange(
+  port: number,
+  head: string,
+  firstChunk: Buffer,
+  rest: Buffer,
+  next: string,
+): { socket: Socket; answer: Promise<string> } {
   const socket = connect(port, '127.0.0.1');
   socket.on('error', () => undefined);
   socket.write(head);

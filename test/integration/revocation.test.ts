@@ -51,7 +51,9 @@ describe(`credential revocation (${driverLabel})`, () => {
     const tokenSocket = await open(running.baseUrl, { authorization: `Bearer ${tokens.access_token}` });
     const keySocket = await open(running.baseUrl, { 'x-api-key': key.apikey });
     // A socket of the same user on another credential stays open.
-    const passwordSocket = await open(running.baseUrl, { authorization: `Bearer ${(await login(running.client, owner.email, owner.password)).access_token}` });
+    const passwordSocket = await open(running.baseUrl, {
+      authorization: `Bearer ${(await login(running.client, owner.email, owner.password)).access_token}`,
+    });
 
     expect((await owner.client.delete(`/api/v1/auth/apikeys/${key.id}`)).status).toBe(204);
 
@@ -109,7 +111,9 @@ describe(`credential revocation (${driverLabel})`, () => {
 
   it('an update that changes no credential leaves the user’s sockets open', async () => {
     const user = await createUser(admin, 'user');
-    const socket = await open(running.baseUrl, { authorization: `Bearer ${(await login(running.client, user.email, user.password)).access_token}` });
+    const socket = await open(running.baseUrl, {
+      authorization: `Bearer ${(await login(running.client, user.email, user.password)).access_token}`,
+    });
     expect((await admin.put(`/api/v1/users/${user.user.id}`, { full_name: 'Renamed' })).status).toBe(200);
     expect((await socket.request({ op: 'ping' })).op).toBe('pong');
     expect(socket.closeCode).toBeUndefined();
@@ -119,7 +123,15 @@ describe(`credential revocation (${driverLabel})`, () => {
     const { tokens, storage, credentials } = running.gateway.services;
     const user = await createUser(admin, 'user');
     const token = (await login(running.client, user.email, user.password)).access_token;
-    const deaf: Bus = { nodeId: 'deaf', kind: 'local', publish: async () => undefined, subscribe: async () => async () => undefined, ping: async () => undefined, onResync: () => () => undefined, close: async () => undefined };
+    const deaf: Bus = {
+      nodeId: 'deaf',
+      kind: 'local',
+      publish: async () => undefined,
+      subscribe: async () => async () => undefined,
+      ping: async () => undefined,
+      onResync: () => () => undefined,
+      close: async () => undefined,
+    };
     let now = Date.now();
     const authenticator = new RequestAuthenticator(tokens, storage, deaf, credentials, 5000, () => now);
     const route = { method: 'GET', path: '/probe', summary: '', auth: 'authenticated', handler: () => ({}) } as RouteDefinition;

@@ -61,7 +61,12 @@ describe('routing on the path graph', () => {
     expect(shortest.body.distance_m).toBeCloseTo(14.5, 1);
     expect(shortest.body.from).toMatchObject({ floor_id: ground, x: 5, y: 10, snap_distance_m: 2 });
     expect(shortest.body.legs.map((leg: { floor_id: number }) => leg.floor_id)).toEqual([ground, first]);
-    expect(shortest.body.steps.find((step: { floor_change?: unknown }) => step.floor_change).floor_change).toEqual({ from_floor_id: ground, to_floor_id: first, direction: 'up', via: 'stairs' });
+    expect(shortest.body.steps.find((step: { floor_change?: unknown }) => step.floor_change).floor_change).toEqual({
+      from_floor_id: ground,
+      to_floor_id: first,
+      direction: 'up',
+      via: 'stairs',
+    });
     const point = shortest.body.legs[0].points[0];
     expect(point.lat).toBeCloseTo(40.4168, 2);
     expect(point.lng).toBeCloseTo(-3.7038, 2);
@@ -75,13 +80,25 @@ describe('routing on the path graph', () => {
 
   it('answers 422 naming the end that cannot be reached, and validates the query', async () => {
     // Avoiding a geofence around the lift leaves no accessible way up.
-    const fence = await admin.post('/api/v1/geofences', { name: 'Lift lobby', building_id: buildingId, floor_id: ground, type: 'POLYGON', cartesians: squareCartesians(55, 5, 10) });
+    const fence = await admin.post('/api/v1/geofences', {
+      name: 'Lift lobby',
+      building_id: buildingId,
+      floor_id: ground,
+      type: 'POLYGON',
+      cartesians: squareCartesians(55, 5, 10),
+    });
     expect(fence.status, fence.text).toBe(201);
-    const blocked = await admin.get(routeUrl(`from_floor_id=${ground}&from_x=5&from_y=10&to_floor_id=${first}&to_x=5&to_y=10&accessible=true&avoid_geofence_ids=${fence.body.id}`));
+    const blocked = await admin.get(
+      routeUrl(
+        `from_floor_id=${ground}&from_x=5&from_y=10&to_floor_id=${first}&to_x=5&to_y=10&accessible=true&avoid_geofence_ids=${fence.body.id}`,
+      ),
+    );
     expect(blocked.status, blocked.text).toBe(422);
     expect(blocked.body.errors).toEqual([expect.objectContaining({ field: 'to' })]);
     // The same avoidance with stairs allowed still finds a way.
-    const around = await admin.get(routeUrl(`from_floor_id=${ground}&from_x=5&from_y=10&to_floor_id=${first}&to_x=5&to_y=10&avoid_geofence_ids=${fence.body.id}`));
+    const around = await admin.get(
+      routeUrl(`from_floor_id=${ground}&from_x=5&from_y=10&to_floor_id=${first}&to_x=5&to_y=10&avoid_geofence_ids=${fence.body.id}`),
+    );
     expect(around.status, around.text).toBe(200);
 
     const missing = await admin.get(routeUrl(`from_floor_id=${ground}&from_x=5&from_y=10`));
@@ -93,11 +110,18 @@ describe('routing on the path graph', () => {
     const otherFloor = await admin.get(routeUrl(`from_floor_id=999999&from_x=5&from_y=10&to_floor_id=${first}&to_x=5&to_y=10`));
     expect(otherFloor.status).toBe(422);
     expect(otherFloor.body.errors[0].field).toBe('from');
-    expect((await admin.get(`/api/v1/buildings/999999/route?from_floor_id=${ground}&from_x=5&from_y=10&to_floor_id=${first}&to_x=5&to_y=10`)).status).toBe(404);
+    expect(
+      (await admin.get(`/api/v1/buildings/999999/route?from_floor_id=${ground}&from_x=5&from_y=10&to_floor_id=${first}&to_x=5&to_y=10`))
+        .status,
+    ).toBe(404);
   });
 
   it("routes from a device's live position to a POI, and ranks devices by route distance rather than straight line", async () => {
-    const poi = await admin.post('/api/v1/pois', { name: 'First-aid kit', building_id: buildingId, position: { floor_id: first, cartesians: { x: 50, y: 10 } } });
+    const poi = await admin.post('/api/v1/pois', {
+      name: 'First-aid kit',
+      building_id: buildingId,
+      position: { floor_id: first, cartesians: { x: 50, y: 10 } },
+    });
     expect(poi.status, poi.text).toBe(201);
     const now = Date.now();
     const upload = await admin.post('/api/v1/realtime/positions', {
@@ -127,8 +151,26 @@ describe('routing on the path graph', () => {
     const group = await admin.post('/api/v1/groups', { name: 'Responders' });
     expect(group.status, group.text).toBe(201);
     const responder = await createUser(admin, 'user', { groups: group.body.id });
-    expect((await admin.post('/api/v1/realtime/positions', { poses: [{ device_id: 'responder-phone', user_id: responder.user.id, timestamp: Date.now(), building_id: buildingId, floor_id: first, x: 5, y: 10 }] })).status).toBe(204);
-    const responders = await admin.get(`/api/v1/buildings/${buildingId}/nearest_devices?floor_id=${first}&x=50&y=10&group_id=${group.body.id}`);
+    expect(
+      (
+        await admin.post('/api/v1/realtime/positions', {
+          poses: [
+            {
+              device_id: 'responder-phone',
+              user_id: responder.user.id,
+              timestamp: Date.now(),
+              building_id: buildingId,
+              floor_id: first,
+              x: 5,
+              y: 10,
+            },
+          ],
+        })
+      ).status,
+    ).toBe(204);
+    const responders = await admin.get(
+      `/api/v1/buildings/${buildingId}/nearest_devices?floor_id=${first}&x=50&y=10&group_id=${group.body.id}`,
+    );
     expect(responders.status, responders.text).toBe(200);
     expect(responders.body.data.map((device: { device_id: string }) => device.device_id)).toEqual(['responder-phone']);
 

@@ -76,7 +76,10 @@ describe(`sign-in throttle without a trusted proxy (${driverLabel})`, () => {
     for (let i = 0; i < 3; i++) {
       await running.client.post(SIGN_IN, undefined, { authorization: basicAuth(user.email, 'wrong'), 'x-forwarded-for': `192.0.2.${i}` });
     }
-    const refused = await running.client.post(SIGN_IN, undefined, { authorization: basicAuth(user.email, user.password), 'x-forwarded-for': '192.0.2.200' });
+    const refused = await running.client.post(SIGN_IN, undefined, {
+      authorization: basicAuth(user.email, user.password),
+      'x-forwarded-for': '192.0.2.200',
+    });
     expect(refused.status).toBe(429);
   });
 });

@@ -19,7 +19,14 @@ describe(`silence storms are one building alarm (${driverLabel})`, () => {
   let control: TestSocket;
   let venue: Awaited<ReturnType<typeof createVenue>>;
 
-  const at = (deviceId: string, x: number) => ({ device_id: deviceId, timestamp: Date.now(), building_id: venue.building.id, floor_id: venue.floors[0].id, x, y: 20 });
+  const at = (deviceId: string, x: number) => ({
+    device_id: deviceId,
+    timestamp: Date.now(),
+    building_id: venue.building.id,
+    floor_id: venue.floors[0].id,
+    x,
+    y: 20,
+  });
   const upload = async (...poses: object[]) => {
     const response = await admin.post('/api/v1/realtime/positions', { poses });
     expect(response.status, response.text).toBe(204);
@@ -53,7 +60,12 @@ describe(`silence storms are one building alarm (${driverLabel})`, () => {
     const saved = await put({ deadman_silence_s: SILENCE_S, storm_share: 0.5, storm_min_devices: 5 });
     expect(saved.status).toBe(200);
     expect((await admin.get(`/api/v1/buildings/${venue.building.id}/alarm_settings`)).body).toEqual({
-      building_id: venue.building.id, deadman_after_s: null, deadman_radius_m: null, deadman_silence_s: SILENCE_S, storm_share: 0.5, storm_min_devices: 5,
+      building_id: venue.building.id,
+      deadman_after_s: null,
+      deadman_radius_m: null,
+      deadman_silence_s: SILENCE_S,
+      storm_share: 0.5,
+      storm_min_devices: 5,
     });
   });
 
@@ -71,12 +83,21 @@ describe(`silence storms are one building alarm (${driverLabel})`, () => {
     })();
     try {
       const raised = await control.next((f) => f.op === 'alarm' && f.data.type === 'BUILDING_SILENT', 15_000);
-      expect(raised.data).toMatchObject({ event: 'raised', state: 'OPEN', building_id: venue.building.id, device_id: null, details: { silent_count: 30, silence_s: SILENCE_S } });
+      expect(raised.data).toMatchObject({
+        event: 'raised',
+        state: 'OPEN',
+        building_id: venue.building.id,
+        device_id: null,
+        details: { silent_count: 30, silence_s: SILENCE_S },
+      });
       expect(raised.data.details.devices.map((d: { device_id: string }) => d.device_id).sort()).toEqual(storming);
 
       // All but one come back: they leave the storm, the alarm's details say so.
       back = storming.slice(1);
-      const updated = await control.next((f) => f.op === 'alarm' && f.data.type === 'BUILDING_SILENT' && f.data.event === 'updated' && f.data.details.silent_count === 1, 15_000);
+      const updated = await control.next(
+        (f) => f.op === 'alarm' && f.data.type === 'BUILDING_SILENT' && f.data.event === 'updated' && f.data.details.silent_count === 1,
+        15_000,
+      );
       expect(updated.data).toMatchObject({ id: raised.data.id, state: 'OPEN', details: { devices: [{ device_id: 'wifi-00' }] } });
       const stored = await admin.get(`/api/v1/alarms/${raised.data.id}`);
       expect(stored.body).toMatchObject({ type: 'BUILDING_SILENT', details: { silent_count: 1 } });

@@ -25,7 +25,7 @@ const [A, B] = ['00000000-0000-0000-0000-00000000000a', '00000000-0000-0000-0000
 /** A seeded generator, so a failure replays. */
 function random(seed: number) {
   let state = seed >>> 0;
-  return () => ((state = (Math.imul(state, 1664525) + 1013904223) >>> 0) / 2 ** 32);
+  return () => (state = (Math.imul(state, 1664525) + 1013904223) >>> 0) / 2 ** 32;
 }
 
 /**
@@ -49,7 +49,14 @@ describe(`stay segments joined at read time (${driverLabel})`, () => {
     const timing = new SessionWindows(threshold / 1e6, '2026-01-01T00:00:00Z', Number.MAX_SAFE_INTEGER);
     const rows = await inBoundedTransaction(storage, UNBOUNDED, (execute) =>
       execute<{ first_us: string; last_us: string; n: string; user_id: string | null }>(
-        joinSql([sessionsSql(timing, new Map([[`device\u0000${FENCE}`, runs]])), 'select ', timing.offset('first_ts'), ' as first_us, ', timing.offset('last_ts'), ' as last_us, n, user_id from sessions order by first_ts']),
+        joinSql([
+          sessionsSql(timing, new Map([[`device\u0000${FENCE}`, runs]])),
+          'select ',
+          timing.offset('first_ts'),
+          ' as first_us, ',
+          timing.offset('last_ts'),
+          ' as last_us, n, user_id from sessions order by first_ts',
+        ]),
       ),
     );
     return rows.map((row) => ({ first: Number(row.first_us), last: Number(row.last_us), n: Number(row.n), user: row.user_id }));

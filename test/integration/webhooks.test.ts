@@ -83,7 +83,9 @@ describe(`outbound webhooks (${driverLabel})`, () => {
     expect(changed.body.events).toEqual(['geofence.enter', 'geofence.exit']);
     expect((await admin.post('/api/v1/webhooks', { url: 'ftp://example.com/', events: ['alarm.raised'] })).status).toBe(422);
     expect((await admin.post('/api/v1/webhooks', { url: receiver.url(), events: ['alarm.nope'] })).status).toBe(422);
-    expect((await admin.post('/api/v1/webhooks', { url: receiver.url(), events: ['alarm.raised'], building_ids: [999_999] })).status).toBe(422);
+    expect((await admin.post('/api/v1/webhooks', { url: receiver.url(), events: ['alarm.raised'], building_ids: [999_999] })).status).toBe(
+      422,
+    );
     const manager = await createUser(admin, 'user_manager');
     expect((await manager.client.get('/api/v1/webhooks')).status).toBe(403);
     expect((await admin.delete(`/api/v1/webhooks/${created.body.id}`)).status).toBe(204);
@@ -103,7 +105,10 @@ describe(`outbound webhooks (${driverLabel})`, () => {
     expect(listed.url).toBe(redacted);
     const other = await admin.post('/api/v1/webhooks', { url: secretUrl.replace('abc123', 'abc124'), events: ['alarm.raised'] });
     expect(other.body.url_fingerprint).not.toBe(read.body.url_fingerprint);
-    expect((await admin.patch(`/api/v1/webhooks/${created.body.id}`, { url: secretUrl.replace('abc123', 'xyz789'), description: 'rotated' })).body.url).toBe(redacted);
+    expect(
+      (await admin.patch(`/api/v1/webhooks/${created.body.id}`, { url: secretUrl.replace('abc123', 'xyz789'), description: 'rotated' }))
+        .body.url,
+    ).toBe(redacted);
     const audit = JSON.stringify((await admin.get(`/api/v1/audit?object_type=webhooks&object_id=${created.body.id}`)).body);
     for (const secret of ['hunter2', 'abc123', 'xyz789']) expect(audit).not.toContain(secret);
     expect(audit).toContain(read.body.url_fingerprint);
@@ -113,7 +118,10 @@ describe(`outbound webhooks (${driverLabel})`, () => {
     expect(echoed.body.url_fingerprint).toBe(urlFingerprintOf(secretUrl.replace('abc123', 'xyz789')));
     receiver.respond = () => 204;
     await admin.post('/api/v1/alarms', { type: 'DANGER', device_id: 'secret-url' });
-    const [receipt] = await until('the delivery', () => receiver.delivered('/secret-url?token=xyz789&team=ops').length >= 1 && receiver.delivered('/secret-url?token=xyz789&team=ops'));
+    const [receipt] = await until(
+      'the delivery',
+      () => receiver.delivered('/secret-url?token=xyz789&team=ops').length >= 1 && receiver.delivered('/secret-url?token=xyz789&team=ops'),
+    );
     expect(JSON.parse(receipt!.body).type).toBe('alarm.raised');
     await admin.delete(`/api/v1/webhooks/${created.body.id}`);
     await admin.delete(`/api/v1/webhooks/${other.body.id}`);
@@ -143,7 +151,10 @@ describe(`outbound webhooks (${driverLabel})`, () => {
     expect((await admin.patch(`/api/v1/alarms/${first.id}`, { state: 'CONFIRMED' })).status).toBe(200);
     const second = (await admin.post('/api/v1/alarms', { type: 'ASSISTANCE_REQUEST', device_id: 'hook-b' })).body;
 
-    const delivered = await until('four alarm deliveries', () => receiver.delivered('/alarms').length >= 4 && receiver.delivered('/alarms'));
+    const delivered = await until(
+      'four alarm deliveries',
+      () => receiver.delivered('/alarms').length >= 4 && receiver.delivered('/alarms'),
+    );
     await sleep(300); // anything sent twice would arrive now
     const ok = receiver.delivered('/alarms');
     expect(ok).toHaveLength(4);
@@ -182,11 +193,28 @@ describe(`outbound webhooks (${driverLabel})`, () => {
     const hook = await create('/fences', ['geofence.enter', 'geofence.exit'], { building_ids: [venue.building.id] });
     receiver.respond = () => 204;
     for (const place of [venue, other]) {
-      const fence = await admin.post('/api/v1/geofences', { name: 'Ward', building_id: place.building.id, floor_id: place.floors[0].id, type: 'POLYGON', cartesians: squareCartesians(10, 10, 10) });
+      const fence = await admin.post('/api/v1/geofences', {
+        name: 'Ward',
+        building_id: place.building.id,
+        floor_id: place.floors[0].id,
+        type: 'POLYGON',
+        cartesians: squareCartesians(10, 10, 10),
+      });
       expect(fence.status, fence.text).toBe(201);
     }
-    const at = (place: typeof venue, x: number, y: number) => ({ device_id: `walker-${place.building.id}`, timestamp: Date.now(), building_id: place.building.id, floor_id: place.floors[0].id, x, y });
-    for (const [x, y] of [[5, 5], [15, 15], [30, 30]] as const) {
+    const at = (place: typeof venue, x: number, y: number) => ({
+      device_id: `walker-${place.building.id}`,
+      timestamp: Date.now(),
+      building_id: place.building.id,
+      floor_id: place.floors[0].id,
+      x,
+      y,
+    });
+    for (const [x, y] of [
+      [5, 5],
+      [15, 15],
+      [30, 30],
+    ] as const) {
       expect((await admin.post('/api/v1/realtime/positions', { poses: [at(venue, x, y), at(other, x, y)] })).status).toBe(204);
       await sleep(50);
     }
@@ -205,15 +233,33 @@ describe(`outbound webhooks (${driverLabel})`, () => {
     const venue = await createVenue(admin, 'Event venue');
     const hook = await create('/device-events', ['device.event']);
     receiver.respond = () => 204;
-    const area = await admin.post('/api/v1/events', { building_id: venue.building.id, name: 'Welcome desk', info: 'Say hello', position: { floor_id: venue.floors[0].id, cartesians: { x: 40, y: 40 }, radius: 3 } });
+    const area = await admin.post('/api/v1/events', {
+      building_id: venue.building.id,
+      name: 'Welcome desk',
+      info: 'Say hello',
+      position: { floor_id: venue.floors[0].id, cartesians: { x: 40, y: 40 }, radius: 3 },
+    });
     expect(area.status, area.text).toBe(201);
-    const pose = (x: number) => ({ device_id: 'visitor', timestamp: Date.now(), building_id: venue.building.id, floor_id: venue.floors[0].id, x, y: 40 });
+    const pose = (x: number) => ({
+      device_id: 'visitor',
+      timestamp: Date.now(),
+      building_id: venue.building.id,
+      floor_id: venue.floors[0].id,
+      x,
+      y: 40,
+    });
     expect((await admin.post('/api/v1/realtime/positions', { poses: [pose(10)] })).status).toBe(204);
     await sleep(50);
     expect((await admin.post('/api/v1/realtime/positions', { poses: [pose(40)] })).status).toBe(204);
-    const [receipt] = await until('the device event', () => receiver.delivered('/device-events').length >= 1 && receiver.delivered('/device-events'));
+    const [receipt] = await until(
+      'the device event',
+      () => receiver.delivered('/device-events').length >= 1 && receiver.delivered('/device-events'),
+    );
     const body = JSON.parse(receipt!.body);
-    expect(body).toMatchObject({ type: 'device.event', data: { device_id: 'visitor', building_id: venue.building.id, event: { id: area.body.id, name: 'Welcome desk' } } });
+    expect(body).toMatchObject({
+      type: 'device.event',
+      data: { device_id: 'visitor', building_id: venue.building.id, event: { id: area.body.id, name: 'Welcome desk' } },
+    });
     verify(receipt!, hook.secret);
   });
 
@@ -248,12 +294,16 @@ describe(`outbound webhooks (${driverLabel})`, () => {
     let down = true;
     receiver.respond = (receipt) => (receipt.path === '/restart' && down ? 500 : 204);
     const raised = [];
-    for (const device of ['restart-1', 'restart-2']) raised.push((await admin.post('/api/v1/alarms', { type: 'DANGER', device_id: device })).body);
+    for (const device of ['restart-1', 'restart-2'])
+      raised.push((await admin.post('/api/v1/alarms', { type: 'DANGER', device_id: device })).body);
     await until('a failed attempt', () => receiver.receipts.some((receipt) => receipt.path === '/restart'));
     running = await running.restart();
     admin = await adminClient(running.client);
     down = false;
-    const ok = await until('both deliveries after the restart', () => receiver.delivered('/restart').length >= 2 && receiver.delivered('/restart'));
+    const ok = await until(
+      'both deliveries after the restart',
+      () => receiver.delivered('/restart').length >= 2 && receiver.delivered('/restart'),
+    );
     await sleep(300);
     expect(receiver.delivered('/restart')).toHaveLength(2);
     expect(ok.map((receipt) => JSON.parse(receipt.body).data.id).sort()).toEqual(raised.map((alarm) => alarm.id).sort());
@@ -274,18 +324,34 @@ describe(`outbound webhooks refuse private addresses by default (${driverLabel})
   });
 
   it.each([
-    'http://127.0.0.1:8080/', 'http://localhost/', 'http://localhost./', 'http://a.localhost/', 'http://10.1.2.3/', 'http://172.16.0.1/', 'http://192.168.1.1/', 'http://169.254.169.254/latest', 'http://100.64.0.1/', 'http://0.0.0.0/',
-    'http://[::1]/', 'http://[fd00::1]/', 'http://[fe80::1]/', 'http://[::ffff:127.0.0.1]/', 'http://[::127.0.0.1]/', 'http://[64:ff9b:1::7f00:1]/', 'http://[2002:7f00:1::1]/', 'http://[fec0::1]/', 'http://[2001::7f00:1]/',
+    'http://127.0.0.1:8080/',
+    'http://localhost/',
+    'http://localhost./',
+    'http://a.localhost/',
+    'http://10.1.2.3/',
+    'http://172.16.0.1/',
+    'http://192.168.1.1/',
+    'http://169.254.169.254/latest',
+    'http://100.64.0.1/',
+    'http://0.0.0.0/',
+    'http://[::1]/',
+    'http://[fd00::1]/',
+    'http://[fe80::1]/',
+    'http://[::ffff:127.0.0.1]/',
+    'http://[::127.0.0.1]/',
+    'http://[64:ff9b:1::7f00:1]/',
+    'http://[2002:7f00:1::1]/',
+    'http://[fec0::1]/',
+    'http://[2001::7f00:1]/',
     // `.invalid` never resolves (RFC 6761): a name that does not resolve now is refused, and says nothing more.
     'https://hooks.example.invalid/',
-  ])(
-    'refuses %s with a generic 422',
-    async (url) => {
-      const response = await admin.post('/api/v1/webhooks', { url, events: ['alarm.raised'] });
-      expect(response.status, response.text).toBe(422);
-      expect(response.body.errors).toEqual([{ field: 'url', message: 'must lead to a public address (names must resolve to public unicast addresses only)' }]);
-    },
-  );
+  ])('refuses %s with a generic 422', async (url) => {
+    const response = await admin.post('/api/v1/webhooks', { url, events: ['alarm.raised'] });
+    expect(response.status, response.text).toBe(422);
+    expect(response.body.errors).toEqual([
+      { field: 'url', message: 'must lead to a public address (names must resolve to public unicast addresses only)' },
+    ]);
+  });
 
   // A public literal: no DNS, and no traffic leaves the machine (nothing is raised for it).
   it('refuses a change of URL to a private address', async () => {
@@ -299,7 +365,10 @@ describe(`outbound webhooks refuse private addresses by default (${driverLabel})
     try {
       const created = await admin.post('/api/v1/webhooks', { url: 'https://93.184.215.14/', events: ['alarm.raised'] });
       // As if the URL had been stored when it was allowed (or the name resolved elsewhere then).
-      await running.gateway.services.storage.execute('update webhooks set url = ? where id = ?', [receiver.url('/inside'), created.body.id]);
+      await running.gateway.services.storage.execute('update webhooks set url = ? where id = ?', [
+        receiver.url('/inside'),
+        created.body.id,
+      ]);
       await admin.post('/api/v1/alarms', { type: 'DANGER', device_id: 'ssrf' });
       const [dead] = await until('the refused delivery to be dead', async () => {
         const listed = (await admin.get(`/api/v1/webhooks/${created.body.id}/deliveries`)).body.data;

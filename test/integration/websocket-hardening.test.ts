@@ -26,7 +26,15 @@ describe(`WebSocket hardening (${driverLabel})`, () => {
     return socket;
   };
   const authenticated = () => open({ headers: { authorization: `Bearer ${token}` } });
-  const pose = (deviceId: string, x: number, extra: object = {}) => ({ device_id: deviceId, timestamp: Date.now(), building_id: venue.building.id, floor_id: venue.floors[0].id, x, y: 3, ...extra });
+  const pose = (deviceId: string, x: number, extra: object = {}) => ({
+    device_id: deviceId,
+    timestamp: Date.now(),
+    building_id: venue.building.id,
+    floor_id: venue.floors[0].id,
+    x,
+    y: 3,
+    ...extra,
+  });
 
   beforeAll(async () => {
     running = await startTestGateway({
@@ -117,9 +125,13 @@ describe(`WebSocket hardening (${driverLabel})`, () => {
     await admin.post('/api/v1/devices', { identifier: 'topic-cap' });
     const socket = await authenticated();
     const building = (kind: string) => `buildings/${venue.building.id}/${kind}`;
-    expect(await socket.request({ op: 'subscribe', topics: [building('positions'), building('alarms')] })).toMatchObject({ op: 'subscribed' });
+    expect(await socket.request({ op: 'subscribe', topics: [building('positions'), building('alarms')] })).toMatchObject({
+      op: 'subscribed',
+    });
     // Subscribing again to a topic already held costs nothing.
-    expect(await socket.request({ op: 'subscribe', topics: [building('positions'), 'devices/topic-cap'] })).toMatchObject({ op: 'subscribed' });
+    expect(await socket.request({ op: 'subscribe', topics: [building('positions'), 'devices/topic-cap'] })).toMatchObject({
+      op: 'subscribed',
+    });
     const refused = await socket.request({ op: 'subscribe', topics: ['organization/alarms'] });
     expect(refused).toMatchObject({ op: 'error', status: 422, code: 'validation_failed' });
     expect(refused.errors[0].message).toContain(String(MAX_TOPICS));
@@ -140,7 +152,9 @@ describe(`WebSocket hardening (${driverLabel})`, () => {
     expect(limited.length + acked.length).toBe(ids.length);
     for (const reply of limited) expect(reply).toMatchObject({ status: 429, code: 'rate_limited' });
     // Refused uploads were not stored; acknowledged ones were.
-    const rows = await running.gateway.services.storage.execute<{ device_id: string }>("select device_id from positions where device_id like 'in-flight-%'");
+    const rows = await running.gateway.services.storage.execute<{ device_id: string }>(
+      "select device_id from positions where device_id like 'in-flight-%'",
+    );
     const stored = rows.map((row) => row.device_id).sort();
     expect(stored).toEqual(acked.map((reply) => `in-flight-${ids.indexOf(reply.id)}`).sort());
     expect(await socket.request({ op: 'upload', poses: [pose('in-flight-after', 1)] })).toMatchObject({ op: 'ack' });
@@ -166,7 +180,12 @@ describe(`WebSocket hardening (${driverLabel})`, () => {
     // fetch refuses Upgrade headers: a raw HTTP request shows the status and body a client gets instead of 101.
     const response = await new Promise<{ status: number; body: string }>((resolve, reject) => {
       const request = http.get(`${running.baseUrl}/api/v1/ws`, {
-        headers: { connection: 'Upgrade', upgrade: 'websocket', 'sec-websocket-version': '13', 'sec-websocket-key': 'dGhlIHNhbXBsZSBub25jZQ==' },
+        headers: {
+          connection: 'Upgrade',
+          upgrade: 'websocket',
+          'sec-websocket-version': '13',
+          'sec-websocket-key': 'dGhlIHNhbXBsZSBub25jZQ==',
+        },
       });
       request.on('response', (res) => {
         let body = '';
@@ -206,7 +225,9 @@ describe(`WebSocket hardening (${driverLabel})`, () => {
       release();
       expect(await subscribed).toMatchObject({ op: 'subscribed' });
       for (let i = 6; i < 8; i++) expect((await raise(`replay-${i}`)).status).toBe(201);
-      const [{ max }] = (await running.gateway.services.storage.execute<{ max: string }>('select max(seq) as max from alarm_events')) as [{ max: string }];
+      const [{ max }] = (await running.gateway.services.storage.execute<{ max: string }>('select max(seq) as max from alarm_events')) as [
+        { max: string },
+      ];
       await socket.next((frame) => frame.op === 'alarm' && frame.data.seq === Number(max));
       await socket.request({ op: 'ping' });
       const received = socket.frames.filter((frame) => frame.op === 'alarm').map((frame) => frame.data.seq as number);
@@ -233,8 +254,13 @@ describe(`WebSocket hardening (${driverLabel})`, () => {
       const mine = await userSocket();
       const everything = await authenticated();
       const batched = await open({ headers: { authorization: `Bearer ${token}` }, query: 'positions=batched' });
-      for (const socket of [mine, everything, batched]) expect(await socket.request({ op: 'subscribe', topics: [topic] })).toMatchObject({ op: 'subscribed' });
-      const poses = [pose('confined-theirs', 1, { user_id: colleague.user.id }), pose('confined-mine', 2, { user_id: user.user.id }), pose('confined-nobody', 3)];
+      for (const socket of [mine, everything, batched])
+        expect(await socket.request({ op: 'subscribe', topics: [topic] })).toMatchObject({ op: 'subscribed' });
+      const poses = [
+        pose('confined-theirs', 1, { user_id: colleague.user.id }),
+        pose('confined-mine', 2, { user_id: user.user.id }),
+        pose('confined-nobody', 3),
+      ];
       expect((await admin.post('/api/v1/realtime/positions', { poses })).status).toBe(204);
       await everything.next((frame) => frame.op === 'position' && frame.data.id === 'confined-nobody');
       await batched.next((frame) => frame.op === 'positions');
@@ -242,11 +268,21 @@ describe(`WebSocket hardening (${driverLabel})`, () => {
       await mine.request({ op: 'ping' });
       await everything.request({ op: 'ping' });
       expect(mine.frames.filter((frame) => frame.op === 'position').map((frame) => frame.data.id)).toEqual(['confined-mine']);
-      expect(everything.frames.filter((frame) => frame.op === 'position').map((frame) => frame.data.id)).toEqual(['confined-theirs', 'confined-mine', 'confined-nobody']);
+      expect(everything.frames.filter((frame) => frame.op === 'position').map((frame) => frame.data.id)).toEqual([
+        'confined-theirs',
+        'confined-mine',
+        'confined-nobody',
+      ]);
     });
 
     it('receives only alarms and geofence events about itself, live and in since_seq replay', async () => {
-      const raise = (userId: string | undefined, device: string) => admin.post('/api/v1/alarms', { type: 'DANGER', device_id: device, building_id: venue.building.id, ...(userId ? { user_id: userId } : {}) });
+      const raise = (userId: string | undefined, device: string) =>
+        admin.post('/api/v1/alarms', {
+          type: 'DANGER',
+          device_id: device,
+          building_id: venue.building.id,
+          ...(userId ? { user_id: userId } : {}),
+        });
       const before = (await raise(colleague.user.id, 'confined-alarm-before-theirs')).body.seq as number;
       await raise(user.user.id, 'confined-alarm-before-mine');
       const topics = ['organization/alarms', `buildings/${venue.building.id}/alarms`, `buildings/${venue.building.id}/geofence-events`];
@@ -256,8 +292,14 @@ describe(`WebSocket hardening (${driverLabel})`, () => {
       await raise(undefined, 'confined-alarm-after-nobody');
       await raise(user.user.id, 'confined-alarm-after-mine');
       const { organization_id: organizationId } = await mine.next((frame) => frame.op === 'authenticated');
-      for (const [who, id] of [['theirs', colleague.user.id], ['mine', user.user.id]] as const) {
-        running.gateway.services.websockets.publish(organizationId, topics[2]!, 'geofence_event', { user_id: id, device_id: `fence-${who}` });
+      for (const [who, id] of [
+        ['theirs', colleague.user.id],
+        ['mine', user.user.id],
+      ] as const) {
+        running.gateway.services.websockets.publish(organizationId, topics[2]!, 'geofence_event', {
+          user_id: id,
+          device_id: `fence-${who}`,
+        });
       }
       await mine.next((frame) => frame.op === 'geofence_event');
       await mine.next((frame) => frame.op === 'alarm' && frame.topic === topics[1] && frame.data.device_id === 'confined-alarm-after-mine');
@@ -265,7 +307,10 @@ describe(`WebSocket hardening (${driverLabel})`, () => {
       const alarms = mine.frames.filter((frame) => frame.op === 'alarm');
       expect(alarms.every((frame) => frame.data.user_id === user.user.id)).toBe(true);
       for (const topic of topics.slice(0, 2)) {
-        expect(alarms.filter((frame) => frame.topic === topic).map((frame) => frame.data.device_id)).toEqual(['confined-alarm-before-mine', 'confined-alarm-after-mine']);
+        expect(alarms.filter((frame) => frame.topic === topic).map((frame) => frame.data.device_id)).toEqual([
+          'confined-alarm-before-mine',
+          'confined-alarm-after-mine',
+        ]);
       }
       expect(mine.frames.filter((frame) => frame.op === 'geofence_event').map((frame) => frame.data.device_id)).toEqual(['fence-mine']);
     });

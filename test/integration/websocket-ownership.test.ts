@@ -12,7 +12,14 @@ describe(`device subscriptions follow ownership (${driverLabel})`, () => {
   let admin: TestClient;
   let venue: Awaited<ReturnType<typeof createVenue>>;
   let sockets: TestSocket[] = [];
-  const pose = (deviceId: string, x: number) => ({ device_id: deviceId, timestamp: Date.now(), building_id: venue.building.id, floor_id: venue.floors[0].id, x, y: 3 });
+  const pose = (deviceId: string, x: number) => ({
+    device_id: deviceId,
+    timestamp: Date.now(),
+    building_id: venue.building.id,
+    floor_id: venue.floors[0].id,
+    x,
+    y: 3,
+  });
 
   beforeAll(async () => {
     running = await startTestGateway();
@@ -51,7 +58,9 @@ describe(`device subscriptions follow ownership (${driverLabel})`, () => {
     expect(handed.status, handed.text).toBe(200);
     expect(handed.body.user_id).toBe(u2.user.id);
     // U2 uploads at once, before any re-check could have run; an admin follows the phone as the witness.
-    const witness = await TestSocket.open(running.baseUrl, { headers: { authorization: `Bearer ${(await login(running.client, 'admin@example.test', 'admin-password-1')).access_token}` } });
+    const witness = await TestSocket.open(running.baseUrl, {
+      headers: { authorization: `Bearer ${(await login(running.client, 'admin@example.test', 'admin-password-1')).access_token}` },
+    });
     sockets.push(witness);
     expect(await witness.request({ op: 'subscribe', topics: [`devices/${phone}`] })).toMatchObject({ op: 'subscribed' });
     expect((await u2.client.post('/api/v1/realtime/positions', { poses: [pose(phone, 9)] })).status).toBe(204);

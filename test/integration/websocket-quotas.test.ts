@@ -16,7 +16,9 @@ const BACKLOG = 'floorcast_ws_backlog_bytes';
 async function openMany(baseUrl: string, count: number, headers: Record<string, string>) {
   const outcomes = await Promise.allSettled(Array.from({ length: count }, () => TestSocket.open(baseUrl, { headers })));
   const opened = outcomes.flatMap((outcome) => (outcome.status === 'fulfilled' ? [outcome.value] : []));
-  const refused = outcomes.flatMap((outcome) => (outcome.status === 'rejected' ? [(outcome.reason as { statusCode?: number }).statusCode] : []));
+  const refused = outcomes.flatMap((outcome) =>
+    outcome.status === 'rejected' ? [(outcome.reason as { statusCode?: number }).statusCode] : [],
+  );
   return { opened, refused };
 }
 
@@ -32,11 +34,23 @@ describe(`WebSocket quotas (${driverLabel})`, () => {
 
   beforeAll(async () => {
     // The socket quotas are the defaults; the request budget is raised (the upgrade test starts its own gateway).
-    running = await startTestGateway({ METRICS_PORT: 'auto', METRICS_TOKEN: TOKEN, RATE_LIMIT_POSES_PER_SECOND: '1000000', RATE_LIMIT_POSES_BURST: '1000000', MAX_BODY_BYTES: String(8 * 1024 * 1024) });
+    running = await startTestGateway({
+      METRICS_PORT: 'auto',
+      METRICS_TOKEN: TOKEN,
+      RATE_LIMIT_POSES_PER_SECOND: '1000000',
+      RATE_LIMIT_POSES_BURST: '1000000',
+      MAX_BODY_BYTES: String(8 * 1024 * 1024),
+    });
     metricsUrl = `http://127.0.0.1:${running.gateway.metricsPort}/metrics`;
     admin = await adminClient(running.client);
     venue = await createVenue(admin, 'Quota venue');
-    const fence = await admin.post('/api/v1/geofences', { name: 'Door', building_id: venue.building.id, floor_id: venue.floors[0].id, type: 'POLYGON', cartesians: squareCartesians(10, 10, 10) });
+    const fence = await admin.post('/api/v1/geofences', {
+      name: 'Door',
+      building_id: venue.building.id,
+      floor_id: venue.floors[0].id,
+      type: 'POLYGON',
+      cartesians: squareCartesians(10, 10, 10),
+    });
     expect(fence.status, fence.text).toBe(201);
   });
   afterAll(async () => {
@@ -49,7 +63,10 @@ describe(`WebSocket quotas (${driverLabel})`, () => {
     const { opened, refused } = await openMany(running.baseUrl, 24, { authorization: `Bearer ${token}` });
     expect(opened.length).toBe(PER_CREDENTIAL);
     expect(refused).toEqual([429, 429, 429, 429]);
-    for (const socket of opened) expect(await socket.request({ op: 'subscribe', topics: [`buildings/${venue.building.id}/geofence-events`] })).toMatchObject({ op: 'subscribed' });
+    for (const socket of opened)
+      expect(await socket.request({ op: 'subscribe', topics: [`buildings/${venue.building.id}/geofence-events`] })).toMatchObject({
+        op: 'subscribed',
+      });
     for (const socket of opened) socket.ws.pause(); // never reads again
     const slowBefore = (await scrape(metricsUrl, TOKEN)).value('floorcast_ws_slow_consumer_disconnects_total');
     const start = Date.now() - 60_000;
@@ -57,7 +74,12 @@ describe(`WebSocket quotas (${driverLabel})`, () => {
     for (let round = 0; round < 4; round++) {
       // In and out of the fence at every pose: an enter or exit event each.
       const poses = Array.from({ length: 10_000 }, (_, i) => ({
-        device_id: `flood-${user.user.id}`, timestamp: start + round * 10_000 + i, building_id: venue.building.id, floor_id: venue.floors[0].id, x: i % 2 === 0 ? 15 : 40, y: 15,
+        device_id: `flood-${user.user.id}`,
+        timestamp: start + round * 10_000 + i,
+        building_id: venue.building.id,
+        floor_id: venue.floors[0].id,
+        x: i % 2 === 0 ? 15 : 40,
+        y: 15,
       }));
       const upload = await user.client.post('/api/v1/realtime/positions', { poses });
       expect(upload.status, upload.text).toBe(204);
@@ -69,7 +91,8 @@ describe(`WebSocket quotas (${driverLabel})`, () => {
     while (Date.now() < deadline) {
       const backlog = (await scrape(metricsUrl, TOKEN)).value(BACKLOG);
       peak = Math.max(peak, backlog);
-      if (backlog === previous && opened.every((socket) => socket.closeCode !== undefined || socket.ws.readyState !== socket.ws.OPEN)) break;
+      if (backlog === previous && opened.every((socket) => socket.closeCode !== undefined || socket.ws.readyState !== socket.ws.OPEN))
+        break;
       previous = backlog;
       await new Promise((resolve) => setTimeout(resolve, 250));
     }
@@ -139,14 +162,19 @@ describe(`WebSocket upgrades against the request budget (${driverLabel})`, () =>
   let admin: TestClient;
 
   beforeAll(async () => {
-    running = await startTestGateway({ RATE_LIMIT_REQUESTS_PER_SECOND: '10', RATE_LIMIT_BURST: '0', WS_MAX_SOCKETS_PER_CREDENTIAL: '100', WS_MAX_SOCKETS_PER_USER: '100' });
+    running = await startTestGateway({
+      RATE_LIMIT_REQUESTS_PER_SECOND: '10',
+      RATE_LIMIT_BURST: '0',
+      WS_MAX_SOCKETS_PER_CREDENTIAL: '100',
+      WS_MAX_SOCKETS_PER_USER: '100',
+    });
     admin = await adminClient(running.client);
   });
   afterAll(async () => {
     await running?.stop();
   });
 
-  it("14 upgrades at once with a key whose budget is 10 per second: 10 open, 4 get 429, and REST is refused too", async () => {
+  it('14 upgrades at once with a key whose budget is 10 per second: 10 open, 4 get 429, and REST is refused too', async () => {
     const user = await createUser(admin, 'user');
     const key = await createApiKey(user.client, 'read-only');
     const { opened, refused } = await openMany(running.baseUrl, 14, { 'x-api-key': key });

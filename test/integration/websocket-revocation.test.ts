@@ -29,7 +29,12 @@ describe(`WebSocket revocation races (${driverLabel})`, () => {
   beforeAll(async () => {
     // Sockets per user and credential raised: this test opens many of one key at once on purpose. The periodic
     // check is far off, so only the check of a socket that raced its revocation can close it in time.
-    running = await startTestGateway({ WS_REVALIDATE_SECONDS: '3600', WS_MAX_SOCKETS_PER_USER: '1000', WS_MAX_SOCKETS_PER_CREDENTIAL: '1000', RATE_LIMIT_REQUESTS_PER_SECOND: '100000' });
+    running = await startTestGateway({
+      WS_REVALIDATE_SECONDS: '3600',
+      WS_MAX_SOCKETS_PER_USER: '1000',
+      WS_MAX_SOCKETS_PER_CREDENTIAL: '1000',
+      RATE_LIMIT_REQUESTS_PER_SECOND: '100000',
+    });
     admin = await adminClient(running.client);
   });
   afterAll(async () => {
@@ -37,7 +42,9 @@ describe(`WebSocket revocation races (${driverLabel})`, () => {
   });
 
   it(`${SOCKETS_PER_ROUND} upgrades racing the deletion of their key, ${ROUNDS} rounds: none stays open, none gets a later alarm`, async () => {
-    const witness = await TestSocket.open(running.baseUrl, { headers: { authorization: `Bearer ${(await login(running.client, ADMIN_EMAIL, ADMIN_PASSWORD)).access_token}` } });
+    const witness = await TestSocket.open(running.baseUrl, {
+      headers: { authorization: `Bearer ${(await login(running.client, ADMIN_EMAIL, ADMIN_PASSWORD)).access_token}` },
+    });
     expect(await witness.request({ op: 'subscribe', topics: ['organization/alarms'] })).toMatchObject({ op: 'subscribed' });
     const raced: TestSocket[] = [];
     let opened = 0;
@@ -64,13 +71,14 @@ describe(`WebSocket revocation races (${driverLabel})`, () => {
     const stillOpen = () => raced.filter((socket) => socket.closeCode === undefined);
     expect(await eventually(() => stillOpen().length === 0), `${stillOpen().length} of ${opened} raced sockets still open`).toBe(true);
     for (const socket of raced) expect(socket.closeCode).toBe(4401);
-    const alarm = (await admin.post('/api/v1/alarms', { type: 'DANGER', device_id: 'after-revocation', comment: 'raised after every revocation' })).body;
+    const alarm = (
+      await admin.post('/api/v1/alarms', { type: 'DANGER', device_id: 'after-revocation', comment: 'raised after every revocation' })
+    ).body;
     await witness.next((frame) => frame.op === 'alarm' && frame.data.id === alarm.id);
     const leaked = raced.filter((socket) => socket.frames.some((frame) => frame.op === 'alarm' && frame.data.id === alarm.id));
     expect(leaked).toEqual([]);
     witness.close();
   }, 120_000);
-
 });
 
 describe(`WebSocket periodic re-validation (${driverLabel})`, () => {

@@ -17,7 +17,15 @@ describe(`WebSocket gateway (${driverLabel})`, () => {
     sockets.push(socket);
     return socket;
   };
-  const pose = (deviceId: string, x: number) => ({ device_id: deviceId, timestamp: Date.now(), building_id: venue.building.id, floor_id: venue.floors[0].id, x, y: 3, accuracy: 1.5 });
+  const pose = (deviceId: string, x: number) => ({
+    device_id: deviceId,
+    timestamp: Date.now(),
+    building_id: venue.building.id,
+    floor_id: venue.floors[0].id,
+    x,
+    y: 3,
+    accuracy: 1.5,
+  });
 
   beforeAll(async () => {
     running = await startTestGateway({ WS_AUTH_TIMEOUT_MS: '400' });
@@ -34,7 +42,9 @@ describe(`WebSocket gateway (${driverLabel})`, () => {
     const socket = await open({ headers: { authorization: `Bearer ${token}` } });
     const hello = await socket.next((frame) => frame.op === 'authenticated');
     expect(hello).toMatchObject({ role: 'admin', permission: 'read-write' });
-    await expect(TestSocket.open(running.baseUrl, { headers: { authorization: 'Bearer nonsense' } })).rejects.toMatchObject({ statusCode: 401 });
+    await expect(TestSocket.open(running.baseUrl, { headers: { authorization: 'Bearer nonsense' } })).rejects.toMatchObject({
+      statusCode: 401,
+    });
   });
 
   it('authenticates with a first message carrying a JWT or an API key', async () => {
@@ -55,7 +65,10 @@ describe(`WebSocket gateway (${driverLabel})`, () => {
 
   it('answers operations before authentication with an error frame', async () => {
     const socket = await open();
-    expect(await socket.request({ op: 'subscribe', topics: [`buildings/${venue.building.id}/positions`] })).toMatchObject({ op: 'error', status: 401 });
+    expect(await socket.request({ op: 'subscribe', topics: [`buildings/${venue.building.id}/positions`] })).toMatchObject({
+      op: 'error',
+      status: 401,
+    });
   });
 
   it('pushes live positions to a building subscriber as GeoJSON features', async () => {
@@ -65,9 +78,16 @@ describe(`WebSocket gateway (${driverLabel})`, () => {
     expect(subscribed).toMatchObject({ op: 'subscribed', topics: [`buildings/${venue.building.id}/positions`, 'devices/ws-tag'] });
     expect((await admin.post('/api/v1/realtime/positions', { poses: [pose('ws-tag', 7)] })).status).toBe(204);
     const frame = await socket.next((f) => f.op === 'position' && f.topic === `buildings/${venue.building.id}/positions`);
-    expect(frame.data).toMatchObject({ type: 'Feature', id: 'ws-tag', properties: { local_coordinates: [7, 3], accuracy: 1.5, floor_id: venue.floors[0].id } });
+    expect(frame.data).toMatchObject({
+      type: 'Feature',
+      id: 'ws-tag',
+      properties: { local_coordinates: [7, 3], accuracy: 1.5, floor_id: venue.floors[0].id },
+    });
     await socket.next((f) => f.op === 'position' && f.topic === 'devices/ws-tag');
-    const unsubscribed = await socket.request({ op: 'unsubscribe', topics: [`buildings/${venue.building.id}/positions`, 'devices/ws-tag'] });
+    const unsubscribed = await socket.request({
+      op: 'unsubscribe',
+      topics: [`buildings/${venue.building.id}/positions`, 'devices/ws-tag'],
+    });
     expect(unsubscribed.op).toBe('unsubscribed');
     const before = socket.frames.length;
     await admin.post('/api/v1/realtime/positions', { poses: [pose('ws-tag', 8)] });
@@ -75,7 +95,7 @@ describe(`WebSocket gateway (${driverLabel})`, () => {
     expect(socket.frames.slice(before).filter((f) => f.op === 'position')).toEqual([]);
   });
 
-  it('sends a batch\'s positions as one frame per topic to a socket opened with ?positions=batched', async () => {
+  it("sends a batch's positions as one frame per topic to a socket opened with ?positions=batched", async () => {
     const topic = `buildings/${venue.building.id}/positions`;
     for (const protocol of [undefined, 'msgpack']) {
       const socket = await open({ headers: { authorization: `Bearer ${token}` }, protocol, query: 'positions=batched' });
@@ -84,10 +104,14 @@ describe(`WebSocket gateway (${driverLabel})`, () => {
       expect((await admin.post('/api/v1/realtime/positions', { poses: devices.map((device, i) => pose(device, i)) })).status).toBe(204);
       const frame = await socket.next((f) => f.op === 'positions' && f.data.some((feature: any) => feature.id === devices[0]));
       expect(frame.topic).toBe(topic);
-      expect(frame.data.map((feature: any) => [feature.type, feature.id, feature.properties.local_coordinates])).toEqual(devices.map((device, i) => ['Feature', device, [i, 3]]));
+      expect(frame.data.map((feature: any) => [feature.type, feature.id, feature.properties.local_coordinates])).toEqual(
+        devices.map((device, i) => ['Feature', device, [i, 3]]),
+      );
       expect(socket.frames.filter((f) => f.op === 'position')).toEqual([]);
     }
-    await expect(open({ headers: { authorization: `Bearer ${token}` }, query: 'positions=sometimes' })).rejects.toMatchObject({ statusCode: 400 });
+    await expect(open({ headers: { authorization: `Bearer ${token}` }, query: 'positions=sometimes' })).rejects.toMatchObject({
+      statusCode: 400,
+    });
   });
 
   it('refuses a subscription outside the organization (or unknown) with an error frame and keeps the connection', async () => {
@@ -96,7 +120,10 @@ describe(`WebSocket gateway (${driverLabel})`, () => {
     const socket = await open({ headers: { authorization: `Bearer ${token}` } });
     const id = 'foreign';
     socket.send({ op: 'subscribe', topics: [`buildings/${otherVenue.building.id}/positions`, 'nonsense/topic'], id });
-    const errors = [await socket.next((f) => f.op === 'error' && f.topic?.startsWith('buildings/')), await socket.next((f) => f.op === 'error' && f.topic === 'nonsense/topic')];
+    const errors = [
+      await socket.next((f) => f.op === 'error' && f.topic?.startsWith('buildings/')),
+      await socket.next((f) => f.op === 'error' && f.topic === 'nonsense/topic'),
+    ];
     expect(errors.map((e) => e.status)).toEqual([404, 422]);
     expect((await socket.request({ op: 'ping' })).op).toBe('pong');
     expect(socket.closeCode).toBeUndefined();
@@ -123,7 +150,9 @@ describe(`WebSocket gateway (${driverLabel})`, () => {
     const socket = await open({ headers: { authorization: `Bearer ${token}` } });
     const ack = await socket.request({ op: 'upload', poses: [pose('ws-upload', 1), pose('ws-upload', 2)] });
     expect(ack).toMatchObject({ op: 'ack', count: 2 });
-    const [row] = await running.gateway.services.storage.execute<{ n: number }>("select count(*)::int as n from positions where device_id = 'ws-upload'");
+    const [row] = await running.gateway.services.storage.execute<{ n: number }>(
+      "select count(*)::int as n from positions where device_id = 'ws-upload'",
+    );
     expect(row!.n).toBe(2);
     const refused = await socket.request({ op: 'upload', poses: [pose('ws-upload-bad', 1), { device_id: 'x' }] });
     expect(refused).toMatchObject({ op: 'error', status: 422, code: 'validation_failed' });
@@ -151,7 +180,9 @@ describe.runIf(serverDatabaseUrl && serverRedisUrl)(`WebSocket fan-out across ga
       const token = (await login(second.client, ADMIN_EMAIL, ADMIN_PASSWORD)).access_token;
       const socket = await TestSocket.open(second.baseUrl, { headers: { authorization: `Bearer ${token}` } });
       expect((await socket.request({ op: 'subscribe', topics: [`buildings/${venue.building.id}/positions`] })).op).toBe('subscribed');
-      const upload = await admin.post('/api/v1/realtime/positions', { poses: [{ device_id: 'roamer', timestamp: Date.now(), building_id: venue.building.id, floor_id: venue.floors[0].id, x: 4, y: 4 }] });
+      const upload = await admin.post('/api/v1/realtime/positions', {
+        poses: [{ device_id: 'roamer', timestamp: Date.now(), building_id: venue.building.id, floor_id: venue.floors[0].id, x: 4, y: 4 }],
+      });
       expect(upload.status).toBe(204);
       const frame = await socket.next((f) => f.op === 'position' && f.data.id === 'roamer');
       expect(frame.data.properties.local_coordinates).toEqual([4, 4]);

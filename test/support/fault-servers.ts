@@ -55,7 +55,8 @@ function track(pid: number): void {
   });
 }
 
-const asPostgres = (command: string, args: string[]) => execFileSync('runuser', ['-u', 'postgres', '--', command, ...args], { stdio: 'pipe', timeout: 60_000 });
+const asPostgres = (command: string, args: string[]) =>
+  execFileSync('runuser', ['-u', 'postgres', '--', command, ...args], { stdio: 'pipe', timeout: 60_000 });
 
 export class FaultPostgres {
   private constructor(
@@ -87,8 +88,15 @@ export class FaultPostgres {
   /** Starts (again) on the same port and data; resolves once it accepts connections. */
   async resume(): Promise<void> {
     asPostgres(join(PG_BIN, 'pg_ctl'), [
-      '-D', this.dataDir, '-l', join(this.dir, 'log'), '-w', '-t', '30',
-      '-o', `-p ${this.port} -k ${this.dir} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=50`,
+      '-D',
+      this.dataDir,
+      '-l',
+      join(this.dir, 'log'),
+      '-w',
+      '-t',
+      '30',
+      '-o',
+      `-p ${this.port} -k ${this.dir} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=50`,
       'start',
     ]);
     const pid = this.pid();
@@ -153,7 +161,9 @@ export class FaultRedis {
   }
 
   async resume(): Promise<void> {
-    const child = spawn('redis-server', ['--port', String(this.port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn('redis-server', ['--port', String(this.port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     this.child = child;
     track(child.pid!);
     await new Promise<void>((resolve, reject) => {
@@ -161,7 +171,7 @@ export class FaultRedis {
       const timer = setTimeout(() => reject(new Error(`redis-server did not start: ${output}`)), 15_000);
       child.stdout!.on('data', (chunk: Buffer) => {
         output += chunk.toString();
-        if (output.includes('Ready to accept connections')) (clearTimeout(timer), resolve());
+        if (output.includes('Ready to accept connections')) clearTimeout(timer), resolve();
       });
       child.once('exit', (code) => (clearTimeout(timer), reject(new Error(`redis-server exited with ${code}: ${output}`))));
     });
@@ -186,5 +196,5 @@ export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve
 /** A small deterministic generator, so a failing fault run can be replayed. */
 export function seeded(seed: number): () => number {
   let state = seed >>> 0;
-  return () => ((state = (state * 1664525 + 1013904223) >>> 0) / 2 ** 32);
+  return () => (state = (state * 1664525 + 1013904223) >>> 0) / 2 ** 32;
 }

@@ -26,7 +26,9 @@ export interface SpawnedGateway {
 }
 
 const exited = (child: ChildProcess) =>
-  child.exitCode !== null || child.signalCode !== null ? Promise.resolve() : new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  child.exitCode !== null || child.signalCode !== null
+    ? Promise.resolve()
+    : new Promise<void>((resolve) => child.once('exit', () => resolve()));
 
 /**
  * A gateway process as `npm start` runs it (`node --max-semi-space-size=64 --import tsx gateway/main.ts`, the node
@@ -37,7 +39,15 @@ export async function spawnGateway(env: Record<string, string>, timeoutMs = 45_0
   let output = '';
   const child = spawn(process.execPath, ['--max-semi-space-size=64', '--import', 'tsx', 'gateway/main.ts'], {
     cwd: REPO_ROOT,
-    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', HOST: '127.0.0.1', PORT: '0', METRICS_PORT: '0', ...RAISED_LIMITS, ...env },
+    env: {
+      PATH: process.env.PATH ?? '',
+      HOME: process.env.HOME ?? '/tmp',
+      HOST: '127.0.0.1',
+      PORT: '0',
+      METRICS_PORT: '0',
+      ...RAISED_LIMITS,
+      ...env,
+    },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   started.add(child);

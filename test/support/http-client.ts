@@ -20,7 +20,11 @@ export class TestClient {
     return this.withHeaders({ authorization: `Bearer ${token}` });
   }
 
-  async request<T = any>(method: string, path: string, options: { body?: unknown; raw?: string | Buffer; headers?: Record<string, string> } = {}): Promise<TestResponse<T>> {
+  async request<T = any>(
+    method: string,
+    path: string,
+    options: { body?: unknown; raw?: string | Buffer; headers?: Record<string, string> } = {},
+  ): Promise<TestResponse<T>> {
     const headers: Record<string, string> = { ...this.defaultHeaders, ...options.headers };
     let body: string | Buffer | undefined;
     if (options.raw !== undefined) body = options.raw;
@@ -30,7 +34,7 @@ export class TestClient {
     }
     const response = await fetch(this.baseUrl + path, { method, headers, body: body as BodyInit | undefined });
     const text = await response.text();
-    let parsed: unknown ;
+    let parsed: unknown;
     if (text && (response.headers.get('content-type') ?? '').includes('json')) parsed = JSON.parse(text);
     return { status: response.status, headers: response.headers, body: parsed as T, text };
   }

@@ -31,7 +31,10 @@ export async function createUser(admin: TestClient, role: 'admin' | 'user_manage
 /** A second organization, made by the platform administrator, with a signed-in client for its admin. */
 export async function createOrganization(platformAdmin: TestClient, name = `Org ${unique()}`) {
   const email = `admin-${unique()}@other.test`;
-  const response = await platformAdmin.post('/api/v1/organizations', { name, admin: { email, password: 'other-admin-password', full_name: 'Other admin' } });
+  const response = await platformAdmin.post('/api/v1/organizations', {
+    name,
+    admin: { email, password: 'other-admin-password', full_name: 'Other admin' },
+  });
   expect(response.status, response.text).toBe(201);
   const tokens = await login(platformAdmin.withHeaders({ authorization: '' }), email, 'other-admin-password');
   return { organization: response.body, client: platformAdmin.withHeaders({ authorization: `Bearer ${tokens.access_token}` }) };

@@ -95,7 +95,7 @@ class BitWriter {
   write(value: number, bits: number): this {
     for (let i = 0; i < bits; i++) {
       if (this.used % 8 === 0) this.bytes.push(0);
-      if ((value >>> i) & 1) this.bytes[this.bytes.length - 1]! |= 1 << this.used % 8;
+      if ((value >>> i) & 1) this.bytes[this.bytes.length - 1]! |= 1 << (this.used % 8);
       this.used++;
     }
     return this;
@@ -107,9 +107,15 @@ class BitWriter {
 
 /** The VP8L payload of a one-colour lossless picture: five single-symbol prefix codes, so pixels cost 0 bits. */
 function vp8lPayload(width: number, height: number): Buffer {
-  const bits = new BitWriter().write(0x2f, 8).write(width - 1, 14).write(height - 1, 14).write(1, 1).write(0, 3);
+  const bits = new BitWriter()
+    .write(0x2f, 8)
+    .write(width - 1, 14)
+    .write(height - 1, 14)
+    .write(1, 1)
+    .write(0, 3);
   bits.write(0, 1).write(0, 1).write(0, 1); // no transform, no colour cache, no meta prefix codes
-  const oneSymbol = (symbol: number) => (symbol < 2 ? bits.write(1, 1).write(0, 1).write(0, 1).write(symbol, 1) : bits.write(1, 1).write(0, 1).write(1, 1).write(symbol, 8));
+  const oneSymbol = (symbol: number) =>
+    symbol < 2 ? bits.write(1, 1).write(0, 1).write(0, 1).write(symbol, 1) : bits.write(1, 1).write(0, 1).write(1, 1).write(symbol, 8);
   oneSymbol(0); // green
   oneSymbol(255); // red
   oneSymbol(0); // blue

@@ -24,7 +24,8 @@ export function parsePrometheus(text: string): Samples {
     const match = SAMPLE.exec(line);
     if (!match) throw new Error(`not a Prometheus sample: ${line}`);
     const labels: Record<string, string> = {};
-    for (const [, key, raw] of (match[2] ?? '').matchAll(LABEL)) labels[key!] = raw!.replace(/\\(.)/g, (_, c: string) => (c === 'n' ? '\n' : c));
+    for (const [, key, raw] of (match[2] ?? '').matchAll(LABEL))
+      labels[key!] = raw!.replace(/\\(.)/g, (_, c: string) => (c === 'n' ? '\n' : c));
     // As Prometheus reads it (Go's ParseFloat): NaN and Inf in any case.
     const raw = match[3]!.toLowerCase();
     const value = raw === 'nan' ? NaN : raw === '+inf' || raw === 'inf' ? Infinity : raw === '-inf' ? -Infinity : Number(raw);
@@ -35,7 +36,8 @@ export function parsePrometheus(text: string): Samples {
     sample.name === name && Object.entries(labels).every(([key, value]) => sample.labels[key] === value);
   return {
     samples,
-    value: (name, labels = {}) => samples.filter((sample) => matches(sample, name, labels)).reduce((total, sample) => total + sample.value, 0),
+    value: (name, labels = {}) =>
+      samples.filter((sample) => matches(sample, name, labels)).reduce((total, sample) => total + sample.value, 0),
     has: (name) => samples.some((sample) => sample.name === name),
   };
 }

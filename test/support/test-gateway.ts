@@ -29,7 +29,15 @@ export async function startTestGateway(
   const gateway = await startGateway(config, { ...options, logger });
   // With Redis, jobs go to BullMQ: run a worker as `npm run workers` would, on the same storage.
   const worker = config.REDIS_URL
-    ? new BullmqJobWorker(config.REDIS_URL, config.REDIS_PREFIX, processorsFor(config), { storage: gateway.services.storage, logger }, config.JOB_CONCURRENCY, logger, { aliveTtlMs: config.JOBS_WORKER_TTL_MS })
+    ? new BullmqJobWorker(
+        config.REDIS_URL,
+        config.REDIS_PREFIX,
+        processorsFor(config),
+        { storage: gateway.services.storage, logger },
+        config.JOB_CONCURRENCY,
+        logger,
+        { aliveTtlMs: config.JOBS_WORKER_TTL_MS },
+      )
     : undefined;
   await worker?.waitUntilReady();
   const close = gateway.close;

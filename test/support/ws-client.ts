@@ -11,7 +11,10 @@ export class TestSocket {
   private waiters: { predicate: (frame: any) => boolean; resolve: (frame: any) => void }[] = [];
   private closeWaiters: (() => void)[] = [];
 
-  private constructor(readonly ws: WebSocket, readonly binary: boolean) {
+  private constructor(
+    readonly ws: WebSocket,
+    readonly binary: boolean,
+  ) {
     ws.on('message', (data: Buffer, isBinary: boolean) => {
       const frame = isBinary ? packr.unpack(data) : JSON.parse(data.toString());
       this.frames.push(frame);
@@ -35,7 +38,9 @@ export class TestSocket {
     const socket = new TestSocket(ws, options.protocol === 'msgpack');
     return new Promise((resolve, reject) => {
       ws.once('open', () => resolve(socket));
-      ws.once('unexpected-response', (_req, res) => reject(Object.assign(new Error(`upgrade refused: ${res.statusCode}`), { statusCode: res.statusCode })));
+      ws.once('unexpected-response', (_req, res) =>
+        reject(Object.assign(new Error(`upgrade refused: ${res.statusCode}`), { statusCode: res.statusCode })),
+      );
       ws.once('error', reject);
     });
   }
@@ -49,7 +54,10 @@ export class TestSocket {
     const seen = this.frames.find(predicate);
     if (seen) return Promise.resolve(seen);
     return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`no matching frame within ${timeoutMs} ms; got ${JSON.stringify(this.frames.slice(-5))}`)), timeoutMs);
+      const timer = setTimeout(
+        () => reject(new Error(`no matching frame within ${timeoutMs} ms; got ${JSON.stringify(this.frames.slice(-5))}`)),
+        timeoutMs,
+      );
       this.waiters.push({ predicate, resolve: (frame) => (clearTimeout(timer), resolve(frame)) });
     });
   }

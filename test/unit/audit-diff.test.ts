@@ -3,10 +3,24 @@ import { auditChanges, isSecretField, redact, REDACTED } from '../../gateway/aud
 
 describe('audit diff', () => {
   it('recognises secret field names, but not the ids of secret things', () => {
-    for (const name of ['password', 'passwordHash', 'password_hash', 'keyHash', 'key_hash', 'apikey', 'api_key', 'secret', 'webhook_secret', 'refresh_token', 'access_token', 'signature']) {
+    for (const name of [
+      'password',
+      'passwordHash',
+      'password_hash',
+      'keyHash',
+      'key_hash',
+      'apikey',
+      'api_key',
+      'secret',
+      'webhook_secret',
+      'refresh_token',
+      'access_token',
+      'signature',
+    ]) {
       expect(isSecretField(name), name).toBe(true);
     }
-    for (const name of ['name', 'email', 'api_key_id', 'apiKeyId', 'user_id', 'description', 'permission']) expect(isSecretField(name), name).toBe(false);
+    for (const name of ['name', 'email', 'api_key_id', 'apiKeyId', 'user_id', 'description', 'permission'])
+      expect(isSecretField(name), name).toBe(false);
   });
 
   it('redacts secrets at any depth and keeps nulls', () => {
@@ -20,10 +34,12 @@ describe('audit diff', () => {
   });
 
   it('keeps only the changed fields of an update', () => {
-    expect(auditChanges({ id: 1, name: 'a', tags: ['x'], same: { k: 1 } }, { id: 1, name: 'b', tags: ['x', 'y'], same: { k: 1 } })).toEqual({
-      before: { name: 'a', tags: ['x'] },
-      after: { name: 'b', tags: ['x', 'y'] },
-    });
+    expect(auditChanges({ id: 1, name: 'a', tags: ['x'], same: { k: 1 } }, { id: 1, name: 'b', tags: ['x', 'y'], same: { k: 1 } })).toEqual(
+      {
+        before: { name: 'a', tags: ['x'] },
+        after: { name: 'b', tags: ['x', 'y'] },
+      },
+    );
   });
 
   it('shows a secret the presentation hides as changed, redacted, never its value', () => {

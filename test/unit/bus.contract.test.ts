@@ -128,7 +128,13 @@ describe.each(factories)('bus contract: $name', (factory) => {
     await a.subscribe('positions', (payload) => local.push(payload));
     const remote = nextMessage(b, 'positions');
     await settle();
-    const value = { organizationId: 'org', records: [{ deviceId: 'd1', x: 1.5, userId: null }, { deviceId: 'd2', x: 2.5, userId: 'u' }] };
+    const value = {
+      organizationId: 'org',
+      records: [
+        { deviceId: 'd1', x: 1.5, userId: null },
+        { deviceId: 'd2', x: 2.5, userId: 'u' },
+      ],
+    };
     const encoded = new EncodedPayload(value);
     await a.publish('positions', encoded);
     expect(await remote).toEqual(value);
@@ -178,12 +184,25 @@ describe.runIf(redisUrl)('Redis bus wire format', () => {
       await raw.publish(`${prefix}:bus:c`, Buffer.from('short'));
       await raw.publish(`${prefix}:bus:c`, Buffer.concat([Buffer.from('x'.repeat(36)), Buffer.from([0x92, 0x01])])); // an array of two holding one: truncated
       const other = new RedisBus(redisUrl!, prefix);
-      await other.publish('c', { records: [{ deviceId: 'd1', x: 1.5 }, { deviceId: 'd2', x: 2.5 }] });
+      await other.publish('c', {
+        records: [
+          { deviceId: 'd1', x: 1.5 },
+          { deviceId: 'd2', x: 2.5 },
+        ],
+      });
       const encoded = new EncodedPayload({ records: [{ deviceId: 'd3' }] });
       await other.publish('c', encoded);
       await settle();
       await other.close();
-      expect(received).toEqual([{ records: [{ deviceId: 'd1', x: 1.5 }, { deviceId: 'd2', x: 2.5 }] }, { records: [{ deviceId: 'd3' }] }]);
+      expect(received).toEqual([
+        {
+          records: [
+            { deviceId: 'd1', x: 1.5 },
+            { deviceId: 'd2', x: 2.5 },
+          ],
+        },
+        { records: [{ deviceId: 'd3' }] },
+      ]);
       // The bytes on the wire after the header are the payload's own, packed once for every other use.
       const sub = new Redis(redisUrl!);
       const wire = new Promise<Buffer>((resolve) => sub.on('messageBuffer', (_channel: Buffer, message: Buffer) => resolve(message)));
@@ -213,7 +232,14 @@ describe('Redis bus across a Redis restart', () => {
       const resynced = new Promise<void>((resolve) => b.onResync(resolve));
       await b.ping();
       await redis.stop();
-      await expect.poll(() => b.ping().then(() => 'up', () => 'down')).toBe('down'); // at once, not after Redis returns
+      await expect
+        .poll(() =>
+          b.ping().then(
+            () => 'up',
+            () => 'down',
+          ),
+        )
+        .toBe('down'); // at once, not after Redis returns
       await redis.resume();
       await resynced;
       // The signal comes after the subscription is restored: what is published now arrives.
@@ -232,7 +258,8 @@ describe('Redis bus lag', () => {
     const redis = await FaultRedis.start();
     const a = new RedisBus(redis.url, 'fctest:lag');
     const b = new RedisBus(redis.url, 'fctest:lag');
-    const lagCount = async () => (await busLag.get()).values.find((value) => value.metricName === 'floorcast_bus_lag_seconds_count')?.value ?? 0;
+    const lagCount = async () =>
+      (await busLag.get()).values.find((value) => value.metricName === 'floorcast_bus_lag_seconds_count')?.value ?? 0;
     try {
       const received: unknown[] = [];
       await b.subscribe('alarms', (payload) => void received.push(payload));

@@ -33,7 +33,8 @@ describe('config', () => {
       expect((thrown as ConfigError).issues.map((issue) => issue.variable)).toEqual(['METRICS_HOST']);
       expect((thrown as ConfigError).message).toContain('METRICS_TOKEN');
     }
-    for (const host of ['127.0.0.1', '127.0.0.53', 'localhost', '::1', '[::1]']) expect(loadConfig({ METRICS_HOST: host }).METRICS_HOST).toBe(host);
+    for (const host of ['127.0.0.1', '127.0.0.53', 'localhost', '::1', '[::1]'])
+      expect(loadConfig({ METRICS_HOST: host }).METRICS_HOST).toBe(host);
     expect(loadConfig({ METRICS_HOST: '0.0.0.0', METRICS_TOKEN: 'a-token-of-16-chars-or-more' }).METRICS_HOST).toBe('0.0.0.0');
   });
 
@@ -125,7 +126,9 @@ describe('config', () => {
       const line = compose.split('\n').find((text) => text.trim().startsWith(`${variable}:`));
       expect(line, variable).toMatch(new RegExp(`^\\s*${variable}: \\$\\{${variable}:\\?[^}]+\\}$`));
     }
-    const ignored = readFileSync(new URL('../../.gitignore', import.meta.url), 'utf8').split('\n').map((line) => line.trim());
+    const ignored = readFileSync(new URL('../../.gitignore', import.meta.url), 'utf8')
+      .split('\n')
+      .map((line) => line.trim());
     expect(ignored).toContain('.env');
     const example = readFileSync(new URL('../../.env.example', import.meta.url), 'utf8');
     expect(example).toMatch(/^JWT_SECRET=$/m);

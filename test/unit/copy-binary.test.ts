@@ -32,8 +32,12 @@ describe('binary COPY encoder', () => {
 
   it('writes NULL (and undefined) as a length of -1 for every type', () => {
     const nulls = [
-      field((c) => c.uuid(null)), field((c) => c.text(undefined)), field((c) => c.int4(null)),
-      field((c) => c.bool(undefined)), field((c) => c.float8(null)), field((c) => c.timestamptz(null)),
+      field((c) => c.uuid(null)),
+      field((c) => c.text(undefined)),
+      field((c) => c.int4(null)),
+      field((c) => c.bool(undefined)),
+      field((c) => c.float8(null)),
+      field((c) => c.timestamptz(null)),
     ];
     for (const bytes of nulls) expect(bytes.toString('hex')).toBe('ffffffff');
   });
@@ -76,7 +80,14 @@ describe('binary COPY encoder', () => {
   });
 
   it('refuses a malformed uuid rather than sending something else', () => {
-    for (const bad of ['', 'not-a-uuid', '01234567-89ab-cdef-0123-456789abcde', '01234567+89ab-cdef-0123-456789abcdef', '0123456789abcdef0123456789abcdeg', '0123456789abcdef0123456789abcde\u0130']) {
+    for (const bad of [
+      '',
+      'not-a-uuid',
+      '01234567-89ab-cdef-0123-456789abcde',
+      '01234567+89ab-cdef-0123-456789abcdef',
+      '0123456789abcdef0123456789abcdeg',
+      '0123456789abcdef0123456789abcde\u0130',
+    ]) {
       expect(() => field((c) => c.uuid(bad)), bad).toThrow(TypeError);
     }
   });
@@ -100,7 +111,11 @@ describe('binary COPY encoder', () => {
       }),
       { seed: 15, numRuns: 500 },
     );
-    expect(field((c) => c.text('a\uD800b')).subarray(4).toString('utf8')).toBe('a\uFFFDb');
+    expect(
+      field((c) => c.text('a\uD800b'))
+        .subarray(4)
+        .toString('utf8'),
+    ).toBe('a\uFFFDb');
   });
 
   it('grows its one buffer without changing a byte: a tiny first guess gives the same stream as a large one', () => {

@@ -19,7 +19,9 @@ describe('demo venue', () => {
       }
     }
     expect(seen.size).toBe(nodes.length);
-    const between = links.filter((link) => nodes.find((n) => n.id === link.source)!.floor_id !== nodes.find((n) => n.id === link.target)!.floor_id);
+    const between = links.filter(
+      (link) => nodes.find((n) => n.id === link.source)!.floor_id !== nodes.find((n) => n.id === link.target)!.floor_id,
+    );
     expect(between.map((link) => [link.tags, link.accessible])).toEqual([
       [['stairs'], false],
       [['elevator'], true],
@@ -29,7 +31,10 @@ describe('demo venue', () => {
   it('puts a graph node inside every geofence, so simulated devices can walk in and stay', () => {
     for (const fence of DEMO_GEOFENCES) {
       const [[x0, y0], , [x1, y1]] = fence.cartesians as [[number, number], unknown, [number, number]];
-      expect(nodes.some((n) => n.floor_id === floorIds[fence.floor] && n.x > x0 && n.x < x1 && n.y > y0 && n.y < y1), fence.name).toBe(true);
+      expect(
+        nodes.some((n) => n.floor_id === floorIds[fence.floor] && n.x > x0 && n.x < x1 && n.y > y0 && n.y < y1),
+        fence.name,
+      ).toBe(true);
     }
   });
 

@@ -8,7 +8,11 @@ import { mulberry32, stepDevice, type Device, type Node } from '../../demo/simul
 function graph(): Record<'a' | 'b' | 'c' | 'd', Node> {
   const node = (id: number, x: number, y: number): Node => ({ id, floorId: 1, x, y, neighbours: [] });
   const nodes = { a: node(1, 0, 0), b: node(2, 20, 0), c: node(3, 40, 0), d: node(4, 20, 20) };
-  for (const [p, q] of [[nodes.a, nodes.b], [nodes.b, nodes.c], [nodes.b, nodes.d]] as const) {
+  for (const [p, q] of [
+    [nodes.a, nodes.b],
+    [nodes.b, nodes.c],
+    [nodes.b, nodes.d],
+  ] as const) {
     p.neighbours.push({ node: q, metres: 20 });
     q.neighbours.push({ node: p, metres: 20 });
   }
@@ -35,7 +39,9 @@ describe('demo walkers', () => {
       poses.push(pose);
       if (visited.at(-1) !== device.from) visited.push(device.from);
     }
-    const offLine = poses.map((pose) => Math.min(toSegment(pose.x, pose.y, a, b), toSegment(pose.x, pose.y, b, c), toSegment(pose.x, pose.y, b, d)));
+    const offLine = poses.map((pose) =>
+      Math.min(toSegment(pose.x, pose.y, a, b), toSegment(pose.x, pose.y, b, c), toSegment(pose.x, pose.y, b, d)),
+    );
     // Never further from the graph than its lane and sway allow (the demo's doors are 2 m wide)...
     expect(Math.max(...offLine)).toBeLessThanOrEqual(1.06);
     // ...but not on its lines either: most poses are visibly to one side.
@@ -72,7 +78,10 @@ describe('demo people and POI categories', () => {
   it('gives the seeded defibrillator, first-aid kit, entrance and nurses station a category with an icon', () => {
     const codes = new Set(DEMO_POI_CATEGORIES.map((category) => category.code));
     for (const name of ['Main entrance', 'Defibrillator', 'First-aid kit', 'Nurses station']) {
-      expect(DEMO_POIS.some((poi) => poi.name === name), name).toBe(true);
+      expect(
+        DEMO_POIS.some((poi) => poi.name === name),
+        name,
+      ).toBe(true);
       expect(codes.has(DEMO_POI_CATEGORY_OF[name]!), name).toBe(true);
     }
     for (const category of DEMO_POI_CATEGORIES) {

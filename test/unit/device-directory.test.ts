@@ -27,7 +27,9 @@ function directoryOverFakes() {
         for (const identifier of identifiers) if (!owners.has(identifier)) owners.set(identifier, null);
         return [];
       }
-      const rows = identifiers.filter((identifier) => owners.has(identifier)).map((identifier) => ({ id: `id-${identifier}`, identifier, user_id: owners.get(identifier) ?? null }));
+      const rows = identifiers
+        .filter((identifier) => owners.has(identifier))
+        .map((identifier) => ({ id: `id-${identifier}`, identifier, user_id: owners.get(identifier) ?? null }));
       afterSelect?.();
       return rows;
     },
@@ -64,7 +66,10 @@ describe('device directory', () => {
     await fakes.directory.start();
     const devices = await fakes.directory.resolve(ORG, ['b', 'a', 'b']);
     expect(devices.map((device) => device?.identifier)).toEqual(['b', 'a', 'b']);
-    expect(fakes.queries).toEqual([{ sql: 'insert', identifiers: ['b', 'a'] }, { sql: 'select', identifiers: ['b', 'a'] }]);
+    expect(fakes.queries).toEqual([
+      { sql: 'insert', identifiers: ['b', 'a'] },
+      { sql: 'select', identifiers: ['b', 'a'] },
+    ]);
     await fakes.directory.resolve(ORG, ['a', 'b']);
     expect(fakes.queries).toHaveLength(2);
   });
@@ -181,11 +186,20 @@ describe('device directory', () => {
   it('keeps at most maxDevices, evicting from the least recently used organization first', async () => {
     const fakes = directoryOverFakes();
     await fakes.directory.start();
-    await fakes.directory.resolve('org-old', Array.from({ length: 60 }, (_, i) => `o${i}`));
-    await fakes.directory.resolve(ORG, Array.from({ length: 60 }, (_, i) => `n${i}`));
+    await fakes.directory.resolve(
+      'org-old',
+      Array.from({ length: 60 }, (_, i) => `o${i}`),
+    );
+    await fakes.directory.resolve(
+      ORG,
+      Array.from({ length: 60 }, (_, i) => `n${i}`),
+    );
     expect(fakes.directory.stats()).toMatchObject({ size: 100, maxEntries: 100, evictions: 20 });
     const before = fakes.queries.length;
-    await fakes.directory.resolve(ORG, Array.from({ length: 60 }, (_, i) => `n${i}`));
+    await fakes.directory.resolve(
+      ORG,
+      Array.from({ length: 60 }, (_, i) => `n${i}`),
+    );
     expect(fakes.queries).toHaveLength(before); // the recent organization kept all of its own
   });
 });

@@ -9,7 +9,12 @@ import type { PositionWriter } from '../../shared/positions/position-writer.js';
 import { idlePorts } from '../support/pipeline-ports.js';
 
 const ORG = 'org';
-const silentBus = { nodeId: 'n', subscribe: async () => undefined, onResync: () => undefined, publish: async () => undefined } as unknown as Bus;
+const silentBus = {
+  nodeId: 'n',
+  subscribe: async () => undefined,
+  onResync: () => undefined,
+  publish: async () => undefined,
+} as unknown as Bus;
 
 /**
  * A devices table (identifier -> owner) whose read-back leaves out the identifiers in `unreadable`: what the
@@ -25,7 +30,9 @@ function storageMissing(owners: Map<string, string | null>, unreadable: Set<stri
         for (const identifier of identifiers) if (!owners.has(identifier)) owners.set(identifier, null);
         return [];
       }
-      return identifiers.filter((identifier) => owners.has(identifier) && !unreadable.has(identifier)).map((identifier) => ({ id: `id-${identifier}`, identifier, user_id: owners.get(identifier) ?? null }));
+      return identifiers
+        .filter((identifier) => owners.has(identifier) && !unreadable.has(identifier))
+        .map((identifier) => ({ id: `id-${identifier}`, identifier, user_id: owners.get(identifier) ?? null }));
     },
   };
 }
@@ -50,12 +57,22 @@ describe('device ownership fails closed', () => {
     const pipeline = new PositionPipeline({
       registry: { peek: () => undefined, get: async () => undefined, buildingAt: async () => undefined } as never,
       devices: new DeviceDirectory(storageMissing(owners, new Set(['colleague-phone', 'x;abc'])) as never, silentBus),
-      writer: { write: async (records: { deviceId: string }[]) => void written.push(...records.map((record) => record.deviceId)) } as unknown as PositionWriter,
+      writer: {
+        write: async (records: { deviceId: string }[]) => void written.push(...records.map((record) => record.deviceId)),
+      } as unknown as PositionWriter,
       bus: silentBus,
       logger: createLogger('silent'),
       ...idlePorts,
     });
-    const me: Principal = { userId: 'me', email: 'me@x.test', organizationId: ORG, role: 'user', platformAdmin: false, permission: 'read-write', via: 'jwt' };
+    const me: Principal = {
+      userId: 'me',
+      email: 'me@x.test',
+      organizationId: ORG,
+      role: 'user',
+      platformAdmin: false,
+      permission: 'read-write',
+      via: 'jwt',
+    };
     const pose = (device_id: string) => ({ device_id, timestamp: Date.now() - 1000, lat: 40.1, lng: -3.2 });
     await expect(pipeline.process(me, [pose('colleague-phone'), pose('x;abc')])).rejects.toBeInstanceOf(StorageUnavailableError);
     expect(written).toEqual([]);
@@ -70,7 +87,17 @@ describe('device ownership fails closed', () => {
       logger: createLogger('silent'),
       ...idlePorts,
     });
-    const admin: Principal = { userId: 'a', email: 'a@x.test', organizationId: ORG, role: 'admin', platformAdmin: false, permission: 'read-write', via: 'jwt' };
-    await expect(pipeline.process(admin, [{ device_id: 'd', timestamp: Date.now() - 1000, lat: 40.1, lng: -3.2 }])).rejects.toThrow(/could not be read/);
+    const admin: Principal = {
+      userId: 'a',
+      email: 'a@x.test',
+      organizationId: ORG,
+      role: 'admin',
+      platformAdmin: false,
+      permission: 'read-write',
+      via: 'jwt',
+    };
+    await expect(pipeline.process(admin, [{ device_id: 'd', timestamp: Date.now() - 1000, lat: 40.1, lng: -3.2 }])).rejects.toThrow(
+      /could not be read/,
+    );
   });
 });

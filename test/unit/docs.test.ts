@@ -63,7 +63,9 @@ function docFiles(dir: string): string[] {
 describe('OpenAPI generator', () => {
   const base = { summary: 's', auth: 'authenticated' as const, handler: () => ({}) };
   const operation = (route: Partial<RouteDefinition>) =>
-    (buildOpenApiDocument([{ method: 'GET', path: '/x', ...base, ...route } as RouteDefinition]).paths as any)['/x'][(route.method ?? 'GET').toLowerCase()];
+    (buildOpenApiDocument([{ method: 'GET', path: '/x', ...base, ...route } as RouteDefinition]).paths as any)['/x'][
+      (route.method ?? 'GET').toLowerCase()
+    ];
 
   it('documents a raw answer at 200 with every media type it may have, never as 204', () => {
     const op = operation({ rawResponseDoc: { contentType: ['text/css', 'image/svg+xml'], description: 'asset' } });
@@ -75,11 +77,19 @@ describe('OpenAPI generator', () => {
   it('documents the input parameters of a transformed query, required ones required', () => {
     const query = z.object({ date: z.string(), limit: z.coerce.number().optional() }).transform((q) => ({ window: q.date }));
     const parameters = operation({ query }).parameters.map((p: any) => [p.name, p.in, p.required]);
-    expect(parameters).toEqual([['date', 'query', true], ['limit', 'query', false]]);
+    expect(parameters).toEqual([
+      ['date', 'query', true],
+      ['limit', 'query', false],
+    ]);
   });
 
   it('documents other answers beside the success one', () => {
-    const op = operation({ method: 'POST', response: z.object({ id: z.string() }), successStatus: 201, otherResponses: { 200: { description: 'repeat', schema: z.object({ id: z.string() }) } } });
+    const op = operation({
+      method: 'POST',
+      response: z.object({ id: z.string() }),
+      successStatus: 201,
+      otherResponses: { 200: { description: 'repeat', schema: z.object({ id: z.string() }) } },
+    });
     expect(Object.keys(op.responses).sort()).toEqual(['200', '201', '422', 'default']);
     expect(op.responses['200'].content['application/json'].schema.properties.id.type).toBe('string');
   });
@@ -130,7 +140,10 @@ describe('OpenAPI generator', () => {
 describe('AsyncAPI document', () => {
   it('has a message and an operation for every client and server frame', () => {
     const document = buildAsyncApiDocument() as any;
-    const names = [...Object.keys(clientFrames).map((op) => `client_${op}`), ...Object.keys(serverFrames).map((op) => `server_${op}`)].sort();
+    const names = [
+      ...Object.keys(clientFrames).map((op) => `client_${op}`),
+      ...Object.keys(serverFrames).map((op) => `server_${op}`),
+    ].sort();
     expect(Object.keys(document.components.messages).sort()).toEqual(names);
     expect(Object.keys(document.operations).sort()).toEqual(names);
   });

@@ -28,10 +28,20 @@ class FakeSocket implements SocketLike {
 
 const TOPIC = 'buildings/1/geofence-events';
 const record = (device: string, type: 'enter' | 'exit', n: number): ZoneEventRecord => ({
-  organizationId: 'org', buildingId: 1, floorId: 2, zoneKind: 'geofence', zoneId: `fence-${n}`, zoneName: `Fence "${n}"`, deviceId: device,
-  userId: n % 2 ? 'u1' : null, type, at: Date.UTC(2026, 10, 22) + n, firedAt: Date.UTC(2026, 10, 22) + n + 5,
+  organizationId: 'org',
+  buildingId: 1,
+  floorId: 2,
+  zoneKind: 'geofence',
+  zoneId: `fence-${n}`,
+  zoneName: `Fence "${n}"`,
+  deviceId: device,
+  userId: n % 2 ? 'u1' : null,
+  type,
+  at: Date.UTC(2026, 10, 22) + n,
+  firedAt: Date.UTC(2026, 10, 22) + n + 5,
 });
-const group = () => new TopicEvents(TOPIC, GEOFENCE_EVENT_OPS, [geofenceEvent(record('a', 'enter', 1)), geofenceEvent(record('b', 'exit', 2))]);
+const group = () =>
+  new TopicEvents(TOPIC, GEOFENCE_EVENT_OPS, [geofenceEvent(record('a', 'enter', 1)), geofenceEvent(record('b', 'exit', 2))]);
 const plain = new Packr({ useRecords: false, mapsAsObjects: true });
 
 describe('event frames', () => {
@@ -43,11 +53,26 @@ describe('event frames', () => {
     expect(plain.unpack(events.batch('msgpack') as Buffer)).toEqual({ op: 'geofence_events', topic: TOPIC, data });
     expect(plain.unpack(events.single('msgpack', 0) as Buffer)).toEqual({ op: 'geofence_event', topic: TOPIC, data: data[0] });
     expect(data[0]).toEqual({
-      type: 'enter', zone_kind: 'geofence', geofence_id: 'fence-1', zone_id: 'fence-1', zone_name: 'Fence "1"', building_id: 1, floor_id: 2,
-      device_id: 'a', user_id: 'u1', at: '2026-11-22T00:00:00.001Z', fired_at: '2026-11-22T00:00:00.006Z',
+      type: 'enter',
+      zone_kind: 'geofence',
+      geofence_id: 'fence-1',
+      zone_id: 'fence-1',
+      zone_name: 'Fence "1"',
+      building_id: 1,
+      floor_id: 2,
+      device_id: 'a',
+      user_id: 'u1',
+      at: '2026-11-22T00:00:00.001Z',
+      fired_at: '2026-11-22T00:00:00.006Z',
     });
-    const content = new TopicEvents('devices/a', DEVICE_EVENT_OPS, [deviceEvent({ id: 7, buildingId: 1, name: 'Sale', info: 'now', url: null }, null)]);
-    expect(JSON.parse(content.batch('json') as string)).toEqual({ op: 'events', topic: 'devices/a', data: [{ event_id: 7, building_id: 1, name: 'Sale', info: 'now', url: null }] });
+    const content = new TopicEvents('devices/a', DEVICE_EVENT_OPS, [
+      deviceEvent({ id: 7, buildingId: 1, name: 'Sale', info: 'now', url: null }, null),
+    ]);
+    expect(JSON.parse(content.batch('json') as string)).toEqual({
+      op: 'events',
+      topic: 'devices/a',
+      data: [{ event_id: 7, building_id: 1, name: 'Sale', info: 'now', url: null }],
+    });
   });
 
   it('encodes each frame once, however many subscribers take it', () => {
@@ -60,7 +85,9 @@ describe('event frames', () => {
     const batched = new FakeSocket();
     const single = new FakeSocket();
     const limits = { coalesceBytes: 1000, maxBufferBytes: 1_000_000 };
-    const other = new TopicEvents('buildings/2/geofence-events', GEOFENCE_EVENT_OPS, [geofenceEvent({ ...record('c', 'enter', 3), buildingId: 2 })]);
+    const other = new TopicEvents('buildings/2/geofence-events', GEOFENCE_EVENT_OPS, [
+      geofenceEvent({ ...record('c', 'enter', 3), buildingId: 2 }),
+    ]);
     new Connection(batched, 'json', limits, false, true).sendEvents([group(), other]);
     new Connection(single, 'json', limits).sendEvents([group(), other]);
     expect(batched.corks).toBe(1);

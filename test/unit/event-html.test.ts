@@ -3,15 +3,26 @@ import { sanitiseEventHtml } from '../../gateway/routes/events.route.js';
 
 describe('event HTML sanitiser', () => {
   it('keeps text formatting styles', () => {
-    const html = '<p style="color: #c00; background-color: rgb(255, 255, 0); font-weight: bold; font-style: italic; text-align: center; text-decoration: underline">Hi</p>';
+    const html =
+      '<p style="color: #c00; background-color: rgb(255, 255, 0); font-weight: bold; font-style: italic; text-align: center; text-decoration: underline">Hi</p>';
     const clean = sanitiseEventHtml(html);
-    for (const kept of ['color:#c00', 'background-color:rgb(255, 255, 0)', 'font-weight:bold', 'font-style:italic', 'text-align:center', 'text-decoration:underline']) {
+    for (const kept of [
+      'color:#c00',
+      'background-color:rgb(255, 255, 0)',
+      'font-weight:bold',
+      'font-style:italic',
+      'text-align:center',
+      'text-decoration:underline',
+    ]) {
       expect(clean).toContain(kept);
     }
   });
 
   it.each([
-    ['a full-screen overlay', '<div style="position: fixed; top: 0; left: 0; width: 100vw; height: 100vh; z-index: 99999">Log in again</div>'],
+    [
+      'a full-screen overlay',
+      '<div style="position: fixed; top: 0; left: 0; width: 100vw; height: 100vh; z-index: 99999">Log in again</div>',
+    ],
     ['a background image', '<span style="background-image: url(https://evil.test/x.png)">x</span>'],
     ['a colour that loads something', '<span style="color: url(https://evil.test/x)">x</span>'],
     ['an expression', '<span style="color: expression(alert(1))">x</span>'],
@@ -32,7 +43,9 @@ describe('event HTML sanitiser', () => {
   });
 
   it('keeps http and https links and images', () => {
-    const clean = sanitiseEventHtml('<a href="https://example.test/a">a</a><a href="http://example.test/b">b</a><img src="https://example.test/c.png">');
+    const clean = sanitiseEventHtml(
+      '<a href="https://example.test/a">a</a><a href="http://example.test/b">b</a><img src="https://example.test/c.png">',
+    );
     expect(clean).toContain('href="https://example.test/a"');
     expect(clean).toContain('href="http://example.test/b"');
     expect(clean).toContain('src="https://example.test/c.png"');

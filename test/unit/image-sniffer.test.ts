@@ -15,7 +15,12 @@ describe('image sniffer', () => {
     const dhtFirst = jpegBytes(33, 22);
     const sof = dhtFirst.indexOf(Buffer.from([0xff, 0xc0]));
     const dht = dhtFirst.indexOf(Buffer.from([0xff, 0xc4]));
-    const reordered = Buffer.concat([dhtFirst.subarray(0, sof), dhtFirst.subarray(dht, dht + 22), dhtFirst.subarray(sof, dht), dhtFirst.subarray(dht + 22)]);
+    const reordered = Buffer.concat([
+      dhtFirst.subarray(0, sof),
+      dhtFirst.subarray(dht, dht + 22),
+      dhtFirst.subarray(sof, dht),
+      dhtFirst.subarray(dht + 22),
+    ]);
     expect(readImageInfo(reordered)).toEqual({ contentType: 'image/jpeg', width: 33, height: 22 });
   });
 
@@ -50,7 +55,11 @@ describe('image sniffer', () => {
     const jpeg = jpegBytes(17, 9);
     expect(detectImageType(jpeg.subarray(0, 3))).toBe('image/jpeg');
     expect(readImageInfo(jpeg.subarray(0, jpeg.indexOf(Buffer.from([0xff, 0xc0])) + 6))).toBeUndefined(); // cut inside SOF
-    const scanBeforeFrame = Buffer.concat([Buffer.from([0xff, 0xd8]), Buffer.from([0xff, 0xda, 0x00, 0x08, 1, 1, 0, 0, 63, 0]), Buffer.from([0xff, 0xd9])]);
+    const scanBeforeFrame = Buffer.concat([
+      Buffer.from([0xff, 0xd8]),
+      Buffer.from([0xff, 0xda, 0x00, 0x08, 1, 1, 0, 0, 63, 0]),
+      Buffer.from([0xff, 0xd9]),
+    ]);
     expect(readImageInfo(scanBeforeFrame)).toBeUndefined();
     const garbageAfterSoi = Buffer.from([0xff, 0xd8, 0xff, 0xe0, 0x00, 0x10, 0x41, 0x42, 0x43]);
     expect(readImageInfo(garbageAfterSoi)).toBeUndefined();

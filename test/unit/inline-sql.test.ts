@@ -14,7 +14,10 @@ describe('inlined (the materializer writes its parameters into the text itself)'
   });
 
   it('numbers in parentheses, null, booleans; each ? once, in order, and no parameter left', () => {
-    expect(inlined(sqlOf('select ?, ? - ?, ?, ?', -1, 2.5, 3, null, true))).toEqual({ text: "select (-1), (2.5) - (3), null, true", params: [] });
+    expect(inlined(sqlOf('select ?, ? - ?, ?, ?', -1, 2.5, 3, null, true))).toEqual({
+      text: 'select (-1), (2.5) - (3), null, true',
+      params: [],
+    });
     expect(inlined(sqlOf('select ?', "it's"))).toEqual({ text: "select 'it''s'", params: [] });
     expect(() => inlined(sqlOf('select ?, ?', 1))).toThrow();
     expect(() => inlined(sqlOf('select ?', 1, 2))).toThrow();

@@ -52,8 +52,19 @@ describe('instantFormatter: the text formatInstant gives, from an offset per UTC
 
   it('random instants from 1700 to 2100 in many zones, in any order (the caches keyed, not only the last hour)', () => {
     let seed = 42;
-    const random = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
-    const zones = ['UTC', 'Europe/Madrid', 'europe/madrid', 'Asia/Kathmandu', 'America/Goose_Bay', 'Pacific/Chatham', 'Africa/Monrovia', 'America/Sao_Paulo', 'Asia/Tehran', 'Pacific/Kiritimati'];
+    const random = () => (seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31;
+    const zones = [
+      'UTC',
+      'Europe/Madrid',
+      'europe/madrid',
+      'Asia/Kathmandu',
+      'America/Goose_Bay',
+      'Pacific/Chatham',
+      'Africa/Monrovia',
+      'America/Sao_Paulo',
+      'Asia/Tehran',
+      'Pacific/Kiritimati',
+    ];
     const start = utcSecond('1700-01-01T00:00:00Z');
     const span = utcSecond('2100-01-01T00:00:00Z') - start;
     for (const zone of zones) {
@@ -68,12 +79,24 @@ describe('instantFormatter: the text formatInstant gives, from an offset per UTC
   });
 
   it('years outside 1000-9999 go to ICU (sv-SE writes them its own way), and the four-digit ones around them do not change', () => {
-    const instants = ['1000-01-01T00:00:00Z', '0999-12-31T23:30:00Z', '1582-10-14T12:00:00Z', '1500-03-10T12:00:00Z', '0100-03-01T00:00:00Z', '-000001-06-01T10:00:00Z', '9999-12-31T11:30:00Z', '9999-12-31T23:59:59Z', '+010000-01-01T00:00:00Z', '+012000-06-01T00:00:00Z'];
+    const instants = [
+      '1000-01-01T00:00:00Z',
+      '0999-12-31T23:30:00Z',
+      '1582-10-14T12:00:00Z',
+      '1500-03-10T12:00:00Z',
+      '0100-03-01T00:00:00Z',
+      '-000001-06-01T10:00:00Z',
+      '9999-12-31T11:30:00Z',
+      '9999-12-31T23:59:59Z',
+      '+010000-01-01T00:00:00Z',
+      '+012000-06-01T00:00:00Z',
+    ];
     for (const zone of ['UTC', 'Pacific/Kiritimati', 'America/New_York', 'Asia/Kathmandu']) {
       const format = instantFormatter(zone);
       for (const text of instants) {
         const second = utcSecond(text);
-        for (const delta of [-1, 0, 1, 1800]) expect(format(second + delta), `${zone} ${text} ${delta}`).toBe(reference(second + delta, zone));
+        for (const delta of [-1, 0, 1, 1800])
+          expect(format(second + delta), `${zone} ${text} ${delta}`).toBe(reference(second + delta, zone));
       }
     }
   });

@@ -48,7 +48,9 @@ describe.runIf(serverRedisUrl)('the job worker watchdog', () => {
   async function setup() {
     const prefix = `fctest:watchdog:${Math.random().toString(36).slice(2)}`;
     const queue = new BullmqJobQueue(serverRedisUrl!, prefix, logger);
-    const worker = new BullmqJobWorker(serverRedisUrl!, prefix, processors, { storage: {} as Storage, logger }, 1, logger, { aliveTtlMs: 600 });
+    const worker = new BullmqJobWorker(serverRedisUrl!, prefix, processors, { storage: {} as Storage, logger }, 1, logger, {
+      aliveTtlMs: 600,
+    });
     cleanups.push(async () => {
       await worker.close();
       await queue.close();
@@ -73,7 +75,8 @@ describe.runIf(serverRedisUrl)('the job worker watchdog', () => {
 
   it('leaves a healthy worker alone', async () => {
     const { queue, worker } = await setup();
-    for (let i = 0; i < 5; i++) await expect(queue.run({ name: 'add', organizationId: 'org', data: { a: i, b: 1 } }, 15_000)).resolves.toEqual({ sum: i + 1 });
+    for (let i = 0; i < 5; i++)
+      await expect(queue.run({ name: 'add', organizationId: 'org', data: { a: i, b: 1 } }, 15_000)).resolves.toEqual({ sum: i + 1 });
     await new Promise((resolve) => setTimeout(resolve, 1000)); // a few beats
     expect(worker.restarts).toBe(0);
   });

@@ -37,7 +37,9 @@ const processors: ProcessorRegistry = {
     return 'late';
   },
   watch: async (data: { label: string }, _context, limits) => {
-    const reason = await new Promise<unknown>((resolve) => limits.signal.addEventListener('abort', () => resolve(limits.signal.reason), { once: true }));
+    const reason = await new Promise<unknown>((resolve) =>
+      limits.signal.addEventListener('abort', () => resolve(limits.signal.reason), { once: true }),
+    );
     aborted.set(data.label, (reason as AppError).code);
     return 'never read';
   },
@@ -118,7 +120,9 @@ describe.each(factories)('job queue contract: $name', (factory) => {
   it('gives up with a timeout error when the job takes too long', async () => {
     const { queue, cleanup: c } = await factory.create(1);
     cleanup = c;
-    const error = (await queue.run({ name: 'slow', organizationId: 'org-a', data: { ms: 3000 } }, 300).catch((e: unknown) => e)) as AppError;
+    const error = (await queue
+      .run({ name: 'slow', organizationId: 'org-a', data: { ms: 3000 } }, 300)
+      .catch((e: unknown) => e)) as AppError;
     expect(error).toBeInstanceOf(AppError);
     expect(error.code).toBe(ErrorCode.Timeout);
     expect(error.status).toBe(504);
@@ -149,7 +153,10 @@ describe.each(factories)('job queue contract: $name', (factory) => {
   it('gives the processor a deadline ahead of it and a signal not yet raised', async () => {
     const { queue, cleanup: c } = await factory.create(1);
     cleanup = c;
-    await expect(queue.run({ name: 'deadline', organizationId: 'org-a', data: {} }, 10_000)).resolves.toEqual({ inFuture: true, signalled: false });
+    await expect(queue.run({ name: 'deadline', organizationId: 'org-a', data: {} }, 10_000)).resolves.toEqual({
+      inFuture: true,
+      signalled: false,
+    });
   });
 
   it('answers ping', async () => {
@@ -165,7 +172,9 @@ describe.each(factories)('job queue fairness: $name', (factory) => {
     const { queue, cleanup } = await factory.create(1);
     try {
       // Each job of the burst outlasts the enqueueing of the whole burst and of the quiet job.
-      const busy = Array.from({ length: 5 }, (_, i) => queue.run({ name: 'record', organizationId: 'busy', data: { label: `busy-${i}`, ms: 300 } }, 20_000));
+      const busy = Array.from({ length: 5 }, (_, i) =>
+        queue.run({ name: 'record', organizationId: 'busy', data: { label: `busy-${i}`, ms: 300 } }, 20_000),
+      );
       await new Promise((resolve) => setTimeout(resolve, 100)); // the burst is queued first
       const quiet = queue.run({ name: 'record', organizationId: 'quiet', data: { label: 'quiet-0' } }, 20_000);
       await Promise.all([...busy, quiet]);
@@ -197,7 +206,12 @@ describe('BullMQ job queue with Redis down', () => {
       unavailable(await queue.run({ name: 'add', organizationId: 'org-a', data: { a: 1, b: 2 } }, 10_000).catch((e: unknown) => e));
       await expect(queue.ping()).rejects.toThrow(/unreachable/); // /readyz answers at once too
       await redis.resume();
-      await expect.poll(() => queue.run({ name: 'add', organizationId: 'org-a', data: { a: 2, b: 2 } }, 10_000).catch(() => 'not yet'), { timeout: 15_000, interval: 200 }).toEqual({ sum: 4 });
+      await expect
+        .poll(() => queue.run({ name: 'add', organizationId: 'org-a', data: { a: 2, b: 2 } }, 10_000).catch(() => 'not yet'), {
+          timeout: 15_000,
+          interval: 200,
+        })
+        .toEqual({ sum: 4 });
     } finally {
       await worker.close();
       await queue.close();

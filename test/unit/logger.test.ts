@@ -4,7 +4,11 @@ import { createLogger } from '../../shared/logger.js';
 /** The lines a logger writes, parsed. */
 function capture(level: string, debugMessages?: string[]) {
   const lines: Record<string, unknown>[] = [];
-  const logger = createLogger(level, { service: 'test' }, { debugMessages, destination: { write: (line: string) => void lines.push(JSON.parse(line)) } });
+  const logger = createLogger(
+    level,
+    { service: 'test' },
+    { debugMessages, destination: { write: (line: string) => void lines.push(JSON.parse(line)) } },
+  );
   return { logger, lines };
 }
 

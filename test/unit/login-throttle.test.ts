@@ -10,7 +10,10 @@ import { deleteRedisPrefix, serverRedisUrl } from '../support/test-environment.j
 const WINDOW_SECONDS = 600;
 
 /** The same suite runs on the in-memory counters and, when REDIS_URL is set, on Redis. */
-const drivers = [{ kind: 'memory', url: undefined as string | undefined }, ...(serverRedisUrl ? [{ kind: 'redis', url: serverRedisUrl }] : [])];
+const drivers = [
+  { kind: 'memory', url: undefined as string | undefined },
+  ...(serverRedisUrl ? [{ kind: 'redis', url: serverRedisUrl }] : []),
+];
 
 describe.each(drivers)('login throttle ($kind)', ({ url }) => {
   const prefixes: string[] = [];
@@ -39,7 +42,11 @@ describe.each(drivers)('login throttle ($kind)', ({ url }) => {
     waits.length = 0;
     return { throttle: new LoginThrottle(backend, config, async (ms) => void waits.push(ms)), prefix };
   }
-  const refusal = (promise: Promise<unknown>) => promise.then(() => undefined, (error: AppError) => error);
+  const refusal = (promise: Promise<unknown>) =>
+    promise.then(
+      () => undefined,
+      (error: AppError) => error,
+    );
 
   it('counts every one of N parallel attempts before any password is checked', async () => {
     const { throttle: subject } = throttle();

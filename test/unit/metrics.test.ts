@@ -30,7 +30,13 @@ async function withListener(token: string | undefined, body: (url: string) => Pr
 describe("a worker's metrics", () => {
   it('times every job and counts its failures, by job and report, as the worker process serves them', async () => {
     const instrumented = instrumentProcessors(
-      { report: async (data: { fail?: boolean }) => { if (data.fail) throw new Error('boom'); return 'ok'; }, other: async () => null },
+      {
+        report: async (data: { fail?: boolean }) => {
+          if (data.fail) throw new Error('boom');
+          return 'ok';
+        },
+        other: async () => null,
+      },
       (name, data) => (name === 'report' ? (data as { report?: string }).report : undefined),
     );
     await withListener(undefined, async (url) => {
@@ -47,15 +53,21 @@ describe("a worker's metrics", () => {
     });
   });
 
-  it("labels a report job by its report only when it is one we know (labels stay bounded)", async () => {
+  it('labels a report job by its report only when it is one we know (labels stay bounded)', async () => {
     await withListener(undefined, async (url) => {
       const before = await scrape(url);
       // Refused by the processor for its parameters: still a timed, failed run of a known report.
       await expect(processors.report!({ report: 'visitors', params: {} }, context, limits)).rejects.toThrow();
       await expect(processors.report!({ report: 'made-up', params: {} }, context, limits)).rejects.toThrow();
       const after = await scrape(url);
-      expect(after.value('floorcast_job_failures_total', { job: 'report', report: 'visitors' }) - before.value('floorcast_job_failures_total', { job: 'report', report: 'visitors' })).toBe(1);
-      expect(after.value('floorcast_job_failures_total', { job: 'report', report: 'none' }) - before.value('floorcast_job_failures_total', { job: 'report', report: 'none' })).toBe(1);
+      expect(
+        after.value('floorcast_job_failures_total', { job: 'report', report: 'visitors' }) -
+          before.value('floorcast_job_failures_total', { job: 'report', report: 'visitors' }),
+      ).toBe(1);
+      expect(
+        after.value('floorcast_job_failures_total', { job: 'report', report: 'none' }) -
+          before.value('floorcast_job_failures_total', { job: 'report', report: 'none' }),
+      ).toBe(1);
       expect(after.samples.some((sample) => sample.labels.report === 'made-up')).toBe(false);
     });
   });
@@ -65,7 +77,11 @@ describe("a worker's metrics", () => {
       // Nobody here can tell the queue's depth (as on a worker): absent, not a misleading 0.
       expect((await scrape(url)).has('floorcast_job_queue_jobs')).toBe(false);
       let used = 3;
-      const unregister = registerSources({ databasePool: () => ({ used, pending: 1, free: 6 }), maps: () => ({ probe: 42 }), jobs: async () => ({ waiting: 4, active: 1 }) });
+      const unregister = registerSources({
+        databasePool: () => ({ used, pending: 1, free: 6 }),
+        maps: () => ({ probe: 42 }),
+        jobs: async () => ({ waiting: 4, active: 1 }),
+      });
       expect((await scrape(url)).value('floorcast_database_pool_connections', { state: 'used' })).toBe(3);
       used = 7;
       const samples = await scrape(url);
@@ -99,7 +115,9 @@ describe('the metrics listener', () => {
     await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
     try {
       const port = (taken.address() as { port: number }).port;
-      await expect(startMetricsListener({ host: '127.0.0.1', port, logger })).rejects.toThrow(/^METRICS_PORT: 127\.0\.0\.1:\d+ is in use \(another Floorcast may be running on this host\)/);
+      await expect(startMetricsListener({ host: '127.0.0.1', port, logger })).rejects.toThrow(
+        /^METRICS_PORT: 127\.0\.0\.1:\d+ is in use \(another Floorcast may be running on this host\)/,
+      );
     } finally {
       taken.close();
     }
@@ -107,11 +125,36 @@ describe('the metrics listener', () => {
 });
 
 describe('WebSocket metrics', () => {
-  const socket = (): SocketLike & { buffered: number } => ({ buffered: 0, getBufferedAmount() { return this.buffered; }, send: () => 1, cork: (callback) => void callback(), end: () => undefined });
-  const record = (device: string, n: number) => ({
-    organizationId: 'org', deviceId: device, userId: null, buildingId: 1, floorId: 2, indoor: true, x: n, y: 0, lat: 40, lng: -3, yaw: 0, accuracy: null, timestamp: n, receivedAt: n,
+  const socket = (): SocketLike & { buffered: number } => ({
+    buffered: 0,
+    getBufferedAmount() {
+      return this.buffered;
+    },
+    send: () => 1,
+    cork: (callback) => void callback(),
+    end: () => undefined,
   });
-  const batch = (...positions: [string, number][]) => new TopicPositions('buildings/1/positions', positions.map(([device, n]) => new LivePosition(record(device, n), null)));
+  const record = (device: string, n: number) => ({
+    organizationId: 'org',
+    deviceId: device,
+    userId: null,
+    buildingId: 1,
+    floorId: 2,
+    indoor: true,
+    x: n,
+    y: 0,
+    lat: 40,
+    lng: -3,
+    yaw: 0,
+    accuracy: null,
+    timestamp: n,
+    receivedAt: n,
+  });
+  const batch = (...positions: [string, number][]) =>
+    new TopicPositions(
+      'buildings/1/positions',
+      positions.map(([device, n]) => new LivePosition(record(device, n), null)),
+    );
 
   it('counts the frames coalesced away and the slow consumers disconnected', async () => {
     await withListener(undefined, async (url) => {
@@ -127,7 +170,9 @@ describe('WebSocket metrics', () => {
       connection.send('alarm'); // already closed: one disconnect
       const after = await scrape(url);
       expect(after.value('floorcast_ws_coalesced_positions_total') - before.value('floorcast_ws_coalesced_positions_total')).toBe(2);
-      expect(after.value('floorcast_ws_slow_consumer_disconnects_total') - before.value('floorcast_ws_slow_consumer_disconnects_total')).toBe(1);
+      expect(
+        after.value('floorcast_ws_slow_consumer_disconnects_total') - before.value('floorcast_ws_slow_consumer_disconnects_total'),
+      ).toBe(1);
     });
   });
 });

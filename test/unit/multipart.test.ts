@@ -4,7 +4,8 @@ import { blobOf, encodeForm, pngBytes } from '../support/images.js';
 
 const B = 'XyZ-boundary-42';
 /** Joins lines with CRLF, the way every real client frames a multipart body. */
-const crlf = (...lines: (string | Buffer)[]) => Buffer.concat(lines.flatMap((line, i) => [i === 0 ? Buffer.alloc(0) : Buffer.from('\r\n'), Buffer.from(line)]));
+const crlf = (...lines: (string | Buffer)[]) =>
+  Buffer.concat(lines.flatMap((line, i) => [i === 0 ? Buffer.alloc(0) : Buffer.from('\r\n'), Buffer.from(line)]));
 
 const filePart = (data: string | Buffer, name = 'image', filename = 'f.png') =>
   crlf(`--${B}`, `Content-Disposition: form-data; name="${name}"; filename="${filename}"`, 'Content-Type: image/png', '', data);
@@ -17,7 +18,12 @@ describe('boundaryOf', () => {
   });
 
   it('refuses a missing, empty or over-long boundary with a 400', () => {
-    for (const contentType of ['multipart/form-data', 'multipart/form-data; boundary=', 'multipart/form-data; boundary=""', `multipart/form-data; boundary=${'x'.repeat(71)}`]) {
+    for (const contentType of [
+      'multipart/form-data',
+      'multipart/form-data; boundary=',
+      'multipart/form-data; boundary=""',
+      `multipart/form-data; boundary=${'x'.repeat(71)}`,
+    ]) {
       const error = (() => {
         try {
           boundaryOf(contentType);
@@ -42,7 +48,11 @@ describe('boundaryOf', () => {
 
 describe('parseMultipart', () => {
   it('parses a file and a field, with names, filename, content type and headers', () => {
-    const body = Buffer.concat([filePart('PNGDATA'), Buffer.from('\r\n'), crlf(`--${B}`, 'Content-Disposition: form-data; name="rtf"', '', 'true', `--${B}--`, '')]);
+    const body = Buffer.concat([
+      filePart('PNGDATA'),
+      Buffer.from('\r\n'),
+      crlf(`--${B}`, 'Content-Disposition: form-data; name="rtf"', '', 'true', `--${B}--`, ''),
+    ]);
     const parts = parseMultipart(body, B);
     expect(parts).toHaveLength(2);
     expect(parts[0]).toMatchObject({ name: 'image', filename: 'f.png', contentType: 'image/png' });
@@ -55,7 +65,13 @@ describe('parseMultipart', () => {
   });
 
   it('keeps binary data intact: CR, LF, dashes and near-boundaries inside the data are data', () => {
-    const tricky = Buffer.concat([Buffer.from('\r\n\r\n--'), Buffer.from(`--${B.slice(0, -1)}`), Buffer.from([0, 255, 13, 10, 65]), Buffer.from(`\n--${B}`), Buffer.from('\r\n')]);
+    const tricky = Buffer.concat([
+      Buffer.from('\r\n\r\n--'),
+      Buffer.from(`--${B.slice(0, -1)}`),
+      Buffer.from([0, 255, 13, 10, 65]),
+      Buffer.from(`\n--${B}`),
+      Buffer.from('\r\n'),
+    ]);
     const body = Buffer.concat([filePart(tricky), Buffer.from(`\r\n--${B}--`)]);
     const [part] = parseMultipart(body, B);
     expect(part!.data.equals(tricky)).toBe(true);
@@ -146,7 +162,10 @@ describe('parseMultipart', () => {
     }
 
     it('more parts than the limit, and headers larger than the limit', () => {
-      const many = Buffer.concat([...Array.from({ length: 4 }, () => Buffer.concat([filePart('x'), Buffer.from('\r\n')])), Buffer.from(`--${B}--`)]);
+      const many = Buffer.concat([
+        ...Array.from({ length: 4 }, () => Buffer.concat([filePart('x'), Buffer.from('\r\n')])),
+        Buffer.from(`--${B}--`),
+      ]);
       expect(parseMultipart(many, B, { maxParts: 4 })).toHaveLength(4);
       expect(() => parseMultipart(many, B, { maxParts: 3 })).toThrow(/more than 3 parts/);
       expect(() => parseMultipart(closed, B, { maxHeaderBytes: 20 })).toThrow(/too large/);

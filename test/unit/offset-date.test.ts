@@ -20,7 +20,19 @@ describe('dates with a fixed offset', () => {
   });
 
   it('refuses what is not a date, or a day or time that does not exist', () => {
-    for (const text of ['yesterday', '', '2026-13-01T00:00:00Z', '2026-02-30T00:00:00Z', '2026-05-01T24:00:00Z', '2026-05-01T10:60:00Z', '2026-05-01T10:00:00+15:00', '2026-05-01T10:00:00+02:75', '01/05/2026', '2026-05-01T10:00:00.000+02', '1969-12-31T00:00:00Z']) {
+    for (const text of [
+      'yesterday',
+      '',
+      '2026-13-01T00:00:00Z',
+      '2026-02-30T00:00:00Z',
+      '2026-05-01T24:00:00Z',
+      '2026-05-01T10:60:00Z',
+      '2026-05-01T10:00:00+15:00',
+      '2026-05-01T10:00:00+02:75',
+      '01/05/2026',
+      '2026-05-01T10:00:00.000+02',
+      '1969-12-31T00:00:00Z',
+    ]) {
       expect(parseOffsetDate(text, TWO_HOURS), text).toBeUndefined();
     }
     expect(parseOffsetDate('2028-02-29T00:00:00Z', 0)).toBeDefined();

@@ -1,5 +1,13 @@
 import { describe, expect, it } from 'vitest';
-import { ACTIONS, assignableRoles, can, confinedUserId, mayChangeUser, mayRaiseAlarmType, type Action } from '../../gateway/auth/permissions.js';
+import {
+  ACTIONS,
+  assignableRoles,
+  can,
+  confinedUserId,
+  mayChangeUser,
+  mayRaiseAlarmType,
+  type Action,
+} from '../../gateway/auth/permissions.js';
 import { ALARM_TYPES } from '../../shared/detection/alarm-states.js';
 import { ROLES, type Role } from '../../shared/storage/entities/index.js';
 

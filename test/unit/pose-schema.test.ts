@@ -4,13 +4,44 @@ import { MAX_LOCAL_COORDINATE_METRES, parsePoseFast, poseSchema, timestampProble
 
 /** Values near every boundary the schema draws, and of every JSON type, so both sides of each rule are tried. */
 const number = fc.oneof(
-  fc.constantFrom(0, -0, 1, -1, 0.5, 90, -90, 90.0001, 180, -180, 180.5, MAX_LOCAL_COORDINATE_METRES, -MAX_LOCAL_COORDINATE_METRES, MAX_LOCAL_COORDINATE_METRES + 0.001, 15_000, -15_000, 1e20, -1.7e308, Number.MAX_SAFE_INTEGER, 2 ** 60, NaN, Infinity),
+  fc.constantFrom(
+    0,
+    -0,
+    1,
+    -1,
+    0.5,
+    90,
+    -90,
+    90.0001,
+    180,
+    -180,
+    180.5,
+    MAX_LOCAL_COORDINATE_METRES,
+    -MAX_LOCAL_COORDINATE_METRES,
+    MAX_LOCAL_COORDINATE_METRES + 0.001,
+    15_000,
+    -15_000,
+    1e20,
+    -1.7e308,
+    Number.MAX_SAFE_INTEGER,
+    2 ** 60,
+    NaN,
+    Infinity,
+  ),
   fc.double(),
   fc.integer(),
 );
 const text = fc.oneof(
   fc.constantFrom('', ' ', ' phone ', 'a\u0000b', 'half\ud800', 'x'.repeat(200), 'x'.repeat(201), '12', 'true'),
-  fc.constantFrom('2026-11-23T10:00:00Z', '2026-11-23T10:00:00.123+02:00', '2026-02-30T10:00:00Z', '2026-11-23T10:00:00', '2026-11-23T24:00:00Z', '2026-11-23T10:00:00+24:00', '2024-02-29T00:00:00-05:30'),
+  fc.constantFrom(
+    '2026-11-23T10:00:00Z',
+    '2026-11-23T10:00:00.123+02:00',
+    '2026-02-30T10:00:00Z',
+    '2026-11-23T10:00:00',
+    '2026-11-23T24:00:00Z',
+    '2026-11-23T10:00:00+24:00',
+    '2024-02-29T00:00:00-05:30',
+  ),
   fc.constantFrom('6f1c2b9e-8a3d-4c5e-9f0a-1b2c3d4e5f60', '6f1c2b9e-8a3d-0c5e-9f0a-1b2c3d4e5f60', '00000000-0000-0000-0000-000000000000'),
   fc.string(),
 );
@@ -39,7 +70,12 @@ const pose = fc
       { device_id: 'tag-1', timestamp: 1_763_900_000_000, building_id: 3, floor_id: 4, x: 12.5, y: -3 },
       { device_id: 'walker', timestamp: '2026-11-23T10:00:00Z', lat: 40.4, lng: -3.7, yaw: 1 },
     ),
-    fc.array(fc.constantFrom(...(Object.keys(fields) as Field[])).chain((key) => fc.tuple(fc.constant(key), fc.option(fields[key], { nil: undefined, freq: 6 }))), { maxLength: 3 }),
+    fc.array(
+      fc
+        .constantFrom(...(Object.keys(fields) as Field[]))
+        .chain((key) => fc.tuple(fc.constant(key), fc.option(fields[key], { nil: undefined, freq: 6 }))),
+      { maxLength: 3 },
+    ),
   )
   .map(([base, changes]) => {
     const item: Record<string, unknown> = { ...base };
@@ -66,7 +102,14 @@ describe('pose validation', () => {
 
   it('takes the fast path for the ordinary indoor and outdoor poses apps send', () => {
     const indoor = { device_id: 'tag-1', timestamp: 1_763_900_000_000, building_id: 3, floor_id: 4, x: 12.5, y: -3, yaw: 1.5, accuracy: 2 };
-    const outdoor = { device_id: 42, timestamp: '2026-11-23T10:00:00.123+02:00', lat: 40.4, lng: -3.7, user_id: '6f1c2b9e-8a3d-4c5e-9f0a-1b2c3d4e5f60', danger: true };
+    const outdoor = {
+      device_id: 42,
+      timestamp: '2026-11-23T10:00:00.123+02:00',
+      lat: 40.4,
+      lng: -3.7,
+      user_id: '6f1c2b9e-8a3d-4c5e-9f0a-1b2c3d4e5f60',
+      danger: true,
+    };
     expect(parsePoseFast(indoor)).toEqual(poseSchema.parse(indoor));
     expect(parsePoseFast(outdoor)).toEqual(poseSchema.parse(outdoor));
     expect(parsePoseFast({ ...indoor, x: 1e20 })).toBeUndefined();

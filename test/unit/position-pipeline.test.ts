@@ -6,7 +6,15 @@ import { createLogger } from '../../shared/logger.js';
 import type { PositionWriter } from '../../shared/positions/position-writer.js';
 import { idlePorts } from '../support/pipeline-ports.js';
 
-const principal: Principal = { userId: 'u', email: 'a@b.c', organizationId: 'org', role: 'admin', platformAdmin: false, permission: 'read-write', via: 'jwt' };
+const principal: Principal = {
+  userId: 'u',
+  email: 'a@b.c',
+  organizationId: 'org',
+  role: 'admin',
+  platformAdmin: false,
+  permission: 'read-write',
+  via: 'jwt',
+};
 const pose = { device_id: 'phone-1', timestamp: Date.now() - 1000, lat: 40.1, lng: -3.2 };
 
 /** A pipeline over fakes: the commit is held open until the test releases (or fails) it. */
@@ -22,7 +30,9 @@ function pipelineWithHeldCommit() {
   const bus = { nodeId: 'n', publish: async (channel: string) => void events.push(`published on ${channel}`) } as unknown as Bus;
   const deps: PipelineDependencies = {
     registry: { peek: () => undefined, get: async () => undefined, buildingAt: async () => undefined } as never,
-    devices: { resolve: async (_: string, identifiers: string[]) => identifiers.map((identifier) => ({ id: identifier, identifier, userId: null })) } as never,
+    devices: {
+      resolve: async (_: string, identifiers: string[]) => identifiers.map((identifier) => ({ id: identifier, identifier, userId: null })),
+    } as never,
     writer,
     bus,
     logger: createLogger('silent'),
@@ -68,7 +78,10 @@ describe('position pipeline validation (clock injected through receivedAt)', () 
    * directory knows `owned-by-colleague`; it records what reached the writer. */
   function pipelineOverFakes(maxAgeMs?: number) {
     const written: string[] = [];
-    const known = new Map([['owned-by-colleague', { id: 'x', identifier: 'owned-by-colleague', userId: 'colleague' }], ['mine', { id: 'y', identifier: 'mine', userId: 'me' }]]);
+    const known = new Map([
+      ['owned-by-colleague', { id: 'x', identifier: 'owned-by-colleague', userId: 'colleague' }],
+      ['mine', { id: 'y', identifier: 'mine', userId: 'me' }],
+    ]);
     const runtime = {
       id: 7,
       organizationId: 'org',
@@ -77,8 +90,13 @@ describe('position pipeline validation (clock injected through receivedAt)', () 
     };
     const deps: PipelineDependencies = {
       registry: { peek: () => runtime, get: async () => runtime, buildingAt: async () => undefined } as never,
-      devices: { resolve: async (_: string, identifiers: string[]) => identifiers.map((identifier) => known.get(identifier) ?? { id: identifier, identifier, userId: null }) } as never,
-      writer: { write: async (records: { deviceId: string }[]) => void written.push(...records.map((r) => r.deviceId)) } as unknown as PositionWriter,
+      devices: {
+        resolve: async (_: string, identifiers: string[]) =>
+          identifiers.map((identifier) => known.get(identifier) ?? { id: identifier, identifier, userId: null }),
+      } as never,
+      writer: {
+        write: async (records: { deviceId: string }[]) => void written.push(...records.map((r) => r.deviceId)),
+      } as unknown as PositionWriter,
       bus: { nodeId: 'n', publish: async () => undefined } as unknown as Bus,
       logger: createLogger('silent'),
       ...idlePorts,
@@ -87,7 +105,10 @@ describe('position pipeline validation (clock injected through receivedAt)', () 
     return { pipeline: new PositionPipeline(deps), written };
   }
   const fields = async (run: Promise<unknown>) => {
-    const error = (await run.then(() => undefined, (e) => e)) as { status?: number; errors?: { field: string }[] } | undefined;
+    const error = (await run.then(
+      () => undefined,
+      (e) => e,
+    )) as { status?: number; errors?: { field: string }[] } | undefined;
     return error?.errors?.map((e) => e.field) ?? [];
   };
 
@@ -96,25 +117,41 @@ describe('position pipeline validation (clock injected through receivedAt)', () 
     const at = (timestamp: number, device_id = 'd') => ({ device_id, timestamp, lat: 1, lng: 1 });
     await pipeline.process(principal, [at(receivedAt - 2 * DAY, 'edge-old'), at(receivedAt + 5 * 60_000, 'edge-new')], receivedAt);
     expect(written).toEqual(['edge-old', 'edge-new']);
-    expect(await fields(pipeline.process(principal, [at(receivedAt), at(receivedAt - 2 * DAY - 1), at(receivedAt + 5 * 60_000 + 1)], receivedAt))).toEqual(['poses.1.timestamp', 'poses.2.timestamp']);
+    expect(
+      await fields(
+        pipeline.process(principal, [at(receivedAt), at(receivedAt - 2 * DAY - 1), at(receivedAt + 5 * 60_000 + 1)], receivedAt),
+      ),
+    ).toEqual(['poses.1.timestamp', 'poses.2.timestamp']);
   });
 
   it('defaults the max age to 7 days', async () => {
     const { pipeline } = pipelineOverFakes();
     const at = (timestamp: number) => ({ device_id: 'd', timestamp, lat: 1, lng: 1 });
-    expect(await fields(pipeline.process(principal, [at(receivedAt - 7 * DAY + 1000), at(receivedAt - 7 * DAY - 1000)], receivedAt))).toEqual(['poses.1.timestamp']);
+    expect(
+      await fields(pipeline.process(principal, [at(receivedAt - 7 * DAY + 1000), at(receivedAt - 7 * DAY - 1000)], receivedAt)),
+    ).toEqual(['poses.1.timestamp']);
   });
 
   it('refuses x/y beyond 10 km and x/y whose derived lat/lng is not on Earth, before anything is written', async () => {
     const { pipeline, written } = pipelineOverFakes();
     const indoor = (x: number, y = 0) => ({ device_id: 'd', timestamp: receivedAt, building_id: 7, floor_id: 1, x, y });
-    expect(await fields(pipeline.process(principal, [indoor(1), indoor(1e20), indoor(0, -10_001), indoor(9_500)], receivedAt))).toEqual(['poses.1.x', 'poses.2.y', 'poses.3.x']);
+    expect(await fields(pipeline.process(principal, [indoor(1), indoor(1e20), indoor(0, -10_001), indoor(9_500)], receivedAt))).toEqual([
+      'poses.1.x',
+      'poses.2.y',
+      'poses.3.x',
+    ]);
     expect(written).toEqual([]);
   });
 
   it('lets a plain user upload for unassigned devices and their own only, whatever user_id says', async () => {
     const { pipeline, written } = pipelineOverFakes();
-    const pose = (device_id: string, user_id?: string) => ({ device_id, timestamp: receivedAt, lat: 1, lng: 1, ...(user_id ? { user_id } : {}) });
+    const pose = (device_id: string, user_id?: string) => ({
+      device_id,
+      timestamp: receivedAt,
+      lat: 1,
+      lng: 1,
+      ...(user_id ? { user_id } : {}),
+    });
     const me = '00000000-0000-4000-8000-000000000001';
     const user: Principal = { ...plainUser, userId: me };
     const forged = pipeline.process(user, [pose('new-device'), pose('owned-by-colleague', me)], receivedAt);

@@ -122,7 +122,10 @@ describe('group commit', () => {
     };
     const results = await Promise.allSettled(['a', 'bad', 'c', 'd'].map((id) => writer.write([record(id)])));
     expect(results.map((r) => r.status)).toEqual(['rejected', 'rejected', 'rejected', 'rejected']);
-    expect(store.inserts).toEqual([['a', 'bad', 'c', 'd'], ['a', 'bad']]);
+    expect(store.inserts).toEqual([
+      ['a', 'bad', 'c', 'd'],
+      ['a', 'bad'],
+    ]);
   });
 
   it('isolates two failing batches among many, and commits each good one once', async () => {
@@ -135,7 +138,7 @@ describe('group commit', () => {
     expect(store.committed.flat().sort()).toEqual(ids.filter((id) => id.startsWith('ok')).sort());
   });
 
-  it('creates a write\'s missing partitions before it joins a commit, so other writes never wait for that DDL', async () => {
+  it("creates a write's missing partitions before it joins a commit, so other writes never wait for that DDL", async () => {
     const store = new FakeStore();
     store.newDays.add('back-dated');
     let release!: () => void;
@@ -173,7 +176,11 @@ describe('group commit', () => {
     const store = new FakeStore();
     store.newDays.add('no-partition');
     const writer = new PositionWriter(store as unknown as PositionStore);
-    const results = await Promise.allSettled([writer.write([record('a')]), writer.write([record('no-partition')]), writer.write([record('b')])]);
+    const results = await Promise.allSettled([
+      writer.write([record('a')]),
+      writer.write([record('no-partition')]),
+      writer.write([record('b')]),
+    ]);
     expect(results.map((r) => r.status)).toEqual(['fulfilled', 'rejected', 'fulfilled']);
     expect(store.committed.flat().sort()).toEqual(['a', 'b']);
   });
@@ -181,8 +188,15 @@ describe('group commit', () => {
   it('splits a backlog over several inserts without splitting any one write', async () => {
     const store = new FakeStore();
     const writer = new PositionWriter(store as unknown as PositionStore, 3);
-    await Promise.all([writer.write([record('a1'), record('a2')]), writer.write([record('b1'), record('b2')]), writer.write([record('c1')])]);
-    expect(store.inserts).toEqual([['a1', 'a2'], ['b1', 'b2', 'c1']]);
+    await Promise.all([
+      writer.write([record('a1'), record('a2')]),
+      writer.write([record('b1'), record('b2')]),
+      writer.write([record('c1')]),
+    ]);
+    expect(store.inserts).toEqual([
+      ['a1', 'a2'],
+      ['b1', 'b2', 'c1'],
+    ]);
   });
 
   it('flush waits for everything written so far', async () => {
@@ -193,11 +207,15 @@ describe('group commit', () => {
     expect(store.inserts).toEqual([['a']]);
   });
 
-  it('commits each write\'s zone events in the same insert as the positions, zone events alone too', async () => {
+  it("commits each write's zone events in the same insert as the positions, zone events alone too", async () => {
     const store = new FakeStore();
     const writer = new PositionWriter(store as unknown as PositionStore);
     const event = (deviceId: string, type: 'enter' | 'exit') => ({ deviceId, type }) as ZoneEventRecord;
-    await Promise.all([writer.write([record('a')], [event('a', 'enter')]), writer.write([record('b')]), writer.write([], [event('c', 'exit')])]);
+    await Promise.all([
+      writer.write([record('a')], [event('a', 'enter')]),
+      writer.write([record('b')]),
+      writer.write([], [event('c', 'exit')]),
+    ]);
     expect(store.inserts).toEqual([['a', 'b']]);
     expect(store.zoneEvents).toEqual([['a:enter', 'c:exit']]);
     await writer.write([], []);

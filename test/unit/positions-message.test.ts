@@ -4,12 +4,36 @@ import type { PositionRecord } from '../../shared/positions/position-record.js';
 import { PositionsMessage, positionsFromColumns, positionsToColumns } from '../../shared/positions/positions-message.js';
 
 const indoor: PositionRecord = {
-  organizationId: 'org-1', deviceId: 'dev-ñ-1', userId: 'user-7', buildingId: 12, floorId: 34, indoor: true, x: 0.1 + 0.2, y: -0, lat: 40.41680000000001, lng: -3.7038,
-  yaw: Math.PI, accuracy: 1.5, timestamp: 1_795_488_507_636, receivedAt: 1_795_488_507_736,
+  organizationId: 'org-1',
+  deviceId: 'dev-ñ-1',
+  userId: 'user-7',
+  buildingId: 12,
+  floorId: 34,
+  indoor: true,
+  x: 0.1 + 0.2,
+  y: -0,
+  lat: 40.41680000000001,
+  lng: -3.7038,
+  yaw: Math.PI,
+  accuracy: 1.5,
+  timestamp: 1_795_488_507_636,
+  receivedAt: 1_795_488_507_736,
 };
 const outdoor: PositionRecord = {
-  organizationId: 'org-1', deviceId: 'dev-2', userId: null, buildingId: null, floorId: null, indoor: false, x: null, y: null, lat: -89.99999999, lng: 179.5,
-  yaw: 0, accuracy: null, timestamp: 1, receivedAt: 2,
+  organizationId: 'org-1',
+  deviceId: 'dev-2',
+  userId: null,
+  buildingId: null,
+  floorId: null,
+  indoor: false,
+  x: null,
+  y: null,
+  lat: -89.99999999,
+  lng: 179.5,
+  yaw: 0,
+  accuracy: null,
+  timestamp: 1,
+  receivedAt: 2,
 };
 
 describe('positions message codec (by columns)', () => {

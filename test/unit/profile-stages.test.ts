@@ -54,7 +54,18 @@ describe('profile stages', () => {
   it('sums self time per stage, unnamed frames counting toward their caller', () => {
     const times = stageTimes(profile);
     expect(times.totalUs).toBe(1200);
-    expect(times.byStage).toEqual({ http: 200, pipeline: 0, detection: 200, persistence: 100, bus: 100, ws: 100, gc: 100, native: 100, other: 100, idle: 200 });
+    expect(times.byStage).toEqual({
+      http: 200,
+      pipeline: 0,
+      detection: 200,
+      persistence: 100,
+      bus: 100,
+      ws: 100,
+      gc: 100,
+      native: 100,
+      other: 100,
+      idle: 200,
+    });
     expect(times.top[0]).toMatchObject({ name: '(idle)', stage: 'idle', us: 200 });
     expect(times.top.find((entry) => entry.name.startsWith('send node_modules/pg/'))).toMatchObject({ stage: 'persistence', us: 100 });
   });
@@ -79,6 +90,8 @@ describe('profile stages', () => {
     const rows = stageRows(stageTimes(profile), { positions: 4, events: 2 }, 0.5);
     expect(rows.find((row) => row.stage === 'detection')).toMatchObject({ us: 100, usPerPosition: 25, usPerEvent: 50, share: 200 / 1200 });
     expect(rows.find((row) => row.stage === 'idle')).toMatchObject({ us: 200, usPerPosition: 50 });
-    expect(formatStageTable(stageTimes(profile), { positions: 4, events: 2 }, 0.5)).toMatch(/busy \(all but idle\)\s+83\.3%\s+125\.00\s+250\.00/);
+    expect(formatStageTable(stageTimes(profile), { positions: 4, events: 2 }, 0.5)).toMatch(
+      /busy \(all but idle\)\s+83\.3%\s+125\.00\s+250\.00/,
+    );
   });
 });

@@ -5,12 +5,24 @@ import { RateLimits, rateTier } from '../../gateway/http/rate-limit.js';
 import { loadConfig } from '../../shared/config.js';
 import { type AppError, ErrorCode } from '../../shared/errors.js';
 
-const user: Principal = { userId: 'u1', email: 'u@x.test', organizationId: 'o1', role: 'user', platformAdmin: false, permission: 'read-write', via: 'jwt' };
+const user: Principal = {
+  userId: 'u1',
+  email: 'u@x.test',
+  organizationId: 'o1',
+  role: 'user',
+  platformAdmin: false,
+  permission: 'read-write',
+  via: 'jwt',
+};
 
 function limits(env: Record<string, string>) {
   return new RateLimits(createLimiterBackend(loadConfig(env)), loadConfig(env));
 }
-const refusal = (promise: Promise<unknown>) => promise.then(() => undefined, (error: AppError) => error);
+const refusal = (promise: Promise<unknown>) =>
+  promise.then(
+    () => undefined,
+    (error: AppError) => error,
+  );
 
 /** The budgets' arithmetic on the in-memory counters, with a fake clock (Redis is covered by the integration suite). */
 describe('per-credential rate limits (memory, fake clock)', () => {
@@ -47,9 +59,16 @@ describe('per-credential rate limits (memory, fake clock)', () => {
   });
 
   it('honours a key’s own limits and counts poses one by one', async () => {
-    const subject = limits({ RATE_LIMIT_REQUESTS_PER_SECOND: '100', RATE_LIMIT_BURST: '0', RATE_LIMIT_POSES_PER_SECOND: '10', RATE_LIMIT_POSES_BURST: '0' });
+    const subject = limits({
+      RATE_LIMIT_REQUESTS_PER_SECOND: '100',
+      RATE_LIMIT_BURST: '0',
+      RATE_LIMIT_POSES_PER_SECOND: '10',
+      RATE_LIMIT_POSES_BURST: '0',
+    });
     const key = { ...user, apiKeyId: 'k3', limits: { requestsPerSecond: 1, posesPerSecond: 50 } };
-    await expect(subject.consume(key, { poses: 40 })).resolves.toMatchObject({ 'ratelimit-policy': '"requests";q=1;w=1, "poses";q=50;w=1' });
+    await expect(subject.consume(key, { poses: 40 })).resolves.toMatchObject({
+      'ratelimit-policy': '"requests";q=1;w=1, "poses";q=50;w=1',
+    });
     expect((await refusal(subject.consume(key, { requests: 0, poses: 11 })))?.message).toMatch(/poses/);
     expect((await refusal(subject.consume(key)))?.message).toMatch(/requests/);
     expect((await refusal(subject.consume(user, { requests: 0, poses: 11 })))?.code).toBe(ErrorCode.RateLimited);
@@ -76,13 +95,16 @@ describe('per-credential rate limits (memory, fake clock)', () => {
 
   it('keeps a few limiters per decade whatever rates keys carry, rounding each down (issue 28 item 2)', async () => {
     const subject = limits({});
-    for (let rate = 1; rate <= 1000; rate += 1) await subject.consume({ ...user, userId: `u${rate}`, apiKeyId: `k${rate}`, limits: { requestsPerSecond: rate } });
+    for (let rate = 1; rate <= 1000; rate += 1)
+      await subject.consume({ ...user, userId: `u${rate}`, apiKeyId: `k${rate}`, limits: { requestsPerSecond: rate } });
     expect(subject.policyCount).toBeLessThanOrEqual(10);
     expect(rateTier(999)).toBe(500);
     expect(rateTier(200)).toBe(200);
     expect(rateTier(7)).toBe(5);
     expect(rateTier(1)).toBe(1);
-    await expect(subject.consume({ ...user, apiKeyId: 'k-tier', limits: { requestsPerSecond: 37 } })).resolves.toMatchObject({ 'ratelimit-policy': expect.stringMatching(/^"requests";q=20;w=1/) });
+    await expect(subject.consume({ ...user, apiKeyId: 'k-tier', limits: { requestsPerSecond: 37 } })).resolves.toMatchObject({
+      'ratelimit-policy': expect.stringMatching(/^"requests";q=20;w=1/),
+    });
   });
 });
 

@@ -40,11 +40,16 @@ describe('renderReport: the answer a report job hands back, as the route wrote i
   const statistics = { rows_read: 7, rows_returned: 5, elapsed_ms: 1.25 };
   it('JSON and CSV, deflated (through Redis) or not: the same bytes', async () => {
     let csv = '';
-    for await (const chunk of csvChunks(meta.map((column) => column.name), [csvRows])) csv += chunk;
+    for await (const chunk of csvChunks(
+      meta.map((column) => column.name),
+      [csvRows],
+    ))
+      csv += chunk;
     const json = JSON.stringify({ data: rowObjects(meta, rows), meta, statistics });
     for (const deflate of [false, true]) {
       // Through BullMQ's JSON and back, as a result travels.
-      const trip = async (format: 'json' | 'csv', result: { meta: ReportColumn[]; rows: unknown[][] }) => JSON.parse(JSON.stringify(await renderReport({ ...result, statistics }, { format, deflate })));
+      const trip = async (format: 'json' | 'csv', result: { meta: ReportColumn[]; rows: unknown[][] }) =>
+        JSON.parse(JSON.stringify(await renderReport({ ...result, statistics }, { format, deflate })));
       const jsonAnswer = await trip('json', { meta, rows });
       expect(jsonAnswer.statistics).toEqual(statistics);
       expect(Buffer.from(await renderedBody(jsonAnswer)).toString('utf8')).toBe(json);

@@ -40,7 +40,14 @@ describe('joinRuns', () => {
   });
 
   it('a gap equal to the threshold stays inside a session; one µs more splits it', () => {
-    const runs = [{ first: 0, last: 10, n: 2 }, { first: 15_000_010, last: 15_000_010, n: 1 }, { first: 30_000_011, last: 30_000_020, n: 3 }];
-    expect(joinRuns(runs, 15_000_000)).toEqual([{ first: 0, last: 15_000_010, n: 3 }, { first: 30_000_011, last: 30_000_020, n: 3 }]);
+    const runs = [
+      { first: 0, last: 10, n: 2 },
+      { first: 15_000_010, last: 15_000_010, n: 1 },
+      { first: 30_000_011, last: 30_000_020, n: 3 },
+    ];
+    expect(joinRuns(runs, 15_000_000)).toEqual([
+      { first: 0, last: 15_000_010, n: 3 },
+      { first: 30_000_011, last: 30_000_020, n: 3 },
+    ]);
   });
 });

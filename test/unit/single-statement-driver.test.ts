@@ -15,7 +15,9 @@ describe('embedded driver: one statement per query', () => {
 
   it('refuses text holding two statements, and runs nothing of it', async () => {
     await storage.execute('create table two_statements (t text)');
-    await expect(storage.execute("insert into two_statements values ('a'); insert into two_statements values ('b')")).rejects.toThrow(/multiple commands/);
+    await expect(storage.execute("insert into two_statements values ('a'); insert into two_statements values ('b')")).rejects.toThrow(
+      /multiple commands/,
+    );
     expect(await storage.execute('select * from two_statements')).toEqual([]);
   });
 
@@ -25,7 +27,9 @@ describe('embedded driver: one statement per query', () => {
 
   it('runs multi-statement text where the migrator is allowed to, one statement reading as `query` would', async () => {
     await allowingMultiStatementText(() => storage.execute('create table migrated_a (x int); create table migrated_b (y int)'));
-    expect(await storage.execute("select count(*)::int as n from pg_tables where tablename in ('migrated_a', 'migrated_b')")).toEqual([{ n: 2 }]);
+    expect(await storage.execute("select count(*)::int as n from pg_tables where tablename in ('migrated_a', 'migrated_b')")).toEqual([
+      { n: 2 },
+    ]);
     expect(await allowingMultiStatementText(() => storage.execute("select 'x;y' as t"))).toEqual([{ t: 'x;y' }]);
     // Outside that scope, the same text is refused again.
     await expect(storage.execute('create table migrated_c (x int); create table migrated_d (y int)')).rejects.toThrow(/multiple commands/);

@@ -20,7 +20,24 @@ interface StorageFactory {
  * the placeholder marks of both knex (`?`) and PostgreSQL (`$1`), alone and with text on both sides (the embedded
  * driver once split statements on any `;` of the SQL text, quoted or not: review NC1).
  */
-const HOSTILE_TEXTS = ['a;b', 'Ward 3; east', ';', "it's", "x'; select 1; --", 'back\\slash \\', 'a ? b', '\\?', 'a?b?c', '$1 and $2', '-- not a comment', '/* not a comment', 'a */ b', '&quot;x&quot;', 'fire; second floor;', '%_'];
+const HOSTILE_TEXTS = [
+  'a;b',
+  'Ward 3; east',
+  ';',
+  "it's",
+  "x'; select 1; --",
+  'back\\slash \\',
+  'a ? b',
+  '\\?',
+  'a?b?c',
+  '$1 and $2',
+  '-- not a comment',
+  '/* not a comment',
+  'a */ b',
+  '&quot;x&quot;',
+  'fire; second floor;',
+  '%_',
+];
 
 const factories: StorageFactory[] = [
   {
@@ -109,10 +126,18 @@ describe.each(factories)('storage contract: $name', (factory) => {
     // A plain table: on a server the two calls may run on different pooled connections.
     await storage.execute('create table bound_probe (t text, n int, b bool)');
     const tricky = `it's "quoted", a \\ backslash, a ? mark and $1`;
-    await storage.executeBound('insert into bound_probe select * from unnest(?::text[], ?::int[], ?::bool[])', ['{"x","y"}', '{1,NULL}', '{true,false}']);
+    await storage.executeBound('insert into bound_probe select * from unnest(?::text[], ?::int[], ?::bool[])', [
+      '{"x","y"}',
+      '{1,NULL}',
+      '{true,false}',
+    ]);
     await storage.executeBound('insert into bound_probe values (?, ?, ?)', [tricky, null, true]);
     const rows = await storage.execute<{ t: string; n: number | null; b: boolean }>('select * from bound_probe order by t');
-    expect(rows).toEqual([{ t: tricky, n: null, b: true }, { t: 'x', n: 1, b: true }, { t: 'y', n: null, b: false }]);
+    expect(rows).toEqual([
+      { t: tricky, n: null, b: true },
+      { t: 'x', n: 1, b: true },
+      { t: 'y', n: null, b: false },
+    ]);
   });
 
   it('round-trips hostile text through the ORM: writes, generated ids, filters and updates', async () => {
@@ -124,15 +149,32 @@ describe.each(factories)('storage contract: $name', (factory) => {
     for (const text of HOSTILE_TEXTS) {
       const write = storage.em();
       const building = write.create(BuildingSchema, {
-        organization, name: text, description: text, locationLat: 40, locationLng: -3, width: 10, length: 10, rotation: 0, customFields: [{ key: text, value: text }], createdAt: new Date(), updatedAt: new Date(),
+        organization,
+        name: text,
+        description: text,
+        locationLat: 40,
+        locationLng: -3,
+        width: 10,
+        length: 10,
+        rotation: 0,
+        customFields: [{ key: text, value: text }],
+        createdAt: new Date(),
+        updatedAt: new Date(),
       } as never);
       await write.flush();
       // A serial id comes back from `returning`: it must be a number, not lost in a nested result.
       expect(typeof building.id, text).toBe('number');
       const read = await storage.em().findOneOrFail(BuildingSchema, { id: building.id });
-      expect({ name: read.name, description: read.description, customFields: read.customFields }, text).toEqual({ name: text, description: text, customFields: [{ key: text, value: text }] });
+      expect({ name: read.name, description: read.description, customFields: read.customFields }, text).toEqual({
+        name: text,
+        description: text,
+        customFields: [{ key: text, value: text }],
+      });
       const filtered = await storage.em().find(BuildingSchema, { organization, name: text });
-      expect(filtered.map((found) => found.id), text).toEqual([building.id]);
+      expect(
+        filtered.map((found) => found.id),
+        text,
+      ).toEqual([building.id]);
       const updated = await storage.em().nativeUpdate(BuildingSchema, { id: building.id, name: text }, { info: `${text}${text}` });
       expect(updated, text).toBe(1);
       expect((await storage.em().findOneOrFail(BuildingSchema, { id: building.id })).info, text).toBe(`${text}${text}`);
@@ -148,11 +190,21 @@ describe.each(factories)('storage contract: $name', (factory) => {
       expect(inserted, text).toEqual([{ id: expect.any(Number), t: text }]);
       expect(await storage.execute('select id, t from hostile_probe where t = ?', [text]), text).toEqual(inserted);
       const inTransaction = await storage.em().transactional(async (tx) => {
-        const rows = await tx.getConnection().execute<{ t: string }[]>('update hostile_probe set t = ? where id = ? returning t', [`${text};${text}`, inserted[0]!.id], 'all', tx.getTransactionContext());
+        const rows = await tx
+          .getConnection()
+          .execute<{ t: string }[]>(
+            'update hostile_probe set t = ? where id = ? returning t',
+            [`${text};${text}`, inserted[0]!.id],
+            'all',
+            tx.getTransactionContext(),
+          );
         return rows;
       });
       expect(inTransaction, text).toEqual([{ t: `${text};${text}` }]);
-      const affected = await storage.em().getConnection().execute<{ affectedRows: number; rows: unknown[] }>('delete from hostile_probe where t = ?', [`${text};${text}`], 'run');
+      const affected = await storage
+        .em()
+        .getConnection()
+        .execute<{ affectedRows: number; rows: unknown[] }>('delete from hostile_probe where t = ?', [`${text};${text}`], 'run');
       expect({ affected: affected.affectedRows, rows: affected.rows }, text).toEqual({ affected: 1, rows: [] });
     }
     expect(await storage.execute('select * from hostile_probe')).toEqual([]);
@@ -169,7 +221,10 @@ describe.each(factories)('storage contract: $name', (factory) => {
       }),
     ).rejects.toThrow('abort');
     expect(await storage.em().count(OrganizationSchema, { id })).toBe(0);
-    const selected = await storage.em().getConnection().execute<{ affectedRows: number; rows: unknown[] }>("select 'a;b' as t union all select 'c;d'", [], 'run');
+    const selected = await storage
+      .em()
+      .getConnection()
+      .execute<{ affectedRows: number; rows: unknown[] }>("select 'a;b' as t union all select 'c;d'", [], 'run');
     expect({ affected: selected.affectedRows, rows: selected.rows }).toEqual({ affected: 2, rows: [{ t: 'a;b' }, { t: 'c;d' }] });
   });
 

@@ -46,7 +46,11 @@ describe('access tokens', () => {
     for (const offset of [59_000, 59_999, 60_000, 61_000]) {
       now = Date.UTC(2026, 0, 1) + offset;
       const fresh = new TokenService(secret, 60, () => now);
-      const verdict = async (service: TokenService) => service.verify(token).then(() => 'ok', (e: AppError) => e.code);
+      const verdict = async (service: TokenService) =>
+        service.verify(token).then(
+          () => 'ok',
+          (e: AppError) => e.code,
+        );
       expect([offset, await verdict(warm)]).toEqual([offset, await verdict(fresh)]);
     }
     expect(await cold.verify(token).catch((e: AppError) => e.code)).toBe(ErrorCode.TokenExpired);
@@ -57,14 +61,20 @@ describe('access tokens', () => {
     const other = new TokenService(new TextEncoder().encode('another-secret-that-is-long-enough-0987654321'), day);
     await expect(service.verify(await other.sign(claims))).rejects.toMatchObject({ status: 401 });
     const header = Buffer.from(JSON.stringify({ alg: 'none', typ: 'JWT' })).toString('base64url');
-    const body = Buffer.from(JSON.stringify({ ...claims, iss: 'floorcast', exp: Math.floor(Date.now() / 1000) + 100 })).toString('base64url');
+    const body = Buffer.from(JSON.stringify({ ...claims, iss: 'floorcast', exp: Math.floor(Date.now() / 1000) + 100 })).toString(
+      'base64url',
+    );
     await expect(service.verify(`${header}.${body}.`)).rejects.toMatchObject({ status: 401 });
     await expect(service.verify('not-a-jwt')).rejects.toMatchObject({ status: 401 });
   });
 
   it('refuse a token without the organization claim', async () => {
     const service = new TokenService(secret, day);
-    const token = await new SignJWT({ sub: 'x' }).setProtectedHeader({ alg: 'HS256' }).setIssuer('floorcast').setExpirationTime('1h').sign(secret);
+    const token = await new SignJWT({ sub: 'x' })
+      .setProtectedHeader({ alg: 'HS256' })
+      .setIssuer('floorcast')
+      .setExpirationTime('1h')
+      .sign(secret);
     await expect(service.verify(token)).rejects.toMatchObject({ status: 401 });
   });
 

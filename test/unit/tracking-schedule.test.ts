@@ -9,7 +9,10 @@ const paris = trackingScheduleSchema.parse({
     { day: 'mon', from: '13:00', to: '17:00' },
     { day: 'sat', from: '22:00', to: '24:00' },
   ],
-  exceptions: [{ date: '2026-11-30', ranges: [] }, { date: '2026-11-29', ranges: [{ from: '10:00', to: '11:00' }] }],
+  exceptions: [
+    { date: '2026-11-30', ranges: [] },
+    { date: '2026-11-29', ranges: [{ from: '10:00', to: '11:00' }] },
+  ],
 });
 const utc = (iso: string) => Date.parse(iso);
 const fieldsOf = (input: unknown) => {
@@ -46,11 +49,48 @@ describe('tracking schedule', () => {
 
   it('refuses overlapping ranges, an empty or reversed range, an unknown zone and a date twice, naming the field', () => {
     const base = { time_zone: 'UTC', weekly: [] };
-    expect(fieldsOf({ ...base, weekly: [{ day: 'tue', from: '09:00', to: '12:00' }, { day: 'tue', from: '11:00', to: '14:00' }] })).toEqual(['weekly.1']);
-    expect(fieldsOf({ ...base, weekly: [{ day: 'tue', from: '09:00', to: '12:00' }, { day: 'wed', from: '11:00', to: '14:00' }] })).toEqual([]);
+    expect(
+      fieldsOf({
+        ...base,
+        weekly: [
+          { day: 'tue', from: '09:00', to: '12:00' },
+          { day: 'tue', from: '11:00', to: '14:00' },
+        ],
+      }),
+    ).toEqual(['weekly.1']);
+    expect(
+      fieldsOf({
+        ...base,
+        weekly: [
+          { day: 'tue', from: '09:00', to: '12:00' },
+          { day: 'wed', from: '11:00', to: '14:00' },
+        ],
+      }),
+    ).toEqual([]);
     expect(fieldsOf({ ...base, weekly: [{ day: 'tue', from: '12:00', to: '12:00' }] })).toEqual(['weekly.0.to']);
-    expect(fieldsOf({ ...base, exceptions: [{ date: '2026-01-01', ranges: [{ from: '08:00', to: '10:00' }, { from: '07:00', to: '09:00' }] }] })).toEqual(['exceptions.0.ranges.0']);
-    expect(fieldsOf({ ...base, exceptions: [{ date: '2026-01-01', ranges: [] }, { date: '2026-01-01', ranges: [] }] })).toEqual(['exceptions.1.date']);
+    expect(
+      fieldsOf({
+        ...base,
+        exceptions: [
+          {
+            date: '2026-01-01',
+            ranges: [
+              { from: '08:00', to: '10:00' },
+              { from: '07:00', to: '09:00' },
+            ],
+          },
+        ],
+      }),
+    ).toEqual(['exceptions.0.ranges.0']);
+    expect(
+      fieldsOf({
+        ...base,
+        exceptions: [
+          { date: '2026-01-01', ranges: [] },
+          { date: '2026-01-01', ranges: [] },
+        ],
+      }),
+    ).toEqual(['exceptions.1.date']);
     expect(fieldsOf({ ...base, time_zone: 'Mars/Olympus' })).toEqual(['time_zone']);
     expect(fieldsOf({ ...base, weekly: [{ day: 'tue', from: '9:00', to: '25:00' }] })).toEqual(['weekly.0.from', 'weekly.0.to']);
   });

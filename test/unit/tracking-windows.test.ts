@@ -12,7 +12,15 @@ const BOB = '00000000-0000-4000-8000-0000000000b0';
 /** Tracked from 00:00 to 12:00 UTC on Mondays only. */
 const MONDAY_MORNINGS: TrackingSchedule = { time_zone: 'UTC', weekly: [{ day: 'mon', from: '00:00', to: '12:00' }], exceptions: [] };
 const MONDAY = Date.parse('2026-11-23T00:00:00Z');
-const principal: Principal = { userId: ALICE, email: 'a@x', organizationId: ORG, role: 'admin', platformAdmin: false, permission: 'read-write', via: 'jwt' };
+const principal: Principal = {
+  userId: ALICE,
+  email: 'a@x',
+  organizationId: ORG,
+  role: 'admin',
+  platformAdmin: false,
+  permission: 'read-write',
+  via: 'jwt',
+};
 
 /** A stand-in for storage: the schedules by user, and every query it was asked. */
 function fakeStorage(schedules: Map<string, TrackingSchedule | null>) {
@@ -33,7 +41,9 @@ function batchOf(poses: { userId: string | null; at: number; danger?: boolean }[
     items: [],
     receivedAt: MONDAY,
     poses: poses.map((pose) => ({ device_id: 'd', timestamp: pose.at, danger: pose.danger }) as PositionBatch['poses'][number]),
-    records: poses.map((pose) => ({ organizationId: ORG, deviceId: 'd', userId: pose.userId, timestamp: pose.at }) as PositionBatch['records'][number]),
+    records: poses.map(
+      (pose) => ({ organizationId: ORG, deviceId: 'd', userId: pose.userId, timestamp: pose.at }) as PositionBatch['records'][number],
+    ),
     errors: [],
   };
 }
@@ -57,7 +67,11 @@ describe('tracking windows cache and pipeline step', () => {
 
   it('always keeps an alarm-button pose and a pose with no user', async () => {
     const windows = new TrackingWindows(fakeStorage(new Map([[ALICE, MONDAY_MORNINGS]])), new LocalBus<Channels>());
-    const batch = batchOf([{ userId: ALICE, at: MONDAY + 20 * 3_600_000 }, { userId: ALICE, at: MONDAY + 20 * 3_600_000, danger: true }, { userId: null, at: MONDAY + 20 * 3_600_000 }]);
+    const batch = batchOf([
+      { userId: ALICE, at: MONDAY + 20 * 3_600_000 },
+      { userId: ALICE, at: MONDAY + 20 * 3_600_000, danger: true },
+      { userId: null, at: MONDAY + 20 * 3_600_000 },
+    ]);
     await trackingWindowStep(windows).run(batch);
     expect(batch.records.map((record) => record.userId)).toEqual([ALICE, null]);
     expect(batch.poses.map((pose) => pose.danger)).toEqual([true, undefined]);

@@ -30,12 +30,28 @@ class FakeSocket implements SocketLike {
 const limits = { coalesceBytes: 1000, maxBufferBytes: 5000 };
 const TOPIC = 'buildings/1/positions';
 const record = (device: string, n: number): PositionRecord => ({
-  organizationId: 'org', deviceId: device, userId: null, buildingId: 1, floorId: 2, indoor: true, x: n, y: 0,
-  lat: 40, lng: -3, yaw: 0, accuracy: null, timestamp: Date.UTC(2026, 10, 22) + n * 1000, receivedAt: Date.UTC(2026, 10, 22) + n * 1000,
+  organizationId: 'org',
+  deviceId: device,
+  userId: null,
+  buildingId: 1,
+  floorId: 2,
+  indoor: true,
+  x: n,
+  y: 0,
+  lat: 40,
+  lng: -3,
+  yaw: 0,
+  accuracy: null,
+  timestamp: Date.UTC(2026, 10, 22) + n * 1000,
+  receivedAt: Date.UTC(2026, 10, 22) + n * 1000,
 });
 const live = (device: string, n: number) => new LivePosition(record(device, n), null);
 /** One batch's positions for the building topic. */
-const batch = (...positions: [string, number][]) => new TopicPositions(TOPIC, positions.map(([device, n]) => live(device, n)));
+const batch = (...positions: [string, number][]) =>
+  new TopicPositions(
+    TOPIC,
+    positions.map(([device, n]) => live(device, n)),
+  );
 /** The single-position frame a subscriber receives (as JSON text). */
 const position = (device: string, n: number) => positionFrame('json', TOPIC, live(device, n)) as string;
 const alarm = (seq?: number) => JSON.stringify({ op: 'alarm', seq });
@@ -121,7 +137,8 @@ describe('WebSocket slow-consumer policy', () => {
 
 describe('WebSocket feed and alarm limits (issue 28 item 3)', () => {
   const feedLimits = { coalesceBytes: 1000, maxBufferBytes: 50_000, maxFeedBufferBytes: 5000 };
-  const events = () => new TopicEvents('devices/a', DEVICE_EVENT_OPS, [deviceEvent({ id: 7, buildingId: 1, name: 'Sale', info: 'now', url: null }, null)]);
+  const events = () =>
+    new TopicEvents('devices/a', DEVICE_EVENT_OPS, [deviceEvent({ id: 7, buildingId: 1, name: 'Sale', info: 'now', url: null }, null)]);
 
   it('a backlog between the feed limit and the alarm limit still takes alarms, but not events', () => {
     const socket = new FakeSocket();
@@ -176,7 +193,12 @@ describe('BacklogCeiling', () => {
 });
 
 describe('WebSocket batched position frames (?positions=batched)', () => {
-  const frame = (...positions: [string, number][]) => positionsFrame('json', TOPIC, positions.map(([device, n]) => live(device, n))) as string;
+  const frame = (...positions: [string, number][]) =>
+    positionsFrame(
+      'json',
+      TOPIC,
+      positions.map(([device, n]) => live(device, n)),
+    ) as string;
 
   it('sends a batch for a topic as one frame, in order', () => {
     const socket = new FakeSocket();

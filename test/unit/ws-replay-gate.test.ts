@@ -2,7 +2,8 @@ import { describe, expect, it } from 'vitest';
 import { ReplayGate } from '../../gateway/ws/replay-gate.js';
 
 const alarm = (seq: number) => ({ op: 'alarm', topic: 'organization/alarms', data: { seq } });
-const seqs = (frames: readonly (object | undefined)[]) => frames.filter((frame) => frame !== undefined).map((frame) => (frame as ReturnType<typeof alarm>).data.seq);
+const seqs = (frames: readonly (object | undefined)[]) =>
+  frames.filter((frame) => frame !== undefined).map((frame) => (frame as ReturnType<typeof alarm>).data.seq);
 
 /** Replay (from storage) and live pushes meet in the gate: every seq after since_seq once, in order. */
 describe('the replay gate', () => {

@@ -41,7 +41,15 @@ function fakeStorage(rows: { users: { id: string; organization_id: string; crede
 }
 
 const principal = (userId: string, extra: Partial<Principal> = {}): Principal => ({
-  userId, email: `${userId}@x.test`, organizationId: 'org', role: 'user', platformAdmin: false, permission: 'read-write', via: 'apikey', credentialVersion: 0, ...extra,
+  userId,
+  email: `${userId}@x.test`,
+  organizationId: 'org',
+  role: 'user',
+  platformAdmin: false,
+  permission: 'read-write',
+  via: 'apikey',
+  credentialVersion: 0,
+  ...extra,
 });
 const connectionOf = (who: Principal) => {
   const connection = new Connection(new FakeSocket(), 'json', { coalesceBytes: 1000, maxBufferBytes: 5000 });
@@ -56,7 +64,13 @@ describe('SocketRevalidation', () => {
   it('checks a socket authenticated after its key was revoked against storage, and closes it; others are not read', async () => {
     const storage = fakeStorage({ users: [{ id: 'u1', organization_id: 'org', credential_version: 0 }], keys: [] });
     let now = 1000;
-    const revalidation = new SocketRevalidation(storage as unknown as Storage, () => [], logger, { intervalMs: 0, suspectMs: 60_000 }, () => now);
+    const revalidation = new SocketRevalidation(
+      storage as unknown as Storage,
+      () => [],
+      logger,
+      { intervalMs: 0, suspectMs: 60_000 },
+      () => now,
+    );
     const innocent = connectionOf(principal('u2', { apiKeyId: 'k2' }));
     revalidation.authenticated(innocent, undefined);
     expect(storage.reads).toBe(0);
@@ -88,9 +102,14 @@ describe('SocketRevalidation', () => {
       changed: connectionOf(principal('changed', { credentialVersion: 2 })),
       deletedKey: connectionOf(principal('kept', { apiKeyId: 'deleted-key' })),
     };
-    const revalidation = new SocketRevalidation(storage as unknown as Storage, () => Object.values(sockets), logger, { intervalMs: 0, suspectMs: 1 });
+    const revalidation = new SocketRevalidation(storage as unknown as Storage, () => Object.values(sockets), logger, {
+      intervalMs: 0,
+      suspectMs: 1,
+    });
     await revalidation.sweep();
-    const closed = Object.entries(sockets).filter(([, connection]) => connection.closed).map(([name]) => name);
+    const closed = Object.entries(sockets)
+      .filter(([, connection]) => connection.closed)
+      .map(([name]) => name);
     expect(closed.sort()).toEqual(['changed', 'deletedKey', 'gone', 'moved']);
     expect(storage.reads).toBe(2); // one read of users, one of keys, for all of them
   });
@@ -109,7 +128,10 @@ describe('SocketRevalidation', () => {
 
   it('closes a socket when the token it authenticated with expires, not before', () => {
     vi.useFakeTimers({ now: 0 });
-    const revalidation = new SocketRevalidation(fakeStorage({ users: [], keys: [] }) as unknown as Storage, () => [], logger, { intervalMs: 0, suspectMs: 1 });
+    const revalidation = new SocketRevalidation(fakeStorage({ users: [], keys: [] }) as unknown as Storage, () => [], logger, {
+      intervalMs: 0,
+      suspectMs: 1,
+    });
     const socket = connectionOf(principal('u1', { via: 'jwt' }));
     revalidation.authenticated(socket, 90_000);
     vi.advanceTimersByTime(89_999);
@@ -126,7 +148,10 @@ describe('SocketRevalidation', () => {
     vi.useFakeTimers({ now: 0 });
     const storage = fakeStorage({ users: [], keys: [] });
     const socket = connectionOf(principal('gone'));
-    const revalidation = new SocketRevalidation(storage as unknown as Storage, () => [socket], logger, { intervalMs: 30_000, suspectMs: 1 });
+    const revalidation = new SocketRevalidation(storage as unknown as Storage, () => [socket], logger, {
+      intervalMs: 30_000,
+      suspectMs: 1,
+    });
     revalidation.start();
     await vi.advanceTimersByTimeAsync(29_999);
     expect(storage.reads).toBe(0);
@@ -137,9 +162,16 @@ describe('SocketRevalidation', () => {
 
   it('the live feeds sweep every socket when the bus resyncs (an auth:invalidate message may have been lost)', async () => {
     const resyncs: (() => void)[] = [];
-    const bus = { subscribe: async () => undefined, onResync: (listener: () => void) => (resyncs.push(listener), () => undefined) } as unknown as Bus;
+    const bus = {
+      subscribe: async () => undefined,
+      onResync: (listener: () => void) => (resyncs.push(listener), () => undefined),
+    } as unknown as Bus;
     const sweep = vi.fn(async () => undefined);
-    const websockets = { revalidation: { sweep }, recheckDeviceSubscriptions: vi.fn(async () => undefined), registerReplay: () => undefined } as unknown as WebSocketGateway;
+    const websockets = {
+      revalidation: { sweep },
+      recheckDeviceSubscriptions: vi.fn(async () => undefined),
+      registerReplay: () => undefined,
+    } as unknown as WebSocketGateway;
     const realtime = { onFreshPositions: () => undefined };
     await attachLiveFeeds({ bus, realtime, alarms: {} } as never, websockets);
     expect(sweep).not.toHaveBeenCalled();

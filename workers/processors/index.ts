@@ -12,19 +12,23 @@ import { ERASURE_JOB, runErasure } from '../../shared/privacy/erasure.js';
  * workers (`npm run workers`), so a processor is written once. Built from the process's own configuration:
  * what a job may do is decided there, not by the job's data.
  */
-export const processorsFor = (config: Config): ProcessorRegistry => instrumentProcessors({
-  /** Analytics reports (spec 4.4), run in the database. */
-  report: reportProcessor,
-  /** Outbound webhooks: one attempt (a webhook's next fresh delivery, or a retry), then what follows from it. */
-  [WEBHOOK_DELIVERY_JOB]: webhookDeliveryProcessor(policyOf(config)),
-  /** Erasure of one person's history (issue 32), from its `erasure_requests` row; resumes where a run stopped. */
-  [ERASURE_JOB]: async (data: { id: string }, { storage }) => runErasure(storage, data.id),
-  /** Diagnostics: proves a worker is consuming and can reach storage (`npm run admin -- check-workers`). */
-  'storage-check': async (_data, { storage }) => {
-    const [row] = await storage.execute<{ now: string }>('select now()::text as now');
-    return { storage: storage.kind, databaseTime: row?.now ?? null };
-  },
-}, reportOf);
+export const processorsFor = (config: Config): ProcessorRegistry =>
+  instrumentProcessors(
+    {
+      /** Analytics reports (spec 4.4), run in the database. */
+      report: reportProcessor,
+      /** Outbound webhooks: one attempt (a webhook's next fresh delivery, or a retry), then what follows from it. */
+      [WEBHOOK_DELIVERY_JOB]: webhookDeliveryProcessor(policyOf(config)),
+      /** Erasure of one person's history (issue 32), from its `erasure_requests` row; resumes where a run stopped. */
+      [ERASURE_JOB]: async (data: { id: string }, { storage }) => runErasure(storage, data.id),
+      /** Diagnostics: proves a worker is consuming and can reach storage (`npm run admin -- check-workers`). */
+      'storage-check': async (_data, { storage }) => {
+        const [row] = await storage.execute<{ now: string }>('select now()::text as now');
+        return { storage: storage.kind, databaseTime: row?.now ?? null };
+      },
+    },
+    reportOf,
+  );
 
 /** The report a `report` job runs, when it is one we know (a metrics label: never an arbitrary string). */
 function reportOf(name: string, data: unknown): string | undefined {

@@ -25,7 +25,11 @@ export const reportProcessor: Processor = async (job: ReportJob, { storage }, li
   const answer: ReportResult = {
     meta: result.meta,
     rows: result.rows,
-    statistics: { rows_read: result.rowsRead, rows_returned: result.rows.length, elapsed_ms: Math.round((performance.now() - started) * 100) / 100 },
+    statistics: {
+      rows_read: result.rowsRead,
+      rows_returned: result.rows.length,
+      elapsed_ms: Math.round((performance.now() - started) * 100) / 100,
+    },
   };
   // Written here, once, as the route sends it (report-output.ts): the rows never travel.
   return render ? renderReport(answer, render) : answer;

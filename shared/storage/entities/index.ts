@@ -33,6 +33,19 @@ export * from './user.entity.js';
 
 /** Every entity the ORM knows; the schema itself is owned by the migrations, never by diffing. */
 export const allEntities = [
-  OrganizationSchema, UserSchema, GroupSchema, DeviceSchema, ApiKeySchema, RefreshTokenSchema,
-  BuildingSchema, FloorSchema, PoiCategorySchema, PoiSchema, EventSchema, GeofenceSchema, BuildingPathsSchema, InfrastructureSchema,
-  ImageSchema];
+  OrganizationSchema,
+  UserSchema,
+  GroupSchema,
+  DeviceSchema,
+  ApiKeySchema,
+  RefreshTokenSchema,
+  BuildingSchema,
+  FloorSchema,
+  PoiCategorySchema,
+  PoiSchema,
+  EventSchema,
+  GeofenceSchema,
+  BuildingPathsSchema,
+  InfrastructureSchema,
+  ImageSchema,
+];

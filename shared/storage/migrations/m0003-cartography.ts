@@ -51,7 +51,9 @@ export class M0003Cartography extends Migration {
       created_at timestamptz not null default now(),
       updated_at timestamptz not null default now()
     )`);
-    this.addSql(`create unique index poi_categories_code_idx on poi_categories (coalesce(organization_id, '00000000-0000-0000-0000-000000000000'::uuid), code)`);
+    this.addSql(
+      `create unique index poi_categories_code_idx on poi_categories (coalesce(organization_id, '00000000-0000-0000-0000-000000000000'::uuid), code)`,
+    );
     // Platform defaults: public, read-only, visible to every organization.
     this.addSql(`insert into poi_categories (organization_id, name_en, name_es, code, public) values
       (null, 'No category', 'Sin categoría', 'situm-default', true),

@@ -51,7 +51,9 @@ export class M0006DetectionAndAlarms extends Migration {
       created_at timestamptz not null default now(),
       updated_at timestamptz not null default now()
     )`);
-    this.addSql(`create unique index alarms_one_open_idx on alarms (organization_id, type, coalesce(device_id, ''), coalesce(geofence_id, '00000000-0000-0000-0000-000000000000'::uuid)) where state = 'OPEN'`);
+    this.addSql(
+      `create unique index alarms_one_open_idx on alarms (organization_id, type, coalesce(device_id, ''), coalesce(geofence_id, '00000000-0000-0000-0000-000000000000'::uuid)) where state = 'OPEN'`,
+    );
     this.addSql(`create index alarms_organization_idx on alarms (organization_id, created_at desc)`);
     this.addSql(`create table alarm_events (
       organization_id uuid not null references organizations(id) on delete cascade,

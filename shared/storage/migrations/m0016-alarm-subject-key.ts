@@ -8,6 +8,8 @@ import { Migration } from '@mikro-orm/migrations';
 export class M0016AlarmSubjectKey extends Migration {
   override async up(): Promise<void> {
     this.addSql(`drop index if exists alarms_one_open_idx`);
-    this.addSql(`create unique index alarms_one_open_idx on alarms (organization_id, type, coalesce(device_id, ''), coalesce(geofence_id, '00000000-0000-0000-0000-000000000000'::uuid), coalesce(user_id, '00000000-0000-0000-0000-000000000000'::uuid)) where state = 'OPEN'`);
+    this.addSql(
+      `create unique index alarms_one_open_idx on alarms (organization_id, type, coalesce(device_id, ''), coalesce(geofence_id, '00000000-0000-0000-0000-000000000000'::uuid), coalesce(user_id, '00000000-0000-0000-0000-000000000000'::uuid)) where state = 'OPEN'`,
+    );
   }
 }

@@ -9,7 +9,9 @@ import { Migration } from '@mikro-orm/migrations';
  */
 export class M0017WebhookLanes extends Migration {
   override async up(): Promise<void> {
-    this.addSql(`alter table webhook_deliveries add column order_key text, add column priority smallint not null default 1, add column sending_until timestamptz`);
+    this.addSql(
+      `alter table webhook_deliveries add column order_key text, add column priority smallint not null default 1, add column sending_until timestamptz`,
+    );
     this.addSql(`update webhook_deliveries set priority = 0 where event_type = 'alarm.raised'`);
     this.addSql(
       `update webhook_deliveries set order_key = case
@@ -17,9 +19,13 @@ export class M0017WebhookLanes extends Migration {
          else 'device:' || (payload::jsonb -> 'data' ->> 'device_id') end
        where status = 'pending'`,
     );
-    this.addSql(`create index webhook_deliveries_fresh_idx on webhook_deliveries (webhook_id, priority, seq) where status = 'pending' and attempts = 0`);
+    this.addSql(
+      `create index webhook_deliveries_fresh_idx on webhook_deliveries (webhook_id, priority, seq) where status = 'pending' and attempts = 0`,
+    );
     this.addSql(`create index webhook_deliveries_order_idx on webhook_deliveries (webhook_id, order_key, seq) where status = 'pending'`);
-    this.addSql(`create index webhook_deliveries_retry_idx on webhook_deliveries (next_attempt_at) where status = 'pending' and attempts > 0`);
+    this.addSql(
+      `create index webhook_deliveries_retry_idx on webhook_deliveries (next_attempt_at) where status = 'pending' and attempts > 0`,
+    );
     this.addSql(`create index webhook_deliveries_settled_idx on webhook_deliveries (status, updated_at) where status <> 'pending'`);
   }
 }

@@ -18,6 +18,8 @@ export class M0018SilenceStormsAndContact extends Migration {
       add column storm_min_devices integer null check (storm_min_devices is null or storm_min_devices >= 0)`);
     this.addSql(`alter table organizations add column deadman_auto_close boolean not null default false`);
     this.addSql(`drop index alarms_one_open_idx`);
-    this.addSql(`create unique index alarms_one_open_idx on alarms (organization_id, type, coalesce(device_id, case when user_id is null then 'building:' || building_id::text end, ''), coalesce(geofence_id, '00000000-0000-0000-0000-000000000000'::uuid), coalesce(user_id, '00000000-0000-0000-0000-000000000000'::uuid)) where state = 'OPEN'`);
+    this.addSql(
+      `create unique index alarms_one_open_idx on alarms (organization_id, type, coalesce(device_id, case when user_id is null then 'building:' || building_id::text end, ''), coalesce(geofence_id, '00000000-0000-0000-0000-000000000000'::uuid), coalesce(user_id, '00000000-0000-0000-0000-000000000000'::uuid)) where state = 'OPEN'`,
+    );
   }
 }

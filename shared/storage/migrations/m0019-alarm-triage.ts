@@ -21,6 +21,8 @@ export class M0019AlarmTriage extends Migration {
     this.addSql(`create index alarms_unscheduled_idx on alarms (type) where state = 'OPEN' and escalate_at is null`);
     this.addSql(`create index alarms_escalate_at_idx on alarms (escalate_at) where state = 'OPEN'`);
     this.addSql(`alter table alarm_events drop constraint alarm_events_kind_check`);
-    this.addSql(`alter table alarm_events add constraint alarm_events_kind_check check (kind in ('raised', 'updated', 'state_changed', 'escalated'))`);
+    this.addSql(
+      `alter table alarm_events add constraint alarm_events_kind_check check (kind in ('raised', 'updated', 'state_changed', 'escalated'))`,
+    );
   }
 }

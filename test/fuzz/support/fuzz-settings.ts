@@ -44,12 +44,19 @@ export const checkParameters = (runs = FUZZ_RUNS): fc.Parameters<unknown> => ({
 });
 
 /** One failed property, ready to print: what to run to replay it and the shrunk input. */
-export function describeFailure(subject: string, details: fc.RunDetails<unknown>, render: (counterexample: unknown) => string, file: string): string {
+export function describeFailure(
+  subject: string,
+  details: fc.RunDetails<unknown>,
+  render: (counterexample: unknown) => string,
+  file: string,
+): string {
   const error = details.errorInstance instanceof Error ? details.errorInstance.message : String(details.errorInstance);
   return [
     `✗ ${subject} (after ${details.numRuns} runs, ${details.numShrinks} shrinks)`,
     `  replay: FUZZ_SEED=${details.seed} FUZZ_ONLY='${subject}' FUZZ_PATH='${details.counterexamplePath}' npx vitest run ${file}`,
-    `  ${render((details.counterexample as unknown[] | null)?.[0]).split('\n').join('\n  ')}`,
+    `  ${render((details.counterexample as unknown[] | null)?.[0])
+      .split('\n')
+      .join('\n  ')}`,
     `  ${error.split('\n').join('\n  ')}`,
   ].join('\n');
 }

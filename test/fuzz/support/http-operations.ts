@@ -64,8 +64,13 @@ const bodyHints: Record<string, fc.Arbitrary<unknown>> = {
   'POST /api/v1/realtime/positions': fc.record({ poses: fc.array(validValue(POSE_SCHEMA), { minLength: 1, maxLength: 4 }) }),
   'PUT /api/v1/buildings/{building_id}/paths': fc.integer({ min: 0, max: 4 }).chain((count) =>
     fc.record({
-      nodes: fc.constant(Array.from({ length: count }, (_, index) => ({ id: index + 1, floor_id: new SeededRef('floor'), x: index, y: index }))),
-      links: fc.array(fc.record({ source: fc.integer({ min: 1, max: Math.max(count, 1) }), target: fc.integer({ min: 1, max: Math.max(count, 1) }) }), { maxLength: count }),
+      nodes: fc.constant(
+        Array.from({ length: count }, (_, index) => ({ id: index + 1, floor_id: new SeededRef('floor'), x: index, y: index })),
+      ),
+      links: fc.array(
+        fc.record({ source: fc.integer({ min: 1, max: Math.max(count, 1) }), target: fc.integer({ min: 1, max: Math.max(count, 1) }) }),
+        { maxLength: count },
+      ),
     }),
   ),
 };
@@ -86,9 +91,17 @@ export function operationsOf(document: any): Operation[] {
         });
       const queryParams = (operation.parameters ?? [])
         .filter((parameter: any) => parameter.in === 'query')
-        .map((parameter: any) => ({ name: parameter.name as string, required: Boolean(parameter.required), schema: parameter.schema as JsonSchema }));
+        .map((parameter: any) => ({
+          name: parameter.name as string,
+          required: Boolean(parameter.required),
+          schema: parameter.schema as JsonSchema,
+        }));
       const content = operation.requestBody?.content ?? {};
-      const body = content['application/json'] ? (content['application/json'].schema as JsonSchema) : content['multipart/form-data'] ? 'multipart' : undefined;
+      const body = content['application/json']
+        ? (content['application/json'].schema as JsonSchema)
+        : content['multipart/form-data']
+          ? 'multipart'
+          : undefined;
       operations.push({ key: `${method.toUpperCase()} ${path}`, method: method.toUpperCase(), path, pathParams, queryParams, body });
     }
   }
@@ -114,7 +127,16 @@ export type BodyTransport =
   | { kind: 'empty' }
   | { kind: 'oversize' };
 
-export type MultipartCase = 'png' | 'gif' | 'garbage-file' | 'no-file-part' | 'wrong-boundary' | 'truncated' | 'not-multipart' | 'huge-header' | 'empty';
+export type MultipartCase =
+  | 'png'
+  | 'gif'
+  | 'garbage-file'
+  | 'no-file-part'
+  | 'wrong-boundary'
+  | 'truncated'
+  | 'not-multipart'
+  | 'huge-header'
+  | 'empty';
 
 /** A request before the seeded ids are filled in: what fast-check generates, shrinks and prints. */
 export interface SymbolicRequest {
@@ -157,10 +179,19 @@ function queryEntries(operation: Operation): fc.Arbitrary<SymbolicRequest['query
   const perParam = operation.queryParams.map((parameter) =>
     fc.oneof(
       { weight: parameter.required ? 1 : 3, arbitrary: fc.constant([]) },
-      { weight: 4, arbitrary: fc.array(fc.record({ name: fc.constant(parameter.name), value: queryValue(parameter.name, parameter.schema), brackets: fc.boolean() }), { minLength: 1, maxLength: 2 }) },
+      {
+        weight: 4,
+        arbitrary: fc.array(
+          fc.record({ name: fc.constant(parameter.name), value: queryValue(parameter.name, parameter.schema), brackets: fc.boolean() }),
+          { minLength: 1, maxLength: 2 },
+        ),
+      },
     ),
   );
-  const unknown = fc.array(fc.record({ name: fc.constantFrom('unknown', '__proto__', '', 'x'.repeat(300), '%00'), value: hostileUrlText, brackets: fc.boolean() }), { maxLength: 1 });
+  const unknown = fc.array(
+    fc.record({ name: fc.constantFrom('unknown', '__proto__', '', 'x'.repeat(300), '%00'), value: hostileUrlText, brackets: fc.boolean() }),
+    { maxLength: 1 },
+  );
   return fc.tuple(fc.tuple(...perParam), unknown).map(([known, extra]) => [...known.flat(), ...extra]);
 }
 
@@ -191,11 +222,31 @@ const bodyTransport: fc.Arbitrary<BodyTransport> = fc.oneof(
     weight: 1,
     arbitrary: fc.record({
       kind: fc.constant('text' as const),
-      text: fc.constantFrom('{', '}', '{"a":', 'nul', '[1,]', "{'a':1}", '\u0000', '\ufeff{}', '{"a":1}{"b":2}', 'NaN', '{"__proto__":{"admin":true}}', ''),
+      text: fc.constantFrom(
+        '{',
+        '}',
+        '{"a":',
+        'nul',
+        '[1,]',
+        "{'a':1}",
+        '\u0000',
+        '\ufeff{}',
+        '{"a":1}{"b":2}',
+        'NaN',
+        '{"__proto__":{"admin":true}}',
+        '',
+      ),
       contentType: fc.constant('application/json'),
     }),
   },
-  { weight: 5, arbitrary: fc.record({ kind: fc.constant('bytes' as const), bytes: fc.uint8Array({ minLength: 1, maxLength: 64 }), contentType: fc.option(contentTypes, { nil: 'application/json' }) }) },
+  {
+    weight: 5,
+    arbitrary: fc.record({
+      kind: fc.constant('bytes' as const),
+      bytes: fc.uint8Array({ minLength: 1, maxLength: 64 }),
+      contentType: fc.option(contentTypes, { nil: 'application/json' }),
+    }),
+  },
   { weight: 5, arbitrary: fc.constant<BodyTransport>({ kind: 'empty' }) },
   { weight: 1, arbitrary: fc.constant<BodyTransport>({ kind: 'oversize' }) },
 );
@@ -209,9 +260,25 @@ export function requestArbitrary(operation: Operation): fc.Arbitrary<SymbolicReq
     body = fc.record({ value: valid, mutation: bodyMutation, transport: bodyTransport });
   } else if (operation.method !== 'GET' && operation.method !== 'DELETE') {
     // A body the operation does not take: it must still be refused or ignored cleanly.
-    body = fc.option(fc.record({ value: hostileValue, mutation: fc.constant<BodyMutation>({ kind: 'none' }), transport: bodyTransport }), { nil: undefined, freq: 3 });
+    body = fc.option(fc.record({ value: hostileValue, mutation: fc.constant<BodyMutation>({ kind: 'none' }), transport: bodyTransport }), {
+      nil: undefined,
+      freq: 3,
+    });
   }
-  const multipart = operation.body === 'multipart' ? fc.constantFrom<MultipartCase>('png', 'gif', 'garbage-file', 'no-file-part', 'wrong-boundary', 'truncated', 'not-multipart', 'huge-header', 'empty') : fc.constant(undefined);
+  const multipart =
+    operation.body === 'multipart'
+      ? fc.constantFrom<MultipartCase>(
+          'png',
+          'gif',
+          'garbage-file',
+          'no-file-part',
+          'wrong-boundary',
+          'truncated',
+          'not-multipart',
+          'huge-header',
+          'empty',
+        )
+      : fc.constant(undefined);
   return fc.record({ auth: authMode, path, query: queryEntries(operation), body, multipart }, { requiredKeys: ['auth', 'path', 'query'] });
 }
 
@@ -242,7 +309,9 @@ const freeText = (schema: JsonSchema): boolean =>
  * NUL in text, so each must be refused before it gets there. Random mutations reach a given field only now and then.
  */
 export function nulEverywhere(operation: Operation): fc.Arbitrary<SymbolicRequest> {
-  const path = fc.tuple(...operation.pathParams.map((parameter) => (operation.method === 'DELETE' ? fc.constant('a%00b') : ref(parameter.kind))));
+  const path = fc.tuple(
+    ...operation.pathParams.map((parameter) => (operation.method === 'DELETE' ? fc.constant('a%00b') : ref(parameter.kind))),
+  );
   const texts = operation.queryParams.filter((parameter) => freeText(parameter.schema));
   const bodySchema = operation.body && operation.body !== 'multipart' ? operation.body : undefined;
   const valid: fc.Arbitrary<unknown> = bodySchema ? (bodyHints[operation.key] ?? validValue(bodySchema)) : fc.constant(undefined);
@@ -253,7 +322,13 @@ export function nulEverywhere(operation: Operation): fc.Arbitrary<SymbolicReques
       auth: 'admin',
       path: pathValues,
       query: queryHit ? [{ name: texts[at % texts.length]!.name, value: 'a%00b', brackets: false }] : [],
-      body: bodySchema ? { value: queryHit ? value : withNul(value, at), mutation: { kind: 'none' }, transport: { kind: 'json', contentType: 'application/json' } } : undefined,
+      body: bodySchema
+        ? {
+            value: queryHit ? value : withNul(value, at),
+            mutation: { kind: 'none' },
+            transport: { kind: 'json', contentType: 'application/json' },
+          }
+        : undefined,
     };
   });
 }
@@ -264,8 +339,7 @@ function spots(value: unknown, path: (string | number)[] = [], out: (string | nu
   if (value instanceof SeededRef || value instanceof RawJson || value === null || typeof value !== 'object') return out;
   if (Array.isArray(value)) {
     for (const [index, item] of value.entries()) spots(item, [...path, index], out);
-  }
-  else for (const key of Object.keys(value)) spots((value as Record<string, unknown>)[key], [...path, key], out);
+  } else for (const key of Object.keys(value)) spots((value as Record<string, unknown>)[key], [...path, key], out);
   return out;
 }
 
@@ -285,7 +359,16 @@ export function mutate(value: unknown, mutation: BodyMutation): unknown {
       ? all.filter((path) => path.length > 0)
       : mutation.kind === 'delete'
         ? all.filter((path) => path.length > 0 && typeof path[path.length - 1] === 'string')
-        : all.filter((path) => { const target = at(copy, path); return target !== null && typeof target === 'object' && !Array.isArray(target) && !(target instanceof SeededRef) && !(target instanceof RawJson); });
+        : all.filter((path) => {
+            const target = at(copy, path);
+            return (
+              target !== null &&
+              typeof target === 'object' &&
+              !Array.isArray(target) &&
+              !(target instanceof SeededRef) &&
+              !(target instanceof RawJson)
+            );
+          });
   if (candidates.length === 0) return mutation.kind === 'replace' ? (mutation as { value: unknown }).value : copy;
   const path = candidates[mutation.at % candidates.length]!;
   if (mutation.kind === 'add') {
@@ -318,7 +401,8 @@ export function serialize(value: unknown, world: SeededWorld): string {
       raws.push(original.text);
       return `\u0001raw${raws.length - 1}\u0001`;
     }
-    if (original instanceof SeededRef) return /^\d+$/.test(world.ids[original.kind]) ? Number(world.ids[original.kind]) : world.ids[original.kind];
+    if (original instanceof SeededRef)
+      return /^\d+$/.test(world.ids[original.kind]) ? Number(world.ids[original.kind]) : world.ids[original.kind];
     if (typeof original === 'number' && key === 'timestamp' && original === 1_700_000_000_000) return freshTimestamp();
     return replaced;
   });
@@ -333,9 +417,16 @@ export interface ConcreteRequest {
   body?: string | Buffer;
 }
 
-const resolve = (value: SeededRef | string, world: SeededWorld) => (value instanceof SeededRef ? encodeURIComponent(world.ids[value.kind]) : value);
+const resolve = (value: SeededRef | string, world: SeededWorld) =>
+  value instanceof SeededRef ? encodeURIComponent(world.ids[value.kind]) : value;
 
-export async function concrete(operation: Operation, request: SymbolicRequest, world: SeededWorld, baseUrl: string, maxBodyBytes: number): Promise<ConcreteRequest> {
+export async function concrete(
+  operation: Operation,
+  request: SymbolicRequest,
+  world: SeededWorld,
+  baseUrl: string,
+  maxBodyBytes: number,
+): Promise<ConcreteRequest> {
   let path = operation.path;
   operation.pathParams.forEach((parameter, index) => {
     path = path.replace(`{${parameter.name}}`, resolve(request.path[index]!, world));
@@ -402,7 +493,8 @@ async function multipartBody(kind: MultipartCase, set: (body: Buffer) => void): 
   const form = new FormData();
   if (kind === 'png') form.append('image', blobOf(pngBytes(2, 2), 'image/png'), 'a.png');
   else if (kind === 'gif') form.append('image', blobOf(gifBytes(), 'image/gif'), 'a.gif');
-  else if (kind === 'garbage-file') form.append('image', blobOf(Buffer.from('\u0000\u00ff garbage \ud800 not an image'), 'image/png'), '\u0000.png');
+  else if (kind === 'garbage-file')
+    form.append('image', blobOf(Buffer.from('\u0000\u00ff garbage \ud800 not an image'), 'image/png'), '\u0000.png');
   else form.append('rtf', 'no file here');
   const encoded = await encodeForm(form);
   switch (kind) {
@@ -416,7 +508,13 @@ async function multipartBody(kind: MultipartCase, set: (body: Buffer) => void): 
       set(Buffer.from('{"image":"x"}'));
       return { 'content-type': 'application/json' };
     case 'huge-header':
-      set(Buffer.concat([Buffer.from(`--b\r\nContent-Disposition: form-data; name="image"; filename="${'x'.repeat(70_000)}"\r\n\r\n`), pngBytes(1, 1), Buffer.from('\r\n--b--\r\n')]));
+      set(
+        Buffer.concat([
+          Buffer.from(`--b\r\nContent-Disposition: form-data; name="image"; filename="${'x'.repeat(70_000)}"\r\n\r\n`),
+          pngBytes(1, 1),
+          Buffer.from('\r\n--b--\r\n'),
+        ]),
+      );
       return { 'content-type': 'multipart/form-data; boundary=b' };
     case 'empty':
       set(Buffer.alloc(0));
@@ -434,7 +532,12 @@ export interface Outcome {
 }
 
 export async function send(request: ConcreteRequest): Promise<Outcome> {
-  const response = await fetch(request.url, { method: request.method, headers: request.headers, body: request.body as BodyInit | undefined, signal: AbortSignal.timeout(30_000) });
+  const response = await fetch(request.url, {
+    method: request.method,
+    headers: request.headers,
+    body: request.body as BodyInit | undefined,
+    signal: AbortSignal.timeout(30_000),
+  });
   return { status: response.status, contentType: response.headers.get('content-type') ?? '', text: await response.text() };
 }
 
@@ -442,21 +545,33 @@ export async function send(request: ConcreteRequest): Promise<Outcome> {
 export function violations(outcome: Outcome): string | undefined {
   if (outcome.status >= 500) return `answered ${outcome.status}: ${clip(outcome.text, 400)}`;
   if (outcome.status < 400) return undefined;
-  if (!outcome.contentType.includes('application/json')) return `a ${outcome.status} whose content-type is "${outcome.contentType}", not JSON: ${clip(outcome.text, 200)}`;
+  if (!outcome.contentType.includes('application/json'))
+    return `a ${outcome.status} whose content-type is "${outcome.contentType}", not JSON: ${clip(outcome.text, 200)}`;
   let body: any;
   try {
     body = JSON.parse(outcome.text);
   } catch {
     return `a ${outcome.status} whose body is not JSON: ${clip(outcome.text, 200)}`;
   }
-  if (body === null || typeof body !== 'object' || body.status !== outcome.status || typeof body.code !== 'string' || typeof body.message !== 'string') {
+  if (
+    body === null ||
+    typeof body !== 'object' ||
+    body.status !== outcome.status ||
+    typeof body.code !== 'string' ||
+    typeof body.message !== 'string'
+  ) {
     return `a ${outcome.status} whose body is not {status, code, message} with the same status: ${clip(outcome.text, 300)}`;
   }
   return undefined;
 }
 
 export function renderRequest(request: ConcreteRequest): string {
-  const body = request.body === undefined ? '' : `\n${clip(typeof request.body === 'string' ? request.body : `<${request.body.length} bytes> ${JSON.stringify(request.body.subarray(0, 120).toString('latin1'))}`)}`;
-  const headers = Object.entries(request.headers).map(([name, value]) => `${name}: ${clip(value, 80)}`).join('\n');
+  const body =
+    request.body === undefined
+      ? ''
+      : `\n${clip(typeof request.body === 'string' ? request.body : `<${request.body.length} bytes> ${JSON.stringify(request.body.subarray(0, 120).toString('latin1'))}`)}`;
+  const headers = Object.entries(request.headers)
+    .map(([name, value]) => `${name}: ${clip(value, 80)}`)
+    .join('\n');
   return `${request.method} ${clip(request.url, 400)}\n${headers}${body}`;
 }

@@ -53,7 +53,8 @@ export const NOT_ROUND_TRIPPED: Record<string, string> = {
   'POST /api/v1/buildings/{id}/evacuations/{evacuation}/end': 'takes no body',
   'POST /api/v1/buildings/{id}/evacuations/{evacuation}/roll/{entry}/safe':
     'three path ids where the suite fills one; its comment reads back in test/integration/evacuation.test.ts',
-  'POST /api/v1/users/{id}/erasure': 'takes only two instants; what it stores is read back by its own GET in test/integration/privacy.test.ts',
+  'POST /api/v1/users/{id}/erasure':
+    'takes only two instants; what it stores is read back by its own GET in test/integration/privacy.test.ts',
 };
 
 /** Names the routes trim (`z.string().trim()`): they read back without spaces at either end. */
@@ -61,19 +62,73 @@ const trimmed = (...fields: string[]): Record<string, ReadCheck[]> =>
   Object.fromEntries(fields.map((field) => [field, [{ read: (object: any) => [object[field]], expected: (sent: string) => sent.trim() }]]));
 
 const position = (context: RoundTripContext, x = 5) => ({ floor_id: Number(context.ids.floor), cartesians: { x, y: 5 } });
-const building = (context: RoundTripContext) => ({ name: `Building ${context.unique()}`, description: 'd', info: 'i', location: { lat: 40.4, lng: -3.7 }, dimensions: { width: 50, length: 30 }, custom_fields: [{ key: 'k', value: 'v' }] });
-const user = (context: RoundTripContext) => ({ email: `round-trip-${context.unique()}@example.test`, password: 'password-1', role: 'user', full_name: 'F', code: 'c', locale: 'en', info: 'i' });
-const floor = (context: RoundTripContext, level: number, buildingId = context.ids.building) => ({ building_id: Number(buildingId), level, name: 'F', custom_fields: [{ key: 'k', value: 'v' }] });
-const poi = (context: RoundTripContext) => ({ building_id: Number(context.ids.building), name: 'Lift', info: 'i', position: position(context), custom_fields: [{ key: 'k', value: 'v' }] });
-const event = (context: RoundTripContext) => ({ building_id: Number(context.ids.building), name: 'Promo', info: '<p>x</p>', url: 'https://example.test/promo', position: { ...position(context), radius: 3 }, custom_fields: [{ key: 'k', value: 'v' }] });
-const geofence = (context: RoundTripContext) => ({
-  name: 'Hall', code: 'c', description: 'd', info: 'i', building_id: Number(context.ids.building), floor_id: Number(context.ids.floor), type: 'POLYGON', cartesians: squareCartesians(1, 1, 10), custom_fields: [{ key: 'k', value: 'v' }],
+const building = (context: RoundTripContext) => ({
+  name: `Building ${context.unique()}`,
+  description: 'd',
+  info: 'i',
+  location: { lat: 40.4, lng: -3.7 },
+  dimensions: { width: 50, length: 30 },
+  custom_fields: [{ key: 'k', value: 'v' }],
 });
-const infrastructure = (context: RoundTripContext) => ({ building_id: Number(context.ids.building), type: 'wifi', bssid: '00:11:22:33:44:55', name: 'AP', ssid: 'net', position: position(context, 1) });
-const trackingWindow = () => ({ time_zone: 'Europe/Paris', weekly: [{ day: 'mon', from: '08:00', to: '17:00' }], exceptions: [{ date: '2026-12-25', ranges: [] }] });
+const user = (context: RoundTripContext) => ({
+  email: `round-trip-${context.unique()}@example.test`,
+  password: 'password-1',
+  role: 'user',
+  full_name: 'F',
+  code: 'c',
+  locale: 'en',
+  info: 'i',
+});
+const floor = (context: RoundTripContext, level: number, buildingId = context.ids.building) => ({
+  building_id: Number(buildingId),
+  level,
+  name: 'F',
+  custom_fields: [{ key: 'k', value: 'v' }],
+});
+const poi = (context: RoundTripContext) => ({
+  building_id: Number(context.ids.building),
+  name: 'Lift',
+  info: 'i',
+  position: position(context),
+  custom_fields: [{ key: 'k', value: 'v' }],
+});
+const event = (context: RoundTripContext) => ({
+  building_id: Number(context.ids.building),
+  name: 'Promo',
+  info: '<p>x</p>',
+  url: 'https://example.test/promo',
+  position: { ...position(context), radius: 3 },
+  custom_fields: [{ key: 'k', value: 'v' }],
+});
+const geofence = (context: RoundTripContext) => ({
+  name: 'Hall',
+  code: 'c',
+  description: 'd',
+  info: 'i',
+  building_id: Number(context.ids.building),
+  floor_id: Number(context.ids.floor),
+  type: 'POLYGON',
+  cartesians: squareCartesians(1, 1, 10),
+  custom_fields: [{ key: 'k', value: 'v' }],
+});
+const infrastructure = (context: RoundTripContext) => ({
+  building_id: Number(context.ids.building),
+  type: 'wifi',
+  bssid: '00:11:22:33:44:55',
+  name: 'AP',
+  ssid: 'net',
+  position: position(context, 1),
+});
+const trackingWindow = () => ({
+  time_zone: 'Europe/Paris',
+  weekly: [{ day: 'mon', from: '08:00', to: '17:00' }],
+  exceptions: [{ date: '2026-12-25', ranges: [] }],
+});
 const trackingWindowText: Record<string, string> = {
   time_zone: 'an IANA time zone name: any other text is 422',
-  'weekly[].from': 'HH:MM', 'weekly[].to': 'HH:MM', 'exceptions[].date': 'YYYY-MM-DD',
+  'weekly[].from': 'HH:MM',
+  'weekly[].to': 'HH:MM',
+  'exceptions[].date': 'YYYY-MM-DD',
 };
 const webhook = () => ({ url: 'https://example.test/hook', events: ['alarm.raised'], description: 'd' });
 /** A URL around the text: webhooks refuse what is not one, and must read back exactly what they took. */
@@ -94,7 +149,7 @@ const eventChecks: Record<string, ReadCheck[]> = {
     { read: (object) => [object.info], expected: (sent) => sanitiseEventHtml(sent) },
   ],
 };
-const geofenceNotWritten = { organization_id: 'not free text: only the caller\'s own organization id is taken (anything else is 422)' };
+const geofenceNotWritten = { organization_id: "not free text: only the caller's own organization id is taken (anything else is 422)" };
 const roleNotWritten = { role: 'not free text: a role name or one of its aliases (the malformed-request fuzz covers the rest)' };
 const alarmComment: ReadCheck[] = [{ read: (alarm) => [alarm.history.at(-1)?.comment], expected: (sent) => sent }];
 
@@ -106,15 +161,22 @@ export const WRITE_FIXTURES: Record<string, WriteFixture> = {
     body: () => ({ permission: 'read-only', description: 'd' }),
     read: async (context, response) => {
       const keys = await context.client.get('/api/v1/auth/apikeys');
-      const list = Array.isArray(keys.body) ? keys.body : keys.body.content ?? keys.body.data;
+      const list = Array.isArray(keys.body) ? keys.body : (keys.body.content ?? keys.body.data);
       return list.find((key: { id: string }) => key.id === response.body.id);
     },
   },
   'POST /api/v1/organizations': {
     runs: 4,
-    body: (context) => ({ name: `Org ${context.unique()}`, admin: { email: `org-admin-${context.unique()}@example.test`, password: 'password-1', full_name: 'A' } }),
+    body: (context) => ({
+      name: `Org ${context.unique()}`,
+      admin: { email: `org-admin-${context.unique()}@example.test`, password: 'password-1', full_name: 'A' },
+    }),
     read: async (context, response, _path, sent) => {
-      const tokens = await login(context.client.withHeaders({ authorization: '' }), response.body.admin.email, (sent as { admin: { password: string } }).admin.password);
+      const tokens = await login(
+        context.client.withHeaders({ authorization: '' }),
+        response.body.admin.email,
+        (sent as { admin: { password: string } }).admin.password,
+      );
       const admin = context.client.withToken(tokens.access_token);
       const organization = (await admin.get('/api/v1/organizations/current_organization')).body;
       return { ...organization, admin: (await admin.get(`/api/v1/users/${response.body.admin.id}`)).body };
@@ -129,16 +191,49 @@ export const WRITE_FIXTURES: Record<string, WriteFixture> = {
     notReadable: { password: 'write-only' },
     notWritten: roleNotWritten,
   },
-  'PATCH /api/v1/users/{id}': { body: () => ({ full_name: 'F', code: 'c', locale: 'en', info: 'i' }), target: async (context) => context.ids.user, notReadable: { password: 'write-only' }, notWritten: { ...roleNotWritten, password: 'changing the victim\'s password is PUT\'s and POST\'s job' } },
+  'PATCH /api/v1/users/{id}': {
+    body: () => ({ full_name: 'F', code: 'c', locale: 'en', info: 'i' }),
+    target: async (context) => context.ids.user,
+    notReadable: { password: 'write-only' },
+    notWritten: { ...roleNotWritten, password: "changing the victim's password is PUT's and POST's job" },
+  },
   'POST /api/v1/groups': { body: () => ({ name: 'G', description: 'd' }), unique: ['name'], checks: trimmed('name') },
-  'PUT /api/v1/groups/{id}': { body: () => ({ name: 'G', description: 'd' }), target: async (context) => context.ids.group, unique: ['name'], checks: trimmed('name') },
-  'PATCH /api/v1/groups/{id}': { body: () => ({ name: 'G', description: 'd' }), target: async (context) => context.ids.group, unique: ['name'], checks: trimmed('name') },
+  'PUT /api/v1/groups/{id}': {
+    body: () => ({ name: 'G', description: 'd' }),
+    target: async (context) => context.ids.group,
+    unique: ['name'],
+    checks: trimmed('name'),
+  },
+  'PATCH /api/v1/groups/{id}': {
+    body: () => ({ name: 'G', description: 'd' }),
+    target: async (context) => context.ids.group,
+    unique: ['name'],
+    checks: trimmed('name'),
+  },
   'POST /api/v1/devices': { body: () => ({ identifier: 'd', name: 'n' }), unique: ['identifier'], checks: trimmed('identifier') },
-  'PUT /api/v1/devices/{id}': { body: () => ({ identifier: 'd', name: 'n' }), target: async (context) => context.ids.device, unique: ['identifier'], checks: trimmed('identifier') },
-  'PATCH /api/v1/devices/{id}': { body: () => ({ identifier: 'd', name: 'n' }), target: async (context) => context.ids.device, unique: ['identifier'], checks: trimmed('identifier') },
+  'PUT /api/v1/devices/{id}': {
+    body: () => ({ identifier: 'd', name: 'n' }),
+    target: async (context) => context.ids.device,
+    unique: ['identifier'],
+    checks: trimmed('identifier'),
+  },
+  'PATCH /api/v1/devices/{id}': {
+    body: () => ({ identifier: 'd', name: 'n' }),
+    target: async (context) => context.ids.device,
+    unique: ['identifier'],
+    checks: trimmed('identifier'),
+  },
   'POST /api/v1/buildings': { body: building, checks: trimmed('name') },
-  'PUT /api/v1/buildings/{id}': { body: building, target: (context) => context.create('/api/v1/buildings', building(context)), checks: trimmed('name') },
-  'PATCH /api/v1/buildings/{id}': { body: building, target: (context) => context.create('/api/v1/buildings', building(context)), checks: trimmed('name') },
+  'PUT /api/v1/buildings/{id}': {
+    body: building,
+    target: (context) => context.create('/api/v1/buildings', building(context)),
+    checks: trimmed('name'),
+  },
+  'PATCH /api/v1/buildings/{id}': {
+    body: building,
+    target: (context) => context.create('/api/v1/buildings', building(context)),
+    checks: trimmed('name'),
+  },
   'POST /api/v1/floors': { body: (context) => floor(context, context.unique()) },
   'PUT /api/v1/floors/{id}': {
     // A floor of its own building, replaced with its own building and level each time.
@@ -148,29 +243,75 @@ export const WRITE_FIXTURES: Record<string, WriteFixture> = {
     },
     body: (context) => floor(context, 0, floorTarget.buildingId),
   },
-  'PATCH /api/v1/floors/{id}': { body: () => ({ name: 'F', custom_fields: [{ key: 'k', value: 'v' }] }), target: async (context) => context.ids.floor },
-  'POST /api/v1/poi_categories': { body: () => ({ name_en: 'E', name_es: 'S', code: 'c' }), unique: ['code'], checks: trimmed('name_en', 'code') },
-  'PUT /api/v1/poi_categories/{id}': { body: () => ({ name_en: 'E', name_es: 'S', code: 'c' }), target: async (context) => context.ids.poiCategory, unique: ['code'], checks: trimmed('name_en', 'code') },
-  'PATCH /api/v1/poi_categories/{id}': { body: () => ({ name_en: 'E', name_es: 'S', code: 'c' }), target: async (context) => context.ids.poiCategory, unique: ['code'], checks: trimmed('name_en', 'code') },
+  'PATCH /api/v1/floors/{id}': {
+    body: () => ({ name: 'F', custom_fields: [{ key: 'k', value: 'v' }] }),
+    target: async (context) => context.ids.floor,
+  },
+  'POST /api/v1/poi_categories': {
+    body: () => ({ name_en: 'E', name_es: 'S', code: 'c' }),
+    unique: ['code'],
+    checks: trimmed('name_en', 'code'),
+  },
+  'PUT /api/v1/poi_categories/{id}': {
+    body: () => ({ name_en: 'E', name_es: 'S', code: 'c' }),
+    target: async (context) => context.ids.poiCategory,
+    unique: ['code'],
+    checks: trimmed('name_en', 'code'),
+  },
+  'PATCH /api/v1/poi_categories/{id}': {
+    body: () => ({ name_en: 'E', name_es: 'S', code: 'c' }),
+    target: async (context) => context.ids.poiCategory,
+    unique: ['code'],
+    checks: trimmed('name_en', 'code'),
+  },
   'POST /api/v1/pois': { body: poi, checks: trimmed('name') },
   'PUT /api/v1/pois/{id}': { body: poi, target: async (context) => context.ids.poi, checks: trimmed('name') },
   'PATCH /api/v1/pois/{id}': { body: poi, target: async (context) => context.ids.poi, checks: trimmed('name') },
   'POST /api/v1/pois_bulk': {
     body: (context) => [poi(context), poi(context)],
-    read: async (context, response) => Promise.all((response.body as { id: number }[]).map(async (created) => (await context.client.get(`/api/v1/pois/${created.id}`)).body)),
+    read: async (context, response) =>
+      Promise.all(
+        (response.body as { id: number }[]).map(async (created) => (await context.client.get(`/api/v1/pois/${created.id}`)).body),
+      ),
     checks: { '[].name': [{ read: (pois) => pois.map((created: { name: string }) => created.name), expected: (sent) => sent.trim() }] },
   },
   'POST /api/v1/events': { body: event, checks: eventChecks },
   'PUT /api/v1/events/{id}': { body: event, target: async (context) => context.ids.event, checks: eventChecks },
   'PATCH /api/v1/events/{id}': { body: event, target: async (context) => context.ids.event, checks: eventChecks },
   'POST /api/v1/geofences': { body: geofence, checks: trimmed('name'), notWritten: geofenceNotWritten },
-  'PUT /api/v1/geofences/{id}': { body: geofence, target: async (context) => context.ids.geofence, checks: trimmed('name'), notWritten: geofenceNotWritten },
-  'PATCH /api/v1/geofences/{id}': { body: geofence, target: async (context) => context.ids.geofence, checks: trimmed('name'), notWritten: geofenceNotWritten },
+  'PUT /api/v1/geofences/{id}': {
+    body: geofence,
+    target: async (context) => context.ids.geofence,
+    checks: trimmed('name'),
+    notWritten: geofenceNotWritten,
+  },
+  'PATCH /api/v1/geofences/{id}': {
+    body: geofence,
+    target: async (context) => context.ids.geofence,
+    checks: trimmed('name'),
+    notWritten: geofenceNotWritten,
+  },
   'POST /api/v1/areas': { body: geofence, checks: trimmed('name'), notWritten: geofenceNotWritten },
-  'PUT /api/v1/areas/{id}': { body: geofence, target: async (context) => context.ids.geofence, checks: trimmed('name'), notWritten: geofenceNotWritten },
-  'PATCH /api/v1/areas/{id}': { body: geofence, target: async (context) => context.ids.geofence, checks: trimmed('name'), notWritten: geofenceNotWritten },
+  'PUT /api/v1/areas/{id}': {
+    body: geofence,
+    target: async (context) => context.ids.geofence,
+    checks: trimmed('name'),
+    notWritten: geofenceNotWritten,
+  },
+  'PATCH /api/v1/areas/{id}': {
+    body: geofence,
+    target: async (context) => context.ids.geofence,
+    checks: trimmed('name'),
+    notWritten: geofenceNotWritten,
+  },
   'PUT /api/v1/buildings/{building_id}/paths': {
-    body: (context) => ({ nodes: [{ id: 1, floor_id: Number(context.ids.floor), x: 1, y: 1 }, { id: 2, floor_id: Number(context.ids.floor), x: 9, y: 9 }], links: [{ source: 1, target: 2, tags: ['t'] }] }),
+    body: (context) => ({
+      nodes: [
+        { id: 1, floor_id: Number(context.ids.floor), x: 1, y: 1 },
+        { id: 2, floor_id: Number(context.ids.floor), x: 9, y: 9 },
+      ],
+      links: [{ source: 1, target: 2, tags: ['t'] }],
+    }),
     target: async (context) => context.ids.building,
     read: async (context, _response, path) => (await context.client.get(path)).body,
   },
@@ -178,19 +319,38 @@ export const WRITE_FIXTURES: Record<string, WriteFixture> = {
   'PUT /api/v1/infrastructure/{id}': { body: infrastructure, target: async (context) => context.ids.infrastructure },
   'PATCH /api/v1/infrastructure/{id}': { body: infrastructure, target: async (context) => context.ids.infrastructure },
   'POST /api/v1/realtime/positions': {
-    body: (context) => ({ poses: [{ device_id: 'p', timestamp: Date.now() - 1000, building_id: Number(context.ids.building), floor_id: Number(context.ids.floor), x: 5, y: 5 }] }),
+    body: (context) => ({
+      poses: [
+        {
+          device_id: 'p',
+          timestamp: Date.now() - 1000,
+          building_id: Number(context.ids.building),
+          floor_id: Number(context.ids.floor),
+          x: 5,
+          y: 5,
+        },
+      ],
+    }),
     unique: ['poses[].device_id'],
     // The live position of exactly that device id (absent if the id was not stored as sent).
     read: async (context, _response, _path, sent) => {
       const identifier = (sent as { poses: { device_id: string }[] }).poses[0]!.device_id.trim();
       const live = await context.client.get('/api/v1/realtime/positions');
-      const feature = live.body.features.find((candidate: { properties: { device_id: string } }) => candidate.properties.device_id === identifier);
+      const feature = live.body.features.find(
+        (candidate: { properties: { device_id: string } }) => candidate.properties.device_id === identifier,
+      );
       return { poses: [{ device_id: feature?.properties.device_id }] };
     },
     // The pose schema trims device ids, as the devices route trims identifiers.
-    checks: { 'poses[].device_id': [{ read: (object) => valuesAt(object, ['poses', '[]', 'device_id']), expected: (sent) => sent.trim() }] },
+    checks: {
+      'poses[].device_id': [{ read: (object) => valuesAt(object, ['poses', '[]', 'device_id']), expected: (sent) => sent.trim() }],
+    },
   },
-  'POST /api/v1/alarms': { body: () => ({ type: 'DANGER', device_id: 'd', comment: 'c' }), unique: ['device_id'], checks: { comment: alarmComment } },
+  'POST /api/v1/alarms': {
+    body: () => ({ type: 'DANGER', device_id: 'd', comment: 'c' }),
+    unique: ['device_id'],
+    checks: { comment: alarmComment },
+  },
   'PATCH /api/v1/alarms/{id}': {
     freshTarget: true,
     body: () => ({ state: 'CONFIRMED', comment: 'c' }),
@@ -199,13 +359,23 @@ export const WRITE_FIXTURES: Record<string, WriteFixture> = {
   },
   // One comment for every alarm it changes: each alarm's history carries it, as PATCH's does.
   'POST /api/v1/alarms/bulk': {
-    body: async (context) => ({ ids: [await context.create('/api/v1/alarms', { type: 'DANGER', device_id: `bulk-target-${context.unique()}` })], state: 'CONFIRMED', comment: 'c' }),
-    read: async (context, _response, _path, sent) => (await context.client.get(`/api/v1/alarms/${(sent as { ids: string[] }).ids[0]}`)).body,
+    body: async (context) => ({
+      ids: [await context.create('/api/v1/alarms', { type: 'DANGER', device_id: `bulk-target-${context.unique()}` })],
+      state: 'CONFIRMED',
+      comment: 'c',
+    }),
+    read: async (context, _response, _path, sent) =>
+      (await context.client.get(`/api/v1/alarms/${(sent as { ids: string[] }).ids[0]}`)).body,
     checks: { comment: alarmComment },
   },
   // No free text: numbers and switches, read back from the same path.
-  'PUT /api/v1/organizations/current_organization/alarm_settings': { body: () => ({ escalate_after_s: 60, escalate_max: 3, comment_always: false, deadman_auto_close: false }) },
-  'PUT /api/v1/buildings/{id}/alarm_settings': { body: () => ({ deadman_after_s: 60, deadman_radius_m: 2, deadman_silence_s: 120 }), target: async (context) => context.ids.building },
+  'PUT /api/v1/organizations/current_organization/alarm_settings': {
+    body: () => ({ escalate_after_s: 60, escalate_max: 3, comment_always: false, deadman_auto_close: false }),
+  },
+  'PUT /api/v1/buildings/{id}/alarm_settings': {
+    body: () => ({ deadman_after_s: 60, deadman_radius_m: 2, deadman_silence_s: 120 }),
+    target: async (context) => context.ids.building,
+  },
   // A fresh building each time: one evacuation may be active per building.
   'POST /api/v1/buildings/{id}/evacuations': {
     freshTarget: true,
@@ -214,12 +384,21 @@ export const WRITE_FIXTURES: Record<string, WriteFixture> = {
     read: async (context, response, path) => (await context.client.get(`${path}/${response.body.id}`)).body,
   },
   // No free text: a time zone, weekdays, clock times and dates, each checked (a text there is 422).
-  'PUT /api/v1/users/{id}/tracking_window': { body: trackingWindow, target: (context) => context.create('/api/v1/users', user(context)), notWritten: trackingWindowText },
+  'PUT /api/v1/users/{id}/tracking_window': {
+    body: trackingWindow,
+    target: (context) => context.create('/api/v1/users', user(context)),
+    notWritten: trackingWindowText,
+  },
   'PUT /api/v1/groups/{id}/tracking_window': {
     body: trackingWindow,
     target: (context) => context.create('/api/v1/groups', { name: `Window group ${context.unique()}` }),
     notWritten: trackingWindowText,
   },
   'POST /api/v1/webhooks': { body: webhook, compose: { url: inUrl }, checks: webhookChecks },
-  'PATCH /api/v1/webhooks/{id}': { body: webhook, target: (context) => context.create('/api/v1/webhooks', webhook()), compose: { url: inUrl }, checks: webhookChecks },
+  'PATCH /api/v1/webhooks/{id}': {
+    body: webhook,
+    target: (context) => context.create('/api/v1/webhooks', webhook()),
+    compose: { url: inUrl },
+    checks: webhookChecks,
+  },
 };

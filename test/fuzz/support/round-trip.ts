@@ -39,9 +39,12 @@ export function textFieldsOf(schema: JsonSchema | undefined, path: Segment[] = [
     return [{ key: keyOf(path), path, minLength: text.minLength ?? 0, maxLength: text.maxLength, types }];
   }
   const fields: TextField[] = [];
-  for (const option of schema.anyOf ?? schema.oneOf ?? []) if (option?.type === 'object' || option?.type === 'array') fields.push(...textFieldsOf(option, path));
-  if (schema.type === 'array' && schema.items && typeof schema.items === 'object') fields.push(...textFieldsOf(schema.items, [...path, '[]']));
-  for (const [name, property] of Object.entries<JsonSchema>(schema.properties ?? {})) fields.push(...textFieldsOf(property, [...path, name]));
+  for (const option of schema.anyOf ?? schema.oneOf ?? [])
+    if (option?.type === 'object' || option?.type === 'array') fields.push(...textFieldsOf(option, path));
+  if (schema.type === 'array' && schema.items && typeof schema.items === 'object')
+    fields.push(...textFieldsOf(schema.items, [...path, '[]']));
+  for (const [name, property] of Object.entries<JsonSchema>(schema.properties ?? {}))
+    fields.push(...textFieldsOf(property, [...path, name]));
   return fields;
 }
 
@@ -68,7 +71,30 @@ export function valuesAt(value: unknown, path: Segment[]): unknown[] {
  * placeholder marks (knex's `?`, PostgreSQL's `$1`), quotes and escapes, an HTML entity, LIKE wildcards, an emoji
  * (a surrogate pair), a combining accent, right-to-left marks, spaces at either end, plus plain letters.
  */
-export const TEXT_PIECES = [';', "'", '"', '\\', '?', '$1', '--', '/*', '*/', '&quot;', '%', '_', '😀', 'e\u0301', '\u200f', '\u202e', ' ', 'a', 'Ward 3', '<b>', '\\?', "';--"];
+export const TEXT_PIECES = [
+  ';',
+  "'",
+  '"',
+  '\\',
+  '?',
+  '$1',
+  '--',
+  '/*',
+  '*/',
+  '&quot;',
+  '%',
+  '_',
+  '😀',
+  'e\u0301',
+  '\u200f',
+  '\u202e',
+  ' ',
+  'a',
+  'Ward 3',
+  '<b>',
+  '\\?',
+  "';--",
+];
 
 /** Cuts to `max` UTF-16 code units (what `maxLength` counts) without splitting a surrogate pair. */
 export function fitLength(text: string, max: number | undefined): string {
@@ -80,7 +106,9 @@ export function fitLength(text: string, max: number | undefined): string {
 
 /** Text of these pieces, within the field's lengths. */
 export function textFor(field: TextField): fc.Arbitrary<string> {
-  const pieces = fc.array(fc.constantFrom(...TEXT_PIECES), { minLength: Math.max(1, field.minLength), maxLength: 12 }).map((parts) => fitLength(parts.join(''), field.maxLength));
+  const pieces = fc
+    .array(fc.constantFrom(...TEXT_PIECES), { minLength: Math.max(1, field.minLength), maxLength: 12 })
+    .map((parts) => fitLength(parts.join(''), field.maxLength));
   return pieces.filter((text) => text.length >= field.minLength);
 }
 

@@ -15,14 +15,31 @@ export class SeededRef {
     return `<${this.kind}>`;
   }
 }
-export type SeededKind = 'building' | 'floor' | 'user' | 'group' | 'device' | 'poi' | 'poiCategory' | 'event' | 'geofence' | 'infrastructure' | 'alarm' | 'image' | 'apikey' | 'organization';
+export type SeededKind =
+  | 'building'
+  | 'floor'
+  | 'user'
+  | 'group'
+  | 'device'
+  | 'poi'
+  | 'poiCategory'
+  | 'event'
+  | 'geofence'
+  | 'infrastructure'
+  | 'alarm'
+  | 'image'
+  | 'apikey'
+  | 'organization';
 
 /**
  * JSON text sent as is: nesting deeper than the test's own JSON.stringify could handle, and numbers JSON.parse
  * turns into Infinity or -0 (`1e400`, `-0`), which no JavaScript value serialises to.
  */
 export class RawJson {
-  constructor(readonly text: string, readonly label: string) {}
+  constructor(
+    readonly text: string,
+    readonly label: string,
+  ) {}
   toJSON(): string {
     return `<raw ${this.label}>`;
   }
@@ -115,7 +132,9 @@ function schemaValue(schema: JsonSchema, depth: number): fc.Arbitrary<unknown> {
     }
     case 'number': {
       const { min, max, exclusiveMin } = pickNumberBound(schema, -500, 500);
-      return fc.double({ min, max, minExcluded: exclusiveMin, noNaN: true, noDefaultInfinity: true }).map((value) => (Object.is(value, -0) ? 0 : value));
+      return fc
+        .double({ min, max, minExcluded: exclusiveMin, noNaN: true, noDefaultInfinity: true })
+        .map((value) => (Object.is(value, -0) ? 0 : value));
     }
     case 'boolean':
       return fc.boolean();
@@ -123,12 +142,19 @@ function schemaValue(schema: JsonSchema, depth: number): fc.Arbitrary<unknown> {
       return fc.constant(null);
     case 'array': {
       if (depth >= MAX_DEPTH) return fc.constant([]);
-      if (Array.isArray(schema.prefixItems)) return fc.tuple(...schema.prefixItems.map((item: JsonSchema) => validValue(item, undefined, depth + 1)));
+      if (Array.isArray(schema.prefixItems))
+        return fc.tuple(...schema.prefixItems.map((item: JsonSchema) => validValue(item, undefined, depth + 1)));
       const minLength = schema.minItems ?? 0;
-      return fc.array(validValue(schema.items, undefined, depth + 1), { minLength, maxLength: Math.max(minLength, Math.min(schema.maxItems ?? 3, 3)) });
+      return fc.array(validValue(schema.items, undefined, depth + 1), {
+        minLength,
+        maxLength: Math.max(minLength, Math.min(schema.maxItems ?? 3, 3)),
+      });
     }
     default: {
-      if (!schema.properties) return depth >= MAX_DEPTH ? fc.constant({}) : fc.dictionary(fc.string({ maxLength: 8 }), fc.string({ maxLength: 8 }), { maxKeys: 3 });
+      if (!schema.properties)
+        return depth >= MAX_DEPTH
+          ? fc.constant({})
+          : fc.dictionary(fc.string({ maxLength: 8 }), fc.string({ maxLength: 8 }), { maxKeys: 3 });
       if (depth >= MAX_DEPTH) return fc.constant({});
       const model: Record<string, fc.Arbitrary<unknown>> = {};
       for (const [name, property] of Object.entries<JsonSchema>(schema.properties)) model[name] = validValue(property, name, depth + 1);

@@ -38,9 +38,24 @@ export async function seedWorld(client: TestClient): Promise<SeededWorld> {
     device: await created('/api/v1/devices', { identifier: 'fuzz-device-1' }),
     poiCategory: category,
     poi: await created('/api/v1/pois', { building_id: building.id, name: 'Lift', position: { floor_id: floor, x: 5, y: 5 } }),
-    event: await created('/api/v1/events', { building_id: building.id, name: 'Promo', position: { floor_id: floor, x: 10, y: 10, radius: 3 } }),
-    geofence: await created('/api/v1/geofences', { name: 'Hall', building_id: building.id, floor_id: floor, type: 'POLYGON', cartesians: squareCartesians(1, 1, 10) }),
-    infrastructure: await created('/api/v1/infrastructure', { building_id: building.id, type: 'wifi', bssid: '00:11:22:33:44:55', position: { floor_id: floor, x: 1, y: 1 } }),
+    event: await created('/api/v1/events', {
+      building_id: building.id,
+      name: 'Promo',
+      position: { floor_id: floor, x: 10, y: 10, radius: 3 },
+    }),
+    geofence: await created('/api/v1/geofences', {
+      name: 'Hall',
+      building_id: building.id,
+      floor_id: floor,
+      type: 'POLYGON',
+      cartesians: squareCartesians(1, 1, 10),
+    }),
+    infrastructure: await created('/api/v1/infrastructure', {
+      building_id: building.id,
+      type: 'wifi',
+      bssid: '00:11:22:33:44:55',
+      position: { floor_id: floor, x: 1, y: 1 },
+    }),
     alarm: await created('/api/v1/alarms', { type: 'DANGER', building_id: building.id }),
     image: image.status === 201 || image.status === 200 ? String(image.body.id) : randomUUID(),
     apikey: '',
@@ -48,6 +63,6 @@ export async function seedWorld(client: TestClient): Promise<SeededWorld> {
   };
   await createApiKey(admin, 'read-only');
   const keys = await admin.get('/api/v1/auth/apikeys');
-  ids.apikey = String((Array.isArray(keys.body) ? keys.body : keys.body?.content ?? [])[0]?.id ?? randomUUID());
+  ids.apikey = String((Array.isArray(keys.body) ? keys.body : (keys.body?.content ?? []))[0]?.id ?? randomUUID());
   return { admin, adminToken: tokens.access_token, ids };
 }

@@ -24,15 +24,38 @@ export type Frame =
  * The bus's positions extension (msgpack ext type 0x50, registered process-wide, so the WebSocket codec decodes it
  * too) around arbitrary bytes, and around a msgpack value of the columns' shape with arbitrary parts.
  */
-const positionsExtension = fc.oneof(
-  fc.uint8Array({ maxLength: 64 }),
-  fc.tuple(fc.string(), fc.array(fc.oneof(fc.string(), fc.integer())), fc.array(fc.constantFrom(null, 'u')), fc.uint8Array({ maxLength: 8 }), fc.uint8Array({ maxLength: 96 })).map((columns) => new Packr().pack(columns)),
-).filter((payload) => payload.length <= 255).map((payload) => Uint8Array.from([0xc7, payload.length, 0x50, ...payload]));
+const positionsExtension = fc
+  .oneof(
+    fc.uint8Array({ maxLength: 64 }),
+    fc
+      .tuple(
+        fc.string(),
+        fc.array(fc.oneof(fc.string(), fc.integer())),
+        fc.array(fc.constantFrom(null, 'u')),
+        fc.uint8Array({ maxLength: 8 }),
+        fc.uint8Array({ maxLength: 96 }),
+      )
+      .map((columns) => new Packr().pack(columns)),
+  )
+  .filter((payload) => payload.length <= 255)
+  .map((payload) => Uint8Array.from([0xc7, payload.length, 0x50, ...payload]));
 
 /** Values msgpack carries that JSON cannot: what a binary client may send however the socket was negotiated. */
 export type MsgpackOnly = 'NaN' | 'Infinity' | 'bigint' | 'date' | 'invalid-date' | 'buffer' | 'undefined' | 'map';
 const msgpackOnly = (kind: MsgpackOnly): unknown =>
-  ({ NaN: NaN, Infinity: -Infinity, bigint: 2n ** 64n - 1n, date: new Date(0), 'invalid-date': new Date(NaN), buffer: Buffer.from([0, 255]), undefined: undefined, map: new Map<unknown, unknown>([[{ a: 1 }, 1], [2, 'two']]) })[kind];
+  ({
+    NaN: NaN,
+    Infinity: -Infinity,
+    bigint: 2n ** 64n - 1n,
+    date: new Date(0),
+    'invalid-date': new Date(NaN),
+    buffer: Buffer.from([0, 255]),
+    undefined: undefined,
+    map: new Map<unknown, unknown>([
+      [{ a: 1 }, 1],
+      [2, 'two'],
+    ]),
+  })[kind];
 
 export interface SocketCase {
   auth: 'header' | 'none' | 'bad-header';
@@ -53,8 +76,23 @@ const id = fc.oneof(
 );
 
 const topic = fc.oneof(
-  fc.constantFrom(`buildings/${BUILDING}/positions`, `buildings/${BUILDING}/alarms`, `buildings/${BUILDING}/geofence-events`, 'organization/alarms', 'devices/fuzz-device-1'),
-  fc.constantFrom('buildings/999999/positions', 'buildings//positions', 'buildings/1e308/alarms', 'devices/', ...(isKnownDefect('nul-to-postgres') ? [] : ['devices/\u0000']), '../alarms', 'x'.repeat(5000), ''),
+  fc.constantFrom(
+    `buildings/${BUILDING}/positions`,
+    `buildings/${BUILDING}/alarms`,
+    `buildings/${BUILDING}/geofence-events`,
+    'organization/alarms',
+    'devices/fuzz-device-1',
+  ),
+  fc.constantFrom(
+    'buildings/999999/positions',
+    'buildings//positions',
+    'buildings/1e308/alarms',
+    'devices/',
+    ...(isKnownDefect('nul-to-postgres') ? [] : ['devices/\u0000']),
+    '../alarms',
+    'x'.repeat(5000),
+    '',
+  ),
   fc.string({ maxLength: 30 }),
 );
 
@@ -72,19 +110,48 @@ const pose = fc.record(
 
 /** The ops the gateway knows, well-formed (with a token, the seeded building, ids of every kind), and some it does not. */
 const operation: fc.Arbitrary<Record<string, unknown>> = fc.oneof(
-  fc.record({ op: fc.constant('auth'), token: fc.oneof(fc.constant(TOKEN), fc.constantFrom('fc_garbage', 'a.b.c', '', 'Bearer x', 'x'.repeat(10_000))), id }, { requiredKeys: ['op', 'token'] }),
-  fc.record({ op: fc.constant('subscribe'), topics: fc.array(topic, { minLength: 1, maxLength: 3 }), since_seq: fc.oneof(fc.nat(), fc.constantFrom(-1, 1e308, 2 ** 53 + 2, 0.5)), id }, { requiredKeys: ['op', 'topics'] }),
-  fc.record({ op: fc.constant('unsubscribe'), topics: fc.array(topic, { minLength: 1, maxLength: 3 }), id }, { requiredKeys: ['op', 'topics'] }),
+  fc.record(
+    {
+      op: fc.constant('auth'),
+      token: fc.oneof(fc.constant(TOKEN), fc.constantFrom('fc_garbage', 'a.b.c', '', 'Bearer x', 'x'.repeat(10_000))),
+      id,
+    },
+    { requiredKeys: ['op', 'token'] },
+  ),
+  fc.record(
+    {
+      op: fc.constant('subscribe'),
+      topics: fc.array(topic, { minLength: 1, maxLength: 3 }),
+      since_seq: fc.oneof(fc.nat(), fc.constantFrom(-1, 1e308, 2 ** 53 + 2, 0.5)),
+      id,
+    },
+    { requiredKeys: ['op', 'topics'] },
+  ),
+  fc.record(
+    { op: fc.constant('unsubscribe'), topics: fc.array(topic, { minLength: 1, maxLength: 3 }), id },
+    { requiredKeys: ['op', 'topics'] },
+  ),
   fc.record({ op: fc.constant('upload'), poses: fc.array(pose, { minLength: 1, maxLength: 3 }), id }, { requiredKeys: ['op', 'poses'] }),
   fc.record({ op: fc.constant('ping'), id }, { requiredKeys: ['op'] }),
-  fc.record({ op: fc.constantFrom('PING', 'pong', 'ack', 'error', 'authenticated', '', 'constructor', '__proto__', 'toString'), id }, { requiredKeys: ['op'] }),
+  fc.record(
+    { op: fc.constantFrom('PING', 'pong', 'ack', 'error', 'authenticated', '', 'constructor', '__proto__', 'toString'), id },
+    { requiredKeys: ['op'] },
+  ),
 );
 
 const mutation: fc.Arbitrary<BodyMutation> = fc.oneof(
   { weight: 4, arbitrary: fc.constant<BodyMutation>({ kind: 'none' }) },
   { weight: 6, arbitrary: fc.record({ kind: fc.constant('replace' as const), at: fc.nat(), value: hostileValue }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('delete' as const), at: fc.nat() }) },
-  { weight: 1, arbitrary: fc.record({ kind: fc.constant('add' as const), at: fc.nat(), key: fc.constantFrom('__proto__', 'constructor', 'extra', ''), value: hostileValue }) },
+  {
+    weight: 1,
+    arbitrary: fc.record({
+      kind: fc.constant('add' as const),
+      at: fc.nat(),
+      key: fc.constantFrom('__proto__', 'constructor', 'extra', ''),
+      value: hostileValue,
+    }),
+  },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('whole' as const), value: hostileValue }) },
 );
 
@@ -93,19 +160,69 @@ const frame: fc.Arbitrary<Frame> = fc.oneof(
   {
     weight: 3,
     arbitrary: fc.record(
-      { kind: fc.constant('msgpack' as const), value: operation, mutation, extra: fc.record({ key: fc.constantFrom('id', 'id', 'id', 'op', 'since_seq', 'poses', 'token', 'topics'), value: fc.constantFrom<MsgpackOnly>('NaN', 'Infinity', 'bigint', 'date', 'invalid-date', 'buffer', 'undefined', 'map') }) },
+      {
+        kind: fc.constant('msgpack' as const),
+        value: operation,
+        mutation,
+        extra: fc.record({
+          key: fc.constantFrom('id', 'id', 'id', 'op', 'since_seq', 'poses', 'token', 'topics'),
+          value: fc.constantFrom<MsgpackOnly>('NaN', 'Infinity', 'bigint', 'date', 'invalid-date', 'buffer', 'undefined', 'map'),
+        }),
+      },
       { requiredKeys: ['kind', 'value', 'mutation'] },
     ),
   },
-  { weight: 1, arbitrary: fc.record({ kind: fc.constant('text' as const), text: fc.constantFrom('', '{', '{"op":', 'null', '[]', '"ping"', '{"op":"ping"}{"op":"ping"}', '\u0000', '\ud800', '{"op":"ping","id":1e400}') }) },
-  { weight: 1, arbitrary: fc.record({ kind: fc.constant('bytes' as const), bytes: fc.oneof(fc.uint8Array({ minLength: 1, maxLength: 64 }), positionsExtension, fc.constantFrom(Uint8Array.of(0xc1), Uint8Array.of(0xdd, 0xff, 0xff, 0xff, 0xff), Uint8Array.of(0xd4, 0xff, 0x00), Uint8Array.of(0xc7, 0x10, 0x72))) }) },
+  {
+    weight: 1,
+    arbitrary: fc.record({
+      kind: fc.constant('text' as const),
+      text: fc.constantFrom(
+        '',
+        '{',
+        '{"op":',
+        'null',
+        '[]',
+        '"ping"',
+        '{"op":"ping"}{"op":"ping"}',
+        '\u0000',
+        '\ud800',
+        '{"op":"ping","id":1e400}',
+      ),
+    }),
+  },
+  {
+    weight: 1,
+    arbitrary: fc.record({
+      kind: fc.constant('bytes' as const),
+      bytes: fc.oneof(
+        fc.uint8Array({ minLength: 1, maxLength: 64 }),
+        positionsExtension,
+        fc.constantFrom(
+          Uint8Array.of(0xc1),
+          Uint8Array.of(0xdd, 0xff, 0xff, 0xff, 0xff),
+          Uint8Array.of(0xd4, 0xff, 0x00),
+          Uint8Array.of(0xc7, 0x10, 0x72),
+        ),
+      ),
+    }),
+  },
 );
 
 export const socketCase: fc.Arbitrary<SocketCase> = fc.record({
-  auth: fc.oneof({ weight: 5, arbitrary: fc.constant('header' as const) }, { weight: 3, arbitrary: fc.constant('none' as const) }, { weight: 1, arbitrary: fc.constant('bad-header' as const) }),
+  auth: fc.oneof(
+    { weight: 5, arbitrary: fc.constant('header' as const) },
+    { weight: 3, arbitrary: fc.constant('none' as const) },
+    { weight: 1, arbitrary: fc.constant('bad-header' as const) },
+  ),
   protocol: fc.constantFrom('json' as const, 'msgpack' as const, 'none' as const),
-  positions: fc.oneof({ weight: 6, arbitrary: fc.constant('absent' as const) }, { weight: 1, arbitrary: fc.constantFrom('single' as const, 'batched' as const, 'hostile' as const) }),
-  events: fc.oneof({ weight: 6, arbitrary: fc.constant('absent' as const) }, { weight: 1, arbitrary: fc.constantFrom('single' as const, 'batched' as const, 'hostile' as const) }),
+  positions: fc.oneof(
+    { weight: 6, arbitrary: fc.constant('absent' as const) },
+    { weight: 1, arbitrary: fc.constantFrom('single' as const, 'batched' as const, 'hostile' as const) },
+  ),
+  events: fc.oneof(
+    { weight: 6, arbitrary: fc.constant('absent' as const) },
+    { weight: 1, arbitrary: fc.constantFrom('single' as const, 'batched' as const, 'hostile' as const) },
+  ),
   frames: fc.array(frame, { minLength: 1, maxLength: 3 }),
 });
 
@@ -185,7 +302,11 @@ export class FuzzSocket {
   }
 
   /** Opens a socket; an upgrade refused must be a 4xx with the JSON error body, and is returned as a problem or undefined. */
-  static open(url: string, headers: Record<string, string>, protocol?: string): Promise<FuzzSocket | { refused: number; problem?: string }> {
+  static open(
+    url: string,
+    headers: Record<string, string>,
+    protocol?: string,
+  ): Promise<FuzzSocket | { refused: number; problem?: string }> {
     const ws = new WebSocket(url, protocol ? [protocol] : [], { headers });
     return new Promise((resolve, reject) => {
       ws.once('open', () => resolve(new FuzzSocket(ws)));
@@ -197,7 +318,8 @@ export class FuzzSocket {
           let problem: string | undefined;
           try {
             const body = JSON.parse(text);
-            if (status >= 500 || body.status !== status || typeof body.code !== 'string' || typeof body.message !== 'string') problem = `upgrade refused with ${status}: ${clip(text, 200)}`;
+            if (status >= 500 || body.status !== status || typeof body.code !== 'string' || typeof body.message !== 'string')
+              problem = `upgrade refused with ${status}: ${clip(text, 200)}`;
           } catch {
             problem = `upgrade refused with ${status} and a body that is not JSON: ${clip(text, 200)}`;
           }
@@ -232,7 +354,8 @@ export class FuzzSocket {
 }
 
 /** Close codes a gateway may end a fuzzed socket with: normal, going away, policy, too big, and 4000 + a 4xx status. */
-export const acceptableClose = (code: number): boolean => code === 1000 || code === 1001 || code === 1008 || code === 1009 || (code >= 4400 && code < 4500) || code === 4008;
+export const acceptableClose = (code: number): boolean =>
+  code === 1000 || code === 1001 || code === 1008 || code === 1009 || (code >= 4400 && code < 4500) || code === 4008;
 
 /** What every frame the gateway sends back owes the client: an error frame is `{op: 'error', status: 4xx, code, message}`. */
 export function frameProblem(frame: unknown): string | undefined {

@@ -2,7 +2,12 @@ import { describe, expect, it } from 'vitest';
 import { AlarmButton, type FoldedPress } from '../../../gateway/alarms/alarm-button.js';
 import { AppError, ErrorCode } from '../../../shared/errors.js';
 
-const press = (deviceId: string, type: FoldedPress['type'] = 'DANGER', organizationId = 'org'): FoldedPress => ({ organizationId, deviceId, type, presses: 1 });
+const press = (deviceId: string, type: FoldedPress['type'] = 'DANGER', organizationId = 'org'): FoldedPress => ({
+  organizationId,
+  deviceId,
+  type,
+  presses: 1,
+});
 const T0 = 1_000_000;
 
 describe('AlarmButton', () => {
@@ -11,7 +16,9 @@ describe('AlarmButton', () => {
     expect(button.plan('user:a', [press('phone')], T0)).toEqual({ raise: [press('phone')], count: [] });
     expect(button.plan('user:a', [press('phone')], T0 + 9_999)).toEqual({ raise: [], count: [press('phone')] });
     // Another type, device or organization is its own button.
-    expect(button.plan('user:a', [press('phone', 'ASSISTANCE_REQUEST'), press('tablet'), press('phone', 'DANGER', 'other')], T0 + 5000).count).toEqual([]);
+    expect(
+      button.plan('user:a', [press('phone', 'ASSISTANCE_REQUEST'), press('tablet'), press('phone', 'DANGER', 'other')], T0 + 5000).count,
+    ).toEqual([]);
     expect(button.plan('user:a', [press('phone')], T0 + 10_000)).toEqual({ raise: [press('phone')], count: [] });
     // The window starts again at each raise, not at each repeat.
     expect(button.plan('user:a', [press('phone')], T0 + 19_999).count).toHaveLength(1);
@@ -39,7 +46,19 @@ describe('AlarmButton', () => {
 
   it('never lets one upload raise more than a full budget', () => {
     const button = new AlarmButton(10_000, 3);
-    expect(() => button.plan('user:a', ['a', 'b', 'c', 'd'].map((device) => press(device)), T0)).toThrowError(/at most 3 per minute/);
-    expect(button.plan('user:a', ['a', 'b', 'c'].map((device) => press(device)), T0).raise).toHaveLength(3);
+    expect(() =>
+      button.plan(
+        'user:a',
+        ['a', 'b', 'c', 'd'].map((device) => press(device)),
+        T0,
+      ),
+    ).toThrowError(/at most 3 per minute/);
+    expect(
+      button.plan(
+        'user:a',
+        ['a', 'b', 'c'].map((device) => press(device)),
+        T0,
+      ).raise,
+    ).toHaveLength(3);
   });
 });

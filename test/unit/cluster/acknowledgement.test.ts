@@ -6,7 +6,22 @@ import { LocalShardLog } from '../../../gateway/cluster/local-shard-log.js';
 import { createLogger } from '../../../shared/logger.js';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-const record = (deviceId: string) => ({ organizationId: 'org', deviceId, userId: null, buildingId: 1, floorId: 1, indoor: true, x: 1, y: 1, lat: 0, lng: 0, yaw: 0, accuracy: null, timestamp: 1, receivedAt: 1 });
+const record = (deviceId: string) => ({
+  organizationId: 'org',
+  deviceId,
+  userId: null,
+  buildingId: 1,
+  floorId: 1,
+  indoor: true,
+  x: 1,
+  y: 1,
+  lat: 0,
+  lng: 0,
+  yaw: 0,
+  accuracy: null,
+  timestamp: 1,
+  receivedAt: 1,
+});
 
 describe('ClusterNode: acknowledging once stored', () => {
   let node: ClusterNode | undefined;

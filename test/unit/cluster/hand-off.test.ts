@@ -11,19 +11,48 @@ import { PositionsMessage, type EncodedPositions } from '../../../shared/positio
 /** A log that only records what is appended to it. */
 class AppendedLog implements ShardLog {
   readonly appended: { shard: number; positions: EncodedPositions }[] = [];
-  async append(shard: number, positions: EncodedPositions) { this.appended.push({ shard, positions }); }
+  async append(shard: number, positions: EncodedPositions) {
+    this.appended.push({ shard, positions });
+  }
   async open() {}
-  async takePending() { return []; }
-  async read() { return new Map(); }
+  async takePending() {
+    return [];
+  }
+  async read() {
+    return new Map();
+  }
   async ack() {}
-  async backlog(shards: readonly number[]) { return shards.map(() => 0); }
-  async organizationBacklog(shards: readonly number[]) { return shards.map(() => ({ total: 0, organizations: new Map<string, number>() })); }
+  async backlog(shards: readonly number[]) {
+    return shards.map(() => 0);
+  }
+  async organizationBacklog(shards: readonly number[]) {
+    return shards.map(() => ({ total: 0, organizations: new Map<string, number>() }));
+  }
   async close() {}
 }
 
-const handler: ShardHandler = { gain: async () => undefined, lose: () => undefined, process: async () => true, stored: async () => true, buildingsIn: () => 0 };
+const handler: ShardHandler = {
+  gain: async () => undefined,
+  lose: () => undefined,
+  process: async () => true,
+  stored: async () => true,
+  buildingsIn: () => 0,
+};
 const record = (deviceId: string, buildingId: number): PositionRecord => ({
-  organizationId: 'org', deviceId, userId: null, buildingId, floorId: 1, indoor: true, x: 1, y: 1, lat: 0, lng: 0, yaw: 0, accuracy: null, timestamp: 1, receivedAt: 1,
+  organizationId: 'org',
+  deviceId,
+  userId: null,
+  buildingId,
+  floorId: 1,
+  indoor: true,
+  x: 1,
+  y: 1,
+  lat: 0,
+  lng: 0,
+  yaw: 0,
+  accuracy: null,
+  timestamp: 1,
+  receivedAt: 1,
 });
 
 function node(log: ShardLog): ClusterNode {
@@ -44,10 +73,17 @@ describe('ClusterNode.handOff: one packing per upload', () => {
     const log = new AppendedLog();
     const cluster = node(log);
     // Two buildings in different shards.
-    const second = Array.from({ length: 50 }, (_, id) => id + 2).find((id) => cluster.shardOf(record('x', id)) !== cluster.shardOf(record('x', 1)))!;
+    const second = Array.from({ length: 50 }, (_, id) => id + 2).find(
+      (id) => cluster.shardOf(record('x', id)) !== cluster.shardOf(record('x', 1)),
+    )!;
     const records = [record('a', 1), record('b', second), record('c', 1)];
     await cluster.handOff(records, new EncodedPayload(new PositionsMessage('org', records)));
     const byShard = new Map(log.appended.map(({ shard, positions }) => [shard, positions.value.records.map((item) => item.deviceId)]));
-    expect(byShard).toEqual(new Map([[cluster.shardOf(record('a', 1)), ['a', 'c']], [cluster.shardOf(record('b', second)), ['b']]]));
+    expect(byShard).toEqual(
+      new Map([
+        [cluster.shardOf(record('a', 1)), ['a', 'c']],
+        [cluster.shardOf(record('b', second)), ['b']],
+      ]),
+    );
   });
 });

@@ -17,9 +17,15 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 class FakeCoordination implements Coordination {
   leasesKept = true;
   constructor(readonly memberId: string) {}
-  async heartbeat() { return [this.memberId]; }
-  async acquire() { return this.leasesKept; }
-  async renew(shards: readonly number[]) { return shards.map(() => this.leasesKept); }
+  async heartbeat() {
+    return [this.memberId];
+  }
+  async acquire() {
+    return this.leasesKept;
+  }
+  async renew(shards: readonly number[]) {
+    return shards.map(() => this.leasesKept);
+  }
   async release() {}
   async leave() {}
   async close() {}
@@ -40,7 +46,22 @@ function recorder() {
   return { events, handler };
 }
 
-const record = (deviceId: string) => ({ organizationId: 'org', deviceId, userId: null, buildingId: 1, floorId: 1, indoor: true, x: 1, y: 1, lat: 0, lng: 0, yaw: 0, accuracy: null, timestamp: 1, receivedAt: 1 });
+const record = (deviceId: string) => ({
+  organizationId: 'org',
+  deviceId,
+  userId: null,
+  buildingId: 1,
+  floorId: 1,
+  indoor: true,
+  x: 1,
+  y: 1,
+  lat: 0,
+  lng: 0,
+  yaw: 0,
+  accuracy: null,
+  timestamp: 1,
+  receivedAt: 1,
+});
 
 describe('ClusterNode: lease fencing', () => {
   it('rebuilds a shard before processing its entries, and stops processing it once its lease is lost', async () => {
@@ -72,7 +93,13 @@ describe('ClusterNode: hand-off while the shard log refuses', () => {
     const append = log.append.bind(log);
     log.append = async (shard, records) => (refusing ? Promise.reject(new Error('redis is down')) : append(shard, records));
     const { events, handler } = recorder();
-    const node = new ClusterNode(new FakeCoordination('only'), log, handler, { shards: 1, heartbeatMs: 50, ttlMs: 150 }, createLogger('silent'));
+    const node = new ClusterNode(
+      new FakeCoordination('only'),
+      log,
+      handler,
+      { shards: 1, heartbeatMs: 50, ttlMs: 150 },
+      createLogger('silent'),
+    );
     await node.handOff([record('first')]); // resolves: the upload is acknowledged, its positions being stored
     await node.handOff([record('second')]);
     expect(node.waitingRecords).toBe(2);
@@ -128,14 +155,21 @@ describe.skipIf(!serverRedisUrl)('RedisCoordination: membership and leases', () 
 
 /** Leases and membership shared by members in one process. */
 class SharedCoordination implements Coordination {
-  constructor(readonly memberId: string, private readonly cluster: { members: string[]; leases: Map<number, string> }) {}
-  async heartbeat() { return [...this.cluster.members].sort(); }
+  constructor(
+    readonly memberId: string,
+    private readonly cluster: { members: string[]; leases: Map<number, string> },
+  ) {}
+  async heartbeat() {
+    return [...this.cluster.members].sort();
+  }
   async acquire(shard: number) {
     const holder = this.cluster.leases.get(shard) ?? this.memberId;
     this.cluster.leases.set(shard, holder);
     return holder === this.memberId;
   }
-  async renew(shards: readonly number[]) { return shards.map((shard) => this.cluster.leases.get(shard) === this.memberId); }
+  async renew(shards: readonly number[]) {
+    return shards.map((shard) => this.cluster.leases.get(shard) === this.memberId);
+  }
   async release(shard: number) {
     if (this.cluster.leases.get(shard) === this.memberId) this.cluster.leases.delete(shard);
   }

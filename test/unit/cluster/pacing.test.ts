@@ -9,7 +9,22 @@ import { createLogger } from '../../../shared/logger.js';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const SHARDS = 4;
-const record = (buildingId: number, deviceId = 'd', organizationId = 'org') => ({ organizationId, deviceId, userId: null, buildingId, floorId: 1, indoor: true, x: 1, y: 1, lat: 0, lng: 0, yaw: 0, accuracy: null, timestamp: 1, receivedAt: 1 });
+const record = (buildingId: number, deviceId = 'd', organizationId = 'org') => ({
+  organizationId,
+  deviceId,
+  userId: null,
+  buildingId,
+  floorId: 1,
+  indoor: true,
+  x: 1,
+  y: 1,
+  lat: 0,
+  lng: 0,
+  yaw: 0,
+  accuracy: null,
+  timestamp: 1,
+  receivedAt: 1,
+});
 /** Two buildings of different shards. */
 const slow = 1;
 const other = [2, 3, 4, 5, 6, 7, 8].find((building) => shardOfBuilding(building, SHARDS) !== shardOfBuilding(slow, SHARDS))!;
@@ -51,7 +66,10 @@ class UnreachableLog extends LocalShardLog {
 /** Whether a promise is still pending after `ms`. */
 async function pendingAfter(promise: Promise<unknown>, ms: number): Promise<boolean> {
   let settled = false;
-  promise.then(() => (settled = true), () => (settled = true));
+  promise.then(
+    () => (settled = true),
+    () => (settled = true),
+  );
   await sleep(ms);
   return !settled;
 }
@@ -68,7 +86,13 @@ describe('ClusterNode: uploads paced by their shard’s backlog', () => {
   async function started(pacing: { maxBacklog: number; waitMs: number } | undefined, log = new LocalShardLog()) {
     const gated = gatedHandler();
     release = gated.release;
-    node = new ClusterNode(new LocalCoordination('only'), log, gated.handler, { shards: SHARDS, heartbeatMs: 50, ttlMs: 500, pacing }, createLogger('silent'));
+    node = new ClusterNode(
+      new LocalCoordination('only'),
+      log,
+      gated.handler,
+      { shards: SHARDS, heartbeatMs: 50, ttlMs: 500, pacing },
+      createLogger('silent'),
+    );
     await node.start();
     for (let attempt = 0; attempt < 100 && node.readyShards.length < SHARDS; attempt++) await sleep(10);
     return node;
@@ -96,7 +120,7 @@ describe('ClusterNode: uploads paced by their shard’s backlog', () => {
     expect(cluster.admit([record(slow)])).toBeUndefined();
   });
 
-  it('paces per organization: a tenant at its bound in a shard never holds another tenant\'s uploads to that shard (issue 28 item 6)', async () => {
+  it("paces per organization: a tenant at its bound in a shard never holds another tenant's uploads to that shard (issue 28 item 6)", async () => {
     const cluster = await started({ maxBacklog: 3, waitMs: 10_000 });
     // Tenant A floods the slow building's shard; tenant B has a building in the very same shard.
     for (let upload = 0; upload < 10; upload++) await cluster.handOff([record(slow, `a${upload}`, 'tenant-a')]);
@@ -122,7 +146,10 @@ describe('ClusterNode: uploads paced by their shard’s backlog', () => {
     const cluster = await started({ maxBacklog: 2, waitMs: 200 });
     await cluster.handOff([record(slow, 'a')]);
     await cluster.handOff([record(slow, 'b')]);
-    const refused = await cluster.admit([record(slow, 'c')])!.then(() => undefined, (error: unknown) => error);
+    const refused = await cluster.admit([record(slow, 'c')])!.then(
+      () => undefined,
+      (error: unknown) => error,
+    );
     expect(refused).toBeInstanceOf(DetectionBehindError);
     expect(toErrorBody(refused)).toMatchObject({ status: 503, code: 'unavailable' });
     expect(Number(errorHeaders(refused)['retry-after'])).toBeGreaterThan(0);

@@ -34,7 +34,12 @@ describe('rendezvous ownership of shards', () => {
           // A join: a shard either stays put or goes to the newcomer (never between two old members).
           expect(now === before || now === joining).toBe(true);
           // The leave of the same member undoes it exactly.
-          expect(ownerOf(shard, after.filter((member) => member !== joining))).toBe(before);
+          expect(
+            ownerOf(
+              shard,
+              after.filter((member) => member !== joining),
+            ),
+          ).toBe(before);
         }
       }),
       { seed: 61, numRuns: 200 },
@@ -45,7 +50,8 @@ describe('rendezvous ownership of shards', () => {
     const three = ['gw-a:1:x', 'gw-b:2:y', 'gw-c:3:z'];
     for (const member of three) expect(shardsOwnedBy(member, three, 300).length).toBeGreaterThan(60);
     const perShard = new Map<number, number>();
-    for (let building = 1; building <= 6400; building++) perShard.set(shardOfBuilding(building, SHARDS), (perShard.get(shardOfBuilding(building, SHARDS)) ?? 0) + 1);
+    for (let building = 1; building <= 6400; building++)
+      perShard.set(shardOfBuilding(building, SHARDS), (perShard.get(shardOfBuilding(building, SHARDS)) ?? 0) + 1);
     expect(perShard.size).toBe(SHARDS);
     for (const count of perShard.values()) expect(count).toBeGreaterThan(50);
   });

@@ -37,11 +37,25 @@ if (redisUrl) {
 }
 
 const record = (deviceId: string, timestamp: number): PositionRecord => ({
-  organizationId: 'org', deviceId, userId: null, buildingId: 7, floorId: 1, indoor: true, x: 1.5, y: 2, lat: 40.1, lng: -3.2, yaw: 0, accuracy: null, timestamp, receivedAt: timestamp,
+  organizationId: 'org',
+  deviceId,
+  userId: null,
+  buildingId: 7,
+  floorId: 1,
+  indoor: true,
+  x: 1.5,
+  y: 2,
+  lat: 40.1,
+  lng: -3.2,
+  yaw: 0,
+  accuracy: null,
+  timestamp,
+  receivedAt: timestamp,
 });
 /** One upload's positions in a shard, as the pipeline hands them over. */
 const upload = (...records: PositionRecord[]): EncodedPositions => new EncodedPayload(new PositionsMessage('org', records));
-const devices = (entries: readonly { records: PositionRecord[] }[]) => entries.flatMap((entry) => entry.records.map((item) => item.deviceId));
+const devices = (entries: readonly { records: PositionRecord[] }[]) =>
+  entries.flatMap((entry) => entry.records.map((item) => item.deviceId));
 
 describe.each(factories)('shard log contract: $name', (factory) => {
   let cleanup: (() => Promise<void>) | undefined;
@@ -108,7 +122,10 @@ describe.each(factories)('shard log contract: $name', (factory) => {
     expect(await a.backlog([4])).toEqual([3]);
     const delivered = (await a.read([4], 500)).get(4)!;
     expect(await a.backlog([4])).toEqual([3]);
-    await a.ack(4, delivered.slice(0, 2).map((entry) => entry.id));
+    await a.ack(
+      4,
+      delivered.slice(0, 2).map((entry) => entry.id),
+    );
     expect(await a.backlog([4])).toEqual([1]);
     await a.append(4, upload(record('b5', 5)));
     expect(await a.backlog([6, 4])).toEqual([0, 2]);
@@ -117,7 +134,8 @@ describe.each(factories)('shard log contract: $name', (factory) => {
   it('counts the backlog per organization: appended up, acknowledged down, by whichever member acknowledges (issue 28 item 6)', async () => {
     const { a, b, cleanup: c } = factory.pair();
     cleanup = c;
-    const of = (organizationId: string, deviceId: string) => new EncodedPayload(new PositionsMessage(organizationId, [{ ...record(deviceId, 1), organizationId }]));
+    const of = (organizationId: string, deviceId: string) =>
+      new EncodedPayload(new PositionsMessage(organizationId, [{ ...record(deviceId, 1), organizationId }]));
     const shares = async (log: ShardLog, shard: number) => {
       const [backlog] = await log.organizationBacklog([shard]);
       return { total: backlog!.total, organizations: Object.fromEntries(backlog!.organizations) };
@@ -128,11 +146,17 @@ describe.each(factories)('shard log contract: $name', (factory) => {
     expect(await shares(a, 5)).toEqual({ total: 4, organizations: { 'tenant-a': 3, 'tenant-b': 1 } });
     await a.open(5);
     const delivered = (await a.read([5], 500)).get(5)!;
-    await a.ack(5, delivered.slice(0, 2).map((entry) => entry.id)); // two of tenant A's
+    await a.ack(
+      5,
+      delivered.slice(0, 2).map((entry) => entry.id),
+    ); // two of tenant A's
     expect(await shares(b, 5)).toEqual({ total: 2, organizations: { 'tenant-a': 1, 'tenant-b': 1 } });
     // The owner dies; the next one takes what was delivered and not acknowledged, and acknowledges it.
     const pending = await b.takePending(5);
-    await b.ack(5, pending.map((entry) => entry.id));
+    await b.ack(
+      5,
+      pending.map((entry) => entry.id),
+    );
     expect(await shares(a, 5)).toEqual({ total: 0, organizations: {} });
   });
 

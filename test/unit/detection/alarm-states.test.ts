@@ -16,11 +16,11 @@ const O = 1;
 const _ = 0;
 const expected: Record<AlarmState, number[]> = {
   //            OPEN CLOSED CONFIRMED MARKED_FALSE OTHER
-  OPEN:         [_,   O,     O,        O,           O],
-  CLOSED:       [_,   _,     _,        _,           _],
-  CONFIRMED:    [_,   O,     _,        _,           O],
-  MARKED_FALSE: [_,   _,     _,        _,           _],
-  OTHER:        [_,   O,     O,        O,           _],
+  OPEN: [_, O, O, O, O],
+  CLOSED: [_, _, _, _, _],
+  CONFIRMED: [_, O, _, _, O],
+  MARKED_FALSE: [_, _, _, _, _],
+  OTHER: [_, O, O, O, _],
 };
 
 describe('alarm transitions', () => {
@@ -47,9 +47,16 @@ describe('alarm transitions', () => {
   });
 
   it('list the spec alarm types', () => {
-    expect([...ALARM_TYPES].sort()).toEqual(
-      ['ASSISTANCE_REQUEST', 'BREACH', 'BUILDING_SILENT', 'DANGER', 'DEADMAN', 'EMERGENCY', 'GEOFENCE_MAX_STAY_TIME', 'STATIONARY'],
-    );
+    expect([...ALARM_TYPES].sort()).toEqual([
+      'ASSISTANCE_REQUEST',
+      'BREACH',
+      'BUILDING_SILENT',
+      'DANGER',
+      'DEADMAN',
+      'EMERGENCY',
+      'GEOFENCE_MAX_STAY_TIME',
+      'STATIONARY',
+    ]);
     expect(isAlarmType('DEADMAN')).toBe(true);
     expect(isAlarmType('FIRE')).toBe(false);
   });

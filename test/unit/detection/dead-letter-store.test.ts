@@ -4,7 +4,13 @@ import { DetectionOutbox } from '../../../gateway/detection/detection-outbox.js'
 import type { DeadLetterStore, KeptDeadLetter, StoredDeadLetter } from '../../../gateway/detection/dead-letter-store.js';
 import { createLogger } from '../../../shared/logger.js';
 
-const alarm = (key: string, buildingId = 1): DetectedAlarm => ({ organizationId: 'org', type: 'DEADMAN', deviceId: key, buildingId, idempotencyKey: key });
+const alarm = (key: string, buildingId = 1): DetectedAlarm => ({
+  organizationId: 'org',
+  type: 'DEADMAN',
+  deviceId: key,
+  buildingId,
+  idempotencyKey: key,
+});
 
 /** A fake table of dead letters; `refuseKeep` stands for a table that refuses even the plain insert. */
 function fakeStore() {
@@ -22,7 +28,16 @@ function fakeStore() {
     stored: async (id) => void rows.delete(id),
     adopt: async (owns) => {
       const adopted: StoredDeadLetter[] = [];
-      for (const [id, row] of rows) if (!row.claimed && owns(row.buildingId)) adopted.push({ id, organizationId: row.organizationId, item: structuredClone(row.item), failures: row.failures, retryAt: row.retryAt }), (row.claimed = true);
+      for (const [id, row] of rows)
+        if (!row.claimed && owns(row.buildingId))
+          adopted.push({
+            id,
+            organizationId: row.organizationId,
+            item: structuredClone(row.item),
+            failures: row.failures,
+            retryAt: row.retryAt,
+          }),
+            (row.claimed = true);
       return adopted;
     },
     release: async () => {
@@ -50,7 +65,15 @@ describe('DetectionOutbox with a dead letter store', () => {
     outbox.add({ ...emptyDetections(), alarms: [alarm('poison'), alarm('next')] }, true);
     await outbox.drain();
     expect(raised).toEqual(['next']);
-    expect([...rows.values()]).toMatchObject([{ organizationId: 'org', buildingId: 1, item: { alarm: { idempotencyKey: 'poison' } }, failures: 1, error: expect.stringContaining('check constraint') }]);
+    expect([...rows.values()]).toMatchObject([
+      {
+        organizationId: 'org',
+        buildingId: 1,
+        item: { alarm: { idempotencyKey: 'poison' } },
+        failures: 1,
+        error: expect.stringContaining('check constraint'),
+      },
+    ]);
     now += 5000;
     await outbox.retryDeadLetters(() => true);
     expect([...rows.values()]).toMatchObject([{ failures: 2 }]);
@@ -62,7 +85,7 @@ describe('DetectionOutbox with a dead letter store', () => {
     expect(outbox.deadLetterCount).toBe(0);
   });
 
-  it("retries what another process kept (a restart), for the buildings it owns only, and stores each once", async () => {
+  it('retries what another process kept (a restart), for the buildings it owns only, and stores each once', async () => {
     const { rows, store } = fakeStore();
     let refuse = true;
     const raised: string[] = [];

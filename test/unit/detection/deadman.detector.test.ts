@@ -1,11 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import {
-  type DeadmanPosition,
-  type DeadmanSettings,
-  type DeadmanState,
-  step,
-  sweep,
-} from '../../../shared/detection/deadman.detector.js';
+import { type DeadmanPosition, type DeadmanSettings, type DeadmanState, step, sweep } from '../../../shared/detection/deadman.detector.js';
 
 const T0 = Date.UTC(2025, 0, 6, 9, 0, 0);
 const s = (seconds: number) => T0 + seconds * 1000;
@@ -60,7 +54,10 @@ describe('dead-man: still', () => {
   });
 
   it('fires on time for a device that reports rarely, from the sweep', () => {
-    const state = feed(still, [[0, at(0)], [45, at(1)]]);
+    const state = feed(still, [
+      [0, at(0)],
+      [45, at(1)],
+    ]);
     expect(sweepEverySecond(still, state, 46, 100).fired).toEqual([[61, 'still', s(0)]]);
   });
 
@@ -74,28 +71,50 @@ describe('dead-man: still', () => {
 
 describe('dead-man: silence', () => {
   it('fires once, just after deadman_silence_s without a position, dated from the last one', () => {
-    const state = feed(silent, [[0, at(0)], [10, at(20)]]);
+    const state = feed(silent, [
+      [0, at(0)],
+      [10, at(20)],
+    ]);
     expect(sweepEverySecond(silent, state, 10, 200).fired).toEqual([[41, 'silence', s(10)]]);
   });
 
   it('without a silence setting a quiet device never raises silence', () => {
-    const state = feed(still, [[0, at(0)], [10, at(20)]]);
+    const state = feed(still, [
+      [0, at(0)],
+      [10, at(20)],
+    ]);
     // Only `still` may fire (the last position is assumed to hold); never `silence`.
     expect(sweepEverySecond(still, state, 10, 500).fired.map((f) => f[1])).toEqual(['still']);
   });
 
   it('needs deadman_after_s of presence in the building first, when set', () => {
-    const brief = feed(both, [[0, at(0)], [59, at(10)]]);
+    const brief = feed(both, [
+      [0, at(0)],
+      [59, at(10)],
+    ]);
     expect(sweepEverySecond(both, brief, 59, 300).fired).toEqual([]);
-    const settled = feed(both, [[0, at(0)], [60, at(10)]]);
+    const settled = feed(both, [
+      [0, at(0)],
+      [60, at(10)],
+    ]);
     expect(sweepEverySecond(both, settled, 60, 300).fired).toEqual([[91, 'silence', s(60)]]);
   });
 
   it('with both on, still fires while reporting; once quiet, silence speaks instead of still', () => {
-    const reporting = feed(both, [[0, at(0)], [60, at(0)]]);
-    expect(sweepEverySecond(both, reporting, 60, 300).fired).toEqual([[61, 'still', s(0)], [91, 'silence', s(60)]]);
+    const reporting = feed(both, [
+      [0, at(0)],
+      [60, at(0)],
+    ]);
+    expect(sweepEverySecond(both, reporting, 60, 300).fired).toEqual([
+      [61, 'still', s(0)],
+      [91, 'silence', s(60)],
+    ]);
     // Anchored at 50 and quiet from 65: still would be due at 111, but the device is silent by then.
-    const quiet = feed(both, [[0, at(0)], [50, at(10)], [65, at(10)]]);
+    const quiet = feed(both, [
+      [0, at(0)],
+      [50, at(10)],
+      [65, at(10)],
+    ]);
     expect(sweepEverySecond(both, quiet, 65, 300).fired).toEqual([[96, 'silence', s(65)]]);
   });
 
@@ -146,13 +165,19 @@ function sweepResumed(settings: DeadmanSettings, state: DeadmanState, resumed: n
 
 describe('dead-man: our own absence (detection resumed after the last position)', () => {
   it('silence runs from the resumption: a device still silent a window later raises it, dated from its last position', () => {
-    const state = feed(silent, [[0, at(0)], [10, at(20)]]);
+    const state = feed(silent, [
+      [0, at(0)],
+      [10, at(20)],
+    ]);
     // We were gone from 12 to 100: at 100 the device has been quiet 90 s, but only 0 s of it while watched.
     expect(sweepResumed(silent, state, 100, 100, 300).fired).toEqual([[131, 'silence', s(10)]]);
   });
 
   it('a device that reports within its window after the resumption raises nothing', () => {
-    let state = feed(silent, [[0, at(0)], [10, at(20)]]);
+    let state = feed(silent, [
+      [0, at(0)],
+      [10, at(20)],
+    ]);
     // biome-ignore lint/style/useConst: assigned beside `state` in one destructuring
     let fired: [number, string, number][];
     ({ state, fired } = sweepResumed(silent, state, 100, 100, 125));
@@ -163,12 +188,18 @@ describe('dead-man: our own absence (detection resumed after the last position)'
   });
 
   it('a resumption before the last position changes nothing', () => {
-    const state = feed(silent, [[0, at(0)], [10, at(20)]]);
+    const state = feed(silent, [
+      [0, at(0)],
+      [10, at(20)],
+    ]);
     expect(sweepResumed(silent, state, 5, 10, 200).fired).toEqual([[41, 'silence', s(10)]]);
   });
 
   it('stillness does not count the stretch nobody watched: last seen at 10, back at 100, still from 0 for 60 s fires at 151', () => {
-    const state = feed(still, [[0, at(0)], [10, at(1)]]);
+    const state = feed(still, [
+      [0, at(0)],
+      [10, at(1)],
+    ]);
     expect(sweepResumed(still, state, 100, 100, 300).fired).toEqual([[151, 'still', s(0)]]);
     // A position from the same spot after we are back shows the stillness went on: counted whole from the anchor.
     const seen = step(state, at(0.5), still, s(101));
@@ -176,7 +207,11 @@ describe('dead-man: our own absence (detection resumed after the last position)'
   });
 
   it('with both on, a device back within its window raises no silence, and stillness counts only what was seen and watched', () => {
-    const state = feed(both, [[0, at(0)], [30, at(10)], [60, at(10)]]);
+    const state = feed(both, [
+      [0, at(0)],
+      [30, at(10)],
+      [60, at(10)],
+    ]);
     // Without the rule, our gap from 60 to 200 is a silence at once.
     expect(sweepEverySecond(both, state, 200, 200).fired).toEqual([[200, 'silence', s(60)]]);
     // With it: nothing for a window after 200 (still: 30 s seen + 30 s watched is not over 60), then silence speaks.
@@ -184,5 +219,4 @@ describe('dead-man: our own absence (detection resumed after the last position)'
     const moved = step(state, at(30), both, s(205));
     expect(sweepResumed(both, moved, 200, 205, 235).fired).toEqual([]);
   });
-
 });

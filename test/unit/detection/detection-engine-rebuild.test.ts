@@ -14,12 +14,43 @@ const s = (seconds: number) => T0 + seconds * 1000;
 /** Buildings 1 and 2, each with one 10 m square fence at (0,0) staying at most 30 s, and dead-man silence after 20 s. */
 function runtimeOf(id: number): BuildingRuntime {
   const fence = {
-    id: `fence-${id}`, buildingId: id, floorId: id, name: 'Square', type: 'POLYGON', radius: null, deleted: false, customFields: [], geometric: [],
-    cartesians: [[0, 0], [10, 0], [10, 10], [0, 10], [0, 0]], maxStayTime: 30, minDwellS: 0, exitGraceS: 0,
+    id: `fence-${id}`,
+    buildingId: id,
+    floorId: id,
+    name: 'Square',
+    type: 'POLYGON',
+    radius: null,
+    deleted: false,
+    customFields: [],
+    geometric: [],
+    cartesians: [
+      [0, 0],
+      [10, 0],
+      [10, 10],
+      [0, 10],
+      [0, 0],
+    ],
+    maxStayTime: 30,
+    minDwellS: 0,
+    exitGraceS: 0,
   } as unknown as Geofence;
-  const building = { id, name: 'B', locationLat: 40, locationLng: -3, width: 100, length: 100, rotation: 0, deadmanSilenceS: 20 } as unknown as Building;
+  const building = {
+    id,
+    name: 'B',
+    locationLat: 40,
+    locationLng: -3,
+    width: 100,
+    length: 100,
+    rotation: 0,
+    deadmanSilenceS: 20,
+  } as unknown as Building;
   const runtime: BuildingRuntime = {
-    id, organizationId: 'org', building, geofences: [fence], events: [], loadedAt: 0,
+    id,
+    organizationId: 'org',
+    building,
+    geofences: [fence],
+    events: [],
+    loadedAt: 0,
     transform: createBuildingTransform({ location: { lat: 40, lng: -3 }, dimensions: { width: 100, length: 100 }, rotation: 0 }),
     floors: new Map([[id, { level: 0, levelHeight: 0 }]]),
   };
@@ -29,8 +60,20 @@ function runtimeOf(id: number): BuildingRuntime {
 const buildings = new Map([1, 2].map((id) => [id, runtimeOf(id)]));
 const newEngine = () => new DetectionEngine({ peek: (id: number) => buildings.get(id) } as unknown as BuildingRegistry, 3600_000);
 const at = (deviceId: string, second: number, x: number, buildingId = 1): PositionRecord => ({
-  organizationId: 'org', deviceId, userId: null, buildingId, floorId: buildingId, indoor: true, x, y: 5, lat: 0, lng: 0, yaw: 0, accuracy: 1,
-  timestamp: s(second), receivedAt: s(second),
+  organizationId: 'org',
+  deviceId,
+  userId: null,
+  buildingId,
+  floorId: buildingId,
+  indoor: true,
+  x,
+  y: 5,
+  lat: 0,
+  lng: 0,
+  yaw: 0,
+  accuracy: 1,
+  timestamp: s(second),
+  receivedAt: s(second),
 });
 const observe = (engine: DetectionEngine, record: PositionRecord) => engine.observe(record, buildings.get(record.buildingId!));
 
@@ -41,7 +84,10 @@ function restored(last: PositionRecord, options: { enteredAt?: number; alarmed?:
     last,
     transition: transition.restoredState(inside, last.floorId),
     maxStay: maxStay.restoredState(inside, new Set(options.alarmed ? inside.keys() : [])),
-    deadman: deadman.restoredState([{ at: last.receivedAt, position: { x: last.x!, y: last.y!, floorId: last.floorId!, buildingId: last.buildingId! } }], { deadmanSilenceS: 20 }),
+    deadman: deadman.restoredState(
+      [{ at: last.receivedAt, position: { x: last.x!, y: last.y!, floorId: last.floorId!, buildingId: last.buildingId! } }],
+      { deadmanSilenceS: 20 },
+    ),
     settledBefore: options.settledBefore ?? 0,
   };
 }
@@ -58,7 +104,10 @@ describe('DetectionEngine.forgetBuilding and trackedDevicesIn', () => {
     // No exit for `a` (the new owner has its stay), no max-stay nor silence for it either; `c` carries on.
     const later = engine.sweep(s(40));
     expect(later.zoneEvents).toEqual([]);
-    expect(later.alarms.map((alarm) => [alarm.type, alarm.deviceId])).toEqual([['GEOFENCE_MAX_STAY_TIME', 'c'], ['DEADMAN', 'c']]);
+    expect(later.alarms.map((alarm) => [alarm.type, alarm.deviceId])).toEqual([
+      ['GEOFENCE_MAX_STAY_TIME', 'c'],
+      ['DEADMAN', 'c'],
+    ]);
   });
 });
 
@@ -104,7 +153,9 @@ describe('DetectionEngine: positions re-observed after a rebuild (no duplicate, 
   it('(b) emits exactly the enter of a position whose enter was not stored, though the rebuild read the position itself', () => {
     const engine = newEngine();
     engine.restore(restored(P));
-    expect(observe(engine, P).zoneEvents.map((event) => [event.type, event.zoneId, event.at])).toEqual([['enter', 'fence-1', P.receivedAt]]);
+    expect(observe(engine, P).zoneEvents.map((event) => [event.type, event.zoneId, event.at])).toEqual([
+      ['enter', 'fence-1', P.receivedAt],
+    ]);
     expect(observe(engine, P).zoneEvents).toEqual([]);
   });
 
@@ -116,7 +167,10 @@ describe('DetectionEngine: positions re-observed after a rebuild (no duplicate, 
     expect(observe(engine, P).zoneEvents.map((event) => event.type)).toEqual(['enter']);
     expect(observe(engine, latest).zoneEvents).toEqual([]);
     const late = engine.sweep(s(45)).alarms;
-    expect(late.map((alarm) => [alarm.idempotencyKey, alarm.x])).toEqual([[`max-stay|d|fence-1|${s(10)}`, 6], [`deadman|d|silence|${s(12)}`, 6]]);
+    expect(late.map((alarm) => [alarm.idempotencyKey, alarm.x])).toEqual([
+      [`max-stay|d|fence-1|${s(10)}`, 6],
+      [`deadman|d|silence|${s(12)}`, 6],
+    ]);
   });
 
   it('ignores a replayed older position from another building, and an older one once live again', () => {
@@ -132,7 +186,8 @@ describe('DetectionEngine: our own absence raises nothing (resume, interrupt)', 
   /** Every alarm of sweeps once a second over [from, to], with the second it fired. */
   const sweeps = (engine: DetectionEngine, from: number, to: number) => {
     const fired: [number, string, string][] = [];
-    for (let second = from; second <= to; second++) for (const alarm of engine.sweep(s(second)).alarms) fired.push([second, alarm.type, alarm.deviceId!]);
+    for (let second = from; second <= to; second++)
+      for (const alarm of engine.sweep(s(second)).alarms) fired.push([second, alarm.type, alarm.deviceId!]);
     return fired;
   };
 
@@ -145,7 +200,10 @@ describe('DetectionEngine: our own absence raises nothing (resume, interrupt)', 
     expect(sweeps(engine, 100, 110)).toEqual([]);
     observe(engine, at('back', 111, 50)); // reports again, outside the fence: the stay ended
     // gone: silence 20 s from 100; stay 10 s seen + 21 s watched. back: silent again only 20 s after 111.
-    expect(sweeps(engine, 111, 131)).toEqual([[121, 'GEOFENCE_MAX_STAY_TIME', 'gone'], [121, 'DEADMAN', 'gone']]);
+    expect(sweeps(engine, 111, 131)).toEqual([
+      [121, 'GEOFENCE_MAX_STAY_TIME', 'gone'],
+      [121, 'DEADMAN', 'gone'],
+    ]);
     const [alarm] = engine.sweep(s(132)).alarms.filter((a) => a.deviceId === 'back');
     expect(alarm).toMatchObject({ type: 'DEADMAN', details: { reason: 'silence', since: new Date(s(111)).toISOString() } });
   });
@@ -153,7 +211,10 @@ describe('DetectionEngine: our own absence raises nothing (resume, interrupt)', 
   it('without the resumption the same rebuild raises everything at once (the flood this prevents)', () => {
     const engine = newEngine();
     engine.restore(restored(at('back', 10, 5), { enteredAt: s(0) }));
-    expect(sweeps(engine, 100, 100)).toEqual([[100, 'GEOFENCE_MAX_STAY_TIME', 'back'], [100, 'DEADMAN', 'back']]);
+    expect(sweeps(engine, 100, 100)).toEqual([
+      [100, 'GEOFENCE_MAX_STAY_TIME', 'back'],
+      [100, 'DEADMAN', 'back'],
+    ]);
   });
 
   it('a resumption holds for its building only, and ends with forgetBuilding', () => {
@@ -187,25 +248,35 @@ describe('DetectionEngine: silence storms', () => {
     const storming = deviceIds('s', 30);
     for (const id of storming) observe(engine, at(id, 0, 50));
     // Ten others keep reporting throughout.
-    const report = (second: number) => { for (const id of deviceIds('r', 10)) observe(engine, at(id, second, 50)); };
+    const report = (second: number) => {
+      for (const id of deviceIds('r', 10)) observe(engine, at(id, second, 50));
+    };
     const alarms: { type: string; deviceId?: string | null; onlyIfOpen?: boolean; details?: Record<string, any> }[] = [];
     for (let second = 1; second <= 25; second++) {
       report(second);
       alarms.push(...engine.sweep(s(second)).alarms);
     }
     expect(alarms.map((a) => a.type)).toEqual(['BUILDING_SILENT']);
-    expect(alarms[0]).toMatchObject({ buildingId: 1, deviceId: null, details: { started_at: new Date(s(21)).toISOString(), silence_s: 20, silent_count: 30 } });
+    expect(alarms[0]).toMatchObject({
+      buildingId: 1,
+      deviceId: null,
+      details: { started_at: new Date(s(21)).toISOString(), silence_s: 20, silent_count: 30 },
+    });
     expect(alarms[0]!.details!.devices.map((d: any) => d.device_id).sort()).toEqual([...storming].sort());
 
     // All but one come back: the building alarm is updated, nobody gets a DEADMAN.
     for (const id of storming.slice(1)) observe(engine, at(id, 26, 50));
     report(26);
     const update = engine.sweep(s(26)).alarms;
-    expect(update).toMatchObject([{ type: 'BUILDING_SILENT', onlyIfOpen: true, details: { silent_count: 1, devices: [{ device_id: 's-0' }] } }]);
+    expect(update).toMatchObject([
+      { type: 'BUILDING_SILENT', onlyIfOpen: true, details: { silent_count: 1, devices: [{ device_id: 's-0' }] } },
+    ]);
     expect(update.filter((a) => a.type === 'DEADMAN')).toEqual([]);
 
     // Closed (on any gateway, told by the bus): the one still silent gets its own DEADMAN, dated from its last fix.
-    engine.alarmsChanged([{ event: { type: 'BUILDING_SILENT', state: 'CLOSED', building_id: 1, details: { started_at: new Date(s(21)).toISOString() } } }]);
+    engine.alarmsChanged([
+      { event: { type: 'BUILDING_SILENT', state: 'CLOSED', building_id: 1, details: { started_at: new Date(s(21)).toISOString() } } },
+    ]);
     for (const id of [...storming.slice(1), ...deviceIds('r', 10)]) observe(engine, at(id, 27, 50));
     const released = engine.sweep(s(27)).alarms;
     expect(released.map((a) => [a.type, a.deviceId, a.details?.since])).toEqual([['DEADMAN', 's-0', new Date(s(0)).toISOString()]]);
@@ -225,8 +296,14 @@ describe('DetectionEngine: silence storms', () => {
 
   it('a storm read back from its building alarm holds its members again', () => {
     const engine = newEngine();
-    engine.restoreStorm('org', 1, { started_at: new Date(s(21)).toISOString(), silence_s: 20, devices: [{ device_id: 's-0', user_id: null, since: new Date(s(0)).toISOString(), floor_id: 1, x: 50, y: 5 }] });
-    engine.alarmsChanged([{ event: { type: 'BUILDING_SILENT', state: 'MARKED_FALSE', building_id: 1, details: { started_at: new Date(s(21)).toISOString() } } }]);
+    engine.restoreStorm('org', 1, {
+      started_at: new Date(s(21)).toISOString(),
+      silence_s: 20,
+      devices: [{ device_id: 's-0', user_id: null, since: new Date(s(0)).toISOString(), floor_id: 1, x: 50, y: 5 }],
+    });
+    engine.alarmsChanged([
+      { event: { type: 'BUILDING_SILENT', state: 'MARKED_FALSE', building_id: 1, details: { started_at: new Date(s(21)).toISOString() } } },
+    ]);
     expect(engine.sweep(s(30)).alarms).toMatchObject([{ type: 'DEADMAN', deviceId: 's-0', idempotencyKey: `deadman|s-0|silence|${s(0)}` }]);
   });
 });

@@ -11,19 +11,54 @@ const s = (seconds: number) => T0 + seconds * 1000;
 /** One building, one floor, one 10 m square fence at (0,0) with the given rules. */
 function venue(rules: Partial<Pick<Geofence, 'maxStayTime' | 'minDwellS' | 'exitGraceS'>>) {
   const fence = {
-    id: 'fence-1', buildingId: 1, floorId: 1, name: 'Square', type: 'POLYGON', radius: null, deleted: false, customFields: [], geometric: [],
-    cartesians: [[0, 0], [10, 0], [10, 10], [0, 10], [0, 0]], maxStayTime: null, minDwellS: 0, exitGraceS: 0, ...rules,
+    id: 'fence-1',
+    buildingId: 1,
+    floorId: 1,
+    name: 'Square',
+    type: 'POLYGON',
+    radius: null,
+    deleted: false,
+    customFields: [],
+    geometric: [],
+    cartesians: [
+      [0, 0],
+      [10, 0],
+      [10, 10],
+      [0, 10],
+      [0, 0],
+    ],
+    maxStayTime: null,
+    minDwellS: 0,
+    exitGraceS: 0,
+    ...rules,
   } as unknown as Geofence;
   const building = { id: 1, name: 'B', locationLat: 40, locationLng: -3, width: 100, length: 100, rotation: 0 } as unknown as Building;
   const runtime: BuildingRuntime = {
-    id: 1, organizationId: 'org', building, geofences: [fence], events: [], loadedAt: 0,
+    id: 1,
+    organizationId: 'org',
+    building,
+    geofences: [fence],
+    events: [],
+    loadedAt: 0,
     transform: createBuildingTransform({ location: { lat: 40, lng: -3 }, dimensions: { width: 100, length: 100 }, rotation: 0 }),
     floors: new Map([[1, { level: 0, levelHeight: 0 }]]),
   };
   const engine = new DetectionEngine({ peek: () => runtime } as unknown as BuildingRegistry, 3600_000);
   const at = (second: number, x: number): PositionRecord => ({
-    organizationId: 'org', deviceId: 'd', userId: null, buildingId: 1, floorId: 1, indoor: true, x, y: 5, lat: 0, lng: 0, yaw: 0, accuracy: 1,
-    timestamp: s(second), receivedAt: s(second),
+    organizationId: 'org',
+    deviceId: 'd',
+    userId: null,
+    buildingId: 1,
+    floorId: 1,
+    indoor: true,
+    x,
+    y: 5,
+    lat: 0,
+    lng: 0,
+    yaw: 0,
+    accuracy: 1,
+    timestamp: s(second),
+    receivedAt: s(second),
   });
   return { engine, runtime, observe: (second: number, x: number) => engine.observe(at(second, x), runtime) };
 }
@@ -70,7 +105,25 @@ describe('DetectionEngine: max stay in a building that had no max-stay rule', ()
     let current = venue({}).runtime;
     const engine = new DetectionEngine({ peek: () => current } as unknown as BuildingRegistry, 3600_000);
     const observe = (second: number, x: number) =>
-      engine.observe({ organizationId: 'org', deviceId: 'd', userId: null, buildingId: 1, floorId: 1, indoor: true, x, y: 5, lat: 0, lng: 0, yaw: 0, accuracy: 1, timestamp: s(second), receivedAt: s(second) }, current);
+      engine.observe(
+        {
+          organizationId: 'org',
+          deviceId: 'd',
+          userId: null,
+          buildingId: 1,
+          floorId: 1,
+          indoor: true,
+          x,
+          y: 5,
+          lat: 0,
+          lng: 0,
+          yaw: 0,
+          accuracy: 1,
+          timestamp: s(second),
+          receivedAt: s(second),
+        },
+        current,
+      );
     const cartography = (rules: Parameters<typeof venue>[0]) => void (current = venue(rules).runtime);
     return { engine, observe, cartography };
   }
@@ -104,8 +157,20 @@ describe('DetectionEngine: a bounded number of tracked devices', () => {
     const { runtime } = venue({});
     const engine = new DetectionEngine({ peek: () => runtime } as unknown as BuildingRegistry, 3600_000, 3);
     const at = (deviceId: string, second: number, x: number): PositionRecord => ({
-      organizationId: 'org', deviceId, userId: null, buildingId: 1, floorId: 1, indoor: true, x, y: 5, lat: 0, lng: 0, yaw: 0, accuracy: 1,
-      timestamp: s(second), receivedAt: s(second),
+      organizationId: 'org',
+      deviceId,
+      userId: null,
+      buildingId: 1,
+      floorId: 1,
+      indoor: true,
+      x,
+      y: 5,
+      lat: 0,
+      lng: 0,
+      yaw: 0,
+      accuracy: 1,
+      timestamp: s(second),
+      receivedAt: s(second),
     });
     engine.observe(at('inside', 0, 5), runtime); // enters the fence
     engine.observe(at('b', 1, 50), runtime);
@@ -122,8 +187,20 @@ describe('DetectionEngine: a bounded number of tracked devices', () => {
     const { runtime } = venue({});
     const engine = new DetectionEngine({ peek: () => runtime } as unknown as BuildingRegistry, 3600_000, 2);
     const at = (deviceId: string, second: number): PositionRecord => ({
-      organizationId: 'org', deviceId, userId: null, buildingId: 1, floorId: 1, indoor: true, x: 5, y: 5, lat: 0, lng: 0, yaw: 0, accuracy: 1,
-      timestamp: s(second), receivedAt: s(second),
+      organizationId: 'org',
+      deviceId,
+      userId: null,
+      buildingId: 1,
+      floorId: 1,
+      indoor: true,
+      x: 5,
+      y: 5,
+      lat: 0,
+      lng: 0,
+      yaw: 0,
+      accuracy: 1,
+      timestamp: s(second),
+      receivedAt: s(second),
     });
     engine.observe(at('first', 0), runtime);
     engine.observe(at('second', 1), runtime);

@@ -28,12 +28,44 @@ const s = (seconds: number) => T0 + seconds * 1000;
  */
 function world(rules: Partial<Pick<Geofence, 'maxStayTime' | 'minDwellS' | 'exitGraceS'>>, deadman: Partial<Building> = {}) {
   const fence = {
-    id: 'fence-1', buildingId: 1, floorId: 1, name: 'Square', type: 'POLYGON', radius: null, deleted: false, customFields: [], geometric: [],
-    cartesians: [[0, 0], [10, 0], [10, 10], [0, 10], [0, 0]], maxStayTime: null, minDwellS: 0, exitGraceS: 0, ...rules,
+    id: 'fence-1',
+    buildingId: 1,
+    floorId: 1,
+    name: 'Square',
+    type: 'POLYGON',
+    radius: null,
+    deleted: false,
+    customFields: [],
+    geometric: [],
+    cartesians: [
+      [0, 0],
+      [10, 0],
+      [10, 10],
+      [0, 10],
+      [0, 0],
+    ],
+    maxStayTime: null,
+    minDwellS: 0,
+    exitGraceS: 0,
+    ...rules,
   } as unknown as Geofence;
-  const building = { id: 1, name: 'B', locationLat: 40, locationLng: -3, width: 100, length: 100, rotation: 0, ...deadman } as unknown as Building;
+  const building = {
+    id: 1,
+    name: 'B',
+    locationLat: 40,
+    locationLng: -3,
+    width: 100,
+    length: 100,
+    rotation: 0,
+    ...deadman,
+  } as unknown as Building;
   const runtime: BuildingRuntime = {
-    id: 1, organizationId: 'org', building, geofences: [fence], events: [], loadedAt: 0,
+    id: 1,
+    organizationId: 'org',
+    building,
+    geofences: [fence],
+    events: [],
+    loadedAt: 0,
     transform: createBuildingTransform({ location: { lat: 40, lng: -3 }, dimensions: { width: 100, length: 100 }, rotation: 0 }),
     floors: new Map([[1, { level: 0, levelHeight: 0 }]]),
   };
@@ -65,8 +97,20 @@ function world(rules: Partial<Pick<Geofence, 'maxStayTime' | 'minDwellS' | 'exit
   const detection = new OwnerDetection(engine, registry, outbox);
   const sweep = new DetectionSweep({ engine, outbox, owns: () => state.owns, logger });
   const at = (second: number, x: number, deviceId = 'd'): PositionRecord => ({
-    organizationId: 'org', deviceId, userId: null, buildingId: 1, floorId: 1, indoor: true, x, y: 5, lat: 0, lng: 0, yaw: 0, accuracy: 1,
-    timestamp: s(second), receivedAt: s(second),
+    organizationId: 'org',
+    deviceId,
+    userId: null,
+    buildingId: 1,
+    floorId: 1,
+    indoor: true,
+    x,
+    y: 5,
+    lat: 0,
+    lng: 0,
+    yaw: 0,
+    accuracy: 1,
+    timestamp: s(second),
+    receivedAt: s(second),
   });
   const observe = (second: number, x: number, deviceId?: string) => engine.observe(at(second, x, deviceId), runtime);
   return { engine, detection, outbox, sweep: (second: number) => sweep.run(s(second)), bus, state, alarms, zoneEvents, at, observe };
@@ -172,6 +216,8 @@ describe('detection: announcing what one read of a shard found', () => {
     expect(await consume(detection, records, () => true)).toBe(true);
     ticking = false;
     expect(seen.some((tracked) => tracked > 0 && tracked < records.length)).toBe(true);
-    expect(messages.flatMap((message) => message.zoneEvents.map((event) => event.deviceId))).toEqual(records.map((record) => record.deviceId));
+    expect(messages.flatMap((message) => message.zoneEvents.map((event) => event.deviceId))).toEqual(
+      records.map((record) => record.deviceId),
+    );
   });
 });

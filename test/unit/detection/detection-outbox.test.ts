@@ -6,9 +6,26 @@ import { StorageUnavailableError } from '../../../shared/errors.js';
 import { createLogger } from '../../../shared/logger.js';
 import { registry } from '../../../shared/metrics/metrics.js';
 
-const alarm = (key: string, organizationId = 'org'): DetectedAlarm => ({ organizationId, type: 'DEADMAN', deviceId: 'd', idempotencyKey: key });
+const alarm = (key: string, organizationId = 'org'): DetectedAlarm => ({
+  organizationId,
+  type: 'DEADMAN',
+  deviceId: 'd',
+  idempotencyKey: key,
+});
 const zoneEvent = (organizationId: string, deviceId: string): ZoneEventRecord =>
-  ({ organizationId, buildingId: 1, floorId: 1, zoneKind: 'geofence', zoneId: 'z', zoneName: 'Z', deviceId, userId: null, type: 'enter', at: new Date(0), firedAt: new Date(0) }) as unknown as ZoneEventRecord;
+  ({
+    organizationId,
+    buildingId: 1,
+    floorId: 1,
+    zoneKind: 'geofence',
+    zoneId: 'z',
+    zoneName: 'Z',
+    deviceId,
+    userId: null,
+    type: 'enter',
+    at: new Date(0),
+    firedAt: new Date(0),
+  }) as unknown as ZoneEventRecord;
 
 /** A fake database: stores each alarm key at most once (as the alarm service does); `fail` decides refusals. */
 function sink(fail: (key: string) => Error | undefined) {
@@ -40,7 +57,8 @@ function sink(fail: (key: string) => Error | undefined) {
 }
 
 const deadLettered = async (kind: 'alarm' | 'zone_events') =>
-  (await registry.getSingleMetric('floorcast_detection_dead_letters_total')?.get())?.values.find((value) => value.labels.kind === kind)?.value ?? 0;
+  (await registry.getSingleMetric('floorcast_detection_dead_letters_total')?.get())?.values.find((value) => value.labels.kind === kind)
+    ?.value ?? 0;
 
 describe('DetectionOutbox', () => {
   it('keeps order and retries from where it stopped during an outage', async () => {
@@ -67,7 +85,10 @@ describe('DetectionOutbox', () => {
     const { raised, sink: s } = sink((key) => (key.startsWith('x-') ? new TypeError('tenant X data the database refuses') : undefined));
     const now = 1_000_000;
     const outbox = new DetectionOutbox(s, createLogger('silent'), 100_000, () => now);
-    outbox.add({ ...emptyDetections(), alarms: [alarm('x-1', 'X'), alarm('y-deadman', 'Y'), alarm('x-2', 'X'), alarm('x-after', 'X')] }, true);
+    outbox.add(
+      { ...emptyDetections(), alarms: [alarm('x-1', 'X'), alarm('y-deadman', 'Y'), alarm('x-2', 'X'), alarm('x-after', 'X')] },
+      true,
+    );
     await outbox.drain();
     expect(raised).toEqual(['y-deadman']);
     expect(outbox.size).toBe(0);
@@ -112,7 +133,9 @@ describe('DetectionOutbox', () => {
 
   it('keeps a dead letter during an outage: a retry that meets one waits for the next', async () => {
     let mode: 'refuse' | 'down' | 'up' = 'refuse';
-    const { raised, sink: s } = sink((key) => (key !== 'poison' || mode === 'up' ? undefined : mode === 'refuse' ? new TypeError('bug') : new StorageUnavailableError()));
+    const { raised, sink: s } = sink((key) =>
+      key !== 'poison' || mode === 'up' ? undefined : mode === 'refuse' ? new TypeError('bug') : new StorageUnavailableError(),
+    );
     let now = 0;
     const outbox = new DetectionOutbox(s, createLogger('silent'), 100_000, () => now);
     outbox.add({ ...emptyDetections(), alarms: [alarm('poison')] }, true);
@@ -130,7 +153,10 @@ describe('DetectionOutbox', () => {
     let release!: () => void;
     const stuck = new Promise<void>((resolve) => (release = resolve));
     const { raised, sink: s } = sink(() => undefined);
-    const outbox = new DetectionOutbox({ ...s, raiseAlarm: async (a) => (a.organizationId === 'X' ? stuck.then(() => s.raiseAlarm(a)) : s.raiseAlarm(a)) }, createLogger('silent'));
+    const outbox = new DetectionOutbox(
+      { ...s, raiseAlarm: async (a) => (a.organizationId === 'X' ? stuck.then(() => s.raiseAlarm(a)) : s.raiseAlarm(a)) },
+      createLogger('silent'),
+    );
     outbox.add({ ...emptyDetections(), alarms: [alarm('x-slow', 'X'), alarm('y-1', 'Y')] }, true);
     const draining = outbox.drain();
     for (let tick = 0; tick < 10 && !raised.includes('y-1'); tick++) await new Promise((resolve) => setImmediate(resolve));
@@ -152,7 +178,10 @@ describe('DetectionOutbox', () => {
     };
     const outbox = new DetectionOutbox({ ...s, raiseAlarm: slow }, createLogger('silent'));
     const organizations = Array.from({ length: 12 }, (_, index) => `org-${index}`);
-    outbox.add({ ...emptyDetections(), alarms: organizations.map((organizationId) => alarm(`${organizationId}-alarm`, organizationId)) }, true);
+    outbox.add(
+      { ...emptyDetections(), alarms: organizations.map((organizationId) => alarm(`${organizationId}-alarm`, organizationId)) },
+      true,
+    );
     await outbox.drain();
     expect(raised.sort()).toEqual(organizations.map((organizationId) => `${organizationId}-alarm`).sort());
     expect(most).toBe(4);
@@ -175,7 +204,11 @@ describe('DetectionOutbox', () => {
     let release!: () => void;
     const stuck = new Promise<void>((resolve) => (release = resolve));
     const { raised, sink: s } = sink(() => undefined);
-    const outbox = new DetectionOutbox({ ...s, raiseAlarm: async (a) => (a.idempotencyKey === 'first' ? stuck.then(() => s.raiseAlarm(a)) : s.raiseAlarm(a)) }, createLogger('silent'), 2);
+    const outbox = new DetectionOutbox(
+      { ...s, raiseAlarm: async (a) => (a.idempotencyKey === 'first' ? stuck.then(() => s.raiseAlarm(a)) : s.raiseAlarm(a)) },
+      createLogger('silent'),
+      2,
+    );
     outbox.add({ ...emptyDetections(), alarms: [alarm('first')] }, true);
     const draining = outbox.drain();
     outbox.add({ ...emptyDetections(), alarms: [alarm('second')] }, true);

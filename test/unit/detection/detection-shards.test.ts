@@ -7,7 +7,20 @@ import type { PositionRecord } from '../../../shared/positions/position-record.j
 import type { Storage } from '../../../shared/storage/index.js';
 
 const record = (deviceId: string, timestamp: number): PositionRecord => ({
-  organizationId: 'org', deviceId, userId: null, buildingId: 7, floorId: 1, indoor: true, x: 1.5, y: 2, lat: 40.1, lng: -3.2, yaw: 0, accuracy: null, timestamp, receivedAt: timestamp + 5,
+  organizationId: 'org',
+  deviceId,
+  userId: null,
+  buildingId: 7,
+  floorId: 1,
+  indoor: true,
+  x: 1.5,
+  y: 2,
+  lat: 40.1,
+  lng: -3.2,
+  yaw: 0,
+  accuracy: null,
+  timestamp,
+  receivedAt: timestamp + 5,
 });
 
 describe('DetectionShards', () => {
@@ -28,7 +41,10 @@ describe('DetectionShards', () => {
       logger: createLogger('silent'),
     });
     // Copies, as decoded from the stream.
-    const entries = [{ id: '1', records: [{ ...held }, record('b', 1500)] }, { id: '2', records: [record('c', 1600)] }];
+    const entries = [
+      { id: '1', records: [{ ...held }, record('b', 1500)] },
+      { id: '2', records: [record('c', 1600)] },
+    ];
     expect(await shards.process(0, entries, () => true)).toBe(true);
     const [records] = consumed;
     expect(records!.map((item) => item.deviceId)).toEqual(['a', 'b', 'c']);

@@ -15,19 +15,32 @@ describe('transition.restoredState', () => {
     const stay = transition.step(restored, { zoneIds: ['fence'], floorId: 1 }, new Map(), s(10));
     expect(stay.transitions).toEqual([]);
     expect(stay.state).toBe(restored);
-    expect(transition.step(restored, { zoneIds: [], floorId: 1 }, new Map(), s(10)).transitions).toEqual([{ type: 'exit', zoneId: 'fence', at: s(10), firedAt: s(10) }]);
+    expect(transition.step(restored, { zoneIds: [], floorId: 1 }, new Map(), s(10)).transitions).toEqual([
+      { type: 'exit', zoneId: 'fence', at: s(10), firedAt: s(10) },
+    ]);
   });
 
   it('is outside every zone it was not given: being inside one enters it', () => {
-    expect(transition.step(restored, { zoneIds: ['fence', 'other'], floorId: 1 }, new Map(), s(10)).transitions).toEqual([{ type: 'enter', zoneId: 'other', at: s(10), firedAt: s(10) }]);
+    expect(transition.step(restored, { zoneIds: ['fence', 'other'], floorId: 1 }, new Map(), s(10)).transitions).toEqual([
+      { type: 'enter', zoneId: 'other', at: s(10), firedAt: s(10) },
+    ]);
   });
 });
 
 describe('maxStay.restoredState', () => {
-  const rules = new Map([['a', 30], ['b', 30]]);
+  const rules = new Map([
+    ['a', 30],
+    ['b', 30],
+  ]);
 
   it('runs each stay from its stored enter and keeps one already alarmed from firing again', () => {
-    const restored = maxStay.restoredState(new Map([['a', s(0)], ['b', s(0)]]), new Set(['b']));
+    const restored = maxStay.restoredState(
+      new Map([
+        ['a', s(0)],
+        ['b', s(0)],
+      ]),
+      new Set(['b']),
+    );
     expect(maxStay.sweep(restored, rules, s(30)).alarms).toEqual([]);
     const due = maxStay.sweep(restored, rules, s(31));
     expect(due.alarms.map((alarm) => [alarm.zoneId, alarm.enteredAt])).toEqual([['a', s(0)]]);
@@ -37,7 +50,8 @@ describe('maxStay.restoredState', () => {
 
 describe('deadman.restoredState', () => {
   const settings = { deadmanAfterS: 60, deadmanRadiusM: 2, deadmanSilenceS: 30 };
-  const trail = (...entries: [number, number | null][]) => entries.map(([second, x]) => ({ at: s(second), position: x === null ? null : here(x) }));
+  const trail = (...entries: [number, number | null][]) =>
+    entries.map(([second, x]) => ({ at: s(second), position: x === null ? null : here(x) }));
 
   it('is what following the same positions live gives: the same alarms, with the same `since`', () => {
     const positions = trail([0, 0], [10, 5], [20, 5.5], [40, 6], [75, 6.2]);
@@ -80,7 +94,10 @@ describe('deadman.restoredState', () => {
   it('counts a session reaching back past a truncated trail as present long enough, and only then', () => {
     const positions = trail([100, 0], [110, 0.5], [120, 1]);
     expect(deadman.sweep(deadman.restoredState(positions, settings)!, settings, s(151)).alarm).toBeUndefined();
-    expect(deadman.sweep(deadman.restoredState(positions, settings, { truncated: true })!, settings, s(151)).alarm).toEqual({ reason: 'silence', since: s(120) });
+    expect(deadman.sweep(deadman.restoredState(positions, settings, { truncated: true })!, settings, s(151)).alarm).toEqual({
+      reason: 'silence',
+      since: s(120),
+    });
     const arrived = trail([90, null], [100, 0], [110, 0.5], [120, 1]);
     expect(deadman.sweep(deadman.restoredState(arrived, settings, { truncated: true })!, settings, s(151)).alarm).toBeUndefined();
   });

@@ -24,10 +24,19 @@ function run(observations: [number, string[]][], state: MaxStayState = initialMa
 
 describe('max stay step', () => {
   it('does not fire at exactly max_stay_time, fires one second later', () => {
-    expect(run([[0, ['f']], [60, ['f']]]).alarms).toEqual([]);
-    expect(run([[0, ['f']], [60, ['f']], [61, ['f']]]).alarms).toEqual([
-      { zoneId: 'f', enteredAt: s(0), stayedS: 61, maxStayTimeS: 60 },
-    ]);
+    expect(
+      run([
+        [0, ['f']],
+        [60, ['f']],
+      ]).alarms,
+    ).toEqual([]);
+    expect(
+      run([
+        [0, ['f']],
+        [60, ['f']],
+        [61, ['f']],
+      ]).alarms,
+    ).toEqual([{ zoneId: 'f', enteredAt: s(0), stayedS: 61, maxStayTimeS: 60 }]);
   });
 
   it('fires once per stay, however long it lasts', () => {
@@ -36,7 +45,14 @@ describe('max stay step', () => {
   });
 
   it('fires again for a new stay after leaving', () => {
-    const { alarms } = run([[0, ['f']], [61, ['f']], [62, []], [100, ['f']], [160, ['f']], [161, ['f']]]);
+    const { alarms } = run([
+      [0, ['f']],
+      [61, ['f']],
+      [62, []],
+      [100, ['f']],
+      [160, ['f']],
+      [161, ['f']],
+    ]);
     expect(alarms.map((a) => a.enteredAt)).toEqual([s(0), s(100)]);
   });
 
@@ -54,7 +70,12 @@ describe('max stay step', () => {
   });
 
   it('reads rules from geofence rows, ignoring null', () => {
-    expect(maxStayRulesOf([{ id: 'a', maxStayTime: 30 }, { id: 'b', maxStayTime: null }])).toEqual(new Map([['a', 30]]));
+    expect(
+      maxStayRulesOf([
+        { id: 'a', maxStayTime: 30 },
+        { id: 'b', maxStayTime: null },
+      ]),
+    ).toEqual(new Map([['a', 30]]));
   });
 });
 

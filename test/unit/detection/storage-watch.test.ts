@@ -8,7 +8,12 @@ describe('StorageWatch', () => {
     const told: string[] = [];
     let answer: () => Promise<void> = async () => undefined;
     let now = 1000;
-    const watch = new StorageWatch(() => answer(), { interrupt: () => told.push('interrupt'), resumeAll: (at) => told.push(`resume ${at}`) }, createLogger('silent'), () => now);
+    const watch = new StorageWatch(
+      () => answer(),
+      { interrupt: () => told.push('interrupt'), resumeAll: (at) => told.push(`resume ${at}`) },
+      createLogger('silent'),
+      () => now,
+    );
     await watch.probe();
     expect(told).toEqual([]);
     answer = async () => {
@@ -26,7 +31,13 @@ describe('StorageWatch', () => {
 
   it('does not take an error that is no outage for one', async () => {
     const told: string[] = [];
-    const watch = new StorageWatch(async () => { throw new Error('bug'); }, { interrupt: () => told.push('interrupt'), resumeAll: () => told.push('resume') }, createLogger('silent'));
+    const watch = new StorageWatch(
+      async () => {
+        throw new Error('bug');
+      },
+      { interrupt: () => told.push('interrupt'), resumeAll: () => told.push('resume') },
+      createLogger('silent'),
+    );
     await watch.probe();
     expect(told).toEqual([]);
   });

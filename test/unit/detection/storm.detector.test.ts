@@ -26,7 +26,12 @@ describe('silence storm: tally', () => {
 
 describe('silence storm: judge and leave', () => {
   it('without a storm, the silence alarms due are raised as they are', () => {
-    expect(judge(undefined, { active: 10, quiet: 2 }, due('a', 'b'), undefined, T0)).toEqual({ storm: undefined, started: false, joined: [], alarms: ['alarm of a', 'alarm of b'] });
+    expect(judge(undefined, { active: 10, quiet: 2 }, due('a', 'b'), undefined, T0)).toEqual({
+      storm: undefined,
+      started: false,
+      joined: [],
+      alarms: ['alarm of a', 'alarm of b'],
+    });
   });
 
   it('a storm starts when the tally says so: it holds the alarms due, and those due later join it', () => {
@@ -42,7 +47,12 @@ describe('silence storm: judge and leave', () => {
 
   it('nothing due changes nothing', () => {
     const held = judge(undefined, { active: 40, quiet: 30 }, due('a'), { stormMinDevices: 1 }, T0).storm!;
-    expect(judge(held, { active: 40, quiet: 30 }, new Map(), undefined, T0 + 1000)).toEqual({ storm: held, started: false, joined: [], alarms: [] });
+    expect(judge(held, { active: 40, quiet: 30 }, new Map(), undefined, T0 + 1000)).toEqual({
+      storm: held,
+      started: false,
+      joined: [],
+      alarms: [],
+    });
   });
 
   it('a member that reports again leaves; anything else leaves the storm as it is', () => {

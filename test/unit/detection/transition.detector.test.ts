@@ -35,20 +35,35 @@ describe('transition step without debounce', () => {
   it('turns 1 Hz boundary jitter into enter/exit pairs', () => {
     const { transitions } = run(none, jitter(6));
     expect(transitions.map((t) => [t.type, t.at])).toEqual([
-      ['enter', s(0)], ['exit', s(1)], ['enter', s(2)], ['exit', s(3)], ['enter', s(4)], ['exit', s(5)],
+      ['enter', s(0)],
+      ['exit', s(1)],
+      ['enter', s(2)],
+      ['exit', s(3)],
+      ['enter', s(4)],
+      ['exit', s(5)],
     ]);
     expect(transitions.every((t) => t.firedAt === t.at)).toBe(true);
   });
 
   it('emits nothing while the tags do not change', () => {
-    const { transitions } = run(none, [[0, ['f']], [1, ['f']], [2, ['f']]]);
+    const { transitions } = run(none, [
+      [0, ['f']],
+      [1, ['f']],
+      [2, ['f']],
+    ]);
     expect(transitions).toHaveLength(1);
   });
 
   it('reports exits before enters when moving between adjacent zones', () => {
     // Named so that sorting by id alone would put the enter first.
-    const { transitions } = run(none, [[0, ['b']], [1, ['a']]]);
-    expect(transitions.slice(1).map((t) => [t.type, t.zoneId])).toEqual([['exit', 'b'], ['enter', 'a']]);
+    const { transitions } = run(none, [
+      [0, ['b']],
+      [1, ['a']],
+    ]);
+    expect(transitions.slice(1).map((t) => [t.type, t.zoneId])).toEqual([
+      ['exit', 'b'],
+      ['enter', 'a'],
+    ]);
   });
 });
 
@@ -60,7 +75,13 @@ describe('transition step with debounce', () => {
   });
 
   it('enters once the zone has been seen for min_dwell, dated from the first sighting', () => {
-    const observations: [number, string[]][] = [[0, ['f']], [1, ['f']], [2, ['f']], [3, ['f']], [4, ['f']]];
+    const observations: [number, string[]][] = [
+      [0, ['f']],
+      [1, ['f']],
+      [2, ['f']],
+      [3, ['f']],
+      [4, ['f']],
+    ];
     expect(run(debounced, observations).transitions).toEqual([]); // 4 s < 5 s
     const { state, transitions } = run(debounced, [...observations, [5, ['f']], [6, ['f']]]);
     expect(transitions).toEqual([{ type: 'enter', zoneId: 'f', at: s(0), firedAt: s(5) }]);
@@ -68,28 +89,68 @@ describe('transition step with debounce', () => {
   });
 
   it('restarts the dwell after one position outside', () => {
-    const { transitions } = run(debounced, [[0, ['f']], [3, ['f']], [4, []], [5, ['f']], [9, ['f']], [10, ['f']]]);
+    const { transitions } = run(debounced, [
+      [0, ['f']],
+      [3, ['f']],
+      [4, []],
+      [5, ['f']],
+      [9, ['f']],
+      [10, ['f']],
+    ]);
     expect(transitions).toEqual([{ type: 'enter', zoneId: 'f', at: s(5), firedAt: s(10) }]);
   });
 
   it('exits only after exit_grace continuously out, dated from the first position out', () => {
-    const inside = run(debounced, [[0, ['f']], [5, ['f']]]).state;
-    expect(run(debounced, [[6, []], [8, ['f']], [9, []], [13, []]], inside).transitions).toEqual([]);
-    expect(run(debounced, [[6, []], [8, ['f']], [9, []], [14, []]], inside).transitions).toEqual([
-      { type: 'exit', zoneId: 'f', at: s(9), firedAt: s(14) },
-    ]);
+    const inside = run(debounced, [
+      [0, ['f']],
+      [5, ['f']],
+    ]).state;
+    expect(
+      run(
+        debounced,
+        [
+          [6, []],
+          [8, ['f']],
+          [9, []],
+          [13, []],
+        ],
+        inside,
+      ).transitions,
+    ).toEqual([]);
+    expect(
+      run(
+        debounced,
+        [
+          [6, []],
+          [8, ['f']],
+          [9, []],
+          [14, []],
+        ],
+        inside,
+      ).transitions,
+    ).toEqual([{ type: 'exit', zoneId: 'f', at: s(9), firedAt: s(14) }]);
   });
 
   it('reads its rules from geofence rows; a zone without a rule is immediate', () => {
     const rules = transitionRulesOf([{ id: 'f', minDwellS: 5, exitGraceS: 0 }]);
-    const { transitions } = run(rules, [[0, ['f', 'event:1']], [1, []]]);
-    expect(transitions.map((t) => [t.type, t.zoneId])).toEqual([['enter', 'event:1'], ['exit', 'event:1']]);
+    const { transitions } = run(rules, [
+      [0, ['f', 'event:1']],
+      [1, []],
+    ]);
+    expect(transitions.map((t) => [t.type, t.zoneId])).toEqual([
+      ['enter', 'event:1'],
+      ['exit', 'event:1'],
+    ]);
   });
 });
 
 describe('transition sweep', () => {
   it('settles an exit grace that elapsed after the device went quiet', () => {
-    const { state } = run(debounced, [[0, ['f']], [5, ['f']], [10, []]]);
+    const { state } = run(debounced, [
+      [0, ['f']],
+      [5, ['f']],
+      [10, []],
+    ]);
     expect(sweep(state, debounced, s(14)).transitions).toEqual([]);
     const settled = sweep(state, debounced, s(15));
     expect(settled.transitions).toEqual([{ type: 'exit', zoneId: 'f', at: s(10), firedAt: s(15) }]);
@@ -117,7 +178,10 @@ describe('transition sweep', () => {
 
 describe('transition state', () => {
   it('is plain JSON and drops settled outside zones', () => {
-    const { state } = run(none, [[0, ['a', 'b']], [1, ['b']]]);
+    const { state } = run(none, [
+      [0, ['a', 'b']],
+      [1, ['b']],
+    ]);
     expect(JSON.parse(JSON.stringify(state))).toEqual(state);
     expect(Object.keys(state.zones)).toEqual(['b']);
     expect(state.floorId).toBe(1);
@@ -157,7 +221,11 @@ describe('step over many zones', () => {
     const before = run(new Map(), [[0, ['a', 'b', 'c']]]).state;
     const reads: string[] = [];
     const ids = ['b', 'c', 'd'];
-    const zoneIds = { size: ids.length, has: (zoneId: string) => (reads.push(zoneId), ids.includes(zoneId)), [Symbol.iterator]: () => ids[Symbol.iterator]() };
+    const zoneIds = {
+      size: ids.length,
+      has: (zoneId: string) => (reads.push(zoneId), ids.includes(zoneId)),
+      [Symbol.iterator]: () => ids[Symbol.iterator](),
+    };
     const after = step(before, { zoneIds, floorId: 1 }, new Map(), s(1));
     expect(after.transitions.map((t) => `${t.type} ${t.zoneId}`)).toEqual(['exit a', 'enter d']);
     expect(after.state.zones.b).toBe(before.zones.b);

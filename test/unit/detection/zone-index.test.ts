@@ -14,7 +14,17 @@ import {
 const ids = (zones: Zone[]) => zones.map((z) => z.id).sort();
 
 // A U open to the top: the notch spans x 2..4, y 2..6 and lies inside the polygon's bounding box.
-const uRing: Point[] = [[0, 0], [6, 0], [6, 6], [4, 6], [4, 2], [2, 2], [2, 6], [0, 6], [0, 0]];
+const uRing: Point[] = [
+  [0, 0],
+  [6, 0],
+  [6, 6],
+  [4, 6],
+  [4, 2],
+  [2, 2],
+  [2, 6],
+  [0, 6],
+  [0, 0],
+];
 
 const fence = (over: Partial<GeofenceSource> & Pick<GeofenceSource, 'id' | 'type' | 'cartesians'>): GeofenceSource => ({
   floorId: 1,
@@ -42,7 +52,20 @@ describe('ZoneIndex', () => {
   it('captures around points and lines within their radius', () => {
     const index = new ZoneIndex([
       { id: 'p', kind: 'geofence', floorId: 1, shape: { type: 'point', point: [0, 0], radius: 2 } },
-      { id: 'l', kind: 'geofence', floorId: 1, shape: { type: 'line', points: [[10, 0], [20, 0], [20, 10]], radius: 1 } },
+      {
+        id: 'l',
+        kind: 'geofence',
+        floorId: 1,
+        shape: {
+          type: 'line',
+          points: [
+            [10, 0],
+            [20, 0],
+            [20, 10],
+          ],
+          radius: 1,
+        },
+      },
     ]);
     expect(ids(index.zonesAt(1, 1.9, 0))).toEqual(['p']);
     expect(ids(index.zonesAt(1, 1.5, 1.5))).toEqual([]); // 2.12 m away, inside the box
@@ -53,7 +76,13 @@ describe('ZoneIndex', () => {
   });
 
   it('keeps floors apart', () => {
-    const square: Point[] = [[0, 0], [10, 0], [10, 10], [0, 10], [0, 0]];
+    const square: Point[] = [
+      [0, 0],
+      [10, 0],
+      [10, 10],
+      [0, 10],
+      [0, 0],
+    ];
     const index = new ZoneIndex([
       { id: 'ground', kind: 'geofence', floorId: 1, shape: { type: 'polygon', ring: square } },
       { id: 'first', kind: 'geofence', floorId: 2, shape: { type: 'polygon', ring: square } },
@@ -95,10 +124,31 @@ describe('ZoneIndex', () => {
       const s = 1 + random() * 10;
       const kind = i % 4;
       const shape: Zone['shape'] =
-        kind === 0 ? { type: 'polygon', ring: [[x, y], [x + 2 * s, y], [x + 2 * s, y + 2 * s], [x + s, y + 0.5 * s], [x, y + 2 * s], [x, y]] }
-        : kind === 1 ? { type: 'circle', center: [x, y], radius: s }
-        : kind === 2 ? { type: 'point', point: [x, y], radius: s / 4 }
-        : { type: 'line', points: [[x, y], [x + s, y + s], [x + 2 * s, y]], radius: 0.5 };
+        kind === 0
+          ? {
+              type: 'polygon',
+              ring: [
+                [x, y],
+                [x + 2 * s, y],
+                [x + 2 * s, y + 2 * s],
+                [x + s, y + 0.5 * s],
+                [x, y + 2 * s],
+                [x, y],
+              ],
+            }
+          : kind === 1
+            ? { type: 'circle', center: [x, y], radius: s }
+            : kind === 2
+              ? { type: 'point', point: [x, y], radius: s / 4 }
+              : {
+                  type: 'line',
+                  points: [
+                    [x, y],
+                    [x + s, y + s],
+                    [x + 2 * s, y],
+                  ],
+                  radius: 0.5,
+                };
       zones.push({ id: `z${i}`, kind: 'geofence', floorId, shape });
     }
     const index = new ZoneIndex(zones);
@@ -108,7 +158,10 @@ describe('ZoneIndex', () => {
       const floorId = 1 + (i % 3);
       const x = random() * 1000;
       const y = random() * 1000;
-      const expected = zones.filter((z) => z.floorId === floorId && zoneContains(z, x, y)).map((z) => z.id).sort();
+      const expected = zones
+        .filter((z) => z.floorId === floorId && zoneContains(z, x, y))
+        .map((z) => z.id)
+        .sort();
       expect(ids(index.zonesAt(floorId, x, y))).toEqual(expected);
       tagged += expected.length;
     }
@@ -125,7 +178,10 @@ describe('ZoneIndex', () => {
       x += 0.3 * Math.cos(angle);
       y += 0.3 * Math.sin(angle);
       if (i % 500 === 499) floorId = 1 + (floorId % 3);
-      const expected = zones.filter((z) => z.floorId === floorId && zoneContains(z, x, y)).map((z) => z.id).sort();
+      const expected = zones
+        .filter((z) => z.floorId === floorId && zoneContains(z, x, y))
+        .map((z) => z.id)
+        .sort();
       expect(ids(index.zonesAt(floorId, x, y, into))).toEqual(expected);
       walkTagged += expected.length;
     }
@@ -139,32 +195,48 @@ describe('ZoneIndex', () => {
     const point = fc.tuple(coordinate, coordinate);
     const shape: fc.Arbitrary<Zone['shape']> = fc.oneof(
       fc.array(point, { minLength: 3, maxLength: 8 }).map((ring) => ({ type: 'polygon' as const, ring: [...ring, ring[0]!] })),
-      fc.tuple(point, fc.integer({ min: 1, max: 64 }), fc.integer({ min: 1, max: 64 }), fc.double({ min: 0, max: Math.PI, noNaN: true })).map(([[cx, cy], w, h, angle]) => {
-        const [cos, sin] = [Math.cos(angle), Math.sin(angle)];
-        const corners = [[-w, -h], [w, -h], [w, h], [-w, h]].map(([dx, dy]): Point => [cx + (dx! * cos - dy! * sin) / 16, cy + (dx! * sin + dy! * cos) / 16]);
-        return { type: 'polygon' as const, ring: [...corners, corners[0]!] };
-      }),
+      fc
+        .tuple(point, fc.integer({ min: 1, max: 64 }), fc.integer({ min: 1, max: 64 }), fc.double({ min: 0, max: Math.PI, noNaN: true }))
+        .map(([[cx, cy], w, h, angle]) => {
+          const [cos, sin] = [Math.cos(angle), Math.sin(angle)];
+          const corners = [
+            [-w, -h],
+            [w, -h],
+            [w, h],
+            [-w, h],
+          ].map(([dx, dy]): Point => [cx + (dx! * cos - dy! * sin) / 16, cy + (dx! * sin + dy! * cos) / 16]);
+          return { type: 'polygon' as const, ring: [...corners, corners[0]!] };
+        }),
       fc.tuple(point, fc.integer({ min: 0, max: 40 })).map(([center, r]) => ({ type: 'circle' as const, center, radius: r / 8 })),
       fc.tuple(point, fc.integer({ min: 0, max: 40 })).map(([at, r]) => ({ type: 'point' as const, point: at, radius: r / 8 })),
-      fc.tuple(fc.array(point, { minLength: 1, maxLength: 4 }), fc.integer({ min: 0, max: 16 })).map(([points, r]) => ({ type: 'line' as const, points, radius: r / 8 })),
+      fc
+        .tuple(fc.array(point, { minLength: 1, maxLength: 4 }), fc.integer({ min: 0, max: 16 }))
+        .map(([points, r]) => ({ type: 'line' as const, points, radius: r / 8 })),
     );
     const position = fc.oneof(point, fc.tuple(fc.double({ min: -6, max: 26, noNaN: true }), fc.double({ min: -6, max: 26, noNaN: true })));
     fc.assert(
-      fc.property(fc.array(shape, { minLength: 1, maxLength: 12 }), fc.array(position, { minLength: 1, maxLength: 40 }), (shapes, positions) => {
-        const zones: Zone[] = shapes.map((zoneShape, i) => ({ id: `z${i}`, kind: 'geofence', floorId: 1, shape: zoneShape }));
-        const index = new ZoneIndex(zones);
-        // What the tree alone answered: the exact test behind the zone's box (a point a rounding error past the
-        // box is not tagged, even where the exact test alone would say it is).
-        const inBox = (zone: Zone, x: number, y: number) => {
-          const box = zoneBBox(zone.shape);
-          return box !== null && box.minX <= x && x <= box.maxX && box.minY <= y && y <= box.maxY;
-        };
-        // Twice: once filling the cells, once answered from them.
-        for (const [x, y] of [...positions, ...positions]) {
-          const expected = zones.filter((zone) => inBox(zone, x, y) && zoneContains(zone, x, y)).map((zone) => zone.id).sort();
-          expect(ids(index.zonesAt(1, x, y))).toEqual(expected);
-        }
-      }),
+      fc.property(
+        fc.array(shape, { minLength: 1, maxLength: 12 }),
+        fc.array(position, { minLength: 1, maxLength: 40 }),
+        (shapes, positions) => {
+          const zones: Zone[] = shapes.map((zoneShape, i) => ({ id: `z${i}`, kind: 'geofence', floorId: 1, shape: zoneShape }));
+          const index = new ZoneIndex(zones);
+          // What the tree alone answered: the exact test behind the zone's box (a point a rounding error past the
+          // box is not tagged, even where the exact test alone would say it is).
+          const inBox = (zone: Zone, x: number, y: number) => {
+            const box = zoneBBox(zone.shape);
+            return box !== null && box.minX <= x && x <= box.maxX && box.minY <= y && y <= box.maxY;
+          };
+          // Twice: once filling the cells, once answered from them.
+          for (const [x, y] of [...positions, ...positions]) {
+            const expected = zones
+              .filter((zone) => inBox(zone, x, y) && zoneContains(zone, x, y))
+              .map((zone) => zone.id)
+              .sort();
+            expect(ids(index.zonesAt(1, x, y))).toEqual(expected);
+          }
+        },
+      ),
       { numRuns: 300 },
     );
   });
@@ -172,7 +244,20 @@ describe('ZoneIndex', () => {
   it('answers far from the origin, and outside every zone, without a cell', () => {
     const far = 1e9;
     const index = new ZoneIndex([
-      { id: 'far', kind: 'geofence', floorId: 1, shape: { type: 'polygon', ring: [[far, far], [far + 10, far], [far + 10, far + 10], [far, far]] } },
+      {
+        id: 'far',
+        kind: 'geofence',
+        floorId: 1,
+        shape: {
+          type: 'polygon',
+          ring: [
+            [far, far],
+            [far + 10, far],
+            [far + 10, far + 10],
+            [far, far],
+          ],
+        },
+      },
       { id: 'near', kind: 'geofence', floorId: 1, shape: { type: 'circle', center: [0, 0], radius: 2 } },
     ]);
     expect(ids(index.zonesAt(1, far + 8, far + 1))).toEqual(['far']);
@@ -191,7 +276,15 @@ describe('ZoneIndex', () => {
 });
 
 describe('zonesFromCartography', () => {
-  const event = (over: Partial<EventSource> = {}): EventSource => ({ id: 7, floorId: 1, x: 50, y: 50, radius: 3, conversion: null, ...over });
+  const event = (over: Partial<EventSource> = {}): EventSource => ({
+    id: 7,
+    floorId: 1,
+    x: 50,
+    y: 50,
+    radius: 3,
+    conversion: null,
+    ...over,
+  });
 
   it('names zones by geofence uuid, event:<id> and conversion:<id>', () => {
     const zones = zonesFromCartography(
@@ -220,7 +313,14 @@ describe('zonesFromCartography', () => {
       zonesFromCartography(
         [
           fence({ id: 'p', type: 'POINT', cartesians: [[0, 0]] }),
-          fence({ id: 'l', type: 'LINE', cartesians: [[10, 0], [20, 0]] }),
+          fence({
+            id: 'l',
+            type: 'LINE',
+            cartesians: [
+              [10, 0],
+              [20, 0],
+            ],
+          }),
           fence({ id: 'wide', type: 'POINT', cartesians: [[40, 0]], radius: 3 }),
         ],
         [],

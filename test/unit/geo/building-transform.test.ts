@@ -1,10 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import {
-  type LatLng,
-  containsGeo,
-  createBuildingTransform,
-  deriveGeometryFromCorners,
-} from '../../../shared/geo/building-transform.js';
+import { type LatLng, containsGeo, createBuildingTransform, deriveGeometryFromCorners } from '../../../shared/geo/building-transform.js';
 
 const madrid = {
   location: { lat: 40.4168, lng: -3.7038 },
@@ -40,9 +35,13 @@ describe('building transform', () => {
 
   it('round-trips cartesian -> geo -> cartesian under 1 cm, inside and outside the building', () => {
     const points = [
-      { x: 0, y: 0 }, { x: 120, y: 0 }, { x: 120, y: 80 }, { x: 0, y: 80 },
+      { x: 0, y: 0 },
+      { x: 120, y: 0 },
+      { x: 120, y: 80 },
+      { x: 0, y: 80 },
       // A few kilometres out: the inverse must stay exact far beyond one building's size.
-      { x: 3000, y: -2500 }, { x: -2000, y: 3000 },
+      { x: 3000, y: -2500 },
+      { x: -2000, y: 3000 },
     ];
     for (let x = -200; x <= 320; x += 40) for (let y = -150; y <= 230; y += 38) points.push({ x, y });
     for (const p of points) {

@@ -15,9 +15,25 @@ import {
   validateRing,
 } from '../../../shared/geo/geometry.js';
 
-const square: Point[] = [[0, 0], [10, 0], [10, 10], [0, 10], [0, 0]];
+const square: Point[] = [
+  [0, 0],
+  [10, 0],
+  [10, 10],
+  [0, 10],
+  [0, 0],
+];
 // A U open to the top: the notch spans x 2..4, y 2..6.
-const u: Point[] = [[0, 0], [6, 0], [6, 6], [4, 6], [4, 2], [2, 2], [2, 6], [0, 6], [0, 0]];
+const u: Point[] = [
+  [0, 0],
+  [6, 0],
+  [6, 6],
+  [4, 6],
+  [4, 2],
+  [2, 2],
+  [2, 6],
+  [0, 6],
+  [0, 0],
+];
 
 const codes = (ring: Point[]) => validateRing(ring).map((p) => p.code);
 
@@ -32,47 +48,152 @@ describe('validateRing', () => {
   });
 
   it('reports fewer than 4 points', () => {
-    expect(codes([[0, 0], [1, 0], [0, 0]])).toContain('too_few_points');
+    expect(
+      codes([
+        [0, 0],
+        [1, 0],
+        [0, 0],
+      ]),
+    ).toContain('too_few_points');
   });
 
   it('reports a bow-tie as self-intersecting, naming the crossing edges', () => {
-    const problems = validateRing([[0, 0], [4, 4], [4, 0], [0, 2], [0, 0]]);
+    const problems = validateRing([
+      [0, 0],
+      [4, 4],
+      [4, 0],
+      [0, 2],
+      [0, 0],
+    ]);
     expect(problems.map((p) => p.code)).toContain('self_intersection');
     expect(problems.find((p) => p.code === 'self_intersection')?.index).toBe(0);
   });
 
   it('reports two lobes touching at one vertex', () => {
-    const found = codes([[0, 0], [2, 0], [2, 2], [4, 2], [4, 4], [2, 4], [2, 2], [0, 2], [0, 0]]);
+    const found = codes([
+      [0, 0],
+      [2, 0],
+      [2, 2],
+      [4, 2],
+      [4, 4],
+      [2, 4],
+      [2, 2],
+      [0, 2],
+      [0, 0],
+    ]);
     expect(new Set(found)).toEqual(new Set(['self_intersection']));
   });
 
   it('reports a spike that folds back along its own edge', () => {
-    expect(codes([[0, 0], [4, 0], [4, 4], [6, 4], [4, 4], [0, 4], [0, 0]])).toContain('self_intersection');
+    expect(
+      codes([
+        [0, 0],
+        [4, 0],
+        [4, 4],
+        [6, 4],
+        [4, 4],
+        [0, 4],
+        [0, 0],
+      ]),
+    ).toContain('self_intersection');
     // Same spike with the ring starting at its tip, so the fold is between the last edge and the first.
-    expect(codes([[0, 6], [0, 0], [4, 0], [4, 4], [0, 4], [0, 6]])).toContain('self_intersection');
+    expect(
+      codes([
+        [0, 6],
+        [0, 0],
+        [4, 0],
+        [4, 4],
+        [0, 4],
+        [0, 6],
+      ]),
+    ).toContain('self_intersection');
     // A spike ending inside the edge it left, and one running back past its start.
-    expect(codes([[0, 0], [4, 0], [4, 4], [4, 1], [0, 4], [0, 0]])).toContain('self_intersection');
-    expect(codes([[0, 0], [4, 0], [4, 4], [4, -1], [0, -1], [0, 0]])).toContain('self_intersection');
+    expect(
+      codes([
+        [0, 0],
+        [4, 0],
+        [4, 4],
+        [4, 1],
+        [0, 4],
+        [0, 0],
+      ]),
+    ).toContain('self_intersection');
+    expect(
+      codes([
+        [0, 0],
+        [4, 0],
+        [4, 4],
+        [4, -1],
+        [0, -1],
+        [0, 0],
+      ]),
+    ).toContain('self_intersection');
   });
 
   it('accepts repeated consecutive points, including a repeated closing point', () => {
-    expect(validateRing([[0, 0], [10, 0], [10, 0], [10, 10], [0, 10], [0, 0]])).toEqual([]);
-    expect(validateRing([[0, 0], [10, 0], [10, 10], [0, 10], [0, 0], [0, 0]])).toEqual([]);
+    expect(
+      validateRing([
+        [0, 0],
+        [10, 0],
+        [10, 0],
+        [10, 10],
+        [0, 10],
+        [0, 0],
+      ]),
+    ).toEqual([]);
+    expect(
+      validateRing([
+        [0, 0],
+        [10, 0],
+        [10, 10],
+        [0, 10],
+        [0, 0],
+        [0, 0],
+      ]),
+    ).toEqual([]);
   });
 
   it('accepts collinear consecutive edges that continue straight on', () => {
-    expect(validateRing([[0, 0], [5, 0], [10, 0], [10, 10], [0, 10], [0, 0]])).toEqual([]);
+    expect(
+      validateRing([
+        [0, 0],
+        [5, 0],
+        [10, 0],
+        [10, 10],
+        [0, 10],
+        [0, 0],
+      ]),
+    ).toEqual([]);
   });
 
   it('reports a ring with no area', () => {
-    expect(codes([[0, 0], [5, 0], [10, 0], [0, 0]])).toContain('zero_area');
-    expect(codes([[1, 1], [1, 1], [1, 1], [1, 1]])).toContain('zero_area');
+    expect(
+      codes([
+        [0, 0],
+        [5, 0],
+        [10, 0],
+        [0, 0],
+      ]),
+    ).toContain('zero_area');
+    expect(
+      codes([
+        [1, 1],
+        [1, 1],
+        [1, 1],
+        [1, 1],
+      ]),
+    ).toContain('zero_area');
   });
 
   it('reports non-finite coordinates with their index', () => {
-    expect(validateRing([[0, 0], [Number.NaN, 1], [1, 1], [0, 0]])).toEqual([
-      expect.objectContaining({ code: 'non_finite', index: 1 }),
-    ]);
+    expect(
+      validateRing([
+        [0, 0],
+        [Number.NaN, 1],
+        [1, 1],
+        [0, 0],
+      ]),
+    ).toEqual([expect.objectContaining({ code: 'non_finite', index: 1 })]);
   });
 
   it('validates a 3000-vertex circle without false intersections', () => {
@@ -148,7 +269,11 @@ describe('distances', () => {
   });
 
   it('measures to the nearest segment of a polyline', () => {
-    const l: Point[] = [[0, 0], [10, 0], [10, 10]];
+    const l: Point[] = [
+      [0, 0],
+      [10, 0],
+      [10, 10],
+    ];
     expect(distanceToPolyline([5, 3], l)).toBe(3);
     expect(distanceToPolyline([12, 8], l)).toBe(2);
     expect(distanceToPolyline([3, 4], [[0, 0]])).toBe(5);
@@ -158,7 +283,13 @@ describe('distances', () => {
 
 describe('boxes and circles', () => {
   it('bounds a set of points', () => {
-    expect(bboxOf([[3, -1], [-2, 5], [0, 0]])).toEqual({ minX: -2, minY: -1, maxX: 3, maxY: 5 });
+    expect(
+      bboxOf([
+        [3, -1],
+        [-2, 5],
+        [0, 0],
+      ]),
+    ).toEqual({ minX: -2, minY: -1, maxX: 3, maxY: 5 });
     expect(() => bboxOf([])).toThrow(RangeError);
   });
 
@@ -196,7 +327,13 @@ describe('geofence geometric <-> cartesians', () => {
   });
 
   it('keeps a closed ring closed and valid through a round trip', () => {
-    const ring: Point[] = [[5, 5], [50, 5], [50, 40], [5, 40], [5, 5]];
+    const ring: Point[] = [
+      [5, 5],
+      [50, 5],
+      [50, 40],
+      [5, 40],
+      [5, 5],
+    ];
     const back = geometricToCartesian(cartesianToGeometric(ring, t), t);
     expect(back[0]).toEqual(back[back.length - 1]);
     expect(validateRing(back)).toEqual([]);

@@ -29,7 +29,10 @@ function agrees(points: readonly Point[]): void {
 describe('self-intersection sweep (Shamos–Hoey) against the O(n²) reference', () => {
   it('agrees on small rings on a tiny grid, where collinear, vertical and touching edges abound', () => {
     const point = fc.tuple(fc.integer({ min: 0, max: 4 }), fc.integer({ min: 0, max: 4 })) as fc.Arbitrary<Point>;
-    fc.assert(fc.property(fc.array(point, { minLength: 3, maxLength: 12 }), (points) => agrees(points)), { numRuns: 20_000, seed: 13 });
+    fc.assert(
+      fc.property(fc.array(point, { minLength: 3, maxLength: 12 }), (points) => agrees(points)),
+      { numRuns: 20_000, seed: 13 },
+    );
   });
 
   // Fractional coordinates (millimetre-ish steps over ±100 m) whose orientation products floating point computes
@@ -37,16 +40,30 @@ describe('self-intersection sweep (Shamos–Hoey) against the O(n²) reference',
   it('agrees on rings with fractional coordinates', () => {
     const coordinate = fc.integer({ min: -102_400, max: 102_400 }).map((k) => k / 1024);
     const point = fc.tuple(coordinate, coordinate) as fc.Arbitrary<Point>;
-    fc.assert(fc.property(fc.array(point, { minLength: 3, maxLength: 30 }), (points) => agrees(points)), { numRuns: 3_000, seed: 13 });
+    fc.assert(
+      fc.property(fc.array(point, { minLength: 3, maxLength: 30 }), (points) => agrees(points)),
+      { numRuns: 3_000, seed: 13 },
+    );
   });
 
   it('agrees on star-shaped rings, valid by construction unless a vertex is moved', () => {
     const star = fc
       .array(fc.integer({ min: 1, max: 6 }), { minLength: 4, maxLength: 40 })
-      .chain((radii) => fc.tuple(fc.constant(radii), fc.nat({ max: radii.length - 1 }), fc.tuple(fc.integer({ min: -8, max: 8 }), fc.integer({ min: -8, max: 8 }))));
+      .chain((radii) =>
+        fc.tuple(
+          fc.constant(radii),
+          fc.nat({ max: radii.length - 1 }),
+          fc.tuple(fc.integer({ min: -8, max: 8 }), fc.integer({ min: -8, max: 8 })),
+        ),
+      );
     fc.assert(
       fc.property(star, ([radii, moved, to]) => {
-        const ring = radii.map((r, i): Point => [Math.round(r * 10 * Math.cos((2 * Math.PI * i) / radii.length)), Math.round(r * 10 * Math.sin((2 * Math.PI * i) / radii.length))]);
+        const ring = radii.map(
+          (r, i): Point => [
+            Math.round(r * 10 * Math.cos((2 * Math.PI * i) / radii.length)),
+            Math.round(r * 10 * Math.sin((2 * Math.PI * i) / radii.length)),
+          ],
+        );
         agrees(ring);
         ring[moved] = [to[0] * 10, to[1] * 10];
         agrees(ring);

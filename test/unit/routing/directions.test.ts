@@ -2,7 +2,14 @@ import { describe, expect, it } from 'vitest';
 import { describeRoute, floorChangeKind, turnOf, LIFT_WAIT_S, WALKING_SPEED_MPS } from '../../../shared/routing/directions.js';
 import { PathGraph, type GraphLink, type GraphNode } from '../../../shared/routing/path-graph.js';
 
-const link = (source: number, target: number, extra: Partial<GraphLink> = {}): GraphLink => ({ source, target, origin: 'both', accessible: true, tags: [], ...extra });
+const link = (source: number, target: number, extra: Partial<GraphLink> = {}): GraphLink => ({
+  source,
+  target,
+  origin: 'both',
+  accessible: true,
+  tags: [],
+  ...extra,
+});
 
 describe('directions', () => {
   it('names turns from the change of heading (x east, y north: counter-clockwise is left)', () => {
@@ -38,7 +45,13 @@ describe('directions', () => {
     const graph = new PathGraph(nodes, [link(1, 2), link(2, 3), link(3, 4, { tags: ['lift'] }), link(4, 5)], floors);
     const route = graph.route(graph.snap(10, 0, 0)!, graph.snap(11, 20, 30)!)!;
     const described = describeRoute(route, graph, (id) => (id === 11 ? 'First' : 'Ground'));
-    expect(described.steps.map((step) => step.instruction)).toEqual(['Walk 20 m', 'Turn left and walk 15 m', 'Take the lift up to First', 'Walk 15 m', 'Arrive at your destination']);
+    expect(described.steps.map((step) => step.instruction)).toEqual([
+      'Walk 20 m',
+      'Turn left and walk 15 m',
+      'Take the lift up to First',
+      'Walk 15 m',
+      'Arrive at your destination',
+    ]);
     expect(described.steps[2]!.floor_change).toEqual({ from_floor_id: 10, to_floor_id: 11, direction: 'up', via: 'lift' });
     expect(described.legs.map((leg) => [leg.floor_id, leg.distance_m])).toEqual([
       [10, 35],

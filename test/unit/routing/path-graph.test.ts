@@ -2,8 +2,16 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { PathGraph, altitudeOf, type GraphFloor, type GraphLink, type GraphNode } from '../../../shared/routing/path-graph.js';
 
-const link = (source: number, target: number, extra: Partial<GraphLink> = {}): GraphLink => ({ source, target, origin: 'both', accessible: true, tags: [], ...extra });
-const floors = (...heights: number[]): Map<number, GraphFloor> => new Map(heights.map((height, level) => [level + 1, { level, levelHeight: height }]));
+const link = (source: number, target: number, extra: Partial<GraphLink> = {}): GraphLink => ({
+  source,
+  target,
+  origin: 'both',
+  accessible: true,
+  tags: [],
+  ...extra,
+});
+const floors = (...heights: number[]): Map<number, GraphFloor> =>
+  new Map(heights.map((height, level) => [level + 1, { level, levelHeight: height }]));
 
 /**
  * Two floors 4 m apart, a 50 m corridor on each; stairs at x=0 (not accessible), a lift at x=50.
@@ -39,9 +47,16 @@ describe('PathGraph', () => {
     // 1 m back to the stairs, 4 m up, 1 m along.
     expect(shortest.distance).toBeCloseTo(6);
     expect(shortest.vertices.map((v) => v.floorId)).toEqual([1, 1, 2, 2]);
-    const accessible = graph.route(graph.snap(1, 1, 0, { accessibleOnly: true })!, graph.snap(2, 1, 0, { accessibleOnly: true })!, { accessibleOnly: true })!;
+    const accessible = graph.route(graph.snap(1, 1, 0, { accessibleOnly: true })!, graph.snap(2, 1, 0, { accessibleOnly: true })!, {
+      accessibleOnly: true,
+    })!;
     expect(accessible.distance).toBeCloseTo(49 + 4 + 49);
-    expect(accessible.vertices.map((v) => v.node).filter((n) => n >= 0).map((n) => graph.nodeIds[n])).toEqual([2, 4]);
+    expect(
+      accessible.vertices
+        .map((v) => v.node)
+        .filter((n) => n >= 0)
+        .map((n) => graph.nodeIds[n]),
+    ).toEqual([2, 4]);
   });
 
   it('finds no accessible route where only stairs join the floors', () => {
@@ -110,8 +125,19 @@ describe('PathGraph', () => {
   it('agrees with a reference shortest-path search on random graphs', () => {
     const graphArbitrary = fc
       .record({
-        points: fc.array(fc.record({ x: fc.integer({ min: 0, max: 40 }), y: fc.integer({ min: 0, max: 40 }), floor: fc.integer({ min: 1, max: 2 }) }), { minLength: 3, maxLength: 14 }),
-        extra: fc.array(fc.record({ a: fc.nat(), b: fc.nat(), origin: fc.constantFrom('source', 'target', 'both') as fc.Arbitrary<GraphLink['origin']>, accessible: fc.boolean() }), { maxLength: 20 }),
+        points: fc.array(
+          fc.record({ x: fc.integer({ min: 0, max: 40 }), y: fc.integer({ min: 0, max: 40 }), floor: fc.integer({ min: 1, max: 2 }) }),
+          { minLength: 3, maxLength: 14 },
+        ),
+        extra: fc.array(
+          fc.record({
+            a: fc.nat(),
+            b: fc.nat(),
+            origin: fc.constantFrom('source', 'target', 'both') as fc.Arbitrary<GraphLink['origin']>,
+            accessible: fc.boolean(),
+          }),
+          { maxLength: 20 },
+        ),
         queries: fc.array(fc.record({ from: fc.nat(), to: fc.nat(), accessibleOnly: fc.boolean() }), { minLength: 1, maxLength: 5 }),
       })
       .map(({ points, extra, queries }) => {
@@ -155,7 +181,12 @@ describe('PathGraph', () => {
 });
 
 /** Dijkstra over an explicit edge list with the snapped ends as extra vertices: the slow, obvious way. */
-function referenceDistance(graph: PathGraph, from: ReturnType<PathGraph['snap']> & {}, to: ReturnType<PathGraph['snap']> & {}, accessibleOnly: boolean): number {
+function referenceDistance(
+  graph: PathGraph,
+  from: ReturnType<PathGraph['snap']> & {},
+  to: ReturnType<PathGraph['snap']> & {},
+  accessibleOnly: boolean,
+): number {
   const n = graph.nodeCount;
   const edges: [number, number, number][] = [];
   graph.links.forEach((l, index) => {
@@ -168,7 +199,10 @@ function referenceDistance(graph: PathGraph, from: ReturnType<PathGraph['snap']>
     const backward = l.origin !== 'source';
     if (forward) edges.push([a, b, cost]);
     if (backward) edges.push([b, a, cost]);
-    for (const [snap, vertex] of [[from, n], [to, n + 1]] as const) {
+    for (const [snap, vertex] of [
+      [from, n],
+      [to, n + 1],
+    ] as const) {
       if (snap.link !== index) continue;
       // Split the link at the snapped point.
       if (forward) edges.push([a, vertex, snap.t * length], [vertex, b, (1 - snap.t) * length]);

@@ -22,20 +22,58 @@ describe('webhook signatures (Standard Webhooks)', () => {
 });
 
 describe('outbound address guard', () => {
-  it.each(['127.0.0.1', '127.255.0.9', '10.0.0.1', '172.16.5.4', '172.31.255.255', '192.168.0.1', '169.254.169.254', '100.64.0.1', '100.127.255.255', '0.0.0.0', '224.0.0.1', '255.255.255.255', '::', '::1', 'fc00::1', 'fd12:3456::1', 'fe80::1', '::ffff:127.0.0.1', '::ffff:7f00:1', '::ffff:8.8.8.8', 'not-an-address',
+  it.each([
+    '127.0.0.1',
+    '127.255.0.9',
+    '10.0.0.1',
+    '172.16.5.4',
+    '172.31.255.255',
+    '192.168.0.1',
+    '169.254.169.254',
+    '100.64.0.1',
+    '100.127.255.255',
+    '0.0.0.0',
+    '224.0.0.1',
+    '255.255.255.255',
+    '::',
+    '::1',
+    'fc00::1',
+    'fd12:3456::1',
+    'fe80::1',
+    '::ffff:127.0.0.1',
+    '::ffff:7f00:1',
+    '::ffff:8.8.8.8',
+    'not-an-address',
     // IPv4 embedded in IPv6 (compatible, local NAT64, 6to4, Teredo), site-local, documentation, and anything outside 2000::/3.
-    '::127.0.0.1', '::8.8.8.8', '64:ff9b:1::7f00:1', '2002:7f00:1::1', '2002:808:808::1', '2001::1', '2001:0:4136:e378:8000:63bf:3fff:fdd2', 'fec0::1', '2001:db8::1', '100::1', '4000::1'])(
-    'refuses %s',
-    (address) => expect(isForbiddenAddress(address)).toBe(true),
-  );
+    '::127.0.0.1',
+    '::8.8.8.8',
+    '64:ff9b:1::7f00:1',
+    '2002:7f00:1::1',
+    '2002:808:808::1',
+    '2001::1',
+    '2001:0:4136:e378:8000:63bf:3fff:fdd2',
+    'fec0::1',
+    '2001:db8::1',
+    '100::1',
+    '4000::1',
+  ])('refuses %s', (address) => expect(isForbiddenAddress(address)).toBe(true));
 
-  it.each(['8.8.8.8', '93.184.215.14', '172.32.0.1', '100.128.0.1', '11.0.0.1', '2606:4700:4700::1111', '2001:db9::1'])('lets %s through', (address) => {
-    expect(isForbiddenAddress(address)).toBe(false);
-  });
+  it.each(['8.8.8.8', '93.184.215.14', '172.32.0.1', '100.128.0.1', '11.0.0.1', '2606:4700:4700::1111', '2001:db9::1'])(
+    'lets %s through',
+    (address) => {
+      expect(isForbiddenAddress(address)).toBe(false);
+    },
+  );
 
   it('checks names by what they resolve to, refuses names that do not resolve, and says nothing of either', async () => {
     const generic = 'must lead to a public address (names must resolve to public unicast addresses only)';
-    for (const url of ['http://localhost:9/', 'http://localhost.:9/', 'http://[::1]/', 'http://nothing-here.invalid/', 'http://[::127.0.0.1]/']) {
+    for (const url of [
+      'http://localhost:9/',
+      'http://localhost.:9/',
+      'http://[::1]/',
+      'http://nothing-here.invalid/',
+      'http://[::127.0.0.1]/',
+    ]) {
       expect(await destinationProblem(new URL(url), false), url).toBe(generic);
     }
     expect(await destinationProblem(new URL('http://localhost:9/'), true)).toBeUndefined();
@@ -80,7 +118,11 @@ describe('sending one attempt', () => {
   it('counts only a 2xx as delivered, and follows no redirect', async () => {
     expect(await send(`http://127.0.0.1:${port}/ok`, '{}', {}, allowed)).toMatchObject({ ok: true, status: 200, error: null });
     expect(await send(`http://127.0.0.1:${port}/fail`, '{}', {}, allowed)).toMatchObject({ ok: false, status: 500 });
-    expect(await send(`http://127.0.0.1:${port}/redirect`, '{}', {}, allowed)).toMatchObject({ ok: false, status: 307, error: 'redirect (307) not followed' });
+    expect(await send(`http://127.0.0.1:${port}/redirect`, '{}', {}, allowed)).toMatchObject({
+      ok: false,
+      status: 307,
+      error: 'redirect (307) not followed',
+    });
   });
 
   it('times out', async () => {

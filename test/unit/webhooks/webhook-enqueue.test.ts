@@ -26,11 +26,13 @@ const zoneEvent = (i: number, type: 'enter' | 'exit'): ZoneEventRecord => ({
 function recordingStorage(subscribed: { organization_id: string; type: string }[]) {
   const statements: { sql: string; params: readonly unknown[]; tx: number | null }[] = [];
   let transactions = 0;
-  const executor = (tx: number | null) => async (sql: string, params: readonly unknown[] = []) => {
-    statements.push({ sql, params, tx });
-    if (/from webhooks/.test(sql) && !/insert into/.test(sql)) return subscribed;
-    return [];
-  };
+  const executor =
+    (tx: number | null) =>
+    async (sql: string, params: readonly unknown[] = []) => {
+      statements.push({ sql, params, tx });
+      if (/from webhooks/.test(sql) && !/insert into/.test(sql)) return subscribed;
+      return [];
+    };
   const storage = {
     execute: executor(null),
     em: () => ({ transactional: async (run: (tx: unknown) => Promise<unknown>) => run({ execute: executor(++transactions) }) }),
@@ -38,7 +40,8 @@ function recordingStorage(subscribed: { organization_id: string; type: string }[
   return { storage, statements };
 }
 
-const service = (storage: Storage) => new WebhookService(storage, { schedule: async () => undefined } as unknown as JobQueue, loadConfig({}), createLogger('silent'));
+const service = (storage: Storage) =>
+  new WebhookService(storage, { schedule: async () => undefined } as unknown as JobQueue, loadConfig({}), createLogger('silent'));
 
 describe('webhook deliveries of detected zone events', () => {
   it('stores them with the group commit, and nothing for webhooks, when no webhook of the organization asks for geofence events', async () => {
@@ -52,7 +55,10 @@ describe('webhook deliveries of detected zone events', () => {
   it('stores the zone events and the deliveries of the types some webhook asks for in one transaction', async () => {
     const { storage, statements } = recordingStorage([{ organization_id: ORG, type: 'geofence.exit' }]);
     let groupCommits = 0;
-    await service(storage).storeZoneEvents([zoneEvent(1, 'enter'), zoneEvent(2, 'exit'), zoneEvent(3, 'exit')], async () => void groupCommits++);
+    await service(storage).storeZoneEvents(
+      [zoneEvent(1, 'enter'), zoneEvent(2, 'exit'), zoneEvent(3, 'exit')],
+      async () => void groupCommits++,
+    );
     expect(groupCommits).toBe(0);
     const events = statements.find(({ sql }) => /insert into zone_events/.test(sql));
     const deliveries = statements.find(({ sql }) => /insert into webhook_deliveries/.test(sql));
