@@ -35,13 +35,11 @@ const present = (image: Image): z.infer<typeof imageResponse> => ({
 });
 
 /** Keeps the last path segment (old browsers sent full paths), without control characters, at most 255 characters. */
+// biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are exactly what a stored file name must lose
+const CONTROL_CHARACTERS = /[\u0000-\u001f\u007f]/g;
+
 function cleanFilename(filename: string | undefined): string | null {
-  // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are exactly what a stored file name must lose
-  const base = (filename ?? '')
-    .split(/[\\/]/)
-    .pop()!
-    .replace(/[\u0000-\u001f\u007f]/g, '')
-    .trim();
+  const base = (filename ?? '').split(/[\\/]/).pop()!.replace(CONTROL_CHARACTERS, '').trim();
   return base === '' ? null : base.slice(0, 255);
 }
 

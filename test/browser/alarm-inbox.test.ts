@@ -54,15 +54,13 @@ describe.skipIf(!hasChromium)(title, () => {
   };
   const item = (name: string) => page.locator(`li.alarm[data-alarm-id="${raised[name]!.id}"]`);
   const shownOrder = () =>
-    page
-      .locator('li.alarm:visible')
-      .evaluateAll((items) =>
-        items.map((li) => ({
-          id: li.getAttribute('data-alarm-id'),
-          severity: li.getAttribute('data-severity'),
-          type: li.getAttribute('data-type'),
-        })),
-      );
+    page.locator('li.alarm:visible').evaluateAll((items) =>
+      items.map((li) => ({
+        id: li.getAttribute('data-alarm-id'),
+        severity: li.getAttribute('data-severity'),
+        type: li.getAttribute('data-type'),
+      })),
+    );
   const nameOf = (id: string | null) => Object.entries(raised).find(([, alarm]) => alarm.id === id)?.[0];
 
   beforeAll(async () => {
