@@ -274,6 +274,7 @@ describe(`organizations, users, groups, devices (${driverLabel})`, () => {
       const alarm = (await admin.post('/api/v1/alarms', { type: 'DANGER', device_id: 'secret-device', comment: 'Secret alarm' })).body;
       const webhook = (await admin.post('/api/v1/webhooks', { url: 'https://secret-hook.example.invalid/', events: ['geofence.exit'] }))
         .body;
+      const drill = (await admin.post(`/api/v1/buildings/${venue.building.id}/evacuations`, { drill: true, note: 'Secret drill' })).body;
       /** The first organization's object for each collection that has an item route (by the segment before the parameter). */
       const fixtures: Record<string, string | number> = {
         users: member.user.id,
@@ -297,7 +298,17 @@ describe(`organizations, users, groups, devices (${driverLabel})`, () => {
       };
       const bodies: Record<string, unknown> = {
         'PUT /api/v1/buildings/:building_id/paths': { nodes: [], links: [] },
+        'POST /api/v1/buildings/:id/evacuations/:evacuation/roll/:entry/safe': { comment: 'c' },
         'PATCH /api/v1/alarms/:id': { state: 'CLOSED' },
+        'PUT /api/v1/users/:id/tracking_window': { time_zone: 'Europe/Madrid', weekly: [{ day: 'mon', from: '08:00', to: '17:00' }] },
+        'PUT /api/v1/groups/:id/tracking_window': { time_zone: 'Europe/Madrid', weekly: [{ day: 'mon', from: '08:00', to: '17:00' }] },
+      };
+      /** Routes with several ids of different kinds: each filled with the first organization's own. */
+      const evacuation = `/api/v1/buildings/${venue.building.id}/evacuations/${drill.id}`;
+      const paths: Record<string, string> = {
+        'GET /api/v1/buildings/:id/evacuations/:evacuation': evacuation,
+        'POST /api/v1/buildings/:id/evacuations/:evacuation/roll/:entry/safe': `${evacuation}/roll/${encodeURIComponent('device:secret-device')}/safe`,
+        'POST /api/v1/buildings/:id/evacuations/:evacuation/end': `${evacuation}/end`,
       };
       const queries: Record<string, string> = {
         'GET /api/v1/real_time/export/:building_id': '?date=2026-01-01T00:00:00.000%2B00:00',
@@ -331,7 +342,8 @@ describe(`organizations, users, groups, devices (${driverLabel})`, () => {
           const collection = /\/([a-z_]+)\/:[a-z_]+/.exec(route.path)![1]!;
           const id = fixtures[collection];
           expect(id, `add an isolation fixture for ${route.path}`).toBeDefined();
-          const path = route.path.replace(/:[a-z_]+/g, String(id)) + (queries[`${route.method} ${route.path}`] ?? '');
+          const key = `${route.method} ${route.path}`;
+          const path = (paths[key] ?? route.path.replace(/:[a-z_]+/g, String(id))) + (queries[key] ?? '');
           const body = bodies[`${route.method} ${route.path}`] ?? {};
           const response = await intruder.request(route.method, path, route.method === 'GET' || route.method === 'DELETE' ? {} : { body });
           expect(response.status, `${route.method} ${route.path}`).toBe(404);

@@ -53,6 +53,7 @@ describe(`detection and alarms end to end (${driverLabel})`, () => {
       'georeference',
       'refuse-invalid',
       'resolve-devices',
+      'tracking-window',
       'raise-requested-alarms',
       'pace-to-detection',
       'publish',
