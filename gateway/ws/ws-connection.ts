@@ -222,7 +222,9 @@ export class Connection {
     if (this.closed) return;
     this.closed = true;
     try {
-      this.ws.end(code, reason);
+      // Corked like every send: a close is mostly issued outside uWS's callbacks (a bus message, a timer), where
+      // uWS asks writes to be corked so the close frame leaves in one write before the FIN.
+      this.ws.cork(() => this.ws.end(code, reason));
     } catch {
       // already gone
     }
