@@ -222,9 +222,7 @@ export class Connection {
     if (this.closed) return;
     this.closed = true;
     try {
-      // Corked like every send: a close is mostly issued outside uWS's callbacks (a bus message, a timer), where
-      // uWS asks writes to be corked so the close frame leaves in one write before the FIN.
-      this.ws.cork(() => this.ws.end(code, reason));
+      this.ws.end(code, reason);
     } catch {
       // already gone
     }
