@@ -57,13 +57,16 @@ export class PrivacyService {
   ): Promise<{ before: WindowView; after: WindowView }> {
     const before = await this.readWindow(organizationId, subject, tx);
     const column = `${subject.kind}_id`;
-    await tx.execute(`delete from tracking_windows where organization_id = ? and ${column} = ?`, [organizationId, subject.id]);
     if (schedule) {
-      await tx.execute(`insert into tracking_windows (organization_id, ${column}, schedule) values (?, ?, ?::jsonb)`, [
-        organizationId,
-        subject.id,
-        JSON.stringify(schedule),
-      ]);
+      // One statement, so two writers of the same window at once both succeed (the last wins) instead of one
+      // failing on the unique index after both deleted nothing.
+      await tx.execute(
+        `insert into tracking_windows (organization_id, ${column}, schedule) values (?, ?, ?::jsonb)
+         on conflict (${column}) where ${column} is not null do update set schedule = excluded.schedule, updated_at = now()`,
+        [organizationId, subject.id, JSON.stringify(schedule)],
+      );
+    } else {
+      await tx.execute(`delete from tracking_windows where organization_id = ? and ${column} = ?`, [organizationId, subject.id]);
     }
     return { before, after: await this.readWindow(organizationId, subject, tx) };
   }
