@@ -107,6 +107,19 @@ describe(`privacy: tracking windows and erasure (${driverLabel})`, () => {
       expect(await history(device)).toEqual([5]);
     });
 
+    it('takes writes of one window at once: every one answered 200, and one of them stored', async () => {
+      const group = await admin.post('/api/v1/groups', { name: `Shared shift ${randomUUID().slice(0, 6)}` });
+      expect(group.status, group.text).toBe(201);
+      const windows = Array.from({ length: 6 }, (_, index) => ({
+        time_zone: 'UTC',
+        weekly: [{ day: 'mon', from: `0${index}:00`, to: '12:00' }],
+      }));
+      const answers = await Promise.all(windows.map((window) => admin.put(`/api/v1/groups/${group.body.id}/tracking_window`, window)));
+      expect(answers.map((answer) => answer.status)).toEqual(windows.map(() => 200));
+      const stored = (await admin.get(`/api/v1/groups/${group.body.id}/tracking_window`)).body.schedule;
+      expect(windows.map((window) => ({ ...window, exceptions: [] }))).toContainEqual(stored);
+    });
+
     it('applies a group’s window to its members, and a change at once (the cache is dropped)', async () => {
       const group = await admin.post('/api/v1/groups', { name: `Night shift ${randomUUID().slice(0, 6)}` });
       expect(group.status, group.text).toBe(201);
