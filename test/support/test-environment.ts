@@ -84,7 +84,8 @@ export async function createTestEnvironment(overrides: Record<string, string> = 
     HOST: '127.0.0.1',
     PORT: '0',
     DATA_DIR: dataDir,
-    LOG_LEVEL: 'silent',
+    // TEST_LOG_LEVEL=debug shows a test gateway's logs (why a socket closed, say) when chasing a failure.
+    LOG_LEVEL: process.env.TEST_LOG_LEVEL || 'silent',
     ADMIN_EMAIL: 'admin@example.test',
     ADMIN_PASSWORD: 'admin-password-1',
     REDIS_PREFIX: `fctest:${uniqueSuffix()}`,

@@ -8,6 +8,8 @@ export class TestSocket {
   readonly frames: any[] = [];
   closeCode?: number;
   closeReason?: string;
+  /** The client's error, if the connection failed (a 1006 close says why here). */
+  error?: Error;
   private waiters: { predicate: (frame: any) => boolean; resolve: (frame: any) => void }[] = [];
   private closeWaiters: (() => void)[] = [];
 
@@ -24,6 +26,9 @@ export class TestSocket {
           waiter.resolve(frame);
         }
       }
+    });
+    ws.on('error', (error) => {
+      this.error ??= error;
     });
     ws.on('close', (code, reason) => {
       this.closeCode = code;
