@@ -48,7 +48,10 @@ export class WebSocketGateway {
     this.topics = new TopicRegistry(services, options);
     this.fanOut = new TopicFanOut(this.topics, services.registry);
     this.protocol = new WsProtocol(services, options, this.admission, this.topics, this.revalidation);
-    this.upgrades = new WsUpgrade(services, this.admission, options);
+    this.upgrades = new WsUpgrade(services, this.admission, options, () => {
+      for (const connection of this.connections) if (!connection.closed) return connection.ws;
+      return undefined;
+    });
   }
 
   registerReplay(pattern: RegExp, provider: ReplayProvider): void {
