@@ -313,6 +313,30 @@ export class EvacuationService {
     };
   }
 
+  /**
+   * Where a person on the roll was last seen in the building, and the building's assembly points, each placed at
+   * its centre on its floor: what a rescue route from the nearest point to the person needs. 404 when the person
+   * is not on the roll; 422 when they have no known place on a floor of the building, or it has no assembly point.
+   */
+  async lastPlace(principal: Principal, buildingId: number, id: string, personKey: string) {
+    const evacuation = await this.find(principal, buildingId, id);
+    const entry = await this.store.entry(evacuation.id, personKey);
+    if (!entry) throw new NotFoundError('Person on the roll');
+    const stored = await this.store.latestOf(evacuation.organizationId, entry.deviceIds, evacuation.startedAt);
+    const fix = this.withNewestFix(evacuation.organizationId, entry, stored).fix;
+    // A fix kept on the roll has no building: it was taken in this one (at the declaration, or as the person moved).
+    const elsewhere = fix?.buildingId !== null && fix?.buildingId !== buildingId;
+    if (!fix || elsewhere || fix.floorId === null || fix.x === null || fix.y === null)
+      throw new ValidationError([{ field: 'entry', message: `${personKey} has no known place on a floor of building ${buildingId}` }]);
+    const points = await this.store.musterPoints(evacuation.organizationId, buildingId);
+    if (points.length === 0) throw new ValidationError([{ field: 'id', message: `building ${buildingId} has no assembly point` }]);
+    return {
+      entry: presentEntry({ ...entry, fix }),
+      place: { floorId: fix.floorId, x: fix.x, y: fix.y },
+      points: points.map((point) => ({ key: { id: point.id, name: point.name }, floorId: point.floorId, ...centreOf(point) })),
+    };
+  }
+
   private withNewestFix(organizationId: string, entry: StoredEntry, stored: ReadonlyMap<string, Fix>): StoredEntry {
     let fix = entry.fix;
     for (const deviceId of entry.deviceIds) {
@@ -412,6 +436,15 @@ function conflict(active: EvacuationRow): AppError {
   return new AppError(ErrorCode.Conflict, `Building ${active.buildingId} has an active evacuation: ${active.id}`, undefined, {
     location: `/api/v1/buildings/${active.buildingId}/evacuations/${active.id}`,
   });
+}
+
+/** The centre of an assembly point: a circle's centre, a polygon's vertex mean (its closing vertex counted once). */
+function centreOf(point: MusterPoint): { x: number; y: number } {
+  const vertices = point.cartesians;
+  if (point.type === 'CIRCLE' || vertices.length === 1) return { x: vertices[0]![0], y: vertices[0]![1] };
+  const [first, last] = [vertices[0]!, vertices[vertices.length - 1]!];
+  const ring = first[0] === last[0] && first[1] === last[1] ? vertices.slice(0, -1) : vertices;
+  return { x: ring.reduce((sum, [x]) => sum + x, 0) / ring.length, y: ring.reduce((sum, [, y]) => sum + y, 0) / ring.length };
 }
 
 const fixOfRecord = (record: PositionRecord): Fix => ({

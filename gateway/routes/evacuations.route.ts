@@ -1,8 +1,9 @@
 import { z } from 'zod';
 import { evacuationSchema, rollEntrySchema, presentEntry } from '../evacuations/presenters.js';
-import { idParam, uuidParam } from '../http/query-schemas.js';
+import { booleanParam, idParam, uuidParam } from '../http/query-schemas.js';
 import { defineRoute } from '../http/route.js';
 import type { GatewayServices } from '../services.js';
+import { routeSchema } from './routing.route.js';
 
 const evacuationParam = z.union([uuidParam, z.literal('current')]).describe('An evacuation id, or `current` for the active one');
 const entryParam = z.string().min(1).max(300).describe('A roll entry: `user:{user id}` or `device:{identifier}`');
@@ -11,7 +12,7 @@ const entryParam = z.string().min(1).max(300).describe('A roll entry: `user:{use
  * Evacuations of a building (issue 31): declared and ended by admins and user managers, the roll read by whoever
  * sees everyone's positions.
  */
-export function evacuationRoutes({ evacuations }: GatewayServices) {
+export function evacuationRoutes({ evacuations, routing }: GatewayServices) {
   return [
     defineRoute({
       method: 'POST',
@@ -73,6 +74,28 @@ export function evacuationRoutes({ evacuations }: GatewayServices) {
       handler: async ({ principal, params, body, audit }) => ({
         body: presentEntry(await evacuations.markSafe(principal, params.id, params.evacuation, params.entry, body.comment ?? null, audit)),
       }),
+    }),
+    defineRoute({
+      method: 'GET',
+      path: '/api/v1/buildings/:id/evacuations/:evacuation/roll/:entry/route',
+      summary:
+        "The walking route for rescuers from the nearest assembly point (by route distance) to a person's last known place; " +
+        '404 when the person is not on the roll, 422 when they have no known place on a floor of the building or nothing reaches it',
+      tags: ['evacuations'],
+      auth: 'authenticated',
+      action: 'tracking:read-all',
+      params: z.object({ id: idParam, evacuation: evacuationParam, entry: entryParam }),
+      query: z.object({ accessible: booleanParam.optional().describe('Only accessible links: lifts and ramps, no stairs') }),
+      response: z.object({
+        entry: rollEntrySchema,
+        assembly_point: z.object({ id: z.string(), name: z.string() }).describe('The assembly point the route starts from'),
+        route: routeSchema,
+      }),
+      handler: async ({ principal, params, query }) => {
+        const { entry, place, points } = await evacuations.lastPlace(principal, params.id, params.evacuation, params.entry);
+        const { start, route } = await routing.routeFromNearest(principal, params.id, points, place, query.accessible ?? false);
+        return { body: { entry, assembly_point: start, route } };
+      },
     }),
     defineRoute({
       method: 'POST',

@@ -42,7 +42,7 @@ const routeQuery = z
     });
   });
 
-const routeSchema = z.object({
+export const routeSchema = z.object({
   building_id: z.number().int(),
   distance_m: z.number().describe('Along the links, from the snapped start to the snapped end'),
   duration_s: z.number().int().describe('Walking estimate: 1.2 m/s on a floor, plus the climb or the lift'),

@@ -2,7 +2,7 @@ import type { Bus } from '../bus-channels.js';
 import { NotFoundError, ValidationError } from '../../shared/errors.js';
 import { bboxOf, distanceToSegment, pointInPolygon, segmentsIntersect, type Point } from '../../shared/geo/geometry.js';
 import { describeRoute, type RouteStep } from '../../shared/routing/directions.js';
-import { PathGraph, type SearchOptions, type Snap } from '../../shared/routing/path-graph.js';
+import { PathGraph, type GraphRoute, type SearchOptions, type Snap } from '../../shared/routing/path-graph.js';
 import type { Storage } from '../../shared/storage/index.js';
 import { BuildingPathsSchema, PoiSchema, type Geofence } from '../../shared/storage/entities/index.js';
 import { confinedUserId } from '../auth/permissions.js';
@@ -38,7 +38,7 @@ export interface RouteRequest {
   avoidGeofenceIds: string[];
 }
 
-interface Placed {
+export interface Placed {
   floorId: number;
   x: number;
   y: number;
@@ -93,6 +93,49 @@ export class RoutingService {
           message: `not reachable from the start${request.accessible ? ' by accessible links' : ''}${request.avoidGeofenceIds.length > 0 ? ' while avoiding the given geofences' : ''}`,
         },
       ]);
+    return this.present(runtime, graph, floorNames, found, fromSnap, toSnap, request.accessible);
+  }
+
+  /**
+   * The route to a point from the nearest of several starts, nearest by route distance (plus each start's way
+   * onto the paths): rescuers sent from the closest assembly point to a person missing in an evacuation. Starts
+   * with no path on their floor are passed over; 422 when none reaches the point.
+   */
+  async routeFromNearest<K>(
+    principal: Principal,
+    buildingId: number,
+    starts: readonly (Placed & { key: K })[],
+    to: Placed,
+    accessible: boolean,
+  ): Promise<{ start: K; route: Awaited<ReturnType<RoutingService['route']>> }> {
+    const runtime = await this.runtime(principal, buildingId);
+    const { graph, floorNames } = await this.graphOf(runtime);
+    const options: SearchOptions = { accessibleOnly: accessible };
+    const toSnap = this.snap(graph, to, options, 'to');
+    const distanceFrom = graph.distancesTo(toSnap, options);
+    let best: { start: Placed & { key: K }; snap: Snap; distance: number } | undefined;
+    for (const start of starts) {
+      const snap = graph.snap(start.floorId, start.x, start.y, options);
+      if (!snap) continue;
+      const distance = distanceFrom(snap) + snap.distance;
+      if (distance < (best?.distance ?? Infinity)) best = { start, snap, distance };
+    }
+    const found = best && graph.route(best.snap, toSnap, options);
+    if (!best || !found)
+      throw new ValidationError([{ field: 'to', message: `not reachable from any start${accessible ? ' by accessible links' : ''}` }]);
+    return { start: best.start.key, route: this.present(runtime, graph, floorNames, found, best.snap, toSnap, accessible) };
+  }
+
+  /** A found route as the API answers it: metres, seconds, legs per floor with geographic points, and steps. */
+  private present(
+    runtime: BuildingRuntime,
+    graph: PathGraph,
+    floorNames: ReadonlyMap<number, string>,
+    found: GraphRoute,
+    fromSnap: Snap,
+    toSnap: Snap,
+    accessible: boolean,
+  ) {
     const described = describeRoute(found, graph, (id) => floorNames.get(id) ?? `floor ${id}`);
     const geo = (point: { x: number; y: number }) => {
       const { lat, lng } = runtime.transform.toGeo(point);
@@ -102,9 +145,9 @@ export class RoutingService {
       building_id: runtime.id,
       distance_m: round2(found.distance),
       duration_s: described.duration_s,
-      accessible: request.accessible,
-      from: { floor_id: from.floorId, ...geo(fromSnap), snap_distance_m: round2(fromSnap.distance) },
-      to: { floor_id: to.floorId, ...geo(toSnap), snap_distance_m: round2(toSnap.distance) },
+      accessible,
+      from: { floor_id: fromSnap.floorId, ...geo(fromSnap), snap_distance_m: round2(fromSnap.distance) },
+      to: { floor_id: toSnap.floorId, ...geo(toSnap), snap_distance_m: round2(toSnap.distance) },
       legs: described.legs.map((leg) => ({ floor_id: leg.floor_id, distance_m: leg.distance_m, points: leg.points.map(geo) })),
       steps: described.steps as RouteStep[],
     };

@@ -308,6 +308,7 @@ describe(`organizations, users, groups, devices (${driverLabel})`, () => {
       const paths: Record<string, string> = {
         'GET /api/v1/buildings/:id/evacuations/:evacuation': evacuation,
         'POST /api/v1/buildings/:id/evacuations/:evacuation/roll/:entry/safe': `${evacuation}/roll/${encodeURIComponent('device:secret-device')}/safe`,
+        'GET /api/v1/buildings/:id/evacuations/:evacuation/roll/:entry/route': `${evacuation}/roll/${encodeURIComponent('device:secret-device')}/route`,
         'POST /api/v1/buildings/:id/evacuations/:evacuation/end': `${evacuation}/end`,
       };
       const queries: Record<string, string> = {

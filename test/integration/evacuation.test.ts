@@ -230,6 +230,68 @@ describe(`mustering: the evacuation roll (${driverLabel})`, () => {
     expect(roll.arrivals[0]).toMatchObject({ device_ids: ['responder-1'], arrival: true });
   });
 
+  it('routes rescuers to a missing person from the nearest assembly point by route, not the first one', async () => {
+    // Ground: a corridor along y=40 from Lawn B (-20,40) to below Car park A (145,5), a spur up to y=67 at x=44;
+    // stairs at (44,40) to a first-floor corridor towards (48,63). The second floor has no paths.
+    const [ground, first] = floors as [number, number];
+    const graph = {
+      nodes: [
+        { id: 1, floor_id: ground, x: -20, y: 40 },
+        { id: 2, floor_id: ground, x: 44, y: 40 },
+        { id: 3, floor_id: ground, x: 145, y: 40 },
+        { id: 4, floor_id: ground, x: 145, y: 5 },
+        { id: 5, floor_id: ground, x: 44, y: 67 },
+        { id: 6, floor_id: first, x: 44, y: 40 },
+        { id: 7, floor_id: first, x: 48, y: 63 },
+      ],
+      links: [
+        { source: 1, target: 2, origin: 'both', accessible: true },
+        { source: 2, target: 3, origin: 'both', accessible: true },
+        { source: 3, target: 4, origin: 'both', accessible: true },
+        { source: 2, target: 5, origin: 'both', accessible: true },
+        { source: 2, target: 6, origin: 'both', accessible: false, tags: ['stairs'] },
+        { source: 6, target: 7, origin: 'both', accessible: true },
+      ],
+    };
+    const put = await admin.put(`/api/v1/buildings/${venue.building.id}/paths`, graph);
+    expect(put.status, put.text).toBe(200);
+    const routeTo = (device: string, query = '') => {
+      const person = people.find((p) => p.device === device)!;
+      return admin.get(`${base()}/${evacuationId}/roll/${encodeURIComponent(`user:${person.user}`)}/route${query}`);
+    };
+
+    // p009 stayed on the ground floor at (44.2, 67): 64 m along the corridor from Lawn B, 27 m up the spur; from
+    // Car park A (listed first) it would be 35 + 101 + 27 m.
+    const ground9 = await routeTo('p009');
+    expect(ground9.status, ground9.text).toBe(200);
+    expect(ground9.body.entry).toMatchObject({ status: 'missing', last_position: lastPlace.get('p009') });
+    expect(ground9.body.assembly_point).toEqual({ id: expect.any(String), name: 'Lawn B' });
+    expect(ground9.body.route).toMatchObject({
+      building_id: venue.building.id,
+      distance_m: 91,
+      from: { floor_id: ground, x: -20, y: 40, snap_distance_m: 0 },
+      to: { floor_id: ground, x: 44, y: 67, snap_distance_m: 0.2 },
+    });
+    expect(ground9.body.route.legs.map((leg: { floor_id: number }) => leg.floor_id)).toEqual([ground]);
+
+    // p001 stayed on the first floor: up the stairs; no accessible way there.
+    const first1 = await routeTo('p001');
+    expect(first1.status, first1.text).toBe(200);
+    expect(first1.body.assembly_point.name).toBe('Lawn B');
+    expect(first1.body.route.legs.map((leg: { floor_id: number }) => leg.floor_id)).toEqual([ground, first]);
+    expect(first1.body.route.steps.some((step: { floor_change?: { via: string } }) => step.floor_change?.via === 'stairs')).toBe(true);
+    const accessible = await routeTo('p001', '?accessible=true');
+    expect(accessible.status).toBe(422);
+    expect(accessible.body.errors).toEqual([expect.objectContaining({ field: 'to' })]);
+
+    // p005 is on the second floor, which has no paths; someone not on the roll is 404.
+    const second5 = await routeTo('p005');
+    expect(second5.status).toBe(422);
+    expect(second5.body.errors).toEqual([expect.objectContaining({ field: 'to' })]);
+    const stranger = await admin.get(`${base()}/${evacuationId}/roll/${encodeURIComponent(`user:${randomUUID()}`)}/route`);
+    expect(stranger.status).toBe(404);
+  });
+
   it('lets a warden mark a person safe by hand, with a comment; someone not on the roll is 404', async () => {
     const watcher = await socket();
     await watcher.request({ op: 'subscribe', topics: [`buildings/${venue.building.id}/evacuation`] });

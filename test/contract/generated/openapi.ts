@@ -11158,6 +11158,194 @@ export type paths = {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/buildings/{id}/evacuations/{evacuation}/roll/{entry}/route": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The walking route for rescuers from the nearest assembly point (by route distance) to a person's last known place; 404 when the person is not on the roll, 422 when they have no known place on a floor of the building or nothing reaches it */
+        get: {
+            parameters: {
+                query?: {
+                    /** @description Only accessible links: lifts and ramps, no stairs */
+                    accessible?: "true" | "false";
+                };
+                header?: never;
+                path: {
+                    id: number;
+                    evacuation: string | "current";
+                    entry: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            entry: {
+                                /** @description The entry id: `user:{user id}`, or `device:{identifier}` for a device nobody is assigned */
+                                entry: string;
+                                user_id: string | null;
+                                device_ids: string[];
+                                /** @description Came into the building after the declaration (a responder): listed apart, never missing */
+                                arrival: boolean;
+                                /** @enum {string} */
+                                status: "missing" | "safe" | "safe_manual" | "left_site" | "not_found";
+                                status_at: string;
+                                /** @description Where the person was accounted (status safe) */
+                                assembly_point: {
+                                    id: string;
+                                    name: string;
+                                } | null;
+                                /** @description The warden who marked the person safe by hand (status safe_manual) */
+                                marked_by: {
+                                    user_id: string;
+                                    email: string;
+                                } | null;
+                                comment: string | null;
+                                /** @description The last known fix of any of the person's devices */
+                                last_position: {
+                                    floor_id: number | null;
+                                    x: number | null;
+                                    y: number | null;
+                                    lat: number;
+                                    lng: number;
+                                    fix_at: string;
+                                } | null;
+                                /** @description Bumped at each change of the entry; a `since_seq` subscription resumes after it */
+                                seq: number;
+                            };
+                            /** @description The assembly point the route starts from */
+                            assembly_point: {
+                                id: string;
+                                name: string;
+                            };
+                            route: {
+                                building_id: number;
+                                /** @description Along the links, from the snapped start to the snapped end */
+                                distance_m: number;
+                                /** @description Walking estimate: 1.2 m/s on a floor, plus the climb or the lift */
+                                duration_s: number;
+                                accessible: boolean;
+                                from: {
+                                    x: number;
+                                    y: number;
+                                    lat: number;
+                                    lng: number;
+                                    floor_id: number;
+                                    /** @description From the requested point to the nearest link */
+                                    snap_distance_m: number;
+                                };
+                                to: {
+                                    x: number;
+                                    y: number;
+                                    lat: number;
+                                    lng: number;
+                                    floor_id: number;
+                                    snap_distance_m: number;
+                                };
+                                /** @description One per floor visited, in order */
+                                legs: {
+                                    floor_id: number;
+                                    distance_m: number;
+                                    points: {
+                                        x: number;
+                                        y: number;
+                                        lat: number;
+                                        lng: number;
+                                    }[];
+                                }[];
+                                steps: {
+                                    instruction: string;
+                                    distance_m: number;
+                                    floor_id: number;
+                                    floor_change?: {
+                                        from_floor_id: number;
+                                        to_floor_id: number;
+                                        /** @enum {string} */
+                                        direction: "up" | "down";
+                                        /** @enum {string} */
+                                        via: "lift" | "stairs" | "escalator" | "ramp";
+                                    };
+                                }[];
+                            };
+                        };
+                    };
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Error */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        /** The walking route for rescuers from the nearest assembly point (by route distance) to a person's last known place; 404 when the person is not on the roll, 422 when they have no known place on a floor of the building or nothing reaches it (headers only) */
+        head: {
+            parameters: {
+                query?: {
+                    /** @description Only accessible links: lifts and ramps, no stairs */
+                    accessible?: "true" | "false";
+                };
+                header?: never;
+                path: {
+                    id: number;
+                    evacuation: string | "current";
+                    entry: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/buildings/{id}/evacuations/{evacuation}/end": {
         parameters: {
             query?: never;
