@@ -3,6 +3,7 @@ import { z } from 'zod';
 import { AppError, ErrorCode, NotFoundError, ValidationError, ConflictError } from '../../shared/errors.js';
 import { IMAGE_TYPES, detectImageType, readImageInfo } from '../../shared/images/image-sniffer.js';
 import { ImageSchema, OrganizationSchema, type Image } from '../../shared/storage/entities/index.js';
+import { imageUser } from '../cartography/cartography-store.js';
 import { boundaryOf, isMultipartFormData, parseMultipart, type MultipartPart } from '../http/multipart.js';
 import { uuidParam } from '../http/query-schemas.js';
 import { defineRoute } from '../http/route.js';
@@ -181,14 +182,8 @@ export function imageRoutes(services: GatewayServices) {
       action: 'cartography:write',
       params,
       handler: async ({ principal, params: p, audit }) => {
-        const [use] = await storage.execute<{ what: string }>(
-          `select 'floor ' || id as what from floors where map_id = ? and organization_id = ?
-           union all select 'building ' || id from buildings where picture_id = ? and organization_id = ?
-           union all select 'POI category ' || id from poi_categories where (icon_id = ? or selected_icon_id = ?) and organization_id = ?
-           limit 1`,
-          [p.id, principal.organizationId, p.id, principal.organizationId, p.id, p.id, principal.organizationId],
-        );
-        if (use) throw new ConflictError(`The image is in use (${use.what}); change that first`);
+        const use = await imageUser(storage, principal.organizationId, p.id);
+        if (use) throw new ConflictError(`The image is in use (${use}); change that first`);
         await storage.em().transactional(async (em) => {
           const image = await em.findOne(ImageSchema, { id: p.id, organization: principal.organizationId });
           if (!image) throw new NotFoundError('Image');
