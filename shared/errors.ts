@@ -105,13 +105,73 @@ export class UnauthenticatedError extends AppError {
   }
 }
 
+/** The sign-in matched accounts in several organizations: 409, sign in with an API key instead. */
+export class AmbiguousCredentialsError extends AppError {
+  constructor(message: string) {
+    super(ErrorCode.AmbiguousCredentials, message);
+  }
+}
+
+/** A request or frame that is malformed outside any one field (a query flag, a frame's operation): 400. */
+export class BadRequestError extends AppError {
+  constructor(message: string) {
+    super(ErrorCode.BadRequest, message);
+  }
+}
+
+/** A body or frame that does not parse (JSON, or msgpack on a WebSocket): 400 `invalid_json`. */
+export class InvalidJsonError extends AppError {
+  constructor(message: string) {
+    super(ErrorCode.InvalidJson, message);
+  }
+}
+
+/** No route has this path: 404 naming the method and path. */
+export class NoRouteError extends AppError {
+  constructor(method: string, path: string) {
+    super(ErrorCode.NotFound, `No route for ${method} ${path}`);
+  }
+}
+
+/** A route has this path but not this method: 405, the methods it takes listed as `errors` of the field `method`. */
+export class MethodNotAllowedError extends AppError {
+  constructor(method: string, allow: readonly string[]) {
+    super(
+      ErrorCode.MethodNotAllowed,
+      `Method ${method} is not allowed here`,
+      allow.map((m) => ({ field: 'method', message: m })),
+    );
+  }
+}
+
+/** A body past its route's limit: 413. */
+export class PayloadTooLargeError extends AppError {
+  constructor(message: string) {
+    super(ErrorCode.PayloadTooLarge, message);
+  }
+}
+
+/** A body in a media type the route does not take (not multipart, not an image): 415. */
+export class UnsupportedMediaTypeError extends AppError {
+  constructor(message: string) {
+    super(ErrorCode.UnsupportedMediaType, message);
+  }
+}
+
+/** A job's processor failed with no AppError of its own: 500; the details are in the worker's log. */
+export class JobFailedError extends AppError {
+  constructor() {
+    super(ErrorCode.Internal, 'The job failed');
+  }
+}
+
 /** Seconds a client is asked to wait before retrying after a 503. */
 export const OUTAGE_RETRY_AFTER_SECONDS = 5;
 
 /** A write that contradicts the current state (a duplicate, a final state, one's own account): 409. */
 export class ConflictError extends AppError {
-  constructor(message: string) {
-    super(ErrorCode.Conflict, message);
+  constructor(message: string, headers?: Record<string, string>) {
+    super(ErrorCode.Conflict, message, undefined, headers);
   }
 }
 

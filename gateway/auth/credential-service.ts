@@ -1,7 +1,7 @@
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Config } from '../../shared/config.js';
-import { AppError, ErrorCode, UnauthenticatedError, ValidationError } from '../../shared/errors.js';
+import { AmbiguousCredentialsError, ErrorCode, UnauthenticatedError, ValidationError } from '../../shared/errors.js';
 import { hashPassword, verifyPassword } from '../../shared/passwords.js';
 import type { Storage } from '../../shared/storage/index.js';
 import { pgArray } from '../../shared/storage/pg-array.js';
@@ -83,8 +83,7 @@ export class CredentialService {
     else if (matched.length === 0) for (const user of candidates) await outcome?.(user, false);
     if (matched.length === 0) throw invalidCredentials();
     if (matched.length > 1) {
-      throw new AppError(
-        ErrorCode.AmbiguousCredentials,
+      throw new AmbiguousCredentialsError(
         'This e-mail and password open accounts in several organizations; sign in with an API key, or give each account its own password',
       );
     }

@@ -6,7 +6,7 @@ import {
 } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { z } from 'zod';
-import { AppError, ErrorCode, NotFoundError, ValidationError, ConflictError } from '../../shared/errors.js';
+import { ConflictError, ForbiddenError, NotFoundError, ValidationError } from '../../shared/errors.js';
 import type { Storage } from '../../shared/storage/index.js';
 import { can, type Action } from '../auth/permissions.js';
 import type { Principal } from '../auth/principal.js';
@@ -168,7 +168,7 @@ export function resourceRoutes<E extends object, C, U, Q>(storage: Storage, spec
         const ctx = context(principal);
         const entity = await load(ctx, p.id);
         const allowed = can(principal.role, spec.actions.read) || spec.readableWithoutAction?.(principal, entity);
-        if (!allowed) throw new AppError(ErrorCode.Forbidden, `Your role (${principal.role}) may not read this ${spec.noun}`);
+        if (!allowed) throw new ForbiddenError(`Your role (${principal.role}) may not read this ${spec.noun}`);
         return { body: spec.detail ? await spec.detail.build(ctx, entity, query) : spec.present(entity) };
       },
     }),

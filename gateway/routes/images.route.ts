@@ -1,6 +1,6 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { z } from 'zod';
-import { AppError, ErrorCode, NotFoundError, ValidationError, ConflictError } from '../../shared/errors.js';
+import { ConflictError, NotFoundError, UnsupportedMediaTypeError, ValidationError } from '../../shared/errors.js';
 import { IMAGE_TYPES, detectImageType, readImageInfo } from '../../shared/images/image-sniffer.js';
 import { ImageSchema, OrganizationSchema, type Image } from '../../shared/storage/entities/index.js';
 import { imageUser } from '../cartography/cartography-store.js';
@@ -47,7 +47,7 @@ function cleanFilename(filename: string | undefined): string | null {
 function filePart(headers: Record<string, string>, body: Buffer): MultipartPart {
   const contentType = headers['content-type'];
   if (!isMultipartFormData(contentType)) {
-    throw new AppError(ErrorCode.UnsupportedMediaType, 'Send the image as multipart/form-data, in a field named "image"');
+    throw new UnsupportedMediaTypeError('Send the image as multipart/form-data, in a field named "image"');
   }
   const parts = parseMultipart(body, boundaryOf(contentType!));
   for (const field of FILE_FIELDS) {
@@ -112,10 +112,7 @@ export function imageRoutes(services: GatewayServices) {
         const part = filePart(headers, rawBody);
         if (part.data.length === 0) throw new ValidationError([{ field: part.name, message: 'The file is empty' }]);
         if (!detectImageType(part.data)) {
-          throw new AppError(
-            ErrorCode.UnsupportedMediaType,
-            'Only PNG, JPEG and WebP images are accepted (the file content is none of them)',
-          );
+          throw new UnsupportedMediaTypeError('Only PNG, JPEG and WebP images are accepted (the file content is none of them)');
         }
         const info = readImageInfo(part.data);
         if (!info)
