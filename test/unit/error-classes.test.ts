@@ -5,11 +5,15 @@ import {
   BadRequestError,
   ConflictError,
   ErrorCode,
+  type FieldError,
   InvalidJsonError,
   JobFailedError,
   MethodNotAllowedError,
   NoRouteError,
   PayloadTooLargeError,
+  RateLimitedError,
+  TimeoutError,
+  UnavailableError,
   UnsupportedMediaTypeError,
   errorHeaders,
   toErrorBody,
@@ -20,69 +24,37 @@ import {
  * answer exactly as the construction it replaced, since clients and the contract tests read status, code,
  * message, errors and headers.
  */
-const cases: [string, AppError, AppError][] = [
-  [
-    'BadRequestError',
-    new BadRequestError('events must be single or batched'),
-    new AppError(ErrorCode.BadRequest, 'events must be single or batched'),
-  ],
-  [
-    'InvalidJsonError',
-    new InvalidJsonError('The frame is not valid JSON'),
-    new AppError(ErrorCode.InvalidJson, 'The frame is not valid JSON'),
-  ],
-  ['NoRouteError', new NoRouteError('GET', '/api/v1/nothing'), new AppError(ErrorCode.NotFound, 'No route for GET /api/v1/nothing')],
-  [
-    'MethodNotAllowedError',
-    new MethodNotAllowedError('PATCH', ['GET', 'POST']),
-    new AppError(ErrorCode.MethodNotAllowed, 'Method PATCH is not allowed here', [
-      { field: 'method', message: 'GET' },
-      { field: 'method', message: 'POST' },
-    ]),
-  ],
-  [
-    'PayloadTooLargeError',
-    new PayloadTooLargeError('The request body exceeds 10 bytes'),
-    new AppError(ErrorCode.PayloadTooLarge, 'The request body exceeds 10 bytes'),
-  ],
-  [
-    'UnsupportedMediaTypeError',
-    new UnsupportedMediaTypeError('Send an image'),
-    new AppError(ErrorCode.UnsupportedMediaType, 'Send an image'),
-  ],
-  [
-    'AmbiguousCredentialsError',
-    new AmbiguousCredentialsError('Use an API key'),
-    new AppError(ErrorCode.AmbiguousCredentials, 'Use an API key'),
-  ],
-  ['JobFailedError', new JobFailedError(), new AppError(ErrorCode.Internal, 'The job failed')],
-  [
-    'ConflictError with headers',
-    new ConflictError('Building 1 has an active evacuation: e', { location: '/api/v1/buildings/1/evacuations/e' }),
-    new AppError(ErrorCode.Conflict, 'Building 1 has an active evacuation: e', undefined, {
-      location: '/api/v1/buildings/1/evacuations/e',
-    }),
-  ],
+const M = 'What went wrong';
+const retry = { 'retry-after': '5' };
+const location = { location: '/api/v1/buildings/1/evacuations/e' };
+const allowed = [
+  { field: 'method', message: 'GET' },
+  { field: 'method', message: 'POST' },
+];
+/** The named error, then what the replaced `new AppError(code, message, errors, headers)` was given, and the status. */
+const cases: [AppError, ErrorCode, string, number, FieldError[]?, Record<string, string>?][] = [
+  [new BadRequestError(M), ErrorCode.BadRequest, M, 400],
+  [new InvalidJsonError(M), ErrorCode.InvalidJson, M, 400],
+  [new NoRouteError('GET', '/api/v1/nothing'), ErrorCode.NotFound, 'No route for GET /api/v1/nothing', 404],
+  [new MethodNotAllowedError('PATCH', ['GET', 'POST']), ErrorCode.MethodNotAllowed, 'Method PATCH is not allowed here', 405, allowed],
+  [new PayloadTooLargeError(M), ErrorCode.PayloadTooLarge, M, 413],
+  [new UnsupportedMediaTypeError(M), ErrorCode.UnsupportedMediaType, M, 415],
+  [new AmbiguousCredentialsError(M), ErrorCode.AmbiguousCredentials, M, 409],
+  [new JobFailedError(), ErrorCode.Internal, 'The job failed', 500],
+  [new ConflictError(M, location), ErrorCode.Conflict, M, 409, undefined, location],
+  [new RateLimitedError(M, retry), ErrorCode.RateLimited, M, 429, undefined, retry],
+  [new TimeoutError(M), ErrorCode.Timeout, M, 504],
+  [new UnavailableError(M, retry), ErrorCode.Unavailable, M, 503, undefined, retry],
 ];
 
 describe('named error classes answer as the AppError they replaced', () => {
-  it.each(cases)('%s', (_name, named, adHoc) => {
-    expect(named).toBeInstanceOf(AppError);
-    expect(toErrorBody(named)).toEqual(toErrorBody(adHoc));
-    expect(errorHeaders(named)).toEqual(errorHeaders(adHoc));
-  });
-
-  it('statuses as clients see them', () => {
-    expect(cases.map(([name, named]) => [name, named.status])).toEqual([
-      ['BadRequestError', 400],
-      ['InvalidJsonError', 400],
-      ['NoRouteError', 404],
-      ['MethodNotAllowedError', 405],
-      ['PayloadTooLargeError', 413],
-      ['UnsupportedMediaTypeError', 415],
-      ['AmbiguousCredentialsError', 409],
-      ['JobFailedError', 500],
-      ['ConflictError with headers', 409],
-    ]);
-  });
+  for (const [named, code, message, status, errors, headers] of cases) {
+    it(`${named.constructor.name}: ${status} ${code}`, () => {
+      const adHoc = new AppError(code, message, errors, headers);
+      expect(named).toBeInstanceOf(AppError);
+      expect(named.status).toBe(status);
+      expect(toErrorBody(named)).toEqual(toErrorBody(adHoc));
+      expect(errorHeaders(named)).toEqual(headers ?? {});
+    });
+  }
 });
