@@ -1,5 +1,6 @@
 import { DetectionEngine } from '../gateway/detection/detection-engine.js';
-import { buildingRow, buildingRuntime, peekingRegistry, positionRecord } from '../testkit/detection.js';
+import { buildingRow, buildingRuntime, peekingRegistry } from '../testkit/detection.js';
+import { positionRecord } from '../testkit/positions.js';
 import { median, type Figure, type Scenario } from './harness.js';
 
 const SCENARIO = 'silence-sweep';

@@ -1,12 +1,11 @@
 import { buildingTransform } from '../gateway/cartography/cartography-service.js';
 import type { BuildingRegistry, BuildingRuntime } from '../gateway/realtime/building-registry.js';
-import type { PositionRecord } from '../shared/positions/position-record.js';
 import type { Building, Geofence } from '../shared/storage/entities/index.js';
 
 /**
  * Detection's inputs built from rows made here, as the building registry would hold them, so the detectors run
  * without a database or a gateway: the unit tests of test/unit/detection and the in-process benchmarks of bench/
- * both build their buildings, fences and positions with these.
+ * both build their buildings and fences with these (their positions with testkit/positions.ts).
  */
 
 /** A 10 m square with a corner at the floor's origin, closed. */
@@ -67,26 +66,3 @@ export function buildingRuntime(
 /** A registry that answers `peek` (all detection asks of it) from `find`: a map's lookup, or the one current runtime. */
 export const peekingRegistry = (find: (id: number) => BuildingRuntime | undefined): BuildingRegistry =>
   ({ peek: find }) as unknown as BuildingRegistry;
-
-/**
- * A position record: device `d` of organization `org`, indoor on floor 1 of building 1 at the origin, accurate to
- * 1 m, received when it was taken, unless `fields` say otherwise.
- */
-export function positionRecord(fields: Partial<PositionRecord> & Pick<PositionRecord, 'timestamp'>): PositionRecord {
-  return {
-    organizationId: 'org',
-    deviceId: 'd',
-    userId: null,
-    buildingId: 1,
-    floorId: 1,
-    indoor: true,
-    x: 0,
-    y: 0,
-    lat: 0,
-    lng: 0,
-    yaw: 0,
-    accuracy: 1,
-    receivedAt: fields.timestamp,
-    ...fields,
-  };
-}

@@ -4,7 +4,8 @@ import * as deadman from '../../../shared/detection/deadman.detector.js';
 import * as maxStay from '../../../shared/detection/max-stay.detector.js';
 import * as transition from '../../../shared/detection/transition.detector.js';
 import type { PositionRecord } from '../../../shared/positions/position-record.js';
-import { buildingRow, buildingRuntime, geofenceRow, peekingRegistry, positionRecord } from '../../../testkit/detection.js';
+import { buildingRow, buildingRuntime, geofenceRow, peekingRegistry } from '../../../testkit/detection.js';
+import { positionRecord } from '../../../testkit/positions.js';
 
 const T0 = Date.UTC(2025, 0, 6, 9, 0, 0);
 const s = (seconds: number) => T0 + seconds * 1000;

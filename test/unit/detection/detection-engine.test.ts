@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { DetectionEngine } from '../../../gateway/detection/detection-engine.js';
 import type { Geofence } from '../../../shared/storage/entities/index.js';
-import { buildingRow, buildingRuntime, geofenceRow, peekingRegistry, positionRecord } from '../../../testkit/detection.js';
+import { buildingRow, buildingRuntime, geofenceRow, peekingRegistry } from '../../../testkit/detection.js';
+import { positionRecord } from '../../../testkit/positions.js';
 
 const T0 = Date.UTC(2025, 0, 6, 9, 0, 0);
 const s = (seconds: number) => T0 + seconds * 1000;

@@ -14,7 +14,8 @@ import { createLogger } from '../../../shared/logger.js';
 import type { PositionRecord } from '../../../shared/positions/position-record.js';
 import type { PositionWriter } from '../../../shared/positions/position-writer.js';
 import type { Building, Geofence } from '../../../shared/storage/entities/index.js';
-import { buildingRow, buildingRuntime, geofenceRow, peekingRegistry, positionRecord } from '../../../testkit/detection.js';
+import { buildingRow, buildingRuntime, geofenceRow, peekingRegistry } from '../../../testkit/detection.js';
+import { positionRecord } from '../../../testkit/positions.js';
 
 const T0 = Date.UTC(2025, 0, 6, 9, 0, 0);
 const s = (seconds: number) => T0 + seconds * 1000;
