@@ -13,7 +13,7 @@ import {
   type ApiKeyPermission,
   type User,
 } from '../../shared/storage/entities/index.js';
-import type { ApiPermission, Principal } from './principal.js';
+import type { ApiPermission } from './principal.js';
 import { createLimiterBackend } from './limiter-backend.js';
 import { LoginThrottle } from './login-throttle.js';
 import type { TokenService } from './token-service.js';
@@ -242,17 +242,4 @@ export async function revokedFamilies(storage: Storage, familyIds: readonly stri
     [pgArray(familyIds), pgArray(familyIds)],
   );
   return new Set(rows.map((row) => String(row.family)));
-}
-
-export function principalOf(user: User, permission: ApiPermission, via: Principal['via']): Principal {
-  return {
-    userId: user.id,
-    email: user.email,
-    organizationId: typeof user.organization === 'object' ? user.organization.id : (user.organization as string),
-    role: user.role,
-    platformAdmin: user.platformAdmin,
-    permission,
-    via,
-    credentialVersion: user.credentialVersion ?? 0,
-  };
 }

@@ -3,7 +3,6 @@ import { ValidationError } from '../../shared/errors.js';
 
 /** Query parameter schemas shared by every route; the list and boolean forms live in shared/, where the report parameters use them too. */
 export { booleanParam, listParam } from '../../shared/query-params.js';
-export const integerParam = z.coerce.number().int();
 export const idParam = z.coerce.number().int().positive();
 export const uuidParam = z.uuid();
 
