@@ -2,8 +2,8 @@ import type { z } from 'zod';
 import type { Logger } from './logger.js';
 /**
  * The few errors the product raises on purpose. One mapper (`toErrorBody`) turns them into the flat JSON body
- * the official client reads, `{ status, code, message, errors? }`, into HTTP statuses and into WebSocket
- * close codes (4000 + status).
+ * the official client reads, `{ status, code, message, errors? }`, with its HTTP status; over a WebSocket the same
+ * body goes in an `error` frame (the socket's close codes are gateway/ws/ws-connection.ts `WS_CLOSE`).
  */
 export enum ErrorCode {
   BadRequest = 'bad_request',
