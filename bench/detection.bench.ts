@@ -1,10 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import { DetectionEngine } from '../gateway/detection/detection-engine.js';
-import type { BuildingRegistry, BuildingRuntime } from '../gateway/realtime/building-registry.js';
-import { createBuildingTransform } from '../shared/geo/building-transform.js';
+import type { BuildingRuntime } from '../gateway/realtime/building-registry.js';
 import type { PositionRecord } from '../shared/positions/position-record.js';
 import type { Building, Geofence } from '../shared/storage/entities/index.js';
 import { squareCartesians } from '../test/support/cartography.js';
+import { buildingRow, buildingRuntime, geofenceRow, peekingRegistry } from '../testkit/detection.js';
 import { startTestGateway } from '../test/support/test-gateway.js';
 import { rotatedRectangle } from './geofencing.bench.js';
 import type { Figure, Scenario } from './harness.js';
@@ -33,23 +33,8 @@ interface Layout {
 }
 
 /** A one-floor building runtime with `geofences`, its detection attached, as the registry would hold it. */
-function runtimeOf(building: Building, geofences: Geofence[]): BuildingRuntime {
-  const runtime: BuildingRuntime = {
-    id: 1,
-    organizationId: randomUUID(),
-    building,
-    transform: createBuildingTransform({
-      location: { lat: building.locationLat, lng: building.locationLng },
-      dimensions: { width: building.width, length: building.length },
-      rotation: building.rotation,
-    }),
-    floors: new Map([[FLOOR_ID, { level: 0, levelHeight: 0 }]]),
-    geofences,
-    events: [],
-    loadedAt: Date.now(),
-  };
-  return runtime;
-}
+const runtimeOf = (building: Building, geofences: Geofence[]): BuildingRuntime =>
+  buildingRuntime(building, geofences, { organizationId: randomUUID(), floorId: FLOOR_ID, loadedAt: Date.now() });
 
 /**
  * A building runtime built the way the registry builds one (the entity rows; the engine derives its detection),
@@ -65,24 +50,17 @@ function runtimeFor(layout: Layout): BuildingRuntime {
   const geofences = Array.from({ length: layout.geofences }, (_, i) => {
     const x = (i % columns) * pitchX + (pitchX - size) / 2;
     const y = Math.floor(i / columns) * pitchY + (pitchY - size) / 2;
-    return {
+    return geofenceRow({
       id: randomUUID(),
-      buildingId: 1,
       floorId: FLOOR_ID,
       name: `Zone ${i}`,
-      type: 'POLYGON',
       cartesians: squareCartesians(x, y, size),
-      geometric: [],
-      radius: null,
       maxStayTime: i % 10 === 0 ? 20 : null,
       minDwellS: i % 4 === 0 ? 2 : 0,
       exitGraceS: i % 4 === 0 ? 3 : 0,
-      customFields: [],
-      deleted: false,
-    } as unknown as Geofence;
+    });
   });
-  const building = {
-    id: 1,
+  const building = buildingRow({
     name: layout.label,
     locationLat: 40.4168,
     locationLng: -3.7038,
@@ -92,7 +70,7 @@ function runtimeFor(layout: Layout): BuildingRuntime {
     deadmanAfterS: 60,
     deadmanRadiusM: 2,
     deadmanSilenceS: 120,
-  } as unknown as Building;
+  });
   return runtimeOf(building, geofences);
 }
 
@@ -125,8 +103,10 @@ const cpuSeconds = (since: NodeJS.CpuUsage) => {
  */
 function engineDriver(layout: Layout): (ms: number) => EngineRun {
   const runtime = runtimeFor(layout);
-  const registry = { peek: (id: number) => (id === runtime.id ? runtime : undefined) } as unknown as BuildingRegistry;
-  const engine = new DetectionEngine(registry, 3600_000);
+  const engine = new DetectionEngine(
+    peekingRegistry((id) => (id === runtime.id ? runtime : undefined)),
+    3600_000,
+  );
   engine.buildings.of(runtime); // the zone index, built before the measured calls
   const { cx, cy, ids } = walkers(layout);
   const t0 = Date.now();
@@ -177,33 +157,24 @@ function engineDriver(layout: Layout): (ms: number) => EngineRun {
 /** Issue 15's floor: 200 x 200 m, rotated rectangles of 4-20 m sides, as bench/geofencing.bench.ts creates them. */
 function issue15Runtime(fences: number): BuildingRuntime {
   const random = seededRandom(15 * 7919 + fences);
-  const geofences = Array.from({ length: fences }, (_, i) => ({
-    id: randomUUID(),
-    buildingId: 1,
-    floorId: FLOOR_ID,
-    name: `Fence ${i}`,
-    type: 'POLYGON',
-    cartesians: rotatedRectangle(10 + random() * 180, 10 + random() * 180, 4 + random() * 16, 4 + random() * 16, random() * Math.PI),
-    geometric: [],
-    radius: null,
-    maxStayTime: null,
-    minDwellS: null,
-    exitGraceS: null,
-    customFields: [],
-    deleted: false,
-  })) as unknown as Geofence[];
-  const building = {
-    id: 1,
+  const geofences = Array.from({ length: fences }, (_, i) =>
+    geofenceRow({
+      id: randomUUID(),
+      floorId: FLOOR_ID,
+      name: `Fence ${i}`,
+      cartesians: rotatedRectangle(10 + random() * 180, 10 + random() * 180, 4 + random() * 16, 4 + random() * 16, random() * Math.PI),
+    }),
+  );
+  const building = buildingRow({
     name: `${fences} fences`,
     locationLat: 40.4168,
     locationLng: -3.7038,
     width: 200,
     length: 200,
-    rotation: 0,
     deadmanAfterS: null,
     deadmanRadiusM: null,
     deadmanSilenceS: null,
-  } as unknown as Building;
+  });
   return runtimeOf(building, geofences);
 }
 
@@ -224,8 +195,10 @@ interface Issue15Run {
  */
 function issue15(fences: number, warmRounds: number, rounds: number): Issue15Run {
   const runtime = issue15Runtime(fences);
-  const registry = { peek: (id: number) => (id === runtime.id ? runtime : undefined) } as unknown as BuildingRegistry;
-  const engine = new DetectionEngine(registry, 3600_000);
+  const engine = new DetectionEngine(
+    peekingRegistry((id) => (id === runtime.id ? runtime : undefined)),
+    3600_000,
+  );
   const index = engine.buildings.of(runtime).index;
   const walk = seededRandom(15);
   const cx = Float64Array.from({ length: DEVICES }, () => walk() * 200);

@@ -1,8 +1,6 @@
 import { DetectionEngine } from '../gateway/detection/detection-engine.js';
-import type { BuildingRegistry, BuildingRuntime } from '../gateway/realtime/building-registry.js';
-import { createBuildingTransform } from '../shared/geo/building-transform.js';
-import type { PositionRecord } from '../shared/positions/position-record.js';
-import type { Building } from '../shared/storage/entities/index.js';
+import { buildingRow, buildingRuntime, peekingRegistry } from '../testkit/detection.js';
+import { positionRecord } from '../testkit/positions.js';
 import { median, type Figure, type Scenario } from './harness.js';
 
 const SCENARIO = 'silence-sweep';
@@ -12,28 +10,17 @@ const SILENCE_S = 60;
 const SWEEPS = 15;
 
 /** A one-floor building without fences, with dead-man silence on (storm thresholds left at their defaults). */
-function runtimeOf(id: number): BuildingRuntime {
-  const building = {
+function runtimeOf(id: number) {
+  const building = buildingRow({
     id,
     name: `B${id}`,
     locationLat: 40.4,
     locationLng: -3.7,
     width: 200,
     length: 200,
-    rotation: 0,
     deadmanSilenceS: SILENCE_S,
-  } as unknown as Building;
-  const runtime: BuildingRuntime = {
-    id,
-    organizationId: 'bench',
-    building,
-    transform: createBuildingTransform({ location: { lat: 40.4, lng: -3.7 }, dimensions: { width: 200, length: 200 }, rotation: 0 }),
-    floors: new Map([[id, { level: 0, levelHeight: 0 }]]),
-    geofences: [],
-    events: [],
-    loadedAt: 0,
-  };
-  return runtime;
+  });
+  return buildingRuntime(building, [], { organizationId: 'bench', floorId: id });
 }
 
 /** The median of `SWEEPS` sweeps at `at(i)`, in ms, and the alarms they raised. */
@@ -58,27 +45,23 @@ export const silenceSweepScenario: Scenario = {
   name: SCENARIO,
   async run(): Promise<Figure[]> {
     const runtimes = new Map(Array.from({ length: BUILDINGS }, (_, i) => [i + 1, runtimeOf(i + 1)]));
-    const registry = { peek: (id: number) => runtimes.get(id) } as unknown as BuildingRegistry;
-    const engine = new DetectionEngine(registry, 3600_000);
+    const engine = new DetectionEngine(
+      peekingRegistry((id) => runtimes.get(id)),
+      3600_000,
+    );
     const t0 = Date.UTC(2026, 0, 1);
     const observe = (d: number, at: number) => {
       const buildingId = (d % BUILDINGS) + 1;
-      const record: PositionRecord = {
+      const record = positionRecord({
         organizationId: 'bench',
         deviceId: `dev-${d}`,
-        userId: null,
         buildingId,
         floorId: buildingId,
-        indoor: true,
         x: 10 + (d % 180),
         y: 10 + ((d * 7) % 180),
-        lat: 0,
-        lng: 0,
-        yaw: 0,
         accuracy: 2,
         timestamp: at,
-        receivedAt: at,
-      };
+      });
       engine.observe(record, runtimes.get(buildingId));
     };
     for (let d = 0; d < DEVICES; d++) observe(d, t0);

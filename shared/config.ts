@@ -332,6 +332,3 @@ export function loadConfigOrExit(): Config {
     throw error;
   }
 }
-
-/** Whether the Redis-backed drivers (bus, BullMQ) are in use. */
-export const usesRedis = (config: Config): boolean => config.REDIS_URL !== undefined;

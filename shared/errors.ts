@@ -2,8 +2,8 @@ import type { z } from 'zod';
 import type { Logger } from './logger.js';
 /**
  * The few errors the product raises on purpose. One mapper (`toErrorBody`) turns them into the flat JSON body
- * the official client reads, `{ status, code, message, errors? }`, into HTTP statuses and into WebSocket
- * close codes (4000 + status).
+ * the official client reads, `{ status, code, message, errors? }`, with its HTTP status; over a WebSocket the same
+ * body goes in an `error` frame (the socket's close codes are gateway/ws/ws-connection.ts `WS_CLOSE`).
  */
 export enum ErrorCode {
   BadRequest = 'bad_request',
@@ -81,6 +81,18 @@ export class AppError extends Error {
   }
 }
 
+/**
+ * The base of a class whose code is fixed and whose message (and, for a 409, 429 or 503, its response headers:
+ * Location, Retry-After) the caller gives.
+ */
+function withCode(code: ErrorCode) {
+  return class extends AppError {
+    constructor(message: string, headers?: Record<string, string>) {
+      super(code, message, undefined, headers);
+    }
+  };
+}
+
 export class NotFoundError extends AppError {
   constructor(what = 'Resource') {
     super(ErrorCode.NotFound, `${what} not found`);
@@ -105,36 +117,60 @@ export class UnauthenticatedError extends AppError {
   }
 }
 
+/** The sign-in matched accounts in several organizations: 409, sign in with an API key instead. */
+export class AmbiguousCredentialsError extends withCode(ErrorCode.AmbiguousCredentials) {}
+
+/** A request or frame that is malformed outside any one field (a query flag, a frame's operation): 400. */
+export class BadRequestError extends withCode(ErrorCode.BadRequest) {}
+
+/** A body or frame that does not parse (JSON, or msgpack on a WebSocket): 400 `invalid_json`. */
+export class InvalidJsonError extends withCode(ErrorCode.InvalidJson) {}
+
+/** No route has this path: 404 naming the method and path. */
+export class NoRouteError extends AppError {
+  constructor(method: string, path: string) {
+    super(ErrorCode.NotFound, `No route for ${method} ${path}`);
+  }
+}
+
+/** A route has this path but not this method: 405, the methods it takes listed as `errors` of the field `method`. */
+export class MethodNotAllowedError extends AppError {
+  constructor(method: string, allow: readonly string[]) {
+    super(
+      ErrorCode.MethodNotAllowed,
+      `Method ${method} is not allowed here`,
+      allow.map((m) => ({ field: 'method', message: m })),
+    );
+  }
+}
+
+/** A body past its route's limit: 413. */
+export class PayloadTooLargeError extends withCode(ErrorCode.PayloadTooLarge) {}
+
+/** A body in a media type the route does not take (not multipart, not an image): 415. */
+export class UnsupportedMediaTypeError extends withCode(ErrorCode.UnsupportedMediaType) {}
+
+/** A job's processor failed with no AppError of its own: 500; the details are in the worker's log. */
+export class JobFailedError extends AppError {
+  constructor() {
+    super(ErrorCode.Internal, 'The job failed');
+  }
+}
+
 /** Seconds a client is asked to wait before retrying after a 503. */
 export const OUTAGE_RETRY_AFTER_SECONDS = 5;
 
 /** A write that contradicts the current state (a duplicate, a final state, one's own account): 409. */
-export class ConflictError extends AppError {
-  constructor(message: string) {
-    super(ErrorCode.Conflict, message);
-  }
-}
+export class ConflictError extends withCode(ErrorCode.Conflict) {}
 
 /** Past a budget or a quota: 429, with Retry-After when the wait is known. */
-export class RateLimitedError extends AppError {
-  constructor(message: string, headers?: Record<string, string>) {
-    super(ErrorCode.RateLimited, message, undefined, headers);
-  }
-}
+export class RateLimitedError extends withCode(ErrorCode.RateLimited) {}
 
 /** Work that did not finish in the time it had (a job, a report, a health probe). */
-export class TimeoutError extends AppError {
-  constructor(message: string) {
-    super(ErrorCode.Timeout, message);
-  }
-}
+export class TimeoutError extends withCode(ErrorCode.Timeout) {}
 
 /** Something this request needs is not there right now (shutting down, a dependency): 503, retry later. */
-export class UnavailableError extends AppError {
-  constructor(message: string, headers?: Record<string, string>) {
-    super(ErrorCode.Unavailable, message, undefined, headers);
-  }
-}
+export class UnavailableError extends withCode(ErrorCode.Unavailable) {}
 /**
  * A dependency (PostgreSQL, or the Redis behind the bus) cannot be reached or did not answer in time. Nothing
  * of the request is committed, so the client may retry it as is: 503 with Retry-After, never a 500.

@@ -38,9 +38,6 @@ interface CachedApiKey {
   expiresAt: number;
 }
 
-/** A socket close code and reason, sent to the sockets a revocation ends. */
-export const CREDENTIAL_REVOKED = { code: 4401, reason: 'credential revoked' } as const;
-
 /** The longest an operator token (minted by the admin CLI with the signing key) may be valid. */
 export const OPERATOR_TOKEN_MAX_SECONDS = 300;
 

@@ -1,7 +1,7 @@
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Config } from '../../shared/config.js';
-import { AppError, ErrorCode, UnauthenticatedError, ValidationError } from '../../shared/errors.js';
+import { AmbiguousCredentialsError, ErrorCode, UnauthenticatedError, ValidationError } from '../../shared/errors.js';
 import { hashPassword, verifyPassword } from '../../shared/passwords.js';
 import type { Storage } from '../../shared/storage/index.js';
 import { pgArray } from '../../shared/storage/pg-array.js';
@@ -13,7 +13,7 @@ import {
   type ApiKeyPermission,
   type User,
 } from '../../shared/storage/entities/index.js';
-import type { ApiPermission, Principal } from './principal.js';
+import type { ApiPermission } from './principal.js';
 import { createLimiterBackend } from './limiter-backend.js';
 import { LoginThrottle } from './login-throttle.js';
 import type { TokenService } from './token-service.js';
@@ -83,8 +83,7 @@ export class CredentialService {
     else if (matched.length === 0) for (const user of candidates) await outcome?.(user, false);
     if (matched.length === 0) throw invalidCredentials();
     if (matched.length > 1) {
-      throw new AppError(
-        ErrorCode.AmbiguousCredentials,
+      throw new AmbiguousCredentialsError(
         'This e-mail and password open accounts in several organizations; sign in with an API key, or give each account its own password',
       );
     }
@@ -243,17 +242,4 @@ export async function revokedFamilies(storage: Storage, familyIds: readonly stri
     [pgArray(familyIds), pgArray(familyIds)],
   );
   return new Set(rows.map((row) => String(row.family)));
-}
-
-export function principalOf(user: User, permission: ApiPermission, via: Principal['via']): Principal {
-  return {
-    userId: user.id,
-    email: user.email,
-    organizationId: typeof user.organization === 'object' ? user.organization.id : (user.organization as string),
-    role: user.role,
-    platformAdmin: user.platformAdmin,
-    permission,
-    via,
-    credentialVersion: user.credentialVersion ?? 0,
-  };
 }

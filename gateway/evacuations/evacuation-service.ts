@@ -3,7 +3,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { UniqueConstraintViolationException } from '@mikro-orm/core';
 import type { Bus } from '../bus-channels.js';
 import type { ZoneEventRecord } from '../../shared/detection/zone-event.js';
-import { AppError, ErrorCode, NotFoundError, ValidationError } from '../../shared/errors.js';
+import { ConflictError, NotFoundError, ValidationError } from '../../shared/errors.js';
 import type { Logger } from '../../shared/logger.js';
 import type { PositionRecord } from '../../shared/positions/position-record.js';
 import type { Storage } from '../../shared/storage/index.js';
@@ -234,7 +234,7 @@ export class EvacuationService {
 
   async end(principal: Principal, buildingId: number, id: string, audit: AuditRecorder): Promise<EvacuationRow> {
     const found = await this.find(principal, buildingId, id);
-    if (found.endedAt) throw new AppError(ErrorCode.Conflict, `Evacuation ${found.id} ended at ${found.endedAt.toISOString()}`);
+    if (found.endedAt) throw new ConflictError(`Evacuation ${found.id} ended at ${found.endedAt.toISOString()}`);
     const at = new Date(this.now());
     const ended: EvacuationRow = { ...found, endedAt: at, endedBy: actorOf(principal) };
     const settled = await this.write(async (tx) => {
@@ -270,7 +270,7 @@ export class EvacuationService {
     audit: AuditRecorder,
   ): Promise<StoredEntry> {
     const evacuation = await this.find(principal, buildingId, id);
-    if (evacuation.endedAt) throw new AppError(ErrorCode.Conflict, `Evacuation ${evacuation.id} has ended`);
+    if (evacuation.endedAt) throw new ConflictError(`Evacuation ${evacuation.id} has ended`);
     const result = await this.write(async (tx) => {
       const before = await this.store.entry(evacuation.id, personKey, tx);
       if (!before) throw new NotFoundError('Person on the roll');
@@ -432,8 +432,8 @@ export class EvacuationService {
   }
 }
 
-function conflict(active: EvacuationRow): AppError {
-  return new AppError(ErrorCode.Conflict, `Building ${active.buildingId} has an active evacuation: ${active.id}`, undefined, {
+function conflict(active: EvacuationRow): ConflictError {
+  return new ConflictError(`Building ${active.buildingId} has an active evacuation: ${active.id}`, {
     location: `/api/v1/buildings/${active.buildingId}/evacuations/${active.id}`,
   });
 }

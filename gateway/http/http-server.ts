@@ -3,6 +3,10 @@ import type { z } from 'zod';
 import {
   AppError,
   ErrorCode,
+  InvalidJsonError,
+  MethodNotAllowedError,
+  NoRouteError,
+  PayloadTooLargeError,
   ValidationError,
   afterCommit,
   errorHeaders,
@@ -275,15 +279,7 @@ export class HttpServer {
     }
     const match = this.router.match(method, path);
     if (match.kind !== 'found') {
-      exchange.sendError(
-        match.kind === 'not_found'
-          ? new AppError(ErrorCode.NotFound, `No route for ${method} ${path}`)
-          : new AppError(
-              ErrorCode.MethodNotAllowed,
-              `Method ${method} is not allowed here`,
-              match.allow.map((m) => ({ field: 'method', message: m })),
-            ),
-      );
+      exchange.sendError(match.kind === 'not_found' ? new NoRouteError(method, path) : new MethodNotAllowedError(method, match.allow));
       // The body, if any, is never read: close so it does not linger on a keep-alive connection.
       return void (this.readBody(exchange, headers, 0).catch(() => undefined), finish());
     }
@@ -346,7 +342,7 @@ export class HttpServer {
       try {
         body = JSON.parse(text);
       } catch {
-        throw new AppError(ErrorCode.InvalidJson, 'The request body is not valid JSON');
+        throw new InvalidJsonError('The request body is not valid JSON');
       }
       // Only an escape can put such a string in JSON: the walk runs only when the text holds one.
       if (mayHoldRefusedText(text)) refuseTextPostgresRefuses(body, undefined);
@@ -395,7 +391,7 @@ export class HttpServer {
   private readBody(exchange: Exchange, headers: Record<string, string>, limit: number): Promise<Buffer> {
     const declared = Number(headers['content-length'] ?? NaN);
     return new Promise((resolve, reject) => {
-      const tooLarge = () => new AppError(ErrorCode.PayloadTooLarge, `The request body exceeds ${limit} bytes`);
+      const tooLarge = () => new PayloadTooLargeError(`The request body exceeds ${limit} bytes`);
       if (Number.isFinite(declared) && declared > limit) {
         reject(tooLarge());
         exchange.res.onData(() => undefined);

@@ -1,24 +1,8 @@
 import { z } from 'zod';
 import { ValidationError } from '../../shared/errors.js';
 
-/**
- * Query parameter schemas shared by every route. Arrays arrive as `a=1,2`, `a=1&a=2` or `a[]=1&a[]=2`
- * (the query parser folds the last two); an empty list is refused (the spec: at least one item).
- */
-export function listParam<T extends z.ZodType>(item: T) {
-  return z
-    .union([z.string(), z.array(z.string())])
-    .transform((value) =>
-      (Array.isArray(value) ? value : [value])
-        .flatMap((part) => part.split(','))
-        .map((part) => part.trim())
-        .filter((part) => part !== ''),
-    )
-    .pipe(z.array(item).min(1, 'at least one item') as unknown as z.ZodType<z.output<T>[], string[]>);
-}
-
-export const booleanParam = z.enum(['true', 'false']).transform((value) => value === 'true');
-export const integerParam = z.coerce.number().int();
+/** Query parameter schemas shared by every route; the list and boolean forms live in shared/, where the report parameters use them too. */
+export { booleanParam, listParam } from '../../shared/query-params.js';
 export const idParam = z.coerce.number().int().positive();
 export const uuidParam = z.uuid();
 

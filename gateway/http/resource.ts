@@ -6,13 +6,13 @@ import {
 } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { z } from 'zod';
-import { AppError, ErrorCode, NotFoundError, ValidationError, ConflictError } from '../../shared/errors.js';
+import { ConflictError, ForbiddenError, NotFoundError, ValidationError } from '../../shared/errors.js';
 import type { Storage } from '../../shared/storage/index.js';
 import { can, type Action } from '../auth/permissions.js';
 import type { Principal } from '../auth/principal.js';
-import { orderByOf, pageMetadata, paginated, paginationQuery, type PageRequest } from './query-schemas.js';
+import { paginated, paginationQuery, type PageRequest } from './query-schemas.js';
 import { defineRoute, type RouteDefinition } from './route.js';
-import { listWholeOrPaged, pagesOnRequestQuery, wholeOrPaged } from './whole-or-paged.js';
+import { findPage, listWholeOrPaged, pagesOnRequestQuery, wholeOrPaged } from './whole-or-paged.js';
 
 export interface ResourceContext {
   em: EntityManager;
@@ -128,9 +128,8 @@ export function resourceRoutes<E extends object, C, U, Q>(storage: Storage, spec
         handler: async ({ principal, query: q }) => {
           const { em } = context(principal);
           const where = { $and: [list.filter(q, principal), scopeOf(principal)] } as unknown as FilterQuery<E>;
-          const populate = (spec.populate ?? []) as never;
+          const sorting = { sortFields: list.sortFields ?? { id: 'id' }, defaultSort: list.defaultSort ?? 'id' };
           if (!list.paginated) {
-            const sorting = { sortFields: list.sortFields ?? { id: 'id' }, defaultSort: list.defaultSort ?? 'id' };
             const entity = spec.entity;
             return {
               body: await listWholeOrPaged(
@@ -140,15 +139,8 @@ export function resourceRoutes<E extends object, C, U, Q>(storage: Storage, spec
               ),
             };
           }
-          const page = q as unknown as PageRequest;
-          const orderBy = orderByOf(page, list.sortFields ?? { id: 'id' }, list.defaultSort ?? 'id');
-          const [rows, total] = await em.findAndCount(spec.entity, where, {
-            populate,
-            orderBy: orderBy as never,
-            limit: page.size,
-            offset: page.page * page.size,
-          });
-          return { body: { data: rows.map((entity) => spec.present(entity)), metadata: pageMetadata(page, total, rows.length) } };
+          const { rows, metadata } = await findPage(em, spec.entity, where, q as unknown as PageRequest, sorting, spec.populate);
+          return { body: { data: rows.map((entity) => spec.present(entity)), metadata } };
         },
       }),
     );
@@ -168,7 +160,7 @@ export function resourceRoutes<E extends object, C, U, Q>(storage: Storage, spec
         const ctx = context(principal);
         const entity = await load(ctx, p.id);
         const allowed = can(principal.role, spec.actions.read) || spec.readableWithoutAction?.(principal, entity);
-        if (!allowed) throw new AppError(ErrorCode.Forbidden, `Your role (${principal.role}) may not read this ${spec.noun}`);
+        if (!allowed) throw new ForbiddenError(`Your role (${principal.role}) may not read this ${spec.noun}`);
         return { body: spec.detail ? await spec.detail.build(ctx, entity, query) : spec.present(entity) };
       },
     }),

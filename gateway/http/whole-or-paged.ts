@@ -2,7 +2,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import type { EntitySchema, FilterQuery } from '@mikro-orm/core';
 import { z } from 'zod';
 import { ValidationError } from '../../shared/errors.js';
-import { MAX_PAGE, orderByOf, pageMetadata, paginated, paginationQuery } from './query-schemas.js';
+import { MAX_PAGE, orderByOf, pageMetadata, paginated, paginationQuery, type PageMetadata, type PageRequest } from './query-schemas.js';
 
 /**
  * Lists the spec and the official client read whole, as a bare array (floors, POIs, POI categories, groups), are
@@ -40,20 +40,49 @@ export interface WholeOrPagedList<E extends object> {
   present(entity: E): unknown;
 }
 
+/** How a list sorts: API name -> entity property, and the API name it sorts by when `sort` is absent. */
+export interface Sorting {
+  sortFields: Record<string, string>;
+  defaultSort: string;
+}
+
+/**
+ * One page of an entity list, sorted by the request's `sort`/`direction` over the allowed fields (422 for another),
+ * and the page's metadata: the `{data, metadata}` answer before presenting. The ORM's typed order and populate
+ * are built here, from the API's names, so callers hold no casts.
+ */
+export async function findPage<E extends object>(
+  em: EntityManager,
+  entity: EntitySchema<E>,
+  where: FilterQuery<E>,
+  page: PageRequest,
+  sorting: Sorting,
+  populate: readonly string[] = [],
+): Promise<{ rows: E[]; metadata: PageMetadata }> {
+  const orderBy = orderByOf(page, sorting.sortFields, sorting.defaultSort) as never;
+  const [rows, total] = await em.findAndCount(entity, where, {
+    populate: populate as never,
+    orderBy,
+    limit: page.size,
+    offset: page.page * page.size,
+  });
+  return { rows, metadata: pageMetadata(page, total, rows.length) };
+}
+
 export async function listWholeOrPaged<E extends object>(
   em: EntityManager,
   list: WholeOrPagedList<E>,
   query: PagesOnRequest,
 ): Promise<unknown> {
-  const populate = (list.populate ?? []) as never;
   const request = {
     page: query.page ?? 0,
     size: query.size ?? paginationQuery.size.parse(undefined),
     sort: query.sort,
     direction: query.direction,
   };
-  const orderBy = orderByOf(request, list.sortFields, list.defaultSort) as never;
   if (query.page === undefined && query.size === undefined) {
+    const orderBy = orderByOf(request, list.sortFields, list.defaultSort) as never;
+    const populate = (list.populate ?? []) as never;
     const rows = await em.find(list.entity, list.where, { populate, orderBy, limit: list.maxUnpaged + 1 });
     if (rows.length > list.maxUnpaged) {
       throw new ValidationError([
@@ -65,11 +94,6 @@ export async function listWholeOrPaged<E extends object>(
     }
     return rows.map((entity) => list.present(entity));
   }
-  const [rows, total] = await em.findAndCount(list.entity, list.where, {
-    populate,
-    orderBy,
-    limit: request.size,
-    offset: request.page * request.size,
-  });
-  return { data: rows.map((entity) => list.present(entity)), metadata: pageMetadata(request, total, rows.length) };
+  const { rows, metadata } = await findPage(em, list.entity, list.where, request, list, list.populate);
+  return { data: rows.map((entity) => list.present(entity)), metadata };
 }

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { ValidationError } from '../../shared/errors.js';
 import { FloorSchema, OrganizationSchema, type Floor } from '../../shared/storage/entities/index.js';
 import type { EntityManager } from '@mikro-orm/postgresql';
+import { imageWidth } from '../cartography/cartography-store.js';
 import { customFieldsInput } from '../cartography/placement.js';
 import { floorSchema, presentFloor } from '../cartography/presenters.js';
 import { idParam } from '../http/query-schemas.js';
@@ -20,17 +21,11 @@ const floorFields = {
   custom_fields: customFieldsInput,
 };
 
-/**
- * The floorplan must be an image of the caller's organization; its pixel width gives a default scale. Read
- * through the write's own entity manager: the write is a transaction, and PGlite has a single connection.
- */
+/** The floorplan must be an image of the caller's organization; its pixel width gives a default scale. */
 async function floorplanWidth(em: EntityManager, organizationId: string, mapId: string): Promise<number | null> {
-  const [image] = await em.execute<{ width: number | null }[]>('select width from images where id = ? and organization_id = ?', [
-    mapId,
-    organizationId,
-  ]);
-  if (!image) throw new ValidationError([{ field: 'map_id', message: 'no such image in your organization' }]);
-  return image.width;
+  const width = await imageWidth(em, organizationId, mapId);
+  if (width === undefined) throw new ValidationError([{ field: 'map_id', message: 'no such image in your organization' }]);
+  return width;
 }
 
 const FLOOR_SORT = { id: 'id', level: 'level', name: 'name' };

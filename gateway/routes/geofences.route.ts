@@ -6,7 +6,8 @@ import { GEOFENCE_TYPES, GeofenceSchema, OrganizationSchema, type Geofence } fro
 import { checkGeofenceBudget } from '../cartography/geofence-budget.js';
 import { customFieldsInput, latitude, longitude } from '../cartography/placement.js';
 import { geofenceSchema, presentGeofence } from '../cartography/presenters.js';
-import { booleanParam, listParam, orderByOf, pageMetadata, paginated, paginationQuery, uuidParam } from '../http/query-schemas.js';
+import { booleanParam, listParam, pageMetadata, paginated, paginationQuery, uuidParam } from '../http/query-schemas.js';
+import { findPage } from '../http/whole-or-paged.js';
 import { resourceRoutes, type ResourceContext } from '../http/resource.js';
 import { defineRoute } from '../http/route.js';
 import type { GatewayServices } from '../services.js';
@@ -206,15 +207,12 @@ export function geofenceRoutes(services: GatewayServices) {
           ...(buildings.length > 0 ? { buildingId: { $in: buildings } } : {}),
           ...(query.name ? { name: { $ilike: `%${query.name.replace(/[\\%_]/g, (c) => `\\${c}`)}%` } } : {}),
         };
-        const orderBy = orderByOf(
-          query,
-          { name: 'name', code: 'code', created_at: 'createdAt', updated_at: 'updatedAt', id: 'id' },
-          'created_at',
-        );
-        const [rows, total] = await storage
-          .em()
-          .findAndCount(GeofenceSchema, where, { orderBy: orderBy as never, limit: query.size, offset: query.page * query.size });
-        return { body: { data: rows.map(presentGeofence), metadata: metadataOf(total, rows.length) } };
+        const sorting = {
+          sortFields: { name: 'name', code: 'code', created_at: 'createdAt', updated_at: 'updatedAt', id: 'id' },
+          defaultSort: 'created_at',
+        };
+        const { rows, metadata } = await findPage(storage.em(), GeofenceSchema, where, query, sorting);
+        return { body: { data: rows.map(presentGeofence), metadata } };
       },
     });
 

@@ -1,8 +1,9 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { z } from 'zod';
-import { AppError, ErrorCode, NotFoundError, ValidationError, ConflictError } from '../../shared/errors.js';
+import { ConflictError, NotFoundError, UnsupportedMediaTypeError, ValidationError } from '../../shared/errors.js';
 import { IMAGE_TYPES, detectImageType, readImageInfo } from '../../shared/images/image-sniffer.js';
 import { ImageSchema, OrganizationSchema, type Image } from '../../shared/storage/entities/index.js';
+import { imageUser } from '../cartography/cartography-store.js';
 import { boundaryOf, isMultipartFormData, parseMultipart, type MultipartPart } from '../http/multipart.js';
 import { uuidParam } from '../http/query-schemas.js';
 import { defineRoute } from '../http/route.js';
@@ -46,7 +47,7 @@ function cleanFilename(filename: string | undefined): string | null {
 function filePart(headers: Record<string, string>, body: Buffer): MultipartPart {
   const contentType = headers['content-type'];
   if (!isMultipartFormData(contentType)) {
-    throw new AppError(ErrorCode.UnsupportedMediaType, 'Send the image as multipart/form-data, in a field named "image"');
+    throw new UnsupportedMediaTypeError('Send the image as multipart/form-data, in a field named "image"');
   }
   const parts = parseMultipart(body, boundaryOf(contentType!));
   for (const field of FILE_FIELDS) {
@@ -111,10 +112,7 @@ export function imageRoutes(services: GatewayServices) {
         const part = filePart(headers, rawBody);
         if (part.data.length === 0) throw new ValidationError([{ field: part.name, message: 'The file is empty' }]);
         if (!detectImageType(part.data)) {
-          throw new AppError(
-            ErrorCode.UnsupportedMediaType,
-            'Only PNG, JPEG and WebP images are accepted (the file content is none of them)',
-          );
+          throw new UnsupportedMediaTypeError('Only PNG, JPEG and WebP images are accepted (the file content is none of them)');
         }
         const info = readImageInfo(part.data);
         if (!info)
@@ -181,14 +179,8 @@ export function imageRoutes(services: GatewayServices) {
       action: 'cartography:write',
       params,
       handler: async ({ principal, params: p, audit }) => {
-        const [use] = await storage.execute<{ what: string }>(
-          `select 'floor ' || id as what from floors where map_id = ? and organization_id = ?
-           union all select 'building ' || id from buildings where picture_id = ? and organization_id = ?
-           union all select 'POI category ' || id from poi_categories where (icon_id = ? or selected_icon_id = ?) and organization_id = ?
-           limit 1`,
-          [p.id, principal.organizationId, p.id, principal.organizationId, p.id, p.id, principal.organizationId],
-        );
-        if (use) throw new ConflictError(`The image is in use (${use.what}); change that first`);
+        const use = await imageUser(storage, principal.organizationId, p.id);
+        if (use) throw new ConflictError(`The image is in use (${use}); change that first`);
         await storage.em().transactional(async (em) => {
           const image = await em.findOne(ImageSchema, { id: p.id, organization: principal.organizationId });
           if (!image) throw new NotFoundError('Image');

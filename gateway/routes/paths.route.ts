@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { ValidationError, type FieldError } from '../../shared/errors.js';
 import { BuildingPathsSchema, FloorSchema } from '../../shared/storage/entities/index.js';
+import { upsertPaths } from '../cartography/cartography-store.js';
 import { pathsSchema, presentPaths } from '../cartography/presenters.js';
 import { idParam } from '../http/query-schemas.js';
 import { defineRoute } from '../http/route.js';
@@ -99,19 +100,11 @@ export function pathRoutes(services: GatewayServices) {
           accessible: link.accessible ?? link.accesible ?? true,
           tags: link.tags,
         }));
-        // One upsert: two PUTs at once both succeed and the last wins whole (a find-then-insert raced on the key).
-        // Bound, not inlined (large arrays); in one transaction with the audit entry, which records the graph's
-        // size before and after rather than copying a graph of up to 100,000 nodes into the log.
+        // One upsert (two PUTs at once both succeed, the last wins whole), in one transaction with the audit entry,
+        // which records the graph's size before and after rather than copying a graph of up to 100,000 nodes into the log.
         await storage.em().transactional(async (tx) => {
           const previous = await tx.findOne(BuildingPathsSchema, { buildingId: building.id });
-          await tx
-            .getKnex()
-            .raw(
-              `insert into building_paths (building_id, organization_id, nodes, links, updated_at) values (?, ?::uuid, ?::jsonb, ?::jsonb, now())
-               on conflict (building_id) do update set nodes = excluded.nodes, links = excluded.links, updated_at = excluded.updated_at`,
-              [building.id, principal.organizationId, JSON.stringify(body.nodes), JSON.stringify(links)],
-            )
-            .transacting(tx.getTransactionContext()!);
+          await upsertPaths(tx, { buildingId: building.id, organizationId: principal.organizationId, nodes: body.nodes, links });
           const size = (nodes: unknown[], links: unknown[]) => ({ building_id: building.id, nodes: nodes.length, links: links.length });
           await audit.record(tx, {
             objectType: 'paths',

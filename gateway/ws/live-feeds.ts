@@ -1,6 +1,6 @@
 import type { AlarmEventMessage } from '../alarms/alarm-event-message.js';
 import type { AlarmService } from '../alarms/alarm-service.js';
-import { CREDENTIAL_REVOKED } from '../auth/authenticator.js';
+import { CREDENTIAL_REVOKED } from './ws-connection.js';
 import type { Bus } from '../bus-channels.js';
 import type { EvacuationService } from '../evacuations/evacuation-service.js';
 import { presentEntry, presentSummary } from '../evacuations/presenters.js';

@@ -1,16 +1,13 @@
 import type { Logger } from '../../shared/logger.js';
 import type { Storage } from '../../shared/storage/index.js';
-import { CREDENTIAL_REVOKED } from '../auth/authenticator.js';
 import type { Principal } from '../auth/principal.js';
 import { revokedAmong } from './credential-check.js';
-import type { Connection } from './ws-connection.js';
+import { CREDENTIAL_REVOKED, TOKEN_EXPIRED, type Connection } from './ws-connection.js';
 
 /** The longest delay a Node timer takes (about 24.8 days); a later expiry is re-armed when it fires. */
 const MAX_TIMER_MS = 2 ** 31 - 1;
 /** Revocations remembered per key or user: longer than any authentication in flight, or cache entry, lasts. */
 const MAX_REMEMBERED = 10_000;
-
-export const TOKEN_EXPIRED = { code: 4401, reason: 'token expired' } as const;
 
 export interface SocketRevalidationOptions {
   /** Every authenticated socket is checked against storage this often. */

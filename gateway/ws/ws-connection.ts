@@ -28,6 +28,11 @@ export interface WsOptions {
 
 export const WS_CLOSE = { unauthenticated: 4401, slowConsumer: 4008, goingAway: 1001, messageTooBig: 1009, internalError: 1011 } as const;
 
+/** The close code and reason sent to the sockets a revocation ends. */
+export const CREDENTIAL_REVOKED = { code: WS_CLOSE.unauthenticated, reason: 'credential revoked' } as const;
+/** The close code and reason sent to a socket whose token expires while it is open. */
+export const TOKEN_EXPIRED = { code: WS_CLOSE.unauthenticated, reason: 'token expired' } as const;
+
 export interface SocketData {
   connection?: Connection;
   format: WireFormat;

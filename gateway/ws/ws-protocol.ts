@@ -1,6 +1,14 @@
 import type { WebSocket } from 'uWebSockets.js';
 import { z } from 'zod';
-import { AppError, ErrorCode, ForbiddenError, UnauthenticatedError, ConflictError, RateLimitedError } from '../../shared/errors.js';
+import {
+  AppError,
+  BadRequestError,
+  InvalidJsonError,
+  ForbiddenError,
+  UnauthenticatedError,
+  ConflictError,
+  RateLimitedError,
+} from '../../shared/errors.js';
 import type { Logger } from '../../shared/logger.js';
 import type { Storage } from '../../shared/storage/index.js';
 import type { RequestAuthenticator } from '../auth/authenticator.js';
@@ -103,18 +111,16 @@ export class WsProtocol {
           raw = JSON.parse(text);
         }
       } catch {
-        throw new AppError(ErrorCode.InvalidJson, isBinary ? 'The frame is not valid msgpack' : 'The frame is not valid JSON');
+        throw new InvalidJsonError(isBinary ? 'The frame is not valid msgpack' : 'The frame is not valid JSON');
       }
       const rawId = typeof raw === 'object' && raw !== null && !Array.isArray(raw) ? (raw as { id?: unknown }).id : undefined;
       if (rawId !== undefined) {
         const checked = messageId.safeParse(rawId);
-        if (!checked.success)
-          throw new AppError(ErrorCode.BadRequest, `id must be a string of at most ${MAX_ID_LENGTH} characters or a finite number`);
+        if (!checked.success) throw new BadRequestError(`id must be a string of at most ${MAX_ID_LENGTH} characters or a finite number`);
         id = checked.data;
       }
       const parsed = clientMessage.safeParse(raw);
-      if (!parsed.success)
-        throw new AppError(ErrorCode.BadRequest, 'Unknown or malformed operation: auth, subscribe, unsubscribe, upload, ping');
+      if (!parsed.success) throw new BadRequestError('Unknown or malformed operation: auth, subscribe, unsubscribe, upload, ping');
       const message = parsed.data;
       // As on HTTP: strings PostgreSQL cannot store never get as far as a query (a topic, a device id).
       if (mayHoldRefusedStrings) refuseTextPostgresRefuses(message, undefined);

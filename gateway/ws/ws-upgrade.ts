@@ -1,5 +1,5 @@
 import type { HttpRequest, HttpResponse, us_socket_context_t } from 'uWebSockets.js';
-import { AppError, ErrorCode, toErrorBody, RateLimitedError, UnavailableError } from '../../shared/errors.js';
+import { AppError, BadRequestError, toErrorBody, RateLimitedError, UnavailableError } from '../../shared/errors.js';
 import type { Logger } from '../../shared/logger.js';
 import type { RequestAuthenticator } from '../auth/authenticator.js';
 import { statusLine } from '../http/status-text.js';
@@ -59,10 +59,8 @@ export class WsUpgrade {
       const positions = req.getQuery('positions') || 'single';
       const events = req.getQuery('events') || 'single';
       if (!this.accepting) return refuse(new UnavailableError('The server is shutting down'));
-      if (positions !== 'single' && positions !== 'batched')
-        return refuse(new AppError(ErrorCode.BadRequest, 'positions must be single or batched'));
-      if (events !== 'single' && events !== 'batched')
-        return refuse(new AppError(ErrorCode.BadRequest, 'events must be single or batched'));
+      if (positions !== 'single' && positions !== 'batched') return refuse(new BadRequestError('positions must be single or batched'));
+      if (events !== 'single' && events !== 'batched') return refuse(new BadRequestError('events must be single or batched'));
       const credentials = headers.authorization || headers['x-api-key'];
       if (!credentials) {
         // Reserved now, not on open: upgrades from one address may be in progress together.

@@ -1,4 +1,4 @@
-import { AppError, ErrorCode, toErrorBody, type ErrorBody, TimeoutError, UnavailableError } from '../errors.js';
+import { AppError, JobFailedError, toErrorBody, type ErrorBody, TimeoutError, UnavailableError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import type { Storage } from '../storage/storage.js';
 
@@ -100,5 +100,5 @@ export function decodeJobError(reason: string | undefined): AppError {
       // fall through: an unreadable reason is an internal error
     }
   }
-  return new AppError(ErrorCode.Internal, 'The job failed');
+  return new JobFailedError();
 }

@@ -1,4 +1,4 @@
-import { AppError, ErrorCode } from '../errors.js';
+import { AppError, JobFailedError } from '../errors.js';
 import type { JobQueue, JobRequest, ProcessorContext, ProcessorRegistry, ScheduleOptions } from './job-queue.js';
 import { jobTimeoutError, type JobLimits } from './job-queue.js';
 
@@ -135,7 +135,7 @@ export class LocalJobQueue implements JobQueue {
           if (error instanceof AppError) return job.reject(error);
           // Same contract as the BullMQ worker: details go to the log, the caller gets an internal error.
           this.context.logger.error({ err: error, job: job.request.name }, 'job failed');
-          job.reject(new AppError(ErrorCode.Internal, 'The job failed'));
+          job.reject(new JobFailedError());
         })
         .finally(() => {
           this.running -= 1;

@@ -1,22 +1,11 @@
 import { z } from 'zod';
+import { booleanParam, listParam } from '../query-params.js';
 import type { ReportRendering } from './report-output.js';
 
 /**
  * Report parameters (spec 4.4). Arrays arrive comma separated (`a=1,2`) or as `a[]=1&a[]=2`; an empty list is
  * refused. Dates are ISO 8601 instants; `time_zone` is an IANA name, UTC by default.
  */
-const list = <T extends z.ZodType>(item: T) =>
-  z
-    .union([z.string(), z.array(z.string())])
-    .transform((value) =>
-      (Array.isArray(value) ? value : [value])
-        .flatMap((part) => part.split(','))
-        .map((part) => part.trim())
-        .filter((part) => part !== ''),
-    )
-    .pipe(z.array(item).min(1, 'at least one item') as unknown as z.ZodType<z.output<T>[], string[]>);
-
-const bool = z.enum(['true', 'false']).transform((value) => value === 'true');
 const instant = z.iso
   .datetime({ offset: true, message: 'an ISO 8601 date-time such as 2026-05-01T00:00:00Z' })
   .transform((value) => new Date(value).toISOString());
@@ -42,11 +31,11 @@ const window = {
 
 const geofencing = {
   organization_id: z.uuid().optional(),
-  building_ids: list(z.coerce.number().int().positive()).optional(),
-  device_ids: list(z.string()).optional(),
-  user_ids: list(z.uuid()).optional(),
-  fence_ids: list(z.uuid()).optional(),
-  only_assigned: bool.default(false),
+  building_ids: listParam(z.coerce.number().int().positive()).optional(),
+  device_ids: listParam(z.string()).optional(),
+  user_ids: listParam(z.uuid()).optional(),
+  fence_ids: listParam(z.uuid()).optional(),
+  only_assigned: booleanParam.default(false),
   min_stay_time: seconds.optional(),
   max_stay_time: seconds.optional(),
   session_threshold: seconds.default(15),
@@ -79,11 +68,11 @@ export const reportParamSchemas = {
   }),
   raw_data: z.object({
     organization_id: z.uuid().optional(),
-    building_ids: list(z.coerce.number().int().positive()).optional(),
-    floor_ids: list(z.coerce.number().int().positive()).optional(),
-    device_ids: list(z.string()).optional(),
-    user_ids: list(z.string()).optional(),
-    order_by: list(z.enum(['timestamp', 'device_id', 'user_id', 'building_id', 'floor_id'])).optional(),
+    building_ids: listParam(z.coerce.number().int().positive()).optional(),
+    floor_ids: listParam(z.coerce.number().int().positive()).optional(),
+    device_ids: listParam(z.string()).optional(),
+    user_ids: listParam(z.string()).optional(),
+    order_by: listParam(z.enum(['timestamp', 'device_id', 'user_id', 'building_id', 'floor_id'])).optional(),
     order_direction: z.enum(['asc', 'desc']).default('asc'),
     position_type: z.enum(['indoor', 'outdoor']).optional(),
     limit: z.coerce.number().int().min(1).max(100_000).default(10_000),

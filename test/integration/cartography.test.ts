@@ -613,6 +613,9 @@ describe(`cartography (${driverLabel})`, () => {
         number: 1,
       });
       expect(page.body.data.map((g: { name: string }) => g.name)).toEqual(['Zone 2']);
+      const unsortable = await admin.get(`/api/v1/geofences/search?building_id=${venue.building.id}&sort=constructor`);
+      expect(unsortable.status).toBe(422);
+      expect(unsortable.body.errors).toEqual([{ field: 'query.sort', message: 'sortable fields: name, code, created_at, updated_at, id' }]);
       const organization = (await admin.get('/api/v1/organizations/current_organization')).body.id;
       const byOrganization = await admin.get(`/api/v1/geofences/search?organization_id=${organization}&size=1000`);
       expect(byOrganization.body.metadata.total_elements).toBeGreaterThanOrEqual(3);

@@ -9,6 +9,7 @@ import { PositionStore } from '../../shared/positions/position-store.js';
 import { PositionWriter } from '../../shared/positions/position-writer.js';
 import { openStorage, type Storage } from '../../shared/storage/index.js';
 import { createTestEnvironment, serverDatabaseUrl, type TestEnvironment } from '../support/test-environment.js';
+import { outdoorRecord, positionRecord } from '../../testkit/positions.js';
 
 /** Binary COPY is the server path only: the embedded database keeps the unnest statement (position-store.test.ts). */
 describe.skipIf(!serverDatabaseUrl)('binary COPY of positions and zone events (postgres)', () => {
@@ -170,22 +171,7 @@ describe.skipIf(!serverDatabaseUrl)('binary COPY of positions and zone events (p
     const writer = new PositionWriter(store, undefined, 2);
     const now = Date.UTC(2026, 10, 23, 15);
     const organizationId = crypto.randomUUID();
-    const at = (deviceId: string): PositionRecord => ({
-      organizationId,
-      deviceId,
-      userId: null,
-      buildingId: 1,
-      floorId: 2,
-      indoor: true,
-      x: 1,
-      y: 2,
-      lat: 0,
-      lng: 0,
-      yaw: 0,
-      accuracy: null,
-      timestamp: now,
-      receivedAt: now,
-    });
+    const at = (deviceId: string) => positionRecord({ organizationId, deviceId, floorId: 2, x: 1, y: 2, accuracy: null, timestamp: now });
     const event = (deviceId: string, zoneKind = 'geofence'): ZoneEventRecord => ({
       organizationId,
       buildingId: 1,
@@ -222,22 +208,7 @@ describe.skipIf(!serverDatabaseUrl)('binary COPY of positions and zone events (p
     const store = new PositionStore(storage);
     const now = Date.UTC(2026, 10, 23, 16);
     const organizationId = crypto.randomUUID();
-    const at = (deviceId: string): PositionRecord => ({
-      organizationId,
-      deviceId,
-      userId: null,
-      buildingId: null,
-      floorId: null,
-      indoor: false,
-      x: null,
-      y: null,
-      lat: 1,
-      lng: 2,
-      yaw: 0,
-      accuracy: 3,
-      timestamp: now,
-      receivedAt: now,
-    });
+    const at = (deviceId: string) => outdoorRecord({ organizationId, deviceId, lng: 2, accuracy: 3, timestamp: now });
     await store.insert([at('before')]);
     // Every other backend of this database, the writer pool's idle ones among them (an operator's restart, say).
     await client.query(
@@ -267,22 +238,7 @@ describe.skipIf(!serverDatabaseUrl)('binary COPY of positions and zone events (p
     const unreachable = Object.assign(Object.create(ServerStorage.prototype) as Storage, { writerPool });
     const store = new PositionStore(unreachable);
     const now = Date.UTC(2026, 10, 23, 17);
-    const record: PositionRecord = {
-      organizationId: crypto.randomUUID(),
-      deviceId: 'd',
-      userId: null,
-      buildingId: null,
-      floorId: null,
-      indoor: false,
-      x: null,
-      y: null,
-      lat: 1,
-      lng: 2,
-      yaw: 0,
-      accuracy: null,
-      timestamp: now,
-      receivedAt: now,
-    };
+    const record = outdoorRecord({ organizationId: crypto.randomUUID(), lng: 2, timestamp: now });
     const error = await store.insert([record], [], { createPartitions: false }).catch((thrown: unknown) => thrown);
     expect(error).toBeInstanceOf(StorageUnavailableError);
     expect(failsEveryBatch(error)).toBe(true);

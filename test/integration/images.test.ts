@@ -158,6 +158,20 @@ describe(`images (${driverLabel})`, () => {
     expect((await getBytes(running, token, `/api/v1/images/${id}`)).status).toBe(200);
   });
 
+  it("a floorplan must be an image of the caller's organization (422 on map_id); the same image works at home", async () => {
+    const { id } = (await uploadImage(admin, pngBytes(6, 2))).body;
+    const { client: other } = await createOrganization(admin);
+    const building = { name: 'Borrowed plan', location: { lat: 1, lng: 1 }, dimensions: { width: 3, length: 1 } };
+    const abroad = await other.post('/api/v1/buildings', building);
+    const refused = await other.post('/api/v1/floors', { building_id: abroad.body.id, level: 0, map_id: id });
+    expect(refused.status).toBe(422);
+    expect(refused.body.errors).toEqual([{ field: 'map_id', message: 'no such image in your organization' }]);
+    const home = await admin.post('/api/v1/buildings', building);
+    const floor = await admin.post('/api/v1/floors', { building_id: home.body.id, level: 0, map_id: id });
+    expect(floor.status).toBe(201);
+    expect(floor.body.maps).toMatchObject({ map_id: id, scale: 2 });
+  });
+
   it('lets readers read, and only writers upload or delete', async () => {
     const { id } = (await uploadImage(admin, pngBytes(4, 4))).body;
     const readOnly = running.client.withHeaders({ 'x-api-key': await createApiKey(admin, 'read-only') });

@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Storage } from '../../shared/storage/index.js';
 import { PositionStore } from '../../shared/positions/position-store.js';
-import type { PositionRecord } from '../../shared/positions/position-record.js';
 import type { ZoneEventRecord } from '../../shared/detection/zone-event.js';
 import { driverLabel, openOrganizationStorage } from '../support/test-environment.js';
+import { outdoorRecord } from '../../testkit/positions.js';
 
 const DAY = 24 * 3600 * 1000;
 
@@ -11,22 +11,7 @@ describe(`positions table: partitions and retention (${driverLabel})`, () => {
   let storage: Storage;
   let organizationId: string;
   let close: (() => Promise<void>) | undefined;
-  const at = (timestamp: number, deviceId = 'd'): PositionRecord => ({
-    organizationId,
-    deviceId,
-    userId: null,
-    buildingId: null,
-    floorId: null,
-    indoor: false,
-    x: null,
-    y: null,
-    lat: 1,
-    lng: 1,
-    yaw: 0,
-    accuracy: null,
-    timestamp,
-    receivedAt: timestamp,
-  });
+  const at = (timestamp: number, deviceId = 'd') => outdoorRecord({ organizationId, deviceId, timestamp });
 
   beforeAll(async () => {
     ({ storage, organizationId, close } = await openOrganizationStorage());

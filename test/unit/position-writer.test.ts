@@ -3,23 +3,9 @@ import type { PositionRecord } from '../../shared/positions/position-record.js';
 import type { PositionStore } from '../../shared/positions/position-store.js';
 import { PositionWriter } from '../../shared/positions/position-writer.js';
 import type { ZoneEventRecord } from '../../shared/detection/zone-event.js';
+import { outdoorRecord } from '../../testkit/positions.js';
 
-const record = (deviceId: string): PositionRecord => ({
-  organizationId: 'org',
-  deviceId,
-  userId: null,
-  buildingId: null,
-  floorId: null,
-  indoor: false,
-  x: null,
-  y: null,
-  lat: 1,
-  lng: 1,
-  yaw: 0,
-  accuracy: null,
-  timestamp: 0,
-  receivedAt: 0,
-});
+const record = (deviceId: string) => outdoorRecord({ deviceId, timestamp: 0 });
 
 /** Records each insert; `gate` holds an insert open until the test releases it. */
 class FakeStore {

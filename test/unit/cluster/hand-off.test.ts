@@ -5,8 +5,8 @@ import type { Coordination } from '../../../gateway/cluster/coordination.js';
 import type { ShardLog } from '../../../gateway/cluster/shard-log.js';
 import { EncodedPayload } from '../../../shared/bus/encoded-payload.js';
 import { createLogger } from '../../../shared/logger.js';
-import type { PositionRecord } from '../../../shared/positions/position-record.js';
 import { PositionsMessage, type EncodedPositions } from '../../../shared/positions/positions-message.js';
+import { positionRecord } from '../../../testkit/positions.js';
 
 /** A log that only records what is appended to it. */
 class AppendedLog implements ShardLog {
@@ -38,22 +38,7 @@ const handler: ShardHandler = {
   stored: async () => true,
   buildingsIn: () => 0,
 };
-const record = (deviceId: string, buildingId: number): PositionRecord => ({
-  organizationId: 'org',
-  deviceId,
-  userId: null,
-  buildingId,
-  floorId: 1,
-  indoor: true,
-  x: 1,
-  y: 1,
-  lat: 0,
-  lng: 0,
-  yaw: 0,
-  accuracy: null,
-  timestamp: 1,
-  receivedAt: 1,
-});
+const record = (deviceId: string, buildingId: number) => positionRecord({ deviceId, buildingId, x: 1, y: 1, accuracy: null, timestamp: 1 });
 
 function node(log: ShardLog): ClusterNode {
   return new ClusterNode({} as Coordination, log, handler, { shards: 64, heartbeatMs: 1000, ttlMs: 3000 }, createLogger('silent'));

@@ -6,6 +6,7 @@ import { EncodedPayload } from '../../../shared/bus/encoded-payload.js';
 import type { PositionRecord } from '../../../shared/positions/position-record.js';
 import { PositionsMessage, type EncodedPositions } from '../../../shared/positions/positions-message.js';
 import { deleteRedisPrefix, serverRedisUrl } from '../../support/test-environment.js';
+import { positionRecord } from '../../../testkit/positions.js';
 
 /** One contract, run against every shard log driver this run can reach. */
 interface ShardLogFactory {
@@ -36,22 +37,8 @@ if (redisUrl) {
   });
 }
 
-const record = (deviceId: string, timestamp: number): PositionRecord => ({
-  organizationId: 'org',
-  deviceId,
-  userId: null,
-  buildingId: 7,
-  floorId: 1,
-  indoor: true,
-  x: 1.5,
-  y: 2,
-  lat: 40.1,
-  lng: -3.2,
-  yaw: 0,
-  accuracy: null,
-  timestamp,
-  receivedAt: timestamp,
-});
+const record = (deviceId: string, timestamp: number) =>
+  positionRecord({ deviceId, buildingId: 7, x: 1.5, y: 2, lat: 40.1, lng: -3.2, accuracy: null, timestamp });
 /** One upload's positions in a shard, as the pipeline hands them over. */
 const upload = (...records: PositionRecord[]): EncodedPositions => new EncodedPayload(new PositionsMessage('org', records));
 const devices = (entries: readonly { records: PositionRecord[] }[]) =>

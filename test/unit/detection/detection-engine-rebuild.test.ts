@@ -1,80 +1,29 @@
 import { describe, expect, it } from 'vitest';
 import { DetectionEngine, type RestoredDevice } from '../../../gateway/detection/detection-engine.js';
-import type { BuildingRegistry, BuildingRuntime } from '../../../gateway/realtime/building-registry.js';
 import * as deadman from '../../../shared/detection/deadman.detector.js';
 import * as maxStay from '../../../shared/detection/max-stay.detector.js';
 import * as transition from '../../../shared/detection/transition.detector.js';
-import { createBuildingTransform } from '../../../shared/geo/building-transform.js';
 import type { PositionRecord } from '../../../shared/positions/position-record.js';
-import type { Building, Geofence } from '../../../shared/storage/entities/index.js';
+import { buildingRow, buildingRuntime, geofenceRow, peekingRegistry } from '../../../testkit/detection.js';
+import { positionRecord } from '../../../testkit/positions.js';
 
 const T0 = Date.UTC(2025, 0, 6, 9, 0, 0);
 const s = (seconds: number) => T0 + seconds * 1000;
 
 /** Buildings 1 and 2, each with one 10 m square fence at (0,0) staying at most 30 s, and dead-man silence after 20 s. */
-function runtimeOf(id: number): BuildingRuntime {
-  const fence = {
-    id: `fence-${id}`,
-    buildingId: id,
-    floorId: id,
-    name: 'Square',
-    type: 'POLYGON',
-    radius: null,
-    deleted: false,
-    customFields: [],
-    geometric: [],
-    cartesians: [
-      [0, 0],
-      [10, 0],
-      [10, 10],
-      [0, 10],
-      [0, 0],
-    ],
-    maxStayTime: 30,
-    minDwellS: 0,
-    exitGraceS: 0,
-  } as unknown as Geofence;
-  const building = {
-    id,
-    name: 'B',
-    locationLat: 40,
-    locationLng: -3,
-    width: 100,
-    length: 100,
-    rotation: 0,
-    deadmanSilenceS: 20,
-  } as unknown as Building;
-  const runtime: BuildingRuntime = {
-    id,
-    organizationId: 'org',
-    building,
-    geofences: [fence],
-    events: [],
-    loadedAt: 0,
-    transform: createBuildingTransform({ location: { lat: 40, lng: -3 }, dimensions: { width: 100, length: 100 }, rotation: 0 }),
-    floors: new Map([[id, { level: 0, levelHeight: 0 }]]),
-  };
-  return runtime;
+function runtimeOf(id: number) {
+  const fence = geofenceRow({ id: `fence-${id}`, buildingId: id, floorId: id, maxStayTime: 30 });
+  return buildingRuntime(buildingRow({ id, deadmanSilenceS: 20 }), [fence], { floorId: id });
 }
 
 const buildings = new Map([1, 2].map((id) => [id, runtimeOf(id)]));
-const newEngine = () => new DetectionEngine({ peek: (id: number) => buildings.get(id) } as unknown as BuildingRegistry, 3600_000);
-const at = (deviceId: string, second: number, x: number, buildingId = 1): PositionRecord => ({
-  organizationId: 'org',
-  deviceId,
-  userId: null,
-  buildingId,
-  floorId: buildingId,
-  indoor: true,
-  x,
-  y: 5,
-  lat: 0,
-  lng: 0,
-  yaw: 0,
-  accuracy: 1,
-  timestamp: s(second),
-  receivedAt: s(second),
-});
+const newEngine = () =>
+  new DetectionEngine(
+    peekingRegistry((id) => buildings.get(id)),
+    3600_000,
+  );
+const at = (deviceId: string, second: number, x: number, buildingId = 1) =>
+  positionRecord({ deviceId, buildingId, floorId: buildingId, x, y: 5, timestamp: s(second) });
 const observe = (engine: DetectionEngine, record: PositionRecord) => engine.observe(record, buildings.get(record.buildingId!));
 
 /** What the loader builds for a device last seen at `last`, inside the fence since `enteredAt` (if given). */

@@ -1,65 +1,20 @@
 import { describe, expect, it } from 'vitest';
 import { DetectionEngine } from '../../../gateway/detection/detection-engine.js';
-import type { BuildingRegistry, BuildingRuntime } from '../../../gateway/realtime/building-registry.js';
-import { createBuildingTransform } from '../../../shared/geo/building-transform.js';
-import type { PositionRecord } from '../../../shared/positions/position-record.js';
-import type { Building, Geofence } from '../../../shared/storage/entities/index.js';
+import type { Geofence } from '../../../shared/storage/entities/index.js';
+import { buildingRow, buildingRuntime, geofenceRow, peekingRegistry } from '../../../testkit/detection.js';
+import { positionRecord } from '../../../testkit/positions.js';
 
 const T0 = Date.UTC(2025, 0, 6, 9, 0, 0);
 const s = (seconds: number) => T0 + seconds * 1000;
 
 /** One building, one floor, one 10 m square fence at (0,0) with the given rules. */
 function venue(rules: Partial<Pick<Geofence, 'maxStayTime' | 'minDwellS' | 'exitGraceS'>>) {
-  const fence = {
-    id: 'fence-1',
-    buildingId: 1,
-    floorId: 1,
-    name: 'Square',
-    type: 'POLYGON',
-    radius: null,
-    deleted: false,
-    customFields: [],
-    geometric: [],
-    cartesians: [
-      [0, 0],
-      [10, 0],
-      [10, 10],
-      [0, 10],
-      [0, 0],
-    ],
-    maxStayTime: null,
-    minDwellS: 0,
-    exitGraceS: 0,
-    ...rules,
-  } as unknown as Geofence;
-  const building = { id: 1, name: 'B', locationLat: 40, locationLng: -3, width: 100, length: 100, rotation: 0 } as unknown as Building;
-  const runtime: BuildingRuntime = {
-    id: 1,
-    organizationId: 'org',
-    building,
-    geofences: [fence],
-    events: [],
-    loadedAt: 0,
-    transform: createBuildingTransform({ location: { lat: 40, lng: -3 }, dimensions: { width: 100, length: 100 }, rotation: 0 }),
-    floors: new Map([[1, { level: 0, levelHeight: 0 }]]),
-  };
-  const engine = new DetectionEngine({ peek: () => runtime } as unknown as BuildingRegistry, 3600_000);
-  const at = (second: number, x: number): PositionRecord => ({
-    organizationId: 'org',
-    deviceId: 'd',
-    userId: null,
-    buildingId: 1,
-    floorId: 1,
-    indoor: true,
-    x,
-    y: 5,
-    lat: 0,
-    lng: 0,
-    yaw: 0,
-    accuracy: 1,
-    timestamp: s(second),
-    receivedAt: s(second),
-  });
+  const runtime = buildingRuntime(buildingRow(), [geofenceRow(rules)]);
+  const engine = new DetectionEngine(
+    peekingRegistry(() => runtime),
+    3600_000,
+  );
+  const at = (second: number, x: number) => positionRecord({ x, y: 5, timestamp: s(second) });
   return { engine, runtime, observe: (second: number, x: number) => engine.observe(at(second, x), runtime) };
 }
 
@@ -103,27 +58,11 @@ describe('DetectionEngine: max stay in a building that had no max-stay rule', ()
   /** One engine over a building whose cartography (a new runtime) changes under it. */
   function changing() {
     let current = venue({}).runtime;
-    const engine = new DetectionEngine({ peek: () => current } as unknown as BuildingRegistry, 3600_000);
-    const observe = (second: number, x: number) =>
-      engine.observe(
-        {
-          organizationId: 'org',
-          deviceId: 'd',
-          userId: null,
-          buildingId: 1,
-          floorId: 1,
-          indoor: true,
-          x,
-          y: 5,
-          lat: 0,
-          lng: 0,
-          yaw: 0,
-          accuracy: 1,
-          timestamp: s(second),
-          receivedAt: s(second),
-        },
-        current,
-      );
+    const engine = new DetectionEngine(
+      peekingRegistry(() => current),
+      3600_000,
+    );
+    const observe = (second: number, x: number) => engine.observe(positionRecord({ x, y: 5, timestamp: s(second) }), current);
     const cartography = (rules: Parameters<typeof venue>[0]) => void (current = venue(rules).runtime);
     return { engine, observe, cartography };
   }
@@ -155,23 +94,12 @@ describe('DetectionEngine: max stay in a building that had no max-stay rule', ()
 describe('DetectionEngine: a bounded number of tracked devices', () => {
   it('keeps at most maxDevices, settling the least recently seen one (its exit is emitted by the next sweep)', () => {
     const { runtime } = venue({});
-    const engine = new DetectionEngine({ peek: () => runtime } as unknown as BuildingRegistry, 3600_000, 3);
-    const at = (deviceId: string, second: number, x: number): PositionRecord => ({
-      organizationId: 'org',
-      deviceId,
-      userId: null,
-      buildingId: 1,
-      floorId: 1,
-      indoor: true,
-      x,
-      y: 5,
-      lat: 0,
-      lng: 0,
-      yaw: 0,
-      accuracy: 1,
-      timestamp: s(second),
-      receivedAt: s(second),
-    });
+    const engine = new DetectionEngine(
+      peekingRegistry(() => runtime),
+      3600_000,
+      3,
+    );
+    const at = (deviceId: string, second: number, x: number) => positionRecord({ deviceId, x, y: 5, timestamp: s(second) });
     engine.observe(at('inside', 0, 5), runtime); // enters the fence
     engine.observe(at('b', 1, 50), runtime);
     engine.observe(at('c', 2, 50), runtime);
@@ -185,23 +113,12 @@ describe('DetectionEngine: a bounded number of tracked devices', () => {
 
   it('evicts the least recently seen, not the first seen', () => {
     const { runtime } = venue({});
-    const engine = new DetectionEngine({ peek: () => runtime } as unknown as BuildingRegistry, 3600_000, 2);
-    const at = (deviceId: string, second: number): PositionRecord => ({
-      organizationId: 'org',
-      deviceId,
-      userId: null,
-      buildingId: 1,
-      floorId: 1,
-      indoor: true,
-      x: 5,
-      y: 5,
-      lat: 0,
-      lng: 0,
-      yaw: 0,
-      accuracy: 1,
-      timestamp: s(second),
-      receivedAt: s(second),
-    });
+    const engine = new DetectionEngine(
+      peekingRegistry(() => runtime),
+      3600_000,
+      2,
+    );
+    const at = (deviceId: string, second: number) => positionRecord({ deviceId, x: 5, y: 5, timestamp: s(second) });
     engine.observe(at('first', 0), runtime);
     engine.observe(at('second', 1), runtime);
     engine.observe(at('first', 2), runtime);

@@ -7,15 +7,15 @@ import { DetectionSweep } from '../../../gateway/detection/detection-sweep.js';
 import { OwnerDetection } from '../../../gateway/detection/owner-detection.js';
 import type { ZoneEventsMessage } from '../../../gateway/detection/zone-events-message.js';
 import type { Channels } from '../../../gateway/bus-channels.js';
-import type { BuildingRegistry, BuildingRuntime } from '../../../gateway/realtime/building-registry.js';
 import { LocalBus } from '../../../shared/bus/local-bus.js';
 import type { ZoneEventRecord } from '../../../shared/detection/zone-event.js';
 import { StorageUnavailableError } from '../../../shared/errors.js';
-import { createBuildingTransform } from '../../../shared/geo/building-transform.js';
 import { createLogger } from '../../../shared/logger.js';
 import type { PositionRecord } from '../../../shared/positions/position-record.js';
 import type { PositionWriter } from '../../../shared/positions/position-writer.js';
 import type { Building, Geofence } from '../../../shared/storage/entities/index.js';
+import { buildingRow, buildingRuntime, geofenceRow, peekingRegistry } from '../../../testkit/detection.js';
+import { positionRecord } from '../../../testkit/positions.js';
 
 const T0 = Date.UTC(2025, 0, 6, 9, 0, 0);
 const s = (seconds: number) => T0 + seconds * 1000;
@@ -27,49 +27,8 @@ const s = (seconds: number) => T0 + seconds * 1000;
  * hand-made times; `owns` says whether the building is still this gateway's.
  */
 function world(rules: Partial<Pick<Geofence, 'maxStayTime' | 'minDwellS' | 'exitGraceS'>>, deadman: Partial<Building> = {}) {
-  const fence = {
-    id: 'fence-1',
-    buildingId: 1,
-    floorId: 1,
-    name: 'Square',
-    type: 'POLYGON',
-    radius: null,
-    deleted: false,
-    customFields: [],
-    geometric: [],
-    cartesians: [
-      [0, 0],
-      [10, 0],
-      [10, 10],
-      [0, 10],
-      [0, 0],
-    ],
-    maxStayTime: null,
-    minDwellS: 0,
-    exitGraceS: 0,
-    ...rules,
-  } as unknown as Geofence;
-  const building = {
-    id: 1,
-    name: 'B',
-    locationLat: 40,
-    locationLng: -3,
-    width: 100,
-    length: 100,
-    rotation: 0,
-    ...deadman,
-  } as unknown as Building;
-  const runtime: BuildingRuntime = {
-    id: 1,
-    organizationId: 'org',
-    building,
-    geofences: [fence],
-    events: [],
-    loadedAt: 0,
-    transform: createBuildingTransform({ location: { lat: 40, lng: -3 }, dimensions: { width: 100, length: 100 }, rotation: 0 }),
-    floors: new Map([[1, { level: 0, levelHeight: 0 }]]),
-  };
-  const registry = { peek: () => runtime } as unknown as BuildingRegistry;
+  const runtime = buildingRuntime(buildingRow(deadman), [geofenceRow(rules)]);
+  const registry = peekingRegistry(() => runtime);
   const engine = new DetectionEngine(registry, 3600_000);
   const state = { down: false, owns: true };
   const alarms: RaiseAlarm[] = [];
@@ -96,22 +55,7 @@ function world(rules: Partial<Pick<Geofence, 'maxStayTime' | 'minDwellS' | 'exit
   const outbox = new DetectionOutbox(new DetectionSink({ writer, alarms: alarmService, bus, logger }), logger);
   const detection = new OwnerDetection(engine, registry, outbox);
   const sweep = new DetectionSweep({ engine, outbox, owns: () => state.owns, logger });
-  const at = (second: number, x: number, deviceId = 'd'): PositionRecord => ({
-    organizationId: 'org',
-    deviceId,
-    userId: null,
-    buildingId: 1,
-    floorId: 1,
-    indoor: true,
-    x,
-    y: 5,
-    lat: 0,
-    lng: 0,
-    yaw: 0,
-    accuracy: 1,
-    timestamp: s(second),
-    receivedAt: s(second),
-  });
+  const at = (second: number, x: number, deviceId = 'd') => positionRecord({ deviceId, x, y: 5, timestamp: s(second) });
   const observe = (second: number, x: number, deviceId?: string) => engine.observe(at(second, x, deviceId), runtime);
   return { engine, detection, outbox, sweep: (second: number) => sweep.run(s(second)), bus, state, alarms, zoneEvents, at, observe };
 }

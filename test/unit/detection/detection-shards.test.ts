@@ -5,23 +5,10 @@ import { LiveState } from '../../../gateway/realtime/live-state.js';
 import { createLogger } from '../../../shared/logger.js';
 import type { PositionRecord } from '../../../shared/positions/position-record.js';
 import type { Storage } from '../../../shared/storage/index.js';
+import { positionRecord } from '../../../testkit/positions.js';
 
-const record = (deviceId: string, timestamp: number): PositionRecord => ({
-  organizationId: 'org',
-  deviceId,
-  userId: null,
-  buildingId: 7,
-  floorId: 1,
-  indoor: true,
-  x: 1.5,
-  y: 2,
-  lat: 40.1,
-  lng: -3.2,
-  yaw: 0,
-  accuracy: null,
-  timestamp,
-  receivedAt: timestamp + 5,
-});
+const record = (deviceId: string, timestamp: number) =>
+  positionRecord({ deviceId, buildingId: 7, x: 1.5, y: 2, lat: 40.1, lng: -3.2, accuracy: null, timestamp, receivedAt: timestamp + 5 });
 
 describe('DetectionShards', () => {
   it('detects on the live state’s object of a position it holds, and on the stream’s copy otherwise, in order', async () => {
