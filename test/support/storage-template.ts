@@ -1,5 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { cpSync, existsSync, mkdtempSync, readFileSync, readdirSync, renameSync, rmSync } from 'node:fs';
+import { cpSync, existsSync, mkdtempSync, readFileSync, readdirSync, renameSync, rmSync, statSync, utimesSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
@@ -49,8 +49,14 @@ const currentKey = () => (key ??= migrationsKey());
  * finds the place taken loses, and uses the winner's. A directory at that place is therefore always complete.
  */
 async function embeddedTemplate(): Promise<string> {
-  const dir = join(scratchRoot, `floorcast-template-${currentKey()}`);
-  if (existsSync(dir)) return dir;
+  const name = `floorcast-template-${currentKey()}`;
+  const dir = join(scratchRoot, name);
+  sweepStale(name);
+  if (existsSync(dir)) {
+    const now = new Date();
+    utimesSync(dir, now, now); // in use: see sweepStale
+    return dir;
+  }
   const building = mkdtempSync(join(scratchRoot, 'floorcast-template-build-'));
   try {
     const storage = await EmbeddedStorage.open(building);
@@ -62,6 +68,27 @@ async function embeddedTemplate(): Promise<string> {
     rmSync(building, { recursive: true, force: true });
   }
   return dir;
+}
+
+const DAY_MS = 86_400_000;
+let swept = false;
+
+/**
+ * Once per process: removes the embedded templates of other migration sets not used for a day, and builds and
+ * test directories that processes which died left behind (under /dev/shm they hold memory until a reboot).
+ */
+function sweepStale(current: string): void {
+  if (swept) return;
+  swept = true;
+  for (const name of readdirSync(scratchRoot)) {
+    if (name === current || !/^floorcast-(template-[0-9a-f]{16}|template-build-.+|test-.+)$/.test(name)) continue;
+    try {
+      if (Date.now() - statSync(join(scratchRoot, name)).mtimeMs > DAY_MS)
+        rmSync(join(scratchRoot, name), { recursive: true, force: true });
+    } catch {
+      // gone already, or not ours to remove
+    }
+  }
 }
 
 /** Puts a migrated embedded database into `dataDir` (at `<dataDir>/pg`, where EmbeddedStorage opens it). */
