@@ -74,14 +74,15 @@ const DAY_MS = 86_400_000;
 let swept = false;
 
 /**
- * Once per process: removes the embedded templates of other migration sets not used for a day, and builds and
- * test directories that processes which died left behind (under /dev/shm they hold memory until a reboot).
+ * Once per process: removes the embedded templates of other migration sets not used for a day, and the test,
+ * build and fault-server directories that processes which died left behind (under /dev/shm they hold memory until
+ * a reboot).
  */
 function sweepStale(current: string): void {
   if (swept) return;
   swept = true;
   for (const name of readdirSync(scratchRoot)) {
-    if (name === current || !/^floorcast-(template-[0-9a-f]{16}|template-build-.+|test-.+)$/.test(name)) continue;
+    if (name === current || !/^floorcast-(template-[0-9a-f]{16}|template-build-.+|test-.+|fault-pg-.+)$/.test(name)) continue;
     try {
       if (Date.now() - statSync(join(scratchRoot, name)).mtimeMs > DAY_MS)
         rmSync(join(scratchRoot, name), { recursive: true, force: true });
