@@ -1,9 +1,15 @@
+import { fileURLToPath } from 'node:url';
 import { defineConfig } from 'vitest/config';
+import { driverIndependentFiles } from './test/driver-independent.js';
 
 // Two projects: `quick` is what `npm test` runs (unit, integration, contract, fuzz, browser); `slow` holds the
 // suites that kill and restart processes and servers (fault injection, multi-gateway clusters). `.ci/run` runs
 // both (`npm run test:all`); `npm run test:slow` runs the slow ones alone.
 const SLOW = ['test/fault/**/*.test.ts', 'test/cluster/**/*.test.ts'];
+
+// `.ci/run`'s second pass, on PostgreSQL + Redis, sets FLOORCAST_SERVER_PASS=1: it skips the files that run the
+// same on any drivers (test/driver-independent.ts), which the embedded pass has just run.
+const SKIPPED = process.env.FLOORCAST_SERVER_PASS === '1' ? driverIndependentFiles(fileURLToPath(new URL('.', import.meta.url))) : [];
 
 export default defineConfig({
   test: {
@@ -15,8 +21,8 @@ export default defineConfig({
     // .ci/run asks for a JSON summary too, to print the plain "N passed, N failed" line CI reads.
     reporters: process.env.VITEST_JSON_SUMMARY ? ['default', ['json', { outputFile: process.env.VITEST_JSON_SUMMARY }]] : ['default'],
     projects: [
-      { extends: true, test: { name: 'quick', include: ['test/**/*.test.ts'], exclude: SLOW } },
-      { extends: true, test: { name: 'slow', include: SLOW } },
+      { extends: true, test: { name: 'quick', include: ['test/**/*.test.ts'], exclude: [...SLOW, ...SKIPPED] } },
+      { extends: true, test: { name: 'slow', include: SLOW, exclude: SKIPPED } },
     ],
   },
 });

@@ -201,104 +201,94 @@ describe(`credential revocation (${driverLabel})`, () => {
 });
 
 describe.runIf(serverDatabaseUrl && serverRedisUrl)(`credential revocation across gateways (${driverLabel})`, () => {
+  // One pair of gateways on one database for these tests: each works on keys and users of its own, and the one
+  // that slows the second gateway's key reads puts its storage back.
+  let first: RunningGateway;
+  let second: RunningGateway;
+  beforeAll(async () => {
+    first = await startTestGateway();
+    second = await startTestGateway({}, {}, first.environment);
+  });
+  afterAll(async () => {
+    await second?.gateway.close();
+    await first?.stop();
+  });
+
   it('a key deleted on one gateway is refused at once on another that had it cached, and its socket there is closed', async () => {
-    const first = await startTestGateway();
-    const second = await startTestGateway({}, {}, first.environment);
-    try {
-      const admin = await adminClient(first.client);
-      const key = (await admin.post('/api/v1/auth/apikeys', { permission: 'read-write' })).body;
-      const tokens = (await second.client.post('/api/v1/auth/access_tokens', undefined, { 'x-api-key': key.apikey })).body;
-      const viaKey = second.client.withHeaders({ 'x-api-key': key.apikey });
-      const viaToken = second.client.withToken(tokens.access_token);
-      expect((await viaKey.get('/api/v1/organizations/current_organization')).status).toBe(200);
-      expect((await viaToken.get('/api/v1/organizations/current_organization')).status).toBe(200);
-      const socket = await TestSocket.open(second.baseUrl, { headers: { authorization: `Bearer ${tokens.access_token}` } });
-      await socket.next((frame) => frame.op === 'authenticated');
+    const admin = await adminClient(first.client);
+    const key = (await admin.post('/api/v1/auth/apikeys', { permission: 'read-write' })).body;
+    const tokens = (await second.client.post('/api/v1/auth/access_tokens', undefined, { 'x-api-key': key.apikey })).body;
+    const viaKey = second.client.withHeaders({ 'x-api-key': key.apikey });
+    const viaToken = second.client.withToken(tokens.access_token);
+    expect((await viaKey.get('/api/v1/organizations/current_organization')).status).toBe(200);
+    expect((await viaToken.get('/api/v1/organizations/current_organization')).status).toBe(200);
+    const socket = await TestSocket.open(second.baseUrl, { headers: { authorization: `Bearer ${tokens.access_token}` } });
+    await socket.next((frame) => frame.op === 'authenticated');
 
-      expect((await admin.delete(`/api/v1/auth/apikeys/${key.id}`)).status).toBe(204);
+    expect((await admin.delete(`/api/v1/auth/apikeys/${key.id}`)).status).toBe(204);
 
-      await socket.closed();
-      expect({ code: socket.closeCode, reason: socket.closeReason }).toEqual(REVOKED);
-      // The socket closing proves the bus message arrived, and it dropped the cached key before closing.
-      expect((await viaKey.get('/api/v1/organizations/current_organization')).status).toBe(401);
-      expect((await viaToken.get('/api/v1/organizations/current_organization')).status).toBe(401);
-    } finally {
-      await second.gateway.close();
-      await first.stop();
-    }
+    await socket.closed();
+    expect({ code: socket.closeCode, reason: socket.closeReason }).toEqual(REVOKED);
+    // The socket closing proves the bus message arrived, and it dropped the cached key before closing.
+    expect((await viaKey.get('/api/v1/organizations/current_organization')).status).toBe(401);
+    expect((await viaToken.get('/api/v1/organizations/current_organization')).status).toBe(401);
   });
 
   it('a refresh token reused on one gateway ends its chain’s access tokens and sockets on another at once (issue 28, L6)', async () => {
-    const first = await startTestGateway();
-    const second = await startTestGateway({}, {}, first.environment);
-    try {
-      const admin = await adminClient(first.client);
-      const user = await createUser(admin, 'user');
-      const tokens = await login(first.client, user.email, user.password);
-      const viaToken = second.client.withToken(tokens.access_token);
-      expect((await viaToken.get('/api/v1/organizations/current_organization')).status).toBe(200); // cached there
-      const socket = await TestSocket.open(second.baseUrl, { headers: { authorization: `Bearer ${tokens.access_token}` } });
-      await socket.next((frame) => frame.op === 'authenticated');
-      expect((await first.client.post('/api/v1/auth/refresh_access_tokens', tokens)).status).toBe(200);
+    const admin = await adminClient(first.client);
+    const user = await createUser(admin, 'user');
+    const tokens = await login(first.client, user.email, user.password);
+    const viaToken = second.client.withToken(tokens.access_token);
+    expect((await viaToken.get('/api/v1/organizations/current_organization')).status).toBe(200); // cached there
+    const socket = await TestSocket.open(second.baseUrl, { headers: { authorization: `Bearer ${tokens.access_token}` } });
+    await socket.next((frame) => frame.op === 'authenticated');
+    expect((await first.client.post('/api/v1/auth/refresh_access_tokens', tokens)).status).toBe(200);
 
-      expect((await first.client.post('/api/v1/auth/refresh_access_tokens', tokens)).status).toBe(401);
+    expect((await first.client.post('/api/v1/auth/refresh_access_tokens', tokens)).status).toBe(401);
 
-      await socket.closed();
-      expect({ code: socket.closeCode, reason: socket.closeReason }).toEqual(REVOKED);
-      expect((await viaToken.get('/api/v1/organizations/current_organization')).status).toBe(401);
-    } finally {
-      await second.gateway.close();
-      await first.stop();
-    }
+    await socket.closed();
+    expect({ code: socket.closeCode, reason: socket.closeReason }).toEqual(REVOKED);
+    expect((await viaToken.get('/api/v1/organizations/current_organization')).status).toBe(401);
   });
 
   it('lookups racing a key deletion never re-fill another gateway’s cache: after the 204 the key is refused there (issue 28 item 1)', async () => {
-    const first = await startTestGateway();
-    const second = await startTestGateway({}, {}, first.environment);
-    try {
-      const admin = await adminClient(first.client);
-      for (let round = 0; round < 12; round += 1) {
-        const key = (await admin.post('/api/v1/auth/apikeys', { permission: 'read-only' })).body;
-        const viaKey = second.client.withHeaders({ 'x-api-key': key.apikey });
-        // Cold lookups on the second gateway, sent in waves around the deletion on the first one (each round
-        // shifts the waves), so that some are in flight when the deletion commits.
-        const racing: Promise<unknown>[] = [];
-        const waves = (async () => {
-          for (let wave = 0; wave < 8; wave += 1) {
-            racing.push(...Array.from({ length: 4 }, () => viaKey.get('/api/v1/organizations/current_organization')));
-            await new Promise((resolve) => setTimeout(resolve, 1 + (round % 4)));
-          }
-        })();
-        await new Promise((resolve) => setTimeout(resolve, round % 3));
-        const deleted = await admin.delete(`/api/v1/auth/apikeys/${key.id}`);
-        await waves;
-        expect(deleted.status).toBe(204);
-        // A marker published after the announcement reaches the second gateway after it (one publisher,
-        // one channel): once it arrived, the second gateway has dropped the key.
-        let arrive!: () => void;
-        const arrived = new Promise<void>((resolve) => (arrive = resolve));
-        // The marker names a key hash nobody holds: forgetting it changes nothing.
-        const marker = `marker-${round}`;
-        const unsubscribe = await second.gateway.services.bus.subscribe('auth:invalidate', (change) => {
-          if (change.apiKeyHash === marker) arrive();
-        });
-        await first.gateway.services.bus.publish('auth:invalidate', { apiKeyHash: marker });
-        await arrived;
-        await unsubscribe();
-        await Promise.all(racing);
-        for (let probe = 0; probe < 5; probe += 1) {
-          expect((await viaKey.get('/api/v1/organizations/current_organization')).status).toBe(401);
+    const admin = await adminClient(first.client);
+    for (let round = 0; round < 12; round += 1) {
+      const key = (await admin.post('/api/v1/auth/apikeys', { permission: 'read-only' })).body;
+      const viaKey = second.client.withHeaders({ 'x-api-key': key.apikey });
+      // Cold lookups on the second gateway, sent in waves around the deletion on the first one (each round
+      // shifts the waves), so that some are in flight when the deletion commits.
+      const racing: Promise<unknown>[] = [];
+      const waves = (async () => {
+        for (let wave = 0; wave < 8; wave += 1) {
+          racing.push(...Array.from({ length: 4 }, () => viaKey.get('/api/v1/organizations/current_organization')));
+          await new Promise((resolve) => setTimeout(resolve, 1 + (round % 4)));
         }
+      })();
+      await new Promise((resolve) => setTimeout(resolve, round % 3));
+      const deleted = await admin.delete(`/api/v1/auth/apikeys/${key.id}`);
+      await waves;
+      expect(deleted.status).toBe(204);
+      // A marker published after the announcement reaches the second gateway after it (one publisher,
+      // one channel): once it arrived, the second gateway has dropped the key.
+      let arrive!: () => void;
+      const arrived = new Promise<void>((resolve) => (arrive = resolve));
+      // The marker names a key hash nobody holds: forgetting it changes nothing.
+      const marker = `marker-${round}`;
+      const unsubscribe = await second.gateway.services.bus.subscribe('auth:invalidate', (change) => {
+        if (change.apiKeyHash === marker) arrive();
+      });
+      await first.gateway.services.bus.publish('auth:invalidate', { apiKeyHash: marker });
+      await arrived;
+      await unsubscribe();
+      await Promise.all(racing);
+      for (let probe = 0; probe < 5; probe += 1) {
+        expect((await viaKey.get('/api/v1/organizations/current_organization')).status).toBe(401);
       }
-    } finally {
-      await second.gateway.close();
-      await first.stop();
     }
   });
 
   it('a lookup held on another gateway until after the deletion is announced does not bring the key back there (issue 28 item 1)', async () => {
-    const first = await startTestGateway();
-    const second = await startTestGateway({}, {}, first.environment);
     // The second gateway's key reads wait for a gate the test opens: a read slowed by a busy database.
     const storage = second.gateway.services.storage;
     const em = storage.em.bind(storage);
@@ -342,8 +332,6 @@ describe.runIf(serverDatabaseUrl && serverRedisUrl)(`credential revocation acros
       }
     } finally {
       storage.em = em;
-      await second.gateway.close();
-      await first.stop();
     }
   });
 });

@@ -1,9 +1,9 @@
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { chmodSync, chownSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
+import { scratchRoot } from './scratch-dir.js';
 
 /**
  * Private PostgreSQL and Redis servers for fault injection: each test file starts its own on a free port, so it
@@ -74,7 +74,8 @@ export class FaultPostgres {
 
   /** initdb (trust auth, no fsync: durability against the OS is not what these tests are about) and start. */
   static async start(): Promise<FaultPostgres> {
-    const dir = mkdtempSync(join(tmpdir(), 'floorcast-fault-pg-'));
+    // In memory where the host allows (scratch-dir.ts): initdb's 40 MB, and removing them, wait for no disk.
+    const dir = mkdtempSync(join(scratchRoot, 'floorcast-fault-pg-'));
     chmodSync(dir, 0o700);
     const uid = Number(execFileSync('id', ['-u', 'postgres']).toString().trim());
     const gid = Number(execFileSync('id', ['-g', 'postgres']).toString().trim());

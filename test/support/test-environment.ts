@@ -1,12 +1,13 @@
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import pg from 'pg';
 import { loadConfig, type Config } from '../../shared/config.js';
 import { OrganizationSchema } from '../../shared/storage/entities/index.js';
 import { openStorage, type Storage } from '../../shared/storage/index.js';
+import { scratchRoot } from './scratch-dir.js';
+import { copyEmbeddedTemplate, serverTemplate } from './storage-template.js';
 
 /**
  * Which drivers this test run uses: the same suite runs embedded (nothing set) and against real servers
@@ -23,14 +24,23 @@ export interface TestEnvironment {
   cleanup(): Promise<void>;
 }
 
+/**
+ * FLOORCAST_TEST_TEMPLATES=0 makes every test environment migrate its own empty database instead of copying
+ * the migrated template (storage-template.ts): to rule the template out when chasing a failure.
+ */
+const useTemplates = process.env.FLOORCAST_TEST_TEMPLATES !== '0';
+
 const uniqueSuffix = () => `${Date.now().toString(36)}_${randomBytes(4).toString('hex')}`;
 
-/** Creates an empty database on the server at `baseUrl` and returns its URL plus a function that drops it. */
-export async function createScratchDatabase(baseUrl: string): Promise<{ url: string; drop: () => Promise<void> }> {
+/**
+ * Creates a database on the server at `baseUrl`, empty or as a copy of database `template`, and returns its URL
+ * plus a function that drops it.
+ */
+export async function createScratchDatabase(baseUrl: string, template?: string): Promise<{ url: string; drop: () => Promise<void> }> {
   const name = `floorcast_test_${uniqueSuffix()}`;
   const admin = new pg.Client({ connectionString: baseUrl });
   await admin.connect();
-  await admin.query(`create database ${name}`);
+  await admin.query(template ? `create database ${name} template ${template}` : `create database ${name}`);
   await admin.end();
   const url = new URL(baseUrl);
   url.pathname = `/${name}`;
@@ -76,10 +86,11 @@ export const RAISED_LIMITS: Record<string, string> = {
 
 /**
  * A private world for one test file: its own DATA_DIR, its own database (server run) and its own Redis
- * prefix, all removed by `cleanup`.
+ * prefix, all removed by `cleanup`. The database starts migrated, copied from a template (see
+ * storage-template.ts); unless an override says otherwise, DATA_DIR holds a migrated embedded database.
  */
 export async function createTestEnvironment(overrides: Record<string, string> = {}): Promise<TestEnvironment> {
-  const dataDir = mkdtempSync(join(tmpdir(), 'floorcast-test-'));
+  const dataDir = mkdtempSync(join(scratchRoot, 'floorcast-test-'));
   const env: Record<string, string> = {
     HOST: '127.0.0.1',
     PORT: '0',
@@ -99,7 +110,7 @@ export async function createTestEnvironment(overrides: Record<string, string> = 
   };
   const cleanups: (() => Promise<void>)[] = [async () => rmSync(dataDir, { recursive: true, force: true })];
   if (serverDatabaseUrl) {
-    const database = await createScratchDatabase(serverDatabaseUrl);
+    const database = await createScratchDatabase(serverDatabaseUrl, useTemplates ? await serverTemplate(serverDatabaseUrl) : undefined);
     env.DATABASE_URL = database.url;
     cleanups.push(database.drop);
   }
@@ -109,6 +120,7 @@ export async function createTestEnvironment(overrides: Record<string, string> = 
     cleanups.push(() => deleteRedisPrefix(serverRedisUrl, prefix));
   }
   Object.assign(env, overrides);
+  if (useTemplates && !env.DATABASE_URL && env.DATA_DIR === dataDir) await copyEmbeddedTemplate(dataDir);
   return {
     config: loadConfig(env),
     env,
