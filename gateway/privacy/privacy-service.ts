@@ -1,11 +1,14 @@
 import { randomUUID } from 'node:crypto';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Config } from '../../shared/config.js';
-import { NotFoundError, ValidationError } from '../../shared/errors.js';
+import { ForbiddenError, NotFoundError, ValidationError } from '../../shared/errors.js';
 import type { JobQueue } from '../../shared/jobs/index.js';
+import { DATA_EXPORT_JOB, type DataExportJob, type DataExportResult } from '../../shared/privacy/data-export.js';
 import { erasureJob, readErasure, type ErasureRequest } from '../../shared/privacy/erasure.js';
 import type { TrackingSchedule } from '../../shared/privacy/tracking-schedule.js';
 import type { Storage } from '../../shared/storage/index.js';
+import { can } from '../auth/permissions.js';
+import type { Principal } from '../auth/principal.js';
 import type { TrackingWindows } from './tracking-windows.js';
 
 /** Whose schedule: a user's own, or a group's (applies to its members who have none of their own). */
@@ -28,7 +31,7 @@ export class PrivacyService {
     private readonly storage: Storage,
     private readonly windows: TrackingWindows,
     private readonly jobs: JobQueue,
-    private readonly config: Pick<Config, 'POSITIONS_RETENTION_DAYS' | 'AUDIT_RETENTION_DAYS'>,
+    private readonly config: Pick<Config, 'POSITIONS_RETENTION_DAYS' | 'AUDIT_RETENTION_DAYS' | 'JOB_TIMEOUT_MS'>,
   ) {}
 
   async readWindow(
@@ -140,6 +143,26 @@ export class PrivacyService {
     const request = await readErasure(this.storage, organizationId, id);
     if (!request || request.user_id !== userId) throw new NotFoundError('Erasure');
     return request;
+  }
+
+  /**
+   * Everything held about a person, as a zip (shared/privacy/data-export.ts), built by a job the request waits for as a
+   * report's does. The person themself, or whoever may export others' data (admins); another organization's user is
+   * 404, a colleague's data without the right 403 (as reading the user is).
+   */
+  async exportData(principal: Principal, userId: string, range: { from?: string; to?: string }): Promise<DataExportResult> {
+    await this.assertSubject(principal.organizationId, { kind: 'user', id: userId }, this.storage.em());
+    if (userId !== principal.userId && !can(principal.role, 'users:export-data')) {
+      throw new ForbiddenError(`Your role (${principal.role}) may export only your own data`);
+    }
+    if (range.from && range.to && Date.parse(range.from) > Date.parse(range.to)) {
+      throw new ValidationError([{ field: 'query.from', message: 'must not be after to' }]);
+    }
+    const job: DataExportJob = { organizationId: principal.organizationId, userId, ...range };
+    return this.jobs.run<DataExportResult>(
+      { name: DATA_EXPORT_JOB, organizationId: principal.organizationId, data: job },
+      this.config.JOB_TIMEOUT_MS,
+    );
   }
 
   private async assertSubject(organizationId: string, subject: WindowSubject, em: Pick<EntityManager, 'execute'>): Promise<void> {

@@ -37,6 +37,8 @@ const privacyResponse = z.object({
   ),
 });
 
+const toIso = (value: string | undefined) => (value === undefined ? undefined : new Date(value).toISOString());
+
 /**
  * Privacy (issue 32): tracking windows of users and groups, what a person can read about themself, and the
  * erasure of a person's history. The filtering itself is one step of the position pipeline (gateway/privacy).
@@ -138,6 +140,35 @@ export function privacyRoutes(services: GatewayServices): RouteDefinition[] {
           }),
         );
         return { status: 202, body: request };
+      },
+    }),
+    defineRoute({
+      method: 'GET',
+      path: '/api/v1/users/:id/data-export',
+      summary:
+        'Everything held about the person (profile, devices, positions, zone events, stays, alarms, audit entries), as JSON and CSV files in a zip: yourself, or (admins) anyone of the organization',
+      tags: ['privacy'],
+      auth: 'authenticated',
+      params: z.object({ id: uuidParam }),
+      query: z.object({
+        from: z.iso.datetime({ offset: true }).optional().describe('Only data from this instant (default: all)'),
+        to: z.iso.datetime({ offset: true }).optional().describe('Only data up to this instant (default: all)'),
+      }),
+      rawResponseDoc: {
+        contentType: 'application/zip',
+        description: 'export.json (what is in it) and one .json and one .csv file per kind of data; X-Export-Counts holds rows per file',
+      },
+      handler: async ({ principal, params, query }) => {
+        const range = { from: toIso(query.from), to: toIso(query.to) };
+        const result = await privacy.exportData(principal, params.id, range);
+        return {
+          raw: Buffer.from(result.zip, 'base64'),
+          contentType: 'application/zip',
+          headers: {
+            'content-disposition': `attachment; filename="${result.filename}"`,
+            'x-export-counts': JSON.stringify(result.counts),
+          },
+        };
       },
     }),
     defineRoute({

@@ -37,6 +37,7 @@ const expected: Record<Action, Role[]> = {
   'webhooks:manage': ['admin'],
   'evacuations:manage': ['admin', 'user_manager'],
   'users:erase': ['admin'],
+  'users:export-data': ['admin'],
   'alarms:raise-system': [],
 };
 

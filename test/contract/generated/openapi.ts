@@ -2489,6 +2489,106 @@ export type paths = {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/users/{id}/data-export": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Everything held about the person (profile, devices, positions, zone events, stays, alarms, audit entries), as JSON and CSV files in a zip: yourself, or (admins) anyone of the organization */
+        get: {
+            parameters: {
+                query?: {
+                    /** @description Only data from this instant (default: all) */
+                    from?: string;
+                    /** @description Only data up to this instant (default: all) */
+                    to?: string;
+                };
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description export.json (what is in it) and one .json and one .csv file per kind of data; X-Export-Counts holds rows per file */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/zip": string;
+                    };
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Error */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        /** Everything held about the person (profile, devices, positions, zone events, stays, alarms, audit entries), as JSON and CSV files in a zip: yourself, or (admins) anyone of the organization (headers only) */
+        head: {
+            parameters: {
+                query?: {
+                    /** @description Only data from this instant (default: all) */
+                    from?: string;
+                    /** @description Only data up to this instant (default: all) */
+                    to?: string;
+                };
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description export.json (what is in it) and one .json and one .csv file per kind of data; X-Export-Counts holds rows per file: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/users/{id}/erasure/{erasure_id}": {
         parameters: {
             query?: never;
