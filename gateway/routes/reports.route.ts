@@ -78,6 +78,7 @@ export function reportRoutes(services: GatewayServices): RouteDefinition[] {
             scope: { organizationId: principal.organizationId, ...(principal.role === 'user' ? { onlyUserId: principal.userId } : {}) },
             // The job writes the answer; deflated only when it comes back through Redis.
             render: { format, deflate: services.jobs.kind === 'bullmq' },
+            pseudonymous: { forced: false, minPeople: services.config.REPORTS_PSEUDONYMOUS_MIN_PEOPLE },
           };
           const result = await services.jobs.run<ReportResult | RenderedReport>(
             { name: 'report', organizationId: principal.organizationId, data: job },

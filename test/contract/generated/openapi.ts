@@ -11472,6 +11472,8 @@ export type paths = {
                     from_date: string;
                     to_date: string;
                     time_zone?: string;
+                    /** @description User and device ids become pseudonyms of this report alone; place-based reports drop cells of fewer than REPORTS_PSEUDONYMOUS_MIN_PEOPLE people */
+                    pseudonymize?: "true" | "false";
                     group?: "day" | "hour";
                 };
                 header?: never;
@@ -11559,6 +11561,8 @@ export type paths = {
                     from_date: string;
                     to_date: string;
                     time_zone?: string;
+                    /** @description User and device ids become pseudonyms of this report alone; place-based reports drop cells of fewer than REPORTS_PSEUDONYMOUS_MIN_PEOPLE people */
+                    pseudonymize?: "true" | "false";
                     group?: "day" | "hour";
                 };
                 header?: never;
@@ -11620,6 +11624,8 @@ export type paths = {
                     from_date: string;
                     to_date: string;
                     time_zone?: string;
+                    /** @description User and device ids become pseudonyms of this report alone; place-based reports drop cells of fewer than REPORTS_PSEUDONYMOUS_MIN_PEOPLE people */
+                    pseudonymize?: "true" | "false";
                     group?: "day" | "hour";
                 };
                 header?: never;
@@ -11681,6 +11687,8 @@ export type paths = {
                     from_date: string;
                     to_date: string;
                     time_zone?: string;
+                    /** @description User and device ids become pseudonyms of this report alone; place-based reports drop cells of fewer than REPORTS_PSEUDONYMOUS_MIN_PEOPLE people */
+                    pseudonymize?: "true" | "false";
                     group?: "day" | "hour";
                 };
                 header?: never;
@@ -11742,6 +11750,8 @@ export type paths = {
                     from_date: string;
                     to_date: string;
                     time_zone?: string;
+                    /** @description User and device ids become pseudonyms of this report alone; place-based reports drop cells of fewer than REPORTS_PSEUDONYMOUS_MIN_PEOPLE people */
+                    pseudonymize?: "true" | "false";
                 };
                 header?: never;
                 path?: never;
@@ -11827,6 +11837,8 @@ export type paths = {
                     from_date: string;
                     to_date: string;
                     time_zone?: string;
+                    /** @description User and device ids become pseudonyms of this report alone; place-based reports drop cells of fewer than REPORTS_PSEUDONYMOUS_MIN_PEOPLE people */
+                    pseudonymize?: "true" | "false";
                 };
                 header?: never;
                 path?: never;
@@ -11887,6 +11899,8 @@ export type paths = {
                     from_date: string;
                     to_date: string;
                     time_zone?: string;
+                    /** @description User and device ids become pseudonyms of this report alone; place-based reports drop cells of fewer than REPORTS_PSEUDONYMOUS_MIN_PEOPLE people */
+                    pseudonymize?: "true" | "false";
                 };
                 header?: never;
                 path?: never;
@@ -11947,6 +11961,8 @@ export type paths = {
                     from_date: string;
                     to_date: string;
                     time_zone?: string;
+                    /** @description User and device ids become pseudonyms of this report alone; place-based reports drop cells of fewer than REPORTS_PSEUDONYMOUS_MIN_PEOPLE people */
+                    pseudonymize?: "true" | "false";
                 };
                 header?: never;
                 path?: never;
@@ -11997,6 +12013,8 @@ export type paths = {
                     from_date: string;
                     to_date: string;
                     time_zone?: string;
+                    /** @description User and device ids become pseudonyms of this report alone; place-based reports drop cells of fewer than REPORTS_PSEUDONYMOUS_MIN_PEOPLE people */
+                    pseudonymize?: "true" | "false";
                 };
                 header?: never;
                 path?: never;
@@ -12066,6 +12084,8 @@ export type paths = {
                     from_date: string;
                     to_date: string;
                     time_zone?: string;
+                    /** @description User and device ids become pseudonyms of this report alone; place-based reports drop cells of fewer than REPORTS_PSEUDONYMOUS_MIN_PEOPLE people */
+                    pseudonymize?: "true" | "false";
                 };
                 header?: never;
                 path?: never;
@@ -12116,6 +12136,8 @@ export type paths = {
                     from_date: string;
                     to_date: string;
                     time_zone?: string;
+                    /** @description User and device ids become pseudonyms of this report alone; place-based reports drop cells of fewer than REPORTS_PSEUDONYMOUS_MIN_PEOPLE people */
+                    pseudonymize?: "true" | "false";
                 };
                 header?: never;
                 path?: never;
@@ -12166,6 +12188,8 @@ export type paths = {
                     from_date: string;
                     to_date: string;
                     time_zone?: string;
+                    /** @description User and device ids become pseudonyms of this report alone; place-based reports drop cells of fewer than REPORTS_PSEUDONYMOUS_MIN_PEOPLE people */
+                    pseudonymize?: "true" | "false";
                 };
                 header?: never;
                 path?: never;
@@ -12217,6 +12241,8 @@ export type paths = {
                     from_date: string;
                     to_date: string;
                     time_zone?: string;
+                    /** @description User and device ids become pseudonyms of this report alone; place-based reports drop cells of fewer than REPORTS_PSEUDONYMOUS_MIN_PEOPLE people */
+                    pseudonymize?: "true" | "false";
                 };
                 header?: never;
                 path?: never;
@@ -12292,6 +12318,8 @@ export type paths = {
                     from_date: string;
                     to_date: string;
                     time_zone?: string;
+                    /** @description User and device ids become pseudonyms of this report alone; place-based reports drop cells of fewer than REPORTS_PSEUDONYMOUS_MIN_PEOPLE people */
+                    pseudonymize?: "true" | "false";
                 };
                 header?: never;
                 path?: never;
@@ -12343,6 +12371,8 @@ export type paths = {
                     from_date: string;
                     to_date: string;
                     time_zone?: string;
+                    /** @description User and device ids become pseudonyms of this report alone; place-based reports drop cells of fewer than REPORTS_PSEUDONYMOUS_MIN_PEOPLE people */
+                    pseudonymize?: "true" | "false";
                 };
                 header?: never;
                 path?: never;
@@ -12394,6 +12424,8 @@ export type paths = {
                     from_date: string;
                     to_date: string;
                     time_zone?: string;
+                    /** @description User and device ids become pseudonyms of this report alone; place-based reports drop cells of fewer than REPORTS_PSEUDONYMOUS_MIN_PEOPLE people */
+                    pseudonymize?: "true" | "false";
                 };
                 header?: never;
                 path?: never;
@@ -12446,6 +12478,8 @@ export type paths = {
                     from_date: string;
                     to_date: string;
                     time_zone?: string;
+                    /** @description User and device ids become pseudonyms of this report alone; place-based reports drop cells of fewer than REPORTS_PSEUDONYMOUS_MIN_PEOPLE people */
+                    pseudonymize?: "true" | "false";
                 };
                 header?: never;
                 path?: never;
@@ -12518,6 +12552,8 @@ export type paths = {
                     from_date: string;
                     to_date: string;
                     time_zone?: string;
+                    /** @description User and device ids become pseudonyms of this report alone; place-based reports drop cells of fewer than REPORTS_PSEUDONYMOUS_MIN_PEOPLE people */
+                    pseudonymize?: "true" | "false";
                 };
                 header?: never;
                 path?: never;
@@ -12570,6 +12606,8 @@ export type paths = {
                     from_date: string;
                     to_date: string;
                     time_zone?: string;
+                    /** @description User and device ids become pseudonyms of this report alone; place-based reports drop cells of fewer than REPORTS_PSEUDONYMOUS_MIN_PEOPLE people */
+                    pseudonymize?: "true" | "false";
                 };
                 header?: never;
                 path?: never;
@@ -12622,6 +12660,8 @@ export type paths = {
                     from_date: string;
                     to_date: string;
                     time_zone?: string;
+                    /** @description User and device ids become pseudonyms of this report alone; place-based reports drop cells of fewer than REPORTS_PSEUDONYMOUS_MIN_PEOPLE people */
+                    pseudonymize?: "true" | "false";
                 };
                 header?: never;
                 path?: never;
@@ -12683,6 +12723,8 @@ export type paths = {
                     from_date: string;
                     to_date: string;
                     time_zone?: string;
+                    /** @description User and device ids become pseudonyms of this report alone; place-based reports drop cells of fewer than REPORTS_PSEUDONYMOUS_MIN_PEOPLE people */
+                    pseudonymize?: "true" | "false";
                 };
                 header?: never;
                 path?: never;
@@ -12772,6 +12814,8 @@ export type paths = {
                     from_date: string;
                     to_date: string;
                     time_zone?: string;
+                    /** @description User and device ids become pseudonyms of this report alone; place-based reports drop cells of fewer than REPORTS_PSEUDONYMOUS_MIN_PEOPLE people */
+                    pseudonymize?: "true" | "false";
                 };
                 header?: never;
                 path?: never;
@@ -12833,6 +12877,8 @@ export type paths = {
                     from_date: string;
                     to_date: string;
                     time_zone?: string;
+                    /** @description User and device ids become pseudonyms of this report alone; place-based reports drop cells of fewer than REPORTS_PSEUDONYMOUS_MIN_PEOPLE people */
+                    pseudonymize?: "true" | "false";
                 };
                 header?: never;
                 path?: never;
@@ -12894,6 +12940,8 @@ export type paths = {
                     from_date: string;
                     to_date: string;
                     time_zone?: string;
+                    /** @description User and device ids become pseudonyms of this report alone; place-based reports drop cells of fewer than REPORTS_PSEUDONYMOUS_MIN_PEOPLE people */
+                    pseudonymize?: "true" | "false";
                 };
                 header?: never;
                 path?: never;
@@ -12945,6 +12993,8 @@ export type paths = {
                     from_date: string;
                     to_date: string;
                     time_zone?: string;
+                    /** @description User and device ids become pseudonyms of this report alone; place-based reports drop cells of fewer than REPORTS_PSEUDONYMOUS_MIN_PEOPLE people */
+                    pseudonymize?: "true" | "false";
                 };
                 header?: never;
                 path?: never;
@@ -13019,6 +13069,8 @@ export type paths = {
                     from_date: string;
                     to_date: string;
                     time_zone?: string;
+                    /** @description User and device ids become pseudonyms of this report alone; place-based reports drop cells of fewer than REPORTS_PSEUDONYMOUS_MIN_PEOPLE people */
+                    pseudonymize?: "true" | "false";
                 };
                 header?: never;
                 path?: never;
@@ -13070,6 +13122,8 @@ export type paths = {
                     from_date: string;
                     to_date: string;
                     time_zone?: string;
+                    /** @description User and device ids become pseudonyms of this report alone; place-based reports drop cells of fewer than REPORTS_PSEUDONYMOUS_MIN_PEOPLE people */
+                    pseudonymize?: "true" | "false";
                 };
                 header?: never;
                 path?: never;
@@ -13121,6 +13175,8 @@ export type paths = {
                     from_date: string;
                     to_date: string;
                     time_zone?: string;
+                    /** @description User and device ids become pseudonyms of this report alone; place-based reports drop cells of fewer than REPORTS_PSEUDONYMOUS_MIN_PEOPLE people */
+                    pseudonymize?: "true" | "false";
                 };
                 header?: never;
                 path?: never;
