@@ -14,6 +14,14 @@ import type { TrackingWindows } from './tracking-windows.js';
 /** Whose schedule: a user's own, or a group's (applies to its members who have none of their own). */
 export type WindowSubject = { kind: 'user' | 'group'; id: string };
 
+/** An organization's privacy settings as the API shows them. */
+export interface PrivacySettings {
+  /** Every report is pseudonymous for everyone but admins. */
+  reports_pseudonymous: boolean;
+  /** The deployment's minimum group size of a pseudonymous place cell (REPORTS_PSEUDONYMOUS_MIN_PEOPLE): read only. */
+  min_people: number;
+}
+
 /** A tracking window as the API shows it: the schedule, or null (tracked always). */
 export interface WindowView {
   schedule: TrackingSchedule | null;
@@ -31,7 +39,10 @@ export class PrivacyService {
     private readonly storage: Storage,
     private readonly windows: TrackingWindows,
     private readonly jobs: JobQueue,
-    private readonly config: Pick<Config, 'POSITIONS_RETENTION_DAYS' | 'AUDIT_RETENTION_DAYS' | 'JOB_TIMEOUT_MS'>,
+    private readonly config: Pick<
+      Config,
+      'POSITIONS_RETENTION_DAYS' | 'AUDIT_RETENTION_DAYS' | 'JOB_TIMEOUT_MS' | 'REPORTS_PSEUDONYMOUS_MIN_PEOPLE'
+    >,
   ) {}
 
   async readWindow(
@@ -163,6 +174,32 @@ export class PrivacyService {
       { name: DATA_EXPORT_JOB, organizationId: principal.organizationId, data: job },
       this.config.JOB_TIMEOUT_MS,
     );
+  }
+
+  /** The organization's privacy settings, and the deployment's minimum group size of pseudonymous cells. */
+  async settings(organizationId: string, em: Pick<EntityManager, 'execute'> = this.storage.em()): Promise<PrivacySettings> {
+    const [row] = await em.execute<{ reports_pseudonymous: boolean }[]>('select reports_pseudonymous from organizations where id = ?', [
+      organizationId,
+    ]);
+    if (!row) throw new NotFoundError('Organization');
+    return { reports_pseudonymous: row.reports_pseudonymous, min_people: this.config.REPORTS_PSEUDONYMOUS_MIN_PEOPLE };
+  }
+
+  /** Writes the settings in `tx`; before and after, for the audit. */
+  async writeSettings(
+    tx: EntityManager,
+    organizationId: string,
+    changes: { reports_pseudonymous?: boolean },
+  ): Promise<{ before: PrivacySettings; after: PrivacySettings }> {
+    await tx.execute('select id from organizations where id = ? for update', [organizationId]);
+    const before = await this.settings(organizationId, tx);
+    if (changes.reports_pseudonymous !== undefined) {
+      await tx.execute('update organizations set reports_pseudonymous = ?, updated_at = now() where id = ?', [
+        changes.reports_pseudonymous,
+        organizationId,
+      ]);
+    }
+    return { before, after: await this.settings(organizationId, tx) };
   }
 
   private async assertSubject(organizationId: string, subject: WindowSubject, em: Pick<EntityManager, 'execute'>): Promise<void> {

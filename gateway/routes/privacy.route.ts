@@ -99,7 +99,46 @@ export function privacyRoutes(services: GatewayServices): RouteDefinition[] {
       }),
     ];
   };
+  const settingsResponse = z.object({
+    reports_pseudonymous: z.boolean().describe('Every report is pseudonymous (pseudonymize=true) for everyone but admins'),
+    min_people: z
+      .number()
+      .int()
+      .describe('Place cells of fewer distinct people are dropped from pseudonymous reports (REPORTS_PSEUDONYMOUS_MIN_PEOPLE)'),
+  });
   return [
+    defineRoute({
+      method: 'GET',
+      path: '/api/v1/organizations/current_organization/privacy_settings',
+      summary: "The organization's privacy settings: whether reports are pseudonymous for everyone but admins",
+      tags: ['privacy'],
+      auth: 'authenticated',
+      action: 'organization:read',
+      response: settingsResponse,
+      handler: async ({ principal }) => ({ body: await privacy.settings(principal.organizationId) }),
+    }),
+    defineRoute({
+      method: 'PUT',
+      path: '/api/v1/organizations/current_organization/privacy_settings',
+      summary: "Set the organization's privacy settings (fields left out stay as they are)",
+      tags: ['privacy'],
+      auth: 'authenticated',
+      action: 'privacy:configure',
+      body: z
+        .object({
+          reports_pseudonymous: z.boolean().optional().describe('Make every report pseudonymous for everyone but admins (default false)'),
+        })
+        .strict(),
+      response: settingsResponse,
+      handler: async ({ principal, body, audit }) => {
+        const after = await services.storage.em().transactional(async (tx) => {
+          const { before, after } = await privacy.writeSettings(tx, principal.organizationId, body);
+          await audit.record(tx, { objectType: 'privacy_settings', objectId: principal.organizationId, before, after });
+          return after;
+        });
+        return { body: after };
+      },
+    }),
     ...windowRoutes('user'),
     ...windowRoutes('group'),
     defineRoute({

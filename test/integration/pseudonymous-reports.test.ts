@@ -13,6 +13,7 @@ const HOUR = 3_600_000;
 const DAY0 = Math.floor(Date.now() / 86_400_000) * 86_400_000 - 86_400_000;
 const at = (hours: number, seconds = 0) => DAY0 + hours * HOUR + seconds * 1000;
 const K = 5;
+const settingsPath = '/api/v1/organizations/current_organization/privacy_settings';
 
 /**
  * Pseudonymous reports (issue 32): six people in a busy room and two in a quiet one, over the same hour. Asked with
@@ -157,6 +158,39 @@ describe(`privacy: pseudonymous reports (${driverLabel})`, () => {
     const sessions = await report('geofencing_sessions_matches', 'pseudonymize=true');
     expect(sessions.body.data.length).toBeGreaterThan(0);
     namesNoOne(sessions.text);
+  });
+
+  it('is forced for everyone but admins when the organization says so', async () => {
+    const manager = await createUser(admin, 'user_manager');
+    const floor = `building_id=${venue.building.id}&floor_id=${venue.floors[0].id}`;
+    const weights = async (client: TestClient) => {
+      const response = await client.get(`/api/v1/reports/heatmap.json?${window}&${floor}`);
+      expect(response.status, response.text).toBe(200);
+      return response.body.data.map((cell: { weight: number }) => cell.weight).sort();
+    };
+    expect(await weights(manager.client)).toEqual([1, 2, 6, 8]);
+    expect((await manager.client.put(settingsPath, { reports_pseudonymous: true })).status).toBe(403);
+    const set = await admin.put(settingsPath, { reports_pseudonymous: true });
+    expect(set.status, set.text).toBe(200);
+    expect(set.body).toEqual({ reports_pseudonymous: true, min_people: K });
+    try {
+      expect((await manager.client.get(settingsPath)).body).toEqual({ reports_pseudonymous: true, min_people: K });
+      expect(await weights(manager.client)).toEqual([6, 8]);
+      const raw = await manager.client.get(`/api/v1/reports/raw_data.csv?${window}`);
+      expect(raw.status, raw.text).toBe(200);
+      namesNoOne(raw.text);
+      // Asking pseudonymize=false changes nothing for them; admins still get names.
+      expect((await manager.client.get(`/api/v1/reports/heatmap.json?${window}&${floor}&pseudonymize=false`)).body.data).toHaveLength(2);
+      expect(await weights(admin)).toEqual([1, 2, 6, 8]);
+      expect((await admin.get(`/api/v1/reports/raw_data.csv?${window}`)).text).toContain(identities[1]);
+      const audit = await admin.get('/api/v1/audit?object_type=privacy_settings');
+      expect(audit.status, audit.text).toBe(200);
+      expect(JSON.stringify(audit.body)).toContain('reports_pseudonymous');
+    } finally {
+      expect((await admin.put(settingsPath, { reports_pseudonymous: false })).status).toBe(200);
+    }
+    expect(await weights(manager.client)).toEqual([1, 2, 6, 8]);
+    expect((await admin.put(settingsPath, { reports_pseudonymous: 'yes' })).status).toBe(422);
   });
 
   it('refuses to be asked about a named person (422 naming the filter)', async () => {

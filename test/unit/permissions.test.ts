@@ -38,6 +38,7 @@ const expected: Record<Action, Role[]> = {
   'evacuations:manage': ['admin', 'user_manager'],
   'users:erase': ['admin'],
   'users:export-data': ['admin'],
+  'privacy:configure': ['admin'],
   'alarms:raise-system': [],
 };
 
