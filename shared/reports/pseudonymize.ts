@@ -29,8 +29,21 @@ export function pseudonymizeRows(report: ReportName, result: Rows, minPeople: nu
     .map(([name, prefix]) => ({ at: column(name), prefix }))
     .filter((entry) => entry.at >= 0);
   if (idColumns.length === 0) return kept;
+  const pseudonym = pseudonymizer(key);
+  return kept.map((row) => {
+    const copy = [...row];
+    for (const { at, prefix } of idColumns) copy[at] = pseudonym(prefix, copy[at]);
+    return copy;
+  });
+}
+
+/**
+ * Pseudonyms under one key: `d-` or `u-` (the prefix) and 20 hex digits of HMAC-SHA256(key, prefix:id). The key is
+ * fresh and random unless given (tests), and lives only as long as the function: nothing stores it.
+ */
+export function pseudonymizer(key: Buffer = randomBytes(32)): <T>(prefix: 'u' | 'd' | string, value: T) => T | string {
   const cache = new Map<string, string>();
-  const pseudonym = (prefix: string, value: unknown) => {
+  return (prefix, value) => {
     if (value === null || value === undefined) return value;
     const id = `${prefix}:${String(value)}`;
     let named = cache.get(id);
@@ -40,11 +53,6 @@ export function pseudonymizeRows(report: ReportName, result: Rows, minPeople: nu
     }
     return named;
   };
-  return kept.map((row) => {
-    const copy = [...row];
-    for (const { at, prefix } of idColumns) copy[at] = pseudonym(prefix, copy[at]);
-    return copy;
-  });
 }
 
 /** Rows of cells with at least `minPeople` distinct people; how many people a row holds depends on the report. */

@@ -193,6 +193,47 @@ describe(`privacy: pseudonymous reports (${driverLabel})`, () => {
     expect((await admin.put(settingsPath, { reports_pseudonymous: 'yes' })).status).toBe(422);
   });
 
+  it('names devices by pseudonym in history exports when asked, or forced for everyone but admins', async () => {
+    const day = encodeURIComponent(`${new Date(DAY0).toISOString().slice(0, 23)}+00:00`);
+    const csvPath = `/api/v1/real_time/export/${venue.building.id}?date=${day}`;
+    const jsonPath = `/api/v1/real_time/analytics/raw_pose_data?building_id=${venue.building.id}&date=${day}`;
+    const devicesOf = (csv: string) =>
+      new Set(
+        csv
+          .trim()
+          .split('\r\n')
+          .slice(1)
+          .map((line) => line.split(',')[0]),
+      );
+    expect((await admin.get(csvPath)).text).toContain(identities[1]);
+    const csv = await admin.get(`${csvPath}&pseudonymize=true`);
+    expect(csv.status, csv.text).toBe(200);
+    namesNoOne(csv.text);
+    const codes = devicesOf(csv.text);
+    expect(codes.size).toBe(9);
+    expect([...codes].every((code) => /^d-[0-9a-f]{20}$/.test(code!))).toBe(true);
+    const json = await admin.get(`${jsonPath}&pseudonymize=true`);
+    expect(json.status, json.text).toBe(200);
+    expect(json.body.analytics).toHaveLength(42);
+    namesNoOne(json.text);
+    // Another answer, other codes.
+    expect(json.body.analytics.some((row: { device_id: string }) => codes.has(row.device_id))).toBe(false);
+    const named = await admin.get(`${csvPath}&pseudonymize=true&device_id=${identities[1]}`);
+    expect(named.status, named.text).toBe(422);
+    expect(named.body.errors.map((error: { field: string }) => error.field)).toEqual(['query.device_id']);
+    const manager = await createUser(admin, 'user_manager');
+    expect((await admin.put(settingsPath, { reports_pseudonymous: true })).status).toBe(200);
+    try {
+      const forced = await manager.client.get(csvPath);
+      expect(devicesOf(forced.text).size).toBe(9);
+      namesNoOne(forced.text);
+      namesNoOne((await manager.client.get(jsonPath)).text);
+      expect((await admin.get(csvPath)).text).toContain(identities[1]);
+    } finally {
+      expect((await admin.put(settingsPath, { reports_pseudonymous: false })).status).toBe(200);
+    }
+  });
+
   it('refuses to be asked about a named person (422 naming the filter)', async () => {
     const response = await admin.get(`/api/v1/reports/raw_data.json?${window}&pseudonymize=true&device_ids=${identities[1]}`);
     expect(response.status, response.text).toBe(422);

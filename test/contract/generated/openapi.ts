@@ -13369,6 +13369,8 @@ export type paths = {
                     date_end?: string;
                     /** @description One device identifier */
                     device_id?: string;
+                    /** @description Device identifiers become pseudonyms of this answer alone (not with device_id) */
+                    pseudonymize?: "true" | "false";
                 };
                 header?: never;
                 path?: never;
@@ -13435,6 +13437,8 @@ export type paths = {
                     date_end?: string;
                     /** @description One device identifier */
                     device_id?: string;
+                    /** @description Device identifiers become pseudonyms of this answer alone (not with device_id) */
+                    pseudonymize?: "true" | "false";
                 };
                 header?: never;
                 path?: never;
@@ -13485,6 +13489,8 @@ export type paths = {
                     date_end?: string;
                     /** @description One device identifier */
                     device_id?: string;
+                    /** @description Device identifiers become pseudonyms of this answer alone (not with device_id) */
+                    pseudonymize?: "true" | "false";
                 };
                 header?: never;
                 path: {
@@ -13537,6 +13543,8 @@ export type paths = {
                     date_end?: string;
                     /** @description One device identifier */
                     device_id?: string;
+                    /** @description Device identifiers become pseudonyms of this answer alone (not with device_id) */
+                    pseudonymize?: "true" | "false";
                 };
                 header?: never;
                 path: {
