@@ -197,9 +197,15 @@ export function privacyRoutes(services: GatewayServices): RouteDefinition[] {
         contentType: 'application/zip',
         description: 'export.json (what is in it) and one .json and one .csv file per kind of data; X-Export-Counts holds rows per file',
       },
-      handler: async ({ principal, params, query }) => {
+      handler: async ({ principal, params, query, audit }) => {
         const range = { from: toIso(query.from), to: toIso(query.to) };
         const result = await privacy.exportData(principal, params.id, range);
+        // Who took a copy of whose data is the person's to know (their next export holds it): the request, not the data.
+        await services.storage
+          .em()
+          .transactional((tx) =>
+            audit.record(tx, { objectType: 'data_exports', objectId: params.id, before: null, after: { ...range, files: result.counts } }),
+          );
         return {
           raw: Buffer.from(result.zip, 'base64'),
           contentType: 'application/zip',

@@ -113,8 +113,9 @@ const SECTIONS: Section[] = [
       `select * from audit_log where organization_id = ? and (user_id = ?::uuid
          or (object_type = 'users' and object_id = ?::text)
          or (object_type = 'tracking_windows' and object_id = 'user:' || ?::text)
-         or (object_type = 'erasures' and changes #>> '{after,user_id}' = ?::text))${range('at')} order by id`,
-    params: ['org', 'user', 'user', 'user', 'user'],
+         or (object_type = 'erasures' and changes #>> '{after,user_id}' = ?::text)
+         or (object_type = 'data_exports' and object_id = ?::text))${range('at')} order by id`,
+    params: ['org', 'user', 'user', 'user', 'user', 'user'],
   },
 ];
 

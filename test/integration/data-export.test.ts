@@ -6,7 +6,7 @@ import { startReportMaterializer } from '../../shared/reports/materializations.j
 import type { ReportMaterializer } from '../../shared/reports/materializer.js';
 import { createVenue, squareCartesians } from '../support/cartography.js';
 import type { TestClient } from '../support/http-client.js';
-import { adminClient, createOrganization, createUser } from '../support/identity.js';
+import { ADMIN_EMAIL, adminClient, createOrganization, createUser } from '../support/identity.js';
 import { driverLabel } from '../support/test-environment.js';
 import { startTestGateway, type RunningGateway } from '../support/test-gateway.js';
 
@@ -148,9 +148,11 @@ describe(`privacy: a person's data export (${driverLabel})`, () => {
     const csv = files.get('positions.csv')!.toString('utf8').trim().split('\r\n');
     expect(csv[0]!.split(',')).toEqual(Object.keys(positions[0]!));
     expect(csv).toHaveLength(positions.length + 1);
-    // An admin of the organization gets the same archive's rows.
+    // An admin of the organization gets the same rows, and the person's next export shows both exports were taken.
     const byAdmin = await exportOf(admin, person.user.id);
-    expect(byAdmin.counts).toEqual(counts);
+    expect({ ...byAdmin.counts, audit_log: 0 }).toEqual({ ...counts, audit_log: 0 });
+    const exports = (await exportOf(person.client, person.user.id)).json('audit_log').filter((row) => row.object_type === 'data_exports');
+    expect(exports.map((row) => row.user_email)).toEqual([person.email, ADMIN_EMAIL]);
   });
 
   it('narrows to from..to, and refuses from after to (422 naming query.from)', async () => {
