@@ -227,6 +227,8 @@ export const configSchema = z.object({
   CACHE_TTL_SECONDS: z.coerce.number().int().min(1).default(60),
   /** Widest report window (to_date - from_date) in days; wider requests get 422. */
   REPORTS_MAX_WINDOW_DAYS: z.coerce.number().int().min(1).default(31),
+  /** In a pseudonymous report (pseudonymize=true), place-based cells seen by fewer distinct people than this are dropped. */
+  REPORTS_PSEUDONYMOUS_MIN_PEOPLE: z.coerce.number().int().min(1).default(5),
   /** A worker renews its liveness in Redis every third of this; with none renewed for this long, job-backed requests answer 503 at once and /readyz says jobs are not ready. */
   JOBS_WORKER_TTL_MS: z.coerce.number().int().min(300).default(5000),
   /** How long a job-backed request waits for Redis to take its job before answering 503 (Redis down). */

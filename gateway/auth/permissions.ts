@@ -37,6 +37,10 @@ export const ACTIONS = [
   'evacuations:manage',
   /** Erase a person's history (positions, zone events, stays, rollups; their alarms pseudonymized): admins only. */
   'users:erase',
+  /** Export everything held about another person of the organization (everyone may export their own): admins only. */
+  'users:export-data',
+  /** Set the organization's privacy settings (reports pseudonymous for everyone but admins): admins only. */
+  'privacy:configure',
   /** Raise alarm types that only the system raises (DEADMAN, GEOFENCE_MAX_STAY_TIME...): nobody holds it. */
   'alarms:raise-system',
 ] as const;

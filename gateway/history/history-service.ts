@@ -1,5 +1,6 @@
 import { csvChunks, type CsvValue } from '../../shared/csv/csv.js';
 import { ValidationError } from '../../shared/errors.js';
+import { pseudonymizer } from '../../shared/reports/pseudonymize.js';
 import { PositionHistory, type HistoryQuery, type HistoryRow } from '../../shared/positions/position-history.js';
 import type { Storage } from '../../shared/storage/storage.js';
 import { formatOffsetDate, localDay } from '../../shared/time/offset-date.js';
@@ -49,6 +50,24 @@ export class HistoryService {
     this.maxJsonRows = options.maxJsonRows ?? MAX_JSON_ROWS;
   }
 
+  /**
+   * Whether the answer names devices by pseudonym: asked (`pseudonymize=true`), or forced by the organization for
+   * everyone but admins (its privacy settings). A pseudonymous answer about one named device is refused (422).
+   */
+  private async pseudonymous(principal: Principal, window: HistoryWindow): Promise<boolean> {
+    let pseudonymous = window.pseudonymize === true;
+    if (!pseudonymous && principal.role !== 'admin') {
+      const [row] = await this.storage.execute<{ reports_pseudonymous: boolean }>(
+        'select reports_pseudonymous from organizations where id = ?',
+        [principal.organizationId],
+      );
+      pseudonymous = row?.reports_pseudonymous === true;
+    }
+    if (pseudonymous && window.deviceId !== undefined)
+      throw new ValidationError([{ field: 'query.device_id', message: 'not in a pseudonymous export' }]);
+    return pseudonymous;
+  }
+
   /** The building must be the caller's (404 otherwise); a plain user sees only their own fixes (permissions.ts, confinedUserId). */
   private async scope(principal: Principal, buildingId: number, window: HistoryWindow): Promise<HistoryQuery> {
     await this.cartography.building(this.storage.em(), principal, buildingId);
@@ -65,6 +84,7 @@ export class HistoryService {
   /** Indoor fixes only: the JSON form has a floor and a position but no lat/lng or indoor flag. */
   async analytics(principal: Principal, buildingId: number, window: HistoryWindow): Promise<{ analytics: AnalyticsRecord[] }> {
     const query = { ...(await this.scope(principal, buildingId, window)), indoorOnly: true };
+    const device = (await this.pseudonymous(principal, window)) ? devicePseudonyms() : (id: string) => id;
     const analytics: AnalyticsRecord[] = [];
     for await (const page of this.reader.pages(query)) {
       if (analytics.length + page.length > this.maxJsonRows) {
@@ -80,7 +100,7 @@ export class HistoryService {
       }
       for (const row of page) {
         analytics.push({
-          device_id: row.deviceId,
+          device_id: device(row.deviceId),
           floor_id: row.floorId!,
           position: [row.x!, row.y!],
           yaw: row.yaw,
@@ -100,14 +120,16 @@ export class HistoryService {
     buildingId: number,
     window: HistoryWindow,
   ): Promise<{ stream: AsyncIterable<string>; filename: string }> {
-    const pages = this.reader.pages(await this.scope(principal, buildingId, window));
+    const scope = await this.scope(principal, buildingId, window);
+    const device = (await this.pseudonymous(principal, window)) ? devicePseudonyms() : (id: string) => id;
+    const pages = this.reader.pages(scope);
     const first = await pages.next();
     const offset = window.offsetMinutes;
     async function* rows(): AsyncGenerator<Iterable<readonly CsvValue[]>> {
       try {
         if (first.done) return;
-        yield first.value.map((row) => csvValues(row, offset));
-        for await (const page of pages) yield page.map((row) => csvValues(row, offset));
+        yield first.value.map((row) => csvValues(row, offset, device));
+        for await (const page of pages) yield page.map((row) => csvValues(row, offset, device));
       } finally {
         await pages.return(undefined);
       }
@@ -116,6 +138,22 @@ export class HistoryService {
   }
 }
 
-function csvValues(row: HistoryRow, offsetMinutes: number): CsvValue[] {
-  return [row.deviceId, formatOffsetDate(row.timestamp, offsetMinutes), row.indoor, row.floorId, row.x, row.y, row.yaw, row.lat, row.lng];
+/** Device pseudonyms of one answer: a key of its own, dropped with it. */
+function devicePseudonyms(): (id: string) => string {
+  const named = pseudonymizer();
+  return (id) => named('d', id) as string;
+}
+
+function csvValues(row: HistoryRow, offsetMinutes: number, device: (id: string) => string): CsvValue[] {
+  return [
+    device(row.deviceId),
+    formatOffsetDate(row.timestamp, offsetMinutes),
+    row.indoor,
+    row.floorId,
+    row.x,
+    row.y,
+    row.yaw,
+    row.lat,
+    row.lng,
+  ];
 }

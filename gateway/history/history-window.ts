@@ -13,6 +13,8 @@ export interface HistoryWindow {
   /** The offset `date` was sent in (default +02:00): every `time_sec` is written in it. */
   offsetMinutes: number;
   deviceId?: string;
+  /** Device identifiers written as pseudonyms of this answer alone (shared/reports/pseudonymize.ts). */
+  pseudonymize?: boolean;
 }
 
 const offsetDateParam = z
@@ -36,10 +38,14 @@ export const windowQuery = {
     .optional()
     .describe(`End (exclusive), same format; default: date + 1 day (the day starting at date); at most ${MAX_RANGE_DAYS} days after date`),
   device_id: z.string().trim().min(1).max(200).optional().describe('One device identifier'),
+  pseudonymize: z
+    .enum(['true', 'false'])
+    .optional()
+    .describe('Device identifiers become pseudonyms of this answer alone (not with device_id)'),
 };
 
 /** Checks the range (date_end after date, at most 31 days) and folds the three parameters into a window. */
-export function toWindow<T extends { date: OffsetDate; date_end?: OffsetDate; device_id?: string }>(
+export function toWindow<T extends { date: OffsetDate; date_end?: OffsetDate; device_id?: string; pseudonymize?: 'true' | 'false' }>(
   query: T,
   context: z.RefinementCtx,
 ): HistoryWindow {
@@ -48,5 +54,5 @@ export function toWindow<T extends { date: OffsetDate; date_end?: OffsetDate; de
   if (to <= from) context.addIssue({ code: 'custom', path: ['date_end'], message: 'must be after date' });
   else if (to - from > MAX_RANGE_DAYS * DAY_MS)
     context.addIssue({ code: 'custom', path: ['date_end'], message: `at most ${MAX_RANGE_DAYS} days after date` });
-  return { from, to, offsetMinutes: query.date.offsetMinutes, deviceId: query.device_id };
+  return { from, to, offsetMinutes: query.date.offsetMinutes, deviceId: query.device_id, pseudonymize: query.pseudonymize === 'true' };
 }

@@ -1,15 +1,26 @@
 import { randomUUID } from 'node:crypto';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Config } from '../../shared/config.js';
-import { NotFoundError, ValidationError } from '../../shared/errors.js';
+import { ForbiddenError, NotFoundError, ValidationError } from '../../shared/errors.js';
 import type { JobQueue } from '../../shared/jobs/index.js';
+import { DATA_EXPORT_JOB, type DataExportJob, type DataExportResult } from '../../shared/privacy/data-export.js';
 import { erasureJob, readErasure, type ErasureRequest } from '../../shared/privacy/erasure.js';
 import type { TrackingSchedule } from '../../shared/privacy/tracking-schedule.js';
 import type { Storage } from '../../shared/storage/index.js';
+import { can } from '../auth/permissions.js';
+import type { Principal } from '../auth/principal.js';
 import type { TrackingWindows } from './tracking-windows.js';
 
 /** Whose schedule: a user's own, or a group's (applies to its members who have none of their own). */
 export type WindowSubject = { kind: 'user' | 'group'; id: string };
+
+/** An organization's privacy settings as the API shows them. */
+export interface PrivacySettings {
+  /** Every report is pseudonymous for everyone but admins. */
+  reports_pseudonymous: boolean;
+  /** The deployment's minimum group size of a pseudonymous place cell (REPORTS_PSEUDONYMOUS_MIN_PEOPLE): read only. */
+  min_people: number;
+}
 
 /** A tracking window as the API shows it: the schedule, or null (tracked always). */
 export interface WindowView {
@@ -28,7 +39,10 @@ export class PrivacyService {
     private readonly storage: Storage,
     private readonly windows: TrackingWindows,
     private readonly jobs: JobQueue,
-    private readonly config: Pick<Config, 'POSITIONS_RETENTION_DAYS' | 'AUDIT_RETENTION_DAYS'>,
+    private readonly config: Pick<
+      Config,
+      'POSITIONS_RETENTION_DAYS' | 'AUDIT_RETENTION_DAYS' | 'JOB_TIMEOUT_MS' | 'REPORTS_PSEUDONYMOUS_MIN_PEOPLE'
+    >,
   ) {}
 
   async readWindow(
@@ -140,6 +154,52 @@ export class PrivacyService {
     const request = await readErasure(this.storage, organizationId, id);
     if (!request || request.user_id !== userId) throw new NotFoundError('Erasure');
     return request;
+  }
+
+  /**
+   * Everything held about a person, as a zip (shared/privacy/data-export.ts), built by a job the request waits for as a
+   * report's does. The person themself, or whoever may export others' data (admins); another organization's user is
+   * 404, a colleague's data without the right 403 (as reading the user is).
+   */
+  async exportData(principal: Principal, userId: string, range: { from?: string; to?: string }): Promise<DataExportResult> {
+    await this.assertSubject(principal.organizationId, { kind: 'user', id: userId }, this.storage.em());
+    if (userId !== principal.userId && !can(principal.role, 'users:export-data')) {
+      throw new ForbiddenError(`Your role (${principal.role}) may export only your own data`);
+    }
+    if (range.from && range.to && Date.parse(range.from) > Date.parse(range.to)) {
+      throw new ValidationError([{ field: 'query.from', message: 'must not be after to' }]);
+    }
+    const job: DataExportJob = { organizationId: principal.organizationId, userId, ...range };
+    return this.jobs.run<DataExportResult>(
+      { name: DATA_EXPORT_JOB, organizationId: principal.organizationId, data: job },
+      this.config.JOB_TIMEOUT_MS,
+    );
+  }
+
+  /** The organization's privacy settings, and the deployment's minimum group size of pseudonymous cells. */
+  async settings(organizationId: string, em: Pick<EntityManager, 'execute'> = this.storage.em()): Promise<PrivacySettings> {
+    const [row] = await em.execute<{ reports_pseudonymous: boolean }[]>('select reports_pseudonymous from organizations where id = ?', [
+      organizationId,
+    ]);
+    if (!row) throw new NotFoundError('Organization');
+    return { reports_pseudonymous: row.reports_pseudonymous, min_people: this.config.REPORTS_PSEUDONYMOUS_MIN_PEOPLE };
+  }
+
+  /** Writes the settings in `tx`; before and after, for the audit. */
+  async writeSettings(
+    tx: EntityManager,
+    organizationId: string,
+    changes: { reports_pseudonymous?: boolean },
+  ): Promise<{ before: PrivacySettings; after: PrivacySettings }> {
+    await tx.execute('select id from organizations where id = ? for update', [organizationId]);
+    const before = await this.settings(organizationId, tx);
+    if (changes.reports_pseudonymous !== undefined) {
+      await tx.execute('update organizations set reports_pseudonymous = ?, updated_at = now() where id = ?', [
+        changes.reports_pseudonymous,
+        organizationId,
+      ]);
+    }
+    return { before, after: await this.settings(organizationId, tx) };
   }
 
   private async assertSubject(organizationId: string, subject: WindowSubject, em: Pick<EntityManager, 'execute'>): Promise<void> {

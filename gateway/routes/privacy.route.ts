@@ -37,6 +37,8 @@ const privacyResponse = z.object({
   ),
 });
 
+const toIso = (value: string | undefined) => (value === undefined ? undefined : new Date(value).toISOString());
+
 /**
  * Privacy (issue 32): tracking windows of users and groups, what a person can read about themself, and the
  * erasure of a person's history. The filtering itself is one step of the position pipeline (gateway/privacy).
@@ -97,7 +99,46 @@ export function privacyRoutes(services: GatewayServices): RouteDefinition[] {
       }),
     ];
   };
+  const settingsResponse = z.object({
+    reports_pseudonymous: z.boolean().describe('Every report is pseudonymous (pseudonymize=true) for everyone but admins'),
+    min_people: z
+      .number()
+      .int()
+      .describe('Place cells of fewer distinct people are dropped from pseudonymous reports (REPORTS_PSEUDONYMOUS_MIN_PEOPLE)'),
+  });
   return [
+    defineRoute({
+      method: 'GET',
+      path: '/api/v1/organizations/current_organization/privacy_settings',
+      summary: "The organization's privacy settings: whether reports are pseudonymous for everyone but admins",
+      tags: ['privacy'],
+      auth: 'authenticated',
+      action: 'organization:read',
+      response: settingsResponse,
+      handler: async ({ principal }) => ({ body: await privacy.settings(principal.organizationId) }),
+    }),
+    defineRoute({
+      method: 'PUT',
+      path: '/api/v1/organizations/current_organization/privacy_settings',
+      summary: "Set the organization's privacy settings (fields left out stay as they are)",
+      tags: ['privacy'],
+      auth: 'authenticated',
+      action: 'privacy:configure',
+      body: z
+        .object({
+          reports_pseudonymous: z.boolean().optional().describe('Make every report pseudonymous for everyone but admins (default false)'),
+        })
+        .strict(),
+      response: settingsResponse,
+      handler: async ({ principal, body, audit }) => {
+        const after = await services.storage.em().transactional(async (tx) => {
+          const { before, after } = await privacy.writeSettings(tx, principal.organizationId, body);
+          await audit.record(tx, { objectType: 'privacy_settings', objectId: principal.organizationId, before, after });
+          return after;
+        });
+        return { body: after };
+      },
+    }),
     ...windowRoutes('user'),
     ...windowRoutes('group'),
     defineRoute({
@@ -138,6 +179,41 @@ export function privacyRoutes(services: GatewayServices): RouteDefinition[] {
           }),
         );
         return { status: 202, body: request };
+      },
+    }),
+    defineRoute({
+      method: 'GET',
+      path: '/api/v1/users/:id/data-export',
+      summary:
+        'Everything held about the person (profile, devices, positions, zone events, stays, alarms, audit entries), as JSON and CSV files in a zip: yourself, or (admins) anyone of the organization',
+      tags: ['privacy'],
+      auth: 'authenticated',
+      params: z.object({ id: uuidParam }),
+      query: z.object({
+        from: z.iso.datetime({ offset: true }).optional().describe('Only data from this instant (default: all)'),
+        to: z.iso.datetime({ offset: true }).optional().describe('Only data up to this instant (default: all)'),
+      }),
+      rawResponseDoc: {
+        contentType: 'application/zip',
+        description: 'export.json (what is in it) and one .json and one .csv file per kind of data; X-Export-Counts holds rows per file',
+      },
+      handler: async ({ principal, params, query, audit }) => {
+        const range = { from: toIso(query.from), to: toIso(query.to) };
+        const result = await privacy.exportData(principal, params.id, range);
+        // Who took a copy of whose data is the person's to know (their next export holds it): the request, not the data.
+        await services.storage
+          .em()
+          .transactional((tx) =>
+            audit.record(tx, { objectType: 'data_exports', objectId: params.id, before: null, after: { ...range, files: result.counts } }),
+          );
+        return {
+          raw: Buffer.from(result.zip, 'base64'),
+          contentType: 'application/zip',
+          headers: {
+            'content-disposition': `attachment; filename="${result.filename}"`,
+            'x-export-counts': JSON.stringify(result.counts),
+          },
+        };
       },
     }),
     defineRoute({

@@ -54,6 +54,13 @@ const resultSchema = (name: ReportName) => {
  * request answers 503 at once (or after JOBS_ENQUEUE_TIMEOUT_MS).
  */
 export function reportRoutes(services: GatewayServices): RouteDefinition[] {
+  const forcedPseudonymous = async (organizationId: string) => {
+    const [row] = await services.storage.execute<{ reports_pseudonymous: boolean }>(
+      'select reports_pseudonymous from organizations where id = ?',
+      [organizationId],
+    );
+    return row?.reports_pseudonymous === true;
+  };
   return REPORT_NAMES.flatMap((name) =>
     (['json', 'csv'] as const).map((format) =>
       defineRoute({
@@ -78,6 +85,11 @@ export function reportRoutes(services: GatewayServices): RouteDefinition[] {
             scope: { organizationId: principal.organizationId, ...(principal.role === 'user' ? { onlyUserId: principal.userId } : {}) },
             // The job writes the answer; deflated only when it comes back through Redis.
             render: { format, deflate: services.jobs.kind === 'bullmq' },
+            // The organization can make every report pseudonymous for everyone but its admins.
+            pseudonymous: {
+              forced: principal.role !== 'admin' && (await forcedPseudonymous(principal.organizationId)),
+              minPeople: services.config.REPORTS_PSEUDONYMOUS_MIN_PEOPLE,
+            },
           };
           const result = await services.jobs.run<ReportResult | RenderedReport>(
             { name: 'report', organizationId: principal.organizationId, data: job },

@@ -27,7 +27,15 @@ const window = {
   from_date: instant,
   to_date: instant,
   time_zone: timeZone,
+  pseudonymize: bool
+    .default(false)
+    .describe(
+      'User and device ids become pseudonyms of this report alone; place-based reports drop cells of fewer than REPORTS_PSEUDONYMOUS_MIN_PEOPLE people',
+    ),
 };
+
+/** Filters naming a person or a device: a pseudonymous report cannot be asked about someone named (422). */
+export const IDENTITY_FILTERS = ['user_id', 'user_ids', 'device_id', 'device_ids'] as const;
 
 const geofencing = {
   organization_id: z.uuid().optional(),
@@ -114,6 +122,11 @@ export interface ReportJob {
   scope: ReportScope;
   /** Hand back the answer written (report-output.ts), not the rows; absent from a gateway before this. */
   render?: ReportRendering;
+  /**
+   * Pseudonymous (pseudonymize.ts) whatever the parameters say, because the organization forces it for the caller;
+   * and the minimum group size of place-based cells (the gateway's REPORTS_PSEUDONYMOUS_MIN_PEOPLE).
+   */
+  pseudonymous?: { forced: boolean; minPeople: number };
 }
 
 export interface ReportColumn {

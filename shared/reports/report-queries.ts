@@ -28,6 +28,11 @@ export interface QueryResult {
   meta: ReportColumn[];
   rows: unknown[][];
   rowsRead: number;
+  /**
+   * Distinct people behind each row, where no column of the row says it (positioning_time counts devices): what a
+   * pseudonymous report's minimum group size is checked against (pseudonymize.ts).
+   */
+  people?: number[];
 }
 
 /** `raw`: from positions only, never from what is materialised: the reference the materialised paths must equal. */
@@ -486,7 +491,11 @@ const positioningTime: Query = async (storage, params, scope, limits = UNBOUNDED
            select ${bucketSql(params.group, 'started')} as bucket, device_id, sum(seconds) as seconds, count(*) as sessions, sum(positions) as positions
            from sessions group by 1, 2
          )
-         select bucket, count(*)::int as devices, sum(sessions)::int as sessions, sum(seconds)::float8 as total_s,
+         select bucket, count(*)::int as devices,
+                -- People, for a pseudonymous report's minimum group size: a device's person is its user now, else itself.
+                (select count(distinct coalesce(d.user_id::text, 'device:' || pd.device_id))::int from per_device pd
+                  left join devices d on d.organization_id = ?::uuid and d.identifier = pd.device_id where pd.bucket = per_device.bucket) as people,
+                sum(sessions)::int as sessions, sum(seconds)::float8 as total_s,
                 min(seconds)::float8 as min_s, avg(seconds)::float8 as avg_s,
                 percentile_cont(0.5) within group (order by seconds)::float8 as p50_s,
                 percentile_cont(0.9) within group (order by seconds)::float8 as p90_s,
@@ -498,6 +507,7 @@ const positioningTime: Query = async (storage, params, scope, limits = UNBOUNDED
         pgArray(sessions.map((s) => s.last - s.first)),
         pgArray(sessions.map((s) => s.n)),
         params.time_zone,
+        scope.organizationId,
       ),
     );
   });
@@ -506,6 +516,7 @@ const positioningTime: Query = async (storage, params, scope, limits = UNBOUNDED
     meta: REPORT_COLUMNS.positioning_time,
     rows: rows.map((r) => [groupLabel(r.bucket), r.devices, r.sessions, r.total_s, r.min_s, r.avg_s, r.p50_s, r.p90_s, r.max_s]),
     rowsRead: rows.reduce((sum, r) => sum + r.positions, 0),
+    people: rows.map((r) => r.people),
   };
 };
 

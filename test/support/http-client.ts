@@ -39,6 +39,12 @@ export class TestClient {
     return { status: response.status, headers: response.headers, body: parsed as T, text };
   }
 
+  /** A GET whose body is binary (a zip): its bytes, untouched. */
+  async bytes(path: string): Promise<{ status: number; headers: Headers; bytes: Buffer }> {
+    const response = await fetch(this.baseUrl + path, { headers: this.defaultHeaders });
+    return { status: response.status, headers: response.headers, bytes: Buffer.from(await response.arrayBuffer()) };
+  }
+
   get<T = any>(path: string, headers?: Record<string, string>) {
     return this.request<T>('GET', path, { headers });
   }

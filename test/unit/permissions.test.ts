@@ -37,6 +37,8 @@ const expected: Record<Action, Role[]> = {
   'webhooks:manage': ['admin'],
   'evacuations:manage': ['admin', 'user_manager'],
   'users:erase': ['admin'],
+  'users:export-data': ['admin'],
+  'privacy:configure': ['admin'],
   'alarms:raise-system': [],
 };
 

@@ -6,6 +6,7 @@ import { reportProcessor } from './report.processor.js';
 import { webhookDeliveryProcessor } from './webhook-delivery.processor.js';
 import { policyOf, WEBHOOK_DELIVERY_JOB } from '../../shared/webhooks/deliveries.js';
 import { ERASURE_JOB, runErasure } from '../../shared/privacy/erasure.js';
+import { DATA_EXPORT_JOB, runDataExport, type DataExportJob } from '../../shared/privacy/data-export.js';
 
 /**
  * Every job processor, by name. The same registry runs on the in-process runner (no Redis) and on BullMQ
@@ -21,6 +22,8 @@ export const processorsFor = (config: Config): ProcessorRegistry =>
       [WEBHOOK_DELIVERY_JOB]: webhookDeliveryProcessor(policyOf(config)),
       /** Erasure of one person's history (issue 32), from its `erasure_requests` row; resumes where a run stopped. */
       [ERASURE_JOB]: async (data: { id: string }, { storage }) => runErasure(storage, data.id),
+      /** A person's data export (issue 32): everything held about them, as a zip in the result. */
+      [DATA_EXPORT_JOB]: async (data: DataExportJob, { storage }) => runDataExport(storage, data),
       /** Diagnostics: proves a worker is consuming and can reach storage (`npm run admin -- check-workers`). */
       'storage-check': async (_data, { storage }) => {
         const [row] = await storage.execute<{ now: string }>('select now()::text as now');

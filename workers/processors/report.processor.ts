@@ -1,6 +1,7 @@
 import { ValidationError, fieldErrors } from '../../shared/errors.js';
 import type { Processor } from '../../shared/jobs/index.js';
-import { reportParamSchemas, type ReportJob, type ReportResult } from '../../shared/reports/report-params.js';
+import { DEFAULT_MIN_PEOPLE, pseudonymizeRows } from '../../shared/reports/pseudonymize.js';
+import { IDENTITY_FILTERS, reportParamSchemas, type ReportJob, type ReportResult } from '../../shared/reports/report-params.js';
 import { renderReport, type RenderedReport } from '../../shared/reports/report-output.js';
 import { reportQueries } from '../../shared/reports/report-queries.js';
 
@@ -21,13 +22,22 @@ export const reportProcessor: Processor = async (job: ReportJob, { storage }, li
   if (render !== undefined && ((render.format !== 'json' && render.format !== 'csv') || typeof render.deflate !== 'boolean')) {
     throw new ValidationError([{ field: 'render', message: 'format json or csv, deflate true or false' }]);
   }
-  const result = await reportQueries[job.report](storage, parsed.data as Record<string, unknown>, job.scope, limits);
+  const params = parsed.data as Record<string, unknown>;
+  const pseudonymous = params.pseudonymize === true || job.pseudonymous?.forced === true;
+  if (pseudonymous) {
+    // A pseudonymous report cannot be asked about someone named: the filter would name the person behind a pseudonym.
+    const named = IDENTITY_FILTERS.filter((field) => params[field] !== undefined);
+    if (named.length > 0)
+      throw new ValidationError(named.map((field) => ({ field: `query.${field}`, message: 'not in a pseudonymous report' })));
+  }
+  const result = await reportQueries[job.report](storage, params, job.scope, limits);
+  const rows = pseudonymous ? pseudonymizeRows(job.report, result, job.pseudonymous?.minPeople ?? DEFAULT_MIN_PEOPLE) : result.rows;
   const answer: ReportResult = {
     meta: result.meta,
-    rows: result.rows,
+    rows,
     statistics: {
       rows_read: result.rowsRead,
-      rows_returned: result.rows.length,
+      rows_returned: rows.length,
       elapsed_ms: Math.round((performance.now() - started) * 100) / 100,
     },
   };

@@ -1820,6 +1820,147 @@ export type paths = {
         };
         trace?: never;
     };
+    "/api/v1/organizations/current_organization/privacy_settings": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The organization's privacy settings: whether reports are pseudonymous for everyone but admins */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Every report is pseudonymous (pseudonymize=true) for everyone but admins */
+                            reports_pseudonymous: boolean;
+                            /** @description Place cells of fewer distinct people are dropped from pseudonymous reports (REPORTS_PSEUDONYMOUS_MIN_PEOPLE) */
+                            min_people: number;
+                        };
+                    };
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Error */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        /** Set the organization's privacy settings (fields left out stay as they are) */
+        put: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        /** @description Make every report pseudonymous for everyone but admins (default false) */
+                        reports_pseudonymous?: boolean;
+                    };
+                };
+            };
+            responses: {
+                /** @description Success */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Every report is pseudonymous (pseudonymize=true) for everyone but admins */
+                            reports_pseudonymous: boolean;
+                            /** @description Place cells of fewer distinct people are dropped from pseudonymous reports (REPORTS_PSEUDONYMOUS_MIN_PEOPLE) */
+                            min_people: number;
+                        };
+                    };
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Error */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        post?: never;
+        delete?: never;
+        options?: never;
+        /** The organization's privacy settings: whether reports are pseudonymous for everyone but admins (headers only) */
+        head: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/users/{id}/tracking_window": {
         parameters: {
             query?: never;
@@ -2486,6 +2627,106 @@ export type paths = {
         delete?: never;
         options?: never;
         head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/users/{id}/data-export": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Everything held about the person (profile, devices, positions, zone events, stays, alarms, audit entries), as JSON and CSV files in a zip: yourself, or (admins) anyone of the organization */
+        get: {
+            parameters: {
+                query?: {
+                    /** @description Only data from this instant (default: all) */
+                    from?: string;
+                    /** @description Only data up to this instant (default: all) */
+                    to?: string;
+                };
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description export.json (what is in it) and one .json and one .csv file per kind of data; X-Export-Counts holds rows per file */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/zip": string;
+                    };
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Error */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        /** Everything held about the person (profile, devices, positions, zone events, stays, alarms, audit entries), as JSON and CSV files in a zip: yourself, or (admins) anyone of the organization (headers only) */
+        head: {
+            parameters: {
+                query?: {
+                    /** @description Only data from this instant (default: all) */
+                    from?: string;
+                    /** @description Only data up to this instant (default: all) */
+                    to?: string;
+                };
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description export.json (what is in it) and one .json and one .csv file per kind of data; X-Export-Counts holds rows per file: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         patch?: never;
         trace?: never;
     };
@@ -11560,6 +11801,8 @@ export type paths = {
                     from_date: string;
                     to_date: string;
                     time_zone?: string;
+                    /** @description User and device ids become pseudonyms of this report alone; place-based reports drop cells of fewer than REPORTS_PSEUDONYMOUS_MIN_PEOPLE people */
+                    pseudonymize?: "true" | "false";
                     group?: "day" | "hour";
                 };
                 header?: never;
@@ -11647,6 +11890,8 @@ export type paths = {
                     from_date: string;
                     to_date: string;
                     time_zone?: string;
+                    /** @description User and device ids become pseudonyms of this report alone; place-based reports drop cells of fewer than REPORTS_PSEUDONYMOUS_MIN_PEOPLE people */
+                    pseudonymize?: "true" | "false";
                     group?: "day" | "hour";
                 };
                 header?: never;
@@ -11708,6 +11953,8 @@ export type paths = {
                     from_date: string;
                     to_date: string;
                     time_zone?: string;
+                    /** @description User and device ids become pseudonyms of this report alone; place-based reports drop cells of fewer than REPORTS_PSEUDONYMOUS_MIN_PEOPLE people */
+                    pseudonymize?: "true" | "false";
                     group?: "day" | "hour";
                 };
                 header?: never;
@@ -11769,6 +12016,8 @@ export type paths = {
                     from_date: string;
                     to_date: string;
                     time_zone?: string;
+                    /** @description User and device ids become pseudonyms of this report alone; place-based reports drop cells of fewer than REPORTS_PSEUDONYMOUS_MIN_PEOPLE people */
+                    pseudonymize?: "true" | "false";
                     group?: "day" | "hour";
                 };
                 header?: never;
@@ -11830,6 +12079,8 @@ export type paths = {
                     from_date: string;
                     to_date: string;
                     time_zone?: string;
+                    /** @description User and device ids become pseudonyms of this report alone; place-based reports drop cells of fewer than REPORTS_PSEUDONYMOUS_MIN_PEOPLE people */
+                    pseudonymize?: "true" | "false";
                 };
                 header?: never;
                 path?: never;
@@ -11915,6 +12166,8 @@ export type paths = {
                     from_date: string;
                     to_date: string;
                     time_zone?: string;
+                    /** @description User and device ids become pseudonyms of this report alone; place-based reports drop cells of fewer than REPORTS_PSEUDONYMOUS_MIN_PEOPLE people */
+                    pseudonymize?: "true" | "false";
                 };
                 header?: never;
                 path?: never;
@@ -11975,6 +12228,8 @@ export type paths = {
                     from_date: string;
                     to_date: string;
                     time_zone?: string;
+                    /** @description User and device ids become pseudonyms of this report alone; place-based reports drop cells of fewer than REPORTS_PSEUDONYMOUS_MIN_PEOPLE people */
+                    pseudonymize?: "true" | "false";
                 };
                 header?: never;
                 path?: never;
@@ -12035,6 +12290,8 @@ export type paths = {
                     from_date: string;
                     to_date: string;
                     time_zone?: string;
+                    /** @description User and device ids become pseudonyms of this report alone; place-based reports drop cells of fewer than REPORTS_PSEUDONYMOUS_MIN_PEOPLE people */
+                    pseudonymize?: "true" | "false";
                 };
                 header?: never;
                 path?: never;
@@ -12085,6 +12342,8 @@ export type paths = {
                     from_date: string;
                     to_date: string;
                     time_zone?: string;
+                    /** @description User and device ids become pseudonyms of this report alone; place-based reports drop cells of fewer than REPORTS_PSEUDONYMOUS_MIN_PEOPLE people */
+                    pseudonymize?: "true" | "false";
                 };
                 header?: never;
                 path?: never;
@@ -12154,6 +12413,8 @@ export type paths = {
                     from_date: string;
                     to_date: string;
                     time_zone?: string;
+                    /** @description User and device ids become pseudonyms of this report alone; place-based reports drop cells of fewer than REPORTS_PSEUDONYMOUS_MIN_PEOPLE people */
+                    pseudonymize?: "true" | "false";
                 };
                 header?: never;
                 path?: never;
@@ -12204,6 +12465,8 @@ export type paths = {
                     from_date: string;
                     to_date: string;
                     time_zone?: string;
+                    /** @description User and device ids become pseudonyms of this report alone; place-based reports drop cells of fewer than REPORTS_PSEUDONYMOUS_MIN_PEOPLE people */
+                    pseudonymize?: "true" | "false";
                 };
                 header?: never;
                 path?: never;
@@ -12254,6 +12517,8 @@ export type paths = {
                     from_date: string;
                     to_date: string;
                     time_zone?: string;
+                    /** @description User and device ids become pseudonyms of this report alone; place-based reports drop cells of fewer than REPORTS_PSEUDONYMOUS_MIN_PEOPLE people */
+                    pseudonymize?: "true" | "false";
                 };
                 header?: never;
                 path?: never;
@@ -12305,6 +12570,8 @@ export type paths = {
                     from_date: string;
                     to_date: string;
                     time_zone?: string;
+                    /** @description User and device ids become pseudonyms of this report alone; place-based reports drop cells of fewer than REPORTS_PSEUDONYMOUS_MIN_PEOPLE people */
+                    pseudonymize?: "true" | "false";
                 };
                 header?: never;
                 path?: never;
@@ -12380,6 +12647,8 @@ export type paths = {
                     from_date: string;
                     to_date: string;
                     time_zone?: string;
+                    /** @description User and device ids become pseudonyms of this report alone; place-based reports drop cells of fewer than REPORTS_PSEUDONYMOUS_MIN_PEOPLE people */
+                    pseudonymize?: "true" | "false";
                 };
                 header?: never;
                 path?: never;
@@ -12431,6 +12700,8 @@ export type paths = {
                     from_date: string;
                     to_date: string;
                     time_zone?: string;
+                    /** @description User and device ids become pseudonyms of this report alone; place-based reports drop cells of fewer than REPORTS_PSEUDONYMOUS_MIN_PEOPLE people */
+                    pseudonymize?: "true" | "false";
                 };
                 header?: never;
                 path?: never;
@@ -12482,6 +12753,8 @@ export type paths = {
                     from_date: string;
                     to_date: string;
                     time_zone?: string;
+                    /** @description User and device ids become pseudonyms of this report alone; place-based reports drop cells of fewer than REPORTS_PSEUDONYMOUS_MIN_PEOPLE people */
+                    pseudonymize?: "true" | "false";
                 };
                 header?: never;
                 path?: never;
@@ -12534,6 +12807,8 @@ export type paths = {
                     from_date: string;
                     to_date: string;
                     time_zone?: string;
+                    /** @description User and device ids become pseudonyms of this report alone; place-based reports drop cells of fewer than REPORTS_PSEUDONYMOUS_MIN_PEOPLE people */
+                    pseudonymize?: "true" | "false";
                 };
                 header?: never;
                 path?: never;
@@ -12606,6 +12881,8 @@ export type paths = {
                     from_date: string;
                     to_date: string;
                     time_zone?: string;
+                    /** @description User and device ids become pseudonyms of this report alone; place-based reports drop cells of fewer than REPORTS_PSEUDONYMOUS_MIN_PEOPLE people */
+                    pseudonymize?: "true" | "false";
                 };
                 header?: never;
                 path?: never;
@@ -12658,6 +12935,8 @@ export type paths = {
                     from_date: string;
                     to_date: string;
                     time_zone?: string;
+                    /** @description User and device ids become pseudonyms of this report alone; place-based reports drop cells of fewer than REPORTS_PSEUDONYMOUS_MIN_PEOPLE people */
+                    pseudonymize?: "true" | "false";
                 };
                 header?: never;
                 path?: never;
@@ -12710,6 +12989,8 @@ export type paths = {
                     from_date: string;
                     to_date: string;
                     time_zone?: string;
+                    /** @description User and device ids become pseudonyms of this report alone; place-based reports drop cells of fewer than REPORTS_PSEUDONYMOUS_MIN_PEOPLE people */
+                    pseudonymize?: "true" | "false";
                 };
                 header?: never;
                 path?: never;
@@ -12771,6 +13052,8 @@ export type paths = {
                     from_date: string;
                     to_date: string;
                     time_zone?: string;
+                    /** @description User and device ids become pseudonyms of this report alone; place-based reports drop cells of fewer than REPORTS_PSEUDONYMOUS_MIN_PEOPLE people */
+                    pseudonymize?: "true" | "false";
                 };
                 header?: never;
                 path?: never;
@@ -12860,6 +13143,8 @@ export type paths = {
                     from_date: string;
                     to_date: string;
                     time_zone?: string;
+                    /** @description User and device ids become pseudonyms of this report alone; place-based reports drop cells of fewer than REPORTS_PSEUDONYMOUS_MIN_PEOPLE people */
+                    pseudonymize?: "true" | "false";
                 };
                 header?: never;
                 path?: never;
@@ -12921,6 +13206,8 @@ export type paths = {
                     from_date: string;
                     to_date: string;
                     time_zone?: string;
+                    /** @description User and device ids become pseudonyms of this report alone; place-based reports drop cells of fewer than REPORTS_PSEUDONYMOUS_MIN_PEOPLE people */
+                    pseudonymize?: "true" | "false";
                 };
                 header?: never;
                 path?: never;
@@ -12982,6 +13269,8 @@ export type paths = {
                     from_date: string;
                     to_date: string;
                     time_zone?: string;
+                    /** @description User and device ids become pseudonyms of this report alone; place-based reports drop cells of fewer than REPORTS_PSEUDONYMOUS_MIN_PEOPLE people */
+                    pseudonymize?: "true" | "false";
                 };
                 header?: never;
                 path?: never;
@@ -13033,6 +13322,8 @@ export type paths = {
                     from_date: string;
                     to_date: string;
                     time_zone?: string;
+                    /** @description User and device ids become pseudonyms of this report alone; place-based reports drop cells of fewer than REPORTS_PSEUDONYMOUS_MIN_PEOPLE people */
+                    pseudonymize?: "true" | "false";
                 };
                 header?: never;
                 path?: never;
@@ -13107,6 +13398,8 @@ export type paths = {
                     from_date: string;
                     to_date: string;
                     time_zone?: string;
+                    /** @description User and device ids become pseudonyms of this report alone; place-based reports drop cells of fewer than REPORTS_PSEUDONYMOUS_MIN_PEOPLE people */
+                    pseudonymize?: "true" | "false";
                 };
                 header?: never;
                 path?: never;
@@ -13158,6 +13451,8 @@ export type paths = {
                     from_date: string;
                     to_date: string;
                     time_zone?: string;
+                    /** @description User and device ids become pseudonyms of this report alone; place-based reports drop cells of fewer than REPORTS_PSEUDONYMOUS_MIN_PEOPLE people */
+                    pseudonymize?: "true" | "false";
                 };
                 header?: never;
                 path?: never;
@@ -13209,6 +13504,8 @@ export type paths = {
                     from_date: string;
                     to_date: string;
                     time_zone?: string;
+                    /** @description User and device ids become pseudonyms of this report alone; place-based reports drop cells of fewer than REPORTS_PSEUDONYMOUS_MIN_PEOPLE people */
+                    pseudonymize?: "true" | "false";
                 };
                 header?: never;
                 path?: never;
@@ -13260,6 +13557,8 @@ export type paths = {
                     date_end?: string;
                     /** @description One device identifier */
                     device_id?: string;
+                    /** @description Device identifiers become pseudonyms of this answer alone (not with device_id) */
+                    pseudonymize?: "true" | "false";
                 };
                 header?: never;
                 path?: never;
@@ -13326,6 +13625,8 @@ export type paths = {
                     date_end?: string;
                     /** @description One device identifier */
                     device_id?: string;
+                    /** @description Device identifiers become pseudonyms of this answer alone (not with device_id) */
+                    pseudonymize?: "true" | "false";
                 };
                 header?: never;
                 path?: never;
@@ -13376,6 +13677,8 @@ export type paths = {
                     date_end?: string;
                     /** @description One device identifier */
                     device_id?: string;
+                    /** @description Device identifiers become pseudonyms of this answer alone (not with device_id) */
+                    pseudonymize?: "true" | "false";
                 };
                 header?: never;
                 path: {
@@ -13428,6 +13731,8 @@ export type paths = {
                     date_end?: string;
                     /** @description One device identifier */
                     device_id?: string;
+                    /** @description Device identifiers become pseudonyms of this answer alone (not with device_id) */
+                    pseudonymize?: "true" | "false";
                 };
                 header?: never;
                 path: {
