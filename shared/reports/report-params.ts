@@ -27,7 +27,7 @@ const window = {
   from_date: instant,
   to_date: instant,
   time_zone: timeZone,
-  pseudonymize: bool
+  pseudonymize: booleanParam
     .default(false)
     .describe(
       'User and device ids become pseudonyms of this report alone; place-based reports drop cells of fewer than REPORTS_PSEUDONYMOUS_MIN_PEOPLE people',
