@@ -160,7 +160,7 @@ function stormMembers(held: storm.Storm<DetectedAlarm>): Record<string, unknown>
 }
 
 /** The max-stay state without stays other than those `inside` started (the same object when there are none). */
-function staysOf(state: maxStay.MaxStayState, inside: ReadonlyMap<string, number>): maxStay.MaxStayState {
+export function staysOf(state: maxStay.MaxStayState, inside: ReadonlyMap<string, number>): maxStay.MaxStayState {
   let stays: Record<string, maxStay.Stay> | null = null;
   for (const zoneId in state.stays) {
     const enteredAt = inside.get(zoneId);
@@ -340,6 +340,34 @@ export class DetectionEngine {
       state.deadman = undefined; // out of the building: neither stillness nor silence means anything
     }
     return out;
+  }
+
+  /** What the late path needs of a device held here: the newest fix run (and its event time now), its building. */
+  liveOf(
+    organizationId: string,
+    deviceId: string,
+  ): { observedThrough: number | null; last: PositionRecord; buildingId: number | null } | undefined {
+    const state = this.devices.get(`${organizationId}|${deviceId}`);
+    return state && { observedThrough: state.observedThrough, last: state.last, buildingId: state.buildingId };
+  }
+
+  /**
+   * The late path re-ran the device's fixes through `observedThrough` in event time: its zone and stay state
+   * replaces the live one, unless a newer fix was run meanwhile (then the next late run sets it right).
+   */
+  adoptReplay(
+    organizationId: string,
+    deviceId: string,
+    observedThrough: number,
+    zones: transition.TransitionState,
+    stays: maxStay.MaxStayState,
+  ): boolean {
+    const state = this.devices.get(`${organizationId}|${deviceId}`);
+    if (!state || state.observedThrough !== observedThrough) return false;
+    state.transition = zones;
+    state.maxStay = stays;
+    state.transitionChanged = true;
+    return true;
   }
 
   /** Devices whose detector state is held for this building. */

@@ -357,6 +357,18 @@ export const detectionPositions = new Counter({
   help: 'Positions run through the detectors on this process (those of the buildings it owns).',
   registers: [registry],
 });
+export const detectionLateFixes = new Counter({
+  name: `${PREFIX}detection_late_fixes_total`,
+  help: "Fixes that reached detection older than their device's newest detected one by more than the reorder window, by building (re-detected in event time).",
+  labelNames: ['building_id'] as const,
+  registers: [registry],
+});
+export const detectionCorrections = new Counter({
+  name: `${PREFIX}detection_corrections_total`,
+  help: 'Stored zone events that late fixes contradicted (marked superseded, with a correction), by building.',
+  labelNames: ['building_id'] as const,
+  registers: [registry],
+});
 /** A gauge of the cluster views of this process's gateways, summed unless `combine` says otherwise. */
 const clusterGauge = (
   name: string,
