@@ -370,6 +370,17 @@ export class DetectionEngine {
     return true;
   }
 
+  /** Per building held here: the newest fix time run (a scrape's read, over every device held). */
+  watermarks(): Map<number, number> {
+    const newest = new Map<number, number>();
+    for (const state of this.devices.values()) {
+      if (state.buildingId === null || state.observedThrough === null) continue;
+      const held = newest.get(state.buildingId);
+      if (held === undefined || state.observedThrough > held) newest.set(state.buildingId, state.observedThrough);
+    }
+    return newest;
+  }
+
   /** Devices whose detector state is held for this building. */
   trackedDevicesIn(buildingId: number): number {
     let count = 0;

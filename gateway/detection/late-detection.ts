@@ -387,7 +387,10 @@ export function reconcile(
       if (event.supersedes != null || event.type !== row.type || event.zoneKind !== row.zone_kind || event.zoneId !== row.zone_id) continue;
       if (!best || Math.abs(event.at - row.at_ms) < Math.abs(best.at - row.at_ms)) best = event;
     }
-    if (best) best.supersedes = row.id;
+    if (best) {
+      best.supersedes = row.id;
+      best.supersedesAt = row.at_ms;
+    }
   }
   return { added, superseded: contradicted.map((row) => row.id) };
 }

@@ -23,4 +23,6 @@ export interface ZoneEventRecord {
   id?: string;
   /** On a correction: the id of the stored event it replaces (kept, marked superseded). */
   supersedes?: string | null;
+  /** With `supersedes`: the `at` of the event it replaces (same type, zone and device). */
+  supersedesAt?: number;
 }

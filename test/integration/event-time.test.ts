@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { registry } from '../../shared/metrics/metrics.js';
 import { createVenue } from '../support/cartography.js';
 import { EventTimeVenue } from '../support/event-time.js';
 import type { TestClient } from '../support/http-client.js';
@@ -68,6 +69,14 @@ describe(`event time: late fixes (${driverLabel})`, () => {
     const live = await admin.get(`/api/v1/realtime/positions?building_ids=${venue.buildingId}&device_ids=nf`);
     expect(live.status).toBe(200);
     expect(live.body.features[0].properties).toMatchObject({ time: new Date(s(50)).toISOString(), local_coordinates: [60, 15] });
+
+    // The building's watermark, late fixes and corrections, as /metrics publishes them.
+    const building = String(venue.buildingId);
+    const sampled = async (name: string) =>
+      (await registry.getSingleMetric(name)!.get()).values.find((value) => value.labels.building_id === building)?.value ?? 0;
+    expect(await sampled('floorcast_detection_late_fixes_total')).toBeGreaterThanOrEqual(4);
+    expect(await sampled('floorcast_detection_corrections_total')).toBeGreaterThanOrEqual(1);
+    expect(await sampled('floorcast_detection_watermark_seconds')).toBeGreaterThanOrEqual(s(50) / 1000);
   });
 
   it('raises the max stay a late buffer shows ran over, dated in the past and flagged late', async () => {
