@@ -9,7 +9,7 @@ import { startTestGateway, type RunningGateway } from '../support/test-gateway.j
 
 /** Seeded, so a failure names its seed and replays; EVENT_TIME_SEED / EVENT_TIME_RUNS explore further. */
 const SEED = Number(process.env.EVENT_TIME_SEED ?? 3030);
-const RUNS = Number(process.env.EVENT_TIME_RUNS ?? 12);
+const RUNS = Number(process.env.EVENT_TIME_RUNS ?? 20);
 
 /** Where a walk can be: in the ward (and the wing), in the store (and the wing), in the wing's corridor only, outside. */
 const PLACES: readonly [number, number][] = [
