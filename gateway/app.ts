@@ -147,7 +147,11 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
     writer,
     bus,
     logger,
-    alarms: new RequestedAlarms(alarms, new AlarmButton(config.ALARM_BUTTON_DEBOUNCE_S * 1000, config.ALARM_BUTTON_RAISES_PER_MINUTE)),
+    alarms: new RequestedAlarms(
+      alarms,
+      new AlarmButton(config.ALARM_BUTTON_DEBOUNCE_S * 1000, config.ALARM_BUTTON_RAISES_PER_MINUTE),
+      config.DETECTION_REORDER_WINDOW_SECONDS * 1000,
+    ),
     owners: cluster,
     trackingWindows,
     maxAgeMs: config.POSITIONS_MAX_AGE_SECONDS * 1000,

@@ -14,6 +14,7 @@ export function gatewayMetricSources(services: GatewayServices): MetricSources {
     databasePool: databasePoolSource(storage),
     writerBacklog: () => writer.backlog,
     cluster: () => cluster.view(),
+    watermarks: () => detection.engine.watermarks(),
     maps: () => {
       const buildings = registry.stats();
       return {

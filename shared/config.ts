@@ -173,6 +173,8 @@ export const configSchema = z.object({
   DETECTION_MAX_TRACKED_DEVICES: z.coerce.number().int().min(1).default(200_000),
   /** An evacuation's roll takes every device with a fix in the building this recent (plus those whose last fix was inside). */
   EVACUATION_PRESENCE_WINDOW_S: z.coerce.number().int().min(1).default(900),
+  /** A fix older than its device's newest detected one by more than this (seconds) is late: its events are flagged `late` and counted; closer ones are only reordered. */
+  DETECTION_REORDER_WINDOW_SECONDS: z.coerce.number().min(0).max(60).default(2),
   /** Detections (alarms, zone events) waiting in memory for the database; past it the oldest are dropped and logged. */
   DETECTION_OUTBOX_MAX: z.coerce.number().int().min(1).default(100_000),
   /** Seconds after an alarm-button raise (danger / assistance pose) during which that device's repeats of it only count occurrences (no new alarm event). */

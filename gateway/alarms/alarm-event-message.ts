@@ -36,6 +36,10 @@ export interface AlarmView {
   history: AlarmHistoryEntry[];
   /** A DEADMAN whose device reported again: when (also in `details`). */
   contact_restored_at: string | null;
+  /** When the condition happened, in event time (the fix or press that showed it); `created_at` when not recorded. */
+  occurred_at: string;
+  /** Found from fixes or a press that arrived late (past the reorder window): `occurred_at` is in the past. */
+  late: boolean;
   created_at: string;
   updated_at: string;
 }

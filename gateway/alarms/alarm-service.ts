@@ -90,6 +90,8 @@ export function presentAlarm(row: AlarmRow): AlarmView {
     occurrences: row.occurrences,
     history: json(row.history),
     contact_restored_at: typeof details.contact_restored_at === 'string' ? details.contact_restored_at : null,
+    occurred_at: typeof details.occurred_at === 'string' ? details.occurred_at : new Date(row.created_at).toISOString(),
+    late: details.late === true,
     created_at: new Date(row.created_at).toISOString(),
     updated_at: new Date(row.updated_at).toISOString(),
   };

@@ -16,6 +16,8 @@ export class RequestedAlarms implements RequestedAlarmRaiser {
     private readonly alarms: AlarmService,
     /** Debounce and budget of the alarm buttons poses carry. */
     private readonly button: AlarmButton,
+    /** DETECTION_REORDER_WINDOW_SECONDS in ms: a press that reaches us later than this after it was made is flagged late. */
+    private readonly reorderWindowMs = 2000,
   ) {}
 
   async raise(batch: PositionBatch): Promise<void> {
@@ -57,7 +59,12 @@ export class RequestedAlarms implements RequestedAlarmRaiser {
       y: last.y,
       lat: last.lat,
       lng: last.lng,
-      details: { source: 'pose' },
+      // Raised at once whatever the order of the buffer it came in, dated by the press (its first, when folded).
+      details: {
+        source: 'pose',
+        occurred_at: new Date(first).toISOString(),
+        ...(batch.receivedAt - first > this.reorderWindowMs ? { late: true, delay_ms: batch.receivedAt - first } : {}),
+      },
       by,
     });
     const closedMeanwhile = await this.alarms.countRepeats(count.map(request));

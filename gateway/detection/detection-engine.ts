@@ -8,7 +8,7 @@ import type { PositionRecord } from '../../shared/positions/position-record.js';
 import type { RaiseAlarm } from '../alarms/alarm-service.js';
 import type { BuildingRegistry, BuildingRuntime } from '../realtime/building-registry.js';
 import { BuildingDetections, type BuildingDetection } from './building-detection.js';
-import { emptyDetections, type DetectedAlarm, type Detections } from './detections.js';
+import { emptyDetections, type DetectedAlarm, type Detections, type ZoneEventRecord } from './detections.js';
 
 /** A building's silence storm as held here: the DEADMANs it holds back, and whether its alarm owes an update or was closed. */
 interface HeldStorm {
@@ -34,12 +34,13 @@ interface DeviceState {
   /** The newest position known (by fix time): where alarms are placed. */
   last: PositionRecord;
   /**
-   * Fix time of the newest position run through the detectors here; older ones arriving late are ignored. Null
-   * after a rebuild from storage: positions the previous owner may not have finished are then run again, and the
-   * restored zone state decides whether they change anything (see `restore`).
+   * Fix time of the newest position run through the detectors here; older ones arriving late go to the late path
+   * (late-detection.ts), never through the live state. Null after a rebuild from storage: positions the previous
+   * owner may not have finished are then run again, and the restored zone state decides whether they change
+   * anything (see `restore`).
    */
   observedThrough: number | null;
-  /** After a rebuild, positions received before this are reflected in the stored zone events: ignored. */
+  /** After a rebuild, fixes taken before this are reflected in the stored zone events: ignored. */
   settledBefore: number;
   transition: transition.TransitionState;
   /** `transition` changed since max-stay last looked at it; otherwise max-stay has the same stays to check. */
@@ -48,7 +49,7 @@ interface DeviceState {
   deadman?: deadman.DeadmanState;
 }
 
-const zoneKindOf = (zoneId: string): ZoneKind =>
+export const zoneKindOf = (zoneId: string): ZoneKind =>
   zoneId.startsWith('event:') ? 'event' : zoneId.startsWith('conversion:') ? 'conversion' : 'geofence';
 const NO_RULES: transition.TransitionRules = new Map();
 const NOT_RESTORED = Object.freeze({ contact_restored_at: null, contact_restored_position: null });
@@ -61,10 +62,66 @@ export interface RestoredDevice {
   maxStay: maxStay.MaxStayState;
   deadman?: deadman.DeadmanState;
   /**
-   * The `at` of the device's latest stored zone event, the arrival of a position the previous owner had run:
-   * positions received before it are settled (re-observing them would repeat what is stored).
+   * The `at` of the device's latest stored zone event, the fix time of a position the previous owner had run:
+   * fixes taken before it are settled (re-observing them would repeat what is stored).
    */
   settledBefore: number;
+}
+
+/** Who and where a zone event is about: the device and the floor of the fix that decided it. */
+export interface ZoneEventSubject {
+  organizationId: string;
+  buildingId: number;
+  floorId: number | null;
+  deviceId: string;
+  userId: string | null;
+}
+
+/** The stored and pushed form of one transition (zone ids as the detectors name them; names from the building). */
+export function zoneEventOf(subject: ZoneEventSubject, detection: BuildingDetection, change: transition.ZoneTransition): ZoneEventRecord {
+  const zoneKind = zoneKindOf(change.zoneId);
+  const event = zoneKind === 'geofence' ? undefined : detection.events.get(change.zoneId);
+  const geofence = zoneKind === 'geofence' ? detection.geofences.get(change.zoneId) : undefined;
+  return {
+    organizationId: subject.organizationId,
+    buildingId: subject.buildingId,
+    floorId: subject.floorId,
+    zoneKind,
+    zoneId: zoneKind === 'geofence' ? change.zoneId : String(event?.id ?? change.zoneId.split(':')[1]),
+    zoneName: geofence?.name ?? event?.name ?? '',
+    deviceId: subject.deviceId,
+    userId: subject.userId,
+    type: change.type,
+    at: change.at,
+    firedAt: change.firedAt,
+  };
+}
+
+/**
+ * A max-stay alarm at `place`, keyed by its stay (one alarm per stay, whoever finds it: the live path, a sweep, the
+ * late path). `occurredAt`: the event time it was found over at.
+ */
+export function maxStayAlarmOf(
+  place: Omit<RaiseAlarm, 'by' | 'type'>,
+  detection: BuildingDetection,
+  alarm: maxStay.MaxStayAlarm,
+  occurredAt: number,
+  late?: { delayMs: number },
+): DetectedAlarm {
+  return {
+    ...place,
+    type: 'GEOFENCE_MAX_STAY_TIME',
+    geofenceId: alarm.zoneId,
+    idempotencyKey: `max-stay|${place.deviceId}|${alarm.zoneId}|${alarm.enteredAt}`,
+    details: {
+      entered_at: new Date(alarm.enteredAt).toISOString(),
+      stayed_s: Math.round(alarm.stayedS),
+      max_stay_time: alarm.maxStayTimeS,
+      geofence_name: detection.geofences.get(alarm.zoneId)?.name ?? null,
+      occurred_at: new Date(occurredAt).toISOString(),
+      ...(late ? { late: true, delay_ms: Math.round(late.delayMs) } : {}),
+    },
+  };
 }
 
 /** A DEADMAN as the sweep raises it (and a storm holds it), at the device's place. */
@@ -103,7 +160,7 @@ function stormMembers(held: storm.Storm<DetectedAlarm>): Record<string, unknown>
 }
 
 /** The max-stay state without stays other than those `inside` started (the same object when there are none). */
-function staysOf(state: maxStay.MaxStayState, inside: ReadonlyMap<string, number>): maxStay.MaxStayState {
+export function staysOf(state: maxStay.MaxStayState, inside: ReadonlyMap<string, number>): maxStay.MaxStayState {
   let stays: Record<string, maxStay.Stay> | null = null;
   for (const zoneId in state.stays) {
     const enteredAt = inside.get(zoneId);
@@ -165,7 +222,12 @@ function setTransition(state: DeviceState, next: transition.TransitionState): vo
 /**
  * Runs the detectors over the positions of the buildings this gateway owns (gateway/cluster hands each building's
  * positions to its one owner), so what a position causes, and what a sweep finds, is emitted once, here.
- * Detection time is the server's arrival time (`receivedAt`), carried in the record so every gateway agrees.
+ *
+ * Zones and stays run in event time: a position's clock is its fix time (`timestamp`), so the same fixes give the
+ * same enters, exits and max-stay alarms whenever they arrive (docs/event-time.md). A sweep judges each device on
+ * its own clock carried forward by the time since its newest fix arrived (`eventNow`), which also absorbs a
+ * device clock that is off. Dead-man silence is about arrival, so it keeps the server's clock (`receivedAt`).
+ * A fix older than the device's newest one run here is not observed: the caller gives it to the late path.
  */
 export class DetectionEngine {
   /** In least-recently-seen order (a device moves to the end at each position), so the first one is evicted. */
@@ -200,17 +262,29 @@ export class DetectionEngine {
     return this.devices.size;
   }
 
-  /** What the position causes, added to `out` (a caller observing a batch collects it all in one). */
-  observe(record: PositionRecord, runtime: BuildingRuntime | undefined, out: Detections = emptyDetections()): Detections {
+  /**
+   * What the position causes, added to `out` (a caller observing a batch collects it all in one). A fix older than
+   * the device's newest one run here changes nothing live: it is pushed onto `late` (when given) for the late path.
+   */
+  observe(
+    record: PositionRecord,
+    runtime: BuildingRuntime | undefined,
+    out: Detections = emptyDetections(),
+    late?: PositionRecord[],
+  ): Detections {
     const key = `${record.organizationId}|${record.deviceId}`;
     const now = record.receivedAt;
+    const at = record.timestamp;
     let state = this.devices.get(key);
-    if (state && state.observedThrough !== null && state.observedThrough > record.timestamp) return out; // an older fix arriving late changes nothing live
+    if (state && state.observedThrough !== null && state.observedThrough > at) {
+      late?.push(record);
+      return out;
+    }
     // Replayed after a rebuild: older than what the stored state already reflects, or from where the device was before.
     if (
       state &&
       state.observedThrough === null &&
-      (record.receivedAt < state.settledBefore || (record.timestamp < state.last.timestamp && record.buildingId !== state.buildingId))
+      (at < state.settledBefore || (at < state.last.timestamp && record.buildingId !== state.buildingId))
     )
       return out;
     if (!state) {
@@ -234,7 +308,7 @@ export class DetectionEngine {
       this.devices.set(key, state);
     }
     // Leaving a building (or its floors' coverage) closes every open stay there at once.
-    if (state.buildingId !== null && state.buildingId !== record.buildingId) this.leaveBuilding(state, now, out);
+    if (state.buildingId !== null && state.buildingId !== record.buildingId) this.leaveBuilding(state, at, out);
     // Only a replay after a rebuild can be older than `last`: it may still enter or exit, but `last` and the
     // dead-man state stay with the newer stored position.
     const newest = record.timestamp >= state.last.timestamp;
@@ -249,10 +323,10 @@ export class DetectionEngine {
       state.buildingId = runtime.id;
       state.floorId = record.floorId;
       const zoneIds = this.tagged.of(detection.index, record.floorId, record.x, record.y);
-      const stepped = transition.step(state.transition, { zoneIds, floorId: record.floorId }, detection.transitionRules, now);
+      const stepped = transition.step(state.transition, { zoneIds, floorId: record.floorId }, detection.transitionRules, at);
       setTransition(state, stepped.state);
       this.collectTransitions(state, detection, stepped.transitions, out);
-      this.checkMaxStay(state, detection, now, out);
+      this.checkMaxStay(state, detection, at, out);
       if (newest)
         state.deadman = deadman.step(
           state.deadman,
@@ -266,6 +340,45 @@ export class DetectionEngine {
       state.deadman = undefined; // out of the building: neither stillness nor silence means anything
     }
     return out;
+  }
+
+  /** What the late path needs of a device held here: the newest fix run (and its event time now), its building. */
+  liveOf(
+    organizationId: string,
+    deviceId: string,
+  ): { observedThrough: number | null; last: PositionRecord; buildingId: number | null } | undefined {
+    const state = this.devices.get(`${organizationId}|${deviceId}`);
+    return state && { observedThrough: state.observedThrough, last: state.last, buildingId: state.buildingId };
+  }
+
+  /**
+   * The late path re-ran the device's fixes through `observedThrough` in event time: its zone and stay state
+   * replaces the live one, unless a newer fix was run meanwhile (then the next late run sets it right).
+   */
+  adoptReplay(
+    organizationId: string,
+    deviceId: string,
+    observedThrough: number,
+    zones: transition.TransitionState,
+    stays: maxStay.MaxStayState,
+  ): boolean {
+    const state = this.devices.get(`${organizationId}|${deviceId}`);
+    if (!state || state.observedThrough !== observedThrough) return false;
+    state.transition = zones;
+    state.maxStay = stays;
+    state.transitionChanged = true;
+    return true;
+  }
+
+  /** Per building held here: the newest fix time run (a scrape's read, over every device held). */
+  watermarks(): Map<number, number> {
+    const newest = new Map<number, number>();
+    for (const state of this.devices.values()) {
+      if (state.buildingId === null || state.observedThrough === null) continue;
+      const held = newest.get(state.buildingId);
+      if (held === undefined || state.observedThrough > held) newest.set(state.buildingId, state.observedThrough);
+    }
+    return newest;
   }
 
   /** Devices whose detector state is held for this building. */
@@ -381,7 +494,7 @@ export class DetectionEngine {
 
   private evictOldest(now: number): void {
     const [key, state] = this.devices.entries().next().value!;
-    this.leaveBuilding(state, now, this.evicted);
+    this.leaveBuilding(state, now - state.last.receivedAt + state.last.timestamp, this.evicted);
     this.devices.delete(key);
   }
 
@@ -395,19 +508,22 @@ export class DetectionEngine {
     for (const [key, state] of this.devices) {
       const runtime = state.buildingId !== null ? this.registry.peek(state.buildingId) : undefined;
       const detection = this.buildings.of(runtime);
+      // The device's event time now: its newest fix, carried forward by the time since that fix arrived.
+      const offset = state.last.timestamp - state.last.receivedAt;
+      const eventNow = now + offset;
       if (now - state.last.receivedAt > this.forgetAfterMs) {
-        this.leaveBuilding(state, now, out);
+        this.leaveBuilding(state, eventNow, out);
         this.devices.delete(key);
         continue;
       }
       if (!detection) continue;
-      const swept = transition.sweep(state.transition, detection.transitionRules, now);
+      const swept = transition.sweep(state.transition, detection.transitionRules, eventNow);
       if (swept.transitions.length > 0) {
         setTransition(state, swept.state);
         this.collectTransitions(state, detection, swept.transitions, out);
       }
       const watchedSince = this.watchedSince(state.buildingId, now);
-      this.checkMaxStay(state, detection, now, out, { lastSeenAt: state.last.receivedAt, watchedSince });
+      this.checkMaxStay(state, detection, eventNow, out, { lastSeenAt: state.last.timestamp, watchedSince: watchedSince + offset });
       if (state.deadman) {
         const silenceS = detection.deadman.deadmanSilenceS;
         const buildingId = state.deadman.buildingId;
@@ -535,23 +651,10 @@ export class DetectionEngine {
     out: Detections,
   ): void {
     for (const change of transitions) {
-      const zoneKind = zoneKindOf(change.zoneId);
-      const event = zoneKind === 'geofence' ? undefined : detection.events.get(change.zoneId);
-      const geofence = zoneKind === 'geofence' ? detection.geofences.get(change.zoneId) : undefined;
-      out.zoneEvents.push({
-        organizationId: state.organizationId,
-        buildingId: state.buildingId!,
-        floorId: state.floorId,
-        zoneKind,
-        zoneId: zoneKind === 'geofence' ? change.zoneId : String(event?.id ?? change.zoneId.split(':')[1]),
-        zoneName: geofence?.name ?? event?.name ?? '',
-        deviceId: state.deviceId,
-        userId: state.userId,
-        type: change.type,
-        at: change.at,
-        firedAt: change.firedAt,
-      });
-      if (zoneKind === 'event' && change.type === 'enter' && event) {
+      const zoneEvent = zoneEventOf(state as ZoneEventSubject, detection, change);
+      out.zoneEvents.push(zoneEvent);
+      const event = zoneEvent.zoneKind === 'event' ? detection.events.get(change.zoneId) : undefined;
+      if (change.type === 'enter' && event) {
         out.triggered.push({
           organizationId: state.organizationId,
           deviceId: state.deviceId,
@@ -587,20 +690,7 @@ export class DetectionEngine {
       state.transitionChanged = false;
     }
     state.maxStay = result.state;
-    for (const alarm of result.alarms) {
-      out.alarms.push({
-        ...this.alarmPlace(state),
-        type: 'GEOFENCE_MAX_STAY_TIME',
-        geofenceId: alarm.zoneId,
-        idempotencyKey: `max-stay|${state.deviceId}|${alarm.zoneId}|${alarm.enteredAt}`,
-        details: {
-          entered_at: new Date(alarm.enteredAt).toISOString(),
-          stayed_s: Math.round(alarm.stayedS),
-          max_stay_time: alarm.maxStayTimeS,
-          geofence_name: detection.geofences.get(alarm.zoneId)?.name ?? null,
-        },
-      });
-    }
+    for (const alarm of result.alarms) out.alarms.push(maxStayAlarmOf(this.alarmPlace(state), detection, alarm, now));
   }
 
   private alarmPlace(state: DeviceState): Omit<RaiseAlarm, 'by' | 'type'> {

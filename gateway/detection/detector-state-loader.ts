@@ -249,7 +249,7 @@ export class DetectorStateLoader {
       `select distinct on (device_id, zone_kind, zone_id) device_id, building_id, zone_kind, zone_id, type, ${ms('at')} as at_ms,
               ${ms('max(at) over (partition by device_id)')} as settled_ms
        from zone_events
-       where organization_id = ? and building_id = any(?::int[]) and at >= to_timestamp(?::float8 / 1000) and device_id = any(?::text[])
+       where organization_id = ? and building_id = any(?::int[]) and at >= to_timestamp(?::float8 / 1000) and device_id = any(?::text[]) and not superseded
        order by device_id, zone_kind, zone_id, at desc, fired_at desc, ctid desc`,
       [organizationId, pgArray(buildingIds), now - (this.options.openStaysLookbackMs ?? 24 * 3600_000), pgArray(deviceIds)],
     );

@@ -1,5 +1,6 @@
 import type { Bus } from '../bus-channels.js';
 import type { Config } from '../../shared/config.js';
+import { ConflictError } from '../../shared/errors.js';
 import type { Logger } from '../../shared/logger.js';
 import type { PositionWriter } from '../../shared/positions/position-writer.js';
 import type { Storage } from '../../shared/storage/index.js';
@@ -11,6 +12,7 @@ import { DetectionOutbox } from './detection-outbox.js';
 import { DetectionShards, type LatestPositions } from './detection-shards.js';
 import { DetectionSink, type DetectionWebhooks } from './detection-sink.js';
 import { DetectorStateLoader } from './detector-state-loader.js';
+import { LateDetection } from './late-detection.js';
 import { OwnerDetection } from './owner-detection.js';
 
 export interface DetectionDependencies {
@@ -50,7 +52,30 @@ export function createDetection(deps: DetectionDependencies): Detection {
   // A building arriving here (at boot, or from a gateway that left) gets its detector state rebuilt from storage.
   const lookback = { lookbackMs: engine.forgetAfterMs, maxAgeMs: config.POSITIONS_MAX_AGE_SECONDS * 1000 };
   const loader = new DetectorStateLoader(storage, engine, registry, logger, lookback);
-  const detection = new OwnerDetection(engine, registry, outbox);
+  // Fixes arriving after newer ones of their device are re-detected in event time (late-detection.ts).
+  const late = new LateDetection({
+    storage,
+    engine,
+    registry,
+    outbox,
+    announce: (found) => sink.announce(found),
+    supersedeAlarm: async (organizationId, alarmId, key) => {
+      // Marked first, so the closing event every screen gets says why; an alarm already closed by an operator stays as it is.
+      await storage.execute(`update alarms set details = details || '{"superseded": true}'::jsonb where organization_id = ? and id = ?`, [
+        organizationId,
+        alarmId,
+      ]);
+      await storage.execute('delete from alarm_raise_keys where organization_id = ? and key = ?', [organizationId, key]);
+      await alarms
+        .changeState(organizationId, alarmId, 'CLOSED', 'superseded: fixes that arrived late show the stay did not run over', 'system')
+        .catch((error) => {
+          if (!(error instanceof ConflictError)) throw error;
+        });
+    },
+    logger,
+    reorderWindowMs: config.DETECTION_REORDER_WINDOW_SECONDS * 1000,
+  });
+  const detection = new OwnerDetection(engine, registry, outbox, late);
   const shards = new DetectionShards({ detection, loader, engine, live, storage, shards: config.CLUSTER_SHARDS, logger });
   return { engine, outbox, shards };
 }

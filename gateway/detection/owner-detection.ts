@@ -3,6 +3,7 @@ import type { PositionRecord } from '../../shared/positions/position-record.js';
 import type { BuildingRegistry, BuildingRuntime } from '../realtime/building-registry.js';
 import type { DetectionEngine } from './detection-engine.js';
 import type { DetectionOutbox } from './detection-outbox.js';
+import type { LateDetection } from './late-detection.js';
 import { emptyDetections } from './detections.js';
 
 /**
@@ -22,6 +23,8 @@ export class OwnerDetection {
     private readonly engine: DetectionEngine,
     private readonly registry: BuildingRegistry,
     private readonly outbox: DetectionOutbox,
+    /** Where fixes older than their device's newest detected one go (none: they change nothing, as before). */
+    private readonly late?: Pick<LateDetection, 'run'>,
   ) {}
 
   /**
@@ -37,11 +40,13 @@ export class OwnerDetection {
       runtimes.push(id === null ? undefined : (this.registry.peek(id) ?? (await this.registry.get(record.organizationId, id))));
     }
     let found = emptyDetections();
+    // Fixes older than their device's newest one run: the late path's, once the on-time ones are detected.
+    const late: PositionRecord[] = [];
     let cpu = process.cpuUsage();
     let sliceStart = 0;
     let sliceEnds = performance.now() + DETECT_SLICE_MS;
     for (let index = 0; index < records.length; index++) {
-      this.engine.observe(records[index]!, runtimes[index], found);
+      this.engine.observe(records[index]!, runtimes[index], found, late);
       if ((index & 15) !== 15 || index + 1 === records.length || performance.now() < sliceEnds) continue;
       // The slice's output goes to the outbox before anything else (a sweep) can run, so each device's stays in order.
       countDetectionCpu(cpu);
@@ -58,6 +63,7 @@ export class OwnerDetection {
     detectionPositions.inc(records.length - sliceStart);
     if (!holds()) return false;
     this.outbox.add(found, false);
+    if (late.length > 0 && this.late) return this.late.run(late, holds);
     return true;
   }
 

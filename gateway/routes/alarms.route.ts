@@ -69,6 +69,16 @@ export const alarmSchema = z.object({
     .describe(
       'DEADMAN: when its device reported again, while the alarm was OPEN (also in details, with contact_restored_position); null otherwise',
     ),
+  occurred_at: z
+    .string()
+    .describe(
+      'When the condition happened, in event time: the fix that showed a stay over its limit, the press of an alarm button (also in details); created_at when not recorded',
+    ),
+  late: z
+    .boolean()
+    .describe(
+      'Found from fixes or a press that reached the server late (uploaded from an offline buffer): occurred_at is in the past, details.delay_ms says by how much. A max-stay alarm later fixes contradict is closed by the system with details.superseded',
+    ),
   created_at: z.string(),
   updated_at: z.string(),
 });

@@ -59,6 +59,9 @@ export function geofenceEvent(event: ZoneEventRecord): LiveEvent {
     user_id: event.userId,
     at: isoOf(event.at),
     fired_at: isoOf(event.firedAt),
+    late: event.late === true,
+    ...(event.late ? { delay_ms: Math.round(event.delayMs ?? 0) } : {}),
+    ...(event.supersedesAt !== undefined ? { supersedes: { type: event.type, at: new Date(event.supersedesAt).toISOString() } } : {}),
   };
   return new LiveEvent(data, event.userId);
 }

@@ -58,6 +58,12 @@ const geofenceEventSchema = z.object({
   user_id: z.string().nullable(),
   at: z.string().describe('When the device crossed'),
   fired_at: z.string().describe('When it was decided (after any debounce)'),
+  late: z.boolean().describe('Found from fixes that arrived late (an offline buffer): `at` is in the past'),
+  delay_ms: z.number().int().optional().describe('With late: how long after `at` it was learned'),
+  supersedes: z
+    .object({ type: z.enum(['enter', 'exit']), at: z.string() })
+    .optional()
+    .describe("A correction: the device's earlier event of this zone that late fixes contradicted (no longer stands)"),
 });
 const deviceEventSchema = z.object({
   event_id: z.number().int(),

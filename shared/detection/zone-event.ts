@@ -16,4 +16,13 @@ export interface ZoneEventRecord {
   at: number;
   /** When it was decided (after debounce). */
   firedAt: number;
+  /** Found from fixes that arrived late (by more than the reorder window): how long after `at` it was learned. */
+  late?: boolean;
+  delayMs?: number;
+  /** Its stored id (the late path's events, which name or are named by a correction). */
+  id?: string;
+  /** On a correction: the id of the stored event it replaces (kept, marked superseded). */
+  supersedes?: string | null;
+  /** With `supersedes`: the `at` of the event it replaces (same type, zone and device). */
+  supersedesAt?: number;
 }

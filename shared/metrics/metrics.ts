@@ -219,6 +219,8 @@ export interface MetricSources {
   writerBacklog?: () => number;
   /** This gateway's view of the cluster (gateway/cluster). */
   cluster?: () => { members: number; ownedBuildings: number; readyBuildings: number; backlog: number };
+  /** Newest fix time (epoch ms) detection has run, per building owned here (gateway/detection/detection-engine.ts). */
+  watermarks?: () => ReadonlyMap<number, number>;
 }
 
 const sources = new Set<MetricSources>();
@@ -236,6 +238,23 @@ function sum<T>(read: (source: MetricSources) => T | undefined, add: (value: T) 
   }
 }
 
+new Gauge({
+  name: `${PREFIX}detection_watermark_seconds`,
+  help: 'Event time detection has processed, per building owned here: the newest fix time run (epoch seconds). Far behind the clock with fixes arriving: behind; not moving with none: quiet.',
+  labelNames: ['building_id'] as const,
+  registers: [registry],
+  collect() {
+    const newest = new Map<number, number>();
+    sum(
+      (source) => source.watermarks?.(),
+      (value) => {
+        for (const [buildingId, at] of value) newest.set(buildingId, Math.max(at, newest.get(buildingId) ?? -Infinity));
+      },
+    );
+    this.reset();
+    for (const [buildingId, at] of newest) this.labels(String(buildingId)).set(at / 1000);
+  },
+});
 new Gauge({
   name: `${PREFIX}ws_connections`,
   help: 'Open WebSockets.',
@@ -355,6 +374,18 @@ export const detectionCpuSeconds = new Counter({
 export const detectionPositions = new Counter({
   name: `${PREFIX}detection_positions_total`,
   help: 'Positions run through the detectors on this process (those of the buildings it owns).',
+  registers: [registry],
+});
+export const detectionLateFixes = new Counter({
+  name: `${PREFIX}detection_late_fixes_total`,
+  help: "Fixes that reached detection older than their device's newest detected one by more than the reorder window, by building (re-detected in event time).",
+  labelNames: ['building_id'] as const,
+  registers: [registry],
+});
+export const detectionCorrections = new Counter({
+  name: `${PREFIX}detection_corrections_total`,
+  help: 'Stored zone events that late fixes contradicted (marked superseded, with a correction), by building.',
+  labelNames: ['building_id'] as const,
   registers: [registry],
 });
 /** A gauge of the cluster views of this process's gateways, summed unless `combine` says otherwise. */

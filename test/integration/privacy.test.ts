@@ -56,7 +56,9 @@ describe(`privacy: tracking windows and erasure (${driverLabel})`, () => {
     running.gateway.services.storage.execute<T>(text, params);
 
   beforeAll(async () => {
-    running = await startTestGateway({ REPORTS_MATERIALIZE_INTERVAL_MS: '100', REPORTS_MATERIALIZE_LAG_MS: '0' });
+    // The lag covers a position's way from arrival (its received_at) to its commit: with none, a pass can move the
+    // materializer's watermark past positions still being committed, which it then never builds.
+    running = await startTestGateway({ REPORTS_MATERIALIZE_INTERVAL_MS: '100', REPORTS_MATERIALIZE_LAG_MS: '2000' });
     admin = await adminClient(running.client);
     venue = await createVenue(admin, 'Privacy venue');
     // With Redis the workers keep the rollups and stays (workers/main.ts): run their materializer as they would.

@@ -64,6 +64,7 @@ describe('event frames', () => {
       user_id: 'u1',
       at: '2026-11-22T00:00:00.001Z',
       fired_at: '2026-11-22T00:00:00.006Z',
+      late: false,
     });
     const content = new TopicEvents('devices/a', DEVICE_EVENT_OPS, [
       deviceEvent({ id: 7, buildingId: 1, name: 'Sale', info: 'now', url: null }, null),
@@ -72,6 +73,23 @@ describe('event frames', () => {
       op: 'events',
       topic: 'devices/a',
       data: [{ event_id: 7, building_id: 1, name: 'Sale', info: 'now', url: null }],
+    });
+  });
+
+  it('says of an event found late its delay, and of a correction which earlier event it replaces', () => {
+    const late = {
+      ...record('a', 'exit', 1),
+      late: true,
+      delayMs: 600_000.4,
+      supersedes: '42',
+      supersedesAt: Date.UTC(2026, 10, 22, 0, 5),
+    };
+    const data = JSON.parse(new TopicEvents(TOPIC, GEOFENCE_EVENT_OPS, [geofenceEvent(late)]).single('json', 0) as string).data;
+    expect(data).toMatchObject({
+      type: 'exit',
+      late: true,
+      delay_ms: 600_000,
+      supersedes: { type: 'exit', at: '2026-11-22T00:05:00.000Z' },
     });
   });
 

@@ -22,6 +22,7 @@ import { M0021DetectionDeadLetters } from './m0021-detection-dead-letters.js';
 import { M0022TokenFamiliesAndOrganizationEmails } from './m0022-token-families-and-organization-emails.js';
 import { M0023Evacuations } from './m0023-evacuations.js';
 import { M0024Privacy } from './m0024-privacy.js';
+import { M0025ZoneEventTime } from './m0025-zone-event-time.js';
 import { M0030PrivacySettings } from './m0030-privacy-settings.js';
 
 /**
@@ -52,5 +53,6 @@ export const migrationsList: MigrationObject[] = [
   { name: 'm0022-token-families-and-organization-emails', class: M0022TokenFamiliesAndOrganizationEmails },
   { name: 'm0023-evacuations', class: M0023Evacuations },
   { name: 'm0024-privacy', class: M0024Privacy },
+  { name: 'm0025-zone-event-time', class: M0025ZoneEventTime },
   { name: 'm0030-privacy-settings', class: M0030PrivacySettings },
 ];

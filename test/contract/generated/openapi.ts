@@ -9951,6 +9951,10 @@ export type paths = {
                                 }[];
                                 /** @description DEADMAN: when its device reported again, while the alarm was OPEN (also in details, with contact_restored_position); null otherwise */
                                 contact_restored_at: string | null;
+                                /** @description When the condition happened, in event time: the fix that showed a stay over its limit, the press of an alarm button (also in details); created_at when not recorded */
+                                occurred_at: string;
+                                /** @description Found from fixes or a press that reached the server late (uploaded from an offline buffer): occurred_at is in the past, details.delay_ms says by how much. A max-stay alarm later fixes contradict is closed by the system with details.superseded */
+                                late: boolean;
                                 created_at: string;
                                 updated_at: string;
                             }[];
@@ -10085,6 +10089,10 @@ export type paths = {
                             }[];
                             /** @description DEADMAN: when its device reported again, while the alarm was OPEN (also in details, with contact_restored_position); null otherwise */
                             contact_restored_at: string | null;
+                            /** @description When the condition happened, in event time: the fix that showed a stay over its limit, the press of an alarm button (also in details); created_at when not recorded */
+                            occurred_at: string;
+                            /** @description Found from fixes or a press that reached the server late (uploaded from an offline buffer): occurred_at is in the past, details.delay_ms says by how much. A max-stay alarm later fixes contradict is closed by the system with details.superseded */
+                            late: boolean;
                             created_at: string;
                             updated_at: string;
                         };
@@ -10152,6 +10160,10 @@ export type paths = {
                             }[];
                             /** @description DEADMAN: when its device reported again, while the alarm was OPEN (also in details, with contact_restored_position); null otherwise */
                             contact_restored_at: string | null;
+                            /** @description When the condition happened, in event time: the fix that showed a stay over its limit, the press of an alarm button (also in details); created_at when not recorded */
+                            occurred_at: string;
+                            /** @description Found from fixes or a press that reached the server late (uploaded from an offline buffer): occurred_at is in the past, details.delay_ms says by how much. A max-stay alarm later fixes contradict is closed by the system with details.superseded */
+                            late: boolean;
                             created_at: string;
                             updated_at: string;
                         };
@@ -10312,6 +10324,10 @@ export type paths = {
                             }[];
                             /** @description DEADMAN: when its device reported again, while the alarm was OPEN (also in details, with contact_restored_position); null otherwise */
                             contact_restored_at: string | null;
+                            /** @description When the condition happened, in event time: the fix that showed a stay over its limit, the press of an alarm button (also in details); created_at when not recorded */
+                            occurred_at: string;
+                            /** @description Found from fixes or a press that reached the server late (uploaded from an offline buffer): occurred_at is in the past, details.delay_ms says by how much. A max-stay alarm later fixes contradict is closed by the system with details.superseded */
+                            late: boolean;
                             created_at: string;
                             updated_at: string;
                         };
@@ -10458,6 +10474,10 @@ export type paths = {
                             }[];
                             /** @description DEADMAN: when its device reported again, while the alarm was OPEN (also in details, with contact_restored_position); null otherwise */
                             contact_restored_at: string | null;
+                            /** @description When the condition happened, in event time: the fix that showed a stay over its limit, the press of an alarm button (also in details); created_at when not recorded */
+                            occurred_at: string;
+                            /** @description Found from fixes or a press that reached the server late (uploaded from an offline buffer): occurred_at is in the past, details.delay_ms says by how much. A max-stay alarm later fixes contradict is closed by the system with details.superseded */
+                            late: boolean;
                             created_at: string;
                             updated_at: string;
                         };

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { DetectionEngine } from '../../../gateway/detection/detection-engine.js';
 import type { Geofence } from '../../../shared/storage/entities/index.js';
+import type { PositionRecord } from '../../../shared/positions/position-record.js';
 import { buildingRow, buildingRuntime, geofenceRow, peekingRegistry } from '../../../testkit/detection.js';
 import { positionRecord } from '../../../testkit/positions.js';
 
@@ -124,5 +125,62 @@ describe('DetectionEngine: a bounded number of tracked devices', () => {
     engine.observe(at('first', 2), runtime);
     engine.observe(at('third', 3), runtime); // over the cap: `second` goes
     expect(engine.sweep(s(4)).zoneEvents.map((event) => event.deviceId)).toEqual(['second']);
+  });
+});
+
+describe('DetectionEngine: event time', () => {
+  /** A fix taken at `second`, arriving at `arrival` (seconds after T0). */
+  const fix = (second: number, x: number, arrival: number): PositionRecord => ({
+    organizationId: 'org',
+    deviceId: 'd',
+    userId: null,
+    buildingId: 1,
+    floorId: 1,
+    indoor: true,
+    x,
+    y: 5,
+    lat: 0,
+    lng: 0,
+    yaw: 0,
+    accuracy: 1,
+    timestamp: s(second),
+    receivedAt: s(arrival),
+  });
+
+  it('dates enters and exits by the fix, not by its arrival', () => {
+    const { engine, runtime } = venue({});
+    const entered = engine.observe(fix(0, 5, 600), runtime);
+    const left = engine.observe(fix(20, 50, 600.001), runtime);
+    expect(entered.zoneEvents.map((e) => [e.type, e.at])).toEqual([['enter', s(0)]]);
+    expect(left.zoneEvents.map((e) => [e.type, e.at])).toEqual([['exit', s(20)]]);
+  });
+
+  it('judges max stay on fix times: a buffer uploaded at once still shows the stay that ran over', () => {
+    const { engine, runtime } = venue({ maxStayTime: 30 });
+    engine.observe(fix(0, 5, 900), runtime);
+    expect(engine.observe(fix(30, 5, 900), runtime).alarms).toEqual([]);
+    const over = engine.observe(fix(31, 5, 900), runtime).alarms;
+    expect(over.map((a) => [a.type, a.details?.entered_at])).toEqual([['GEOFENCE_MAX_STAY_TIME', new Date(s(0)).toISOString()]]);
+  });
+
+  it('sweeps each device on its own clock: its newest fix carried forward by the time since it arrived', () => {
+    const { engine, runtime } = venue({ maxStayTime: 30 });
+    // A buffer: fixes of 0 s and 20 s arrive at 100 s and 101 s; the stay began at 0 s and was 20 s old at 101 s.
+    engine.observe(fix(0, 5, 100), runtime);
+    engine.observe(fix(20, 5, 101), runtime);
+    expect(engine.sweep(s(111)).alarms).toEqual([]);
+    expect(engine.sweep(s(111.001)).alarms.map((a) => a.geofenceId)).toEqual(['fence-1']);
+  });
+
+  it('hands a fix older than the newest one run to the late path, changing nothing live', () => {
+    const { engine, runtime } = venue({});
+    const late: PositionRecord[] = [];
+    engine.observe(fix(10, 50, 10), runtime, undefined, late);
+    const older = fix(5, 5, 11);
+    expect(engine.observe(older, runtime, undefined, late)).toEqual({ zoneEvents: [], alarms: [], triggered: [] });
+    expect(late).toEqual([older]);
+    // The live state is the newest fix's: outside, so the next fix outside changes nothing.
+    expect(engine.observe(fix(12, 50, 12), runtime, undefined, late).zoneEvents).toEqual([]);
+    expect(late).toHaveLength(1);
   });
 });

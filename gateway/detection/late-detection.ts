@@ -1,0 +1,396 @@
+import type { EntityManager } from '@mikro-orm/postgresql';
+import type { Logger } from '../../shared/logger.js';
+import * as maxStay from '../../shared/detection/max-stay.detector.js';
+import * as transition from '../../shared/detection/transition.detector.js';
+import { StorageUnavailableError, isOutageError } from '../../shared/errors.js';
+import { detectionCorrections, detectionLateFixes } from '../../shared/metrics/metrics.js';
+import type { PositionRecord } from '../../shared/positions/position-record.js';
+import { pgArray } from '../../shared/storage/pg-array.js';
+import type { Storage } from '../../shared/storage/index.js';
+import type { BuildingRegistry, BuildingRuntime } from '../realtime/building-registry.js';
+import type { BuildingDetection } from './building-detection.js';
+import { maxStayAlarmOf, staysOf, zoneEventOf, zoneKindOf, type DetectionEngine } from './detection-engine.js';
+import type { DetectionOutbox } from './detection-outbox.js';
+import type { DetectedAlarm, Detections, ZoneEventRecord } from './detections.js';
+
+export interface LateDetectionDependencies {
+  storage: Storage;
+  engine: DetectionEngine;
+  registry: BuildingRegistry;
+  /** Drained before stored events are read (they must include what the live path just found); takes the alarms. */
+  outbox: DetectionOutbox;
+  /**
+   * Withdraws a max-stay alarm the late fixes contradict: marked `superseded`, closed by the system, and its raise
+   * key freed so the stay can alarm again should later fixes show it ran over after all.
+   */
+  supersedeAlarm(organizationId: string, alarmId: string, idempotencyKey: string): Promise<void>;
+  /** Pushes stored zone events to every gateway (detection-sink.ts). */
+  announce(detections: Pick<Detections, 'zoneEvents' | 'triggered'>): Promise<void>;
+  logger: Logger;
+  /** DETECTION_REORDER_WINDOW_SECONDS in ms: events learned later than this after they happened are flagged late. */
+  reorderWindowMs: number;
+  /** How far back stored enters are looked for (as the state loader does). */
+  lookbackMs?: number;
+  /** Fixes one replay reads at most; a longer stretch is left as the live path saw it (logged). */
+  maxReplayFixes?: number;
+}
+
+interface FixRow {
+  user_id: string | null;
+  building_id: number | null;
+  floor_id: number | null;
+  x: number | null;
+  y: number | null;
+  lat: number;
+  lng: number;
+  ts_ms: number;
+}
+
+interface StayAlarmRow {
+  id: string;
+  geofence_id: string;
+  details: Record<string, unknown> | string;
+}
+
+/** A stored max-stay alarm of the device, as the late path weighs it. */
+interface StayAlarm {
+  id: string;
+  /** `zone|enteredAt`: the stay it is about. */
+  stay: string;
+  /** The event time it was found at (-Infinity for alarms raised before event time was recorded). */
+  occurredAt: number;
+  superseded: boolean;
+}
+
+function stayAlarmOf(row: StayAlarmRow): StayAlarm | undefined {
+  const details = typeof row.details === 'string' ? (JSON.parse(row.details) as Record<string, unknown>) : row.details;
+  const enteredAt = Date.parse(String(details.entered_at));
+  if (!Number.isFinite(enteredAt)) return undefined;
+  const occurredAt = typeof details.occurred_at === 'string' ? Date.parse(details.occurred_at) : Number.NaN;
+  return {
+    id: row.id,
+    stay: `${row.geofence_id}|${enteredAt}`,
+    occurredAt: Number.isFinite(occurredAt) ? occurredAt : -Infinity,
+    superseded: details.superseded === true,
+  };
+}
+
+interface EventRow {
+  id: string;
+  building_id: number;
+  zone_kind: string;
+  zone_id: string;
+  type: 'enter' | 'exit';
+  at_ms: number;
+}
+
+/** Epoch milliseconds of a timestamptz, exactly (as detector-state-loader.ts reads them). */
+const ms = (column: string) => `round(extract(epoch from ${column}) * 1000)::float8`;
+const NO_RULES: transition.TransitionRules = new Map();
+/** An event's identity for "was it already produced": what it is, where, and its time. */
+const keyOf = (type: string, zoneKind: string, zoneId: string, at: number) => `${type}|${zoneKind}|${zoneId}|${at}`;
+const engineZoneId = (zoneKind: string, zoneId: string) => (zoneKind === 'geofence' ? zoneId : `${zoneKind}:${zoneId}`);
+
+/** What re-running a device's fixes in event time found. */
+interface Replay {
+  events: ZoneEventRecord[];
+  alarms: DetectedAlarm[];
+  zones: transition.TransitionState;
+  stays: maxStay.MaxStayState;
+}
+
+/**
+ * The late path (issue 30, docs/event-time.md): fixes older than their device's newest one run by the live path.
+ * On-time fixes never come here; a read with late fixes pays for them after its on-time ones are detected.
+ *
+ * Per device, from its oldest late fix: the state just before it is rebuilt from storage (the zones whose latest
+ * stored event there is an enter, with the building of the fix before it; stays alarmed by their stored raise key),
+ * then every stored fix from there to the newest one the live path ran is run again, in fix-time order, through
+ * the same pure detectors. What this finds is compared with the stored events of that stretch:
+ * - the same event (type, zone, time) already stored is not produced twice;
+ * - a missing one is stored and pushed, flagged `late` with its delay when learned past the reorder window;
+ * - a stored one the fixes now contradict is kept, marked `superseded`, and the new event of the same type and
+ *   zone nearest in time names it (`supersedes`).
+ * Max-stay alarms found are raised through the outbox under the stay's key, so one already raised is a no-op, and
+ * the device's live zone and stay state becomes the replay's. A debounce under way just before the late run starts
+ * again (as after a rebuild), so on fences with a dwell or grace the times can differ by the debounce.
+ */
+export class LateDetection {
+  constructor(private readonly deps: LateDetectionDependencies) {}
+
+  /** Re-detects the devices of these late fixes; rejects on an outage only (the read is then taken again). */
+  async run(records: readonly PositionRecord[], holds: () => boolean): Promise<boolean> {
+    const { outbox, logger } = this.deps;
+    const byDevice = new Map<string, PositionRecord[]>();
+    for (const record of records) {
+      const key = `${record.organizationId}|${record.deviceId}`;
+      (byDevice.get(key) ?? byDevice.set(key, []).get(key)!).push(record);
+    }
+    await outbox.drain();
+    if (outbox.size > 0) throw new StorageUnavailableError('detections wait for storage: late fixes are taken again later');
+    for (const fixes of byDevice.values()) {
+      if (!holds()) return false;
+      try {
+        await this.device(fixes, holds);
+      } catch (error) {
+        if (isOutageError(error)) throw error;
+        logger.error({ err: error, deviceId: fixes[0]!.deviceId }, 'late detection of a device failed; its live state is kept');
+      }
+    }
+    return holds();
+  }
+
+  private async device(fixes: PositionRecord[], holds: () => boolean): Promise<void> {
+    const { engine, storage, reorderWindowMs } = this.deps;
+    const { organizationId, deviceId } = fixes[0]!;
+    const live = engine.liveOf(organizationId, deviceId);
+    if (!live || live.observedThrough === null) return;
+    const through = live.observedThrough;
+    let from = Infinity;
+    let arrivedAt = -Infinity;
+    for (const fix of fixes) {
+      from = Math.min(from, fix.timestamp);
+      arrivedAt = Math.max(arrivedAt, fix.receivedAt);
+      if (through - fix.timestamp > reorderWindowMs && fix.buildingId !== null) detectionLateFixes.labels(String(fix.buildingId)).inc();
+    }
+    const lookbackMs = this.deps.lookbackMs ?? 24 * 3600_000;
+    const [previous] = await storage.execute<FixRow>(
+      `select user_id, building_id, floor_id, x, y, lat, lng, ${ms('ts')} as ts_ms from positions
+       where organization_id = ? and device_id = ? and ts < to_timestamp(?::float8 / 1000) and ts >= to_timestamp(?::float8 / 1000)
+       order by ts desc, received_at desc limit 1`,
+      [organizationId, deviceId, from, from - lookbackMs],
+    );
+    const maxFixes = this.deps.maxReplayFixes ?? 200_000;
+    const replayed = await storage.execute<FixRow>(
+      `select user_id, building_id, floor_id, x, y, lat, lng, ${ms('ts')} as ts_ms from positions
+       where organization_id = ? and device_id = ? and ts >= to_timestamp(?::float8 / 1000) and ts <= to_timestamp(?::float8 / 1000)
+       order by ts, received_at limit ?`,
+      [organizationId, deviceId, from, through, maxFixes + 1],
+    );
+    if (replayed.length > maxFixes) {
+      this.deps.logger.warn({ deviceId, from, through }, 'late run too long to replay; the live events stand');
+      return;
+    }
+    const before = await storage.execute<EventRow>(
+      `select distinct on (zone_kind, zone_id) id::text as id, building_id, zone_kind, zone_id, type, ${ms('at')} as at_ms
+       from zone_events
+       where organization_id = ? and device_id = ? and not superseded
+         and at < to_timestamp(?::float8 / 1000) and at >= to_timestamp(?::float8 / 1000)
+       order by zone_kind, zone_id, at desc, fired_at desc, id desc`,
+      [organizationId, deviceId, from, from - lookbackMs],
+    );
+    const inside = new Map<string, number>();
+    for (const row of before)
+      if (row.type === 'enter' && previous && Number(row.building_id) === previous.building_id)
+        inside.set(engineZoneId(row.zone_kind, row.zone_id), row.at_ms);
+    const fences = new Map([...inside].filter(([zoneId]) => zoneKindOf(zoneId) === 'geofence'));
+    // Max-stay alarms of the device: those found before the late run stand (their stays count as alarmed); those
+    // found in it (or by a sweep since) are what the replay must find again.
+    const stayAlarms = (
+      await storage.execute<StayAlarmRow>(
+        `select id, geofence_id, details from alarms
+         where organization_id = ? and device_id = ? and type = 'GEOFENCE_MAX_STAY_TIME' and created_at >= to_timestamp(?::float8 / 1000)`,
+        [organizationId, deviceId, from - lookbackMs],
+      )
+    )
+      .map(stayAlarmOf)
+      .filter((alarm): alarm is StayAlarm => alarm !== undefined && !alarm.superseded);
+    const alarmedBefore = new Set(stayAlarms.filter((alarm) => alarm.occurredAt < from).map((alarm) => alarm.stay));
+    const alarmed = new Set([...fences].filter(([zoneId, at]) => alarmedBefore.has(`${zoneId}|${at}`)).map(([zoneId]) => zoneId));
+
+    const replay = await this.replay(
+      { organizationId, deviceId, previous, arrivedAt },
+      transition.restoredState(inside, previous?.floor_id ?? null),
+      maxStay.restoredState(fences, alarmed),
+      replayed,
+      // The device's event time now, as the live sweep judges it: pending debounces it has settled settle here too.
+      Date.now() - live.last.receivedAt + live.last.timestamp,
+    );
+    const stored = await storage.execute<EventRow>(
+      `select id::text as id, building_id, zone_kind, zone_id, type, ${ms('at')} as at_ms from zone_events
+       where organization_id = ? and device_id = ? and not superseded and at >= to_timestamp(?::float8 / 1000)
+       order by at, id`,
+      [organizationId, deviceId, from],
+    );
+    const { added, superseded } = reconcile(replay.events, stored);
+    const found = new Set(replay.alarms.map((alarm) => `${alarm.geofenceId}|${Date.parse(String(alarm.details!.entered_at))}`));
+    const standing = new Set(stayAlarms.map((alarm) => alarm.stay));
+    const contradicted = stayAlarms.filter((alarm) => alarm.occurredAt >= from && !found.has(alarm.stay));
+    const raise = replay.alarms.filter((alarm) => !standing.has(`${alarm.geofenceId}|${Date.parse(String(alarm.details!.entered_at))}`));
+    if (!holds()) return;
+    for (const alarm of contradicted) {
+      const [zoneId, enteredAt] = alarm.stay.split('|');
+      await this.deps.supersedeAlarm(organizationId, alarm.id, `max-stay|${deviceId}|${zoneId}|${enteredAt}`);
+    }
+    if (added.length > 0 || superseded.length > 0) await this.store(added, superseded);
+    const corrections = superseded.length + contradicted.length;
+    if (corrections > 0) detectionCorrections.labels(String(fixes[0]!.buildingId ?? '')).inc(corrections);
+    if (added.length > 0) await this.deps.announce({ zoneEvents: added, triggered: [] });
+    if (raise.length > 0) this.deps.outbox.add({ zoneEvents: [], alarms: raise, triggered: [] }, false);
+    engine.adoptReplay(organizationId, deviceId, through, replay.zones, replay.stays);
+  }
+
+  /** The device's stored fixes run again in fix-time order, from the state before them, as the live path runs them. */
+  private async replay(
+    device: { organizationId: string; deviceId: string; previous: FixRow | undefined; arrivedAt: number },
+    startZones: transition.TransitionState,
+    startStays: maxStay.MaxStayState,
+    fixes: readonly FixRow[],
+    eventNow: number,
+  ): Promise<Replay> {
+    const { reorderWindowMs } = this.deps;
+    const { organizationId, deviceId, arrivedAt } = device;
+    let zones = startZones;
+    let stays = startStays;
+    let buildingId = device.previous?.building_id ?? null;
+    let floorId = device.previous?.floor_id ?? null;
+    let userId = device.previous?.user_id ?? null;
+    let detection = await this.detectionOf(organizationId, buildingId);
+    const events: ZoneEventRecord[] = [];
+    const alarms: DetectedAlarm[] = [];
+    const flag = (event: ZoneEventRecord): ZoneEventRecord => {
+      const delayMs = arrivedAt - event.at;
+      return delayMs > reorderWindowMs ? { ...event, late: true, delayMs } : event;
+    };
+    const emit = (changes: readonly transition.ZoneTransition[]) => {
+      if (!detection || buildingId === null) return;
+      for (const change of changes)
+        events.push(flag(zoneEventOf({ organizationId, buildingId, floorId, deviceId, userId }, detection, change)));
+    };
+    for (const fix of fixes) {
+      if (buildingId !== null && buildingId !== fix.building_id) {
+        // Leaving a building closes every stay there at once, as the live path does.
+        emit(transition.step(zones, { zoneIds: [], floorId: null }, NO_RULES, fix.ts_ms).transitions);
+        zones = transition.initialTransitionState();
+        stays = maxStay.initialMaxStayState();
+      }
+      if (fix.building_id !== buildingId) detection = await this.detectionOf(organizationId, fix.building_id);
+      buildingId = fix.building_id;
+      floorId = fix.floor_id;
+      userId = fix.user_id ?? userId;
+      if (!detection || fix.floor_id === null || fix.x === null || fix.y === null) continue;
+      const zoneIds = new Set(detection.index.zonesAt(fix.floor_id, fix.x, fix.y).map((zone) => zone.id));
+      const stepped = transition.step(zones, { zoneIds, floorId: fix.floor_id }, detection.transitionRules, fix.ts_ms);
+      zones = stepped.state;
+      emit(stepped.transitions);
+      if (detection.maxStayRules.size === 0) continue;
+      const inside = transition.confirmedInside(zones);
+      for (const zoneId of [...inside.keys()]) if (zoneKindOf(zoneId) !== 'geofence') inside.delete(zoneId);
+      const result = maxStay.step(
+        staysOf(stays, inside),
+        { insideZoneIds: inside.keys(), enteredAt: inside, now: fix.ts_ms },
+        detection.maxStayRules,
+      );
+      stays = result.state;
+      const place = { organizationId, deviceId, userId, buildingId, floorId, x: fix.x, y: fix.y, lat: fix.lat, lng: fix.lng };
+      for (const alarm of result.alarms) {
+        const delayMs = arrivedAt - fix.ts_ms;
+        alarms.push(maxStayAlarmOf(place, detection, alarm, fix.ts_ms, delayMs > reorderWindowMs ? { delayMs } : undefined));
+      }
+    }
+    // What the live sweep has settled by now (the device's event time) settles here the same way: debounces, and
+    // stays that ran over since the newest fix.
+    if (detection) {
+      const swept = transition.sweep(zones, detection.transitionRules, eventNow);
+      zones = swept.state;
+      emit(swept.transitions);
+      if (detection.maxStayRules.size > 0 && buildingId !== null) {
+        const result = maxStay.sweep(stays, detection.maxStayRules, eventNow);
+        stays = result.state;
+        const last = fixes.at(-1) ?? device.previous;
+        const place = {
+          organizationId,
+          deviceId,
+          userId,
+          buildingId,
+          floorId,
+          x: last?.x ?? null,
+          y: last?.y ?? null,
+          lat: last?.lat,
+          lng: last?.lng,
+        };
+        for (const alarm of result.alarms) alarms.push(maxStayAlarmOf(place, detection, alarm, eventNow));
+      }
+    }
+    return { events, alarms, zones, stays };
+  }
+
+  private async detectionOf(organizationId: string, buildingId: number | null): Promise<BuildingDetection | undefined> {
+    if (buildingId === null) return undefined;
+    const { registry, engine } = this.deps;
+    const runtime: BuildingRuntime | undefined = registry.peek(buildingId) ?? (await registry.get(organizationId, buildingId));
+    return engine.buildings.of(runtime);
+  }
+
+  /** New events and the superseded marks in one transaction: a reader never sees a correction without its mark. */
+  private async store(added: ZoneEventRecord[], superseded: string[]): Promise<void> {
+    const { storage } = this.deps;
+    await storage.em().transactional(async (tx) => {
+      const execute = (sql: string, params: unknown[]) => (tx as EntityManager).execute(sql, params) as Promise<Record<string, unknown>[]>;
+      if (superseded.length > 0)
+        await execute('update zone_events set superseded = true where id = any(?::bigint[])', [pgArray(superseded)]);
+      if (added.length === 0) return;
+      const ids = await execute(`select nextval(pg_get_serial_sequence('zone_events', 'id'))::text as id from generate_series(1, ?)`, [
+        added.length,
+      ]);
+      for (const [index, event] of added.entries()) event.id = String(ids[index]!.id);
+      const rows = added.map((e) => ({
+        i: e.id,
+        o: e.organizationId,
+        b: e.buildingId,
+        f: e.floorId,
+        k: e.zoneKind,
+        z: e.zoneId,
+        d: e.deviceId,
+        u: e.userId,
+        t: e.type,
+        a: e.at,
+        r: e.firedAt,
+        l: e.late ?? false,
+        m: e.delayMs ?? null,
+        s: e.supersedes ?? null,
+      }));
+      await execute(
+        `insert into zone_events (id, organization_id, building_id, floor_id, zone_kind, zone_id, device_id, user_id, type, at, fired_at, late, delay_ms, supersedes)
+         select i, o, b, f, k, z, d, u, t, to_timestamp(a / 1000), to_timestamp(r / 1000), l, m, s
+         from jsonb_to_recordset(?::jsonb) as e(i bigint, o uuid, b int, f int, k text, z text, d text, u uuid, t text, a float8, r float8, l boolean, m bigint, s bigint)`,
+        [JSON.stringify(rows)],
+      );
+    });
+  }
+}
+
+/**
+ * The replay's events against the stored ones of the same stretch: the replay's that are not stored yet (each
+ * naming, in `supersedes`, the contradicted stored event of its type and zone nearest in time), and the ids of
+ * the stored ones the replay does not produce.
+ */
+export function reconcile(
+  produced: readonly ZoneEventRecord[],
+  stored: readonly Pick<EventRow, 'id' | 'zone_kind' | 'zone_id' | 'type' | 'at_ms'>[],
+): { added: ZoneEventRecord[]; superseded: string[] } {
+  const unmatched = new Map<string, (typeof stored)[number][]>();
+  for (const row of stored) {
+    const key = keyOf(row.type, row.zone_kind, row.zone_id, row.at_ms);
+    (unmatched.get(key) ?? unmatched.set(key, []).get(key)!).push(row);
+  }
+  const added: ZoneEventRecord[] = [];
+  for (const event of produced) {
+    const same = unmatched.get(keyOf(event.type, event.zoneKind, event.zoneId, event.at));
+    if (same && same.length > 0) same.shift();
+    else added.push({ ...event });
+  }
+  const contradicted = [...unmatched.values()].flat();
+  for (const row of contradicted) {
+    let best: ZoneEventRecord | undefined;
+    for (const event of added) {
+      if (event.supersedes != null || event.type !== row.type || event.zoneKind !== row.zone_kind || event.zoneId !== row.zone_id) continue;
+      if (!best || Math.abs(event.at - row.at_ms) < Math.abs(best.at - row.at_ms)) best = event;
+    }
+    if (best) {
+      best.supersedes = row.id;
+      best.supersedesAt = row.at_ms;
+    }
+  }
+  return { added, superseded: contradicted.map((row) => row.id) };
+}
