@@ -102,18 +102,23 @@ export class ShardReader {
       }
       return;
     }
-    for (const [shard, entries] of delivered) {
-      const state = this.leases.stateOf(shard);
-      // Given up meanwhile: left pending, for the next owner.
-      if (!state || !this.leases.holds(shard)) continue;
-      try {
-        await this.leases.process(shard, state, entries);
-      } catch (error) {
-        // Left pending: the shard is taken again from storage, which replays them (e.g. after a database outage).
-        this.logger.error({ err: error, shard }, 'processing shard entries failed; the shard is taken again');
-        void this.leases.drop(shard, false);
-      }
-    }
+    // The shards' entries are processed at once, not one shard after another: the handler yields between short
+    // slices (gateway/detection/owner-detection.ts), so a shard of costly buildings takes turns with the others
+    // instead of holding their positions back until all of its own are done. Each shard's stay in order.
+    await Promise.all(
+      [...delivered].map(async ([shard, entries]) => {
+        const state = this.leases.stateOf(shard);
+        // Given up meanwhile: left pending, for the next owner.
+        if (!state || !this.leases.holds(shard)) return;
+        try {
+          await this.leases.process(shard, state, entries);
+        } catch (error) {
+          // Left pending: the shard is taken again from storage, which replays them (e.g. after a database outage).
+          this.logger.error({ err: error, shard }, 'processing shard entries failed; the shard is taken again');
+          void this.leases.drop(shard, false);
+        }
+      }),
+    );
     // Acknowledged once stored, while the next reads are detected; past a few reads' worth, storage sets the pace.
     const settling = this.settle();
     let unstored = 0;
