@@ -42,17 +42,33 @@ export class ShardReader {
    * Acknowledges entries processed, once what they caused is stored; runs until nothing more can be (all done,
    * storage refusing: retried after the next read, or the lease lost). Entries processed meanwhile are taken
    * in the next round: only those counted before `stored()` was asked are acknowledged by its answer.
+   *
+   * Each shard's entries wait only for their own organizations' detections: asked about all of them at once,
+   * a tenant whose costly detections keep coming would hold every other tenant's entries unacknowledged, in their
+   * backlog, until its own ran dry, and pace their uploads (issue 28 item 6).
    */
   settle(): Promise<void> {
     this.settling ??= (async () => {
       for (;;) {
         const rounds = [...this.leases.states]
           .filter(([, state]) => state.unacked.length > 0)
-          .map(([shard, state]) => ({ shard, state, count: state.unacked.length }));
-        if (rounds.length === 0 || !(await this.handler.stored())) return;
-        let acknowledged = 0;
-        for (const { shard, state, count } of rounds) acknowledged += await this.acknowledge(shard, state, count);
-        if (acknowledged === 0) return;
+          .map(([shard, state]) => {
+            const count = state.unacked.length;
+            return { shard, state, count, organizations: new Set(state.unackedOrganizations.slice(0, count)) };
+          });
+        if (rounds.length === 0) return;
+        const acknowledged = await Promise.all(
+          rounds.map(async ({ shard, state, count, organizations }) => {
+            const stored = new Set<string>();
+            await Promise.all(
+              [...organizations].map(async (organizationId) => {
+                if (await this.handler.stored(new Set([organizationId]))) stored.add(organizationId);
+              }),
+            );
+            return this.acknowledge(shard, state, count, stored);
+          }),
+        );
+        if (acknowledged.every((count) => count === 0)) return;
       }
     })()
       .catch((error) => this.logger.error({ err: error }, 'acknowledging shard entries failed'))
@@ -60,15 +76,27 @@ export class ShardReader {
     return this.settling;
   }
 
-  /** Acknowledges the first `count` entries processed, while the lease is still held (a fenced owner acknowledges nothing). */
-  private async acknowledge(shard: number, state: HeldShard, count: number): Promise<number> {
-    if (count === 0 || !this.leases.current(shard, state)) return 0;
-    const ids = state.unacked.splice(0, count);
+  /**
+   * Acknowledges those of the first `count` entries processed whose organization's detections are `stored`, while
+   * the lease is still held (a fenced owner acknowledges nothing).
+   */
+  private async acknowledge(shard: number, state: HeldShard, count: number, stored: ReadonlySet<string>): Promise<number> {
+    if (count === 0 || stored.size === 0 || !this.leases.current(shard, state)) return 0;
+    const ids: string[] = [];
+    const organizations: string[] = [];
+    for (let index = count - 1; index >= 0; index--) {
+      if (!stored.has(state.unackedOrganizations[index]!)) continue;
+      ids.unshift(state.unacked.splice(index, 1)[0]!);
+      organizations.unshift(state.unackedOrganizations.splice(index, 1)[0]!);
+    }
+    if (ids.length === 0) return 0;
     try {
       await this.log.ack(shard, ids);
       return ids.length;
     } catch (error) {
+      // Back in front: older than anything processed since, so the next round counts them again.
       state.unacked.unshift(...ids);
+      state.unackedOrganizations.unshift(...organizations);
       this.logger.warn({ err: error, shard }, 'acknowledging shard entries failed; retried');
       return 0;
     }

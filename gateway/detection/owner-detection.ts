@@ -96,10 +96,13 @@ export class OwnerDetection {
     return true;
   }
 
-  /** Stores what waits in the outbox; resolves to true once nothing does. */
-  async stored(): Promise<boolean> {
-    await this.outbox.drain();
-    return this.outbox.size === 0;
+  /**
+   * Stores what waits in the outbox, or what waits of `organizations`; resolves to true once nothing (of theirs)
+   * does. Asked per organization, another organization's detections still coming in do not hold the answer back.
+   */
+  async stored(organizations?: ReadonlySet<string>): Promise<boolean> {
+    await this.outbox.drain(organizations);
+    return (organizations ? this.outbox.sizeOf(organizations) : this.outbox.size) === 0;
   }
 }
 
