@@ -16,8 +16,8 @@ const MAX_UNSTORED_ENTRIES = 64;
 
 export class ShardReader {
   private reading?: Promise<void>;
-  /** Acknowledging what was processed, once stored (one at a time, beside reading). */
-  private settling?: Promise<void>;
+  /** Acknowledging what was processed, once stored: one at a time per organization, beside reading. */
+  private readonly settling = new Map<string, Promise<void>>();
 
   /** `running`: whether the member runs (the loop ends once it does not); `blockMs`: the longest a read waits. */
   constructor(
@@ -43,49 +43,45 @@ export class ShardReader {
    * storage refusing: retried after the next read, or the lease lost). Entries processed meanwhile are taken
    * in the next round: only those counted before `stored()` was asked are acknowledged by its answer.
    *
-   * Each shard's entries wait only for their own organizations' detections: asked about all of them at once,
-   * a tenant whose costly detections keep coming would hold every other tenant's entries unacknowledged, in their
-   * backlog, until its own ran dry, and pace their uploads (issue 28 item 6).
+   * Per organization, each on its own: asked about all of them at once, a tenant whose costly detections keep
+   * coming (its lane never empty at the end of a drain) would hold every other tenant's entries unacknowledged,
+   * in their backlog, and pace their uploads (issue 28 item 6). An entry is one upload: one organization's.
    */
   settle(): Promise<void> {
-    this.settling ??= (async () => {
+    const organizations = new Set<string>();
+    for (const [, state] of this.leases.states) for (const organizationId of state.unackedOrganizations) organizations.add(organizationId);
+    return Promise.all([...organizations].map((organizationId) => this.settleOrganization(organizationId))).then(() => undefined);
+  }
+
+  private settleOrganization(organizationId: string): Promise<void> {
+    let settling = this.settling.get(organizationId);
+    if (settling) return settling;
+    settling = (async () => {
       for (;;) {
-        const rounds = [...this.leases.states]
-          .filter(([, state]) => state.unacked.length > 0)
-          .map(([shard, state]) => {
-            const count = state.unacked.length;
-            return { shard, state, count, organizations: new Set(state.unackedOrganizations.slice(0, count)) };
-          });
-        if (rounds.length === 0) return;
-        const acknowledged = await Promise.all(
-          rounds.map(async ({ shard, state, count, organizations }) => {
-            const stored = new Set<string>();
-            await Promise.all(
-              [...organizations].map(async (organizationId) => {
-                if (await this.handler.stored(new Set([organizationId]))) stored.add(organizationId);
-              }),
-            );
-            return this.acknowledge(shard, state, count, stored);
-          }),
-        );
-        if (acknowledged.every((count) => count === 0)) return;
+        const rounds: { shard: number; state: HeldShard; ids: Set<string> }[] = [];
+        for (const [shard, state] of this.leases.states) {
+          const ids = new Set(state.unacked.filter((_, index) => state.unackedOrganizations[index] === organizationId));
+          if (ids.size > 0) rounds.push({ shard, state, ids });
+        }
+        if (rounds.length === 0 || !(await this.handler.stored(new Set([organizationId])))) return;
+        let acknowledged = 0;
+        for (const { shard, state, ids } of rounds) acknowledged += await this.acknowledge(shard, state, ids);
+        if (acknowledged === 0) return;
       }
     })()
       .catch((error) => this.logger.error({ err: error }, 'acknowledging shard entries failed'))
-      .finally(() => (this.settling = undefined));
-    return this.settling;
+      .finally(() => this.settling.delete(organizationId));
+    this.settling.set(organizationId, settling);
+    return settling;
   }
 
-  /**
-   * Acknowledges those of the first `count` entries processed whose organization's detections are `stored`, while
-   * the lease is still held (a fenced owner acknowledges nothing).
-   */
-  private async acknowledge(shard: number, state: HeldShard, count: number, stored: ReadonlySet<string>): Promise<number> {
-    if (count === 0 || stored.size === 0 || !this.leases.current(shard, state)) return 0;
+  /** Acknowledges these entries processed, while the lease is still held (a fenced owner acknowledges nothing). */
+  private async acknowledge(shard: number, state: HeldShard, wanted: ReadonlySet<string>): Promise<number> {
+    if (!this.leases.current(shard, state)) return 0;
     const ids: string[] = [];
     const organizations: string[] = [];
-    for (let index = count - 1; index >= 0; index--) {
-      if (!stored.has(state.unackedOrganizations[index]!)) continue;
+    for (let index = state.unacked.length - 1; index >= 0; index--) {
+      if (!wanted.has(state.unacked[index]!)) continue;
       ids.unshift(state.unacked.splice(index, 1)[0]!);
       organizations.unshift(state.unackedOrganizations.splice(index, 1)[0]!);
     }
