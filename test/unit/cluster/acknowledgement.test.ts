@@ -78,7 +78,7 @@ describe('ClusterNode: acknowledging once stored', () => {
     await node.handOff([record('b1', 'tenant-b')]);
     await node.handOff([record('a2', 'tenant-a')]);
     await node.handOff([record('b2', 'tenant-b')]);
-    for (let attempt = 0; attempt < 200 && (await log.organizationBacklog([0]))[0]!.organizations.has('tenant-b'); attempt++)
+    for (let attempt = 0; attempt < 500 && (await log.organizationBacklog([0]))[0]!.organizations.has('tenant-b'); attempt++)
       await sleep(10);
     const [backlog] = await log.organizationBacklog([0]);
     expect(backlog!.organizations.get('tenant-b')).toBeUndefined();

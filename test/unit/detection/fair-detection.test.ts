@@ -121,7 +121,7 @@ describe('fair detection between organizations (issue 28 item 6)', () => {
     await log.append(1, new EncodedPayload(new PositionsMessage('B', [record('B', 'b', 1000)])));
     await node.start();
     try {
-      await expect.poll(() => events.includes('done 0')).toBe(true);
+      await expect.poll(() => events.includes('done 0'), { timeout: 10_000 }).toBe(true);
       // Read together (shard 0 first): B's was processed beside A's, and finished long before it.
       expect(events).toEqual(['start 0', 'start 1', 'done 1', 'done 0']);
     } finally {
