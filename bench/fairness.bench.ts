@@ -2,7 +2,7 @@ import { createVenue } from '../test/support/cartography.js';
 import type { TestClient } from '../test/support/http-client.js';
 import { adminClient, createOrganization } from '../test/support/identity.js';
 import { startTestGateway } from '../test/support/test-gateway.js';
-import { summarise, type Figure, type Scenario } from './harness.js';
+import { startStageProfile, summarise, type Figure, type Scenario } from './harness.js';
 
 const SCENARIO = 'fairness';
 /** Measured seconds of tenant B alone, then under tenant A's flood (BENCH_SECONDS overrides). */
@@ -86,14 +86,15 @@ export const fairnessScenario: Scenario = {
       const measureB = async (seconds: number) => {
         const latencies: number[] = [];
         let failed = 0;
+        const statuses = new Map<number, number>();
         const until = performance.now() + seconds * 1000;
         while (performance.now() < until) {
           const started = performance.now();
           const answer = await tenantB.client.post('/api/v1/realtime/positions', { poses: poses(light, 'b', B_BATCH) });
           latencies.push(performance.now() - started);
-          if (answer.status !== 204) failed++;
+          if (answer.status !== 204) failed++, statuses.set(answer.status, (statuses.get(answer.status) ?? 0) + 1);
         }
-        return { ...summarise(latencies), failed };
+        return { ...summarise(latencies), failed, statuses: [...statuses].map(([status, count]) => `${count} x ${status}`).join(', ') };
       };
 
       await measureB(1); // warm-up
@@ -112,11 +113,16 @@ export const fairnessScenario: Scenario = {
       };
       const lanes = Array.from({ length: FLOOD_LANES }, (_, index) => lane(tenantA.client, index));
       await new Promise((resolve) => setTimeout(resolve, 1000)); // A's backlog builds up first
+      const profile = await startStageProfile(SCENARIO, 'flood'); // BENCH_PROFILE=1 only
       const flooded = await measureB(SECONDS);
+      if (profile)
+        figures.push(
+          ...(await profile.finish({ positions: floodAccepted * FLOOD_BATCH, events: 0, warmupMs: 0, windowMs: SECONDS * 1000 })),
+        );
       flooding = false;
       await Promise.all(lanes);
       log(
-        `B under A's flood: p50 ${flooded.p50.toFixed(1)} ms, p99 ${flooded.p99.toFixed(1)} ms over ${flooded.n} uploads, ${flooded.failed} failed`,
+        `B under A's flood: p50 ${flooded.p50.toFixed(1)} ms, p99 ${flooded.p99.toFixed(1)} ms over ${flooded.n} uploads, ${flooded.failed} failed${flooded.failed ? ` (${flooded.statuses})` : ''}`,
       );
       log(`A: ${floodAccepted} uploads accepted, ${floodPaced} paced away (503)`);
       const ratio = flooded.p99 / solo.p99;

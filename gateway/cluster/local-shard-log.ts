@@ -1,5 +1,5 @@
 import type { EncodedPositions } from '../../shared/positions/positions-message.js';
-import type { ShardBacklog, ShardEntry, ShardLog } from './shard-log.js';
+import { SHARD_READ_COUNT, type ShardBacklog, type ShardEntry, type ShardLog } from './shard-log.js';
 
 interface LocalShard {
   waiting: ShardEntry[];
@@ -47,7 +47,8 @@ export class LocalShardLog implements ShardLog {
     for (const shard of shards) {
       const state = this.shard(shard);
       if (state.waiting.length === 0) continue;
-      const entries = state.waiting.splice(0);
+      // A few at a time, as from Redis: a long backlog of one shard is read in rounds, the other shards' between.
+      const entries = state.waiting.splice(0, SHARD_READ_COUNT);
       state.pending.push(...entries);
       delivered.set(shard, entries);
     }

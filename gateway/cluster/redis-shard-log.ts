@@ -2,16 +2,15 @@ import { Redis } from 'ioredis';
 import { decodePayload } from '../../shared/bus/encoded-payload.js';
 import type { PositionRecord } from '../../shared/positions/position-record.js';
 import type { EncodedPositions, PositionsMessage } from '../../shared/positions/positions-message.js';
-import type { ShardBacklog, ShardEntry, ShardLog } from './shard-log.js';
+import { SHARD_READ_COUNT, type ShardBacklog, type ShardEntry, type ShardLog } from './shard-log.js';
 
 const GROUP = 'detection';
 /** An entry's one field: the packed PositionsMessage, the very bytes published on the bus when the upload had one shard. */
 const FIELD = 'p';
 /** The field of entries appended by gateways before 'p' (a packed record array), still read after an upgrade. */
 const RECORDS_FIELD = 'r';
-/** Entries read per shard at once: a few uploads' worth (each is one upload), so a backlog is processed in short steps
- * that never hold the event loop long enough to miss a lease renewal (CLUSTER_HEARTBEAT_MS). */
-const READ_COUNT = 16;
+/** Entries read per shard at once (shard-log.ts). */
+const READ_COUNT = SHARD_READ_COUNT;
 /** Entries this member appended to shards it reads, remembered until read back (beyond, they are decoded as others'). */
 const MAX_REMEMBERED = 1024;
 /** Organizations of entries delivered to this member and not acknowledged yet, at most (past it forgotten: counts then drift up until the shard drains). */

@@ -12,8 +12,11 @@ export interface ShardHandler {
    * emitted). `holds()` says whether this member still holds the shard: output is fenced by it.
    */
   process(shard: number, entries: readonly ShardEntry[], holds: () => boolean): Promise<boolean>;
-  /** Stores what waits; resolves to true once nothing does (entries processed before may then be acknowledged). */
-  stored(): Promise<boolean>;
+  /**
+   * Stores what waits, or what waits of `organizations`; resolves to true once nothing (of theirs) does: entries of
+   * theirs processed before may then be acknowledged.
+   */
+  stored(organizations?: ReadonlySet<string>): Promise<boolean>;
   /** Buildings known in a held shard (metrics). */
   buildingsIn(shard: number): number;
 }

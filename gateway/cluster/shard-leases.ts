@@ -16,6 +16,8 @@ export interface HeldShard {
   validUntil: number;
   /** Entries processed whose detections still wait in storage's outbox: acknowledged once stored. */
   unacked: string[];
+  /** The organization of each of `unacked` (an entry is one upload: one organization's positions). */
+  unackedOrganizations: string[];
   /** The gain under way (rebuild, replay). */
   starting: Promise<void>;
 }
@@ -156,11 +158,20 @@ export class ShardLeases {
   /** Processes entries under the shard's fence; they are acknowledged by the reader once what they caused is stored. */
   async process(shard: number, state: HeldShard, entries: readonly ShardEntry[]): Promise<void> {
     await this.handler.process(shard, entries, () => this.current(shard, state));
-    state.unacked.push(...entries.map((entry) => entry.id));
+    for (const entry of entries) {
+      state.unacked.push(entry.id);
+      state.unackedOrganizations.push(entry.records[0]?.organizationId ?? '');
+    }
   }
 
   private take(shard: number, started: number): void {
-    const state: HeldShard = { phase: 'starting', validUntil: started + this.options.ttlMs, unacked: [], starting: Promise.resolve() };
+    const state: HeldShard = {
+      phase: 'starting',
+      validUntil: started + this.options.ttlMs,
+      unacked: [],
+      unackedOrganizations: [],
+      starting: Promise.resolve(),
+    };
     this.held.set(shard, state);
     state.starting = (async () => {
       await this.log.open(shard);

@@ -1,6 +1,14 @@
 import type { PositionRecord } from '../../shared/positions/position-record.js';
 import type { EncodedPositions } from '../../shared/positions/positions-message.js';
 
+/**
+ * Entries read per shard at once, by every driver: a few uploads' worth (each is one upload), so a backlog is
+ * processed in short rounds that never hold the event loop long enough to miss a lease renewal
+ * (CLUSTER_HEARTBEAT_MS), and a tenant's long backlog in one shard is read a few uploads at a time: the other
+ * shards' new entries (another tenant's) are read between, not after all of it.
+ */
+export const SHARD_READ_COUNT = 16;
+
 /** One appended batch of a shard: the positions of one upload that fall in this shard, in upload order. */
 export interface ShardEntry {
   id: string;
@@ -29,7 +37,7 @@ export interface ShardLog {
   open(shard: number): Promise<void>;
   /** Every entry delivered before and not acknowledged, whoever it was delivered to, now delivered to this member, in order. */
   takePending(shard: number): Promise<ShardEntry[]>;
-  /** Entries never delivered yet, of any of these shards, waiting up to `blockMs` for one to come. */
+  /** Entries never delivered yet, at most SHARD_READ_COUNT per shard, of any of these shards, waiting up to `blockMs` for one to come. */
   read(shards: readonly number[], blockMs: number): Promise<Map<number, ShardEntry[]>>;
   /** Marks entries processed (their detections stored); they are not delivered again, and memory is freed. */
   ack(shard: number, ids: readonly string[]): Promise<void>;

@@ -16,8 +16,8 @@ const MAX_UNSTORED_ENTRIES = 64;
 
 export class ShardReader {
   private reading?: Promise<void>;
-  /** Acknowledging what was processed, once stored (one at a time, beside reading). */
-  private settling?: Promise<void>;
+  /** Acknowledging what was processed, once stored: one at a time per organization, beside reading. */
+  private readonly settling = new Map<string, Promise<void>>();
 
   /** `running`: whether the member runs (the loop ends once it does not); `blockMs`: the longest a read waits. */
   constructor(
@@ -42,33 +42,57 @@ export class ShardReader {
    * Acknowledges entries processed, once what they caused is stored; runs until nothing more can be (all done,
    * storage refusing: retried after the next read, or the lease lost). Entries processed meanwhile are taken
    * in the next round: only those counted before `stored()` was asked are acknowledged by its answer.
+   *
+   * Per organization, each on its own: asked about all of them at once, a tenant whose costly detections keep
+   * coming (its lane never empty at the end of a drain) would hold every other tenant's entries unacknowledged,
+   * in their backlog, and pace their uploads (issue 28 item 6). An entry is one upload: one organization's.
    */
   settle(): Promise<void> {
-    this.settling ??= (async () => {
+    const organizations = new Set<string>();
+    for (const [, state] of this.leases.states) for (const organizationId of state.unackedOrganizations) organizations.add(organizationId);
+    return Promise.all([...organizations].map((organizationId) => this.settleOrganization(organizationId))).then(() => undefined);
+  }
+
+  private settleOrganization(organizationId: string): Promise<void> {
+    let settling = this.settling.get(organizationId);
+    if (settling) return settling;
+    settling = (async () => {
       for (;;) {
-        const rounds = [...this.leases.states]
-          .filter(([, state]) => state.unacked.length > 0)
-          .map(([shard, state]) => ({ shard, state, count: state.unacked.length }));
-        if (rounds.length === 0 || !(await this.handler.stored())) return;
+        const rounds: { shard: number; state: HeldShard; ids: Set<string> }[] = [];
+        for (const [shard, state] of this.leases.states) {
+          const ids = new Set(state.unacked.filter((_, index) => state.unackedOrganizations[index] === organizationId));
+          if (ids.size > 0) rounds.push({ shard, state, ids });
+        }
+        if (rounds.length === 0 || !(await this.handler.stored(new Set([organizationId])))) return;
         let acknowledged = 0;
-        for (const { shard, state, count } of rounds) acknowledged += await this.acknowledge(shard, state, count);
+        for (const { shard, state, ids } of rounds) acknowledged += await this.acknowledge(shard, state, ids);
         if (acknowledged === 0) return;
       }
     })()
       .catch((error) => this.logger.error({ err: error }, 'acknowledging shard entries failed'))
-      .finally(() => (this.settling = undefined));
-    return this.settling;
+      .finally(() => this.settling.delete(organizationId));
+    this.settling.set(organizationId, settling);
+    return settling;
   }
 
-  /** Acknowledges the first `count` entries processed, while the lease is still held (a fenced owner acknowledges nothing). */
-  private async acknowledge(shard: number, state: HeldShard, count: number): Promise<number> {
-    if (count === 0 || !this.leases.current(shard, state)) return 0;
-    const ids = state.unacked.splice(0, count);
+  /** Acknowledges these entries processed, while the lease is still held (a fenced owner acknowledges nothing). */
+  private async acknowledge(shard: number, state: HeldShard, wanted: ReadonlySet<string>): Promise<number> {
+    if (!this.leases.current(shard, state)) return 0;
+    const ids: string[] = [];
+    const organizations: string[] = [];
+    for (let index = state.unacked.length - 1; index >= 0; index--) {
+      if (!wanted.has(state.unacked[index]!)) continue;
+      ids.unshift(state.unacked.splice(index, 1)[0]!);
+      organizations.unshift(state.unackedOrganizations.splice(index, 1)[0]!);
+    }
+    if (ids.length === 0) return 0;
     try {
       await this.log.ack(shard, ids);
       return ids.length;
     } catch (error) {
+      // Back in front: older than anything processed since, so the next round counts them again.
       state.unacked.unshift(...ids);
+      state.unackedOrganizations.unshift(...organizations);
       this.logger.warn({ err: error, shard }, 'acknowledging shard entries failed; retried');
       return 0;
     }
@@ -102,18 +126,23 @@ export class ShardReader {
       }
       return;
     }
-    for (const [shard, entries] of delivered) {
-      const state = this.leases.stateOf(shard);
-      // Given up meanwhile: left pending, for the next owner.
-      if (!state || !this.leases.holds(shard)) continue;
-      try {
-        await this.leases.process(shard, state, entries);
-      } catch (error) {
-        // Left pending: the shard is taken again from storage, which replays them (e.g. after a database outage).
-        this.logger.error({ err: error, shard }, 'processing shard entries failed; the shard is taken again');
-        void this.leases.drop(shard, false);
-      }
-    }
+    // The shards' entries are processed at once, not one shard after another: the handler yields between short
+    // slices (gateway/detection/owner-detection.ts), so a shard of costly buildings takes turns with the others
+    // instead of holding their positions back until all of its own are done. Each shard's stay in order.
+    await Promise.all(
+      [...delivered].map(async ([shard, entries]) => {
+        const state = this.leases.stateOf(shard);
+        // Given up meanwhile: left pending, for the next owner.
+        if (!state || !this.leases.holds(shard)) return;
+        try {
+          await this.leases.process(shard, state, entries);
+        } catch (error) {
+          // Left pending: the shard is taken again from storage, which replays them (e.g. after a database outage).
+          this.logger.error({ err: error, shard }, 'processing shard entries failed; the shard is taken again');
+          void this.leases.drop(shard, false);
+        }
+      }),
+    );
     // Acknowledged once stored, while the next reads are detected; past a few reads' worth, storage sets the pace.
     const settling = this.settle();
     let unstored = 0;

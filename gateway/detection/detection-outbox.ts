@@ -89,6 +89,13 @@ export class DetectionOutbox {
     return size;
   }
 
+  /** Entries of these organizations waiting to be stored. */
+  sizeOf(organizations: ReadonlySet<string>): number {
+    let size = 0;
+    for (const organizationId of organizations) size += this.lanes.get(organizationId)?.entries.length ?? 0;
+    return size;
+  }
+
   /** Items set aside after a refusal other than an outage, waiting for their next retry. */
   get deadLetterCount(): number {
     return this.deadLetters.length;
@@ -118,9 +125,12 @@ export class DetectionOutbox {
     if (byOrganization.size > 0) this.enforceCap();
   }
 
-  /** Stores what waits in every lane; resolves when each is done or stopped at an outage (never rejects). */
-  async drain(): Promise<void> {
-    const waiting = [...this.lanes];
+  /**
+   * Stores what waits in every lane, or in those of `organizations`; resolves when each is done or stopped at an
+   * outage (never rejects).
+   */
+  async drain(organizations?: ReadonlySet<string>): Promise<void> {
+    const waiting = [...this.lanes].filter(([organizationId]) => !organizations || organizations.has(organizationId));
     const worker = async () => {
       for (let next = waiting.shift(); next; next = waiting.shift()) await this.drainLane(...next);
     };

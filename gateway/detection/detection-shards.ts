@@ -98,7 +98,7 @@ export class DetectionShards implements ShardHandler {
     return live !== undefined && live.timestamp === record.timestamp && live.receivedAt === record.receivedAt ? live : record;
   }
 
-  stored(): Promise<boolean> {
-    return this.deps.detection.stored();
+  stored(organizations?: ReadonlySet<string>): Promise<boolean> {
+    return this.deps.detection.stored(organizations);
   }
 }

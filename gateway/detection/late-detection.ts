@@ -126,8 +126,12 @@ export class LateDetection {
       const key = `${record.organizationId}|${record.deviceId}`;
       (byDevice.get(key) ?? byDevice.set(key, []).get(key)!).push(record);
     }
-    await outbox.drain();
-    if (outbox.size > 0) throw new StorageUnavailableError('detections wait for storage: late fixes are taken again later');
+    // Their organizations' detections stored first (the state rebuilt from storage must hold them); another
+    // organization's, still coming in from its own series, are not waited for.
+    const organizations = new Set(records.map((record) => record.organizationId));
+    await outbox.drain(organizations);
+    if (outbox.sizeOf(organizations) > 0)
+      throw new StorageUnavailableError('detections wait for storage: late fixes are taken again later');
     for (const fixes of byDevice.values()) {
       if (!holds()) return false;
       try {

@@ -6,8 +6,8 @@ import { LocalShardLog } from '../../../gateway/cluster/local-shard-log.js';
 import { createLogger } from '../../../shared/logger.js';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-const record = (deviceId: string) => ({
-  organizationId: 'org',
+const record = (deviceId: string, organizationId = 'org') => ({
+  organizationId,
   deviceId,
   userId: null,
   buildingId: 1,
@@ -56,5 +56,34 @@ describe('ClusterNode: acknowledging once stored', () => {
     open!();
     for (let attempt = 0; attempt < 100 && (await log.backlog([0]))[0]! > 0; attempt++) await sleep(10);
     expect(await log.backlog([0])).toEqual([0]);
+  });
+
+  it("acknowledges a tenant's entries once its own detections are stored, while another tenant's in the same shard still wait (issue 28 item 6)", async () => {
+    const asked: string[][] = [];
+    const handler: ShardHandler = {
+      gain: async () => undefined,
+      lose: () => undefined,
+      process: async () => true,
+      // Tenant A's detections never run dry (its costly building keeps adding); tenant B's are stored at once.
+      stored: async (organizations) => (
+        asked.push([...(organizations ?? [])]), organizations !== undefined && !organizations.has('tenant-a')
+      ),
+      buildingsIn: () => 0,
+    };
+    const log = new LocalShardLog();
+    node = new ClusterNode(new LocalCoordination('only'), log, handler, { shards: 1, heartbeatMs: 50, ttlMs: 500 }, createLogger('silent'));
+    await node.start();
+    for (let attempt = 0; attempt < 100 && node.readyShards.length === 0; attempt++) await sleep(10);
+    await node.handOff([record('a1', 'tenant-a')]);
+    await node.handOff([record('b1', 'tenant-b')]);
+    await node.handOff([record('a2', 'tenant-a')]);
+    await node.handOff([record('b2', 'tenant-b')]);
+    for (let attempt = 0; attempt < 500 && (await log.organizationBacklog([0]))[0]!.organizations.has('tenant-b'); attempt++)
+      await sleep(10);
+    const [backlog] = await log.organizationBacklog([0]);
+    expect(backlog!.organizations.get('tenant-b')).toBeUndefined();
+    expect(backlog!.organizations.get('tenant-a')).toBe(2);
+    // Each organization asked about on its own, never all at once.
+    expect(asked.every((organizations) => organizations.length === 1)).toBe(true);
   });
 });

@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { LocalShardLog } from '../../../gateway/cluster/local-shard-log.js';
 import { RedisShardLog } from '../../../gateway/cluster/redis-shard-log.js';
-import type { ShardLog } from '../../../gateway/cluster/shard-log.js';
+import { SHARD_READ_COUNT, type ShardLog } from '../../../gateway/cluster/shard-log.js';
 import { EncodedPayload } from '../../../shared/bus/encoded-payload.js';
 import type { PositionRecord } from '../../../shared/positions/position-record.js';
 import { PositionsMessage, type EncodedPositions } from '../../../shared/positions/positions-message.js';
@@ -69,6 +69,20 @@ describe.each(factories)('shard log contract: $name', (factory) => {
     expect([...read.keys()]).toEqual([1]);
     expect((await a.read([1], 50)).size).toBe(0);
     expect(devices((await a.read([2], 500)).get(2)!)).toEqual(['two']);
+  });
+
+  it("reads a long backlog of one shard a few entries at a time, with another shard's new entry in the first read (issue 28 item 6)", async () => {
+    const { a, cleanup: c } = factory.pair();
+    cleanup = c;
+    await Promise.all([a.open(1), a.open(2)]);
+    for (let index = 0; index < SHARD_READ_COUNT * 2 + 3; index++) await a.append(1, upload(record(`heavy${index}`, index)));
+    await a.append(2, upload(record('light', 1)));
+    const first = await a.read([1, 2], 500);
+    expect(devices(first.get(1)!)).toEqual(Array.from({ length: SHARD_READ_COUNT }, (_, index) => `heavy${index}`));
+    expect(devices(first.get(2)!)).toEqual(['light']);
+    const rest: string[] = [];
+    for (let read = 0; read < 2; read++) rest.push(...devices((await a.read([1, 2], 500)).get(1) ?? []));
+    expect(rest).toEqual(Array.from({ length: SHARD_READ_COUNT + 3 }, (_, index) => `heavy${SHARD_READ_COUNT + index}`));
   });
 
   it('wakes a blocked read when an entry is appended', async () => {

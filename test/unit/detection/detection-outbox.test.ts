@@ -230,3 +230,29 @@ describe('DetectionOutbox', () => {
     expect(outbox.droppedEntries).toBe(1);
   });
 });
+
+describe('DetectionOutbox: one organization at a time (issue 28 item 6)', () => {
+  it("stores one organization's lane without waiting for another's, and counts each apart", async () => {
+    const { sink: store, raised } = sink(() => undefined);
+    let releaseA!: () => void;
+    const heldA = new Promise<void>((resolve) => (releaseA = resolve));
+    const outbox = new DetectionOutbox(
+      {
+        ...store,
+        // Tenant A's storing hangs (its lane is long); tenant B's goes through.
+        raiseAlarm: async (a: DetectedAlarm) => (a.organizationId === 'tenant-a' ? await heldA : undefined, store.raiseAlarm(a)),
+      },
+      createLogger('silent'),
+    );
+    outbox.add({ ...emptyDetections(), alarms: [alarm('a1', 'tenant-a'), alarm('b1', 'tenant-b')] }, false);
+    await outbox.drain(new Set(['tenant-b']));
+    expect(raised).toEqual(['b1']);
+    expect(outbox.sizeOf(new Set(['tenant-b']))).toBe(0);
+    expect(outbox.sizeOf(new Set(['tenant-a']))).toBe(1);
+    expect(outbox.size).toBe(1);
+    releaseA();
+    await outbox.drain();
+    expect(raised).toEqual(['b1', 'a1']);
+    expect(outbox.size).toBe(0);
+  });
+});
