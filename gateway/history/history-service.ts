@@ -8,6 +8,7 @@ import { confinedUserId } from '../auth/permissions.js';
 import type { Principal } from '../auth/principal.js';
 import type { CartographyService } from '../cartography/cartography-service.js';
 import type { HistoryWindow } from './history-window.js';
+import { reportsPseudonymous } from '../privacy/organization-privacy.js';
 
 /** Past this many fixes the JSON answer is refused (422): it is built in memory; the CSV export is not. */
 export const MAX_JSON_ROWS = 100_000;
@@ -57,11 +58,7 @@ export class HistoryService {
   private async pseudonymous(principal: Principal, window: HistoryWindow): Promise<boolean> {
     let pseudonymous = window.pseudonymize === true;
     if (!pseudonymous && principal.role !== 'admin') {
-      const [row] = await this.storage.execute<{ reports_pseudonymous: boolean }>(
-        'select reports_pseudonymous from organizations where id = ?',
-        [principal.organizationId],
-      );
-      pseudonymous = row?.reports_pseudonymous === true;
+      pseudonymous = await reportsPseudonymous(this.storage, principal.organizationId);
     }
     if (pseudonymous && window.deviceId !== undefined)
       throw new ValidationError([{ field: 'query.device_id', message: 'not in a pseudonymous export' }]);

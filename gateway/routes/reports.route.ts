@@ -13,6 +13,7 @@ import {
 } from '../../shared/reports/report-params.js';
 import { defineRoute, type RouteDefinition } from '../http/route.js';
 import type { GatewayServices } from '../services.js';
+import { reportsPseudonymous } from '../privacy/organization-privacy.js';
 
 const PURPOSES: Record<ReportName, string> = {
   geofencing_stay_time:
@@ -54,13 +55,7 @@ const resultSchema = (name: ReportName) => {
  * request answers 503 at once (or after JOBS_ENQUEUE_TIMEOUT_MS).
  */
 export function reportRoutes(services: GatewayServices): RouteDefinition[] {
-  const forcedPseudonymous = async (organizationId: string) => {
-    const [row] = await services.storage.execute<{ reports_pseudonymous: boolean }>(
-      'select reports_pseudonymous from organizations where id = ?',
-      [organizationId],
-    );
-    return row?.reports_pseudonymous === true;
-  };
+  const forcedPseudonymous = (organizationId: string) => reportsPseudonymous(services.storage, organizationId);
   return REPORT_NAMES.flatMap((name) =>
     (['json', 'csv'] as const).map((format) =>
       defineRoute({
