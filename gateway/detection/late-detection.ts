@@ -12,6 +12,7 @@ import type { BuildingDetection } from './building-detection.js';
 import { maxStayAlarmOf, staysOf, zoneEventOf, zoneKindOf, type DetectionEngine } from './detection-engine.js';
 import type { DetectionOutbox } from './detection-outbox.js';
 import type { DetectedAlarm, Detections, ZoneEventRecord } from './detections.js';
+import { insertZoneEvents } from '../../shared/detection/zone-event-insert.js';
 
 export interface LateDetectionDependencies {
   storage: Storage;
@@ -338,28 +339,7 @@ export class LateDetection {
         added.length,
       ]);
       for (const [index, event] of added.entries()) event.id = String(ids[index]!.id);
-      const rows = added.map((e) => ({
-        i: e.id,
-        o: e.organizationId,
-        b: e.buildingId,
-        f: e.floorId,
-        k: e.zoneKind,
-        z: e.zoneId,
-        d: e.deviceId,
-        u: e.userId,
-        t: e.type,
-        a: e.at,
-        r: e.firedAt,
-        l: e.late ?? false,
-        m: e.delayMs ?? null,
-        s: e.supersedes ?? null,
-      }));
-      await execute(
-        `insert into zone_events (id, organization_id, building_id, floor_id, zone_kind, zone_id, device_id, user_id, type, at, fired_at, late, delay_ms, supersedes)
-         select i, o, b, f, k, z, d, u, t, to_timestamp(a / 1000), to_timestamp(r / 1000), l, m, s
-         from jsonb_to_recordset(?::jsonb) as e(i bigint, o uuid, b int, f int, k text, z text, d text, u uuid, t text, a float8, r float8, l boolean, m bigint, s bigint)`,
-        [JSON.stringify(rows)],
-      );
+      await insertZoneEvents(execute, added);
     });
   }
 }

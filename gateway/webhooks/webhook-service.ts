@@ -18,6 +18,7 @@ import type { AlarmEventMessage } from '../alarms/alarm-event-message.js';
 import type { AlarmEventHook } from '../alarms/alarm-service.js';
 import type { Detections, ZoneEventRecord } from '../detection/detections.js';
 import { WebhookStore } from './webhook-store.js';
+import { insertZoneEvents } from '../../shared/detection/zone-event-insert.js';
 
 const RESCUE_EVERY_MS = 60_000;
 const KEEP_DELIVERED_DAYS = 30;
@@ -227,25 +228,3 @@ export class WebhookService {
 
 const executeIn = (runner: { execute(sql: string, params: unknown[]): Promise<unknown> }): Execute =>
   ((sql: string, params: unknown[]) => runner.execute(sql, params)) as Execute;
-
-/** The zone events' rows, as PositionStore writes them in a group commit, here in the caller's transaction. */
-async function insertZoneEvents(execute: Execute, zoneEvents: readonly ZoneEventRecord[]): Promise<void> {
-  const rows = zoneEvents.map((e) => ({
-    o: e.organizationId,
-    b: e.buildingId,
-    f: e.floorId,
-    k: e.zoneKind,
-    z: e.zoneId,
-    d: e.deviceId,
-    u: e.userId,
-    t: e.type,
-    a: e.at,
-    r: e.firedAt,
-  }));
-  await execute(
-    `insert into zone_events (organization_id, building_id, floor_id, zone_kind, zone_id, device_id, user_id, type, at, fired_at)
-     select o, b, f, k, z, d, u, t, to_timestamp(a / 1000), to_timestamp(r / 1000)
-     from jsonb_to_recordset(?::jsonb) as e(o uuid, b int, f int, k text, z text, d text, u uuid, t text, a float8, r float8)`,
-    [JSON.stringify(rows)],
-  );
-}
