@@ -130,22 +130,7 @@ describe('DetectionEngine: a bounded number of tracked devices', () => {
 
 describe('DetectionEngine: event time', () => {
   /** A fix taken at `second`, arriving at `arrival` (seconds after T0). */
-  const fix = (second: number, x: number, arrival: number): PositionRecord => ({
-    organizationId: 'org',
-    deviceId: 'd',
-    userId: null,
-    buildingId: 1,
-    floorId: 1,
-    indoor: true,
-    x,
-    y: 5,
-    lat: 0,
-    lng: 0,
-    yaw: 0,
-    accuracy: 1,
-    timestamp: s(second),
-    receivedAt: s(arrival),
-  });
+  const fix = (second: number, x: number, arrival: number) => positionRecord({ x, y: 5, timestamp: s(second), receivedAt: s(arrival) });
 
   it('dates enters and exits by the fix, not by its arrival', () => {
     const { engine, runtime } = venue({});

@@ -13,23 +13,10 @@ import { EncodedPayload } from '../../../shared/bus/encoded-payload.js';
 import { createLogger } from '../../../shared/logger.js';
 import type { PositionRecord } from '../../../shared/positions/position-record.js';
 import { PositionsMessage } from '../../../shared/positions/positions-message.js';
+import { positionRecord } from '../../../testkit/positions.js';
 
-const record = (organizationId: string, deviceId: string, timestamp: number, buildingId = 1): PositionRecord => ({
-  organizationId,
-  deviceId,
-  userId: null,
-  buildingId,
-  floorId: 1,
-  indoor: true,
-  x: 1,
-  y: 2,
-  lat: 0,
-  lng: 0,
-  yaw: 0,
-  accuracy: null,
-  timestamp,
-  receivedAt: timestamp,
-});
+const record = (organizationId: string, deviceId: string, timestamp: number, buildingId = 1) =>
+  positionRecord({ organizationId, deviceId, timestamp, buildingId, x: 1, y: 2, accuracy: null });
 
 /**
  * An owner whose detectors only log what they see, on a clock that each of tenant A's positions moves on by 5 ms
