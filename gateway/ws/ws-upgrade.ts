@@ -5,7 +5,7 @@ import type { RequestAuthenticator } from '../auth/authenticator.js';
 import { statusLine } from '../http/status-text.js';
 import { bearerExpiry } from './credential-check.js';
 import { SOCKET_ROUTE, type SocketAdmission } from './socket-admission.js';
-import type { SocketData, WsOptions } from './ws-connection.js';
+import type { SocketData, SocketLike, WsOptions } from './ws-connection.js';
 import { MSGPACK_SUBPROTOCOL, type WireFormat } from './ws-codec.js';
 
 /**
@@ -107,10 +107,8 @@ export class WsUpgrade {
   }
 }
 
-/** What can cork: an open uWS WebSocket. */
-export interface Corkable {
-  cork(callback: () => void): unknown;
-}
+/** What can cork: another open socket. */
+export type Corkable = Pick<SocketLike, 'cork'>;
 
 /**
  * Upgrades a response after its authentication, outside uWS's own callbacks. Never inside the response's own
@@ -121,7 +119,7 @@ export interface Corkable {
  * Inside another socket's cork the upgrade writes straight to its own socket and nothing reads HTTP state after;
  * with no other socket open it runs uncorked (uWS prints a warning; a few more syscalls, nothing lost).
  */
-export function upgradeLater(upgrade: () => void, corker: () => Corkable | undefined): void {
+function upgradeLater(upgrade: () => void, corker: () => Corkable | undefined): void {
   const other = corker();
   if (other) other.cork(upgrade);
   else upgrade();
