@@ -6,7 +6,7 @@ import { inBoundedTransaction, joinSql, sqlOf, UNBOUNDED, type Execute, type Sql
  * Keeps report data as positions arrive. A positions row is materialised once a pass has rebuilt its
  * device-hour (organization, device, UTC hour of `ts`) after that hour closed: each pass rebuilds, with every
  * materialization, the device-hours of the hours that closed since the stored watermark and those of closed
- * hours that received rows since it (late fixes, found through the BRIN index on received_at, migration m0011),
+ * hours that received rows since it (late fixes, found through the BRIN index on received_at, migrations m0011 and m0034),
  * and moves the watermark, all in one transaction, so a report's snapshot sees kept data and watermark agree.
  * An open hour is never rebuilt: rebuilding it at every pass would re-read the whole hour each time, which at
  * tens of thousands of positions a second costs more than the reports it saves; each row is read about once.

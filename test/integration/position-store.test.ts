@@ -106,6 +106,19 @@ describe(`positions table: partitions and retention (${driverLabel})`, () => {
     expect(await partitionNames()).not.toContain('positions_p20270114');
   });
 
+  it("gives each day's partition the indexes the reads use, one BRIN index for received_at and ts (m0034)", async () => {
+    const store = new PositionStore(storage);
+    await store.createAhead(Date.UTC(2027, 2, 3, 12), 0);
+    const indexes = await storage.execute<{ definition: string }>(
+      "select regexp_replace(pg_get_indexdef(indexrelid), '^.* USING ', '') as definition from pg_index where indrelid = 'positions_p20270303'::regclass order by 1",
+    );
+    expect(indexes.map((index) => index.definition)).toEqual([
+      'brin (received_at, ts)',
+      'btree (organization_id, building_id, ts)',
+      'btree (organization_id, device_id, ts)',
+    ]);
+  });
+
   it('lets two gateways create the same new days at once, both succeeding', async () => {
     const [one, two] = [new PositionStore(storage), new PositionStore(storage)];
     const days = Array.from({ length: 5 }, (_, i) => at(Date.UTC(2027, 1, 1 + i, 8)));
