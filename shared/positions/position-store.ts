@@ -190,9 +190,11 @@ export class PositionStore {
   }
 
   /**
-   * BEGIN; COPY positions; COPY zone_events; COMMIT. The rows are encoded before a connection is taken, so a
-   * value the encoder refuses costs no round trip. On any error the transaction is rolled back; a connection
-   * that broke (or could not roll back) is destroyed rather than returned to the pool.
+   * BEGIN; COPY positions; COPY zone_events; COMMIT; a commit of positions alone is one COPY in its own implicit
+   * transaction, as atomic and as durable once the server answers (it commits before it answers), without the
+   * two statements' CPU (bench `positions-write`). The rows are encoded before a connection is taken, so a value
+   * the encoder refuses costs no round trip. On any error the transaction is rolled back; a connection that broke
+   * (or could not roll back) is destroyed rather than returned to the pool.
    */
   private async insertCopy(pool: pg.Pool, records: readonly PositionRecord[], zoneEvents: readonly ZoneEventRecord[]): Promise<void> {
     const positions = records.length > 0 ? encodePositions(records) : undefined;
@@ -208,13 +210,14 @@ export class PositionStore {
     let broken: Error | undefined;
     const onError = (error: Error) => (broken ??= error);
     client.on('error', onError);
+    const explicit = positions !== undefined && events !== undefined;
     try {
-      await client.query('begin');
+      if (explicit) await client.query('begin');
       if (positions) await copyIn(client, COPY_POSITIONS, positions);
       if (events) await copyIn(client, COPY_ZONE_EVENTS, events);
-      await client.query('commit');
+      if (explicit) await client.query('commit');
     } catch (error) {
-      if (!broken) await client.query('rollback').catch((rollbackError: Error) => (broken = rollbackError));
+      if (explicit && !broken) await client.query('rollback').catch((rollbackError: Error) => (broken = rollbackError));
       throw asOutage(error);
     } finally {
       client.removeListener('error', onError);
