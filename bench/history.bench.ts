@@ -6,6 +6,7 @@ import { createVenue } from '../test/support/cartography.js';
 import { ADMIN_EMAIL, ADMIN_PASSWORD, login } from '../test/support/identity.js';
 import { startTestGateway } from '../test/support/test-gateway.js';
 import type { Figure, Scenario } from './harness.js';
+import { positionsIndexesForBench } from './positions-write.bench.js';
 
 const DEVICES = 1000;
 const FIXES_PER_DEVICE = 600;
@@ -32,6 +33,7 @@ export const csvExportScenario: Scenario = {
       const { building, floors } = await createVenue(admin, 'Bench history venue');
       const organizationId: string = (await admin.get('/api/v1/organizations/current_organization')).body.id;
       const storage = running.gateway.services.storage;
+      await positionsIndexesForBench(storage);
       const store = new PositionStore(storage);
       const day = Math.floor((Date.now() - 2 * DAY_MS) / DAY_MS) * DAY_MS;
 

@@ -6,6 +6,7 @@ import { createVenue, squareCartesians } from '../test/support/cartography.js';
 import { adminClient } from '../test/support/identity.js';
 import { startTestGateway } from '../test/support/test-gateway.js';
 import { medianMs, type Figure, type Scenario } from './harness.js';
+import { positionsIndexesForBench } from './positions-write.bench.js';
 
 /** Each query runs this many times and the median counts: one slow run (a checkpoint, another process) is not the figure. */
 const RUNS = Number(process.env.BENCH_REPORT_RUNS ?? 3);
@@ -30,6 +31,7 @@ export const reportsScenario: Scenario = {
     const running = await startTestGateway({ LOG_LEVEL: 'silent', JOB_TIMEOUT_MS: '1800000', REPORTS_MATERIALIZE_INTERVAL_MS: '0' });
     try {
       const { storage } = running.gateway.services;
+      await positionsIndexesForBench(storage);
       const admin = await adminClient(running.client);
       const { building, floors } = await createVenue(admin, 'Report bench');
       for (let i = 0; i < 20; i++) {

@@ -7,6 +7,7 @@ import { fairnessScenario } from './fairness.bench.js';
 import { geofencingScenario } from './geofencing.bench.js';
 import { ingestScenario } from './ingest.bench.js';
 import { materializerScenario } from './materializer.bench.js';
+import { positionsWriteScenario } from './positions-write.bench.js';
 import { report, type Figure, type Scenario } from './harness.js';
 import { reportsScenario } from './reports.bench.js';
 import { routingScenario } from './routing.bench.js';
@@ -26,6 +27,7 @@ const scenarios: Scenario[] = [
   geofencingScenario,
   reportsScenario,
   materializerScenario,
+  positionsWriteScenario,
   routingScenario,
   scaleOutScenario,
   alarmButtonScenario,
