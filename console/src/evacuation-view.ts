@@ -3,7 +3,6 @@ import { h, setText } from './dom.js';
 import {
   MusterRoll,
   clock,
-  missingByFloor,
   personLabel,
   type AssemblyPoint,
   type EvacuationChange,
@@ -11,12 +10,11 @@ import {
   type RollEntry,
 } from './evacuation-model.js';
 import { ago } from './floor-map.js';
+import { MissingList } from './missing-list.js';
 import type { BuildingDetail, Floor, PositionFeature, Route } from './model.js';
 import { MusterMaps } from './muster-map.js';
 import { walkTime } from './walk-time.js';
 
-/** A person's fix older than this reads as old (in amber): they may have lost their tag, or be somewhere it fails. */
-const OLD_FIX_MS = 120_000;
 /** The counts are read out to screen readers at most this often (and at once when everyone is accounted for). */
 const COUNTS_SPOKEN_EVERY_MS = 20_000;
 /** The plans are redrawn at most this often; the list and the counts at every change. */
@@ -26,21 +24,6 @@ const RECENT = 6;
 export interface EvacuationViewOptions {
   api: () => Api;
   userName: (userId: string) => string | null;
-}
-
-interface Row {
-  item: HTMLLIElement;
-  name: HTMLElement;
-  devices: HTMLElement;
-  where: HTMLElement;
-  age: HTMLElement;
-  fixAt: number;
-}
-
-interface FloorSection {
-  section: HTMLElement;
-  heading: HTMLElement;
-  list: HTMLOListElement;
 }
 
 /**
@@ -56,14 +39,13 @@ export class EvacuationView {
   private roll: MusterRoll | null = null;
   private selected: string | null = null;
   private route: Route | null = null;
-  private readonly rows = new Map<string, Row>();
-  private readonly sections = new Map<string, FloorSection>();
   private flushTimer: number | undefined;
   private mapsDrawnAt = 0;
   private mapsTimer: number | undefined;
   private spoken = { at: 0, text: '' };
   private token = 0;
   private readonly maps: MusterMaps;
+  private readonly list: MissingList;
   private readonly ui = {
     idle: h('div', { class: 'evac-idle' }),
     idleText: h('span', { class: 'evac-idle-text' }),
@@ -101,6 +83,14 @@ export class EvacuationView {
   ) {
     const ui = this.ui;
     this.maps = new MusterMaps(ui.maps, options.api, (entry) => void this.select(entry));
+    this.list = new MissingList(ui.missingList, {
+      select: (entry) => void this.select(entry),
+      markSafe: (entry) => void this.markSafe(entry),
+      label: (entry) => this.label(entry),
+      place: (entry) => this.place(entry),
+      floorName: (floorId) => this.floorName(floorId),
+      levelOf: (floorId) => this.floor(floorId)?.level,
+    });
     const drill = h('button', { type: 'button', class: 'evac-start-drill' }, 'Start a drill');
     const declare = h('button', { type: 'button', class: 'evac-declare' }, 'Declare evacuation');
     drill.addEventListener('click', () => void this.declare(true));
@@ -235,7 +225,7 @@ export class EvacuationView {
     if (!roll) return;
     const { started_at, ended_at } = roll.evacuation;
     setText(this.ui.elapsed, clock((ended_at ? Date.parse(ended_at) : now) - Date.parse(started_at)));
-    for (const row of this.rows.values()) this.age(row, now);
+    this.list.tick(now);
     if (this.root.dataset.link === 'lost') this.setLink(Number(this.root.dataset.lostAt), now);
   }
 
@@ -273,9 +263,7 @@ export class EvacuationView {
   }
 
   private resetBoard(): void {
-    this.rows.clear();
-    this.sections.clear();
-    this.ui.missingList.replaceChildren();
+    this.list.clear();
     this.ui.recent.replaceChildren();
     this.selected = null;
     this.route = null;
@@ -351,7 +339,8 @@ export class EvacuationView {
       `${accounted}% accounted for · ${counts.safe_manual} marked safe by hand · ${counts.left_site} had left the site · ${counts.arrivals} came in since (responders)`,
     );
     this.renderPoints(roll);
-    this.renderMissing(roll);
+    const total = this.list.render(roll.unaccounted(), !evacuation.active, this.selected);
+    setText(ui.missingHeading, ended ? `Not found (${total})` : `Missing (${total})`);
     this.renderRecent(roll);
     this.tick(now);
     if (now - this.mapsDrawnAt >= MAPS_EVERY_MS) this.drawMaps();
@@ -380,96 +369,6 @@ export class EvacuationView {
       this.ui.pointList.replaceChildren(...items);
       this.ui.pointList.dataset.text = text;
     }
-  }
-
-  /**
-   * The missing by floor, each row kept from one render to the next (only moved, added or removed), so a roll of
-   * thousands stays cheap to update and a row being read or clicked does not jump.
-   */
-  private renderMissing(roll: MusterRoll): void {
-    const groups = missingByFloor(roll.unaccounted(), (floorId) => this.floor(floorId)?.level);
-    const total = groups.reduce((sum, group) => sum + group.entries.length, 0);
-    const ended = !roll.evacuation.active;
-    setText(this.ui.missingHeading, ended ? `Not found (${total})` : `Missing (${total})`);
-    const wanted = new Set<string>();
-    let previous: Element | null = null;
-    for (const group of groups) {
-      const key = String(group.floorId ?? 'none');
-      wanted.add(key);
-      let section = this.sections.get(key);
-      if (!section) {
-        const heading = h('h4', { class: 'evac-floor-heading' });
-        const list = h('ol', { class: 'evac-people' });
-        section = { section: h('section', { class: 'evac-floor', 'data-floor-id': key }, heading, list), heading, list };
-        this.sections.set(key, section);
-      }
-      const where = group.floorId === null ? 'No known floor' : this.floorName(group.floorId);
-      setText(section.heading, `${where} · ${group.entries.length}`);
-      if (section.section.previousElementSibling !== previous || !section.section.isConnected) {
-        if (previous) previous.after(section.section);
-        else this.ui.missingList.prepend(section.section);
-      }
-      previous = section.section;
-      let cursor = section.list.firstElementChild;
-      for (const entry of group.entries) {
-        const row = this.row(entry, ended);
-        if (row.item === cursor) cursor = cursor.nextElementSibling;
-        else section.list.insertBefore(row.item, cursor);
-      }
-      while (cursor) {
-        const next = cursor.nextElementSibling;
-        cursor.remove();
-        cursor = next;
-      }
-    }
-    for (const [key, section] of this.sections) {
-      if (!wanted.has(key)) {
-        section.section.remove();
-        this.sections.delete(key);
-      }
-    }
-    for (const [key, row] of this.rows) {
-      if (!row.item.isConnected) this.rows.delete(key);
-    }
-    this.ui.missingList.classList.toggle('empty', total === 0);
-    this.ui.missingList.dataset.count = String(total);
-  }
-
-  private row(entry: RollEntry, ended: boolean): Row {
-    let row = this.rows.get(entry.entry);
-    if (!row) {
-      const name = h('button', { type: 'button', class: 'evac-person-name' });
-      name.addEventListener('click', () => void this.select(entry.entry));
-      const mark = h('button', { type: 'button', class: 'evac-mark-safe' }, 'Mark safe');
-      mark.addEventListener('click', () => void this.markSafe(entry.entry));
-      const devices = h('span', { class: 'evac-devices' });
-      const where = h('span', { class: 'evac-where' });
-      const age = h('span', { class: 'evac-age' });
-      const item = h(
-        'li',
-        { class: 'evac-person', 'data-entry': entry.entry },
-        h('div', { class: 'evac-person-text' }, name, devices, h('span', { class: 'evac-place' }, where, age)),
-        mark,
-      );
-      row = { item, name, devices, where, age, fixAt: Number.NaN };
-      this.rows.set(entry.entry, row);
-    }
-    setText(row.name, this.label(entry));
-    // A device nobody is assigned is named by its identifier already.
-    setText(row.devices, entry.user_id ? entry.device_ids.join(', ') : entry.device_ids.slice(1).join(', '));
-    setText(row.where, this.place(entry));
-    row.fixAt = entry.last_position ? Date.parse(entry.last_position.fix_at) : Number.NaN;
-    row.item.classList.toggle('selected', this.selected === entry.entry);
-    (row.item.lastElementChild as HTMLButtonElement).hidden = ended;
-    this.age(row, Date.now());
-    return row;
-  }
-
-  private age(row: Row, now: number): void {
-    if (Number.isNaN(row.fixAt)) return setText(row.age, 'never seen');
-    setText(row.age, `seen ${ago(now - row.fixAt)} ago`);
-    const old = now - row.fixAt > OLD_FIX_MS;
-    if (row.age.classList.contains('old') !== old) row.age.classList.toggle('old', old);
   }
 
   private renderRecent(roll: MusterRoll): void {
@@ -525,8 +424,7 @@ export class EvacuationView {
     if (!roll || !building) return;
     this.selected = key;
     this.route = null;
-    for (const [rowKey, row] of this.rows) row.item.classList.toggle('selected', rowKey === key);
-    this.rows.get(key)?.item.scrollIntoView({ block: 'nearest' });
+    this.list.select(key);
     this.drawMaps();
     const entry = roll.get(key);
     if (!entry) return;

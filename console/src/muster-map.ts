@@ -1,6 +1,7 @@
 import type { Api } from './api.js';
 import { h, setText, svg } from './dom.js';
 import type { AssemblyPoint, RollEntry } from './evacuation-model.js';
+import { placeLabels, type LabelBox, type LabelCandidate } from './map-labels.js';
 import type { BuildingDetail, Floor, Route } from './model.js';
 
 /** What one drawing shows: the missing on each floor, the points' counts, the selected person and their route. */
@@ -16,7 +17,7 @@ export interface MusterScene {
 const NAMED_UP_TO = 20;
 /** Type sizes in hundredths of the drawing's larger side. */
 const POINT_FONT = 4;
-const PERSON_FONT = 3.6;
+const PERSON_FONT = 3.2;
 
 interface FloorFigure {
   floor: Floor;
@@ -150,6 +151,11 @@ export class MusterMaps {
       const half = (`${point.name} · 000`.length * u * POINT_FONT * 0.62) / 2;
       xs.push(cx - half, cx + half);
     }
+    const middle = (Math.min(...xs) + Math.max(...xs)) / 2;
+    const placed = missing.filter((entry) => entry.last_position?.x != null && entry.last_position.y != null);
+    const names = this.placeNames(placed, scene, u, middle, flip);
+    // ... and the names of the missing, wherever they were placed.
+    for (const { box } of names.values()) xs.push(box.x, box.x + box.width);
     const span = Math.max(Math.max(...xs) - Math.min(...xs), Math.max(...ys) - Math.min(...ys), 1);
     const margin = span * 0.04;
     const minX = Math.min(...xs) - margin;
@@ -158,7 +164,6 @@ export class MusterMaps {
       .map((n) => n.toFixed(2))
       .join(' ');
     if (figure.root.getAttribute('viewBox') !== viewBox) figure.root.setAttribute('viewBox', viewBox);
-    const middle = (Math.min(...xs) + Math.max(...xs)) / 2;
     const name = floorName(figure.floor);
     setText(figure.caption, `${name}: ${missing.length === 0 ? 'nobody missing' : `${missing.length} missing`}`);
     figure.figure.classList.toggle('clear', missing.length === 0);
@@ -195,28 +200,27 @@ export class MusterMaps {
 
     const named = missing.length <= NAMED_UP_TO;
     figure.people.replaceChildren(
-      ...missing.flatMap((entry) => {
-        const place = entry.last_position;
-        if (place?.x == null || place.y == null) return [];
+      ...placed.map((entry) => {
+        const place = entry.last_position!;
+        const [x, y] = [place.x!, flip(place.y!)];
         const selected = entry.entry === scene.selected;
         const label = scene.label(entry);
-        const y = flip(place.y);
+        const side = names.get(entry.entry)?.side;
         const group = svg(
           'g',
           { class: `muster-person${selected ? ' selected' : ''}`, 'data-entry': entry.entry, tabindex: 0, role: 'button' },
           svg('title', {}, `${label}: last seen here (select for the rescue route)`),
-          ...(selected ? [svg('circle', { class: 'muster-ring', cx: place.x, cy: y, r: u * 3.2 })] : []),
-          svg('circle', { class: 'muster-dot', cx: place.x, cy: y, r: u * 1.6 }),
-          // Named towards the middle of the plan, so a name by the wall is not cut off.
-          ...(named || selected
+          ...(selected ? [svg('circle', { class: 'muster-ring', cx: x, cy: y, r: u * 3.2 })] : []),
+          svg('circle', { class: 'muster-dot', cx: x, cy: y, r: u * 1.6 }),
+          ...((named || selected) && side
             ? [
                 svg(
                   'text',
                   {
-                    x: place.x + (place.x > middle ? -u * 2.4 : u * 2.4),
+                    x: x + (side === 'left' ? -u * 2.4 : u * 2.4),
                     y,
                     'font-size': u * PERSON_FONT,
-                    'text-anchor': place.x > middle ? 'end' : 'start',
+                    'text-anchor': side === 'left' ? 'end' : 'start',
                     'dominant-baseline': 'middle',
                   },
                   label,
@@ -228,9 +232,52 @@ export class MusterMaps {
         group.addEventListener('keydown', (event) => {
           if ((event as KeyboardEvent).key === 'Enter') this.select(entry.entry);
         });
-        return [group];
+        return group;
       }),
     );
+  }
+
+  /**
+   * Which side of its dot each name goes (the selected person first), so that no two names overlap and none
+   * covers a dot; a name with no room is left out (its dot's title and the list still name it). Towards the middle
+   * first, so a name by the wall is not cut off.
+   */
+  private placeNames(
+    entries: readonly RollEntry[],
+    scene: MusterScene,
+    u: number,
+    middle: number,
+    flip: (y: number) => number,
+  ): Map<string, { side: 'left' | 'right'; box: LabelBox }> {
+    const named = entries.length <= NAMED_UP_TO;
+    const candidates: LabelCandidate[] = [];
+    const sides = new Map<string, ('left' | 'right')[]>();
+    const height = u * PERSON_FONT * 1.3;
+    for (const entry of entries) {
+      const x = entry.last_position!.x!;
+      const y = flip(entry.last_position!.y!);
+      candidates.push({
+        id: `dot:${entry.entry}`,
+        priority: 9,
+        options: [{ x: x - u * 1.6, y: y - u * 1.6, width: u * 3.2, height: u * 3.2 }],
+      });
+      const selected = entry.entry === scene.selected;
+      if (!named && !selected) continue;
+      const width = scene.label(entry).length * u * PERSON_FONT * 0.58;
+      const right: LabelBox = { x: x + u * 2.4, y: y - height / 2, width, height };
+      const left: LabelBox = { x: x - u * 2.4 - width, y: y - height / 2, width, height };
+      const order: ('left' | 'right')[] = x > middle ? ['left', 'right'] : ['right', 'left'];
+      sides.set(entry.entry, order);
+      candidates.push({ id: entry.entry, priority: selected ? 10 : 1, options: order.map((side) => (side === 'left' ? left : right)) });
+    }
+    const chosen = placeLabels(candidates);
+    const result = new Map<string, { side: 'left' | 'right'; box: LabelBox }>();
+    for (const candidate of candidates) {
+      const option = chosen.get(candidate.id);
+      const order = sides.get(candidate.id);
+      if (order && option !== undefined) result.set(candidate.id, { side: order[option]!, box: candidate.options[option]! });
+    }
+    return result;
   }
 }
 

@@ -1,6 +1,6 @@
 import { mkdirSync, readdirSync, rmSync } from 'node:fs';
 import { randomUUID } from 'node:crypto';
-import { chromium, type Browser, type Page } from 'playwright-core';
+import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ARTIFACTS, CHROMIUM, CHROMIUM_FLAGS, floorplanPng, hasChromium } from '../support/browser.js';
 import type { TestClient } from '../support/http-client.js';
@@ -23,6 +23,7 @@ describe.skipIf(!hasChromium)(title, () => {
   let running: RunningGateway;
   let admin: TestClient;
   let browser: Browser;
+  let context: BrowserContext;
   let page: Page;
   let buildingId: number;
   let ground: number;
@@ -155,11 +156,12 @@ describe.skipIf(!hasChromium)(title, () => {
     await upload(people.map((p, index) => pose(p.device, p.floor as 'ground' | 'first', p.x, p.y, seen + index * 1000)));
 
     browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_FLAGS, headless: true });
-    const context = await browser.newContext({ viewport: { width: 1600, height: 1000 } });
+    context = await browser.newContext({ viewport: { width: 1600, height: 1000 } });
     page = await context.newPage();
     page.on('pageerror', (error) => problems.push(`page error: ${error.message}`));
     page.on('console', (message) => {
-      if (message.type() === 'error') problems.push(`console: ${message.text()}`);
+      // The browser's own line for a reconnection tried while the tests hold the page offline is expected.
+      if (message.type() === 'error' && !message.text().includes('ERR_INTERNET_DISCONNECTED')) problems.push(`console: ${message.text()}`);
     });
     await page.goto(`${running.baseUrl}/console`);
     await page.locator('#email').fill(ADMIN_EMAIL);
@@ -314,13 +316,36 @@ describe.skipIf(!hasChromium)(title, () => {
     }
   });
 
+  /** Takes the page offline and drops its socket; answers once the page knows and has failed to come back. */
+  const dropConnection = async () => {
+    const retry = page.waitForEvent('websocket', { timeout: 20_000 });
+    await context.setOffline(true);
+    expect(running.gateway.services.websockets.dropAll()).toBeGreaterThan(0);
+    await page.locator('#evacuation[data-link="lost"]').waitFor();
+    const failed = await retry;
+    if (!failed.isClosed()) await new Promise((resolve) => (failed.once('socketerror', resolve), failed.once('close', resolve)));
+  };
+
+  it('after a dropped connection, shows what changed on the roll meanwhile', async () => {
+    await dropConnection();
+    expect(await page.locator('#evacuation .evac-link-lost').textContent()).toMatch(/^Connection lost · figures from \d+ s ago$/);
+    const farid = `user:${userIds.get('tag-farid')}`;
+    const marked = await admin.post(`${base()}/current/roll/${encodeURIComponent(farid)}/safe`, { comment: 'At the gate' });
+    expect(marked.status, marked.text).toBe(200);
+    expect(await page.locator('#evacuation .evac-missing').getAttribute('data-count')).toBe('2');
+    await context.setOffline(false);
+    await page.locator('#evacuation[data-link="live"] .evac-missing[data-count="1"]').waitFor({ timeout: 30_000 });
+    expect(await figure('safe').textContent()).toBe('5');
+    expect(await page.locator('#evacuation .evac-person-name').allTextContents()).toEqual(['Elena Mar (patient)']);
+  });
+
   it('ends the drill: whoever is still missing is listed as not found', async () => {
     await page.locator('#evacuation .evac-end').click();
-    expect(await page.locator('.evac-dialog p').textContent()).toBe('2 still missing will be recorded as not found.');
+    expect(await page.locator('.evac-dialog p').textContent()).toBe('1 still missing will be recorded as not found.');
     await page.locator('.evac-dialog .evac-confirm').click();
     await page.locator('#evacuation[data-state="ended"]').waitFor();
     await page.locator('#evacuation .evac-tile-missing .evac-tile-label', { hasText: 'Not found' }).waitFor();
-    expect(await figure('missing').textContent()).toBe('2');
+    expect(await figure('missing').textContent()).toBe('1');
     expect(await page.locator('#evacuation .evac-mark-safe:visible').count()).toBe(0);
     expect((await admin.get(`${base()}/current`)).status).toBe(404);
     await page.locator('#evacuation .evac-dismiss').click();
@@ -381,6 +406,14 @@ describe.skipIf(!hasChromium)(title, () => {
     await page.locator('#evacuation .evac-missing[data-count="4999"]').waitFor();
     expect(await figure('safe').textContent()).toBe('1');
     await screenshot('roll-of-5000');
+
+    // Ended while the page was offline: back online, the view says so (the replay alone has nothing to say).
+    await dropConnection();
+    const ended = await admin.post(`/api/v1/buildings/${plant}/evacuations/current/end`, {});
+    expect(ended.status, ended.text).toBe(200);
+    await context.setOffline(false);
+    await page.locator('#evacuation[data-state="ended"][data-link="live"]').waitFor({ timeout: 30_000 });
+    expect(await figure('missing').textContent()).toBe('4999');
     expect(problems.join('\n')).toBe('');
   });
 });
