@@ -23,6 +23,9 @@ interface Row {
   age: HTMLElement;
   mark: HTMLButtonElement;
   fixAt: number;
+  /** What the row shows: entries are replaced, never changed in place, so the same object needs no redraw. */
+  shown: RollEntry | null;
+  ended: boolean;
 }
 
 interface FloorSection {
@@ -130,15 +133,18 @@ export class MissingList {
         h('div', { class: 'evac-person-text' }, name, devices, h('span', { class: 'evac-place' }, where, age)),
         mark,
       );
-      row = { item, name, devices, where, age, mark, fixAt: Number.NaN };
+      row = { item, name, devices, where, age, mark, fixAt: Number.NaN, shown: null, ended: false };
       this.rows.set(key, row);
     }
+    row.item.classList.toggle('selected', selected === entry.entry);
+    if (row.shown === entry && row.ended === ended) return row;
+    row.shown = entry;
+    row.ended = ended;
     setText(row.name, this.context.label(entry));
     // A device nobody is assigned is named by its identifier already.
     setText(row.devices, entry.user_id ? entry.device_ids.join(', ') : entry.device_ids.slice(1).join(', '));
     setText(row.where, this.context.place(entry));
     row.fixAt = entry.last_position ? Date.parse(entry.last_position.fix_at) : Number.NaN;
-    row.item.classList.toggle('selected', selected === entry.entry);
     row.mark.hidden = ended;
     this.age(row, now);
     return row;

@@ -4,7 +4,7 @@ import { chromium, type Browser, type BrowserContext, type Page } from 'playwrig
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ARTIFACTS, CHROMIUM, CHROMIUM_FLAGS, floorplanPng, hasChromium } from '../support/browser.js';
 import type { TestClient } from '../support/http-client.js';
-import { ADMIN_EMAIL, ADMIN_PASSWORD, adminClient } from '../support/identity.js';
+import { ADMIN_EMAIL, ADMIN_PASSWORD, adminClient, createUser } from '../support/identity.js';
 import { uploadImage } from '../support/images.js';
 import { driverLabel } from '../support/test-environment.js';
 import { startTestGateway, type RunningGateway } from '../support/test-gateway.js';
@@ -313,6 +313,25 @@ describe.skipIf(!hasChromium)(title, () => {
       await screenshot('tablet', small);
     } finally {
       await tablet.close();
+    }
+  });
+
+  it('is not shown to a user who is neither an admin nor a user manager (the roll shows where everyone is)', async () => {
+    const user = await createUser(admin, 'user');
+    const other = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+    const own = await other.newPage();
+    try {
+      await own.goto(`${running.baseUrl}/console`);
+      await own.locator('#email').fill(user.email);
+      await own.locator('#password').fill(user.password);
+      await own.keyboard.press('Enter');
+      await own.locator('#connection[data-state="live"]').waitFor();
+      await own.selectOption('#building', String(buildingId));
+      await own.locator('#map[aria-busy="false"]').waitFor();
+      expect(await own.locator('#evacuation').isHidden()).toBe(true);
+      expect(await own.locator('#evacuation .evac-start-drill').count()).toBe(0);
+    } finally {
+      await other.close();
     }
   });
 
