@@ -28,6 +28,8 @@ interface FloorFigure {
   points: SVGGElement;
   route: SVGGElement;
   people: SVGGElement;
+  /** The dot drawn for each person, and what it showed. */
+  dots: Map<string, { group: SVGGElement; signature: string }>;
 }
 
 /**
@@ -92,7 +94,14 @@ export class MusterMaps {
     };
     root.append(layers.plan, layers.points, layers.route, layers.people);
     const caption = h('figcaption');
-    figure = { floor, figure: h('figure', { class: 'muster-floor', 'data-floor-id': floor.id }, caption, root), caption, root, ...layers };
+    figure = {
+      floor,
+      figure: h('figure', { class: 'muster-floor', 'data-floor-id': floor.id }, caption, root),
+      caption,
+      root,
+      ...layers,
+      dots: new Map(),
+    };
     this.figures.set(floor.id, figure);
     void this.loadPlan(figure);
     return figure;
@@ -198,43 +207,54 @@ export class MusterMaps {
         : []),
     );
 
-    const named = missing.length <= NAMED_UP_TO;
-    figure.people.replaceChildren(
-      ...placed.map((entry) => {
-        const place = entry.last_position!;
-        const [x, y] = [place.x!, flip(place.y!)];
-        const selected = entry.entry === scene.selected;
-        const label = scene.label(entry);
-        const side = names.get(entry.entry)?.side;
-        const group = svg(
-          'g',
-          { class: `muster-person${selected ? ' selected' : ''}`, 'data-entry': entry.entry, tabindex: 0, role: 'button' },
-          svg('title', {}, `${label}: last seen here (select for the rescue route)`),
-          ...(selected ? [svg('circle', { class: 'muster-ring', cx: x, cy: y, r: u * 3.2 })] : []),
-          svg('circle', { class: 'muster-dot', cx: x, cy: y, r: u * 1.6 }),
-          ...((named || selected) && side
-            ? [
-                svg(
-                  'text',
-                  {
-                    x: x + (side === 'left' ? -u * 2.4 : u * 2.4),
-                    y,
-                    'font-size': u * PERSON_FONT,
-                    'text-anchor': side === 'left' ? 'end' : 'start',
-                    'dominant-baseline': 'middle',
-                  },
-                  label,
-                ),
-              ]
-            : []),
-        );
-        group.addEventListener('click', () => this.select(entry.entry));
-        group.addEventListener('keydown', (event) => {
-          if ((event as KeyboardEvent).key === 'Enter') this.select(entry.entry);
-        });
-        return group;
-      }),
-    );
+    // Each person's dot is kept while it shows the same (a roll of thousands redraws only who changed).
+    const keep = new Set<string>();
+    for (const entry of placed) {
+      const place = entry.last_position!;
+      const [x, y] = [place.x!, flip(place.y!)];
+      const selected = entry.entry === scene.selected;
+      const label = scene.label(entry);
+      const side = names.get(entry.entry)?.side ?? null;
+      const signature = `${x}|${y}|${u}|${selected}|${side}|${label}`;
+      keep.add(entry.entry);
+      const held = figure.dots.get(entry.entry);
+      if (held?.signature === signature) continue;
+      const group = svg(
+        'g',
+        { class: `muster-person${selected ? ' selected' : ''}`, 'data-entry': entry.entry, tabindex: 0, role: 'button' },
+        svg('title', {}, `${label}: last seen here (select for the rescue route)`),
+        ...(selected ? [svg('circle', { class: 'muster-ring', cx: x, cy: y, r: u * 3.2 })] : []),
+        svg('circle', { class: 'muster-dot', cx: x, cy: y, r: u * 1.6 }),
+        ...(side
+          ? [
+              svg(
+                'text',
+                {
+                  x: x + (side === 'left' ? -u * 2.4 : u * 2.4),
+                  y,
+                  'font-size': u * PERSON_FONT,
+                  'text-anchor': side === 'left' ? 'end' : 'start',
+                  'dominant-baseline': 'middle',
+                },
+                label,
+              ),
+            ]
+          : []),
+      );
+      group.addEventListener('click', () => this.select(entry.entry));
+      group.addEventListener('keydown', (event) => {
+        if ((event as KeyboardEvent).key === 'Enter') this.select(entry.entry);
+      });
+      held?.group.remove();
+      // Appended: a changed dot (the selected one among them) is drawn over the others.
+      figure.people.append(group);
+      figure.dots.set(entry.entry, { group, signature });
+    }
+    for (const [key, held] of figure.dots) {
+      if (keep.has(key)) continue;
+      held.group.remove();
+      figure.dots.delete(key);
+    }
   }
 
   /**
@@ -243,13 +263,15 @@ export class MusterMaps {
    * first, so a name by the wall is not cut off.
    */
   private placeNames(
-    entries: readonly RollEntry[],
+    placed: readonly RollEntry[],
     scene: MusterScene,
     u: number,
     middle: number,
     flip: (y: number) => number,
   ): Map<string, { side: 'left' | 'right'; box: LabelBox }> {
-    const named = entries.length <= NAMED_UP_TO;
+    // Too many to name: only the selected one is (no placement among thousands of dots).
+    const named = placed.length <= NAMED_UP_TO;
+    const entries = named ? placed : placed.filter((entry) => entry.entry === scene.selected);
     const candidates: LabelCandidate[] = [];
     const sides = new Map<string, ('left' | 'right')[]>();
     const height = u * PERSON_FONT * 1.3;
@@ -262,7 +284,6 @@ export class MusterMaps {
         options: [{ x: x - u * 1.6, y: y - u * 1.6, width: u * 3.2, height: u * 3.2 }],
       });
       const selected = entry.entry === scene.selected;
-      if (!named && !selected) continue;
       const width = scene.label(entry).length * u * PERSON_FONT * 0.58;
       const right: LabelBox = { x: x + u * 2.4, y: y - height / 2, width, height };
       const left: LabelBox = { x: x - u * 2.4 - width, y: y - height / 2, width, height };
