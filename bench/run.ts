@@ -7,6 +7,7 @@ import { fairnessScenario } from './fairness.bench.js';
 import { geofencingScenario } from './geofencing.bench.js';
 import { ingestScenario } from './ingest.bench.js';
 import { materializerScenario } from './materializer.bench.js';
+import { musterScenario } from './muster.bench.js';
 import { report, type Figure, type Scenario } from './harness.js';
 import { reportsScenario } from './reports.bench.js';
 import { routingScenario } from './routing.bench.js';
@@ -32,6 +33,7 @@ const scenarios: Scenario[] = [
   alarmEscalationScenario,
   silenceSweepScenario,
   fairnessScenario,
+  musterScenario,
 ];
 
 const wanted = process.argv.slice(2);
