@@ -37,8 +37,8 @@ const run = <T>(on: Execute, sql: string, params: unknown[]): Promise<T[]> =>
  * Many rows read as one JSON text: `select <columns> from <rest>` answered as `json_agg(json_build_array(...))`
  * (in `order` if given), each row back as a record keyed by the columns' names. What a large read costs is the
  * driver's parsing of each value of a result: PGlite's, in JavaScript, about 3 µs a value on this project's
- * 2-core box, so 5,000 roll rows of 17 columns took 250-450 ms as rows and 65-125 ms as one text (on PostgreSQL
- * 40-60 ms, against 50-85 ms as rows; as `json_agg` of the rows as objects, no gain there). The values come back
+ * 2-core box, so 5,000 roll rows of 17 columns took 190-450 ms as rows and 40-125 ms as one text (on PostgreSQL
+ * 40-60 ms against 50-85 ms as rows in one run, about the same in another; `json_agg` of row objects was slower). The values come back
  * as their JSON: timestamps as ISO text, numbers as numbers (shortest exact), json columns as themselves.
  */
 async function jsonRows<T>(on: Execute, columns: readonly string[], rest: string, params: unknown[], order?: string): Promise<T[]> {
