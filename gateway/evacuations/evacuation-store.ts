@@ -38,8 +38,9 @@ const run = <T>(on: Execute, sql: string, params: unknown[]): Promise<T[]> =>
  * (in `order` if given), each row back as a record keyed by the columns' names. What a large read costs is the
  * driver's parsing of each value of a result: PGlite's, in JavaScript, about 3 µs a value on this project's
  * 2-core box, so 5,000 roll rows of 17 columns took 190-450 ms as rows and 40-125 ms as one text (on PostgreSQL
- * 40-60 ms against 50-85 ms as rows in one run, about the same in another; `json_agg` of row objects was slower). The values come back
- * as their JSON: timestamps as ISO text, numbers as numbers (shortest exact), json columns as themselves.
+ * 40-60 ms against 50-85 ms as rows in one run, about the same in another; `json_agg` of row objects was
+ * slower). The values come back as their JSON: timestamps as ISO text, numbers as numbers (shortest exact),
+ * json columns as themselves.
  */
 async function jsonRows<T>(on: Execute, columns: readonly string[], rest: string, params: unknown[], order?: string): Promise<T[]> {
   const sql = `select json_agg(json_build_array(${columns.join(', ')})${order ? ` order by ${order}` : ''})::text as rows from ${rest}`;
