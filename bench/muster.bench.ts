@@ -28,7 +28,8 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
  * at BENCH_MUSTER_RATE while the simulation is replayed in real time, compressed (BENCH_MUSTER_TICK_MS a tick).
  * A subscriber of `buildings/{id}/evacuation` takes each `safe` frame; its latency is from the upload of the
  * pose the simulation saw first inside the point. The roll is read once a second during the load and
- * BENCH_MUSTER_READS times after it (4,800 of its entries still missing, each with its last place).
+ * BENCH_MUSTER_READS times after it (4,800 of its entries still missing, each with its last place), then as many
+ * times with `status=safe`, as a screen of the counts, the missing and each assembly point's arrivals reads it.
  */
 export const musterScenario: Scenario = {
   name: SCENARIO,
@@ -195,6 +196,17 @@ export const musterScenario: Scenario = {
         entries = response.body.roll.length;
       }
       const rest = summarise(idle);
+      // What a screen of the counts, the missing and the arrivals at each point asks for (`status=safe`).
+      const screen: number[] = [];
+      let screenBytes = 0;
+      for (let read = 0; read < IDLE_READS; read++) {
+        const started = performance.now();
+        const response = await admin.get(`/api/v1/buildings/${building}/evacuations/current?status=safe`);
+        screen.push(performance.now() - started);
+        if (response.status !== 200) throw new Error(`roll: ${response.status}`);
+        screenBytes = response.text.length;
+      }
+      const atScreen = summarise(screen);
       log(
         `GET of the roll (${entries} entries, ${(bytes / 1e6).toFixed(1)} MB): under load p50 ${underLoad.p50.toFixed(0)} p99 ${underLoad.p99.toFixed(0)} ms (n=${underLoad.n}); at rest p50 ${rest.p50.toFixed(0)} max ${rest.max.toFixed(0)} ms (n=${rest.n})`,
       );
@@ -202,6 +214,11 @@ export const musterScenario: Scenario = {
       add({ metric: `GET roll of ${entries} entries under load, max`, value: underLoad.max, unit: 'ms' });
       add({ metric: `GET roll of ${entries} entries at rest, p50`, value: rest.p50, unit: 'ms' });
       add({ metric: 'GET roll answer size', value: bytes / 1e6, unit: 'MB' });
+      log(
+        `GET ?status=safe (${(screenBytes / 1e6).toFixed(1)} MB): at rest p50 ${atScreen.p50.toFixed(0)} max ${atScreen.max.toFixed(0)} ms (n=${atScreen.n})`,
+      );
+      add({ metric: 'GET roll ?status=safe at rest, p50', value: atScreen.p50, unit: 'ms' });
+      add({ metric: 'GET roll ?status=safe answer size', value: screenBytes / 1e6, unit: 'MB' });
       return figures;
     } finally {
       socket?.close();

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { evacuationSchema, rollEntrySchema, presentEntry } from '../evacuations/presenters.js';
-import { booleanParam, idParam, uuidParam } from '../http/query-schemas.js';
+import { ROLL_STATUSES } from '../evacuations/roll.js';
+import { booleanParam, idParam, listParam, uuidParam } from '../http/query-schemas.js';
 import { defineRoute } from '../http/route.js';
 import type { GatewayServices } from '../services.js';
 import { routeSchema } from './routing.route.js';
@@ -58,9 +59,17 @@ export function evacuationRoutes({ evacuations, routing, jobs, config }: Gateway
       auth: 'authenticated',
       action: 'tracking:read-all',
       params: z.object({ id: idParam, evacuation: evacuationParam }),
+      query: z.object({
+        status: listParam(z.enum(ROLL_STATUSES))
+          .optional()
+          .describe(
+            'Only entries of these statuses in `roll` and `arrivals` (comma-separated); `counts` and `missing` stay whole. ' +
+              'A screen showing the counts, the missing and the arrivals at each assembly point asks for `safe` and skips the rest of the roll',
+          ),
+      }),
       response: evacuationSchema,
-      handler: async ({ principal, params }) => ({
-        body: await evacuations.view(await evacuations.find(principal, params.id, params.evacuation)),
+      handler: async ({ principal, params, query }) => ({
+        body: await evacuations.view(await evacuations.find(principal, params.id, params.evacuation), query.status),
       }),
     }),
     defineRoute({

@@ -11111,7 +11111,10 @@ export type paths = {
         /** An evacuation (`current`: the active one) with its roll and counts; the missing first by floor, with their last known place */
         get: {
             parameters: {
-                query?: never;
+                query?: {
+                    /** @description Only entries of these statuses in `roll` and `arrivals` (comma-separated); `counts` and `missing` stay whole. A screen showing the counts, the missing and the arrivals at each assembly point asks for `safe` and skips the rest of the roll. Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    status?: ("missing" | "safe" | "safe_manual" | "left_site" | "not_found")[];
+                };
                 header?: never;
                 path: {
                     id: number;
@@ -11287,7 +11290,10 @@ export type paths = {
         /** An evacuation (`current`: the active one) with its roll and counts; the missing first by floor, with their last known place (headers only) */
         head: {
             parameters: {
-                query?: never;
+                query?: {
+                    /** @description Only entries of these statuses in `roll` and `arrivals` (comma-separated); `counts` and `missing` stay whole. A screen showing the counts, the missing and the arrivals at each assembly point asks for `safe` and skips the rest of the roll. Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    status?: ("missing" | "safe" | "safe_manual" | "left_site" | "not_found")[];
+                };
                 header?: never;
                 path: {
                     id: number;
