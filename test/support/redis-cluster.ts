@@ -1,0 +1,113 @@
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { Cluster } from 'ioredis';
+import { RedisConnections } from '../../shared/redis/redis-connections.js';
+import { freePort, track, untrack } from './fault-servers.js';
+import { scratchRoot } from './scratch-dir.js';
+
+/** Connections to one Redis server at `url`, as REDIS_URL makes them. */
+export const redisServer = (url: string) => new RedisConnections({ url });
+
+const hasRedisServer = (() => {
+  try {
+    execFileSync('redis-server', ['--version'], { stdio: 'pipe' });
+    execFileSync('redis-cli', ['--version'], { stdio: 'pipe' });
+    return true;
+  } catch {
+    return false;
+  }
+})();
+/** Why the Redis Cluster tests are skipped here, or '' when they run. */
+export const redisClusterSkipReason = hasRedisServer ? '' : 'Redis Cluster tests skipped: redis-server or redis-cli is not installed';
+
+export interface LocalRedisCluster {
+  /** The masters' `host:port`, comma-separated: a REDIS_CLUSTER_NODES value. */
+  seeds: string;
+  connections: RedisConnections;
+  stop(): Promise<void>;
+}
+
+/**
+ * A Redis Cluster of its own for a test file: `masters` redis-server processes on free ports (client and cluster
+ * bus ports), joined by `redis-cli --cluster create` with no replicas, and ready once every node says
+ * cluster_state:ok. `stop` kills them by pid and removes their directory.
+ */
+export async function startRedisCluster(masters = 3): Promise<LocalRedisCluster> {
+  const dir = mkdtempSync(join(scratchRoot, 'floorcast-redis-cluster-'));
+  const children: ChildProcess[] = [];
+  const ports: number[] = [];
+  const stop = async () => {
+    await Promise.all(
+      children.map(async (child) => {
+        if (child.exitCode === null && child.signalCode === null) {
+          const exited = new Promise((resolve) => child.once('exit', resolve));
+          child.kill('SIGKILL');
+          await exited;
+        }
+        untrack(child.pid!);
+      }),
+    );
+    rmSync(dir, { recursive: true, force: true });
+  };
+  try {
+    for (let index = 0; index < masters; index++) {
+      const port = await freePort();
+      const busPort = await freePort();
+      ports.push(port);
+      children.push(await startNode(dir, port, busPort));
+    }
+    const nodes = ports.map((port) => `127.0.0.1:${port}`);
+    execFileSync('redis-cli', ['--cluster', 'create', ...nodes, '--cluster-replicas', '0', '--cluster-yes'], {
+      stdio: 'pipe',
+      timeout: 30_000,
+    });
+    await untilClusterOk(ports);
+    return {
+      seeds: nodes.join(','),
+      connections: new RedisConnections({ clusterNodes: ports.map((port) => ({ host: '127.0.0.1', port })) }),
+      stop,
+    };
+  } catch (error) {
+    await stop();
+    throw error;
+  }
+}
+
+async function startNode(dir: string, port: number, busPort: number): Promise<ChildProcess> {
+  const args = ['--port', String(port), '--bind', '127.0.0.1', '--cluster-enabled', 'yes', '--cluster-port', String(busPort)];
+  args.push('--cluster-config-file', `nodes-${port}.conf`, '--dir', dir, '--save', '', '--appendonly', 'no');
+  const child = spawn('redis-server', args, { stdio: ['ignore', 'pipe', 'pipe'] });
+  track(child.pid!);
+  await new Promise<void>((resolve, reject) => {
+    let output = '';
+    const timer = setTimeout(() => reject(new Error(`redis-server (cluster node) did not start: ${output}`)), 15_000);
+    child.stdout!.on('data', (chunk: Buffer) => {
+      output += chunk.toString();
+      if (output.includes('Ready to accept connections')) clearTimeout(timer), resolve();
+    });
+    child.once('exit', (code) => (clearTimeout(timer), reject(new Error(`redis-server exited with ${code}: ${output}`))));
+  });
+  return child;
+}
+
+/** Every node agrees the cluster is up (all slots served), and a cluster client sees all the masters. */
+async function untilClusterOk(ports: number[]): Promise<void> {
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    const states = ports.map((port) => {
+      const info = execFileSync('redis-cli', ['-p', String(port), 'cluster', 'info'], { stdio: 'pipe' }).toString();
+      return /cluster_state:ok/.test(info);
+    });
+    if (states.every(Boolean)) break;
+    if (Date.now() > deadline) throw new Error('the Redis Cluster did not reach cluster_state:ok');
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  const probe = new Cluster(ports.map((port) => ({ host: '127.0.0.1', port })));
+  try {
+    await probe.ping();
+    if (probe.nodes('master').length !== ports.length) throw new Error('the cluster client does not see every master');
+  } finally {
+    probe.disconnect();
+  }
+}
