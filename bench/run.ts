@@ -8,6 +8,7 @@ import { geofencingScenario } from './geofencing.bench.js';
 import { ingestScenario } from './ingest.bench.js';
 import { materializerScenario } from './materializer.bench.js';
 import { report, type Figure, type Scenario } from './harness.js';
+import { redisClusterScenario } from './redis-cluster.bench.js';
 import { reportsScenario } from './reports.bench.js';
 import { routingScenario } from './routing.bench.js';
 import { scaleOutScenario } from './scale-out.bench.js';
@@ -32,6 +33,7 @@ const scenarios: Scenario[] = [
   alarmEscalationScenario,
   silenceSweepScenario,
   fairnessScenario,
+  redisClusterScenario,
 ];
 
 const wanted = process.argv.slice(2);
