@@ -39,8 +39,10 @@ interface XAutoClaim {
  * Blocking reads have a connection of their own, so appends and acknowledgements never wait behind them.
  *
  * On a Redis Cluster each shard's stream is in a slot of its own, and one command may not read streams of several
- * slots: a read asks each shard without blocking (one write per node), and when none had anything waits for
- * a shard's `appended` message (SPUBLISH, in the append's transaction, on the shard's node) or `blockMs`.
+ * slots: a read asks without blocking (one write per node) the shards that may have new entries, those named by
+ * an `appended` message (SPUBLISH, in the append's transaction, on the shard's node) since they were last asked,
+ * or whose last answer was full; with none, it waits for such a message. Every `blockMs` without one, every shard
+ * is asked: a message lost (the subscriber reconnecting) delays an entry by that much at most.
  *
  * An owner reading back an entry it appended itself takes the records it appended, by entry id, instead of
  * decoding their bytes: the same values, since the bytes were packed from them.
@@ -51,9 +53,10 @@ export class RedisShardLog implements ShardLog {
   /** One Redis: the blocking reads. A cluster: the sharded subscriber to the `appended` messages of the shards read. */
   private readonly reader: RedisClient;
   private readonly clustered: boolean;
-  /** Cluster: the shards whose `appended` messages the reader follows, and how many such messages came. */
-  private followed = new Set<number>();
-  private appendedMessages = 0;
+  /** Cluster: the shards whose `appended` messages the reader follows (by channel), and those that may have new entries. */
+  private readonly followed = new Map<string, number>();
+  private readonly following = new Set<number>();
+  private readonly unread = new Set<number>();
   private wake?: () => void;
   private closing = false;
   /** Shards of the last read: only their appends are remembered. */
@@ -78,8 +81,10 @@ export class RedisShardLog implements ShardLog {
     this.commands.on('error', () => undefined);
     this.reader.on('error', () => undefined);
     if (this.clustered) {
-      this.reader.on('smessage', () => {
-        this.appendedMessages += 1;
+      this.reader.on('smessage', (channel: string) => {
+        const shard = this.followed.get(channel);
+        if (shard === undefined) return;
+        this.unread.add(shard);
         this.wake?.();
       });
     }
@@ -192,56 +197,73 @@ export class RedisShardLog implements ShardLog {
     return delivered;
   }
 
-  /** Redis Cluster: each shard asked without blocking; when none had anything, again after an `appended` message or `blockMs`. */
+  /** Redis Cluster: the shards that may have new entries asked without blocking (see the class comment). */
   private async readEachShard(shards: readonly number[], blockMs: number): Promise<Map<number, ShardEntry[]>> {
     await this.follow(shards);
     const deadline = Date.now() + blockMs;
+    const delivered = new Map<number, ShardEntry[]>();
     for (;;) {
-      const seen = this.appendedMessages;
+      // Taken off before asking: a message that comes while the answer is on its way asks again.
+      const asked = shards.filter((shard) => this.unread.delete(shard));
       const answers = await Promise.all(
-        shards.map(
+        asked.map(
           (shard) =>
             this.commands.xreadgroupBuffer('GROUP', GROUP, this.consumer, 'COUNT', READ_COUNT, 'STREAMS', this.key(shard), '>') as Promise<
               [Buffer, RawEntry[]][] | null
             >,
         ),
       );
-      const delivered = new Map<number, ShardEntry[]>();
       for (const [index, answer] of answers.entries()) {
-        const shard = shards[index]!;
+        const shard = asked[index]!;
         const entries = answer?.[0]?.[1] ?? [];
-        if (entries.length > 0)
-          delivered.set(
-            shard,
-            entries.map((entry) => this.deliver(shard, this.entry(entry, shard))),
-          );
+        if (entries.length === 0) continue;
+        // A full answer may have left more behind.
+        if (entries.length >= READ_COUNT) this.unread.add(shard);
+        delivered.set(
+          shard,
+          entries.map((entry) => this.deliver(shard, this.entry(entry, shard))),
+        );
       }
       const left = deadline - Date.now();
       if (delivered.size > 0 || left <= 0 || this.closing) return delivered;
-      if (this.appendedMessages === seen) await new Promise<void>((resolve) => this.waitForAppend(resolve, left));
+      if (!shards.some((shard) => this.unread.has(shard)) && !(await this.appendedWithin(left))) {
+        for (const shard of shards) this.unread.add(shard);
+      }
     }
   }
 
-  private waitForAppend(resolve: () => void, ms: number): void {
-    const timer = setTimeout(() => ((this.wake = undefined), resolve()), ms);
-    this.wake = () => {
-      clearTimeout(timer);
-      this.wake = undefined;
-      resolve();
-    };
+  /** Waits up to `ms` for an `appended` message; false when none came. */
+  private appendedWithin(ms: number): Promise<boolean> {
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => ((this.wake = undefined), resolve(false)), ms);
+      this.wake = () => {
+        clearTimeout(timer);
+        this.wake = undefined;
+        resolve(true);
+      };
+    });
   }
 
-  /** Follows the `appended` messages of exactly these shards (each channel on its shard's node). */
+  /** Follows the `appended` messages of exactly these shards (each channel on its shard's node); new ones are asked at once. */
   private async follow(shards: readonly number[]): Promise<void> {
+    if (shards.length === this.followed.size && shards.every((shard) => this.following.has(shard))) return;
     const wanted = new Set(shards);
-    const added = shards.filter((shard) => !this.followed.has(shard));
-    const removed = [...this.followed].filter((shard) => !wanted.has(shard));
-    if (added.length === 0 && removed.length === 0) return;
-    this.followed = wanted;
+    const added = shards.filter((shard) => !this.following.has(shard));
+    const removed = [...this.followed].filter(([, shard]) => !wanted.has(shard));
+    for (const [channel, shard] of removed) {
+      this.followed.delete(channel);
+      this.following.delete(shard);
+      this.unread.delete(shard);
+    }
+    for (const shard of added) {
+      this.followed.set(this.keys.shardAppended(shard), shard);
+      this.following.add(shard);
+    }
     await Promise.all([
       ...added.map((shard) => this.reader.ssubscribe(this.keys.shardAppended(shard))),
-      ...removed.map((shard) => this.reader.sunsubscribe(this.keys.shardAppended(shard))),
+      ...removed.map(([channel]) => this.reader.sunsubscribe(channel)),
     ]);
+    for (const shard of added) this.unread.add(shard);
   }
 
   /** Remembers the organization of an entry delivered here, to count it down when it is acknowledged. */

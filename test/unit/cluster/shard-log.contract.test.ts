@@ -271,6 +271,26 @@ describe.runIf(!redisClusterSkipReason)('shard keys on a Redis Cluster', () => {
   });
 });
 
+describe.runIf(!redisClusterSkipReason)('Redis shard log on a Redis Cluster', () => {
+  it('finds an entry whose appended message was lost within one blockMs, by asking every shard', async () => {
+    const prefix = `fctest:shards:${Math.random().toString(36).slice(2)}`;
+    const log = new RedisShardLog(cluster!.connections, prefix, 'owner');
+    const raw = cluster!.connections.connect({ name: 'fctest-raw', maxRetriesPerRequest: 1 });
+    try {
+      for (const shard of [1, 2]) await log.open(shard);
+      expect(await log.read([1, 2], 50)).toEqual(new Map());
+      // Appended behind the log's back: no `appended` message, as if the subscriber had been reconnecting.
+      const packed = upload(record('silent', 1)).bytes;
+      await raw.xadd(new ClusterKeys(cluster!.connections, prefix).shard(2), '*', 'p', packed);
+      const read = await log.read([1, 2], 400);
+      expect(devices(read.get(2) ?? [])).toEqual(['silent']);
+    } finally {
+      raw.disconnect();
+      await log.close();
+    }
+  });
+});
+
 describe('shard keys on one Redis', () => {
   it('keep the names they had before Redis Cluster, so a rolling upgrade finds its streams and leases', () => {
     const keys = new ClusterKeys(redisServer('redis://127.0.0.1:1'), 'p');
