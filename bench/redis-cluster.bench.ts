@@ -8,7 +8,7 @@ import type { RedisConnections } from '../shared/redis/redis-connections.js';
 import { FaultRedis } from '../test/support/fault-servers.js';
 import { redisClusterSkipReason, redisServer, startRedisCluster } from '../test/support/redis-cluster.js';
 import { positionRecord } from '../testkit/positions.js';
-import type { Figure, Scenario } from './harness.js';
+import { median, type Figure, type Scenario } from './harness.js';
 
 const SCENARIO = 'redis-cluster';
 const numberFrom = (name: string, fallback: number) => Number(process.env[name] ?? fallback);
@@ -17,6 +17,8 @@ const SUBSCRIBERS = numberFrom('BENCH_CLUSTER_SUBSCRIBERS', 3);
 const CHANNELS = numberFrom('BENCH_CLUSTER_CHANNELS', 64);
 const ENTRIES = numberFrom('BENCH_CLUSTER_ENTRIES', 10_000);
 const SHARDS = numberFrom('BENCH_CLUSTER_SHARDS', 16);
+/** Rounds of both targets back to back (the order alternating): each figure is the median over them. */
+const ROUNDS = numberFrom('BENCH_CLUSTER_ROUNDS', 3);
 /** Publishes or appends in flight at once (a gateway's burst of uploads). */
 const WINDOW = 256;
 /** Positions per bus message and per stream entry (one upload's worth in a shard). */
@@ -133,24 +135,47 @@ export const redisClusterScenario: Scenario = {
         ['one Redis', redisServer(single.url)],
         ['Redis Cluster (3 masters)', cluster.connections],
       ] as const;
-      const fanOut = new Map<string, number>();
-      const handOff = new Map<string, number>();
-      for (const [name, connections] of targets) {
-        fanOut.set(name, await busFanOut(connections));
-        log(`${name}: bus fan-out ${Math.round(fanOut.get(name)!)} messages/s delivered`);
-        handOff.set(name, await shardHandOff(connections));
-        log(`${name}: shard hand-off ${Math.round(handOff.get(name)!)} entries/s`);
+      const fanOut = new Map<string, number[]>(targets.map(([name]) => [name, []]));
+      const handOff = new Map<string, number[]>(targets.map(([name]) => [name, []]));
+      const ratios = { fanOut: [] as number[], handOff: [] as number[] };
+      for (let round = 0; round < ROUNDS; round++) {
+        const measured = new Map<string, { fanOut: number; handOff: number }>();
+        for (const [name, connections] of round % 2 === 0 ? targets : [...targets].reverse()) {
+          const figures = { fanOut: await busFanOut(connections), handOff: await shardHandOff(connections) };
+          measured.set(name, figures);
+          fanOut.get(name)!.push(figures.fanOut);
+          handOff.get(name)!.push(figures.handOff);
+          log(
+            `round ${round + 1}, ${name}: bus fan-out ${Math.round(figures.fanOut)} messages/s, hand-off ${Math.round(figures.handOff)} entries/s`,
+          );
+        }
+        const [one, clustered] = targets.map(([name]) => measured.get(name)!);
+        ratios.fanOut.push(clustered!.fanOut / one!.fanOut);
+        ratios.handOff.push(clustered!.handOff / one!.handOff);
       }
+      const spread = (values: number[]) => `${Math.min(...values).toFixed(2)}–${Math.max(...values).toFixed(2)}`;
       for (const [name] of targets) {
         add({
           metric: `bus fan-out, ${name} (${SUBSCRIBERS} subscribers, ${CHANNELS} channels)`,
-          value: fanOut.get(name)!,
+          value: median(fanOut.get(name)!),
           unit: 'messages/s',
         });
-        add({ metric: `shard hand-off, ${name} (${SHARDS} shards, append + read + ack)`, value: handOff.get(name)!, unit: 'entries/s' });
+        add({
+          metric: `shard hand-off, ${name} (${SHARDS} shards, append + read + ack)`,
+          value: median(handOff.get(name)!),
+          unit: 'entries/s',
+        });
       }
-      add({ metric: 'bus fan-out, cluster / one Redis', value: fanOut.get(targets[1][0])! / fanOut.get(targets[0][0])!, unit: '×' });
-      add({ metric: 'shard hand-off, cluster / one Redis', value: handOff.get(targets[1][0])! / handOff.get(targets[0][0])!, unit: '×' });
+      add({
+        metric: `bus fan-out, cluster / one Redis (median of ${ROUNDS} rounds, ${spread(ratios.fanOut)})`,
+        value: median(ratios.fanOut),
+        unit: '×',
+      });
+      add({
+        metric: `shard hand-off, cluster / one Redis (median of ${ROUNDS} rounds, ${spread(ratios.handOff)})`,
+        value: median(ratios.handOff),
+        unit: '×',
+      });
       return figures;
     } finally {
       await cluster.stop();
