@@ -51,11 +51,18 @@ export async function startRedisCluster(masters = 3): Promise<LocalRedisCluster>
     rmSync(dir, { recursive: true, force: true });
   };
   try {
+    const taken = new Set<number>();
+    // Two calls may get the same free port back: each port is used once.
+    const unusedPort = async () => {
+      let port = await freePort();
+      while (taken.has(port)) port = await freePort();
+      taken.add(port);
+      return port;
+    };
     for (let index = 0; index < masters; index++) {
-      const port = await freePort();
-      const busPort = await freePort();
+      const port = await unusedPort();
       ports.push(port);
-      children.push(await startNode(dir, port, busPort));
+      children.push(await startNode(dir, port, await unusedPort()));
     }
     const nodes = ports.map((port) => `127.0.0.1:${port}`);
     execFileSync('redis-cli', ['--cluster', 'create', ...nodes, '--cluster-replicas', '0', '--cluster-yes'], {
