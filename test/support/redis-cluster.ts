@@ -2,6 +2,7 @@ import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { Cluster } from 'ioredis';
+import { afterAll, beforeAll } from 'vitest';
 import { RedisConnections } from '../../shared/redis/redis-connections.js';
 import { freePort, track, untrack } from './fault-servers.js';
 import { scratchRoot } from './scratch-dir.js';
@@ -26,6 +27,21 @@ export interface LocalRedisCluster {
   seeds: string;
   connections: RedisConnections;
   stop(): Promise<void>;
+}
+
+/**
+ * A Redis Cluster for the test file that calls this (at its top level): started before its tests, killed after
+ * them. Without redis-server, undefined, and the reason printed; otherwise the running cluster's getter.
+ */
+export function redisClusterOfThisFile(): (() => LocalRedisCluster) | undefined {
+  if (redisClusterSkipReason) {
+    console.warn(redisClusterSkipReason);
+    return undefined;
+  }
+  let cluster: LocalRedisCluster | undefined;
+  beforeAll(async () => void (cluster = await startRedisCluster()));
+  afterAll(async () => cluster?.stop());
+  return () => cluster!;
 }
 
 /**

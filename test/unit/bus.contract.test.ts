@@ -1,10 +1,10 @@
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { EncodedPayload, type Bus } from '../../shared/bus/index.js';
 import { LocalBus } from '../../shared/bus/local-bus.js';
 import { RedisBus } from '../../shared/bus/redis-bus.js';
 import { busLag } from '../../shared/metrics/metrics.js';
 import { FaultRedis } from '../support/fault-servers.js';
-import { redisClusterSkipReason, redisServer, startRedisCluster, type LocalRedisCluster } from '../support/redis-cluster.js';
+import { redisClusterOfThisFile, redisServer } from '../support/redis-cluster.js';
 import { deleteRedisPrefix, serverRedisUrl } from '../support/test-environment.js';
 
 /** One contract, run against every bus implementation this run can reach. */
@@ -36,17 +36,14 @@ if (redisUrl) {
   });
 }
 /** A three-master Redis Cluster of this file's own (sharded pub/sub), whatever drivers the run selects. */
-let cluster: LocalRedisCluster | undefined;
-if (redisClusterSkipReason) console.warn(redisClusterSkipReason);
-else {
-  beforeAll(async () => void (cluster = await startRedisCluster()));
-  afterAll(async () => cluster?.stop());
+const cluster = redisClusterOfThisFile();
+if (cluster) {
   factories.push({
     name: 'redis-cluster',
     pair: () => {
       const prefix = `fctest:bus:${Math.random().toString(36).slice(2)}`;
-      const a = new RedisBus(cluster!.connections, prefix);
-      const b = new RedisBus(cluster!.connections, prefix);
+      const a = new RedisBus(cluster().connections, prefix);
+      const b = new RedisBus(cluster().connections, prefix);
       return { a, b, cleanup: async () => (await a.close(), await b.close()) };
     },
   });

@@ -1,4 +1,4 @@
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { AppError, ErrorCode, ValidationError } from '../../shared/errors.js';
 import { BullmqJobQueue } from '../../shared/jobs/bullmq-job-queue.js';
 import { BullmqJobWorker } from '../../shared/jobs/bullmq-job-worker.js';
@@ -9,7 +9,7 @@ import { createLogger } from '../../shared/logger.js';
 import type { Storage } from '../../shared/storage/index.js';
 import { FaultRedis, freePort } from '../support/fault-servers.js';
 import type { RedisConnections } from '../../shared/redis/redis-connections.js';
-import { redisClusterSkipReason, redisServer, startRedisCluster, type LocalRedisCluster } from '../support/redis-cluster.js';
+import { redisClusterOfThisFile, redisServer } from '../support/redis-cluster.js';
 import { deleteRedisPrefix, serverRedisUrl } from '../support/test-environment.js';
 
 const logger = createLogger('silent');
@@ -95,19 +95,15 @@ if (redisUrl)
     ),
   );
 /** A three-master Redis Cluster of this file's own (BullMQ's keys under one hash tag), whatever drivers the run selects. */
-let cluster: LocalRedisCluster | undefined;
-if (redisClusterSkipReason) console.warn(redisClusterSkipReason);
-else {
-  beforeAll(async () => void (cluster = await startRedisCluster()));
-  afterAll(async () => cluster?.stop());
+const cluster = redisClusterOfThisFile();
+if (cluster)
   factories.push(
     bullmq(
       'bullmq on redis-cluster',
-      () => cluster!.connections,
+      () => cluster().connections,
       async () => undefined,
     ),
   );
-}
 
 describe.each(factories)('job queue contract: $name', (factory) => {
   let cleanup: (() => Promise<void>) | undefined;

@@ -1,11 +1,11 @@
 import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
-import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
 import { createLimiterBackend, type LimiterBackend } from '../../gateway/auth/limiter-backend.js';
 import { LoginThrottle } from '../../gateway/auth/login-throttle.js';
 import { loadConfig } from '../../shared/config.js';
 import { type AppError, ErrorCode } from '../../shared/errors.js';
-import { redisClusterSkipReason, startRedisCluster, type LocalRedisCluster } from '../support/redis-cluster.js';
+import { redisClusterOfThisFile } from '../support/redis-cluster.js';
 import { deleteRedisPrefix, serverRedisUrl } from '../support/test-environment.js';
 
 const WINDOW_SECONDS = 600;
@@ -14,17 +14,12 @@ const WINDOW_SECONDS = 600;
  * The same suite runs on the in-memory counters, on Redis when REDIS_URL is set, and on a three-master Redis
  * Cluster of this file's own (`seeds`).
  */
-let cluster: LocalRedisCluster | undefined;
 const drivers = [
   { kind: 'memory', url: undefined as string | undefined, seeds: () => undefined as string | undefined },
   ...(serverRedisUrl ? [{ kind: 'redis', url: serverRedisUrl, seeds: () => undefined }] : []),
 ];
-if (redisClusterSkipReason) console.warn(redisClusterSkipReason);
-else {
-  beforeAll(async () => void (cluster = await startRedisCluster()));
-  afterAll(async () => cluster?.stop());
-  drivers.push({ kind: 'redis-cluster', url: undefined, seeds: () => cluster!.seeds });
-}
+const cluster = redisClusterOfThisFile();
+if (cluster) drivers.push({ kind: 'redis-cluster', url: undefined, seeds: () => cluster().seeds });
 
 describe.each(drivers)('login throttle ($kind)', ({ kind, url, seeds }) => {
   const prefixes: string[] = [];

@@ -1,4 +1,4 @@
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { ClusterNode } from '../../../gateway/cluster/cluster-node.js';
 import type { ShardHandler } from '../../../gateway/cluster/shard-handler.js';
 import type { Coordination } from '../../../gateway/cluster/coordination.js';
@@ -10,7 +10,7 @@ import { EncodedPayload } from '../../../shared/bus/encoded-payload.js';
 import { PositionsMessage } from '../../../shared/positions/positions-message.js';
 import { createLogger } from '../../../shared/logger.js';
 import type { RedisConnections } from '../../../shared/redis/redis-connections.js';
-import { redisClusterSkipReason, redisServer, startRedisCluster, type LocalRedisCluster } from '../../support/redis-cluster.js';
+import { redisClusterOfThisFile, redisServer } from '../../support/redis-cluster.js';
 import { deleteRedisPrefix, serverRedisUrl } from '../../support/test-environment.js';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -129,13 +129,8 @@ if (serverRedisUrl)
     connections: () => redisServer(serverRedisUrl!),
     clean: (prefix) => deleteRedisPrefix(serverRedisUrl!, prefix),
   });
-let redisCluster: LocalRedisCluster | undefined;
-if (redisClusterSkipReason) console.warn(redisClusterSkipReason);
-else {
-  beforeAll(async () => void (redisCluster = await startRedisCluster()));
-  afterAll(async () => redisCluster?.stop());
-  targets.push({ name: 'redis-cluster', connections: () => redisCluster!.connections, clean: async () => undefined });
-}
+const redisCluster = redisClusterOfThisFile();
+if (redisCluster) targets.push({ name: 'redis-cluster', connections: () => redisCluster().connections, clean: async () => undefined });
 
 describe.runIf(targets.length > 0).each(targets)('RedisCoordination: membership and leases ($name)', (target) => {
   const prefix = `fctest:coord:${Math.random().toString(36).slice(2)}`;

@@ -1,4 +1,4 @@
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import type { Cluster } from 'ioredis';
 import { ClusterKeys } from '../../../gateway/cluster/cluster-keys.js';
 import { LocalShardLog } from '../../../gateway/cluster/local-shard-log.js';
@@ -7,7 +7,7 @@ import { SHARD_READ_COUNT, type ShardLog } from '../../../gateway/cluster/shard-
 import { EncodedPayload } from '../../../shared/bus/encoded-payload.js';
 import type { PositionRecord } from '../../../shared/positions/position-record.js';
 import { PositionsMessage, type EncodedPositions } from '../../../shared/positions/positions-message.js';
-import { redisClusterSkipReason, redisServer, startRedisCluster, type LocalRedisCluster } from '../../support/redis-cluster.js';
+import { redisClusterOfThisFile, redisServer } from '../../support/redis-cluster.js';
 import { deleteRedisPrefix, serverRedisUrl } from '../../support/test-environment.js';
 import { positionRecord } from '../../../testkit/positions.js';
 
@@ -40,17 +40,14 @@ if (redisUrl) {
   });
 }
 /** A three-master Redis Cluster of this file's own (a stream per slot, read shard by shard), whatever drivers the run selects. */
-let cluster: LocalRedisCluster | undefined;
-if (redisClusterSkipReason) console.warn(redisClusterSkipReason);
-else {
-  beforeAll(async () => void (cluster = await startRedisCluster()));
-  afterAll(async () => cluster?.stop());
+const cluster = redisClusterOfThisFile();
+if (cluster) {
   factories.push({
     name: 'redis-cluster',
     pair: () => {
       const prefix = `fctest:shards:${Math.random().toString(36).slice(2)}`;
-      const a = new RedisShardLog(cluster!.connections, prefix, 'member-a');
-      const b = new RedisShardLog(cluster!.connections, prefix, 'member-b');
+      const a = new RedisShardLog(cluster!().connections, prefix, 'member-a');
+      const b = new RedisShardLog(cluster!().connections, prefix, 'member-b');
       return { a, b, cleanup: async () => (await a.close(), await b.close()) };
     },
   });
@@ -245,9 +242,9 @@ describe.runIf(redisUrl)('Redis shard log', () => {
   });
 });
 
-describe.runIf(!redisClusterSkipReason)('shard keys on a Redis Cluster', () => {
+describe.runIf(cluster)('shard keys on a Redis Cluster', () => {
   it("keeps each shard's stream, counts and lease in one slot, and spreads the shards over the masters", async () => {
-    const connections = cluster!.connections;
+    const connections = cluster!().connections;
     const keys = new ClusterKeys(connections, 'fctest:keys');
     const client = connections.connect({ name: 'fctest-keyslots', maxRetriesPerRequest: 1 });
     try {
@@ -271,17 +268,17 @@ describe.runIf(!redisClusterSkipReason)('shard keys on a Redis Cluster', () => {
   });
 });
 
-describe.runIf(!redisClusterSkipReason)('Redis shard log on a Redis Cluster', () => {
+describe.runIf(cluster)('Redis shard log on a Redis Cluster', () => {
   it('finds an entry whose appended message was lost within one blockMs, by asking every shard', async () => {
     const prefix = `fctest:shards:${Math.random().toString(36).slice(2)}`;
-    const log = new RedisShardLog(cluster!.connections, prefix, 'owner');
-    const raw = cluster!.connections.connect({ name: 'fctest-raw', maxRetriesPerRequest: 1 });
+    const log = new RedisShardLog(cluster!().connections, prefix, 'owner');
+    const raw = cluster!().connections.connect({ name: 'fctest-raw', maxRetriesPerRequest: 1 });
     try {
       for (const shard of [1, 2]) await log.open(shard);
       expect(await log.read([1, 2], 50)).toEqual(new Map());
       // Appended behind the log's back: no `appended` message, as if the subscriber had been reconnecting.
       const packed = upload(record('silent', 1)).bytes;
-      await raw.xadd(new ClusterKeys(cluster!.connections, prefix).shard(2), '*', 'p', packed);
+      await raw.xadd(new ClusterKeys(cluster!().connections, prefix).shard(2), '*', 'p', packed);
       const read = await log.read([1, 2], 400);
       expect(devices(read.get(2) ?? [])).toEqual(['silent']);
     } finally {
