@@ -202,6 +202,7 @@ export class RedisShardLog implements ShardLog {
     await this.follow(shards);
     const deadline = Date.now() + blockMs;
     const delivered = new Map<number, ShardEntry[]>();
+    if (shards.length === 0) return delivered;
     for (;;) {
       // Taken off before asking: a message that comes while the answer is on its way asks again.
       const asked = shards.filter((shard) => this.unread.delete(shard));
@@ -259,11 +260,21 @@ export class RedisShardLog implements ShardLog {
       this.followed.set(this.keys.shardAppended(shard), shard);
       this.following.add(shard);
     }
-    await Promise.all([
-      ...added.map((shard) => this.reader.ssubscribe(this.keys.shardAppended(shard))),
-      ...removed.map(([channel]) => this.reader.sunsubscribe(channel)),
-    ]);
+    // Asked at once whatever happens: entries may have come before the subscription (or while it failed).
     for (const shard of added) this.unread.add(shard);
+    try {
+      await Promise.all([
+        ...added.map((shard) => this.reader.ssubscribe(this.keys.shardAppended(shard))),
+        ...removed.map(([channel]) => this.reader.sunsubscribe(channel)),
+      ]);
+    } catch (error) {
+      // Followed again at the next read.
+      for (const shard of added) {
+        this.followed.delete(this.keys.shardAppended(shard));
+        this.following.delete(shard);
+      }
+      throw error;
+    }
   }
 
   /** Remembers the organization of an entry delivered here, to count it down when it is acknowledged. */
