@@ -42,6 +42,9 @@ export class RedisBus<M extends ChannelMap = AnyChannels> implements Bus<M> {
   private readonly nodeIdBytes: Buffer;
   private readonly resyncListeners = new ResyncListeners();
   private subscriberWasReady = false;
+  /** Cluster: a sharded subscriber was lost (its node went away) and our channels are not known to be back. */
+  private shardLost = false;
+  private restoring = false;
   private closing = false;
 
   constructor(
@@ -62,15 +65,16 @@ export class RedisBus<M extends ChannelMap = AnyChannels> implements Bus<M> {
     this.subscriber.on(this.sharded ? 'smessageBuffer' : 'messageBuffer', (rawChannel: Buffer, message: Buffer) =>
       this.onMessage(rawChannel, message),
     );
-    this.subscriber.on('ready', () => this.onSubscriberReady());
+    if (this.sharded) {
+      this.subscriber.on('-subscriber', () => (this.shardLost = true));
+      this.subscriber.on('subscribersReady', () => void this.onShardedSubscribersReady());
+    } else this.subscriber.on('ready', () => this.onSubscriberReady());
   }
 
   /**
    * 'ready' after the first one means the subscriber reconnected: whatever was published while it was away is
    * lost. ioredis re-sends SUBSCRIBE for every channel on reconnection; a PING queued behind them answers once
-   * Redis has processed them, so a cache reloaded after the signal cannot miss a later change. (On a cluster the
-   * PING goes to some node, not to the sharded subscribers: there the signal is only as good as the cluster's
-   * own 'ready', which follows its reconnection.)
+   * Redis has processed them, so a cache reloaded after the signal cannot miss a later change.
    */
   private onSubscriberReady(): void {
     if (!this.subscriberWasReady) {
@@ -78,10 +82,41 @@ export class RedisBus<M extends ChannelMap = AnyChannels> implements Bus<M> {
       return;
     }
     this.logger?.warn('redis bus reconnected: dropping caches kept by bus messages');
-    const fire = () => {
-      if (!this.closing) this.resyncListeners.fire((error) => this.logger?.error({ err: error }, 'bus resync listener failed'));
-    };
-    this.subscriber.ping().then(fire, fire);
+    this.subscriber.ping().then(
+      () => this.fireResync(),
+      () => this.fireResync(),
+    );
+  }
+
+  /**
+   * Cluster: ioredis drops the sharded subscriber of a node that went away ('-subscriber') and says
+   * 'subscribersReady' each time it has rebuilt them, also while that node is still down. Once every channel of
+   * ours is subscribed again (SSUBSCRIBE answered: the node has it), whatever was published meanwhile is lost:
+   * resync. Until then, the next 'subscribersReady' tries again.
+   */
+  private async onShardedSubscribersReady(): Promise<void> {
+    if (!this.shardLost || this.restoring || this.closing) return;
+    this.shardLost = false;
+    this.restoring = true;
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      const channels = this.subscriptions.channels().map((channel) => this.channelPrefix + channel);
+      await Promise.race([
+        Promise.all(channels.map((channel) => this.subscriber.ssubscribe(channel))),
+        new Promise((_, reject) => (timer = setTimeout(() => reject(new Error('SSUBSCRIBE timed out')), 2000))),
+      ]);
+      this.logger?.warn('redis bus sharded subscribers reconnected: dropping caches kept by bus messages');
+      this.fireResync();
+    } catch {
+      this.shardLost = true;
+    } finally {
+      clearTimeout(timer);
+      this.restoring = false;
+    }
+  }
+
+  private fireResync(): void {
+    if (!this.closing) this.resyncListeners.fire((error) => this.logger?.error({ err: error }, 'bus resync listener failed'));
   }
 
   /** How many times this node resynced since it started (visible to metrics). */

@@ -26,6 +26,10 @@ export interface LocalRedisCluster {
   /** The masters' `host:port`, comma-separated: a REDIS_CLUSTER_NODES value. */
   seeds: string;
   connections: RedisConnections;
+  /** The index of the master that serves `key` (a key or a sharded channel). */
+  masterOf(key: string): Promise<number>;
+  /** SIGKILLs master `index`, then starts it again on its ports and cluster config (its slots, none of its data). */
+  restart(index: number): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -53,17 +57,17 @@ export async function startRedisCluster(masters = 3): Promise<LocalRedisCluster>
   const dir = mkdtempSync(join(scratchRoot, 'floorcast-redis-cluster-'));
   const children: ChildProcess[] = [];
   const ports: number[] = [];
+  const busPorts: number[] = [];
+  const kill = async (child: ChildProcess) => {
+    if (child.exitCode === null && child.signalCode === null) {
+      const exited = new Promise((resolve) => child.once('exit', resolve));
+      child.kill('SIGKILL');
+      await exited;
+    }
+    untrack(child.pid!);
+  };
   const stop = async () => {
-    await Promise.all(
-      children.map(async (child) => {
-        if (child.exitCode === null && child.signalCode === null) {
-          const exited = new Promise((resolve) => child.once('exit', resolve));
-          child.kill('SIGKILL');
-          await exited;
-        }
-        untrack(child.pid!);
-      }),
-    );
+    await Promise.all(children.map(kill));
     rmSync(dir, { recursive: true, force: true });
   };
   try {
@@ -76,9 +80,9 @@ export async function startRedisCluster(masters = 3): Promise<LocalRedisCluster>
       return port;
     };
     for (let index = 0; index < masters; index++) {
-      const port = await unusedPort();
-      ports.push(port);
-      children.push(await startNode(dir, port, await unusedPort()));
+      ports.push(await unusedPort());
+      busPorts.push(await unusedPort());
+      children.push(await startNode(dir, ports[index]!, busPorts[index]!));
     }
     const nodes = ports.map((port) => `127.0.0.1:${port}`);
     execFileSync('redis-cli', ['--cluster', 'create', ...nodes, '--cluster-replicas', '0', '--cluster-yes'], {
@@ -89,12 +93,39 @@ export async function startRedisCluster(masters = 3): Promise<LocalRedisCluster>
     return {
       seeds: nodes.join(','),
       connections: new RedisConnections({ clusterNodes: ports.map((port) => ({ host: '127.0.0.1', port })) }),
+      masterOf: async (key) => {
+        const slot = Number(execFileSync('redis-cli', ['-p', String(ports[0]), 'cluster', 'keyslot', key], { stdio: 'pipe' }).toString());
+        const owner = ports.findIndex((port) =>
+          execFileSync('redis-cli', ['-p', String(port), 'cluster', 'nodes'], { stdio: 'pipe' })
+            .toString()
+            .split('\n')
+            .some((line) => line.includes('myself') && servesSlot(line, slot)),
+        );
+        if (owner < 0) throw new Error(`no master serves slot ${slot}`);
+        return owner;
+      },
+      restart: async (index) => {
+        await kill(children[index]!);
+        children[index] = await startNode(dir, ports[index]!, busPorts[index]!);
+        await untilClusterOk(ports);
+      },
       stop,
     };
   } catch (error) {
     await stop();
     throw error;
   }
+}
+
+/** Whether a `cluster nodes` line's slot ranges (`0-5460`, `7`) hold `slot`. */
+function servesSlot(line: string, slot: number): boolean {
+  return line
+    .split(' ')
+    .slice(8)
+    .some((range) => {
+      const [from, to = from] = range.split('-').map(Number);
+      return slot >= from! && slot <= to!;
+    });
 }
 
 async function startNode(dir: string, port: number, busPort: number): Promise<ChildProcess> {

@@ -290,3 +290,25 @@ describe('Redis bus lag', () => {
     }
   });
 });
+
+/** Last in this file: it restarts a node of the file's cluster. */
+describe.runIf(cluster)('Redis bus across the restart of a Redis Cluster node', () => {
+  it("signals a resync once the channel's node is back and subscribed again, and carries messages again", async () => {
+    const prefix = `fctest:bus:${Math.random().toString(36).slice(2)}`;
+    const a = new RedisBus(cluster!().connections, prefix);
+    const b = new RedisBus(cluster!().connections, prefix);
+    try {
+      const received: unknown[] = [];
+      await b.subscribe('cartography', (payload) => void received.push(payload));
+      const resynced = new Promise<void>((resolve) => b.onResync(resolve));
+      await cluster!().restart(await cluster!().masterOf(`${prefix}:bus:cartography`));
+      await resynced;
+      // The signal comes after the subscription is restored: what is published now arrives.
+      await a.publish('cartography', { after: true });
+      await expect.poll(() => received).toEqual([{ after: true }]);
+    } finally {
+      await a.close();
+      await b.close();
+    }
+  });
+});
