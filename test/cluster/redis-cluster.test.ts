@@ -1,7 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ClusterKeys } from '../../gateway/cluster/cluster-keys.js';
+import { shardOfBuilding } from '../../gateway/cluster/rendezvous.js';
 import { redisClusterSkipReason, startRedisCluster, type LocalRedisCluster } from '../support/redis-cluster.js';
 import { serverDatabaseUrl } from '../support/test-environment.js';
-import { converged, ownerIndex, sleep, startCluster, venueWithFence, type TestCluster } from './cluster-support.js';
+import { FAST_CLUSTER, converged, ownerIndex, sleep, startCluster, venueWithFence, type TestCluster } from './cluster-support.js';
 
 /**
  * Two gateways and a job worker on a three-master Redis Cluster (REDIS_CLUSTER_NODES) this file starts and
@@ -70,5 +72,26 @@ describe.skipIf(Boolean(skipReason))('two gateways and a worker on a Redis Clust
     );
     expect(answer.status, answer.text).toBe(200);
     expect(answer.body.meta.map((column: { name: string }) => column.name).length).toBeGreaterThan(0);
+  });
+
+  // Last: it restarts a node of the cluster.
+  it("detects again after the master holding the building's shard restarts, its stream and lease lost", async () => {
+    const venue = await venueWithFence(cluster.admins[0]!, 'Redis Cluster restart venue');
+    const shard = shardOfBuilding(venue.building.id, Number(FAST_CLUSTER.CLUSTER_SHARDS));
+    const stream = new ClusterKeys(redis.connections, cluster.environment.config.REDIS_PREFIX).shard(shard);
+    await redis.restart(await redis.masterOf(stream));
+    await converged(cluster.gateways, undefined, 30_000);
+    ownerIndex(cluster.gateways, venue.building.id);
+    const watcher = await cluster.subscribe(1, [`buildings/${venue.building.id}/geofence-events`]);
+    await cluster.upload(0, venue.at('node-returner', 15, 15));
+    await watcher.next(
+      (frame) => frame.op === 'geofence_event' && frame.data.device_id === 'node-returner' && frame.data.type === 'enter',
+      15_000,
+    );
+    await sleep(500);
+    const stored = await cluster.gateways[0]!.gateway.services.storage.execute(
+      "select type from zone_events where device_id = 'node-returner'",
+    );
+    expect(stored).toHaveLength(1);
   });
 });
