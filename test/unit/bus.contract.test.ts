@@ -234,6 +234,18 @@ describe.runIf(redisUrl)('Redis bus wire format', () => {
   });
 });
 
+/** `b`, subscribed, across `restart` of its Redis: one resync once it is back and subscribed again, then messages again. */
+async function resyncsAcross(a: Bus, b: Bus, restart: () => Promise<void>): Promise<void> {
+  const received: unknown[] = [];
+  await b.subscribe('cartography', (payload) => void received.push(payload));
+  const resynced = new Promise<void>((resolve) => b.onResync(resolve));
+  await restart();
+  await resynced;
+  // The signal comes after the subscription is restored: what is published now arrives.
+  await a.publish('cartography', { after: true });
+  await expect.poll(() => received).toEqual([{ after: true }]);
+}
+
 /** Always runs: the outage needs a Redis of its own, never the shared one. */
 describe('Redis bus across a Redis restart', () => {
   it('signals a resync once it is back and subscribed again, and carries messages again', async () => {
@@ -241,24 +253,19 @@ describe('Redis bus across a Redis restart', () => {
     const a = new RedisBus(redisServer(redis.url), 'fctest:resync');
     const b = new RedisBus(redisServer(redis.url), 'fctest:resync');
     try {
-      const received: unknown[] = [];
-      await b.subscribe('cartography', (payload) => void received.push(payload));
-      const resynced = new Promise<void>((resolve) => b.onResync(resolve));
-      await b.ping();
-      await redis.stop();
-      await expect
-        .poll(() =>
-          b.ping().then(
-            () => 'up',
-            () => 'down',
-          ),
-        )
-        .toBe('down'); // at once, not after Redis returns
-      await redis.resume();
-      await resynced;
-      // The signal comes after the subscription is restored: what is published now arrives.
-      await a.publish('cartography', { after: true });
-      await expect.poll(() => received).toEqual([{ after: true }]);
+      await resyncsAcross(a, b, async () => {
+        await b.ping();
+        await redis.stop();
+        await expect
+          .poll(() =>
+            b.ping().then(
+              () => 'up',
+              () => 'down',
+            ),
+          )
+          .toBe('down'); // at once, not after Redis returns
+        await redis.resume();
+      });
     } finally {
       await a.close();
       await b.close();
@@ -298,14 +305,7 @@ describe.runIf(cluster)('Redis bus across the restart of a Redis Cluster node', 
     const a = new RedisBus(cluster!().connections, prefix);
     const b = new RedisBus(cluster!().connections, prefix);
     try {
-      const received: unknown[] = [];
-      await b.subscribe('cartography', (payload) => void received.push(payload));
-      const resynced = new Promise<void>((resolve) => b.onResync(resolve));
-      await cluster!().restart(await cluster!().masterOf(`${prefix}:bus:cartography`));
-      await resynced;
-      // The signal comes after the subscription is restored: what is published now arrives.
-      await a.publish('cartography', { after: true });
-      await expect.poll(() => received).toEqual([{ after: true }]);
+      await resyncsAcross(a, b, async () => cluster!().restart(await cluster!().masterOf(`${prefix}:bus:cartography`)));
     } finally {
       await a.close();
       await b.close();
