@@ -36,12 +36,21 @@ export class RedisConnections {
     if ('url' in this.target) {
       return new Redis(this.target.url, { connectionName: name, maxRetriesPerRequest, enableOfflineQueue, enableAutoPipelining });
     }
-    return new Cluster([...this.target.clusterNodes], {
+    const cluster = new Cluster([...this.target.clusterNodes], {
       redisOptions: { connectionName: name, maxRetriesPerRequest },
       enableOfflineQueue,
       enableAutoPipelining,
       shardedSubscribers: options.shardedSubscriber ?? false,
     });
+    // ioredis keeps a cluster's commands queued while the whole cluster is away, however long: a command that may
+    // give up (maxRetriesPerRequest set) waits only until the cluster is first ready, and fails at once afterwards
+    // while it is gone, as on one Redis once its retries are spent (an outage, answered 503, never a hang). Not a
+    // sharded subscriber's: its SSUBSCRIBE waits for the node's subscriber connection, which ioredis rebuilds
+    // apart from the cluster's readiness (refused, a subscription would be lost).
+    if (maxRetriesPerRequest !== null && enableOfflineQueue && !options.shardedSubscriber) {
+      cluster.once('ready', () => void (cluster.options.enableOfflineQueue = false));
+    }
+    return cluster;
   }
 
   /**

@@ -94,4 +94,21 @@ describe.skipIf(Boolean(skipReason))('two gateways and a worker on a Redis Clust
     );
     expect(stored).toHaveLength(1);
   });
+
+  // Last of all: it stops the whole cluster.
+  it('with every node of the cluster gone, stores uploads (204) and refuses reports with 503, never waiting for it', async () => {
+    const venue = await venueWithFence(cluster.admins[0]!, 'Redis Cluster outage venue');
+    await redis.stop();
+    const upload = await cluster.admins[0]!.post('/api/v1/realtime/positions', { poses: [venue.at('outage-walker', 15, 15)] });
+    expect(upload.status, upload.text).toBe(204);
+    const report = await cluster.admins[1]!.get(
+      `/api/v1/reports/visitors.json?building_id=${venue.building.id}&from_date=2026-01-01T00:00:00Z&to_date=2026-01-02T00:00:00Z`,
+    );
+    expect(report.status, report.text).toBe(503);
+    expect(report.headers.get('retry-after')).toMatch(/^\d+$/);
+    const stored = await cluster.gateways[0]!.gateway.services.storage.execute(
+      "select device_id from positions where device_id = 'outage-walker'",
+    );
+    expect(stored).toHaveLength(1);
+  });
 });
