@@ -9,6 +9,7 @@ import { ingestScenario } from './ingest.bench.js';
 import { materializerScenario } from './materializer.bench.js';
 import { musterScenario } from './muster.bench.js';
 import { report, type Figure, type Scenario } from './harness.js';
+import { redisClusterScenario } from './redis-cluster.bench.js';
 import { reportsScenario } from './reports.bench.js';
 import { routingScenario } from './routing.bench.js';
 import { scaleOutScenario } from './scale-out.bench.js';
@@ -16,7 +17,7 @@ import { silenceSweepScenario } from './silence-sweep.bench.js';
 
 /**
  * `npm run bench [-- scenario ...]`: runs each scenario on the drivers the environment selects (embedded by
- * default; DATABASE_URL / REDIS_URL for PostgreSQL and Redis), prints a table and writes bench/results/.
+ * default; DATABASE_URL / REDIS_URL or REDIS_CLUSTER_NODES for PostgreSQL and Redis), prints a table and writes bench/results/.
  * Figures are reported against their targets, never asserted: speed is measured here, not in the tests.
  */
 const scenarios: Scenario[] = [
@@ -34,6 +35,7 @@ const scenarios: Scenario[] = [
   silenceSweepScenario,
   fairnessScenario,
   musterScenario,
+  redisClusterScenario,
 ];
 
 const wanted = process.argv.slice(2);
@@ -46,7 +48,7 @@ for (const scenario of scenarios) {
 report(figures, {
   node: process.version,
   storage: process.env.DATABASE_URL ? 'postgresql' : 'embedded',
-  bus: process.env.REDIS_URL ? 'redis' : 'in-process',
+  bus: process.env.REDIS_CLUSTER_NODES ? 'redis-cluster' : process.env.REDIS_URL ? 'redis' : 'in-process',
   cpus: (await import('node:os')).cpus().length,
 });
 process.exit(0);
