@@ -59,6 +59,7 @@ export function createDetection(deps: DetectionDependencies): Detection {
     engine,
     registry,
     outbox,
+    webhooks,
     announce: (found) => sink.announce(found),
     supersedeAlarm: async (organizationId, alarmId, key) => {
       // Marked first, so the closing event every screen gets says why; an alarm already closed by an operator stays as it is.

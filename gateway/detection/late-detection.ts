@@ -13,6 +13,8 @@ import { maxStayAlarmOf, staysOf, zoneEventOf, zoneKindOf, type DetectionEngine 
 import type { DetectionOutbox } from './detection-outbox.js';
 import type { DetectedAlarm, Detections, ZoneEventRecord } from './detections.js';
 import { insertZoneEvents } from '../../shared/detection/zone-event-insert.js';
+import type { Execute } from '../../shared/webhooks/deliveries.js';
+import type { DetectionWebhooks } from './detection-sink.js';
 
 export interface LateDetectionDependencies {
   storage: Storage;
@@ -25,6 +27,8 @@ export interface LateDetectionDependencies {
    * key freed so the stay can alarm again should later fixes show it ran over after all.
    */
   supersedeAlarm(organizationId: string, alarmId: string, idempotencyKey: string): Promise<void>;
+  /** Stores the corrections with the webhook deliveries they owe (on this node only, as for on-time events). */
+  webhooks?: Pick<DetectionWebhooks, 'storeLateZoneEvents'>;
   /** Pushes stored zone events to every gateway (detection-sink.ts). */
   announce(detections: Pick<Detections, 'zoneEvents' | 'triggered'>): Promise<void>;
   logger: Logger;
@@ -327,20 +331,28 @@ export class LateDetection {
     return engine.buildings.of(runtime);
   }
 
-  /** New events and the superseded marks in one transaction: a reader never sees a correction without its mark. */
+  /**
+   * New events and the superseded marks in one transaction, with the webhook deliveries the new events owe: a
+   * reader never sees a correction without its mark, nor a webhook miss one.
+   */
   private async store(added: ZoneEventRecord[], superseded: string[]): Promise<void> {
-    const { storage } = this.deps;
-    await storage.em().transactional(async (tx) => {
-      const execute = (sql: string, params: unknown[]) => (tx as EntityManager).execute(sql, params) as Promise<Record<string, unknown>[]>;
+    const { storage, webhooks } = this.deps;
+    const write = async (execute: Execute) => {
       if (superseded.length > 0)
         await execute('update zone_events set superseded = true where id = any(?::bigint[])', [pgArray(superseded)]);
       if (added.length === 0) return;
-      const ids = await execute(`select nextval(pg_get_serial_sequence('zone_events', 'id'))::text as id from generate_series(1, ?)`, [
-        added.length,
-      ]);
+      const ids = await execute<{ id: string }>(
+        `select nextval(pg_get_serial_sequence('zone_events', 'id'))::text as id from generate_series(1, ?)`,
+        [added.length],
+      );
       for (const [index, event] of added.entries()) event.id = String(ids[index]!.id);
       await insertZoneEvents(execute, added);
-    });
+    };
+    if (webhooks) await webhooks.storeLateZoneEvents(added, write);
+    else
+      await storage
+        .em()
+        .transactional((tx) => write(((sql: string, params: unknown[]) => (tx as EntityManager).execute(sql, params)) as Execute));
   }
 }
 
