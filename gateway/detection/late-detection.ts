@@ -117,8 +117,8 @@ interface Replay {
  * - a stored one the fixes now contradict is kept, marked `superseded`, and the new event of the same type and
  *   zone nearest in time names it (`supersedes`).
  * Max-stay alarms found are raised through the outbox under the stay's key, so one already raised is a no-op, and
- * the device's live zone and stay state becomes the replay's. A debounce under way just before the late run starts
- * again (as after a rebuild), so on fences with a dwell or grace the times can differ by the debounce.
+ * the device's live zone and stay state becomes the replay's. A dwell or grace under way just before the late run
+ * is restored as the stored event it went on to fire (see `before`), so debounced fences give the on-time events.
  */
 export class LateDetection {
   constructor(private readonly deps: LateDetectionDependencies) {}
@@ -180,18 +180,32 @@ export class LateDetection {
       this.deps.logger.warn({ deviceId, from, through }, 'late run too long to replay; the live events stand');
       return;
     }
-    const before = await storage.execute<EventRow>(
-      `select distinct on (zone_kind, zone_id) id::text as id, building_id, zone_kind, zone_id, type, ${ms('at')} as at_ms
+    // The zones as the detectors held them just before the late run, from each one's latest event before it: an
+    // enter is inside since its `at`; one decided (after its dwell or grace) only during the run was still under
+    // way, pending since its `at`, from the side before it. A debounce under way then that never fired needs
+    // nothing: a fix contradicted it in time, and that fix is replayed too. One decided earlier than its stored
+    // `fired_at` says (a replay found it again with fixes the live path lacked) is settled by the first fix replayed,
+    // its dwell or grace having elapsed before it.
+    const before = await storage.execute<EventRow & { fired_ms: number }>(
+      `select id::text as id, building_id, zone_kind, zone_id, type, ${ms('at')} as at_ms, ${ms('fired_at')} as fired_ms
        from zone_events
        where organization_id = ? and device_id = ? and not superseded
          and at < to_timestamp(?::float8 / 1000) and at >= to_timestamp(?::float8 / 1000)
-       order by zone_kind, zone_id, at desc, fired_at desc, id desc`,
+       order by at, fired_at, id`,
       [organizationId, deviceId, from, from - lookbackMs],
     );
     const inside = new Map<string, number>();
-    for (const row of before)
-      if (row.type === 'enter' && previous && Number(row.building_id) === previous.building_id)
-        inside.set(engineZoneId(row.zone_kind, row.zone_id), row.at_ms);
+    /** By zone: the stored event under way at the late run, which the replay must find again or supersede. */
+    const pending = new Map<string, EventRow>();
+    for (const row of before) {
+      const zoneId = engineZoneId(row.zone_kind, row.zone_id);
+      // Rows in time order: each zone ends at its latest event.
+      pending.delete(zoneId);
+      if (!previous || Number(row.building_id) !== previous.building_id) inside.delete(zoneId);
+      else if (row.fired_ms >= from) pending.set(zoneId, row);
+      else if (row.type === 'enter') inside.set(zoneId, row.at_ms);
+      else inside.delete(zoneId);
+    }
     const fences = new Map([...inside].filter(([zoneId]) => zoneKindOf(zoneId) === 'geofence'));
     // Max-stay alarms of the device: those found before the late run stand (their stays count as alarmed); those
     // found in it (or by a sweep since) are what the replay must find again.
@@ -209,19 +223,20 @@ export class LateDetection {
 
     const replay = await this.replay(
       { organizationId, deviceId, previous, arrivedAt },
-      transition.restoredState(inside, previous?.floor_id ?? null),
+      transition.restoredState(inside, previous?.floor_id ?? null, new Map([...pending].map(([zoneId, row]) => [zoneId, row.at_ms]))),
       maxStay.restoredState(fences, alarmed),
       replayed,
       // The device's event time now, as the live sweep judges it: pending debounces it has settled settle here too.
       Date.now() - live.last.receivedAt + live.last.timestamp,
     );
+    // The stretch's stored events: those that happened in it, and the debounces under way at its start.
     const stored = await storage.execute<EventRow>(
       `select id::text as id, building_id, zone_kind, zone_id, type, ${ms('at')} as at_ms from zone_events
        where organization_id = ? and device_id = ? and not superseded and at >= to_timestamp(?::float8 / 1000)
        order by at, id`,
       [organizationId, deviceId, from],
     );
-    const { added, superseded } = reconcile(replay.events, stored);
+    const { added, superseded } = reconcile(replay.events, [...pending.values(), ...stored]);
     const found = new Set(replay.alarms.map((alarm) => `${alarm.geofenceId}|${Date.parse(String(alarm.details!.entered_at))}`));
     const standing = new Set(stayAlarms.map((alarm) => alarm.stay));
     const contradicted = stayAlarms.filter((alarm) => alarm.occurredAt >= from && !found.has(alarm.stay));

@@ -137,6 +137,32 @@ describe(`event time: late fixes (${driverLabel})`, () => {
     ]);
   });
 
+  it('ends an exit grace under way when the device went offline as it would have on time', async () => {
+    const lobby = await venue.fence('Lobby', 70, 10, 10, { exit_grace_s: 19 });
+    const t0 = Date.now() - 12 * 60_000;
+    const s = (seconds: number) => t0 + seconds * 1000;
+    await venue.upload([venue.pose('grace', s(0), 75, 15), venue.pose('grace', s(10), 75, 15), venue.pose('grace', s(20), 90, 15)]);
+    await venue.settle();
+    // Out since 20 s when it went offline; the live fix, still out at 100 s, settles that exit (its grace ran out).
+    await venue.upload([venue.pose('grace', s(100), 90, 15)]);
+    await venue.settle();
+    expect((await venue.zoneEvents('grace')).map((event) => [event.type, event.at_ms])).toEqual([
+      ['enter', s(0)],
+      ['exit', s(20)],
+    ]);
+    // The buffer: back in at 30 s, within the grace, so the device left at 40 s, not at 20 s.
+    await venue.upload([venue.pose('grace', s(30), 75, 15), venue.pose('grace', s(40), 90, 15), venue.pose('grace', s(50), 90, 15)]);
+    await venue.settle();
+    const events = await venue.zoneEvents('grace');
+    expect(events.filter((event) => !event.superseded).map((event) => [event.type, event.zone_id, event.at_ms])).toEqual([
+      ['enter', lobby, s(0)],
+      ['exit', lobby, s(40)],
+    ]);
+    const wrong = events.find((event) => event.at_ms === s(20))!;
+    expect(wrong.superseded).toBe(true);
+    expect(events.find((event) => event.at_ms === s(40))).toMatchObject({ late: true, supersedes: wrong.id });
+  });
+
   it('raises a DANGER pressed while offline at once, dated by the press and flagged late', async () => {
     const pressedAt = Date.now() - 10 * 60_000;
     await venue.upload([venue.pose('pressed', Date.now() - 1000, 60, 15)]);
