@@ -153,8 +153,9 @@ export class LateDetection {
     const { engine, storage, reorderWindowMs } = this.deps;
     const { organizationId, deviceId } = fixes[0]!;
     const live = engine.liveOf(organizationId, deviceId);
-    if (!live || live.observedThrough === null) return;
-    const through = live.observedThrough;
+    if (!live) return;
+    // After a rebuild nothing has run here yet: the state restored reflects the device's newest stored fix.
+    const through = live.observedThrough ?? live.last.timestamp;
     let from = Infinity;
     let arrivedAt = -Infinity;
     for (const fix of fixes) {
@@ -163,12 +164,23 @@ export class LateDetection {
       if (through - fix.timestamp > reorderWindowMs && fix.buildingId !== null) detectionLateFixes.labels(String(fix.buildingId)).inc();
     }
     const lookbackMs = this.deps.lookbackMs ?? 24 * 3600_000;
-    const [previous] = await storage.execute<FixRow>(
-      `select user_id, building_id, floor_id, x, y, lat, lng, ${ms('ts')} as ts_ms from positions
-       where organization_id = ? and device_id = ? and ts < to_timestamp(?::float8 / 1000) and ts >= to_timestamp(?::float8 / 1000)
-       order by ts desc, received_at desc limit 1`,
-      [organizationId, deviceId, from, from - lookbackMs],
-    );
+    const fixBefore = async (at: number) =>
+      (
+        await storage.execute<FixRow>(
+          `select user_id, building_id, floor_id, x, y, lat, lng, ${ms('ts')} as ts_ms from positions
+           where organization_id = ? and device_id = ? and ts < to_timestamp(?::float8 / 1000) and ts >= to_timestamp(?::float8 / 1000)
+           order by ts desc, received_at desc limit 1`,
+          [organizationId, deviceId, at, at - lookbackMs],
+        )
+      )[0];
+    let previous = await fixBefore(from);
+    // A dwell or grace under way at the fix before the run started after that fix's time less the longest one: the
+    // replay starts there, so one the detectors held only in memory (an owner that died with it) is found again.
+    const debounceMs = this.longestDebounce(await this.detectionOf(organizationId, previous?.building_id ?? null));
+    if (previous && debounceMs > 0 && previous.ts_ms - debounceMs < from) {
+      from = previous.ts_ms - debounceMs;
+      previous = await fixBefore(from);
+    }
     const maxFixes = this.deps.maxReplayFixes ?? 200_000;
     const replayed = await storage.execute<FixRow>(
       `select user_id, building_id, floor_id, x, y, lat, lng, ${ms('ts')} as ts_ms from positions
@@ -337,6 +349,13 @@ export class LateDetection {
       }
     }
     return { events, alarms, zones, stays };
+  }
+
+  /** The longest dwell or exit grace of a building's zones, in ms (0 without any). */
+  private longestDebounce(detection: BuildingDetection | undefined): number {
+    let longest = 0;
+    for (const rule of detection?.transitionRules.values() ?? []) longest = Math.max(longest, rule.minDwellS ?? 0, rule.exitGraceS ?? 0);
+    return longest * 1000;
   }
 
   private async detectionOf(organizationId: string, buildingId: number | null): Promise<BuildingDetection | undefined> {

@@ -7,6 +7,7 @@ import { adminClient } from '../support/identity.js';
 import { driverLabel } from '../support/test-environment.js';
 import { startTestGateway, type RunningGateway } from '../support/test-gateway.js';
 
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const detailsOf = (details: unknown): Record<string, unknown> =>
   typeof details === 'string' ? JSON.parse(details) : (details as Record<string, unknown>);
 
@@ -161,6 +162,29 @@ describe(`event time: late fixes (${driverLabel})`, () => {
     const wrong = events.find((event) => event.at_ms === s(20))!;
     expect(wrong.superseded).toBe(true);
     expect(events.find((event) => event.at_ms === s(40))).toMatchObject({ late: true, supersedes: wrong.id });
+  });
+
+  it('withdraws a max stay a sweep raised while the device was quiet when its next fixes show it left in time', async () => {
+    const bay = await venue.fence('Bay', 70, 40, 10, { max_stay_time: 55 });
+    const t0 = Date.now() - 8 * 60_000;
+    const s = (seconds: number) => t0 + seconds * 1000;
+    await venue.upload([venue.pose('quiet', s(0), 75, 45), venue.pose('quiet', s(50), 75, 45)]);
+    // Quiet since its fix at 50 s: a sweep carries its clock on, and past 55 s in the bay raises the max stay.
+    const deadline = Date.now() + 30_000;
+    while ((await venue.maxStays('quiet')).length === 0) {
+      if (Date.now() > deadline) throw new Error('no max stay from the sweep');
+      await sleep(100);
+    }
+    // Its next fixes, newer than any detected but older than the sweep's clock: it had left at 52 s.
+    await venue.upload([venue.pose('quiet', s(52), 90, 45), venue.pose('quiet', s(53), 90, 45)]);
+    await venue.settle();
+    const [alarm] = await venue.maxStays('quiet');
+    expect(alarm).toMatchObject({ state: 'CLOSED', geofence_id: bay });
+    expect(detailsOf(alarm!.details).superseded).toBe(true);
+    expect((await venue.zoneEvents('quiet')).filter((event) => !event.superseded).map((event) => [event.type, event.at_ms])).toEqual([
+      ['enter', s(0)],
+      ['exit', s(52)],
+    ]);
   });
 
   it('raises a DANGER pressed while offline at once, dated by the press and flagged late', async () => {
