@@ -47,6 +47,11 @@ interface DeviceState {
    * carried forward: a fix taken before it, even newer than any run, may contradict what the sweep assumed.
    */
   sweptTo: number;
+  /**
+   * Its fixes wait for the late path, which reads what is stored and then hands back the state: a sweep meanwhile
+   * would judge zones and stays the replay is about to replace, and what it stored then would escape the replay.
+   */
+  replaying: boolean;
   transition: transition.TransitionState;
   /** `transition` changed since max-stay last looked at it; otherwise max-stay has the same stays to check. */
   transitionChanged: boolean;
@@ -282,7 +287,10 @@ export class DetectionEngine {
     const at = record.timestamp;
     let state = this.devices.get(key);
     if (state && state.observedThrough !== null && state.observedThrough > at) {
-      late?.push(record);
+      if (late) {
+        late.push(record);
+        state.replaying = true;
+      }
       return out;
     }
     // Rebuilt from storage (a takeover, a restart) and nothing run here since: the zone state restored lacks any
@@ -294,7 +302,10 @@ export class DetectionEngine {
     const replayed = late !== undefined && state?.observedThrough === null;
     // Newer than any fix run, but older than what a sweep assumed of the device while it was quiet (it stayed where
     // it was last seen): run here, and checked by the late path, which withdraws what the fixes contradict.
-    if (replayed || (state !== undefined && at < state.sweptTo)) late?.push(record);
+    if (late && state && (replayed || at < state.sweptTo)) {
+      late.push(record);
+      state.replaying = true;
+    }
     if (
       !replayed &&
       state &&
@@ -313,6 +324,7 @@ export class DetectionEngine {
         observedThrough: null,
         settledBefore: 0,
         sweptTo: -Infinity,
+        replaying: false,
         transition: transition.initialTransitionState(),
         transitionChanged: false,
         maxStay: maxStay.initialMaxStayState(),
@@ -389,6 +401,14 @@ export class DetectionEngine {
     state.maxStay = stays;
     state.transitionChanged = true;
     return true;
+  }
+
+  /** The late path is done with these devices (replayed, or given up): sweeps judge their zones and stays again. */
+  replayed(keys: Iterable<{ organizationId: string; deviceId: string }>): void {
+    for (const { organizationId, deviceId } of keys) {
+      const state = this.devices.get(`${organizationId}|${deviceId}`);
+      if (state) state.replaying = false;
+    }
   }
 
   /** Per building held here: the newest fix time run (a scrape's read, over every device held). */
@@ -506,6 +526,7 @@ export class DetectionEngine {
       observedThrough: null,
       settledBefore: device.settledBefore,
       sweptTo: -Infinity,
+      replaying: false,
       transition: device.transition,
       transitionChanged: false,
       maxStay: device.maxStay,
@@ -539,16 +560,18 @@ export class DetectionEngine {
         continue;
       }
       if (!detection) continue;
-      const swept = transition.sweep(state.transition, detection.transitionRules, eventNow);
-      if (swept.transitions.length > 0) {
-        setTransition(state, swept.state);
-        this.collectTransitions(state, detection, swept.transitions, out);
-        state.sweptTo = eventNow;
-      }
       const watchedSince = this.watchedSince(state.buildingId, now);
-      const raised = out.alarms.length;
-      this.checkMaxStay(state, detection, eventNow, out, { lastSeenAt: state.last.timestamp, watchedSince: watchedSince + offset });
-      if (out.alarms.length > raised) state.sweptTo = eventNow;
+      if (!state.replaying) {
+        const swept = transition.sweep(state.transition, detection.transitionRules, eventNow);
+        if (swept.transitions.length > 0) {
+          setTransition(state, swept.state);
+          this.collectTransitions(state, detection, swept.transitions, out);
+          state.sweptTo = eventNow;
+        }
+        const raised = out.alarms.length;
+        this.checkMaxStay(state, detection, eventNow, out, { lastSeenAt: state.last.timestamp, watchedSince: watchedSince + offset });
+        if (out.alarms.length > raised) state.sweptTo = eventNow;
+      }
       if (state.deadman) {
         const silenceS = detection.deadman.deadmanSilenceS;
         const buildingId = state.deadman.buildingId;

@@ -134,19 +134,24 @@ export class LateDetection {
     // Their organizations' detections stored first (the state rebuilt from storage must hold them); another
     // organization's, still coming in from its own series, are not waited for.
     const organizations = new Set(records.map((record) => record.organizationId));
-    await outbox.drain(organizations);
-    if (outbox.sizeOf(organizations) > 0)
-      throw new StorageUnavailableError('detections wait for storage: late fixes are taken again later');
-    for (const fixes of byDevice.values()) {
-      if (!holds()) return false;
-      try {
-        await this.device(fixes, holds);
-      } catch (error) {
-        if (isOutageError(error)) throw error;
-        logger.error({ err: error, deviceId: fixes[0]!.deviceId }, 'late detection of a device failed; its live state is kept');
+    try {
+      await outbox.drain(organizations);
+      if (outbox.sizeOf(organizations) > 0)
+        throw new StorageUnavailableError('detections wait for storage: late fixes are taken again later');
+      for (const fixes of byDevice.values()) {
+        if (!holds()) return false;
+        try {
+          await this.device(fixes, holds);
+        } catch (error) {
+          if (isOutageError(error)) throw error;
+          logger.error({ err: error, deviceId: fixes[0]!.deviceId }, 'late detection of a device failed; its live state is kept');
+        }
       }
+      return holds();
+    } finally {
+      // Taken again after an outage, they wait no more meanwhile: a sweep then judges them as before.
+      this.deps.engine.replayed([...byDevice.values()].map((fixes) => fixes[0]!));
     }
-    return holds();
   }
 
   private async device(fixes: PositionRecord[], holds: () => boolean): Promise<void> {

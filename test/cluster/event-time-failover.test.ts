@@ -51,8 +51,8 @@ describe.skipIf(!serverRedisUrl)(`event time across a failover (seed ${SEED}, ${
     expect(running.gateways[survivor]!.gateway.services.cluster.ownsBuilding(created.building.id)).toBe(true);
     await venue.settle();
 
-    // The events; max-stay alarms are not compared here: while the takeover takes its real seconds, a sweep judges a
-    // device on its clock carried forward, and some runs still keep one it raised so (docs/event-time.md, limits).
+    // The events; max-stay alarms are not compared here: in some runs (seed 6) a max stay the dead owner found
+    // before the kill is missing afterwards (docs/event-time.md, limits). Seeds 7, 8 and 3030 also agree on them.
     for (const index of plans.keys())
       expect((await walkOutcome(venue, `late-${index}`)).events, `device ${index}`).toEqual(
         (await walkOutcome(venue, `ref-${index}`)).events,
