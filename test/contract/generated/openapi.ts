@@ -9955,6 +9955,32 @@ export type paths = {
                                 occurred_at: string;
                                 /** @description Found from fixes or a press that reached the server late (uploaded from an offline buffer): occurred_at is in the past, details.delay_ms says by how much. A max-stay alarm later fixes contradict is closed by the system with details.superseded */
                                 late: boolean;
+                                /** @description DEADMAN for silence: positions the device buffered while it was silent and uploaded late (also in details). The alarm is not withdrawn by them (nobody saw the person then); they are evidence to close it with ("reported late: was moving"). Null when none came */
+                                silence_evidence: {
+                                    /** @description Fixes taken during the silence that reached the server late */
+                                    count: number;
+                                    /** @description Fix time of the first of them */
+                                    first_at: string;
+                                    /** @description Fix time of the last of them */
+                                    last_at: string;
+                                    /** @description They changed floor, or two of them lie further apart than the building’s dead-man radius (deadman_radius_m, 0 when unset) */
+                                    was_moving: boolean;
+                                    /** @description Greatest distance between two of them on one floor, in metres; null without floor coordinates */
+                                    moved_m: number | null;
+                                    /** @description At most 50 of them, evenly spread over the silence, the first and the last included */
+                                    fixes: {
+                                        /** @description Fix time */
+                                        at: string;
+                                        building_id: number | null;
+                                        floor_id: number | null;
+                                        x: number | null;
+                                        y: number | null;
+                                        lat: number;
+                                        lng: number;
+                                        /** @description How long after the fix it reached the server */
+                                        delay_ms: number;
+                                    }[];
+                                } | null;
                                 created_at: string;
                                 updated_at: string;
                             }[];
@@ -10093,6 +10119,32 @@ export type paths = {
                             occurred_at: string;
                             /** @description Found from fixes or a press that reached the server late (uploaded from an offline buffer): occurred_at is in the past, details.delay_ms says by how much. A max-stay alarm later fixes contradict is closed by the system with details.superseded */
                             late: boolean;
+                            /** @description DEADMAN for silence: positions the device buffered while it was silent and uploaded late (also in details). The alarm is not withdrawn by them (nobody saw the person then); they are evidence to close it with ("reported late: was moving"). Null when none came */
+                            silence_evidence: {
+                                /** @description Fixes taken during the silence that reached the server late */
+                                count: number;
+                                /** @description Fix time of the first of them */
+                                first_at: string;
+                                /** @description Fix time of the last of them */
+                                last_at: string;
+                                /** @description They changed floor, or two of them lie further apart than the building’s dead-man radius (deadman_radius_m, 0 when unset) */
+                                was_moving: boolean;
+                                /** @description Greatest distance between two of them on one floor, in metres; null without floor coordinates */
+                                moved_m: number | null;
+                                /** @description At most 50 of them, evenly spread over the silence, the first and the last included */
+                                fixes: {
+                                    /** @description Fix time */
+                                    at: string;
+                                    building_id: number | null;
+                                    floor_id: number | null;
+                                    x: number | null;
+                                    y: number | null;
+                                    lat: number;
+                                    lng: number;
+                                    /** @description How long after the fix it reached the server */
+                                    delay_ms: number;
+                                }[];
+                            } | null;
                             created_at: string;
                             updated_at: string;
                         };
@@ -10164,6 +10216,32 @@ export type paths = {
                             occurred_at: string;
                             /** @description Found from fixes or a press that reached the server late (uploaded from an offline buffer): occurred_at is in the past, details.delay_ms says by how much. A max-stay alarm later fixes contradict is closed by the system with details.superseded */
                             late: boolean;
+                            /** @description DEADMAN for silence: positions the device buffered while it was silent and uploaded late (also in details). The alarm is not withdrawn by them (nobody saw the person then); they are evidence to close it with ("reported late: was moving"). Null when none came */
+                            silence_evidence: {
+                                /** @description Fixes taken during the silence that reached the server late */
+                                count: number;
+                                /** @description Fix time of the first of them */
+                                first_at: string;
+                                /** @description Fix time of the last of them */
+                                last_at: string;
+                                /** @description They changed floor, or two of them lie further apart than the building’s dead-man radius (deadman_radius_m, 0 when unset) */
+                                was_moving: boolean;
+                                /** @description Greatest distance between two of them on one floor, in metres; null without floor coordinates */
+                                moved_m: number | null;
+                                /** @description At most 50 of them, evenly spread over the silence, the first and the last included */
+                                fixes: {
+                                    /** @description Fix time */
+                                    at: string;
+                                    building_id: number | null;
+                                    floor_id: number | null;
+                                    x: number | null;
+                                    y: number | null;
+                                    lat: number;
+                                    lng: number;
+                                    /** @description How long after the fix it reached the server */
+                                    delay_ms: number;
+                                }[];
+                            } | null;
                             created_at: string;
                             updated_at: string;
                         };
@@ -10328,6 +10406,32 @@ export type paths = {
                             occurred_at: string;
                             /** @description Found from fixes or a press that reached the server late (uploaded from an offline buffer): occurred_at is in the past, details.delay_ms says by how much. A max-stay alarm later fixes contradict is closed by the system with details.superseded */
                             late: boolean;
+                            /** @description DEADMAN for silence: positions the device buffered while it was silent and uploaded late (also in details). The alarm is not withdrawn by them (nobody saw the person then); they are evidence to close it with ("reported late: was moving"). Null when none came */
+                            silence_evidence: {
+                                /** @description Fixes taken during the silence that reached the server late */
+                                count: number;
+                                /** @description Fix time of the first of them */
+                                first_at: string;
+                                /** @description Fix time of the last of them */
+                                last_at: string;
+                                /** @description They changed floor, or two of them lie further apart than the building’s dead-man radius (deadman_radius_m, 0 when unset) */
+                                was_moving: boolean;
+                                /** @description Greatest distance between two of them on one floor, in metres; null without floor coordinates */
+                                moved_m: number | null;
+                                /** @description At most 50 of them, evenly spread over the silence, the first and the last included */
+                                fixes: {
+                                    /** @description Fix time */
+                                    at: string;
+                                    building_id: number | null;
+                                    floor_id: number | null;
+                                    x: number | null;
+                                    y: number | null;
+                                    lat: number;
+                                    lng: number;
+                                    /** @description How long after the fix it reached the server */
+                                    delay_ms: number;
+                                }[];
+                            } | null;
                             created_at: string;
                             updated_at: string;
                         };
@@ -10478,6 +10582,32 @@ export type paths = {
                             occurred_at: string;
                             /** @description Found from fixes or a press that reached the server late (uploaded from an offline buffer): occurred_at is in the past, details.delay_ms says by how much. A max-stay alarm later fixes contradict is closed by the system with details.superseded */
                             late: boolean;
+                            /** @description DEADMAN for silence: positions the device buffered while it was silent and uploaded late (also in details). The alarm is not withdrawn by them (nobody saw the person then); they are evidence to close it with ("reported late: was moving"). Null when none came */
+                            silence_evidence: {
+                                /** @description Fixes taken during the silence that reached the server late */
+                                count: number;
+                                /** @description Fix time of the first of them */
+                                first_at: string;
+                                /** @description Fix time of the last of them */
+                                last_at: string;
+                                /** @description They changed floor, or two of them lie further apart than the building’s dead-man radius (deadman_radius_m, 0 when unset) */
+                                was_moving: boolean;
+                                /** @description Greatest distance between two of them on one floor, in metres; null without floor coordinates */
+                                moved_m: number | null;
+                                /** @description At most 50 of them, evenly spread over the silence, the first and the last included */
+                                fixes: {
+                                    /** @description Fix time */
+                                    at: string;
+                                    building_id: number | null;
+                                    floor_id: number | null;
+                                    x: number | null;
+                                    y: number | null;
+                                    lat: number;
+                                    lng: number;
+                                    /** @description How long after the fix it reached the server */
+                                    delay_ms: number;
+                                }[];
+                            } | null;
                             created_at: string;
                             updated_at: string;
                         };
