@@ -1,5 +1,16 @@
 import { crc32, deflateSync } from 'node:zlib';
-import { BRANCHES, CORRIDOR_Y, DEMO_LENGTH_M, DEMO_WIDTH_M, LIFT_X, NORTH_PARTITIONS, SOUTH_PARTITIONS, STAIRS_X } from './venue.js';
+import {
+  BRANCHES,
+  CORRIDOR_Y,
+  DEMO_LENGTH_M,
+  DEMO_WIDTH_M,
+  LIFT_X,
+  MAIN_ENTRANCE_X,
+  NORTH_PARTITIONS,
+  SOUTH_PARTITIONS,
+  STAIRS_X,
+  WEST_DOOR,
+} from './venue.js';
 
 const WALL = 40;
 const GRID = 225;
@@ -21,11 +32,15 @@ export function demoFloorplanPng(pxPerMetre = 10): Buffer {
   const near = (a: number, b: number, d = half) => Math.abs(a - b) <= d;
   const door = (x: number, north: boolean) => BRANCHES.some((branch) => branch.y > CORRIDOR_Y === north && Math.abs(branch.x - x) <= 1);
   const shade = (x: number, y: number): number => {
+    // Outer walls, with the west door at the corridor's end and the main entrance's outer door.
+    const westDoor = x < half * 2 && Math.abs(y - WEST_DOOR.y) < 2;
+    const southDoor = y < half * 2 && Math.abs(x - MAIN_ENTRANCE_X) < 3;
+    if (westDoor || southDoor) return CORRIDOR;
     if (x < half * 2 || y < half * 2 || x > DEMO_WIDTH_M - half * 2 || y > DEMO_LENGTH_M - half * 2) return WALL;
     const north = CORRIDOR_Y + corridorHalf;
     const south = CORRIDOR_Y - corridorHalf;
     if (near(y, north) && !door(x, true)) return WALL;
-    if (near(y, south) && !door(x, false) && !(x > 37 && x < 43)) return WALL; // the main entrance faces the corridor
+    if (near(y, south) && !door(x, false) && !(Math.abs(x - MAIN_ENTRANCE_X) < 3)) return WALL; // the main entrance faces the corridor
     if (y > north && NORTH_PARTITIONS.some((p) => near(x, p))) return WALL;
     if (y < south && SOUTH_PARTITIONS.some((p) => near(x, p))) return WALL;
     if (Math.abs(x - STAIRS_X) < 2.5 && Math.abs(y - CORRIDOR_Y) < 2.5) return Math.floor(x * 2) % 2 === 0 ? STAIRS : CORRIDOR;

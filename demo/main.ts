@@ -1,20 +1,27 @@
 import { randomBytes } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, unlinkSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
+import { parseArgs } from 'node:util';
 import { startGateway, type Gateway } from '../gateway/app.js';
 import { loadConfigOrExit, type Config } from '../shared/config.js';
 import { createLogger } from '../shared/logger.js';
 import { ProcessGuard, SHUTDOWN_MARGIN_MS, describeStartFailure, stopOnSignals } from '../shared/process-guard.js';
 import { lockDataDirOrExit } from '../shared/storage/data-dir-lock.js';
-import { DemoApi } from './api-client.js';
+import { DemoApi, DemoApiError } from './api-client.js';
 import { seedDemoVenue } from './seed.js';
 import { Simulator } from './simulator.js';
+
+/** With `--drill`, the drill starts this long after the devices: everyone has been seen in the building by then. */
+const DRILL_AFTER_MS = 20_000;
 
 /**
  * `npm run demo`: the embedded product as `npm start` runs it (same environment), a sample venue seeded through
  * the public API (reused on later starts), and 50 simulated devices walking it, in one process.
+ * `npm run demo -- --drill` also declares an evacuation drill 20 s in: the simulated people walk to the assembly
+ * points (a few stay behind) and the console's evacuation view fills up.
  */
 async function main(): Promise<void> {
+  const { values: flags } = parseArgs({ options: { drill: { type: 'boolean', default: false } } });
   const config = loadConfigOrExit();
   // One request line a second from the simulator would scroll the summary (and its one-time password) away:
   // per-request lines are debug here (LOG_LEVEL=debug shows them).
@@ -23,8 +30,10 @@ async function main(): Promise<void> {
   const guard = ProcessGuard.install({ logger, flushTimeoutMs: config.SHUTDOWN_GRACE_SECONDS * 1000 });
   const gateway = await startGateway(config, { logger });
   let simulator: Simulator | undefined;
+  let drillTimer: NodeJS.Timeout | undefined;
   // One way down, for a signal and for a fatal fault alike: the simulator first, then the gateway.
   const close = async () => {
+    clearTimeout(drillTimer);
     await simulator?.stop();
     await gateway.close();
   };
@@ -33,7 +42,8 @@ async function main(): Promise<void> {
 
   const host = config.HOST === '0.0.0.0' || config.HOST === '::' ? '127.0.0.1' : config.HOST;
   const baseUrl = `http://${host}:${gateway.port}`;
-  const venue = await seedDemoVenue(await seederApi(config, gateway, baseUrl));
+  const seeder = await seederApi(config, gateway, baseUrl);
+  const venue = await seedDemoVenue(seeder);
   const simulatorKeyFile = join(config.DATA_DIR, SIMULATOR_KEY_FILE);
   keepSecret(simulatorKeyFile, venue.simulatorApiKey);
   simulator = await Simulator.connect({
@@ -44,6 +54,8 @@ async function main(): Promise<void> {
   });
   if (stopping()) return;
   simulator.start();
+  if (flags.drill)
+    drillTimer = setTimeout(() => void startDrill(seeder, venue.buildingId, (line) => logger.info(`demo: ${line}`)), DRILL_AFTER_MS);
 
   const password = gateway.bootstrap.generatedPassword
     ? `${gateway.bootstrap.generatedPassword} (generated on this first start, shown once)`
@@ -59,9 +71,29 @@ async function main(): Promise<void> {
       `  Password:  ${password}`,
       `  Simulator: npx tsx demo/simulator.ts --url ${baseUrl} --api-key "$(cat ${simulatorKeyFile})"   (key ${keyHint(venue.simulatorApiKey)}, replaced at each start)`,
       'Alarms to expect within a minute: DANGER, GEOFENCE_MAX_STAY_TIME, DEADMAN (silence). Ctrl-C stops.',
+      flags.drill
+        ? `Drill:     an evacuation drill starts in ${DRILL_AFTER_MS / 1000} s: watch the Evacuation view fill up (End drill there).`
+        : 'Drill:     Start a drill in the console (Evacuation bar), or restart with npm run demo -- --drill.',
       '',
     ].join('\n'),
   );
+}
+
+/** Declares the evacuation drill of `--drill` (the simulated people follow it); one already active is left as it is. */
+async function startDrill(api: DemoApi, buildingId: number, log: (line: string) => void): Promise<void> {
+  try {
+    const drill = await api.post<{ id: string; counts: { on_roll: number } }>(`/api/v1/buildings/${buildingId}/evacuations`, {
+      drill: true,
+      note: 'Demo drill (npm run demo -- --drill)',
+    });
+    log(`drill ${drill.id} started: ${drill.counts.on_roll} people on the roll`);
+  } catch (error) {
+    log(
+      error instanceof DemoApiError && error.status === 409
+        ? 'a drill or evacuation is already active'
+        : `drill not started: ${String(error)}`,
+    );
+  }
 }
 
 /**

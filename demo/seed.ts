@@ -4,6 +4,7 @@ import { demoFloorplanPng } from './floorplan-png.js';
 import { demoPersonName } from './people.js';
 import { DEMO_POI_CATEGORIES, DEMO_POI_CATEGORY_OF, poiIconPng } from './poi-icons.js';
 import {
+  DEMO_ASSEMBLY_POINTS,
   DEMO_BUILDING_NAME,
   DEMO_EVENT,
   DEMO_FLOORS,
@@ -66,6 +67,8 @@ export async function seedDemoVenue(api: DemoApi, options: SeedOptions = {}): Pr
   } else {
     ({ building, floorIds } = await createBuilding(api, name, maxStay));
   }
+  // On every start, so a venue seeded before assembly points existed gets them too.
+  await ensureAssemblyPoints(api, building.id, floorIds[0]!);
   // Applied on every start, so a changed option (or a hand edit) is put back.
   await api.put(`/api/v1/buildings/${building.id}/alarm_settings`, {
     deadman_silence_s: options.deadmanSilenceSeconds ?? 30,
@@ -182,6 +185,23 @@ async function ensurePoiCategories(api: DemoApi): Promise<Map<string, number>> {
     ids.set(category.code, existing.id);
   }
   return ids;
+}
+
+/** The venue's assembly points (evacuations gather people there), found by name before they are created. */
+async function ensureAssemblyPoints(api: DemoApi, buildingId: number, groundFloorId: number): Promise<void> {
+  const { geofences = [] } = await api.get<{ geofences?: { name: string; muster_point?: boolean }[] }>(`/api/v1/buildings/${buildingId}`);
+  for (const point of DEMO_ASSEMBLY_POINTS) {
+    if (geofences.some((fence) => fence.muster_point && fence.name === point.name)) continue;
+    await api.post('/api/v1/geofences', {
+      name: point.name,
+      building_id: buildingId,
+      floor_id: groundFloorId,
+      type: point.type,
+      cartesians: point.cartesians,
+      ...(point.radius !== undefined ? { radius: point.radius } : {}),
+      muster_point: true,
+    });
+  }
 }
 
 async function ensureGroup(api: DemoApi, name: string, description: string): Promise<string> {

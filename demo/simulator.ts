@@ -1,6 +1,7 @@
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
-import { DemoApi } from './api-client.js';
+import { DemoApi, DemoApiError } from './api-client.js';
+import { musterTargets, planEvacuation, stepEvacuee, type Evacuee, type MusterTarget, type Waypoint } from './drill.js';
 import { deviceIdentifier } from './seed.js';
 import { DEMO_BUILDING_NAME } from './venue.js';
 
@@ -11,7 +12,8 @@ import { DEMO_BUILDING_NAME } from './venue.js';
  *
  * Besides the walkers, a few scripted devices make the control room busy: lingerers stay in the max-stay
  * geofences (GEOFENCE_MAX_STAY_TIME), one device goes silent (DEADMAN, given the building's silence setting)
- * and one presses DANGER.
+ * and one presses DANGER. When an evacuation (or a drill) is declared on the building, everyone walks to the
+ * nearest assembly point (demo/drill.ts) except a few who stay behind, and walks back in once it has ended.
  */
 export interface SimulatorOptions {
   url: string;
@@ -34,6 +36,13 @@ export interface SimulatorOptions {
   dangerAfterSeconds?: number;
   /** Seed of the random walks (the same seed walks the same way). */
   seed?: number;
+  /** Whether devices evacuate when the building has an active evacuation (asked every `evacuationPollMs`). */
+  followEvacuations?: boolean;
+  evacuationPollMs?: number;
+  /** How many walkers ignore an evacuation (they stay missing on the roll). */
+  stayBehind?: number;
+  /** People react within this many seconds of the declaration, each after its own delay. */
+  reactionSeconds?: number;
   log?: (line: string) => void;
 }
 
@@ -43,6 +52,8 @@ export interface Node {
   x: number;
   y: number;
   neighbours: { node: Node; metres: number }[];
+  /** Outside the building (on the way to an assembly point): walkers go there only to evacuate. */
+  outdoors?: boolean;
 }
 
 export type Role = 'walker' | 'lingerer' | 'silent' | 'danger';
@@ -61,6 +72,12 @@ export interface Device {
   lane: number;
   phase: number;
   dangerSent?: boolean;
+  /** Ignores evacuations (stays behind, missing on the roll). */
+  staysBehind?: boolean;
+  /** On the way out to (or standing in) an assembly point, during an evacuation. */
+  evacuee?: Evacuee & { node: Node };
+  /** Where its last pose put it. */
+  last?: Waypoint;
 }
 
 export interface SimulatorStats {
@@ -91,11 +108,14 @@ export class Simulator {
   private stopped = false;
   private startedAt = 0;
   private readonly random: () => number;
+  /** The building's active evacuation the devices are following (null: none). */
+  private evacuation: string | null = null;
 
   private constructor(
     private readonly api: DemoApi,
     readonly buildingId: number,
     private readonly devices: Device[],
+    private readonly targets: readonly MusterTarget[],
     private readonly options: Required<Omit<SimulatorOptions, 'url' | 'apiKey' | 'buildingId' | 'buildingName' | 'log'>> & {
       log: (line: string) => void;
     },
@@ -116,6 +136,10 @@ export class Simulator {
       silentAfterSeconds: 10,
       dangerAfterSeconds: 15,
       seed: 17,
+      followEvacuations: true,
+      evacuationPollMs: 2000,
+      stayBehind: 3,
+      reactionSeconds: 8,
       log: () => {},
       ...stripUndefined(input),
     };
@@ -138,7 +162,11 @@ export class Simulator {
       if (link.origin !== 'target') a.neighbours.push({ node: b, metres });
       if (link.origin !== 'source') b.neighbours.push({ node: a, metres });
     }
-    const linked = [...nodes.values()].filter((n) => n.neighbours.length > 0);
+    // Nodes outside the footprint lead to the assembly points: nobody wanders out there.
+    const { width, length } = building.dimensions ?? { width: Number.POSITIVE_INFINITY, length: Number.POSITIVE_INFINITY };
+    for (const node of nodes.values()) node.outdoors = node.x < 0 || node.y < 0 || node.x > width || node.y > length;
+    const linked = [...nodes.values()].filter((n) => !n.outdoors && n.neighbours.some((next) => !next.node.outdoors));
+    const targets = musterTargets(building.geofences ?? [], [...nodes.values()]);
     if (linked.length === 0) throw new Error(`building ${buildingId} has no path graph to walk`);
     const random = mulberry32(options.seed);
     // Where lingerers stand: a graph node inside each geofence that has a max-stay time.
@@ -165,6 +193,8 @@ export class Simulator {
       const device: Device = {
         id: deviceIdentifier(options.devicePrefix, i),
         role,
+        // The walkers just before the scripted roles stay behind in an evacuation.
+        staysBehind: role === 'walker' && fromEnd >= options.lingerers + 2 && fromEnd < options.lingerers + 2 + options.stayBehind,
         from,
         to: edge.node,
         along: random() * edge.metres,
@@ -180,8 +210,10 @@ export class Simulator {
       }
       devices.push(device);
     }
-    options.log(`simulating ${count} devices in building ${buildingId} "${building.name}" (${stays.length} max-stay geofences)`);
-    return new Simulator(api, buildingId, devices, options, random);
+    options.log(
+      `simulating ${count} devices in building ${buildingId} "${building.name}" (${stays.length} max-stay geofences, ${targets.length} assembly points)`,
+    );
+    return new Simulator(api, buildingId, devices, targets, options, random);
   }
 
   start(): void {
@@ -206,11 +238,13 @@ export class Simulator {
   /** One step of every device and one batch upload. */
   private async tick(elapsedMs: number): Promise<void> {
     const dt = this.stats.ticks === 0 ? 0 : this.options.intervalMs / 1000;
+    await this.followEvacuation(elapsedMs);
     const now = Date.now();
     const poses: Record<string, unknown>[] = [];
     for (const device of this.devices) {
       if (device.role === 'silent' && elapsedMs >= this.options.silentAfterSeconds * 1000) continue;
-      const pose = this.step(device, dt, elapsedMs);
+      const pose = device.evacuee ? stepEvacuee(device.evacuee, dt, elapsedMs, this.random) : this.step(device, dt, elapsedMs);
+      device.last = { floorId: pose.floor_id as number, x: pose.x as number, y: pose.y as number };
       if (device.role === 'danger' && !device.dangerSent && elapsedMs >= this.options.dangerAfterSeconds * 1000) {
         pose.danger = true;
         device.dangerSent = true;
@@ -227,6 +261,65 @@ export class Simulator {
       this.stats.lastError = error instanceof Error ? error.message : String(error);
       this.options.log(`upload failed: ${this.stats.lastError}`);
     }
+  }
+
+  /**
+   * Asks now and then whether the building has an active evacuation: a new one sends everyone but those who stay
+   * behind to the nearest assembly point, each after a moment to react and at their own pace; its end brings them
+   * back in.
+   */
+  private async followEvacuation(elapsedMs: number): Promise<void> {
+    const every = Math.max(1, Math.round(this.options.evacuationPollMs / this.options.intervalMs));
+    if (!this.options.followEvacuations || this.targets.length === 0 || this.stats.ticks % every !== 0) return;
+    let active: string | null;
+    try {
+      active = (await this.api.get<{ id: string }>(`/api/v1/buildings/${this.buildingId}/evacuations/current`)).id;
+    } catch (error) {
+      if (!(error instanceof DemoApiError && error.status === 404)) return this.options.log(`evacuation not read: ${String(error)}`);
+      active = null;
+    }
+    if (active === this.evacuation) return;
+    if (this.evacuation !== null) this.walkBackIn();
+    this.evacuation = active;
+    if (active !== null) this.evacuate(elapsedMs);
+  }
+
+  private evacuate(elapsedMs: number): void {
+    const { reactionSeconds, speedMps } = this.options;
+    let walking = 0;
+    for (const device of this.devices) {
+      if (device.staysBehind) continue;
+      const here = device.last ?? { floorId: device.from.floorId, x: device.from.x, y: device.from.y };
+      const plan = planEvacuation(
+        here,
+        device.to,
+        this.targets,
+        { startAt: elapsedMs + this.random() * reactionSeconds * 1000, speedMps: speedMps * (1 + this.random() * 0.6) },
+        this.random,
+      );
+      if (!plan) continue;
+      device.stay = device.pause = undefined;
+      device.evacuee = { ...plan, node: this.targets.find((target) => target.name === plan.target)!.node as Node };
+      walking++;
+    }
+    const behind = this.devices.filter((device) => device.staysBehind).map((device) => device.id);
+    this.options.log(
+      `evacuation ${this.evacuation}: ${walking} walking to ${this.targets.map((t) => t.name).join(' and ')}; staying behind: ${behind.join(', ') || 'nobody'}`,
+    );
+  }
+
+  /** The evacuation ended: everyone walks back in from the assembly point's node. */
+  private walkBackIn(): void {
+    for (const device of this.devices) {
+      const evacuee = device.evacuee;
+      if (!evacuee) continue;
+      device.evacuee = undefined;
+      const inward = evacuee.node.neighbours.find((next) => !next.node.outdoors) ?? evacuee.node.neighbours[0]!;
+      device.from = evacuee.node;
+      device.to = inward.node;
+      device.along = 0;
+    }
+    this.options.log(`evacuation ${this.evacuation} ended: walking back in`);
   }
 
   /** Moves one device by dt seconds and answers its pose (floor, x, y, yaw, accuracy). */
@@ -268,8 +361,9 @@ export function stepDevice(device: Device, dt: number, elapsedMs: number, speedM
     }
     left -= metres - device.along;
     // At a node: on, avoiding the way back unless it is a dead end or the walker turns back.
-    const onward = device.to.neighbours.filter((n) => n.node !== device.from);
-    const choices = onward.length > 0 && random() >= TURN_BACK_CHANCE ? onward : device.to.neighbours;
+    const indoors = device.to.neighbours.filter((n) => !n.node.outdoors);
+    const onward = indoors.filter((n) => n.node !== device.from);
+    const choices = onward.length > 0 && random() >= TURN_BACK_CHANCE ? onward : indoors.length > 0 ? indoors : device.to.neighbours;
     const cameFrom = device.from;
     device.from = device.to;
     device.to = choices[Math.floor(random() * choices.length)]!.node;

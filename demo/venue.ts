@@ -60,6 +60,23 @@ export const DEMO_GEOFENCES: readonly DemoGeofenceSpec[] = [
   { floor: 1, name: 'Ward A', cartesians: rectangle(17, 2, 33, 20), maxStay: false },
 ];
 
+/**
+ * Where people gather in an evacuation (geofences with `muster_point`), outside the building on the ground floor:
+ * a lawn beyond the west door and the car park beyond the main entrance (south). The path graph reaches both.
+ */
+export interface DemoAssemblyPointSpec {
+  name: string;
+  type: 'POLYGON' | 'CIRCLE';
+  cartesians: [number, number][];
+  radius?: number;
+}
+export const WEST_DOOR = { x: 0, y: CORRIDOR_Y };
+export const MAIN_ENTRANCE_X = 40;
+export const DEMO_ASSEMBLY_POINTS: readonly DemoAssemblyPointSpec[] = [
+  { name: 'West lawn', type: 'CIRCLE', cartesians: [[-12, CORRIDOR_Y]], radius: 6 },
+  { name: 'Car park', type: 'POLYGON', cartesians: rectangle(MAIN_ENTRANCE_X - 9, -17, MAIN_ENTRANCE_X + 9, -5) },
+];
+
 export const DEMO_EVENT = {
   floor: 0,
   name: 'Welcome desk',
@@ -99,6 +116,15 @@ export function demoGraph(floorIds: readonly number[]): { nodes: GraphNode[]; li
       link(base + CORRIDOR_XS.indexOf(branch.x as (typeof CORRIDOR_XS)[number]), id);
     });
   });
+  // Out of the ground floor to the assembly points: the west door past the stairs, the main entrance to the car park.
+  const base = 100;
+  nodes.push({ id: 190, floor_id: floorIds[0]!, x: -12, y: CORRIDOR_Y });
+  link(base + CORRIDOR_XS.indexOf(STAIRS_X), 190, ['outdoors']);
+  nodes.push({ id: 191, floor_id: floorIds[0]!, x: MAIN_ENTRANCE_X, y: CORRIDOR_Y - 5 });
+  link(base + CORRIDOR_XS.indexOf(35), 191);
+  link(base + CORRIDOR_XS.indexOf(45), 191);
+  nodes.push({ id: 192, floor_id: floorIds[0]!, x: MAIN_ENTRANCE_X, y: -11 });
+  link(191, 192, ['outdoors']);
   for (let floor = 1; floor < floorIds.length; floor++) {
     const below = floor * 100;
     const above = (floor + 1) * 100;

@@ -27,6 +27,22 @@ const metricsPort = (fallback: string) =>
     .refine((value) => value === 'auto' || (/^\d{1,5}$/.test(value) && Number(value) <= 65535), 'a port (0 turns metrics off) or "auto"')
     .transform((value): number | 'auto' => (value === 'auto' ? 'auto' : Number(value)));
 
+/** `host:port` seeds, comma-separated: a Redis Cluster's nodes to learn the rest of it from. */
+const clusterSeeds = optionalString.transform((value, context) => {
+  if (value === undefined) return undefined;
+  const seeds: { host: string; port: number }[] = [];
+  for (const seed of value.split(',').map((part) => part.trim())) {
+    const match = /^(\[[0-9A-Fa-f:.]+\]|[^\s:[\]]+):(\d{1,5})$/.exec(seed);
+    const port = Number(match?.[2]);
+    if (!match || port < 1 || port > 65535) {
+      context.addIssue({ code: 'custom', message: `"${seed}" is not host:port (comma-separated seeds, e.g. 10.0.0.1:7000,10.0.0.2:7000)` });
+      return z.NEVER;
+    }
+    seeds.push({ host: match[1]!.replace(/^\[|\]$/g, ''), port });
+  }
+  return seeds;
+});
+
 const booleanFlag = (fallback: 'true' | 'false') =>
   z
     .enum(['true', 'false'])
@@ -44,8 +60,10 @@ export const configSchema = z.object({
   DATA_DIR: z.string().min(1).default('./data'),
   /** PostgreSQL connection string; unset means embedded PostgreSQL (PGlite) under DATA_DIR. */
   DATABASE_URL: optionalString.pipe(z.url({ protocol: /^postgres(ql)?$/ }).optional()),
-  /** Redis connection string; unset means the in-process bus and job runner. */
+  /** Redis connection string; unset (and no REDIS_CLUSTER_NODES) means the in-process bus and job runner. */
   REDIS_URL: optionalString.pipe(z.url({ protocol: /^rediss?$/ }).optional()),
+  /** Redis Cluster instead of one Redis: some of its nodes as comma-separated host:port; the bus, shard streams, leases, jobs and limits then run on the cluster (set this or REDIS_URL, not both). */
+  REDIS_CLUSTER_NODES: clusterSeeds,
   /** Prefix of every Redis key, channel and BullMQ queue, so several deployments can share one Redis. */
   REDIS_PREFIX: z
     .string()
@@ -303,6 +321,11 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   const parsed = configSchema.safeParse(relevant);
   if (!parsed.success) {
     throw new ConfigError(parsed.error.issues.map((issue) => ({ variable: String(issue.path[0] ?? '?'), message: issue.message })));
+  }
+  if (parsed.data.REDIS_URL !== undefined && parsed.data.REDIS_CLUSTER_NODES !== undefined) {
+    throw new ConfigError([
+      { variable: 'REDIS_CLUSTER_NODES', message: 'set REDIS_URL (one Redis) or REDIS_CLUSTER_NODES (a Redis Cluster), not both' },
+    ]);
   }
   if (!isLoopback(parsed.data.METRICS_HOST) && parsed.data.METRICS_TOKEN === undefined) {
     throw new ConfigError([

@@ -211,9 +211,9 @@ const OUTAGE_NODE_CODES = new Set([
   'ENOTFOUND',
   'EAI_AGAIN',
 ]);
-/** What pg, knex and ioredis say when the connection is gone or never came (they set no code for these). */
+/** What pg, knex and ioredis (one Redis or a cluster) say when the connection is gone or never came (they set no code for these). */
 const OUTAGE_MESSAGE =
-  /Connection terminated|Timeout acquiring a connection|not queryable|timeout exceeded when trying to connect|Connection ended unexpectedly|Connection is closed|Reached the max retries per request/i;
+  /Connection terminated|Timeout acquiring a connection|not queryable|timeout exceeded when trying to connect|Connection ended unexpectedly|Connection is closed|Reached the max retries per request|Cluster isn't ready|CLUSTERDOWN/i;
 
 /**
  * Whether an error means "a dependency is down", whatever layer wrapped it: the driver's error, MikroORM's

@@ -25,6 +25,7 @@ export const PROCESSES_OF_THEIR_OWN = [
   'test/integration/process-demo-key.test.ts',
   'test/integration/process-guard.test.ts',
   'test/fault/cluster-kill.test.ts',
+  'test/fault/evacuation-kill.test.ts',
   'test/fault/gateway-kill.test.ts',
   'test/fault/gateway-kill-rebuild.test.ts',
   'test/fault/process-outage.test.ts',

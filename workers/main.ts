@@ -6,14 +6,18 @@ import { registerSources } from '../shared/metrics/metrics.js';
 import { startMetricsListener } from '../shared/metrics/metrics-server.js';
 import { ProcessGuard, SHUTDOWN_MARGIN_MS, boundedStep, describeStartFailure, stopOnSignals } from '../shared/process-guard.js';
 import { startReportMaterializer } from '../shared/reports/materializations.js';
+import { redisConnections } from '../shared/redis/redis-connections.js';
 import { openStorage } from '../shared/storage/index.js';
 import { processorsFor } from './processors/index.js';
 
-/** `npm run workers`: consumes the BullMQ job queue (reports, exports) and keeps report data (stays). Needs REDIS_URL and DATABASE_URL. */
+/** `npm run workers`: consumes the BullMQ job queue (reports, exports) and keeps report data (stays). Needs Redis (REDIS_URL or REDIS_CLUSTER_NODES) and DATABASE_URL. */
 async function main(): Promise<void> {
   const config = loadConfigOrExit();
-  if (!config.REDIS_URL) {
-    process.stderr.write('REDIS_URL: required by the worker process (without Redis, jobs run inside the gateway)\n');
+  const redis = redisConnections(config);
+  if (!redis) {
+    process.stderr.write(
+      'REDIS_URL: required by the worker process, or REDIS_CLUSTER_NODES (without Redis, jobs run inside the gateway)\n',
+    );
     process.exit(2);
   }
   if (!config.DATABASE_URL) {
@@ -35,15 +39,9 @@ async function main(): Promise<void> {
   });
   const storage = await openStorage(config, logger);
   const processors = processorsFor(config);
-  const worker = new BullmqJobWorker(
-    config.REDIS_URL,
-    config.REDIS_PREFIX,
-    processors,
-    { storage, logger },
-    config.JOB_CONCURRENCY,
-    logger,
-    { aliveTtlMs: config.JOBS_WORKER_TTL_MS },
-  );
+  const worker = new BullmqJobWorker(redis, config.REDIS_PREFIX, processors, { storage, logger }, config.JOB_CONCURRENCY, logger, {
+    aliveTtlMs: config.JOBS_WORKER_TTL_MS,
+  });
   await worker.waitUntilReady();
   // Keeps geofence stays as positions arrive; an advisory lock lets one pass run at a time across workers.
   const materializer = startReportMaterializer(storage, config, logger);

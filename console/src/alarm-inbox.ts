@@ -50,6 +50,8 @@ interface Item {
   escalated: HTMLElement;
   who: HTMLElement;
   zone: HTMLElement;
+  /** Event time (issue 30): "Late by …" for an alarm found from fixes that arrived late, and a silence's late evidence. */
+  late: HTMLElement;
   where: HTMLElement;
   pick: HTMLInputElement;
   resolve: HTMLFormElement;
@@ -177,10 +179,11 @@ export class AlarmInbox {
     const escalated = h('span', { class: 'badge escalated-badge' });
     const who = h('span', { class: 'alarm-who' });
     const zone = h('span', { class: 'alarm-zone' });
+    const late = h('span', { class: 'alarm-late' });
     const where = h('span', { class: 'alarm-where' });
     const time = h('time', { class: 'alarm-time', datetime: alarm.created_at });
     const count = h('span', { class: 'alarm-count' });
-    select.append(h('span', { class: 'alarm-badges' }, severity, type, state, fresh, escalated, count), who, zone, where, time);
+    select.append(h('span', { class: 'alarm-badges' }, severity, type, state, fresh, escalated, count), who, zone, late, where, time);
     const pick = h('input', { type: 'checkbox', class: 'alarm-pick' });
     pick.addEventListener('change', () => {
       if (pick.checked) this.picked.add(alarm.id);
@@ -236,6 +239,7 @@ export class AlarmInbox {
       escalated,
       who,
       zone,
+      late,
       where,
       pick,
       resolve,
@@ -278,6 +282,9 @@ export class AlarmInbox {
     const zone = typeof alarm.details?.geofence_name === 'string' ? alarm.details.geofence_name : '';
     setText(item.zone, zone ? `Zone: ${zone}` : '');
     item.zone.hidden = zone === '';
+    const lateText = lateLine(alarm);
+    setText(item.late, lateText);
+    item.late.hidden = lateText === '';
     setText(item.count, alarm.occurrences > 1 ? `×${alarm.occurrences}` : '');
     setText(item.who, this.options.who(alarm));
     setText(item.where, this.options.where(alarm));
@@ -285,7 +292,7 @@ export class AlarmInbox {
     item.select.setAttribute('aria-pressed', String(selected));
     item.select.setAttribute(
       'aria-label',
-      `${severity} ${typeLabel(alarm.type)} alarm, ${stateLabel(alarm.state)}${unacknowledged ? ', new' : ''}${escalated ? ', escalated' : ''}: ${this.options.who(alarm)}${zone ? `, zone ${zone}` : ''}, ${this.options.where(alarm)}, ${timeText(alarm.created_at)}. Show on map`,
+      `${severity} ${typeLabel(alarm.type)} alarm, ${stateLabel(alarm.state)}${unacknowledged ? ', new' : ''}${escalated ? ', escalated' : ''}: ${this.options.who(alarm)}${zone ? `, zone ${zone}` : ''}${lateText ? `, ${lateText}` : ''}, ${this.options.where(alarm)}, ${timeText(alarm.created_at)}. Show on map`,
     );
     const allowed = new Set(
       this.options.canManage && item.resolving === null ? allowedActions(alarm.state).map((action) => action.state) : [],
@@ -440,4 +447,21 @@ function timeText(iso: string, now = Date.now()): string {
   const clock = date.toLocaleTimeString([], { hour: '2-digit', minute: '2-digit', second: '2-digit', hour12: false });
   const day = today ? '' : `${date.toLocaleDateString([], { day: 'numeric', month: 'short' })} `;
   return `${day}${clock} (${ago(now - date.getTime())} ago)`;
+}
+
+/**
+ * What event time adds to an alarm's line: an alarm found from fixes (or a press) that reached us late says by how
+ * much and when it happened; a silence DEADMAN whose device's buffer came in says what it shows.
+ */
+export function lateLine(alarm: Alarm, now = Date.now()): string {
+  const evidence = alarm.silence_evidence;
+  if (evidence) {
+    const fixes = `${evidence.count} fix${evidence.count === 1 ? '' : 'es'}`;
+    const moved = evidence.moved_m !== null ? `, ${Math.round(evidence.moved_m)} m` : '';
+    return `Reported late: was ${evidence.was_moving ? 'moving' : 'still'} (${fixes}${moved})`;
+  }
+  if (!alarm.late || !alarm.occurred_at) return '';
+  const delay =
+    typeof alarm.details?.delay_ms === 'number' ? alarm.details.delay_ms : Date.parse(alarm.created_at) - Date.parse(alarm.occurred_at);
+  return `Late by ${ago(delay)}: happened ${timeText(alarm.occurred_at, now)}`;
 }

@@ -11,6 +11,7 @@ import type {
   ReportResult,
   Route,
 } from './model.js';
+import type { EvacuationDetail, RollEntry } from './evacuation-model.js';
 
 /** The flat error body every route answers with. */
 export class ApiError extends Error {
@@ -150,6 +151,31 @@ export class Api {
   routeToAlarm(buildingId: number, fromDeviceId: string, alarmId: string): Promise<Route> {
     const query = new URLSearchParams({ from_device_id: fromDeviceId, to_alarm_id: alarmId });
     return this.request('GET', `/api/v1/buildings/${buildingId}/route?${query}`);
+  }
+
+  /** An evacuation of a building with its roll (`current`: the active one; 404 when there is none). */
+  evacuation(buildingId: number, id: string): Promise<EvacuationDetail> {
+    return this.request('GET', `/api/v1/buildings/${buildingId}/evacuations/${encodeURIComponent(id)}`);
+  }
+
+  declareEvacuation(buildingId: number, body: { drill: boolean; note?: string }): Promise<EvacuationDetail> {
+    return this.request('POST', `/api/v1/buildings/${buildingId}/evacuations`, body);
+  }
+
+  endEvacuation(buildingId: number, id: string): Promise<EvacuationDetail> {
+    return this.request('POST', `/api/v1/buildings/${buildingId}/evacuations/${encodeURIComponent(id)}/end`);
+  }
+
+  /** A warden marks a person on the roll safe (safe_manual), with a comment. */
+  markSafe(buildingId: number, id: string, entry: string, comment: string): Promise<RollEntry> {
+    const path = `/api/v1/buildings/${buildingId}/evacuations/${encodeURIComponent(id)}/roll/${encodeURIComponent(entry)}/safe`;
+    return this.request('POST', path, comment ? { comment } : {});
+  }
+
+  /** The rescuers' route from the nearest assembly point to a missing person's last known place. */
+  rescueRoute(buildingId: number, id: string, entry: string): Promise<{ assembly_point: { id: string; name: string }; route: Route }> {
+    const path = `/api/v1/buildings/${buildingId}/evacuations/${encodeURIComponent(id)}/roll/${encodeURIComponent(entry)}/route`;
+    return this.request('GET', path);
   }
 
   report<Row>(name: string, params: Record<string, string>): Promise<ReportResult<Row>> {

@@ -1,3 +1,4 @@
+import type { EvacuationChange } from './evacuation-model.js';
 import type { Alarm, PositionFeature } from './model.js';
 
 /** `lostAt`: when the link was last known good (ms since the epoch): the data on screen is that old. */
@@ -16,10 +17,13 @@ export interface LiveHandlers {
   unauthorized(message: string): void;
   /** Subscribed again after a drop (positions missed meanwhile should be fetched). */
   resumed(): void;
+  /** A change of the shown building's evacuation (given only to those who may follow the roll). */
+  evacuation?(change: EvacuationChange, replayed: boolean): void;
 }
 
 const ALARMS_TOPIC = 'organization/alarms';
 const positionsTopic = (buildingId: number) => `buildings/${buildingId}/positions`;
+const evacuationTopic = (buildingId: number) => `buildings/${buildingId}/evacuation`;
 /** Backoff: 0.5 s doubling to 15 s, with ±25 % jitter so a room of screens does not reconnect in step. */
 const BACKOFF_MIN_MS = 500;
 const BACKOFF_MAX_MS = 15_000;
@@ -44,6 +48,8 @@ export class LiveSocket {
   private stopped = false;
   private everSubscribed = false;
   private building: number | null = null;
+  /** The newest roll seq seen of the watched building's evacuation: a resubscription replays what came after it. */
+  private evacuationSeq = 0;
   private readonly onOnline = () => this.reconnectNow();
   private readonly onOffline = () =>
     this.ws?.readyState !== WebSocket.OPEN && this.handlers.state({ kind: 'offline', lostAt: this.markLost() });
@@ -74,14 +80,26 @@ export class LiveSocket {
     this.handlers.state({ kind: 'stopped' });
   }
 
-  /** Follows one building's positions (null: none). */
+  /** Follows one building's positions and evacuation (null: none). */
   watchBuilding(buildingId: number | null): void {
     if (buildingId === this.building) return;
     const previous = this.building;
     this.building = buildingId;
+    this.evacuationSeq = 0;
     if (!this.ready()) return; // subscribed on the next (re)connection
-    if (previous !== null) this.send({ op: 'unsubscribe', topics: [positionsTopic(previous)] });
-    if (buildingId !== null) this.send({ op: 'subscribe', topics: [positionsTopic(buildingId)], id: 'positions' });
+    if (previous !== null)
+      this.send({
+        op: 'unsubscribe',
+        topics: [positionsTopic(previous), ...(this.handlers.evacuation ? [evacuationTopic(previous)] : [])],
+      });
+    if (buildingId !== null) this.subscribeBuilding(buildingId);
+  }
+
+  /** The building's positions, and its evacuation roll (replayed after the last seq seen; 0: the whole roll). */
+  private subscribeBuilding(buildingId: number): void {
+    this.send({ op: 'subscribe', topics: [positionsTopic(buildingId)], id: 'positions' });
+    if (this.handlers.evacuation)
+      this.send({ op: 'subscribe', topics: [evacuationTopic(buildingId)], since_seq: this.evacuationSeq, id: 'evacuation' });
   }
 
   private authenticated = false;
@@ -145,7 +163,7 @@ export class LiveSocket {
       case 'authenticated':
         this.authenticated = true;
         this.send({ op: 'subscribe', topics: [ALARMS_TOPIC], since_seq: this.lastSeq, id: 'alarms' });
-        if (this.building !== null) this.send({ op: 'subscribe', topics: [positionsTopic(this.building)], id: 'positions' });
+        if (this.building !== null) this.subscribeBuilding(this.building);
         break;
       case 'subscribed':
         // The alarm subscription answers after its replay: from here on the inbox is complete.
@@ -162,6 +180,13 @@ export class LiveSocket {
         const alarm = frame.data as Alarm;
         if (typeof alarm?.seq === 'number') this.lastSeq = Math.max(this.lastSeq, alarm.seq);
         this.handlers.alarm(alarm, frame.replay === true);
+        break;
+      }
+      case 'evacuation': {
+        const change = frame.data as EvacuationChange;
+        if (change?.building_id !== this.building) break; // a frame of the building shown before
+        if (typeof change.seq === 'number') this.evacuationSeq = Math.max(this.evacuationSeq, change.seq);
+        this.handlers.evacuation?.(change, frame.replay === true);
         break;
       }
       case 'position':

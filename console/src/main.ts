@@ -4,6 +4,7 @@ import { Announcer } from './announcer.js';
 import { Api, ApiError } from './api.js';
 import { byId, h, setText } from './dom.js';
 import { FloorMap } from './floor-map.js';
+import { EvacuationView } from './evacuation-view.js';
 import { DayReport, deviceTrail, floorHeat, responderRoute } from './insights.js';
 import { LiveSocket, type ConnectionState } from './live-socket.js';
 import {
@@ -69,6 +70,7 @@ const ui = {
   reportStatus: byId('report-status'),
   visitorsChart: byId('visitors-chart'),
   stayChart: byId('stay-chart'),
+  evacuation: byId('evacuation'),
 };
 
 const VIEW_KEY = 'floorcast.console.view';
@@ -92,6 +94,8 @@ class ControlRoom {
   private stopped = false;
   private readonly cleanups: (() => void)[] = [];
   private readonly report: DayReport;
+  /** The evacuation view, for those who may follow a roll (admins and user managers). */
+  private readonly evacuation: EvacuationView | null;
   /** The device whose trail is shown, and counters that drop answers overtaken by a newer request. */
   private trailDevice: string | null = null;
   private readonly latest = { route: 0, trail: 0, heat: 0, view: 0 };
@@ -138,6 +142,9 @@ class ControlRoom {
         bulkStatus: ui.bulkStatus,
       },
     );
+    this.evacuation = MANAGERS.has(session.role)
+      ? new EvacuationView(ui.evacuation, { api: () => this.api, userName: (userId) => this.users.get(userId) ?? null })
+      : null;
     ui.alarmSeverity.replaceChildren(
       h('option', { value: '' }, 'all'),
       ...ALARM_SEVERITIES.map((severity) => h('option', { value: severity }, severity)),
@@ -211,10 +218,17 @@ class ControlRoom {
       const lastSeq = alarms.reduce((max, alarm) => Math.max(max, alarm.seq), 0);
       this.live = new LiveSocket(this.session.token, lastSeq, {
         state: (state) => this.showConnection(state),
-        position: (feature) => this.map.update(feature),
+        position: (feature) => {
+          this.map.update(feature);
+          this.evacuation?.position(feature);
+        },
         alarm: (alarm) => this.inbox.receive(alarm, true),
         unauthorized: (message) => this.signOut(`Signed out: ${message}`),
-        resumed: () => void this.refreshPositions(),
+        resumed: () => {
+          void this.refreshPositions();
+          this.evacuation?.resumed();
+        },
+        ...(this.evacuation ? { evacuation: this.evacuation.receive.bind(this.evacuation) } : {}),
       });
       this.live.start();
       this.fillBuildings(buildings);
@@ -239,6 +253,7 @@ class ControlRoom {
     this.map.clear();
     this.inbox.clear();
     this.report.clear();
+    this.evacuation?.clear();
     setText(ui.routeSummary, '');
     setText(ui.trailSummary, '');
     ui.building.replaceChildren();
@@ -267,6 +282,7 @@ class ControlRoom {
     const now = Date.now();
     this.map.tick(now);
     this.inbox.tick(now);
+    this.evacuation?.tick(now);
     if (this.connection.kind === 'reconnecting') this.showConnection(this.connection);
   }
 
@@ -285,6 +301,7 @@ class ControlRoom {
     ui.connection.dataset.state = state.kind;
     setText(ui.connection, text[state.kind]);
     this.map.setLink(state.kind !== 'live' && state.kind !== 'stopped' ? (state.lostAt ?? null) : null);
+    this.evacuation?.setLink(state.kind !== 'live' && state.kind !== 'stopped' ? (state.lostAt ?? null) : null);
   }
 
   private fillBuildings(buildings: Building[]): void {
@@ -320,6 +337,7 @@ class ControlRoom {
       ui.floor.disabled = detail.floors.length === 0;
       if (detail.floors.length === 0) ui.floor.append(h('option', { value: '' }, 'No floors'));
       const floor = detail.floors.find((f) => f.id === floorId) ?? detail.floors.find((f) => f.level === 0) ?? detail.floors[0] ?? null;
+      this.evacuation?.show(detail);
       this.live?.watchBuilding(id);
       this.trailDevice = null;
       this.map.setTrail(null);

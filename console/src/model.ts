@@ -91,6 +91,11 @@ export interface Alarm {
   occurrences: number;
   details?: Record<string, unknown>;
   history?: { state: AlarmState; at: string; event?: 'escalated'; comment: string | null }[];
+  /** When it happened, in event time, and whether it was found from fixes that arrived late (absent from older gateways). */
+  occurred_at?: string;
+  late?: boolean;
+  /** A silence DEADMAN: the fixes its device buffered meanwhile and uploaded late. */
+  silence_evidence?: { count: number; first_at: string; last_at: string; was_moving: boolean; moved_m: number | null } | null;
   created_at: string;
   updated_at: string;
   /** On pushed alarms: raised | updated | state_changed | escalated. */

@@ -1,4 +1,5 @@
 import type { AlarmSeverity } from '../../shared/detection/alarm-severity.js';
+import type { SilenceEvidence } from '../../shared/detection/silence-evidence.js';
 import type { AlarmState } from '../../shared/detection/alarm-states.js';
 
 /* What an alarm looks like outside storage, and what its events carry on the bus (channel `alarms`). */
@@ -40,6 +41,8 @@ export interface AlarmView {
   occurred_at: string;
   /** Found from fixes or a press that arrived late (past the reorder window): `occurred_at` is in the past. */
   late: boolean;
+  /** A silence DEADMAN: the fixes that reached us late and cover the silence (none yet: null). */
+  silence_evidence: SilenceEvidence | null;
   created_at: string;
   updated_at: string;
 }

@@ -5,6 +5,7 @@ import { ALARM_TRANSITIONS, canTransition, type AlarmState, type AlarmType } fro
 import { ConflictError, NotFoundError } from '../../shared/errors.js';
 import type { Logger } from '../../shared/logger.js';
 import { alarmsRaisedByType } from '../../shared/metrics/metrics.js';
+import type { SilenceEvidence } from '../../shared/detection/silence-evidence.js';
 import { UserSchema } from '../../shared/storage/entities/index.js';
 import type { Storage } from '../../shared/storage/index.js';
 import type { Bus } from '../bus-channels.js';
@@ -92,6 +93,7 @@ export function presentAlarm(row: AlarmRow): AlarmView {
     contact_restored_at: typeof details.contact_restored_at === 'string' ? details.contact_restored_at : null,
     occurred_at: typeof details.occurred_at === 'string' ? details.occurred_at : new Date(row.created_at).toISOString(),
     late: details.late === true,
+    silence_evidence: (details.silence_evidence as SilenceEvidence | undefined) ?? null,
     created_at: new Date(row.created_at).toISOString(),
     updated_at: new Date(row.updated_at).toISOString(),
   };
@@ -354,6 +356,27 @@ export class AlarmService {
       );
       return [updated, await this.recordEvent(tx, closed!, 'state_changed')];
     });
+  }
+
+  /**
+   * Adds to an alarm's details whatever its state (evidence learned after it was raised: fixes that arrived late,
+   * docs/event-time.md), as an `updated` event; its state and history stay as they are.
+   */
+  async amendDetails(organizationId: string, id: string, details: Record<string, unknown>): Promise<AlarmEventMessage | undefined> {
+    const message = await this.storage.em().transactional(async (tx) => {
+      const [current] = await tx.execute<{ id: string }[]>('select id from alarms where id = ? and organization_id = ? for update', [
+        id,
+        organizationId,
+      ]);
+      if (!current) return undefined;
+      const [row] = await tx.execute<AlarmRow[]>(
+        'update alarms set seq = ?, updated_at = now(), details = details || ?::jsonb where id = ? returning *',
+        [await this.nextSeq(tx, organizationId), JSON.stringify(details), id],
+      );
+      return this.recordEvent(tx, row!, 'updated');
+    });
+    if (message) await this.announce([message]);
+    return message;
   }
 
   /** Moves an alarm along the transition table (409 for an illegal move), recording who and when. */

@@ -57,7 +57,10 @@ export class CredentialService {
     private readonly storage: Storage,
     private readonly tokens: TokenService,
     config: Config,
-    private readonly throttle = new LoginThrottle(createLimiterBackend({ ...config, REDIS_URL: undefined }), config),
+    private readonly throttle = new LoginThrottle(
+      createLimiterBackend({ ...config, REDIS_URL: undefined, REDIS_CLUSTER_NODES: undefined }),
+      config,
+    ),
     private readonly now: () => number = Date.now,
   ) {
     this.maxKeysPerUser = config.MAX_API_KEYS_PER_USER;

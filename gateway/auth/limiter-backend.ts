@@ -1,6 +1,6 @@
-import { Redis } from 'ioredis';
 import { RateLimiterMemory, RateLimiterRedis, type RateLimiterAbstract } from 'rate-limiter-flexible';
 import type { Config } from '../../shared/config.js';
+import { redisConnections } from '../../shared/redis/redis-connections.js';
 
 export interface LimiterOptions {
   /** Names the limiter inside the deployment's prefix (e.g. `login:account`). */
@@ -10,7 +10,7 @@ export interface LimiterOptions {
 }
 
 /**
- * Where counters live: in Redis when REDIS_URL is set, so every gateway shares them, in process memory
+ * Where counters live: in Redis when it is configured (one Redis or a Redis Cluster: each counter is one key), so every gateway shares them, in process memory
  * otherwise. Both are atomic increments that expire on their own (no table to sweep).
  */
 export interface LimiterBackend {
@@ -20,7 +20,8 @@ export interface LimiterBackend {
 }
 
 export function createLimiterBackend(config: Config): LimiterBackend {
-  if (!config.REDIS_URL) {
+  const redis = redisConnections(config);
+  if (!redis) {
     return {
       kind: 'memory',
       create: ({ name, points, durationSeconds }) => new RateLimiterMemory({ keyPrefix: name, points, duration: durationSeconds }),
@@ -28,7 +29,7 @@ export function createLimiterBackend(config: Config): LimiterBackend {
     };
   }
   // Its own connection, so a limiter never waits behind the bus's traffic.
-  const client = new Redis(config.REDIS_URL, { maxRetriesPerRequest: 1, connectionName: 'floorcast-limits' });
+  const client = redis.connect({ name: 'floorcast-limits', maxRetriesPerRequest: 1 });
   client.on('error', () => undefined); // reported by the requests that fail; reconnects on its own
   return {
     kind: 'redis',

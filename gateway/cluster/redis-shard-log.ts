@@ -1,7 +1,8 @@
-import { Redis } from 'ioredis';
 import { decodePayload } from '../../shared/bus/encoded-payload.js';
 import type { PositionRecord } from '../../shared/positions/position-record.js';
 import type { EncodedPositions, PositionsMessage } from '../../shared/positions/positions-message.js';
+import type { RedisClient, RedisConnections } from '../../shared/redis/redis-connections.js';
+import { ClusterKeys } from './cluster-keys.js';
 import { SHARD_READ_COUNT, type ShardBacklog, type ShardEntry, type ShardLog } from './shard-log.js';
 
 const GROUP = 'detection';
@@ -31,19 +32,33 @@ interface XAutoClaim {
 }
 
 /**
- * A Redis Stream per shard (`<prefix>:cluster:shard:<n>`) with one consumer group, `detection`, whose consumers
- * are the members (by member id). The group starts at the stream's beginning, so entries appended before any
- * owner opened the shard are read too. After acknowledging, the owner trims the stream up to what it
- * acknowledged (MINID): entries stay in Redis only while they wait for their owner.
+ * A Redis Stream per shard (keys: cluster-keys.ts) with one consumer group, `detection`, whose consumers are the
+ * members (by member id). The group starts at the stream's beginning, so entries appended before any owner
+ * opened the shard are read too. After acknowledging, the owner trims the stream up to what it acknowledged
+ * (MINID): entries stay in Redis only while they wait for their owner.
  * Blocking reads have a connection of their own, so appends and acknowledgements never wait behind them.
+ *
+ * On a Redis Cluster each shard's stream is in a slot of its own, and one command may not read streams of several
+ * slots: a read asks without blocking (one write per node) the shards that may have new entries, those named by
+ * an `appended` message (SPUBLISH, in the append's transaction, on the shard's node) since they were last asked,
+ * or whose last answer was full; with none, it waits for such a message. Every `blockMs` without one, every shard
+ * is asked: a message lost (the subscriber reconnecting) delays an entry by that much at most.
  *
  * An owner reading back an entry it appended itself takes the records it appended, by entry id, instead of
  * decoding their bytes: the same values, since the bytes were packed from them.
  */
 export class RedisShardLog implements ShardLog {
-  private readonly commands: Redis;
-  private readonly reader: Redis;
-  private readonly keyPrefix: string;
+  private readonly commands: RedisClient;
+  private readonly keys: ClusterKeys;
+  /** One Redis: the blocking reads. A cluster: the sharded subscriber to the `appended` messages of the shards read. */
+  private readonly reader: RedisClient;
+  private readonly clustered: boolean;
+  /** Cluster: the shards whose `appended` messages the reader follows (by channel), and those that may have new entries. */
+  private readonly followed = new Map<string, number>();
+  private readonly following = new Set<number>();
+  private readonly unread = new Set<number>();
+  private wake?: () => void;
+  private closing = false;
   /** Shards of the last read: only their appends are remembered. */
   private reading = new Set<number>();
   /** Records appended to a shard being read, by entry id, in append (so stream) order. */
@@ -54,34 +69,43 @@ export class RedisShardLog implements ShardLog {
   private deliveredCount = 0;
 
   constructor(
-    url: string,
+    redis: RedisConnections,
     prefix: string,
     private readonly consumer: string,
   ) {
-    this.keyPrefix = `${prefix}:cluster:shard:`;
-    const options = { maxRetriesPerRequest: 2, enableOfflineQueue: true } as const;
-    this.commands = new Redis(url, { ...options, enableAutoPipelining: true, connectionName: `floorcast-shards-${consumer}` });
-    this.reader = new Redis(url, { ...options, connectionName: `floorcast-shards-read-${consumer}` });
+    this.keys = new ClusterKeys(redis, prefix);
+    this.clustered = redis.clustered;
+    this.commands = redis.connect({ name: `floorcast-shards-${consumer}`, maxRetriesPerRequest: 2, enableAutoPipelining: true });
+    this.reader = redis.connect({ name: `floorcast-shards-read-${consumer}`, maxRetriesPerRequest: 2, shardedSubscriber: this.clustered });
     // Errors surface through the commands' rejections; these only keep ioredis from reporting them as unhandled.
     this.commands.on('error', () => undefined);
     this.reader.on('error', () => undefined);
+    if (this.clustered) {
+      this.reader.on('smessage', (channel: string) => {
+        const shard = this.followed.get(channel);
+        if (shard === undefined) return;
+        this.unread.add(shard);
+        this.wake?.();
+      });
+    }
   }
 
   private key(shard: number): string {
-    return this.keyPrefix + shard;
+    return this.keys.shard(shard);
   }
 
   /** A hash per shard: entries not yet acknowledged, per organization (kept with the stream, in one transaction). */
   private countsKey(shard: number): string {
-    return `${this.keyPrefix}${shard}:organizations`;
+    return this.keys.shardCounts(shard);
   }
 
   async append(shard: number, positions: EncodedPositions): Promise<void> {
-    const answers = await this.commands
+    const transaction = this.commands
       .multi()
       .xadd(this.key(shard), '*', FIELD, positions.bytes)
-      .hincrby(this.countsKey(shard), positions.value.organizationId, 1)
-      .exec();
+      .hincrby(this.countsKey(shard), positions.value.organizationId, 1);
+    if (this.clustered) transaction.spublish(this.keys.shardAppended(shard), '');
+    const answers = await transaction.exec();
     const [error, added] = answers?.[0] ?? [new Error('the append transaction was discarded')];
     if (error) throw error;
     const id = added as string | null;
@@ -144,8 +168,9 @@ export class RedisShardLog implements ShardLog {
   }
 
   async read(shards: readonly number[], blockMs: number): Promise<Map<number, ShardEntry[]>> {
-    const delivered = new Map<number, ShardEntry[]>();
     this.forgetUnread(shards);
+    if (this.clustered) return this.readEachShard(shards, blockMs);
+    const delivered = new Map<number, ShardEntry[]>();
     if (shards.length === 0) return delivered;
     const keys = shards.map((shard) => this.key(shard));
     const answer = (await this.reader.xreadgroupBuffer(
@@ -160,14 +185,96 @@ export class RedisShardLog implements ShardLog {
       ...keys,
       ...keys.map(() => '>'),
     )) as [Buffer, RawEntry[]][] | null;
+    const shardOf = new Map(keys.map((key, index) => [key, shards[index]!]));
     for (const [key, entries] of answer ?? []) {
-      const shard = Number(key.toString().slice(this.keyPrefix.length));
+      const shard = shardOf.get(key.toString());
+      if (shard === undefined) continue;
       delivered.set(
         shard,
         entries.map((entry) => this.deliver(shard, this.entry(entry, shard))),
       );
     }
     return delivered;
+  }
+
+  /** Redis Cluster: the shards that may have new entries asked without blocking (see the class comment). */
+  private async readEachShard(shards: readonly number[], blockMs: number): Promise<Map<number, ShardEntry[]>> {
+    await this.follow(shards);
+    const deadline = Date.now() + blockMs;
+    const delivered = new Map<number, ShardEntry[]>();
+    if (shards.length === 0) return delivered;
+    for (;;) {
+      // Taken off before asking: a message that comes while the answer is on its way asks again.
+      const asked = shards.filter((shard) => this.unread.delete(shard));
+      const answers = await Promise.all(
+        asked.map(
+          (shard) =>
+            this.commands.xreadgroupBuffer('GROUP', GROUP, this.consumer, 'COUNT', READ_COUNT, 'STREAMS', this.key(shard), '>') as Promise<
+              [Buffer, RawEntry[]][] | null
+            >,
+        ),
+      );
+      for (const [index, answer] of answers.entries()) {
+        const shard = asked[index]!;
+        const entries = answer?.[0]?.[1] ?? [];
+        if (entries.length === 0) continue;
+        // A full answer may have left more behind.
+        if (entries.length >= READ_COUNT) this.unread.add(shard);
+        delivered.set(
+          shard,
+          entries.map((entry) => this.deliver(shard, this.entry(entry, shard))),
+        );
+      }
+      const left = deadline - Date.now();
+      if (delivered.size > 0 || left <= 0 || this.closing) return delivered;
+      if (!shards.some((shard) => this.unread.has(shard)) && !(await this.appendedWithin(left))) {
+        for (const shard of shards) this.unread.add(shard);
+      }
+    }
+  }
+
+  /** Waits up to `ms` for an `appended` message; false when none came. */
+  private appendedWithin(ms: number): Promise<boolean> {
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => ((this.wake = undefined), resolve(false)), ms);
+      this.wake = () => {
+        clearTimeout(timer);
+        this.wake = undefined;
+        resolve(true);
+      };
+    });
+  }
+
+  /** Follows the `appended` messages of exactly these shards (each channel on its shard's node); new ones are asked at once. */
+  private async follow(shards: readonly number[]): Promise<void> {
+    if (shards.length === this.followed.size && shards.every((shard) => this.following.has(shard))) return;
+    const wanted = new Set(shards);
+    const added = shards.filter((shard) => !this.following.has(shard));
+    const removed = [...this.followed].filter(([, shard]) => !wanted.has(shard));
+    for (const [channel, shard] of removed) {
+      this.followed.delete(channel);
+      this.following.delete(shard);
+      this.unread.delete(shard);
+    }
+    for (const shard of added) {
+      this.followed.set(this.keys.shardAppended(shard), shard);
+      this.following.add(shard);
+    }
+    // Asked at once whatever happens: entries may have come before the subscription (or while it failed).
+    for (const shard of added) this.unread.add(shard);
+    try {
+      await Promise.all([
+        ...added.map((shard) => this.reader.ssubscribe(this.keys.shardAppended(shard))),
+        ...removed.map(([channel]) => this.reader.sunsubscribe(channel)),
+      ]);
+    } catch (error) {
+      // Followed again at the next read.
+      for (const shard of added) {
+        this.followed.delete(this.keys.shardAppended(shard));
+        this.following.delete(shard);
+      }
+      throw error;
+    }
   }
 
   /** Remembers the organization of an entry delivered here, to count it down when it is acknowledged. */
@@ -205,24 +312,27 @@ export class RedisShardLog implements ShardLog {
   }
 
   /**
-   * One pipeline: XINFO GROUPS gives the group's pending count and its lag (entries never delivered, Redis 7);
-   * where Redis tells no lag (no group yet: nobody opened the shard; Redis 6; a lag it cannot tell), XLEN
-   * stands in for both. A stream that does not exist holds nothing.
+   * One write (auto-pipelined; one per node on a cluster, where a pipeline may not span slots): XINFO GROUPS gives
+   * the group's pending count and its lag (entries never delivered, Redis 7); where Redis tells no lag (no group
+   * yet: nobody opened the shard; Redis 6; a lag it cannot tell), XLEN stands in for both. A stream that does not
+   * exist holds nothing.
    */
   async backlog(shards: readonly number[]): Promise<number[]> {
     if (shards.length === 0) return [];
-    const pipeline = this.commands.pipeline();
-    for (const shard of shards) pipeline.xinfo('GROUPS', this.key(shard)).xlen(this.key(shard));
-    const answers = (await pipeline.exec()) ?? [];
-    return shards.map((_, index) => {
-      const [groupsError, groups] = answers[2 * index] ?? [];
-      const [, length] = answers[2 * index + 1] ?? [];
-      if (groupsError) return 0;
+    const answers = await Promise.all(
+      shards.map((shard) =>
+        Promise.allSettled([this.commands.xinfo('GROUPS', this.key(shard)) as Promise<unknown[][]>, this.commands.xlen(this.key(shard))]),
+      ),
+    );
+    return answers.map(([groupsAnswer, lengthAnswer]) => {
+      if (groupsAnswer.status === 'rejected') return 0;
+      const groups = groupsAnswer.value;
+      const length = lengthAnswer.status === 'fulfilled' ? lengthAnswer.value : 0;
       const group = (groups as unknown[][]).map(fieldsOf).find((fields) => fields.get('name') === GROUP);
-      if (!group) return Number(length ?? 0);
+      if (!group) return length;
       const lag = group.get('lag');
       // XLEN counts the pending entries too (and a few acknowledged ones not trimmed yet): an upper bound.
-      return typeof lag === 'number' ? Number(group.get('pending') ?? 0) + lag : Number(length ?? 0);
+      return typeof lag === 'number' ? Number(group.get('pending') ?? 0) + lag : length;
     });
   }
 
@@ -233,29 +343,33 @@ export class RedisShardLog implements ShardLog {
    */
   async organizationBacklog(shards: readonly number[]): Promise<ShardBacklog[]> {
     if (shards.length === 0) return [];
-    const pipeline = this.commands.pipeline();
-    for (const shard of shards) pipeline.hgetall(this.countsKey(shard));
-    const [totals, answers] = await Promise.all([this.backlog(shards), pipeline.exec()]);
+    const [totals, answers] = await Promise.all([
+      this.backlog(shards),
+      Promise.allSettled(shards.map((shard) => this.commands.hgetall(this.countsKey(shard)))),
+    ]);
     const drained: number[] = [];
     const backlogs = shards.map((shard, index) => {
       const total = totals[index]!;
       const organizations = new Map<string, number>();
-      const [error, counts] = answers?.[index] ?? [];
+      const answer = answers[index]!;
+      const counts = answer.status === 'fulfilled' ? answer.value : undefined;
       if (total === 0) {
-        if (!error && counts && Object.keys(counts as object).length > 0) drained.push(shard);
+        if (counts && Object.keys(counts).length > 0) drained.push(shard);
         return { total, organizations };
       }
-      for (const [organizationId, count] of Object.entries((counts ?? {}) as Record<string, string>)) {
+      for (const [organizationId, count] of Object.entries(counts ?? {})) {
         if (Number(count) > 0) organizations.set(organizationId, Number(count));
       }
       return { total, organizations };
     });
-    if (drained.length > 0) await this.commands.del(...drained.map((shard) => this.countsKey(shard))).catch(() => undefined);
+    await Promise.all(drained.map((shard) => this.commands.del(this.countsKey(shard)).catch(() => undefined)));
     return backlogs;
   }
 
   async close(): Promise<void> {
     // A blocked read holds nothing worth waiting for; appends and acknowledgements under way are.
+    this.closing = true;
+    this.wake?.();
     this.reader.disconnect();
     await Promise.race([this.commands.quit().catch(() => undefined), new Promise((resolve) => setTimeout(resolve, 2000).unref())]);
     this.commands.disconnect();

@@ -42,6 +42,16 @@ interface DeviceState {
   observedThrough: number | null;
   /** After a rebuild, fixes taken before this are reflected in the stored zone events: ignored. */
   settledBefore: number;
+  /**
+   * The device's event time at the last sweep that settled something for it (a debounce, a max-stay) on its clock
+   * carried forward: a fix taken before it, even newer than any run, may contradict what the sweep assumed.
+   */
+  sweptTo: number;
+  /**
+   * Its fixes wait for the late path, which reads what is stored and then hands back the state: a sweep meanwhile
+   * would judge zones and stays the replay is about to replace, and what it stored then would escape the replay.
+   */
+  replaying: boolean;
   transition: transition.TransitionState;
   /** `transition` changed since max-stay last looked at it; otherwise max-stay has the same stays to check. */
   transitionChanged: boolean;
@@ -277,11 +287,27 @@ export class DetectionEngine {
     const at = record.timestamp;
     let state = this.devices.get(key);
     if (state && state.observedThrough !== null && state.observedThrough > at) {
-      late?.push(record);
+      if (late) {
+        late.push(record);
+        state.replaying = true;
+      }
       return out;
     }
-    // Replayed after a rebuild: older than what the stored state already reflects, or from where the device was before.
+    // Rebuilt from storage (a takeover, a restart) and nothing run here since: the zone state restored lacks any
+    // dwell or grace under way when it was lost, and the previous owner may have died with a buffer taken but not
+    // detected. With a late path, zones and stays of the device's fixes go there, which replays them from the
+    // stored fixes before them (what it finds already stored, it does not store twice) and hands back the state;
+    // the rest (its place, dead-man) is followed here. Without one, as before the late path: a fix older than
+    // what the stored state reflects changes nothing, a newer one runs against the state restored.
+    const replayed = late !== undefined && state?.observedThrough === null;
+    // Newer than any fix run, but older than what a sweep assumed of the device while it was quiet (it stayed where
+    // it was last seen): run here, and checked by the late path, which withdraws what the fixes contradict.
+    if (late && state && (replayed || at < state.sweptTo)) {
+      late.push(record);
+      state.replaying = true;
+    }
     if (
+      !replayed &&
       state &&
       state.observedThrough === null &&
       (at < state.settledBefore || (at < state.last.timestamp && record.buildingId !== state.buildingId))
@@ -297,6 +323,8 @@ export class DetectionEngine {
         last: record,
         observedThrough: null,
         settledBefore: 0,
+        sweptTo: -Infinity,
+        replaying: false,
         transition: transition.initialTransitionState(),
         transitionChanged: false,
         maxStay: maxStay.initialMaxStayState(),
@@ -308,12 +336,13 @@ export class DetectionEngine {
       this.devices.set(key, state);
     }
     // Leaving a building (or its floors' coverage) closes every open stay there at once.
-    if (state.buildingId !== null && state.buildingId !== record.buildingId) this.leaveBuilding(state, at, out);
+    if (state.buildingId !== null && state.buildingId !== record.buildingId)
+      this.leaveBuilding(state, at, replayed ? emptyDetections() : out);
     // Only a replay after a rebuild can be older than `last`: it may still enter or exit, but `last` and the
     // dead-man state stay with the newer stored position.
     const newest = record.timestamp >= state.last.timestamp;
     if (newest && state.deadman && deadman.contactRestored(state.deadman)) this.restoreContact(state, record, out);
-    state.observedThrough = record.timestamp;
+    if (!replayed) state.observedThrough = record.timestamp;
     if (newest) {
       state.last = record;
       state.userId = record.userId;
@@ -322,11 +351,13 @@ export class DetectionEngine {
     if (runtime && detection && record.floorId !== null && record.x !== null && record.y !== null) {
       state.buildingId = runtime.id;
       state.floorId = record.floorId;
-      const zoneIds = this.tagged.of(detection.index, record.floorId, record.x, record.y);
-      const stepped = transition.step(state.transition, { zoneIds, floorId: record.floorId }, detection.transitionRules, at);
-      setTransition(state, stepped.state);
-      this.collectTransitions(state, detection, stepped.transitions, out);
-      this.checkMaxStay(state, detection, at, out);
+      if (!replayed) {
+        const zoneIds = this.tagged.of(detection.index, record.floorId, record.x, record.y);
+        const stepped = transition.step(state.transition, { zoneIds, floorId: record.floorId }, detection.transitionRules, at);
+        setTransition(state, stepped.state);
+        this.collectTransitions(state, detection, stepped.transitions, out);
+        this.checkMaxStay(state, detection, at, out);
+      }
       if (newest)
         state.deadman = deadman.step(
           state.deadman,
@@ -352,8 +383,9 @@ export class DetectionEngine {
   }
 
   /**
-   * The late path re-ran the device's fixes through `observedThrough` in event time: its zone and stay state
-   * replaces the live one, unless a newer fix was run meanwhile (then the next late run sets it right).
+   * The late path re-ran the device's fixes through `observedThrough` in event time (after a rebuild, through its
+   * newest stored fix): its zone and stay state replaces the live one, unless a newer fix was run meanwhile (then
+   * the next late run sets it right).
    */
   adoptReplay(
     organizationId: string,
@@ -363,11 +395,20 @@ export class DetectionEngine {
     stays: maxStay.MaxStayState,
   ): boolean {
     const state = this.devices.get(`${organizationId}|${deviceId}`);
-    if (!state || state.observedThrough !== observedThrough) return false;
+    if (!state || (state.observedThrough ?? state.last.timestamp) !== observedThrough) return false;
+    state.observedThrough = observedThrough;
     state.transition = zones;
     state.maxStay = stays;
     state.transitionChanged = true;
     return true;
+  }
+
+  /** The late path is done with these devices (replayed, or given up): sweeps judge their zones and stays again. */
+  replayed(keys: Iterable<{ organizationId: string; deviceId: string }>): void {
+    for (const { organizationId, deviceId } of keys) {
+      const state = this.devices.get(`${organizationId}|${deviceId}`);
+      if (state) state.replaying = false;
+    }
   }
 
   /** Per building held here: the newest fix time run (a scrape's read, over every device held). */
@@ -484,6 +525,8 @@ export class DetectionEngine {
       last,
       observedThrough: null,
       settledBefore: device.settledBefore,
+      sweptTo: -Infinity,
+      replaying: false,
       transition: device.transition,
       transitionChanged: false,
       maxStay: device.maxStay,
@@ -517,13 +560,18 @@ export class DetectionEngine {
         continue;
       }
       if (!detection) continue;
-      const swept = transition.sweep(state.transition, detection.transitionRules, eventNow);
-      if (swept.transitions.length > 0) {
-        setTransition(state, swept.state);
-        this.collectTransitions(state, detection, swept.transitions, out);
-      }
       const watchedSince = this.watchedSince(state.buildingId, now);
-      this.checkMaxStay(state, detection, eventNow, out, { lastSeenAt: state.last.timestamp, watchedSince: watchedSince + offset });
+      if (!state.replaying) {
+        const swept = transition.sweep(state.transition, detection.transitionRules, eventNow);
+        if (swept.transitions.length > 0) {
+          setTransition(state, swept.state);
+          this.collectTransitions(state, detection, swept.transitions, out);
+          state.sweptTo = eventNow;
+        }
+        const raised = out.alarms.length;
+        this.checkMaxStay(state, detection, eventNow, out, { lastSeenAt: state.last.timestamp, watchedSince: watchedSince + offset });
+        if (out.alarms.length > raised) state.sweptTo = eventNow;
+      }
       if (state.deadman) {
         const silenceS = detection.deadman.deadmanSilenceS;
         const buildingId = state.deadman.buildingId;

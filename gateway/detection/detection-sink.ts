@@ -1,5 +1,6 @@
 import type { Bus } from '../bus-channels.js';
 import type { Logger } from '../../shared/logger.js';
+import type { Execute } from '../../shared/webhooks/deliveries.js';
 import { zoneEventCounters } from '../../shared/metrics/metrics.js';
 import type { PositionWriter } from '../../shared/positions/position-writer.js';
 import type { AlarmService } from '../alarms/alarm-service.js';
@@ -14,6 +15,8 @@ export const MAX_EVENTS_PER_MESSAGE = 2000;
 export interface DetectionWebhooks {
   /** Stores zone events, with the deliveries they owe in the same transaction; `groupCommit` when they owe none. */
   storeZoneEvents(zoneEvents: readonly ZoneEventRecord[], groupCommit: () => Promise<void>): Promise<void>;
+  /** Stores what `write` writes (the late path's corrections) with the deliveries `zoneEvents` owe, in one transaction. */
+  storeLateZoneEvents(zoneEvents: readonly ZoneEventRecord[], write: (execute: Execute) => Promise<void>): Promise<void>;
   /** Told of zone events and triggers once stored and announced. */
   detectionsStored(zoneEvents: readonly ZoneEventRecord[], triggered: Detections['triggered']): Promise<void>;
 }

@@ -7,6 +7,7 @@ import type { Storage } from '../../shared/storage/index.js';
 import type { AlarmService } from '../alarms/alarm-service.js';
 import type { BuildingRegistry } from '../realtime/building-registry.js';
 import { StorageDeadLetterStore } from './dead-letter-store.js';
+import { DeadmanEvidence } from './deadman-evidence.js';
 import { DetectionEngine } from './detection-engine.js';
 import { DetectionOutbox } from './detection-outbox.js';
 import { DetectionShards, type LatestPositions } from './detection-shards.js';
@@ -58,6 +59,7 @@ export function createDetection(deps: DetectionDependencies): Detection {
     engine,
     registry,
     outbox,
+    webhooks,
     announce: (found) => sink.announce(found),
     supersedeAlarm: async (organizationId, alarmId, key) => {
       // Marked first, so the closing event every screen gets says why; an alarm already closed by an operator stays as it is.
@@ -75,7 +77,17 @@ export function createDetection(deps: DetectionDependencies): Detection {
     logger,
     reorderWindowMs: config.DETECTION_REORDER_WINDOW_SECONDS * 1000,
   });
-  const detection = new OwnerDetection(engine, registry, outbox, late);
+  // Silence alarms get the late fixes that cover their silence as evidence (deadman-evidence.ts).
+  const evidence = new DeadmanEvidence({
+    storage,
+    engine,
+    registry,
+    alarms,
+    logger,
+    reorderWindowMs: config.DETECTION_REORDER_WINDOW_SECONDS * 1000,
+    maxAgeMs: config.POSITIONS_MAX_AGE_SECONDS * 1000,
+  });
+  const detection = new OwnerDetection(engine, registry, outbox, { late, evidence });
   const shards = new DetectionShards({ detection, loader, engine, live, storage, shards: config.CLUSTER_SHARDS, logger });
   return { engine, outbox, shards };
 }

@@ -13,6 +13,8 @@ import { maxStayAlarmOf, staysOf, zoneEventOf, zoneKindOf, type DetectionEngine 
 import type { DetectionOutbox } from './detection-outbox.js';
 import type { DetectedAlarm, Detections, ZoneEventRecord } from './detections.js';
 import { insertZoneEvents } from '../../shared/detection/zone-event-insert.js';
+import type { Execute } from '../../shared/webhooks/deliveries.js';
+import type { DetectionWebhooks } from './detection-sink.js';
 
 export interface LateDetectionDependencies {
   storage: Storage;
@@ -25,6 +27,8 @@ export interface LateDetectionDependencies {
    * key freed so the stay can alarm again should later fixes show it ran over after all.
    */
   supersedeAlarm(organizationId: string, alarmId: string, idempotencyKey: string): Promise<void>;
+  /** Stores the corrections with the webhook deliveries they owe (on this node only, as for on-time events). */
+  webhooks?: Pick<DetectionWebhooks, 'storeLateZoneEvents'>;
   /** Pushes stored zone events to every gateway (detection-sink.ts). */
   announce(detections: Pick<Detections, 'zoneEvents' | 'triggered'>): Promise<void>;
   logger: Logger;
@@ -113,8 +117,8 @@ interface Replay {
  * - a stored one the fixes now contradict is kept, marked `superseded`, and the new event of the same type and
  *   zone nearest in time names it (`supersedes`).
  * Max-stay alarms found are raised through the outbox under the stay's key, so one already raised is a no-op, and
- * the device's live zone and stay state becomes the replay's. A debounce under way just before the late run starts
- * again (as after a rebuild), so on fences with a dwell or grace the times can differ by the debounce.
+ * the device's live zone and stay state becomes the replay's. A dwell or grace under way just before the late run
+ * is restored as the stored event it went on to fire (see `before`), so debounced fences give the on-time events.
  */
 export class LateDetection {
   constructor(private readonly deps: LateDetectionDependencies) {}
@@ -130,27 +134,33 @@ export class LateDetection {
     // Their organizations' detections stored first (the state rebuilt from storage must hold them); another
     // organization's, still coming in from its own series, are not waited for.
     const organizations = new Set(records.map((record) => record.organizationId));
-    await outbox.drain(organizations);
-    if (outbox.sizeOf(organizations) > 0)
-      throw new StorageUnavailableError('detections wait for storage: late fixes are taken again later');
-    for (const fixes of byDevice.values()) {
-      if (!holds()) return false;
-      try {
-        await this.device(fixes, holds);
-      } catch (error) {
-        if (isOutageError(error)) throw error;
-        logger.error({ err: error, deviceId: fixes[0]!.deviceId }, 'late detection of a device failed; its live state is kept');
+    try {
+      await outbox.drain(organizations);
+      if (outbox.sizeOf(organizations) > 0)
+        throw new StorageUnavailableError('detections wait for storage: late fixes are taken again later');
+      for (const fixes of byDevice.values()) {
+        if (!holds()) return false;
+        try {
+          await this.device(fixes, holds);
+        } catch (error) {
+          if (isOutageError(error)) throw error;
+          logger.error({ err: error, deviceId: fixes[0]!.deviceId }, 'late detection of a device failed; its live state is kept');
+        }
       }
+      return holds();
+    } finally {
+      // Taken again after an outage, they wait no more meanwhile: a sweep then judges them as before.
+      this.deps.engine.replayed([...byDevice.values()].map((fixes) => fixes[0]!));
     }
-    return holds();
   }
 
   private async device(fixes: PositionRecord[], holds: () => boolean): Promise<void> {
     const { engine, storage, reorderWindowMs } = this.deps;
     const { organizationId, deviceId } = fixes[0]!;
     const live = engine.liveOf(organizationId, deviceId);
-    if (!live || live.observedThrough === null) return;
-    const through = live.observedThrough;
+    if (!live) return;
+    // After a rebuild nothing has run here yet: the state restored reflects the device's newest stored fix.
+    const through = live.observedThrough ?? live.last.timestamp;
     let from = Infinity;
     let arrivedAt = -Infinity;
     for (const fix of fixes) {
@@ -159,12 +169,23 @@ export class LateDetection {
       if (through - fix.timestamp > reorderWindowMs && fix.buildingId !== null) detectionLateFixes.labels(String(fix.buildingId)).inc();
     }
     const lookbackMs = this.deps.lookbackMs ?? 24 * 3600_000;
-    const [previous] = await storage.execute<FixRow>(
-      `select user_id, building_id, floor_id, x, y, lat, lng, ${ms('ts')} as ts_ms from positions
-       where organization_id = ? and device_id = ? and ts < to_timestamp(?::float8 / 1000) and ts >= to_timestamp(?::float8 / 1000)
-       order by ts desc, received_at desc limit 1`,
-      [organizationId, deviceId, from, from - lookbackMs],
-    );
+    const fixBefore = async (at: number) =>
+      (
+        await storage.execute<FixRow>(
+          `select user_id, building_id, floor_id, x, y, lat, lng, ${ms('ts')} as ts_ms from positions
+           where organization_id = ? and device_id = ? and ts < to_timestamp(?::float8 / 1000) and ts >= to_timestamp(?::float8 / 1000)
+           order by ts desc, received_at desc limit 1`,
+          [organizationId, deviceId, at, at - lookbackMs],
+        )
+      )[0];
+    let previous = await fixBefore(from);
+    // A dwell or grace under way at the fix before the run started after that fix's time less the longest one: the
+    // replay starts there, so one the detectors held only in memory (an owner that died with it) is found again.
+    const debounceMs = this.longestDebounce(await this.detectionOf(organizationId, previous?.building_id ?? null));
+    if (previous && debounceMs > 0 && previous.ts_ms - debounceMs < from) {
+      from = previous.ts_ms - debounceMs;
+      previous = await fixBefore(from);
+    }
     const maxFixes = this.deps.maxReplayFixes ?? 200_000;
     const replayed = await storage.execute<FixRow>(
       `select user_id, building_id, floor_id, x, y, lat, lng, ${ms('ts')} as ts_ms from positions
@@ -176,18 +197,32 @@ export class LateDetection {
       this.deps.logger.warn({ deviceId, from, through }, 'late run too long to replay; the live events stand');
       return;
     }
-    const before = await storage.execute<EventRow>(
-      `select distinct on (zone_kind, zone_id) id::text as id, building_id, zone_kind, zone_id, type, ${ms('at')} as at_ms
+    // The zones as the detectors held them just before the late run, from each one's latest event before it: an
+    // enter is inside since its `at`; one decided (after its dwell or grace) only during the run was still under
+    // way, pending since its `at`, from the side before it. A debounce under way then that never fired needs
+    // nothing: a fix contradicted it in time, and that fix is replayed too. One decided earlier than its stored
+    // `fired_at` says (a replay found it again with fixes the live path lacked) is settled by the first fix replayed,
+    // its dwell or grace having elapsed before it.
+    const before = await storage.execute<EventRow & { fired_ms: number }>(
+      `select id::text as id, building_id, zone_kind, zone_id, type, ${ms('at')} as at_ms, ${ms('fired_at')} as fired_ms
        from zone_events
        where organization_id = ? and device_id = ? and not superseded
          and at < to_timestamp(?::float8 / 1000) and at >= to_timestamp(?::float8 / 1000)
-       order by zone_kind, zone_id, at desc, fired_at desc, id desc`,
+       order by at, fired_at, id`,
       [organizationId, deviceId, from, from - lookbackMs],
     );
     const inside = new Map<string, number>();
-    for (const row of before)
-      if (row.type === 'enter' && previous && Number(row.building_id) === previous.building_id)
-        inside.set(engineZoneId(row.zone_kind, row.zone_id), row.at_ms);
+    /** By zone: the stored event under way at the late run, which the replay must find again or supersede. */
+    const pending = new Map<string, EventRow>();
+    for (const row of before) {
+      const zoneId = engineZoneId(row.zone_kind, row.zone_id);
+      // Rows in time order: each zone ends at its latest event.
+      pending.delete(zoneId);
+      if (!previous || Number(row.building_id) !== previous.building_id) inside.delete(zoneId);
+      else if (row.fired_ms >= from) pending.set(zoneId, row);
+      else if (row.type === 'enter') inside.set(zoneId, row.at_ms);
+      else inside.delete(zoneId);
+    }
     const fences = new Map([...inside].filter(([zoneId]) => zoneKindOf(zoneId) === 'geofence'));
     // Max-stay alarms of the device: those found before the late run stand (their stays count as alarmed); those
     // found in it (or by a sweep since) are what the replay must find again.
@@ -205,19 +240,20 @@ export class LateDetection {
 
     const replay = await this.replay(
       { organizationId, deviceId, previous, arrivedAt },
-      transition.restoredState(inside, previous?.floor_id ?? null),
+      transition.restoredState(inside, previous?.floor_id ?? null, new Map([...pending].map(([zoneId, row]) => [zoneId, row.at_ms]))),
       maxStay.restoredState(fences, alarmed),
       replayed,
       // The device's event time now, as the live sweep judges it: pending debounces it has settled settle here too.
       Date.now() - live.last.receivedAt + live.last.timestamp,
     );
+    // The stretch's stored events: those that happened in it, and the debounces under way at its start.
     const stored = await storage.execute<EventRow>(
       `select id::text as id, building_id, zone_kind, zone_id, type, ${ms('at')} as at_ms from zone_events
        where organization_id = ? and device_id = ? and not superseded and at >= to_timestamp(?::float8 / 1000)
        order by at, id`,
       [organizationId, deviceId, from],
     );
-    const { added, superseded } = reconcile(replay.events, stored);
+    const { added, superseded } = reconcile(replay.events, [...pending.values(), ...stored]);
     const found = new Set(replay.alarms.map((alarm) => `${alarm.geofenceId}|${Date.parse(String(alarm.details!.entered_at))}`));
     const standing = new Set(stayAlarms.map((alarm) => alarm.stay));
     const contradicted = stayAlarms.filter((alarm) => alarm.occurredAt >= from && !found.has(alarm.stay));
@@ -320,6 +356,13 @@ export class LateDetection {
     return { events, alarms, zones, stays };
   }
 
+  /** The longest dwell or exit grace of a building's zones, in ms (0 without any). */
+  private longestDebounce(detection: BuildingDetection | undefined): number {
+    let longest = 0;
+    for (const rule of detection?.transitionRules.values() ?? []) longest = Math.max(longest, rule.minDwellS ?? 0, rule.exitGraceS ?? 0);
+    return longest * 1000;
+  }
+
   private async detectionOf(organizationId: string, buildingId: number | null): Promise<BuildingDetection | undefined> {
     if (buildingId === null) return undefined;
     const { registry, engine } = this.deps;
@@ -327,20 +370,28 @@ export class LateDetection {
     return engine.buildings.of(runtime);
   }
 
-  /** New events and the superseded marks in one transaction: a reader never sees a correction without its mark. */
+  /**
+   * New events and the superseded marks in one transaction, with the webhook deliveries the new events owe: a
+   * reader never sees a correction without its mark, nor a webhook miss one.
+   */
   private async store(added: ZoneEventRecord[], superseded: string[]): Promise<void> {
-    const { storage } = this.deps;
-    await storage.em().transactional(async (tx) => {
-      const execute = (sql: string, params: unknown[]) => (tx as EntityManager).execute(sql, params) as Promise<Record<string, unknown>[]>;
+    const { storage, webhooks } = this.deps;
+    const write = async (execute: Execute) => {
       if (superseded.length > 0)
         await execute('update zone_events set superseded = true where id = any(?::bigint[])', [pgArray(superseded)]);
       if (added.length === 0) return;
-      const ids = await execute(`select nextval(pg_get_serial_sequence('zone_events', 'id'))::text as id from generate_series(1, ?)`, [
-        added.length,
-      ]);
+      const ids = await execute<{ id: string }>(
+        `select nextval(pg_get_serial_sequence('zone_events', 'id'))::text as id from generate_series(1, ?)`,
+        [added.length],
+      );
       for (const [index, event] of added.entries()) event.id = String(ids[index]!.id);
       await insertZoneEvents(execute, added);
-    });
+    };
+    if (webhooks) await webhooks.storeLateZoneEvents(added, write);
+    else
+      await storage
+        .em()
+        .transactional((tx) => write(((sql: string, params: unknown[]) => (tx as EntityManager).execute(sql, params)) as Execute));
   }
 }
 

@@ -3,6 +3,7 @@ import type { PositionRecord } from '../../shared/positions/position-record.js';
 import type { BuildingRegistry, BuildingRuntime } from '../realtime/building-registry.js';
 import type { DetectionEngine } from './detection-engine.js';
 import type { DetectionOutbox } from './detection-outbox.js';
+import type { DeadmanEvidence } from './deadman-evidence.js';
 import type { LateDetection } from './late-detection.js';
 import { emptyDetections } from './detections.js';
 
@@ -37,8 +38,12 @@ export class OwnerDetection {
     private readonly engine: DetectionEngine,
     private readonly registry: BuildingRegistry,
     private readonly outbox: DetectionOutbox,
-    /** Where fixes older than their device's newest detected one go (none: they change nothing, as before). */
-    private readonly late?: Pick<LateDetection, 'run'>,
+    /**
+     * What a read's fixes go through once its on-time ones are detected: `late` takes the fixes older than their
+     * device's newest detected one (none: they change nothing), `evidence` every fix, for the silence alarms the
+     * ones that reached us late cover.
+     */
+    private readonly after: { late?: Pick<LateDetection, 'run'>; evidence?: Pick<DeadmanEvidence, 'run'> } = {},
     private readonly clock: () => number = () => performance.now(),
   ) {}
 
@@ -98,8 +103,9 @@ export class OwnerDetection {
     detectionPositions.inc(records.length - sliceStart);
     if (!holds()) return false;
     this.outbox.add(found, false);
-    if (late.length > 0 && this.late) return this.late.run(late, holds);
-    return true;
+    if (late.length > 0 && this.after.late && !(await this.after.late.run(late, holds))) return false;
+    await this.after.evidence?.run(records);
+    return holds();
   }
 
   /**

@@ -14,7 +14,7 @@ import type { BuildingRegistry, BuildingRuntime } from '../realtime/building-reg
 import type { LiveState } from '../realtime/live-state.js';
 import { EvacuationStore, type Actor, type EvacuationRow, type StoredEntry } from './evacuation-store.js';
 import { presentEntry, presentSummary, type PresentedEntry } from './presenters.js';
-import { countRoll, orderMissing, personKeyOf, rollAtDeclaration, type Fix, type MusterPoint } from './roll.js';
+import { countRoll, orderMissing, personKeyOf, rollAtDeclaration, type Fix, type MusterPoint, type RollStatus } from './roll.js';
 
 /** One change of an evacuation: started, ended, or one roll entry changed (with its seq). */
 export interface EvacuationChange {
@@ -289,9 +289,10 @@ export class EvacuationService {
 
   /**
    * The roll as it stands, with counts. The missing carry their last known place: the newest fix of any of their
-   * devices, from this gateway's live state or else storage (after a restart the live state is empty).
+   * devices, from this gateway's live state or else storage (after a restart the live state is empty). `statuses`
+   * narrows `roll` and `arrivals` to those statuses (the counts and the missing stay whole).
    */
-  async view(evacuation: EvacuationRow) {
+  async view(evacuation: EvacuationRow, statuses?: readonly RollStatus[]) {
     const entries = (await this.store.roll(evacuation.id)).sort((a, b) => (a.personKey < b.personKey ? -1 : 1));
     const runtime = this.registry.peek(evacuation.buildingId);
     const stillMissing = entries.filter((entry) => !entry.arrival && entry.status === 'missing');
@@ -304,12 +305,14 @@ export class EvacuationService {
       stillMissing.map((entry) => this.withNewestFix(evacuation.organizationId, entry, stored)),
       (floorId) => runtime?.floors.get(floorId)?.level,
     );
+    const wanted = statuses && new Set(statuses);
+    const listed = (entry: StoredEntry) => !wanted || wanted.has(entry.status);
     return {
       ...presentSummary(evacuation),
       counts: countRoll(entries),
       missing: missing.map(presentEntry),
-      roll: entries.filter((entry) => !entry.arrival).map(presentEntry),
-      arrivals: entries.filter((entry) => entry.arrival).map(presentEntry),
+      roll: entries.filter((entry) => !entry.arrival && listed(entry)).map(presentEntry),
+      arrivals: entries.filter((entry) => entry.arrival && listed(entry)).map(presentEntry),
     };
   }
 

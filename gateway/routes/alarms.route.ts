@@ -79,6 +79,39 @@ export const alarmSchema = z.object({
     .describe(
       'Found from fixes or a press that reached the server late (uploaded from an offline buffer): occurred_at is in the past, details.delay_ms says by how much. A max-stay alarm later fixes contradict is closed by the system with details.superseded',
     ),
+  silence_evidence: z
+    .object({
+      count: z.number().int().describe('Fixes taken during the silence that reached the server late'),
+      first_at: z.string().describe('Fix time of the first of them'),
+      last_at: z.string().describe('Fix time of the last of them'),
+      was_moving: z
+        .boolean()
+        .describe(
+          'They changed floor, or two of them lie further apart than the building’s dead-man radius (deadman_radius_m, 0 when unset)',
+        ),
+      moved_m: z
+        .number()
+        .nullable()
+        .describe('Greatest distance between two of them on one floor, in metres; null without floor coordinates'),
+      fixes: z
+        .array(
+          z.object({
+            at: z.string().describe('Fix time'),
+            building_id: z.number().int().nullable(),
+            floor_id: z.number().int().nullable(),
+            x: z.number().nullable(),
+            y: z.number().nullable(),
+            lat: z.number(),
+            lng: z.number(),
+            delay_ms: z.number().describe('How long after the fix it reached the server'),
+          }),
+        )
+        .describe('At most 50 of them, evenly spread over the silence, the first and the last included'),
+    })
+    .nullable()
+    .describe(
+      'DEADMAN for silence: positions the device buffered while it was silent and uploaded late (also in details). The alarm is not withdrawn by them (nobody saw the person then); they are evidence to close it with ("reported late: was moving"). Null when none came',
+    ),
   created_at: z.string(),
   updated_at: z.string(),
 });

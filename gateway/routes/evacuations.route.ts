@@ -1,9 +1,12 @@
 import { z } from 'zod';
 import { evacuationSchema, rollEntrySchema, presentEntry } from '../evacuations/presenters.js';
-import { booleanParam, idParam, uuidParam } from '../http/query-schemas.js';
+import { ROLL_STATUSES } from '../evacuations/roll.js';
+import { booleanParam, idParam, listParam, uuidParam } from '../http/query-schemas.js';
 import { defineRoute } from '../http/route.js';
 import type { GatewayServices } from '../services.js';
 import { routeSchema } from './routing.route.js';
+import { EVACUATION_REPORT_JOB, evacuationReportSchema, type EvacuationReportJob } from '../../shared/evacuations/evacuation-report.js';
+import { renderedBody, type RenderedReport } from '../../shared/reports/report-output.js';
 
 const evacuationParam = z.union([uuidParam, z.literal('current')]).describe('An evacuation id, or `current` for the active one');
 const entryParam = z.string().min(1).max(300).describe('A roll entry: `user:{user id}` or `device:{identifier}`');
@@ -12,7 +15,7 @@ const entryParam = z.string().min(1).max(300).describe('A roll entry: `user:{use
  * Evacuations of a building (issue 31): declared and ended by admins and user managers, the roll read by whoever
  * sees everyone's positions.
  */
-export function evacuationRoutes({ evacuations, routing }: GatewayServices) {
+export function evacuationRoutes({ evacuations, routing, jobs, config }: GatewayServices) {
   return [
     defineRoute({
       method: 'POST',
@@ -56,9 +59,17 @@ export function evacuationRoutes({ evacuations, routing }: GatewayServices) {
       auth: 'authenticated',
       action: 'tracking:read-all',
       params: z.object({ id: idParam, evacuation: evacuationParam }),
+      query: z.object({
+        status: listParam(z.enum(ROLL_STATUSES))
+          .optional()
+          .describe(
+            'Only entries of these statuses in `roll` and `arrivals` (comma-separated); `counts` and `missing` stay whole. ' +
+              'A screen showing the counts, the missing and the arrivals at each assembly point asks for `safe` and skips the rest of the roll',
+          ),
+      }),
       response: evacuationSchema,
-      handler: async ({ principal, params }) => ({
-        body: await evacuations.view(await evacuations.find(principal, params.id, params.evacuation)),
+      handler: async ({ principal, params, query }) => ({
+        body: await evacuations.view(await evacuations.find(principal, params.id, params.evacuation), query.status),
       }),
     }),
     defineRoute({
@@ -97,6 +108,44 @@ export function evacuationRoutes({ evacuations, routing }: GatewayServices) {
         return { body: { entry, assembly_point: start, route } };
       },
     }),
+    ...(['json', 'csv'] as const).map((format) =>
+      defineRoute({
+        method: 'GET',
+        path: `/api/v1/buildings/:id/evacuations/:evacuation/report.${format}`,
+        summary:
+          format === 'json'
+            ? 'The report of an evacuation (`current`: the active one): its timeline, the time to 50%, 90% and 100% of the roll ' +
+              'accounted, arrivals per assembly point, who was marked safe by hand, who was last and who never was. Runs as a job'
+            : 'The timeline of an evacuation as CSV: one row per event (started, each person accounted, arrivals, not found, ended)',
+        tags: ['evacuations'],
+        auth: 'authenticated',
+        action: 'tracking:read-all',
+        params: z.object({ id: idParam, evacuation: evacuationParam }),
+        response: format === 'json' ? evacuationReportSchema : undefined,
+        rawResponseDoc: format === 'csv' ? { contentType: 'text/csv', description: 'RFC 4180 CSV, the timeline' } : undefined,
+        handler: async ({ principal, params }) => {
+          const evacuation = await evacuations.find(principal, params.id, params.evacuation);
+          const job: EvacuationReportJob = {
+            organizationId: principal.organizationId,
+            buildingId: params.id,
+            evacuationId: evacuation.id,
+            // The job writes the answer; deflated only when it comes back through Redis.
+            render: { format, deflate: jobs.kind === 'bullmq' },
+          };
+          const rendered = await jobs.run<RenderedReport>(
+            { name: EVACUATION_REPORT_JOB, organizationId: principal.organizationId, data: job },
+            config.JOB_TIMEOUT_MS,
+          );
+          const body = await renderedBody(rendered);
+          if (format === 'json') return { raw: body, contentType: 'application/json; charset=utf-8' };
+          return {
+            raw: body,
+            contentType: 'text/csv; charset=utf-8',
+            headers: { 'content-disposition': `attachment; filename="evacuation-${evacuation.id}.csv"` },
+          };
+        },
+      }),
+    ),
     defineRoute({
       method: 'POST',
       path: '/api/v1/buildings/:id/evacuations/:evacuation/end',

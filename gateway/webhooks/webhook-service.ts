@@ -57,6 +57,11 @@ export function zoneWebhookEvent(event: ZoneEventRecord): WebhookEvent {
       type: event.type,
       at: new Date(event.at).toISOString(),
       fired_at: new Date(event.firedAt).toISOString(),
+      // Event time (docs/event-time.md), as the WebSocket frame has it: found from fixes that arrived late, and a
+      // correction names the earlier event of this device and zone it replaces by what a receiver was sent of it.
+      late: event.late === true,
+      delay_ms: event.late ? Math.round(event.delayMs ?? 0) : null,
+      supersedes: event.supersedesAt !== undefined ? { type: event.type, at: new Date(event.supersedesAt).toISOString() } : null,
     },
   };
 }
@@ -110,6 +115,20 @@ export class WebhookService {
       const execute = executeIn(tx as EntityManager);
       await insertZoneEvents(execute, zoneEvents);
       return this.enqueue(execute, owed);
+    });
+    await this.wake(enqueued);
+  }
+
+  /**
+   * The late path's corrections (late-detection.ts): what `write` stores (new events, superseded marks) and the
+   * deliveries `zoneEvents` owe, in one transaction, as `storeZoneEvents` does for on-time ones.
+   */
+  async storeLateZoneEvents(zoneEvents: readonly ZoneEventRecord[], write: (execute: Execute) => Promise<void>): Promise<void> {
+    const owed = await this.owed(zoneEvents, []);
+    const enqueued = await this.storage.em().transactional(async (tx) => {
+      const execute = executeIn(tx as EntityManager);
+      await write(execute);
+      return owed.length > 0 ? this.enqueue(execute, owed) : undefined;
     });
     await this.wake(enqueued);
   }

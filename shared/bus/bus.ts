@@ -78,6 +78,11 @@ export class LocalSubscriptions {
     }
   }
 
+  /** The channels with a handler here. */
+  channels(): string[] {
+    return [...this.handlers.keys()];
+  }
+
   clear(): void {
     this.handlers.clear();
   }

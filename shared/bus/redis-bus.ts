@@ -1,5 +1,4 @@
 import { randomUUID } from 'node:crypto';
-import { Redis } from 'ioredis';
 import type { Logger } from '../logger.js';
 import { busLag, busPublishedOn, busReceivedOn } from '../metrics/metrics.js';
 import {
@@ -12,6 +11,7 @@ import {
   type ChannelOf,
   type ResyncListener,
 } from './bus.js';
+import type { RedisClient, RedisConnections } from '../redis/redis-connections.js';
 import { decodePayload, encodePayload, payloadValue, type EncodedPayload } from './encoded-payload.js';
 
 /**
@@ -27,36 +27,48 @@ const HEADER_BYTES = NODE_ID_BYTES + 8;
  * Redis pub/sub bus. Publisher and subscriber are separate connections (a subscribed connection can do
  * nothing else); every channel lives under `<prefix>:bus:`. Local subscribers get a message directly,
  * without the round trip, and the echo from Redis is dropped by node id.
+ *
+ * On a Redis Cluster it is sharded pub/sub (SPUBLISH / SSUBSCRIBE, Redis 7): a channel lives on the node of its
+ * slot, so each message crosses one node instead of every node of the cluster as PUBLISH would.
  */
 export class RedisBus<M extends ChannelMap = AnyChannels> implements Bus<M> {
   readonly nodeId = randomUUID();
   readonly kind = 'redis' as const;
-  private readonly publisher: Redis;
-  private readonly subscriber: Redis;
+  private readonly publisher: RedisClient;
+  private readonly subscriber: RedisClient;
+  private readonly sharded: boolean;
   private readonly subscriptions = new LocalSubscriptions();
   private readonly channelPrefix: string;
   private readonly nodeIdBytes: Buffer;
   private readonly resyncListeners = new ResyncListeners();
   private subscriberWasReady = false;
+  /** Cluster: a sharded subscriber was lost (its node went away) and our channels are not known to be back. */
+  private shardLost = false;
+  private restoring = false;
   private closing = false;
 
   constructor(
-    url: string,
+    redis: RedisConnections,
     prefix: string,
     private readonly logger?: Logger,
   ) {
     this.channelPrefix = `${prefix}:bus:`;
     this.nodeIdBytes = Buffer.from(this.nodeId, 'latin1');
     if (this.nodeIdBytes.length !== NODE_ID_BYTES) throw new Error('node ids are UUIDs');
-    const options = { lazyConnect: false, maxRetriesPerRequest: 2, enableOfflineQueue: true } as const;
+    this.sharded = redis.clustered;
     // Auto-pipelining sends the publishes of one tick (a burst of uploads) in one write.
-    this.publisher = new Redis(url, { ...options, enableAutoPipelining: true, connectionName: `floorcast-bus-pub-${this.nodeId}` });
-    this.subscriber = new Redis(url, { ...options, connectionName: `floorcast-bus-sub-${this.nodeId}` });
+    this.publisher = redis.connect({ name: `floorcast-bus-pub-${this.nodeId}`, maxRetriesPerRequest: 2, enableAutoPipelining: true });
+    this.subscriber = redis.connect({ name: `floorcast-bus-sub-${this.nodeId}`, maxRetriesPerRequest: 2, shardedSubscriber: this.sharded });
     for (const connection of [this.publisher, this.subscriber]) {
       connection.on('error', (error) => this.logger?.warn({ err: error }, 'redis bus connection error'));
     }
-    this.subscriber.on('messageBuffer', (rawChannel: Buffer, message: Buffer) => this.onMessage(rawChannel, message));
-    this.subscriber.on('ready', () => this.onSubscriberReady());
+    this.subscriber.on(this.sharded ? 'smessageBuffer' : 'messageBuffer', (rawChannel: Buffer, message: Buffer) =>
+      this.onMessage(rawChannel, message),
+    );
+    if (this.sharded) {
+      this.subscriber.on('-subscriber', () => (this.shardLost = true));
+      this.subscriber.on('subscribersReady', () => void this.onShardedSubscribersReady());
+    } else this.subscriber.on('ready', () => this.onSubscriberReady());
   }
 
   /**
@@ -70,10 +82,41 @@ export class RedisBus<M extends ChannelMap = AnyChannels> implements Bus<M> {
       return;
     }
     this.logger?.warn('redis bus reconnected: dropping caches kept by bus messages');
-    const fire = () => {
-      if (!this.closing) this.resyncListeners.fire((error) => this.logger?.error({ err: error }, 'bus resync listener failed'));
-    };
-    this.subscriber.ping().then(fire, fire);
+    this.subscriber.ping().then(
+      () => this.fireResync(),
+      () => this.fireResync(),
+    );
+  }
+
+  /**
+   * Cluster: ioredis drops the sharded subscriber of a node that went away ('-subscriber') and says
+   * 'subscribersReady' each time it has rebuilt them, also while that node is still down. Once every channel of
+   * ours is subscribed again (SSUBSCRIBE answered: the node has it), whatever was published meanwhile is lost:
+   * resync. Until then, the next 'subscribersReady' tries again.
+   */
+  private async onShardedSubscribersReady(): Promise<void> {
+    if (!this.shardLost || this.restoring || this.closing) return;
+    this.shardLost = false;
+    this.restoring = true;
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      const channels = this.subscriptions.channels().map((channel) => this.channelPrefix + channel);
+      await Promise.race([
+        Promise.all(channels.map((channel) => this.subscriber.ssubscribe(channel))),
+        new Promise((_, reject) => (timer = setTimeout(() => reject(new Error('SSUBSCRIBE timed out')), 2000))),
+      ]);
+      this.logger?.warn('redis bus sharded subscribers reconnected: dropping caches kept by bus messages');
+      this.fireResync();
+    } catch {
+      this.shardLost = true;
+    } finally {
+      clearTimeout(timer);
+      this.restoring = false;
+    }
+  }
+
+  private fireResync(): void {
+    if (!this.closing) this.resyncListeners.fire((error) => this.logger?.error({ err: error }, 'bus resync listener failed'));
   }
 
   /** How many times this node resynced since it started (visible to metrics). */
@@ -105,17 +148,20 @@ export class RedisBus<M extends ChannelMap = AnyChannels> implements Bus<M> {
     );
     const sentAt = Buffer.allocUnsafe(8);
     sentAt.writeDoubleBE(Date.now());
-    await this.publisher.publish(this.channelPrefix + channel, Buffer.concat([this.nodeIdBytes, sentAt, encodePayload(payload)]));
+    const message = Buffer.concat([this.nodeIdBytes, sentAt, encodePayload(payload)]);
+    if (this.sharded) await this.publisher.spublish(this.channelPrefix + channel, message);
+    else await this.publisher.publish(this.channelPrefix + channel, message);
   }
 
   async subscribe<C extends ChannelOf<M>>(channel: C, typed: (payload: M[C], channel: C) => void): Promise<() => Promise<void>> {
     // The one place a payload's type is taken on trust: what was published on `channel` under the same map.
     const handler = typed as BusHandler;
     const { first } = this.subscriptions.add(channel, handler);
-    if (first) await this.subscriber.subscribe(this.channelPrefix + channel);
+    const redisChannel = this.channelPrefix + channel;
+    if (first) await (this.sharded ? this.subscriber.ssubscribe(redisChannel) : this.subscriber.subscribe(redisChannel));
     return async () => {
       const { last } = this.subscriptions.remove(channel, handler);
-      if (last) await this.subscriber.unsubscribe(this.channelPrefix + channel);
+      if (last) await (this.sharded ? this.subscriber.sunsubscribe(redisChannel) : this.subscriber.unsubscribe(redisChannel));
     };
   }
 

@@ -6,7 +6,9 @@
  * - `enter` fires once the zone has been observed on every position for at least `minDwellS` (>=, so 0 fires on
  *   the first position); its `at` is the first of those positions, `firedAt` the moment it was decided.
  * - `exit` is the mirror image with `exitGraceS`.
- * - One contrary position resets the pending side: jitter shorter than the threshold produces nothing.
+ * - One contrary position resets the pending side: jitter shorter than the threshold produces nothing. A pending
+ *   side that held for its threshold before the contrary position came is settled first (dated as always), so
+ *   the outcome depends on the fixes' times only, not on whether a sweep ran between them.
  * - Between positions the last observation is assumed to hold, which is what lets `sweep` settle a device that
  *   went quiet while pending. It also means a device that vanishes stays "inside"; the caller decides when a
  *   device is gone and steps it with no zones.
@@ -76,11 +78,17 @@ export function transitionRulesOf(geofences: Iterable<Pick<Geofence, 'id' | 'min
 
 /**
  * The state rebuilt from stored enters (a gateway taking a building over, or restarting): confirmed inside each
- * zone since its enter's `at`, nothing pending. A debounce under way when the state was lost starts again.
+ * zone since its enter's `at`. A debounce under way when the state was lost starts again, unless `pendingSince`
+ * names it (the late path knows it: a stored event decided after the moment rebuilt, pending since its `at`).
  */
-export function restoredState(insideSince: ReadonlyMap<string, number>, floorId: number | null): TransitionState {
+export function restoredState(
+  insideSince: ReadonlyMap<string, number>,
+  floorId: number | null,
+  pendingSince: ReadonlyMap<string, number> = new Map(),
+): TransitionState {
   const zones = newZones();
   for (const [zoneId, enteredAt] of insideSince) zones[zoneId] = { enteredAt, pendingSince: null };
+  for (const [zoneId, since] of pendingSince) zones[zoneId] = { enteredAt: zones[zoneId]?.enteredAt ?? null, pendingSince: since };
   return { floorId, zones };
 }
 
@@ -111,8 +119,20 @@ function advance(
   transitions: ZoneTransition[],
 ): ZoneTrack | null {
   const inside = track.enteredAt !== null;
-  if (observedIn === inside)
+  if (observedIn === inside) {
+    if (track.pendingSince !== null) {
+      const heldMs = thresholdMs(rules, zoneId, !inside);
+      if (now - track.pendingSince >= heldMs) {
+        // The other side held for its threshold before this fix contradicted it (between fixes the last
+        // observation holds, so a sweep in time would have settled it): it happened, whenever the fixes arrived
+        // and whether or not a sweep ran in between (docs/event-time.md). This fix then starts the way back.
+        transitions.push({ type: inside ? 'exit' : 'enter', zoneId, at: track.pendingSince, firedAt: track.pendingSince + heldMs });
+        const settled = inside ? OUTSIDE : { enteredAt: track.pendingSince, pendingSince: null };
+        return advance(settled, observedIn, zoneId, rules, now, transitions);
+      }
+    }
     return !inside ? null : track.pendingSince === null ? track : { enteredAt: track.enteredAt, pendingSince: null };
+  }
   const pendingSince = track.pendingSince ?? now;
   if (now - pendingSince < thresholdMs(rules, zoneId, observedIn)) {
     return track.pendingSince === pendingSince ? track : { enteredAt: track.enteredAt, pendingSince };

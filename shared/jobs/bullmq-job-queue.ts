@@ -1,7 +1,7 @@
 import { Queue, QueueEvents, type Job } from 'bullmq';
 import { AppError } from '../errors.js';
-import { Redis } from 'ioredis';
 import type { Logger } from '../logger.js';
+import type { RedisClient, RedisConnections } from '../redis/redis-connections.js';
 import {
   decodeJobError,
   jobsUnavailableError,
@@ -16,9 +16,10 @@ export const JOBS_QUEUE_NAME = 'jobs';
 /** The key a worker renews while it consumes (bullmq-job-worker.ts): gateways answer job requests 503 at once while it is absent. */
 export const workerAliveKey = (redisPrefix: string) => `${redisPrefix}:jobs:worker-alive`;
 const LOST = new Set(['reconnecting', 'close', 'end']);
-export const bullPrefix = (redisPrefix: string) => `${redisPrefix}:bull`;
+/** BullMQ's keys: on a Redis Cluster hash-tagged (`{<prefix>:bull}`), since its scripts touch several keys of a queue at once. */
+export const bullPrefix = (redis: RedisConnections, redisPrefix: string) => redis.slotGroup(`${redisPrefix}:bull`);
 /** BullMQ's blocking commands must never give up, hence `maxRetriesPerRequest: null`. */
-export const bullConnection = (url: string, name: string) => new Redis(url, { maxRetriesPerRequest: null, connectionName: name });
+export const bullConnection = (redis: RedisConnections, name: string) => redis.connect({ name, maxRetriesPerRequest: null });
 
 /**
  * Producer side of BullMQ: adds a job and waits for its result through QueueEvents.
@@ -31,22 +32,22 @@ export class BullmqJobQueue implements JobQueue {
   readonly kind = 'bullmq' as const;
   private readonly queue: Queue;
   private readonly events: QueueEvents;
-  private readonly redis: Redis;
+  private readonly redis: RedisClient;
   /** BullMQ leaves a connection it was handed open on close; we close it. */
-  private readonly eventsRedis: Redis;
+  private readonly eventsRedis: RedisClient;
   private readonly ready: Promise<unknown>;
 
   constructor(
-    url: string,
+    connections: RedisConnections,
     private readonly redisPrefix: string,
     private readonly logger?: Logger,
     /** How long handing a job to Redis may take before the request answers 503 (Redis down or stalled). */
     private readonly enqueueTimeoutMs = 5000,
   ) {
-    const prefix = bullPrefix(redisPrefix);
-    this.redis = bullConnection(url, 'floorcast-jobs-producer');
+    const prefix = bullPrefix(connections, redisPrefix);
+    this.redis = bullConnection(connections, 'floorcast-jobs-producer');
     this.queue = new Queue(JOBS_QUEUE_NAME, { connection: this.redis, prefix });
-    this.eventsRedis = bullConnection(url, 'floorcast-jobs-events');
+    this.eventsRedis = bullConnection(connections, 'floorcast-jobs-events');
     this.events = new QueueEvents(JOBS_QUEUE_NAME, { connection: this.eventsRedis, prefix });
     const onError = (error: Error) => this.logger?.warn({ err: error }, 'bullmq connection error');
     this.queue.on('error', onError);

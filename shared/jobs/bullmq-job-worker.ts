@@ -1,7 +1,7 @@
 import { Queue, UnrecoverableError, Worker, type Job } from 'bullmq';
-import { Redis } from 'ioredis';
 import { AppError } from '../errors.js';
 import type { Logger } from '../logger.js';
+import type { RedisClient, RedisConnections } from '../redis/redis-connections.js';
 import { JOBS_QUEUE_NAME, bullConnection, bullPrefix, scheduleOn, workerAliveKey } from './bullmq-job-queue.js';
 import { encodeJobError, jobTimeoutError, limitsUntil, type ProcessorContext, type ProcessorRegistry } from './job-queue.js';
 
@@ -42,14 +42,14 @@ export function watchdogStep(look: WatchdogLook): { stuckBeats: number; replace:
 export class BullmqJobWorker {
   private worker: Worker;
   /** BullMQ leaves a connection it was handed open on close; we close it. */
-  private redis: Redis;
+  private redis: RedisClient;
   /** Jobs being processed here, and who waits for them to be done (close). */
   private active = 0;
   private idle: (() => void)[] = [];
   /** Producer for the follow-up jobs processors schedule (webhook retries), opened on first use. */
-  private scheduler?: { queue: Queue; redis: Redis };
+  private scheduler?: { queue: Queue; redis: RedisClient };
   /** Liveness and the watchdog's look at the queue: fails fast while Redis is away instead of queueing. */
-  private readonly beats: Redis;
+  private readonly beats: RedisClient;
   private readonly beatTimer: NodeJS.Timeout;
   private readonly aliveTtlMs: number;
   private stuckBeats = 0;
@@ -61,7 +61,7 @@ export class BullmqJobWorker {
   private readonly context: ProcessorContext;
 
   constructor(
-    private readonly url: string,
+    private readonly connections: RedisConnections,
     private readonly redisPrefix: string,
     private readonly processors: ProcessorRegistry,
     baseContext: ProcessorContext,
@@ -73,28 +73,31 @@ export class BullmqJobWorker {
       ...baseContext,
       schedule: async (request, scheduleOptions = {}) => {
         if (!this.scheduler) {
-          const redis = bullConnection(url, 'floorcast-jobs-scheduler');
+          const redis = bullConnection(connections, 'floorcast-jobs-scheduler');
           redis.on('error', (error) => logger.warn({ err: error }, 'bullmq scheduler connection error'));
-          this.scheduler = { redis, queue: new Queue(JOBS_QUEUE_NAME, { connection: redis, prefix: bullPrefix(redisPrefix) }) };
+          this.scheduler = {
+            redis,
+            queue: new Queue(JOBS_QUEUE_NAME, { connection: redis, prefix: bullPrefix(connections, redisPrefix) }),
+          };
         }
         await scheduleOn(this.scheduler.queue, request, scheduleOptions);
       },
     };
     ({ worker: this.worker, redis: this.redis } = this.createWorker());
     this.aliveTtlMs = options.aliveTtlMs ?? 5000;
-    this.beats = new Redis(url, { maxRetriesPerRequest: 1, enableOfflineQueue: false, connectionName: 'floorcast-jobs-heartbeat' });
+    this.beats = connections.connect({ name: 'floorcast-jobs-heartbeat', maxRetriesPerRequest: 1, enableOfflineQueue: false });
     this.beats.on('error', () => undefined); // the worker's own connection logs Redis errors
     this.firstBeat = new Promise((resolve) => (this.beaten = resolve));
     this.beatTimer = setInterval(() => void this.beat(), Math.max(100, Math.floor(this.aliveTtlMs / 3)));
     this.beatTimer.unref();
   }
 
-  private createWorker(): { worker: Worker; redis: Redis } {
-    const redis = bullConnection(this.url, 'floorcast-jobs-worker');
+  private createWorker(): { worker: Worker; redis: RedisClient } {
+    const redis = bullConnection(this.connections, 'floorcast-jobs-worker');
     redis.on('error', (error) => this.logger.warn({ err: error }, 'bullmq worker connection error'));
     const worker = new Worker(JOBS_QUEUE_NAME, (job) => this.process(job), {
       connection: redis,
-      prefix: bullPrefix(this.redisPrefix),
+      prefix: bullPrefix(this.connections, this.redisPrefix),
       concurrency: this.concurrency,
     });
     worker.on('error', (error) => this.logger.warn({ err: error }, 'bullmq worker error'));
@@ -131,7 +134,7 @@ export class BullmqJobWorker {
   private async beat(): Promise<void> {
     if (this.closing || this.beats.status !== 'ready') return;
     try {
-      const prefix = `${bullPrefix(this.redisPrefix)}:${JOBS_QUEUE_NAME}`;
+      const prefix = `${bullPrefix(this.connections, this.redisPrefix)}:${JOBS_QUEUE_NAME}`;
       // BullMQ's lists of jobs ready to run (plain and prioritized).
       const [[, waiting], [, prioritized]] = (await this.beats.multi().llen(`${prefix}:wait`).zcard(`${prefix}:prioritized`).exec()) as [
         [null, number],

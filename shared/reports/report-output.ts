@@ -60,11 +60,22 @@ export async function renderText(result: ReportResult, format: 'json' | 'csv'): 
   return text;
 }
 
-/** Level 1: it already shrinks a report's text about sevenfold, at a fraction of the time of the default level. */
+/** The answer of a report written as JSON or CSV, deflated when asked (packRendered). */
 export async function renderReport(result: ReportResult, rendering: ReportRendering): Promise<RenderedReport> {
-  const text = await renderText(result, rendering.format);
+  return packRendered(await renderText(result, rendering.format), rendering, result.statistics);
+}
+
+/**
+ * An answer already written (also a report of another shape, an evacuation's), deflated when asked. Level 1: it
+ * already shrinks a report's text about sevenfold, at a fraction of the time of the default level.
+ */
+export async function packRendered(
+  text: string,
+  rendering: ReportRendering,
+  statistics: ReportResult['statistics'],
+): Promise<RenderedReport> {
   const body = rendering.deflate ? (await deflate(Buffer.from(text, 'utf8'), { level: 1 })).toString('base64') : text;
-  return { format: rendering.format, statistics: result.statistics, body, deflated: rendering.deflate };
+  return { format: rendering.format, statistics, body, deflated: rendering.deflate };
 }
 
 /**

@@ -310,6 +310,8 @@ describe(`organizations, users, groups, devices (${driverLabel})`, () => {
         'POST /api/v1/buildings/:id/evacuations/:evacuation/roll/:entry/safe': `${evacuation}/roll/${encodeURIComponent('device:secret-device')}/safe`,
         'GET /api/v1/buildings/:id/evacuations/:evacuation/roll/:entry/route': `${evacuation}/roll/${encodeURIComponent('device:secret-device')}/route`,
         'POST /api/v1/buildings/:id/evacuations/:evacuation/end': `${evacuation}/end`,
+        'GET /api/v1/buildings/:id/evacuations/:evacuation/report.json': `${evacuation}/report.json`,
+        'GET /api/v1/buildings/:id/evacuations/:evacuation/report.csv': `${evacuation}/report.csv`,
       };
       const queries: Record<string, string> = {
         'GET /api/v1/real_time/export/:building_id': '?date=2026-01-01T00:00:00.000%2B00:00',

@@ -230,6 +230,8 @@ const ROUTES: Record<string, Entry> = {
   'POST /api/v1/buildings/:id/evacuations/:evacuation/roll/:entry/safe': { rule: () => 422 },
   'GET /api/v1/buildings/:id/evacuations/:evacuation/roll/:entry/route': { rule: () => 422 },
   'POST /api/v1/buildings/:id/evacuations/:evacuation/end': { rule: () => 422 },
+  'GET /api/v1/buildings/:id/evacuations/:evacuation/report.json': { rule: () => 422 },
+  'GET /api/v1/buildings/:id/evacuations/:evacuation/report.csv': { rule: () => 422 },
 
   // Webhooks: admins only. A redelivery names a delivery; the matrix puts the webhook's id there, which names none.
   'GET /api/v1/webhooks': {},

@@ -8,6 +8,8 @@ import { driverLabel } from '../support/test-environment.js';
 import { startTestGateway, type RunningGateway } from '../support/test-gateway.js';
 import { TestSocket } from '../support/ws-client.js';
 
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
 /**
  * `npm run demo`'s parts against a test gateway: the venue seeded through the API, then the simulator for a few
  * seconds with everything accelerated (2 s max stay, 2 s of silence, DANGER after 1 s, 4 Hz).
@@ -37,6 +39,12 @@ describe(`demo venue and simulator (${driverLabel})`, () => {
     }
     expect(building.geofences.filter((g: any) => g.max_stay_time === 2)).toHaveLength(2);
     expect(building.events).toHaveLength(1);
+    // Two assembly points outside the footprint on the ground floor, which the path graph reaches.
+    const points = building.geofences.filter((g: any) => g.muster_point);
+    expect(points.map((g: any) => [g.name, g.type, g.floor_id])).toEqual([
+      ['West lawn', 'CIRCLE', venue.floorIds[0]],
+      ['Car park', 'POLYGON', venue.floorIds[0]],
+    ]);
     expect(building.indoor_pois.length).toBeGreaterThanOrEqual(5);
     // The defibrillator, first-aid kit, entrance and nurses station carry a category whose icon is served.
     const categories = await admin.get<any[]>('/api/v1/poi_categories');
@@ -126,10 +134,66 @@ describe(`demo venue and simulator (${driverLabel})`, () => {
     for (const row of stored.data) expect(venue.floorIds).toContain(row.floor_id);
   });
 
+  it('runs a drill: the simulated people walk to the assembly points, those who stay behind are the missing, and all walk back in', async () => {
+    const simulator = await Simulator.connect({
+      url: running.baseUrl,
+      apiKey: venue.simulatorApiKey,
+      buildingId: venue.buildingId,
+      devices: 12,
+      intervalMs: 250,
+      speedMps: 10,
+      lingerers: 2,
+      lingerSeconds: 60,
+      silentAfterSeconds: 1,
+      dangerAfterSeconds: 60,
+      stayBehind: 2,
+      reactionSeconds: 1,
+      evacuationPollMs: 500,
+    });
+    const base = `/api/v1/buildings/${venue.buildingId}/evacuations`;
+    simulator.start();
+    try {
+      await sleep(1500); // everyone seen in the building
+      const drill = await admin.post(base, { drill: true, note: 'demo test' });
+      expect(drill.counts.on_roll).toBe(12);
+      // The silent device (demo-10) and the two who stay behind (demo-07, demo-08) stay missing; everyone else reaches a point.
+      let roll = await admin.get(`${base}/current`);
+      for (let waited = 0; roll.counts.safe < 9 && waited < 45_000; waited += 500) {
+        await sleep(500);
+        roll = await admin.get(`${base}/current`);
+      }
+      expect(roll.counts).toMatchObject({ on_roll: 12, safe: 9, missing: 3 });
+      expect(roll.missing.flatMap((entry: any) => entry.device_ids).sort()).toEqual(['demo-07', 'demo-08', 'demo-10']);
+      const reached = new Set(roll.roll.filter((entry: any) => entry.status === 'safe').map((entry: any) => entry.assembly_point.name));
+      expect([...reached].every((name) => name === 'West lawn' || name === 'Car park')).toBe(true);
+
+      await admin.post(`${base}/${drill.id}/end`);
+      // Back inside the footprint (80 x 50 m) once the simulator has seen the end.
+      const inside = async () => {
+        const live = await admin.get(`/api/v1/real_time/building/${venue.buildingId}`);
+        return (live.features as any[]).every((feature) => {
+          const [x, y] = feature.properties.local_coordinates as [number, number];
+          return x >= 0 && x <= 80 && y >= 0 && y <= 50;
+        });
+      };
+      let back = await inside();
+      for (let waited = 0; !back && waited < 20_000; waited += 500) {
+        await sleep(500);
+        back = await inside();
+      }
+      expect(back).toBe(true);
+    } finally {
+      await simulator.stop();
+    }
+    expect(simulator.stats.failedUploads).toBe(0);
+  });
+
   it('reuses the seeded venue on a second start and replaces the simulator key', async () => {
     const again = await seedDemoVenue(admin, { maxStaySeconds: 2, deadmanSilenceSeconds: 2, responders: 2, people: 12 });
     expect(again).toMatchObject({ created: false, buildingId: venue.buildingId, floorIds: venue.floorIds, groupId: venue.groupId });
     expect((await admin.get<any[]>('/api/v1/buildings')).filter((b) => b.name === DEMO_BUILDING_NAME)).toHaveLength(1);
+    const building = await admin.get(`/api/v1/buildings/${venue.buildingId}`);
+    expect(building.geofences.filter((g: any) => g.muster_point)).toHaveLength(2); // found, not made again
     const old = new DemoApi(running.baseUrl, { apiKey: venue.simulatorApiKey });
     await expect(old.get('/api/v1/buildings')).rejects.toMatchObject({ status: 401 } satisfies Partial<DemoApiError>);
     expect(await new DemoApi(running.baseUrl, { apiKey: again.simulatorApiKey }).get('/api/v1/buildings')).toHaveLength(1);

@@ -328,6 +328,26 @@ describe(`mustering: the evacuation roll (${driverLabel})`, () => {
     });
   });
 
+  it('lists only the statuses asked for in roll and arrivals (status=), with the counts and the missing whole', async () => {
+    const whole = await current();
+    const of = (entries: { status: string }[], statuses: string[]) => entries.filter((entry) => statuses.includes(entry.status));
+    for (const statuses of [['safe_manual'], ['missing'], ['safe', 'left_site'], ['not_found']]) {
+      const response = await admin.get(`${base()}/current?status=${statuses.join(',')}`);
+      expect(response.status, response.text).toBe(200);
+      expect(response.body).toEqual({ ...whole, roll: of(whole.roll, statuses), arrivals: of(whole.arrivals, statuses) });
+    }
+    // The hand-marked one, the two left inside (and the responder, missing among the arrivals); repeated keys too.
+    const some = (await admin.get(`${base()}/${evacuationId}?status=safe_manual&status=missing`)).body;
+    expect(some.roll.map((entry: { status: string }) => entry.status).sort()).toEqual(['missing', 'missing', 'safe_manual']);
+    expect(some.arrivals).toHaveLength(1);
+    expect(some.missing).toEqual(whole.missing);
+    for (const bad of ['lost', '', 'safe,lost']) {
+      const refused = await admin.get(`${base()}/current?status=${bad}`);
+      expect(refused.status, refused.text).toBe(422);
+      expect(refused.body).toMatchObject({ status: 422, code: expect.any(String), message: expect.any(String) });
+    }
+  });
+
   it('replays the roll to a screen subscribing with since_seq', async () => {
     const watcher = await socket();
     await watcher.request({ op: 'subscribe', topics: [`buildings/${venue.building.id}/evacuation`], since_seq: 0 });

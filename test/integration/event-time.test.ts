@@ -7,6 +7,7 @@ import { adminClient } from '../support/identity.js';
 import { driverLabel } from '../support/test-environment.js';
 import { startTestGateway, type RunningGateway } from '../support/test-gateway.js';
 
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const detailsOf = (details: unknown): Record<string, unknown> =>
   typeof details === 'string' ? JSON.parse(details) : (details as Record<string, unknown>);
 
@@ -134,6 +135,55 @@ describe(`event time: late fixes (${driverLabel})`, () => {
       ['exit', s(30)],
       ['enter', s(50)],
       ['exit', s(200)],
+    ]);
+  });
+
+  it('ends an exit grace under way when the device went offline as it would have on time', async () => {
+    const lobby = await venue.fence('Lobby', 70, 10, 10, { exit_grace_s: 19 });
+    const t0 = Date.now() - 12 * 60_000;
+    const s = (seconds: number) => t0 + seconds * 1000;
+    await venue.upload([venue.pose('grace', s(0), 75, 15), venue.pose('grace', s(10), 75, 15), venue.pose('grace', s(20), 90, 15)]);
+    await venue.settle();
+    // Out since 20 s when it went offline; the live fix, still out at 100 s, settles that exit (its grace ran out).
+    await venue.upload([venue.pose('grace', s(100), 90, 15)]);
+    await venue.settle();
+    expect((await venue.zoneEvents('grace')).map((event) => [event.type, event.at_ms])).toEqual([
+      ['enter', s(0)],
+      ['exit', s(20)],
+    ]);
+    // The buffer: back in at 30 s, within the grace, so the device left at 40 s, not at 20 s.
+    await venue.upload([venue.pose('grace', s(30), 75, 15), venue.pose('grace', s(40), 90, 15), venue.pose('grace', s(50), 90, 15)]);
+    await venue.settle();
+    const events = await venue.zoneEvents('grace');
+    expect(events.filter((event) => !event.superseded).map((event) => [event.type, event.zone_id, event.at_ms])).toEqual([
+      ['enter', lobby, s(0)],
+      ['exit', lobby, s(40)],
+    ]);
+    const wrong = events.find((event) => event.at_ms === s(20))!;
+    expect(wrong.superseded).toBe(true);
+    expect(events.find((event) => event.at_ms === s(40))).toMatchObject({ late: true, supersedes: wrong.id });
+  });
+
+  it('withdraws a max stay a sweep raised while the device was quiet when its next fixes show it left in time', async () => {
+    const bay = await venue.fence('Bay', 70, 40, 10, { max_stay_time: 55 });
+    const t0 = Date.now() - 8 * 60_000;
+    const s = (seconds: number) => t0 + seconds * 1000;
+    await venue.upload([venue.pose('quiet', s(0), 75, 45), venue.pose('quiet', s(50), 75, 45)]);
+    // Quiet since its fix at 50 s: a sweep carries its clock on, and past 55 s in the bay raises the max stay.
+    const deadline = Date.now() + 30_000;
+    while ((await venue.maxStays('quiet')).length === 0) {
+      if (Date.now() > deadline) throw new Error('no max stay from the sweep');
+      await sleep(100);
+    }
+    // Its next fixes, newer than any detected but older than the sweep's clock: it had left at 52 s.
+    await venue.upload([venue.pose('quiet', s(52), 90, 45), venue.pose('quiet', s(53), 90, 45)]);
+    await venue.settle();
+    const [alarm] = await venue.maxStays('quiet');
+    expect(alarm).toMatchObject({ state: 'CLOSED', geofence_id: bay });
+    expect(detailsOf(alarm!.details).superseded).toBe(true);
+    expect((await venue.zoneEvents('quiet')).filter((event) => !event.superseded).map((event) => [event.type, event.at_ms])).toEqual([
+      ['enter', s(0)],
+      ['exit', s(52)],
     ]);
   });
 

@@ -7,6 +7,7 @@ import { processorsFor } from '../../workers/processors/index.js';
 import { createVenue } from '../support/cartography.js';
 import { TestClient } from '../support/http-client.js';
 import { adminClient } from '../support/identity.js';
+import { redisServer } from '../support/redis-cluster.js';
 import { createTestEnvironment, driverLabel, serverRedisUrl, type TestEnvironment } from '../support/test-environment.js';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -76,7 +77,7 @@ describe(`readiness and job workers (${driverLabel})`, () => {
 
       const logger = createLogger('silent');
       const worker = new BullmqJobWorker(
-        environment.config.REDIS_URL!,
+        redisServer(environment.config.REDIS_URL!),
         environment.config.REDIS_PREFIX,
         processorsFor(environment.config),
         { storage: gateway.services.storage, logger },

@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { afterEach, describe, expect, it } from 'vitest';
 import { BullmqJobQueue } from '../../shared/jobs/bullmq-job-queue.js';
+import { redisServer } from '../support/redis-cluster.js';
 import { createTestEnvironment, driverLabel, serverRedisUrl, type TestEnvironment } from '../support/test-environment.js';
 
 /** Runs `gateway/main.ts` as `npm start` does, in a child process. */
@@ -119,7 +120,7 @@ describe(`the gateway process (${driverLabel})`, () => {
       const started = startProcess(environment.env, 'workers/main.ts');
       child = started.child;
       await waitFor(() => started.output().includes('worker ready'));
-      const queue = new BullmqJobQueue(environment.config.REDIS_URL!, environment.config.REDIS_PREFIX);
+      const queue = new BullmqJobQueue(redisServer(environment.config.REDIS_URL!), environment.config.REDIS_PREFIX);
       try {
         const result = await queue.run<{ storage: string; databaseTime: string }>(
           { name: 'storage-check', organizationId: 'org', data: {} },

@@ -3,6 +3,7 @@ import { createHash } from 'node:crypto';
 import { registry } from '../../shared/metrics/metrics.js';
 import { sign } from '../../shared/webhooks/signature.js';
 import { createVenue, squareCartesians } from '../support/cartography.js';
+import { EventTimeVenue } from '../support/event-time.js';
 import type { TestClient } from '../support/http-client.js';
 import { adminClient, createUser } from '../support/identity.js';
 import { driverLabel } from '../support/test-environment.js';
@@ -227,6 +228,45 @@ describe(`outbound webhooks (${driverLabel})`, () => {
       ['geofence.exit', venue.building.id, 'Ward', `walker-${venue.building.id}`],
     ]);
     for (const receipt of ok) verify(receipt, hook.secret);
+  });
+
+  it('delivers late enters and exits with their event time, and a correction naming the event it supersedes (issue 30)', async () => {
+    const created = await createVenue(admin, 'Late webhook venue');
+    const venue = new EventTimeVenue(running, admin, created.building.id, created.floors[0].id);
+    const ward = await venue.fence('Ward', 10, 10, 10);
+    await create('/late', ['geofence.enter', 'geofence.exit'], { building_ids: [venue.buildingId] });
+    receiver.respond = () => 204;
+    const t0 = Date.now() - 10 * 60_000;
+    const s = (seconds: number) => t0 + seconds * 1000;
+    await venue.upload([venue.pose('offline', s(0), 15, 15)]);
+    await venue.settle();
+    // Back online: the live fix (outside) implies an exit at 50 s; the buffer then shows the device left at 10 s,
+    // came back at 20 s and left again at 30 s.
+    await venue.upload([venue.pose('offline', s(50), 30, 15)]);
+    await venue.settle();
+    await venue.upload([venue.pose('offline', s(30), 30, 15), venue.pose('offline', s(20), 15, 15), venue.pose('offline', s(10), 30, 15)]);
+    await venue.settle();
+    // The device's (settle's sentinel walks a fence of the same building).
+    const delivered = () => receiver.delivered('/late').filter((receipt) => JSON.parse(receipt.body).data.device_id === 'offline');
+    await until('five geofence deliveries', () => delivered().length >= 5);
+    await sleep(300);
+    expect(delivered()).toHaveLength(5);
+    const data = delivered()
+      .map((receipt) => JSON.parse(receipt.body).data)
+      .sort((a, b) => Date.parse(a.at) - Date.parse(b.at));
+    const iso = (seconds: number) => new Date(s(seconds)).toISOString();
+    expect(data.map((event) => [event.type, event.geofence_id, event.at, event.late, event.supersedes])).toEqual([
+      ['enter', ward, iso(0), false, null],
+      ['exit', ward, iso(10), true, null],
+      ['enter', ward, iso(20), true, null],
+      // The new exit nearest in time to the one the live fix implied names it.
+      ['exit', ward, iso(30), true, { type: 'exit', at: iso(50) }],
+      ['exit', ward, iso(50), false, null],
+    ]);
+    for (const event of data) {
+      if (event.late) expect(event.delay_ms).toBeGreaterThan(9 * 60_000);
+      else expect(event.delay_ms).toBeNull();
+    }
   });
 
   it('delivers device.event when a device enters an event area', async () => {

@@ -1,3 +1,4 @@
+import fc from 'fast-check';
 import { expect } from 'vitest';
 import type { TestClient } from './http-client.js';
 import { squareCartesians } from './cartography.js';
@@ -91,4 +92,107 @@ export class EventTimeVenue {
       [deviceId],
     );
   }
+}
+
+/*
+ * The walks of the event-time property (test/integration/event-time.property.test.ts), shared with the late runs
+ * across a failover (test/cluster/event-time-failover.test.ts).
+ */
+
+/** Where a walk can be: in the ward (and the wing), in the store (and the wing), in the wing's corridor only, outside. */
+export const PLACES: readonly [number, number][] = [
+  [15, 15],
+  [45, 15],
+  [30, 15],
+  [75, 15],
+];
+export const OUTSIDE = 3;
+
+/**
+ * Fix spacing in whole 10 s steps and a ward limit of 69 s: a stay reaches it only at 70 s, so the few seconds a
+ * live sweep carries a silent device's clock forward between this test's uploads cannot take a stay over that
+ * the fixes do not (the on-time reference is uploaded at once, and has no such silence).
+ */
+const step = fc.record({
+  place: fc.integer({ min: 0, max: PLACES.length - 1 }),
+  dt: fc.integer({ min: 1, max: 9 }).map((n) => n * 10_000),
+});
+
+/** A walk, its offline stretch and how its buffer is uploaded. */
+export const walkScenario = fc
+  .record({
+    walk: fc.array(step, { minLength: 4, maxLength: 24 }),
+    /** Where the offline stretch starts and how long it is, as fractions of the walk. */
+    offlineStart: fc.double({ min: 0.05, max: 0.8, noNaN: true }),
+    offlineShare: fc.double({ min: 0.1, max: 0.9, noNaN: true }),
+    order: fc.constantFrom('oldest-first', 'newest-first', 'random-chunks'),
+    /** The app sends its live fix before the buffer (the usual case), or the buffer first. */
+    liveFirst: fc.boolean(),
+    chunkKeys: fc.array(fc.integer({ min: 0, max: 1000 }), { minLength: 24, maxLength: 24 }),
+    chunkSize: fc.integer({ min: 1, max: 5 }),
+  })
+  .map((s) => {
+    const n = s.walk.length;
+    const start = Math.max(1, Math.min(n - 1, Math.floor(s.offlineStart * n)));
+    const end = Math.min(n, start + Math.max(1, Math.round(s.offlineShare * n)));
+    return { ...s, start, end };
+  });
+
+export type WalkScenario = typeof walkScenario extends fc.Arbitrary<infer T> ? T : never;
+
+/** The walks' fences: one with max stays only, two debounced. */
+export async function walkFences(venue: EventTimeVenue): Promise<void> {
+  await venue.fence('Ward', 10, 10, 10, { max_stay_time: 69 });
+  // Debounced fences: a dwell or grace under way when the device goes offline, or across its buffer, must end
+  // as it does on time. Thresholds of 9 s past a multiple of 10 leave the same slack to a live sweep's clock.
+  await venue.fence('Store', 40, 10, 10, { max_stay_time: 119, min_dwell_s: 19, exit_grace_s: 29 });
+  await venue.fence('Wing', 5, 5, 50, { exit_grace_s: 19 });
+}
+
+/**
+ * One walk as uploads: `reference`, the whole walk on time in one upload (by another device); `onTime`, the late
+ * device's fixes until it goes offline; `uploads`, what it sends afterwards in order (its live fix, the buffer
+ * oldest first, newest first or in shuffled chunks, the fixes after).
+ */
+export function walkPlan(venue: EventTimeVenue, scenario: WalkScenario, referenceId: string, lateId: string) {
+  const { walk, start, end, order, liveFirst, chunkKeys, chunkSize } = scenario;
+  // The walk ends outside every fence for longer than any exit grace, so no stay or debounce is left open for a
+  // sweep to judge after the last fix.
+  const steps = [...walk, { place: OUTSIDE, dt: 10_000 }, { place: OUTSIDE, dt: 30_000 }];
+  let time = Date.now() - 3 * 3600_000;
+  const times = steps.map((s) => (time += s.dt));
+  const fixes = (deviceId: string, from: number, to: number) =>
+    steps.slice(from, to).map((s, index) => venue.pose(deviceId, times[from + index]!, ...PLACES[s.place]!));
+  const buffer = fixes(lateId, start, end);
+  const live = fixes(lateId, end, end + 1);
+  const uploads: object[][] = [];
+  if (liveFirst && live.length > 0) uploads.push(live);
+  if (order === 'oldest-first') uploads.push(buffer);
+  else if (order === 'newest-first') uploads.push([...buffer].reverse());
+  else {
+    const chunks: (typeof buffer)[] = [];
+    for (let index = 0; index < buffer.length; index += chunkSize) chunks.push(buffer.slice(index, index + chunkSize));
+    const shuffled = chunks.map((chunk, index) => ({ chunk, key: chunkKeys[index % chunkKeys.length]! * 100 + index }));
+    shuffled.sort((a, b) => a.key - b.key);
+    for (const { chunk } of shuffled) uploads.push(chunk);
+  }
+  if (!liveFirst && live.length > 0) uploads.push(live);
+  const after = fixes(lateId, end + 1, steps.length);
+  if (after.length > 0) uploads.push(after);
+  return { reference: fixes(referenceId, 0, steps.length), onTime: fixes(lateId, 0, start), uploads };
+}
+
+/** What must agree: the standing events and the standing max-stay alarms, by what they are and their fix time. */
+export async function walkOutcome(venue: EventTimeVenue, deviceId: string) {
+  return {
+    events: (await venue.zoneEvents(deviceId))
+      .filter((event) => !event.superseded)
+      .map((event) => `${event.type} ${event.zone_id} ${event.at_ms}`)
+      .sort(),
+    alarms: (await venue.maxStays(deviceId))
+      .map((alarm) => ({ ...alarm, details: typeof alarm.details === 'string' ? JSON.parse(alarm.details) : alarm.details }))
+      .filter((alarm) => alarm.details.superseded !== true)
+      .map((alarm) => `${alarm.geofence_id} ${alarm.details.entered_at}`)
+      .sort(),
+  };
 }

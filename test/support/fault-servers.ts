@@ -38,9 +38,10 @@ export async function freePort(): Promise<number> {
   });
 }
 
+/** Pids of the servers started here, SIGKILLed when the test process exits (a failing test leaves nothing running). */
 const pidsToKill = new Set<number>();
 let exitHookInstalled = false;
-function track(pid: number): void {
+export function track(pid: number): void {
   pidsToKill.add(pid);
   if (exitHookInstalled) return;
   exitHookInstalled = true;
@@ -53,6 +54,10 @@ function track(pid: number): void {
       }
     }
   });
+}
+
+export function untrack(pid: number): void {
+  pidsToKill.delete(pid);
 }
 
 const asPostgres = (command: string, args: string[]) =>

@@ -2,6 +2,7 @@ import { startGateway, type Gateway, type GatewayOptions } from '../../gateway/a
 import { loadConfig } from '../../shared/config.js';
 import { createLogger } from '../../shared/logger.js';
 import { BullmqJobWorker } from '../../shared/jobs/bullmq-job-worker.js';
+import { redisConnections } from '../../shared/redis/redis-connections.js';
 import { processorsFor } from '../../workers/processors/index.js';
 import { TestClient } from './http-client.js';
 import { createTestEnvironment, type TestEnvironment } from './test-environment.js';
@@ -28,9 +29,10 @@ export async function startTestGateway(
   const logger = createLogger(config.LOG_LEVEL);
   const gateway = await startGateway(config, { ...options, logger });
   // With Redis, jobs go to BullMQ: run a worker as `npm run workers` would, on the same storage.
-  const worker = config.REDIS_URL
+  const redis = redisConnections(config);
+  const worker = redis
     ? new BullmqJobWorker(
-        config.REDIS_URL,
+        redis,
         config.REDIS_PREFIX,
         processorsFor(config),
         { storage: gateway.services.storage, logger },

@@ -4,6 +4,7 @@ import { LocalBus } from '../../shared/bus/local-bus.js';
 import { RedisBus } from '../../shared/bus/redis-bus.js';
 import { busLag } from '../../shared/metrics/metrics.js';
 import { FaultRedis } from '../support/fault-servers.js';
+import { redisClusterOfThisFile, redisServer } from '../support/redis-cluster.js';
 import { deleteRedisPrefix, serverRedisUrl } from '../support/test-environment.js';
 
 /** One contract, run against every bus implementation this run can reach. */
@@ -28,9 +29,22 @@ if (redisUrl) {
     name: 'redis',
     pair: () => {
       const prefix = `fctest:bus:${Math.random().toString(36).slice(2)}`;
-      const a = new RedisBus(redisUrl, prefix);
-      const b = new RedisBus(redisUrl, prefix);
+      const a = new RedisBus(redisServer(redisUrl), prefix);
+      const b = new RedisBus(redisServer(redisUrl), prefix);
       return { a, b, cleanup: async () => (await a.close(), await b.close(), await deleteRedisPrefix(redisUrl, prefix)) };
+    },
+  });
+}
+/** A three-master Redis Cluster of this file's own (sharded pub/sub), whatever drivers the run selects. */
+const cluster = redisClusterOfThisFile();
+if (cluster) {
+  factories.push({
+    name: 'redis-cluster',
+    pair: () => {
+      const prefix = `fctest:bus:${Math.random().toString(36).slice(2)}`;
+      const a = new RedisBus(cluster().connections, prefix);
+      const b = new RedisBus(cluster().connections, prefix);
+      return { a, b, cleanup: async () => (await a.close(), await b.close()) };
     },
   });
 }
@@ -176,14 +190,14 @@ describe.runIf(redisUrl)('Redis bus wire format', () => {
   it('drops a message that is not ours to decode and keeps delivering the next ones', async () => {
     const { Redis } = await import('ioredis');
     const prefix = `fctest:bus:${Math.random().toString(36).slice(2)}`;
-    const bus = new RedisBus(redisUrl!, prefix);
+    const bus = new RedisBus(redisServer(redisUrl!), prefix);
     const raw = new Redis(redisUrl!);
     try {
       const received: unknown[] = [];
       await bus.subscribe('c', (payload) => void received.push(payload));
       await raw.publish(`${prefix}:bus:c`, Buffer.from('short'));
       await raw.publish(`${prefix}:bus:c`, Buffer.concat([Buffer.from('x'.repeat(36)), Buffer.from([0x92, 0x01])])); // an array of two holding one: truncated
-      const other = new RedisBus(redisUrl!, prefix);
+      const other = new RedisBus(redisServer(redisUrl!), prefix);
       await other.publish('c', {
         records: [
           { deviceId: 'd1', x: 1.5 },
@@ -207,7 +221,7 @@ describe.runIf(redisUrl)('Redis bus wire format', () => {
       const sub = new Redis(redisUrl!);
       const wire = new Promise<Buffer>((resolve) => sub.on('messageBuffer', (_channel: Buffer, message: Buffer) => resolve(message)));
       await sub.subscribe(`${prefix}:bus:c`);
-      const again = new RedisBus(redisUrl!, prefix);
+      const again = new RedisBus(redisServer(redisUrl!), prefix);
       await again.publish('c', encoded);
       expect((await wire).subarray(44).equals(encoded.bytes)).toBe(true);
       await again.close();
@@ -220,31 +234,38 @@ describe.runIf(redisUrl)('Redis bus wire format', () => {
   });
 });
 
+/** `b`, subscribed, across `restart` of its Redis: one resync once it is back and subscribed again, then messages again. */
+async function resyncsAcross(a: Bus, b: Bus, restart: () => Promise<void>): Promise<void> {
+  const received: unknown[] = [];
+  await b.subscribe('cartography', (payload) => void received.push(payload));
+  const resynced = new Promise<void>((resolve) => b.onResync(resolve));
+  await restart();
+  await resynced;
+  // The signal comes after the subscription is restored: what is published now arrives.
+  await a.publish('cartography', { after: true });
+  await expect.poll(() => received).toEqual([{ after: true }]);
+}
+
 /** Always runs: the outage needs a Redis of its own, never the shared one. */
 describe('Redis bus across a Redis restart', () => {
   it('signals a resync once it is back and subscribed again, and carries messages again', async () => {
     const redis = await FaultRedis.start();
-    const a = new RedisBus(redis.url, 'fctest:resync');
-    const b = new RedisBus(redis.url, 'fctest:resync');
+    const a = new RedisBus(redisServer(redis.url), 'fctest:resync');
+    const b = new RedisBus(redisServer(redis.url), 'fctest:resync');
     try {
-      const received: unknown[] = [];
-      await b.subscribe('cartography', (payload) => void received.push(payload));
-      const resynced = new Promise<void>((resolve) => b.onResync(resolve));
-      await b.ping();
-      await redis.stop();
-      await expect
-        .poll(() =>
-          b.ping().then(
-            () => 'up',
-            () => 'down',
-          ),
-        )
-        .toBe('down'); // at once, not after Redis returns
-      await redis.resume();
-      await resynced;
-      // The signal comes after the subscription is restored: what is published now arrives.
-      await a.publish('cartography', { after: true });
-      await expect.poll(() => received).toEqual([{ after: true }]);
+      await resyncsAcross(a, b, async () => {
+        await b.ping();
+        await redis.stop();
+        await expect
+          .poll(() =>
+            b.ping().then(
+              () => 'up',
+              () => 'down',
+            ),
+          )
+          .toBe('down'); // at once, not after Redis returns
+        await redis.resume();
+      });
     } finally {
       await a.close();
       await b.close();
@@ -256,8 +277,8 @@ describe('Redis bus across a Redis restart', () => {
 describe('Redis bus lag', () => {
   it('measures how far behind another node a message arrives (floorcast_bus_lag_seconds)', async () => {
     const redis = await FaultRedis.start();
-    const a = new RedisBus(redis.url, 'fctest:lag');
-    const b = new RedisBus(redis.url, 'fctest:lag');
+    const a = new RedisBus(redisServer(redis.url), 'fctest:lag');
+    const b = new RedisBus(redisServer(redis.url), 'fctest:lag');
     const lagCount = async () =>
       (await busLag.get()).values.find((value) => value.metricName === 'floorcast_bus_lag_seconds_count')?.value ?? 0;
     try {
@@ -273,6 +294,21 @@ describe('Redis bus lag', () => {
       await a.close();
       await b.close();
       await redis.stop();
+    }
+  });
+});
+
+/** Last in this file: it restarts a node of the file's cluster. */
+describe.runIf(cluster)('Redis bus across the restart of a Redis Cluster node', () => {
+  it("signals a resync once the channel's node is back and subscribed again, and carries messages again", async () => {
+    const prefix = `fctest:bus:${Math.random().toString(36).slice(2)}`;
+    const a = new RedisBus(cluster!().connections, prefix);
+    const b = new RedisBus(cluster!().connections, prefix);
+    try {
+      await resyncsAcross(a, b, async () => cluster!().restart(await cluster!().masterOf(`${prefix}:bus:cartography`)));
+    } finally {
+      await a.close();
+      await b.close();
     }
   });
 });

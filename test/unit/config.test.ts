@@ -59,6 +59,18 @@ describe('config', () => {
     expect(config.LOG_LEVEL).toBe('debug');
   });
 
+  it('reads REDIS_CLUSTER_NODES as host:port seeds (IPv6 in brackets), and refuses it beside REDIS_URL', () => {
+    expect(loadConfig({ REDIS_CLUSTER_NODES: ' 10.0.0.1:7000, redis-b:7001,[::1]:7002 ' }).REDIS_CLUSTER_NODES).toEqual([
+      { host: '10.0.0.1', port: 7000 },
+      { host: 'redis-b', port: 7001 },
+      { host: '::1', port: 7002 },
+    ]);
+    expect(loadConfig({}).REDIS_CLUSTER_NODES).toBeUndefined();
+    expect(() => loadConfig({ REDIS_URL: 'redis://127.0.0.1:6379', REDIS_CLUSTER_NODES: '127.0.0.1:7000' })).toThrow(
+      /REDIS_CLUSTER_NODES: set REDIS_URL .* or REDIS_CLUSTER_NODES .*, not both/,
+    );
+  });
+
   it('treats empty strings as unset', () => {
     const config = loadConfig({ DATABASE_URL: '', REDIS_URL: ' ', JWT_SECRET: '' });
     expect(config.DATABASE_URL).toBeUndefined();
@@ -71,6 +83,10 @@ describe('config', () => {
     ['PORT', '70000'],
     ['DATABASE_URL', 'mysql://x@y/z'],
     ['REDIS_URL', 'not a url'],
+    ['REDIS_CLUSTER_NODES', '127.0.0.1'],
+    ['REDIS_CLUSTER_NODES', '127.0.0.1:7000,,127.0.0.1:7001'],
+    ['REDIS_CLUSTER_NODES', 'redis://127.0.0.1:7000'],
+    ['REDIS_CLUSTER_NODES', '127.0.0.1:0'],
     ['LOG_LEVEL', 'loud'],
     ['ADMIN_EMAIL', 'nobody'],
     ['ADMIN_PASSWORD', 'short'],

@@ -1,7 +1,7 @@
 import { inflateSync } from 'node:zlib';
 import { describe, expect, it } from 'vitest';
 import { demoFloorplanPng } from '../../demo/floorplan-png.js';
-import { DEMO_EVENT, DEMO_GEOFENCES, DEMO_LENGTH_M, DEMO_POIS, DEMO_WIDTH_M, demoGraph } from '../../demo/venue.js';
+import { DEMO_ASSEMBLY_POINTS, DEMO_EVENT, DEMO_GEOFENCES, DEMO_LENGTH_M, DEMO_POIS, DEMO_WIDTH_M, demoGraph } from '../../demo/venue.js';
 
 const floorIds = [11, 12];
 const { nodes, links } = demoGraph(floorIds);
@@ -51,8 +51,34 @@ describe('demo venue', () => {
     const shade = (x: number, y: number) => pixels[Math.floor((DEMO_LENGTH_M - y) * 10) * (width + 1) + 1 + Math.floor(x * 10)]!;
     const walls = [...pixels].filter((value) => value === 40).length;
     expect(walls).toBeGreaterThan(width * 4);
-    for (const point of [...nodes.map((n) => ({ x: n.x + 0.05, y: n.y - 0.05 })), ...DEMO_POIS, DEMO_EVENT]) {
+    const onPlan = (p: { x: number; y: number }) => p.x >= 0 && p.y >= 0 && p.x < DEMO_WIDTH_M && p.y < DEMO_LENGTH_M;
+    for (const point of [...nodes.map((n) => ({ x: n.x + 0.05, y: n.y - 0.05 })), ...DEMO_POIS, DEMO_EVENT].filter(onPlan)) {
       expect(shade(point.x, point.y), JSON.stringify(point)).not.toBe(40);
+    }
+    // The ways out to the assembly points go through doors: no wall along them.
+    const node = (id: number) => nodes.find((n) => n.id === id)!;
+    for (const link of links.filter((l) => [l.source, l.target].some((id) => id >= 190 && id < 200))) {
+      const [a, b] = [node(link.source), node(link.target)];
+      for (let t = 0; t <= 1; t += 0.005) {
+        const point = { x: a.x + (b.x - a.x) * t + 0.05, y: a.y + (b.y - a.y) * t - 0.05 };
+        if (onPlan(point)) expect(shade(point.x, point.y), `${link.source}-${link.target} at ${JSON.stringify(point)}`).not.toBe(40);
+      }
+    }
+  });
+
+  it('reaches each assembly point, outside the footprint on the ground floor, by the graph', () => {
+    for (const point of DEMO_ASSEMBLY_POINTS) {
+      const xs = point.cartesians.map(([x]) => x);
+      const ys = point.cartesians.map(([, y]) => y);
+      const inside = (n: { x: number; y: number }) =>
+        point.type === 'CIRCLE'
+          ? Math.hypot(n.x - xs[0]!, n.y - ys[0]!) < point.radius!
+          : n.x > Math.min(...xs) && n.x < Math.max(...xs) && n.y > Math.min(...ys) && n.y < Math.max(...ys);
+      expect(Math.max(...xs) < 0 || Math.max(...ys) < 0, point.name).toBe(true);
+      expect(
+        nodes.some((n) => n.floor_id === floorIds[0] && inside(n)),
+        point.name,
+      ).toBe(true);
     }
   });
 });

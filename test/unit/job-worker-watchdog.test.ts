@@ -5,6 +5,7 @@ import { BullmqJobWorker, STUCK_BEATS, watchdogStep } from '../../shared/jobs/bu
 import type { ProcessorRegistry } from '../../shared/jobs/index.js';
 import { createLogger } from '../../shared/logger.js';
 import type { Storage } from '../../shared/storage/index.js';
+import { redisServer } from '../support/redis-cluster.js';
 import { deleteRedisPrefix, serverRedisUrl } from '../support/test-environment.js';
 
 /**
@@ -47,8 +48,8 @@ describe.runIf(serverRedisUrl)('the job worker watchdog', () => {
 
   async function setup() {
     const prefix = `fctest:watchdog:${Math.random().toString(36).slice(2)}`;
-    const queue = new BullmqJobQueue(serverRedisUrl!, prefix, logger);
-    const worker = new BullmqJobWorker(serverRedisUrl!, prefix, processors, { storage: {} as Storage, logger }, 1, logger, {
+    const queue = new BullmqJobQueue(redisServer(serverRedisUrl!), prefix, logger);
+    const worker = new BullmqJobWorker(redisServer(serverRedisUrl!), prefix, processors, { storage: {} as Storage, logger }, 1, logger, {
       aliveTtlMs: 600,
     });
     cleanups.push(async () => {

@@ -8,6 +8,8 @@ import { LocalJobQueue } from '../../shared/jobs/local-job-queue.js';
 import { createLogger } from '../../shared/logger.js';
 import type { Storage } from '../../shared/storage/index.js';
 import { FaultRedis, freePort } from '../support/fault-servers.js';
+import type { RedisConnections } from '../../shared/redis/redis-connections.js';
+import { redisClusterOfThisFile, redisServer } from '../support/redis-cluster.js';
 import { deleteRedisPrefix, serverRedisUrl } from '../support/test-environment.js';
 
 const logger = createLogger('silent');
@@ -65,26 +67,43 @@ const factories: QueueFactory[] = [
     },
   },
 ];
+/** BullMQ, a producer and a worker with a prefix of their own, on `connections`; `clean` removes the prefix's keys. */
+const bullmq = (name: string, connections: () => RedisConnections, clean: (prefix: string) => Promise<void>): QueueFactory => ({
+  name,
+  create: async (concurrency) => {
+    const prefix = `fctest:jobs:${Math.random().toString(36).slice(2)}`;
+    const queue = new BullmqJobQueue(connections(), prefix, logger);
+    const worker = new BullmqJobWorker(connections(), prefix, processors, context, concurrency, logger);
+    await worker.waitUntilReady();
+    return {
+      queue,
+      cleanup: async () => {
+        await worker.close();
+        await queue.close();
+        await clean(prefix);
+      },
+    };
+  },
+});
 const redisUrl = serverRedisUrl;
-if (redisUrl) {
-  factories.push({
-    name: 'bullmq',
-    create: async (concurrency) => {
-      const prefix = `fctest:jobs:${Math.random().toString(36).slice(2)}`;
-      const queue = new BullmqJobQueue(redisUrl, prefix, logger);
-      const worker = new BullmqJobWorker(redisUrl, prefix, processors, context, concurrency, logger);
-      await worker.waitUntilReady();
-      return {
-        queue,
-        cleanup: async () => {
-          await worker.close();
-          await queue.close();
-          await deleteRedisPrefix(redisUrl, prefix);
-        },
-      };
-    },
-  });
-}
+if (redisUrl)
+  factories.push(
+    bullmq(
+      'bullmq',
+      () => redisServer(redisUrl),
+      (prefix) => deleteRedisPrefix(redisUrl, prefix),
+    ),
+  );
+/** A three-master Redis Cluster of this file's own (BullMQ's keys under one hash tag), whatever drivers the run selects. */
+const cluster = redisClusterOfThisFile();
+if (cluster)
+  factories.push(
+    bullmq(
+      'bullmq on redis-cluster',
+      () => cluster().connections,
+      async () => undefined,
+    ),
+  );
 
 describe.each(factories)('job queue contract: $name', (factory) => {
   let cleanup: (() => Promise<void>) | undefined;
@@ -197,8 +216,8 @@ describe('BullMQ job queue with Redis down', () => {
 
   it('refuses with 503 once the connection is lost, and works again when Redis is back', async () => {
     const redis = await FaultRedis.start();
-    const queue = new BullmqJobQueue(redis.url, 'fctest:jobs-outage', logger, 500);
-    const worker = new BullmqJobWorker(redis.url, 'fctest:jobs-outage', processors, context, 1, logger);
+    const queue = new BullmqJobQueue(redisServer(redis.url), 'fctest:jobs-outage', logger, 500);
+    const worker = new BullmqJobWorker(redisServer(redis.url), 'fctest:jobs-outage', processors, context, 1, logger);
     try {
       await worker.waitUntilReady();
       await expect(queue.run({ name: 'add', organizationId: 'org-a', data: { a: 1, b: 1 } }, 10_000)).resolves.toEqual({ sum: 2 });
@@ -221,9 +240,9 @@ describe('BullMQ job queue with Redis down', () => {
 
   it('a worker, a queue and a bus close after Redis restarted under them (BullMQ alone would wait for ever)', async () => {
     const redis = await FaultRedis.start();
-    const worker = new BullmqJobWorker(redis.url, 'fctest:jobs-restart', processors, context, 1, logger);
-    const queue = new BullmqJobQueue(redis.url, 'fctest:jobs-restart', logger);
-    const bus = new RedisBus(redis.url, 'fctest:jobs-restart', logger);
+    const worker = new BullmqJobWorker(redisServer(redis.url), 'fctest:jobs-restart', processors, context, 1, logger);
+    const queue = new BullmqJobQueue(redisServer(redis.url), 'fctest:jobs-restart', logger);
+    const bus = new RedisBus(redisServer(redis.url), 'fctest:jobs-restart', logger);
     try {
       await worker.waitUntilReady();
       await bus.ping();
@@ -236,7 +255,7 @@ describe('BullMQ job queue with Redis down', () => {
   });
 
   it('refuses with 503 within the enqueue timeout when Redis never answered', async () => {
-    const queue = new BullmqJobQueue(`redis://127.0.0.1:${await freePort()}`, 'fctest:jobs-never', logger, 300);
+    const queue = new BullmqJobQueue(redisServer(`redis://127.0.0.1:${await freePort()}`), 'fctest:jobs-never', logger, 300);
     try {
       unavailable(await queue.run({ name: 'add', organizationId: 'org-a', data: { a: 1, b: 1 } }, 60_000).catch((e: unknown) => e));
     } finally {

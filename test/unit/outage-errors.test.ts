@@ -20,6 +20,8 @@ describe('outage errors map to 503 unavailable with Retry-After, in one place', 
     ['every address refused', new AggregateError([withCode('connect ECONNREFUSED ::1:5432', 'ECONNREFUSED')], '')],
     ['as a cause', new Error('report failed', { cause: withCode('x', 'ECONNRESET') })],
     ['the storage layer’s own class', new StorageUnavailableError()],
+    ['a Redis Cluster that is gone', new Error("Cluster isn't ready and enableOfflineQueue options is false")],
+    ['a Redis Cluster without a master for a slot', new Error('CLUSTERDOWN The cluster is down')],
   ];
   for (const [name, error] of outages) {
     it(`${name}: 503 unavailable, Retry-After`, () => {

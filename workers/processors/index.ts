@@ -7,6 +7,7 @@ import { webhookDeliveryProcessor } from './webhook-delivery.processor.js';
 import { policyOf, WEBHOOK_DELIVERY_JOB } from '../../shared/webhooks/deliveries.js';
 import { ERASURE_JOB, runErasure } from '../../shared/privacy/erasure.js';
 import { DATA_EXPORT_JOB, runDataExport, type DataExportJob } from '../../shared/privacy/data-export.js';
+import { EVACUATION_REPORT_JOB, runEvacuationReport } from '../../shared/evacuations/evacuation-report.js';
 
 /**
  * Every job processor, by name. The same registry runs on the in-process runner (no Redis) and on BullMQ
@@ -18,6 +19,8 @@ export const processorsFor = (config: Config): ProcessorRegistry =>
     {
       /** Analytics reports (spec 4.4), run in the database. */
       report: reportProcessor,
+      /** The report of one evacuation (issue 31): timeline, time to 50/90/100% accounted, arrivals per assembly point. */
+      [EVACUATION_REPORT_JOB]: async (data: unknown, { storage }, limits) => runEvacuationReport(storage, data, limits),
       /** Outbound webhooks: one attempt (a webhook's next fresh delivery, or a retry), then what follows from it. */
       [WEBHOOK_DELIVERY_JOB]: webhookDeliveryProcessor(policyOf(config)),
       /** Erasure of one person's history (issue 32), from its `erasure_requests` row; resumes where a run stopped. */

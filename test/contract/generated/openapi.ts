@@ -9955,6 +9955,32 @@ export type paths = {
                                 occurred_at: string;
                                 /** @description Found from fixes or a press that reached the server late (uploaded from an offline buffer): occurred_at is in the past, details.delay_ms says by how much. A max-stay alarm later fixes contradict is closed by the system with details.superseded */
                                 late: boolean;
+                                /** @description DEADMAN for silence: positions the device buffered while it was silent and uploaded late (also in details). The alarm is not withdrawn by them (nobody saw the person then); they are evidence to close it with ("reported late: was moving"). Null when none came */
+                                silence_evidence: {
+                                    /** @description Fixes taken during the silence that reached the server late */
+                                    count: number;
+                                    /** @description Fix time of the first of them */
+                                    first_at: string;
+                                    /** @description Fix time of the last of them */
+                                    last_at: string;
+                                    /** @description They changed floor, or two of them lie further apart than the building’s dead-man radius (deadman_radius_m, 0 when unset) */
+                                    was_moving: boolean;
+                                    /** @description Greatest distance between two of them on one floor, in metres; null without floor coordinates */
+                                    moved_m: number | null;
+                                    /** @description At most 50 of them, evenly spread over the silence, the first and the last included */
+                                    fixes: {
+                                        /** @description Fix time */
+                                        at: string;
+                                        building_id: number | null;
+                                        floor_id: number | null;
+                                        x: number | null;
+                                        y: number | null;
+                                        lat: number;
+                                        lng: number;
+                                        /** @description How long after the fix it reached the server */
+                                        delay_ms: number;
+                                    }[];
+                                } | null;
                                 created_at: string;
                                 updated_at: string;
                             }[];
@@ -10093,6 +10119,32 @@ export type paths = {
                             occurred_at: string;
                             /** @description Found from fixes or a press that reached the server late (uploaded from an offline buffer): occurred_at is in the past, details.delay_ms says by how much. A max-stay alarm later fixes contradict is closed by the system with details.superseded */
                             late: boolean;
+                            /** @description DEADMAN for silence: positions the device buffered while it was silent and uploaded late (also in details). The alarm is not withdrawn by them (nobody saw the person then); they are evidence to close it with ("reported late: was moving"). Null when none came */
+                            silence_evidence: {
+                                /** @description Fixes taken during the silence that reached the server late */
+                                count: number;
+                                /** @description Fix time of the first of them */
+                                first_at: string;
+                                /** @description Fix time of the last of them */
+                                last_at: string;
+                                /** @description They changed floor, or two of them lie further apart than the building’s dead-man radius (deadman_radius_m, 0 when unset) */
+                                was_moving: boolean;
+                                /** @description Greatest distance between two of them on one floor, in metres; null without floor coordinates */
+                                moved_m: number | null;
+                                /** @description At most 50 of them, evenly spread over the silence, the first and the last included */
+                                fixes: {
+                                    /** @description Fix time */
+                                    at: string;
+                                    building_id: number | null;
+                                    floor_id: number | null;
+                                    x: number | null;
+                                    y: number | null;
+                                    lat: number;
+                                    lng: number;
+                                    /** @description How long after the fix it reached the server */
+                                    delay_ms: number;
+                                }[];
+                            } | null;
                             created_at: string;
                             updated_at: string;
                         };
@@ -10164,6 +10216,32 @@ export type paths = {
                             occurred_at: string;
                             /** @description Found from fixes or a press that reached the server late (uploaded from an offline buffer): occurred_at is in the past, details.delay_ms says by how much. A max-stay alarm later fixes contradict is closed by the system with details.superseded */
                             late: boolean;
+                            /** @description DEADMAN for silence: positions the device buffered while it was silent and uploaded late (also in details). The alarm is not withdrawn by them (nobody saw the person then); they are evidence to close it with ("reported late: was moving"). Null when none came */
+                            silence_evidence: {
+                                /** @description Fixes taken during the silence that reached the server late */
+                                count: number;
+                                /** @description Fix time of the first of them */
+                                first_at: string;
+                                /** @description Fix time of the last of them */
+                                last_at: string;
+                                /** @description They changed floor, or two of them lie further apart than the building’s dead-man radius (deadman_radius_m, 0 when unset) */
+                                was_moving: boolean;
+                                /** @description Greatest distance between two of them on one floor, in metres; null without floor coordinates */
+                                moved_m: number | null;
+                                /** @description At most 50 of them, evenly spread over the silence, the first and the last included */
+                                fixes: {
+                                    /** @description Fix time */
+                                    at: string;
+                                    building_id: number | null;
+                                    floor_id: number | null;
+                                    x: number | null;
+                                    y: number | null;
+                                    lat: number;
+                                    lng: number;
+                                    /** @description How long after the fix it reached the server */
+                                    delay_ms: number;
+                                }[];
+                            } | null;
                             created_at: string;
                             updated_at: string;
                         };
@@ -10328,6 +10406,32 @@ export type paths = {
                             occurred_at: string;
                             /** @description Found from fixes or a press that reached the server late (uploaded from an offline buffer): occurred_at is in the past, details.delay_ms says by how much. A max-stay alarm later fixes contradict is closed by the system with details.superseded */
                             late: boolean;
+                            /** @description DEADMAN for silence: positions the device buffered while it was silent and uploaded late (also in details). The alarm is not withdrawn by them (nobody saw the person then); they are evidence to close it with ("reported late: was moving"). Null when none came */
+                            silence_evidence: {
+                                /** @description Fixes taken during the silence that reached the server late */
+                                count: number;
+                                /** @description Fix time of the first of them */
+                                first_at: string;
+                                /** @description Fix time of the last of them */
+                                last_at: string;
+                                /** @description They changed floor, or two of them lie further apart than the building’s dead-man radius (deadman_radius_m, 0 when unset) */
+                                was_moving: boolean;
+                                /** @description Greatest distance between two of them on one floor, in metres; null without floor coordinates */
+                                moved_m: number | null;
+                                /** @description At most 50 of them, evenly spread over the silence, the first and the last included */
+                                fixes: {
+                                    /** @description Fix time */
+                                    at: string;
+                                    building_id: number | null;
+                                    floor_id: number | null;
+                                    x: number | null;
+                                    y: number | null;
+                                    lat: number;
+                                    lng: number;
+                                    /** @description How long after the fix it reached the server */
+                                    delay_ms: number;
+                                }[];
+                            } | null;
                             created_at: string;
                             updated_at: string;
                         };
@@ -10478,6 +10582,32 @@ export type paths = {
                             occurred_at: string;
                             /** @description Found from fixes or a press that reached the server late (uploaded from an offline buffer): occurred_at is in the past, details.delay_ms says by how much. A max-stay alarm later fixes contradict is closed by the system with details.superseded */
                             late: boolean;
+                            /** @description DEADMAN for silence: positions the device buffered while it was silent and uploaded late (also in details). The alarm is not withdrawn by them (nobody saw the person then); they are evidence to close it with ("reported late: was moving"). Null when none came */
+                            silence_evidence: {
+                                /** @description Fixes taken during the silence that reached the server late */
+                                count: number;
+                                /** @description Fix time of the first of them */
+                                first_at: string;
+                                /** @description Fix time of the last of them */
+                                last_at: string;
+                                /** @description They changed floor, or two of them lie further apart than the building’s dead-man radius (deadman_radius_m, 0 when unset) */
+                                was_moving: boolean;
+                                /** @description Greatest distance between two of them on one floor, in metres; null without floor coordinates */
+                                moved_m: number | null;
+                                /** @description At most 50 of them, evenly spread over the silence, the first and the last included */
+                                fixes: {
+                                    /** @description Fix time */
+                                    at: string;
+                                    building_id: number | null;
+                                    floor_id: number | null;
+                                    x: number | null;
+                                    y: number | null;
+                                    lat: number;
+                                    lng: number;
+                                    /** @description How long after the fix it reached the server */
+                                    delay_ms: number;
+                                }[];
+                            } | null;
                             created_at: string;
                             updated_at: string;
                         };
@@ -11111,7 +11241,10 @@ export type paths = {
         /** An evacuation (`current`: the active one) with its roll and counts; the missing first by floor, with their last known place */
         get: {
             parameters: {
-                query?: never;
+                query?: {
+                    /** @description Only entries of these statuses in `roll` and `arrivals` (comma-separated); `counts` and `missing` stay whole. A screen showing the counts, the missing and the arrivals at each assembly point asks for `safe` and skips the rest of the roll. Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    status?: ("missing" | "safe" | "safe_manual" | "left_site" | "not_found")[];
+                };
                 header?: never;
                 path: {
                     id: number;
@@ -11287,7 +11420,10 @@ export type paths = {
         /** An evacuation (`current`: the active one) with its roll and counts; the missing first by floor, with their last known place (headers only) */
         head: {
             parameters: {
-                query?: never;
+                query?: {
+                    /** @description Only entries of these statuses in `roll` and `arrivals` (comma-separated); `counts` and `missing` stay whole. A screen showing the counts, the missing and the arrivals at each assembly point asks for `safe` and skips the rest of the roll. Repeat the parameter (`name=a&name=b`) or separate items with commas (`name=a,b`). */
+                    status?: ("missing" | "safe" | "safe_manual" | "left_site" | "not_found")[];
+                };
                 header?: never;
                 path: {
                     id: number;
@@ -11582,6 +11718,331 @@ export type paths = {
             requestBody?: never;
             responses: {
                 /** @description Success: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/buildings/{id}/evacuations/{evacuation}/report.json": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The report of an evacuation (`current`: the active one): its timeline, the time to 50%, 90% and 100% of the roll accounted, arrivals per assembly point, who was marked safe by hand, who was last and who never was. Runs as a job */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: number;
+                    evacuation: string | "current";
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            evacuation: {
+                                /** Format: uuid */
+                                id: string;
+                                building_id: number;
+                                floor_ids: number[] | null;
+                                note: string | null;
+                                drill: boolean;
+                                active: boolean;
+                                /** @description An ISO 8601 instant */
+                                started_at: string;
+                                started_by: {
+                                    user_id: string;
+                                    email: string;
+                                };
+                                ended_at: string | null;
+                                ended_by: {
+                                    user_id: string;
+                                    email: string;
+                                } | null;
+                            };
+                            /** @description From the declaration to its end (an active one: to the report) */
+                            duration_s: number;
+                            counts: {
+                                on_roll: number;
+                                accounted: number;
+                                safe: number;
+                                safe_manual: number;
+                                left_site: number;
+                                missing: number;
+                                not_found: number;
+                                arrivals: number;
+                            };
+                            /** @description Time to account for 50%, 90% and 100% of the roll; null when nobody is on it */
+                            milestones: {
+                                percent: number;
+                                /** @description People that share is */
+                                accounted: number;
+                                /** @description null: not reached */
+                                reached_at: string | null;
+                                after_s: number | null;
+                            }[];
+                            /** @description Each of the building's assembly points (and any the roll names that is one no more), by name */
+                            assembly_points: {
+                                id: string;
+                                name: string;
+                                arrivals: number;
+                                first_at: string | null;
+                                first_after_s: number | null;
+                                last_at: string | null;
+                                last_after_s: number | null;
+                            }[];
+                            /** @description Who a warden marked safe, in order */
+                            marked_by_hand: {
+                                entry: string;
+                                user_id: string | null;
+                                device_ids: string[];
+                                /** @description An ISO 8601 instant */
+                                at: string;
+                                /** @description Seconds since the declaration */
+                                after_s: number;
+                                marked_by: {
+                                    user_id: string;
+                                    email: string;
+                                } | null;
+                                comment: string | null;
+                            }[];
+                            /** @description The last person accounted for */
+                            last_accounted: {
+                                /** @description An ISO 8601 instant */
+                                at: string;
+                                /** @description Seconds since the declaration */
+                                after_s: number;
+                                /**
+                                 * @description started / ended; a person accounted (safe, safe_manual, left_site), never found (not_found), or come in (arrival)
+                                 * @enum {string}
+                                 */
+                                event: "started" | "safe" | "safe_manual" | "left_site" | "arrival" | "not_found" | "ended";
+                                entry: string | null;
+                                user_id: string | null;
+                                device_ids: string[];
+                                assembly_point: {
+                                    id: string;
+                                    name: string;
+                                } | null;
+                                marked_by: {
+                                    user_id: string;
+                                    email: string;
+                                } | null;
+                                comment: string | null;
+                                /** @description People on the roll accounted for once this row happened */
+                                accounted: number;
+                                /** @description The same as a share of the roll, in % */
+                                accounted_pct: number;
+                                /** @description 50, 90 or 100 on the row that brought the share to it */
+                                milestone_pct: number | null;
+                            } | null;
+                            /** @description Never accounted: still missing, or not found when it ended */
+                            not_accounted: {
+                                entry: string;
+                                user_id: string | null;
+                                device_ids: string[];
+                                /** @enum {string} */
+                                status: "missing" | "not_found";
+                                last_position: {
+                                    floor_id: number | null;
+                                    x: number | null;
+                                    y: number | null;
+                                    /** @description An ISO 8601 instant */
+                                    fix_at: string;
+                                } | null;
+                            }[];
+                            timeline: {
+                                /** @description An ISO 8601 instant */
+                                at: string;
+                                /** @description Seconds since the declaration */
+                                after_s: number;
+                                /**
+                                 * @description started / ended; a person accounted (safe, safe_manual, left_site), never found (not_found), or come in (arrival)
+                                 * @enum {string}
+                                 */
+                                event: "started" | "safe" | "safe_manual" | "left_site" | "arrival" | "not_found" | "ended";
+                                entry: string | null;
+                                user_id: string | null;
+                                device_ids: string[];
+                                assembly_point: {
+                                    id: string;
+                                    name: string;
+                                } | null;
+                                marked_by: {
+                                    user_id: string;
+                                    email: string;
+                                } | null;
+                                comment: string | null;
+                                /** @description People on the roll accounted for once this row happened */
+                                accounted: number;
+                                /** @description The same as a share of the roll, in % */
+                                accounted_pct: number;
+                                /** @description 50, 90 or 100 on the row that brought the share to it */
+                                milestone_pct: number | null;
+                            }[];
+                        };
+                    };
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Error */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        /** The report of an evacuation (`current`: the active one): its timeline, the time to 50%, 90% and 100% of the roll accounted, arrivals per assembly point, who was marked safe by hand, who was last and who never was. Runs as a job (headers only) */
+        head: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: number;
+                    evacuation: string | "current";
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/buildings/{id}/evacuations/{evacuation}/report.csv": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The timeline of an evacuation as CSV: one row per event (started, each person accounted, arrivals, not found, ended) */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: number;
+                    evacuation: string | "current";
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description RFC 4180 CSV, the timeline */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "text/csv": string;
+                    };
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Error */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        /** The timeline of an evacuation as CSV: one row per event (started, each person accounted, arrivals, not found, ended) (headers only) */
+        head: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: number;
+                    evacuation: string | "current";
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description RFC 4180 CSV, the timeline: as GET answers, without the body */
                 200: {
                     headers: {
                         [name: string]: unknown;

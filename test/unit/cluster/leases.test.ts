@@ -9,6 +9,8 @@ import { ownerOf } from '../../../gateway/cluster/rendezvous.js';
 import { EncodedPayload } from '../../../shared/bus/encoded-payload.js';
 import { PositionsMessage } from '../../../shared/positions/positions-message.js';
 import { createLogger } from '../../../shared/logger.js';
+import type { RedisConnections } from '../../../shared/redis/redis-connections.js';
+import { redisClusterOfThisFile, redisServer } from '../../support/redis-cluster.js';
 import { deleteRedisPrefix, serverRedisUrl } from '../../support/test-environment.js';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -113,17 +115,34 @@ describe('ClusterNode: hand-off while the shard log refuses', () => {
   });
 });
 
-describe.skipIf(!serverRedisUrl)('RedisCoordination: membership and leases', () => {
+/** The Redis drivers run against this run's Redis, if any, and a three-master Redis Cluster of this file's own. */
+interface RedisTarget {
+  name: string;
+  connections(): RedisConnections;
+  /** Removes a test's keys (the cluster is thrown away whole at the end). */
+  clean(prefix: string): Promise<void>;
+}
+const targets: RedisTarget[] = [];
+if (serverRedisUrl)
+  targets.push({
+    name: 'redis',
+    connections: () => redisServer(serverRedisUrl!),
+    clean: (prefix) => deleteRedisPrefix(serverRedisUrl!, prefix),
+  });
+const redisCluster = redisClusterOfThisFile();
+if (redisCluster) targets.push({ name: 'redis-cluster', connections: () => redisCluster().connections, clean: async () => undefined });
+
+describe.runIf(targets.length > 0).each(targets)('RedisCoordination: membership and leases ($name)', (target) => {
   const prefix = `fctest:coord:${Math.random().toString(36).slice(2)}`;
   const members: RedisCoordination[] = [];
   const member = (id: string, ttlMs = 400) => {
-    const made = new RedisCoordination(serverRedisUrl!, prefix, id, ttlMs);
+    const made = new RedisCoordination(target.connections(), prefix, id, ttlMs);
     members.push(made);
     return made;
   };
   afterEach(async () => {
     for (const made of members.splice(0)) await made.close();
-    await deleteRedisPrefix(serverRedisUrl!, prefix);
+    await target.clean(prefix);
   });
 
   it('lists live members, forgets one whose heartbeat expired and one that left', async () => {
@@ -177,9 +196,9 @@ class SharedCoordination implements Coordination {
   async close() {}
 }
 
-describe.skipIf(!serverRedisUrl)('ClusterNode: a shard handed to a joining member (Redis streams)', () => {
+describe.runIf(targets.length > 0).each(targets)('ClusterNode: a shard handed to a joining member (Redis streams, $name)', (target) => {
   const prefix = `fctest:handover:${Math.random().toString(36).slice(2)}`;
-  afterEach(async () => deleteRedisPrefix(serverRedisUrl!, prefix));
+  afterEach(async () => target.clean(prefix));
 
   it('loses no entry appended as the next owner starts reading: the old owner releases the lease once its read is over', async () => {
     // One shard, which the joining member wins from the first.
@@ -187,14 +206,14 @@ describe.skipIf(!serverRedisUrl)('ClusterNode: a shard handed to a joining membe
     const second = ['member-b', 'member-c', 'member-d', 'member-e'].find((id) => ownerOf(0, [first, id]) === id)!;
     const cluster = { members: [first], leases: new Map<number, string>() };
     const upload = (deviceId: string) => appender.append(0, new EncodedPayload(new PositionsMessage('org', [record(deviceId)])));
-    const appender = new RedisShardLog(serverRedisUrl!, prefix, 'uploads');
+    const appender = new RedisShardLog(target.connections(), prefix, 'uploads');
     // The first member's reads of the stream block for long (as a read under way when a heartbeat finds the shard
     // is another's), so one is always under way when it gives the shard up.
-    const firstLog = new RedisShardLog(serverRedisUrl!, prefix, first);
+    const firstLog = new RedisShardLog(target.connections(), prefix, first);
     const read = firstLog.read.bind(firstLog);
     firstLog.read = (shards) => read(shards, 3000);
     // An upload lands in the shard as soon as the next owner has taken what was left pending.
-    const secondLog = new RedisShardLog(serverRedisUrl!, prefix, second);
+    const secondLog = new RedisShardLog(target.connections(), prefix, second);
     const takePending = secondLog.takePending.bind(secondLog);
     secondLog.takePending = async (shard) => {
       const pending = await takePending(shard);

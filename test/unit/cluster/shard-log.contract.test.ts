@@ -1,10 +1,13 @@
 import { afterEach, describe, expect, it } from 'vitest';
+import type { Cluster } from 'ioredis';
+import { ClusterKeys } from '../../../gateway/cluster/cluster-keys.js';
 import { LocalShardLog } from '../../../gateway/cluster/local-shard-log.js';
 import { RedisShardLog } from '../../../gateway/cluster/redis-shard-log.js';
 import { SHARD_READ_COUNT, type ShardLog } from '../../../gateway/cluster/shard-log.js';
 import { EncodedPayload } from '../../../shared/bus/encoded-payload.js';
 import type { PositionRecord } from '../../../shared/positions/position-record.js';
 import { PositionsMessage, type EncodedPositions } from '../../../shared/positions/positions-message.js';
+import { redisClusterOfThisFile, redisServer } from '../../support/redis-cluster.js';
 import { deleteRedisPrefix, serverRedisUrl } from '../../support/test-environment.js';
 import { positionRecord } from '../../../testkit/positions.js';
 
@@ -30,9 +33,22 @@ if (redisUrl) {
     name: 'redis',
     pair: () => {
       const prefix = `fctest:shards:${Math.random().toString(36).slice(2)}`;
-      const a = new RedisShardLog(redisUrl, prefix, 'member-a');
-      const b = new RedisShardLog(redisUrl, prefix, 'member-b');
+      const a = new RedisShardLog(redisServer(redisUrl), prefix, 'member-a');
+      const b = new RedisShardLog(redisServer(redisUrl), prefix, 'member-b');
       return { a, b, cleanup: async () => (await a.close(), await b.close(), await deleteRedisPrefix(redisUrl, prefix)) };
+    },
+  });
+}
+/** A three-master Redis Cluster of this file's own (a stream per slot, read shard by shard), whatever drivers the run selects. */
+const cluster = redisClusterOfThisFile();
+if (cluster) {
+  factories.push({
+    name: 'redis-cluster',
+    pair: () => {
+      const prefix = `fctest:shards:${Math.random().toString(36).slice(2)}`;
+      const a = new RedisShardLog(cluster!().connections, prefix, 'member-a');
+      const b = new RedisShardLog(cluster!().connections, prefix, 'member-b');
+      return { a, b, cleanup: async () => (await a.close(), await b.close()) };
     },
   });
 }
@@ -180,8 +196,8 @@ describe.runIf(redisUrl)('Redis shard log', () => {
   afterEach(async () => cleanup?.());
   const open = () => {
     const prefix = `fctest:shards:${Math.random().toString(36).slice(2)}`;
-    const a = new RedisShardLog(redisUrl!, prefix, 'member-a');
-    const b = new RedisShardLog(redisUrl!, prefix, 'member-b');
+    const a = new RedisShardLog(redisServer(redisUrl!), prefix, 'member-a');
+    const b = new RedisShardLog(redisServer(redisUrl!), prefix, 'member-b');
     cleanup = async () => (await a.close(), await b.close(), await deleteRedisPrefix(redisUrl!, prefix));
     return { a, b, prefix };
   };
@@ -223,5 +239,64 @@ describe.runIf(redisUrl)('Redis shard log', () => {
     } finally {
       raw.disconnect();
     }
+  });
+});
+
+describe.runIf(cluster)('shard keys on a Redis Cluster', () => {
+  it("keeps each shard's stream, counts and lease in one slot, and spreads the shards over the masters", async () => {
+    const connections = cluster!().connections;
+    const keys = new ClusterKeys(connections, 'fctest:keys');
+    const client = connections.connect({ name: 'fctest-keyslots', maxRetriesPerRequest: 1 });
+    try {
+      const slotOf = async (key: string) => Number(await client.call('CLUSTER', 'KEYSLOT', key));
+      const masterOf = (slot: number) => (client as Cluster).slots[slot]![0]!;
+      const masters = new Set<string>();
+      for (let shard = 0; shard < 16; shard++) {
+        const slot = await slotOf(keys.shard(shard));
+        expect([await slotOf(keys.shardCounts(shard)), await slotOf(keys.lease(shard)), await slotOf(keys.shardAppended(shard))]).toEqual([
+          slot,
+          slot,
+          slot,
+        ]);
+        masters.add(masterOf(slot));
+      }
+      expect(masters.size).toBe(3);
+      expect(await slotOf(keys.member('a'))).toBe(await slotOf(keys.members));
+    } finally {
+      client.disconnect();
+    }
+  });
+});
+
+describe.runIf(cluster)('Redis shard log on a Redis Cluster', () => {
+  it('finds an entry whose appended message was lost within one blockMs, by asking every shard', async () => {
+    const prefix = `fctest:shards:${Math.random().toString(36).slice(2)}`;
+    const log = new RedisShardLog(cluster!().connections, prefix, 'owner');
+    const raw = cluster!().connections.connect({ name: 'fctest-raw', maxRetriesPerRequest: 1 });
+    try {
+      for (const shard of [1, 2]) await log.open(shard);
+      expect(await log.read([1, 2], 50)).toEqual(new Map());
+      // Appended behind the log's back: no `appended` message, as if the subscriber had been reconnecting.
+      const packed = upload(record('silent', 1)).bytes;
+      await raw.xadd(new ClusterKeys(cluster!().connections, prefix).shard(2), '*', 'p', packed);
+      const read = await log.read([1, 2], 400);
+      expect(devices(read.get(2) ?? [])).toEqual(['silent']);
+    } finally {
+      raw.disconnect();
+      await log.close();
+    }
+  });
+});
+
+describe('shard keys on one Redis', () => {
+  it('keep the names they had before Redis Cluster, so a rolling upgrade finds its streams and leases', () => {
+    const keys = new ClusterKeys(redisServer('redis://127.0.0.1:1'), 'p');
+    expect([keys.shard(3), keys.shardCounts(3), keys.lease(3), keys.members, keys.member('a')]).toEqual([
+      'p:cluster:shard:3',
+      'p:cluster:shard:3:organizations',
+      'p:cluster:lease:3',
+      'p:cluster:members',
+      'p:cluster:member:a',
+    ]);
   });
 });

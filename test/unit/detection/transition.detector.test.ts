@@ -160,6 +160,33 @@ describe('transition sweep', () => {
     expect(step(settled.state, { zoneIds: [] }, debounced, s(21)).transitions).toEqual([]);
   });
 
+  it('settles a side that held for its threshold before a contrary fix, as a sweep between them would have (event time)', () => {
+    // Seen inside at 0 s, next fix outside at 10 s: inside held 10 s >= min_dwell 5 s, whether or not a sweep ran at 5 s.
+    const rare = run(debounced, [
+      [0, ['f']],
+      [10, []],
+    ]);
+    const swept = run(debounced, [[10, []]], sweep(run(debounced, [[0, ['f']]]).state, debounced, s(5)).state);
+    expect(rare.transitions).toEqual([{ type: 'enter', zoneId: 'f', at: s(0), firedAt: s(5) }]);
+    expect(rare.state).toEqual(swept.state);
+    expect(rare.state.zones).toEqual({ f: { enteredAt: s(0), pendingSince: s(10) } });
+    // And out again: outside from 10 s held the 5 s grace by the fix back inside at 20 s.
+    expect(run(debounced, [[20, ['f']]], rare.state).transitions).toEqual([{ type: 'exit', zoneId: 'f', at: s(10), firedAt: s(15) }]);
+    // Without a dwell, the fix back is an enter at once.
+    const graceOnly: TransitionRules = new Map([['f', { exitGraceS: 5 }]]);
+    expect(
+      run(graceOnly, [
+        [0, ['f']],
+        [10, []],
+        [20, ['f']],
+      ]).transitions,
+    ).toEqual([
+      { type: 'enter', zoneId: 'f', at: s(0), firedAt: s(0) },
+      { type: 'exit', zoneId: 'f', at: s(10), firedAt: s(15) },
+      { type: 'enter', zoneId: 'f', at: s(20), firedAt: s(20) },
+    ]);
+  });
+
   it('settles a pending enter of a device standing still and reporting rarely', () => {
     const { state } = run(debounced, [[0, ['f']]]);
     expect(sweep(state, debounced, s(5)).transitions).toEqual([{ type: 'enter', zoneId: 'f', at: s(0), firedAt: s(5) }]);

@@ -1,0 +1,70 @@
+import { Cluster, Redis } from 'ioredis';
+import type { Config } from '../config.js';
+
+/** A connection to one Redis, or to a Redis Cluster (ioredis routes each command to the node of its slot). */
+export type RedisClient = Redis | Cluster;
+
+/** Where Redis is: one server (REDIS_URL), or a Redis Cluster known by some of its nodes (REDIS_CLUSTER_NODES). */
+export type RedisTarget = { url: string } | { clusterNodes: readonly { host: string; port: number }[] };
+
+export interface ConnectionOptions {
+  /** CLIENT SETNAME, so an operator can tell Floorcast's connections apart (on a cluster, on every node). */
+  name: string;
+  /** `null` for BullMQ's blocking connections, which must never give up. */
+  maxRetriesPerRequest: number | null;
+  enableOfflineQueue?: boolean;
+  /** The commands of one tick go in one write (one per node on a cluster). */
+  enableAutoPipelining?: boolean;
+  /** A connection that subscribes with SSUBSCRIBE: on a cluster, one subscriber connection per master. */
+  shardedSubscriber?: boolean;
+}
+
+/**
+ * The one place Redis connections are made, for every driver (bus, shard streams and leases, jobs, limits): a
+ * client or a cluster client, from the same options. On a cluster, a multi-key command, a transaction or a Lua
+ * script may only touch keys of one slot: `slotGroup` names the keys that must stay together.
+ */
+export class RedisConnections {
+  constructor(readonly target: RedisTarget) {}
+
+  get clustered(): boolean {
+    return 'clusterNodes' in this.target;
+  }
+
+  connect(options: ConnectionOptions): RedisClient {
+    const { name, maxRetriesPerRequest, enableOfflineQueue = true, enableAutoPipelining = false } = options;
+    if ('url' in this.target) {
+      return new Redis(this.target.url, { connectionName: name, maxRetriesPerRequest, enableOfflineQueue, enableAutoPipelining });
+    }
+    const cluster = new Cluster([...this.target.clusterNodes], {
+      redisOptions: { connectionName: name, maxRetriesPerRequest },
+      enableOfflineQueue,
+      enableAutoPipelining,
+      shardedSubscribers: options.shardedSubscriber ?? false,
+    });
+    // ioredis keeps a cluster's commands queued while the whole cluster is away, however long: a command that may
+    // give up (maxRetriesPerRequest set) waits only until the cluster is first ready, and fails at once afterwards
+    // while it is gone, as on one Redis once its retries are spent (an outage, answered 503, never a hang). Not a
+    // sharded subscriber's: its SSUBSCRIBE waits for the node's subscriber connection, which ioredis rebuilds
+    // apart from the cluster's readiness (refused, a subscription would be lost).
+    if (maxRetriesPerRequest !== null && enableOfflineQueue && !options.shardedSubscriber) {
+      cluster.once('ready', () => void (cluster.options.enableOfflineQueue = false));
+    }
+    return cluster;
+  }
+
+  /**
+   * `name` as the hash tag of the keys built on it: `{name}` on a cluster, so they share a slot, and `name`
+   * itself on one Redis, where the keys keep the names they had before clusters (a rolling upgrade finds them).
+   */
+  slotGroup(name: string): string {
+    return this.clustered ? `{${name}}` : name;
+  }
+}
+
+/** Redis as configured: a cluster (REDIS_CLUSTER_NODES), one server (REDIS_URL), or none (the in-process drivers). */
+export function redisConnections(config: Pick<Config, 'REDIS_URL' | 'REDIS_CLUSTER_NODES'>): RedisConnections | undefined {
+  if (config.REDIS_CLUSTER_NODES) return new RedisConnections({ clusterNodes: config.REDIS_CLUSTER_NODES });
+  if (config.REDIS_URL) return new RedisConnections({ url: config.REDIS_URL });
+  return undefined;
+}
