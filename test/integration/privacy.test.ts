@@ -290,6 +290,57 @@ describe(`privacy: tracking windows and erasure (${driverLabel})`, () => {
       expect(JSON.stringify(audit.body)).toContain(done.id);
     });
 
+    it('deleting a user erases them: no row of the person in any table that holds a user or device id, and the erasure is listed', async () => {
+      const leaver = await createUser(admin, 'user');
+      const bystander = await createUser(admin, 'user');
+      const device = `leaver-${randomUUID().slice(0, 8)}`;
+      const other = `stayer-${randomUUID().slice(0, 8)}`;
+      expect((await admin.post('/api/v1/devices', { identifier: device, user_id: leaver.user.id })).status).toBe(201);
+      expect((await admin.post('/api/v1/devices', { identifier: other, user_id: bystander.user.id })).status).toBe(201);
+      expect((await admin.put(`/api/v1/users/${leaver.user.id}/tracking_window`, MORNINGS)).status).toBe(200);
+      expect((await leaver.client.post('/api/v1/auth/apikeys', { permission: 'read-only', description: 'mine' })).status).toBe(201);
+      const walk = (deviceId: string, userId: string) =>
+        [0, 5, 10, 3600].map((second, index) => pose(deviceId, userId, at(8, second), index % 2 ? 15 : 2, { danger: second === 3600 }));
+      await upload([...walk(device, leaver.user.id), ...walk(other, bystander.user.id)]);
+      const needles = [leaver.user.id, device];
+      await waitFor(
+        async () => (await rowsHolding('rollup_runs', needles)) > 0 && (await rowsHolding('alarms', needles)) > 0,
+        'rollups and the alarm',
+      );
+      // Only the erasure's own record, and the audit log (who did what, kept for its retention), may name them after.
+      const kept = ['audit_log', 'erasure_requests', 'mikro_orm_migrations'];
+      const everyTable = (
+        await sql<{ table_name: string }>(
+          `select table_name from information_schema.tables where table_schema = current_schema() and table_type = 'BASE TABLE'`,
+        )
+      )
+        .map((row) => row.table_name)
+        .filter((table) => !kept.includes(table));
+      expect(everyTable).toEqual(
+        expect.arrayContaining([...(await personTables()).filter((table) => !kept.includes(table)), 'users', 'devices']),
+      );
+      const othersBefore = await Promise.all(everyTable.map((table) => rowsHolding(table, [bystander.user.id, other])));
+
+      const deleted = await admin.delete(`/api/v1/users/${leaver.user.id}`);
+      expect(deleted.status, deleted.text).toBe(204);
+      let erasures = (await admin.get(`/api/v1/users/${leaver.user.id}/erasures`)).body;
+      await waitFor(async () => {
+        erasures = (await admin.get(`/api/v1/users/${leaver.user.id}/erasures`)).body;
+        return erasures[0]?.status === 'done';
+      }, 'the erasure the deletion started');
+      expect(erasures).toHaveLength(1);
+      expect(erasures[0]).toMatchObject({ cause: 'user_deleted', user_id: leaver.user.id, from: null, to: null });
+      expect(erasures[0].removed).toMatchObject({ positions: 4, alarms_pseudonymized: 1 });
+      for (const table of everyTable) expect({ table, rows: await rowsHolding(table, needles) }).toEqual({ table, rows: 0 });
+      expect(await Promise.all(everyTable.map((table) => rowsHolding(table, [bystander.user.id, other])))).toEqual(othersBefore);
+      expect((await admin.get(`/api/v1/users/${leaver.user.id}`)).status).toBe(404);
+      expect((await leaver.client.get('/api/v1/users/me/privacy')).status).toBe(401);
+      // The audit log says who deleted whom; the erasure's record says what went, never the data.
+      const audit = await admin.get(`/api/v1/audit?object_type=users&object_id=${leaver.user.id}`);
+      expect(audit.body.data.map((entry: { method: string }) => entry.method)).toContain('DELETE');
+      expect((await bystander.client.get(`/api/v1/users/${leaver.user.id}/erasures`)).status).toBe(403);
+    });
+
     it('erases only within from..to, refuses from after to (422 naming from), and is for admins only', async () => {
       const person = await createUser(admin, 'user');
       const device = `ranged-${randomUUID().slice(0, 8)}`;

@@ -24,6 +24,7 @@ import { M0023Evacuations } from './m0023-evacuations.js';
 import { M0024Privacy } from './m0024-privacy.js';
 import { M0025ZoneEventTime } from './m0025-zone-event-time.js';
 import { M0030PrivacySettings } from './m0030-privacy-settings.js';
+import { M0031OrganizationRetention } from './m0031-organization-retention.js';
 
 /**
  * Every migration, in order. Listed explicitly (not globbed from disk) so they run the same under tsx,
@@ -55,4 +56,5 @@ export const migrationsList: MigrationObject[] = [
   { name: 'm0024-privacy', class: M0024Privacy },
   { name: 'm0025-zone-event-time', class: M0025ZoneEventTime },
   { name: 'm0030-privacy-settings', class: M0030PrivacySettings },
+  { name: 'm0031-organization-retention', class: M0031OrganizationRetention },
 ];
