@@ -14,7 +14,7 @@ import {
   retentionUpdate,
   type RetentionDays,
 } from '../../shared/privacy/retention.js';
-import type { TrackingSchedule } from '../../shared/privacy/tracking-schedule.js';
+import { isTracked, type TrackingSchedule } from '../../shared/privacy/tracking-schedule.js';
 import type { Storage } from '../../shared/storage/index.js';
 import { can } from '../auth/permissions.js';
 import type { Principal } from '../auth/principal.js';
@@ -121,6 +121,7 @@ export class PrivacyService {
         source: own.schedule ? 'user' : group?.schedule ? 'group' : 'none',
         schedule,
         tracked_always: schedule === null,
+        tracked_now: isTracked(schedule, Date.now()),
       },
       kept: [
         ...RETENTION_KINDS.map((kind) => ({ data: kind, retention_days: days[kind], note: RETENTION_NOTES[kind] })),
@@ -152,8 +153,11 @@ export class PrivacyService {
   }
 
   /** A person's erasures, newest first; still there once the user is deleted (the one the deletion started among them). */
-  erasures(organizationId: string, userId: string): Promise<ErasureRequest[]> {
-    return listErasures(this.storage, organizationId, userId);
+  async erasures(organizationId: string, userId: string): Promise<ErasureRequest[]> {
+    const erasures = await listErasures(this.storage, organizationId, userId);
+    // None, and no such user here: 404, as for any id of another organization.
+    if (erasures.length === 0) await this.assertSubject(organizationId, { kind: 'user', id: userId }, this.storage.em());
+    return erasures;
   }
 
   async erasure(organizationId: string, userId: string, id: string): Promise<ErasureRequest> {

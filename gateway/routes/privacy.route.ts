@@ -33,6 +33,7 @@ const privacyResponse = z.object({
     source: z.enum(['user', 'group', 'none']),
     schedule: scheduleResponse.nullable(),
     tracked_always: z.boolean(),
+    tracked_now: z.boolean().describe('Whether positions taken now are kept (inside the window, or no window)'),
   }),
   kept: z.array(
     z.object({

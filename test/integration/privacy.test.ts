@@ -109,6 +109,38 @@ describe(`privacy: tracking windows and erasure (${driverLabel})`, () => {
       expect(await history(device)).toEqual([5]);
     });
 
+    it('says who is tracked now: on the live views per person, and to each person at /users/me/privacy', async () => {
+      const never = { time_zone: 'UTC', weekly: [] };
+      const always = { time_zone: 'UTC', weekly: MORNINGS.weekly.map((range) => ({ ...range, from: '00:00', to: '24:00' })) };
+      const off = await createUser(admin, 'user');
+      const on = await createUser(admin, 'user');
+      const offDevice = `off-${randomUUID().slice(0, 8)}`;
+      const onDevice = `on-${randomUUID().slice(0, 8)}`;
+      expect((await admin.put(`/api/v1/users/${off.user.id}/tracking_window`, never)).status).toBe(200);
+      expect((await admin.put(`/api/v1/users/${on.user.id}/tracking_window`, always)).status).toBe(200);
+      // Off hours, only a DANGER is kept, and so it is the off-duty person's last live position.
+      await upload([
+        pose(offDevice, off.user.id, Date.now() - 1000, 1, { danger: true }),
+        pose(onDevice, on.user.id, Date.now() - 1000, 2),
+      ]);
+      const trackedOf = (features: { tracked_now: boolean }[]) => features.map((properties) => properties.tracked_now);
+      expect(trackedOf(await live(offDevice))).toEqual([false]);
+      expect(trackedOf(await live(onDevice))).toEqual([true]);
+      const building = await admin.get(`/api/v1/real_time/building/${venue.building.id}`);
+      const inBuilding = new Map(
+        building.body.features.map((feature: { id: string; properties: { tracked_now: boolean } }) => [
+          feature.id,
+          feature.properties.tracked_now,
+        ]),
+      );
+      expect([inBuilding.get(offDevice), inBuilding.get(onDevice)]).toEqual([false, true]);
+      expect((await off.client.get('/api/v1/users/me/privacy')).body.tracking_window).toMatchObject({ tracked_now: false, source: 'user' });
+      expect((await on.client.get('/api/v1/users/me/privacy')).body.tracking_window).toMatchObject({
+        tracked_now: true,
+        tracked_always: false,
+      });
+    });
+
     it('takes writes of one window at once: every one answered 200, and one of them stored', async () => {
       const group = await admin.post('/api/v1/groups', { name: `Shared shift ${randomUUID().slice(0, 6)}` });
       expect(group.status, group.text).toBe(201);
@@ -133,7 +165,12 @@ describe(`privacy: tracking windows and erasure (${driverLabel})`, () => {
       expect(await history(device)).toEqual([3, 1]);
       const privacy = await member.client.get('/api/v1/users/me/privacy');
       expect(privacy.status, privacy.text).toBe(200);
-      expect(privacy.body.tracking_window).toEqual({ source: 'group', schedule: { ...MORNINGS, exceptions: [] }, tracked_always: false });
+      expect(privacy.body.tracking_window).toEqual({
+        source: 'group',
+        schedule: { ...MORNINGS, exceptions: [] },
+        tracked_always: false,
+        tracked_now: expect.any(Boolean),
+      });
       expect(privacy.body.kept.find((entry: { data: string }) => entry.data === 'positions').retention_days).toBe(
         running.gateway.services.config.POSITIONS_RETENTION_DAYS,
       );
