@@ -3,6 +3,7 @@ import { alarmEscalationScenario } from './alarm-escalation.bench.js';
 import { buildingDetailScenario } from './cartography.bench.js';
 import { csvExportScenario } from './history.bench.js';
 import { detectionScenario } from './detection.bench.js';
+import { erasureScenario } from './erasure.bench.js';
 import { fairnessScenario } from './fairness.bench.js';
 import { geofencingScenario } from './geofencing.bench.js';
 import { ingestScenario } from './ingest.bench.js';
@@ -32,6 +33,7 @@ const scenarios: Scenario[] = [
   alarmEscalationScenario,
   silenceSweepScenario,
   fairnessScenario,
+  erasureScenario,
 ];
 
 const wanted = process.argv.slice(2);

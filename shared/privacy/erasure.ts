@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { JobRequest } from '../jobs/index.js';
 import type { Storage } from '../storage/index.js';
 import { pgArray } from '../storage/pg-array.js';
-import { deleteInBatches } from './retention.js';
+import { deleteInBatches, inPacedBatches } from './retention.js';
 
 /**
  * Erasure of one person's history (issue 32): their positions, zone events, stays and rollup rows (a rollup row
@@ -127,10 +127,15 @@ export async function runErasure(storage: Pick<Storage, 'execute'>, id: string, 
     const from = !bucketed ? '?' : `date_bin('${time === 'hour' ? '1 hour' : '15 minutes'}', ?::timestamptz, '2000-01-01T00:00:00Z')`;
     const where = `organization_id = ? and user_id = ?${request.from ? ` and ${time} >= ${from}` : ''}${request.to ? ` and ${time} <= ?` : ''}`;
     removed[table] ??= 0;
-    await deleteInBatches(storage, table, where, [request.organization_id, request.user_id, ...rangeParams], batchSize, async (count) => {
+    const counted = async (count: number) => {
       removed[table] = (removed[table] ?? 0) + count;
       await save('running');
-    });
+    };
+    if (table === 'positions') {
+      await erasePositions(storage, where, [request.organization_id, request.user_id, ...rangeParams], batchSize, counted);
+      continue;
+    }
+    await deleteInBatches(storage, table, where, [request.organization_id, request.user_id, ...rangeParams], batchSize, counted);
   }
   for (;;) {
     // The alarm keeps its kind, states and history; its person, device and place go. Each gets its own pseudonym,
@@ -166,6 +171,71 @@ export async function runErasure(storage: Pick<Storage, 'execute'>, id: string, 
   }
   await save('done');
   return removed;
+}
+
+/**
+ * A person's positions, in two passes that each read a row once: through the index of each device the person is
+ * known to have used (positions have no index on the person: ingest pays for every index), in time order; then
+ * whatever is left (a device no smaller table knew), partition by partition in physical order (a TID range), so
+ * a batch never reads again what an earlier one passed. `where` starts `organization_id = ? and user_id = ?`.
+ */
+async function erasePositions(
+  storage: Pick<Storage, 'execute'>,
+  where: string,
+  params: unknown[],
+  batchSize: number,
+  counted: (count: number) => Promise<void>,
+): Promise<void> {
+  const [organizationId, userId] = params as [string, string];
+  for (const device of await devicesOf(storage, organizationId, userId)) {
+    const byDevice = `device_id = ? and ${where}`;
+    await inPacedBatches(
+      batchSize,
+      async (size) => {
+        const [gone] = await storage.execute<{ n: number }>(
+          `with gone as (delete from positions where ${byDevice}
+             and ts <= (select max(ts) from (select ts from positions where ${byDevice} order by ts limit ${size}) first) returning 1)
+           select count(*)::int as n from gone`,
+          [device, ...params, device, ...params],
+        );
+        const count = Number(gone?.n ?? 0);
+        return { count, more: count >= size };
+      },
+      counted,
+    );
+  }
+  const partitions = await storage.execute<{ name: string }>(
+    `select c.relname as name from pg_inherits i join pg_class c on c.oid = i.inhrelid join pg_class p on p.oid = i.inhparent
+     where p.relname = 'positions' order by c.relname`,
+  );
+  for (const { name } of partitions) {
+    let after = '(0,0)';
+    await inPacedBatches(
+      batchSize,
+      async (size) => {
+        const [gone] = await storage.execute<{ n: number; read: number; last: string | null }>(
+          `with read as (select ctid, (${where}) as erased from ${name} where ctid > ?::tid order by ctid limit ${size}),
+           gone as (delete from ${name} where ctid = any(array(select ctid from read where erased)) returning 1)
+           select (select count(*)::int from gone) as n, (select count(*)::int from read) as read, (select max(ctid)::text from read) as last`,
+          [...params, after],
+        );
+        if (gone?.last) after = gone.last;
+        return { count: Number(gone?.n ?? 0), more: Number(gone?.read ?? 0) >= size };
+      },
+      counted,
+    );
+  }
+}
+
+/** Devices the person used, as far as anything smaller than the positions tells: their devices, rollups and zone events. */
+async function devicesOf(storage: Pick<Storage, 'execute'>, organizationId: string, userId: string): Promise<string[]> {
+  const rows = await storage.execute<{ device_id: string }>(
+    `select identifier as device_id from devices where organization_id = ? and user_id = ?
+     union select device_id from rollup_runs where organization_id = ? and user_id = ?
+     union select device_id from zone_events where organization_id = ? and user_id = ?`,
+    [organizationId, userId, organizationId, userId, organizationId, userId],
+  );
+  return rows.map((row) => row.device_id);
 }
 
 function present(row: ErasureRequest): ErasureRequest {

@@ -70,30 +70,60 @@ export function retentionUpdate(changes: Partial<RetentionDays>): { set: string;
 type Execute = Pick<Storage, 'execute'>;
 
 /**
- * Deletes the rows `where` selects, `batchSize` at a time, each batch its own statement (and transaction), yielding
- * to the event loop between batches so uploads are served meanwhile. Returns how many went.
+ * How expiry and erasure share the database with ingest. On embedded storage there is one connection: an upload
+ * waits for the statement in hand, so a batch is sized to take about STATEMENT_MS (from the last one's time), and
+ * after each the sweep rests as long as it worked (DUTY), so uploads are served between batches.
  */
-export async function deleteInBatches(
+const STATEMENT_MS = 15;
+const DUTY = 0.5;
+const MIN_BATCH = 50;
+
+/**
+ * Runs `batch` until it says it is done, each call its own statement (and transaction) of at most `maxBatch` rows,
+ * paced as above so uploads are served meanwhile. `batch` gets the size to use and answers how many rows it
+ * handled and whether any are left. Returns how many rows were handled.
+ */
+export async function inPacedBatches(
+  maxBatch: number,
+  batch: (size: number) => Promise<{ count: number; more: boolean }>,
+  afterBatch?: (count: number) => Promise<void>,
+): Promise<number> {
+  let total = 0;
+  let size = Math.min(maxBatch, 500);
+  for (;;) {
+    const started = performance.now();
+    const { count, more } = await batch(size);
+    const took = performance.now() - started;
+    total += count;
+    await afterBatch?.(count);
+    if (!more) return total;
+    size = Math.max(Math.min(MIN_BATCH, maxBatch), Math.min(maxBatch, Math.round((size * STATEMENT_MS) / Math.max(took, 1))));
+    await new Promise((resolve) => setTimeout(resolve, (took * (1 - DUTY)) / DUTY));
+  }
+}
+
+/** Deletes the rows of `table` that `where` selects, in paced batches (`inPacedBatches`). Returns how many went. */
+export function deleteInBatches(
   storage: Execute,
   table: string,
   where: string,
   params: readonly unknown[],
-  batchSize: number,
+  maxBatch: number,
   afterBatch?: (count: number) => Promise<void>,
 ): Promise<number> {
-  let total = 0;
-  for (;;) {
-    const [gone] = await storage.execute<{ n: number }>(
-      `with gone as (delete from ${table} where (tableoid, ctid) in (select tableoid, ctid from ${table} where ${where} limit ${batchSize}) returning 1)
-       select count(*)::int as n from gone`,
-      [...params],
-    );
-    const count = Number(gone?.n ?? 0);
-    total += count;
-    await afterBatch?.(count);
-    if (count < batchSize) return total;
-    await new Promise((resolve) => setImmediate(resolve));
-  }
+  return inPacedBatches(
+    maxBatch,
+    async (size) => {
+      const [gone] = await storage.execute<{ n: number }>(
+        `with gone as (delete from ${table} where (tableoid, ctid) in (select tableoid, ctid from ${table} where ${where} limit ${size}) returning 1)
+         select count(*)::int as n from gone`,
+        [...params],
+      );
+      const count = Number(gone?.n ?? 0);
+      return { count, more: count === size };
+    },
+    afterBatch,
+  );
 }
 
 /** Tables expired by instant, per kind (alarm positions are cleared, not deleted: see `clearAlarmPositions`). */
