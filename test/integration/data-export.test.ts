@@ -184,4 +184,30 @@ describe(`privacy: a person's data export (${driverLabel})`, () => {
       errors: [{ field: 'query.from' }],
     });
   });
+
+  it('hands out nothing of an export that an erasure of the person overtook (409), and all of a later one', async () => {
+    const [{ organization_id: organizationId }] = await sql<{ organization_id: string }>('select organization_id from users where id = ?', [
+      bystander.user.id,
+    ]);
+    const { storage } = running.gateway.services;
+    let asked = false;
+    // The erasure is asked while the export reads the positions (the erasure job itself does not run here).
+    const racing = {
+      execute: async <T>(text: string, params?: unknown[]) => {
+        if (!asked && text.includes('from positions')) {
+          asked = true;
+          await storage.execute(`insert into erasure_requests (id, organization_id, user_id, status) values (?, ?, ?, 'done')`, [
+            randomUUID(),
+            organizationId,
+            bystander.user.id,
+          ]);
+        }
+        return storage.execute<T>(text, params);
+      },
+    };
+    await expect(runDataExport(racing, { organizationId, userId: bystander.user.id })).rejects.toMatchObject({ status: 409 });
+    expect(asked).toBe(true);
+    const after = await runDataExport(storage, { organizationId, userId: bystander.user.id });
+    expect(after.counts.positions).toBeGreaterThan(0);
+  });
 });
