@@ -409,6 +409,33 @@ describe(`privacy: tracking windows and erasure (${driverLabel})`, () => {
       expect((await admin.post(`/api/v1/users/${randomUUID()}/erasure`, {})).status).toBe(404);
     });
 
+    it('finds positions of a device nothing else knows of (the pass in physical order), among other people’s', async () => {
+      const person = await createUser(admin, 'user');
+      const bystander = await createUser(admin, 'user');
+      await upload([pose(`seed-${randomUUID().slice(0, 8)}`, bystander.user.id, at(4), 1)]); // the day's partition
+      const [{ organization_id: organizationId }] = await sql<{ organization_id: string }>(
+        'select organization_id from users where id = ?',
+        [person.user.id],
+      );
+      // Received long ago, so no rollup names the device; unassigned, so no device row does; no zone event either.
+      const insert = (userId: string, device: string, count: number) =>
+        sql(
+          `insert into positions (organization_id, device_id, user_id, building_id, floor_id, indoor, x, y, lat, lng, yaw, accuracy, ts, received_at)
+           select ?, ?, ?, ?, ?, true, 1, 1, 40.4, -3.7, 0, 1, ?::timestamptz + g * interval '1 second', now() - interval '2 days'
+           from generate_series(1, ?::int) g`,
+          [organizationId, device, userId, venue.building.id, venue.floors[0].id, new Date(at(4)), count],
+        );
+      const hidden = `hidden-${randomUUID().slice(0, 8)}`;
+      const others = `others-${randomUUID().slice(0, 8)}`;
+      await insert(person.user.id, hidden, 1200);
+      await insert(bystander.user.id, others, 1500);
+      const done = await erase(person.user.id);
+      expect(done.removed.positions).toBe(1200);
+      const count = async (device: string) =>
+        (await sql<{ n: number }>('select count(*)::int as n from positions where device_id = ?', [device]))[0]!.n;
+      expect([await count(hidden), await count(others)]).toEqual([0, 1500]);
+    });
+
     it('carries on after a restart with an erasure the stop interrupted', async () => {
       const person = await createUser(admin, 'user');
       const device = `resumed-${randomUUID().slice(0, 8)}`;
