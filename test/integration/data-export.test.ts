@@ -1,6 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { runDataExport } from '../../shared/privacy/data-export.js';
+import { Queue } from 'bullmq';
+import { bullConnection, bullPrefix, JOBS_QUEUE_NAME } from '../../shared/jobs/bullmq-job-queue.js';
+import { DATA_EXPORT_JOB, runDataExport } from '../../shared/privacy/data-export.js';
 import { readZip } from '../../shared/privacy/zip.js';
 import { startReportMaterializer } from '../../shared/reports/materializations.js';
 import type { ReportMaterializer } from '../../shared/reports/materializer.js';
@@ -209,5 +211,25 @@ describe(`privacy: a person's data export (${driverLabel})`, () => {
     expect(asked).toBe(true);
     const after = await runDataExport(storage, { organizationId, userId: bystander.user.id });
     expect(after.counts.positions).toBeGreaterThan(0);
+  });
+
+  it.runIf(process.env.REDIS_URL)('keeps no finished export in Redis once it is sent (BullMQ)', async () => {
+    const { config } = running.gateway.services;
+    const connection = bullConnection(config.REDIS_URL!, 'test-export-results');
+    const queue = new Queue(JOBS_QUEUE_NAME, {
+      connection,
+      prefix: bullPrefix(config.REDIS_PREFIX),
+    });
+    try {
+      const finishedExports = async () =>
+        (await queue.getJobs(['completed'])).filter(
+          (job) => job.name === DATA_EXPORT_JOB && (job.data as { data: { userId: string } }).data.userId === person.user.id,
+        );
+      expect((await person.client.get(`/api/v1/users/${person.user.id}/data-export`)).status).toBe(200);
+      await waitFor(async () => (await finishedExports()).length === 0, 'the finished export to leave Redis');
+    } finally {
+      await queue.close();
+      await connection.quit().catch(() => undefined);
+    }
   });
 });
