@@ -173,6 +173,9 @@ export async function runErasure(storage: Pick<Storage, 'execute'>, id: string, 
   return removed;
 }
 
+/** About how many positions a heap page holds: a batch of the catch-all pass reads size / this pages. */
+const ROWS_PER_PAGE = 50;
+
 /**
  * A person's positions, in two passes that each read a row once: through the index of each device the person is
  * known to have used (positions have no index on the person: ingest pays for every index), in time order; then
@@ -209,18 +212,23 @@ async function erasePositions(
      where p.relname = 'positions' order by c.relname`,
   );
   for (const { name } of partitions) {
-    let after = '(0,0)';
+    // Pages, not rows: a TID range of whole pages is read once, where `order by ctid limit n` would sort the rest.
+    const [{ pages }] = (await storage.execute<{ pages: number }>(
+      `select (pg_relation_size(?::regclass) / current_setting('block_size')::int)::int as pages`,
+      [name],
+    )) as [{ pages: number }];
+    let page = 0;
     await inPacedBatches(
       batchSize,
       async (size) => {
-        const [gone] = await storage.execute<{ n: number; read: number; last: string | null }>(
-          `with read as (select ctid, (${where}) as erased from ${name} where ctid > ?::tid order by ctid limit ${size}),
-           gone as (delete from ${name} where ctid = any(array(select ctid from read where erased)) returning 1)
-           select (select count(*)::int from gone) as n, (select count(*)::int from read) as read, (select max(ctid)::text from read) as last`,
-          [...params, after],
+        const span = Math.max(1, Math.round(size / ROWS_PER_PAGE));
+        const [gone] = await storage.execute<{ n: number }>(
+          `with gone as (delete from ${name} where ctid >= ?::tid and ctid < ?::tid and ${where} returning 1)
+           select count(*)::int as n from gone`,
+          [`(${page},0)`, `(${page + span},0)`, ...params],
         );
-        if (gone?.last) after = gone.last;
-        return { count: Number(gone?.n ?? 0), more: Number(gone?.read ?? 0) >= size };
+        page += span;
+        return { count: Number(gone?.n ?? 0), more: page < pages };
       },
       counted,
     );
