@@ -191,17 +191,22 @@ async function erasePositions(
 ): Promise<void> {
   const [organizationId, userId] = params as [string, string];
   for (const device of await devicesOf(storage, organizationId, userId)) {
+    // Keyset on ts: each batch starts its index scan after the last one's end, never over the entries it deleted.
     const byDevice = `device_id = ? and ${where}`;
+    let after: unknown = null;
     await inPacedBatches(
       batchSize,
       async (size) => {
-        const [gone] = await storage.execute<{ n: number }>(
-          `with gone as (delete from positions where ${byDevice}
-             and ts <= (select max(ts) from (select ts from positions where ${byDevice} order by ts limit ${size}) first) returning 1)
-           select count(*)::int as n from gone`,
-          [device, ...params, device, ...params],
+        const from = after === null ? '' : ' and ts > ?';
+        const fromParams = after === null ? [] : [after];
+        const [gone] = await storage.execute<{ n: number; last: unknown }>(
+          `with bound as (select max(ts) as last from (select ts from positions where ${byDevice}${from} order by ts limit ${size}) first),
+           gone as (delete from positions where ${byDevice}${from} and ts <= (select last from bound) returning 1)
+           select (select count(*)::int from gone) as n, (select last from bound) as last`,
+          [device, ...params, ...fromParams, device, ...params, ...fromParams],
         );
         const count = Number(gone?.n ?? 0);
+        if (gone?.last !== null && gone?.last !== undefined) after = gone.last;
         return { count, more: count >= size };
       },
       counted,
