@@ -21,7 +21,9 @@ const TARGET_RATIO = 1.2;
 export const erasureScenario: Scenario = {
   name: SCENARIO,
   async run(): Promise<Figure[]> {
-    const running = await startTestGateway();
+    // One position a second going back from now: the gateway accepts poses that old (partitions are made for them).
+    const days = Math.ceil(POSITIONS / 86_400) + 1;
+    const running = await startTestGateway({ POSITIONS_MAX_AGE_SECONDS: String((days + 1) * 86_400) });
     try {
       const admin = await adminClient(running.client);
       const venue = await createVenue(admin, 'Erasure venue');
@@ -34,8 +36,10 @@ export const erasureScenario: Scenario = {
         x: 10 + (timestamp % 50),
         y: 10,
       });
+      // The person's phone, assigned to them (the erasure finds their positions through its index).
+      const phone = await admin.post('/api/v1/devices', { identifier: 'erased', user_id: person.user.id });
+      if (phone.status !== 201) throw new Error(`device: ${phone.status} ${phone.text}`);
       // One pose a day back creates the partitions the bulk rows below fall in.
-      const days = Math.ceil(POSITIONS / 86_400) + 1;
       const seeded = await admin.post('/api/v1/realtime/positions', {
         poses: Array.from({ length: days + 1 }, (_, day) => ({
           ...at('erased', Date.now() - day * 86_400_000 - 1000),
@@ -48,11 +52,12 @@ export const erasureScenario: Scenario = {
         'select organization_id from users where id = ?',
         [person.user.id],
       );
-      // One position a second going back from now, as the person's app would have sent them.
+      // One position a second going back from now, each received when taken: history the report materializer built
+      // long ago, not a backlog it would rebuild during the run (received now, a million rows would be).
       for (let done = 0; done < POSITIONS; done += 50_000) {
         await storage.execute(
           `insert into positions (organization_id, device_id, user_id, building_id, floor_id, indoor, x, y, lat, lng, yaw, accuracy, ts, received_at)
-           select ?, 'erased', ?, ?, ?, true, 10, 10, 40.4, -3.7, 0, 1, now() - g * interval '1 second', now()
+           select ?, 'erased', ?, ?, ?, true, 10, 10, 40.4, -3.7, 0, 1, now() - g * interval '1 second', now() - g * interval '1 second'
            from generate_series(?::int, ?::int) g`,
           [organizationId, person.user.id, venue.building.id, venue.floors[0].id, done + 2, Math.min(POSITIONS, done + 50_000) + 1],
         );
