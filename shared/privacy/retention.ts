@@ -97,7 +97,9 @@ export async function inPacedBatches(
     total += count;
     await afterBatch?.(count);
     if (!more) return total;
-    size = Math.max(Math.min(MIN_BATCH, maxBatch), Math.min(maxBatch, Math.round((size * STATEMENT_MS) / Math.max(took, 1))));
+    // Towards STATEMENT_MS, at most doubling: the rows a statement meets vary (a page range may be all the person's).
+    const next = Math.min(size * 2, Math.round((size * STATEMENT_MS) / Math.max(took, 1)));
+    size = Math.max(Math.min(MIN_BATCH, maxBatch), Math.min(maxBatch, next));
     await new Promise((resolve) => setTimeout(resolve, (took * (1 - DUTY)) / DUTY));
   }
 }
