@@ -4,6 +4,7 @@ import { buildingDetailScenario } from './cartography.bench.js';
 import { csvExportScenario } from './history.bench.js';
 import { detectionScenario } from './detection.bench.js';
 import { eventTimeScenario } from './event-time.bench.js';
+import { erasureScenario } from './erasure.bench.js';
 import { fairnessScenario } from './fairness.bench.js';
 import { geofencingScenario } from './geofencing.bench.js';
 import { ingestScenario } from './ingest.bench.js';
@@ -40,6 +41,7 @@ const scenarios: Scenario[] = [
   musterScenario,
   redisClusterScenario,
   eventTimeScenario,
+  erasureScenario,
 ];
 
 const wanted = process.argv.slice(2);

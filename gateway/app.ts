@@ -61,8 +61,10 @@ import { routingRoutes } from './routes/routing.route.js';
 import { RoutingService } from './routing/routing-service.js';
 import { webhookRoutes } from './routes/webhooks.route.js';
 import { privacyRoutes } from './routes/privacy.route.js';
+import { RetentionSweep } from './privacy/retention-sweep.js';
 import { TrackingWindows } from './privacy/tracking-windows.js';
 import { resumeErasures } from '../shared/privacy/erasure.js';
+import { retentionMaxima } from '../shared/privacy/retention.js';
 import { WebhookService } from './webhooks/webhook-service.js';
 import type { GatewayServices } from './services.js';
 import { registerSources } from '../shared/metrics/metrics.js';
@@ -239,8 +241,10 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
   // Erasures a stop interrupted carry on from what they saved (shared/privacy/erasure.ts).
   await resumeErasures(storage, (job) => jobs.schedule(job)).catch((error) => logger.error({ err: error }, 'could not resume erasures'));
 
-  const audit = new AuditService(storage, logger, config.AUDIT_RETENTION_DAYS ?? config.POSITIONS_RETENTION_DAYS);
-  audit.start(); // the retention sweep, hourly
+  const audit = new AuditService(storage);
+  // Each organization's data past its retention periods, audit log included: bounded deletes, hourly.
+  const retention = new RetentionSweep(storage, retentionMaxima(config), logger);
+  retention.start();
   // Without Redis the jobs run here, and so does the report materializer (workers/main.ts runs it otherwise).
   const materializer = jobs.kind === 'local' ? startReportMaterializer(storage, config, logger) : undefined;
   const http = new HttpServer({
@@ -327,7 +331,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       await storageStep('writer.flush', () => writer.flush()); // commits in flight, none of them acknowledged yet
       realtime.stop();
       positionStore.stopMaintenance();
-      audit.stop();
+      await storageStep('retention.stop', () => retention.stop());
       await step('materializer.stop', async () => materializer?.stop());
       webhooks.stop();
       // This uWS build has no app.close(): the closed listen socket plus process exit end idle keep-alive sockets.

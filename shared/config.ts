@@ -116,9 +116,9 @@ export const configSchema = z.object({
   JOB_CONCURRENCY: z.coerce.number().int().min(1).default(2),
   /** Live positions older than this are left out of real-time answers and forgotten from memory. */
   LIVE_POSITION_TTL_SECONDS: z.coerce.number().int().min(1).default(300),
-  /** Days of position history kept; older day partitions are dropped (0 keeps everything). */
+  /** Days of position history kept, older day partitions dropped (0 keeps everything): also the most an organization may keep zone events, stays, rollups and alarms' places (docs/api/privacy.md#retention). */
   POSITIONS_RETENTION_DAYS: z.coerce.number().int().min(0).default(365),
-  /** Days of audit log kept (0 keeps everything); unset means POSITIONS_RETENTION_DAYS. */
+  /** Days of audit log kept at most; an organization may keep it shorter (0 keeps everything); unset means POSITIONS_RETENTION_DAYS. */
   AUDIT_RETENTION_DAYS: z.coerce.number().int().min(0).optional(),
   /** A WebSocket that has not authenticated within this many milliseconds is closed with 4401. */
   WS_AUTH_TIMEOUT_MS: z.coerce.number().int().min(100).default(5000),

@@ -5,6 +5,7 @@ import type {
   BuildingDetail,
   Floor,
   Group,
+  MyPrivacy,
   PoiCategory,
   PositionFeature,
   RankedDevice,
@@ -85,6 +86,11 @@ export class Api {
       if (error instanceof ApiError && error.status === 403) return new Map();
       throw error;
     }
+  }
+
+  /** What is kept about the signed-in person, and whether they are tracked now (issue 32). */
+  myPrivacy(): Promise<MyPrivacy> {
+    return this.request('GET', '/api/v1/users/me/privacy');
   }
 
   async livePositions(buildingId: number): Promise<PositionFeature[]> {

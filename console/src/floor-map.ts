@@ -551,7 +551,8 @@ export class FloorMap {
     if (!device || !this.frame) return;
     const { properties } = device.feature;
     const here = this.floor !== null && properties.floor_id === this.floor.id && properties.local_coordinates !== null;
-    if (!here) {
+    // Outside their tracking window a person's last dot is not where they are: listed as not tracked now instead.
+    if (!here || properties.tracked_now === false) {
       device.group?.remove();
       device.group = undefined;
       return;
@@ -607,8 +608,12 @@ export class FloorMap {
     let live = 0;
     let stale = 0;
     let elsewhere = 0;
-    for (const device of this.devices.values()) {
-      if (this.floor && device.feature.properties.floor_id === this.floor.id) {
+    const untracked: string[] = [];
+    for (const [id, device] of this.devices) {
+      if (device.feature.properties.tracked_now === false) {
+        const user = this.userName(device.feature.properties.user_id);
+        untracked.push(user ? `${user} · ${id}` : id);
+      } else if (this.floor && device.feature.properties.floor_id === this.floor.id) {
         if (now - device.at > STALE_AFTER_MS) stale++;
         else live++;
       } else elsewhere++;
@@ -619,7 +624,7 @@ export class FloorMap {
     const state = this.linkLostAt === null ? 'live' : `as of ${ago(now - this.linkLostAt)} ago (connection lost)`;
     setText(
       this.summary,
-      `${this.building.name}, ${floorName}: ${plan}. ${live} device${live === 1 ? '' : 's'} ${state}, ${stale} stale${elsewhere ? `, ${elsewhere} on other floors` : ''}.`,
+      `${this.building.name}, ${floorName}: ${plan}. ${live} device${live === 1 ? '' : 's'} ${state}, ${stale} stale${elsewhere ? `, ${elsewhere} on other floors` : ''}.${untracked.length ? ` Not tracked now: ${untracked.sort().join(', ')}.` : ''}`,
     );
   }
 }

@@ -29,6 +29,7 @@ const ui = {
   connection: byId('connection'),
   session: byId('session'),
   userEmail: byId('user-email'),
+  tracking: byId('tracking'),
   sound: byId<HTMLButtonElement>('sound'),
   signOut: byId<HTMLButtonElement>('sign-out'),
   loginView: byId('login-view'),
@@ -74,6 +75,8 @@ const ui = {
 };
 
 const VIEW_KEY = 'floorcast.console.view';
+/** Seconds between asking who is tracked now (the operator's own indicator, and the people on the map). */
+const TRACKING_REFRESH_TICKS = 30;
 const MANAGERS = new Set(['admin', 'user_manager']);
 
 class ControlRoom {
@@ -160,6 +163,7 @@ class ControlRoom {
     ui.consoleView.hidden = false;
     ui.session.hidden = false;
     setText(ui.userEmail, this.session.email);
+    void this.showTracking();
     this.listen(ui.building, 'change', () => void this.selectBuilding(Number(ui.building.value)));
     this.listen(ui.floor, 'change', () => void this.selectFloor(Number(ui.floor.value)));
     this.listen(ui.activeOnly, 'change', () => this.inbox.setActiveOnly(ui.activeOnly.checked));
@@ -261,6 +265,7 @@ class ControlRoom {
     setText(ui.inboxError, '');
     ui.consoleView.hidden = true;
     ui.session.hidden = true;
+    ui.tracking.hidden = true;
     ui.map.removeAttribute('aria-busy');
   }
 
@@ -278,8 +283,15 @@ class ControlRoom {
     this.cleanups.push(() => target.removeEventListener(type, listener));
   }
 
+  private ticks = 0;
+
   private tick(): void {
     const now = Date.now();
+    // Tracking windows open and close with the clock, not with a pushed position: who is tracked is asked again.
+    if (++this.ticks % TRACKING_REFRESH_TICKS === 0) {
+      void this.showTracking();
+      void this.refreshPositions();
+    }
     this.map.tick(now);
     this.inbox.tick(now);
     this.evacuation?.tick(now);
@@ -431,6 +443,24 @@ class ControlRoom {
       setText(ui.routeSummary, `Nearest responder: ${found.route.label}${floors.length > 1 ? ` (${floors.join(' → ')})` : ''}.`);
     } catch (error) {
       if (token === this.latest.route) setText(ui.routeSummary, `No route: ${messageOf(error)}`);
+    }
+  }
+
+  /** The operator's own "tracking on/off" (their tracking window, issue 32). */
+  private async showTracking(): Promise<void> {
+    try {
+      const { tracking_window: window } = await this.api.myPrivacy();
+      if (this.stopped) return;
+      ui.tracking.dataset.tracked = String(window.tracked_now);
+      setText(ui.tracking, window.tracked_now ? 'Tracking: on' : 'Tracking: off');
+      ui.tracking.title = window.tracked_always
+        ? 'Your positions are kept at all times (no tracking window)'
+        : window.tracked_now
+          ? 'Your positions are kept now: you are inside your tracking window'
+          : 'Your positions are not kept now: you are outside your tracking window';
+      ui.tracking.hidden = false;
+    } catch (error) {
+      console.warn('tracking state not loaded', error);
     }
   }
 

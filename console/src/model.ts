@@ -73,7 +73,14 @@ export interface PositionFeature {
     time: string;
     accuracy: number | null;
     local_coordinates: [number, number] | null;
+    /** False while the person is outside their tracking window (REST views only; pushed positions are tracked). */
+    tracked_now?: boolean;
   };
+}
+
+/** GET /api/v1/users/me/privacy, the part the console shows. */
+export interface MyPrivacy {
+  tracking_window: { source: 'user' | 'group' | 'none'; tracked_always: boolean; tracked_now: boolean };
 }
 
 export interface Alarm {

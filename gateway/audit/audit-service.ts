@@ -1,5 +1,4 @@
 import { csvChunks, type CsvValue } from '../../shared/csv/csv.js';
-import type { Logger } from '../../shared/logger.js';
 import type { Storage } from '../../shared/storage/index.js';
 
 export interface AuditQuery {
@@ -62,15 +61,9 @@ export function presentAudit(row: AuditRow) {
   };
 }
 
-/** Reads the audit log of an organization (newest first) and forgets entries past retention. */
+/** Reads the audit log of an organization (newest first); its retention is the organization's (gateway/privacy/retention-sweep.ts). */
 export class AuditService {
-  private timer?: NodeJS.Timeout;
-
-  constructor(
-    private readonly storage: Storage,
-    private readonly logger: Logger,
-    private readonly retentionDays: number,
-  ) {}
+  constructor(private readonly storage: Storage) {}
 
   private where(organizationId: string, query: AuditQuery): { sql: string; params: unknown[] } {
     const where = ['organization_id = ?'];
@@ -134,28 +127,5 @@ export class AuditService {
       }
     }
     return csvChunks(AUDIT_CSV_HEADER, pages());
-  }
-
-  /** Deletes entries older than the retention; returns how many. */
-  async prune(now = new Date()): Promise<number> {
-    if (this.retentionDays <= 0) return 0;
-    const cutoff = new Date(now.getTime() - this.retentionDays * 86_400_000);
-    const rows = await this.storage.execute<{ n: number }>(
-      'with gone as (delete from audit_log where at < ? returning 1) select count(*)::int as n from gone',
-      [cutoff],
-    );
-    return rows[0]?.n ?? 0;
-  }
-
-  /** The periodic retention sweep (hourly, like the positions'). */
-  start(intervalMs = 3600_000): void {
-    const sweep = () => this.prune().catch((error) => this.logger.warn({ err: error }, 'audit retention sweep failed'));
-    void sweep();
-    this.timer ??= setInterval(sweep, intervalMs).unref();
-  }
-
-  stop(): void {
-    if (this.timer) clearInterval(this.timer);
-    this.timer = undefined;
   }
 }

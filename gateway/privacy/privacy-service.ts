@@ -1,11 +1,20 @@
-import { randomUUID } from 'node:crypto';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Config } from '../../shared/config.js';
 import { ForbiddenError, NotFoundError, ValidationError } from '../../shared/errors.js';
 import type { JobQueue } from '../../shared/jobs/index.js';
 import { DATA_EXPORT_JOB, type DataExportJob, type DataExportResult } from '../../shared/privacy/data-export.js';
-import { erasureJob, readErasure, type ErasureRequest } from '../../shared/privacy/erasure.js';
-import type { TrackingSchedule } from '../../shared/privacy/tracking-schedule.js';
+import { erasureJob, listErasures, readErasure, recordErasure, type ErasureRequest } from '../../shared/privacy/erasure.js';
+import {
+  effectiveRetention,
+  RETENTION_KINDS,
+  RETENTION_NOTES,
+  RETENTION_SELECT,
+  retentionMaxima,
+  retentionOf,
+  retentionUpdate,
+  type RetentionDays,
+} from '../../shared/privacy/retention.js';
+import { isTracked, type TrackingSchedule } from '../../shared/privacy/tracking-schedule.js';
 import type { Storage } from '../../shared/storage/index.js';
 import { can } from '../auth/permissions.js';
 import type { Principal } from '../auth/principal.js';
@@ -20,6 +29,10 @@ export interface PrivacySettings {
   reports_pseudonymous: boolean;
   /** The deployment's minimum group size of a pseudonymous place cell (REPORTS_PSEUDONYMOUS_MIN_PEOPLE): read only. */
   min_people: number;
+  /** Days each kind of data is kept, as the organization set them (null: the deployment's maximum). */
+  retention_days: RetentionDays;
+  /** The deployment's maximum per kind (null: no limit): read only. */
+  retention_max_days: RetentionDays;
 }
 
 /** A tracking window as the API shows it: the schedule, or null (tracked always). */
@@ -43,7 +56,11 @@ export class PrivacyService {
       Config,
       'POSITIONS_RETENTION_DAYS' | 'AUDIT_RETENTION_DAYS' | 'JOB_TIMEOUT_MS' | 'REPORTS_PSEUDONYMOUS_MIN_PEOPLE'
     >,
-  ) {}
+  ) {
+    this.maxima = retentionMaxima(config);
+  }
+
+  private readonly maxima: RetentionDays;
 
   async readWindow(
     organizationId: string,
@@ -97,28 +114,18 @@ export class PrivacyService {
     const group =
       own.schedule === null && user?.group_id ? await this.readWindow(organizationId, { kind: 'group', id: user.group_id }) : undefined;
     const schedule = own.schedule ?? group?.schedule ?? null;
-    const positionsDays = this.config.POSITIONS_RETENTION_DAYS || null;
+    const days = effectiveRetention((await this.settings(organizationId)).retention_days, this.maxima);
     return {
       user_id: userId,
       tracking_window: {
         source: own.schedule ? 'user' : group?.schedule ? 'group' : 'none',
         schedule,
         tracked_always: schedule === null,
+        tracked_now: isTracked(schedule, Date.now()),
       },
       kept: [
-        {
-          data: 'positions',
-          retention_days: positionsDays,
-          note: 'only those taken inside the tracking window (and alarm-button presses)',
-        },
-        { data: 'zone_events', retention_days: null, note: 'kept until erased' },
-        { data: 'geofence_stays_and_report_rollups', retention_days: null, note: 'kept until erased' },
+        ...RETENTION_KINDS.map((kind) => ({ data: kind, retention_days: days[kind], note: RETENTION_NOTES[kind] })),
         { data: 'alarms', retention_days: null, note: 'kept for the safety record; an erasure removes the person, device and place' },
-        {
-          data: 'audit_log',
-          retention_days: (this.config.AUDIT_RETENTION_DAYS ?? this.config.POSITIONS_RETENTION_DAYS) || null,
-          note: 'what the person changed',
-        },
       ],
     };
   }
@@ -131,23 +138,26 @@ export class PrivacyService {
     requestedBy: string,
     audit: (tx: EntityManager, request: ErasureRequest) => Promise<void>,
   ): Promise<ErasureRequest> {
-    const id = randomUUID();
     const request = await this.storage.em().transactional(async (tx) => {
       // Another organization's user is 404 whatever the range.
       await this.assertSubject(organizationId, { kind: 'user', id: userId }, tx);
       if (range.from && range.to && Date.parse(range.from) > Date.parse(range.to)) {
         throw new ValidationError([{ field: 'from', message: 'must not be after to' }]);
       }
-      await tx.execute(
-        `insert into erasure_requests (id, organization_id, user_id, from_ts, to_ts, status, requested_by) values (?, ?, ?, ?, ?, 'queued', ?)`,
-        [id, organizationId, userId, range.from ?? null, range.to ?? null, requestedBy],
-      );
-      const created = (await readErasure(tx, organizationId, id))!;
+      const created = await recordErasure(tx, { organizationId, userId, ...range, requestedBy, cause: 'request' });
       await audit(tx, created);
       return created;
     });
     await this.jobs.schedule(erasureJob(request));
     return request;
+  }
+
+  /** A person's erasures, newest first; still there once the user is deleted (the one the deletion started among them). */
+  async erasures(organizationId: string, userId: string): Promise<ErasureRequest[]> {
+    const erasures = await listErasures(this.storage, organizationId, userId);
+    // None, and no such user here: 404, as for any id of another organization.
+    if (erasures.length === 0) await this.assertSubject(organizationId, { kind: 'user', id: userId }, this.storage.em());
+    return erasures;
   }
 
   async erasure(organizationId: string, userId: string, id: string): Promise<ErasureRequest> {
@@ -176,21 +186,41 @@ export class PrivacyService {
     );
   }
 
-  /** The organization's privacy settings, and the deployment's minimum group size of pseudonymous cells. */
+  /** The organization's privacy settings, and the deployment's minimum group size of pseudonymous cells and maximum retention. */
   async settings(organizationId: string, em: Pick<EntityManager, 'execute'> = this.storage.em()): Promise<PrivacySettings> {
-    const [row] = await em.execute<{ reports_pseudonymous: boolean }[]>('select reports_pseudonymous from organizations where id = ?', [
-      organizationId,
-    ]);
+    const [row] = await em.execute<(Record<string, unknown> & { reports_pseudonymous: boolean })[]>(
+      `select reports_pseudonymous, ${RETENTION_SELECT} from organizations where id = ?`,
+      [organizationId],
+    );
     if (!row) throw new NotFoundError('Organization');
-    return { reports_pseudonymous: row.reports_pseudonymous, min_people: this.config.REPORTS_PSEUDONYMOUS_MIN_PEOPLE };
+    return {
+      reports_pseudonymous: row.reports_pseudonymous,
+      min_people: this.config.REPORTS_PSEUDONYMOUS_MIN_PEOPLE,
+      retention_days: retentionOf(row),
+      retention_max_days: this.maxima,
+    };
   }
 
-  /** Writes the settings in `tx`; before and after, for the audit. */
+  /** Writes the settings in `tx`; before and after, for the audit. A period past the deployment's maximum is 422 naming it. */
   async writeSettings(
     tx: EntityManager,
     organizationId: string,
-    changes: { reports_pseudonymous?: boolean },
+    changes: { reports_pseudonymous?: boolean; retention_days?: Partial<RetentionDays> },
   ): Promise<{ before: PrivacySettings; after: PrivacySettings }> {
+    const retention = changes.retention_days ?? {};
+    const tooLong = RETENTION_KINDS.filter((kind) => {
+      const days = retention[kind];
+      const max = this.maxima[kind];
+      return days !== undefined && days !== null && max !== null && days > max;
+    });
+    if (tooLong.length > 0) {
+      throw new ValidationError(
+        tooLong.map((kind) => ({
+          field: `retention_days.${kind}`,
+          message: `at most ${this.maxima[kind]} days, the deployment's maximum (null keeps it that long)`,
+        })),
+      );
+    }
     await tx.execute('select id from organizations where id = ? for update', [organizationId]);
     const before = await this.settings(organizationId, tx);
     if (changes.reports_pseudonymous !== undefined) {
@@ -198,6 +228,10 @@ export class PrivacyService {
         changes.reports_pseudonymous,
         organizationId,
       ]);
+    }
+    const update = retentionUpdate(retention);
+    if (update.params.length > 0) {
+      await tx.execute(`update organizations set ${update.set}, updated_at = now() where id = ?`, [...update.params, organizationId]);
     }
     return { before, after: await this.settings(organizationId, tx) };
   }

@@ -79,6 +79,16 @@ export class TrackingWindows {
     return found;
   }
 
+  /**
+   * Which of these users are outside their tracking window at `now` (their positions are dropped): live screens show
+   * them as not tracked now instead of their last dot (issue 32).
+   */
+  async untrackedNow(organizationId: string, userIds: Iterable<string>, now = this.now()): Promise<Set<string>> {
+    const untracked = new Set<string>();
+    for (const [userId, schedule] of await this.schedules(organizationId, userIds)) if (!isTracked(schedule, now)) untracked.add(userId);
+    return untracked;
+  }
+
   private forget(change: TrackingWindowChange): void {
     if (change.userId) this.cache.get(change.organizationId)?.delete(change.userId);
     else this.cache.delete(change.organizationId);

@@ -20,6 +20,8 @@ export interface PositionFeature {
     yaw: number;
     accuracy: number | null;
     local_coordinates: [number, number] | null;
+    /** On the REST views: false while the person is outside their tracking window (their last position is stale by design). */
+    tracked_now?: boolean;
   };
 }
 

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { RETENTION_KINDS, type RetentionKind } from '../../shared/privacy/retention.js';
 import { trackingScheduleSchema, WEEKDAYS, type TrackingSchedule } from '../../shared/privacy/tracking-schedule.js';
 import { defineRoute, type RequestContext, type RouteDefinition } from '../http/route.js';
 import { uuidParam } from '../http/query-schemas.js';
@@ -18,6 +19,7 @@ const erasureResponse = z.object({
   id: z.uuid(),
   organization_id: z.uuid(),
   user_id: z.uuid(),
+  cause: z.enum(['request', 'user_deleted']).describe('request: asked by an admin; user_deleted: started by deleting the user'),
   from: z.iso.datetime().nullable(),
   to: z.iso.datetime().nullable(),
   status: z.enum(['queued', 'running', 'done']),
@@ -31,11 +33,31 @@ const privacyResponse = z.object({
     source: z.enum(['user', 'group', 'none']),
     schedule: scheduleResponse.nullable(),
     tracked_always: z.boolean(),
+    tracked_now: z.boolean().describe('Whether positions taken now are kept (inside the window, or no window)'),
   }),
   kept: z.array(
-    z.object({ data: z.string(), retention_days: z.number().int().nullable().describe('null: kept until erased'), note: z.string() }),
+    z.object({
+      data: z.string(),
+      retention_days: z.number().int().nullable().describe('The period in force for the person’s organization; null: kept until erased'),
+      note: z.string(),
+    }),
   ),
 });
+
+const retentionResponse = z.object(
+  Object.fromEntries(RETENTION_KINDS.map((kind) => [kind, z.number().int().nullable()])) as Record<
+    RetentionKind,
+    z.ZodNullable<z.ZodNumber>
+  >,
+);
+const retentionBody = z
+  .object(
+    Object.fromEntries(RETENTION_KINDS.map((kind) => [kind, z.number().int().min(1).max(100_000).nullable().optional()])) as Record<
+      RetentionKind,
+      z.ZodOptional<z.ZodNullable<z.ZodNumber>>
+    >,
+  )
+  .strict();
 
 const toIso = (value: string | undefined) => (value === undefined ? undefined : new Date(value).toISOString());
 
@@ -105,12 +127,19 @@ export function privacyRoutes(services: GatewayServices): RouteDefinition[] {
       .number()
       .int()
       .describe('Place cells of fewer distinct people are dropped from pseudonymous reports (REPORTS_PSEUDONYMOUS_MIN_PEOPLE)'),
+    retention_days: retentionResponse.describe(
+      'Days each kind of data is kept, as the organization set them (null: the deployment’s maximum)',
+    ),
+    retention_max_days: retentionResponse.describe(
+      'The deployment’s maximum per kind (POSITIONS_RETENTION_DAYS; the audit log AUDIT_RETENTION_DAYS); null: no limit',
+    ),
   });
   return [
     defineRoute({
       method: 'GET',
       path: '/api/v1/organizations/current_organization/privacy_settings',
-      summary: "The organization's privacy settings: whether reports are pseudonymous for everyone but admins",
+      summary:
+        "The organization's privacy settings: whether reports are pseudonymous for everyone but admins, and how long each kind of data is kept",
       tags: ['privacy'],
       auth: 'authenticated',
       action: 'organization:read',
@@ -127,6 +156,11 @@ export function privacyRoutes(services: GatewayServices): RouteDefinition[] {
       body: z
         .object({
           reports_pseudonymous: z.boolean().optional().describe('Make every report pseudonymous for everyone but admins (default false)'),
+          retention_days: retentionBody
+            .optional()
+            .describe(
+              'Days each kind of data is kept (kinds left out stay as they are; null: the deployment’s maximum); past the maximum is 422',
+            ),
         })
         .strict(),
       response: settingsResponse,
@@ -215,6 +249,17 @@ export function privacyRoutes(services: GatewayServices): RouteDefinition[] {
           },
         };
       },
+    }),
+    defineRoute({
+      method: 'GET',
+      path: '/api/v1/users/:id/erasures',
+      summary: 'The person’s erasures, newest first (at most 100): also once the user is deleted, the erasure the deletion started',
+      tags: ['privacy'],
+      auth: 'authenticated',
+      action: 'users:erase',
+      params: z.object({ id: uuidParam }),
+      response: z.array(erasureResponse),
+      handler: async ({ principal, params }) => ({ body: await privacy.erasures(principal.organizationId, params.id) }),
     }),
     defineRoute({
       method: 'GET',

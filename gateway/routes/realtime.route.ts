@@ -4,6 +4,7 @@ import { confinedUserId } from '../auth/permissions.js';
 import type { Principal } from '../auth/principal.js';
 import { booleanParam, idParam, listParam } from '../http/query-schemas.js';
 import { defineRoute } from '../http/route.js';
+import type { PositionFeature } from '../realtime/geojson.js';
 import { poseSchema, uploadPosesSchema } from '../realtime/pose-schema.js';
 import type { GatewayServices } from '../services.js';
 
@@ -25,6 +26,12 @@ export const featureSchema = z.object({
     yaw: z.number(),
     accuracy: z.number().nullable().describe('Metres'),
     local_coordinates: z.tuple([z.number(), z.number()]).nullable().describe('[x, y] metres on the floor'),
+    tracked_now: z
+      .boolean()
+      .optional()
+      .describe(
+        'REST views: false while the person is outside their tracking window (nothing newer comes until it opens: not a lost device). Absent from pushed positions, which are tracked',
+      ),
   }),
 });
 const featureCollectionSchema = z.object({ type: z.literal('FeatureCollection'), features: z.array(featureSchema) });
@@ -53,7 +60,16 @@ function visibleUserIds(principal: Principal, requested: readonly string[] | und
 
 /** Spec 4.3: position upload and the real-time views, served from this gateway's live state. */
 export function realtimeRoutes(services: GatewayServices) {
-  const { pipeline, realtime, storage } = services;
+  const { pipeline, realtime, storage, trackingWindows } = services;
+  /** Each feature says whether its person is tracked now (outside their window, their last position is not news). */
+  const withTracking = async (organizationId: string, features: PositionFeature[]): Promise<PositionFeature[]> => {
+    const userIds = new Set(features.map((feature) => feature.properties.user_id).filter((id): id is string => id !== null));
+    const untracked = userIds.size === 0 ? new Set<string>() : await trackingWindows.untrackedNow(organizationId, userIds);
+    for (const feature of features) {
+      feature.properties.tracked_now = feature.properties.user_id === null || !untracked.has(feature.properties.user_id);
+    }
+    return features;
+  };
 
   const upload = defineRoute({
     method: 'POST',
@@ -87,11 +103,14 @@ export function realtimeRoutes(services: GatewayServices) {
     handler: async ({ principal, params }) => {
       const em = storage.em();
       await services.cartography.building(em, principal, params.building_id);
-      const features = await realtime.features({
-        organizationId: principal.organizationId,
-        buildingIds: [params.building_id],
-        userIds: visibleUserIds(principal, undefined),
-      });
+      const features = await withTracking(
+        principal.organizationId,
+        await realtime.features({
+          organizationId: principal.organizationId,
+          buildingIds: [params.building_id],
+          userIds: visibleUserIds(principal, undefined),
+        }),
+      );
       return { body: { type: 'FeatureCollection', features } };
     },
   });
@@ -112,15 +131,18 @@ export function realtimeRoutes(services: GatewayServices) {
     }),
     response: featureCollectionSchema.extend({ devices_info: z.array(deviceInfoSchema) }),
     handler: async ({ principal, query }) => {
-      const features = await realtime.features(
-        {
-          organizationId: principal.organizationId,
-          buildingIds: query.building_ids,
-          userIds: visibleUserIds(principal, query.user_ids),
-          deviceIds: query.device_ids,
-          indoor: query.indoor,
-        },
-        query.max_sec_threshold,
+      const features = await withTracking(
+        principal.organizationId,
+        await realtime.features(
+          {
+            organizationId: principal.organizationId,
+            buildingIds: query.building_ids,
+            userIds: visibleUserIds(principal, query.user_ids),
+            deviceIds: query.device_ids,
+            indoor: query.indoor,
+          },
+          query.max_sec_threshold,
+        ),
       );
       const em = storage.em();
       const identifiers = features.map((feature) => feature.id);

@@ -8,6 +8,7 @@ import { assignableRoles, mayChangeUser, mayTakeOverUser } from '../auth/permiss
 import type { Principal } from '../auth/principal.js';
 import { booleanParam, listParam, uuidParam } from '../http/query-schemas.js';
 import { referenced, resourceRoutes, type ResourceContext } from '../http/resource.js';
+import { eraseDeletedUser, erasureJob, type ErasureRequest } from '../../shared/privacy/erasure.js';
 import type { GatewayServices } from '../services.js';
 
 /**
@@ -108,6 +109,9 @@ function resolveGroup(context: ResourceContext, body: { groups?: unknown; group_
   return referenced(context, GroupSchema, id as string | null | undefined, field, 'group');
 }
 
+/** The erasure each deletion recorded, and the devices it deleted: queued and announced once the delete is committed. */
+const deletions = new WeakMap<User, { erasure: ErasureRequest; devices: string[] }>();
+
 /** Users whose role an update is changing, so that its announcement also closes their sockets (opened under the old role). */
 const roleChanged = new WeakSet<User>();
 
@@ -180,13 +184,25 @@ export function userRoutes(services: GatewayServices) {
       if (!mayTakeOverUser(context.principal, user)) throw new ForbiddenError('A user_manager may not delete another user_manager');
       if (user.platformAdmin) throw new ConflictError('The platform administrator cannot be deleted');
     },
+    // Deleting a person erases them (docs/privacy.md): their devices now, their history by the erasure job.
+    remove: async (context, user) => {
+      const { organizationId, userId } = context.principal;
+      deletions.set(user, await eraseDeletedUser(context.em, organizationId, user.id, userId));
+      context.em.remove(user);
+    },
     // Sockets of an older credential version are closed; all of them when the user is deleted or changes role.
-    onChange: (_context, user, change) =>
-      services.authenticator.invalidate({
+    onChange: async ({ principal }, user, change) => {
+      await services.authenticator.invalidate({
         userId: user.id,
         revoke: change !== 'created',
         credentialVersion: change === 'deleted' || roleChanged.delete(user) ? undefined : (user.credentialVersion ?? 0),
-      }),
+      });
+      const deleted = deletions.get(user);
+      if (!deleted) return;
+      deletions.delete(user);
+      await services.jobs.schedule(erasureJob(deleted.erasure));
+      for (const identifier of deleted.devices) await services.devices.announce({ organizationId: principal.organizationId, identifier });
+    },
     list: {
       paginated: true,
       query: z.object({

@@ -100,7 +100,10 @@ export class BullmqJobQueue implements JobQueue {
       clearTimeout(timer);
     }
     try {
-      return (await job.waitUntilFinished(this.events, Math.max(1, deadline - Date.now()))) as T;
+      const result = (await job.waitUntilFinished(this.events, Math.max(1, deadline - Date.now()))) as T;
+      // A result may hold people's rows (a report, a data export): it is not kept in Redis once its caller has it.
+      void job.remove().catch(() => undefined);
+      return result;
     } catch (error) {
       const message = error instanceof Error ? error.message : String(error);
       if (/timed out/i.test(message)) {

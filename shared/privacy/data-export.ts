@@ -1,5 +1,5 @@
 import { csvRow, type CsvValue } from '../csv/csv.js';
-import { ValidationError } from '../errors.js';
+import { ConflictError, ValidationError } from '../errors.js';
 import type { Storage } from '../storage/index.js';
 import { writeZip, type ZipEntry } from './zip.js';
 
@@ -131,6 +131,7 @@ export async function runDataExport(
   ]);
   // The gateway checked the person; a job naming no one (erased since) is refused rather than answered empty.
   if (!exists) throw new ValidationError([{ field: 'id', message: 'no such user in the organization' }]);
+  const [{ started }] = (await storage.execute<{ started: string }>('select now() as started')) as [{ started: string }];
   const range = (column: string) => `${job.from ? ` and ${column} >= ?` : ''}${job.to ? ` and ${column} <= ?` : ''}`;
   const rangeParams = [job.from, job.to].filter((value): value is string => value !== undefined);
   const files: ZipEntry[] = [];
@@ -154,6 +155,12 @@ export async function runDataExport(
     files.push({ name: `${section.name}.json`, data: Buffer.from(JSON.stringify(rows, null, 1), 'utf8') });
     files.push({ name: `${section.name}.csv`, data: Buffer.from(toCsv(rows), 'utf8') });
   }
+  // An erasure of the person asked while this export ran wins: what was read goes nowhere (the request is 409).
+  const [erased] = await storage.execute<{ id: string }>(
+    'select id from erasure_requests where organization_id = ? and user_id = ? and created_at >= ? limit 1',
+    [job.organizationId, job.userId, started],
+  );
+  if (erased) throw new ConflictError('The person’s data was erased while the export ran: nothing of it is handed out');
   const manifest = {
     user_id: job.userId,
     generated_at: new Date().toISOString(),

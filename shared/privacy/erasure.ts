@@ -1,6 +1,8 @@
+import { randomUUID } from 'node:crypto';
 import type { JobRequest } from '../jobs/index.js';
 import type { Storage } from '../storage/index.js';
 import { pgArray } from '../storage/pg-array.js';
+import { deleteInBatches, inPacedBatches } from './retention.js';
 
 /**
  * Erasure of one person's history (issue 32): their positions, zone events, stays and rollup rows (a rollup row
@@ -26,6 +28,8 @@ export interface ErasureRequest {
   id: string;
   organization_id: string;
   user_id: string;
+  /** `request`: asked by an admin (POST .../erasure); `user_deleted`: started by deleting the user. */
+  cause: 'request' | 'user_deleted';
   from: string | null;
   to: string | null;
   status: 'queued' | 'running' | 'done';
@@ -34,7 +38,7 @@ export interface ErasureRequest {
   finished_at: string | null;
 }
 
-const SELECT_REQUEST = `select id, organization_id, user_id, from_ts as "from", to_ts as "to", status, removed, created_at, finished_at
+const SELECT_REQUEST = `select id, organization_id, user_id, cause, from_ts as "from", to_ts as "to", status, removed, created_at, finished_at
   from erasure_requests`;
 
 export async function readErasure(
@@ -44,6 +48,47 @@ export async function readErasure(
 ): Promise<ErasureRequest | undefined> {
   const [row] = await storage.execute<ErasureRequest>(`${SELECT_REQUEST} where organization_id = ? and id = ?`, [organizationId, id]);
   return row && present(row);
+}
+
+/** A person's erasures, newest first (their own record outlives the person: it says what was erased, never the data). */
+export async function listErasures(storage: Pick<Storage, 'execute'>, organizationId: string, userId: string): Promise<ErasureRequest[]> {
+  const rows = await storage.execute<ErasureRequest>(
+    `${SELECT_REQUEST} where organization_id = ? and user_id = ? order by created_at desc, id limit 100`,
+    [organizationId, userId],
+  );
+  return rows.map(present);
+}
+
+/** Records an erasure in `tx` (the job is queued once it is committed: `erasureJob`). */
+export async function recordErasure(
+  tx: Pick<Storage, 'execute'>,
+  request: { organizationId: string; userId: string; from?: string; to?: string; requestedBy: string; cause: ErasureRequest['cause'] },
+): Promise<ErasureRequest> {
+  const id = randomUUID();
+  await tx.execute(
+    `insert into erasure_requests (id, organization_id, user_id, from_ts, to_ts, status, requested_by, cause) values (?, ?, ?, ?, ?, 'queued', ?, ?)`,
+    [id, request.organizationId, request.userId, request.from ?? null, request.to ?? null, request.requestedBy, request.cause],
+  );
+  return (await readErasure(tx, request.organizationId, id))!;
+}
+
+/**
+ * Deleting a user erases them (docs/privacy.md), in the delete's transaction: their devices go with the account
+ * (their identifiers name the person in every position), and their whole history is erased by the job this
+ * records. Returns the erasure and the identifiers of the devices deleted.
+ */
+export async function eraseDeletedUser(
+  tx: Pick<Storage, 'execute'>,
+  organizationId: string,
+  userId: string,
+  requestedBy: string,
+): Promise<{ erasure: ErasureRequest; devices: string[] }> {
+  const devices = await tx.execute<{ identifier: string }>(
+    'delete from devices where organization_id = ? and user_id = ? returning identifier',
+    [organizationId, userId],
+  );
+  const erasure = await recordErasure(tx, { organizationId, userId, requestedBy, cause: 'user_deleted' });
+  return { erasure, devices: devices.map((device) => device.identifier) };
 }
 
 export const erasureJob = (request: Pick<ErasureRequest, 'id' | 'organization_id'>): JobRequest => ({
@@ -81,17 +126,16 @@ export async function runErasure(storage: Pick<Storage, 'execute'>, id: string, 
     const bucketed = time === 'hour' || time === 'quarter';
     const from = !bucketed ? '?' : `date_bin('${time === 'hour' ? '1 hour' : '15 minutes'}', ?::timestamptz, '2000-01-01T00:00:00Z')`;
     const where = `organization_id = ? and user_id = ?${request.from ? ` and ${time} >= ${from}` : ''}${request.to ? ` and ${time} <= ?` : ''}`;
-    for (;;) {
-      const [gone] = await storage.execute<{ n: number }>(
-        `with gone as (delete from ${table} where (tableoid, ctid) in (select tableoid, ctid from ${table} where ${where} limit ${batchSize}) returning 1)
-         select count(*)::int as n from gone`,
-        [request.organization_id, request.user_id, ...rangeParams],
-      );
-      const count = Number(gone?.n ?? 0);
+    removed[table] ??= 0;
+    const counted = async (count: number) => {
       removed[table] = (removed[table] ?? 0) + count;
       await save('running');
-      if (count < batchSize) break;
+    };
+    if (table === 'positions') {
+      await erasePositions(storage, where, [request.organization_id, request.user_id, ...rangeParams], batchSize, counted);
+      continue;
     }
+    await deleteInBatches(storage, table, where, [request.organization_id, request.user_id, ...rangeParams], batchSize, counted);
   }
   for (;;) {
     // The alarm keeps its kind, states and history; its person, device and place go. Each gets its own pseudonym,
@@ -129,12 +173,91 @@ export async function runErasure(storage: Pick<Storage, 'execute'>, id: string, 
   return removed;
 }
 
+/** About how many positions a heap page holds: a batch of the catch-all pass reads size / this pages. */
+const ROWS_PER_PAGE = 50;
+
+/**
+ * A person's positions, in two passes that each read a row once: through the index of each device the person is
+ * known to have used (positions have no index on the person: ingest pays for every index), in time order; then
+ * whatever is left (a device no smaller table knew), partition by partition in physical order (a TID range), so
+ * a batch never reads again what an earlier one passed. `where` starts `organization_id = ? and user_id = ?`.
+ */
+async function erasePositions(
+  storage: Pick<Storage, 'execute'>,
+  where: string,
+  params: unknown[],
+  batchSize: number,
+  counted: (count: number) => Promise<void>,
+): Promise<void> {
+  const [organizationId, userId] = params as [string, string];
+  for (const device of await devicesOf(storage, organizationId, userId)) {
+    // Keyset on ts: each batch starts its index scan after the last one's end, never over the entries it deleted.
+    const byDevice = `device_id = ? and ${where}`;
+    let after: unknown = null;
+    await inPacedBatches(
+      batchSize,
+      async (size) => {
+        const from = after === null ? '' : ' and ts > ?';
+        const fromParams = after === null ? [] : [after];
+        const [gone] = await storage.execute<{ n: number; last: unknown }>(
+          `with bound as (select max(ts) as last from (select ts from positions where ${byDevice}${from} order by ts limit ${size}) first),
+           gone as (delete from positions where ${byDevice}${from} and ts <= (select last from bound) returning 1)
+           select (select count(*)::int from gone) as n, (select last from bound) as last`,
+          [device, ...params, ...fromParams, device, ...params, ...fromParams],
+        );
+        const count = Number(gone?.n ?? 0);
+        if (gone?.last !== null && gone?.last !== undefined) after = gone.last;
+        return { count, more: count >= size };
+      },
+      counted,
+    );
+  }
+  const partitions = await storage.execute<{ name: string }>(
+    `select c.relname as name from pg_inherits i join pg_class c on c.oid = i.inhrelid join pg_class p on p.oid = i.inhparent
+     where p.relname = 'positions' order by c.relname`,
+  );
+  for (const { name } of partitions) {
+    // Pages, not rows: a TID range of whole pages is read once, where `order by ctid limit n` would sort the rest.
+    const [{ pages }] = (await storage.execute<{ pages: number }>(
+      `select (pg_relation_size(?::regclass) / current_setting('block_size')::int)::int as pages`,
+      [name],
+    )) as [{ pages: number }];
+    let page = 0;
+    await inPacedBatches(
+      batchSize,
+      async (size) => {
+        const span = Math.max(1, Math.round(size / ROWS_PER_PAGE));
+        const [gone] = await storage.execute<{ n: number }>(
+          `with gone as (delete from ${name} where ctid >= ?::tid and ctid < ?::tid and ${where} returning 1)
+           select count(*)::int as n from gone`,
+          [`(${page},0)`, `(${page + span},0)`, ...params],
+        );
+        page += span;
+        return { count: Number(gone?.n ?? 0), more: page < pages };
+      },
+      counted,
+    );
+  }
+}
+
+/** Devices the person used, as far as anything smaller than the positions tells: their devices, rollups and zone events. */
+async function devicesOf(storage: Pick<Storage, 'execute'>, organizationId: string, userId: string): Promise<string[]> {
+  const rows = await storage.execute<{ device_id: string }>(
+    `select identifier as device_id from devices where organization_id = ? and user_id = ?
+     union select device_id from rollup_runs where organization_id = ? and user_id = ?
+     union select device_id from zone_events where organization_id = ? and user_id = ?`,
+    [organizationId, userId, organizationId, userId, organizationId, userId],
+  );
+  return rows.map((row) => row.device_id);
+}
+
 function present(row: ErasureRequest): ErasureRequest {
   const iso = (value: unknown) => (value === null || value === undefined ? null : new Date(value as string).toISOString());
   return {
     id: row.id,
     organization_id: row.organization_id,
     user_id: row.user_id,
+    cause: row.cause,
     from: iso(row.from),
     to: iso(row.to),
     status: row.status,

@@ -1,9 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { AuditService } from '../../gateway/audit/audit-service.js';
 import { isWriteRoute } from '../../gateway/auth/authenticator.js';
 import { defineRoute } from '../../gateway/http/route.js';
 import { AppError, ErrorCode } from '../../shared/errors.js';
-import { createLogger } from '../../shared/logger.js';
+import { expireAll } from '../../shared/privacy/retention.js';
 import { parseCsv } from '../support/csv.js';
 import { createVenue } from '../support/cartography.js';
 import type { TestClient } from '../support/http-client.js';
@@ -319,9 +318,10 @@ describe(`audit log (${driverLabel})`, () => {
     );
     expect(await entries('object_type=old')).toHaveLength(1);
     const countBefore = await total();
-    expect(await new AuditService(storage, createLogger('silent'), 30).prune()).toBe(1);
+    const maxima = { positions: null, zone_events: null, stays_and_rollups: null, alarm_positions: null };
+    expect((await expireAll(storage, { ...maxima, audit: 30 })).get(organizationId)).toMatchObject({ audit_log: 1 });
     expect(await entries('object_type=old')).toHaveLength(0);
     expect(await total()).toBe(countBefore - 1);
-    expect(await new AuditService(storage, createLogger('silent'), 0).prune()).toBe(0);
+    expect((await expireAll(storage, { ...maxima, audit: null })).size).toBe(0);
   });
 });

@@ -108,6 +108,7 @@ const ROUTES: Record<string, Entry> = {
   'GET /api/v1/users/me/privacy': {},
   'POST /api/v1/users/:id/erasure': { body: { from: '2026-01-02T00:00:00Z', to: '2026-01-01T00:00:00Z' }, ok: 422 },
   'GET /api/v1/users/:id/erasure/:erasure_id': { ok: 404 },
+  'GET /api/v1/users/:id/erasures': {},
   // A data export: one's own, or anyone's of the organization for admins (as reading a user, with its own action).
   'GET /api/v1/users/:id/data-export': { rule: readable('users:export-data', true) },
   // Privacy settings: read by everyone of the organization, set by admins (an empty body changes nothing).

@@ -1,6 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { runDataExport } from '../../shared/privacy/data-export.js';
+import { Queue } from 'bullmq';
+import { bullConnection, bullPrefix, JOBS_QUEUE_NAME } from '../../shared/jobs/bullmq-job-queue.js';
+import { DATA_EXPORT_JOB, runDataExport } from '../../shared/privacy/data-export.js';
 import { readZip } from '../../shared/privacy/zip.js';
 import { startReportMaterializer } from '../../shared/reports/materializations.js';
 import type { ReportMaterializer } from '../../shared/reports/materializer.js';
@@ -183,5 +185,51 @@ describe(`privacy: a person's data export (${driverLabel})`, () => {
     await expect(runDataExport(running.gateway.services.storage, { organizationId, userId: person.user.id }, 3)).rejects.toMatchObject({
       errors: [{ field: 'query.from' }],
     });
+  });
+
+  it('hands out nothing of an export that an erasure of the person overtook (409), and all of a later one', async () => {
+    const [{ organization_id: organizationId }] = await sql<{ organization_id: string }>('select organization_id from users where id = ?', [
+      bystander.user.id,
+    ]);
+    const { storage } = running.gateway.services;
+    let asked = false;
+    // The erasure is asked while the export reads the positions (the erasure job itself does not run here).
+    const racing = {
+      execute: async <T>(text: string, params?: unknown[]) => {
+        if (!asked && text.includes('from positions')) {
+          asked = true;
+          await storage.execute(`insert into erasure_requests (id, organization_id, user_id, status) values (?, ?, ?, 'done')`, [
+            randomUUID(),
+            organizationId,
+            bystander.user.id,
+          ]);
+        }
+        return storage.execute<T>(text, params);
+      },
+    };
+    await expect(runDataExport(racing, { organizationId, userId: bystander.user.id })).rejects.toMatchObject({ status: 409 });
+    expect(asked).toBe(true);
+    const after = await runDataExport(storage, { organizationId, userId: bystander.user.id });
+    expect(after.counts.positions).toBeGreaterThan(0);
+  });
+
+  it.runIf(process.env.REDIS_URL)('keeps no finished export in Redis once it is sent (BullMQ)', async () => {
+    const { config } = running.gateway.services;
+    const connection = bullConnection(config.REDIS_URL!, 'test-export-results');
+    const queue = new Queue(JOBS_QUEUE_NAME, {
+      connection,
+      prefix: bullPrefix(config.REDIS_PREFIX),
+    });
+    try {
+      const finishedExports = async () =>
+        (await queue.getJobs(['completed'])).filter(
+          (job) => job.name === DATA_EXPORT_JOB && (job.data as { data: { userId: string } }).data.userId === person.user.id,
+        );
+      expect((await person.client.get(`/api/v1/users/${person.user.id}/data-export`)).status).toBe(200);
+      await waitFor(async () => (await finishedExports()).length === 0, 'the finished export to leave Redis');
+    } finally {
+      await queue.close();
+      await connection.quit().catch(() => undefined);
+    }
   });
 });

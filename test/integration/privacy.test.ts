@@ -109,6 +109,38 @@ describe(`privacy: tracking windows and erasure (${driverLabel})`, () => {
       expect(await history(device)).toEqual([5]);
     });
 
+    it('says who is tracked now: on the live views per person, and to each person at /users/me/privacy', async () => {
+      const never = { time_zone: 'UTC', weekly: [] };
+      const always = { time_zone: 'UTC', weekly: MORNINGS.weekly.map((range) => ({ ...range, from: '00:00', to: '24:00' })) };
+      const off = await createUser(admin, 'user');
+      const on = await createUser(admin, 'user');
+      const offDevice = `off-${randomUUID().slice(0, 8)}`;
+      const onDevice = `on-${randomUUID().slice(0, 8)}`;
+      expect((await admin.put(`/api/v1/users/${off.user.id}/tracking_window`, never)).status).toBe(200);
+      expect((await admin.put(`/api/v1/users/${on.user.id}/tracking_window`, always)).status).toBe(200);
+      // Off hours, only a DANGER is kept, and so it is the off-duty person's last live position.
+      await upload([
+        pose(offDevice, off.user.id, Date.now() - 1000, 1, { danger: true }),
+        pose(onDevice, on.user.id, Date.now() - 1000, 2),
+      ]);
+      const trackedOf = (features: { tracked_now: boolean }[]) => features.map((properties) => properties.tracked_now);
+      expect(trackedOf(await live(offDevice))).toEqual([false]);
+      expect(trackedOf(await live(onDevice))).toEqual([true]);
+      const building = await admin.get(`/api/v1/real_time/building/${venue.building.id}`);
+      const inBuilding = new Map(
+        building.body.features.map((feature: { id: string; properties: { tracked_now: boolean } }) => [
+          feature.id,
+          feature.properties.tracked_now,
+        ]),
+      );
+      expect([inBuilding.get(offDevice), inBuilding.get(onDevice)]).toEqual([false, true]);
+      expect((await off.client.get('/api/v1/users/me/privacy')).body.tracking_window).toMatchObject({ tracked_now: false, source: 'user' });
+      expect((await on.client.get('/api/v1/users/me/privacy')).body.tracking_window).toMatchObject({
+        tracked_now: true,
+        tracked_always: false,
+      });
+    });
+
     it('takes writes of one window at once: every one answered 200, and one of them stored', async () => {
       const group = await admin.post('/api/v1/groups', { name: `Shared shift ${randomUUID().slice(0, 6)}` });
       expect(group.status, group.text).toBe(201);
@@ -133,7 +165,12 @@ describe(`privacy: tracking windows and erasure (${driverLabel})`, () => {
       expect(await history(device)).toEqual([3, 1]);
       const privacy = await member.client.get('/api/v1/users/me/privacy');
       expect(privacy.status, privacy.text).toBe(200);
-      expect(privacy.body.tracking_window).toEqual({ source: 'group', schedule: { ...MORNINGS, exceptions: [] }, tracked_always: false });
+      expect(privacy.body.tracking_window).toEqual({
+        source: 'group',
+        schedule: { ...MORNINGS, exceptions: [] },
+        tracked_always: false,
+        tracked_now: expect.any(Boolean),
+      });
       expect(privacy.body.kept.find((entry: { data: string }) => entry.data === 'positions').retention_days).toBe(
         running.gateway.services.config.POSITIONS_RETENTION_DAYS,
       );
@@ -290,6 +327,57 @@ describe(`privacy: tracking windows and erasure (${driverLabel})`, () => {
       expect(JSON.stringify(audit.body)).toContain(done.id);
     });
 
+    it('deleting a user erases them: no row of the person in any table that holds a user or device id, and the erasure is listed', async () => {
+      const leaver = await createUser(admin, 'user');
+      const bystander = await createUser(admin, 'user');
+      const device = `leaver-${randomUUID().slice(0, 8)}`;
+      const other = `stayer-${randomUUID().slice(0, 8)}`;
+      expect((await admin.post('/api/v1/devices', { identifier: device, user_id: leaver.user.id })).status).toBe(201);
+      expect((await admin.post('/api/v1/devices', { identifier: other, user_id: bystander.user.id })).status).toBe(201);
+      expect((await admin.put(`/api/v1/users/${leaver.user.id}/tracking_window`, MORNINGS)).status).toBe(200);
+      expect((await leaver.client.post('/api/v1/auth/apikeys', { permission: 'read-only', description: 'mine' })).status).toBe(201);
+      const walk = (deviceId: string, userId: string) =>
+        [0, 5, 10, 3600].map((second, index) => pose(deviceId, userId, at(8, second), index % 2 ? 15 : 2, { danger: second === 3600 }));
+      await upload([...walk(device, leaver.user.id), ...walk(other, bystander.user.id)]);
+      const needles = [leaver.user.id, device];
+      await waitFor(
+        async () => (await rowsHolding('rollup_runs', needles)) > 0 && (await rowsHolding('alarms', needles)) > 0,
+        'rollups and the alarm',
+      );
+      // Only the erasure's own record, and the audit log (who did what, kept for its retention), may name them after.
+      const kept = ['audit_log', 'erasure_requests', 'mikro_orm_migrations'];
+      const everyTable = (
+        await sql<{ table_name: string }>(
+          `select table_name from information_schema.tables where table_schema = current_schema() and table_type = 'BASE TABLE'`,
+        )
+      )
+        .map((row) => row.table_name)
+        .filter((table) => !kept.includes(table));
+      expect(everyTable).toEqual(
+        expect.arrayContaining([...(await personTables()).filter((table) => !kept.includes(table)), 'users', 'devices']),
+      );
+      const othersBefore = await Promise.all(everyTable.map((table) => rowsHolding(table, [bystander.user.id, other])));
+
+      const deleted = await admin.delete(`/api/v1/users/${leaver.user.id}`);
+      expect(deleted.status, deleted.text).toBe(204);
+      let erasures = (await admin.get(`/api/v1/users/${leaver.user.id}/erasures`)).body;
+      await waitFor(async () => {
+        erasures = (await admin.get(`/api/v1/users/${leaver.user.id}/erasures`)).body;
+        return erasures[0]?.status === 'done';
+      }, 'the erasure the deletion started');
+      expect(erasures).toHaveLength(1);
+      expect(erasures[0]).toMatchObject({ cause: 'user_deleted', user_id: leaver.user.id, from: null, to: null });
+      expect(erasures[0].removed).toMatchObject({ positions: 4, alarms_pseudonymized: 1 });
+      for (const table of everyTable) expect({ table, rows: await rowsHolding(table, needles) }).toEqual({ table, rows: 0 });
+      expect(await Promise.all(everyTable.map((table) => rowsHolding(table, [bystander.user.id, other])))).toEqual(othersBefore);
+      expect((await admin.get(`/api/v1/users/${leaver.user.id}`)).status).toBe(404);
+      expect((await leaver.client.get('/api/v1/users/me/privacy')).status).toBe(401);
+      // The audit log says who deleted whom; the erasure's record says what went, never the data.
+      const audit = await admin.get(`/api/v1/audit?object_type=users&object_id=${leaver.user.id}`);
+      expect(audit.body.data.map((entry: { method: string }) => entry.method)).toContain('DELETE');
+      expect((await bystander.client.get(`/api/v1/users/${leaver.user.id}/erasures`)).status).toBe(403);
+    });
+
     it('erases only within from..to, refuses from after to (422 naming from), and is for admins only', async () => {
       const person = await createUser(admin, 'user');
       const device = `ranged-${randomUUID().slice(0, 8)}`;
@@ -319,6 +407,33 @@ describe(`privacy: tracking windows and erasure (${driverLabel})`, () => {
       const manager = await createUser(admin, 'user_manager');
       expect((await manager.client.post(`/api/v1/users/${person.user.id}/erasure`, {})).status).toBe(403);
       expect((await admin.post(`/api/v1/users/${randomUUID()}/erasure`, {})).status).toBe(404);
+    });
+
+    it('finds positions of a device nothing else knows of (the pass in physical order), among other people’s', async () => {
+      const person = await createUser(admin, 'user');
+      const bystander = await createUser(admin, 'user');
+      await upload([pose(`seed-${randomUUID().slice(0, 8)}`, bystander.user.id, at(4), 1)]); // the day's partition
+      const [{ organization_id: organizationId }] = await sql<{ organization_id: string }>(
+        'select organization_id from users where id = ?',
+        [person.user.id],
+      );
+      // Received long ago, so no rollup names the device; unassigned, so no device row does; no zone event either.
+      const insert = (userId: string, device: string, count: number) =>
+        sql(
+          `insert into positions (organization_id, device_id, user_id, building_id, floor_id, indoor, x, y, lat, lng, yaw, accuracy, ts, received_at)
+           select ?, ?, ?, ?, ?, true, 1, 1, 40.4, -3.7, 0, 1, ?::timestamptz + g * interval '1 second', now() - interval '2 days'
+           from generate_series(1, ?::int) g`,
+          [organizationId, device, userId, venue.building.id, venue.floors[0].id, new Date(at(4)), count],
+        );
+      const hidden = `hidden-${randomUUID().slice(0, 8)}`;
+      const others = `others-${randomUUID().slice(0, 8)}`;
+      await insert(person.user.id, hidden, 1200);
+      await insert(bystander.user.id, others, 1500);
+      const done = await erase(person.user.id);
+      expect(done.removed.positions).toBe(1200);
+      const count = async (device: string) =>
+        (await sql<{ n: number }>('select count(*)::int as n from positions where device_id = ?', [device]))[0]!.n;
+      expect([await count(hidden), await count(others)]).toEqual([0, 1500]);
     });
 
     it('carries on after a restart with an erasure the stop interrupted', async () => {

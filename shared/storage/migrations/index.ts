@@ -24,6 +24,7 @@ import { M0023Evacuations } from './m0023-evacuations.js';
 import { M0024Privacy } from './m0024-privacy.js';
 import { M0025ZoneEventTime } from './m0025-zone-event-time.js';
 import { M0030PrivacySettings } from './m0030-privacy-settings.js';
+import { M0031OrganizationRetention } from './m0031-organization-retention.js';
 import { M0033AlarmsByDevice } from './m0033-alarms-by-device.js';
 import { M0034PositionsTimeBrin } from './m0034-positions-time-brin.js';
 
@@ -57,6 +58,7 @@ export const migrationsList: MigrationObject[] = [
   { name: 'm0024-privacy', class: M0024Privacy },
   { name: 'm0025-zone-event-time', class: M0025ZoneEventTime },
   { name: 'm0030-privacy-settings', class: M0030PrivacySettings },
+  { name: 'm0031-organization-retention', class: M0031OrganizationRetention },
   { name: 'm0033-alarms-by-device', class: M0033AlarmsByDevice },
   { name: 'm0034-positions-time-brin', class: M0034PositionsTimeBrin },
 ];

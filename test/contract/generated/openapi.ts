@@ -1827,7 +1827,7 @@ export type paths = {
             path?: never;
             cookie?: never;
         };
-        /** The organization's privacy settings: whether reports are pseudonymous for everyone but admins */
+        /** The organization's privacy settings: whether reports are pseudonymous for everyone but admins, and how long each kind of data is kept */
         get: {
             parameters: {
                 query?: never;
@@ -1848,6 +1848,22 @@ export type paths = {
                             reports_pseudonymous: boolean;
                             /** @description Place cells of fewer distinct people are dropped from pseudonymous reports (REPORTS_PSEUDONYMOUS_MIN_PEOPLE) */
                             min_people: number;
+                            /** @description Days each kind of data is kept, as the organization set them (null: the deployment’s maximum) */
+                            retention_days: {
+                                positions: number | null;
+                                zone_events: number | null;
+                                stays_and_rollups: number | null;
+                                alarm_positions: number | null;
+                                audit: number | null;
+                            };
+                            /** @description The deployment’s maximum per kind (POSITIONS_RETENTION_DAYS; the audit log AUDIT_RETENTION_DAYS); null: no limit */
+                            retention_max_days: {
+                                positions: number | null;
+                                zone_events: number | null;
+                                stays_and_rollups: number | null;
+                                alarm_positions: number | null;
+                                audit: number | null;
+                            };
                         };
                     };
                 };
@@ -1884,6 +1900,14 @@ export type paths = {
                     "application/json": {
                         /** @description Make every report pseudonymous for everyone but admins (default false) */
                         reports_pseudonymous?: boolean;
+                        /** @description Days each kind of data is kept (kinds left out stay as they are; null: the deployment’s maximum); past the maximum is 422 */
+                        retention_days?: {
+                            positions?: number | null;
+                            zone_events?: number | null;
+                            stays_and_rollups?: number | null;
+                            alarm_positions?: number | null;
+                            audit?: number | null;
+                        };
                     };
                 };
             };
@@ -1899,6 +1923,22 @@ export type paths = {
                             reports_pseudonymous: boolean;
                             /** @description Place cells of fewer distinct people are dropped from pseudonymous reports (REPORTS_PSEUDONYMOUS_MIN_PEOPLE) */
                             min_people: number;
+                            /** @description Days each kind of data is kept, as the organization set them (null: the deployment’s maximum) */
+                            retention_days: {
+                                positions: number | null;
+                                zone_events: number | null;
+                                stays_and_rollups: number | null;
+                                alarm_positions: number | null;
+                                audit: number | null;
+                            };
+                            /** @description The deployment’s maximum per kind (POSITIONS_RETENTION_DAYS; the audit log AUDIT_RETENTION_DAYS); null: no limit */
+                            retention_max_days: {
+                                positions: number | null;
+                                zone_events: number | null;
+                                stays_and_rollups: number | null;
+                                alarm_positions: number | null;
+                                audit: number | null;
+                            };
                         };
                     };
                 };
@@ -1925,7 +1965,7 @@ export type paths = {
         post?: never;
         delete?: never;
         options?: never;
-        /** The organization's privacy settings: whether reports are pseudonymous for everyone but admins (headers only) */
+        /** The organization's privacy settings: whether reports are pseudonymous for everyone but admins, and how long each kind of data is kept (headers only) */
         head: {
             parameters: {
                 query?: never;
@@ -2471,10 +2511,12 @@ export type paths = {
                                     }[];
                                 } | null;
                                 tracked_always: boolean;
+                                /** @description Whether positions taken now are kept (inside the window, or no window) */
+                                tracked_now: boolean;
                             };
                             kept: {
                                 data: string;
-                                /** @description null: kept until erased */
+                                /** @description The period in force for the person’s organization; null: kept until erased */
                                 retention_days: number | null;
                                 note: string;
                             }[];
@@ -2590,6 +2632,11 @@ export type paths = {
                             organization_id: string;
                             /** Format: uuid */
                             user_id: string;
+                            /**
+                             * @description request: asked by an admin; user_deleted: started by deleting the user
+                             * @enum {string}
+                             */
+                            cause: "request" | "user_deleted";
                             from: string | null;
                             to: string | null;
                             /** @enum {string} */
@@ -2730,6 +2777,119 @@ export type paths = {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/users/{id}/erasures": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The person’s erasures, newest first (at most 100): also once the user is deleted, the erasure the deletion started */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** Format: uuid */
+                            id: string;
+                            /** Format: uuid */
+                            organization_id: string;
+                            /** Format: uuid */
+                            user_id: string;
+                            /**
+                             * @description request: asked by an admin; user_deleted: started by deleting the user
+                             * @enum {string}
+                             */
+                            cause: "request" | "user_deleted";
+                            from: string | null;
+                            to: string | null;
+                            /** @enum {string} */
+                            status: "queued" | "running" | "done";
+                            /** @description Rows removed so far, per table (alarms: pseudonymized) */
+                            removed: {
+                                [key: string]: number;
+                            };
+                            /** Format: date-time */
+                            created_at: string;
+                            finished_at: string | null;
+                        }[];
+                    };
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Error */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        /** The person’s erasures, newest first (at most 100): also once the user is deleted, the erasure the deletion started (headers only) */
+        head: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/users/{id}/erasure/{erasure_id}": {
         parameters: {
             query?: never;
@@ -2763,6 +2923,11 @@ export type paths = {
                             organization_id: string;
                             /** Format: uuid */
                             user_id: string;
+                            /**
+                             * @description request: asked by an admin; user_deleted: started by deleting the user
+                             * @enum {string}
+                             */
+                            cause: "request" | "user_deleted";
                             from: string | null;
                             to: string | null;
                             /** @enum {string} */
@@ -9573,6 +9738,8 @@ export type paths = {
                                         number,
                                         number
                                     ] | null;
+                                    /** @description REST views: false while the person is outside their tracking window (nothing newer comes until it opens: not a lost device). Absent from pushed positions, which are tracked */
+                                    tracked_now?: boolean;
                                 };
                             }[];
                             devices_info: {
@@ -9788,6 +9955,8 @@ export type paths = {
                                         number,
                                         number
                                     ] | null;
+                                    /** @description REST views: false while the person is outside their tracking window (nothing newer comes until it opens: not a lost device). Absent from pushed positions, which are tracked */
+                                    tracked_now?: boolean;
                                 };
                             }[];
                         };

@@ -372,7 +372,12 @@ export const WRITE_FIXTURES: Record<string, WriteFixture> = {
   'PUT /api/v1/organizations/current_organization/alarm_settings': {
     body: () => ({ escalate_after_s: 60, escalate_max: 3, comment_always: false, deadman_auto_close: false }),
   },
-  'PUT /api/v1/organizations/current_organization/privacy_settings': { body: () => ({ reports_pseudonymous: false }) },
+  'PUT /api/v1/organizations/current_organization/privacy_settings': {
+    body: () => ({
+      reports_pseudonymous: false,
+      retention_days: { positions: 30, zone_events: 60, stays_and_rollups: 90, alarm_positions: null, audit: 120 },
+    }),
+  },
   'PUT /api/v1/buildings/{id}/alarm_settings': {
     body: () => ({ deadman_after_s: 60, deadman_radius_m: 2, deadman_silence_s: 120 }),
     target: async (context) => context.ids.building,

@@ -1,0 +1,215 @@
+import type { Config } from '../config.js';
+import type { Storage } from '../storage/index.js';
+import { pgArray } from '../storage/pg-array.js';
+
+/**
+ * Retention per organization (issue 32). Each kind of data has its own period, which an organization's admin may
+ * shorten (never lengthen) below the deployment's maximum: POSITIONS_RETENTION_DAYS for the tracking data,
+ * AUDIT_RETENTION_DAYS for the audit log. Expiry is bounded deletes of `batchSize` rows, each its own statement,
+ * so no transaction holds the tables for long; whole day partitions of positions past the deployment's maximum are
+ * dropped by the position store (shared/positions/position-store.ts) as before.
+ */
+export const RETENTION_KINDS = ['positions', 'zone_events', 'stays_and_rollups', 'alarm_positions', 'audit'] as const;
+export type RetentionKind = (typeof RETENTION_KINDS)[number];
+
+/** Days per kind; null: no limit (a maximum of 0 days keeps everything), or, in an organization's settings, the maximum. */
+export type RetentionDays = Record<RetentionKind, number | null>;
+
+/** The organizations column holding each kind's period (migration m0031). */
+const COLUMNS: Record<RetentionKind, string> = {
+  positions: 'positions_retention_days',
+  zone_events: 'zone_events_retention_days',
+  stays_and_rollups: 'stays_retention_days',
+  alarm_positions: 'alarm_positions_retention_days',
+  audit: 'audit_retention_days',
+};
+
+/** What each kind is, as a person reading their privacy page is told. */
+export const RETENTION_NOTES: Record<RetentionKind, string> = {
+  positions: 'only those taken inside the tracking window (and alarm-button presses)',
+  zone_events: 'geofence enters and exits',
+  stays_and_rollups: 'time spent in geofences and the report summaries built from positions',
+  alarm_positions: 'where a closed alarm was raised; the alarm itself is kept for the safety record',
+  audit: 'what the person changed',
+};
+
+/** The deployment's maximum per kind. */
+export function retentionMaxima(config: Pick<Config, 'POSITIONS_RETENTION_DAYS' | 'AUDIT_RETENTION_DAYS'>): RetentionDays {
+  const tracking = config.POSITIONS_RETENTION_DAYS || null;
+  return {
+    positions: tracking,
+    zone_events: tracking,
+    stays_and_rollups: tracking,
+    alarm_positions: tracking,
+    audit: (config.AUDIT_RETENTION_DAYS ?? config.POSITIONS_RETENTION_DAYS) || null,
+  };
+}
+
+/** The period in force: the organization's own where it set one, else the deployment's maximum. */
+export function effectiveRetention(own: RetentionDays, maxima: RetentionDays): RetentionDays {
+  const effective = {} as RetentionDays;
+  for (const kind of RETENTION_KINDS) effective[kind] = own[kind] ?? maxima[kind];
+  return effective;
+}
+
+export const RETENTION_SELECT = RETENTION_KINDS.map((kind) => `${COLUMNS[kind]} as ${kind}`).join(', ');
+
+/** An organizations row read with RETENTION_SELECT, as RetentionDays. */
+export function retentionOf(row: Record<string, unknown>): RetentionDays {
+  const days = {} as RetentionDays;
+  for (const kind of RETENTION_KINDS) days[kind] = row[kind] === null || row[kind] === undefined ? null : Number(row[kind]);
+  return days;
+}
+
+/** `update organizations set ...` for the kinds given (null: back to the maximum); the parameters follow `set`. */
+export function retentionUpdate(changes: Partial<RetentionDays>): { set: string; params: (number | null)[] } {
+  const kinds = RETENTION_KINDS.filter((kind) => changes[kind] !== undefined);
+  return { set: kinds.map((kind) => `${COLUMNS[kind]} = ?`).join(', '), params: kinds.map((kind) => changes[kind] ?? null) };
+}
+
+type Execute = Pick<Storage, 'execute'>;
+
+/**
+ * How expiry and erasure share the database with ingest. On embedded storage there is one connection: an upload
+ * waits for the statement in hand, so a batch is sized to take about STATEMENT_MS (from the last one's time), and
+ * after each the sweep rests as long as it worked (DUTY), so uploads are served between batches.
+ */
+const STATEMENT_MS = 15;
+const DUTY = 0.5;
+const MIN_BATCH = 50;
+
+/**
+ * Runs `batch` until it says it is done, each call its own statement (and transaction) of at most `maxBatch` rows,
+ * paced as above so uploads are served meanwhile. `batch` gets the size to use and answers how many rows it
+ * handled and whether any are left. Returns how many rows were handled.
+ */
+export async function inPacedBatches(
+  maxBatch: number,
+  batch: (size: number) => Promise<{ count: number; more: boolean }>,
+  afterBatch?: (count: number) => Promise<void>,
+): Promise<number> {
+  let total = 0;
+  let size = Math.min(maxBatch, 500);
+  for (;;) {
+    const started = performance.now();
+    const { count, more } = await batch(size);
+    const took = performance.now() - started;
+    total += count;
+    await afterBatch?.(count);
+    if (!more) return total;
+    // Towards STATEMENT_MS, at most doubling: the rows a statement meets vary (a page range may be all the person's).
+    const next = Math.min(size * 2, Math.round((size * STATEMENT_MS) / Math.max(took, 1)));
+    size = Math.max(Math.min(MIN_BATCH, maxBatch), Math.min(maxBatch, next));
+    await new Promise((resolve) => setTimeout(resolve, (took * (1 - DUTY)) / DUTY));
+  }
+}
+
+/** Deletes the rows of `table` that `where` selects, in paced batches (`inPacedBatches`). Returns how many went. */
+export function deleteInBatches(
+  storage: Execute,
+  table: string,
+  where: string,
+  params: readonly unknown[],
+  maxBatch: number,
+  afterBatch?: (count: number) => Promise<void>,
+): Promise<number> {
+  return inPacedBatches(
+    maxBatch,
+    async (size) => {
+      const [gone] = await storage.execute<{ n: number }>(
+        `with gone as (delete from ${table} where (tableoid, ctid) in (select tableoid, ctid from ${table} where ${where} limit ${size}) returning 1)
+         select count(*)::int as n from gone`,
+        [...params],
+      );
+      const count = Number(gone?.n ?? 0);
+      return { count, more: count === size };
+    },
+    afterBatch,
+  );
+}
+
+/** Tables expired by instant, per kind (alarm positions are cleared, not deleted: see `clearAlarmPositions`). */
+const EXPIRED_TABLES: Record<Exclude<RetentionKind, 'alarm_positions'>, { table: string; time: string }[]> = {
+  positions: [{ table: 'positions', time: 'ts' }],
+  zone_events: [{ table: 'zone_events', time: 'at' }],
+  stays_and_rollups: [
+    { table: 'geofence_stays', time: 'hour' },
+    { table: 'rollup_runs', time: 'quarter' },
+    { table: 'rollup_heat_cells', time: 'hour' },
+  ],
+  audit: [{ table: 'audit_log', time: 'at' }],
+};
+
+/**
+ * The place of an organization's closed alarms raised before `cutoff` goes (in the alarm and in its event history);
+ * the alarm, its kind, person and states stay. An alarm still being handled keeps its place: someone may still be
+ * on their way. Bounded like the deletes. Returns how many alarms lost their place.
+ */
+export async function clearAlarmPositions(storage: Execute, organizationId: string, cutoff: Date, batchSize: number): Promise<number> {
+  let total = 0;
+  for (;;) {
+    const cleared = await storage.execute<{ id: string }>(
+      `with picked as (
+         select id from alarms where organization_id = ? and created_at < ? and state in ('CLOSED', 'MARKED_FALSE')
+           and (floor_id is not null or x is not null or lat is not null or details->'position' is not null) limit ${batchSize} for update skip locked)
+       update alarms a set floor_id = null, x = null, y = null, lat = null, lng = null, details = a.details - 'position', updated_at = now()
+       from picked p where a.id = p.id returning a.id`,
+      [organizationId, cutoff],
+    );
+    if (cleared.length > 0) {
+      await storage.execute(
+        `update alarm_events set alarm = alarm || jsonb_build_object('floor_id', null, 'position', null)
+         where organization_id = ? and alarm_id = any(?::uuid[])`,
+        [organizationId, pgArray(cleared.map((row) => row.id))],
+      );
+    }
+    total += cleared.length;
+    if (cleared.length < batchSize) return total;
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+}
+
+export type RetentionCounts = Partial<Record<string, number>>;
+
+/** Expires one organization's data past each period in `days` (null: nothing of that kind expires). */
+export async function expireOrganization(
+  storage: Execute,
+  organizationId: string,
+  days: RetentionDays,
+  now: number,
+  batchSize: number,
+): Promise<RetentionCounts> {
+  const counts: RetentionCounts = {};
+  const cutoffOf = (kind: RetentionKind) => (days[kind] === null ? null : new Date(now - days[kind]! * 86_400_000));
+  for (const kind of RETENTION_KINDS) {
+    const cutoff = cutoffOf(kind);
+    if (cutoff === null) continue;
+    if (kind === 'alarm_positions') {
+      counts.alarm_positions = await clearAlarmPositions(storage, organizationId, cutoff, batchSize);
+      continue;
+    }
+    for (const { table, time } of EXPIRED_TABLES[kind]) {
+      counts[table] = await deleteInBatches(storage, table, `organization_id = ? and ${time} < ?`, [organizationId, cutoff], batchSize);
+    }
+  }
+  return counts;
+}
+
+/**
+ * One retention pass over every organization: each kind past its organization's period (or the deployment's
+ * maximum) goes, in bounded batches. Returns what went, per organization that lost anything.
+ */
+export async function expireAll(
+  storage: Execute,
+  maxima: RetentionDays,
+  now = Date.now(),
+  batchSize = 5000,
+): Promise<Map<string, RetentionCounts>> {
+  const rows = await storage.execute<Record<string, unknown> & { id: string }>(`select id, ${RETENTION_SELECT} from organizations`);
+  const expired = new Map<string, RetentionCounts>();
+  for (const row of rows) {
+    const counts = await expireOrganization(storage, row.id, effectiveRetention(retentionOf(row), maxima), now, batchSize);
+    if (Object.values(counts).some((count) => (count ?? 0) > 0)) expired.set(row.id, counts);
+  }
+  return expired;
+}
