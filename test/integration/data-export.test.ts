@@ -4,6 +4,7 @@ import { Queue } from 'bullmq';
 import { bullConnection, bullPrefix, JOBS_QUEUE_NAME } from '../../shared/jobs/bullmq-job-queue.js';
 import { DATA_EXPORT_JOB, runDataExport } from '../../shared/privacy/data-export.js';
 import { readZip } from '../../shared/privacy/zip.js';
+import { redisConnections } from '../../shared/redis/redis-connections.js';
 import { startReportMaterializer } from '../../shared/reports/materializations.js';
 import type { ReportMaterializer } from '../../shared/reports/materializer.js';
 import { createVenue, squareCartesians } from '../support/cartography.js';
@@ -215,10 +216,11 @@ describe(`privacy: a person's data export (${driverLabel})`, () => {
 
   it.runIf(process.env.REDIS_URL)('keeps no finished export in Redis once it is sent (BullMQ)', async () => {
     const { config } = running.gateway.services;
-    const connection = bullConnection(config.REDIS_URL!, 'test-export-results');
+    const connections = redisConnections(config)!;
+    const connection = bullConnection(connections, 'test-export-results');
     const queue = new Queue(JOBS_QUEUE_NAME, {
       connection,
-      prefix: bullPrefix(config.REDIS_PREFIX),
+      prefix: bullPrefix(connections, config.REDIS_PREFIX),
     });
     try {
       const finishedExports = async () =>
