@@ -7,7 +7,11 @@ const iso = (ms: number | Date) => new Date(ms).toISOString();
 const actorSchema = z.object({ user_id: z.string(), email: z.string() });
 
 export const rollEntrySchema = z.object({
-  entry: z.string().describe('The entry id: `user:{user id}`, or `device:{identifier}` for a device nobody is assigned'),
+  entry: z
+    .string()
+    .describe(
+      'The entry id: `user:{user id}`, `device:{identifier}` for a device nobody is assigned, or `erased:{n}` once the person was erased (docs/privacy.md)',
+    ),
   user_id: z.string().nullable(),
   device_ids: z.array(z.string()),
   arrival: z.boolean().describe('Came into the building after the declaration (a responder): listed apart, never missing'),

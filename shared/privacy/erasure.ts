@@ -7,9 +7,10 @@ import { deleteInBatches, inPacedBatches } from './retention.js';
 /**
  * Erasure of one person's history (issue 32): their positions, zone events, stays and rollup rows (a rollup row
  * is one device-hour of one user, so deleting theirs leaves exactly what the others contribute), and the place
- * attached to their alarms; the alarms stay, pseudonymized, so the safety record is complete. Runs as a job from
- * the durable `erasure_requests` row, in batches of `batchSize` rows (never one long transaction), saving what it
- * removed after each: run again (after a restart) it carries on, and run on a finished request it removes nothing.
+ * attached to their alarms and evacuation roll entries; the alarms and entries stay, pseudonymized, so the safety
+ * record is complete. Runs as a job from the durable `erasure_requests` row, in batches of `batchSize` rows (never
+ * one long transaction), saving what it removed after each: run again (after a restart) it carries on, and run on
+ * a finished request it removes nothing.
  */
 export const ERASURE_JOB = 'erasure';
 
@@ -22,7 +23,9 @@ const ERASED_TABLES = [
   { table: 'rollup_heat_cells', time: 'hour' },
 ] as const;
 
-export type ErasureCounts = Partial<Record<(typeof ERASED_TABLES)[number]['table'] | 'alarms_pseudonymized', number>>;
+export type ErasureCounts = Partial<
+  Record<(typeof ERASED_TABLES)[number]['table'] | 'alarms_pseudonymized' | 'roll_entries_pseudonymized', number>
+>;
 
 export interface ErasureRequest {
   id: string;
@@ -168,6 +171,23 @@ export async function runErasure(storage: Pick<Storage, 'execute'>, id: string, 
     removed.alarms_pseudonymized = (removed.alarms_pseudonymized ?? 0) + alarms.length;
     await save('running');
     if (alarms.length < batchSize) break;
+  }
+  for (;;) {
+    // An evacuation's roll is a safety record too: the entry keeps its status, when, the point and who marked it
+    // (the counts and times of the evacuation stay true); the person, their devices and their last place go.
+    // Its key becomes a pseudonym of its own, unique within the roll, so the roll's primary key holds.
+    const entries = await storage.execute<{ seq: string }>(
+      `with picked as (
+         select r.evacuation_id, r.person_key from evacuation_roll r join evacuations e on e.id = r.evacuation_id
+         where e.organization_id = ? and r.user_id = ?${range('e.started_at')} limit ${batchSize} for update of r)
+       update evacuation_roll r set person_key = 'erased:' || r.seq, user_id = null, device_ids = '[]'::jsonb,
+         floor_id = null, x = null, y = null, lat = null, lng = null, fix_at = null
+       from picked p where r.evacuation_id = p.evacuation_id and r.person_key = p.person_key returning r.seq`,
+      [request.organization_id, request.user_id, ...rangeParams],
+    );
+    removed.roll_entries_pseudonymized = (removed.roll_entries_pseudonymized ?? 0) + entries.length;
+    await save('running');
+    if (entries.length < batchSize) break;
   }
   await save('done');
   return removed;

@@ -274,6 +274,20 @@ describe(`privacy: tracking windows and erasure (${driverLabel})`, () => {
         [0, 5, 10, 15, 20, 3600, 3605].map((second, index) => pose(deviceId, userId, at(5, second), index % 2 ? 15 : 2));
       await upload([...walk(device, victim.user.id), ...walk(other, bystander.user.id)]);
       await upload([pose(device, victim.user.id, at(7), 4, { danger: true })]);
+      // Both on the roll of an evacuation drill (a fix in the building just now), the victim marked safe by hand.
+      const now = Date.now() - 5_000;
+      await upload([pose(device, victim.user.id, now, 4), pose(other, bystander.user.id, now, 6)]);
+      const evacuations = `/api/v1/buildings/${venue.building.id}/evacuations`;
+      const declared = await admin.post(evacuations, { drill: true, note: 'Erasure drill' });
+      expect(declared.status, declared.text).toBe(201);
+      const victimEntry = encodeURIComponent(`user:${victim.user.id}`);
+      const marked = await admin.post(`${evacuations}/${declared.body.id}/roll/${victimEntry}/safe`, { comment: 'seen outside' });
+      expect(marked.status, marked.text).toBe(200);
+      expect((await admin.post(`${evacuations}/${declared.body.id}/end`)).status).toBe(200);
+      const rollBefore = (await admin.get(`${evacuations}/${declared.body.id}`)).body;
+      const onRoll = (roll: { roll: { entry: string }[] }, userId: string) => roll.roll.find((entry) => entry.entry === `user:${userId}`);
+      expect(onRoll(rollBefore, victim.user.id)).toMatchObject({ status: 'safe_manual' });
+      expect(onRoll(rollBefore, bystander.user.id)).toBeDefined();
       const needles = [victim.user.id, device];
       await waitFor(
         async () =>
@@ -284,7 +298,15 @@ describe(`privacy: tracking windows and erasure (${driverLabel})`, () => {
       );
       const tables = await personTables();
       expect(tables).toEqual(
-        expect.arrayContaining(['positions', 'zone_events', 'geofence_stays', 'rollup_runs', 'rollup_heat_cells', 'alarms']),
+        expect.arrayContaining([
+          'positions',
+          'zone_events',
+          'geofence_stays',
+          'rollup_runs',
+          'rollup_heat_cells',
+          'alarms',
+          'evacuation_roll',
+        ]),
       );
       // Beyond those columns, every other table is read whole as text too: jsonb payloads (alarm events, raise keys,
       // webhook deliveries, dead letters) name people and devices without a column of their own.
@@ -301,7 +323,7 @@ describe(`privacy: tracking windows and erasure (${driverLabel})`, () => {
       expect(othersBefore.reduce((a, b) => a + b, 0)).toBeGreaterThan(0);
 
       const done = await erase(victim.user.id);
-      expect(done.removed).toMatchObject({ positions: 8, alarms_pseudonymized: 1 });
+      expect(done.removed).toMatchObject({ positions: 9, alarms_pseudonymized: 1, roll_entries_pseudonymized: 1 });
       expect(done.removed.zone_events).toBeGreaterThan(0);
       expect(done.removed.rollup_runs).toBeGreaterThan(0);
       for (const table of checked) expect({ table, rows: await rowsHolding(table, needles) }).toEqual({ table, rows: 0 });
@@ -312,6 +334,13 @@ describe(`privacy: tracking windows and erasure (${driverLabel})`, () => {
       );
       expect(alarm).toMatchObject({ type: 'DANGER', user_id: null, lat: null });
       expect(await history(device)).toEqual([]);
+      // The drill's record still counts them, safe by the warden's hand, under a pseudonym with no device or place.
+      const rollAfter = (await admin.get(`${evacuations}/${declared.body.id}`)).body;
+      expect(rollAfter.counts).toEqual(rollBefore.counts);
+      const erased = rollAfter.roll.find((entry: { entry: string }) => entry.entry.startsWith('erased:'));
+      expect(erased).toMatchObject({ status: 'safe_manual', user_id: null, device_ids: [], comment: 'seen outside' });
+      expect(onRoll(rollAfter, victim.user.id)).toBeUndefined();
+      expect(onRoll(rollAfter, bystander.user.id)).toEqual(onRoll(rollBefore, bystander.user.id));
       // Idempotent: again, nothing more to remove.
       const again = await erase(victim.user.id);
       expect(again.removed).toEqual({
@@ -321,6 +350,7 @@ describe(`privacy: tracking windows and erasure (${driverLabel})`, () => {
         rollup_runs: 0,
         rollup_heat_cells: 0,
         alarms_pseudonymized: 0,
+        roll_entries_pseudonymized: 0,
       });
       const audit = await admin.get('/api/v1/audit?object_type=erasures');
       expect(audit.status, audit.text).toBe(200);

@@ -11264,7 +11264,7 @@ export type paths = {
                             };
                             /** @description Still missing, by floor (lowest level first), each with the last known place and fix time */
                             missing: {
-                                /** @description The entry id: `user:{user id}`, or `device:{identifier}` for a device nobody is assigned */
+                                /** @description The entry id: `user:{user id}`, `device:{identifier}` for a device nobody is assigned, or `erased:{n}` once the person was erased (docs/privacy.md) */
                                 entry: string;
                                 user_id: string | null;
                                 device_ids: string[];
@@ -11298,7 +11298,7 @@ export type paths = {
                             }[];
                             /** @description Everyone on the roll at declaration, by entry */
                             roll: {
-                                /** @description The entry id: `user:{user id}`, or `device:{identifier}` for a device nobody is assigned */
+                                /** @description The entry id: `user:{user id}`, `device:{identifier}` for a device nobody is assigned, or `erased:{n}` once the person was erased (docs/privacy.md) */
                                 entry: string;
                                 user_id: string | null;
                                 device_ids: string[];
@@ -11332,7 +11332,7 @@ export type paths = {
                             }[];
                             /** @description People who came into the building during the evacuation */
                             arrivals: {
-                                /** @description The entry id: `user:{user id}`, or `device:{identifier}` for a device nobody is assigned */
+                                /** @description The entry id: `user:{user id}`, `device:{identifier}` for a device nobody is assigned, or `erased:{n}` once the person was erased (docs/privacy.md) */
                                 entry: string;
                                 user_id: string | null;
                                 device_ids: string[];
@@ -11459,7 +11459,7 @@ export type paths = {
                             };
                             /** @description Still missing, by floor (lowest level first), each with the last known place and fix time */
                             missing: {
-                                /** @description The entry id: `user:{user id}`, or `device:{identifier}` for a device nobody is assigned */
+                                /** @description The entry id: `user:{user id}`, `device:{identifier}` for a device nobody is assigned, or `erased:{n}` once the person was erased (docs/privacy.md) */
                                 entry: string;
                                 user_id: string | null;
                                 device_ids: string[];
@@ -11493,7 +11493,7 @@ export type paths = {
                             }[];
                             /** @description Everyone on the roll at declaration, by entry */
                             roll: {
-                                /** @description The entry id: `user:{user id}`, or `device:{identifier}` for a device nobody is assigned */
+                                /** @description The entry id: `user:{user id}`, `device:{identifier}` for a device nobody is assigned, or `erased:{n}` once the person was erased (docs/privacy.md) */
                                 entry: string;
                                 user_id: string | null;
                                 device_ids: string[];
@@ -11527,7 +11527,7 @@ export type paths = {
                             }[];
                             /** @description People who came into the building during the evacuation */
                             arrivals: {
-                                /** @description The entry id: `user:{user id}`, or `device:{identifier}` for a device nobody is assigned */
+                                /** @description The entry id: `user:{user id}`, `device:{identifier}` for a device nobody is assigned, or `erased:{n}` once the person was erased (docs/privacy.md) */
                                 entry: string;
                                 user_id: string | null;
                                 device_ids: string[];
@@ -11664,7 +11664,7 @@ export type paths = {
                     };
                     content: {
                         "application/json": {
-                            /** @description The entry id: `user:{user id}`, or `device:{identifier}` for a device nobody is assigned */
+                            /** @description The entry id: `user:{user id}`, `device:{identifier}` for a device nobody is assigned, or `erased:{n}` once the person was erased (docs/privacy.md) */
                             entry: string;
                             user_id: string | null;
                             device_ids: string[];
@@ -11756,7 +11756,7 @@ export type paths = {
                     content: {
                         "application/json": {
                             entry: {
-                                /** @description The entry id: `user:{user id}`, or `device:{identifier}` for a device nobody is assigned */
+                                /** @description The entry id: `user:{user id}`, `device:{identifier}` for a device nobody is assigned, or `erased:{n}` once the person was erased (docs/privacy.md) */
                                 entry: string;
                                 user_id: string | null;
                                 device_ids: string[];
@@ -12295,7 +12295,7 @@ export type paths = {
                             };
                             /** @description Still missing, by floor (lowest level first), each with the last known place and fix time */
                             missing: {
-                                /** @description The entry id: `user:{user id}`, or `device:{identifier}` for a device nobody is assigned */
+                                /** @description The entry id: `user:{user id}`, `device:{identifier}` for a device nobody is assigned, or `erased:{n}` once the person was erased (docs/privacy.md) */
                                 entry: string;
                                 user_id: string | null;
                                 device_ids: string[];
@@ -12329,7 +12329,7 @@ export type paths = {
                             }[];
                             /** @description Everyone on the roll at declaration, by entry */
                             roll: {
-                                /** @description The entry id: `user:{user id}`, or `device:{identifier}` for a device nobody is assigned */
+                                /** @description The entry id: `user:{user id}`, `device:{identifier}` for a device nobody is assigned, or `erased:{n}` once the person was erased (docs/privacy.md) */
                                 entry: string;
                                 user_id: string | null;
                                 device_ids: string[];
@@ -12363,7 +12363,7 @@ export type paths = {
                             }[];
                             /** @description People who came into the building during the evacuation */
                             arrivals: {
-                                /** @description The entry id: `user:{user id}`, or `device:{identifier}` for a device nobody is assigned */
+                                /** @description The entry id: `user:{user id}`, `device:{identifier}` for a device nobody is assigned, or `erased:{n}` once the person was erased (docs/privacy.md) */
                                 entry: string;
                                 user_id: string | null;
                                 device_ids: string[];
