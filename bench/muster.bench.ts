@@ -2,7 +2,7 @@ import WebSocket from 'ws';
 import { createVenue } from '../test/support/cartography.js';
 import { ADMIN_EMAIL, ADMIN_PASSWORD, login } from '../test/support/identity.js';
 import { startTestGateway } from '../test/support/test-gateway.js';
-import { DEFAULT_MUSTER_SIM, MusterSimulation, type SimPose } from '../testkit/muster-simulation.js';
+import { assemblyPointBody, DEFAULT_MUSTER_SIM, MusterSimulation, type SimPose } from '../testkit/muster-simulation.js';
 import { summarise, type Figure, type Scenario } from './harness.js';
 import { formatRate, LoadGenerator } from './load-client.js';
 import type { LoadResult } from './load-generator.js';
@@ -50,26 +50,7 @@ export const musterScenario: Scenario = {
       const third = await admin.post('/api/v1/floors', { building_id: building, level: 2, level_height: 4.5, name: 'Second' });
       const floors = [venue.floors[0].id, venue.floors[1].id, third.body.id];
       for (const point of sim.options.points) {
-        const shape =
-          point.kind === 'circle'
-            ? { type: 'CIRCLE', cartesians: [[point.cx, point.cy]], radius: point.radius }
-            : {
-                type: 'POLYGON',
-                cartesians: [
-                  [point.x0, point.y0],
-                  [point.x1, point.y0],
-                  [point.x1, point.y1],
-                  [point.x0, point.y1],
-                  [point.x0, point.y0],
-                ],
-              };
-        const created = await admin.post('/api/v1/geofences', {
-          name: point.name,
-          building_id: building,
-          floor_id: floors[0],
-          ...shape,
-          muster_point: true,
-        });
+        const created = await admin.post('/api/v1/geofences', assemblyPointBody(point, building, floors[0]));
         if (created.status !== 201) throw new Error(`assembly point: ${created.status} ${created.text}`);
       }
       const upload = async (poses: readonly SimPose[]) => {

@@ -94,6 +94,24 @@ export interface SimFigures {
   last: string | null;
 }
 
+/** The body of `POST /api/v1/geofences` that creates `point` as an assembly point on a building's floor. */
+export function assemblyPointBody(point: SimAssemblyPoint, buildingId: number, floorId: number) {
+  const shape =
+    point.kind === 'circle'
+      ? { type: 'CIRCLE', cartesians: [[point.cx, point.cy]], radius: point.radius }
+      : {
+          type: 'POLYGON',
+          cartesians: [
+            [point.x0, point.y0],
+            [point.x1, point.y0],
+            [point.x1, point.y1],
+            [point.x0, point.y1],
+            [point.x0, point.y0],
+          ],
+        };
+  return { name: point.name, building_id: buildingId, floor_id: floorId, ...shape, muster_point: true };
+}
+
 export const CLEARANCE_M = 0.25;
 
 /** mulberry32: a small seeded generator, the same numbers for the same seed on any machine. */

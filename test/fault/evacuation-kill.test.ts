@@ -8,7 +8,7 @@ import { FaultPostgres, FaultRedis, faultServersAvailable, faultServersSkipReaso
 import { spawnGateway, type SpawnedGateway } from '../support/gateway-process.js';
 import { TestClient } from '../support/http-client.js';
 import { ADMIN_EMAIL, ADMIN_PASSWORD, adminClient } from '../support/identity.js';
-import { DEFAULT_MUSTER_SIM, MusterSimulation, type SimPose } from '../../testkit/muster-simulation.js';
+import { assemblyPointBody, DEFAULT_MUSTER_SIM, MusterSimulation, type SimPose } from '../../testkit/muster-simulation.js';
 
 /**
  * Issue 31: a gateway killed during an evacuation. Two gateway processes on one (private) PostgreSQL and Redis;
@@ -76,26 +76,7 @@ describe.skipIf(!faultServersAvailable)('kill -9 of a building’s owner during 
     const building = venue.building.id;
     const floors = [venue.floors[0].id, venue.floors[1].id];
     for (const point of sim.options.points) {
-      const shape =
-        point.kind === 'circle'
-          ? { type: 'CIRCLE', cartesians: [[point.cx, point.cy]], radius: point.radius }
-          : {
-              type: 'POLYGON',
-              cartesians: [
-                [point.x0, point.y0],
-                [point.x1, point.y0],
-                [point.x1, point.y1],
-                [point.x0, point.y1],
-                [point.x0, point.y0],
-              ],
-            };
-      const created = await first.post('/api/v1/geofences', {
-        name: point.name,
-        building_id: building,
-        floor_id: floors[0],
-        ...shape,
-        muster_point: true,
-      });
+      const created = await first.post('/api/v1/geofences', assemblyPointBody(point, building, floors[0]));
       expect(created.status, created.text).toBe(201);
     }
     const upload = async (client: TestClient, poses: readonly SimPose[], at: (pose: SimPose) => number) => {

@@ -6,7 +6,7 @@ import { driverLabel } from '../support/test-environment.js';
 import { startTestGateway, type RunningGateway } from '../support/test-gateway.js';
 import { WebhookReceiver } from '../support/webhook-receiver.js';
 import { evacuationReportSchema } from '../../shared/evacuations/evacuation-report.js';
-import { MusterSimulation, type SimPose } from '../../testkit/muster-simulation.js';
+import { assemblyPointBody, MusterSimulation, type SimPose } from '../../testkit/muster-simulation.js';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const SEED = Number(process.env.MUSTER_SIM_SEED ?? 31);
@@ -70,26 +70,7 @@ describe(`mustering: a simulated evacuation and its report (${driverLabel})`, ()
     expect(second.status, second.text).toBe(201);
     floors = [venue.floors[0].id, venue.floors[1].id, second.body.id];
     for (const point of sim.options.points) {
-      const shape =
-        point.kind === 'circle'
-          ? { type: 'CIRCLE', cartesians: [[point.cx, point.cy]], radius: point.radius }
-          : {
-              type: 'POLYGON',
-              cartesians: [
-                [point.x0, point.y0],
-                [point.x1, point.y0],
-                [point.x1, point.y1],
-                [point.x0, point.y1],
-                [point.x0, point.y0],
-              ],
-            };
-      const created = await admin.post('/api/v1/geofences', {
-        name: point.name,
-        building_id: building,
-        floor_id: floors[0],
-        ...shape,
-        muster_point: true,
-      });
+      const created = await admin.post('/api/v1/geofences', assemblyPointBody(point, building, floors[0]));
       expect(created.status, created.text).toBe(201);
     }
     const hook = await admin.post('/api/v1/webhooks', {
