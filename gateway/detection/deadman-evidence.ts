@@ -7,6 +7,7 @@ import type { Storage } from '../../shared/storage/index.js';
 import type { AlarmService } from '../alarms/alarm-service.js';
 import type { BuildingRegistry } from '../realtime/building-registry.js';
 import type { DetectionEngine } from './detection-engine.js';
+import type { StoredPlaceRow } from '../../shared/positions/position-record.js';
 
 export interface DeadmanEvidenceDependencies {
   storage: Storage;
@@ -27,13 +28,7 @@ interface SilenceAlarmRow {
   details: Record<string, unknown> | string;
 }
 
-interface EvidenceRow {
-  building_id: number | null;
-  floor_id: number | null;
-  x: number | null;
-  y: number | null;
-  lat: number;
-  lng: number;
+interface EvidenceRow extends StoredPlaceRow {
   ts_ms: number;
   received_ms: number;
   total: number | string;

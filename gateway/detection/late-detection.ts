@@ -15,6 +15,7 @@ import type { DetectedAlarm, Detections, ZoneEventRecord } from './detections.js
 import { insertZoneEvents } from '../../shared/detection/zone-event-insert.js';
 import type { Execute } from '../../shared/webhooks/deliveries.js';
 import type { DetectionWebhooks } from './detection-sink.js';
+import type { StoredPlaceRow } from '../../shared/positions/position-record.js';
 
 export interface LateDetectionDependencies {
   storage: Storage;
@@ -40,14 +41,8 @@ export interface LateDetectionDependencies {
   maxReplayFixes?: number;
 }
 
-interface FixRow {
+interface FixRow extends StoredPlaceRow {
   user_id: string | null;
-  building_id: number | null;
-  floor_id: number | null;
-  x: number | null;
-  y: number | null;
-  lat: number;
-  lng: number;
   ts_ms: number;
 }
 

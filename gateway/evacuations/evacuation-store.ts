@@ -2,6 +2,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Storage } from '../../shared/storage/index.js';
 import { pgArray } from '../../shared/storage/pg-array.js';
 import type { Fix, MusterPoint, RollEntry, RollStatus } from './roll.js';
+import type { StoredPlaceRow } from '../../shared/positions/position-record.js';
 
 /** Who did something: a user (and the address they signed in with), as the audit log and the roll show it. */
 export interface Actor {
@@ -155,15 +156,9 @@ const entryOf = (row: EntryRecord): StoredEntry => {
   };
 };
 
-interface FixRecord {
+interface FixRecord extends StoredPlaceRow {
   device_id: string;
   user_id: string | null;
-  building_id: number | null;
-  floor_id: number | null;
-  x: number | null;
-  y: number | null;
-  lat: number;
-  lng: number;
   ts: Date | string;
 }
 

@@ -1,3 +1,5 @@
+import type { StoredPlaceRow } from '../positions/position-record.js';
+
 /**
  * What fixes that reached us late say about a DEADMAN raised for silence (issue 30, docs/event-time.md): the
  * device was silent to us, but its buffer shows where it was meanwhile. The alarm is not withdrawn (nobody could
@@ -5,15 +7,9 @@
  */
 
 /** One fix that covers the silence, as the alarm lists it. */
-export interface EvidenceFix {
+export interface EvidenceFix extends StoredPlaceRow {
   /** Fix time (ISO). */
   at: string;
-  building_id: number | null;
-  floor_id: number | null;
-  x: number | null;
-  y: number | null;
-  lat: number;
-  lng: number;
   /** How long after the fix it reached us. */
   delay_ms: number;
 }

@@ -24,3 +24,13 @@ export interface PositionRecord {
   /** When the server received it (epoch ms): the clock detectors use. */
   receivedAt: number;
 }
+
+/** A stored fix's place, as rows of positions (and of the tables that copy a fix's place) read it. */
+export interface StoredPlaceRow {
+  building_id: number | null;
+  floor_id: number | null;
+  x: number | null;
+  y: number | null;
+  lat: number;
+  lng: number;
+}
