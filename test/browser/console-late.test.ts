@@ -79,7 +79,7 @@ describe.skipIf(!hasChromium)(title, () => {
     await alarms.amendDetails(organizationId, silent.event.id, { silence_evidence: evidence });
     await card(silent.event.id).waitFor();
     expect(await card(silent.event.id).textContent()).toBe('Reported late: was moving (3 fixes, 20 m)');
-    await page.screenshot({ path: new URL('console-late-alarms.png', ARTIFACTS).pathname });
+    await page.screenshot({ path: new URL('late-1-alarms.png', ARTIFACTS).pathname });
     expect(problems).toEqual([]);
   });
 });
