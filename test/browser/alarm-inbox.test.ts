@@ -1,4 +1,4 @@
-import { mkdirSync, readdirSync, rmSync } from 'node:fs';
+import { mkdirSync } from 'node:fs';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AlarmType } from '../../shared/detection/alarm-states.js';
@@ -65,7 +65,6 @@ describe.skipIf(!hasChromium)(title, () => {
 
   beforeAll(async () => {
     mkdirSync(ARTIFACTS, { recursive: true });
-    for (const name of readdirSync(ARTIFACTS)) if (/^inbox-.*\.png$/.test(name)) rmSync(new URL(name, ARTIFACTS));
     running = await startTestGateway();
     admin = await adminClient(running.client);
     organizationId = (await admin.get('/api/v1/organizations/current_organization')).body.id;

@@ -1,4 +1,4 @@
-import { mkdirSync, readdirSync, rmSync } from 'node:fs';
+import { mkdirSync } from 'node:fs';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEMO_POI_CATEGORIES, poiIconPng } from '../../demo/poi-icons.js';
@@ -62,7 +62,6 @@ describe.skipIf(!hasChromium)(title, () => {
 
   beforeAll(async () => {
     mkdirSync(ARTIFACTS, { recursive: true });
-    for (const name of readdirSync(ARTIFACTS)) if (/^map-.*\.png$/.test(name)) rmSync(new URL(name, ARTIFACTS));
     running = await startTestGateway();
     admin = await adminClient(running.client);
     const building = await admin.post('/api/v1/buildings', {

@@ -1,4 +1,4 @@
-import { mkdirSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { mkdirSync, readFileSync } from 'node:fs';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ARTIFACTS, CHROMIUM, CHROMIUM_FLAGS, floorplanPng, hasChromium } from '../support/browser.js';
@@ -41,7 +41,6 @@ describe.skipIf(!hasChromium)(title, () => {
 
   beforeAll(async () => {
     mkdirSync(ARTIFACTS, { recursive: true });
-    for (const name of readdirSync(ARTIFACTS)) if (/^views-.*\.png$/.test(name)) rmSync(new URL(name, ARTIFACTS));
     running = await startTestGateway();
     admin = await adminClient(running.client);
     const building = await admin.post('/api/v1/buildings', {

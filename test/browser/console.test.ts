@@ -1,4 +1,4 @@
-import { mkdirSync, readdirSync, rmSync } from 'node:fs';
+import { mkdirSync } from 'node:fs';
 import { chromium, type Browser, type BrowserContext, type Locator, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ARTIFACTS, CHROMIUM, CHROMIUM_FLAGS, floorplanPng, hasChromium } from '../support/browser.js';
@@ -96,7 +96,6 @@ describe.skipIf(!hasChromium)(hasChromium ? title : `${title}: SKIPPED, ${CHROMI
 
   beforeAll(async () => {
     mkdirSync(ARTIFACTS, { recursive: true });
-    for (const name of readdirSync(ARTIFACTS)) if (/^console-.*\.png$/.test(name)) rmSync(new URL(name, ARTIFACTS));
     running = await startTestGateway();
     admin = await adminClient(running.client);
     const created = await admin.post('/api/v1/buildings', {
