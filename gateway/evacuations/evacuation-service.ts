@@ -14,7 +14,8 @@ import type { BuildingRegistry, BuildingRuntime } from '../realtime/building-reg
 import type { LiveState } from '../realtime/live-state.js';
 import { EvacuationStore, type Actor, type EvacuationRow, type StoredEntry } from './evacuation-store.js';
 import { presentEntry, presentSummary, type PresentedEntry } from './presenters.js';
-import { countRoll, orderMissing, personKeyOf, rollAtDeclaration, type Fix, type MusterPoint, type RollStatus } from './roll.js';
+import { countRoll, type RollStatus } from '../../shared/evacuations/roll-counts.js';
+import { orderMissing, personKeyOf, rollAtDeclaration, type Fix, type MusterPoint } from './roll.js';
 
 /** One change of an evacuation: started, ended, or one roll entry changed (with its seq). */
 export interface EvacuationChange {

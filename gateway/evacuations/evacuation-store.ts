@@ -1,7 +1,8 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Storage } from '../../shared/storage/index.js';
 import { pgArray } from '../../shared/storage/pg-array.js';
-import type { Fix, MusterPoint, RollEntry, RollStatus } from './roll.js';
+import type { RollStatus } from '../../shared/evacuations/roll-counts.js';
+import type { Fix, MusterPoint, RollEntry } from './roll.js';
 import type { StoredPlaceRow } from '../../shared/positions/position-record.js';
 
 /** Who did something: a user (and the address they signed in with), as the audit log and the roll show it. */

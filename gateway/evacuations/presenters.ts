@@ -1,6 +1,6 @@
 import { z } from 'zod';
-import { ROLL_STATUSES } from './roll.js';
 import type { Actor, EvacuationRow, StoredEntry } from './evacuation-store.js';
+import { ROLL_STATUSES, rollCountsSchema } from '../../shared/evacuations/roll-counts.js';
 
 const iso = (ms: number | Date) => new Date(ms).toISOString();
 
@@ -35,16 +35,6 @@ export const rollEntrySchema = z.object({
 });
 export type PresentedEntry = z.infer<typeof rollEntrySchema>;
 
-const countsSchema = z.object({
-  on_roll: z.number().int(),
-  missing: z.number().int(),
-  safe: z.number().int(),
-  safe_manual: z.number().int(),
-  left_site: z.number().int(),
-  not_found: z.number().int(),
-  arrivals: z.number().int(),
-});
-
 export const evacuationSummarySchema = z.object({
   id: z.uuid(),
   building_id: z.number().int(),
@@ -59,7 +49,7 @@ export const evacuationSummarySchema = z.object({
 });
 
 export const evacuationSchema = evacuationSummarySchema.extend({
-  counts: countsSchema,
+  counts: rollCountsSchema,
   missing: z.array(rollEntrySchema).describe('Still missing, by floor (lowest level first), each with the last known place and fix time'),
   roll: z.array(rollEntrySchema).describe('Everyone on the roll at declaration, by entry'),
   arrivals: z.array(rollEntrySchema).describe('People who came into the building during the evacuation'),

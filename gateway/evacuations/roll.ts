@@ -1,12 +1,11 @@
+import type { RollStatus } from '../../shared/evacuations/roll-counts.js';
 import { pointInPolygon, type Point } from '../../shared/geo/geometry.js';
 
 /**
  * The roll of an evacuation, as pure functions over plain data (no I/O, no clock): who is on it at declaration,
- * whether a fix stands in an assembly point, and how the roll is counted and ordered for rescuers.
+ * whether a fix stands in an assembly point, and how the missing are ordered for rescuers (it is counted by
+ * shared/evacuations/roll-counts.ts).
  */
-
-export const ROLL_STATUSES = ['missing', 'safe', 'safe_manual', 'left_site', 'not_found'] as const;
-export type RollStatus = (typeof ROLL_STATUSES)[number];
 
 /** A stored position, as far as the roll needs it. `at` is the fix time (epoch ms). */
 export interface Fix {
@@ -118,30 +117,6 @@ export function rollAtDeclaration(presence: Presence): RollEntry[] {
     else if (entry.fix!.buildingId !== buildingId) entry.status = 'left_site';
   }
   return [...people.values()].sort((a, b) => (a.personKey < b.personKey ? -1 : 1));
-}
-
-export interface RollCounts {
-  on_roll: number;
-  missing: number;
-  safe: number;
-  safe_manual: number;
-  left_site: number;
-  not_found: number;
-  arrivals: number;
-}
-
-/** Counts of the roll; arrivals are counted apart and in no status. */
-export function countRoll(entries: readonly Pick<RollEntry, 'status' | 'arrival'>[]): RollCounts {
-  const counts: RollCounts = { on_roll: 0, missing: 0, safe: 0, safe_manual: 0, left_site: 0, not_found: 0, arrivals: 0 };
-  for (const entry of entries) {
-    if (entry.arrival) {
-      counts.arrivals++;
-      continue;
-    }
-    counts.on_roll++;
-    counts[entry.status]++;
-  }
-  return counts;
 }
 
 /** What rescuers read first: the missing by floor (level, lowest first; no floor last), then by their fix, oldest first. */

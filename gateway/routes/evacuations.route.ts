@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { evacuationSchema, rollEntrySchema, presentEntry } from '../evacuations/presenters.js';
-import { ROLL_STATUSES } from '../evacuations/roll.js';
+import { ROLL_STATUSES } from '../../shared/evacuations/roll-counts.js';
 import { booleanParam, idParam, listParam, uuidParam } from '../http/query-schemas.js';
 import { defineRoute } from '../http/route.js';
 import type { GatewayServices } from '../services.js';

@@ -4,6 +4,7 @@ import { NotFoundError, ValidationError, fieldErrors } from '../errors.js';
 import type { JobLimits } from '../jobs/job-queue.js';
 import { packRendered, type RenderedReport, type ReportRendering } from '../reports/report-output.js';
 import { inBoundedTransaction, sqlOf } from '../reports/report-sql.js';
+import { countRoll, type RollStatus, rollCountsSchema } from './roll-counts.js';
 import type { Storage } from '../storage/storage.js';
 
 /**
@@ -68,16 +69,7 @@ export const evacuationReportSchema = z.object({
     ended_by: actor.nullable(),
   }),
   duration_s: afterS.describe('From the declaration to its end (an active one: to the report)'),
-  counts: z.object({
-    on_roll: z.number().int(),
-    accounted: z.number().int(),
-    safe: z.number().int(),
-    safe_manual: z.number().int(),
-    left_site: z.number().int(),
-    missing: z.number().int(),
-    not_found: z.number().int(),
-    arrivals: z.number().int(),
-  }),
+  counts: rollCountsSchema.extend({ accounted: z.number().int() }),
   milestones: z
     .array(
       z.object({
@@ -168,7 +160,7 @@ export interface ReportedEntry {
   userId: string | null;
   deviceIds: string[];
   arrival: boolean;
-  status: 'missing' | 'safe' | 'safe_manual' | 'left_site' | 'not_found';
+  status: RollStatus;
   statusAt: number;
   point: { id: string; name: string } | null;
   markedBy: Actor | null;
@@ -261,7 +253,6 @@ export function buildEvacuationReport(
     })
     .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : a.id < b.id ? -1 : 1));
 
-  const count = (status: ReportedEntry['status']) => onRoll.filter((entry) => entry.status === status).length;
   return {
     evacuation: {
       id: evacuation.id,
@@ -276,16 +267,7 @@ export function buildEvacuationReport(
       ended_by: evacuation.endedBy,
     },
     duration_s: after(evacuation.endedAt ?? now),
-    counts: {
-      on_roll: total,
-      accounted: accounted.length,
-      safe: count('safe'),
-      safe_manual: count('safe_manual'),
-      left_site: count('left_site'),
-      missing: count('missing'),
-      not_found: count('not_found'),
-      arrivals: entries.length - total,
-    },
+    counts: { ...countRoll(entries), accounted: accounted.length },
     milestones: MILESTONES.map((percent) => {
       const k = needed.get(percent)!;
       const reached = total > 0 ? accounted[k - 1] : undefined;

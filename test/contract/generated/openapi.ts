@@ -11963,13 +11963,13 @@ export type paths = {
                             duration_s: number;
                             counts: {
                                 on_roll: number;
-                                accounted: number;
+                                missing: number;
                                 safe: number;
                                 safe_manual: number;
                                 left_site: number;
-                                missing: number;
                                 not_found: number;
                                 arrivals: number;
+                                accounted: number;
                             };
                             /** @description Time to account for 50%, 90% and 100% of the roll; null when nobody is on it */
                             milestones: {

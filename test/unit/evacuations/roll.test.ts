@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
+import { countRoll } from '../../../shared/evacuations/roll-counts.js';
 import {
-  countRoll,
   musterPointAt,
   orderMissing,
   rollAtDeclaration,
