@@ -115,6 +115,9 @@ export class BullmqJobWorker {
     this.active += 1;
     try {
       const result = await processor(job.data.data, this.context, bounds.limits);
+      // Past its deadline the caller has given up (or is about to, on its own timer): a result now is a timeout,
+      // whichever of the two the caller hears first, never a success it would take for an answer in time.
+      if (bounds.limits.signal.aborted) throw bounds.limits.signal.reason;
       return result === undefined ? null : result;
     } catch (error) {
       if (!(error instanceof AppError)) this.logger.error({ err: error, job: job.name }, 'job failed');
