@@ -1,6 +1,6 @@
-import { createVenue } from '../test/support/cartography.js';
-import { adminClient, createOrganization, createUser } from '../test/support/identity.js';
-import { startTestGateway } from '../test/support/test-gateway.js';
+import { createVenue } from '../testkit/cartography.js';
+import { adminClient, createOrganization, createUser } from '../testkit/identity.js';
+import { startTestGateway } from '../testkit/test-gateway.js';
 import { summarise, type Figure, type Scenario } from './harness.js';
 
 const SCENARIO = 'alarm-button';

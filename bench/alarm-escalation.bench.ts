@@ -1,7 +1,7 @@
 import { AlarmEscalation } from '../gateway/alarms/alarm-escalation.js';
 import { typesOfSeverity } from '../shared/detection/alarm-severity.js';
-import { adminClient } from '../test/support/identity.js';
-import { startTestGateway } from '../test/support/test-gateway.js';
+import { adminClient } from '../testkit/identity.js';
+import { startTestGateway } from '../testkit/test-gateway.js';
 import { medianMs, type Figure, type Scenario } from './harness.js';
 
 /**

@@ -1,6 +1,6 @@
-import { createVenue, squareCartesians } from '../test/support/cartography.js';
-import { adminClient } from '../test/support/identity.js';
-import { startTestGateway } from '../test/support/test-gateway.js';
+import { createVenue, squareCartesians } from '../testkit/cartography.js';
+import { adminClient } from '../testkit/identity.js';
+import { startTestGateway } from '../testkit/test-gateway.js';
 import { summarise, type Figure, type Scenario } from './harness.js';
 
 /** Building detail of a large venue: 5 floors, 2,000 POIs, 500 geofences (target: well under a second). */

@@ -1,7 +1,7 @@
 import WebSocket from 'ws';
-import { createVenue, squareCartesians } from '../test/support/cartography.js';
-import { ADMIN_EMAIL, ADMIN_PASSWORD, adminClient, login } from '../test/support/identity.js';
-import { startTestGateway } from '../test/support/test-gateway.js';
+import { createVenue, squareCartesians } from '../testkit/cartography.js';
+import { ADMIN_EMAIL, ADMIN_PASSWORD, adminClient, login } from '../testkit/identity.js';
+import { startTestGateway } from '../testkit/test-gateway.js';
 import { seededRandom } from './load-generator.js';
 import { median, summarise, type Figure, type Scenario } from './harness.js';
 

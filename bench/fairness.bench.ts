@@ -1,7 +1,7 @@
-import { createVenue } from '../test/support/cartography.js';
-import type { TestClient } from '../test/support/http-client.js';
-import { adminClient, createOrganization } from '../test/support/identity.js';
-import { startTestGateway } from '../test/support/test-gateway.js';
+import { createVenue } from '../testkit/cartography.js';
+import type { TestClient } from '../testkit/http-client.js';
+import { adminClient, createOrganization } from '../testkit/identity.js';
+import { startTestGateway } from '../testkit/test-gateway.js';
 import { startStageProfile, summarise, type Figure, type Scenario } from './harness.js';
 
 const SCENARIO = 'fairness';

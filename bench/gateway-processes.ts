@@ -1,11 +1,11 @@
 import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { connect } from 'node:net';
-import { spawnGateway, type SpawnedGateway } from '../test/support/gateway-process.js';
+import { spawnGateway, type SpawnedGateway } from '../testkit/gateway-process.js';
 
 /**
  * Gateway processes for the multi-gateway bench, spawned as the fault tests spawn them
- * (test/support/gateway-process.ts), on fixed ports so the bench can check first that no stray gateway holds them
+ * (testkit/gateway-process.ts), on fixed ports so the bench can check first that no stray gateway holds them
  * (a stray gateway on one of them would stop a start with "PORT N is in use", or with REUSE_PORT=true take part of the load).
  */
 export interface GatewayProcess extends SpawnedGateway {

@@ -1,5 +1,5 @@
-import { ADMIN_EMAIL, ADMIN_PASSWORD, login } from '../test/support/identity.js';
-import { startTestGateway, type RunningGateway } from '../test/support/test-gateway.js';
+import { ADMIN_EMAIL, ADMIN_PASSWORD, login } from '../testkit/identity.js';
+import { startTestGateway, type RunningGateway } from '../testkit/test-gateway.js';
 import { startStageProfile, type Figure, type Scenario } from './harness.js';
 import { LoadGenerator, formatRate } from './load-client.js';
 import { MATERIALIZER_VARIANT, materializerOnOff } from './materializer-load.js';

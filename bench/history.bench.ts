@@ -2,9 +2,9 @@ import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import type { PositionRecord } from '../shared/positions/position-record.js';
 import { PositionStore } from '../shared/positions/position-store.js';
-import { createVenue } from '../test/support/cartography.js';
-import { ADMIN_EMAIL, ADMIN_PASSWORD, login } from '../test/support/identity.js';
-import { startTestGateway } from '../test/support/test-gateway.js';
+import { createVenue } from '../testkit/cartography.js';
+import { ADMIN_EMAIL, ADMIN_PASSWORD, login } from '../testkit/identity.js';
+import { startTestGateway } from '../testkit/test-gateway.js';
 import type { Figure, Scenario } from './harness.js';
 import { positionsIndexesForBench } from './positions-write.bench.js';
 

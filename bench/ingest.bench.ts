@@ -1,5 +1,5 @@
 import { PerformanceObserver, monitorEventLoopDelay } from 'node:perf_hooks';
-import { startTestGateway } from '../test/support/test-gateway.js';
+import { startTestGateway } from '../testkit/test-gateway.js';
 import { median, type Figure, type Scenario } from './harness.js';
 import { LoadGenerator, formatRate, roundRate, settledGc, setupVenue, startBareUws } from './load-client.js';
 import type { LoadCommand, LoadResult } from './load-generator.js';

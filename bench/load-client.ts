@@ -4,9 +4,9 @@ import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import type { us_listen_socket } from 'uWebSockets.js';
 import { loadNativeUws } from '../gateway/http/uws.js';
-import { createVenue, squareCartesians } from '../test/support/cartography.js';
-import { ADMIN_EMAIL, ADMIN_PASSWORD, login } from '../test/support/identity.js';
-import type { RunningGateway } from '../test/support/test-gateway.js';
+import { createVenue, squareCartesians } from '../testkit/cartography.js';
+import { ADMIN_EMAIL, ADMIN_PASSWORD, login } from '../testkit/identity.js';
+import type { RunningGateway } from '../testkit/test-gateway.js';
 import type { LoadCommand, LoadResult } from './load-generator.js';
 
 /** The load generator in its own process (see load-generator.ts): one command at a time, each time-bounded. */

@@ -9,7 +9,7 @@ import { materializations } from '../shared/reports/materializations.js';
 import { HOUR_MS, ReportMaterializer, setWatermark, watermark, type Materialization } from '../shared/reports/materializer.js';
 import { openStorage, type Storage } from '../shared/storage/index.js';
 import { pgArray } from '../shared/storage/pg-array.js';
-import type { RunningGateway } from '../test/support/test-gateway.js';
+import type { RunningGateway } from '../testkit/test-gateway.js';
 import { median, type Figure } from './harness.js';
 
 /**

@@ -1,7 +1,7 @@
 import WebSocket from 'ws';
-import { createVenue } from '../test/support/cartography.js';
-import { ADMIN_EMAIL, ADMIN_PASSWORD, login } from '../test/support/identity.js';
-import { startTestGateway } from '../test/support/test-gateway.js';
+import { createVenue } from '../testkit/cartography.js';
+import { ADMIN_EMAIL, ADMIN_PASSWORD, login } from '../testkit/identity.js';
+import { startTestGateway } from '../testkit/test-gateway.js';
 import { assemblyPointBody, DEFAULT_MUSTER_SIM, MusterSimulation, type SimPose } from '../testkit/muster-simulation.js';
 import { summarise, type Figure, type Scenario } from './harness.js';
 import { formatRate, LoadGenerator } from './load-client.js';

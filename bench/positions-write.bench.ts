@@ -4,8 +4,8 @@ import type { PositionRecord } from '../shared/positions/position-record.js';
 import { PositionStore } from '../shared/positions/position-store.js';
 import type { Storage } from '../shared/storage/storage.js';
 import { ServerStorage } from '../shared/storage/server-storage.js';
-import { serverTemplate } from '../test/support/storage-template.js';
-import { createScratchDatabase } from '../test/support/test-environment.js';
+import { serverTemplate } from '../testkit/storage-template.js';
+import { createScratchDatabase } from '../testkit/test-environment.js';
 import { median, type Figure, type Scenario } from './harness.js';
 
 const DEVICES = Number(process.env.BENCH_POSITIONS_DEVICES ?? 2000);

@@ -5,8 +5,8 @@ import { EncodedPayload } from '../shared/bus/encoded-payload.js';
 import { RedisBus } from '../shared/bus/redis-bus.js';
 import { PositionsMessage } from '../shared/positions/positions-message.js';
 import type { RedisConnections } from '../shared/redis/redis-connections.js';
-import { FaultRedis } from '../test/support/fault-servers.js';
-import { redisClusterSkipReason, redisServer, startRedisCluster } from '../test/support/redis-cluster.js';
+import { FaultRedis } from '../testkit/fault-servers.js';
+import { redisClusterSkipReason, redisServer, startRedisCluster } from '../testkit/redis-cluster.js';
 import { positionRecord } from '../testkit/positions.js';
 import { median, type Figure, type Scenario } from './harness.js';
 

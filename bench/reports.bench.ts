@@ -2,9 +2,9 @@ import { createLogger } from '../shared/logger.js';
 import { PositionStore } from '../shared/positions/position-store.js';
 import { materializations } from '../shared/reports/materializations.js';
 import { ReportMaterializer } from '../shared/reports/materializer.js';
-import { createVenue, squareCartesians } from '../test/support/cartography.js';
-import { adminClient } from '../test/support/identity.js';
-import { startTestGateway } from '../test/support/test-gateway.js';
+import { createVenue, squareCartesians } from '../testkit/cartography.js';
+import { adminClient } from '../testkit/identity.js';
+import { startTestGateway } from '../testkit/test-gateway.js';
 import { medianMs, type Figure, type Scenario } from './harness.js';
 import { positionsIndexesForBench } from './positions-write.bench.js';
 

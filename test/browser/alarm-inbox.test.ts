@@ -2,11 +2,11 @@ import { mkdirSync } from 'node:fs';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AlarmType } from '../../shared/detection/alarm-states.js';
-import { ARTIFACTS, CHROMIUM, CHROMIUM_FLAGS, hasChromium } from '../support/browser.js';
-import type { TestClient } from '../support/http-client.js';
-import { ADMIN_EMAIL, ADMIN_PASSWORD, adminClient, createUser } from '../support/identity.js';
-import { driverLabel } from '../support/test-environment.js';
-import { startTestGateway, type RunningGateway } from '../support/test-gateway.js';
+import { ARTIFACTS, CHROMIUM, CHROMIUM_FLAGS, hasChromium } from '../../testkit/browser.js';
+import type { TestClient } from '../../testkit/http-client.js';
+import { ADMIN_EMAIL, ADMIN_PASSWORD, adminClient, createUser } from '../../testkit/identity.js';
+import { driverLabel } from '../../testkit/test-environment.js';
+import { startTestGateway, type RunningGateway } from '../../testkit/test-gateway.js';
 
 /**
  * The alarm inbox as a control room works it after a storm (issue 27), in Debian's Chromium: worst first and

@@ -1,11 +1,11 @@
 import { mkdirSync } from 'node:fs';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ARTIFACTS, CHROMIUM, CHROMIUM_FLAGS, hasChromium } from '../support/browser.js';
-import type { TestClient } from '../support/http-client.js';
-import { ADMIN_EMAIL, ADMIN_PASSWORD, adminClient } from '../support/identity.js';
-import { driverLabel } from '../support/test-environment.js';
-import { startTestGateway, type RunningGateway } from '../support/test-gateway.js';
+import { ARTIFACTS, CHROMIUM, CHROMIUM_FLAGS, hasChromium } from '../../testkit/browser.js';
+import type { TestClient } from '../../testkit/http-client.js';
+import { ADMIN_EMAIL, ADMIN_PASSWORD, adminClient } from '../../testkit/identity.js';
+import { driverLabel } from '../../testkit/test-environment.js';
+import { startTestGateway, type RunningGateway } from '../../testkit/test-gateway.js';
 
 /**
  * Event time in the console (issue 30), in Debian's Chromium: an alarm found from fixes that arrived late says by

@@ -1,8 +1,8 @@
 import fc from 'fast-check';
 import { afterEach, describe, expect, it } from 'vitest';
-import { createVenue } from '../support/cartography.js';
-import { EventTimeVenue, walkFences, walkOutcome, walkPlan, walkScenario } from '../support/event-time.js';
-import { serverRedisUrl } from '../support/test-environment.js';
+import { createVenue } from '../../testkit/cartography.js';
+import { EventTimeVenue, walkFences, walkOutcome, walkPlan, walkScenario } from '../../testkit/event-time.js';
+import { serverRedisUrl } from '../../testkit/test-environment.js';
 import { converged, ownerIndex, startCluster, type TestCluster } from './cluster-support.js';
 
 /** Seeded like the property test (EVENT_TIME_SEED); EVENT_TIME_FAILOVER_DEVICES walks at once. */

@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { serverRedisUrl } from '../support/test-environment.js';
+import { serverRedisUrl } from '../../testkit/test-environment.js';
 import { converged, ownerIndex, sleep, startCluster, venueWithFence, type TestCluster } from './cluster-support.js';
 
 /**

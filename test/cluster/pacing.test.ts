@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { shardOfBuilding } from '../../gateway/cluster/rendezvous.js';
-import { createOrganization } from '../support/identity.js';
-import { serverRedisUrl } from '../support/test-environment.js';
+import { createOrganization } from '../../testkit/identity.js';
+import { serverRedisUrl } from '../../testkit/test-environment.js';
 import { converged, ownerIndex, sleep, startCluster, venueWithFence, type TestCluster } from './cluster-support.js';
 
 /**

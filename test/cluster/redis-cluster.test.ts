@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ClusterKeys } from '../../gateway/cluster/cluster-keys.js';
 import { shardOfBuilding } from '../../gateway/cluster/rendezvous.js';
-import { redisClusterSkipReason, startRedisCluster, type LocalRedisCluster } from '../support/redis-cluster.js';
-import { serverDatabaseUrl } from '../support/test-environment.js';
+import { redisClusterSkipReason, startRedisCluster, type LocalRedisCluster } from '../../testkit/redis-cluster.js';
+import { serverDatabaseUrl } from '../../testkit/test-environment.js';
 import { FAST_CLUSTER, converged, ownerIndex, sleep, startCluster, venueWithFence, type TestCluster } from './cluster-support.js';
 
 /**

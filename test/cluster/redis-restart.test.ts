@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { FaultRedis } from '../support/fault-servers.js';
-import { serverRedisUrl } from '../support/test-environment.js';
+import { FaultRedis } from '../../testkit/fault-servers.js';
+import { serverRedisUrl } from '../../testkit/test-environment.js';
 import { converged, ownerIndex, sleep, startCluster, venueWithFence, type TestCluster } from './cluster-support.js';
 
 /**

@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createVenue, squareCartesians } from '../support/cartography.js';
-import { ADMIN_EMAIL, ADMIN_PASSWORD, login } from '../support/identity.js';
-import { startTestGateway, type RunningGateway } from '../support/test-gateway.js';
+import { createVenue, squareCartesians } from '../../testkit/cartography.js';
+import { ADMIN_EMAIL, ADMIN_PASSWORD, login } from '../../testkit/identity.js';
+import { startTestGateway, type RunningGateway } from '../../testkit/test-gateway.js';
 import { DocumentValidator } from './schema-validator.js';
 
 /**

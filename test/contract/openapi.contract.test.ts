@@ -2,11 +2,11 @@ import { randomUUID } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
 import openapiTS, { astToString } from 'openapi-typescript';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createVenue, squareCartesians } from '../support/cartography.js';
-import { basicAuth, type TestClient } from '../support/http-client.js';
-import { ADMIN_EMAIL, ADMIN_PASSWORD, createApiKey, login } from '../support/identity.js';
-import { blobOf, encodeForm, pngBytes } from '../support/images.js';
-import { startTestGateway, type RunningGateway } from '../support/test-gateway.js';
+import { createVenue, squareCartesians } from '../../testkit/cartography.js';
+import { basicAuth, type TestClient } from '../../testkit/http-client.js';
+import { ADMIN_EMAIL, ADMIN_PASSWORD, createApiKey, login } from '../../testkit/identity.js';
+import { blobOf, encodeForm, pngBytes } from '../../testkit/images.js';
+import { startTestGateway, type RunningGateway } from '../../testkit/test-gateway.js';
 import { DocumentValidator } from './schema-validator.js';
 import { TypedClient } from './typed-client.js';
 

@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createVenue, squareCartesians } from '../support/cartography.js';
-import type { TestClient } from '../support/http-client.js';
-import { ADMIN_EMAIL, ADMIN_PASSWORD, login } from '../support/identity.js';
-import { startTestGateway, type RunningGateway } from '../support/test-gateway.js';
-import { TestSocket } from '../support/ws-client.js';
+import { createVenue, squareCartesians } from '../../testkit/cartography.js';
+import type { TestClient } from '../../testkit/http-client.js';
+import { ADMIN_EMAIL, ADMIN_PASSWORD, login } from '../../testkit/identity.js';
+import { startTestGateway, type RunningGateway } from '../../testkit/test-gateway.js';
+import { TestSocket } from '../../testkit/ws-client.js';
 import { DocumentValidator } from './schema-validator.js';
 
 /**

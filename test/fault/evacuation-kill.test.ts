@@ -3,11 +3,11 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createVenue } from '../support/cartography.js';
-import { FaultPostgres, FaultRedis, faultServersAvailable, faultServersSkipReason, freePort, sleep } from '../support/fault-servers.js';
-import { spawnGateway, type SpawnedGateway } from '../support/gateway-process.js';
-import { TestClient } from '../support/http-client.js';
-import { ADMIN_EMAIL, ADMIN_PASSWORD, adminClient } from '../support/identity.js';
+import { createVenue } from '../../testkit/cartography.js';
+import { FaultPostgres, FaultRedis, faultServersAvailable, faultServersSkipReason, freePort, sleep } from '../../testkit/fault-servers.js';
+import { spawnGateway, type SpawnedGateway } from '../../testkit/gateway-process.js';
+import { TestClient } from '../../testkit/http-client.js';
+import { ADMIN_EMAIL, ADMIN_PASSWORD, adminClient } from '../../testkit/identity.js';
 import { assemblyPointBody, DEFAULT_MUSTER_SIM, MusterSimulation, type SimPose } from '../../testkit/muster-simulation.js';
 
 /**

@@ -2,8 +2,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { FaultPostgres, FaultRedis, faultServersAvailable, faultServersSkipReason, seeded, sleep } from '../support/fault-servers.js';
-import { spawnGateway, type SpawnedGateway } from '../support/gateway-process.js';
+import { FaultPostgres, FaultRedis, faultServersAvailable, faultServersSkipReason, seeded, sleep } from '../../testkit/fault-servers.js';
+import { spawnGateway, type SpawnedGateway } from '../../testkit/gateway-process.js';
 
 /**
  * `kill -9` of a gateway process under upload load: nothing drains, nothing flushes, so only what was committed

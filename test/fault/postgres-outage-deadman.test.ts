@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createVenue } from '../support/cartography.js';
-import { FaultPostgres, faultServersAvailable, faultServersSkipReason, sleep } from '../support/fault-servers.js';
-import type { TestClient } from '../support/http-client.js';
-import { adminClient } from '../support/identity.js';
-import { startTestGateway, type RunningGateway } from '../support/test-gateway.js';
+import { createVenue } from '../../testkit/cartography.js';
+import { FaultPostgres, faultServersAvailable, faultServersSkipReason, sleep } from '../../testkit/fault-servers.js';
+import type { TestClient } from '../../testkit/http-client.js';
+import { adminClient } from '../../testkit/identity.js';
+import { startTestGateway, type RunningGateway } from '../../testkit/test-gateway.js';
 
 const SILENCE_S = 4;
 

@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createVenue } from '../support/cartography.js';
-import { FaultPostgres, FaultRedis, faultServersAvailable, faultServersSkipReason, seeded, sleep } from '../support/fault-servers.js';
-import type { TestClient } from '../support/http-client.js';
-import { adminClient } from '../support/identity.js';
-import { startTestGateway, type RunningGateway } from '../support/test-gateway.js';
+import { createVenue } from '../../testkit/cartography.js';
+import { FaultPostgres, FaultRedis, faultServersAvailable, faultServersSkipReason, seeded, sleep } from '../../testkit/fault-servers.js';
+import type { TestClient } from '../../testkit/http-client.js';
+import { adminClient } from '../../testkit/identity.js';
+import { startTestGateway, type RunningGateway } from '../../testkit/test-gateway.js';
 
 /**
  * PostgreSQL stopped and restarted under the gateway's feet, on a private server: every 204 is a stored row,

@@ -3,11 +3,11 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createVenue } from '../support/cartography.js';
-import { FaultPostgres, FaultRedis, faultServersAvailable, faultServersSkipReason, sleep } from '../support/fault-servers.js';
-import { spawnGateway, type SpawnedGateway } from '../support/gateway-process.js';
-import { TestClient } from '../support/http-client.js';
-import { adminClient } from '../support/identity.js';
+import { createVenue } from '../../testkit/cartography.js';
+import { FaultPostgres, FaultRedis, faultServersAvailable, faultServersSkipReason, sleep } from '../../testkit/fault-servers.js';
+import { spawnGateway, type SpawnedGateway } from '../../testkit/gateway-process.js';
+import { TestClient } from '../../testkit/http-client.js';
+import { adminClient } from '../../testkit/identity.js';
 
 /**
  * Processes against servers that go away, on private servers: a worker whose Redis restarted consumes again

@@ -1,10 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createVenue } from '../support/cartography.js';
-import { FaultPostgres, FaultRedis, faultServersAvailable, faultServersSkipReason, sleep } from '../support/fault-servers.js';
-import type { TestClient } from '../support/http-client.js';
-import { ADMIN_EMAIL, ADMIN_PASSWORD, adminClient, login } from '../support/identity.js';
-import { startTestGateway, type RunningGateway } from '../support/test-gateway.js';
-import { TestSocket } from '../support/ws-client.js';
+import { createVenue } from '../../testkit/cartography.js';
+import { FaultPostgres, FaultRedis, faultServersAvailable, faultServersSkipReason, sleep } from '../../testkit/fault-servers.js';
+import type { TestClient } from '../../testkit/http-client.js';
+import { ADMIN_EMAIL, ADMIN_PASSWORD, adminClient, login } from '../../testkit/identity.js';
+import { startTestGateway, type RunningGateway } from '../../testkit/test-gateway.js';
+import { TestSocket } from '../../testkit/ws-client.js';
 
 /**
  * Redis killed and restarted under upload load, on a private server: positions keep being stored (a 204 is

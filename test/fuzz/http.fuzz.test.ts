@@ -1,8 +1,8 @@
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestGateway, type RunningGateway } from '../support/test-gateway.js';
-import { driverLabel } from '../support/test-environment.js';
-import { TestSocket } from '../support/ws-client.js';
+import { startTestGateway, type RunningGateway } from '../../testkit/test-gateway.js';
+import { driverLabel } from '../../testkit/test-environment.js';
+import { TestSocket } from '../../testkit/ws-client.js';
 import {
   FUZZ_LOG_LEVEL,
   FUZZ_ONLY,

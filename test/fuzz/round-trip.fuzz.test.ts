@@ -1,8 +1,8 @@
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { TestResponse } from '../support/http-client.js';
-import { driverLabel } from '../support/test-environment.js';
-import { startTestGateway, type RunningGateway } from '../support/test-gateway.js';
+import type { TestResponse } from '../../testkit/http-client.js';
+import { driverLabel } from '../../testkit/test-environment.js';
+import { startTestGateway, type RunningGateway } from '../../testkit/test-gateway.js';
 import { FUZZ_LOG_LEVEL, FUZZ_ONLY, FUZZ_SEED, checkParameters, clip, describeFailure } from './support/fuzz-settings.js';
 import { NOT_ROUND_TRIPPED, WRITE_FIXTURES, type RoundTripContext, type WriteFixture } from './support/round-trip-fixtures.js';
 import { TEXT_PIECES, fitLength, longestFor, setAt, textFieldsOf, textFor, valuesAt, type TextField } from './support/round-trip.js';

@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestGateway, type RunningGateway } from '../support/test-gateway.js';
-import { driverLabel } from '../support/test-environment.js';
+import { startTestGateway, type RunningGateway } from '../../testkit/test-gateway.js';
+import { driverLabel } from '../../testkit/test-environment.js';
 import { FUZZ_LOG_LEVEL, FUZZ_ONLY, FUZZ_RUNS, FUZZ_SEED, checkParameters, describeFailure } from './support/fuzz-settings.js';
 import { seedWorld, type SeededWorld } from './support/seeded-world.js';
 import { FuzzSocket, acceptableClose, encodeFrame, frameProblem, renderCase, socketCase, type SocketCase } from './support/ws-messages.js';

@@ -1,11 +1,11 @@
 import SitumSDK from '@situm/sdk-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { basicAuth, type TestClient } from '../support/http-client.js';
-import { createVenue } from '../support/cartography.js';
-import { ADMIN_EMAIL, ADMIN_PASSWORD, adminClient, createApiKey, createOrganization, createUser, login } from '../support/identity.js';
-import { pngBytes, uploadImage } from '../support/images.js';
-import { driverLabel } from '../support/test-environment.js';
-import { startTestGateway, type RunningGateway } from '../support/test-gateway.js';
+import { basicAuth, type TestClient } from '../../testkit/http-client.js';
+import { createVenue } from '../../testkit/cartography.js';
+import { ADMIN_EMAIL, ADMIN_PASSWORD, adminClient, createApiKey, createOrganization, createUser, login } from '../../testkit/identity.js';
+import { pngBytes, uploadImage } from '../../testkit/images.js';
+import { driverLabel } from '../../testkit/test-environment.js';
+import { startTestGateway, type RunningGateway } from '../../testkit/test-gateway.js';
 
 /** Issue 28 item 7: the open items of the earlier review on identity routes (L5, L6, L10, ...). */
 describe(`access hardening (${driverLabel})`, () => {

@@ -1,10 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createVenue } from '../support/cartography.js';
-import type { TestClient } from '../support/http-client.js';
-import { ADMIN_EMAIL, ADMIN_PASSWORD, adminClient, createApiKey, createOrganization, createUser, login } from '../support/identity.js';
-import { pngBytes, uploadImage } from '../support/images.js';
-import { driverLabel } from '../support/test-environment.js';
-import { startTestGateway, type RunningGateway } from '../support/test-gateway.js';
+import { createVenue } from '../../testkit/cartography.js';
+import type { TestClient } from '../../testkit/http-client.js';
+import { ADMIN_EMAIL, ADMIN_PASSWORD, adminClient, createApiKey, createOrganization, createUser, login } from '../../testkit/identity.js';
+import { pngBytes, uploadImage } from '../../testkit/images.js';
+import { driverLabel } from '../../testkit/test-environment.js';
+import { startTestGateway, type RunningGateway } from '../../testkit/test-gateway.js';
 
 describe(`organizations, users, groups, devices (${driverLabel})`, () => {
   let running: RunningGateway;

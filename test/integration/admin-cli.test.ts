@@ -1,11 +1,11 @@
 import { execFile, spawnSync } from 'node:child_process';
 import { TokenService, loadJwtSecret } from '../../gateway/auth/token-service.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { spawnGateway } from '../support/gateway-process.js';
-import { TestClient, basicAuth } from '../support/http-client.js';
-import { ADMIN_EMAIL, ADMIN_PASSWORD, adminClient, login } from '../support/identity.js';
-import { createTestEnvironment, driverLabel, type TestEnvironment } from '../support/test-environment.js';
-import { startTestGateway } from '../support/test-gateway.js';
+import { spawnGateway } from '../../testkit/gateway-process.js';
+import { TestClient, basicAuth } from '../../testkit/http-client.js';
+import { ADMIN_EMAIL, ADMIN_PASSWORD, adminClient, login } from '../../testkit/identity.js';
+import { createTestEnvironment, driverLabel, type TestEnvironment } from '../../testkit/test-environment.js';
+import { startTestGateway } from '../../testkit/test-gateway.js';
 
 /** `npm run admin -- ...`, as an operator would run it (the gateway stopped, same environment). */
 function admin(environment: TestEnvironment, ...args: string[]) {

@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createVenue } from '../support/cartography.js';
-import type { TestClient } from '../support/http-client.js';
-import { adminClient, createUser } from '../support/identity.js';
-import { driverLabel } from '../support/test-environment.js';
-import { startTestGateway, type RunningGateway } from '../support/test-gateway.js';
+import { createVenue } from '../../testkit/cartography.js';
+import type { TestClient } from '../../testkit/http-client.js';
+import { adminClient, createUser } from '../../testkit/identity.js';
+import { driverLabel } from '../../testkit/test-environment.js';
+import { startTestGateway, type RunningGateway } from '../../testkit/test-gateway.js';
 
 /** Review NH1: hand-raised alarms without a device are about their raiser, and never merge across people. */
 describe(`hand-raised alarms of different people stay apart (${driverLabel})`, () => {

@@ -1,12 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AlarmType } from '../../shared/detection/alarm-states.js';
-import { createVenue } from '../support/cartography.js';
-import type { TestClient } from '../support/http-client.js';
-import { ADMIN_EMAIL, ADMIN_PASSWORD, adminClient, createUser, login } from '../support/identity.js';
-import { driverLabel } from '../support/test-environment.js';
-import { startTestGateway, type RunningGateway } from '../support/test-gateway.js';
-import { WebhookReceiver } from '../support/webhook-receiver.js';
-import { TestSocket } from '../support/ws-client.js';
+import { createVenue } from '../../testkit/cartography.js';
+import type { TestClient } from '../../testkit/http-client.js';
+import { ADMIN_EMAIL, ADMIN_PASSWORD, adminClient, createUser, login } from '../../testkit/identity.js';
+import { driverLabel } from '../../testkit/test-environment.js';
+import { startTestGateway, type RunningGateway } from '../../testkit/test-gateway.js';
+import { WebhookReceiver } from '../../testkit/webhook-receiver.js';
+import { TestSocket } from '../../testkit/ws-client.js';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -356,7 +356,7 @@ describe(`alarm triage: severity, escalation, resolution comments, bulk changes 
     const outsider = await createUser(admin, 'user');
     expect((await outsider.client.post('/api/v1/alarms/bulk', { ids: [danger.id], state: 'CLOSED', comment: 'x' })).status).toBe(403);
     const platform = admin;
-    const { client: other } = await (await import('../support/identity.js')).createOrganization(platform);
+    const { client: other } = await (await import('../../testkit/identity.js')).createOrganization(platform);
     const foreign = await other.post('/api/v1/alarms/bulk', { ids: storm.map((alarm) => alarm.id), state: 'OTHER', comment: 'not mine' });
     expect(foreign.body).toMatchObject({ matched: 0, changed: 0 });
   });

@@ -3,12 +3,12 @@ import { isWriteRoute } from '../../gateway/auth/authenticator.js';
 import { defineRoute } from '../../gateway/http/route.js';
 import { AppError, ErrorCode } from '../../shared/errors.js';
 import { expireAll } from '../../shared/privacy/retention.js';
-import { parseCsv } from '../support/csv.js';
-import { createVenue } from '../support/cartography.js';
-import type { TestClient } from '../support/http-client.js';
-import { ADMIN_EMAIL, adminClient, createUser } from '../support/identity.js';
-import { driverLabel } from '../support/test-environment.js';
-import { startTestGateway, type RunningGateway } from '../support/test-gateway.js';
+import { parseCsv } from '../../testkit/csv.js';
+import { createVenue } from '../../testkit/cartography.js';
+import type { TestClient } from '../../testkit/http-client.js';
+import { ADMIN_EMAIL, adminClient, createUser } from '../../testkit/identity.js';
+import { driverLabel } from '../../testkit/test-environment.js';
+import { startTestGateway, type RunningGateway } from '../../testkit/test-gateway.js';
 
 /**
  * Issue 17, audit log: every successful write through the API leaves exactly one entry, stored in the write's

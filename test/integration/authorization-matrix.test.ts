@@ -3,13 +3,13 @@ import { isWriteRoute } from '../../gateway/auth/authenticator.js';
 import { can, confinedUserId } from '../../gateway/auth/permissions.js';
 import type { RouteDefinition } from '../../gateway/http/route.js';
 import type { Role } from '../../shared/storage/entities/index.js';
-import { createVenue } from '../support/cartography.js';
-import type { TestClient } from '../support/http-client.js';
-import { adminClient, createApiKey, createOrganization, createUser, login } from '../support/identity.js';
-import { pngBytes, uploadImage } from '../support/images.js';
-import { driverLabel } from '../support/test-environment.js';
-import { startTestGateway, type RunningGateway } from '../support/test-gateway.js';
-import { TestSocket } from '../support/ws-client.js';
+import { createVenue } from '../../testkit/cartography.js';
+import type { TestClient } from '../../testkit/http-client.js';
+import { adminClient, createApiKey, createOrganization, createUser, login } from '../../testkit/identity.js';
+import { pngBytes, uploadImage } from '../../testkit/images.js';
+import { driverLabel } from '../../testkit/test-environment.js';
+import { startTestGateway, type RunningGateway } from '../../testkit/test-gateway.js';
+import { TestSocket } from '../../testkit/ws-client.js';
 
 /**
  * The authorization matrix: every route x every role x every credential kind x own / colleague's / other

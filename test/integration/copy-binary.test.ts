@@ -8,7 +8,7 @@ import type { PositionRecord } from '../../shared/positions/position-record.js';
 import { PositionStore } from '../../shared/positions/position-store.js';
 import { PositionWriter } from '../../shared/positions/position-writer.js';
 import { openStorage, type Storage } from '../../shared/storage/index.js';
-import { createTestEnvironment, serverDatabaseUrl, type TestEnvironment } from '../support/test-environment.js';
+import { createTestEnvironment, serverDatabaseUrl, type TestEnvironment } from '../../testkit/test-environment.js';
 import { outdoorRecord, positionRecord } from '../../testkit/positions.js';
 
 /** Binary COPY is the server path only: the embedded database keeps the unnest statement (position-store.test.ts). */
@@ -226,7 +226,7 @@ describe.skipIf(!serverDatabaseUrl)('binary COPY of positions and zone events (p
     const { failsEveryBatch } = await import('../../shared/positions/commit-failure.js');
     const { StorageUnavailableError } = await import('../../shared/errors.js');
     const { ServerStorage } = await import('../../shared/storage/server-storage.js');
-    const { freePort } = await import('../support/fault-servers.js');
+    const { freePort } = await import('../../testkit/fault-servers.js');
     // A server storage whose writer pool points at a port nobody listens on.
     const writerPool = new pg.Pool({
       host: '127.0.0.1',

@@ -1,11 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createVenue } from '../support/cartography.js';
-import type { TestClient } from '../support/http-client.js';
-import { adminClient, login } from '../support/identity.js';
+import { createVenue } from '../../testkit/cartography.js';
+import type { TestClient } from '../../testkit/http-client.js';
+import { adminClient, login } from '../../testkit/identity.js';
 import { registry } from '../../shared/metrics/metrics.js';
-import { driverLabel } from '../support/test-environment.js';
-import { startTestGateway, type RunningGateway } from '../support/test-gateway.js';
-import { TestSocket } from '../support/ws-client.js';
+import { driverLabel } from '../../testkit/test-environment.js';
+import { startTestGateway, type RunningGateway } from '../../testkit/test-gateway.js';
+import { TestSocket } from '../../testkit/ws-client.js';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const SILENCE_S = 2;

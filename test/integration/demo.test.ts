@@ -3,10 +3,10 @@ import { DemoApi, type DemoApiError } from '../../demo/api-client.js';
 import { seedDemoVenue, type SeededVenue } from '../../demo/seed.js';
 import { Simulator } from '../../demo/simulator.js';
 import { DEMO_BUILDING_NAME } from '../../demo/venue.js';
-import { ADMIN_EMAIL, ADMIN_PASSWORD } from '../support/identity.js';
-import { driverLabel } from '../support/test-environment.js';
-import { startTestGateway, type RunningGateway } from '../support/test-gateway.js';
-import { TestSocket } from '../support/ws-client.js';
+import { ADMIN_EMAIL, ADMIN_PASSWORD } from '../../testkit/identity.js';
+import { driverLabel } from '../../testkit/test-environment.js';
+import { startTestGateway, type RunningGateway } from '../../testkit/test-gateway.js';
+import { TestSocket } from '../../testkit/ws-client.js';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 

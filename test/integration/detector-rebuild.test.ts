@@ -3,11 +3,11 @@ import { DetectionEngine } from '../../gateway/detection/detection-engine.js';
 import { DetectorStateLoader } from '../../gateway/detection/detector-state-loader.js';
 import { PositionStore } from '../../shared/positions/position-store.js';
 import type { PositionRecord } from '../../shared/positions/position-record.js';
-import { createVenue } from '../support/cartography.js';
-import type { TestClient } from '../support/http-client.js';
-import { adminClient } from '../support/identity.js';
-import { driverLabel } from '../support/test-environment.js';
-import { startTestGateway, type RunningGateway } from '../support/test-gateway.js';
+import { createVenue } from '../../testkit/cartography.js';
+import type { TestClient } from '../../testkit/http-client.js';
+import { adminClient } from '../../testkit/identity.js';
+import { driverLabel } from '../../testkit/test-environment.js';
+import { startTestGateway, type RunningGateway } from '../../testkit/test-gateway.js';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 /** Long enough for a gateway to stop and start again before it is due, short enough for a test. */

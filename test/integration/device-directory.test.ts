@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DeviceDirectory } from '../../gateway/realtime/device-directory.js';
 import type { Storage } from '../../shared/storage/index.js';
-import { driverLabel, openOrganizationStorage } from '../support/test-environment.js';
+import { driverLabel, openOrganizationStorage } from '../../testkit/test-environment.js';
 
 /** The directory needs a bus only for change announcements; these tests make none. */
 const silentBus = { subscribe: async () => undefined, onResync: () => undefined, publish: async () => undefined };

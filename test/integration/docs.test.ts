@@ -5,8 +5,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { runBlock, shellBlocks } from '../support/doc-blocks.js';
-import { createTestEnvironment, driverLabel, type TestEnvironment } from '../support/test-environment.js';
+import { runBlock, shellBlocks } from '../../testkit/doc-blocks.js';
+import { createTestEnvironment, driverLabel, type TestEnvironment } from '../../testkit/test-environment.js';
 
 /**
  * README and docs/getting-started.md run as written: `npm run demo` is started as a reader starts it (its own

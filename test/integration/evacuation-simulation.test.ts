@@ -1,10 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createVenue } from '../support/cartography.js';
-import type { TestClient } from '../support/http-client.js';
-import { ADMIN_EMAIL, adminClient } from '../support/identity.js';
-import { driverLabel } from '../support/test-environment.js';
-import { startTestGateway, type RunningGateway } from '../support/test-gateway.js';
-import { WebhookReceiver } from '../support/webhook-receiver.js';
+import { createVenue } from '../../testkit/cartography.js';
+import type { TestClient } from '../../testkit/http-client.js';
+import { ADMIN_EMAIL, adminClient } from '../../testkit/identity.js';
+import { driverLabel } from '../../testkit/test-environment.js';
+import { startTestGateway, type RunningGateway } from '../../testkit/test-gateway.js';
+import { WebhookReceiver } from '../../testkit/webhook-receiver.js';
 import { evacuationReportSchema } from '../../shared/evacuations/evacuation-report.js';
 import { assemblyPointBody, MusterSimulation, type SimPose } from '../../testkit/muster-simulation.js';
 

@@ -6,7 +6,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { PositionStore } from '../../shared/positions/position-store.js';
 import type { PositionRecord } from '../../shared/positions/position-record.js';
 import { openStorage, type Storage } from '../../shared/storage/index.js';
-import { createTestEnvironment, driverLabel, type TestEnvironment } from '../support/test-environment.js';
+import { createTestEnvironment, driverLabel, type TestEnvironment } from '../../testkit/test-environment.js';
 
 const DAY = 86_400_000;
 /** A minute before midnight UTC, so a day later is another partition of positions. */

@@ -1,11 +1,11 @@
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createVenue } from '../support/cartography.js';
-import { EventTimeVenue, walkFences, walkOutcome, walkPlan, walkScenario } from '../support/event-time.js';
-import type { TestClient } from '../support/http-client.js';
-import { adminClient } from '../support/identity.js';
-import { driverLabel } from '../support/test-environment.js';
-import { startTestGateway, type RunningGateway } from '../support/test-gateway.js';
+import { createVenue } from '../../testkit/cartography.js';
+import { EventTimeVenue, walkFences, walkOutcome, walkPlan, walkScenario } from '../../testkit/event-time.js';
+import type { TestClient } from '../../testkit/http-client.js';
+import { adminClient } from '../../testkit/identity.js';
+import { driverLabel } from '../../testkit/test-environment.js';
+import { startTestGateway, type RunningGateway } from '../../testkit/test-gateway.js';
 
 /** Seeded, so a failure names its seed and replays (EVENT_TIME_PATH); EVENT_TIME_SEED / EVENT_TIME_RUNS explore further. */
 const SEED = Number(process.env.EVENT_TIME_SEED ?? 3030);

@@ -3,8 +3,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { defineRoute } from '../../gateway/http/route.js';
 import { OrganizationSchema, UserSchema } from '../../shared/storage/entities/index.js';
 import { packageVersion } from '../../shared/version.js';
-import { driverLabel } from '../support/test-environment.js';
-import { startTestGateway, type RunningGateway } from '../support/test-gateway.js';
+import { driverLabel } from '../../testkit/test-environment.js';
+import { startTestGateway, type RunningGateway } from '../../testkit/test-gateway.js';
 
 /** Signs a token for the bootstrapped admin directly (the token endpoints are tested with identity). */
 async function adminToken(running: RunningGateway): Promise<string> {

@@ -3,12 +3,12 @@ import type { Principal } from '../../gateway/auth/principal.js';
 import { HistoryService } from '../../gateway/history/history-service.js';
 import { ValidationError } from '../../shared/errors.js';
 import { PositionHistory } from '../../shared/positions/position-history.js';
-import { createVenue } from '../support/cartography.js';
-import { parseCsv } from '../support/csv.js';
-import type { TestClient } from '../support/http-client.js';
-import { adminClient, createOrganization, createUser } from '../support/identity.js';
-import { driverLabel } from '../support/test-environment.js';
-import { startTestGateway, type RunningGateway } from '../support/test-gateway.js';
+import { createVenue } from '../../testkit/cartography.js';
+import { parseCsv } from '../../testkit/csv.js';
+import type { TestClient } from '../../testkit/http-client.js';
+import { adminClient, createOrganization, createUser } from '../../testkit/identity.js';
+import { driverLabel } from '../../testkit/test-environment.js';
+import { startTestGateway, type RunningGateway } from '../../testkit/test-gateway.js';
 
 const DAY = 86_400_000;
 /** A whole UTC day a few days back: inside retention, never in the future. */

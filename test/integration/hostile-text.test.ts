@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createVenue } from '../support/cartography.js';
-import { basicAuth, type TestClient } from '../support/http-client.js';
-import { adminClient, createUser } from '../support/identity.js';
-import { driverLabel } from '../support/test-environment.js';
-import { startTestGateway, type RunningGateway } from '../support/test-gateway.js';
+import { createVenue } from '../../testkit/cartography.js';
+import { basicAuth, type TestClient } from '../../testkit/http-client.js';
+import { adminClient, createUser } from '../../testkit/identity.js';
+import { driverLabel } from '../../testkit/test-environment.js';
+import { startTestGateway, type RunningGateway } from '../../testkit/test-gateway.js';
 
 /**
  * The reproductions of review NC1 through the API: on embedded storage a `;` in any value once made the query

@@ -1,11 +1,11 @@
 import { createHash } from 'node:crypto';
 import SitumSDK from '@situm/sdk-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { TestClient } from '../support/http-client.js';
-import { ADMIN_EMAIL, ADMIN_PASSWORD, createApiKey, createOrganization, createUser, login } from '../support/identity.js';
-import { blobOf, encodeForm, gifBytes, jpegBytes, pngBytes, uploadImage, webpLosslessBytes } from '../support/images.js';
-import { driverLabel } from '../support/test-environment.js';
-import { startTestGateway, type RunningGateway } from '../support/test-gateway.js';
+import type { TestClient } from '../../testkit/http-client.js';
+import { ADMIN_EMAIL, ADMIN_PASSWORD, createApiKey, createOrganization, createUser, login } from '../../testkit/identity.js';
+import { blobOf, encodeForm, gifBytes, jpegBytes, pngBytes, uploadImage, webpLosslessBytes } from '../../testkit/images.js';
+import { driverLabel } from '../../testkit/test-environment.js';
+import { startTestGateway, type RunningGateway } from '../../testkit/test-gateway.js';
 
 const sha256 = (bytes: Uint8Array) => createHash('sha256').update(bytes).digest('hex');
 

@@ -7,10 +7,10 @@ import { inBoundedTransaction, sqlOf, UNBOUNDED } from '../../shared/reports/rep
 import { geofenceStays, STAYS_THRESHOLD_S } from '../../shared/reports/stays.js';
 import type { Storage } from '../../shared/storage/storage.js';
 import { pgArray } from '../../shared/storage/pg-array.js';
-import { createVenue, squareCartesians } from '../support/cartography.js';
-import { adminClient } from '../support/identity.js';
-import { driverLabel } from '../support/test-environment.js';
-import { startTestGateway, type RunningGateway } from '../support/test-gateway.js';
+import { createVenue, squareCartesians } from '../../testkit/cartography.js';
+import { adminClient } from '../../testkit/identity.js';
+import { driverLabel } from '../../testkit/test-environment.js';
+import { startTestGateway, type RunningGateway } from '../../testkit/test-gateway.js';
 
 const HOUR = Date.UTC(2026, 2, 10, 10, 0, 0);
 const USERS = [null, '00000000-0000-4000-8000-000000000001', '00000000-0000-4000-8000-000000000002'];

@@ -13,9 +13,9 @@ import {
   type Materialization,
 } from '../../shared/reports/materializer.js';
 import type { Storage } from '../../shared/storage/storage.js';
-import { ADMIN_EMAIL } from '../support/identity.js';
-import { driverLabel } from '../support/test-environment.js';
-import { startTestGateway, type RunningGateway } from '../support/test-gateway.js';
+import { ADMIN_EMAIL } from '../../testkit/identity.js';
+import { driverLabel } from '../../testkit/test-environment.js';
+import { startTestGateway, type RunningGateway } from '../../testkit/test-gateway.js';
 
 const HOUR = Date.UTC(2026, 2, 10, 10, 0, 0);
 const DEVICES = ['pace-a', 'pace-b', 'pace-c', 'pace-d', 'pace-e'];

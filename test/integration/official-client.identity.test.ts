@@ -1,9 +1,9 @@
 import SitumSDK from '@situm/sdk-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { TestClient } from '../support/http-client.js';
-import { ADMIN_EMAIL, ADMIN_PASSWORD, adminClient, createApiKey } from '../support/identity.js';
-import { driverLabel } from '../support/test-environment.js';
-import { startTestGateway, type RunningGateway } from '../support/test-gateway.js';
+import type { TestClient } from '../../testkit/http-client.js';
+import { ADMIN_EMAIL, ADMIN_PASSWORD, adminClient, createApiKey } from '../../testkit/identity.js';
+import { driverLabel } from '../../testkit/test-environment.js';
+import { startTestGateway, type RunningGateway } from '../../testkit/test-gateway.js';
 
 /** The official JavaScript client, unmodified, against a running gateway: its identity calls. */
 describe(`official client @situm/sdk-js: identity (${driverLabel})`, () => {

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Storage } from '../../shared/storage/index.js';
 import { PositionStore } from '../../shared/positions/position-store.js';
 import type { ZoneEventRecord } from '../../shared/detection/zone-event.js';
-import { driverLabel, openOrganizationStorage } from '../support/test-environment.js';
+import { driverLabel, openOrganizationStorage } from '../../testkit/test-environment.js';
 import { outdoorRecord } from '../../testkit/positions.js';
 
 const DAY = 24 * 3600 * 1000;

@@ -4,9 +4,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { LOCK_FILE } from '../../shared/storage/data-dir-lock.js';
-import { spawnGateway, type SpawnedGateway } from '../support/gateway-process.js';
-import { TestClient } from '../support/http-client.js';
-import { adminClient } from '../support/identity.js';
+import { spawnGateway, type SpawnedGateway } from '../../testkit/gateway-process.js';
+import { TestClient } from '../../testkit/http-client.js';
+import { adminClient } from '../../testkit/identity.js';
 
 /**
  * One writer per DATA_DIR (embedded storage): `npm start`, `npm run demo` and the admin CLI lock it. Always on

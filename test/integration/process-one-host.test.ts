@@ -1,17 +1,17 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { connect } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { createVenue } from '../support/cartography.js';
-import { freePort } from '../support/fault-servers.js';
-import { TestClient } from '../support/http-client.js';
-import { adminClient } from '../support/identity.js';
+import { createVenue } from '../../testkit/cartography.js';
+import { freePort } from '../../testkit/fault-servers.js';
+import { TestClient } from '../../testkit/http-client.js';
+import { adminClient } from '../../testkit/identity.js';
 import {
   createTestEnvironment,
   driverLabel,
   serverDatabaseUrl,
   serverRedisUrl,
   type TestEnvironment,
-} from '../support/test-environment.js';
+} from '../../testkit/test-environment.js';
 
 /**
  * Processes of Floorcast on one host do not trip over each other: a gateway and a worker with default metrics

@@ -4,11 +4,11 @@ import { startGateway, type Gateway } from '../../gateway/app.js';
 import { BullmqJobWorker } from '../../shared/jobs/bullmq-job-worker.js';
 import { createLogger } from '../../shared/logger.js';
 import { processorsFor } from '../../workers/processors/index.js';
-import { createVenue } from '../support/cartography.js';
-import { TestClient } from '../support/http-client.js';
-import { adminClient } from '../support/identity.js';
-import { redisServer } from '../support/redis-cluster.js';
-import { createTestEnvironment, driverLabel, serverRedisUrl, type TestEnvironment } from '../support/test-environment.js';
+import { createVenue } from '../../testkit/cartography.js';
+import { TestClient } from '../../testkit/http-client.js';
+import { adminClient } from '../../testkit/identity.js';
+import { redisServer } from '../../testkit/redis-cluster.js';
+import { createTestEnvironment, driverLabel, serverRedisUrl, type TestEnvironment } from '../../testkit/test-environment.js';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 

@@ -1,8 +1,8 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { afterEach, describe, expect, it } from 'vitest';
 import { BullmqJobQueue } from '../../shared/jobs/bullmq-job-queue.js';
-import { redisServer } from '../support/redis-cluster.js';
-import { createTestEnvironment, driverLabel, serverRedisUrl, type TestEnvironment } from '../support/test-environment.js';
+import { redisServer } from '../../testkit/redis-cluster.js';
+import { createTestEnvironment, driverLabel, serverRedisUrl, type TestEnvironment } from '../../testkit/test-environment.js';
 
 /** Runs `gateway/main.ts` as `npm start` does, in a child process. */
 function startProcess(env: Record<string, string>, entry = 'gateway/main.ts'): { child: ChildProcess; output: () => string } {

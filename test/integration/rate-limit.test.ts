@@ -1,12 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ApiKeyPermission } from '../../shared/storage/entities/index.js';
 import { UserSchema } from '../../shared/storage/entities/index.js';
-import { createVenue } from '../support/cartography.js';
-import type { TestClient, TestResponse } from '../support/http-client.js';
-import { ADMIN_EMAIL, createUser } from '../support/identity.js';
-import { driverLabel, serverDatabaseUrl, serverRedisUrl } from '../support/test-environment.js';
-import { startTestGateway, type RunningGateway } from '../support/test-gateway.js';
-import { TestSocket } from '../support/ws-client.js';
+import { createVenue } from '../../testkit/cartography.js';
+import type { TestClient, TestResponse } from '../../testkit/http-client.js';
+import { ADMIN_EMAIL, createUser } from '../../testkit/identity.js';
+import { driverLabel, serverDatabaseUrl, serverRedisUrl } from '../../testkit/test-environment.js';
+import { startTestGateway, type RunningGateway } from '../../testkit/test-gateway.js';
+import { TestSocket } from '../../testkit/ws-client.js';
 
 const PROBE = '/api/v1/organizations/current_organization';
 

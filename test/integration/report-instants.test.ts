@@ -1,11 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { csvRow } from '../../shared/csv/csv.js';
 import { formatInstant } from '../../shared/reports/instant-format.js';
-import { createVenue, squareCartesians } from '../support/cartography.js';
-import type { TestClient } from '../support/http-client.js';
-import { adminClient } from '../support/identity.js';
-import { driverLabel, serverRedisUrl } from '../support/test-environment.js';
-import { startTestGateway, type RunningGateway } from '../support/test-gateway.js';
+import { createVenue, squareCartesians } from '../../testkit/cartography.js';
+import type { TestClient } from '../../testkit/http-client.js';
+import { adminClient } from '../../testkit/identity.js';
+import { driverLabel, serverRedisUrl } from '../../testkit/test-environment.js';
+import { startTestGateway, type RunningGateway } from '../../testkit/test-gateway.js';
 
 // Around Madrid's change to summer time (2026-03-29 01:00Z), with milliseconds: a printed time truncates them.
 const B = Date.UTC(2026, 2, 29, 0, 59, 58);

@@ -7,7 +7,7 @@ import type { ReportResult } from '../../shared/reports/report-params.js';
 import { inBoundedTransaction, sqlOf } from '../../shared/reports/report-sql.js';
 import { openStorage, type Storage } from '../../shared/storage/index.js';
 import { reportProcessor } from '../../workers/processors/report.processor.js';
-import { createTestEnvironment, driverLabel, serverDatabaseUrl, type TestEnvironment } from '../support/test-environment.js';
+import { createTestEnvironment, driverLabel, serverDatabaseUrl, type TestEnvironment } from '../../testkit/test-environment.js';
 
 const limits = (deadline: number, controller = new AbortController()): JobLimits => ({ deadline, signal: controller.signal });
 const codeOf = (error: unknown) => (error instanceof AppError ? error.code : String(error));

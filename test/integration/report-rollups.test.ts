@@ -8,11 +8,11 @@ import { reportQueries, type QueryResult } from '../../shared/reports/report-que
 import { inBoundedTransaction, UNBOUNDED } from '../../shared/reports/report-sql.js';
 import { QUARTER_MS, rollupMaterialization, RollupWindow } from '../../shared/reports/rollups.js';
 import type { Storage } from '../../shared/storage/storage.js';
-import { createVenue } from '../support/cartography.js';
-import type { TestClient } from '../support/http-client.js';
-import { adminClient, createUser } from '../support/identity.js';
-import { driverLabel } from '../support/test-environment.js';
-import { startTestGateway, type RunningGateway } from '../support/test-gateway.js';
+import { createVenue } from '../../testkit/cartography.js';
+import type { TestClient } from '../../testkit/http-client.js';
+import { adminClient, createUser } from '../../testkit/identity.js';
+import { driverLabel } from '../../testkit/test-environment.js';
+import { startTestGateway, type RunningGateway } from '../../testkit/test-gateway.js';
 
 type RollupReport = 'visitors' | 'positioning_time' | 'heatmap';
 

@@ -8,11 +8,11 @@ import { reportParamSchemas, type ReportName } from '../../shared/reports/report
 import { reportQueries } from '../../shared/reports/report-queries.js';
 import { UNBOUNDED } from '../../shared/reports/report-sql.js';
 import type { Storage } from '../../shared/storage/storage.js';
-import { createVenue, squareCartesians } from '../support/cartography.js';
-import type { TestClient } from '../support/http-client.js';
-import { ADMIN_EMAIL, adminClient } from '../support/identity.js';
-import { driverLabel, serverRedisUrl } from '../support/test-environment.js';
-import { startTestGateway, type RunningGateway } from '../support/test-gateway.js';
+import { createVenue, squareCartesians } from '../../testkit/cartography.js';
+import type { TestClient } from '../../testkit/http-client.js';
+import { ADMIN_EMAIL, adminClient } from '../../testkit/identity.js';
+import { driverLabel, serverRedisUrl } from '../../testkit/test-environment.js';
+import { startTestGateway, type RunningGateway } from '../../testkit/test-gateway.js';
 
 const T0 = Date.UTC(2026, 2, 10, 10, 0, 0); // 2026-03-10 10:00:00Z, as in reports.test.ts
 const s = (seconds: number) => T0 + seconds * 1000;

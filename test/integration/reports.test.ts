@@ -2,11 +2,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { encodeGeohash } from '../../shared/geo/geohash.js';
 import { REPORT_NAMES } from '../../shared/reports/report-params.js';
 import { DocumentValidator } from '../contract/schema-validator.js';
-import { createVenue, squareCartesians } from '../support/cartography.js';
-import type { TestClient } from '../support/http-client.js';
-import { adminClient, createUser } from '../support/identity.js';
-import { driverLabel, serverRedisUrl } from '../support/test-environment.js';
-import { startTestGateway, type RunningGateway } from '../support/test-gateway.js';
+import { createVenue, squareCartesians } from '../../testkit/cartography.js';
+import type { TestClient } from '../../testkit/http-client.js';
+import { adminClient, createUser } from '../../testkit/identity.js';
+import { driverLabel, serverRedisUrl } from '../../testkit/test-environment.js';
+import { startTestGateway, type RunningGateway } from '../../testkit/test-gateway.js';
 
 const T0 = Date.UTC(2026, 2, 10, 10, 0, 0); // 2026-03-10 10:00:00Z, 11:00 in Madrid (winter time)
 const s = (seconds: number) => T0 + seconds * 1000;

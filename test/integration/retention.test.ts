@@ -3,11 +3,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expireAll, retentionMaxima } from '../../shared/privacy/retention.js';
 import { startReportMaterializer } from '../../shared/reports/materializations.js';
 import type { ReportMaterializer } from '../../shared/reports/materializer.js';
-import { createVenue, squareCartesians } from '../support/cartography.js';
-import type { TestClient } from '../support/http-client.js';
-import { adminClient, createOrganization, createUser } from '../support/identity.js';
-import { driverLabel } from '../support/test-environment.js';
-import { startTestGateway, type RunningGateway } from '../support/test-gateway.js';
+import { createVenue, squareCartesians } from '../../testkit/cartography.js';
+import type { TestClient } from '../../testkit/http-client.js';
+import { adminClient, createOrganization, createUser } from '../../testkit/identity.js';
+import { driverLabel } from '../../testkit/test-environment.js';
+import { startTestGateway, type RunningGateway } from '../../testkit/test-gateway.js';
 
 const DAY = 86_400_000;
 /** Five days ago, on the hour: older than organization A's 2 days, younger than the deployment's 30. */

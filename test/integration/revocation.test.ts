@@ -2,11 +2,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RequestAuthenticator } from '../../gateway/auth/authenticator.js';
 import type { RouteDefinition } from '../../gateway/http/route.js';
 import type { Bus } from '../../gateway/bus-channels.js';
-import type { TestClient } from '../support/http-client.js';
-import { adminClient, createUser, login } from '../support/identity.js';
-import { driverLabel, serverDatabaseUrl, serverRedisUrl } from '../support/test-environment.js';
-import { startTestGateway, type RunningGateway } from '../support/test-gateway.js';
-import { TestSocket } from '../support/ws-client.js';
+import type { TestClient } from '../../testkit/http-client.js';
+import { adminClient, createUser, login } from '../../testkit/identity.js';
+import { driverLabel, serverDatabaseUrl, serverRedisUrl } from '../../testkit/test-environment.js';
+import { startTestGateway, type RunningGateway } from '../../testkit/test-gateway.js';
+import { TestSocket } from '../../testkit/ws-client.js';
 import { ApiKeySchema } from '../../shared/storage/entities/index.js';
 
 const REVOKED = { code: 4401, reason: 'credential revoked' };

@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createVenue, squareCartesians } from '../support/cartography.js';
-import type { TestClient } from '../support/http-client.js';
-import { adminClient, createUser, login } from '../support/identity.js';
-import { startTestGateway, type RunningGateway } from '../support/test-gateway.js';
+import { createVenue, squareCartesians } from '../../testkit/cartography.js';
+import type { TestClient } from '../../testkit/http-client.js';
+import { adminClient, createUser, login } from '../../testkit/identity.js';
+import { startTestGateway, type RunningGateway } from '../../testkit/test-gateway.js';
 
 /**
  * The createVenue building (ground floor level 0, first floor level 1 at 4.5 m). Ground: a corridor along

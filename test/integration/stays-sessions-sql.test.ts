@@ -3,7 +3,7 @@ import { inBoundedTransaction, joinSql, UNBOUNDED } from '../../shared/reports/r
 import { SessionWindows, type Run } from '../../shared/reports/session-windows.js';
 import { sessionsSql } from '../../shared/reports/stays.js';
 import { openStorage, type Storage } from '../../shared/storage/index.js';
-import { createTestEnvironment, driverLabel, type TestEnvironment } from '../support/test-environment.js';
+import { createTestEnvironment, driverLabel, type TestEnvironment } from '../../testkit/test-environment.js';
 
 /** Sessions of time-ordered positions by definition: a gap over the threshold starts a new one. */
 function sessions(positions: { t: number; user: string | null }[], threshold: number): Run[] {

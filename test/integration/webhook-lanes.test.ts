@@ -1,11 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { registry } from '../../shared/metrics/metrics.js';
-import { createVenue, squareCartesians } from '../support/cartography.js';
-import type { TestClient } from '../support/http-client.js';
-import { adminClient, createUser } from '../support/identity.js';
-import { driverLabel } from '../support/test-environment.js';
-import { startTestGateway, type RunningGateway } from '../support/test-gateway.js';
-import { WebhookReceiver, type Receipt } from '../support/webhook-receiver.js';
+import { createVenue, squareCartesians } from '../../testkit/cartography.js';
+import type { TestClient } from '../../testkit/http-client.js';
+import { adminClient, createUser } from '../../testkit/identity.js';
+import { driverLabel } from '../../testkit/test-environment.js';
+import { startTestGateway, type RunningGateway } from '../../testkit/test-gateway.js';
+import { WebhookReceiver, type Receipt } from '../../testkit/webhook-receiver.js';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 

@@ -1,10 +1,10 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { createVenue } from '../support/cartography.js';
-import type { TestClient } from '../support/http-client.js';
-import { adminClient, createUser, login } from '../support/identity.js';
-import { driverLabel } from '../support/test-environment.js';
-import { startTestGateway, type RunningGateway } from '../support/test-gateway.js';
-import { TestSocket } from '../support/ws-client.js';
+import { createVenue } from '../../testkit/cartography.js';
+import type { TestClient } from '../../testkit/http-client.js';
+import { adminClient, createUser, login } from '../../testkit/identity.js';
+import { driverLabel } from '../../testkit/test-environment.js';
+import { startTestGateway, type RunningGateway } from '../../testkit/test-gateway.js';
+import { TestSocket } from '../../testkit/ws-client.js';
 
 /** Issue 28 item 5: a `devices/{id}` subscription follows the device's owner, not the owner at subscribe time. */
 describe(`device subscriptions follow ownership (${driverLabel})`, () => {

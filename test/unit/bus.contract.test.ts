@@ -3,9 +3,9 @@ import { EncodedPayload, type Bus } from '../../shared/bus/index.js';
 import { LocalBus } from '../../shared/bus/local-bus.js';
 import { RedisBus } from '../../shared/bus/redis-bus.js';
 import { busLag } from '../../shared/metrics/metrics.js';
-import { FaultRedis } from '../support/fault-servers.js';
-import { redisClusterOfThisFile, redisServer } from '../support/redis-cluster.js';
-import { deleteRedisPrefix, serverRedisUrl } from '../support/test-environment.js';
+import { FaultRedis } from '../../testkit/fault-servers.js';
+import { redisClusterOfThisFile, redisServer } from '../../testkit/redis-cluster.js';
+import { deleteRedisPrefix, serverRedisUrl } from '../../testkit/test-environment.js';
 
 /** One contract, run against every bus implementation this run can reach. */
 interface BusFactory {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { csvCell, csvChunks, csvRow, neutraliseFormula, quoteField } from '../../shared/csv/csv.js';
-import { parseCsv } from '../support/csv.js';
+import { parseCsv } from '../../testkit/csv.js';
 
 const collect = async (chunks: AsyncIterable<string>) => {
   const out: string[] = [];

@@ -6,7 +6,7 @@ import type { Bus } from '../../gateway/bus-channels.js';
 import { StorageUnavailableError, toErrorBody } from '../../shared/errors.js';
 import { createLogger } from '../../shared/logger.js';
 import type { PositionWriter } from '../../shared/positions/position-writer.js';
-import { idlePorts } from '../support/pipeline-ports.js';
+import { idlePorts } from '../../testkit/pipeline-ports.js';
 
 const ORG = 'org';
 const silentBus = {

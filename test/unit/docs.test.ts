@@ -6,7 +6,7 @@ import { idParam, listParam } from '../../gateway/http/query-schemas.js';
 import type { RouteDefinition } from '../../gateway/http/route.js';
 import { buildAsyncApiDocument, clientFrames, serverFrames } from '../../gateway/ws/frames.schema.js';
 import { configSchema } from '../../shared/config.js';
-import { CONFIG_TABLE_END, CONFIG_TABLE_START, configDocComments, configurationTable } from '../support/config-reference.js';
+import { CONFIG_TABLE_END, CONFIG_TABLE_START, configDocComments, configurationTable } from '../../testkit/config-reference.js';
 
 const read = (path: string) => readFileSync(new URL(`../../${path}`, import.meta.url), 'utf8');
 

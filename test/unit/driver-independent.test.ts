@@ -11,7 +11,7 @@ import { ON_DRIVERS, PROCESSES_OF_THEIR_OWN, UNIT_TESTS_ON_DRIVERS, driverIndepe
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 
 /** Where those are defined, not used: importing it for something else (RAISED_LIMITS, say) is no use of the drivers. */
-const DEFINITIONS = 'test/support/test-environment.ts';
+const DEFINITIONS = 'testkit/test-environment.ts';
 
 /** The file and the test support modules it imports, directly or not. */
 function withSupport(file: string, seen = new Set<string>()): string[] {
@@ -22,7 +22,7 @@ function withSupport(file: string, seen = new Set<string>()): string[] {
     const imported = relative(ROOT, resolve(dirname(join(ROOT, file)), specifier!.replace(/\.js$/, '.ts')))
       .split('\\')
       .join('/');
-    if (imported.startsWith('test/support/')) withSupport(imported, seen);
+    if (imported.startsWith('testkit/')) withSupport(imported, seen);
   }
   return [...seen];
 }

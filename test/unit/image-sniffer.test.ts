@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { detectImageType, readImageInfo } from '../../shared/images/image-sniffer.js';
-import { gifBytes, jpegBytes, pngBytes, webpExtendedBytes, webpLosslessBytes, webpLossyBytes } from '../support/images.js';
+import { gifBytes, jpegBytes, pngBytes, webpExtendedBytes, webpLosslessBytes, webpLossyBytes } from '../../testkit/images.js';
 
 describe('image sniffer', () => {
   it('reads PNG width and height from IHDR (not swapped)', () => {

@@ -5,8 +5,8 @@ import { BullmqJobWorker, STUCK_BEATS, watchdogStep } from '../../shared/jobs/bu
 import type { ProcessorRegistry } from '../../shared/jobs/index.js';
 import { createLogger } from '../../shared/logger.js';
 import type { Storage } from '../../shared/storage/index.js';
-import { redisServer } from '../support/redis-cluster.js';
-import { deleteRedisPrefix, serverRedisUrl } from '../support/test-environment.js';
+import { redisServer } from '../../testkit/redis-cluster.js';
+import { deleteRedisPrefix, serverRedisUrl } from '../../testkit/test-environment.js';
 
 /**
  * The worker's watchdog: a BullMQ worker can stop consuming without a word (after a Redis restart, it is not

@@ -7,10 +7,10 @@ import type { JobQueue, ProcessorRegistry } from '../../shared/jobs/index.js';
 import { LocalJobQueue } from '../../shared/jobs/local-job-queue.js';
 import { createLogger } from '../../shared/logger.js';
 import type { Storage } from '../../shared/storage/index.js';
-import { FaultRedis, freePort } from '../support/fault-servers.js';
+import { FaultRedis, freePort } from '../../testkit/fault-servers.js';
 import type { RedisConnections } from '../../shared/redis/redis-connections.js';
-import { redisClusterOfThisFile, redisServer } from '../support/redis-cluster.js';
-import { deleteRedisPrefix, serverRedisUrl } from '../support/test-environment.js';
+import { redisClusterOfThisFile, redisServer } from '../../testkit/redis-cluster.js';
+import { deleteRedisPrefix, serverRedisUrl } from '../../testkit/test-environment.js';
 
 const logger = createLogger('silent');
 const context = { storage: {} as Storage, logger };

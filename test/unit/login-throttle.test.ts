@@ -5,8 +5,8 @@ import { createLimiterBackend, type LimiterBackend } from '../../gateway/auth/li
 import { LoginThrottle } from '../../gateway/auth/login-throttle.js';
 import { loadConfig } from '../../shared/config.js';
 import { type AppError, ErrorCode } from '../../shared/errors.js';
-import { redisClusterOfThisFile } from '../support/redis-cluster.js';
-import { deleteRedisPrefix, serverRedisUrl } from '../support/test-environment.js';
+import { redisClusterOfThisFile } from '../../testkit/redis-cluster.js';
+import { deleteRedisPrefix, serverRedisUrl } from '../../testkit/test-environment.js';
 
 const WINDOW_SECONDS = 600;
 

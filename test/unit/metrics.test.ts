@@ -9,7 +9,7 @@ import { startMetricsListener } from '../../shared/metrics/metrics-server.js';
 import { collectProcessMetrics, registerSources, registry } from '../../shared/metrics/metrics.js';
 import { loadConfig } from '../../shared/config.js';
 import { processorsFor } from '../../workers/processors/index.js';
-import { parsePrometheus, scrape } from '../support/prometheus.js';
+import { parsePrometheus, scrape } from '../../testkit/prometheus.js';
 
 const processors = processorsFor(loadConfig({}));
 

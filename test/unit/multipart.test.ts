@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { MalformedMultipartError, boundaryOf, isMultipartFormData, parseMultipart } from '../../gateway/http/multipart.js';
-import { blobOf, encodeForm, pngBytes } from '../support/images.js';
+import { blobOf, encodeForm, pngBytes } from '../../testkit/images.js';
 
 const B = 'XyZ-boundary-42';
 /** Joins lines with CRLF, the way every real client frames a multipart body. */

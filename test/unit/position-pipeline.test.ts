@@ -4,7 +4,7 @@ import { PositionPipeline, type PipelineDependencies } from '../../gateway/pipel
 import type { Bus } from '../../gateway/bus-channels.js';
 import { createLogger } from '../../shared/logger.js';
 import type { PositionWriter } from '../../shared/positions/position-writer.js';
-import { idlePorts } from '../support/pipeline-ports.js';
+import { idlePorts } from '../../testkit/pipeline-ports.js';
 
 const principal: Principal = {
   userId: 'u',

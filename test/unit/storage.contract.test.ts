@@ -7,7 +7,7 @@ import { BuildingSchema, OrganizationSchema } from '../../shared/storage/entitie
 import { EmbeddedStorage } from '../../shared/storage/embedded-storage.js';
 import { ServerStorage } from '../../shared/storage/server-storage.js';
 import type { Storage } from '../../shared/storage/index.js';
-import { createScratchDatabase, serverDatabaseUrl } from '../support/test-environment.js';
+import { createScratchDatabase, serverDatabaseUrl } from '../../testkit/test-environment.js';
 
 /** Opens storage on a location that survives close(), so the same location can be opened again. */
 interface StorageFactory {

@@ -1,5 +1,5 @@
 import fc from 'fast-check';
-import { blobOf, encodeForm, gifBytes, pngBytes } from '../../support/images.js';
+import { blobOf, encodeForm, gifBytes, pngBytes } from '../../../testkit/images.js';
 import { hostileUrlText, hostileValue, unknownKey } from './hostile-values.js';
 import { RawJson, SeededRef, validValue, type JsonSchema, type SeededKind } from './schema-arbitrary.js';
 import type { SeededWorld } from './seeded-world.js';

@@ -1,8 +1,8 @@
 import { sanitiseEventHtml } from '../../../gateway/routes/events.route.js';
 import { redactUrl, urlFingerprint } from '../../../gateway/webhooks/webhook-presenters.js';
-import { squareCartesians } from '../../support/cartography.js';
-import type { TestClient, TestResponse } from '../../support/http-client.js';
-import { login } from '../../support/identity.js';
+import { squareCartesians } from '../../../testkit/cartography.js';
+import type { TestClient, TestResponse } from '../../../testkit/http-client.js';
+import { login } from '../../../testkit/identity.js';
 import { valuesAt } from './round-trip.js';
 import type { SeededWorld } from './seeded-world.js';
 

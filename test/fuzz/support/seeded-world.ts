@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
-import { createVenue, squareCartesians } from '../../support/cartography.js';
-import type { TestClient } from '../../support/http-client.js';
-import { adminClient, createApiKey, createUser, login, ADMIN_EMAIL, ADMIN_PASSWORD } from '../../support/identity.js';
-import { pngBytes, uploadImage } from '../../support/images.js';
+import { createVenue, squareCartesians } from '../../../testkit/cartography.js';
+import type { TestClient } from '../../../testkit/http-client.js';
+import { adminClient, createApiKey, createUser, login, ADMIN_EMAIL, ADMIN_PASSWORD } from '../../../testkit/identity.js';
+import { pngBytes, uploadImage } from '../../../testkit/images.js';
 import type { SeededKind } from './schema-arbitrary.js';
 
 /**

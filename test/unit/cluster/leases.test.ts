@@ -10,8 +10,8 @@ import { EncodedPayload } from '../../../shared/bus/encoded-payload.js';
 import { PositionsMessage } from '../../../shared/positions/positions-message.js';
 import { createLogger } from '../../../shared/logger.js';
 import type { RedisConnections } from '../../../shared/redis/redis-connections.js';
-import { redisClusterOfThisFile, redisServer } from '../../support/redis-cluster.js';
-import { deleteRedisPrefix, serverRedisUrl } from '../../support/test-environment.js';
+import { redisClusterOfThisFile, redisServer } from '../../../testkit/redis-cluster.js';
+import { deleteRedisPrefix, serverRedisUrl } from '../../../testkit/test-environment.js';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 

@@ -7,8 +7,8 @@ import { SHARD_READ_COUNT, type ShardLog } from '../../../gateway/cluster/shard-
 import { EncodedPayload } from '../../../shared/bus/encoded-payload.js';
 import type { PositionRecord } from '../../../shared/positions/position-record.js';
 import { PositionsMessage, type EncodedPositions } from '../../../shared/positions/positions-message.js';
-import { redisClusterOfThisFile, redisServer } from '../../support/redis-cluster.js';
-import { deleteRedisPrefix, serverRedisUrl } from '../../support/test-environment.js';
+import { redisClusterOfThisFile, redisServer } from '../../../testkit/redis-cluster.js';
+import { deleteRedisPrefix, serverRedisUrl } from '../../../testkit/test-environment.js';
 import { positionRecord } from '../../../testkit/positions.js';
 
 /** One contract, run against every shard log driver this run can reach. */

@@ -3,9 +3,9 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import pg from 'pg';
-import { loadConfig, type Config } from '../../shared/config.js';
-import { OrganizationSchema } from '../../shared/storage/entities/index.js';
-import { openStorage, type Storage } from '../../shared/storage/index.js';
+import { loadConfig, type Config } from '../shared/config.js';
+import { OrganizationSchema } from '../shared/storage/entities/index.js';
+import { openStorage, type Storage } from '../shared/storage/index.js';
 import { scratchRoot } from './scratch-dir.js';
 import { copyEmbeddedTemplate, serverTemplate } from './storage-template.js';
 

@@ -3,8 +3,8 @@ import { cpSync, existsSync, mkdtempSync, readFileSync, readdirSync, renameSync,
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
-import { EmbeddedStorage } from '../../shared/storage/embedded-storage.js';
-import { ServerStorage } from '../../shared/storage/server-storage.js';
+import { EmbeddedStorage } from '../shared/storage/embedded-storage.js';
+import { ServerStorage } from '../shared/storage/server-storage.js';
 import { scratchRoot } from './scratch-dir.js';
 
 /**
@@ -19,7 +19,7 @@ import { scratchRoot } from './scratch-dir.js';
  * empty locations, so the migrations themselves stay tested from scratch on both drivers.
  */
 
-const STORAGE_DIR = fileURLToPath(new URL('../../shared/storage/', import.meta.url));
+const STORAGE_DIR = fileURLToPath(new URL('../shared/storage/', import.meta.url));
 
 /** What decides the content of a migrated database: the migrations' source, the code that runs them, PGlite. */
 export function migrationsKey(): string {
@@ -36,7 +36,7 @@ export function migrationsKey(): string {
       .update(readFileSync(join(STORAGE_DIR, file)))
       .update('\0');
   }
-  hash.update(readFileSync(fileURLToPath(new URL('../../node_modules/@electric-sql/pglite/package.json', import.meta.url))));
+  hash.update(readFileSync(fileURLToPath(new URL('../node_modules/@electric-sql/pglite/package.json', import.meta.url))));
   return hash.digest('hex').slice(0, 16);
 }
 

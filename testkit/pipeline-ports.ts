@@ -1,4 +1,4 @@
-import type { PositionHandOff, RequestedAlarmRaiser } from '../../gateway/pipeline/ports.js';
+import type { PositionHandOff, RequestedAlarmRaiser } from '../gateway/pipeline/ports.js';
 
 /** The pipeline's detection ports doing nothing: for tests of enrichment and persistence alone. */
 export const idlePorts: { alarms: RequestedAlarmRaiser; owners: PositionHandOff } = {

@@ -1,15 +1,15 @@
 import { readFileSync } from 'node:fs';
-import { configSchema } from '../../shared/config.js';
+import { configSchema } from '../shared/config.js';
 
 /** Where the generated table sits in docs/configuration.md: everything between these two lines is generated. */
-export const CONFIG_TABLE_START = '<!-- generated from shared/config.ts by test/support/config-reference.ts: do not edit by hand -->';
+export const CONFIG_TABLE_START = '<!-- generated from shared/config.ts by testkit/config-reference.ts: do not edit by hand -->';
 export const CONFIG_TABLE_END = '<!-- end of generated table -->';
 
 /**
  * Each setting's one-line doc comment, read from the source of `configSchema` (zod keeps no comments): the
  * `/** ... *\/` line right above `NAME:`. A setting without one is missing from the answer.
  */
-export function configDocComments(source = readFileSync(new URL('../../shared/config.ts', import.meta.url), 'utf8')): Map<string, string> {
+export function configDocComments(source = readFileSync(new URL('../shared/config.ts', import.meta.url), 'utf8')): Map<string, string> {
   const schemaSource = source.slice(source.indexOf('export const configSchema'));
   const comments = new Map<string, string>();
   for (const match of schemaSource.matchAll(/^ {2}\/\*\*\s*(.+?)\s*\*\/\n {2}([A-Z][A-Z0-9_]*):/gm)) comments.set(match[2]!, match[1]!);

@@ -1,5 +1,5 @@
 import { existsSync } from 'node:fs';
-import { greyscalePng } from '../../demo/floorplan-png.js';
+import { greyscalePng } from '../demo/floorplan-png.js';
 
 /** Debian's Chromium, driven by playwright-core (never a downloaded browser); .ci/run installs it. */
 export const CHROMIUM = '/usr/bin/chromium';
@@ -14,7 +14,7 @@ export const CHROMIUM_FLAGS = [
 ];
 export const hasChromium = existsSync(CHROMIUM);
 /** Screenshots the browser tests save, to look at. */
-export const ARTIFACTS = new URL('../../test-artifacts/', import.meta.url);
+export const ARTIFACTS = new URL('../test-artifacts/', import.meta.url);
 
 /** A floorplan to look at: white, a grid every `pxPerMetre * 10` pixels, thick outer and inner walls. */
 export function floorplanPng(width: number, height: number, pxPerMetre: number): Buffer {

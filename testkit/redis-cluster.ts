@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { Cluster } from 'ioredis';
 import { afterAll, beforeAll } from 'vitest';
-import { RedisConnections } from '../../shared/redis/redis-connections.js';
+import { RedisConnections } from '../shared/redis/redis-connections.js';
 import { freePort, track, untrack } from './fault-servers.js';
 import { scratchRoot } from './scratch-dir.js';
 

@@ -1,9 +1,9 @@
-import { startGateway, type Gateway, type GatewayOptions } from '../../gateway/app.js';
-import { loadConfig } from '../../shared/config.js';
-import { createLogger } from '../../shared/logger.js';
-import { BullmqJobWorker } from '../../shared/jobs/bullmq-job-worker.js';
-import { redisConnections } from '../../shared/redis/redis-connections.js';
-import { processorsFor } from '../../workers/processors/index.js';
+import { startGateway, type Gateway, type GatewayOptions } from '../gateway/app.js';
+import { loadConfig } from '../shared/config.js';
+import { createLogger } from '../shared/logger.js';
+import { BullmqJobWorker } from '../shared/jobs/bullmq-job-worker.js';
+import { redisConnections } from '../shared/redis/redis-connections.js';
+import { processorsFor } from '../workers/processors/index.js';
 import { TestClient } from './http-client.js';
 import { createTestEnvironment, type TestEnvironment } from './test-environment.js';
 

@@ -3,7 +3,7 @@ import { fileURLToPath } from 'node:url';
 import { sleep } from './fault-servers.js';
 import { RAISED_LIMITS } from './test-environment.js';
 
-const REPO_ROOT = fileURLToPath(new URL('../..', import.meta.url));
+const REPO_ROOT = fileURLToPath(new URL('..', import.meta.url));
 const LISTENING = /listening on http:\/\/[\d.]+:(\d+)/;
 
 /** Every process started here is SIGKILLed when this process exits, so a failing test or bench leaves nothing behind. */
