@@ -17,6 +17,9 @@ const MAX_REMEMBERED = 1024;
 /** Organizations of entries delivered to this member and not acknowledged yet, at most (past it forgotten: counts then drift up until the shard drains). */
 const MAX_DELIVERED = 100_000;
 
+/** Redis Cluster: how often at most every shard read is asked, messages or not (see the class comment). */
+const ASK_ALL_MS = 1000;
+
 type RawEntry = [Buffer, Buffer[]];
 /** ioredis has the command but its typings lack the Buffer variant (msgpack needs the raw bytes). */
 interface XAutoClaim {
@@ -41,8 +44,9 @@ interface XAutoClaim {
  * On a Redis Cluster each shard's stream is in a slot of its own, and one command may not read streams of several
  * slots: a read asks without blocking (one write per node) the shards that may have new entries, those named by
  * an `appended` message (SPUBLISH, in the append's transaction, on the shard's node) since they were last asked,
- * or whose last answer was full; with none, it waits for such a message. Every `blockMs` without one, every shard
- * is asked: a message lost (the subscriber reconnecting) delays an entry by that much at most.
+ * or whose last answer was full; with none, it waits for such a message. At the end of a read without one, every
+ * shard is asked, at most every ASK_ALL_MS (reads are short while other shards are processed): a message lost (the
+ * subscriber reconnecting) delays an entry by about that much at most.
  *
  * An owner reading back an entry it appended itself takes the records it appended, by entry id, instead of
  * decoding their bytes: the same values, since the bytes were packed from them.
@@ -58,6 +62,7 @@ export class RedisShardLog implements ShardLog {
   private readonly following = new Set<number>();
   private readonly unread = new Set<number>();
   private wake?: () => void;
+  private askedAllAt = 0;
   private closing = false;
   /** Shards of the last read: only their appends are remembered. */
   private reading = new Set<number>();
@@ -227,7 +232,12 @@ export class RedisShardLog implements ShardLog {
       }
       const left = deadline - Date.now();
       if (delivered.size > 0 || left <= 0 || this.closing) return delivered;
-      if (!shards.some((shard) => this.unread.has(shard)) && !(await this.appendedWithin(left))) {
+      if (
+        !shards.some((shard) => this.unread.has(shard)) &&
+        !(await this.appendedWithin(left)) &&
+        Date.now() - this.askedAllAt >= ASK_ALL_MS
+      ) {
+        this.askedAllAt = Date.now();
         for (const shard of shards) this.unread.add(shard);
       }
     }

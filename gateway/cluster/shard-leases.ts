@@ -34,12 +34,13 @@ export class ShardLeases {
   private members: string[] = [];
   private wakeReader?: () => void;
   /**
-   * The read loop's current round, from the read (a blocking one, up to heartbeatMs) to the end of its processing:
-   * a shard's state is dropped and its lease given back only after it. Every entry the log delivered to this
-   * member is then either processed or left pending here, where the next owner's `takePending` finds it; a read
-   * still blocked when the lease is given back would take entries meant for the next owner, who never reads them.
+   * Work under way with the shards it concerns: reads (a blocking one, up to heartbeatMs) and the processing of
+   * what they delivered. A shard's state is dropped and its lease given back only after its own: every entry the
+   * log delivered to this member is then either processed or left pending here, where the next owner's
+   * `takePending` finds it; a read still blocked when the lease is given back would take entries meant for the
+   * next owner, who never reads them.
    */
-  private processing: Promise<unknown> = Promise.resolve();
+  private readonly underway = new Map<Promise<void>, readonly number[]>();
 
   constructor(
     private readonly coordination: Coordination,
@@ -89,13 +90,14 @@ export class ShardLeases {
     return this.held.get(shard) === state && this.holds(shard);
   }
 
-  /** Runs one round of the read loop; shards are dropped only once it ends. */
-  round(work: Promise<void>): Promise<unknown> {
-    this.processing = work;
-    return this.processing;
+  /** Tracks work on these shards (it must not reject): they are dropped only once it ends. */
+  track(shards: readonly number[], work: Promise<void>): Promise<void> {
+    const tracked: Promise<void> = work.finally(() => this.underway.delete(tracked));
+    this.underway.set(tracked, shards);
+    return tracked;
   }
 
-  /** Waits until a shard turns ready, `wake()` is called or `ms` pass. */
+  /** Waits until a shard turns ready, `wake()` is called (a shard's entries done) or `ms` pass. */
   async untilReady(ms: number): Promise<void> {
     await new Promise<void>((resolve) => {
       const timer = setTimeout(resolve, ms);
@@ -196,7 +198,7 @@ export class ShardLeases {
     this.held.delete(shard);
     const leaving = (async () => {
       await state.starting;
-      await this.processing;
+      await Promise.all([...this.underway].filter(([, shards]) => shards.includes(shard)).map(([work]) => work));
       this.handler.lose(shard);
       if (release) {
         await this.coordination
