@@ -17,9 +17,6 @@ const MAX_REMEMBERED = 1024;
 /** Organizations of entries delivered to this member and not acknowledged yet, at most (past it forgotten: counts then drift up until the shard drains). */
 const MAX_DELIVERED = 100_000;
 
-/** Redis Cluster: how often at most every shard read is asked, messages or not (see the class comment). */
-const ASK_ALL_MS = 1000;
-
 type RawEntry = [Buffer, Buffer[]];
 /** ioredis has the command but its typings lack the Buffer variant (msgpack needs the raw bytes). */
 interface XAutoClaim {
@@ -45,8 +42,9 @@ interface XAutoClaim {
  * slots: a read asks without blocking (one write per node) the shards that may have new entries, those named by
  * an `appended` message (SPUBLISH, in the append's transaction, on the shard's node) since they were last asked,
  * or whose last answer was full; with none, it waits for such a message. At the end of a read without one, every
- * shard is asked, at most every ASK_ALL_MS (reads are short while other shards are processed): a message lost (the
- * subscriber reconnecting) delays an entry by about that much at most.
+ * shard is asked, at most once per longest `blockMs` a read was given (the reader's short reads while other shards
+ * are processed do not ask them all each time): a message lost (the subscriber reconnecting) delays an entry by
+ * about that much at most.
  *
  * An owner reading back an entry it appended itself takes the records it appended, by entry id, instead of
  * decoding their bytes: the same values, since the bytes were packed from them.
@@ -62,7 +60,9 @@ export class RedisShardLog implements ShardLog {
   private readonly following = new Set<number>();
   private readonly unread = new Set<number>();
   private wake?: () => void;
+  /** Cluster: when every shard read was last asked, and the longest `blockMs` a read was given (how often they are). */
   private askedAllAt = 0;
+  private askAllEveryMs = 0;
   private closing = false;
   /** Shards of the last read: only their appends are remembered. */
   private reading = new Set<number>();
@@ -205,6 +205,7 @@ export class RedisShardLog implements ShardLog {
   /** Redis Cluster: the shards that may have new entries asked without blocking (see the class comment). */
   private async readEachShard(shards: readonly number[], blockMs: number): Promise<Map<number, ShardEntry[]>> {
     await this.follow(shards);
+    this.askAllEveryMs = Math.max(this.askAllEveryMs, blockMs);
     const deadline = Date.now() + blockMs;
     const delivered = new Map<number, ShardEntry[]>();
     if (shards.length === 0) return delivered;
@@ -235,7 +236,7 @@ export class RedisShardLog implements ShardLog {
       if (
         !shards.some((shard) => this.unread.has(shard)) &&
         !(await this.appendedWithin(left)) &&
-        Date.now() - this.askedAllAt >= ASK_ALL_MS
+        Date.now() - this.askedAllAt >= this.askAllEveryMs
       ) {
         this.askedAllAt = Date.now();
         for (const shard of shards) this.unread.add(shard);
