@@ -241,6 +241,55 @@ describe('ZoneIndex', () => {
     );
   });
 
+  it('answers as testing every zone for polygons of many vertices, each cell of a block placed in one pass (seeded property, issue 28 item 6)', () => {
+    // Stars and scribbles of up to 400 vertices, convex, concave and self-crossing, some on a 1/4 m lattice (edges
+    // along cell lines, through cell corners and centres); positions at cell centres (what decides a whole cell),
+    // corners, vertices and anywhere.
+    const lattice = (n: number) => Math.round(n * 4) / 4;
+    const polygon = fc
+      .record({
+        cx: fc.double({ min: 0, max: 20, noNaN: true }),
+        cy: fc.double({ min: 0, max: 20, noNaN: true }),
+        radii: fc.array(fc.double({ min: 0.2, max: 14, noNaN: true }), { minLength: 3, maxLength: 400 }),
+        turns: fc.integer({ min: 1, max: 3 }),
+        snapped: fc.boolean(),
+      })
+      .map(({ cx, cy, radii, turns, snapped }): Zone['shape'] => {
+        const ring = radii.map((radius, i): Point => {
+          const angle = (2 * Math.PI * turns * i) / radii.length;
+          const x = cx + radius * Math.cos(angle);
+          const y = cy + radius * Math.sin(angle);
+          return snapped ? [lattice(x), lattice(y)] : [x, y];
+        });
+        return { type: 'polygon', ring: [...ring, ring[0]!] };
+      });
+    const cellPoint = fc.tuple(fc.integer({ min: -12, max: 34 }), fc.integer({ min: -12, max: 34 }), fc.constantFrom(0, 0.5));
+    fc.assert(
+      fc.property(
+        fc.array(polygon, { minLength: 1, maxLength: 6 }),
+        fc.array(cellPoint, { minLength: 1, maxLength: 30 }),
+        fc.array(fc.tuple(fc.double({ min: -12, max: 34, noNaN: true }), fc.double({ min: -12, max: 34, noNaN: true })), { maxLength: 30 }),
+        (shapes, cellPoints, anywhere) => {
+          const zones: Zone[] = shapes.map((zoneShape, i) => ({ id: `z${i}`, kind: 'geofence', floorId: 1, shape: zoneShape }));
+          const index = new ZoneIndex(zones);
+          const vertices = zones.flatMap((zone) => (zone.shape.type === 'polygon' ? zone.shape.ring.slice(0, 8) : []));
+          const positions: Point[] = [...cellPoints.map(([x, y, offset]): Point => [x + offset, y + offset]), ...vertices, ...anywhere];
+          for (const [x, y] of [...positions, ...positions]) {
+            const expected = zones
+              .filter((zone) => {
+                const box = zoneBBox(zone.shape)!;
+                return box.minX <= x && x <= box.maxX && box.minY <= y && y <= box.maxY && zoneContains(zone, x, y);
+              })
+              .map((zone) => zone.id)
+              .sort();
+            expect(ids(index.zonesAt(1, x, y))).toEqual(expected);
+          }
+        },
+      ),
+      { numRuns: 200, seed: 28_6 },
+    );
+  });
+
   it('answers far from the origin, and outside every zone, without a cell', () => {
     const far = 1e9;
     const index = new ZoneIndex([
