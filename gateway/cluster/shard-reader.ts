@@ -42,7 +42,10 @@ export class ShardReader {
     this.reading = this.readLoop();
   }
 
-  /** Resolves once the loop has ended (after `running` turned false and the reader was woken) and every shard's entries under way are done. */
+  /**
+   * Resolves once the loop has ended (after `running` turned false and the reader was woken) and every shard's
+   * entries under way are done.
+   */
   stopped(): Promise<void> | undefined {
     return this.reading;
   }

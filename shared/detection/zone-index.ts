@@ -52,6 +52,8 @@ interface Item extends BBox {
   ring: Float64Array | null;
   /** Position in its floor's items: what grid cells hold. */
   ordinal: number;
+  /** A polygon's edges by band of block rows (`ringBands`), listed at its first fill; null: every edge is looked at. */
+  bands?: Map<number, Int32Array> | null;
 }
 
 const finite = (p: Point | undefined): p is Point => p !== undefined && Number.isFinite(p[0]) && Number.isFinite(p[1]);
@@ -130,6 +132,39 @@ type Placement = typeof OUTSIDE | typeof INSIDE | typeof CROSSED;
 const blockCrossed = new Uint8Array(BLOCK_CELLS * BLOCK_CELLS);
 const blockParity = new Uint8Array(BLOCK_CELLS * BLOCK_CELLS);
 const blockPlacements = new Uint8Array(BLOCK_CELLS * BLOCK_CELLS);
+const NO_EDGES = new Int32Array(0);
+
+/** A band of blocks' rows: the block rows at y in [band * BAND_M, (band + 1) * BAND_M). */
+const BAND_M = BLOCK_CELLS * CELL_M;
+/** Edge listings a ring's bands may hold per edge before the ring is scanned whole instead (edges kilometres long). */
+const MAX_BAND_ENTRIES_PER_EDGE = 16;
+
+/**
+ * A ring's edges (as the ring index of their end vertex) listed by band: every edge that reaches within a cell of a
+ * band's rows is in its list, which is all a block of that band's fill needs (placeRingInBlock rejects the others
+ * first), in ring order; one band of slack each side. Null when edges span so many bands that listing them would
+ * cost more than it saves.
+ */
+function ringBands(ring: Float64Array): Map<number, Int32Array> | null {
+  const spans: number[] = [];
+  let entries = 0;
+  for (let i = 0, j = ring.length - 2; i < ring.length; j = i, i += 2) {
+    const from = Math.floor(Math.min(ring[j + 1]!, ring[i + 1]!) / BAND_M) - 1;
+    const to = Math.floor(Math.max(ring[j + 1]!, ring[i + 1]!) / BAND_M) + 1;
+    spans.push(from, to);
+    entries += to - from + 1;
+  }
+  if (entries > MAX_BAND_ENTRIES_PER_EDGE * (ring.length / 2)) return null;
+  const lists = new Map<number, number[]>();
+  for (let edge = 0; edge < spans.length / 2; edge++) {
+    for (let band = spans[2 * edge]!; band <= spans[2 * edge + 1]!; band++) {
+      let list = lists.get(band);
+      if (!list) lists.set(band, (list = []));
+      list.push(2 * edge);
+    }
+  }
+  return new Map([...lists].map(([band, list]) => [band, Int32Array.from(list)]));
+}
 
 /**
  * Where a polygon lies relative to each cell (a closed box) cx0..cx1 x cy0..cy1 of the block whose first cell is
@@ -141,11 +176,12 @@ const blockPlacements = new Uint8Array(BLOCK_CELLS * BLOCK_CELLS);
  * tested only against the cells near its box (one cell of slack each side, where the box test rejects), and
  * takes its part in the parity of the centres of the rows its y span covers; the tests are those of a cell at a
  * time and pointInFlatRing's crossing test, term for term (its boundary test cannot hold at the centre of a cell
- * no edge comes near). A block of 200 fences of 1,000 vertices, one cell at a time, held the event loop 10-30 ms
- * (issue 28 item 6).
+ * no edge comes near). `edges`: those to look at (ring indices of their end vertex, `ringBands`), or all. A block of
+ * 200 fences of 1,000 vertices, one cell at a time, held the event loop 10-30 ms (issue 28 item 6).
  */
 function placeRingInBlock(
   ring: Float64Array,
+  edges: Int32Array | null,
   bx: number,
   by: number,
   cx0: number,
@@ -159,7 +195,10 @@ function placeRingInBlock(
   // Edges wholly above or below the rows asked for, with a cell to spare, touch none of them: most, by far.
   const belowRows = cy0 * CELL_M - CELL_M;
   const aboveRows = (cy1 + 2) * CELL_M;
-  for (let i = 0, j = ring.length - 2; i < ring.length; j = i, i += 2) {
+  const count = edges ? edges.length : ring.length / 2;
+  for (let edge = 0; edge < count; edge++) {
+    const i = edges ? edges[edge]! : 2 * edge;
+    const j = i === 0 ? ring.length - 2 : i - 2;
     const ay = ring[j + 1]!;
     const bye = ring[i + 1]!;
     if ((ay < belowRows && bye < belowRows) || (ay > aboveRows && bye > aboveRows)) continue;
@@ -304,7 +343,11 @@ class FloorZones {
       const cx1 = Math.min(bx + BLOCK_CELLS - 1, Math.floor((item.maxX + EDGE_MARGIN_M) / CELL_M));
       const cy0 = Math.max(by, Math.floor((item.minY - EDGE_MARGIN_M) / CELL_M));
       const cy1 = Math.min(by + BLOCK_CELLS - 1, Math.floor((item.maxY + EDGE_MARGIN_M) / CELL_M));
-      if (item.ring) placeRingInBlock(item.ring, bx, by, cx0, cx1, cy0, cy1, blockPlacements);
+      if (item.ring) {
+        if (item.bands === undefined) item.bands = ringBands(item.ring);
+        const edges = item.bands ? (item.bands.get(by / BLOCK_CELLS) ?? NO_EDGES) : null;
+        placeRingInBlock(item.ring, edges, bx, by, cx0, cx1, cy0, cy1, blockPlacements);
+      }
       for (let cx = cx0; cx <= cx1; cx++) {
         for (let cy = cy0; cy <= cy1; cy++) {
           const slot = (cx - bx) * BLOCK_CELLS + (cy - by);
@@ -352,7 +395,7 @@ export class ZoneIndex {
       if (!items) byFloor.set(zone.floorId, (items = []));
       // Spelled out, not spread: rbush reads these boxes on every query, and a spread copy made slow objects.
       const ring = zone.shape.type === 'polygon' ? flattenRing(zone.shape.ring) : null;
-      items.push({ minX: box.minX, minY: box.minY, maxX: box.maxX, maxY: box.maxY, zone, ring, ordinal: items.length });
+      items.push({ minX: box.minX, minY: box.minY, maxX: box.maxX, maxY: box.maxY, zone, ring, ordinal: items.length, bands: undefined });
       size++;
     }
     for (const [floorId, items] of byFloor) this.floors.set(floorId, new FloorZones(items));
