@@ -5,6 +5,7 @@ import { LocalShardLog } from '../../../gateway/cluster/local-shard-log.js';
 import { shardOfBuilding } from '../../../gateway/cluster/rendezvous.js';
 import type { ShardHandler } from '../../../gateway/cluster/shard-handler.js';
 import { createLogger } from '../../../shared/logger.js';
+import { positionRecord } from '../../../testkit/positions.js';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const until = async (check: () => boolean | Promise<boolean>) => {
@@ -17,22 +18,8 @@ const LIGHT_BUILDING = 1;
 const heavyShard = shardOfBuilding(HEAVY_BUILDING, SHARDS);
 const lightShard = shardOfBuilding(LIGHT_BUILDING, SHARDS);
 
-const record = (deviceId: string, organizationId: string, buildingId: number) => ({
-  organizationId,
-  deviceId,
-  userId: null,
-  buildingId,
-  floorId: 1,
-  indoor: true,
-  x: 1,
-  y: 1,
-  lat: 0,
-  lng: 0,
-  yaw: 0,
-  accuracy: null,
-  timestamp: 1,
-  receivedAt: 1,
-});
+const record = (deviceId: string, organizationId: string, buildingId: number) =>
+  positionRecord({ deviceId, organizationId, buildingId, timestamp: 1 });
 
 describe('ShardReader: each shard read again as soon as its own entries are done (issue 28 item 6)', () => {
   let node: ClusterNode | undefined;
@@ -42,6 +29,20 @@ describe('ShardReader: each shard read again as soon as its own entries are done
     await node?.stop();
     node = undefined;
   });
+
+  /** A member owning both shards, each ready. */
+  async function started(handler: ShardHandler, log: LocalShardLog): Promise<ClusterNode> {
+    const member = new ClusterNode(
+      new LocalCoordination('only'),
+      log,
+      handler,
+      { shards: SHARDS, heartbeatMs: 50, ttlMs: 500 },
+      createLogger('silent'),
+    );
+    await member.start();
+    await until(() => member.readyShards.length === SHARDS);
+    return member;
+  }
 
   it("reads, processes and acknowledges tenant B's new entries while tenant A's shard is still being detected, each shard in order", async () => {
     expect(heavyShard).not.toBe(lightShard);
@@ -66,15 +67,7 @@ describe('ShardReader: each shard read again as soon as its own entries are done
       buildingsIn: () => 0,
     };
     const log = new LocalShardLog();
-    node = new ClusterNode(
-      new LocalCoordination('only'),
-      log,
-      handler,
-      { shards: SHARDS, heartbeatMs: 50, ttlMs: 500 },
-      createLogger('silent'),
-    );
-    await node.start();
-    await until(() => node!.readyShards.length === SHARDS);
+    node = await started(handler, log);
 
     await node.handOff([record('a1', 'tenant-a', HEAVY_BUILDING)]);
     await until(() => processed.includes('a1'));
@@ -113,15 +106,7 @@ describe('ShardReader: each shard read again as soon as its own entries are done
       buildingsIn: () => 0,
     };
     const log = new LocalShardLog();
-    node = new ClusterNode(
-      new LocalCoordination('only'),
-      log,
-      handler,
-      { shards: SHARDS, heartbeatMs: 50, ttlMs: 500 },
-      createLogger('silent'),
-    );
-    await node.start();
-    await until(() => node!.readyShards.length === SHARDS);
+    node = await started(handler, log);
     await node.handOff([record('b1', 'tenant-b', LIGHT_BUILDING)]);
     await until(() => finish !== undefined);
     const stopping = node.stop();
