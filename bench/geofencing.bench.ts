@@ -1,3 +1,4 @@
+import { STAGE_STEPS, type SkippableStage } from '../gateway/pipeline/position-pipeline.js';
 import { ADMIN_EMAIL, ADMIN_PASSWORD, login } from '../testkit/identity.js';
 import { startTestGateway, type RunningGateway } from '../testkit/test-gateway.js';
 import { startStageProfile, type Figure, type Scenario } from './harness.js';
@@ -23,6 +24,15 @@ const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
  */
 const EVENT_FRAMES = process.env.BENCH_EVENT_FRAMES ?? 'batched';
 if (EVENT_FRAMES !== 'batched' && EVENT_FRAMES !== 'single') throw new Error('BENCH_EVENT_FRAMES must be batched or single');
+/**
+ * Issue 33's floors: the gateway is run once per BENCH_SKIP_STAGE in this list (`none` is Floorcast whole), on one
+ * database and venue, in BENCH_STAGE_ROUNDS rounds whose order alternates, so each stage's cost is a figure of
+ * one sitting: Floorcast whole against itself without storing, without the bus, without detection.
+ */
+const STAGES = (process.env.BENCH_STAGES ?? 'none').split(',').map((stage) => stage.trim()) as SkippableStage[];
+for (const stage of STAGES)
+  if (!(stage in STAGE_STEPS)) throw new Error(`BENCH_STAGES: ${stage} is not one of ${Object.keys(STAGE_STEPS)}`);
+const STAGE_ROUNDS = Number(process.env.BENCH_STAGE_ROUNDS ?? 1);
 
 /** A rectangle of sides `w` x `h` centred on (cx, cy), turned by `angle`, as a closed ring of floor metres. */
 export function rotatedRectangle(cx: number, cy: number, w: number, h: number, angle: number): [number, number][] {
@@ -80,6 +90,22 @@ async function setupGeofencingVenue(running: RunningGateway, fences: number): Pr
   return { token, buildingId: building.body.id, floorId: floor.body.id };
 }
 
+/**
+ * The workload's fences in one building (past GEOFENCES_MAX_PER_BUILDING's default of 2,000). Comparing stages,
+ * an upload waits up to a minute for detection to catch up instead of 2 s: with storing skipped, uploads outrun
+ * the detectors, and the figure is then detection's pace rather than refused uploads.
+ */
+function gatewaySettings(fences: number): Record<string, string> {
+  const comparing = STAGES.length > 1 || STAGE_ROUNDS > 1;
+  return {
+    LOG_LEVEL: 'silent',
+    GEOFENCES_MAX_PER_BUILDING: String(Math.max(2000, fences)),
+    ...(comparing ? { CLUSTER_BACKLOG_WAIT_MS: '60000' } : {}),
+  };
+}
+
+const mean = (values: number[]) => values.reduce((total, value) => total + value, 0) / values.length;
+
 interface Measured {
   positionsPerSecond: number;
   eventsPerSecond: number;
@@ -105,15 +131,19 @@ export const geofencingScenario: Scenario = {
     const log = (line: string) => process.stdout.write(`  ${line}\n`);
     const perFence: { fences: number; http: Measured; ws: Measured }[] = [];
     for (const fences of FENCE_COUNTS) {
-      const running = await startTestGateway({ LOG_LEVEL: 'silent' });
+      // Round r runs the stages in order, or backwards when r is odd.
+      const order = Array.from({ length: STAGE_ROUNDS }, (_, round) => (round % 2 === 0 ? STAGES : [...STAGES].reverse())).flat();
+      let running = await startTestGateway({ ...gatewaySettings(fences), BENCH_SKIP_STAGE: order[0]! });
       const generator = LoadGenerator.start();
+      const byStage = new Map<SkippableStage, { http: number[]; ws: number[]; httpCpu: number[]; wsCpu: number[] }>();
       try {
         const started = performance.now();
         const venue = await setupGeofencingVenue(running, fences);
         log(
           `${formatRate(fences)} fences created in ${((performance.now() - started) / 1000).toFixed(1)} s; the subscriber takes ${EVENT_FRAMES} event frames`,
         );
-        const wsUrl = `${running.baseUrl.replace(/^http/, 'ws')}/api/v1/ws`;
+        // Of the gateway running now (each stage's gateway listens on a port of its own).
+        const wsUrl = () => `${running.baseUrl.replace(/^http/, 'ws')}/api/v1/ws`;
         const fleet = (prefix: string): VenueSpec => ({
           buildingId: venue.buildingId,
           floorId: venue.floorId,
@@ -123,20 +153,21 @@ export const geofencingScenario: Scenario = {
           length: FLOOR_M,
           walk: { kind: 'random', seed: SEED, stepM: 1 },
         });
-        const http = { type: 'http' as const, url: `${running.baseUrl}/api/v1/realtime/positions`, token: venue.token };
-        const subscriber = {
-          url: `${wsUrl}?events=${EVENT_FRAMES}`,
+        const http = () => ({ type: 'http' as const, url: `${running.baseUrl}/api/v1/realtime/positions`, token: venue.token });
+        const ws = () => ({ type: 'ws' as const, url: wsUrl(), token: venue.token, sockets: WS_SOCKETS });
+        const subscriber = () => ({
+          url: `${wsUrl()}?events=${EVENT_FRAMES}`,
           token: venue.token,
           geofenceEventsTopic: `buildings/${venue.buildingId}/geofence-events`,
           measure: false,
-        };
+        });
         const measure = async (label: string, target: LoadCommand['target'], prefix: string): Promise<Measured> => {
           const base = { venue: fleet(prefix), batch: BATCH, lanes: LANES };
           // Each device's first position, before timing starts (it enters its first fences here).
-          await generator.run({ ...base, target: http, rounds: 1, warmupMs: 0, durationMs: 0 });
+          await generator.run({ ...base, target: http(), rounds: 1, warmupMs: 0, durationMs: 0 });
           const cpuBefore = process.cpuUsage();
           const profile = await startStageProfile(SCENARIO, `F=${fences} ${label}`); // BENCH_PROFILE=1 only
-          const result = await generator.run({ ...base, target, warmupMs: 1000, durationMs: SECONDS * 1000, subscribe: subscriber });
+          const result = await generator.run({ ...base, target, warmupMs: 1000, durationMs: SECONDS * 1000, subscribe: subscriber() });
           const cpu = process.cpuUsage(cpuBefore);
           figures.push(
             ...((await profile?.finish({
@@ -162,30 +193,68 @@ export const geofencingScenario: Scenario = {
             result,
           };
           log(
-            `F=${formatRate(fences)} ${label}: ${formatRate(positionsPerSecond)} pos/s, ${formatRate(eventsPerSecond)} enter/exit/s (${measured.eventsPerPosition.toFixed(2)} per position), ack p99 ${result.ackMs.p99.toFixed(1)} ms, gateway CPU ${gatewayCpuUsPerPosition.toFixed(1)} µs/position, generator CPU ${(result.generatorCpu * 100).toFixed(0)}%`,
+            `F=${formatRate(fences)} ${label}: ${formatRate(positionsPerSecond)} pos/s, ${formatRate(eventsPerSecond)} enter/exit/s (${measured.eventsPerPosition.toFixed(2)} per position), ack p99 ${result.ackMs.p99?.toFixed(1)} ms, gateway CPU ${gatewayCpuUsPerPosition.toFixed(1)} µs/position, generator CPU ${(result.generatorCpu * 100).toFixed(0)}%`,
           );
           return measured;
         };
         if (MATERIALIZER_VARIANT) {
           // Off and on back to back (materializer-load.ts), instead of the figures below.
-          const ws = { type: 'ws' as const, url: wsUrl, token: venue.token, sockets: WS_SOCKETS };
           const acked = (m: Measured) => ({ positionsPerSecond: m.positionsPerSecond, acked: m.result.ackedPoses });
           const protocols = [
-            { label: 'HTTP', run: async () => acked(await measure(`HTTP (${LANES} uploads in flight)`, http, 'h-')) },
+            { label: 'HTTP', run: async () => acked(await measure(`HTTP (${LANES} uploads in flight)`, http(), 'h-')) },
             {
               label: 'WebSocket upload',
-              run: async () => acked(await measure(`WebSocket (${WS_SOCKETS} sockets, ${LANES} uploads in flight)`, ws, 'w-')),
+              run: async () => acked(await measure(`WebSocket (${WS_SOCKETS} sockets, ${LANES} uploads in flight)`, ws(), 'w-')),
             },
           ];
           for (const figure of await materializerOnOff(running, fences, DEVICES, venue.buildingId, protocols, log)) add(figure);
           continue;
         }
-        const overHttp = await measure(`HTTP (${LANES} uploads in flight)`, http, 'h-');
-        const overWs = await measure(
-          `WebSocket (${WS_SOCKETS} sockets, ${LANES} uploads in flight)`,
-          { type: 'ws', url: wsUrl, token: venue.token, sockets: WS_SOCKETS },
-          'w-',
-        );
+        let overHttp: Measured | undefined;
+        let overWs: Measured | undefined;
+        for (const [run, stage] of order.entries()) {
+          if (run > 0) {
+            // The same database and venue, a gateway without this stage (devices and detector state start afresh),
+            // on Redis keys of its own (removed with the environment's): the last gateway's shard streams hold
+            // uploads it handed to itself, which a new member would first have to detect.
+            const { environment } = running;
+            await running.gateway.close();
+            const prefix = environment.env.REDIS_PREFIX;
+            const redis: Record<string, string> = prefix === undefined ? {} : { REDIS_PREFIX: `${prefix}-${run}` };
+            running = await startTestGateway({ ...gatewaySettings(fences), BENCH_SKIP_STAGE: stage, ...redis }, {}, environment);
+          }
+          const skipping = stage === 'none' ? '' : `, ${stage} skipped`;
+          const prefix = `${stage[0]}${run}`;
+          const h = await measure(`HTTP (${LANES} uploads in flight)${skipping}`, http(), `${prefix}h-`);
+          const w = await measure(`WebSocket (${WS_SOCKETS} sockets, ${LANES} uploads in flight)${skipping}`, ws(), `${prefix}w-`);
+          const runs = byStage.get(stage) ?? { http: [], ws: [], httpCpu: [], wsCpu: [] };
+          runs.http.push(h.positionsPerSecond);
+          runs.ws.push(w.positionsPerSecond);
+          runs.httpCpu.push(h.gatewayCpuUsPerPosition);
+          runs.wsCpu.push(w.gatewayCpuUsPerPosition);
+          byStage.set(stage, runs);
+          if (stage === 'none' && !overHttp) [overHttp, overWs] = [h, w];
+        }
+        if (STAGES.length > 1 || STAGE_ROUNDS > 1) {
+          const whole = byStage.get('none');
+          for (const [stage, runs] of byStage) {
+            // The mean of the rounds: with two, a median would be the slower one alone.
+            const ratio = (values: number[], of?: number[]) => (of ? ` (${(mean(values) / mean(of)).toFixed(2)}x whole)` : '');
+            log(
+              `F=${formatRate(fences)} ${stage === 'none' ? 'whole' : `${stage} skipped`}: HTTP ${runs.http.map(formatRate).join(' / ')} pos/s${ratio(runs.http, whole?.http)}, ${mean(runs.httpCpu).toFixed(1)} µs/position; WebSocket ${runs.ws.map(formatRate).join(' / ')}${ratio(runs.ws, whole?.ws)}, ${mean(runs.wsCpu).toFixed(1)} µs/position`,
+            );
+            for (const [label, values] of [
+              ['HTTP', runs.http],
+              ['WebSocket upload', runs.ws],
+            ] as const)
+              add({
+                metric: `F=${fences}: acknowledged positions over ${label}, ${stage === 'none' ? 'whole' : `${stage} skipped`} (mean of ${values.length})`,
+                value: mean(values),
+                unit: 'pos/s',
+              });
+          }
+        }
+        if (!overHttp || !overWs) continue; // BENCH_STAGES without none: the floors only
         perFence.push({ fences, http: overHttp, ws: overWs });
         const positionTarget = fences <= 1000 ? { target: '>= 40,000 pos/s (peer in memory: 40,500)' } : {};
         const eventTarget = fences >= 10_000 ? { target: '>= 40,000 events/s (peer: ~25,000)' } : {};

@@ -40,7 +40,8 @@ export const ingestScenario: Scenario = {
     const figures: Figure[] = [];
     const add = (figure: Omit<Figure, 'scenario'>) => figures.push({ scenario: SCENARIO, ...figure });
     const log = (line: string) => process.stdout.write(`  ${line}\n`);
-    const running = await startTestGateway({ LOG_LEVEL: 'silent' });
+    // BENCH_SKIP_STAGE (store, detection; bus leaves the subscriber nothing to time) measures a stage's floor.
+    const running = await startTestGateway({ LOG_LEVEL: 'silent', BENCH_SKIP_STAGE: process.env.BENCH_SKIP_STAGE ?? 'none' });
     const generator = LoadGenerator.start();
     try {
       const services = running.gateway.services;

@@ -157,7 +157,9 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
     owners: cluster,
     trackingWindows,
     maxAgeMs: config.POSITIONS_MAX_AGE_SECONDS * 1000,
+    skipStage: config.BENCH_SKIP_STAGE,
   });
+  if (config.BENCH_SKIP_STAGE !== 'none') logger.warn({ stage: config.BENCH_SKIP_STAGE }, 'BENCH_SKIP_STAGE: positions skip this stage');
   const routing = new RoutingService(storage, registry, realtime.live, bus);
   const evacuations = new EvacuationService(
     storage,

@@ -303,6 +303,8 @@ export const configSchema = z.object({
   CLUSTER_MAX_BACKLOG: z.coerce.number().int().min(0).default(1000),
   /** How long an upload waits for its building's detection to catch up before it is refused with 503 and Retry-After, in ms. */
   CLUSTER_BACKLOG_WAIT_MS: z.coerce.number().int().min(0).max(60_000).default(2000),
+  /** BENCH ONLY, loses data: takes one stage out of the position pipeline (`store`: nothing stored, `bus`: nothing published, `detection`: no detector runs) so a bench measures its floor; refused when NODE_ENV=production. */
+  BENCH_SKIP_STAGE: z.enum(['none', 'store', 'bus', 'detection']).default('none'),
 });
 
 export type Config = z.output<typeof configSchema>;
@@ -325,6 +327,11 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   if (parsed.data.REDIS_URL !== undefined && parsed.data.REDIS_CLUSTER_NODES !== undefined) {
     throw new ConfigError([
       { variable: 'REDIS_CLUSTER_NODES', message: 'set REDIS_URL (one Redis) or REDIS_CLUSTER_NODES (a Redis Cluster), not both' },
+    ]);
+  }
+  if (parsed.data.BENCH_SKIP_STAGE !== 'none' && env.NODE_ENV === 'production') {
+    throw new ConfigError([
+      { variable: 'BENCH_SKIP_STAGE', message: 'a bench-only switch that drops positions or events: unset it in production' },
     ]);
   }
   if (!isLoopback(parsed.data.METRICS_HOST) && parsed.data.METRICS_TOKEN === undefined) {

@@ -29,7 +29,18 @@ export interface PipelineDependencies {
   maxAgeMs?: number;
   /** The people's tracking windows (gateway/privacy); none: every position is kept. */
   trackingWindows?: TrackingWindows;
+  /** BENCH_SKIP_STAGE: a stage the steps leave out, for a bench to measure its floor; none in production. */
+  skipStage?: SkippableStage;
 }
+
+/** The steps that make each stage a bench may take away (BENCH_SKIP_STAGE). */
+export const STAGE_STEPS = {
+  none: [],
+  store: ['persist'],
+  bus: ['publish'],
+  detection: ['pace-to-detection', 'hand-to-owners'],
+} as const satisfies Record<string, readonly string[]>;
+export type SkippableStage = keyof typeof STAGE_STEPS;
 
 /**
  * The hot path, in order. Enrich first (validate, georeference, attach buildings and devices), then raise
@@ -49,7 +60,7 @@ export interface PipelineDependencies {
  * and push what they find, alarms stored before pushed.
  */
 export function positionSteps(deps: PipelineDependencies): PipelineStep<PositionBatch>[] {
-  return [
+  const steps: PipelineStep<PositionBatch>[] = [
     { name: 'validate', critical: true, run: (batch) => validate(batch, deps.maxAgeMs ?? DEFAULT_POSITIONS_MAX_AGE_MS) },
     { name: 'georeference', critical: true, run: (batch) => georeference(batch, deps.registry) },
     { name: 'refuse-invalid', critical: true, run: refuseInvalid },
@@ -61,6 +72,9 @@ export function positionSteps(deps: PipelineDependencies): PipelineStep<Position
     { name: 'persist', critical: true, run: (batch) => deps.writer.write(batch.records) },
     { name: 'hand-to-owners', run: (batch) => deps.owners.handOff(batch.records, batch.published) },
   ];
+  // Left out of the list once, at boot, so the hot path itself never asks.
+  const skipped: readonly string[] = STAGE_STEPS[deps.skipStage ?? 'none'];
+  return skipped.length === 0 ? steps : steps.filter((step) => !skipped.includes(step.name));
 }
 
 export class PositionPipeline {

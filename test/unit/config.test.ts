@@ -71,6 +71,14 @@ describe('config', () => {
     );
   });
 
+  it('takes no pipeline stage away unless BENCH_SKIP_STAGE is set, and refuses it when NODE_ENV=production', () => {
+    expect(loadConfig({}).BENCH_SKIP_STAGE).toBe('none');
+    expect(loadConfig({ NODE_ENV: 'production' }).BENCH_SKIP_STAGE).toBe('none');
+    expect(loadConfig({ BENCH_SKIP_STAGE: 'store' }).BENCH_SKIP_STAGE).toBe('store');
+    expect(() => loadConfig({ BENCH_SKIP_STAGE: 'store', NODE_ENV: 'production' })).toThrow(/BENCH_SKIP_STAGE: a bench-only switch/);
+    expect(() => loadConfig({ BENCH_SKIP_STAGE: 'everything' })).toThrow(/BENCH_SKIP_STAGE/);
+  });
+
   it('treats empty strings as unset', () => {
     const config = loadConfig({ DATABASE_URL: '', REDIS_URL: ' ', JWT_SECRET: '' });
     expect(config.DATABASE_URL).toBeUndefined();

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { Principal } from '../../gateway/auth/principal.js';
-import { PositionPipeline, type PipelineDependencies } from '../../gateway/pipeline/position-pipeline.js';
+import { PositionPipeline, STAGE_STEPS, type PipelineDependencies, type SkippableStage } from '../../gateway/pipeline/position-pipeline.js';
 import type { Bus } from '../../gateway/bus-channels.js';
 import { createLogger } from '../../shared/logger.js';
 import type { PositionWriter } from '../../shared/positions/position-writer.js';
@@ -163,4 +163,56 @@ describe('position pipeline validation (clock injected through receivedAt)', () 
     await pipeline.process(principal, [pose('owned-by-colleague')], receivedAt); // an admin uploads for anyone
     expect(written).toEqual(['new-device', 'owned-by-colleague']);
   });
+});
+
+describe('BENCH_SKIP_STAGE: each switch takes exactly its stage out of the hot path', () => {
+  /** A pipeline over fakes that record what each stage did with one upload. */
+  function recordingPipeline(skipStage?: SkippableStage) {
+    const events: string[] = [];
+    const deps: PipelineDependencies = {
+      registry: { peek: () => undefined, get: async () => undefined, buildingAt: async () => undefined } as never,
+      devices: {
+        resolve: async (_: string, identifiers: string[]) =>
+          identifiers.map((identifier) => ({ id: identifier, identifier, userId: null })),
+      } as never,
+      writer: { write: async (records: unknown[]) => void events.push(`stored ${records.length}`) } as unknown as PositionWriter,
+      bus: { nodeId: 'n', publish: async (channel: string) => void events.push(`published on ${channel}`) } as unknown as Bus,
+      logger: createLogger('silent'),
+      alarms: { raise: async () => void events.push('alarms raised') },
+      owners: {
+        admit: () => void events.push('paced'),
+        handOff: async (records) => void events.push(`handed ${records.length} to owners`),
+      },
+      skipStage,
+    };
+    return { pipeline: new PositionPipeline(deps), events };
+  }
+  const everything = ['alarms raised', 'paced', 'published on positions', 'stored 1', 'handed 1 to owners'];
+  const takenAway: Record<Exclude<SkippableStage, 'none'>, string[]> = {
+    store: ['stored 1'],
+    bus: ['published on positions'],
+    detection: ['paced', 'handed 1 to owners'],
+  };
+
+  it('runs every stage when nothing is skipped (unset or none)', async () => {
+    for (const skip of [undefined, 'none'] as const) {
+      const { pipeline, events } = recordingPipeline(skip);
+      await pipeline.process(principal, [pose]);
+      expect(events).toEqual(everything);
+    }
+  });
+
+  for (const [stage, missing] of Object.entries(takenAway) as [Exclude<SkippableStage, 'none'>, string[]][]) {
+    it(`${stage}: the upload is acknowledged with every other stage done, and only that one left out`, async () => {
+      const { pipeline, events } = recordingPipeline(stage);
+      const batch = await pipeline.process(principal, [pose]);
+      expect(batch.records).toHaveLength(1);
+      expect(events).toEqual(everything.filter((event) => !missing.includes(event)));
+      // Resolved once into the list of steps: the hot path holds no step of the stage.
+      const full = recordingPipeline().pipeline.steps.map((step) => step.name);
+      expect(pipeline.steps.map((step) => step.name)).toEqual(
+        full.filter((name) => !(STAGE_STEPS[stage] as readonly string[]).includes(name)),
+      );
+    });
+  }
 });
