@@ -76,10 +76,22 @@ export class DetectionEngine {
     /** The detectors run (the list of detectors/index.ts; a test may give its own). */
     detectors = createDetectors,
   ) {
+    // A detector reading another's state learns where it is once the list is made.
+    const readers: { name: string; at(index: number): void }[] = [];
     this.detectors = detectors({
       buildings: this.buildings,
       detectionOf: (buildingId) => this.buildings.of(this.registry.peek(buildingId)),
+      stateOf: <S>(name: string) => {
+        let index = -1;
+        readers.push({ name, at: (found) => (index = found) });
+        return (device: DetectedDevice) => device.states[index] as S;
+      },
     });
+    for (const reader of readers) {
+      const index = this.detectors.findIndex((detector) => detector.name === reader.name);
+      if (index < 0) throw new Error(`a detector reads the state of ${reader.name}, which is not in the list`);
+      reader.at(index);
+    }
   }
 
   /** Devices whose detector state is held in memory (bounded by `maxDevices`). */
@@ -180,10 +192,12 @@ export class DetectionEngine {
     fix.record = record;
     fix.newest = newest;
     const { states } = state;
-    for (const detector of this.detectors) {
+    const { detectors } = this;
+    for (let index = 0; index < detectors.length; index++) {
+      const detector = detectors[index]!;
       // After a rebuild, zones and stays of the device's fixes are the late path's (see above).
       if (replayed && detector.clock === 'event') continue;
-      states[detector.name] = detector.observe(states[detector.name], fix, out);
+      states[index] = detector.observe(states[index], fix, out);
     }
     return out;
   }
@@ -202,11 +216,12 @@ export class DetectionEngine {
    * newest stored fix): the states it replayed (those of the event-time detectors, by name) replace the live ones,
    * unless a newer fix was run meanwhile (then the next late run sets it right).
    */
-  adoptReplay(organizationId: string, deviceId: string, observedThrough: number, replayed: DetectorStates): boolean {
+  adoptReplay(organizationId: string, deviceId: string, observedThrough: number, replayed: Readonly<Record<string, unknown>>): boolean {
     const state = this.devices.get(`${organizationId}|${deviceId}`);
     if (!state || (state.observedThrough ?? state.last.timestamp) !== observedThrough) return false;
     state.observedThrough = observedThrough;
-    Object.assign(state.states, replayed);
+    for (const [index, detector] of this.detectors.entries())
+      if (Object.hasOwn(replayed, detector.name)) state.states[index] = replayed[detector.name];
     return true;
   }
 
@@ -299,9 +314,9 @@ export class DetectionEngine {
       settledBefore: device.settledBefore,
       sweptTo: -Infinity,
       replaying: false,
-      states: {},
+      states: [],
     };
-    for (const detector of this.detectors) state.states[detector.name] = detector.restore(device, state);
+    for (const [index, detector] of this.detectors.entries()) state.states[index] = detector.restore(device, state);
     this.devices.set(key, state);
     if (this.devices.size > this.maxDevices) this.evictOldest(last.receivedAt);
   }
@@ -317,6 +332,7 @@ export class DetectionEngine {
     const out = this.evicted;
     this.evicted = emptyDetections();
     const sweep = this.sweeping;
+    const { detectors } = this;
     sweep.now = now;
     for (const [key, state] of this.devices) {
       const runtime = state.buildingId !== null ? this.registry.peek(state.buildingId) : undefined;
@@ -334,14 +350,15 @@ export class DetectionEngine {
       sweep.eventNow = eventNow;
       sweep.watchedSince = this.watchedSince(state.buildingId, now);
       const { states } = state;
-      for (const detector of this.detectors) {
+      for (let index = 0; index < detectors.length; index++) {
+        const detector = detectors[index]!;
         if (detector.clock === 'arrival') {
-          states[detector.name] = detector.sweep(states[detector.name], sweep, out);
+          states[index] = detector.sweep(states[index], sweep, out);
           continue;
         }
         if (state.replaying) continue;
         const found = out.zoneEvents.length + out.alarms.length;
-        states[detector.name] = detector.sweep(states[detector.name], sweep, out);
+        states[index] = detector.sweep(states[index], sweep, out);
         if (out.zoneEvents.length + out.alarms.length > found) state.sweptTo = eventNow;
       }
     }
@@ -353,13 +370,11 @@ export class DetectionEngine {
   private leaveBuilding(state: DeviceState, at: number, out: Detections): void {
     const runtime = state.buildingId !== null ? this.registry.peek(state.buildingId) : undefined;
     const leave = { device: state, detection: this.buildings.of(runtime), at };
-    for (const detector of this.detectors) detector.leave?.(state.states[detector.name], leave, out);
+    for (const [index, detector] of this.detectors.entries()) detector.leave?.(state.states[index], leave, out);
     state.states = this.initialStates();
   }
 
   private initialStates(): DetectorStates {
-    const states: DetectorStates = {};
-    for (const detector of this.detectors) states[detector.name] = detector.initial();
-    return states;
+    return this.detectors.map((detector) => detector.initial());
   }
 }

@@ -14,7 +14,7 @@ import type { Detections } from './detections.js';
  * events and alarms (`out`).
  */
 export interface Detector<S = unknown> {
-  /** Its state's key in a device's `states`. */
+  /** What names it (another detector reading its state asks for it by name: `DetectorContext.stateOf`). */
   readonly name: string;
   /**
    * `event`: it judges fixes on their fix time, so the late path (late-detection.ts) re-runs it, and here it skips
@@ -41,8 +41,8 @@ export interface Detector<S = unknown> {
   forgetBuilding?(buildingId: number): void;
 }
 
-/** Every detector's state of a device, by detector name (one may read another's: stays follow confirmed zones). */
-export type DetectorStates = Record<string, unknown>;
+/** Every detector's state of a device, in the order of the list (a detector reads another's through `DetectorContext.stateOf`). */
+export type DetectorStates = unknown[];
 
 /** A device as the detectors see it (the engine's own bookkeeping aside). */
 export interface DetectedDevice {
@@ -62,6 +62,11 @@ export interface DetectorContext {
   buildings: BuildingDetections;
   /** The detection of a building held by the registry (undefined when it is not loaded). */
   detectionOf(buildingId: number): BuildingDetection | undefined;
+  /**
+   * How to read, from a device, the state of the detector of that name, which must come earlier in the list (stays
+   * follow the zones confirmed): fails at construction otherwise.
+   */
+  stateOf<S>(name: string): (device: DetectedDevice) => S;
 }
 
 /**

@@ -12,7 +12,7 @@ import {
   type Sweep,
 } from '../detector.js';
 import type { DetectedAlarm, Detections } from '../detections.js';
-import { zonesOf } from './zones.js';
+import { ZONES } from './zones.js';
 
 /**
  * A max-stay alarm at `place`, keyed by its stay (one alarm per stay, whoever finds it: the live path, a sweep, the
@@ -87,9 +87,12 @@ export class StayDetector implements Detector<StaysState> {
   readonly name = STAYS;
   readonly clock = 'event' as const;
   private readonly buildings: BuildingDetections;
+  /** The device's zones as the zone detector holds them. */
+  private readonly zonesOf: (device: DetectedDevice) => transition.TransitionState;
 
   constructor(context: DetectorContext) {
     this.buildings = context.buildings;
+    this.zonesOf = context.stateOf(ZONES);
   }
 
   initial(): StaysState {
@@ -121,7 +124,7 @@ export class StayDetector implements Detector<StaysState> {
       fences.set(zoneId, stay.enteredAt);
       if (stay.alarmed) alarmed.add(zoneId);
     }
-    return { stays: maxStay.restoredState(fences, alarmed), followed: zonesOf(device) };
+    return { stays: maxStay.restoredState(fences, alarmed), followed: this.zonesOf(device) };
   }
 
   private check(
@@ -133,7 +136,7 @@ export class StayDetector implements Detector<StaysState> {
     watch?: maxStay.Watch,
   ): void {
     if (detection.maxStayRules.size === 0) return;
-    const zones = zonesOf(device);
+    const zones = this.zonesOf(device);
     let result: maxStay.MaxStayResult;
     if (zones === state.followed) result = maxStay.sweep(state.stays, detection.maxStayRules, now, watch);
     else {

@@ -80,9 +80,6 @@ class TaggedZones implements transition.ZoneIdSet {
 
 export const ZONES = 'zones';
 
-/** The device's zones as the zone detector holds them (what stays follow). */
-export const zonesOf = (device: DetectedDevice): transition.TransitionState => device.states[ZONES] as transition.TransitionState;
-
 const NO_RULES: transition.TransitionRules = new Map();
 
 /**

@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { DetectionEngine } from '../../../gateway/detection/detection-engine.js';
 import type { Detector, DetectorContext, Fix, Leave, StoredDevice, Sweep } from '../../../gateway/detection/detector.js';
 import { createDetectors } from '../../../gateway/detection/detectors/index.js';
+import { StayDetector } from '../../../gateway/detection/detectors/stays.js';
 import type { Detections } from '../../../gateway/detection/detections.js';
 import type { BuildingRuntime } from '../../../gateway/realtime/building-registry.js';
 import type { PositionRecord } from '../../../shared/positions/position-record.js';
@@ -70,12 +71,19 @@ function engineOf(runtime: BuildingRuntime, detectors?: (context: DetectorContex
 
 describe('the detector list', () => {
   it('is zones, then stays (which follow them), then dead-man', () => {
-    const engine = engineOf(buildingRuntime(buildingRow()));
-    expect(createDetectors({ buildings: engine.buildings, detectionOf: () => undefined }).map((detector) => detector.name)).toEqual([
-      'zones',
-      'stays',
-      'deadman',
-    ]);
+    let names: string[] = [];
+    engineOf(buildingRuntime(buildingRow()), (context) => {
+      const detectors = createDetectors(context);
+      names = detectors.map((detector) => detector.name);
+      return detectors;
+    });
+    expect(names).toEqual(['zones', 'stays', 'deadman']);
+  });
+
+  it('refuses a list whose detector reads the state of one not in it', () => {
+    expect(() => engineOf(buildingRuntime(buildingRow()), (context) => [new StayDetector(context)])).toThrow(
+      /zones, which is not in the list/,
+    );
   });
 
   it('is what the engine runs, and only that: a list without zones and stays finds no enter and no stay', () => {
