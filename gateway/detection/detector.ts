@@ -8,8 +8,8 @@ import type { Detections } from './detections.js';
 
 /**
  * The one shape of a detector. Adding one is a file in detectors/ that implements `Detector` and a line in the list
- * of detectors/index.ts: the engine (detection-engine.ts) keeps each device's state of every detector of the list
- * under the detector's name, and runs them all, in the list's order, at each moment below. The rules themselves
+ * of detectors/index.ts: the engine (detection-engine.ts) keeps each device's state of every detector of the list,
+ * in the list's order, and runs them all, in that order, at each moment below. The rules themselves
  * are pure functions (shared/detection/*.detector.ts); a detector feeds them and turns what they find into zone
  * events and alarms (`out`).
  */
