@@ -1,37 +1,15 @@
-import * as deadman from '../../shared/detection/deadman.detector.js';
-import { isFinalAlarmState, type AlarmState } from '../../shared/detection/alarm-states.js';
-import * as maxStay from '../../shared/detection/max-stay.detector.js';
-import * as storm from '../../shared/detection/storm.detector.js';
-import * as transition from '../../shared/detection/transition.detector.js';
-import type { Zone, ZoneIndex, ZoneKind } from '../../shared/detection/zone-index.js';
 import type { PositionRecord } from '../../shared/positions/position-record.js';
-import type { RaiseAlarm } from '../alarms/alarm-service.js';
 import type { BuildingRegistry, BuildingRuntime } from '../realtime/building-registry.js';
-import { BuildingDetections, type BuildingDetection } from './building-detection.js';
-import { emptyDetections, type DetectedAlarm, type Detections, type ZoneEventRecord } from './detections.js';
+import { BuildingDetections } from './building-detection.js';
+import type { AlarmChange, DetectedDevice, Detector, DetectorStates, Fix, StoredBuilding, StoredDevice, Sweep } from './detector.js';
+import { createDetectors } from './detectors/index.js';
+import { emptyDetections, type Detections } from './detections.js';
 
-/** A building's silence storm as held here: the DEADMANs it holds back, and whether its alarm owes an update or was closed. */
-interface HeldStorm {
-  organizationId: string;
-  storm: storm.Storm<DetectedAlarm>;
-  silenceS: number;
-  changed: boolean;
-  closed: boolean;
-}
-
-/** An alarm event as the bus carries it, as far as storms need it (gateway/alarms/alarm-service.ts). */
-export interface AlarmChange {
-  event: { type: string; state: AlarmState; building_id: number | null; details: Record<string, unknown> };
-}
-
-/** Small per-device state: what each detector remembers, plus who owns the device's sweeps. */
-interface DeviceState {
-  organizationId: string;
-  deviceId: string;
+/** Small per-device state: what each detector remembers (`states`), plus who owns the device's sweeps. */
+interface DeviceState extends DetectedDevice {
   userId: string | null;
   buildingId: number | null;
   floorId: number | null;
-  /** The newest position known (by fix time): where alarms are placed. */
   last: PositionRecord;
   /**
    * Fix time of the newest position run through the detectors here; older ones arriving late go to the late path
@@ -43,8 +21,9 @@ interface DeviceState {
   /** After a rebuild, fixes taken before this are reflected in the stored zone events: ignored. */
   settledBefore: number;
   /**
-   * The device's event time at the last sweep that settled something for it (a debounce, a max-stay) on its clock
-   * carried forward: a fix taken before it, even newer than any run, may contradict what the sweep assumed.
+   * The device's event time at the last sweep that settled something for it in event time (a debounce, a
+   * max-stay) on its clock carried forward: a fix taken before it, even newer than any run, may contradict what the
+   * sweep assumed.
    */
   sweptTo: number;
   /**
@@ -52,181 +31,7 @@ interface DeviceState {
    * would judge zones and stays the replay is about to replace, and what it stored then would escape the replay.
    */
   replaying: boolean;
-  transition: transition.TransitionState;
-  /** `transition` changed since max-stay last looked at it; otherwise max-stay has the same stays to check. */
-  transitionChanged: boolean;
-  maxStay: maxStay.MaxStayState;
-  deadman?: deadman.DeadmanState;
-}
-
-export const zoneKindOf = (zoneId: string): ZoneKind =>
-  zoneId.startsWith('event:') ? 'event' : zoneId.startsWith('conversion:') ? 'conversion' : 'geofence';
-const NO_RULES: transition.TransitionRules = new Map();
-const NOT_RESTORED = Object.freeze({ contact_restored_at: null, contact_restored_position: null });
-
-/** A device's detector state rebuilt from storage (gateway/detection/detector-state-loader.ts builds it). */
-export interface RestoredDevice {
-  /** The device's latest stored position, inside the building restored. */
-  last: PositionRecord;
-  transition: transition.TransitionState;
-  maxStay: maxStay.MaxStayState;
-  deadman?: deadman.DeadmanState;
-  /**
-   * The `at` of the device's latest stored zone event, the fix time of a position the previous owner had run:
-   * fixes taken before it are settled (re-observing them would repeat what is stored).
-   */
-  settledBefore: number;
-}
-
-/** Who and where a zone event is about: the device and the floor of the fix that decided it. */
-export interface ZoneEventSubject {
-  organizationId: string;
-  buildingId: number;
-  floorId: number | null;
-  deviceId: string;
-  userId: string | null;
-}
-
-/** The stored and pushed form of one transition (zone ids as the detectors name them; names from the building). */
-export function zoneEventOf(subject: ZoneEventSubject, detection: BuildingDetection, change: transition.ZoneTransition): ZoneEventRecord {
-  const zoneKind = zoneKindOf(change.zoneId);
-  const event = zoneKind === 'geofence' ? undefined : detection.events.get(change.zoneId);
-  const geofence = zoneKind === 'geofence' ? detection.geofences.get(change.zoneId) : undefined;
-  return {
-    organizationId: subject.organizationId,
-    buildingId: subject.buildingId,
-    floorId: subject.floorId,
-    zoneKind,
-    zoneId: zoneKind === 'geofence' ? change.zoneId : String(event?.id ?? change.zoneId.split(':')[1]),
-    zoneName: geofence?.name ?? event?.name ?? '',
-    deviceId: subject.deviceId,
-    userId: subject.userId,
-    type: change.type,
-    at: change.at,
-    firedAt: change.firedAt,
-  };
-}
-
-/**
- * A max-stay alarm at `place`, keyed by its stay (one alarm per stay, whoever finds it: the live path, a sweep, the
- * late path). `occurredAt`: the event time it was found over at.
- */
-export function maxStayAlarmOf(
-  place: Omit<RaiseAlarm, 'by' | 'type'>,
-  detection: BuildingDetection,
-  alarm: maxStay.MaxStayAlarm,
-  occurredAt: number,
-  late?: { delayMs: number },
-): DetectedAlarm {
-  return {
-    ...place,
-    type: 'GEOFENCE_MAX_STAY_TIME',
-    geofenceId: alarm.zoneId,
-    idempotencyKey: `max-stay|${place.deviceId}|${alarm.zoneId}|${alarm.enteredAt}`,
-    details: {
-      entered_at: new Date(alarm.enteredAt).toISOString(),
-      stayed_s: Math.round(alarm.stayedS),
-      max_stay_time: alarm.maxStayTimeS,
-      geofence_name: detection.geofences.get(alarm.zoneId)?.name ?? null,
-      occurred_at: new Date(occurredAt).toISOString(),
-      ...(late ? { late: true, delay_ms: Math.round(late.delayMs) } : {}),
-    },
-  };
-}
-
-/** A DEADMAN as the sweep raises it (and a storm holds it), at the device's place. */
-function deadmanAlarm(place: Omit<RaiseAlarm, 'by' | 'type'>, reason: deadman.DeadmanReason, since: number): DetectedAlarm {
-  return {
-    ...place,
-    type: 'DEADMAN',
-    // One condition, one alarm: a retry after an outage must not count it twice.
-    idempotencyKey: `deadman|${place.deviceId}|${reason}|${since}`,
-    // A repeat folded into the OPEN alarm of an earlier silence is silent again: no longer restored.
-    details: { reason, since: new Date(since).toISOString(), ...(reason === 'silence' ? NOT_RESTORED : {}) },
-  };
-}
-
-/** One member of a storm, as its building alarm lists it. */
-interface StormMember {
-  device_id: string;
-  user_id: string | null;
-  since: string;
-  floor_id: number | null;
-  x: number | null;
-  y: number | null;
-}
-
-/** What a building alarm says of its storm's members: the devices still silent, each with since when and where. */
-function stormMembers(held: storm.Storm<DetectedAlarm>): Record<string, unknown> {
-  const devices: StormMember[] = [...held.members.values()].map((alarm) => ({
-    device_id: alarm.deviceId!,
-    user_id: alarm.userId ?? null,
-    since: alarm.details!.since as string,
-    floor_id: alarm.floorId ?? null,
-    x: alarm.x ?? null,
-    y: alarm.y ?? null,
-  }));
-  return { silent_count: devices.length, devices };
-}
-
-/** The max-stay state without stays other than those `inside` started (the same object when there are none). */
-export function staysOf(state: maxStay.MaxStayState, inside: ReadonlyMap<string, number>): maxStay.MaxStayState {
-  let stays: Record<string, maxStay.Stay> | null = null;
-  for (const zoneId in state.stays) {
-    const enteredAt = inside.get(zoneId);
-    if (enteredAt === undefined || enteredAt === state.stays[zoneId]!.enteredAt) continue;
-    stays ??= { ...state.stays };
-    delete stays[zoneId];
-  }
-  return stays ? { stays } : state;
-}
-
-/** Stamps kept at most (one per zone id met); past it they start again. */
-const MAX_STAMPS = 1_000_000;
-
-/**
- * The zone ids of one position, as the transition step reads them. Emptied by moving to the next stamp rather
- * than by clearing a Set: a cleared Set grows its table again, rehashing, for each of the tens of zones a
- * position meets at 10,000 fences, which made filling it the largest cost of a position.
- */
-class TaggedZones implements transition.ZoneIdSet {
-  private readonly zones: Zone[] = [];
-  private readonly ids: string[] = [];
-  /** The stamp of the position each zone id was last tagged for. */
-  private readonly stamps = new Map<string, number>();
-  private stamp = 0;
-
-  of(index: ZoneIndex, floorId: number, x: number, y: number): this {
-    if (++this.stamp > Number.MAX_SAFE_INTEGER - 1 || this.stamps.size > MAX_STAMPS) {
-      this.stamps.clear();
-      this.stamp = 1;
-    }
-    this.ids.length = 0;
-    for (const zone of index.zonesAt(floorId, x, y, this.zones)) {
-      this.ids.push(zone.id);
-      this.stamps.set(zone.id, this.stamp);
-    }
-    return this;
-  }
-
-  get size(): number {
-    return this.ids.length;
-  }
-
-  has(zoneId: string): boolean {
-    return this.stamps.get(zoneId) === this.stamp;
-  }
-
-  [Symbol.iterator](): Iterator<string> {
-    return this.ids[Symbol.iterator]();
-  }
-}
-
-/** A change is remembered until max-stay has followed it. */
-function setTransition(state: DeviceState, next: transition.TransitionState): void {
-  if (next === state.transition) return;
-  state.transition = next;
-  state.transitionChanged = true;
+  states: DetectorStates;
 }
 
 /**
@@ -238,14 +43,15 @@ function setTransition(state: DeviceState, next: transition.TransitionState): vo
  * its own clock carried forward by the time since its newest fix arrived (`eventNow`), which also absorbs a
  * device clock that is off. Dead-man silence is about arrival, so it keeps the server's clock (`receivedAt`).
  * A fix older than the device's newest one run here is not observed: the caller gives it to the late path.
+ *
+ * The detectors are those of one list (detectors/index.ts), all of one shape (detector.ts): the engine keeps their
+ * state per device and runs each of them at each fix, sweep, departure and rebuild, knowing none of them by name.
  */
 export class DetectionEngine {
   /** In least-recently-seen order (a device moves to the end at each position), so the first one is evicted. */
   private readonly devices = new Map<string, DeviceState>();
   /** Exits settled by evicting devices over the cap, emitted by the next sweep (an eviction has no caller to tell). */
   private evicted = emptyDetections();
-  /** The zones of the position being observed: filled afresh for each, so tagging allocates nothing. */
-  private readonly tagged = new TaggedZones();
   /**
    * When detection of each building last resumed here (its rebuild at start or takeover), and of every building
    * (storage back after an outage): silence and stays are not counted across our own absence before it.
@@ -254,10 +60,12 @@ export class DetectionEngine {
   private allResumedAt = -Infinity;
   /** Storage is out of reach: no position can be taken, so nobody is watching (see `interrupt`). */
   private interrupted = false;
-  /** Silence storms of the buildings owned here, by building (shared/detection/storm.detector.ts). */
-  private readonly storms = new Map<number, HeldStorm>();
-  /** Each building's zones and rules, as the detectors read them. */
+  /** Each building's zones and rules, as the detectors read them, and what each zone key names. */
   readonly buildings = new BuildingDetections();
+  /** What the detectors are handed for a fix and at a sweep: filled afresh each time, so nothing is allocated for it. */
+  private readonly fix = {} as Fix;
+  private readonly sweeping = {} as Sweep;
+  private readonly detectors: readonly Detector[];
 
   constructor(
     private readonly registry: BuildingRegistry,
@@ -265,7 +73,26 @@ export class DetectionEngine {
     readonly forgetAfterMs: number,
     /** Devices kept at most; past it the least recently seen one is settled and forgotten, as a silent one would be. */
     private readonly maxDevices = 200_000,
-  ) {}
+    /** The detectors run (the list of detectors/index.ts; a test may give its own). */
+    detectors = createDetectors,
+  ) {
+    // A detector reading another's state learns where it is once the list is made.
+    const readers: { name: string; at(index: number): void }[] = [];
+    this.detectors = detectors({
+      buildings: this.buildings,
+      detectionOf: (buildingId) => this.buildings.of(this.registry.peek(buildingId)),
+      stateOf: <S>(name: string) => {
+        let index = -1;
+        readers.push({ name, at: (found) => (index = found) });
+        return (device: DetectedDevice) => device.states[index] as S;
+      },
+    });
+    for (const reader of readers) {
+      const index = this.detectors.findIndex((detector) => detector.name === reader.name);
+      if (index < 0) throw new Error(`a detector reads the state of ${reader.name}, which is not in the list`);
+      reader.at(index);
+    }
+  }
 
   /** Devices whose detector state is held in memory (bounded by `maxDevices`). */
   get trackedDevices(): number {
@@ -325,9 +152,7 @@ export class DetectionEngine {
         settledBefore: 0,
         sweptTo: -Infinity,
         replaying: false,
-        transition: transition.initialTransitionState(),
-        transitionChanged: false,
-        maxStay: maxStay.initialMaxStayState(),
+        states: this.initialStates(),
       };
       this.devices.set(key, state);
       if (this.devices.size > this.maxDevices) this.evictOldest(now);
@@ -335,13 +160,15 @@ export class DetectionEngine {
       this.devices.delete(key);
       this.devices.set(key, state);
     }
-    // Leaving a building (or its floors' coverage) closes every open stay there at once.
+    // Leaving a building (or its floors' coverage) settles what the detectors held there.
     if (state.buildingId !== null && state.buildingId !== record.buildingId)
       this.leaveBuilding(state, at, replayed ? emptyDetections() : out);
     // Only a replay after a rebuild can be older than `last`: it may still enter or exit, but `last` and the
     // dead-man state stay with the newer stored position.
     const newest = record.timestamp >= state.last.timestamp;
-    if (newest && state.deadman && deadman.contactRestored(state.deadman)) this.restoreContact(state, record, out);
+    const fix = this.fix;
+    fix.previous = state.last;
+    fix.previousUserId = state.userId;
     if (!replayed) state.observedThrough = record.timestamp;
     if (newest) {
       state.last = record;
@@ -351,24 +178,26 @@ export class DetectionEngine {
     if (runtime && detection && record.floorId !== null && record.x !== null && record.y !== null) {
       state.buildingId = runtime.id;
       state.floorId = record.floorId;
-      if (!replayed) {
-        const zoneIds = this.tagged.of(detection.index, record.floorId, record.x, record.y);
-        const stepped = transition.step(state.transition, { zoneIds, floorId: record.floorId }, detection.transitionRules, at);
-        setTransition(state, stepped.state);
-        this.collectTransitions(state, detection, stepped.transitions, out);
-        this.checkMaxStay(state, detection, at, out);
-      }
-      if (newest)
-        state.deadman = deadman.step(
-          state.deadman,
-          { x: record.x, y: record.y, floorId: record.floorId, buildingId: runtime.id },
-          detection.deadman,
-          now,
-        );
+      fix.detection = detection;
+      fix.buildingId = runtime.id;
+      fix.floorId = record.floorId;
+      fix.x = record.x;
+      fix.y = record.y;
     } else {
       state.buildingId = record.buildingId;
       state.floorId = null;
-      state.deadman = undefined; // out of the building: neither stillness nor silence means anything
+      fix.detection = undefined;
+    }
+    fix.device = state;
+    fix.record = record;
+    fix.newest = newest;
+    const { states } = state;
+    const { detectors } = this;
+    for (let index = 0; index < detectors.length; index++) {
+      const detector = detectors[index]!;
+      // After a rebuild, zones and stays of the device's fixes are the late path's (see above).
+      if (replayed && detector.clock === 'event') continue;
+      states[index] = detector.observe(states[index], fix, out);
     }
     return out;
   }
@@ -384,22 +213,15 @@ export class DetectionEngine {
 
   /**
    * The late path re-ran the device's fixes through `observedThrough` in event time (after a rebuild, through its
-   * newest stored fix): its zone and stay state replaces the live one, unless a newer fix was run meanwhile (then
-   * the next late run sets it right).
+   * newest stored fix): the states it replayed (those of the event-time detectors, by name) replace the live ones,
+   * unless a newer fix was run meanwhile (then the next late run sets it right).
    */
-  adoptReplay(
-    organizationId: string,
-    deviceId: string,
-    observedThrough: number,
-    zones: transition.TransitionState,
-    stays: maxStay.MaxStayState,
-  ): boolean {
+  adoptReplay(organizationId: string, deviceId: string, observedThrough: number, replayed: Readonly<Record<string, unknown>>): boolean {
     const state = this.devices.get(`${organizationId}|${deviceId}`);
     if (!state || (state.observedThrough ?? state.last.timestamp) !== observedThrough) return false;
     state.observedThrough = observedThrough;
-    state.transition = zones;
-    state.maxStay = stays;
-    state.transitionChanged = true;
+    for (const [index, detector] of this.detectors.entries())
+      if (Object.hasOwn(replayed, detector.name)) state.states[index] = replayed[detector.name];
     return true;
   }
 
@@ -433,52 +255,17 @@ export class DetectionEngine {
   forgetBuilding(buildingId: number): void {
     for (const [key, state] of this.devices) if (state.buildingId === buildingId) this.devices.delete(key);
     this.resumedAt.delete(buildingId);
-    this.storms.delete(buildingId);
+    for (const detector of this.detectors) detector.forgetBuilding?.(buildingId);
   }
 
-  /** A storm read back from its building alarm (a rebuild): its members' silence alarms are held by it again. */
-  restoreStorm(organizationId: string, buildingId: number, details: Record<string, unknown>): void {
-    const startedAt = typeof details.started_at === 'string' ? Date.parse(details.started_at) : NaN;
-    if (!Number.isFinite(startedAt)) return;
-    const members = new Map<string, DetectedAlarm>();
-    for (const member of Array.isArray(details.devices) ? (details.devices as StormMember[]) : []) {
-      const since = typeof member.since === 'string' ? Date.parse(member.since) : NaN;
-      if (typeof member.device_id !== 'string' || !Number.isFinite(since)) continue;
-      const place = {
-        organizationId,
-        deviceId: member.device_id,
-        userId: member.user_id,
-        buildingId,
-        floorId: member.floor_id,
-        x: member.x,
-        y: member.y,
-        lat: null,
-        lng: null,
-      };
-      members.set(member.device_id, deadmanAlarm(place, 'silence', since));
-    }
-    this.storms.set(buildingId, {
-      organizationId,
-      storm: { startedAt, members },
-      silenceS: Number(details.silence_s) || 0,
-      changed: false,
-      closed: false,
-    });
+  /** What the detectors hold per building, read back from storage at a rebuild (a silence storm's alarm). */
+  restoreBuilding(organizationId: string, buildingId: number, stored: StoredBuilding): void {
+    for (const detector of this.detectors) detector.restoreBuilding?.(organizationId, buildingId, stored);
   }
 
-  /** The storm of a building, if one stands (members by device id). */
-  stormOf(buildingId: number): storm.Storm<DetectedAlarm> | undefined {
-    return this.storms.get(buildingId)?.storm;
-  }
-
-  /** Alarm events (from the bus): a building alarm closed ends its storm, whose members still silent get their DEADMAN at the next sweep. */
+  /** Alarm events (from the bus), for the detectors that follow them (a building alarm closed ends its storm). */
   alarmsChanged(changes: readonly AlarmChange[]): void {
-    for (const { event } of changes) {
-      if (event.type !== 'BUILDING_SILENT' || event.building_id === null || !isFinalAlarmState(event.state)) continue;
-      const held = this.storms.get(event.building_id);
-      if (held && typeof event.details.started_at === 'string' && Date.parse(event.details.started_at) === held.storm.startedAt)
-        held.closed = true;
-    }
+    for (const detector of this.detectors) detector.alarmsChanged?.(changes);
   }
 
   /** Detection of these buildings resumes at `at` (rebuilt at start or on a takeover): what was silent before is judged from then. */
@@ -510,13 +297,13 @@ export class DetectionEngine {
    * here. Positions re-observed afterwards are not dropped for being older than the restored `last`: the
    * restored zone state decides, so one whose enter or exit is stored changes nothing and one whose is not emits it.
    */
-  restore(device: RestoredDevice): void {
+  restore(device: StoredDevice): void {
     const { last } = device;
     const key = `${last.organizationId}|${last.deviceId}`;
     const held = this.devices.get(key);
     if (held && held.last.timestamp > last.timestamp) return;
     this.devices.delete(key);
-    this.devices.set(key, {
+    const state: DeviceState = {
       organizationId: last.organizationId,
       deviceId: last.deviceId,
       userId: last.userId,
@@ -527,11 +314,10 @@ export class DetectionEngine {
       settledBefore: device.settledBefore,
       sweptTo: -Infinity,
       replaying: false,
-      transition: device.transition,
-      transitionChanged: false,
-      maxStay: device.maxStay,
-      deadman: device.deadman,
-    });
+      states: [],
+    };
+    for (const [index, detector] of this.detectors.entries()) state.states[index] = detector.restore(device, state);
+    this.devices.set(key, state);
     if (this.devices.size > this.maxDevices) this.evictOldest(last.receivedAt);
   }
 
@@ -545,214 +331,50 @@ export class DetectionEngine {
   sweep(now: number): Detections {
     const out = this.evicted;
     this.evicted = emptyDetections();
-    // Per building: its devices as a storm counts them, and the silence alarms due now (raised or held after the loop).
-    const tallies = new Map<number, storm.StormTally>();
-    const due = new Map<number, Map<string, DetectedAlarm>>();
+    const sweep = this.sweeping;
+    const { detectors } = this;
+    sweep.now = now;
     for (const [key, state] of this.devices) {
       const runtime = state.buildingId !== null ? this.registry.peek(state.buildingId) : undefined;
       const detection = this.buildings.of(runtime);
       // The device's event time now: its newest fix, carried forward by the time since that fix arrived.
-      const offset = state.last.timestamp - state.last.receivedAt;
-      const eventNow = now + offset;
+      const eventNow = now + state.last.timestamp - state.last.receivedAt;
       if (now - state.last.receivedAt > this.forgetAfterMs) {
         this.leaveBuilding(state, eventNow, out);
         this.devices.delete(key);
         continue;
       }
       if (!detection) continue;
-      const watchedSince = this.watchedSince(state.buildingId, now);
-      if (!state.replaying) {
-        const swept = transition.sweep(state.transition, detection.transitionRules, eventNow);
-        if (swept.transitions.length > 0) {
-          setTransition(state, swept.state);
-          this.collectTransitions(state, detection, swept.transitions, out);
-          state.sweptTo = eventNow;
+      sweep.device = state;
+      sweep.detection = detection;
+      sweep.eventNow = eventNow;
+      sweep.watchedSince = this.watchedSince(state.buildingId, now);
+      const { states } = state;
+      for (let index = 0; index < detectors.length; index++) {
+        const detector = detectors[index]!;
+        if (detector.clock === 'arrival') {
+          states[index] = detector.sweep(states[index], sweep, out);
+          continue;
         }
-        const raised = out.alarms.length;
-        this.checkMaxStay(state, detection, eventNow, out, { lastSeenAt: state.last.timestamp, watchedSince: watchedSince + offset });
-        if (out.alarms.length > raised) state.sweptTo = eventNow;
-      }
-      if (state.deadman) {
-        const silenceS = detection.deadman.deadmanSilenceS;
-        const buildingId = state.deadman.buildingId;
-        if (silenceS != null && silenceS > 0) {
-          const tally = tallies.get(buildingId) ?? tallies.set(buildingId, storm.emptyTally()).get(buildingId)!;
-          storm.count(tally, now - Math.max(state.deadman.lastSeenAt, watchedSince), silenceS);
-        }
-        const result = deadman.sweep(state.deadman, detection.deadman, now, watchedSince);
-        state.deadman = result.state;
-        if (result.alarm) {
-          // A silence waits for the building's tally (a storm holds it); stillness is raised at once.
-          const alarm = deadmanAlarm(this.alarmPlace(state), result.alarm.reason, result.alarm.since);
-          if (result.alarm.reason === 'silence')
-            (due.get(buildingId) ?? due.set(buildingId, new Map()).get(buildingId)!).set(state.deviceId, alarm);
-          else out.alarms.push(alarm);
-        }
+        if (state.replaying) continue;
+        const found = out.zoneEvents.length + out.alarms.length;
+        states[index] = detector.sweep(states[index], sweep, out);
+        if (out.zoneEvents.length + out.alarms.length > found) state.sweptTo = eventNow;
       }
     }
-    for (const buildingId of new Set([...due.keys(), ...this.storms.keys()]))
-      this.judgeStorm(buildingId, tallies.get(buildingId) ?? storm.emptyTally(), due.get(buildingId) ?? new Map(), now, out);
+    for (const detector of this.detectors) detector.swept?.(now, out);
     return out;
   }
 
-  /**
-   * One building after a sweep: a closed storm releases the DEADMANs of its members still silent; the silence
-   * alarms due now are raised, or held by a storm (starting one when the tally says so); a storm whose members
-   * changed updates its alarm.
-   */
-  private judgeStorm(buildingId: number, tally: storm.StormTally, due: Map<string, DetectedAlarm>, now: number, out: Detections): void {
-    let held = this.storms.get(buildingId);
-    if (held?.closed) {
-      out.alarms.push(...held.storm.members.values());
-      this.storms.delete(buildingId);
-      held = undefined;
-    }
-    const detection = this.buildings.of(this.registry.peek(buildingId));
-    // A storm whose members all came back holds nothing more: what falls due next is judged afresh.
-    const standing = held && held.storm.members.size > 0 ? held.storm : undefined;
-    const judged = storm.judge(standing, tally, due, detection?.storm, now);
-    out.alarms.push(...judged.alarms);
-    if (!judged.storm) {
-      if (held?.changed) {
-        out.alarms.push({
-          organizationId: held.organizationId,
-          type: 'BUILDING_SILENT',
-          deviceId: null,
-          buildingId,
-          onlyIfOpen: true,
-          idempotencyKey: `building-silent|${buildingId}|${held.storm.startedAt}|${now}`,
-          details: stormMembers(held.storm),
-        });
-        held.changed = false;
-      }
-      return;
-    }
-    if (judged.started) held = undefined;
-    const organizationId = held?.organizationId ?? [...due.values()][0]!.organizationId;
-    const silenceS = detection?.deadman.deadmanSilenceS ?? held?.silenceS ?? 0;
-    const changed = (held?.changed ?? false) || judged.joined.length > 0;
-    this.storms.set(buildingId, { organizationId, storm: judged.storm, silenceS, changed: false, closed: false });
-    const key = `building-silent|${buildingId}|${judged.storm.startedAt}`;
-    if (judged.started) {
-      out.alarms.push({
-        organizationId,
-        type: 'BUILDING_SILENT',
-        deviceId: null,
-        buildingId,
-        idempotencyKey: key,
-        details: { started_at: new Date(judged.storm.startedAt).toISOString(), silence_s: silenceS, ...stormMembers(judged.storm) },
-      });
-    } else if (changed) {
-      out.alarms.push({
-        organizationId,
-        type: 'BUILDING_SILENT',
-        deviceId: null,
-        buildingId,
-        onlyIfOpen: true,
-        idempotencyKey: `${key}|${now}`,
-        details: stormMembers(judged.storm),
-      });
-    }
-  }
-
-  /** The device's silence alarm, if still OPEN, learns that it reported again, and where (its place stays where it fell silent); a storm's member leaves the storm. */
-  private restoreContact(state: DeviceState, record: PositionRecord, out: Detections): void {
-    const held = state.deadman && this.storms.get(state.deadman.buildingId);
-    if (held?.storm.members.has(state.deviceId)) {
-      // Back from a storm: it leaves it (the building alarm says so at the next sweep); it has no DEADMAN of its own to update.
-      held.storm = storm.leave(held.storm, state.deviceId);
-      held.changed = true;
-      return;
-    }
-    const hasCartesians = record.x !== null && record.y !== null;
-    out.alarms.push({
-      ...this.alarmPlace(state),
-      type: 'DEADMAN',
-      onlyIfOpen: true,
-      idempotencyKey: `deadman-contact|${state.deviceId}|${record.receivedAt}`,
-      details: {
-        contact_restored_at: new Date(record.receivedAt).toISOString(),
-        contact_restored_position: {
-          building_id: record.buildingId,
-          floor_id: record.floorId,
-          cartesians: hasCartesians ? { x: record.x, y: record.y } : null,
-          georeferences: { lat: record.lat, lng: record.lng },
-        },
-      },
-    });
-  }
-
-  private leaveBuilding(state: DeviceState, now: number, out: Detections): void {
+  /** Each detector settles what leaving the building settles (exits), then starts the device over. */
+  private leaveBuilding(state: DeviceState, at: number, out: Detections): void {
     const runtime = state.buildingId !== null ? this.registry.peek(state.buildingId) : undefined;
-    const detection = this.buildings.of(runtime);
-    const left = transition.step(state.transition, { zoneIds: [], floorId: null }, NO_RULES, now);
-    if (detection) this.collectTransitions(state, detection, left.transitions, out);
-    setTransition(state, transition.initialTransitionState());
-    state.maxStay = maxStay.initialMaxStayState();
-    state.deadman = undefined;
+    const leave = { device: state, detection: this.buildings.of(runtime), at };
+    for (const [index, detector] of this.detectors.entries()) detector.leave?.(state.states[index], leave, out);
+    state.states = this.initialStates();
   }
 
-  private collectTransitions(
-    state: DeviceState,
-    detection: BuildingDetection,
-    transitions: readonly transition.ZoneTransition[],
-    out: Detections,
-  ): void {
-    for (const change of transitions) {
-      const zoneEvent = zoneEventOf(state as ZoneEventSubject, detection, change);
-      out.zoneEvents.push(zoneEvent);
-      const event = zoneEvent.zoneKind === 'event' ? detection.events.get(change.zoneId) : undefined;
-      if (change.type === 'enter' && event) {
-        out.triggered.push({
-          organizationId: state.organizationId,
-          deviceId: state.deviceId,
-          userId: state.userId,
-          event: { id: event.id, buildingId: event.buildingId, name: event.name, info: event.info, url: event.url ?? null },
-        });
-      }
-    }
-  }
-
-  /**
-   * Max-stay over the geofences confirmed inside. While the transition state is unchanged the stays are the same
-   * and only time has moved (a sweep's check, allocation-free); after a change the stays follow the new set, so
-   * a stay confirmed over by an exit (even one settled by a sweep) can no longer fire.
-   *
-   * A building without max-stay rules can raise nothing: its devices skip the check (at 10,000 fences it was the
-   * largest cost of a position) and keep `transitionChanged`, so the stays catch up once a rule appears. Stays
-   * that ended meanwhile are then told apart by their start: a stay is the transition's only if it began then.
-   * `watch`: from a sweep, what the stays may be assumed to have lasted from (none from a position: it is a fix).
-   */
-  private checkMaxStay(state: DeviceState, detection: BuildingDetection, now: number, out: Detections, watch?: maxStay.Watch): void {
-    if (detection.maxStayRules.size === 0) return;
-    let result: maxStay.MaxStayResult;
-    if (!state.transitionChanged) result = maxStay.sweep(state.maxStay, detection.maxStayRules, now, watch);
-    else {
-      const inside = transition.confirmedInside(state.transition);
-      for (const zoneId of [...inside.keys()]) if (zoneKindOf(zoneId) !== 'geofence') inside.delete(zoneId);
-      result = maxStay.step(
-        staysOf(state.maxStay, inside),
-        { insideZoneIds: inside.keys(), enteredAt: inside, now, watch },
-        detection.maxStayRules,
-      );
-      state.transitionChanged = false;
-    }
-    state.maxStay = result.state;
-    for (const alarm of result.alarms) out.alarms.push(maxStayAlarmOf(this.alarmPlace(state), detection, alarm, now));
-  }
-
-  private alarmPlace(state: DeviceState): Omit<RaiseAlarm, 'by' | 'type'> {
-    const last = state.last;
-    return {
-      organizationId: state.organizationId,
-      deviceId: state.deviceId,
-      userId: state.userId,
-      buildingId: state.buildingId,
-      floorId: last.floorId,
-      x: last.x,
-      y: last.y,
-      lat: last.lat,
-      lng: last.lng,
-    };
+  private initialStates(): DetectorStates {
+    return this.detectors.map((detector) => detector.initial());
   }
 }

@@ -1,12 +1,12 @@
 import type { Logger } from '../../shared/logger.js';
 import * as deadman from '../../shared/detection/deadman.detector.js';
-import * as maxStay from '../../shared/detection/max-stay.detector.js';
-import * as transition from '../../shared/detection/transition.detector.js';
+import type { ZoneKind } from '../../shared/detection/zone-index.js';
 import type { PositionRecord } from '../../shared/positions/position-record.js';
 import { pgArray } from '../../shared/storage/pg-array.js';
 import type { Storage } from '../../shared/storage/index.js';
 import type { BuildingRegistry } from '../realtime/building-registry.js';
 import type { DetectionEngine } from './detection-engine.js';
+import type { StoredStay } from './detector.js';
 
 export interface DetectorStateLoaderOptions {
   /** The engine's forget window: a device whose latest position arrived longer ago than this holds no state. */
@@ -56,7 +56,7 @@ interface TrailRow {
 interface StayRow {
   device_id: string;
   building_id: number;
-  zone_kind: string;
+  zone_kind: ZoneKind;
   zone_id: string;
   type: 'enter' | 'exit';
   at_ms: number;
@@ -66,9 +66,9 @@ interface StayRow {
 /**
  * Rebuilds detector state from what is stored, for a building this gateway takes over (or every building at
  * start): each device whose latest stored position is in the building and arrived within the engine's forget
- * window gets, through the detectors' pure `restoredState`,
- * - transitions: inside each zone whose latest stored zone event is an `enter`, since that enter's `at`;
- * - max stay: those geofence stays, fired when their alarm's idempotency key is stored;
+ * window gets, through each detector's `restore` (gateway/detection/detector.ts; the pure `restoredState`s do the work),
+ * - zones: inside each zone whose latest stored zone event is an `enter`, since that enter's `at`;
+ * - stays: those geofence stays, fired when their alarm's idempotency key is stored;
  * - dead-man: the device's latest positions replayed (silence runs from the latest one's arrival, stillness from
  *   where the trail last moved, or from an alarmed stillness older than the trail).
  * - a silence alarm still OPEN for the latest position counts as raised: the device's next position restores contact;
@@ -117,15 +117,16 @@ export class DetectorStateLoader {
           ]);
     const latestBuilding = new Map(latest.map((row) => [row.device_id, row.building_id]));
 
-    // Per device: open stays (engine zone ids) and what settled them.
-    const inside = new Map<string, Map<string, number>>();
+    // Per device: open stays (by zone key) and what settled them.
+    const inside = new Map<string, Map<string, StoredStay>>();
     const settledBefore = new Map<string, number>();
     for (const row of stays) {
       settledBefore.set(row.device_id, row.settled_ms);
       // An enter left open in another building (its exits lost with a crashed owner) is no stay now.
       if (row.type !== 'enter' || row.building_id !== latestBuilding.get(row.device_id)) continue;
-      const zoneId = row.zone_kind === 'geofence' ? row.zone_id : `${row.zone_kind}:${row.zone_id}`;
-      inside.set(row.device_id, (inside.get(row.device_id) ?? new Map()).set(zoneId, row.at_ms));
+      const zoneId = this.engine.buildings.keyOf(row.zone_kind, row.zone_id);
+      const stay = { kind: row.zone_kind, enteredAt: row.at_ms, alarmed: false };
+      inside.set(row.device_id, (inside.get(row.device_id) ?? new Map()).set(zoneId, stay));
     }
     // The dead-man replays, first without what was alarmed, to know which still alarm to look for.
     const settingsOf = (row: LatestRow) => this.engine.buildings.of(runtimes.get(row.building_id))?.deadman;
@@ -141,8 +142,8 @@ export class DetectorStateLoader {
     for (const row of latest) {
       const anchor = deadman.restoredState(trailOf(row), settingsOf(row))?.anchor.at;
       if (anchor !== undefined) candidates.push(`deadman|${row.device_id}|still|${anchor}`);
-      for (const [zoneId, enteredAt] of inside.get(row.device_id) ?? [])
-        candidates.push(`max-stay|${row.device_id}|${zoneId}|${enteredAt}`);
+      for (const [zoneId, stay] of inside.get(row.device_id) ?? [])
+        if (stay.kind === 'geofence') candidates.push(`max-stay|${row.device_id}|${zoneId}|${stay.enteredAt}`);
     }
     const raised = candidates.length === 0 ? new Set<string>() : await this.raisedKeys(organizationId, candidates);
     const openStill = deviceIds.length === 0 ? new Map<string, number>() : await this.openDeadmanAlarms(organizationId, deviceIds, 'still');
@@ -160,13 +161,8 @@ export class DetectorStateLoader {
 
     for (const buildingId of buildingIds) this.engine.forgetBuilding(buildingId);
     for (const row of latest) {
-      const zones = inside.get(row.device_id) ?? new Map<string, number>();
-      const fences = new Map([...zones].filter(([zoneId]) => !zoneId.includes(':')));
-      const alarmedStays = new Set(
-        [...fences]
-          .filter(([zoneId, enteredAt]) => raised.has(`max-stay|${row.device_id}|${zoneId}|${enteredAt}`))
-          .map(([zoneId]) => zoneId),
-      );
+      const stays = inside.get(row.device_id) ?? new Map<string, StoredStay>();
+      for (const [zoneId, stay] of stays) stay.alarmed = raised.has(`max-stay|${row.device_id}|${zoneId}|${stay.enteredAt}`);
       const trail = trailOf(row);
       const replayedAnchor = deadman.restoredState(trail, settingsOf(row))?.anchor.at;
       const stillAlarmedSince =
@@ -175,17 +171,14 @@ export class DetectorStateLoader {
           : openStill.get(row.device_id);
       this.engine.restore({
         last: recordOf(organizationId, row),
-        transition: transition.restoredState(zones, row.floor_id),
-        maxStay: maxStay.restoredState(fences, alarmedStays),
-        deadman: deadman.restoredState(trail, settingsOf(row), {
-          stillAlarmedSince,
-          silenceAlarmedSince: openSilence.get(row.device_id),
-          truncated: trail.length >= trailLength,
-        }),
+        detection: this.engine.buildings.of(runtimes.get(row.building_id)),
+        stays,
+        trail,
+        deadman: { stillAlarmedSince, silenceAlarmedSince: openSilence.get(row.device_id), truncated: trail.length >= trailLength },
         settledBefore: settledBefore.get(row.device_id) ?? 0,
       });
     }
-    for (const { building_id, details } of storms) this.engine.restoreStorm(organizationId, building_id, details);
+    for (const { building_id, details } of storms) this.engine.restoreBuilding(organizationId, building_id, { silentAlarm: details });
     // Nobody detected these buildings until now: a device quiet meanwhile is judged from now, not from its last fix.
     this.engine.resume(runtimes.keys(), now);
     this.logger.info({ organizationId, buildingIds, devices: latest.length }, 'detector state rebuilt from storage');

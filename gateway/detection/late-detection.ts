@@ -2,6 +2,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Logger } from '../../shared/logger.js';
 import * as maxStay from '../../shared/detection/max-stay.detector.js';
 import * as transition from '../../shared/detection/transition.detector.js';
+import type { ZoneKind } from '../../shared/detection/zone-index.js';
 import { StorageUnavailableError, isOutageError } from '../../shared/errors.js';
 import { detectionCorrections, detectionLateFixes } from '../../shared/metrics/metrics.js';
 import type { PositionRecord } from '../../shared/positions/position-record.js';
@@ -9,7 +10,9 @@ import { pgArray } from '../../shared/storage/pg-array.js';
 import type { Storage } from '../../shared/storage/index.js';
 import type { BuildingRegistry, BuildingRuntime } from '../realtime/building-registry.js';
 import type { BuildingDetection } from './building-detection.js';
-import { maxStayAlarmOf, staysOf, zoneEventOf, zoneKindOf, type DetectionEngine } from './detection-engine.js';
+import type { DetectionEngine } from './detection-engine.js';
+import { STAYS, fencesInside, maxStayAlarmOf, replayedStays, staysOf } from './detectors/stays.js';
+import { ZONES, zoneEventOf } from './detectors/zones.js';
 import type { DetectionOutbox } from './detection-outbox.js';
 import type { DetectedAlarm, Detections, ZoneEventRecord } from './detections.js';
 import { insertZoneEvents } from '../../shared/detection/zone-event-insert.js';
@@ -89,7 +92,6 @@ const ms = (column: string) => `round(extract(epoch from ${column}) * 1000)::flo
 const NO_RULES: transition.TransitionRules = new Map();
 /** An event's identity for "was it already produced": what it is, where, and its time. */
 const keyOf = (type: string, zoneKind: string, zoneId: string, at: number) => `${type}|${zoneKind}|${zoneId}|${at}`;
-const engineZoneId = (zoneKind: string, zoneId: string) => (zoneKind === 'geofence' ? zoneId : `${zoneKind}:${zoneId}`);
 
 /** What re-running a device's fixes in event time found. */
 interface Replay {
@@ -207,10 +209,11 @@ export class LateDetection {
       [organizationId, deviceId, from, from - lookbackMs],
     );
     const inside = new Map<string, number>();
+    const fences = new Map<string, number>();
     /** By zone: the stored event under way at the late run, which the replay must find again or supersede. */
     const pending = new Map<string, EventRow>();
     for (const row of before) {
-      const zoneId = engineZoneId(row.zone_kind, row.zone_id);
+      const zoneId = engine.buildings.keyOf(row.zone_kind as ZoneKind, row.zone_id);
       // Rows in time order: each zone ends at its latest event.
       pending.delete(zoneId);
       if (!previous || Number(row.building_id) !== previous.building_id) inside.delete(zoneId);
@@ -218,7 +221,7 @@ export class LateDetection {
       else if (row.type === 'enter') inside.set(zoneId, row.at_ms);
       else inside.delete(zoneId);
     }
-    const fences = new Map([...inside].filter(([zoneId]) => zoneKindOf(zoneId) === 'geofence'));
+    for (const [zoneId, at] of inside) if (engine.buildings.zoneOf(zoneId).kind === 'geofence') fences.set(zoneId, at);
     // Max-stay alarms of the device: those found before the late run stand (their stays count as alarmed); those
     // found in it (or by a sweep since) are what the replay must find again.
     const stayAlarms = (
@@ -263,7 +266,7 @@ export class LateDetection {
     if (corrections > 0) detectionCorrections.labels(String(fixes[0]!.buildingId ?? '')).inc(corrections);
     if (added.length > 0) await this.deps.announce({ zoneEvents: added, triggered: [] });
     if (raise.length > 0) this.deps.outbox.add({ zoneEvents: [], alarms: raise, triggered: [] }, false);
-    engine.adoptReplay(organizationId, deviceId, through, replay.zones, replay.stays);
+    engine.adoptReplay(organizationId, deviceId, through, { [ZONES]: replay.zones, [STAYS]: replayedStays(replay.stays) });
   }
 
   /** The device's stored fixes run again in fix-time order, from the state before them, as the live path runs them. */
@@ -291,7 +294,16 @@ export class LateDetection {
     const emit = (changes: readonly transition.ZoneTransition[]) => {
       if (!detection || buildingId === null) return;
       for (const change of changes)
-        events.push(flag(zoneEventOf({ organizationId, buildingId, floorId, deviceId, userId }, detection, change)));
+        events.push(
+          flag(
+            zoneEventOf(
+              { organizationId, buildingId, floorId, deviceId, userId },
+              detection,
+              this.deps.engine.buildings.zoneOf(change.zoneId),
+              change,
+            ),
+          ),
+        );
     };
     for (const fix of fixes) {
       if (buildingId !== null && buildingId !== fix.building_id) {
@@ -310,8 +322,7 @@ export class LateDetection {
       zones = stepped.state;
       emit(stepped.transitions);
       if (detection.maxStayRules.size === 0) continue;
-      const inside = transition.confirmedInside(zones);
-      for (const zoneId of [...inside.keys()]) if (zoneKindOf(zoneId) !== 'geofence') inside.delete(zoneId);
+      const inside = fencesInside(zones, this.deps.engine.buildings);
       const result = maxStay.step(
         staysOf(stays, inside),
         { insideZoneIds: inside.keys(), enteredAt: inside, now: fix.ts_ms },

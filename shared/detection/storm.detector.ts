@@ -10,7 +10,7 @@
  *   storm instead of raised; while it stands, every silence that falls due in the building joins it too.
  * - A member that reports again leaves it (its held alarm is dropped). When the building alarm is closed, the
  *   storm ends and the alarms of the members still silent are raised then, each its own DEADMAN.
- * Pure: the engine (gateway/detection/detection-engine.ts) tallies, holds the storms and emits.
+ * Pure: the dead-man detector (gateway/detection/detectors/deadman.ts) tallies, holds the storms and emits.
  */
 export interface StormSettings {
   stormShare?: number | null;

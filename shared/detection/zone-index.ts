@@ -28,7 +28,7 @@ export type ZoneShape =
   | { type: 'line'; points: readonly Point[]; radius: number };
 
 export interface Zone {
-  /** Geofence uuid, `event:<id>` or `conversion:<id>`: unique across kinds so tags can share one set. */
+  /** `zoneKey(kind, stored id)`: unique across kinds so tags can share one set; read as a name, never parsed. */
   id: string;
   kind: ZoneKind;
   floorId: number;
@@ -413,10 +413,14 @@ export class ZoneIndex {
   }
 }
 
+/** The key of the zone of this kind stored under this id: the geofence uuid, `event:<id>` or `conversion:<id>`. */
+export const zoneKey = (kind: ZoneKind, storedId: string | number): string =>
+  kind === 'geofence' ? String(storedId) : `${kind}:${storedId}`;
+
 export function geofenceZone(geofence: GeofenceSource): Zone | null {
   if (geofence.deleted) return null;
   const points = geofence.cartesians;
-  const base = { id: geofence.id, kind: 'geofence' as const, floorId: geofence.floorId };
+  const base = { id: zoneKey('geofence', geofence.id), kind: 'geofence' as const, floorId: geofence.floorId };
   const capture = geofence.radius ?? DEFAULT_CAPTURE_RADIUS_M;
   switch (geofence.type) {
     case 'POLYGON':
@@ -444,7 +448,7 @@ export function zonesFromCartography(geofences: Iterable<GeofenceSource>, events
   }
   for (const event of events) {
     zones.push({
-      id: `event:${event.id}`,
+      id: zoneKey('event', event.id),
       kind: 'event',
       floorId: event.floorId,
       shape: { type: 'circle', center: [event.x, event.y], radius: event.radius },
@@ -452,7 +456,7 @@ export function zonesFromCartography(geofences: Iterable<GeofenceSource>, events
     const conversion = event.conversion;
     if (conversion) {
       zones.push({
-        id: `conversion:${event.id}`,
+        id: zoneKey('conversion', event.id),
         kind: 'conversion',
         floorId: conversion.floorId,
         shape: { type: 'circle', center: [conversion.x, conversion.y], radius: conversion.radius },
