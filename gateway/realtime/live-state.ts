@@ -11,8 +11,9 @@ export interface LiveQuery {
 }
 
 /**
- * The latest position of every device, per organization, in memory. Every gateway keeps the whole picture:
- * each one receives every position through the bus. A record is the pipeline's change record itself.
+ * The latest position of every device, per organization, in memory: of the positions this gateway receives (its
+ * own uploads, and the shards it has an interest in, realtime/position-interest.ts). A record is the pipeline's
+ * change record itself.
  */
 export class LiveState {
   private readonly byOrganization = new Map<string, Map<string, PositionRecord>>();
@@ -22,7 +23,8 @@ export class LiveState {
     let devices = this.byOrganization.get(record.organizationId);
     if (!devices) this.byOrganization.set(record.organizationId, (devices = new Map()));
     const current = devices.get(record.deviceId);
-    if (current && current.timestamp > record.timestamp) return false;
+    // The same record again (this gateway's own upload, back from the bus): nothing new.
+    if (current === record || (current && current.timestamp > record.timestamp)) return false;
     devices.set(record.deviceId, record);
     return true;
   }
