@@ -23,8 +23,7 @@ export class LiveState {
     let devices = this.byOrganization.get(record.organizationId);
     if (!devices) this.byOrganization.set(record.organizationId, (devices = new Map()));
     const current = devices.get(record.deviceId);
-    // The same record again (this gateway's own upload, back from the bus): nothing new.
-    if (current === record || (current && current.timestamp > record.timestamp)) return false;
+    if (current && current.timestamp > record.timestamp) return false;
     devices.set(record.deviceId, record);
     return true;
   }

@@ -36,6 +36,8 @@ export class RealtimeService implements LivePositions {
   readonly live = new LiveState();
   readonly interest: PositionInterest;
   private readonly listeners: PositionListener[] = [];
+  /** Messages published here: the bus hands them back to this gateway's own subscription, already applied. */
+  private readonly own = new WeakSet<PositionsMessage>();
   private readonly timers: NodeJS.Timeout[] = [];
 
   constructor(
@@ -45,7 +47,12 @@ export class RealtimeService implements LivePositions {
     private readonly options: RealtimeOptions,
     private readonly logger: Logger,
   ) {
-    this.interest = new PositionInterest(bus, options.shards, (message) => this.onPositions(message), options.interestLingerMs);
+    this.interest = new PositionInterest(
+      bus,
+      options.shards,
+      (message) => this.own.has(message) || this.onPositions(message),
+      options.interestLingerMs,
+    );
   }
 
   async start(): Promise<void> {
@@ -62,8 +69,9 @@ export class RealtimeService implements LivePositions {
 
   /**
    * A batch accepted here: into the live state and to the listeners at once, then on the bus, one message per shard
-   * on the shard's channel, to the gateways interested in it. Our own copy, if this gateway listens on the channel,
-   * finds the same records in the live state and goes no further.
+   * on the shard's channel, to the gateways interested in it. The bus hands this gateway's own subscription the very
+   * message published (bus.ts), which is recognised and dropped: a batch may hold several fixes of one device with
+   * one timestamp, so applying them again would push them again.
    */
   async publish(organizationId: string, records: PositionRecord[]): Promise<ReadonlyMap<number, EncodedPositions>> {
     this.onPositions(new PositionsMessage(organizationId, records));
@@ -75,7 +83,11 @@ export class RealtimeService implements LivePositions {
       else byShard.set(shard, [record]);
     }
     const published = new Map<number, EncodedPositions>();
-    for (const [shard, list] of byShard) published.set(shard, new EncodedPayload(new PositionsMessage(organizationId, list)));
+    for (const [shard, list] of byShard) {
+      const message = new PositionsMessage(organizationId, list);
+      this.own.add(message);
+      published.set(shard, new EncodedPayload(message));
+    }
     await Promise.all([...published].map(([shard, message]) => this.bus.publish(positionsChannel(shard), message)));
     return published;
   }
