@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import WebSocket from 'ws';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -21,7 +22,15 @@ const DEVICES_PER_BUILDING = 50;
 const POSITIONS = Number(process.env.BENCH_SCALE_POSITIONS ?? 120_000);
 /** `kill -9` of the owner of the most buildings, this many times (with the largest gateway count). */
 const KILLS = Number(process.env.BENCH_SCALE_KILLS ?? 5);
-/** Gateway i listens on BASE + i and serves /metrics on BASE + 100 + i. */
+/**
+ * The floor of scale-out (issue 33): each gateway under its own Redis prefix, so nothing crosses between them (no bus
+ * message, no shard stream read by another gateway; each one detects what it was sent). Not a deployment: devices
+ * moving between gateways split their detection state. It shows what two gateways cost when they share nothing.
+ */
+const ISOLATED = process.env.BENCH_SCALE_ISOLATED === '1';
+/** One WebSocket per building on gateway 0, subscribed to the building's positions (the pushes count as work). */
+const SUBSCRIBERS = process.env.BENCH_SCALE_SUBSCRIBERS === '1';
+/** Gateway i listens on BASE + i and serves /metrics on BASE + 50 + i. */
 const BASE_PORT = Number(process.env.BENCH_SCALE_PORT ?? 18480);
 const FLOOR_M = 60;
 const BATCH = 100;
@@ -34,10 +43,12 @@ const DETECTION_POSITIONS = 'floorcast_detection_positions_total';
 const OWNED = 'floorcast_cluster_owned_buildings';
 const READY = 'floorcast_cluster_ready_buildings';
 const MEMBERS = 'floorcast_cluster_members';
+/** Bus messages of live positions received from other gateways (issue 33: only for shards followed here). */
+const BUS_RECEIVED = 'floorcast_bus_received_total';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const log = (line: string) => process.stdout.write(`  ${line}\n`);
-const portsOf = (i: number) => ({ port: BASE_PORT + i, metricsPort: BASE_PORT + 100 + i });
+const portsOf = (i: number) => ({ port: BASE_PORT + i, metricsPort: BASE_PORT + 50 + i });
 
 async function scrape(gateway: GatewayProcess): Promise<Samples> {
   return parsePrometheus(await (await fetch(gateway.metricsUrl)).text());
@@ -161,6 +172,34 @@ async function settle(gateways: GatewayProcess[]): Promise<void> {
   log('gateways still busy after 60 s: figures include what they were still doing');
 }
 
+/** One socket per building on `gateway`, subscribed to its positions; `frames()` counts the position frames pushed. */
+async function subscribeBuildings(gateway: GatewayProcess, venue: Venue): Promise<{ frames: () => number; close: () => void }> {
+  let frames = 0;
+  const sockets = await Promise.all(
+    venue.buildings.map(
+      (building) =>
+        new Promise<WebSocket>((resolve, reject) => {
+          const ws = new WebSocket(`${gateway.baseUrl.replace(/^http/, 'ws')}/api/v1/ws`, {
+            headers: { authorization: `Bearer ${venue.token}` },
+          });
+          ws.once('error', reject);
+          ws.on('message', (data: Buffer) => {
+            const frame = JSON.parse(data.toString()) as { op: string; id?: string };
+            if (frame.op === 'subscribed') resolve(ws);
+            else if (frame.op === 'position' || frame.op === 'positions') frames++;
+          });
+          ws.once('open', () => ws.send(JSON.stringify({ op: 'subscribe', id: 'sub', topics: [`buildings/${building.id}/positions`] })));
+        }),
+    ),
+  );
+  return {
+    frames: () => frames,
+    close: () => {
+      for (const ws of sockets) ws.close();
+    },
+  };
+}
+
 const sumOf = (samples: Samples[], name: string) => samples.reduce((total, s) => total + s.value(name), 0);
 
 /** Polls the gateways' metrics until `done` holds for them, at most `timeoutMs`; the elapsed ms, or undefined. */
@@ -206,6 +245,7 @@ export const scaleOutScenario: Scenario = {
       return figures;
     }
 
+    const sums = new Map<number, number>();
     for (const n of GATEWAY_COUNTS) {
       const database = await createScratchDatabase(databaseUrl);
       const prefix = `fcbench:scale:${randomBytes(4).toString('hex')}`;
@@ -221,18 +261,21 @@ export const scaleOutScenario: Scenario = {
           ADMIN_PASSWORD: ADMIN.password,
           DATABASE_URL: database.url,
           REDIS_URL: redisUrl,
-          REDIS_PREFIX: prefix,
+          REDIS_PREFIX: ISOLATED ? `${prefix}:g${dataDirs.length}` : prefix,
           JWT_SECRET: jwtSecret,
           SHUTDOWN_GRACE_SECONDS: '5',
         };
       };
       const gateways: GatewayProcess[] = [];
+      const closers: (() => void)[] = [];
       try {
         // The first one alone migrates the fresh database; the venue exists before the others start.
         gateways.push(await startGatewayProcess(env(), portsOf(0).port, portsOf(0).metricsPort));
         const venue = await createVenue(gateways[0]!);
         for (let i = 1; i < n; i++) gateways.push(await startGatewayProcess(env(), portsOf(i).port, portsOf(i).metricsPort));
         const devices = fleet(venue);
+        const watchers = SUBSCRIBERS ? await subscribeBuildings(gateways[0]!, venue) : undefined;
+        if (watchers) closers.push(watchers.close);
         await devices.upload(gateways, 'first-fixes');
         await settle(gateways);
 
@@ -253,10 +296,24 @@ export const scaleOutScenario: Scenario = {
         const detectedShare = gateways.map(
           (_, i) => (metricsAfter[i]!.value(DETECTION_POSITIONS) - metricsBefore[i]!.value(DETECTION_POSITIONS)) / uploaded,
         );
+        const positionMessages = gateways.map(
+          (_, i) =>
+            metricsAfter[i]!.value(BUS_RECEIVED, { channel: 'positions' }) -
+            metricsBefore[i]!.value(BUS_RECEIVED, { channel: 'positions' }),
+        );
         const list = (values: number[], digits = 1) => values.map((v) => v.toFixed(digits)).join(' / ');
         const sum = (values: number[]) => values.reduce((a, b) => a + b, 0);
-        log(`N=${n}: ${uploaded} positions in ${(uploadMs / 1000).toFixed(1)} s through ${n} gateway(s), ${BUILDINGS} buildings`);
+        const mode = [
+          ISOLATED ? 'isolated' : '',
+          SUBSCRIBERS ? `a subscriber per building on gateway 0 (${watchers?.frames()} frames)` : '',
+        ]
+          .filter(Boolean)
+          .join(', ');
+        log(
+          `N=${n}: ${uploaded} positions in ${(uploadMs / 1000).toFixed(1)} s through ${n} gateway(s), ${BUILDINGS} buildings${mode ? `, ${mode}` : ''}`,
+        );
         log(`  process CPU µs per uploaded position, per gateway: ${list(processUs)} (sum ${sum(processUs).toFixed(1)})`);
+        log(`  bus messages of positions received from other gateways, per gateway: ${list(positionMessages, 0)}`);
         if (hasDetection) {
           log(`  detection CPU µs per uploaded position, per gateway: ${list(detectionUs, 2)} (sum ${sum(detectionUs).toFixed(2)})`);
           log(`  share of positions run through detection, per gateway: ${list(detectedShare, 2)}`);
@@ -277,9 +334,25 @@ export const scaleOutScenario: Scenario = {
         }
         add({ metric: `N=${n}: process CPU per uploaded position, max over gateways`, value: Math.max(...processUs), unit: 'µs' });
         add({ metric: `N=${n}: process CPU per uploaded position, sum over gateways`, value: sum(processUs), unit: 'µs' });
+        if (n > 1)
+          add({
+            metric: `N=${n}: bus messages of positions received from other gateways${SUBSCRIBERS ? '' : ' (no subscriber)'}`,
+            value: sum(positionMessages),
+            unit: 'messages',
+            target: SUBSCRIBERS ? undefined : '0',
+          });
+        sums.set(n, sum(processUs));
+        if (n > 1 && sums.has(1))
+          add({
+            metric: `N=${n}: summed process CPU over N=1's, this sitting`,
+            value: sum(processUs) / sums.get(1)!,
+            unit: '×',
+            target: '≤ 1.25',
+          });
 
         if (n === maxN && n >= 2) await measureTakeover(gateways, env, add);
       } finally {
+        for (const close of closers) close();
         await Promise.all(gateways.map((g) => g.stop()));
         await database.drop().catch((error: unknown) => log(`dropping the scratch database failed: ${String(error)}`));
         await deleteRedisPrefix(redisUrl, prefix).catch(() => undefined);

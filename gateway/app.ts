@@ -122,7 +122,12 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
     bus,
     registry,
     positionStore,
-    { liveTtlSeconds: config.LIVE_POSITION_TTL_SECONDS, retentionDays: config.POSITIONS_RETENTION_DAYS },
+    {
+      liveTtlSeconds: config.LIVE_POSITION_TTL_SECONDS,
+      retentionDays: config.POSITIONS_RETENTION_DAYS,
+      shards: config.CLUSTER_SHARDS,
+      interestLingerMs: config.BUS_INTEREST_LINGER_MS,
+    },
     logger,
   );
   // Webhook deliveries are stored with the alarm events and zone events that owe them (webhook-service.ts).
@@ -147,7 +152,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
     registry,
     devices,
     writer,
-    bus,
+    live: realtime,
     logger,
     alarms: new RequestedAlarms(
       alarms,
@@ -160,18 +165,18 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
     skipStage: config.BENCH_SKIP_STAGE,
   });
   if (config.BENCH_SKIP_STAGE !== 'none') logger.warn({ stage: config.BENCH_SKIP_STAGE }, 'BENCH_SKIP_STAGE: positions skip this stage');
-  const routing = new RoutingService(storage, registry, realtime.live, bus);
+  const routing = new RoutingService(storage, registry, realtime, bus);
   const evacuations = new EvacuationService(
     storage,
     registry,
-    realtime.live,
+    realtime,
     bus,
     logger,
     config.EVACUATION_PRESENCE_WINDOW_S * 1000,
     webhooks.evacuationHook,
   );
   const websockets = new WebSocketGateway(
-    { logger, authenticator, pipeline, registry, storage, rateLimits },
+    { logger, authenticator, pipeline, registry, storage, rateLimits, interest: realtime.interest },
     {
       authTimeoutMs: config.WS_AUTH_TIMEOUT_MS,
       maxMessageBytes: config.WS_MAX_MESSAGE_BYTES,

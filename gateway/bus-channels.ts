@@ -47,8 +47,12 @@ export interface CartographyChange {
  * the wire (under REDIS_PREFIX): renaming one breaks a rolling upgrade. Publishers → subscribers:
  */
 export interface Channels {
-  /** Every accepted batch (pipeline/position-pipeline.ts) → realtime/realtime-service.ts (live state). */
-  positions: PositionsMessage;
+  /**
+   * The accepted positions of one shard (`positions:<shard>`, gateway/cluster/rendezvous.ts: a building's, or a
+   * device's outside buildings) → realtime/realtime-service.ts (live state) on the gateways interested in that shard
+   * now (realtime/position-interest.ts): a socket following one of its buildings or a device, a live query, its owner.
+   */
+  [shard: `positions:${number}`]: PositionsMessage;
   /** Stored zone events and event-area triggers of one organization (detection/) → ws/live-feeds.ts. */
   'zone-events': ZoneEventsMessage;
   /** Stored alarm events, a list in seq order (alarms/alarm-service.ts) → ws/live-feeds.ts, the detection engine. */

@@ -282,6 +282,8 @@ export const configSchema = z.object({
   WEBHOOK_MAX_PER_ORGANIZATION: z.coerce.number().int().min(1).default(20),
   /** Shards the buildings are spread over for detection ownership; every gateway of a deployment must agree (change it only with all stopped). */
   CLUSTER_SHARDS: z.coerce.number().int().min(1).max(4096).default(64),
+  /** A shard's live positions stay subscribed on the bus this long (ms) after the last socket here needing them left, so a topic left and followed again does not churn subscriptions. */
+  BUS_INTEREST_LINGER_MS: z.coerce.number().int().min(0).default(5000),
   /** How often a gateway renews its membership and shard leases, in milliseconds. */
   CLUSTER_HEARTBEAT_MS: z.coerce.number().int().min(50).default(1000),
   /** A gateway (and its shard leases) counts as gone this long after its last heartbeat, in ms: the failover delay (3+ heartbeats). */

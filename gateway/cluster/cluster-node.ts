@@ -11,7 +11,7 @@ import type { PositionHandOff } from '../pipeline/ports.js';
 import type { Coordination } from './coordination.js';
 import { OutageBuffer } from './outage-buffer.js';
 import { Pacing, type PacingOptions } from './pacing.js';
-import { shardOfBuilding, shardOfDevice } from './rendezvous.js';
+import { shardOfBuilding, shardOfPosition } from './rendezvous.js';
 import type { ShardHandler } from './shard-handler.js';
 import { ShardLeases } from './shard-leases.js';
 import type { ShardLog } from './shard-log.js';
@@ -100,9 +100,7 @@ export class ClusterNode implements PositionHandOff {
   }
 
   shardOf(record: Pick<PositionRecord, 'buildingId' | 'organizationId' | 'deviceId'>): number {
-    return record.buildingId !== null
-      ? shardOfBuilding(record.buildingId, this.options.shards)
-      : shardOfDevice(record.organizationId, record.deviceId, this.options.shards);
+    return shardOfPosition(record, this.options.shards);
   }
 
   /** Whether this member holds the shard's lease now (the fence of everything it emits for the shard). */
@@ -117,10 +115,10 @@ export class ClusterNode implements PositionHandOff {
    * does, as its positions are stored; only a crash of this gateway during a Redis outage loses what waits there
    * (its positions stay stored, and the owner's rebuild reads them).
    *
-   * `published`: the same records as the bus published them; when they all fall in one shard (an upload from one
-   * building), the shard's entry is their bytes, not packed again.
+   * `published`: the same records as the bus published them, by shard (each shard's on its own channel); a shard's
+   * entry is the bytes published for it, not packed again.
    */
-  async handOff(records: readonly PositionRecord[], published?: EncodedPositions): Promise<void> {
+  async handOff(records: readonly PositionRecord[], published?: ReadonlyMap<number, EncodedPositions>): Promise<void> {
     const byShard = new Map<number, PositionRecord[]>();
     for (const record of records) {
       const shard = this.shardOf(record);
@@ -128,10 +126,11 @@ export class ClusterNode implements PositionHandOff {
       if (list) list.push(record);
       else byShard.set(shard, [record]);
     }
-    const whole = byShard.size === 1 && published?.value.records === records ? published : undefined;
     await Promise.all(
       [...byShard].map(async ([shard, list]) => {
-        const positions = whole ?? new EncodedPayload(new PositionsMessage(list[0]!.organizationId, list));
+        const same = published?.get(shard);
+        const positions =
+          same?.value.records.length === list.length ? same : new EncodedPayload(new PositionsMessage(list[0]!.organizationId, list));
         if (this.buffer.holds(shard)) return this.buffer.add(shard, positions);
         try {
           await this.log.append(shard, positions);

@@ -33,6 +33,10 @@ export const shardOfBuilding = (buildingId: number, shards: number): number => h
 export const shardOfDevice = (organizationId: string, deviceId: string, shards: number): number =>
   hash32(`device:${organizationId}|${deviceId}`) % shards;
 
+/** The shard of a position: its building's, else its device's. Its owner detects on it; its bus channel is the shard's. */
+export const shardOfPosition = (record: { buildingId: number | null; organizationId: string; deviceId: string }, shards: number): number =>
+  record.buildingId !== null ? shardOfBuilding(record.buildingId, shards) : shardOfDevice(record.organizationId, record.deviceId, shards);
+
 /** The member scoring highest for this shard; ties (astronomically rare) go to the smaller id, so all agree. */
 export function ownerOf(shard: number, members: readonly string[]): string | undefined {
   let best: string | undefined;

@@ -89,8 +89,8 @@ export class DetectionShards implements ShardHandler {
   }
 
   /**
-   * The live state's object for the same position when it holds it (every gateway gets every position on the
-   * bus, usually before the stream hands it here): the detectors keep each device's last position, and the copy
+   * The live state's object for the same position when it holds it (uploaded here, or received on the bus for a
+   * socket or live query here, usually before the stream hands it here): the detectors keep each device's last position, and the copy
    * decoded from the stream would be a second one per device beside the live state's, about 380 bytes.
    */
   private shared(record: PositionRecord): PositionRecord {

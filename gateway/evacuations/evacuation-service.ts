@@ -11,7 +11,7 @@ import type { Enqueued, WebhookEvent, WebhookEventType } from '../../shared/webh
 import type { AuditRecorder } from '../audit/audit-log.js';
 import type { Principal } from '../auth/principal.js';
 import type { BuildingRegistry, BuildingRuntime } from '../realtime/building-registry.js';
-import type { LiveState } from '../realtime/live-state.js';
+import type { RealtimeService } from '../realtime/realtime-service.js';
 import { EvacuationStore, type Actor, type EvacuationRow, type StoredEntry } from './evacuation-store.js';
 import { presentEntry, presentSummary, type PresentedEntry } from './presenters.js';
 import { countRoll, type RollStatus } from '../../shared/evacuations/roll-counts.js';
@@ -86,12 +86,15 @@ const personSafe = (evacuation: EvacuationRow, entry: StoredEntry) =>
 export class EvacuationService {
   readonly store: EvacuationStore;
   private readonly active = new Map<number, Active>();
+  /** The interest in the live positions of each building under evacuation, from every gateway (arrivals). */
+  private readonly followed = new Map<number, Promise<(lingerMs?: number) => void>>();
   private timer?: NodeJS.Timeout;
 
   constructor(
     private readonly storage: Storage,
     private readonly registry: BuildingRegistry,
-    private readonly live: LiveState,
+    /** The live state, and the bus interest in evacuated buildings' positions (their owner marks arrivals from them). */
+    private readonly realtime: Pick<RealtimeService, 'live' | 'interest'>,
     private readonly bus: Bus,
     private readonly logger: Logger,
     private readonly presenceWindowMs: number,
@@ -115,6 +118,33 @@ export class EvacuationService {
     clearInterval(this.timer);
   }
 
+  /**
+   * Receives the live positions of every building under evacuation, whichever gateway they were uploaded to: the
+   * building's owner marks arrivals from them (muster-detection.ts). Evacuations are few; every gateway follows them.
+   */
+  private followActive(): void {
+    for (const buildingId of this.active.keys()) {
+      if (this.followed.has(buildingId)) continue;
+      const held = this.realtime.interest.holdBuildings([buildingId]);
+      this.followed.set(buildingId, held);
+      held.catch((error: unknown) => {
+        this.logger.warn(
+          { err: error, buildingId },
+          'subscribing to an evacuated building’s positions failed; retried at the next refresh',
+        );
+        if (this.followed.get(buildingId) === held) this.followed.delete(buildingId);
+      });
+    }
+    for (const [buildingId, held] of this.followed) {
+      if (this.active.has(buildingId)) continue;
+      this.followed.delete(buildingId);
+      void held.then(
+        (release) => release(),
+        () => undefined,
+      );
+    }
+  }
+
   /** Reads the active evacuations (with their assembly points and people) again. */
   async refresh(): Promise<void> {
     try {
@@ -131,6 +161,7 @@ export class EvacuationService {
         this.active.set(evacuation.buildingId, { evacuation, points: new Map(points.map((point) => [point.id, point])), onRoll });
       }
       for (const buildingId of this.active.keys()) if (!seen.has(buildingId)) this.active.delete(buildingId);
+      this.followActive();
     } catch (error) {
       this.logger.warn({ err: error }, 'reading the active evacuations failed');
     }
@@ -212,6 +243,7 @@ export class EvacuationService {
       points: new Map(points.map((point) => [point.id, point])),
       onRoll: new Set(roll.map((entry) => entry.personKey)),
     });
+    this.followActive();
     await this.announce({
       organizationId,
       buildingId,
@@ -250,6 +282,7 @@ export class EvacuationService {
       return { result: entries, owed: webhookEvent(ended, 'evacuation.ended', 'ended', { ...presentSummary(ended), counts }) };
     });
     this.active.delete(buildingId);
+    this.followActive();
     for (const entry of settled) await this.announceEntry(ended, entry);
     await this.announce({
       organizationId: found.organizationId,
@@ -344,7 +377,7 @@ export class EvacuationService {
   private withNewestFix(organizationId: string, entry: StoredEntry, stored: ReadonlyMap<string, Fix>): StoredEntry {
     let fix = entry.fix;
     for (const deviceId of entry.deviceIds) {
-      const record = this.live.latest(organizationId, deviceId);
+      const record = this.realtime.live.latest(organizationId, deviceId);
       const candidates = [record && fixOfRecord(record), stored.get(deviceId)];
       for (const candidate of candidates) if (candidate && (!fix || candidate.at > fix.at)) fix = candidate;
     }
@@ -368,7 +401,7 @@ export class EvacuationService {
     if (!held || held.evacuation.organizationId !== event.organizationId || event.type !== 'enter') return;
     const point = held.points.get(event.zoneId);
     if (!point || event.at < held.evacuation.startedAt.getTime()) return;
-    const record = this.live.latest(event.organizationId, event.deviceId);
+    const record = this.realtime.live.latest(event.organizationId, event.deviceId);
     const entry = await this.write(async (tx) => {
       const marked = await this.store.reachedPoint(
         tx,

@@ -12,6 +12,12 @@ export interface RequestedAlarmRaiser {
 export interface PositionHandOff {
   /** Before storing: waits while the owners of these positions are too far behind, or refuses (503). */
   admit(records: readonly PositionRecord[]): Promise<void> | undefined;
-  /** `published`: the same records as packed for the bus, whose bytes the hand-off may reuse. Never rejects. */
-  handOff(records: readonly PositionRecord[], published?: EncodedPositions): Promise<void>;
+  /** `published`: the same records as packed for the bus, by shard, whose bytes the hand-off may reuse. Never rejects. */
+  handOff(records: readonly PositionRecord[], published?: ReadonlyMap<number, EncodedPositions>): Promise<void>;
+}
+
+/** Where accepted positions go live: this gateway's live state, and the bus to the others (gateway/realtime). */
+export interface LivePositions {
+  /** Resolves once published, to the records as packed for the bus, by shard. */
+  publish(organizationId: string, records: PositionRecord[]): Promise<ReadonlyMap<number, EncodedPositions>>;
 }

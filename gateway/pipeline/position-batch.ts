@@ -14,6 +14,6 @@ export interface PositionBatch {
   records: PositionRecord[];
   /** Problems found so far; the batch is refused, whole, once enrichment has looked at every pose. */
   errors: FieldError[];
-  /** The records as `publish` put them on the bus, packed at most once (the shard streams take the same bytes). */
-  published?: EncodedPositions;
+  /** The records as `publish` put them on the bus, by shard, packed at most once (the shard streams take the same bytes). */
+  published?: ReadonlyMap<number, EncodedPositions>;
 }

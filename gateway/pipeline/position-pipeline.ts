@@ -1,10 +1,7 @@
-import { EncodedPayload } from '../../shared/bus/index.js';
-import type { Bus } from '../bus-channels.js';
 import { ForbiddenError, StorageUnavailableError, ValidationError, fieldErrors } from '../../shared/errors.js';
 import type { Logger } from '../../shared/logger.js';
 import { positionsAccepted, refusedPositions, uploadBatchSize, uploadToPublish } from '../../shared/metrics/metrics.js';
 import type { PositionWriter } from '../../shared/positions/position-writer.js';
-import { PositionsMessage } from '../../shared/positions/positions-message.js';
 import { confinedUserId } from '../auth/permissions.js';
 import type { Principal } from '../auth/principal.js';
 import type { BuildingRegistry, BuildingRuntime } from '../realtime/building-registry.js';
@@ -13,13 +10,14 @@ import { DEFAULT_POSITIONS_MAX_AGE_MS, parsePoseFast, poseSchema, timestampProbl
 import { trackingWindowStep, type TrackingWindows } from '../privacy/tracking-windows.js';
 import { runPipeline, type PipelineStep } from './pipeline.js';
 import type { PositionBatch } from './position-batch.js';
-import type { PositionHandOff, RequestedAlarmRaiser } from './ports.js';
+import type { LivePositions, PositionHandOff, RequestedAlarmRaiser } from './ports.js';
 
 export interface PipelineDependencies {
   registry: BuildingRegistry;
   devices: DeviceDirectory;
   writer: PositionWriter;
-  bus: Bus;
+  /** This gateway's live state, and the bus to the gateways that follow these positions (gateway/realtime). */
+  live: LivePositions;
   logger: Logger;
   /** Raises the alarm buttons poses carry (DANGER, assistance requests). */
   alarms: RequestedAlarmRaiser;
@@ -68,7 +66,7 @@ export function positionSteps(deps: PipelineDependencies): PipelineStep<Position
     trackingWindowStep(deps.trackingWindows),
     { name: 'raise-requested-alarms', critical: true, run: (batch) => deps.alarms.raise(batch) },
     { name: 'pace-to-detection', critical: true, run: (batch) => deps.owners.admit(batch.records) },
-    { name: 'publish', run: (batch) => publish(batch, deps.bus) },
+    { name: 'publish', run: (batch) => publish(batch, deps.live) },
     { name: 'persist', critical: true, run: (batch) => deps.writer.write(batch.records) },
     { name: 'hand-to-owners', run: (batch) => deps.owners.handOff(batch.records, batch.published) },
   ];
@@ -235,8 +233,7 @@ async function resolveDevices(batch: PositionBatch, directory: DeviceDirectory):
   }
 }
 
-async function publish(batch: PositionBatch, bus: Bus): Promise<void> {
-  batch.published = new EncodedPayload(new PositionsMessage(batch.principal.organizationId, batch.records));
-  await bus.publish('positions', batch.published);
+async function publish(batch: PositionBatch, live: LivePositions): Promise<void> {
+  batch.published = await live.publish(batch.principal.organizationId, batch.records);
   uploadToPublish.observe((Date.now() - batch.receivedAt) / 1000);
 }

@@ -11,8 +11,9 @@ export interface LiveQuery {
 }
 
 /**
- * The latest position of every device, per organization, in memory. Every gateway keeps the whole picture:
- * each one receives every position through the bus. A record is the pipeline's change record itself.
+ * The latest position of every device, per organization, in memory: of the positions this gateway receives (its
+ * own uploads, and the shards it has an interest in, realtime/position-interest.ts). A record is the pipeline's
+ * change record itself.
  */
 export class LiveState {
   private readonly byOrganization = new Map<string, Map<string, PositionRecord>>();

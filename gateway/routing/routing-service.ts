@@ -8,7 +8,7 @@ import { BuildingPathsSchema, PoiSchema, type Geofence } from '../../shared/stor
 import { confinedUserId } from '../auth/permissions.js';
 import type { Principal } from '../auth/principal.js';
 import type { BuildingRegistry, BuildingRuntime } from '../realtime/building-registry.js';
-import type { LiveState } from '../realtime/live-state.js';
+import type { RealtimeService } from '../realtime/realtime-service.js';
 
 /** A graph is rebuilt at the latest this long after it was built, even if a change announcement was missed. */
 const GRAPH_TTL_MS = 5 * 60_000;
@@ -58,7 +58,8 @@ export class RoutingService {
   constructor(
     private readonly storage: Storage,
     private readonly registry: BuildingRegistry,
-    private readonly live: LiveState,
+    /** Live queries (they take this gateway's interest in the buildings' live positions, realtime-service.ts). */
+    private readonly live: Pick<RealtimeService, 'query'>,
     private readonly bus: Bus,
     private readonly now: () => number = Date.now,
   ) {}
@@ -177,7 +178,7 @@ export class RoutingService {
       ]);
       userIds = members.map((member) => member.id).filter((id) => confined === undefined || id === confined);
     }
-    const records = this.live.query({
+    const records = await this.live.query({
       organizationId: principal.organizationId,
       buildingIds: [runtime.id],
       indoor: true,
@@ -290,7 +291,7 @@ export class RoutingService {
     };
     if (endpoint.deviceId !== undefined) {
       const confined = confinedUserId(principal);
-      const [record] = this.live.query({ organizationId: principal.organizationId, deviceIds: [endpoint.deviceId] });
+      const [record] = await this.live.query({ organizationId: principal.organizationId, deviceIds: [endpoint.deviceId] });
       if (!record || (confined !== undefined && record.userId !== confined))
         throw new ValidationError([{ field: `${field}_device_id`, message: 'no live position of that device' }]);
       const placed =

@@ -19,6 +19,11 @@ export type ReplayProvider = (
   confinedTo: string | undefined,
 ) => Promise<void>;
 
+/** The bus subscriptions a topic needs: held while a socket here follows it, resolved once acknowledged. */
+export interface TopicInterest {
+  holdTopic(topic: string): Promise<(lingerMs?: number) => void>;
+}
+
 /** Whether a message on `topic` is for this subscriber: a confined (plain) user gets only what is about them. */
 export function visibleTo(connection: Connection, topic: string, data: unknown): boolean {
   if (connection.confinedTo === undefined || !isConfinedTopic(topic)) return true;
@@ -34,9 +39,11 @@ export function visibleTo(connection: Connection, topic: string, data: unknown):
 export class TopicRegistry {
   private readonly topics = new Map<string, Set<Connection>>();
   private readonly replays: { pattern: RegExp; provider: ReplayProvider }[] = [];
+  /** The interest held for each topic key followed here (or being followed), given back when its last socket leaves. */
+  private readonly interests = new Map<string, Promise<(lingerMs?: number) => void>>();
 
   constructor(
-    private readonly services: { logger: Logger; registry: BuildingRegistry; storage: Storage },
+    private readonly services: { logger: Logger; registry: BuildingRegistry; storage: Storage; interest: TopicInterest },
     private readonly options: Pick<WsOptions, 'maxTopics'>,
   ) {}
 
@@ -82,8 +89,14 @@ export class TopicRegistry {
     provider: ReplayProvider,
   ): Promise<void> {
     const gate = new ReplayGate(sinceSeq);
-    this.subscribe(connection, key);
+    // The gate first: a live alarm may reach the socket as soon as it follows the topic.
     connection.replays.set(key, gate);
+    try {
+      await this.follow(connection, key);
+    } catch (error) {
+      if (connection.replays.get(key) === gate) connection.replays.delete(key);
+      throw error;
+    }
     const send = (frame: object) => {
       if (!visibleTo(connection, topic, (frame as { data?: unknown }).data)) return;
       const fresh = gate.replayed(frame);
@@ -101,6 +114,42 @@ export class TopicRegistry {
     for (const frame of gate.finish()) connection.message(frame);
   }
 
+  /**
+   * Follows a topic once the bus subscriptions it needs are acknowledged (a position published after that reaches
+   * this socket), then subscribes the socket: the `subscribed` answer comes after both. Alarm topics need none.
+   */
+  async follow(connection: Connection, key: string): Promise<void> {
+    for (;;) {
+      let held = this.interests.get(key);
+      if (!held) {
+        held = this.services.interest.holdTopic(key.slice(key.indexOf('|') + 1));
+        this.interests.set(key, held);
+        const failed = held;
+        held.catch(() => this.interests.get(key) === failed && this.interests.delete(key));
+      }
+      await held;
+      // The last follower left meanwhile and the interest was given back: take it again.
+      if (this.interests.get(key) === held) break;
+    }
+    try {
+      this.subscribe(connection, key);
+    } catch (error) {
+      this.leftBehind(key);
+      throw error;
+    }
+  }
+
+  /** Gives a topic's interest back once no socket here follows it. */
+  private leftBehind(key: string): void {
+    if (this.topics.has(key)) return;
+    const held = this.interests.get(key);
+    this.interests.delete(key);
+    void held?.then(
+      (release) => release(),
+      () => undefined,
+    );
+  }
+
   subscribe(connection: Connection, key: string): void {
     // Checked again here: several subscribe operations of one socket may be in flight together.
     if (!connection.subscriptions.has(key) && connection.subscriptions.size >= this.options.maxTopics) throw this.tooManyTopics(connection);
@@ -116,12 +165,14 @@ export class TopicRegistry {
     if (set?.size === 0) this.topics.delete(key);
     connection.subscriptions.delete(key);
     connection.replays.delete(key);
+    this.leftBehind(key);
   }
 
   /** A closed socket leaves every topic it followed. */
   forget(connection: Connection): void {
     for (const key of connection.subscriptions) this.topics.get(key)?.delete(connection);
     for (const key of connection.subscriptions) if (this.topics.get(key)?.size === 0) this.topics.delete(key);
+    for (const key of connection.subscriptions) this.leftBehind(key);
   }
 
   /**

@@ -21,7 +21,7 @@ import type { BuildingRegistry } from '../realtime/building-registry.js';
 import { bearerExpiry } from './credential-check.js';
 import { SOCKET_ROUTE, type SocketAdmission } from './socket-admission.js';
 import type { SocketRevalidation } from './socket-revalidation.js';
-import type { TopicRegistry } from './topic-registry.js';
+import type { TopicInterest, TopicRegistry } from './topic-registry.js';
 import { authorizeTopic, topicKey } from './topics.js';
 import { WS_CLOSE, type Connection, type SocketData, type WsOptions } from './ws-connection.js';
 import { decode } from './ws-codec.js';
@@ -34,6 +34,8 @@ export interface WsDependencies {
   registry: BuildingRegistry;
   storage: Storage;
   rateLimits?: Pick<RateLimits, 'consume'>;
+  /** The bus subscriptions the topics followed here need (gateway/realtime/position-interest.ts). */
+  interest: TopicInterest;
 }
 
 /** An id the client chose, echoed in the reply: bounded, so echoing it can neither blow the stack nor the frame. */
@@ -191,7 +193,7 @@ export class WsProtocol {
         const key = topicKey(principal.organizationId, topic);
         const replay = message.since_seq !== undefined ? this.topics.replayFor(topic) : undefined;
         if (replay) await this.topics.subscribeWithReplay(connection, principal, topic, key, message.since_seq!, replay);
-        else this.topics.subscribe(connection, key);
+        else await this.topics.follow(connection, key);
         accepted.push(topic);
       } catch (error) {
         if (!(error instanceof AppError)) this.services.logger.error({ err: error, topic }, 'websocket subscription failed');

@@ -135,13 +135,13 @@ export const wsSlowConsumerDisconnects = new Counter({
 
 const busPublished = new Counter({
   name: `${PREFIX}bus_published_total`,
-  help: 'Messages published on the bus, by channel.',
+  help: 'Messages published on the bus, by kind of channel (`positions` for every `positions:<shard>`).',
   labelNames: ['channel'] as const,
   registers: [registry],
 });
 const busReceived = new Counter({
   name: `${PREFIX}bus_received_total`,
-  help: 'Messages received from other nodes over Redis, by channel (the local bus has no other nodes).',
+  help: 'Messages received from other nodes over Redis, by kind of channel (the local bus has no other nodes).',
   labelNames: ['channel'] as const,
   registers: [registry],
 });
@@ -151,12 +151,15 @@ export const busLag = new Histogram({
   buckets: LATENCY_BUCKETS,
   registers: [registry],
 });
-/** Bus channels are a handful of constants: their children are bound on first use and kept. */
+/**
+ * Bus channels are a handful of kinds, a kind being the name before any `:<part>` (`positions:12` is `positions`):
+ * the label is the kind, so the series stay few; children are bound on first use and kept.
+ */
 const boundBy = <C extends Counter<'channel'>>(counter: C) => {
   const children = new Map<string, Counter.Internal>();
   return (channel: string) => {
     let child = children.get(channel);
-    if (!child) children.set(channel, (child = counter.labels(channel)));
+    if (!child) children.set(channel, (child = counter.labels(/^positions:\d+$/.test(channel) ? 'positions' : channel)));
     return child;
   };
 };

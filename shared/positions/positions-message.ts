@@ -13,8 +13,8 @@ export class PositionsMessage {
 }
 
 /**
- * One accepted batch packed at most once: its bytes go on the bus and, when every position of the batch falls in
- * one shard (an upload from one building), into that shard's stream too (gateway/cluster/shard-log.ts).
+ * The positions of one accepted batch in one shard, packed at most once: its bytes go on the shard's bus channel
+ * and into the shard's stream too (gateway/cluster/shard-log.ts).
  */
 export type EncodedPositions = EncodedPayload<PositionsMessage>;
 

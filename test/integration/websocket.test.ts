@@ -95,6 +95,18 @@ describe(`WebSocket gateway (${driverLabel})`, () => {
     expect(socket.frames.slice(before).filter((f) => f.op === 'position')).toEqual([]);
   });
 
+  it('pushes each position of an upload once, two fixes of one device with one timestamp included', async () => {
+    const socket = await open({ headers: { authorization: `Bearer ${token}` } });
+    expect((await socket.request({ op: 'subscribe', topics: [`buildings/${venue.building.id}/positions`] })).op).toBe('subscribed');
+    const timestamp = Date.now();
+    const poses = [11, 12].map((x) => ({ ...pose('ws-twice', x), timestamp }));
+    expect((await admin.post('/api/v1/realtime/positions', { poses })).status).toBe(204);
+    await socket.next((f) => f.op === 'position' && f.data.properties.local_coordinates[0] === 12);
+    expect((await socket.request({ op: 'ping' })).op).toBe('pong'); // anything pushed twice would be here by now
+    const pushed = socket.frames.filter((f) => f.op === 'position' && f.data.id === 'ws-twice');
+    expect(pushed.map((f) => f.data.properties.local_coordinates[0])).toEqual([11, 12]);
+  });
+
   it("sends a batch's positions as one frame per topic to a socket opened with ?positions=batched", async () => {
     const topic = `buildings/${venue.building.id}/positions`;
     for (const protocol of [undefined, 'msgpack']) {

@@ -1,4 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
+import { BusInterest } from '../../shared/bus/bus-interest.js';
 import { EncodedPayload, type Bus } from '../../shared/bus/index.js';
 import { LocalBus } from '../../shared/bus/local-bus.js';
 import { RedisBus } from '../../shared/bus/redis-bus.js';
@@ -49,10 +50,13 @@ if (cluster) {
   });
 }
 
-const nextMessage = (bus: Bus, channel: string) =>
-  new Promise<unknown>((resolve) => {
-    void bus.subscribe(channel, (payload) => resolve(payload));
-  });
+/** The next message on `channel`, once the subscription is acknowledged (a fresh Redis Cluster may take a while). */
+async function nextMessage(bus: Bus, channel: string): Promise<{ message: Promise<unknown> }> {
+  let resolve!: (payload: unknown) => void;
+  const message = new Promise<unknown>((done) => (resolve = done));
+  await bus.subscribe(channel, (payload) => resolve(payload));
+  return { message };
+}
 
 const settle = () => new Promise((resolve) => setTimeout(resolve, 150));
 
@@ -63,7 +67,7 @@ describe.each(factories)('bus contract: $name', (factory) => {
   it('delivers a published payload to a subscriber on another node, structure intact', async () => {
     const { a, b, cleanup: c } = factory.pair();
     cleanup = c;
-    const received = nextMessage(b, 'positions');
+    const { message: received } = await nextMessage(b, 'positions');
     await settle();
     const payload = { device: 'd-1', x: 1.5, nested: { list: [1, 'two', null] }, when: '2026-01-01T00:00:00.000Z' };
     await a.publish('positions', payload);
@@ -115,7 +119,7 @@ describe.each(factories)('bus contract: $name', (factory) => {
     await b.subscribe('errors', () => {
       throw new Error('boom');
     });
-    const received = nextMessage(b, 'errors');
+    const { message: received } = await nextMessage(b, 'errors');
     await settle();
     await a.publish('errors', { ok: true });
     expect(await received).toEqual({ ok: true });
@@ -140,7 +144,7 @@ describe.each(factories)('bus contract: $name', (factory) => {
     cleanup = c;
     const local: unknown[] = [];
     await a.subscribe('positions', (payload) => local.push(payload));
-    const remote = nextMessage(b, 'positions');
+    const { message: remote } = await nextMessage(b, 'positions');
     await settle();
     const value = {
       organizationId: 'org',
@@ -155,6 +159,36 @@ describe.each(factories)('bus contract: $name', (factory) => {
     await settle();
     expect(local).toHaveLength(1);
     expect(local[0]).toBe(value);
+  });
+
+  it('interest: receives a channel only while held, everything published once the hold resolved, counted by holders', async () => {
+    const { a, b, cleanup: c } = factory.pair();
+    cleanup = c;
+    const seen: number[] = [];
+    const interest = new BusInterest(b, (payload) => seen.push((payload as { n: number }).n), 60_000);
+    await a.publish('building:1', { n: 1 }); // nobody here holds it
+    const first = await interest.hold(['building:1']);
+    await a.publish('building:1', { n: 2 }); // at once after the hold resolved: not missed
+    const second = await interest.hold(['building:1', 'building:2']);
+    first(0);
+    await a.publish('building:1', { n: 3 }); // the second holder keeps it
+    await a.publish('building:2', { n: 4 });
+    await settle(); // what is still on its way when the last holder leaves is dropped with the channel
+    second(0); // the last holder left, with no linger: both are given up
+    await settle();
+    expect(interest.channels).toEqual([]);
+    await a.publish('building:1', { n: 5 });
+    await a.publish('building:2', { n: 6 });
+    // Given back with a linger: still received until it ends, and a hold meanwhile subscribes nothing new.
+    (await interest.hold(['building:3']))();
+    expect(interest.holds('building:3')).toBe(true);
+    await a.publish('building:3', { n: 7 });
+    (await interest.hold(['building:3']))(0); // the longest linger asked for stands
+    await a.publish('building:3', { n: 8 });
+    await settle();
+    expect(interest.channels).toEqual(['building:3']);
+    expect(seen.sort()).toEqual([2, 3, 4, 7, 8]);
+    interest.close();
   });
 
   it('answers ping while open and refuses after close', async () => {

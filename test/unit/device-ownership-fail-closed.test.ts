@@ -60,7 +60,6 @@ describe('device ownership fails closed', () => {
       writer: {
         write: async (records: { deviceId: string }[]) => void written.push(...records.map((record) => record.deviceId)),
       } as unknown as PositionWriter,
-      bus: silentBus,
       logger: createLogger('silent'),
       ...idlePorts,
     });
@@ -83,7 +82,6 @@ describe('device ownership fails closed', () => {
       registry: { peek: () => undefined, get: async () => undefined, buildingAt: async () => undefined } as never,
       devices: { resolve: async (_: string, identifiers: string[]) => identifiers.map(() => undefined) } as never,
       writer: { write: async () => undefined } as unknown as PositionWriter,
-      bus: silentBus,
       logger: createLogger('silent'),
       ...idlePorts,
     });

@@ -1,7 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import type { Principal } from '../../gateway/auth/principal.js';
 import { PositionPipeline, STAGE_STEPS, type PipelineDependencies, type SkippableStage } from '../../gateway/pipeline/position-pipeline.js';
-import type { Bus } from '../../gateway/bus-channels.js';
+import type { LivePositions } from '../../gateway/pipeline/ports.js';
+import { EncodedPayload } from '../../shared/bus/index.js';
+import { PositionsMessage } from '../../shared/positions/positions-message.js';
 import { createLogger } from '../../shared/logger.js';
 import type { PositionWriter } from '../../shared/positions/position-writer.js';
 import { idlePorts } from '../../testkit/pipeline-ports.js';
@@ -27,14 +29,19 @@ function pipelineWithHeldCommit() {
       return new Promise<void>((resolve, reject) => (settle = (error) => (error ? reject(error) : resolve())));
     },
   } as unknown as PositionWriter;
-  const bus = { nodeId: 'n', publish: async (channel: string) => void events.push(`published on ${channel}`) } as unknown as Bus;
+  const live: LivePositions = {
+    publish: async (organizationId, records) => {
+      events.push(`published ${records.length} of ${organizationId}`);
+      return new Map([[0, new EncodedPayload(new PositionsMessage(organizationId, records))]]);
+    },
+  };
   const deps: PipelineDependencies = {
     registry: { peek: () => undefined, get: async () => undefined, buildingAt: async () => undefined } as never,
     devices: {
       resolve: async (_: string, identifiers: string[]) => identifiers.map((identifier) => ({ id: identifier, identifier, userId: null })),
     } as never,
     writer,
-    bus,
+    live,
     logger: createLogger('silent'),
     alarms: { raise: async () => void events.push('alarms raised') },
     owners: {
@@ -51,7 +58,7 @@ describe('position pipeline order', () => {
     let acknowledged = false;
     const processing = pipeline.process(principal, [pose]).then(() => (acknowledged = true));
     await new Promise((resolve) => setTimeout(resolve, 20));
-    expect(events).toEqual(['alarms raised', 'paced', 'published on positions', 'commit started']);
+    expect(events).toEqual(['alarms raised', 'paced', 'published 1 of org', 'commit started']);
     expect(acknowledged).toBe(false);
     settle();
     await processing;
@@ -65,7 +72,7 @@ describe('position pipeline order', () => {
     await new Promise((resolve) => setTimeout(resolve, 20));
     settle(new Error('database down'));
     await expect(processing).rejects.toThrow('database down');
-    expect(events).toEqual(['alarms raised', 'paced', 'published on positions', 'commit started']); // nothing handed to owners
+    expect(events).toEqual(['alarms raised', 'paced', 'published 1 of org', 'commit started']); // nothing handed to owners
   });
 });
 
@@ -97,7 +104,6 @@ describe('position pipeline validation (clock injected through receivedAt)', () 
       writer: {
         write: async (records: { deviceId: string }[]) => void written.push(...records.map((r) => r.deviceId)),
       } as unknown as PositionWriter,
-      bus: { nodeId: 'n', publish: async () => undefined } as unknown as Bus,
       logger: createLogger('silent'),
       ...idlePorts,
       maxAgeMs,
@@ -176,7 +182,12 @@ describe('BENCH_SKIP_STAGE: each switch takes exactly its stage out of the hot p
           identifiers.map((identifier) => ({ id: identifier, identifier, userId: null })),
       } as never,
       writer: { write: async (records: unknown[]) => void events.push(`stored ${records.length}`) } as unknown as PositionWriter,
-      bus: { nodeId: 'n', publish: async (channel: string) => void events.push(`published on ${channel}`) } as unknown as Bus,
+      live: {
+        publish: async () => {
+          events.push('published');
+          return new Map();
+        },
+      },
       logger: createLogger('silent'),
       alarms: { raise: async () => void events.push('alarms raised') },
       owners: {
@@ -187,10 +198,10 @@ describe('BENCH_SKIP_STAGE: each switch takes exactly its stage out of the hot p
     };
     return { pipeline: new PositionPipeline(deps), events };
   }
-  const everything = ['alarms raised', 'paced', 'published on positions', 'stored 1', 'handed 1 to owners'];
+  const everything = ['alarms raised', 'paced', 'published', 'stored 1', 'handed 1 to owners'];
   const takenAway: Record<Exclude<SkippableStage, 'none'>, string[]> = {
     store: ['stored 1'],
-    bus: ['published on positions'],
+    bus: ['published'],
     detection: ['paced', 'handed 1 to owners'],
   };
 

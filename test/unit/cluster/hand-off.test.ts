@@ -48,8 +48,9 @@ describe('ClusterNode.handOff: one packing per upload', () => {
   it('appends an upload of one shard as the payload the bus published, so its bytes are packed once', async () => {
     const log = new AppendedLog();
     const records = [record('a', 7), record('b', 7)];
+    const cluster = node(log);
     const published = new EncodedPayload(new PositionsMessage('org', records));
-    await node(log).handOff(records, published);
+    await cluster.handOff(records, new Map([[cluster.shardOf(records[0]!), published]]));
     expect(log.appended).toHaveLength(1);
     expect(log.appended[0]!.positions).toBe(published);
   });
@@ -62,7 +63,7 @@ describe('ClusterNode.handOff: one packing per upload', () => {
       (id) => cluster.shardOf(record('x', id)) !== cluster.shardOf(record('x', 1)),
     )!;
     const records = [record('a', 1), record('b', second), record('c', 1)];
-    await cluster.handOff(records, new EncodedPayload(new PositionsMessage('org', records)));
+    await cluster.handOff(records);
     const byShard = new Map(log.appended.map(({ shard, positions }) => [shard, positions.value.records.map((item) => item.deviceId)]));
     expect(byShard).toEqual(
       new Map([
