@@ -224,7 +224,12 @@ async function erasePositions(
   }
 }
 
-/** The device's rows of one partition, keyset on ts: each batch starts its index scan after the last one's end, never over the entries it deleted. */
+/**
+ * The device's rows of one partition, keyset on ts: each batch starts its index scan after the last one's end, never
+ * over the entries it deleted. The first starts after -infinity rather than with no bound on ts: without one, and
+ * without statistics (embedded storage never analyses), the planner read and sorted all of the device's rows of the
+ * day to find the first batch (0.4-0.6 s for a day at 1 Hz, once per day partition, with ingest waiting).
+ */
 async function eraseByDevice(
   storage: Pick<Storage, 'execute'>,
   partition: string,
@@ -235,17 +240,15 @@ async function eraseByDevice(
   counted: (count: number) => Promise<void>,
 ): Promise<void> {
   const byDevice = `device_id = ? and ${where}`;
-  let after: unknown = null;
+  let after: unknown = '-infinity';
   await inPacedBatches(
     batchSize,
     async (size) => {
-      const from = after === null ? '' : ' and ts > ?';
-      const fromParams = after === null ? [] : [after];
       const [gone] = await storage.execute<{ n: number; last: unknown }>(
-        `with bound as (select max(ts) as last from (select ts from ${partition} where ${byDevice}${from} order by ts limit ${size}) first),
-         gone as (delete from ${partition} where ${byDevice}${from} and ts <= (select last from bound) returning 1)
+        `with bound as (select max(ts) as last from (select ts from ${partition} where ${byDevice} and ts > ? order by ts limit ${size}) first),
+         gone as (delete from ${partition} where ${byDevice} and ts > ? and ts <= (select last from bound) returning 1)
          select (select count(*)::int from gone) as n, (select last from bound) as last`,
-        [device, ...params, ...fromParams, device, ...params, ...fromParams],
+        [device, ...params, after, device, ...params, after],
       );
       const count = Number(gone?.n ?? 0);
       if (gone?.last !== null && gone?.last !== undefined) after = gone.last;
