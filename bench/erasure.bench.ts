@@ -1,6 +1,7 @@
 import { createVenue } from '../testkit/cartography.js';
 import { adminClient, createUser } from '../testkit/identity.js';
 import { startTestGateway } from '../testkit/test-gateway.js';
+import { setWatermark } from '../shared/reports/materializer.js';
 import { summarise, type Figure, type Scenario } from './harness.js';
 
 const SCENARIO = 'erasure';
@@ -48,6 +49,11 @@ export const erasureScenario: Scenario = {
       });
       if (seeded.status !== 204) throw new Error(`seed upload: ${seeded.status} ${seeded.text}`);
       const storage = running.gateway.services.storage;
+      // History the report materializer built long ago: its watermark is set before the inserts (no pass walks them)
+      // and again after (past every one of them). Left at its start (-infinity), whichever pass first ran during the
+      // inserts walked the whole history in 6-hour chunks, some of them during the erasure and not during the run
+      // without it (ratios from 1.7 to 7.4 at a million rows).
+      await setWatermark(storage, new Date());
       const [{ organization_id: organizationId }] = await storage.execute<{ organization_id: string }>(
         'select organization_id from users where id = ?',
         [person.user.id],
@@ -63,6 +69,7 @@ export const erasureScenario: Scenario = {
         );
       }
 
+      await setWatermark(storage, new Date());
       let step = 0;
       const uploadOne = async (deviceId: string) => {
         const started = performance.now();

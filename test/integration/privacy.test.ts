@@ -439,6 +439,23 @@ describe(`privacy: tracking windows and erasure (${driverLabel})`, () => {
       expect((await admin.post(`/api/v1/users/${randomUUID()}/erasure`, {})).status).toBe(404);
     });
 
+    it('erases a range across day partitions: each day’s rows within it, none outside it, none of another person', async () => {
+      const person = await createUser(admin, 'user');
+      const bystander = await createUser(admin, 'user');
+      const device = `days-${randomUUID().slice(0, 8)}`;
+      const others = `days-other-${randomUUID().slice(0, 8)}`;
+      // Three days (three partitions): the range runs from the evening of the first into the morning of the second.
+      const instants = [at(-30), at(-4), at(-2, 1), at(-1), at(1), at(3), at(10), at(20)];
+      await upload(instants.map((instant, index) => pose(device, person.user.id, instant, index)));
+      await upload(instants.map((instant, index) => pose(others, bystander.user.id, instant, index)));
+      const done = await erase(person.user.id, { from: new Date(at(-3)).toISOString(), to: new Date(at(2)).toISOString() });
+      expect(done.removed.positions).toBe(3);
+      const left = async (deviceId: string) =>
+        (await sql<{ x: number }>('select x from positions where device_id = ? order by ts', [deviceId])).map((row) => Number(row.x));
+      expect(await left(device)).toEqual([0, 1, 5, 6, 7]);
+      expect(await left(others)).toEqual([0, 1, 2, 3, 4, 5, 6, 7]);
+    });
+
     it('finds positions of a device nothing else knows of (the pass in physical order), among other people’s', async () => {
       const person = await createUser(admin, 'user');
       const bystander = await createUser(admin, 'user');
