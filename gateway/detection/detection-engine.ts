@@ -52,11 +52,6 @@ interface DeviceState {
    * would judge zones and stays the replay is about to replace, and what it stored then would escape the replay.
    */
   replaying: boolean;
-  /**
-   * Late fixes of it wait in the late queue (late-queue.ts), replayed beside the on-time series: until the replay
-   * hands back its state, every fix of it goes there too, in order (its place and dead-man are followed here).
-   */
-  queued: boolean;
   transition: transition.TransitionState;
   /** `transition` changed since max-stay last looked at it; otherwise max-stay has the same stays to check. */
   transitionChanged: boolean;
@@ -305,10 +300,9 @@ export class DetectionEngine {
     // the rest (its place, dead-man) is followed here. Without one, as before the late path: a fix older than
     // what the stored state reflects changes nothing, a newer one runs against the state restored.
     const replayed = late !== undefined && state?.observedThrough === null;
-    const queued = late !== undefined && state?.queued === true;
     // Newer than any fix run, but older than what a sweep assumed of the device while it was quiet (it stayed where
     // it was last seen): run here, and checked by the late path, which withdraws what the fixes contradict.
-    if (late && state && (replayed || queued || at < state.sweptTo)) {
+    if (late && state && (replayed || at < state.sweptTo)) {
       late.push(record);
       state.replaying = true;
     }
@@ -331,7 +325,6 @@ export class DetectionEngine {
         settledBefore: 0,
         sweptTo: -Infinity,
         replaying: false,
-        queued: false,
         transition: transition.initialTransitionState(),
         transitionChanged: false,
         maxStay: maxStay.initialMaxStayState(),
@@ -344,7 +337,7 @@ export class DetectionEngine {
     }
     // Leaving a building (or its floors' coverage) closes every open stay there at once.
     if (state.buildingId !== null && state.buildingId !== record.buildingId)
-      this.leaveBuilding(state, at, replayed || queued ? emptyDetections() : out);
+      this.leaveBuilding(state, at, replayed ? emptyDetections() : out);
     // Only a replay after a rebuild can be older than `last`: it may still enter or exit, but `last` and the
     // dead-man state stay with the newer stored position.
     const newest = record.timestamp >= state.last.timestamp;
@@ -358,7 +351,7 @@ export class DetectionEngine {
     if (runtime && detection && record.floorId !== null && record.x !== null && record.y !== null) {
       state.buildingId = runtime.id;
       state.floorId = record.floorId;
-      if (!replayed && !queued) {
+      if (!replayed) {
         const zoneIds = this.tagged.of(detection.index, record.floorId, record.x, record.y);
         const stepped = transition.step(state.transition, { zoneIds, floorId: record.floorId }, detection.transitionRules, at);
         setTransition(state, stepped.state);
@@ -380,13 +373,13 @@ export class DetectionEngine {
     return out;
   }
 
-  /** What the late path needs of a device held here: the newest fix run (and its event time now), its building, whether its fixes wait in the late queue. */
+  /** What the late path needs of a device held here: the newest fix run (and its event time now), its building. */
   liveOf(
     organizationId: string,
     deviceId: string,
-  ): { observedThrough: number | null; last: PositionRecord; buildingId: number | null; queued: boolean } | undefined {
+  ): { observedThrough: number | null; last: PositionRecord; buildingId: number | null } | undefined {
     const state = this.devices.get(`${organizationId}|${deviceId}`);
-    return state && { observedThrough: state.observedThrough, last: state.last, buildingId: state.buildingId, queued: state.queued };
+    return state && { observedThrough: state.observedThrough, last: state.last, buildingId: state.buildingId };
   }
 
   /**
@@ -414,30 +407,8 @@ export class DetectionEngine {
   replayed(keys: Iterable<{ organizationId: string; deviceId: string }>): void {
     for (const { organizationId, deviceId } of keys) {
       const state = this.devices.get(`${organizationId}|${deviceId}`);
-      if (state && !state.queued) state.replaying = false;
+      if (state) state.replaying = false;
     }
-  }
-
-  /** These devices' late fixes wait in the late queue: their next fixes go there too, until `release`. */
-  queue(keys: Iterable<{ organizationId: string; deviceId: string }>): void {
-    for (const { organizationId, deviceId } of keys) {
-      const state = this.devices.get(`${organizationId}|${deviceId}`);
-      if (state) {
-        state.queued = true;
-        state.replaying = true;
-      }
-    }
-  }
-
-  /**
-   * The late queue replayed the device through `observedThrough`: unless a newer fix came meanwhile (queued too,
-   * for the next replay), its fixes run here again.
-   */
-  release(organizationId: string, deviceId: string, observedThrough: number): void {
-    const state = this.devices.get(`${organizationId}|${deviceId}`);
-    if (!state || (state.observedThrough ?? state.last.timestamp) !== observedThrough) return;
-    state.queued = false;
-    state.replaying = false;
   }
 
   /** Per building held here: the newest fix time run (a scrape's read, over every device held). */
@@ -556,7 +527,6 @@ export class DetectionEngine {
       settledBefore: device.settledBefore,
       sweptTo: -Infinity,
       replaying: false,
-      queued: false,
       transition: device.transition,
       transitionChanged: false,
       maxStay: device.maxStay,
