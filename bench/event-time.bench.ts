@@ -19,6 +19,20 @@ const BATCH = 100;
 const LATE_SHARE = 0.05;
 const LATE_MIN_S = 60;
 const LATE_MAX_S = 600;
+/** How far apart the steps each device remembers are (the places its late fixes are taken at). */
+const SNAPSHOT_MS = 5000;
+/** The walks' history before the bench: a fix every this often, for the last LATE_MAX_S and a minute. */
+const HISTORY_STEP_MS = 30_000;
+
+/** The remembered step of a walk nearest before `at` (undefined when the walk is younger than that). */
+function pastStep<T extends { from: number }>(past: readonly T[], at: number): T | undefined {
+  let found: T | undefined;
+  for (const step of past) {
+    if (step.from > at) break;
+    found = step;
+  }
+  return found;
+}
 
 /**
  * Issue 30's figure: with 5% of fixes arriving late by 1–10 minutes (a seeded offline-buffer simulator: devices
@@ -85,6 +99,8 @@ export const eventTimeScenario: Scenario = {
         x: random() * 120,
         y: random() * 80,
         lastAt: 0,
+        /** Steps of its walk about every SNAPSHOT_MS (from, to: fix times; x0, y0 -> x1, y1): where a late fix lies. */
+        past: [] as { from: number; to: number; x0: number; y0: number; x1: number; y1: number }[],
       }));
       let next = 0;
       /** One upload: each device's next step; with `lateShare`, that share of them are fixes buffered minutes ago. */
@@ -94,23 +110,32 @@ export const eventTimeScenario: Scenario = {
         const onTime: string[] = [];
         for (let i = 0; i < BATCH; i++) {
           const walker = walkers[next++ % DEVICES]!;
+          const pose = { device_id: walker.id, building_id: venue.building.id, floor_id: venue.floors[0].id };
+          // A late fix: one the device took 1-10 minutes ago, on its walk then, between two fixes it sent on time.
+          const step =
+            random() < lateShare ? pastStep(walker.past, now - (LATE_MIN_S + random() * (LATE_MAX_S - LATE_MIN_S)) * 1000) : undefined;
+          if (step) {
+            const share = 0.1 + random() * 0.8;
+            poses.push({
+              ...pose,
+              timestamp: Math.round(step.from + share * (step.to - step.from)),
+              x: step.x0 + share * (step.x1 - step.x0),
+              y: step.y0 + share * (step.y1 - step.y0),
+            });
+            continue;
+          }
+          const [x0, y0, from] = [walker.x, walker.y, walker.lastAt];
           walker.x = Math.min(119, Math.max(1, walker.x + (random() - 0.5) * 2));
           walker.y = Math.min(79, Math.max(1, walker.y + (random() - 0.5) * 2));
-          const late = random() < lateShare;
           // A live fix is always newer than the device's last (a monotonic clock per device, as apps have).
-          const timestamp = late
-            ? now - Math.round((LATE_MIN_S + random() * (LATE_MAX_S - LATE_MIN_S)) * 1000)
-            : Math.max(now, walker.lastAt + 1);
-          if (!late) walker.lastAt = timestamp;
-          poses.push({
-            device_id: walker.id,
-            timestamp,
-            building_id: venue.building.id,
-            floor_id: venue.floors[0].id,
-            x: walker.x,
-            y: walker.y,
-          });
-          if (!late) onTime.push(`${walker.id}|${timestamp}`);
+          const timestamp = Math.max(now, walker.lastAt + 1);
+          walker.lastAt = timestamp;
+          if (from > 0 && timestamp - from > 20 && timestamp - (walker.past.at(-1)?.to ?? 0) >= SNAPSHOT_MS) {
+            walker.past.push({ from, to: timestamp, x0, y0, x1: walker.x, y1: walker.y });
+            while (walker.past[0]!.to < now - (LATE_MAX_S + 60) * 1000) walker.past.shift();
+          }
+          poses.push({ ...pose, timestamp, x: walker.x, y: walker.y });
+          onTime.push(`${walker.id}|${timestamp}`);
         }
         return { poses, onTime };
       };
@@ -137,6 +162,41 @@ export const eventTimeScenario: Scenario = {
         await new Promise((resolve) => setTimeout(resolve, 3000));
         return { rate: acknowledged / elapsed, p99: summarise(latencies).p99, frames: latencies.length, failed };
       };
+
+      // The walks' last 11 minutes, a fix every 30 s, uploaded on time before anything is measured: late fixes lie
+      // on them, between stored fixes, as a phone's would.
+      const history: object[] = [];
+      const historyFrom = Date.now() - (LATE_MAX_S + 60) * 1000;
+      for (let at = historyFrom; at < Date.now() - HISTORY_STEP_MS; at += HISTORY_STEP_MS) {
+        for (const walker of walkers) {
+          const [x0, y0] = [walker.x, walker.y];
+          walker.x = Math.min(119, Math.max(1, walker.x + (random() - 0.5) * 10));
+          walker.y = Math.min(79, Math.max(1, walker.y + (random() - 0.5) * 10));
+          const timestamp = Math.round(at);
+          if (walker.lastAt > 0) walker.past.push({ from: walker.lastAt, to: timestamp, x0, y0, x1: walker.x, y1: walker.y });
+          walker.lastAt = timestamp;
+          history.push({
+            device_id: walker.id,
+            building_id: venue.building.id,
+            floor_id: venue.floors[0].id,
+            timestamp,
+            x: walker.x,
+            y: walker.y,
+          });
+        }
+      }
+      let uploaded = 0;
+      await Promise.all(
+        Array.from({ length: LANES }, async () => {
+          while (uploaded < history.length) {
+            const poses = history.slice(uploaded, (uploaded += BATCH));
+            const answer = await admin.post('/api/v1/realtime/positions', { poses });
+            if (answer.status !== 204) throw new Error(`history: ${answer.status} ${answer.text}`);
+          }
+        }),
+      );
+      log(`${history.length} fixes of history uploaded`);
+      await new Promise((resolve) => setTimeout(resolve, 3000));
 
       await measure(0, 2); // warm-up
       const rateRatios: number[] = [];

@@ -51,8 +51,8 @@ describe.skipIf(!serverRedisUrl)(`event time across a failover (seed ${SEED}, ${
     expect(running.gateways[survivor]!.gateway.services.cluster.ownsBuilding(created.building.id)).toBe(true);
     await venue.settle();
 
-    // The events; max-stay alarms are not compared here: in some runs (seed 6) a max stay the dead owner found
-    // before the kill is missing afterwards (docs/event-time.md, limits). Seeds 7, 8 and 3030 also agree on them.
+    // The events; max-stay alarms are not compared here: with EVENT_TIME_SEED=9 a max stay of the debounced fence
+    // (found at the fix that starts its exit grace) is missing afterwards, every run (docs/event-time.md, limits).
     for (const index of plans.keys())
       expect((await walkOutcome(venue, `late-${index}`)).events, `device ${index}`).toEqual(
         (await walkOutcome(venue, `ref-${index}`)).events,
