@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestGateway, type RunningGateway } from '../../testkit/test-gateway.js';
+import { seededRuns } from '../../testkit/seeded-runs.js';
 import { driverLabel } from '../../testkit/test-environment.js';
 import { TestSocket } from '../../testkit/ws-client.js';
 import {
@@ -114,7 +115,7 @@ describe(`fuzz: every operation of the served OpenAPI document (${driverLabel}, 
           const problem = violations(await send(request));
           if (problem) throw new Error(problem);
         }),
-      8,
+      seededRuns(8, 3),
     );
     if (failures.length > 0) expect.fail(`${failures.length} operation(s) failed:\n\n${failures.join('\n\n')}\n`);
   });

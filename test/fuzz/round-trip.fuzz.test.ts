@@ -3,15 +3,13 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { TestResponse } from '../../testkit/http-client.js';
 import { driverLabel } from '../../testkit/test-environment.js';
 import { startTestGateway, type RunningGateway } from '../../testkit/test-gateway.js';
-import { FUZZ_LOG_LEVEL, FUZZ_ONLY, FUZZ_SEED, checkParameters, clip, describeFailure } from './support/fuzz-settings.js';
+import { FUZZ_LOG_LEVEL, FUZZ_ONLY, FUZZ_SEED, ROUND_TRIP_RUNS, checkParameters, clip, describeFailure } from './support/fuzz-settings.js';
 import { NOT_ROUND_TRIPPED, WRITE_FIXTURES, type RoundTripContext, type WriteFixture } from './support/round-trip-fixtures.js';
 import { TEXT_PIECES, fitLength, longestFor, setAt, textFieldsOf, textFor, valuesAt, type TextField } from './support/round-trip.js';
 import { operationsOf, type Operation } from './support/http-operations.js';
 import { seedWorld } from './support/seeded-world.js';
 
 const FILE = 'test/fuzz/round-trip.fuzz.test.ts';
-/** Generated bodies per write (each also gets one with every text at its documented maximum length). */
-const RUNS = Number(process.env.ROUND_TRIP_RUNS ?? 6);
 
 describe(`round trip: every write of the OpenAPI document stores its text exactly (${driverLabel}, seed ${FUZZ_SEED})`, () => {
   let running: RunningGateway;
@@ -128,7 +126,10 @@ describe(`round trip: every write of the OpenAPI document stores its text exactl
         await roundTrip(operation, fixture, fields, texts, target);
       });
       const longest = fields.map((field) => longestFor(field));
-      const details = await fc.check(property, { ...checkParameters(fixture.runs ?? RUNS), examples: [[longest] as never] });
+      const details = await fc.check(property, {
+        ...checkParameters(Math.min(fixture.runs ?? ROUND_TRIP_RUNS, ROUND_TRIP_RUNS)),
+        examples: [[longest] as never],
+      });
       if (details.failed)
         failures.push(
           describeFailure(operation.key, details, (counterexample) => clip(JSON.stringify(counterexample), 600), `${FILE} -t 'reads back'`),
@@ -183,7 +184,7 @@ describe(`round trip: every write of the OpenAPI document stores its text exactl
           throw new Error(`${operation.path}?${name}=${JSON.stringify(value)} → ${response.status} ${clip(response.text, 300)}`);
         }
       });
-      const details = await fc.check(property, checkParameters(Math.max(RUNS, names.length * 2)));
+      const details = await fc.check(property, checkParameters(Math.max(ROUND_TRIP_RUNS, names.length * 2)));
       if (details.failed)
         failures.push(
           describeFailure(operation.key, details, (counterexample) => JSON.stringify(counterexample), `${FILE} -t 'list filters'`),

@@ -7,12 +7,18 @@ import { BuildingSchema, OrganizationSchema } from '../../shared/storage/entitie
 import { EmbeddedStorage } from '../../shared/storage/embedded-storage.js';
 import { ServerStorage } from '../../shared/storage/server-storage.js';
 import type { Storage } from '../../shared/storage/index.js';
+import { copyEmbeddedTemplate, serverTemplate } from '../../testkit/storage-template.js';
 import { createScratchDatabase, serverDatabaseUrl } from '../../testkit/test-environment.js';
 
-/** Opens storage on a location that survives close(), so the same location can be opened again. */
+/**
+ * Opens storage on a location that survives close(), so the same location can be opened again. The location is
+ * empty when `empty` is set (the migrations run from scratch), else a copy of the migrated template that test
+ * environments start from (testkit/storage-template.ts): a fresh PGlite initdb plus every migration per test cost
+ * this file most of its time, and only the migration test needs it.
+ */
 interface StorageFactory {
   name: string;
-  location(): Promise<{ open(): Promise<Storage>; cleanup(): Promise<void> }>;
+  location(empty: boolean): Promise<{ open(): Promise<Storage>; cleanup(): Promise<void> }>;
 }
 
 /**
@@ -42,8 +48,9 @@ const HOSTILE_TEXTS = [
 const factories: StorageFactory[] = [
   {
     name: 'embedded',
-    location: async () => {
+    location: async (empty) => {
       const dir = mkdtempSync(join(tmpdir(), 'floorcast-storage-'));
+      if (!empty) await copyEmbeddedTemplate(dir);
       return { open: () => EmbeddedStorage.open(dir), cleanup: async () => rmSync(dir, { recursive: true, force: true }) };
     },
   },
@@ -52,8 +59,8 @@ const databaseUrl = serverDatabaseUrl;
 if (databaseUrl) {
   factories.push({
     name: 'server',
-    location: async () => {
-      const database = await createScratchDatabase(databaseUrl);
+    location: async (empty) => {
+      const database = await createScratchDatabase(databaseUrl, empty ? undefined : await serverTemplate(databaseUrl));
       return { open: () => ServerStorage.open(database.url), cleanup: database.drop };
     },
   });
@@ -67,8 +74,8 @@ describe.each(factories)('storage contract: $name', (factory) => {
     await cleanup?.();
   });
 
-  async function open() {
-    const location = await factory.location();
+  async function open(empty = false) {
+    const location = await factory.location(empty);
     cleanup = location.cleanup;
     const storage = await location.open();
     opened.push(storage);
@@ -76,7 +83,7 @@ describe.each(factories)('storage contract: $name', (factory) => {
   }
 
   it('applies every migration at open, and opening again applies none', async () => {
-    const { storage, location } = await open();
+    const { storage, location } = await open(true);
     const applied = await storage.execute<{ name: string }>('select name from mikro_orm_migrations order by id');
     expect(applied.map((row) => row.name)).toContain('m0001-organizations-and-users');
     await storage.close();

@@ -1,4 +1,5 @@
 import type fc from 'fast-check';
+import { seededRuns } from '../../../testkit/seeded-runs.js';
 
 /**
  * Defects the suite finds but stops generating input for until their fixes land, each named by what it breaks.
@@ -25,6 +26,8 @@ const integer = (name: string, fallback: number): number => {
 export const FUZZ_SEED = integer('FUZZ_SEED', 20_261_123);
 /** Generated requests per HTTP operation; the WebSocket property, one property for all ops, plays ten times as many sockets. */
 export const FUZZ_RUNS = integer('FUZZ_RUNS', 12);
+/** Generated bodies per write in the round trip (each also gets one with every text at its maximum length): 6 in `.ci/run`, 2 in `npm test`. */
+export const ROUND_TRIP_RUNS = integer('ROUND_TRIP_RUNS', seededRuns(6, 2));
 /** Only operations whose `METHOD /path` contains this text (replaying one failure). */
 export const FUZZ_ONLY = process.env.FUZZ_ONLY || undefined;
 /** fast-check's replay path of a counterexample, printed with every failure: with FUZZ_SEED and FUZZ_ONLY, replays exactly that case. */

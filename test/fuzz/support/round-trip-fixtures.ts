@@ -40,7 +40,7 @@ export interface WriteFixture {
   notWritten?: Record<string, string>;
   /** Text fields not compared, each with why. */
   notReadable?: Record<string, string>;
-  /** Runs for this write, when it is costly (each makes an organization and signs in). */
+  /** At most this many runs for this write, when it is costly (each makes an organization and signs in). */
   runs?: number;
 }
 
