@@ -7,8 +7,11 @@ import { startStageProfile, summarise, type Figure, type Scenario } from './harn
 const SCENARIO = 'fairness';
 /** Measured seconds of tenant B alone, then under tenant A's flood (BENCH_SECONDS overrides). */
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
-/** Tenant A's costly building: fences each a ring of this many vertices, all covering the whole floor. */
-const HEAVY_FENCES = 200;
+/**
+ * Tenant A's costly building: fences each a ring of this many vertices, all covering the whole floor.
+ * BENCH_FAIRNESS_FENCES=0 floods with no fence at all: the floor left when detection costs nothing (storage's share).
+ */
+const HEAVY_FENCES = Number(process.env.BENCH_FAIRNESS_FENCES ?? 200);
 const HEAVY_VERTICES = 1000;
 /** Tenant A's concurrent upload loops, and poses per upload. */
 const FLOOD_LANES = 4;
