@@ -3,7 +3,8 @@ import { defineConfig } from 'vitest/config';
 import { driverIndependentFiles } from './test/driver-independent.js';
 
 // Two projects: `quick` is what `npm test` runs (unit, integration, contract, fuzz, browser); `slow` holds the
-// suites that kill and restart processes and servers (fault injection, multi-gateway clusters) and the end-to-end
+// suites that kill and restart processes and servers (fault injection, multi-gateway clusters, a gateway restarted on
+// its own storage) and the end-to-end
 // files that spawn the gateway, the demo, the worker or the CLI as processes, each of which pays a cold start
 // (`npm test` kept under about 5 minutes on a 2-core machine: docs/testing.md). `.ci/run` runs both
 // (`npm run test:all`); `npm run test:slow` runs the slow ones alone.
@@ -16,6 +17,10 @@ const SLOW = [
   'test/integration/process-data-dir.test.ts',
   'test/integration/process-demo-key.test.ts',
   'test/integration/process-one-host.test.ts',
+  // A gateway stopped and started again on the same storage (downtime, rebuild, dead letters across a restart).
+  'test/integration/deadman-downtime.test.ts',
+  'test/integration/detector-rebuild.test.ts',
+  'test/integration/dead-letter-restart.test.ts',
 ];
 
 // `.ci/run`'s second pass, on PostgreSQL + Redis, sets FLOORCAST_SERVER_PASS=1: it skips the files that run the
