@@ -11,7 +11,7 @@ import type { PositionHandOff } from '../pipeline/ports.js';
 import type { Coordination } from './coordination.js';
 import { OutageBuffer } from './outage-buffer.js';
 import { Pacing, type PacingOptions } from './pacing.js';
-import { shardOfBuilding, shardOfPosition } from './rendezvous.js';
+import { positionsByShard, shardOfBuilding, shardOfPosition } from './rendezvous.js';
 import type { ShardHandler } from './shard-handler.js';
 import { ShardLeases } from './shard-leases.js';
 import type { ShardLog } from './shard-log.js';
@@ -119,15 +119,8 @@ export class ClusterNode implements PositionHandOff {
    * entry is the bytes published for it, not packed again.
    */
   async handOff(records: readonly PositionRecord[], published?: ReadonlyMap<number, EncodedPositions>): Promise<void> {
-    const byShard = new Map<number, PositionRecord[]>();
-    for (const record of records) {
-      const shard = this.shardOf(record);
-      const list = byShard.get(shard);
-      if (list) list.push(record);
-      else byShard.set(shard, [record]);
-    }
     await Promise.all(
-      [...byShard].map(async ([shard, list]) => {
+      [...positionsByShard(records, this.options.shards)].map(async ([shard, list]) => {
         const same = published?.get(shard);
         const positions =
           same?.value.records.length === list.length ? same : new EncodedPayload(new PositionsMessage(list[0]!.organizationId, list));

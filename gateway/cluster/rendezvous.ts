@@ -37,6 +37,21 @@ export const shardOfDevice = (organizationId: string, deviceId: string, shards: 
 export const shardOfPosition = (record: { buildingId: number | null; organizationId: string; deviceId: string }, shards: number): number =>
   record.buildingId !== null ? shardOfBuilding(record.buildingId, shards) : shardOfDevice(record.organizationId, record.deviceId, shards);
 
+/** An upload's positions by shard, each shard's in their upload order (the bus channels and the shard streams). */
+export function positionsByShard<R extends { buildingId: number | null; organizationId: string; deviceId: string }>(
+  records: readonly R[],
+  shards: number,
+): Map<number, R[]> {
+  const byShard = new Map<number, R[]>();
+  for (const record of records) {
+    const shard = shardOfPosition(record, shards);
+    const list = byShard.get(shard);
+    if (list) list.push(record);
+    else byShard.set(shard, [record]);
+  }
+  return byShard;
+}
+
 /** The member scoring highest for this shard; ties (astronomically rare) go to the smaller id, so all agree. */
 export function ownerOf(shard: number, members: readonly string[]): string | undefined {
   let best: string | undefined;

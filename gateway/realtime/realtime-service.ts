@@ -4,7 +4,7 @@ import type { Logger } from '../../shared/logger.js';
 import type { PositionRecord } from '../../shared/positions/position-record.js';
 import type { PositionStore } from '../../shared/positions/position-store.js';
 import { PositionsMessage, type EncodedPositions } from '../../shared/positions/positions-message.js';
-import { shardOfPosition } from '../cluster/rendezvous.js';
+import { positionsByShard } from '../cluster/rendezvous.js';
 import type { LivePositions } from '../pipeline/ports.js';
 import type { BuildingRegistry } from './building-registry.js';
 import { toFeature, type PositionFeature } from './geojson.js';
@@ -75,15 +75,8 @@ export class RealtimeService implements LivePositions {
    */
   async publish(organizationId: string, records: PositionRecord[]): Promise<ReadonlyMap<number, EncodedPositions>> {
     this.onPositions(new PositionsMessage(organizationId, records));
-    const byShard = new Map<number, PositionRecord[]>();
-    for (const record of records) {
-      const shard = shardOfPosition(record, this.options.shards);
-      const list = byShard.get(shard);
-      if (list) list.push(record);
-      else byShard.set(shard, [record]);
-    }
     const published = new Map<number, EncodedPositions>();
-    for (const [shard, list] of byShard) {
+    for (const [shard, list] of positionsByShard(records, this.options.shards)) {
       const message = new PositionsMessage(organizationId, list);
       this.own.add(message);
       published.set(shard, new EncodedPayload(message));
