@@ -35,10 +35,6 @@ export class PositionInterest {
     return this.interest.holds(positionsChannel(shard));
   }
 
-  holdShard(shard: number): Promise<ReleaseInterest> {
-    return this.interest.hold([positionsChannel(shard)]);
-  }
-
   /** The shards of these buildings; `undefined`: every shard (a query over the whole organization). */
   holdBuildings(buildingIds: readonly number[] | undefined): Promise<ReleaseInterest> {
     const shards = buildingIds ? [...new Set(buildingIds.map((id) => shardOfBuilding(id, this.shards)))] : this.allShards();
@@ -51,11 +47,6 @@ export class PositionInterest {
     if (building) return this.holdBuildings([Number(building[1])]);
     if (DEVICE_TOPIC.test(topic)) return this.holdBuildings(undefined);
     return this.interest.hold([]);
-  }
-
-  /** Channels subscribed here, held or lingering. */
-  get channels(): PositionsChannel[] {
-    return this.interest.channels;
   }
 
   close(): void {
