@@ -81,7 +81,7 @@ export class RedisShardLog implements ShardLog {
     this.keys = new ClusterKeys(redis, prefix);
     this.clustered = redis.clustered;
     this.commands = redis.connect({ name: `floorcast-shards-${consumer}`, maxRetriesPerRequest: 2, enableAutoPipelining: true });
-    this.reader = redis.connect({ name: `floorcast-shards-read-${consumer}`, maxRetriesPerRequest: 2, shardedSubscriber: this.clustered });
+    this.reader = redis.connect({ name: `floorcast-shards-read-${consumer}`, maxRetriesPerRequest: 2, subscriber: this.clustered });
     // Errors surface through the commands' rejections; these only keep ioredis from reporting them as unhandled.
     this.commands.on('error', () => undefined);
     this.reader.on('error', () => undefined);

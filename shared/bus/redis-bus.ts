@@ -58,7 +58,7 @@ export class RedisBus<M extends ChannelMap = AnyChannels> implements Bus<M> {
     this.sharded = redis.clustered;
     // Auto-pipelining sends the publishes of one tick (a burst of uploads) in one write.
     this.publisher = redis.connect({ name: `floorcast-bus-pub-${this.nodeId}`, maxRetriesPerRequest: 2, enableAutoPipelining: true });
-    this.subscriber = redis.connect({ name: `floorcast-bus-sub-${this.nodeId}`, maxRetriesPerRequest: 2, shardedSubscriber: this.sharded });
+    this.subscriber = redis.connect({ name: `floorcast-bus-sub-${this.nodeId}`, maxRetriesPerRequest: 2, subscriber: true });
     for (const connection of [this.publisher, this.subscriber]) {
       connection.on('error', (error) => this.logger?.warn({ err: error }, 'redis bus connection error'));
     }

@@ -15,14 +15,29 @@ export interface ConnectionOptions {
   enableOfflineQueue?: boolean;
   /** The commands of one tick go in one write (one per node on a cluster). */
   enableAutoPipelining?: boolean;
-  /** A connection that subscribes with SSUBSCRIBE: on a cluster, one subscriber connection per master. */
-  shardedSubscriber?: boolean;
+  /**
+   * A connection that subscribes (SUBSCRIBE, or SSUBSCRIBE on a cluster, with one subscriber connection per master):
+   * its subscriptions wait for Redis rather than being refused while it is away, and come back with it.
+   */
+  subscriber?: boolean;
 }
+
+/**
+ * Reconnect attempts while Redis is away: 50 ms more each time, at most a second apart, so the gateway is back
+ * within a second of Redis (ioredis' default waits up to two).
+ */
+const reconnectDelay = (attempt: number) => Math.min(attempt * 50, 1000);
 
 /**
  * The one place Redis connections are made, for every driver (bus, shard streams and leases, jobs, limits): a
  * client or a cluster client, from the same options. On a cluster, a multi-key command, a transaction or a Lua
  * script may only touch keys of one slot: `slotGroup` names the keys that must stay together.
+ *
+ * A command that may give up (maxRetriesPerRequest set, not a subscription) waits for Redis only until the
+ * connection is first ready, and is refused at once afterwards while Redis is away. Left in ioredis' offline queue
+ * it would wait for the reconnect attempt that flushes the queue (every maxRetriesPerRequest + 1 attempts, seconds
+ * apart in a long outage): an upload's publish, shard append and rate limits waiting in turn held it past the
+ * HTTP idle timeout, and uWebSockets.js closed its connection with no answer (test/fault/redis-fail-fast.test.ts).
  */
 export class RedisConnections {
   constructor(readonly target: RedisTarget) {}
@@ -32,24 +47,29 @@ export class RedisConnections {
   }
 
   connect(options: ConnectionOptions): RedisClient {
-    const { name, maxRetriesPerRequest, enableOfflineQueue = true, enableAutoPipelining = false } = options;
+    const { name, maxRetriesPerRequest, enableOfflineQueue = true, enableAutoPipelining = false, subscriber = false } = options;
+    const failsFast = maxRetriesPerRequest !== null && enableOfflineQueue && !subscriber;
     if ('url' in this.target) {
-      return new Redis(this.target.url, { connectionName: name, maxRetriesPerRequest, enableOfflineQueue, enableAutoPipelining });
+      const client = new Redis(this.target.url, {
+        connectionName: name,
+        maxRetriesPerRequest,
+        enableOfflineQueue,
+        enableAutoPipelining,
+        retryStrategy: reconnectDelay,
+      });
+      if (failsFast) client.once('ready', () => void (client.options.enableOfflineQueue = false));
+      return client;
     }
     const cluster = new Cluster([...this.target.clusterNodes], {
       redisOptions: { connectionName: name, maxRetriesPerRequest },
       enableOfflineQueue,
       enableAutoPipelining,
-      shardedSubscribers: options.shardedSubscriber ?? false,
+      shardedSubscribers: subscriber,
     });
-    // ioredis keeps a cluster's commands queued while the whole cluster is away, however long: a command that may
-    // give up (maxRetriesPerRequest set) waits only until the cluster is first ready, and fails at once afterwards
-    // while it is gone, as on one Redis once its retries are spent (an outage, answered 503, never a hang). Not a
-    // sharded subscriber's: its SSUBSCRIBE waits for the node's subscriber connection, which ioredis rebuilds
-    // apart from the cluster's readiness (refused, a subscription would be lost).
-    if (maxRetriesPerRequest !== null && enableOfflineQueue && !options.shardedSubscriber) {
-      cluster.once('ready', () => void (cluster.options.enableOfflineQueue = false));
-    }
+    // The same on a cluster, where ioredis would otherwise keep the commands queued however long the whole cluster
+    // is away. Not a sharded subscriber's: its SSUBSCRIBE waits for the node's subscriber connection, which ioredis
+    // rebuilds apart from the cluster's readiness (refused, a subscription would be lost).
+    if (failsFast) cluster.once('ready', () => void (cluster.options.enableOfflineQueue = false));
     return cluster;
   }
 
