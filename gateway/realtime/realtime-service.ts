@@ -81,7 +81,8 @@ export class RealtimeService implements LivePositions {
       this.own.add(message);
       published.set(shard, new EncodedPayload(message));
     }
-    await Promise.all([...published].map(([shard, message]) => this.bus.publish(positionsChannel(shard), message)));
+    // Live: while Redis is away the other gateways' screens miss these, but the upload does not wait for Redis.
+    await Promise.all([...published].map(([shard, message]) => this.bus.publish(positionsChannel(shard), message, { live: true })));
     return published;
   }
 

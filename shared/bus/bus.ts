@@ -20,6 +20,15 @@ export type BusHandler = (payload: unknown, channel: string) => void;
 /** Called when this node may have missed messages; see `Bus.onResync`. */
 export type ResyncListener = () => void;
 
+export interface PublishOptions {
+  /**
+   * A message worth having only now (a live position, superseded by the next within a second or so): while the
+   * connection to Redis is away it goes to this node's subscribers only, and the call rejects at once rather than
+   * waiting for Redis (an upload that publishes it is never held by an outage).
+   */
+  live?: boolean;
+}
+
 export interface Bus<M extends ChannelMap = AnyChannels> {
   /** Identifies this process in every envelope so it can drop its own echoes. */
   readonly nodeId: string;
@@ -27,8 +36,10 @@ export interface Bus<M extends ChannelMap = AnyChannels> {
   /**
    * Delivers to every subscriber of `channel` on every node, this one included. An `EncodedPayload`
    * (./encoded-payload.ts) is delivered as its value, and goes on the wire as its bytes, packed at most once.
+   * While the connection is away a message waits for it, so one sent as Redis returns still reaches the nodes
+   * that have resynced already; one marked `live` is refused at once instead (see `PublishOptions`).
    */
-  publish<C extends ChannelOf<M>>(channel: C, payload: M[C] | EncodedPayload<M[C]>): Promise<void>;
+  publish<C extends ChannelOf<M>>(channel: C, payload: M[C] | EncodedPayload<M[C]>, options?: PublishOptions): Promise<void>;
   /** Returns the function that removes this subscription. */
   subscribe<C extends ChannelOf<M>>(channel: C, handler: (payload: M[C], channel: C) => void): Promise<() => Promise<void>>;
   /**

@@ -5,7 +5,7 @@ import type { Bus, ChannelMap } from './bus.js';
 import { LocalBus } from './local-bus.js';
 import { RedisBus } from './redis-bus.js';
 
-export type { AnyChannels, Bus, BusHandler, ChannelMap } from './bus.js';
+export type { AnyChannels, Bus, BusHandler, ChannelMap, PublishOptions } from './bus.js';
 export { EncodedPayload } from './encoded-payload.js';
 
 /** Redis pub/sub when Redis is configured (sharded on a Redis Cluster), the in-process bus otherwise. */

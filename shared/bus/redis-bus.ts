@@ -9,6 +9,7 @@ import {
   type BusHandler,
   type ChannelMap,
   type ChannelOf,
+  type PublishOptions,
   type ResyncListener,
 } from './bus.js';
 import type { RedisClient, RedisConnections } from '../redis/redis-connections.js';
@@ -57,7 +58,13 @@ export class RedisBus<M extends ChannelMap = AnyChannels> implements Bus<M> {
     if (this.nodeIdBytes.length !== NODE_ID_BYTES) throw new Error('node ids are UUIDs');
     this.sharded = redis.clustered;
     // Auto-pipelining sends the publishes of one tick (a burst of uploads) in one write.
-    this.publisher = redis.connect({ name: `floorcast-bus-pub-${this.nodeId}`, maxRetriesPerRequest: 2, enableAutoPipelining: true });
+    // It keeps its offline queue: a cache invalidation sent as Redis returns must reach the nodes that resynced before.
+    this.publisher = redis.connect({
+      name: `floorcast-bus-pub-${this.nodeId}`,
+      maxRetriesPerRequest: 2,
+      enableAutoPipelining: true,
+      queueWhileAway: true,
+    });
     this.subscriber = redis.connect({ name: `floorcast-bus-sub-${this.nodeId}`, maxRetriesPerRequest: 2, subscriber: true });
     for (const connection of [this.publisher, this.subscriber]) {
       connection.on('error', (error) => this.logger?.warn({ err: error }, 'redis bus connection error'));
@@ -141,11 +148,13 @@ export class RedisBus<M extends ChannelMap = AnyChannels> implements Bus<M> {
     this.subscriptions.deliver(channel, payload, (error) => this.logger?.error({ err: error, channel }, 'bus handler failed'));
   }
 
-  async publish<C extends ChannelOf<M>>(channel: C, payload: M[C] | EncodedPayload<M[C]>): Promise<void> {
+  async publish<C extends ChannelOf<M>>(channel: C, payload: M[C] | EncodedPayload<M[C]>, options?: PublishOptions): Promise<void> {
     busPublishedOn(channel).inc();
     this.subscriptions.deliver(channel, payloadValue(payload), (error) =>
       this.logger?.error({ err: error, channel }, 'bus handler failed'),
     );
+    if (options?.live && this.publisher.status !== 'ready')
+      throw new Error(`the bus is away (${this.publisher.status}): live message not sent`);
     const sentAt = Buffer.allocUnsafe(8);
     sentAt.writeDoubleBE(Date.now());
     const message = Buffer.concat([this.nodeIdBytes, sentAt, encodePayload(payload)]);

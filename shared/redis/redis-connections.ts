@@ -20,6 +20,12 @@ export interface ConnectionOptions {
    * its subscriptions wait for Redis rather than being refused while it is away, and come back with it.
    */
   subscriber?: boolean;
+  /**
+   * On one Redis, a command that may give up still waits for it while it is away, until its retries are spent
+   * (a few reconnect attempts): for messages worth delivering late rather than not at all (the bus's publisher).
+   * Not on a cluster, where ioredis would keep it however long the whole cluster is away.
+   */
+  queueWhileAway?: boolean;
 }
 
 /**
@@ -33,11 +39,12 @@ const reconnectDelay = (attempt: number) => Math.min(attempt * 50, 1000);
  * client or a cluster client, from the same options. On a cluster, a multi-key command, a transaction or a Lua
  * script may only touch keys of one slot: `slotGroup` names the keys that must stay together.
  *
- * A command that may give up (maxRetriesPerRequest set, not a subscription) waits for Redis only until the
- * connection is first ready, and is refused at once afterwards while Redis is away. Left in ioredis' offline queue
- * it would wait for the reconnect attempt that flushes the queue (every maxRetriesPerRequest + 1 attempts, seconds
- * apart in a long outage): an upload's publish, shard append and rate limits waiting in turn held it past the
- * HTTP idle timeout, and uWebSockets.js closed its connection with no answer (test/fault/redis-fail-fast.test.ts).
+ * A command that may give up (maxRetriesPerRequest set, not a subscription, not `queueWhileAway`) waits for Redis
+ * only until the connection is first ready, and is refused at once afterwards while Redis is away. Left in
+ * ioredis' offline queue it would wait for the reconnect attempt that flushes the queue (every
+ * maxRetriesPerRequest + 1 attempts, seconds apart in a long outage): an upload's shard append and rate limits
+ * (and its live publish, see Bus.publish's `live`) waiting in turn held it past the HTTP idle timeout, and
+ * uWebSockets.js closed its connection with no answer (test/fault/redis-fail-fast.test.ts).
  */
 export class RedisConnections {
   constructor(readonly target: RedisTarget) {}
@@ -48,7 +55,7 @@ export class RedisConnections {
 
   connect(options: ConnectionOptions): RedisClient {
     const { name, maxRetriesPerRequest, enableOfflineQueue = true, enableAutoPipelining = false, subscriber = false } = options;
-    const failsFast = maxRetriesPerRequest !== null && enableOfflineQueue && !subscriber;
+    const givesUp = maxRetriesPerRequest !== null && enableOfflineQueue && !subscriber;
     if ('url' in this.target) {
       const client = new Redis(this.target.url, {
         connectionName: name,
@@ -57,7 +64,7 @@ export class RedisConnections {
         enableAutoPipelining,
         retryStrategy: reconnectDelay,
       });
-      if (failsFast) client.once('ready', () => void (client.options.enableOfflineQueue = false));
+      if (givesUp && !options.queueWhileAway) client.once('ready', () => void (client.options.enableOfflineQueue = false));
       return client;
     }
     const cluster = new Cluster([...this.target.clusterNodes], {
@@ -69,7 +76,7 @@ export class RedisConnections {
     // The same on a cluster, where ioredis would otherwise keep the commands queued however long the whole cluster
     // is away. Not a sharded subscriber's: its SSUBSCRIBE waits for the node's subscriber connection, which ioredis
     // rebuilds apart from the cluster's readiness (refused, a subscription would be lost).
-    if (failsFast) cluster.once('ready', () => void (cluster.options.enableOfflineQueue = false));
+    if (givesUp) cluster.once('ready', () => void (cluster.options.enableOfflineQueue = false));
     return cluster;
   }
 

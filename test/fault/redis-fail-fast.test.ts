@@ -10,7 +10,7 @@ import { FaultRedis, faultServersAvailable, faultServersSkipReason, sleep } from
 import { positionRecord } from '../../testkit/positions.js';
 
 /**
- * The calls an upload makes to Redis on its way to a 204 (bus publish, shard-log append, rate limits) are refused
+ * The calls an upload makes to Redis on its way to a 204 (live publish, shard-log append, rate limits) are refused
  * at once while Redis is away, so the upload falls back (the outage buffer, no live push, let through) instead of
  * waiting in ioredis' offline queue for a reconnect attempt that flushes it: those waits add up, and an upload
  * held past uWebSockets.js' 10 s idle timeout has its connection closed under it (seen in test/fault/redis-outage).
@@ -59,8 +59,8 @@ describe.skipIf(!faultServersAvailable)('Redis calls on the upload path while Re
     await redis?.destroy();
   });
 
-  it('a bus publish is refused at once', async () => {
-    expect(await settledSoon(bus.publish('alarms:org-1', { id: 1 } as never))).toBe('rejected');
+  it('a live bus publish (positions) is refused at once', async () => {
+    expect(await settledSoon(bus.publish('positions:1', { id: 1 }, { live: true }))).toBe('rejected');
   });
 
   it('a shard-log append is refused at once (the positions go to the outage buffer)', async () => {
