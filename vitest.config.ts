@@ -37,7 +37,9 @@ export default defineConfig({
     // .ci/run asks for a JSON summary too, to print the plain "N passed, N failed" line CI reads.
     reporters: process.env.VITEST_JSON_SUMMARY ? ['default', ['json', { outputFile: process.env.VITEST_JSON_SUMMARY }]] : ['default'],
     projects: [
-      { extends: true, test: { name: 'quick', include: ['test/**/*.test.ts'], exclude: [...SLOW, ...SKIPPED] } },
+      // One module graph per worker, not per file: each file re-imported the gateway (139 s of the quick project's
+      // import time, 17 s this way; npm test 6:34 -> 5:09 on a quiet 2-core machine). Files clean up what they start.
+      { extends: true, test: { name: 'quick', include: ['test/**/*.test.ts'], exclude: [...SLOW, ...SKIPPED], isolate: false } },
       { extends: true, test: { name: 'slow', include: SLOW, exclude: SKIPPED } },
     ],
   },
