@@ -5,7 +5,11 @@ import { EventTimeVenue, walkFences, walkOutcome, walkPlan, walkScenario } from 
 import { serverRedisUrl } from '../../testkit/test-environment.js';
 import { converged, ownerIndex, startCluster, type TestCluster } from './cluster-support.js';
 
-/** Seeded like the property test (EVENT_TIME_SEED); EVENT_TIME_FAILOVER_DEVICES walks at once. */
+/**
+ * Seeded like the property test (EVENT_TIME_SEED); EVENT_TIME_FAILOVER_DEVICES walks at once. Seed 9 fails on max
+ * stays: a correct one is folded into an open alarm of the same fence that a correction then closes
+ * (docs/event-time.md, limits).
+ */
 const SEED = Number(process.env.EVENT_TIME_SEED ?? 3030);
 const DEVICES = Number(process.env.EVENT_TIME_FAILOVER_DEVICES ?? 8);
 
@@ -51,11 +55,8 @@ describe.skipIf(!serverRedisUrl)(`event time across a failover (seed ${SEED}, ${
     expect(running.gateways[survivor]!.gateway.services.cluster.ownsBuilding(created.building.id)).toBe(true);
     await venue.settle();
 
-    // The events; max-stay alarms are not compared here: with EVENT_TIME_SEED=9 a max stay of the debounced fence
-    // (found at the fix that starts its exit grace) is missing afterwards, every run (docs/event-time.md, limits).
+    // The standing events and max-stay alarms.
     for (const index of plans.keys())
-      expect((await walkOutcome(venue, `late-${index}`)).events, `device ${index}`).toEqual(
-        (await walkOutcome(venue, `ref-${index}`)).events,
-      );
+      expect(await walkOutcome(venue, `late-${index}`), `device ${index}`).toEqual(await walkOutcome(venue, `ref-${index}`));
   });
 });
