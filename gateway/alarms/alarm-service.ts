@@ -7,6 +7,7 @@ import type { Logger } from '../../shared/logger.js';
 import { alarmsRaisedByType } from '../../shared/metrics/metrics.js';
 import type { SilenceEvidence } from '../../shared/detection/silence-evidence.js';
 import { UserSchema } from '../../shared/storage/entities/index.js';
+import { pgArray } from '../../shared/storage/pg-array.js';
 import type { Storage } from '../../shared/storage/index.js';
 import type { Bus } from '../bus-channels.js';
 import type { AlarmEventKind, AlarmEventMessage, AlarmHistoryEntry, AlarmView } from './alarm-event-message.js';
@@ -97,6 +98,12 @@ export function presentAlarm(row: AlarmRow): AlarmView {
     created_at: new Date(row.created_at).toISOString(),
     updated_at: new Date(row.updated_at).toISOString(),
   };
+}
+
+/** A keyed raise as recorded with the alarm it folded into: its key and the details it was raised with. */
+export interface FoldedRaise {
+  key: string;
+  details: Record<string, unknown>;
 }
 
 /** How often idempotency keys past any retry are pruned. */
@@ -305,12 +312,69 @@ export class AlarmService {
           now,
         ],
       );
+      // The raise's record: the alarm it went into (a new one, or the OPEN one it folded into) and its own details.
+      if (request.idempotencyKey !== undefined)
+        await tx.execute('update alarm_raise_keys set alarm_id = ?, details = ?::jsonb where organization_id = ? and key = ?', [
+          row!.id,
+          JSON.stringify(request.details ?? {}),
+          request.organizationId,
+          request.idempotencyKey,
+        ]);
       const event = await this.recordEvent(tx, row!, row!.inserted ? 'raised' : 'updated');
       await inTransaction?.(tx, event, null);
       return event;
     });
     if (message?.event.event === 'raised') alarmsRaisedByType[request.type].inc();
     return message;
+  }
+
+  /** Forgets these raise keys: their conditions can alarm again (a withdrawn stay's, should later fixes show it after all). */
+  async forgetRaises(organizationId: string, keys: readonly string[]): Promise<void> {
+    if (keys.length === 0) return;
+    await this.storage.execute('delete from alarm_raise_keys where organization_id = ? and key = any(?::text[])', [
+      organizationId,
+      pgArray(keys),
+    ]);
+  }
+
+  /** The keyed raises folded into each of these alarms, oldest first (m0035; none recorded for older raises). */
+  async raisesOf(organizationId: string, alarmIds: readonly string[]): Promise<Map<string, FoldedRaise[]>> {
+    const raises = new Map<string, FoldedRaise[]>();
+    if (alarmIds.length === 0) return raises;
+    const rows = await this.storage.execute<{ alarm_id: string; key: string; details: Record<string, unknown> | string }>(
+      `select alarm_id, key, details from alarm_raise_keys
+       where organization_id = ? and alarm_id = any(?::uuid[]) and details is not null order by created_at, key`,
+      [organizationId, pgArray(alarmIds)],
+    );
+    for (const row of rows) {
+      const details = typeof row.details === 'string' ? (JSON.parse(row.details) as Record<string, unknown>) : row.details;
+      let list = raises.get(row.alarm_id);
+      if (!list) raises.set(row.alarm_id, (list = []));
+      list.push({ key: row.key, details });
+    }
+    return raises;
+  }
+
+  /**
+   * Takes withdrawn raises out of the OPEN alarm they folded into, which stands for the others: it shows `shown`
+   * (the details of the raise it now stands for), counts the withdrawn ones no more, and their keys are freed so
+   * their conditions can alarm again. Every screen gets the alarm as updated. Nothing when it is no longer OPEN.
+   */
+  async unfold(organizationId: string, alarmId: string, withdrawn: readonly string[], shown: Record<string, unknown>): Promise<void> {
+    const message = await this.storage.em().transactional(async (tx) => {
+      await tx.execute('delete from alarm_raise_keys where organization_id = ? and key = any(?::text[])', [
+        organizationId,
+        pgArray(withdrawn),
+      ]);
+      const seq = await this.nextSeq(tx, organizationId);
+      const [row] = await tx.execute<AlarmRow[]>(
+        `update alarms set details = ?::jsonb, occurrences = greatest(1, occurrences - ?), seq = ?, updated_at = now()
+         where organization_id = ? and id = ? and state = 'OPEN' returning *`,
+        [JSON.stringify(shown), withdrawn.length, seq, organizationId, alarmId],
+      );
+      return row ? this.recordEvent(tx, row, 'updated') : undefined;
+    });
+    if (message) await this.announce([message]);
   }
 
   /**

@@ -61,13 +61,15 @@ export function createDetection(deps: DetectionDependencies): Detection {
     outbox,
     webhooks,
     announce: (found) => sink.announce(found),
-    supersedeAlarm: async (organizationId, alarmId, key) => {
+    raisesOf: (organizationId, alarmIds) => alarms.raisesOf(organizationId, alarmIds),
+    unfoldAlarm: (organizationId, alarmId, keys, shown) => alarms.unfold(organizationId, alarmId, keys, shown),
+    supersedeAlarm: async (organizationId, alarmId, keys) => {
       // Marked first, so the closing event every screen gets says why; an alarm already closed by an operator stays as it is.
       await storage.execute(`update alarms set details = details || '{"superseded": true}'::jsonb where organization_id = ? and id = ?`, [
         organizationId,
         alarmId,
       ]);
-      await storage.execute('delete from alarm_raise_keys where organization_id = ? and key = ?', [organizationId, key]);
+      await alarms.forgetRaises(organizationId, keys);
       await alarms
         .changeState(organizationId, alarmId, 'CLOSED', 'superseded: fixes that arrived late show the stay did not run over', 'system')
         .catch((error) => {

@@ -9,6 +9,7 @@ import type { PositionRecord } from '../../shared/positions/position-record.js';
 import { pgArray } from '../../shared/storage/pg-array.js';
 import type { Storage } from '../../shared/storage/index.js';
 import type { BuildingRegistry, BuildingRuntime } from '../realtime/building-registry.js';
+import type { FoldedRaise } from '../alarms/alarm-service.js';
 import type { BuildingDetection } from './building-detection.js';
 import type { DetectionEngine } from './detection-engine.js';
 import { STAYS, fencesInside, maxStayAlarmOf, replayedStays, staysOf } from './detectors/stays.js';
@@ -30,7 +31,14 @@ export interface LateDetectionDependencies {
    * Withdraws a max-stay alarm the late fixes contradict: marked `superseded`, closed by the system, and its raise
    * key freed so the stay can alarm again should later fixes show it ran over after all.
    */
-  supersedeAlarm(organizationId: string, alarmId: string, idempotencyKey: string): Promise<void>;
+  supersedeAlarm(organizationId: string, alarmId: string, idempotencyKeys: readonly string[]): Promise<void>;
+  /** The keyed raises folded into each of these alarms, oldest first (AlarmService.raisesOf). */
+  raisesOf(organizationId: string, alarmIds: readonly string[]): Promise<ReadonlyMap<string, readonly FoldedRaise[]>>;
+  /**
+   * Takes the raises the late fixes contradict out of the OPEN alarm they folded into, which stands for the rest and
+   * shows `shown`, the details of the latest of them (AlarmService.unfold).
+   */
+  unfoldAlarm(organizationId: string, alarmId: string, idempotencyKeys: readonly string[], shown: Record<string, unknown>): Promise<void>;
   /** Stores the corrections with the webhook deliveries they owe (on this node only, as for on-time events). */
   webhooks?: Pick<DetectionWebhooks, 'storeLateZoneEvents'>;
   /** Pushes stored zone events to every gateway (detection-sink.ts). */
@@ -55,27 +63,46 @@ interface StayAlarmRow {
   details: Record<string, unknown> | string;
 }
 
-/** A stored max-stay alarm of the device, as the late path weighs it. */
-interface StayAlarm {
-  id: string;
+/** One raise of a max-stay alarm: the stay it was about, when it was found, under which key, with which details. */
+interface StayRaise {
   /** `zone|enteredAt`: the stay it is about. */
   stay: string;
   /** The event time it was found at (-Infinity for alarms raised before event time was recorded). */
   occurredAt: number;
+  key: string;
+  details: Record<string, unknown>;
+}
+
+/**
+ * A stored max-stay alarm of the device, as the late path weighs it: the raises folded into it (alarms of one
+ * device, kind and fence fold while OPEN, showing the last), or, for one raised before raises were recorded
+ * (m0035), the one it shows.
+ */
+interface StayAlarm {
+  id: string;
+  raises: StayRaise[];
   superseded: boolean;
 }
 
-function stayAlarmOf(row: StayAlarmRow): StayAlarm | undefined {
-  const details = typeof row.details === 'string' ? (JSON.parse(row.details) as Record<string, unknown>) : row.details;
+function stayRaiseOf(zoneId: string, deviceId: string, details: Record<string, unknown>, key?: string): StayRaise | undefined {
   const enteredAt = Date.parse(String(details.entered_at));
   if (!Number.isFinite(enteredAt)) return undefined;
   const occurredAt = typeof details.occurred_at === 'string' ? Date.parse(details.occurred_at) : Number.NaN;
   return {
-    id: row.id,
-    stay: `${row.geofence_id}|${enteredAt}`,
+    stay: `${zoneId}|${enteredAt}`,
     occurredAt: Number.isFinite(occurredAt) ? occurredAt : -Infinity,
-    superseded: details.superseded === true,
+    key: key ?? `max-stay|${deviceId}|${zoneId}|${enteredAt}`,
+    details,
   };
+}
+
+function stayAlarmOf(row: StayAlarmRow, deviceId: string, recorded: readonly FoldedRaise[] | undefined): StayAlarm | undefined {
+  const details = typeof row.details === 'string' ? (JSON.parse(row.details) as Record<string, unknown>) : row.details;
+  const raises = recorded?.length
+    ? recorded.map((raise) => stayRaiseOf(row.geofence_id, deviceId, raise.details, raise.key))
+    : [stayRaiseOf(row.geofence_id, deviceId, details)];
+  if (raises.some((raise) => raise === undefined)) return undefined;
+  return { id: row.id, raises: raises as StayRaise[], superseded: details.superseded === true };
 }
 
 interface EventRow {
@@ -222,18 +249,22 @@ export class LateDetection {
       else inside.delete(zoneId);
     }
     for (const [zoneId, at] of inside) if (engine.buildings.zoneOf(zoneId).kind === 'geofence') fences.set(zoneId, at);
-    // Max-stay alarms of the device: those found before the late run stand (their stays count as alarmed); those
-    // found in it (or by a sweep since) are what the replay must find again.
-    const stayAlarms = (
-      await storage.execute<StayAlarmRow>(
-        `select id, geofence_id, details from alarms
-         where organization_id = ? and device_id = ? and type = 'GEOFENCE_MAX_STAY_TIME' and created_at >= to_timestamp(?::float8 / 1000)`,
-        [organizationId, deviceId, from - lookbackMs],
-      )
-    )
-      .map(stayAlarmOf)
+    // Max-stay alarms of the device, by the raises folded into each: those found before the late run stand (their
+    // stays count as alarmed); those found in it (or by a sweep since) are what the replay must find again.
+    const stayRows = await storage.execute<StayAlarmRow>(
+      `select id, geofence_id, details from alarms
+       where organization_id = ? and device_id = ? and type = 'GEOFENCE_MAX_STAY_TIME' and created_at >= to_timestamp(?::float8 / 1000)`,
+      [organizationId, deviceId, from - lookbackMs],
+    );
+    const recorded = await this.deps.raisesOf(
+      organizationId,
+      stayRows.map((row) => row.id),
+    );
+    const stayAlarms = stayRows
+      .map((row) => stayAlarmOf(row, deviceId, recorded.get(row.id)))
       .filter((alarm): alarm is StayAlarm => alarm !== undefined && !alarm.superseded);
-    const alarmedBefore = new Set(stayAlarms.filter((alarm) => alarm.occurredAt < from).map((alarm) => alarm.stay));
+    const stayRaises = stayAlarms.flatMap((alarm) => alarm.raises);
+    const alarmedBefore = new Set(stayRaises.filter((raise) => raise.occurredAt < from).map((raise) => raise.stay));
     const alarmed = new Set([...fences].filter(([zoneId, at]) => alarmedBefore.has(`${zoneId}|${at}`)).map(([zoneId]) => zoneId));
 
     const replay = await this.replay(
@@ -253,16 +284,27 @@ export class LateDetection {
     );
     const { added, superseded } = reconcile(replay.events, [...pending.values(), ...stored]);
     const found = new Set(replay.alarms.map((alarm) => `${alarm.geofenceId}|${Date.parse(String(alarm.details!.entered_at))}`));
-    const standing = new Set(stayAlarms.map((alarm) => alarm.stay));
-    const contradicted = stayAlarms.filter((alarm) => alarm.occurredAt >= from && !found.has(alarm.stay));
+    const standing = new Set(stayRaises.map((raise) => raise.stay));
     const raise = replay.alarms.filter((alarm) => !standing.has(`${alarm.geofenceId}|${Date.parse(String(alarm.details!.entered_at))}`));
     if (!holds()) return;
-    for (const alarm of contradicted) {
-      const [zoneId, enteredAt] = alarm.stay.split('|');
-      await this.deps.supersedeAlarm(organizationId, alarm.id, `max-stay|${deviceId}|${zoneId}|${enteredAt}`);
+    // A raise the late fixes contradict is withdrawn: with its alarm when it is all the alarm stands for, otherwise
+    // taken out of it, the alarm showing the latest raise left (a correct stay's alarm that a wrong one folded into
+    // stands, seed 9 of test/cluster/event-time-failover.test.ts).
+    let contradicted = 0;
+    for (const alarm of stayAlarms) {
+      const wrong = alarm.raises.filter((raise) => raise.occurredAt >= from && !found.has(raise.stay));
+      if (wrong.length === 0) continue;
+      contradicted += wrong.length;
+      const keys = wrong.map((raise) => raise.key);
+      const left = alarm.raises.filter((raise) => !wrong.includes(raise));
+      if (left.length === 0) await this.deps.supersedeAlarm(organizationId, alarm.id, keys);
+      else {
+        const shown = left.reduce((latest, raise) => (raise.occurredAt >= latest.occurredAt ? raise : latest));
+        await this.deps.unfoldAlarm(organizationId, alarm.id, keys, shown.details);
+      }
     }
     if (added.length > 0 || superseded.length > 0) await this.store(added, superseded);
-    const corrections = superseded.length + contradicted.length;
+    const corrections = superseded.length + contradicted;
     if (corrections > 0) detectionCorrections.labels(String(fixes[0]!.buildingId ?? '')).inc(corrections);
     if (added.length > 0) await this.deps.announce({ zoneEvents: added, triggered: [] });
     if (raise.length > 0) this.deps.outbox.add({ zoneEvents: [], alarms: raise, triggered: [] }, false);

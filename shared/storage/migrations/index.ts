@@ -27,6 +27,7 @@ import { M0030PrivacySettings } from './m0030-privacy-settings.js';
 import { M0031OrganizationRetention } from './m0031-organization-retention.js';
 import { M0033AlarmsByDevice } from './m0033-alarms-by-device.js';
 import { M0034PositionsTimeBrin } from './m0034-positions-time-brin.js';
+import { M0035AlarmRaiseRecords } from './m0035-alarm-raise-records.js';
 
 /**
  * Every migration, in order. Listed explicitly (not globbed from disk) so they run the same under tsx,
@@ -61,4 +62,5 @@ export const migrationsList: MigrationObject[] = [
   { name: 'm0031-organization-retention', class: M0031OrganizationRetention },
   { name: 'm0033-alarms-by-device', class: M0033AlarmsByDevice },
   { name: 'm0034-positions-time-brin', class: M0034PositionsTimeBrin },
+  { name: 'm0035-alarm-raise-records', class: M0035AlarmRaiseRecords },
 ];
