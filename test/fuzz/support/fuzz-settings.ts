@@ -24,8 +24,11 @@ const integer = (name: string, fallback: number): number => {
 
 /** The run's seed: fixed so CI is repeatable, FUZZ_SEED to try another or replay a failure. */
 export const FUZZ_SEED = integer('FUZZ_SEED', 20_261_123);
-/** Generated requests per HTTP operation; the WebSocket property, one property for all ops, plays ten times as many sockets. */
-export const FUZZ_RUNS = integer('FUZZ_RUNS', 12);
+/**
+ * Generated requests per HTTP operation: 12 in `.ci/run`, 4 in `npm test`; the WebSocket property, one property for
+ * all ops, plays ten times as many sockets.
+ */
+export const FUZZ_RUNS = integer('FUZZ_RUNS', seededRuns(12, 4));
 /** Generated bodies per write in the round trip (each also gets one with every text at its maximum length): 6 in `.ci/run`, 2 in `npm test`. */
 export const ROUND_TRIP_RUNS = integer('ROUND_TRIP_RUNS', seededRuns(6, 2));
 /** Only operations whose `METHOD /path` contains this text (replaying one failure). */

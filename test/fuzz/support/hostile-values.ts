@@ -152,6 +152,7 @@ export const hostileUrlText: fc.Arbitrary<string> = fc.oneof(
       '1_000',
     ),
   },
-  { weight: 1, arbitrary: fc.constantFrom(5_000, 60_000).map((length) => 'x'.repeat(length)) },
+  // Long, within a request head of 4 KiB with two of them in a path (see MAX_URL_BYTES in http-operations.ts).
+  { weight: 1, arbitrary: fc.constantFrom(300, 1_200).map((length) => 'x'.repeat(length)) },
   { weight: 2, arbitrary: fc.string({ maxLength: 20 }).map((s) => encodeURIComponent(s.replace(/[\ud800-\udfff]/g, ''))) },
 );

@@ -417,6 +417,9 @@ export interface ConcreteRequest {
   body?: string | Buffer;
 }
 
+/** Path and query stay under this, leaving room for the headers (a bearer token) in a 4 KiB request head. */
+const MAX_URL_BYTES = 3_000;
+
 const resolve = (value: SeededRef | string, world: SeededWorld) =>
   value instanceof SeededRef ? encodeURIComponent(world.ids[value.kind]) : value;
 
@@ -431,7 +434,12 @@ export async function concrete(
   operation.pathParams.forEach((parameter, index) => {
     path = path.replace(`{${parameter.name}}`, resolve(request.path[index]!, world));
   });
-  const query = request.query.map(({ name, value, brackets }) => `${brackets ? `${name}[]` : name}=${resolve(value, world)}`).join('&');
+  const entries = request.query.map(({ name, value, brackets }) => `${brackets ? `${name}[]` : name}=${resolve(value, world)}`);
+  // The pinned uWebSockets.js build drops, with no answer, a request whose line and headers pass 4 KiB and arrive in
+  // more than one read (docs/access.md, test/integration/request-order.test.ts): on loopback that happens now and
+  // then, so the last entries are left out until the path and query fit with the headers in that.
+  while (entries.length > 0 && path.length + entries.join('&').length > MAX_URL_BYTES) entries.pop();
+  const query = entries.join('&');
   const headers: Record<string, string> = {};
   switch (request.auth) {
     case 'admin':
