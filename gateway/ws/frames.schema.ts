@@ -192,7 +192,7 @@ export function buildAsyncApiDocument(): Record<string, unknown> {
         'GET /api/v1/ws upgrades to a WebSocket. Credentials: `Authorization: Bearer` or `X-API-KEY` on the upgrade, or an `auth` frame within the auth timeout (else close 4401). ' +
         'Frames are JSON text, or msgpack binary with the `msgpack` subprotocol. `?positions=batched` sends `positions` frames instead of one `position` per fix; ' +
         "`?events=batched` sends `geofence_events` and `events` frames (all of a batch's events for the topic, as detected together) instead of one `geofence_event` or `event` per event. Alarms always come one `alarm` frame per alarm event. " +
-        'Close codes: 4401 not authenticated, 4008 slow consumer, 1001 shutting down. The REST API is at /api/v1/openapi.json.',
+        'Close codes: 4401 not authenticated, 4008 slow consumer, 1001 shutting down, 1012 messages may have been missed (the gateway lost Redis for a while): reconnect and resume alarm and evacuation topics with since_seq. The REST API is at /api/v1/openapi.json.',
     },
     defaultContentType: 'application/json',
     channels: { ws: { address: '/api/v1/ws', title: 'The gateway socket', messages: channelMessages } },

@@ -33,6 +33,7 @@ const EVACUATION_TOPIC = /^buildings\/(\d+)\/evacuation$/;
  * | bus evacuations: roll changes        | buildings/{id}/evacuation                        | evacuation (+ replay) |
  * | bus auth:invalidate, revoked         | the credential's sockets are closed (4401)       |                  |
  * | bus devices:changed (owner changed)  | devices/{id} subscriptions checked again         | unsubscribed     |
+ * | bus resync (Redis was away)          | sockets following alarms or an evacuation closed (1012): they resume with since_seq |  |
  */
 export async function attachLiveFeeds(
   { bus, realtime, alarms, evacuations }: LiveFeedSources,
@@ -115,10 +116,12 @@ export async function attachLiveFeeds(
 
   // A device handed to someone else: its `devices/{id}` subscriptions follow its owner (checked again).
   await bus.subscribe('devices:changed', (change) => void websockets.recheckDeviceSubscriptions(change.organizationId));
-  // Messages may have been lost: a revocation among them leaves sockets open, a reassignment subscriptions.
+  // Messages may have been lost: a revocation among them leaves sockets open, a reassignment subscriptions, and an
+  // alarm or roll change pushed from another gateway never reached this one's screens. Those resume with since_seq.
   bus.onResync(() => {
     void websockets.revalidation.sweep();
     void websockets.recheckDeviceSubscriptions();
+    websockets.closeResumable('messages may have been missed: resume with since_seq');
   });
 
   // A revoked credential's open sockets end on every gateway: all of a key's or a token family's, or a user's opened with another

@@ -26,7 +26,15 @@ export interface WsOptions {
   maxSocketsPerAddress: number;
 }
 
-export const WS_CLOSE = { unauthenticated: 4401, slowConsumer: 4008, goingAway: 1001, messageTooBig: 1009, internalError: 1011 } as const;
+export const WS_CLOSE = {
+  unauthenticated: 4401,
+  slowConsumer: 4008,
+  goingAway: 1001,
+  messageTooBig: 1009,
+  internalError: 1011,
+  /** Messages may have been missed (the bus was away): reconnect and resume with since_seq. */
+  resume: 1012,
+} as const;
 
 /** The close code and reason sent to the sockets a revocation ends. */
 export const CREDENTIAL_REVOKED = { code: WS_CLOSE.unauthenticated, reason: 'credential revoked' } as const;

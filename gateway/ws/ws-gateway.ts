@@ -165,6 +165,23 @@ export class WebSocketGateway {
   }
 
   /**
+   * Closes, with 1012, every socket that follows a topic it could resume with `since_seq` (alarms, evacuations):
+   * what it missed is replayed from storage when it subscribes again. Returns how many were closed.
+   */
+  closeResumable(reason: string): number {
+    let closed = 0;
+    for (const connection of [...this.connections]) {
+      for (const key of connection.subscriptions) {
+        if (!this.topics.replayFor(key.slice(key.indexOf('|') + 1))) continue;
+        connection.close(WS_CLOSE.resume, reason);
+        closed++;
+        break;
+      }
+    }
+    return closed;
+  }
+
+  /**
    * Closes every authenticated socket whose principal matches, with `code` and `reason` (revocation: a deleted
    * key, a changed password or role). Returns how many were closed.
    */

@@ -160,7 +160,7 @@ describe('SocketRevalidation', () => {
     revalidation.stop();
   });
 
-  it('the live feeds sweep every socket when the bus resyncs (an auth:invalidate message may have been lost)', async () => {
+  it('the live feeds sweep every socket when the bus resyncs (an auth:invalidate message may have been lost), and close those that resume', async () => {
     const resyncs: (() => void)[] = [];
     const bus = {
       subscribe: async () => undefined,
@@ -170,6 +170,7 @@ describe('SocketRevalidation', () => {
     const websockets = {
       revalidation: { sweep },
       recheckDeviceSubscriptions: vi.fn(async () => undefined),
+      closeResumable: vi.fn(() => 0),
       registerReplay: () => undefined,
     } as unknown as WebSocketGateway;
     const realtime = { onFreshPositions: () => undefined };
@@ -178,5 +179,7 @@ describe('SocketRevalidation', () => {
     for (const listener of resyncs) listener();
     expect(sweep).toHaveBeenCalledTimes(1);
     expect(websockets.recheckDeviceSubscriptions).toHaveBeenCalledWith();
+    // Alarm and evacuation pushes may have been lost too: their sockets are told to resume (1012).
+    expect(websockets.closeResumable).toHaveBeenCalledTimes(1);
   });
 });
