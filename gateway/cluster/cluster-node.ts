@@ -115,15 +115,12 @@ export class ClusterNode implements PositionHandOff {
    * does, as its positions are stored; only a crash of this gateway during a Redis outage loses what waits there
    * (its positions stay stored, and the owner's rebuild reads them).
    *
-   * `published`: the same records as the bus published them, by shard (each shard's on its own channel); a shard's
-   * entry is the bytes published for it, not packed again.
+   * `published`: the same records as the bus published them, grouped by shard the same way (positionsByShard, each
+   * shard's on its own channel): a shard's entry is the bytes published for it, neither grouped nor packed again.
    */
   async handOff(records: readonly PositionRecord[], published?: ReadonlyMap<number, EncodedPositions>): Promise<void> {
     await Promise.all(
-      [...positionsByShard(records, this.options.shards)].map(async ([shard, list]) => {
-        const same = published?.get(shard);
-        const positions =
-          same?.value.records.length === list.length ? same : new EncodedPayload(new PositionsMessage(list[0]!.organizationId, list));
+      [...this.byShard(records, published)].map(async ([shard, positions]) => {
         if (this.buffer.holds(shard)) return this.buffer.add(shard, positions);
         try {
           await this.log.append(shard, positions);
@@ -134,6 +131,20 @@ export class ClusterNode implements PositionHandOff {
         }
       }),
     );
+  }
+
+  /** The records by shard, packed: as published when the bus published all of them, grouped and packed here otherwise. */
+  private byShard(
+    records: readonly PositionRecord[],
+    published?: ReadonlyMap<number, EncodedPositions>,
+  ): ReadonlyMap<number, EncodedPositions> {
+    let count = 0;
+    for (const positions of published?.values() ?? []) count += positions.value.records.length;
+    if (published && count === records.length) return published;
+    const packed = new Map<number, EncodedPositions>();
+    for (const [shard, list] of positionsByShard(records, this.options.shards))
+      packed.set(shard, new EncodedPayload(new PositionsMessage(list[0]!.organizationId, list)));
+    return packed;
   }
 
   /** Positions of uploads waiting for the log to take them (Redis down). */

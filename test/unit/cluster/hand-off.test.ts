@@ -55,21 +55,37 @@ describe('ClusterNode.handOff: one packing per upload', () => {
     expect(log.appended[0]!.positions).toBe(published);
   });
 
-  it('splits an upload across shards into one entry per shard, each with its own records', async () => {
-    const log = new AppendedLog();
-    const cluster = node(log);
+  it('splits an upload across shards into one entry per shard, each with its own records, unless the bus published them all', async () => {
+    const cluster = node(new AppendedLog());
     // Two buildings in different shards.
     const second = Array.from({ length: 50 }, (_, id) => id + 2).find(
       (id) => cluster.shardOf(record('x', id)) !== cluster.shardOf(record('x', 1)),
     )!;
     const records = [record('a', 1), record('b', second), record('c', 1)];
-    await cluster.handOff(records);
-    const byShard = new Map(log.appended.map(({ shard, positions }) => [shard, positions.value.records.map((item) => item.deviceId)]));
-    expect(byShard).toEqual(
+    const firstShard = new EncodedPayload(new PositionsMessage('org', [records[0]!, records[2]!]));
+    // No publication, or one that does not hold every record (b's shard missing): grouped and packed here.
+    for (const published of [undefined, new Map([[cluster.shardOf(records[0]!), firstShard]])]) {
+      const log = new AppendedLog();
+      await node(log).handOff(records, published);
+      const byShard = new Map(log.appended.map(({ shard, positions }) => [shard, positions.value.records.map((item) => item.deviceId)]));
+      expect(byShard).toEqual(
+        new Map([
+          [cluster.shardOf(record('a', 1)), ['a', 'c']],
+          [cluster.shardOf(record('b', second)), ['b']],
+        ]),
+      );
+    }
+    // Every record published: each shard's entry is its publication, as is.
+    const log = new AppendedLog();
+    const secondShard = new EncodedPayload(new PositionsMessage('org', [records[1]!]));
+    await node(log).handOff(
+      records,
       new Map([
-        [cluster.shardOf(record('a', 1)), ['a', 'c']],
-        [cluster.shardOf(record('b', second)), ['b']],
+        [cluster.shardOf(records[0]!), firstShard],
+        [cluster.shardOf(records[1]!), secondShard],
       ]),
     );
+    expect(log.appended.map(({ positions }) => positions)).toEqual([firstShard, secondShard]);
+    expect(log.appended[0]!.positions).toBe(firstShard);
   });
 });
