@@ -158,14 +158,21 @@ export async function runErasure(storage: Pick<Storage, 'execute'>, id: string, 
          from alarms a where a.id = e.alarm_id and e.organization_id = ? and e.alarm_id = any(?::uuid[])`,
         [request.organization_id, pgArray(alarms.map((alarm) => alarm.id))],
       );
-      // A pose's raise key names its device (detection-service.ts): the retry guard of an erased press goes too.
+      // The raises recorded with these alarms (m0035: their details, a place among them) go, and so does every raise
+      // key naming the person's device (`pose|`, `max-stay|`, `deadman|`…: the device is the key's second field) that
+      // no alarm is recorded with (a repeat's, or one from before m0035): the retry guards of erased conditions. A key
+      // recorded with an alarm outside the erased range stays, so a rebuild does not raise that alarm again.
+      await storage.execute('delete from alarm_raise_keys where organization_id = ? and alarm_id = any(?::uuid[])', [
+        request.organization_id,
+        pgArray(alarms.map((alarm) => alarm.id)),
+      ]);
       const devices = [...new Set(alarms.map((alarm) => alarm.old_device).filter((device): device is string => device !== null))];
       for (const device of devices) {
-        await storage.execute(`delete from alarm_raise_keys where organization_id = ? and left(key, length(?) + 6) = 'pose|' || ? || '|'`, [
-          request.organization_id,
-          device,
-          device,
-        ]);
+        await storage.execute(
+          `delete from alarm_raise_keys
+           where organization_id = ? and alarm_id is null and substr(key, strpos(key, '|') + 1, length(?) + 1) = ? || '|'`,
+          [request.organization_id, device, device],
+        );
       }
     }
     removed.alarms_pseudonymized = (removed.alarms_pseudonymized ?? 0) + alarms.length;

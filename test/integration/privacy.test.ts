@@ -262,6 +262,7 @@ describe(`privacy: tracking windows and erasure (${driverLabel})`, () => {
         floor_id: venue.floors[0].id,
         type: 'POLYGON',
         cartesians: squareCartesians(10, 10, 10),
+        max_stay_time: 8,
       });
       const victim = await createUser(admin, 'user');
       const bystander = await createUser(admin, 'user');
@@ -274,6 +275,8 @@ describe(`privacy: tracking windows and erasure (${driverLabel})`, () => {
         [0, 5, 10, 15, 20, 3600, 3605].map((second, index) => pose(deviceId, userId, at(5, second), index % 2 ? 15 : 2));
       await upload([...walk(device, victim.user.id), ...walk(other, bystander.user.id)]);
       await upload([pose(device, victim.user.id, at(7), 4, { danger: true })]);
+      // A stay past the fence's max stay: a GEOFENCE_MAX_STAY_TIME alarm, whose raise key names the device.
+      await upload([0, 10, 20].map((second, index) => pose(device, victim.user.id, at(8, second), index < 2 ? 15 : 2)));
       // Both on the roll of an evacuation drill (a fix in the building just now), the victim marked safe by hand.
       const now = Date.now() - 5_000;
       await upload([pose(device, victim.user.id, now, 4), pose(other, bystander.user.id, now, 6)]);
@@ -293,8 +296,9 @@ describe(`privacy: tracking windows and erasure (${driverLabel})`, () => {
         async () =>
           (await rowsHolding('rollup_runs', needles)) > 0 &&
           (await rowsHolding('geofence_stays', needles)) > 0 &&
-          (await rowsHolding('zone_events', needles)) > 0,
-        'rollups, stays and zone events',
+          (await rowsHolding('zone_events', needles)) > 0 &&
+          (await rowsHolding('alarm_raise_keys', [`max-stay|${device}|`])) > 0,
+        'rollups, stays, zone events and the max-stay alarm',
       );
       const tables = await personTables();
       expect(tables).toEqual(
@@ -323,7 +327,7 @@ describe(`privacy: tracking windows and erasure (${driverLabel})`, () => {
       expect(othersBefore.reduce((a, b) => a + b, 0)).toBeGreaterThan(0);
 
       const done = await erase(victim.user.id);
-      expect(done.removed).toMatchObject({ positions: 9, alarms_pseudonymized: 1, roll_entries_pseudonymized: 1 });
+      expect(done.removed).toMatchObject({ positions: 12, alarms_pseudonymized: 2, roll_entries_pseudonymized: 1 });
       expect(done.removed.zone_events).toBeGreaterThan(0);
       expect(done.removed.rollup_runs).toBeGreaterThan(0);
       for (const table of checked) expect({ table, rows: await rowsHolding(table, needles) }).toEqual({ table, rows: 0 });
