@@ -51,6 +51,15 @@ export class WebhookReceiver {
     return `http://127.0.0.1:${(this.server.address() as AddressInfo).port}${path}`;
   }
 
+  /**
+   * Receipts of one path answered 2xx, each delivery once, as a receiver keeps them: deliveries are at least once,
+   * and one sent again (its success not yet recorded when a gateway stopped, say) has the same `webhook-id`.
+   */
+  deliveredOnce(path: string): Receipt[] {
+    const seen = new Set<string>();
+    return this.delivered(path).filter((receipt) => !seen.has(receipt.id) && seen.add(receipt.id));
+  }
+
   /** Receipts of one path that were answered 2xx. */
   delivered(path: string): Receipt[] {
     return this.receipts.filter((receipt) => receipt.path === path && receipt.status >= 200 && receipt.status < 300);

@@ -24,10 +24,10 @@ describe(`mustering: the evacuation roll (${driverLabel})`, () => {
   let floors: number[];
   let evacuationId: string;
   let receiver: WebhookReceiver;
-  /** Webhook events delivered to the site's pager, by type. */
+  /** Webhook events delivered to the site's pager, by type, each delivery once (a restart may send one again). */
   const delivered = (type: string) =>
     receiver
-      .delivered('/pager')
+      .deliveredOnce('/pager')
       .map((receipt) => JSON.parse(receipt.body))
       .filter((body) => body.type === type);
   const waitFor = async (check: () => boolean, timeoutMs = 10_000) => {
