@@ -1,8 +1,7 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { FaultRedis } from '../../testkit/fault-servers.js';
+import { describe, expect, it } from 'vitest';
 import { serverRedisUrl } from '../../testkit/test-environment.js';
 import { TestSocket } from '../../testkit/ws-client.js';
-import { converged, sleep, startCluster, type TestCluster } from './cluster-support.js';
+import { clusterOnPrivateRedis, sleep } from './cluster-support.js';
 
 /**
  * A control room never misses an alarm raised on another gateway while Redis was away. The bus is at most once:
@@ -11,19 +10,10 @@ import { converged, sleep, startCluster, type TestCluster } from './cluster-supp
  * `since_seq`, which replays what it missed from storage.
  */
 describe.skipIf(!serverRedisUrl)('an alarm raised on one gateway while Redis is away (private Redis)', () => {
-  let redis: FaultRedis;
-  let cluster: TestCluster;
-  beforeAll(async () => {
-    redis = await FaultRedis.start();
-    cluster = await startCluster(2, { REDIS_URL: redis.url });
-    await converged(cluster.gateways);
-  }, 60_000);
-  afterAll(async () => {
-    await cluster?.stop();
-    await redis?.destroy();
-  });
+  const suite = clusterOnPrivateRedis(2);
 
   it('reaches an alarm screen on the other gateway: told to resume, it gets the alarm from storage', async () => {
+    const { redis, cluster } = suite;
     expect((await cluster.admins[0]!.post('/api/v1/devices', { identifier: 'phone-in-the-lift' })).status).toBe(201);
     const screen = await cluster.subscribe(1, ['organization/alarms']);
     const positions = await cluster.subscribe(1, ['devices/phone-in-the-lift']);

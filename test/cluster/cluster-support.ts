@@ -1,5 +1,6 @@
-import { expect } from 'vitest';
+import { afterAll, beforeAll, expect } from 'vitest';
 import { createVenue, squareCartesians } from '../../testkit/cartography.js';
+import { FaultRedis } from '../../testkit/fault-servers.js';
 import type { TestClient } from '../../testkit/http-client.js';
 import { ADMIN_EMAIL, ADMIN_PASSWORD, adminClient, login } from '../../testkit/identity.js';
 import { createTestEnvironment, type TestEnvironment } from '../../testkit/test-environment.js';
@@ -22,6 +23,24 @@ export interface TestCluster {
   /** Uploads through gateway `index`; asserts the 204. */
   upload(index: number, ...poses: object[]): Promise<void>;
   stop(): Promise<void>;
+}
+
+/**
+ * Registers the suite's hooks: `count` gateways, converged, on a Redis of their own that the tests may stop and
+ * restart (FaultRedis), stopped and removed after the suite. The handle is filled once the suite starts.
+ */
+export function clusterOnPrivateRedis(count: number): { redis: FaultRedis; cluster: TestCluster } {
+  const handle = {} as { redis: FaultRedis; cluster: TestCluster };
+  beforeAll(async () => {
+    handle.redis = await FaultRedis.start();
+    handle.cluster = await startCluster(count, { REDIS_URL: handle.redis.url });
+    await converged(handle.cluster.gateways);
+  }, 60_000);
+  afterAll(async () => {
+    await handle.cluster?.stop();
+    await handle.redis?.destroy();
+  });
+  return handle;
 }
 
 /** `count` gateways in this process on one database and one Redis prefix, started one after the other. */

@@ -1,26 +1,16 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { FaultRedis } from '../../testkit/fault-servers.js';
+import { describe, expect, it } from 'vitest';
 import { serverRedisUrl } from '../../testkit/test-environment.js';
-import { converged, ownerIndex, sleep, startCluster, venueWithFence, type TestCluster } from './cluster-support.js';
+import { clusterOnPrivateRedis, converged, ownerIndex, sleep, venueWithFence } from './cluster-support.js';
 
 /**
  * A Redis restart loses memberships, leases and the shard streams with their consumer groups. The gateways
  * register again, take every shard again (each once), rebuild from storage and detect again.
  */
 describe.skipIf(!serverRedisUrl)('two gateways converge after a Redis restart (private Redis)', () => {
-  let redis: FaultRedis;
-  let cluster: TestCluster;
-  beforeAll(async () => {
-    redis = await FaultRedis.start();
-    cluster = await startCluster(2, { REDIS_URL: redis.url });
-    await converged(cluster.gateways);
-  }, 60_000);
-  afterAll(async () => {
-    await cluster?.stop();
-    await redis?.destroy();
-  });
+  const suite = clusterOnPrivateRedis(2);
 
   it('owns every building once again and detects again', async () => {
+    const { redis, cluster } = suite;
     const venue = await venueWithFence(cluster.admins[0]!, 'Restart venue');
     await redis.stop();
     await sleep(1500); // leases lapse: nobody emits meanwhile
