@@ -103,34 +103,25 @@ export class PositionWriter {
   }
 
   /**
-   * Pending writes, whole (a caller's rows are never split across two commits), up to the row cap. One
-   * organization's: the oldest, as many as fit. Several organizations': in turns, one write of each per turn (the
-   * one served longest ago first), for as long as more than one of them still has a write waiting. So a tenant's
-   * backlog of uploads holds another tenant's write back by the commit under way and a small shared one, not behind
-   * all of it (issue 28: fair detection, whose uploads wait for this commit); the rest of the backlog goes in the
-   * next commit, whole. Each organization's writes still commit in the order they came.
+   * Pending writes, whole (a caller's rows are never split across two commits), up to the row cap: everything when
+   * it fits, otherwise the organizations in turn, each's oldest first, the one served longest ago first. A tenant's
+   * backlog of uploads then holds another tenant's write back one commit at most, not behind all of it (issue 28:
+   * fair detection, whose uploads wait for this commit); each organization's writes still commit in the order they
+   * came.
    */
   private take(): PendingWrite[] {
+    if (this.pendingRows <= this.maxBatchRows || this.pending.length === 1) {
+      const batch = this.pending;
+      this.pending = [];
+      this.pendingRows = 0;
+      return batch;
+    }
     const queues = new Map<string, PendingWrite[]>();
     for (const write of this.pending) {
       const organizationId = organizationOf(write);
       let queue = queues.get(organizationId);
       if (!queue) queues.set(organizationId, (queue = []));
       queue.push(write);
-    }
-    const batch: PendingWrite[] = [];
-    let rows = 0;
-    const fits = (write: PendingWrite) => batch.length === 0 || rows + rowsOf(write) <= this.maxBatchRows;
-    const add = (queue: PendingWrite[]) => {
-      const write = queue.shift()!;
-      batch.push(write);
-      rows += rowsOf(write);
-    };
-    if (queues.size === 1) {
-      const queue = this.pending;
-      while (queue.length > 0 && fits(queue[0]!)) add(queue);
-      this.pendingRows -= rows;
-      return batch;
     }
     // Who waited longest since its last commit goes first, so a tenant whose writes fill the cap cannot starve
     // another; among those not served yet, the one with the fewest rows waiting (the light tenant beside a flood).
@@ -140,12 +131,17 @@ export class PositionWriter {
       .map(([organizationId, queue]) => ({ queue, waited: waited(organizationId), rows: rowsWaiting(queue) }))
       .sort((a, b) => a.waited - b.waited || a.rows - b.rows)
       .map(({ queue }) => queue);
-    for (let turn = true; turn && order.filter((queue) => queue.length > 0).length > 1; ) {
-      turn = false;
+    const batch: PendingWrite[] = [];
+    let rows = 0;
+    for (let added = true; added; ) {
+      added = false;
       for (const queue of order) {
-        if (queue.length === 0 || !fits(queue[0]!)) continue;
-        add(queue);
-        turn = true;
+        const write = queue[0];
+        if (!write || (batch.length > 0 && rows + rowsOf(write) > this.maxBatchRows)) continue;
+        queue.shift();
+        batch.push(write);
+        rows += rowsOf(write);
+        added = true;
       }
     }
     const taken = new Set(batch);
