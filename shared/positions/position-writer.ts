@@ -14,9 +14,6 @@ interface PendingWrite {
   reject: (error: unknown) => void;
 }
 
-const rowsOf = (write: PendingWrite) => write.records.length + write.zoneEvents.length;
-const organizationOf = (write: PendingWrite) => (write.records[0] ?? write.zoneEvents[0])!.organizationId;
-
 /**
  * Group commit. Every caller waits for the commit that contains its rows, so an acknowledgement is a promise
  * that nothing is lost; concurrent callers share one insert. While one insert runs, new writes gather for
@@ -36,9 +33,6 @@ export class PositionWriter {
   /** Writes creating their partitions, not yet pending: `flush()` waits for them too. */
   private preparing = 0;
   private idle: (() => void)[] = [];
-  /** While a backlog is over the row cap: the take that last committed each waiting organization's writes. */
-  private readonly servedAt = new Map<string, number>();
-  private fairTakes = 0;
 
   constructor(
     private readonly store: PositionStore,
@@ -102,54 +96,17 @@ export class PositionWriter {
     });
   }
 
-  /**
-   * Pending writes, whole (a caller's rows are never split across two commits), up to the row cap: everything when
-   * it fits, otherwise the organizations in turn, each's oldest first, the one served longest ago first. A tenant's
-   * backlog of uploads then holds another tenant's write back one commit at most, not behind all of it (issue 28:
-   * fair detection, whose uploads wait for this commit); each organization's writes still commit in the order they
-   * came.
-   */
+  /** The oldest pending writes, whole (a caller's rows are never split across two commits), up to the row cap. */
   private take(): PendingWrite[] {
-    if (this.pendingRows <= this.maxBatchRows || this.pending.length === 1) {
-      const batch = this.pending;
-      this.pending = [];
-      this.pendingRows = 0;
-      return batch;
-    }
-    const queues = new Map<string, PendingWrite[]>();
-    for (const write of this.pending) {
-      const organizationId = organizationOf(write);
-      let queue = queues.get(organizationId);
-      if (!queue) queues.set(organizationId, (queue = []));
-      queue.push(write);
-    }
-    // Who waited longest since its last commit goes first, so a tenant whose writes fill the cap cannot starve
-    // another; among those not served yet, the one with the fewest rows waiting (the light tenant beside a flood).
-    const waited = (organizationId: string) => this.servedAt.get(organizationId) ?? -1;
-    const rowsWaiting = (queue: PendingWrite[]) => queue.reduce((sum, write) => sum + rowsOf(write), 0);
-    const order = [...queues]
-      .map(([organizationId, queue]) => ({ queue, waited: waited(organizationId), rows: rowsWaiting(queue) }))
-      .sort((a, b) => a.waited - b.waited || a.rows - b.rows)
-      .map(({ queue }) => queue);
     const batch: PendingWrite[] = [];
     let rows = 0;
-    for (let added = true; added; ) {
-      added = false;
-      for (const queue of order) {
-        const write = queue[0];
-        if (!write || (batch.length > 0 && rows + rowsOf(write) > this.maxBatchRows)) continue;
-        queue.shift();
-        batch.push(write);
-        rows += rowsOf(write);
-        added = true;
-      }
+    const rowsOf = (write: PendingWrite) => write.records.length + write.zoneEvents.length;
+    while (this.pending.length > 0 && (batch.length === 0 || rows + rowsOf(this.pending[0]!) <= this.maxBatchRows)) {
+      const write = this.pending.shift()!;
+      batch.push(write);
+      rows += rowsOf(write);
     }
-    const taken = new Set(batch);
-    this.pending = this.pending.filter((write) => !taken.has(write));
     this.pendingRows -= rows;
-    this.fairTakes++;
-    for (const write of batch) this.servedAt.set(organizationOf(write), this.fairTakes);
-    for (const [organizationId, queue] of queues) if (queue.length === 0) this.servedAt.delete(organizationId);
     return batch;
   }
 

@@ -70,28 +70,6 @@ describe('group commit', () => {
     expect(store.inserts).toEqual([['a'], ['b', 'c']]);
   });
 
-  it('takes the organizations in turn when a backlog is over the row cap: a flood never holds another tenant back a commit', async () => {
-    const store = new FakeStore();
-    let release!: () => void;
-    store.gate = new Promise((resolve) => (release = resolve));
-    const writer = new PositionWriter(store as unknown as PositionStore, 4);
-    const flooded = (id: string) => outdoorRecord({ organizationId: 'flooder', deviceId: id, timestamp: 0 });
-    const first = writer.write([flooded('a0')]);
-    await new Promise((resolve) => setImmediate(resolve)); // the first insert is now running
-    // During it, the flooder's uploads pile up (three commits' worth), then another organization's one position.
-    const backlog = [0, 1, 2].map((n) => writer.write([1, 2, 3, 4].map((k) => flooded(`a${n}-${k}`))));
-    const quiet = writer.write([outdoorRecord({ organizationId: 'quiet', deviceId: 'b', timestamp: 0 })]);
-    store.gate = undefined;
-    release();
-    await Promise.all([first, ...backlog, quiet]);
-    // The next commit holds the quiet organization's write beside the flooder's oldest, not after all of them.
-    expect(store.inserts[1]).toContain('b');
-    // Each organization's writes still go in the order they came.
-    expect(store.inserts.slice(1).flat().filter((id) => id !== 'b')).toEqual(
-      [0, 1, 2].flatMap((n) => [1, 2, 3, 4].map((k) => `a${n}-${k}`)),
-    );
-  });
-
   it('rejects every write of an insert that failed for a connection outage, without retrying them apart', async () => {
     const store = new FakeStore();
     store.failNext = true;
