@@ -12,6 +12,9 @@ import type { RedisConnections } from '../../shared/redis/redis-connections.js';
 import { redisClusterOfThisFile, redisServer } from '../../testkit/redis-cluster.js';
 import { deleteRedisPrefix, serverRedisUrl } from '../../testkit/test-environment.js';
 
+/** A hang guard for a job's answer, not a timing: a Redis Cluster's first job on a loaded host took over 10 s once in CI. */
+const RUN_TIMEOUT_MS = 30_000;
+
 const logger = createLogger('silent');
 const context = { storage: {} as Storage, logger };
 const order: string[] = [];
@@ -115,13 +118,15 @@ describe.each(factories)('job queue contract: $name', (factory) => {
   it('runs a job and returns its result', async () => {
     const { queue, cleanup: c } = await factory.create(2);
     cleanup = c;
-    await expect(queue.run({ name: 'add', organizationId: 'org-a', data: { a: 2, b: 3 } }, 10_000)).resolves.toEqual({ sum: 5 });
+    await expect(queue.run({ name: 'add', organizationId: 'org-a', data: { a: 2, b: 3 } }, RUN_TIMEOUT_MS)).resolves.toEqual({ sum: 5 });
   });
 
   it('hands a processor AppError to the caller with its code and field errors', async () => {
     const { queue, cleanup: c } = await factory.create(1);
     cleanup = c;
-    const error = (await queue.run({ name: 'invalid', organizationId: 'org-a', data: {} }, 10_000).catch((e: unknown) => e)) as AppError;
+    const error = (await queue
+      .run({ name: 'invalid', organizationId: 'org-a', data: {} }, RUN_TIMEOUT_MS)
+      .catch((e: unknown) => e)) as AppError;
     expect(error).toBeInstanceOf(AppError);
     expect(error.code).toBe(ErrorCode.ValidationFailed);
     expect(error.errors).toEqual([{ field: 'from_date', message: 'required' }]);
@@ -130,7 +135,9 @@ describe.each(factories)('job queue contract: $name', (factory) => {
   it('turns an unexpected processor failure into an internal error without leaking its message', async () => {
     const { queue, cleanup: c } = await factory.create(1);
     cleanup = c;
-    const error = (await queue.run({ name: 'crash', organizationId: 'org-a', data: {} }, 10_000).catch((e: unknown) => e)) as AppError;
+    const error = (await queue
+      .run({ name: 'crash', organizationId: 'org-a', data: {} }, RUN_TIMEOUT_MS)
+      .catch((e: unknown) => e)) as AppError;
     expect(error).toBeInstanceOf(AppError);
     expect(error.code).toBe(ErrorCode.Internal);
     expect(error.message).not.toContain('secret');
