@@ -8,10 +8,10 @@ import { ServerStorage } from '../storage/server-storage.js';
 import { deleteKeptBefore } from '../reports/materializations.js';
 import type { Storage } from '../storage/storage.js';
 import { BinaryCopyEncoder } from './copy-binary.js';
+import { partitionGone, partitionName, positionPartitions } from './position-partitions.js';
 import type { PositionRecord } from './position-record.js';
 
 const DAY_MS = 24 * 3600 * 1000;
-const partitionName = (dayStart: number) => `positions_p${new Date(dayStart).toISOString().slice(0, 10).replace(/-/g, '')}`;
 const dayOf = (epochMs: number) => Math.floor(epochMs / DAY_MS) * DAY_MS;
 
 /** Day partitions the maintenance timer keeps ready ahead of today, so the first fixes of a day find theirs. */
@@ -163,8 +163,7 @@ export class PositionStore {
       );
     } catch (error) {
       // Another gateway created it between our check and our create: that is the outcome we wanted.
-      const exists = await this.storage.execute('select 1 from pg_class where relname = ?', [partitionName(day)]);
-      if (exists.length === 0) throw error;
+      if (await partitionGone(this.storage, partitionName(day))) throw error;
     }
     this.knownDays.add(day);
   }
@@ -301,16 +300,9 @@ export class PositionStore {
   async dropPartitionsOlderThan(retentionDays: number, now = Date.now()): Promise<string[]> {
     const acceptedFrom = this.options.maxAgeMs === undefined ? Infinity : dayOf(now - this.options.maxAgeMs - DAY_MS);
     const cutoff = Math.min(dayOf(now - retentionDays * DAY_MS), acceptedFrom);
-    const partitions = await this.storage.execute<{ name: string }>(
-      `select c.relname as name from pg_inherits i join pg_class c on c.oid = i.inhrelid join pg_class p on p.oid = i.inhparent
-       where p.relname = 'positions'`,
-    );
     const dropped: string[] = [];
-    for (const { name } of partitions) {
-      const match = /^positions_p(\d{4})(\d{2})(\d{2})$/.exec(name);
-      if (!match) continue;
-      const day = Date.UTC(Number(match[1]), Number(match[2]) - 1, Number(match[3]));
-      if (day + DAY_MS <= cutoff) {
+    for (const { name, day } of await positionPartitions(this.storage)) {
+      if (day !== null && day + DAY_MS <= cutoff) {
         await this.storage.execute(`drop table if exists ${name}`);
         this.knownDays.delete(day);
         dropped.push(name);

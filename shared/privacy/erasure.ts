@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { JobRequest } from '../jobs/index.js';
+import { positionPartitions } from '../positions/position-partitions.js';
 import type { Storage } from '../storage/index.js';
 import { pgArray } from '../storage/pg-array.js';
 import { deleteInBatches, inPacedBatches } from './retention.js';
@@ -221,11 +222,7 @@ async function erasePositions(
 ): Promise<void> {
   const [organizationId, userId] = params as [string, string];
   const devices = await devicesOf(storage, organizationId, userId);
-  const partitions = await storage.execute<{ name: string }>(
-    `select c.relname as name from pg_inherits i join pg_class c on c.oid = i.inhrelid join pg_class p on p.oid = i.inhparent
-     where p.relname = 'positions' order by c.relname`,
-  );
-  for (const { name } of partitions) {
+  for (const { name } of await positionPartitions(storage)) {
     for (const device of devices) await eraseByDevice(storage, name, device, where, params, batchSize, counted);
     await eraseByPages(storage, name, where, params, batchSize, counted);
   }
