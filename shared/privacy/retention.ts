@@ -1,4 +1,5 @@
 import type { Config } from '../config.js';
+import { partitionGone, positionPartitions } from '../positions/position-partitions.js';
 import type { Storage } from '../storage/index.js';
 import { pgArray } from '../storage/pg-array.js';
 
@@ -6,8 +7,9 @@ import { pgArray } from '../storage/pg-array.js';
  * Retention per organization (issue 32). Each kind of data has its own period, which an organization's admin may
  * shorten (never lengthen) below the deployment's maximum: POSITIONS_RETENTION_DAYS for the tracking data,
  * AUDIT_RETENTION_DAYS for the audit log. Expiry is bounded deletes of `batchSize` rows, each its own statement,
- * so no transaction holds the tables for long; whole day partitions of positions past the deployment's maximum are
- * dropped by the position store (shared/positions/position-store.ts) as before.
+ * so no transaction holds the tables for long; positions (the one table partitioned, by day) are deleted from each
+ * day partition by name, as the erasure does, never through the parent. Whole day partitions of positions past the
+ * deployment's maximum are dropped by the position store (shared/positions/position-store.ts) as before.
  */
 export const RETENTION_KINDS = ['positions', 'zone_events', 'stays_and_rollups', 'alarm_positions', 'audit'] as const;
 export type RetentionKind = (typeof RETENTION_KINDS)[number];
@@ -130,9 +132,12 @@ export function deleteInBatches(
   );
 }
 
-/** Tables expired by instant, per kind (alarm positions are cleared, not deleted: see `clearAlarmPositions`). */
-const EXPIRED_TABLES: Record<Exclude<RetentionKind, 'alarm_positions'>, { table: string; time: string }[]> = {
-  positions: [{ table: 'positions', time: 'ts' }],
+/**
+ * Tables expired by instant, per kind (alarm positions are cleared, not deleted: see `clearAlarmPositions`).
+ * `partitioned`: partitioned by day on `time` (migration m0005, the only one), expired partition by partition.
+ */
+const EXPIRED_TABLES: Record<Exclude<RetentionKind, 'alarm_positions'>, { table: string; time: string; partitioned?: true }[]> = {
+  positions: [{ table: 'positions', time: 'ts', partitioned: true }],
   zone_events: [{ table: 'zone_events', time: 'at' }],
   stays_and_rollups: [
     { table: 'geofence_stays', time: 'hour' },
@@ -171,6 +176,36 @@ export async function clearAlarmPositions(storage: Execute, organizationId: stri
   }
 }
 
+/**
+ * Positions before `cutoff` that `where` selects, day partition by day partition (oldest first), each in paced
+ * batches that name their partition, as the erasure's do: a statement on the parent is planned over every partition
+ * its bounds do not exclude (every day older than the cutoff), which past a few weeks costs more than the batch
+ * itself (bench/README.md, erasure), with ingest waiting on embedded storage. A day starting at or after the cutoff
+ * holds nothing to expire and is not visited. A partition dropped meanwhile (past the deployment's maximum, by the
+ * position store) is passed over. Returns how many rows went.
+ */
+async function expirePositions(
+  storage: Execute,
+  where: string,
+  params: readonly unknown[],
+  cutoff: Date,
+  batchSize: number,
+): Promise<number> {
+  let total = 0;
+  const counted = async (count: number) => {
+    total += count;
+  };
+  for (const { name, day } of await positionPartitions(storage)) {
+    if (day !== null && day >= cutoff.getTime()) continue;
+    try {
+      await deleteInBatches(storage, name, where, params, batchSize, counted);
+    } catch (error) {
+      if (!(await partitionGone(storage, name))) throw error;
+    }
+  }
+  return total;
+}
+
 export type RetentionCounts = Partial<Record<string, number>>;
 
 /** Expires one organization's data past each period in `days` (null: nothing of that kind expires). */
@@ -190,8 +225,11 @@ export async function expireOrganization(
       counts.alarm_positions = await clearAlarmPositions(storage, organizationId, cutoff, batchSize);
       continue;
     }
-    for (const { table, time } of EXPIRED_TABLES[kind]) {
-      counts[table] = await deleteInBatches(storage, table, `organization_id = ? and ${time} < ?`, [organizationId, cutoff], batchSize);
+    for (const { table, time, partitioned } of EXPIRED_TABLES[kind]) {
+      const where = `organization_id = ? and ${time} < ?`;
+      counts[table] = partitioned
+        ? await expirePositions(storage, where, [organizationId, cutoff], cutoff, batchSize)
+        : await deleteInBatches(storage, table, where, [organizationId, cutoff], batchSize);
     }
   }
   return counts;
