@@ -1,11 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { PositionStore } from '../../shared/positions/position-store.js';
 import { expireAll, retentionMaxima } from '../../shared/privacy/retention.js';
 import { startReportMaterializer } from '../../shared/reports/materializations.js';
 import type { ReportMaterializer } from '../../shared/reports/materializer.js';
 import { createVenue, squareCartesians } from '../../testkit/cartography.js';
 import type { TestClient } from '../../testkit/http-client.js';
 import { adminClient, createOrganization, createUser } from '../../testkit/identity.js';
+import { outdoorRecord } from '../../testkit/positions.js';
 import { driverLabel } from '../../testkit/test-environment.js';
 import { startTestGateway, type RunningGateway } from '../../testkit/test-gateway.js';
 
@@ -227,5 +229,68 @@ describe(`privacy: retention per organization (${driverLabel})`, () => {
     expect((await expireAll(running.gateway.services.storage, retentionMaxima(running.gateway.services.config), Date.now(), 2)).size).toBe(
       0,
     );
+  });
+  it('expires positions partition by partition: exactly the rows before the cutoff of the organization that keeps them less', async () => {
+    const platform = await adminClient(running.client);
+    const short = await createOrganization(platform);
+    const long = await createOrganization(platform);
+    const set = await short.client.put('/api/v1/organizations/current_organization/privacy_settings', { retention_days: { positions: 3 } });
+    expect(set.status, set.text).toBe(200);
+    const now = Date.now();
+    const cutoff = now - 3 * DAY;
+    const today = Math.floor(now / DAY) * DAY;
+    // Both organizations the same positions: the first and last millisecond and the noon of each of the six days
+    // before today (each boundary between two of them is a partition boundary), and around the cutoff, which falls
+    // inside a day partition that keeps its later rows.
+    const times = [-6, -5, -4, -3, -2, -1].flatMap((days) => [
+      today + days * DAY,
+      today + days * DAY + DAY / 2,
+      today + (days + 1) * DAY - 1,
+    ]);
+    times.push(cutoff - 1, cutoff, cutoff + 1);
+    times.sort((x, y) => x - y);
+    const ids = [short.organization.id as string, long.organization.id as string];
+    await new PositionStore(running.gateway.services.storage).insert(
+      ids.flatMap((organizationId) => times.map((timestamp) => outdoorRecord({ organizationId, deviceId: 'partitioned', timestamp }))),
+    );
+    const timesOf = async (organizationId: string) =>
+      (await sql<{ ts: string | Date }>('select ts from positions where organization_id = ? order by ts', [organizationId])).map((row) =>
+        new Date(row.ts).getTime(),
+      );
+    expect(await timesOf(ids[0]!)).toEqual(times);
+
+    // Every statement of the pass, as issued.
+    const statements: { text: string; params: readonly unknown[] }[] = [];
+    const storage = running.gateway.services.storage;
+    const recording = {
+      execute: <T>(text: string, params: readonly unknown[] = []) => {
+        statements.push({ text, params });
+        return storage.execute<T>(text, params);
+      },
+    };
+    const expired = await expireAll(recording, retentionMaxima(running.gateway.services.config), now, 2);
+
+    const older = times.filter((time) => time < cutoff);
+    expect(expired.get(ids[0]!)).toMatchObject({ positions: older.length });
+    expect(expired.has(ids[1]!)).toBe(false);
+    expect(await timesOf(ids[0]!)).toEqual(times.filter((time) => time >= cutoff));
+    expect(await timesOf(ids[1]!)).toEqual(times);
+
+    // Each delete of positions names one day partition, never the parent; together they are the days before the
+    // cutoff's end, and none of a day that starts at or after it.
+    const deletes = statements.filter((entry) => /delete from positions/.test(entry.text) && entry.params[0] === ids[0]);
+    expect(deletes.length).toBeGreaterThan(0);
+    for (const entry of deletes) expect(entry.text).not.toMatch(/\bpositions\b/);
+    const named = new Set(deletes.map((entry) => /delete from (positions_p\d{8}) /.exec(entry.text)?.[1]));
+    const dayName = (day: number) => `positions_p${new Date(day).toISOString().slice(0, 10).replace(/-/g, '')}`;
+    for (const time of older) expect(named).toContain(dayName(Math.floor(time / DAY) * DAY));
+    for (const name of named) expect(name! <= dayName(cutoff)).toBe(true);
+    // And the plan of each reads that partition alone.
+    for (const entry of new Map(deletes.map((entry) => [entry.text, entry])).values()) {
+      const plan = (await sql<Record<string, string>>(`explain ${entry.text}`, [...entry.params]))
+        .map((row) => Object.values(row)[0])
+        .join('\n');
+      expect(new Set(plan.match(/positions_p\d{8}/g))).toEqual(new Set([/delete from (positions_p\d{8}) /.exec(entry.text)?.[1]]));
+    }
   });
 });
