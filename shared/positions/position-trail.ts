@@ -41,8 +41,8 @@ const ms = (column: string) => `round(extract(epoch from ${column}) * 1000)::flo
  * Reads a device's trail with each fix's arrival time (issue 30: the console draws the late part of a trail
  * differently). Indoor fixes only (a trail is drawn on a floor), one per fix time: a buffer the app sent twice is
  * stored twice, and the first arrival is the one that says how late it was (the evidence of a silence DEADMAN
- * reads fixes the same way). The newest `limit + 1` are read through the (organization_id, building_id, ts)
- * index, so the caller can tell a cut trail from a whole one; returned oldest first.
+ * reads fixes the same way). The newest `limit + 1` are read (the (organization_id, device_id, ts) index of m0005
+ * serves the device and the range), so the caller can tell a cut trail from a whole one; returned oldest first.
  */
 export class PositionTrail {
   constructor(private readonly storage: Pick<Storage, 'execute'>) {}
