@@ -11,6 +11,7 @@ import type {
   RankedDevice,
   ReportResult,
   Route,
+  TrailResult,
 } from './model.js';
 import type { EvacuationDetail, RollEntry } from './evacuation-model.js';
 
@@ -182,6 +183,12 @@ export class Api {
   rescueRoute(buildingId: number, id: string, entry: string): Promise<{ assembly_point: { id: string; name: string }; route: Route }> {
     const path = `/api/v1/buildings/${buildingId}/evacuations/${encodeURIComponent(id)}/roll/${encodeURIComponent(entry)}/route`;
     return this.request('GET', path);
+  }
+
+  /** A device's trail in a building over [from, to), each fix with its arrival and whether it came late. */
+  trail(buildingId: number, deviceId: string, from: number, to: number): Promise<TrailResult> {
+    const params = new URLSearchParams({ device_id: deviceId, from: new Date(from).toISOString(), to: new Date(to).toISOString() });
+    return this.request('GET', `/api/v1/buildings/${buildingId}/trail?${params}`);
   }
 
   report<Row>(name: string, params: Record<string, string>): Promise<ReportResult<Row>> {

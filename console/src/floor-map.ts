@@ -23,10 +23,59 @@ export interface MapRoute {
   label: string;
 }
 
-/** Where a device has been, oldest first. */
+/** One fix of a trail: where, and whether it reached the server late (more than the reorder window after it was taken). */
+export interface TrailPoint {
+  floorId: number;
+  x: number;
+  y: number;
+  /** When it was taken, ms since the epoch. */
+  at: number;
+  late: boolean;
+  /** How long after it was taken it reached the server. */
+  delayMs: number;
+}
+
+/** Where a device has been, oldest first (by the fixes' own times). */
 export interface MapTrail {
   deviceId: string;
-  points: { floorId: number; x: number; y: number }[];
+  points: TrailPoint[];
+}
+
+/** A stretch of a trail drawn one way: solid while its fixes came on time, dashed where they came late. */
+export interface TrailRun {
+  late: boolean;
+  points: TrailPoint[];
+  /** The late fixes of a late run (those that make it late), oldest first. */
+  lateFixes: TrailPoint[];
+}
+
+/**
+ * Cuts a trail (of one floor) into runs: a segment touching a late fix is late (the way there and the way back
+ * were only learned from the buffer), so a late stretch is dashed from the last on-time fix before it to the first
+ * after it. Consecutive runs share their end point; a single fix is one run of its own.
+ */
+export function trailRuns(points: readonly TrailPoint[]): TrailRun[] {
+  if (points.length === 0) return [];
+  if (points.length === 1) return [{ late: points[0]!.late, points: [points[0]!], lateFixes: points[0]!.late ? [points[0]!] : [] }];
+  const runs: TrailRun[] = [];
+  for (let i = 0; i + 1 < points.length; i++) {
+    const a = points[i]!;
+    const b = points[i + 1]!;
+    const late = a.late || b.late;
+    const current = runs.at(-1);
+    if (current && current.late === late) current.points.push(b);
+    else runs.push({ late, points: [a, b], lateFixes: [] });
+  }
+  for (const run of runs) if (run.late) run.lateFixes = run.points.filter((point) => point.late);
+  return runs;
+}
+
+/** "late by 4 min", or "late by up to 4 min" when the run's fixes came later than one another. */
+export function lateRunText(run: TrailRun): string {
+  const delays = run.lateFixes.map((point) => point.delayMs);
+  if (delays.length === 0) return '';
+  const most = ago(Math.max(...delays));
+  return ago(Math.min(...delays)) === most ? `late by ${most}` : `late by up to ${most}`;
 }
 
 /** Heat on one floor: squares of `size` metres centred on (x, y), shaded by weight. */
@@ -71,6 +120,8 @@ export class FloorMap {
   private loadToken = 0;
   /** Zone and event names, placed with the device labels so that none overlaps another. */
   private zoneLabels: { element: SVGTextElement; box: LabelBox }[] = [];
+  /** The delay of each late stretch of the trail, with where it may go (beside each of its segments), best first. */
+  private trailLabels: { element: SVGTextElement; options: { box: LabelBox; x: number; y: number; anchor: 'start' | 'end' }[] }[] = [];
   /** Where POI icons stand: labels keep off them as they keep off device dots. */
   private poiBoxes: LabelBox[] = [];
   /** The organization's POI categories (fetched once), and their icons as blob: URLs (revoked by clear()). */
@@ -138,6 +189,7 @@ export class FloorMap {
     this.frame = null; // nothing is drawn until the new plan's size is known
     for (const layer of Object.values(this.layers)) layer.replaceChildren();
     this.zoneLabels = [];
+    this.trailLabels = [];
     this.poiBoxes = [];
     this.root.dataset.floorId = floor ? String(floor.id) : '';
     let frame: Frame = {
@@ -197,6 +249,7 @@ export class FloorMap {
     this.frame = null;
     for (const layer of Object.values(this.layers)) layer.replaceChildren();
     this.zoneLabels = [];
+    this.trailLabels = [];
     this.poiBoxes = [];
     this.categories = null;
     for (const icon of this.icons.values()) void icon.then((url) => url && URL.revokeObjectURL(url));
@@ -254,6 +307,7 @@ export class FloorMap {
 
   private drawOverlays(): void {
     for (const layer of [this.layers.heat, this.layers.trail, this.layers.route]) layer.replaceChildren();
+    this.trailLabels = [];
     if (!this.frame || !this.floor) return;
     const floorId = this.floor.id;
     const u = this.unit();
@@ -283,16 +337,55 @@ export class FloorMap {
       }
     }
     if (trail) {
-      const points = trail.points.filter((point) => point.floorId === floorId).map((point) => this.toPixels(point.x, point.y).join(','));
-      if (points.length > 0) {
-        this.layers.trail.append(
+      const here = trail.points.filter((point) => point.floorId === floorId);
+      if (here.length > 0) {
+        const late = here.filter((point) => point.late).length;
+        const group = svg(
+          'g',
+          { class: 'trail', 'data-device-id': trail.deviceId, 'data-points': here.length, 'data-late': late },
           svg(
-            'g',
-            { class: 'trail', 'data-device-id': trail.deviceId, 'data-points': points.length },
-            svg('title', {}, `Trail of ${trail.deviceId}`),
-            svg('polyline', { points: points.join(' '), 'stroke-width': u * 0.5 }),
+            'title',
+            {},
+            `Trail of ${trail.deviceId}: ${here.length} position${here.length === 1 ? '' : 's'}${late > 0 ? `, ${late} reached us late (dashed)` : ''}`,
           ),
         );
+        const line = (run: TrailRun) =>
+          svg('polyline', {
+            class: run.late ? 'trail-late' : 'trail-on-time',
+            points: run.points.map((point) => this.toPixels(point.x, point.y).join(',')).join(' '),
+            'stroke-width': u * (run.late ? 0.6 : 0.5),
+            ...(run.late ? { 'stroke-dasharray': `${u * 1.4} ${u * 1.1}` } : {}),
+          });
+        for (const run of trailRuns(here)) {
+          if (!run.late) {
+            group.append(line(run));
+            continue;
+          }
+          // Said on the map beside the run (placed with the other labels: layoutLabels), and in full in its title.
+          const text = lateRunText(run);
+          const first = run.lateFixes[0]!;
+          const last = run.lateFixes.at(-1)!;
+          const taken = first === last ? `taken ${clock(first.at)}` : `taken ${clock(first.at)} to ${clock(last.at)}`;
+          const fixes = `${run.lateFixes.length} fix${run.lateFixes.length === 1 ? '' : 'es'}`;
+          const fontSize = u * 2.2;
+          const label = svg('text', { class: 'trail-late-label', 'font-size': fontSize, 'dominant-baseline': 'middle' }, text);
+          this.trailLabels.push({ element: label, options: this.trailLabelOptions(run, text, fontSize) });
+          group.append(
+            svg(
+              'g',
+              {
+                class: 'trail-late-run',
+                'data-late-fixes': run.lateFixes.length,
+                'data-delay-ms': Math.max(...run.lateFixes.map((point) => point.delayMs)),
+              },
+              svg('title', {}, `Reached us ${text}: ${fixes} ${taken}, uploaded from the device's buffer`),
+              line(run),
+              label,
+            ),
+          );
+        }
+        this.layers.trail.append(group);
+        this.scheduleLabels();
       }
     }
     if (route) {
@@ -477,6 +570,25 @@ export class FloorMap {
     });
   }
 
+  /** Beside the middle segment of a late run first, then the segments further out; above right, else above left. */
+  private trailLabelOptions(run: TrailRun, text: string, fontSize: number) {
+    const u = this.unit();
+    const gap = u * 1.2;
+    const width = text.length * fontSize * 0.62;
+    const segments = run.points.slice(1).map((point, index) => [run.points[index]!, point] as const);
+    const middle = (segments.length - 1) / 2;
+    const order = segments.map((_, index) => index).sort((a, b) => Math.abs(a - middle) - Math.abs(b - middle) || a - b);
+    return order.flatMap((index) => {
+      const [a, b] = segments[index]!;
+      const [mx, my] = this.toPixels((a.x + b.x) / 2, (a.y + b.y) / 2);
+      const y = my - gap;
+      return [
+        { box: textBox(mx + gap, y, width, fontSize), x: mx + gap, y, anchor: 'start' as const },
+        { box: textBox(mx - gap - width, y, width, fontSize), x: mx - gap, y, anchor: 'end' as const },
+      ];
+    });
+  }
+
   /**
    * Places every label of the shown floor so that none overlaps another: the selected alarm's device first,
    * then people (devices with a user), then zone and POI names, then other devices, none over a device's dot or
@@ -497,6 +609,10 @@ export class FloorMap {
     this.poiBoxes.forEach((box, index) => {
       candidates.push({ id: `poi:${index}`, priority: 9, options: [box] });
     });
+    // A late stretch's delay: after people's names, before zone names and other devices'.
+    this.trailLabels.forEach(({ element, options }, index) => {
+      if (element.isConnected) candidates.push({ id: `trail:${index}`, priority: 1.5, options: options.map((option) => option.box) });
+    });
     for (const [id, device] of this.devices) {
       const group = device.group;
       if (!group?.isConnected) continue;
@@ -514,11 +630,21 @@ export class FloorMap {
       const r = Number(dot.getAttribute('r'));
       candidates.push({ id: `dot:${id}`, priority: 9, options: [{ x: px - r, y: py - r, width: 2 * r, height: 2 * r }] });
       // The selected alarm's device is named whatever crowds it (over other dots, never over another label).
-      const priority = this.highlighted.deviceId === id ? 10 : device.feature.properties.user_id ? 2 : 0;
+      // So is the device whose trail is shown, before the delays written along it.
+      const priority =
+        this.highlighted.deviceId === id ? 10 : this.overlays.trail?.deviceId === id ? 3 : device.feature.properties.user_id ? 2 : 0;
       candidates.push({ id: `device:${id}`, priority, options });
       texts.set(`device:${id}`, { text, group, right, left });
     }
     const placed = placeLabels(candidates);
+    this.trailLabels.forEach(({ element, options }, index) => {
+      const option = placed.get(`trail:${index}`);
+      element.classList.toggle('label-hidden', option === undefined);
+      if (option === undefined) return;
+      const { x, y, anchor } = options[option]!;
+      setAttributes(element, { x, y });
+      element.setAttribute('text-anchor', anchor);
+    });
     for (const candidate of candidates) {
       if (!texts.has(candidate.id)) continue; // a dot or a POI icon
       const { text, group, right } = texts.get(candidate.id)!;
@@ -657,6 +783,11 @@ function centroid(points: [number, number][]): [number, number] {
     points.length > 1 && points[0]![0] === points.at(-1)![0] && points[0]![1] === points.at(-1)![1] ? points.slice(0, -1) : points;
   const sum = unique.reduce(([sx, sy], [x, y]) => [sx + x, sy + y], [0, 0]);
   return [sum[0] / unique.length, sum[1] / unique.length];
+}
+
+/** A fix's time of day, as the alarm inbox writes it. */
+function clock(at: number): string {
+  return new Date(at).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit', second: '2-digit', hour12: false });
 }
 
 export function ago(ms: number): string {

@@ -49,21 +49,27 @@ export async function responderRoute(
   };
 }
 
-/** A device's positions in this building over the last `minutes`, oldest first (the raw_data report). */
-export async function deviceTrail(api: Api, buildingId: number, deviceId: string, minutes: number, now = Date.now()): Promise<MapTrail> {
-  const result = await api.report<{ floor_id: number | null; x: number | null; y: number | null }>('raw_data', {
-    building_ids: String(buildingId),
-    device_ids: deviceId,
-    position_type: 'indoor',
-    order_by: 'timestamp',
-    limit: '5000',
-    from_date: new Date(now - minutes * 60_000).toISOString(),
-    to_date: new Date(now + 60_000).toISOString(),
-  });
-  const points = result.data
-    .filter((row) => row.floor_id !== null && row.x !== null && row.y !== null)
-    .map((row) => ({ floorId: row.floor_id!, x: row.x!, y: row.y! }));
-  return { deviceId, points };
+/**
+ * A device's positions in this building over the last `minutes`, oldest first by their own time, each with whether
+ * it reached us late (the trail route, not the `raw_data` report, which carries no arrival time).
+ */
+export async function deviceTrail(
+  api: Api,
+  buildingId: number,
+  deviceId: string,
+  minutes: number,
+  now = Date.now(),
+): Promise<MapTrail & { late: number; truncated: boolean }> {
+  const result = await api.trail(buildingId, deviceId, now - minutes * 60_000, now + 60_000);
+  const points = result.data.map((fix) => ({
+    floorId: fix.floor_id,
+    x: fix.x,
+    y: fix.y,
+    at: Date.parse(fix.ts),
+    late: fix.late,
+    delayMs: fix.delay_ms,
+  }));
+  return { deviceId, points, late: result.late_count, truncated: result.truncated };
 }
 
 /** The heatmap report of a floor over the last `hours`, binned into HEAT_CELL_M squares of floor metres. */

@@ -3,7 +3,7 @@ import { AlarmInbox } from './alarm-inbox.js';
 import { Announcer } from './announcer.js';
 import { Api, ApiError } from './api.js';
 import { byId, h, setText } from './dom.js';
-import { FloorMap } from './floor-map.js';
+import { FloorMap, ago } from './floor-map.js';
 import { EvacuationView } from './evacuation-view.js';
 import { DayReport, deviceTrail, floorHeat, responderRoute } from './insights.js';
 import { LiveSocket, type ConnectionState } from './live-socket.js';
@@ -411,9 +411,14 @@ class ControlRoom {
       if (token !== this.latest.trail || this.stopped) return;
       this.map.setTrail(trail);
       const here = trail.points.filter((point) => point.floorId === this.floor?.id).length;
+      const count = trail.points.length;
+      const late =
+        trail.late === 0
+          ? ' None reached us late.'
+          : ` ${trail.late === count ? (count === 1 ? 'It' : 'All') : trail.late} reached us late (dashed, by up to ${ago(Math.max(...trail.points.filter((point) => point.late).map((point) => point.delayMs)))}).`;
       setText(
         ui.trailSummary,
-        `Trail of ${deviceId}: ${trail.points.length} position${trail.points.length === 1 ? '' : 's'} in the last ${minutes} min${here !== trail.points.length ? `, ${here} on this floor` : ''}.`,
+        `Trail of ${deviceId}: ${count} position${count === 1 ? '' : 's'} in the last ${minutes} min${trail.truncated ? ' (the newest)' : ''}${here !== count ? `, ${here} on this floor` : ''}.${count > 0 ? late : ''}`,
       );
     } catch (error) {
       if (token === this.latest.trail) setText(ui.trailSummary, `Could not load the trail: ${messageOf(error)}`);

@@ -193,3 +193,12 @@ export interface RankedDevice {
 export interface ReportResult<Row> {
   data: Row[];
 }
+
+/** `GET /api/v1/buildings/{id}/trail`: a device's fixes ordered by their own time, each with when it reached us. */
+export interface TrailResult {
+  device_id: string;
+  reorder_window_ms: number;
+  truncated: boolean;
+  late_count: number;
+  data: { ts: string; received_at: string; delay_ms: number; late: boolean; floor_id: number; x: number; y: number }[];
+}

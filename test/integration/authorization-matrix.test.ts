@@ -208,6 +208,10 @@ const ROUTES: Record<string, Entry> = {
   },
   'GET /api/v1/analytics/raw_pose_data': { query: (f, cell) => `${dateQuery}&building_id=${building(f, cell)}`, crossOrganization: true },
   'GET /api/v1/real_time/export/:building_id': { query: () => dateQuery },
+  // A device's trail (issue 30): the caller's building, any role (a plain user gets only their own fixes).
+  'GET /api/v1/buildings/:building_id/trail': {
+    query: () => `?device_id=matrix-trail&from=${encodeURIComponent(new Date(Date.now() - 3600_000).toISOString())}`,
+  },
 
   'GET /api/v1/alarms': {},
   // A plain user reads only alarms about themself (confinedUserId).

@@ -14418,6 +14418,148 @@ export type paths = {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/buildings/{building_id}/trail": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A device's indoor fixes in the building over a range (at most 24 h), ordered by fix time, each with when it reached the server and whether it came late (Floorcast extension) */
+        get: {
+            parameters: {
+                query: {
+                    /** @description The device identifier the app sends */
+                    device_id: string;
+                    /** @description Start (inclusive), ISO 8601 with an offset or Z */
+                    from: string;
+                    /** @description End (exclusive), ISO 8601; default now; after from and at most 24 hours after it */
+                    to?: string;
+                    /** @description At most this many fixes, the newest of the range (default 5000, at most 10000) */
+                    limit?: number;
+                };
+                header?: never;
+                path: {
+                    building_id: number;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            device_id: string;
+                            building_id: number;
+                            /** Format: date-time */
+                            from: string;
+                            /** Format: date-time */
+                            to: string;
+                            /** @description DETECTION_REORDER_WINDOW_SECONDS in ms: a fix that reached the server more than this after it was taken is late */
+                            reorder_window_ms: number;
+                            /** @description More fixes than `limit` in the range: the newest `limit` are sent */
+                            truncated: boolean;
+                            /** @description How many of `data` are late */
+                            late_count: number;
+                            data: {
+                                /**
+                                 * Format: date-time
+                                 * @description When the fix was taken (the device’s clock)
+                                 */
+                                ts: string;
+                                /**
+                                 * Format: date-time
+                                 * @description When it first reached the server
+                                 */
+                                received_at: string;
+                                /** @description received_at - ts; negative when the device’s clock runs ahead of the server’s */
+                                delay_ms: number;
+                                /** @description delay_ms over reorder_window_ms: uploaded from an offline buffer */
+                                late: boolean;
+                                floor_id: number;
+                                /** @description Metres on the floor */
+                                x: number;
+                                /** @description Metres on the floor */
+                                y: number;
+                            }[];
+                        };
+                    };
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either. */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Error */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        /** A device's indoor fixes in the building over a range (at most 24 h), ordered by fix time, each with when it reached the server and whether it came late (Floorcast extension) (headers only) */
+        head: {
+            parameters: {
+                query: {
+                    /** @description The device identifier the app sends */
+                    device_id: string;
+                    /** @description Start (inclusive), ISO 8601 with an offset or Z */
+                    from: string;
+                    /** @description End (exclusive), ISO 8601; default now; after from and at most 24 hours after it */
+                    to?: string;
+                    /** @description At most this many fixes, the newest of the range (default 5000, at most 10000) */
+                    limit?: number;
+                };
+                header?: never;
+                path: {
+                    building_id: number;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success: as GET answers, without the body */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed (`errors` names each field). Besides each schema, every string sent (path, query, body) is refused when it holds NUL (\u0000) or an unpaired UTF-16 surrogate: PostgreSQL cannot store either.: as GET answers, without the body */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error: as GET answers, without the body */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/buildings/{building_id}/route": {
         parameters: {
             query?: never;
