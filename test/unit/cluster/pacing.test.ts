@@ -144,6 +144,27 @@ describe('ClusterNode: uploads paced by their shard’s backlog', () => {
     await held;
   });
 
+  it('reads the backlog at once when its own count reaches the bound, so an organization whose detection keeps up is not held (issue 28)', async () => {
+    const log = new LocalShardLog();
+    const cluster = await started({ maxBacklog: 3, waitMs: 10_000 }, log);
+    const shard = shardOfBuilding(other, SHARDS);
+    for (let upload = 0; upload < 3; upload++) {
+      await cluster.handOff([record(other, `d${upload}`)]);
+      // The owner detects and acknowledges each entry before the next upload, as for a tenant whose detection keeps up.
+      for (let attempt = 0; attempt < 200; attempt++) {
+        const [counts] = await log.organizationBacklog([shard]);
+        if (counts!.total === 0) break;
+        await sleep(5);
+      }
+    }
+    const [counts] = await log.organizationBacklog([shard]);
+    expect(counts!.total).toBe(0);
+    // This gateway counted three appends since its last read, which is the bound; the read it starts at once says
+    // nothing is left, and the next upload goes through without waiting for the next poll.
+    for (let turn = 0; turn < 5; turn++) await new Promise((resolve) => setImmediate(resolve));
+    expect(cluster.admit([record(other, 'next')])).toBeUndefined();
+  });
+
   it('refuses an upload with 503 and Retry-After when its shard stays at the bound through the wait', async () => {
     const cluster = await started({ maxBacklog: 2, waitMs: 200 });
     await cluster.handOff([record(slow, 'a')]);
