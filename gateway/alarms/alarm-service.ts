@@ -328,13 +328,15 @@ export class AlarmService {
     return message;
   }
 
-  /** Forgets these raise keys: their conditions can alarm again (a withdrawn stay's, should later fixes show it after all). */
-  async forgetRaises(organizationId: string, keys: readonly string[]): Promise<void> {
+  /**
+   * Forgets these raise keys: their conditions can alarm again (a withdrawn stay's, should later fixes show it after all).
+   * Inside `tx` when given (unfold's transaction), else on its own.
+   */
+  async forgetRaises(organizationId: string, keys: readonly string[], tx?: EntityManager): Promise<void> {
     if (keys.length === 0) return;
-    await this.storage.execute('delete from alarm_raise_keys where organization_id = ? and key = any(?::text[])', [
-      organizationId,
-      pgArray(keys),
-    ]);
+    const sql = 'delete from alarm_raise_keys where organization_id = ? and key = any(?::text[])';
+    const params = [organizationId, pgArray(keys)];
+    await (tx ? tx.execute(sql, params) : this.storage.execute(sql, params));
   }
 
   /** The keyed raises folded into each of these alarms, oldest first (m0035; none recorded for older raises). */
@@ -362,10 +364,7 @@ export class AlarmService {
    */
   async unfold(organizationId: string, alarmId: string, withdrawn: readonly string[], shown: Record<string, unknown>): Promise<void> {
     const message = await this.storage.em().transactional(async (tx) => {
-      await tx.execute('delete from alarm_raise_keys where organization_id = ? and key = any(?::text[])', [
-        organizationId,
-        pgArray(withdrawn),
-      ]);
+      await this.forgetRaises(organizationId, withdrawn, tx);
       const seq = await this.nextSeq(tx, organizationId);
       const [row] = await tx.execute<AlarmRow[]>(
         `update alarms set details = ?::jsonb, occurrences = greatest(1, occurrences - ?), seq = ?, updated_at = now()
@@ -375,6 +374,28 @@ export class AlarmService {
       return row ? this.recordEvent(tx, row, 'updated') : undefined;
     });
     if (message) await this.announce([message]);
+  }
+
+  /**
+   * Withdraws an alarm every raise of which later fixes contradicted: marked `superseded` first, so the closing event
+   * every screen gets says why, its raise keys freed so their conditions can alarm again, then closed by the system.
+   * An alarm already closed by an operator stays as it is.
+   */
+  async supersede(organizationId: string, alarmId: string, keys: readonly string[]): Promise<void> {
+    await this.storage.execute(
+      `update alarms set details = details || '{"superseded": true}'::jsonb where organization_id = ? and id = ?`,
+      [organizationId, alarmId],
+    );
+    await this.forgetRaises(organizationId, keys);
+    await this.changeState(
+      organizationId,
+      alarmId,
+      'CLOSED',
+      'superseded: fixes that arrived late show the stay did not run over',
+      'system',
+    ).catch((error) => {
+      if (!(error instanceof ConflictError)) throw error;
+    });
   }
 
   /**

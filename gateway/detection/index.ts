@@ -1,6 +1,5 @@
 import type { Bus } from '../bus-channels.js';
 import type { Config } from '../../shared/config.js';
-import { ConflictError } from '../../shared/errors.js';
 import type { Logger } from '../../shared/logger.js';
 import type { PositionWriter } from '../../shared/positions/position-writer.js';
 import type { Storage } from '../../shared/storage/index.js';
@@ -63,19 +62,7 @@ export function createDetection(deps: DetectionDependencies): Detection {
     announce: (found) => sink.announce(found),
     raisesOf: (organizationId, alarmIds) => alarms.raisesOf(organizationId, alarmIds),
     unfoldAlarm: (organizationId, alarmId, keys, shown) => alarms.unfold(organizationId, alarmId, keys, shown),
-    supersedeAlarm: async (organizationId, alarmId, keys) => {
-      // Marked first, so the closing event every screen gets says why; an alarm already closed by an operator stays as it is.
-      await storage.execute(`update alarms set details = details || '{"superseded": true}'::jsonb where organization_id = ? and id = ?`, [
-        organizationId,
-        alarmId,
-      ]);
-      await alarms.forgetRaises(organizationId, keys);
-      await alarms
-        .changeState(organizationId, alarmId, 'CLOSED', 'superseded: fixes that arrived late show the stay did not run over', 'system')
-        .catch((error) => {
-          if (!(error instanceof ConflictError)) throw error;
-        });
-    },
+    supersedeAlarm: (organizationId, alarmId, keys) => alarms.supersede(organizationId, alarmId, keys),
     logger,
     reorderWindowMs: config.DETECTION_REORDER_WINDOW_SECONDS * 1000,
   });

@@ -67,6 +67,7 @@ interface StayAlarmRow {
 interface StayRaise {
   /** `zone|enteredAt`: the stay it is about. */
   stay: string;
+  enteredAt: number;
   /** The event time it was found at (-Infinity for alarms raised before event time was recorded). */
   occurredAt: number;
   key: string;
@@ -90,6 +91,7 @@ function stayRaiseOf(zoneId: string, deviceId: string, details: Record<string, u
   const occurredAt = typeof details.occurred_at === 'string' ? Date.parse(details.occurred_at) : Number.NaN;
   return {
     stay: `${zoneId}|${enteredAt}`,
+    enteredAt,
     occurredAt: Number.isFinite(occurredAt) ? occurredAt : -Infinity,
     key: key ?? `max-stay|${deviceId}|${zoneId}|${enteredAt}`,
     details,
@@ -202,14 +204,41 @@ export class LateDetection {
           [organizationId, deviceId, at, at - lookbackMs],
         )
       )[0];
-    let previous = await fixBefore(from);
-    // A dwell or grace under way at the fix before the run started after that fix's time less the longest one: the
-    // replay starts there, so one the detectors held only in memory (an owner that died with it) is found again.
-    const debounceMs = this.longestDebounce(await this.detectionOf(organizationId, previous?.building_id ?? null));
-    if (previous && debounceMs > 0 && previous.ts_ms - debounceMs < from) {
-      from = previous.ts_ms - debounceMs;
+    // Max-stay alarms of the device, by the raises folded into each: those found before the late run stand (their
+    // stays count as alarmed); those found in it (or by a sweep since) are what the replay must find again.
+    const stayRows = await storage.execute<StayAlarmRow>(
+      `select id, geofence_id, details from alarms
+       where organization_id = ? and device_id = ? and type = 'GEOFENCE_MAX_STAY_TIME' and created_at >= to_timestamp(?::float8 / 1000)`,
+      [organizationId, deviceId, from - lookbackMs],
+    );
+    const recorded = await this.deps.raisesOf(
+      organizationId,
+      stayRows.map((row) => row.id),
+    );
+    const stayAlarms = stayRows
+      .map((row) => stayAlarmOf(row, deviceId, recorded.get(row.id)))
+      .filter((alarm): alarm is StayAlarm => alarm !== undefined && !alarm.superseded);
+    const stayRaises = stayAlarms.flatMap((alarm) => alarm.raises);
+    // A raise the replay must find again (found in the late run or after it) about a stay entered before the run:
+    // the replay starts at that stay's enter, so it sees every fix the stay could have gone over at. The live path
+    // records a raise when it finds it, which may be later than the fixes, late or not, show the stay went over (a
+    // stay that went over during an exit grace, found at a fix after the grace): a replay starting between the two
+    // would not find it again, and would withdraw a correct alarm (issue 30, seed 3030 path 18 of the property).
+    // Each step back (for a stay, for a debounce) is checked against the raises again.
+    const earliest = from - lookbackMs;
+    const stayBefore = (raise: StayRaise) => raise.occurredAt >= from && raise.enteredAt < from && raise.enteredAt >= earliest;
+    let previous: FixRow | undefined;
+    do {
+      for (const raise of stayRaises) if (stayBefore(raise)) from = raise.enteredAt;
       previous = await fixBefore(from);
-    }
+      // A dwell or grace under way at the fix before the run started after that fix's time less the longest one: the
+      // replay starts there, so one the detectors held only in memory (an owner that died with it) is found again.
+      const debounceMs = this.longestDebounce(await this.detectionOf(organizationId, previous?.building_id ?? null));
+      if (previous && debounceMs > 0 && previous.ts_ms - debounceMs < from) {
+        from = previous.ts_ms - debounceMs;
+        previous = await fixBefore(from);
+      }
+    } while (stayRaises.some(stayBefore));
     const maxFixes = this.deps.maxReplayFixes ?? 200_000;
     const replayed = await storage.execute<FixRow>(
       `select user_id, building_id, floor_id, x, y, lat, lng, ${ms('ts')} as ts_ms from positions
@@ -249,21 +278,6 @@ export class LateDetection {
       else inside.delete(zoneId);
     }
     for (const [zoneId, at] of inside) if (engine.buildings.zoneOf(zoneId).kind === 'geofence') fences.set(zoneId, at);
-    // Max-stay alarms of the device, by the raises folded into each: those found before the late run stand (their
-    // stays count as alarmed); those found in it (or by a sweep since) are what the replay must find again.
-    const stayRows = await storage.execute<StayAlarmRow>(
-      `select id, geofence_id, details from alarms
-       where organization_id = ? and device_id = ? and type = 'GEOFENCE_MAX_STAY_TIME' and created_at >= to_timestamp(?::float8 / 1000)`,
-      [organizationId, deviceId, from - lookbackMs],
-    );
-    const recorded = await this.deps.raisesOf(
-      organizationId,
-      stayRows.map((row) => row.id),
-    );
-    const stayAlarms = stayRows
-      .map((row) => stayAlarmOf(row, deviceId, recorded.get(row.id)))
-      .filter((alarm): alarm is StayAlarm => alarm !== undefined && !alarm.superseded);
-    const stayRaises = stayAlarms.flatMap((alarm) => alarm.raises);
     const alarmedBefore = new Set(stayRaises.filter((raise) => raise.occurredAt < from).map((raise) => raise.stay));
     const alarmed = new Set([...fences].filter(([zoneId, at]) => alarmedBefore.has(`${zoneId}|${at}`)).map(([zoneId]) => zoneId));
 

@@ -187,6 +187,38 @@ describe(`event time: late fixes (${driverLabel})`, () => {
     ]);
   });
 
+  it('keeps a max stay that went over during an exit grace, found live only later, through a later replay that starts after it', async () => {
+    const hall = await venue.fence('Hall', 100, 10, 10, { max_stay_time: 119, exit_grace_s: 29 });
+    const t0 = Date.now() - 6 * 60_000;
+    const s = (seconds: number) => t0 + seconds * 1000;
+    await venue.upload([venue.pose('regrace', s(0), 105, 15)]);
+    await venue.settle();
+    // The live fix, in the hall since 0 s as far as the live path knows: over the limit, raised at 160 s.
+    await venue.upload([venue.pose('regrace', s(160), 105, 15)]);
+    await venue.settle();
+    // The buffer: out at 100 s; the stay went over at 120 s, during the grace (the fix at 125 s finds it); back in at 160 s.
+    await venue.upload([
+      venue.pose('regrace', s(20), 105, 15),
+      venue.pose('regrace', s(100), 90, 15),
+      venue.pose('regrace', s(125), 90, 15),
+    ]);
+    await venue.settle();
+    // Out again at 200 s, then a late fix from 180 s: its replay starts after 125 s (the grace before it), after the
+    // stay went over but before the live path found it. The raise it cannot find again is not its to withdraw.
+    await venue.upload([venue.pose('regrace', s(200), 90, 15)]);
+    await venue.upload([venue.pose('regrace', s(180), 105, 15)]);
+    await venue.settle();
+    const alarms = await venue.maxStays('regrace');
+    expect(
+      alarms.map((alarm) => [alarm.state, alarm.geofence_id, detailsOf(alarm.details).entered_at, detailsOf(alarm.details).superseded]),
+    ).toEqual([['OPEN', hall, new Date(s(0)).toISOString(), undefined]]);
+    expect((await venue.zoneEvents('regrace')).filter((event) => !event.superseded).map((event) => [event.type, event.at_ms])).toEqual([
+      ['enter', s(0)],
+      ['exit', s(100)],
+      ['enter', s(160)],
+    ]);
+  });
+
   it('raises a DANGER pressed while offline at once, dated by the press and flagged late', async () => {
     const pressedAt = Date.now() - 10 * 60_000;
     await venue.upload([venue.pose('pressed', Date.now() - 1000, 60, 15)]);
