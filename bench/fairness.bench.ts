@@ -140,7 +140,9 @@ export const fairnessScenario: Scenario = {
       log(
         `B under A's flood: p50 ${flooded.p50.toFixed(1)} ms, p99 ${flooded.p99.toFixed(1)} ms over ${flooded.n} uploads, ${flooded.failed} failed${flooded.failed ? ` (${flooded.statuses})` : ''}`,
       );
-      log(`A: ${floodAccepted} uploads accepted, ${floodPaced} paced away (503); event loop's longest stall ${(stalls.max / 1e6).toFixed(0)} ms`);
+      log(
+        `A: ${floodAccepted} uploads accepted, ${floodPaced} paced away (503); event loop's longest stall ${(stalls.max / 1e6).toFixed(0)} ms`,
+      );
       const ratio = flooded.p99 / solo.p99;
       add({ metric: 'tenant B upload p99, alone', value: solo.p99, unit: 'ms' });
       add({ metric: 'tenant B upload p99, under tenant A flood', value: flooded.p99, unit: 'ms' });

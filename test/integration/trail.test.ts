@@ -4,6 +4,7 @@ import type { TestClient } from '../../testkit/http-client.js';
 import { adminClient, createOrganization, createUser } from '../../testkit/identity.js';
 import { driverLabel } from '../../testkit/test-environment.js';
 import { startTestGateway, type RunningGateway } from '../../testkit/test-gateway.js';
+import type { TrailPoint } from '../../gateway/history/trail-service.js';
 
 /**
  * A device's trail with each fix's arrival (issue 30 item 6, docs/event-time.md): `GET /api/v1/buildings/{id}/trail`.
@@ -12,15 +13,6 @@ import { startTestGateway, type RunningGateway } from '../../testkit/test-gatewa
  */
 
 type Venue = Awaited<ReturnType<typeof createVenue>>;
-interface TrailPoint {
-  ts: string;
-  received_at: string;
-  delay_ms: number;
-  late: boolean;
-  floor_id: number;
-  x: number;
-  y: number;
-}
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const fieldsOf = (response: { body: { errors?: { field: string }[] } }) => (response.body.errors ?? []).map((error) => error.field);
