@@ -317,6 +317,7 @@ describe(`organizations, users, groups, devices (${driverLabel})`, () => {
         'GET /api/v1/real_time/export/:building_id': '?date=2026-01-01T00:00:00.000%2B00:00',
         'GET /api/v1/buildings/:building_id/route': `?from_floor_id=${floor}&from_x=1&from_y=1&to_floor_id=${floor}&to_x=2&to_y=2`,
         'GET /api/v1/buildings/:building_id/nearest_devices': `?floor_id=${floor}&x=1&y=1`,
+        'GET /api/v1/buildings/:building_id/trail': '?device_id=secret-device&from=2026-01-01T00:00:00Z&to=2026-01-01T01:00:00Z',
       };
       const secrets = [
         member.user.id,
