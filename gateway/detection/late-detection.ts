@@ -270,8 +270,13 @@ export class LateDetection {
     const pending = new Map<string, EventRow>();
     for (const row of before) {
       const zoneId = engine.buildings.keyOf(row.zone_kind as ZoneKind, row.zone_id);
-      // Rows in time order: each zone ends at its latest event.
+      // Rows in time order: each zone ends at its latest event. One decided during the run but followed by another
+      // before it happened all the same: its side is the zone's before the later one (an enter whose dwell a late
+      // replay found, then an exit: the exit's grace is under way from inside, seed 3030 path 35 of the property).
+      const earlier = pending.get(zoneId);
       pending.delete(zoneId);
+      if (earlier?.type === 'enter') inside.set(zoneId, earlier.at_ms);
+      else if (earlier) inside.delete(zoneId);
       if (!previous || Number(row.building_id) !== previous.building_id) inside.delete(zoneId);
       else if (row.fired_ms >= from) pending.set(zoneId, row);
       else if (row.type === 'enter') inside.set(zoneId, row.at_ms);
