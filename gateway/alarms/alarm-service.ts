@@ -122,6 +122,16 @@ export interface AlarmEventHook {
 }
 
 /**
+ * A raise folding into an OPEN alarm whose condition happened before the one the alarm shows (a late max stay, a
+ * press from an offline buffer, found after a later one): counted, but the alarm keeps showing the latest in event
+ * time, its details and place, whatever order they reached the server in (issue 30; `occurred_at` is written by
+ * `toISOString`, so the texts compare as the times do). Without `occurred_at` on both sides, the new raise shows.
+ */
+const OLDER_RAISE = `(excluded.details->>'occurred_at' < a.details->>'occurred_at')`;
+const shownUnlessOlder = (column: string) =>
+  `${column} = case when ${OLDER_RAISE} then a.${column} else coalesce(excluded.${column}, a.${column}) end`;
+
+/**
  * Alarms are stored before they are pushed. Each raise or state change takes the organization's next `seq`
  * in its own transaction, writes the alarm and an alarm_events row, and only after the commit is announced
  * on the bus; a subscriber that missed some replays them from alarm_events by seq.
@@ -287,9 +297,9 @@ export class AlarmService {
          values (?, ?, (select last_seq from next), ?, 'OPEN', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?::jsonb, ?, ?, ?)
          on conflict (organization_id, type, coalesce(device_id, case when user_id is null then 'building:' || building_id::text end, ''), coalesce(geofence_id, '00000000-0000-0000-0000-000000000000'::uuid), coalesce(user_id, '00000000-0000-0000-0000-000000000000'::uuid)) where state = 'OPEN'
          do update set seq = excluded.seq, occurrences = a.occurrences + excluded.occurrences, updated_at = excluded.updated_at,
-           building_id = coalesce(excluded.building_id, a.building_id), floor_id = coalesce(excluded.floor_id, a.floor_id),
-           x = coalesce(excluded.x, a.x), y = coalesce(excluded.y, a.y), lat = coalesce(excluded.lat, a.lat), lng = coalesce(excluded.lng, a.lng),
-           details = a.details || excluded.details
+           ${shownUnlessOlder('building_id')}, ${shownUnlessOlder('floor_id')}, ${shownUnlessOlder('x')}, ${shownUnlessOlder('y')},
+           ${shownUnlessOlder('lat')}, ${shownUnlessOlder('lng')},
+           details = case when ${OLDER_RAISE} then a.details else a.details || excluded.details end
          returning a.*, (a.xmax = 0) as inserted`,
         [
           request.organizationId,

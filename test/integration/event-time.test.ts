@@ -112,6 +112,44 @@ describe(`event time: late fixes (${driverLabel})`, () => {
     ]);
   });
 
+  it('keeps showing the later stay when a late buffer raises an earlier one into its open alarm, and counts it', async () => {
+    const t0 = Date.now() - 40 * 60_000;
+    const s = (seconds: number) => t0 + seconds * 1000;
+    await venue.upload([venue.pose('fo', s(0), 60, 15)]);
+    await venue.settle();
+    // Back online after a first stay in the ward: a second stay, on time, runs over (entered at 300 s).
+    await venue.upload([venue.pose('fo', s(300), 15, 15)]);
+    await venue.upload([venue.pose('fo', s(340), 15, 15)]);
+    await venue.upload([venue.pose('fo', s(380), 15, 15)]);
+    await venue.settle();
+    const shown = { entered_at: new Date(s(300)).toISOString(), occurred_at: new Date(s(380)).toISOString() };
+    expect((await venue.maxStays('fo')).map((alarm) => detailsOf(alarm.details))).toMatchObject([shown]);
+    // The buffer of the offline minutes: the first stay (100-200 s) ran over too, and folds into the alarm still OPEN.
+    await venue.upload([
+      venue.pose('fo', s(100), 15, 15),
+      venue.pose('fo', s(161), 15, 15),
+      venue.pose('fo', s(200), 15, 15),
+      venue.pose('fo', s(210), 60, 15),
+    ]);
+    await venue.settle();
+
+    const alarms = await running.gateway.services.storage.execute<{ details: unknown; occurrences: number; x: number }>(
+      `select details, occurrences, x from alarms where device_id = 'fo' and type = 'GEOFENCE_MAX_STAY_TIME'`,
+    );
+    expect(alarms).toHaveLength(1);
+    expect(alarms[0]!.occurrences).toBe(2);
+    // What it shows is the later stay in event time, its place included, whatever order the two reached us in.
+    expect(detailsOf(alarms[0]!.details)).toMatchObject(shown);
+    expect(detailsOf(alarms[0]!.details).late).not.toBe(true);
+    expect(Number(alarms[0]!.x)).toBe(15);
+    const raises = await running.gateway.services.storage.execute<{ details: unknown }>(
+      `select k.details from alarm_raise_keys k join alarms a on a.id = k.alarm_id where a.device_id = 'fo'`,
+    );
+    expect(raises.map((raise) => detailsOf(raise.details).entered_at).sort()).toEqual(
+      [new Date(s(100)).toISOString(), new Date(s(300)).toISOString()].sort(),
+    );
+  });
+
   it('withdraws a max-stay alarm that a part of the buffer implied and an older part contradicts', async () => {
     const t0 = Date.now() - 15 * 60_000;
     const s = (seconds: number) => t0 + seconds * 1000;
