@@ -8,6 +8,7 @@ import type { AlarmService } from '../alarms/alarm-service.js';
 import type { BuildingRegistry } from '../realtime/building-registry.js';
 import type { DetectionEngine } from './detection-engine.js';
 import type { StoredPlaceRow } from '../../shared/positions/position-record.js';
+import { epochMs } from '../../shared/storage/epoch-ms.js';
 
 export interface DeadmanEvidenceDependencies {
   storage: Storage;
@@ -34,8 +35,6 @@ interface EvidenceRow extends StoredPlaceRow {
   total: number | string;
 }
 
-/** Epoch milliseconds of a timestamptz, exactly (as the late path reads them). */
-const ms = (column: string) => `round(extract(epoch from ${column}) * 1000)::float8`;
 /** Fixes one alarm's evidence reads at most (its count stays exact). */
 const MAX_READ = 20_000;
 
@@ -85,7 +84,7 @@ export class DeadmanEvidence {
     if (!Number.isFinite(since)) return;
     // The silence ended with the first fix to reach us after it began (arrival time, as silence is judged).
     const [ended] = await storage.execute<{ at_ms: number | null }>(
-      `select ${ms('min(received_at)')} as at_ms from positions
+      `select ${epochMs('min(received_at)')} as at_ms from positions
        where organization_id = ? and device_id = ? and ts > to_timestamp(?::float8 / 1000) and received_at > to_timestamp(?::float8 / 1000)`,
       [organizationId, alarm.device_id, since, since],
     );
@@ -93,7 +92,7 @@ export class DeadmanEvidence {
     const rows = await storage.execute<EvidenceRow>(
       // One per fix time: a buffer sent twice (an app retrying) is stored twice, but is the same evidence.
       `select *, count(*) over () as total from (
-         select distinct on (ts) building_id, floor_id, x, y, lat, lng, ${ms('ts')} as ts_ms, ${ms('received_at')} as received_ms
+         select distinct on (ts) building_id, floor_id, x, y, lat, lng, ${epochMs('ts')} as ts_ms, ${epochMs('received_at')} as received_ms
          from positions
          where organization_id = ? and device_id = ? and ts > to_timestamp(?::float8 / 1000) and ts <= to_timestamp(?::float8 / 1000)
            and received_at > ts + make_interval(secs => ?::float8 / 1000)

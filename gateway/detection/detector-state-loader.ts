@@ -7,6 +7,7 @@ import type { Storage } from '../../shared/storage/index.js';
 import type { BuildingRegistry } from '../realtime/building-registry.js';
 import type { DetectionEngine } from './detection-engine.js';
 import type { StoredStay } from './detector.js';
+import { epochMs } from '../../shared/storage/epoch-ms.js';
 
 export interface DetectorStateLoaderOptions {
   /** The engine's forget window: a device whose latest position arrived longer ago than this holds no state. */
@@ -23,9 +24,6 @@ export interface DetectorStateLoaderOptions {
 }
 
 const DEFAULT_TRAIL_LENGTH = 30;
-
-/** Epoch milliseconds of a timestamptz, exactly (stored times are whole milliseconds: see position-store.ts). */
-const ms = (column: string) => `round(extract(epoch from ${column}) * 1000)::float8`;
 
 interface LatestRow {
   device_id: string;
@@ -197,7 +195,7 @@ export class DetectorStateLoader {
        from devices d
        cross join lateral (
          select p.user_id, p.building_id, p.floor_id, p.indoor, p.x, p.y, p.lat, p.lng, p.yaw, p.accuracy, p.received_at,
-                ${ms('p.ts')} as ts_ms, ${ms('p.received_at')} as received_ms
+                ${epochMs('p.ts')} as ts_ms, ${epochMs('p.received_at')} as received_ms
          from positions p
          where p.organization_id = d.organization_id and p.device_id = d.identifier and p.ts >= to_timestamp(?::float8 / 1000)
          order by p.ts desc, p.received_at desc
@@ -218,7 +216,7 @@ export class DetectorStateLoader {
       `select d.device_id, t.building_id, t.floor_id, t.x, t.y, t.ts_ms, t.received_ms
        from unnest(?::text[]) as d(device_id)
        cross join lateral (
-         select p.building_id, p.floor_id, p.x, p.y, ${ms('p.ts')} as ts_ms, ${ms('p.received_at')} as received_ms
+         select p.building_id, p.floor_id, p.x, p.y, ${epochMs('p.ts')} as ts_ms, ${epochMs('p.received_at')} as received_ms
          from positions p
          where p.organization_id = ? and p.device_id = d.device_id and p.ts >= to_timestamp(?::float8 / 1000)
          order by p.ts desc, p.received_at desc
@@ -239,8 +237,8 @@ export class DetectorStateLoader {
    */
   private stays(organizationId: string, buildingIds: number[], deviceIds: string[], now: number): Promise<StayRow[]> {
     return this.storage.execute<StayRow>(
-      `select distinct on (device_id, zone_kind, zone_id) device_id, building_id, zone_kind, zone_id, type, ${ms('at')} as at_ms,
-              ${ms('max(at) over (partition by device_id)')} as settled_ms
+      `select distinct on (device_id, zone_kind, zone_id) device_id, building_id, zone_kind, zone_id, type, ${epochMs('at')} as at_ms,
+              ${epochMs('max(at) over (partition by device_id)')} as settled_ms
        from zone_events
        where organization_id = ? and building_id = any(?::int[]) and at >= to_timestamp(?::float8 / 1000) and device_id = any(?::text[]) and not superseded
        order by device_id, zone_kind, zone_id, at desc, fired_at desc, ctid desc`,

@@ -20,6 +20,7 @@ import { insertZoneEvents } from '../../shared/detection/zone-event-insert.js';
 import type { Execute } from '../../shared/webhooks/deliveries.js';
 import type { DetectionWebhooks } from './detection-sink.js';
 import type { StoredPlaceRow } from '../../shared/positions/position-record.js';
+import { epochMs } from '../../shared/storage/epoch-ms.js';
 
 export interface LateDetectionDependencies {
   storage: Storage;
@@ -116,8 +117,6 @@ interface EventRow {
   at_ms: number;
 }
 
-/** Epoch milliseconds of a timestamptz, exactly (as detector-state-loader.ts reads them). */
-const ms = (column: string) => `round(extract(epoch from ${column}) * 1000)::float8`;
 const NO_RULES: transition.TransitionRules = new Map();
 /** An event's identity for "was it already produced": what it is, where, and its time. */
 const keyOf = (type: string, zoneKind: string, zoneId: string, at: number) => `${type}|${zoneKind}|${zoneId}|${at}`;
@@ -198,7 +197,7 @@ export class LateDetection {
     const fixBefore = async (at: number) =>
       (
         await storage.execute<FixRow>(
-          `select user_id, building_id, floor_id, x, y, lat, lng, ${ms('ts')} as ts_ms from positions
+          `select user_id, building_id, floor_id, x, y, lat, lng, ${epochMs('ts')} as ts_ms from positions
            where organization_id = ? and device_id = ? and ts < to_timestamp(?::float8 / 1000) and ts >= to_timestamp(?::float8 / 1000)
            order by ts desc, received_at desc limit 1`,
           [organizationId, deviceId, at, at - lookbackMs],
@@ -241,7 +240,7 @@ export class LateDetection {
     } while (stayRaises.some(stayBefore));
     const maxFixes = this.deps.maxReplayFixes ?? 200_000;
     const replayed = await storage.execute<FixRow>(
-      `select user_id, building_id, floor_id, x, y, lat, lng, ${ms('ts')} as ts_ms from positions
+      `select user_id, building_id, floor_id, x, y, lat, lng, ${epochMs('ts')} as ts_ms from positions
        where organization_id = ? and device_id = ? and ts >= to_timestamp(?::float8 / 1000) and ts <= to_timestamp(?::float8 / 1000)
        order by ts, received_at limit ?`,
       [organizationId, deviceId, from, through, maxFixes + 1],
@@ -257,7 +256,7 @@ export class LateDetection {
     // `fired_at` says (a replay found it again with fixes the live path lacked) is settled by the first fix replayed,
     // its dwell or grace having elapsed before it.
     const before = await storage.execute<EventRow & { fired_ms: number }>(
-      `select id::text as id, building_id, zone_kind, zone_id, type, ${ms('at')} as at_ms, ${ms('fired_at')} as fired_ms
+      `select id::text as id, building_id, zone_kind, zone_id, type, ${epochMs('at')} as at_ms, ${epochMs('fired_at')} as fired_ms
        from zone_events
        where organization_id = ? and device_id = ? and not superseded
          and at < to_timestamp(?::float8 / 1000) and at >= to_timestamp(?::float8 / 1000)
@@ -296,7 +295,7 @@ export class LateDetection {
     );
     // The stretch's stored events: those that happened in it, and the debounces under way at its start.
     const stored = await storage.execute<EventRow>(
-      `select id::text as id, building_id, zone_kind, zone_id, type, ${ms('at')} as at_ms from zone_events
+      `select id::text as id, building_id, zone_kind, zone_id, type, ${epochMs('at')} as at_ms from zone_events
        where organization_id = ? and device_id = ? and not superseded and at >= to_timestamp(?::float8 / 1000)
        order by at, id`,
       [organizationId, deviceId, from],

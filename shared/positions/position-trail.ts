@@ -1,4 +1,5 @@
 import type { Storage } from '../storage/storage.js';
+import { epochMs } from '../storage/epoch-ms.js';
 
 /** Which stored fixes make a device's trail: one device of one organization in one building over [from, to). */
 export interface TrailQuery {
@@ -34,9 +35,6 @@ interface RawFix {
   y: number;
 }
 
-/** Epoch milliseconds of a timestamptz, exactly (as the late path reads them). */
-const ms = (column: string) => `round(extract(epoch from ${column}) * 1000)::float8`;
-
 /**
  * Reads a device's trail with each fix's arrival time (issue 30: the console draws the late part of a trail
  * differently). Indoor fixes only (a trail is drawn on a floor), one per fix time: a buffer the app sent twice is
@@ -60,7 +58,7 @@ export class PositionTrail {
     if (query.userId !== undefined) conditions.push('user_id = ?'), params.push(query.userId);
     const rows = await this.storage.execute<RawFix>(
       `select ts_ms, received_ms, floor_id, x, y from (
-         select distinct on (ts) ts, ${ms('ts')} as ts_ms, ${ms('received_at')} as received_ms, floor_id, x, y
+         select distinct on (ts) ts, ${epochMs('ts')} as ts_ms, ${epochMs('received_at')} as received_ms, floor_id, x, y
          from positions
          where ${conditions.join(' and ')}
          order by ts desc, received_at
