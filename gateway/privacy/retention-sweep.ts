@@ -11,7 +11,7 @@ export class RetentionSweep {
   private running?: Promise<void>;
 
   constructor(
-    private readonly storage: Pick<Storage, 'execute'>,
+    private readonly storage: Pick<Storage, 'execute' | 'kind'>,
     private readonly maxima: RetentionDays,
     private readonly logger: Logger,
     private readonly batchSize = 5000,

@@ -111,7 +111,7 @@ export async function resumeErasures(storage: Pick<Storage, 'execute'>, schedule
 }
 
 /** Runs (or resumes) one erasure to its end; what it removed in all, over every run. */
-export async function runErasure(storage: Pick<Storage, 'execute'>, id: string, batchSize = 5000): Promise<ErasureCounts> {
+export async function runErasure(storage: Pick<Storage, 'execute' | 'kind'>, id: string, batchSize = 5000): Promise<ErasureCounts> {
   const [row] = await storage.execute<ErasureRequest>(`${SELECT_REQUEST} where id = ?`, [id]);
   if (!row) return {};
   const request = present(row);
@@ -214,7 +214,7 @@ const ROWS_PER_PAGE = 50;
  * waiting: bench/README.md). `where` starts `organization_id = ? and user_id = ?`.
  */
 async function erasePositions(
-  storage: Pick<Storage, 'execute'>,
+  storage: Pick<Storage, 'execute' | 'kind'>,
   where: string,
   params: unknown[],
   batchSize: number,
@@ -235,7 +235,7 @@ async function erasePositions(
  * day to find the first batch (0.4-0.6 s for a day at 1 Hz, once per day partition, with ingest waiting).
  */
 async function eraseByDevice(
-  storage: Pick<Storage, 'execute'>,
+  storage: Pick<Storage, 'execute' | 'kind'>,
   partition: string,
   device: string,
   where: string,
@@ -246,6 +246,7 @@ async function eraseByDevice(
   const byDevice = `device_id = ? and ${where}`;
   let after: unknown = '-infinity';
   await inPacedBatches(
+    storage,
     batchSize,
     async (size) => {
       const [gone] = await storage.execute<{ n: number; last: unknown }>(
@@ -264,7 +265,7 @@ async function eraseByDevice(
 
 /** What is left of the person in one partition, in whole pages: a TID range is read once, where `order by ctid limit n` would sort the rest. */
 async function eraseByPages(
-  storage: Pick<Storage, 'execute'>,
+  storage: Pick<Storage, 'execute' | 'kind'>,
   partition: string,
   where: string,
   params: unknown[],
@@ -277,6 +278,7 @@ async function eraseByPages(
   )) as [{ pages: number }];
   let page = 0;
   await inPacedBatches(
+    storage,
     batchSize,
     async (size) => {
       const span = Math.max(1, Math.round(size / ROWS_PER_PAGE));

@@ -267,6 +267,7 @@ describe(`privacy: retention per organization (${driverLabel})`, () => {
         statements.push({ text, params });
         return storage.execute<T>(text, params);
       },
+      kind: storage.kind,
     };
     const expired = await expireAll(recording, retentionMaxima(running.gateway.services.config), now, 2);
 

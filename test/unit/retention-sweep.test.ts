@@ -37,6 +37,7 @@ function recordingStorage(own: Partial<Record<string, number | null>>, delayMs =
       if (named) throw new Error(`relation "${named}" does not exist`);
       return [{ n: 0 }] as T[];
     },
+    kind: 'embedded' as const,
   };
 }
 
