@@ -73,17 +73,25 @@ export function retentionUpdate(changes: Partial<RetentionDays>): { set: string;
 type Execute = Pick<Storage, 'execute' | 'kind'>;
 
 /**
- * How expiry and erasure share the process with ingest. On embedded storage PGlite runs in the gateway's own
- * thread: an upload waits for the statement in hand, and every statement of a sweep is thread time taken from
- * uploads. So a batch is sized to take about STATEMENT_MS (from the last one's time), and after each the sweep rests
- * (`restAfter`): at least as long as it worked, then on while the thread is busy with other work, until the
- * sweep's statement would fit in what the rest left idle, or its share of the time has fallen to MIN_SHARE. With the
- * process otherwise idle a sweep takes half the time; under a flood of uploads that keeps the thread busy, a tenth.
- * At half the time whatever the load, uploads that kept the thread busy got 40% fewer through, each taking 1.6-3
- * times as long at p99 (bench/README.md, erasure). 5 ms statements rather than 15: an upload waits up to one
- * statement more (at 15 ms the ratio was 1.9-2.9 beside a million-row erasure, at 5 ms 1.4-1.6, both at half).
+ * How expiry and erasure share the machine with ingest. Each batch is its own statement, sized from the last one's
+ * time, and after each the sweep rests (`restAfter`): at least as long as it worked, then on while the gateway's
+ * thread is busy with other work (its event loop utilization over the rest), until the sweep's next statement
+ * would fit in what the rest left idle, or its own share of the time has fallen to MIN_SHARE. With the gateway
+ * otherwise idle a sweep takes half the time; under a flood of uploads that keeps the thread busy, a twentieth, so
+ * a large erasure then takes longer rather than slowing uploads. Resting only as long as it worked, whatever the
+ * load, an erasure beside uploads that kept the thread busy took up to 44% of their rate and up to doubled their
+ * median (bench/README.md, erasure). The thread's load is the signal on both drivers: on embedded storage PGlite
+ * runs in that thread, and on a server the database shares the machine's cores (with a busy thread, resting as
+ * long as it worked cost the others' uploads 40% of their rate there too).
+ *
+ * Statements are sized to about STATEMENT_MS on embedded storage, where an upload waits for the statement in hand
+ * (at 15 ms the others' p99 beside a million-row erasure was 1.9-2.9 times its value without, at 5 ms 1.4-1.6,
+ * both resting only as long as they worked). On a server an upload does not wait for them, and each has a floor of
+ * a round trip and a commit (7-20 ms on the loaded bench host): sized towards 5 ms there, batches fell to the
+ * minimum of 50 rows and the erasure crawled at 800-1,300 rows/s, so there they are sized to SERVER_STATEMENT_MS.
  */
 const STATEMENT_MS = 5;
+const SERVER_STATEMENT_MS = 50;
 const DUTY = 0.5;
 const MIN_SHARE = 0.05;
 /** The thread's busy share, the sweep's next statement included, up to which the sweep goes on. */
@@ -123,16 +131,13 @@ export async function inPacedBatches(
     const { count, more } = await batch(size);
     total += count;
     await afterBatch?.(count);
+    // The batch and what follows it (the erasure saves its progress): all of it is the sweep's.
     const took = performance.now() - started;
     if (!more) return total;
-    // Towards STATEMENT_MS, at most doubling: the rows a statement meets vary (a page range may be all the person's).
-    const next = Math.min(size * 2, Math.round((size * STATEMENT_MS) / Math.max(took, 1)));
+    // Towards the statement time, at most doubling: the rows a statement meets vary (a page range may be all the person's).
+    const target = storage.kind === 'embedded' ? STATEMENT_MS : SERVER_STATEMENT_MS;
+    const next = Math.min(size * 2, Math.round((size * target) / Math.max(took, 1)));
     size = Math.max(Math.min(MIN_BATCH, maxBatch), Math.min(maxBatch, next));
-    if (storage.kind !== 'embedded') {
-      // A server runs the statement in its own process: the gateway's thread only waited for it.
-      await new Promise((resolve) => setTimeout(resolve, (took * (1 - DUTY)) / DUTY));
-      continue;
-    }
     const resting = performance.now();
     const thread = performance.eventLoopUtilization();
     for (let wait = restAfter(took, 0, 0); wait > 0; ) {

@@ -60,6 +60,26 @@ describe('inPacedBatches', () => {
     expect(Math.max(...sizes)).toBeLessThanOrEqual(800);
   });
 
+  it("sizes batches towards a few ms of the gateway's thread on embedded storage, and larger on a server", async () => {
+    // Every statement takes 12 ms of waiting, whatever its size: a server's round trip and commit.
+    const sizesOn = async (kind: 'embedded' | 'server') => {
+      const sizes: number[] = [];
+      await inPacedBatches({ kind }, 5000, async (size) => {
+        sizes.push(size);
+        await new Promise((resolve) => setTimeout(resolve, 12));
+        return { count: size, more: sizes.length < 6 };
+      });
+      return sizes;
+    };
+    const embedded = await sizesOn('embedded');
+    const server = await sizesOn('server');
+    // Embedded: 12 ms is over 5, so each batch is smaller than the last, down to the minimum.
+    expect(embedded.at(-1)).toBeLessThan(embedded[0]!);
+    // Server: 12 ms is under 50, so they grow (at most doubling) up to the maximum.
+    expect(server.at(-1)).toBeGreaterThan(server[0]!);
+    expect(Math.max(...server)).toBeLessThanOrEqual(5000);
+  });
+
   it('rests longer between batches while the thread is kept busy than while it is idle', async () => {
     const batchMs = 5;
     const work = (ms: number) => {
