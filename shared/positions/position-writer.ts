@@ -31,10 +31,14 @@ interface PendingWrite {
  * With `commitBudgetMs` (embedded storage, one connection: every other write waits for the commit in hand) a
  * commit also takes no more rows than the last commits' time says fit in that budget, so a tenant flooding its
  * uploads or zone events fills commits of its own, one after another, and another tenant's small write waits for
- * at most the one in hand (which is at least one whole write: a write is never split).
+ * at most the one in hand (which is at least one whole write: a write is never split). Smaller commits cost the
+ * flooding tenant throughput (each has a fixed cost), so the budget holds only while another organization has
+ * written within SHARED_WINDOW_MS: an organization alone gets commits of up to `maxBatchRows`, as before.
  */
 /** Rows a time-bounded commit may always take, whatever the last commits' time (a few small writes together). */
 const MIN_BUDGETED_ROWS = 50;
+/** How recent another organization's write must be for the commit budget to hold (see the class comment). */
+const SHARED_WINDOW_MS = 2000;
 
 export interface PositionWriterOptions {
   /**
@@ -59,6 +63,8 @@ export class PositionWriter {
   private rowCap: number;
   private readonly commitBudgetMs: number | undefined;
   private readonly clock: () => number;
+  /** When each organization last wrote, within SHARED_WINDOW_MS (older ones are forgotten when looked at). */
+  private readonly lastWriteAt = new Map<string, number>();
   /** Commits under way; `flush()` callers in `idle` are resolved when there are none and nothing is pending. */
   private committing = 0;
   private scheduled = false;
@@ -82,7 +88,7 @@ export class PositionWriter {
     this.rowCap = maxBatchRows;
   }
 
-  /** Rows the next commit may take: `maxBatchRows`, or less under a time budget (see the class comment). */
+  /** Rows the next commit may take while the budget holds: `maxBatchRows`, or less (see the class comment). */
   get commitRowCap(): number {
     return this.rowCap;
   }
@@ -112,6 +118,11 @@ export class PositionWriter {
 
   private enqueue(records: readonly PositionRecord[], zoneEvents: readonly ZoneEventRecord[]): Promise<void> {
     const organizationId = records[0]?.organizationId ?? zoneEvents[0]?.organizationId ?? '';
+    if (this.commitBudgetMs !== undefined) {
+      // Deleted first, so the map stays in order of last write: the oldest are at its front.
+      this.lastWriteAt.delete(organizationId);
+      this.lastWriteAt.set(organizationId, this.clock());
+    }
     return new Promise<void>((resolve, reject) => {
       const write = { organizationId, records, zoneEvents, resolve, reject };
       const queue = this.queues.get(organizationId);
@@ -152,13 +163,14 @@ export class PositionWriter {
   private take(): PendingWrite[] {
     const batch: PendingWrite[] = [];
     let rows = 0;
+    const cap = this.shared() ? this.rowCap : this.maxBatchRows;
     const rowsOf = (write: PendingWrite) => write.records.length + write.zoneEvents.length;
     for (;;) {
       let next: { writes: PendingWrite[]; servedAt: number } | undefined;
       for (const queue of this.queues.values()) if (queue.writes.length > 0 && (!next || queue.servedAt < next.servedAt)) next = queue;
       if (!next) break;
       const write = next.writes[0]!;
-      if (batch.length > 0 && rows + rowsOf(write) > this.rowCap) break;
+      if (batch.length > 0 && rows + rowsOf(write) > cap) break;
       next.writes.shift();
       next.servedAt = ++this.turn;
       batch.push(write);
@@ -167,6 +179,17 @@ export class PositionWriter {
     this.pendingWrites -= batch.length;
     this.pendingRows -= rows;
     return batch;
+  }
+
+  /** Whether the commit budget holds: under one, when at least two organizations wrote within SHARED_WINDOW_MS. */
+  private shared(): boolean {
+    if (this.commitBudgetMs === undefined) return false;
+    const since = this.clock() - SHARED_WINDOW_MS;
+    for (const [organizationId, at] of this.lastWriteAt) {
+      if (at >= since) break;
+      this.lastWriteAt.delete(organizationId);
+    }
+    return this.lastWriteAt.size >= 2;
   }
 
   /**

@@ -294,16 +294,40 @@ describe('fairness between organizations (issue 28 item 6)', () => {
     await Promise.all(Array.from({ length: 400 }, (_, i) => writer.write(of('org-a', `x${i}`))));
     expect(store.inserts.map((rows) => rows.length)).toEqual([400]);
     expect(writer.commitRowCap).toBe(50);
+    // Alone, org-a's writes were not held to it; once another organization writes, they are.
+    await writer.write(of('org-b', 'b0'));
     // Now 200 rows together go in commits of 50, and a write larger than the cap still goes whole.
     await Promise.all([
       ...Array.from({ length: 200 }, (_, i) => writer.write(of('org-a', `y${i}`))),
       writer.write(of('org-a', ...Array.from({ length: 80 }, (_, i) => `big${i}`))),
     ]);
-    expect(store.inserts.slice(1).map((rows) => rows.length)).toEqual([50, 50, 50, 50, 80]);
+    expect(store.inserts.slice(2).map((rows) => rows.length)).toEqual([50, 50, 50, 50, 80]);
     // A commit that takes less than the budget lets the cap grow again, at most doubling.
     store.insert = insert;
     await Promise.all(Array.from({ length: 200 }, (_, i) => writer.write(of('org-a', `z${i}`))));
     expect(writer.commitRowCap).toBeGreaterThan(50);
     expect(writer.commitRowCap).toBeLessThanOrEqual(10_000);
+  });
+
+  it('holds an organization alone to no budget: its commits grow to the row cap, as they would without one', async () => {
+    const store = new FakeStore();
+    let now = 0;
+    const insert = store.insert.bind(store);
+    store.insert = async (records, zoneEvents = []) => {
+      now += (records.length + zoneEvents.length) * 0.1;
+      return insert(records, zoneEvents);
+    };
+    const writer = new PositionWriter(store as unknown as PositionStore, 10_000, 1, { commitBudgetMs: 5, clock: () => now });
+    await writer.write(of('org-b', 'b0'));
+    await Promise.all(Array.from({ length: 400 }, (_, i) => writer.write(of('org-a', `x${i}`))));
+    expect(writer.commitRowCap).toBe(50); // what a commit may take while another organization writes
+    // B's last write is over 2 s old: A's writes go together, whatever the budget.
+    now += 2500;
+    await Promise.all(Array.from({ length: 300 }, (_, i) => writer.write(of('org-a', `y${i}`))));
+    expect(store.inserts.slice(2).map((rows) => rows.length)).toEqual([300]);
+    // B writes again: A's commits are held to the budget again.
+    await writer.write(of('org-b', 'b1'));
+    await Promise.all(Array.from({ length: 120 }, (_, i) => writer.write(of('org-a', `z${i}`))));
+    expect(store.inserts.slice(4).map((rows) => rows.length)).toEqual([50, 50, 20]);
   });
 });
