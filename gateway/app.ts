@@ -71,6 +71,12 @@ import { registerSources } from '../shared/metrics/metrics.js';
 import { startMetricsListener } from '../shared/metrics/metrics-server.js';
 import { gatewayMetricSources } from './gateway-metrics.js';
 
+/**
+ * Embedded storage: milliseconds one group commit should hold PGlite (see the writer below). 5, as erasure's
+ * statements (shared/privacy/retention.ts): another tenant's upload waits for at most about that much storage.
+ */
+const EMBEDDED_COMMIT_MS = 5;
+
 export interface Gateway {
   services: GatewayServices;
   /** The port actually bound (useful with PORT=0). */
@@ -115,9 +121,14 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
   });
   const positionStore = new PositionStore(storage, logger, { maxAgeMs: config.POSITIONS_MAX_AGE_SECONDS * 1000 });
   await positionStore.startMaintenance(); // today's partition and the next days', then hourly
-  // PGlite has one connection. A server takes up to 4 commits of 1,000 rows at once (one per writer pool
-  // connection, server-storage.ts): measured, that stores about 1.5x what 2 commits of 10,000 did.
-  const writer = storage.kind === 'embedded' ? new PositionWriter(positionStore) : new PositionWriter(positionStore, 1000, 4);
+  // PGlite has one connection, and runs in this thread: a commit is sized to hold it about EMBEDDED_COMMIT_MS, so
+  // another organization's write waits for at most one such commit (position-writer.ts). A server takes up to 4
+  // commits of 1,000 rows at once (one per writer pool connection, server-storage.ts): measured, that stores
+  // about 1.5x what 2 commits of 10,000 did.
+  const writer =
+    storage.kind === 'embedded'
+      ? new PositionWriter(positionStore, 10_000, 1, { commitBudgetMs: EMBEDDED_COMMIT_MS })
+      : new PositionWriter(positionStore, 1000, 4);
   const realtime = new RealtimeService(
     bus,
     registry,

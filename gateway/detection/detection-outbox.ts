@@ -10,6 +10,8 @@ interface OutboxEntry {
   zoneEvents: ZoneEventRecord[];
   /** True once the zone events are committed (with their batch's positions, or by the outbox itself). */
   zoneEventsStored: boolean;
+  /** Zone events committed so far, from the first: the outbox stores them in parts (ZONE_EVENTS_PER_STORE). */
+  zoneEventsStoredCount: number;
   alarms: DetectedAlarm[];
   triggered: Detections['triggered'];
 }
@@ -43,6 +45,13 @@ export interface OutboxSink {
  * finding alarms of many organizations does not take every database connection from the requests.
  */
 const LANES_AT_ONCE = 4;
+/**
+ * Zone events per store: one entry can hold thousands (a read of a costly building), and on embedded storage one
+ * commit holds the only connection, and the event loop, for all of them (about 35 µs each there: 2,000 held it
+ * 60-120 ms, and every other tenant's upload waited). Stored in parts of this many, each its own commit, a flood
+ * of one tenant's events lets the group commit serve another's write between two parts (position-writer.ts).
+ */
+export const ZONE_EVENTS_PER_STORE = 250;
 /** First retry of a dead letter; each refusal doubles the wait, up to the last. */
 const DEAD_LETTER_FIRST_RETRY_MS = 5000;
 const DEAD_LETTER_LAST_RETRY_MS = 300_000;
@@ -110,7 +119,11 @@ export class DetectionOutbox {
     const byOrganization = new Map<string, OutboxEntry>();
     const entryOf = (organizationId: string) => {
       let entry = byOrganization.get(organizationId);
-      if (!entry) byOrganization.set(organizationId, (entry = { zoneEvents: [], zoneEventsStored, alarms: [], triggered: [] }));
+      if (!entry)
+        byOrganization.set(
+          organizationId,
+          (entry = { zoneEvents: [], zoneEventsStored, zoneEventsStoredCount: 0, alarms: [], triggered: [] }),
+        );
       return entry;
     };
     for (const event of detections.zoneEvents) entryOf(event.organizationId).zoneEvents.push(event);
@@ -169,15 +182,24 @@ export class DetectionOutbox {
   private async runLane(lane: Lane): Promise<void> {
     while (lane.entries.length > 0) {
       const entry = lane.entries[0]!;
-      if (!entry.zoneEventsStored) {
-        const stored = await this.attempt(() => this.sink.storeZoneEvents(entry.zoneEvents), lane.entries.length);
+      // In parts, each committed before the next is tried: an outage resumes after the last part stored, and a
+      // refused part is set aside alone (with the entry's triggers, announced once it is stored), so no zone event
+      // is stored twice and the parts stored are announced with the entry.
+      while (!entry.zoneEventsStored) {
+        const from = entry.zoneEventsStoredCount;
+        const part =
+          from === 0 && entry.zoneEvents.length <= ZONE_EVENTS_PER_STORE
+            ? entry.zoneEvents
+            : entry.zoneEvents.slice(from, from + ZONE_EVENTS_PER_STORE);
+        const stored = await this.attempt(() => this.sink.storeZoneEvents(part), lane.entries.length);
         if (stored === 'outage') return;
-        if (stored !== 'stored') {
-          await this.setAside({ zoneEvents: entry.zoneEvents, triggered: entry.triggered }, stored.refused);
-          entry.zoneEvents = [];
+        if (stored === 'stored') entry.zoneEventsStoredCount += part.length;
+        else {
+          await this.setAside({ zoneEvents: part, triggered: entry.triggered }, stored.refused);
+          entry.zoneEvents = [...entry.zoneEvents.slice(0, from), ...entry.zoneEvents.slice(from + part.length)];
           entry.triggered = [];
         }
-        entry.zoneEventsStored = true;
+        if (entry.zoneEventsStoredCount >= entry.zoneEvents.length) entry.zoneEventsStored = true;
       }
       while (entry.alarms.length > 0) {
         const alarm = entry.alarms[0]!;

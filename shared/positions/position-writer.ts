@@ -8,6 +8,8 @@ import type { PositionStore } from './position-store.js';
 const NO_DDL = { createPartitions: false } as const;
 
 interface PendingWrite {
+  /** Whose rows these are: each commit takes the organizations' writes in turn. */
+  organizationId: string;
   records: readonly PositionRecord[];
   zoneEvents: readonly ZoneEventRecord[];
   resolve: () => void;
@@ -23,10 +25,46 @@ interface PendingWrite {
  * One caller's bad rows never fail another's: when a shared insert fails, the callers' writes are retried apart
  * (by halves, so one bad write among n costs about 2·log2(n) more inserts) and only the writes that fail alone
  * are rejected. A failure of the database itself (see `failsEveryBatch`) rejects them all at once instead.
+ *
+ * Fairness between organizations (issue 28 item 6): each organization's writes wait in their own queue, in
+ * order, and a commit takes the organizations' oldest writes in turn, starting with the one served longest ago.
+ * With `commitBudgetMs` (embedded storage, one connection: every other write waits for the commit in hand) a
+ * commit also takes no more rows than the last commits' time says fit in that budget, so a tenant flooding its
+ * uploads or zone events fills commits of its own, one after another, and another tenant's small write waits for
+ * at most the one in hand (which is at least one whole write: a write is never split). Smaller commits cost the
+ * flooding tenant throughput (each has a fixed cost), so the budget holds only while another organization has
+ * written within SHARED_WINDOW_MS: an organization alone gets commits of up to `maxBatchRows`, as before.
  */
+/** Rows a time-bounded commit may always take, whatever the last commits' time (a few small writes together). */
+const MIN_BUDGETED_ROWS = 50;
+/** How recent another organization's write must be for the commit budget to hold (see the class comment). */
+const SHARED_WINDOW_MS = 2000;
+
+export interface PositionWriterOptions {
+  /**
+   * Milliseconds one commit should hold the database: the row cap follows the last commits' time to stay near it
+   * (never above `maxBatchRows`, never below MIN_BUDGETED_ROWS). Undefined: always `maxBatchRows`.
+   */
+  commitBudgetMs?: number;
+  /** Milliseconds, as `performance.now()` (tests give their own). */
+  clock?: () => number;
+}
+
 export class PositionWriter {
-  private pending: PendingWrite[] = [];
+  /**
+   * Each organization's pending writes, oldest first, and when it was last served (`turn` then; 0: never). Emptied
+   * queues stay until nothing is pending or committing, so an organization just served keeps its place at the back.
+   */
+  private readonly queues = new Map<string, { writes: PendingWrite[]; servedAt: number }>();
+  private turn = 0;
+  private pendingWrites = 0;
   private pendingRows = 0;
+  /** Rows the next commit may take (moves with the commits' time when there is a budget). */
+  private rowCap: number;
+  private readonly commitBudgetMs: number | undefined;
+  private readonly clock: () => number;
+  /** When each organization last wrote, within SHARED_WINDOW_MS (older ones are forgotten when looked at). */
+  private readonly lastWriteAt = new Map<string, number>();
   /** Commits under way; `flush()` callers in `idle` are resolved when there are none and nothing is pending. */
   private committing = 0;
   private scheduled = false;
@@ -43,7 +81,17 @@ export class PositionWriter {
      * while a commit runs starts its own at once instead of waiting a whole commit for its turn.
      */
     private readonly maxConcurrentCommits = 1,
-  ) {}
+    options: PositionWriterOptions = {},
+  ) {
+    this.commitBudgetMs = options.commitBudgetMs;
+    this.clock = options.clock ?? (() => performance.now());
+    this.rowCap = maxBatchRows;
+  }
+
+  /** Rows the next commit may take while the budget holds: `maxBatchRows`, or less (see the class comment). */
+  get commitRowCap(): number {
+    return this.rowCap;
+  }
 
   /**
    * Resolves once every record is committed; rejects if the batch holding them failed (nothing of it stored).
@@ -69,8 +117,18 @@ export class PositionWriter {
   }
 
   private enqueue(records: readonly PositionRecord[], zoneEvents: readonly ZoneEventRecord[]): Promise<void> {
+    const organizationId = records[0]?.organizationId ?? zoneEvents[0]?.organizationId ?? '';
+    if (this.commitBudgetMs !== undefined) {
+      // Deleted first, so the map stays in order of last write: the oldest are at its front.
+      this.lastWriteAt.delete(organizationId);
+      this.lastWriteAt.set(organizationId, this.clock());
+    }
     return new Promise<void>((resolve, reject) => {
-      this.pending.push({ records, zoneEvents, resolve, reject });
+      const write = { organizationId, records, zoneEvents, resolve, reject };
+      const queue = this.queues.get(organizationId);
+      if (queue) queue.writes.push(write);
+      else this.queues.set(organizationId, { writes: [write], servedAt: 0 });
+      this.pendingWrites++;
       this.pendingRows += records.length + zoneEvents.length;
       this.schedule();
     });
@@ -92,43 +150,86 @@ export class PositionWriter {
     this.scheduled = true;
     setImmediate(() => {
       this.scheduled = false;
-      while (this.committing < this.maxConcurrentCommits && this.pending.length > 0) void this.commit(this.take());
+      while (this.committing < this.maxConcurrentCommits && this.pendingWrites > 0) void this.commit(this.take());
     });
   }
 
-  /** The oldest pending writes, whole (a caller's rows are never split across two commits), up to the row cap. */
+  /**
+   * Pending writes, whole (a caller's rows are never split across two commits), up to the row cap: the oldest of
+   * each organization in turn, the organization served longest ago (or never) first. An organization served
+   * goes to the back of the turn, so while one commit holds a flooding tenant's write, another tenant's write
+   * arriving meanwhile goes first in the next.
+   */
   private take(): PendingWrite[] {
     const batch: PendingWrite[] = [];
     let rows = 0;
+    const cap = this.shared() ? this.rowCap : this.maxBatchRows;
     const rowsOf = (write: PendingWrite) => write.records.length + write.zoneEvents.length;
-    while (this.pending.length > 0 && (batch.length === 0 || rows + rowsOf(this.pending[0]!) <= this.maxBatchRows)) {
-      const write = this.pending.shift()!;
+    for (;;) {
+      let next: { writes: PendingWrite[]; servedAt: number } | undefined;
+      for (const queue of this.queues.values()) if (queue.writes.length > 0 && (!next || queue.servedAt < next.servedAt)) next = queue;
+      if (!next) break;
+      const write = next.writes[0]!;
+      if (batch.length > 0 && rows + rowsOf(write) > cap) break;
+      next.writes.shift();
+      next.servedAt = ++this.turn;
       batch.push(write);
       rows += rowsOf(write);
     }
+    this.pendingWrites -= batch.length;
     this.pendingRows -= rows;
     return batch;
   }
 
+  /** Whether the commit budget holds: under one, when at least two organizations wrote within SHARED_WINDOW_MS. */
+  private shared(): boolean {
+    if (this.commitBudgetMs === undefined) return false;
+    const since = this.clock() - SHARED_WINDOW_MS;
+    for (const [organizationId, at] of this.lastWriteAt) {
+      if (at >= since) break;
+      this.lastWriteAt.delete(organizationId);
+    }
+    return this.lastWriteAt.size >= 2;
+  }
+
+  /**
+   * Under a budget, the next commit's row cap from this one's time: towards `commitBudgetMs`, at most doubling
+   * (as retention.ts's paced batches). Only a commit that was near full or over the budget says something about
+   * the cap; a small one's time is mostly the commit's fixed cost.
+   */
+  private adjustRowCap(rows: number, tookMs: number): void {
+    const budget = this.commitBudgetMs;
+    if (budget === undefined || rows === 0 || (rows < this.rowCap / 2 && tookMs <= budget)) return;
+    const fits = Math.round((rows * budget) / Math.max(tookMs, 0.1));
+    const floor = Math.min(MIN_BUDGETED_ROWS, this.maxBatchRows);
+    this.rowCap = Math.max(floor, Math.min(this.maxBatchRows, this.rowCap * 2, fits));
+  }
+
   private async commit(batch: PendingWrite[]): Promise<void> {
     this.committing++;
-    const started = performance.now();
+    const started = this.clock();
     try {
       await this.commitIsolated(batch);
     } finally {
-      groupCommitSeconds.observe((performance.now() - started) / 1000);
+      const took = this.clock() - started;
+      groupCommitSeconds.observe(took / 1000);
       let rows = 0;
       for (const write of batch) rows += write.records.length + write.zoneEvents.length;
       groupCommitRows.observe(rows);
+      this.adjustRowCap(rows, took);
       this.committing--;
       // What gathered during this commit goes next, in one insert.
-      if (this.pending.length > 0) this.schedule();
-      else this.settleIdle();
+      if (this.pendingWrites > 0) this.schedule();
+      else {
+        // Nothing pending, nothing committing: the turn starts afresh (the organizations of the past forgotten).
+        if (this.committing === 0) this.queues.clear();
+        this.settleIdle();
+      }
     }
   }
 
   private isIdle(): boolean {
-    return this.committing === 0 && this.pending.length === 0 && this.preparing === 0;
+    return this.committing === 0 && this.pendingWrites === 0 && this.preparing === 0;
   }
 
   private settleIdle(): void {

@@ -243,3 +243,91 @@ describe('which commit failures fail every batch', () => {
     expect(failsEveryBatch(new Error('something else'))).toBe(false);
   });
 });
+
+describe('fairness between organizations (issue 28 item 6)', () => {
+  const of = (organizationId: string, ...devices: string[]) =>
+    devices.map((deviceId) => outdoorRecord({ organizationId, deviceId, timestamp: 0 }));
+  const tick = () => new Promise((resolve) => setImmediate(resolve));
+
+  it("puts a write arriving during one organization's commit before that organization's next writes", async () => {
+    const store = new FakeStore();
+    let release!: () => void;
+    store.gate = new Promise((resolve) => (release = resolve));
+    // Room for one write of two rows a commit, as a time budget gives a flooding tenant.
+    const writer = new PositionWriter(store as unknown as PositionStore, 2);
+    const a1 = writer.write(of('org-a', 'a1', 'a1'));
+    await tick(); // A's first commit holds the database
+    const later = [writer.write(of('org-a', 'a2', 'a2')), writer.write(of('org-a', 'a3', 'a3')), writer.write(of('org-b', 'b1'))];
+    store.gate = undefined;
+    release();
+    await Promise.all([a1, ...later]);
+    // Oldest first would have been a1, a2, a3, then b1 (B waiting for all of A's backlog); in turn, B goes next.
+    expect(store.inserts).toEqual([['a1', 'a1'], ['b1'], ['a2', 'a2'], ['a3', 'a3']]);
+  });
+
+  it('takes the organizations in turn within one commit, each in its own order', async () => {
+    const store = new FakeStore();
+    const writer = new PositionWriter(store as unknown as PositionStore);
+    await Promise.all([
+      writer.write(of('org-a', 'a1')),
+      writer.write(of('org-a', 'a2')),
+      writer.write(of('org-a', 'a3')),
+      writer.write(of('org-b', 'b1')),
+      writer.write(of('org-b', 'b2')),
+      writer.write(of('org-c', 'c1')),
+    ]);
+    expect(store.inserts).toEqual([['a1', 'b1', 'c1', 'a2', 'b2', 'a3']]);
+  });
+
+  it('with a time budget, sizes commits from the last ones, never splitting a write', async () => {
+    const store = new FakeStore();
+    let now = 0;
+    // Each insert costs 0.1 ms a row on this clock: 5 ms fit 50 rows.
+    const insert = store.insert.bind(store);
+    store.insert = async (records, zoneEvents = []) => {
+      now += (records.length + zoneEvents.length) * 0.1;
+      return insert(records, zoneEvents);
+    };
+    const writer = new PositionWriter(store as unknown as PositionStore, 10_000, 1, { commitBudgetMs: 5, clock: () => now });
+    expect(writer.commitRowCap).toBe(10_000);
+    // 400 rows written together: one commit (nothing known yet), 40 ms on this clock.
+    await Promise.all(Array.from({ length: 400 }, (_, i) => writer.write(of('org-a', `x${i}`))));
+    expect(store.inserts.map((rows) => rows.length)).toEqual([400]);
+    expect(writer.commitRowCap).toBe(50);
+    // Alone, org-a's writes were not held to it; once another organization writes, they are.
+    await writer.write(of('org-b', 'b0'));
+    // Now 200 rows together go in commits of 50, and a write larger than the cap still goes whole.
+    await Promise.all([
+      ...Array.from({ length: 200 }, (_, i) => writer.write(of('org-a', `y${i}`))),
+      writer.write(of('org-a', ...Array.from({ length: 80 }, (_, i) => `big${i}`))),
+    ]);
+    expect(store.inserts.slice(2).map((rows) => rows.length)).toEqual([50, 50, 50, 50, 80]);
+    // A commit that takes less than the budget lets the cap grow again, at most doubling.
+    store.insert = insert;
+    await Promise.all(Array.from({ length: 200 }, (_, i) => writer.write(of('org-a', `z${i}`))));
+    expect(writer.commitRowCap).toBeGreaterThan(50);
+    expect(writer.commitRowCap).toBeLessThanOrEqual(10_000);
+  });
+
+  it('holds an organization alone to no budget: its commits grow to the row cap, as they would without one', async () => {
+    const store = new FakeStore();
+    let now = 0;
+    const insert = store.insert.bind(store);
+    store.insert = async (records, zoneEvents = []) => {
+      now += (records.length + zoneEvents.length) * 0.1;
+      return insert(records, zoneEvents);
+    };
+    const writer = new PositionWriter(store as unknown as PositionStore, 10_000, 1, { commitBudgetMs: 5, clock: () => now });
+    await writer.write(of('org-b', 'b0'));
+    await Promise.all(Array.from({ length: 400 }, (_, i) => writer.write(of('org-a', `x${i}`))));
+    expect(writer.commitRowCap).toBe(50); // what a commit may take while another organization writes
+    // B's last write is over 2 s old: A's writes go together, whatever the budget.
+    now += 2500;
+    await Promise.all(Array.from({ length: 300 }, (_, i) => writer.write(of('org-a', `y${i}`))));
+    expect(store.inserts.slice(2).map((rows) => rows.length)).toEqual([300]);
+    // B writes again: A's commits are held to the budget again.
+    await writer.write(of('org-b', 'b1'));
+    await Promise.all(Array.from({ length: 120 }, (_, i) => writer.write(of('org-a', `z${i}`))));
+    expect(store.inserts.slice(4).map((rows) => rows.length)).toEqual([50, 50, 20]);
+  });
+});

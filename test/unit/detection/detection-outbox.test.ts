@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { emptyDetections, type DetectedAlarm } from '../../../gateway/detection/detections.js';
-import { DetectionOutbox } from '../../../gateway/detection/detection-outbox.js';
+import { DetectionOutbox, ZONE_EVENTS_PER_STORE } from '../../../gateway/detection/detection-outbox.js';
 import type { ZoneEventRecord } from '../../../shared/detection/zone-event.js';
 import { StorageUnavailableError } from '../../../shared/errors.js';
 import { createLogger } from '../../../shared/logger.js';
@@ -253,6 +253,56 @@ describe('DetectionOutbox: one organization at a time (issue 28 item 6)', () => 
     releaseA();
     await outbox.drain();
     expect(raised).toEqual(['b1', 'a1']);
+    expect(outbox.size).toBe(0);
+  });
+});
+
+describe('DetectionOutbox: zone events stored in parts (issue 28 item 6)', () => {
+  const many = (organizationId: string, count: number, name = (i: number) => `d${i}`) =>
+    Array.from({ length: count }, (_, i) => zoneEvent(organizationId, name(i)));
+
+  it("stores a large entry's zone events in parts, resumes after the last part stored when an outage stops it, announces once", async () => {
+    let outages = 1;
+    const parts: number[] = [];
+    const { zoneEvents, announced, sink: s } = sink(() => undefined);
+    const outbox = new DetectionOutbox(
+      {
+        ...s,
+        storeZoneEvents: async (events) => {
+          parts.push(events.length);
+          // The second part meets an outage, once.
+          if (parts.length === 2 && outages-- > 0) throw new StorageUnavailableError();
+          await s.storeZoneEvents(events);
+        },
+      },
+      createLogger('silent'),
+    );
+    const count = ZONE_EVENTS_PER_STORE * 2 + 100;
+    outbox.add({ ...emptyDetections(), zoneEvents: many('X', count) }, false);
+    await outbox.drain();
+    expect(zoneEvents).toHaveLength(ZONE_EVENTS_PER_STORE);
+    expect(announced).toEqual([]);
+    expect(outbox.size).toBe(1);
+    await outbox.drain();
+    expect(parts).toEqual([ZONE_EVENTS_PER_STORE, ZONE_EVENTS_PER_STORE, ZONE_EVENTS_PER_STORE, 100]);
+    // Each stored exactly once, in order, and the entry announced once with all of them.
+    expect(zoneEvents).toEqual(many('X', count).map((event) => event.deviceId));
+    expect(announced).toEqual([count]);
+    expect(outbox.size).toBe(0);
+  });
+
+  it('sets aside only the refused part: the parts before and after it are stored and announced', async () => {
+    const { zoneEvents, announced, sink: s } = sink((key) => (key === 'zone|evil' ? new TypeError('refused') : undefined));
+    const outbox = new DetectionOutbox(s, createLogger('silent'));
+    const count = ZONE_EVENTS_PER_STORE * 2 + 100;
+    // The one refused event is in the second part.
+    const events = many('X', count, (i) => (i === ZONE_EVENTS_PER_STORE + 5 ? 'evil' : `d${i}`));
+    outbox.add({ ...emptyDetections(), zoneEvents: events }, false);
+    await outbox.drain();
+    expect(zoneEvents).toHaveLength(ZONE_EVENTS_PER_STORE + 100);
+    expect(zoneEvents).not.toContain('evil');
+    expect(outbox.deadLetterCount).toBe(1);
+    expect(announced).toEqual([ZONE_EVENTS_PER_STORE + 100]);
     expect(outbox.size).toBe(0);
   });
 });
