@@ -1,0 +1,95 @@
+import { describe, expect, it } from 'vitest';
+import { LateQueue } from '../../../gateway/detection/late-queue.js';
+import { StorageUnavailableError } from '../../../shared/errors.js';
+import { createLogger } from '../../../shared/logger.js';
+import type { PositionRecord } from '../../../shared/positions/position-record.js';
+import { positionRecord } from '../../../testkit/positions.js';
+
+const fix = (deviceId: string, timestamp: number) =>
+  positionRecord({ organizationId: 'org', deviceId, timestamp, buildingId: 1, x: 1, y: 2, accuracy: null });
+
+/** A late path whose replays wait for `finish()`, recording what each was given; an engine recording queue and release. */
+function harness() {
+  const runs: string[][] = [];
+  const finishes: ((outcome: 'done' | 'outage') => void)[] = [];
+  const late = {
+    run: (records: readonly PositionRecord[]) => {
+      runs.push(records.map((record) => `${record.deviceId}@${record.timestamp}`));
+      return new Promise<Map<string, number> | false>((resolve, reject) =>
+        finishes.push((outcome) =>
+          outcome === 'outage'
+            ? reject(new StorageUnavailableError('down'))
+            : resolve(new Map(records.map((record) => [`org|${record.deviceId}`, 100]))),
+        ),
+      );
+    },
+  };
+  const queued: string[] = [];
+  const released: string[] = [];
+  const engine = {
+    queue: (keys: Iterable<{ deviceId: string }>) => {
+      for (const { deviceId } of keys) queued.push(deviceId);
+    },
+    release: (_organizationId: string, deviceId: string) => void released.push(deviceId),
+  };
+  const queue = new LateQueue(late, engine, createLogger('silent'), 1);
+  const settle = () => new Promise((resolve) => setTimeout(resolve, 5));
+  return { queue, runs, finishes, queued, released, settle };
+}
+
+describe('LateQueue: replays beside the on-time series', () => {
+  it('takes what came during a replay in one next replay, and answers `replayed` only once the batches before are replayed', async () => {
+    const { queue, runs, finishes, queued, released, settle } = harness();
+    const held = () => true;
+    queue.add('org', [fix('a', 1)], held);
+    expect(queued).toEqual(['a']); // its next fixes go to the queue too
+    const first = queue.replayed();
+    // The on-time series goes on while the replay runs: two more reads leave late fixes meanwhile.
+    queue.add('org', [fix('b', 2)], held);
+    queue.add('org', [fix('a', 3), fix('b', 4)], held);
+    const second = queue.replayed(new Set(['org']));
+    let answered = false;
+    void first.then(() => (answered = true));
+    await settle();
+    expect(runs).toEqual([['a@1']]);
+    expect(answered).toBe(false);
+
+    finishes[0]!('done');
+    expect(await first).toBe(true);
+    // 'a' has fixes waiting again: it stays queued until the replay that takes them.
+    expect(released).toEqual([]);
+    await settle();
+    expect(runs).toEqual([['a@1'], ['b@2', 'a@3', 'b@4']]);
+    finishes[1]!('done');
+    expect(await second).toBe(true);
+    expect(released.sort()).toEqual(['a', 'b']);
+    expect(await queue.replayed()).toBe(true); // nothing waits
+  });
+
+  it('answers false at an outage and replays the same fixes again, with what came since', async () => {
+    const { queue, runs, finishes, settle } = harness();
+    queue.add('org', [fix('a', 1)], () => true);
+    const before = queue.replayed();
+    await settle();
+    finishes[0]!('outage');
+    expect(await before).toBe(false);
+    queue.add('org', [fix('b', 2)], () => true);
+    const after = queue.replayed();
+    await settle();
+    expect(runs).toEqual([['a@1'], ['a@1', 'b@2']]);
+    finishes[1]!('done');
+    expect(await after).toBe(true);
+  });
+
+  it('leaves the fixes of a shard given up to its next owner: they are not replayed here', async () => {
+    const { queue, runs, finishes, settle } = harness();
+    let holds = true;
+    queue.add('org', [fix('a', 1)], () => true);
+    queue.add('org', [fix('b', 2)], () => holds);
+    holds = false;
+    await settle();
+    expect(runs).toEqual([['a@1']]);
+    finishes[0]!('done');
+    expect(await queue.replayed()).toBe(true);
+  });
+});
