@@ -122,6 +122,17 @@ const NO_RULES: transition.TransitionRules = new Map();
 /** An event's identity for "was it already produced": what it is, where, and its time. */
 const keyOf = (type: string, zoneKind: string, zoneId: string, at: number) => `${type}|${zoneKind}|${zoneId}|${at}`;
 
+/**
+ * How far a device was replayed: through its newest fix run (`through`), from `from`, with the fixes stored before
+ * `readAt` (performance.now()) read; a fix stored before then with a time in [from, through] was replayed. No
+ * replay (given up, failed): `from` is Infinity.
+ */
+export interface ReplayedDevice {
+  from: number;
+  through: number;
+  readAt: number;
+}
+
 /** What re-running a device's fixes in event time found. */
 interface Replay {
   events: ZoneEventRecord[];
@@ -173,13 +184,13 @@ export class LateDetection {
   }
 
   /**
-   * Re-detects the devices of these late fixes; resolves to the newest fix time each device was replayed through
-   * (by `organizationId|deviceId`), or false once `holds()` turned false; rejects on an outage only.
+   * Re-detects the devices of these late fixes; resolves to how far each device was replayed (by
+   * `organizationId|deviceId`), or false once `holds()` turned false; rejects on an outage only.
    */
-  async run(records: readonly PositionRecord[], holds: () => boolean): Promise<Map<string, number> | false> {
+  async run(records: readonly PositionRecord[], holds: () => boolean): Promise<Map<string, ReplayedDevice> | false> {
     const { outbox, logger } = this.deps;
     const byDevice = byDeviceOf(records);
-    const through = new Map<string, number>();
+    const through = new Map<string, ReplayedDevice>();
     try {
       // Their organizations' detections stored first (the state rebuilt from storage must hold them); what the
       // on-time series detects meanwhile is not waited for.
@@ -195,7 +206,7 @@ export class LateDetection {
           if (isOutageError(error)) throw error;
           logger.error({ err: error, deviceId: fixes[0]!.deviceId }, 'late detection of a device failed; its live state is kept');
           const live = this.deps.engine.liveOf(fixes[0]!.organizationId, fixes[0]!.deviceId);
-          if (live) through.set(key, live.observedThrough ?? live.last.timestamp);
+          if (live) through.set(key, { from: Infinity, through: live.observedThrough ?? live.last.timestamp, readAt: -Infinity });
         }
       }
       return holds() && through;
@@ -205,8 +216,8 @@ export class LateDetection {
     }
   }
 
-  /** Replays one device's late fixes; resolves to the newest fix time replayed through (undefined: none held here). */
-  private async device(fixes: PositionRecord[], holds: () => boolean): Promise<number | undefined> {
+  /** Replays one device's late fixes; resolves to how far (undefined: none held here). */
+  private async device(fixes: PositionRecord[], holds: () => boolean): Promise<ReplayedDevice | undefined> {
     const { engine, storage } = this.deps;
     const { organizationId, deviceId } = fixes[0]!;
     const live = engine.liveOf(organizationId, deviceId);
@@ -266,6 +277,8 @@ export class LateDetection {
       }
     } while (stayRaises.some(stayBefore));
     const maxFixes = this.deps.maxReplayFixes ?? 200_000;
+    // Every fix handed to detection before now is stored (positions are stored before they are handed off).
+    const readAt = performance.now();
     const replayed = await storage.execute<FixRow>(
       `select user_id, building_id, floor_id, x, y, lat, lng, ${epochMs('ts')} as ts_ms from positions
        where organization_id = ? and device_id = ? and ts >= to_timestamp(?::float8 / 1000) and ts <= to_timestamp(?::float8 / 1000)
@@ -274,7 +287,7 @@ export class LateDetection {
     );
     if (replayed.length > maxFixes) {
       this.deps.logger.warn({ deviceId, from, through }, 'late run too long to replay; the live events stand');
-      return through;
+      return { from: Infinity, through, readAt };
     }
     // The zones as the detectors held them just before the late run, from each one's latest event before it: an
     // enter is inside since its `at`; one decided (after its dwell or grace) only during the run was still under
@@ -354,7 +367,7 @@ export class LateDetection {
     if (added.length > 0) await this.deps.announce({ zoneEvents: added, triggered: [] });
     if (raise.length > 0) this.deps.outbox.add({ zoneEvents: [], alarms: raise, triggered: [] }, false);
     engine.adoptReplay(organizationId, deviceId, through, { [ZONES]: replay.zones, [STAYS]: replayedStays(replay.stays) });
-    return through;
+    return { from, through, readAt };
   }
 
   /**

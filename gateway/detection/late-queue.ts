@@ -1,12 +1,13 @@
 import type { Logger } from '../../shared/logger.js';
 import type { PositionRecord } from '../../shared/positions/position-record.js';
 import type { DetectionEngine } from './detection-engine.js';
-import type { LateDetection } from './late-detection.js';
+import type { LateDetection, ReplayedDevice } from './late-detection.js';
 
-/** A late fix waiting, with the fence of the shard read it came in. */
+/** A late fix waiting, with the fence of the shard read it came in, and when it was added (performance.now()). */
 interface Waiting {
   record: PositionRecord;
   holds: () => boolean;
+  addedAt: number;
 }
 
 /** One organization's late fixes and its replays, one after another. */
@@ -47,7 +48,8 @@ export class LateQueue {
     if (records.length === 0) return;
     let series = this.series.get(organizationId);
     if (!series) this.series.set(organizationId, (series = { waiting: [], added: 0, replayed: 0, waiters: [] }));
-    for (const record of records) series.waiting.push({ record, holds });
+    const addedAt = performance.now();
+    for (const record of records) series.waiting.push({ record, holds, addedAt });
     series.added++;
     this.engine.queue(records);
     series.running ??= this.run(organizationId, series);
@@ -73,7 +75,7 @@ export class LateQueue {
       // A shard given up meanwhile: its fixes are the next owner's (their entries are not acknowledged here).
       const taken = series.waiting.splice(0).filter((waiting) => waiting.holds());
       const holds = () => taken.every((waiting) => waiting.holds());
-      let through: Map<string, number> | false = new Map();
+      let through: Map<string, ReplayedDevice> | false = new Map();
       if (taken.length > 0)
         try {
           through = await this.late.run(
@@ -92,14 +94,24 @@ export class LateQueue {
         series.waiting.unshift(...taken.filter((waiting) => waiting.holds()));
         continue;
       }
-      // A device with fixes waiting again (they came during the replay) stays queued for the next one.
+      // What came during the round and its device's replay read already (added, so stored, before the replay read
+      // the device's fixes, and within the stretch it replayed) needs no other replay. Without this, a device that
+      // keeps sending is never released: each round finds its newer fixes waiting, every fix of it goes through a
+      // replay, and the queue falls further behind with every late device (the bench's collapse, bench/README.md).
+      const replayedOf = through;
+      series.waiting = series.waiting.filter(({ record, addedAt }) => {
+        const replayed = replayedOf.get(`${record.organizationId}|${record.deviceId}`);
+        return !replayed || addedAt >= replayed.readAt || record.timestamp < replayed.from || record.timestamp > replayed.through;
+      });
+      // A device with fixes waiting again (they came during the replay, after it read them) stays queued for the next one.
       const waitingAgain = new Set(series.waiting.map(({ record }) => `${record.organizationId}|${record.deviceId}`));
-      for (const [key, at] of through) {
+      for (const [key, replayed] of through) {
         if (waitingAgain.has(key)) continue;
         const separator = key.indexOf('|');
-        this.engine.release(key.slice(0, separator), key.slice(separator + 1), at);
+        this.engine.release(key.slice(0, separator), key.slice(separator + 1), replayed.through);
       }
-      series.replayed = added;
+      // Nothing left waiting: every batch added so far is replayed, those of this round's arrivals included.
+      series.replayed = series.waiting.length === 0 ? series.added : added;
       this.answer(series, true);
     }
     series.running = undefined;

@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import type { ReplayedDevice } from '../../../gateway/detection/late-detection.js';
 import { LateQueue } from '../../../gateway/detection/late-queue.js';
 import { StorageUnavailableError } from '../../../shared/errors.js';
 import { createLogger } from '../../../shared/logger.js';
@@ -11,15 +12,16 @@ const fix = (deviceId: string, timestamp: number) =>
 /** A late path whose replays wait for `finish()`, recording what each was given; an engine recording queue and release. */
 function harness() {
   const runs: string[][] = [];
-  const finishes: ((outcome: 'done' | 'outage') => void)[] = [];
+  /** `replayed`: how far each device was replayed; by default through 100, reading no fix that came meanwhile. */
+  const finishes: ((outcome: 'done' | 'outage', replayed?: ReplayedDevice) => void)[] = [];
   const late = {
     run: (records: readonly PositionRecord[]) => {
       runs.push(records.map((record) => `${record.deviceId}@${record.timestamp}`));
-      return new Promise<Map<string, number> | false>((resolve, reject) =>
-        finishes.push((outcome) =>
+      return new Promise<Map<string, ReplayedDevice> | false>((resolve, reject) =>
+        finishes.push((outcome, replayed = { from: Infinity, through: 100, readAt: -Infinity }) =>
           outcome === 'outage'
             ? reject(new StorageUnavailableError('down'))
-            : resolve(new Map(records.map((record) => [`org|${record.deviceId}`, 100]))),
+            : resolve(new Map(records.map((record) => [`org|${record.deviceId}`, replayed]))),
         ),
       );
     },
@@ -64,6 +66,39 @@ describe('LateQueue: replays beside the on-time series', () => {
     expect(await second).toBe(true);
     expect(released.sort()).toEqual(['a', 'b']);
     expect(await queue.replayed()).toBe(true); // nothing waits
+  });
+
+  it('does not replay again what came during a replay that read it already: a device that keeps sending is released', async () => {
+    const { queue, runs, finishes, released, settle } = harness();
+    const held = () => true;
+    queue.add('org', [fix('a', 1)], held);
+    await settle();
+    // During the replay: a fix of 'a' stored (and so added) before the replay read the device's fixes, then one after.
+    queue.add('org', [fix('a', 3)], held);
+    await settle();
+    const readAt = performance.now();
+    await settle();
+    queue.add('org', [fix('a', 5)], held);
+    finishes[0]!('done', { from: 1, through: 4, readAt });
+    await settle();
+    // Only the fix it did not read is replayed again; until then 'a' stays queued.
+    expect(runs).toEqual([['a@1'], ['a@5']]);
+    expect(released).toEqual([]);
+    finishes[1]!('done', { from: 5, through: 5, readAt: performance.now() });
+    expect(await queue.replayed()).toBe(true);
+    expect(released).toEqual(['a']);
+
+    // All that came meanwhile read by the replay: released, and every batch answered, with no other replay.
+    queue.add('org', [fix('b', 10)], held);
+    await settle();
+    queue.add('org', [fix('b', 12)], held);
+    const both = queue.replayed();
+    await settle();
+    finishes[2]!('done', { from: 10, through: 12, readAt: performance.now() });
+    expect(await both).toBe(true);
+    await settle();
+    expect(runs).toEqual([['a@1'], ['a@5'], ['b@10']]);
+    expect(released).toEqual(['a', 'b']);
   });
 
   it('answers false at an outage and replays the same fixes again, with what came since', async () => {
