@@ -69,15 +69,17 @@ export class EventTimeVenue {
    */
   async settle(): Promise<void> {
     this.sentinelFence ??= await this.fence('Sentinel', 100, 60, 10);
-    const start = Math.max(Date.now(), this.sentinelAt + 1000);
-    this.sentinelAt = start + 3000;
+    // Its fixes 10 ms apart, so its clock keeps to the wall clock: 1 s apart, each settle took it 4 s further while
+    // one takes well under that, and at 60 runs its fixes went more than 5 minutes into the future and were refused.
+    const start = Math.max(Date.now(), this.sentinelAt + 10);
+    this.sentinelAt = start + 30;
     // Inside (already, but the first time): then out, and the late fix from between.
     await this.upload([this.pose('sentinel', start, 105, 65)]);
-    await this.upload([this.pose('sentinel', start + 2000, 115, 75)]);
-    await this.upload([this.pose('sentinel', start + 1000, 115, 75)]);
-    await this.stored('exit', start + 1000);
-    await this.upload([this.pose('sentinel', start + 3000, 105, 65)]);
-    await this.stored('enter', start + 3000);
+    await this.upload([this.pose('sentinel', start + 20, 115, 75)]);
+    await this.upload([this.pose('sentinel', start + 10, 115, 75)]);
+    await this.stored('exit', start + 10);
+    await this.upload([this.pose('sentinel', start + 30, 105, 65)]);
+    await this.stored('enter', start + 30);
   }
 
   /** Waits until the sentinel's event of that type and fix time is stored (and stands). */
