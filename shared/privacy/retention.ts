@@ -2,6 +2,7 @@ import { performance } from 'node:perf_hooks';
 import type { Config } from '../config.js';
 import { partitionGone, positionPartitions } from '../positions/position-partitions.js';
 import type { Storage } from '../storage/index.js';
+import { restAfterWork } from '../pacing.js';
 import { pgArray } from '../storage/pg-array.js';
 
 /**
@@ -73,37 +74,14 @@ export function retentionUpdate(changes: Partial<RetentionDays>): { set: string;
 type Execute = Pick<Storage, 'execute' | 'kind'>;
 
 /**
- * How expiry and erasure share the process with ingest. On embedded storage PGlite runs in the gateway's own
- * thread: an upload waits for the statement in hand, and every statement of a sweep is thread time taken from
- * uploads. So a batch is sized to take about STATEMENT_MS (from the last one's time), and after each the sweep rests
- * (`restAfter`): at least as long as it worked, then on while the thread is busy with other work, until the
- * sweep's statement would fit in what the rest left idle, or its share of the time has fallen to MIN_SHARE. With the
- * process otherwise idle a sweep takes half the time; under a flood of uploads that keeps the thread busy, a tenth.
- * At half the time whatever the load, uploads that kept the thread busy got 40% fewer through, each taking 1.6-3
- * times as long at p99 (bench/README.md, erasure). 5 ms statements rather than 15: an upload waits up to one
- * statement more (at 15 ms the ratio was 1.9-2.9 beside a million-row erasure, at 5 ms 1.4-1.6, both at half).
+ * How expiry and erasure share the process with ingest: each batch is sized to take about STATEMENT_MS (from the
+ * last one's time), and after each the sweep rests as shared/pacing.ts says (at least as long as it worked, then on
+ * while uploads keep the gateway's thread busy, down to a twentieth of the time). 5 ms statements rather than 15:
+ * an upload waits up to one statement more (at 15 ms the ratio was 1.9-2.9 beside a million-row erasure, at 5 ms
+ * 1.4-1.6, both at half; bench/README.md, erasure).
  */
 const STATEMENT_MS = 5;
-const DUTY = 0.5;
-const MIN_SHARE = 0.05;
-/** The thread's busy share, the sweep's next statement included, up to which the sweep goes on. */
-const FILL_TO = 0.5;
-/** While the thread is busy with other work, how often the resting sweep looks again. */
-const LOOK_MS = 2;
 const MIN_BATCH = 50;
-
-/**
- * How much longer a paced sweep rests, `rested` ms after a statement that took `took` ms, the thread having been
- * busy with other work `othersMs` of those: at least as long as it worked; then on while the next statement (about
- * as long) would take the thread's busy share past FILL_TO, until the sweep's own share is MIN_SHARE. 0: go on.
- */
-export function restAfter(took: number, rested: number, othersMs: number): number {
-  const least = (took * (1 - DUTY)) / DUTY;
-  if (rested < least) return least - rested;
-  const most = (took * (1 - MIN_SHARE)) / MIN_SHARE;
-  if (rested >= most || (othersMs + took) / (rested + took) <= FILL_TO) return 0;
-  return Math.min(LOOK_MS, most - rested);
-}
 
 /**
  * Runs `batch` until it says it is done, each call its own statement (and transaction) of at most `maxBatch` rows,
@@ -128,17 +106,7 @@ export async function inPacedBatches(
     // Towards STATEMENT_MS, at most doubling: the rows a statement meets vary (a page range may be all the person's).
     const next = Math.min(size * 2, Math.round((size * STATEMENT_MS) / Math.max(took, 1)));
     size = Math.max(Math.min(MIN_BATCH, maxBatch), Math.min(maxBatch, next));
-    if (storage.kind !== 'embedded') {
-      // A server runs the statement in its own process: the gateway's thread only waited for it.
-      await new Promise((resolve) => setTimeout(resolve, (took * (1 - DUTY)) / DUTY));
-      continue;
-    }
-    const resting = performance.now();
-    const thread = performance.eventLoopUtilization();
-    for (let wait = restAfter(took, 0, 0); wait > 0; ) {
-      await new Promise((resolve) => setTimeout(resolve, wait));
-      wait = restAfter(took, performance.now() - resting, performance.eventLoopUtilization(thread).active);
-    }
+    await restAfterWork(storage, took);
   }
 }
 

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { inPacedBatches, restAfter } from '../../shared/privacy/retention.js';
+import { restAfter } from '../../shared/pacing.js';
+import { inPacedBatches } from '../../shared/privacy/retention.js';
 
 describe('restAfter: how a paced sweep shares the thread with ingest', () => {
   it('rests at least as long as its statement took, whatever the thread does', () => {
