@@ -15,6 +15,7 @@ import { DetectorStateLoader } from './detector-state-loader.js';
 import { LateDetection } from './late-detection.js';
 import { LateQueue } from './late-queue.js';
 import { OwnerDetection } from './owner-detection.js';
+import { restAfterWork } from '../../shared/pacing.js';
 
 export interface DetectionDependencies {
   config: Config;
@@ -78,7 +79,9 @@ export function createDetection(deps: DetectionDependencies): Detection {
     maxAgeMs: config.POSITIONS_MAX_AGE_SECONDS * 1000,
   });
   // Replayed beside the on-time series, per organization (late-queue.ts).
-  const lateQueue = new LateQueue(late, engine, logger);
+  // On embedded storage each replay's statements run in this thread: replays yield to ingest (shared/pacing.ts).
+  const pace = storage.kind === 'embedded' ? (took: number, minShare?: number) => restAfterWork(storage, took, minShare) : undefined;
+  const lateQueue = new LateQueue(late, engine, logger, undefined, pace);
   const detection = new OwnerDetection(engine, registry, outbox, {
     late: { screen: (records) => late.screen(records), queue: lateQueue },
     evidence,

@@ -185,9 +185,14 @@ export class LateDetection {
 
   /**
    * Re-detects the devices of these late fixes; resolves to how far each device was replayed (by
-   * `organizationId|deviceId`), or false once `holds()` turned false; rejects on an outage only.
+   * `organizationId|deviceId`), or false once `holds()` turned false; rejects on an outage only. `rest`, if given,
+   * is awaited after each device's replay with the time it took (the late queue's pacing on embedded storage).
    */
-  async run(records: readonly PositionRecord[], holds: () => boolean): Promise<Map<string, ReplayedDevice> | false> {
+  async run(
+    records: readonly PositionRecord[],
+    holds: () => boolean,
+    rest?: (took: number) => Promise<void>,
+  ): Promise<Map<string, ReplayedDevice> | false> {
     const { outbox, logger } = this.deps;
     const byDevice = byDeviceOf(records);
     const through = new Map<string, ReplayedDevice>();
@@ -199,6 +204,7 @@ export class LateDetection {
         throw new StorageUnavailableError('detections wait for storage: late fixes are taken again later');
       for (const [key, fixes] of byDevice) {
         if (!holds()) return false;
+        const started = performance.now();
         try {
           const replayed = await this.device(fixes, holds);
           if (replayed !== undefined) through.set(key, replayed);
@@ -208,6 +214,7 @@ export class LateDetection {
           const live = this.deps.engine.liveOf(fixes[0]!.organizationId, fixes[0]!.deviceId);
           if (live) through.set(key, { from: Infinity, through: live.observedThrough ?? live.last.timestamp, readAt: -Infinity });
         }
+        if (rest) await rest(performance.now() - started);
       }
       return holds() && through;
     } finally {

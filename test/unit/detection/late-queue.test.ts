@@ -128,3 +128,59 @@ describe('LateQueue: replays beside the on-time series', () => {
     expect(await queue.replayed()).toBe(true);
   });
 });
+
+describe('LateQueue: pacing the replays (embedded storage)', () => {
+  it('rests after each replay by the pacing rule, and keeps half the thread once the oldest fix of its round has waited 5 s', async () => {
+    let now = 0;
+    const rests: { took: number; minShare: number | undefined }[] = [];
+    const late = {
+      run: async (records: readonly PositionRecord[], _holds: () => boolean, rest?: (took: number) => Promise<void>) => {
+        // Each device's replay takes 7 ms (device 'slow': 5 s), then rests as the queue says.
+        for (const record of records) {
+          const took = record.deviceId === 'slow' ? 5000 : 7;
+          now += took;
+          await rest?.(took);
+        }
+        return new Map(records.map((record) => [`org|${record.deviceId}`, { from: Infinity, through: 100, readAt: -Infinity }]));
+      },
+    };
+    const engine = { queue: () => {}, release: () => {} };
+    const queue = new LateQueue(
+      late,
+      engine,
+      createLogger('silent'),
+      1,
+      async (took, minShare) => void rests.push({ took, minShare }),
+      () => now,
+    );
+    queue.add('org', [fix('a', 1), fix('b', 2)], () => true);
+    expect(await queue.replayed()).toBe(true);
+    // Waited no time: the rule's own minimum share (a twentieth), after each of the two replays.
+    expect(rests).toEqual([
+      { took: 7, minShare: undefined },
+      { took: 7, minShare: undefined },
+    ]);
+    rests.length = 0;
+    // A round whose fixes have waited 5 s by the end of its first replay: the next replays catch up.
+    queue.add('org', [fix('slow', 3), fix('c', 4)], () => true);
+    expect(await queue.replayed()).toBe(true);
+    expect(rests).toEqual([
+      { took: 5000, minShare: 0.5 },
+      { took: 7, minShare: 0.5 },
+    ]);
+  });
+
+  it('without a pace (a server) passes no rest to the replays', async () => {
+    const given: unknown[] = [];
+    const late = {
+      run: async (records: readonly PositionRecord[], _holds: () => boolean, rest?: (took: number) => Promise<void>) => {
+        given.push(rest);
+        return new Map(records.map((record) => [`org|${record.deviceId}`, { from: Infinity, through: 100, readAt: -Infinity }]));
+      },
+    };
+    const queue = new LateQueue(late, { queue: () => {}, release: () => {} }, createLogger('silent'));
+    queue.add('org', [fix('a', 1)], () => true);
+    expect(await queue.replayed()).toBe(true);
+    expect(given).toEqual([undefined]);
+  });
+});
