@@ -26,7 +26,8 @@ export interface StoredMaxStay {
 
 /** One venue's devices, uploads and what detection stored for them, for the event-time tests. */
 export class EventTimeVenue {
-  private sentinelTurn = 0;
+  /** The sentinel's newest fix time: each settle starts after it. */
+  private sentinelAt = 0;
   private sentinelFence?: string;
 
   constructor(
@@ -59,21 +60,34 @@ export class EventTimeVenue {
   }
 
   /**
-   * Waits until detection has finished everything uploaded so far: a sentinel device enters (then leaves) a fence
-   * of its own in two uploads, each waited for; the owner runs a shard's reads one after the other, late path
-   * included, and stores an organization's detections in order, so once the second is stored so is all before it.
+   * Waits until detection has finished everything uploaded so far, the late path's replays included (they run
+   * beside the on-time series, in a queue per organization: gateway/detection/late-queue.ts). A sentinel device of
+   * the same organization, inside a fence of its own, leaves it, and then sends a fix from between the two that
+   * shows it left earlier: that one is replayed after every late fix queued before it, and its exit is stored by
+   * the replay. Then it enters again on time: the organization's detections are stored in order (the replays'
+   * max-stay alarms among them), so once that enter is stored, so is all before it.
    */
   async settle(): Promise<void> {
     this.sentinelFence ??= await this.fence('Sentinel', 100, 60, 10);
-    for (let round = 0; round < 2; round++) {
-      const turn = ++this.sentinelTurn;
-      const inside = turn % 2 === 1;
-      await this.upload([this.pose('sentinel', Date.now(), inside ? 105 : 115, inside ? 65 : 75)]);
-      const deadline = Date.now() + 30_000;
-      while ((await this.zoneEvents('sentinel')).length < turn) {
-        if (Date.now() > deadline) throw new Error('detection did not settle');
-        await sleep(25);
-      }
+    // Its fixes 10 ms apart, so its clock keeps to the wall clock: 1 s apart, each settle took it 4 s further while
+    // one takes well under that, and at 60 runs its fixes went more than 5 minutes into the future and were refused.
+    const start = Math.max(Date.now(), this.sentinelAt + 10);
+    this.sentinelAt = start + 30;
+    // Inside (already, but the first time): then out, and the late fix from between.
+    await this.upload([this.pose('sentinel', start, 105, 65)]);
+    await this.upload([this.pose('sentinel', start + 20, 115, 75)]);
+    await this.upload([this.pose('sentinel', start + 10, 115, 75)]);
+    await this.stored('exit', start + 10);
+    await this.upload([this.pose('sentinel', start + 30, 105, 65)]);
+    await this.stored('enter', start + 30);
+  }
+
+  /** Waits until the sentinel's event of that type and fix time is stored (and stands). */
+  private async stored(type: 'enter' | 'exit', at: number): Promise<void> {
+    const deadline = Date.now() + 30_000;
+    while (!(await this.zoneEvents('sentinel')).some((event) => event.type === type && event.at_ms === at && !event.superseded)) {
+      if (Date.now() > deadline) throw new Error('detection did not settle');
+      await sleep(25);
     }
   }
 
@@ -125,7 +139,11 @@ export const walkScenario = fc
     /** Where the offline stretch starts and how long it is, as fractions of the walk. */
     offlineStart: fc.double({ min: 0.05, max: 0.8, noNaN: true }),
     offlineShare: fc.double({ min: 0.1, max: 0.9, noNaN: true }),
-    order: fc.constantFrom('oldest-first', 'newest-first', 'random-chunks'),
+    /**
+     * `stragglers`: not an offline stretch but single fixes of it held back (a third of them) while the rest go on
+     * time, each sent alone afterwards in shuffled order, as a phone's retried uploads come.
+     */
+    order: fc.constantFrom('oldest-first', 'newest-first', 'random-chunks', 'stragglers'),
     /** The app sends its live fix before the buffer (the usual case), or the buffer first. */
     liveFirst: fc.boolean(),
     chunkKeys: fc.array(fc.integer({ min: 0, max: 1000 }), { minLength: 24, maxLength: 24 }),
@@ -152,7 +170,8 @@ export async function walkFences(venue: EventTimeVenue): Promise<void> {
 /**
  * One walk as uploads: `reference`, the whole walk on time in one upload (by another device); `onTime`, the late
  * device's fixes until it goes offline; `uploads`, what it sends afterwards in order (its live fix, the buffer
- * oldest first, newest first or in shuffled chunks, the fixes after).
+ * oldest first, newest first or in shuffled chunks, the fixes after; or, as stragglers, the stretch on time but a
+ * third of its fixes, then each of those alone).
  */
 export function walkPlan(venue: EventTimeVenue, scenario: WalkScenario, referenceId: string, lateId: string) {
   const { walk, start, end, order, liveFirst, chunkKeys, chunkSize } = scenario;
@@ -166,17 +185,26 @@ export function walkPlan(venue: EventTimeVenue, scenario: WalkScenario, referenc
   const buffer = fixes(lateId, start, end);
   const live = fixes(lateId, end, end + 1);
   const uploads: object[][] = [];
-  if (liveFirst && live.length > 0) uploads.push(live);
-  if (order === 'oldest-first') uploads.push(buffer);
-  else if (order === 'newest-first') uploads.push([...buffer].reverse());
-  else {
-    const chunks: (typeof buffer)[] = [];
-    for (let index = 0; index < buffer.length; index += chunkSize) chunks.push(buffer.slice(index, index + chunkSize));
-    const shuffled = chunks.map((chunk, index) => ({ chunk, key: chunkKeys[index % chunkKeys.length]! * 100 + index }));
+  if (order === 'stragglers') {
+    // A third of the stretch held back, the rest on time with the live fix; then each held fix alone.
+    const held = buffer.filter((_, index) => chunkKeys[index % chunkKeys.length]! % 3 === 0);
+    uploads.push([...buffer.filter((pose) => !held.includes(pose)), ...live]);
+    const shuffled = held.map((pose, index) => ({ pose, key: chunkKeys[(index * 7 + 3) % chunkKeys.length]! * 100 + index }));
     shuffled.sort((a, b) => a.key - b.key);
-    for (const { chunk } of shuffled) uploads.push(chunk);
+    for (const { pose } of shuffled) uploads.push([pose]);
+  } else {
+    if (liveFirst && live.length > 0) uploads.push(live);
+    if (order === 'oldest-first') uploads.push(buffer);
+    else if (order === 'newest-first') uploads.push([...buffer].reverse());
+    else {
+      const chunks: (typeof buffer)[] = [];
+      for (let index = 0; index < buffer.length; index += chunkSize) chunks.push(buffer.slice(index, index + chunkSize));
+      const shuffled = chunks.map((chunk, index) => ({ chunk, key: chunkKeys[index % chunkKeys.length]! * 100 + index }));
+      shuffled.sort((a, b) => a.key - b.key);
+      for (const { chunk } of shuffled) uploads.push(chunk);
+    }
+    if (!liveFirst && live.length > 0) uploads.push(live);
   }
-  if (!liveFirst && live.length > 0) uploads.push(live);
   const after = fixes(lateId, end + 1, steps.length);
   if (after.length > 0) uploads.push(after);
   return { reference: fixes(referenceId, 0, steps.length), onTime: fixes(lateId, 0, start), uploads };

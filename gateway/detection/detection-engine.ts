@@ -31,6 +31,11 @@ interface DeviceState extends DetectedDevice {
    * would judge zones and stays the replay is about to replace, and what it stored then would escape the replay.
    */
   replaying: boolean;
+  /**
+   * Late fixes of it wait in the late queue (late-queue.ts), replayed beside the on-time series: until the replay
+   * hands back its state, every fix of it goes there too, in order (its place and dead-man are followed here).
+   */
+  queued: boolean;
   states: DetectorStates;
 }
 
@@ -127,9 +132,10 @@ export class DetectionEngine {
     // the rest (its place, dead-man) is followed here. Without one, as before the late path: a fix older than
     // what the stored state reflects changes nothing, a newer one runs against the state restored.
     const replayed = late !== undefined && state?.observedThrough === null;
+    const queued = late !== undefined && state?.queued === true;
     // Newer than any fix run, but older than what a sweep assumed of the device while it was quiet (it stayed where
     // it was last seen): run here, and checked by the late path, which withdraws what the fixes contradict.
-    if (late && state && (replayed || at < state.sweptTo)) {
+    if (late && state && (replayed || queued || at < state.sweptTo)) {
       late.push(record);
       state.replaying = true;
     }
@@ -152,6 +158,7 @@ export class DetectionEngine {
         settledBefore: 0,
         sweptTo: -Infinity,
         replaying: false,
+        queued: false,
         states: this.initialStates(),
       };
       this.devices.set(key, state);
@@ -162,7 +169,7 @@ export class DetectionEngine {
     }
     // Leaving a building (or its floors' coverage) settles what the detectors held there.
     if (state.buildingId !== null && state.buildingId !== record.buildingId)
-      this.leaveBuilding(state, at, replayed ? emptyDetections() : out);
+      this.leaveBuilding(state, at, replayed || queued ? emptyDetections() : out);
     // Only a replay after a rebuild can be older than `last`: it may still enter or exit, but `last` and the
     // dead-man state stay with the newer stored position.
     const newest = record.timestamp >= state.last.timestamp;
@@ -195,20 +202,24 @@ export class DetectionEngine {
     const { detectors } = this;
     for (let index = 0; index < detectors.length; index++) {
       const detector = detectors[index]!;
-      // After a rebuild, zones and stays of the device's fixes are the late path's (see above).
-      if (replayed && detector.clock === 'event') continue;
+      // After a rebuild, and while its late fixes wait in the late queue, zones and stays of the device's fixes
+      // are the late path's (see above).
+      if ((replayed || queued) && detector.clock === 'event') continue;
       states[index] = detector.observe(states[index], fix, out);
     }
     return out;
   }
 
-  /** What the late path needs of a device held here: the newest fix run (and its event time now), its building. */
+  /**
+   * What the late path needs of a device held here: the newest fix run (and its event time now), its building,
+   * whether its fixes wait in the late queue.
+   */
   liveOf(
     organizationId: string,
     deviceId: string,
-  ): { observedThrough: number | null; last: PositionRecord; buildingId: number | null } | undefined {
+  ): { observedThrough: number | null; last: PositionRecord; buildingId: number | null; queued: boolean } | undefined {
     const state = this.devices.get(`${organizationId}|${deviceId}`);
-    return state && { observedThrough: state.observedThrough, last: state.last, buildingId: state.buildingId };
+    return state && { observedThrough: state.observedThrough, last: state.last, buildingId: state.buildingId, queued: state.queued };
   }
 
   /**
@@ -229,8 +240,30 @@ export class DetectionEngine {
   replayed(keys: Iterable<{ organizationId: string; deviceId: string }>): void {
     for (const { organizationId, deviceId } of keys) {
       const state = this.devices.get(`${organizationId}|${deviceId}`);
-      if (state) state.replaying = false;
+      if (state && !state.queued) state.replaying = false;
     }
+  }
+
+  /** These devices' late fixes wait in the late queue: their next fixes go there too, until `release`. */
+  queue(keys: Iterable<{ organizationId: string; deviceId: string }>): void {
+    for (const { organizationId, deviceId } of keys) {
+      const state = this.devices.get(`${organizationId}|${deviceId}`);
+      if (state) {
+        state.queued = true;
+        state.replaying = true;
+      }
+    }
+  }
+
+  /**
+   * The late queue replayed the device through `observedThrough`: unless a newer fix came meanwhile (queued too,
+   * for the next replay), its fixes run here again.
+   */
+  release(organizationId: string, deviceId: string, observedThrough: number): void {
+    const state = this.devices.get(`${organizationId}|${deviceId}`);
+    if (!state || (state.observedThrough ?? state.last.timestamp) !== observedThrough) return;
+    state.queued = false;
+    state.replaying = false;
   }
 
   /** Per building held here: the newest fix time run (a scrape's read, over every device held). */
@@ -314,6 +347,7 @@ export class DetectionEngine {
       settledBefore: device.settledBefore,
       sweptTo: -Infinity,
       replaying: false,
+      queued: false,
       states: [],
     };
     for (const [index, detector] of this.detectors.entries()) state.states[index] = detector.restore(device, state);

@@ -20,6 +20,8 @@ interface OutboxEntry {
 interface Lane {
   entries: OutboxEntry[];
   draining?: Promise<void>;
+  /** Callers waiting for an entry (and so all before it) to be stored: true once it is, false at an outage. */
+  waiters: { entry: OutboxEntry; resolve: (stored: boolean) => void }[];
 }
 
 /** An item the database refused for a reason other than an outage: set aside, retried with a growing delay. */
@@ -132,7 +134,7 @@ export class DetectionOutbox {
     for (const [organizationId, entry] of byOrganization) {
       if (entry.zoneEvents.length === 0) entry.zoneEventsStored = true;
       let lane = this.lanes.get(organizationId);
-      if (!lane) this.lanes.set(organizationId, (lane = { entries: [] }));
+      if (!lane) this.lanes.set(organizationId, (lane = { entries: [], waiters: [] }));
       lane.entries.push(entry);
     }
     if (byOrganization.size > 0) this.enforceCap();
@@ -148,6 +150,35 @@ export class DetectionOutbox {
       for (let next = waiting.shift(); next; next = waiting.shift()) await this.drainLane(...next);
     };
     await Promise.all(Array.from({ length: Math.min(LANES_AT_ONCE, waiting.length) }, worker));
+  }
+
+  /**
+   * Stores what waits now in the lanes of `organizations`; resolves to true once it is stored (entries added
+   * meanwhile are not waited for), false if storing stopped at an outage first. For a caller that reads back what
+   * was detected before it (the late path) while detection goes on adding.
+   */
+  async storedThrough(organizations: ReadonlySet<string>): Promise<boolean> {
+    const stored = await Promise.all(
+      [...organizations].map((organizationId) => {
+        const lane = this.lanes.get(organizationId);
+        const entry = lane?.entries.at(-1);
+        if (!lane || !entry) return true;
+        const done = new Promise<boolean>((resolve) => lane.waiters.push({ entry, resolve }));
+        void this.drainLane(organizationId, lane);
+        return done;
+      }),
+    );
+    return stored.every(Boolean);
+  }
+
+  /** The entry left the lane (stored, or dropped over the cap): whoever waited for it has its answer. */
+  private settled(lane: Lane, entry: OutboxEntry): void {
+    if (lane.waiters.length === 0) return;
+    lane.waiters = lane.waiters.filter((waiter) => {
+      if (waiter.entry !== entry) return true;
+      waiter.resolve(true);
+      return false;
+    });
   }
 
   /**
@@ -175,6 +206,8 @@ export class DetectionOutbox {
       return lane.draining.then(() => (lane.entries.length > 0 && !lane.draining ? this.drainLane(organizationId, lane) : lane.draining));
     return (lane.draining = this.runLane(lane).finally(() => {
       lane.draining = undefined;
+      // Stopped at an outage: what is still waiting is not stored.
+      for (const waiter of lane.waiters.splice(0)) waiter.resolve(!lane.entries.includes(waiter.entry));
       if (lane.entries.length === 0 && this.lanes.get(organizationId) === lane) this.lanes.delete(organizationId);
     }));
   }
@@ -211,6 +244,7 @@ export class DetectionOutbox {
       // By identity: the cap may have dropped this very entry meanwhile (the next one is not done).
       const at = lane.entries.indexOf(entry);
       if (at >= 0) lane.entries.splice(at, 1);
+      this.settled(lane, entry);
       await this.announce(entry);
     }
   }
@@ -334,6 +368,7 @@ export class DetectionOutbox {
       for (const pair of this.lanes) if (!longest || pair[1].entries.length > longest[1].entries.length) longest = pair;
       const [organizationId, lane] = longest!;
       const lost = lane.entries.shift()!;
+      this.settled(lane, lost);
       size--;
       this.dropped++;
       detectionDropped.outbox_full.inc();

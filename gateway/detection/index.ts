@@ -13,7 +13,9 @@ import { DetectionShards, type LatestPositions } from './detection-shards.js';
 import { DetectionSink, type DetectionWebhooks } from './detection-sink.js';
 import { DetectorStateLoader } from './detector-state-loader.js';
 import { LateDetection } from './late-detection.js';
+import { LateQueue } from './late-queue.js';
 import { OwnerDetection } from './owner-detection.js';
+import { restAfterWork } from '../../shared/pacing.js';
 
 export interface DetectionDependencies {
   config: Config;
@@ -76,7 +78,14 @@ export function createDetection(deps: DetectionDependencies): Detection {
     reorderWindowMs: config.DETECTION_REORDER_WINDOW_SECONDS * 1000,
     maxAgeMs: config.POSITIONS_MAX_AGE_SECONDS * 1000,
   });
-  const detection = new OwnerDetection(engine, registry, outbox, { late, evidence });
+  // Replayed beside the on-time series, per organization (late-queue.ts).
+  // On embedded storage each replay's statements run in this thread: replays yield to ingest (shared/pacing.ts).
+  const pace = storage.kind === 'embedded' ? (took: number, minShare?: number) => restAfterWork(took, minShare) : undefined;
+  const lateQueue = new LateQueue(late, engine, logger, undefined, pace);
+  const detection = new OwnerDetection(engine, registry, outbox, {
+    late: { screen: (records) => late.screen(records), queue: lateQueue },
+    evidence,
+  });
   const shards = new DetectionShards({ detection, loader, engine, live, storage, shards: config.CLUSTER_SHARDS, logger });
   return { engine, outbox, shards };
 }

@@ -21,6 +21,7 @@ import type { Execute } from '../../shared/webhooks/deliveries.js';
 import type { DetectionWebhooks } from './detection-sink.js';
 import type { StoredPlaceRow } from '../../shared/positions/position-record.js';
 import { epochMs } from '../../shared/storage/epoch-ms.js';
+import { unchangedDevices } from './late-screen.js';
 
 export interface LateDetectionDependencies {
   storage: Storage;
@@ -121,6 +122,17 @@ const NO_RULES: transition.TransitionRules = new Map();
 /** An event's identity for "was it already produced": what it is, where, and its time. */
 const keyOf = (type: string, zoneKind: string, zoneId: string, at: number) => `${type}|${zoneKind}|${zoneId}|${at}`;
 
+/**
+ * How far a device was replayed: through its newest fix run (`through`), from `from`, with the fixes stored before
+ * `readAt` (performance.now()) read; a fix stored before then with a time in [from, through] was replayed. No
+ * replay (given up, failed): `from` is Infinity.
+ */
+export interface ReplayedDevice {
+  from: number;
+  through: number;
+  readAt: number;
+}
+
 /** What re-running a device's fixes in event time found. */
 interface Replay {
   events: ZoneEventRecord[];
@@ -131,7 +143,9 @@ interface Replay {
 
 /**
  * The late path (issue 30, docs/event-time.md): fixes older than their device's newest one run by the live path.
- * On-time fixes never come here; a read with late fixes pays for them after its on-time ones are detected.
+ * A read's late fixes are screened first (`screen`, late-screen.ts); those that may change something are replayed
+ * by the late queue (late-queue.ts), beside the on-time series, with the newer fixes of their devices that came
+ * meanwhile.
  *
  * Per device, from its oldest late fix: the state just before it is rebuilt from storage (the zones whose latest
  * stored event there is an enter, with the building of the fix before it; stays alarmed by their stored raise key),
@@ -148,39 +162,70 @@ interface Replay {
 export class LateDetection {
   constructor(private readonly deps: LateDetectionDependencies) {}
 
-  /** Re-detects the devices of these late fixes; rejects on an outage only (the read is then taken again). */
-  async run(records: readonly PositionRecord[], holds: () => boolean): Promise<boolean> {
-    const { outbox, logger } = this.deps;
-    const byDevice = new Map<string, PositionRecord[]>();
-    for (const record of records) {
-      const key = `${record.organizationId}|${record.deviceId}`;
-      (byDevice.get(key) ?? byDevice.set(key, []).get(key)!).push(record);
+  /**
+   * The late fixes that may change something: those of devices whose late fixes all change nothing, as their
+   * stored neighbours tell (late-screen.ts), are counted and left out; they need no replay. One query, no wait for
+   * storage: the on-time series asks it of each read's late fixes, and queues the rest (late-queue.ts).
+   */
+  async screen(records: readonly PositionRecord[]): Promise<PositionRecord[]> {
+    const byDevice = byDeviceOf(records);
+    const { engine } = this.deps;
+    const unchanged = await unchangedDevices(
+      { storage: this.deps.storage, detectionOf: (organizationId, buildingId) => this.detectionOf(organizationId, buildingId) },
+      new Map([...byDevice].filter(([, fixes]) => this.strictlyLate(fixes))),
+    );
+    const rest: PositionRecord[] = [];
+    for (const [key, fixes] of byDevice) {
+      if (!unchanged.has(key)) rest.push(...fixes);
+      else this.countLate(fixes, engine.liveOf(fixes[0]!.organizationId, fixes[0]!.deviceId)!.observedThrough!);
     }
-    // Their organizations' detections stored first (the state rebuilt from storage must hold them); another
-    // organization's, still coming in from its own series, are not waited for.
-    const organizations = new Set(records.map((record) => record.organizationId));
+    engine.replayed([...byDevice].filter(([key]) => unchanged.has(key)).map(([, fixes]) => fixes[0]!));
+    return rest;
+  }
+
+  /**
+   * Re-detects the devices of these late fixes; resolves to how far each device was replayed (by
+   * `organizationId|deviceId`), or false once `holds()` turned false; rejects on an outage only. `rest`, if given,
+   * is awaited after each device's replay with the time it took (the late queue's pacing on embedded storage).
+   */
+  async run(
+    records: readonly PositionRecord[],
+    holds: () => boolean,
+    rest?: (took: number) => Promise<void>,
+  ): Promise<Map<string, ReplayedDevice> | false> {
+    const { outbox, logger } = this.deps;
+    const byDevice = byDeviceOf(records);
+    const through = new Map<string, ReplayedDevice>();
     try {
-      await outbox.drain(organizations);
-      if (outbox.sizeOf(organizations) > 0)
+      // Their organizations' detections stored first (the state rebuilt from storage must hold them); what the
+      // on-time series detects meanwhile is not waited for.
+      const organizations = new Set(records.map((record) => record.organizationId));
+      if (!(await outbox.storedThrough(organizations)))
         throw new StorageUnavailableError('detections wait for storage: late fixes are taken again later');
-      for (const fixes of byDevice.values()) {
+      for (const [key, fixes] of byDevice) {
         if (!holds()) return false;
+        const started = performance.now();
         try {
-          await this.device(fixes, holds);
+          const replayed = await this.device(fixes, holds);
+          if (replayed !== undefined) through.set(key, replayed);
         } catch (error) {
           if (isOutageError(error)) throw error;
           logger.error({ err: error, deviceId: fixes[0]!.deviceId }, 'late detection of a device failed; its live state is kept');
+          const live = this.deps.engine.liveOf(fixes[0]!.organizationId, fixes[0]!.deviceId);
+          if (live) through.set(key, { from: Infinity, through: live.observedThrough ?? live.last.timestamp, readAt: -Infinity });
         }
+        if (rest) await rest(performance.now() - started);
       }
-      return holds();
+      return holds() && through;
     } finally {
       // Taken again after an outage, they wait no more meanwhile: a sweep then judges them as before.
       this.deps.engine.replayed([...byDevice.values()].map((fixes) => fixes[0]!));
     }
   }
 
-  private async device(fixes: PositionRecord[], holds: () => boolean): Promise<void> {
-    const { engine, storage, reorderWindowMs } = this.deps;
+  /** Replays one device's late fixes; resolves to how far (undefined: none held here). */
+  private async device(fixes: PositionRecord[], holds: () => boolean): Promise<ReplayedDevice | undefined> {
+    const { engine, storage } = this.deps;
     const { organizationId, deviceId } = fixes[0]!;
     const live = engine.liveOf(organizationId, deviceId);
     if (!live) return;
@@ -191,8 +236,8 @@ export class LateDetection {
     for (const fix of fixes) {
       from = Math.min(from, fix.timestamp);
       arrivedAt = Math.max(arrivedAt, fix.receivedAt);
-      if (through - fix.timestamp > reorderWindowMs && fix.buildingId !== null) detectionLateFixes.labels(String(fix.buildingId)).inc();
     }
+    this.countLate(fixes, through);
     const lookbackMs = this.deps.lookbackMs ?? 24 * 3600_000;
     const fixBefore = async (at: number) =>
       (
@@ -239,6 +284,8 @@ export class LateDetection {
       }
     } while (stayRaises.some(stayBefore));
     const maxFixes = this.deps.maxReplayFixes ?? 200_000;
+    // Every fix handed to detection before now is stored (positions are stored before they are handed off).
+    const readAt = performance.now();
     const replayed = await storage.execute<FixRow>(
       `select user_id, building_id, floor_id, x, y, lat, lng, ${epochMs('ts')} as ts_ms from positions
        where organization_id = ? and device_id = ? and ts >= to_timestamp(?::float8 / 1000) and ts <= to_timestamp(?::float8 / 1000)
@@ -247,7 +294,7 @@ export class LateDetection {
     );
     if (replayed.length > maxFixes) {
       this.deps.logger.warn({ deviceId, from, through }, 'late run too long to replay; the live events stand');
-      return;
+      return { from: Infinity, through, readAt };
     }
     // The zones as the detectors held them just before the late run, from each one's latest event before it: an
     // enter is inside since its `at`; one decided (after its dwell or grace) only during the run was still under
@@ -304,7 +351,7 @@ export class LateDetection {
     const found = new Set(replay.alarms.map((alarm) => `${alarm.geofenceId}|${Date.parse(String(alarm.details!.entered_at))}`));
     const standing = new Set(stayRaises.map((raise) => raise.stay));
     const raise = replay.alarms.filter((alarm) => !standing.has(`${alarm.geofenceId}|${Date.parse(String(alarm.details!.entered_at))}`));
-    if (!holds()) return;
+    if (!holds()) return undefined;
     // A raise the late fixes contradict is withdrawn: with its alarm when it is all the alarm stands for, otherwise
     // taken out of it, the alarm showing the latest raise left (a correct stay's alarm that a wrong one folded into
     // stands, seed 9 of test/cluster/event-time-failover.test.ts).
@@ -327,6 +374,25 @@ export class LateDetection {
     if (added.length > 0) await this.deps.announce({ zoneEvents: added, triggered: [] });
     if (raise.length > 0) this.deps.outbox.add({ zoneEvents: [], alarms: raise, triggered: [] }, false);
     engine.adoptReplay(organizationId, deviceId, through, { [ZONES]: replay.zones, [STAYS]: replayedStays(replay.stays) });
+    return { from, through, readAt };
+  }
+
+  /**
+   * Fixes all older than the newest one their device ran here: their neighbours in storage can tell whether they
+   * change anything. Not so after a rebuild (nothing ran here yet), for a fix newer than any run that a sweep
+   * overtook (what the sweep assumed is the replay's to check), nor while a replay of the device is pending.
+   */
+  private strictlyLate(fixes: readonly PositionRecord[]): boolean {
+    const live = this.deps.engine.liveOf(fixes[0]!.organizationId, fixes[0]!.deviceId);
+    const through = live?.observedThrough;
+    return through != null && !live!.queued && fixes.every((fix) => fix.timestamp < through);
+  }
+
+  /** Fixes older than `through` by more than the reorder window are late (metrics). */
+  private countLate(fixes: readonly PositionRecord[], through: number): void {
+    for (const fix of fixes)
+      if (through - fix.timestamp > this.deps.reorderWindowMs && fix.buildingId !== null)
+        detectionLateFixes.labels(String(fix.buildingId)).inc();
   }
 
   /** The device's stored fixes run again in fix-time order, from the state before them, as the live path runs them. */
@@ -494,4 +560,14 @@ export function reconcile(
     }
   }
   return { added, superseded: contradicted.map((row) => row.id) };
+}
+
+/** Fixes by device (`organizationId|deviceId`), each device's in their order. */
+function byDeviceOf(records: readonly PositionRecord[]): Map<string, PositionRecord[]> {
+  const byDevice = new Map<string, PositionRecord[]>();
+  for (const record of records) {
+    const key = `${record.organizationId}|${record.deviceId}`;
+    (byDevice.get(key) ?? byDevice.set(key, []).get(key)!).push(record);
+  }
+  return byDevice;
 }

@@ -5,6 +5,7 @@ import type { DetectionEngine } from './detection-engine.js';
 import type { DetectionOutbox } from './detection-outbox.js';
 import type { DeadmanEvidence } from './deadman-evidence.js';
 import type { LateDetection } from './late-detection.js';
+import type { LateQueue } from './late-queue.js';
 import { emptyDetections } from './detections.js';
 
 /**
@@ -39,11 +40,11 @@ export class OwnerDetection {
     private readonly registry: BuildingRegistry,
     private readonly outbox: DetectionOutbox,
     /**
-     * What a read's fixes go through once its on-time ones are detected: `late` takes the fixes older than their
-     * device's newest detected one (none: they change nothing), `evidence` every fix, for the silence alarms the
-     * ones that reached us late cover.
+     * What a read's fixes go through once its on-time ones are detected: `late` screens the fixes older than their
+     * device's newest detected one (none: they change nothing) and queues those that may change something for a
+     * replay beside this series, `evidence` every fix, for the silence alarms the ones that reached us late cover.
      */
-    private readonly after: { late?: Pick<LateDetection, 'run'>; evidence?: Pick<DeadmanEvidence, 'run'> } = {},
+    private readonly after: { late?: { screen: LateDetection['screen']; queue: LateQueue }; evidence?: Pick<DeadmanEvidence, 'run'> } = {},
     private readonly clock: () => number = () => performance.now(),
   ) {}
 
@@ -103,17 +104,26 @@ export class OwnerDetection {
     detectionPositions.inc(records.length - sliceStart);
     if (!holds()) return false;
     this.outbox.add(found, false);
-    if (late.length > 0 && this.after.late && !(await this.after.late.run(late, holds))) return false;
+    // Those that may change something are replayed beside this series (late-queue.ts), not in it.
+    if (late.length > 0 && this.after.late) {
+      const replay = await this.after.late.screen(late);
+      if (!holds()) return false;
+      this.after.late.queue.add(records[0]!.organizationId, replay, holds);
+    }
     await this.after.evidence?.run(records);
     return holds();
   }
 
   /**
-   * Stores what waits in the outbox, or what waits of `organizations`; resolves to true once nothing (of theirs)
-   * does. Asked per organization, another organization's detections still coming in do not hold the answer back.
+   * Stores what waits in the outbox, or what waits of `organizations`, once the late fixes queued before are
+   * replayed; resolves to true once nothing (of theirs) does. Asked per organization, another organization's
+   * detections still coming in do not hold the answer back.
    */
   async stored(organizations?: ReadonlySet<string>): Promise<boolean> {
+    // Late fixes first: their replays add to the outbox.
+    const replayed = (await this.after.late?.queue.replayed(organizations)) ?? true;
     await this.outbox.drain(organizations);
+    if (!replayed) return false;
     return (organizations ? this.outbox.sizeOf(organizations) : this.outbox.size) === 0;
   }
 }

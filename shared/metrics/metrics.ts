@@ -391,6 +391,17 @@ export const detectionCorrections = new Counter({
   labelNames: ['building_id'] as const,
   registers: [registry],
 });
+export const detectionLateQueueFixes = new Gauge({
+  name: `${PREFIX}detection_late_queue_fixes`,
+  help: "Late fixes waiting in this process's late queues for their device's replay, or in the replay under way (gateway/detection/late-queue.ts).",
+  registers: [registry],
+});
+export const detectionLateReplayWait = new Histogram({
+  name: `${PREFIX}detection_late_replay_wait_seconds`,
+  help: 'How long a late fix waited in the late queue before the replay that took it began.',
+  buckets: [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120],
+  registers: [registry],
+});
 /** A gauge of the cluster views of this process's gateways, summed unless `combine` says otherwise. */
 const clusterGauge = (
   name: string,

@@ -2,6 +2,7 @@ import { performance } from 'node:perf_hooks';
 import type { Config } from '../config.js';
 import { partitionGone, positionPartitions } from '../positions/position-partitions.js';
 import type { Storage } from '../storage/index.js';
+import { restAfterWork } from '../pacing.js';
 import { pgArray } from '../storage/pg-array.js';
 
 /**
@@ -74,15 +75,14 @@ type Execute = Pick<Storage, 'execute' | 'kind'>;
 
 /**
  * How expiry and erasure share the machine with ingest. Each batch is its own statement, sized from the last one's
- * time, and after each the sweep rests (`restAfter`): at least as long as it worked, then on while the gateway's
- * thread is busy with other work (its event loop utilization over the rest), until the sweep's next statement
- * would fit in what the rest left idle, or its own share of the time has fallen to MIN_SHARE. With the gateway
- * otherwise idle a sweep takes half the time; under a flood of uploads that keeps the thread busy, a twentieth, so
- * a large erasure then takes longer rather than slowing uploads. Resting only as long as it worked, whatever the
- * load, an erasure beside uploads that kept the thread busy took up to 44% of their rate and up to doubled their
- * median (bench/README.md, erasure). The thread's load is the signal on both drivers: on embedded storage PGlite
- * runs in that thread, and on a server the database shares the machine's cores (with a busy thread, resting as
- * long as it worked cost the others' uploads 40% of their rate there too).
+ * time, and after each the sweep rests as shared/pacing.ts says: at least as long as it worked, then on while the
+ * gateway's thread is busy with other work, down to a twentieth of the time. With the gateway otherwise idle a
+ * sweep takes half the time; under a flood of uploads that keeps the thread busy, a twentieth, so a large erasure
+ * then takes longer rather than slowing uploads. Resting only as long as it worked, whatever the load, an erasure
+ * beside uploads that kept the thread busy took up to 44% of their rate and up to doubled their median
+ * (bench/README.md, erasure). The thread's load is the signal on both drivers: on embedded storage PGlite runs in
+ * that thread, and on a server the database shares the machine's cores (with a busy thread, resting as long as it
+ * worked cost the others' uploads 40% of their rate there too).
  *
  * Statements are sized to about STATEMENT_MS on embedded storage, where an upload waits for the statement in hand
  * (at 15 ms the others' p99 beside a million-row erasure was 1.9-2.9 times its value without, at 5 ms 1.4-1.6,
@@ -92,26 +92,7 @@ type Execute = Pick<Storage, 'execute' | 'kind'>;
  */
 const STATEMENT_MS = 5;
 const SERVER_STATEMENT_MS = 50;
-const DUTY = 0.5;
-const MIN_SHARE = 0.05;
-/** The thread's busy share, the sweep's next statement included, up to which the sweep goes on. */
-const FILL_TO = 0.5;
-/** While the thread is busy with other work, how often the resting sweep looks again. */
-const LOOK_MS = 2;
 const MIN_BATCH = 50;
-
-/**
- * How much longer a paced sweep rests, `rested` ms after a statement that took `took` ms, the thread having been
- * busy with other work `othersMs` of those: at least as long as it worked; then on while the next statement (about
- * as long) would take the thread's busy share past FILL_TO, until the sweep's own share is MIN_SHARE. 0: go on.
- */
-export function restAfter(took: number, rested: number, othersMs: number): number {
-  const least = (took * (1 - DUTY)) / DUTY;
-  if (rested < least) return least - rested;
-  const most = (took * (1 - MIN_SHARE)) / MIN_SHARE;
-  if (rested >= most || (othersMs + took) / (rested + took) <= FILL_TO) return 0;
-  return Math.min(LOOK_MS, most - rested);
-}
 
 /**
  * Runs `batch` until it says it is done, each call its own statement (and transaction) of at most `maxBatch` rows,
@@ -138,12 +119,7 @@ export async function inPacedBatches(
     const target = storage.kind === 'embedded' ? STATEMENT_MS : SERVER_STATEMENT_MS;
     const next = Math.min(size * 2, Math.round((size * target) / Math.max(took, 1)));
     size = Math.max(Math.min(MIN_BATCH, maxBatch), Math.min(maxBatch, next));
-    const resting = performance.now();
-    const thread = performance.eventLoopUtilization();
-    for (let wait = restAfter(took, 0, 0); wait > 0; ) {
-      await new Promise((resolve) => setTimeout(resolve, wait));
-      wait = restAfter(took, performance.now() - resting, performance.eventLoopUtilization(thread).active);
-    }
+    await restAfterWork(took);
   }
 }
 

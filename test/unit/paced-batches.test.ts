@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { inPacedBatches, restAfter } from '../../shared/privacy/retention.js';
+import { restAfter } from '../../shared/pacing.js';
+import { inPacedBatches } from '../../shared/privacy/retention.js';
 
 describe('restAfter: how a paced sweep shares the thread with ingest', () => {
   it('rests at least as long as its statement took, whatever the thread does', () => {
@@ -24,6 +25,14 @@ describe('restAfter: how a paced sweep shares the thread with ingest', () => {
     expect(restAfter(4, 76, 76)).toBe(0);
     // It looks again soon rather than sleeping through the time the thread falls idle.
     expect(restAfter(4, 10, 10)).toBeLessThanOrEqual(2);
+  });
+
+  it('keeps a larger share when the caller asks for one (the late queue catching up): no rest past as long as it worked', () => {
+    expect(restAfter(4, 4, 4, 0.5)).toBe(0);
+    expect(restAfter(4, 3, 3, 0.5)).toBe(1);
+    // A tenth: on up to 9 times the statement while the thread is busy.
+    expect(restAfter(4, 35, 35, 0.1)).toBeGreaterThan(0);
+    expect(restAfter(4, 36, 36, 0.1)).toBe(0);
   });
 
   it('stops resting as soon as the busy share falls enough', () => {

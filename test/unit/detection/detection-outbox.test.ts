@@ -255,6 +255,40 @@ describe('DetectionOutbox: one organization at a time (issue 28 item 6)', () => 
     expect(raised).toEqual(['b1', 'a1']);
     expect(outbox.size).toBe(0);
   });
+
+  it('answers storedThrough once what waited at the call is stored, not what detection added meanwhile; false at an outage', async () => {
+    let down = false;
+    let release: () => void = () => {};
+    const held = new Promise<void>((resolve) => (release = resolve));
+    const { raised, sink: s } = sink((key) => (down && key === 'late-2' ? new StorageUnavailableError() : undefined));
+    const slow = {
+      ...s,
+      raiseAlarm: async (a: DetectedAlarm) => {
+        if (a.idempotencyKey === 'b') await held;
+        await s.raiseAlarm(a);
+      },
+    };
+    const outbox = new DetectionOutbox(slow, createLogger('silent'));
+    outbox.add({ ...emptyDetections(), alarms: [alarm('a')] }, true);
+    const through = outbox.storedThrough(new Set(['org']));
+    // Added after the call (and held up in storage): not waited for.
+    outbox.add({ ...emptyDetections(), alarms: [alarm('b')] }, true);
+    expect(await through).toBe(true);
+    expect(raised).toEqual(['a']);
+    expect(outbox.size).toBe(1);
+    release();
+    await outbox.drain();
+    expect(raised).toEqual(['a', 'b']);
+
+    expect(await outbox.storedThrough(new Set(['org']))).toBe(true); // nothing waits
+    down = true;
+    outbox.add({ ...emptyDetections(), alarms: [alarm('late-1'), alarm('late-2')] }, true);
+    expect(await outbox.storedThrough(new Set(['org']))).toBe(false);
+    expect(raised).toEqual(['a', 'b', 'late-1']);
+    down = false;
+    expect(await outbox.storedThrough(new Set(['org']))).toBe(true);
+    expect(raised).toEqual(['a', 'b', 'late-1', 'late-2']);
+  });
 });
 
 describe('DetectionOutbox: zone events stored in parts (issue 28 item 6)', () => {
