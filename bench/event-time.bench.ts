@@ -171,11 +171,21 @@ export const eventTimeScenario: Scenario = {
         }
         return { replayed: count, meanWait: count > 0 ? (after.sum - before.sum) / count : 0, p99Wait: p99 };
       };
+      /** "; 16 failed uploads (503 ×16)" over both runs of a round, or nothing. */
+      const failedText = (...runs: Map<number, number>[]) => {
+        const byStatus = new Map<number, number>();
+        for (const run of runs) for (const [status, count] of run) byStatus.set(status, (byStatus.get(status) ?? 0) + count);
+        const total = [...byStatus.values()].reduce((sum, count) => sum + count, 0);
+        if (total === 0) return '';
+        const statuses = [...byStatus].map(([status, count]) => `${status} ×${count}`).join(', ');
+        return `; ${total} failed uploads (${statuses})`;
+      };
       const measure = async (lateShare: number, seconds: number) => {
         latencies = [];
         sent.clear();
         let acknowledged = 0;
-        let failed = 0;
+        /** Uploads not acknowledged, by their answer's status (pacing's 503, a refusal's 4xx): what failed, not only how many. */
+        const failed = new Map<number, number>();
         const until = performance.now() + seconds * 1000;
         const lane = async () => {
           while (performance.now() < until) {
@@ -184,7 +194,7 @@ export const eventTimeScenario: Scenario = {
             for (const key of onTime) sent.set(key, started);
             const answer = await admin.post('/api/v1/realtime/positions', { poses });
             if (answer.status === 204) acknowledged += poses.length;
-            else failed++;
+            else failed.set(answer.status, (failed.get(answer.status) ?? 0) + 1);
           }
         };
         const waitsBefore = await replayWaits();
@@ -256,7 +266,7 @@ export const eventTimeScenario: Scenario = {
         log(
           `round ${round + 1}: on time ${Math.round(onTime.rate)}/s p99 ${onTime.p99.toFixed(1)} ms (${onTime.frames} frames); ` +
             `5% late ${Math.round(withLate.rate)}/s p99 ${withLate.p99.toFixed(1)} ms (${withLate.frames} frames)` +
-            (onTime.failed + withLate.failed > 0 ? `; ${onTime.failed + withLate.failed} failed uploads` : ''),
+            failedText(onTime.failed, withLate.failed),
         );
         const { queue } = withLate;
         log(
