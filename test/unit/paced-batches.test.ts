@@ -1,5 +1,6 @@
-import { describe, expect, it } from 'vitest';
-import { restAfter } from '../../shared/pacing.js';
+import { type EventLoopUtilization, performance } from 'node:perf_hooks';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { restAfter, restAfterWork } from '../../shared/pacing.js';
 import { inPacedBatches } from '../../shared/privacy/retention.js';
 
 describe('restAfter: how a paced sweep shares the thread with ingest', () => {
@@ -43,81 +44,113 @@ describe('restAfter: how a paced sweep shares the thread with ingest', () => {
   });
 });
 
+/**
+ * Fake time for the pacing: timers, `performance.now()` and the event loop's utilization, the thread busy with other
+ * work `busyShare` of the time. Returns a runner that takes work to its end through every rest, with the fake
+ * milliseconds it took: what rests and sizes depend on is then exact, not this host's load.
+ */
+function fakeThread(busyShare = 0) {
+  vi.useFakeTimers({ toFake: ['setTimeout', 'Date'] });
+  vi.spyOn(performance, 'now').mockImplementation(() => Date.now());
+  vi.spyOn(performance, 'eventLoopUtilization').mockImplementation(((since?: EventLoopUtilization) => {
+    const active = Date.now() * busyShare;
+    const idle = Date.now() - active;
+    return since
+      ? { active: active - since.active, idle: idle - since.idle, utilization: busyShare }
+      : { active, idle, utilization: busyShare };
+  }) as typeof performance.eventLoopUtilization);
+  return async <T>(work: () => Promise<T>): Promise<{ result: T; ms: number }> => {
+    const from = Date.now();
+    const running = work();
+    await vi.runAllTimersAsync();
+    const result = await running;
+    return { result, ms: Date.now() - from };
+  };
+}
+
+/** A statement that takes `ms` of fake time. */
+const takes = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+afterEach(() => {
+  vi.useRealTimers();
+  vi.restoreAllMocks();
+});
+
+describe('restAfterWork', () => {
+  it('rests as long as the work when the thread is idle, on while it is busy, and at most till a twentieth', async () => {
+    expect((await fakeThread(0)(() => restAfterWork(5))).ms).toBe(5);
+    // Others busy 30% of the rest: the next 5 ms fit once (0.3 r + 5) / (r + 5) <= 0.5, r >= 12.5; looks every 2 ms.
+    expect((await fakeThread(0.3)(() => restAfterWork(5))).ms).toBe(13);
+    // Busy all the time: 19 times the work, a share of 5%.
+    expect((await fakeThread(1)(() => restAfterWork(5))).ms).toBe(95);
+    // A caller may keep a larger share under a flood.
+    expect((await fakeThread(1)(() => restAfterWork(5, 0.5))).ms).toBe(5);
+  });
+});
+
 describe('inPacedBatches', () => {
   it('runs every batch to the end, sizing the next from the last one and counting each', async () => {
+    const run = fakeThread();
     const sizes: number[] = [];
     const counted: number[] = [];
     let left = 2000;
-    const total = await inPacedBatches(
-      { kind: 'embedded' },
-      800,
-      async (size) => {
-        sizes.push(size);
-        const count = Math.min(size, left);
-        left -= count;
-        return { count, more: left > 0 };
-      },
-      async (count) => {
-        counted.push(count);
-      },
+    const { result: total } = await run(() =>
+      inPacedBatches(
+        { kind: 'embedded' },
+        800,
+        async (size) => {
+          sizes.push(size);
+          const count = Math.min(size, left);
+          left -= count;
+          return { count, more: left > 0 };
+        },
+        async (count) => {
+          counted.push(count);
+        },
+      ),
     );
     expect(total).toBe(2000);
-    expect(counted.reduce((sum, count) => sum + count, 0)).toBe(2000);
-    expect(sizes[0]).toBe(500);
+    expect(counted).toEqual([500, 800, 700]);
     // A statement far under its time doubles the next, never past the maximum.
-    expect(sizes[1]).toBe(800);
-    expect(Math.max(...sizes)).toBeLessThanOrEqual(800);
+    expect(sizes).toEqual([500, 800, 800]);
   });
 
   it("sizes batches towards a few ms of the gateway's thread on embedded storage, and larger on a server", async () => {
-    // Every statement takes 12 ms of waiting, whatever its size: a server's round trip and commit.
+    // Every statement takes 12 ms, whatever its size: a server's round trip and commit.
     const sizesOn = async (kind: 'embedded' | 'server') => {
       const sizes: number[] = [];
-      await inPacedBatches({ kind }, 5000, async (size) => {
-        sizes.push(size);
-        await new Promise((resolve) => setTimeout(resolve, 12));
-        return { count: size, more: sizes.length < 6 };
-      });
+      await fakeThread()(() =>
+        inPacedBatches({ kind }, 5000, async (size) => {
+          sizes.push(size);
+          await takes(12);
+          return { count: size, more: sizes.length < 6 };
+        }),
+      );
+      vi.useRealTimers();
+      vi.restoreAllMocks();
       return sizes;
     };
-    const embedded = await sizesOn('embedded');
-    const server = await sizesOn('server');
-    // Embedded: 12 ms is over 5, so each batch is smaller than the last, down to the minimum.
-    expect(embedded.at(-1)).toBeLessThan(embedded[0]!);
-    // Server: 12 ms is under 50, so they grow (at most doubling) up to the maximum.
-    expect(server.at(-1)).toBeGreaterThan(server[0]!);
-    expect(Math.max(...server)).toBeLessThanOrEqual(5000);
+    // Embedded: towards 5 ms, down to the minimum of 50 rows.
+    expect(await sizesOn('embedded')).toEqual([500, 208, 87, 50, 50, 50]);
+    // Server: towards 50 ms, at most doubling, up to the maximum.
+    expect(await sizesOn('server')).toEqual([500, 1000, 2000, 4000, 5000, 5000]);
   });
 
-  it('rests longer between batches while the thread is kept busy than while it is idle', async () => {
-    const batchMs = 5;
-    const work = (ms: number) => {
-      const until = performance.now() + ms;
-      while (performance.now() < until);
-    };
-    const gaps = async (busy: boolean) => {
+  it('rests between batches as long as each took while the thread is idle, and 19 times as long while it is busy', async () => {
+    const gaps = async (busyShare: number) => {
       const starts: number[] = [];
-      let stop = false;
-      // Other work holding the thread 4 ms in every 5, as a flood of uploads would.
-      const others = (async () => {
-        while (!stop && busy) {
-          work(4);
-          await new Promise((resolve) => setTimeout(resolve, 1));
-        }
-      })();
-      await inPacedBatches({ kind: 'embedded' }, 1000, async () => {
-        starts.push(performance.now());
-        work(batchMs);
-        return { count: 1, more: starts.length < 6 };
-      });
-      stop = true;
-      await others;
-      const between = starts.slice(1).map((start, index) => start - starts[index]!);
-      return between.reduce((sum, gap) => sum + gap, 0) / between.length;
+      await fakeThread(busyShare)(() =>
+        inPacedBatches({ kind: 'embedded' }, 1000, async () => {
+          starts.push(Date.now());
+          await takes(5);
+          return { count: 1, more: starts.length < 4 };
+        }),
+      );
+      vi.useRealTimers();
+      vi.restoreAllMocks();
+      return starts.slice(1).map((start, index) => start - starts[index]!);
     };
-    const idle = await gaps(false);
-    const busy = await gaps(true);
-    // Idle: about twice the statement (it rests as long as it worked). Busy: up to twenty times.
-    expect(busy).toBeGreaterThan(idle * 3);
+    expect(await gaps(0)).toEqual([10, 10, 10]);
+    expect(await gaps(1)).toEqual([100, 100, 100]);
   });
 });
