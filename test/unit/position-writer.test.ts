@@ -45,6 +45,22 @@ class FakeStore {
   }
 }
 
+/**
+ * A writer with a 5 ms commit budget over a fake store whose inserts cost 0.1 ms a row on the writer's clock (5 ms
+ * fit 50 rows); `insert` is the store's own, free of cost.
+ */
+function budgetedWriter() {
+  const store = new FakeStore();
+  const clock = { now: 0 };
+  const insert = store.insert.bind(store);
+  store.insert = async (records, zoneEvents = []) => {
+    clock.now += (records.length + zoneEvents.length) * 0.1;
+    return insert(records, zoneEvents);
+  };
+  const writer = new PositionWriter(store as unknown as PositionStore, 10_000, 1, { commitBudgetMs: 5, clock: () => clock.now });
+  return { store, writer, clock, insert };
+}
+
 describe('group commit', () => {
   it('shares one insert between writes made together, and resolves each only after it', async () => {
     const store = new FakeStore();
@@ -280,15 +296,7 @@ describe('fairness between organizations (issue 28 item 6)', () => {
   });
 
   it('with a time budget, sizes commits from the last ones, never splitting a write', async () => {
-    const store = new FakeStore();
-    let now = 0;
-    // Each insert costs 0.1 ms a row on this clock: 5 ms fit 50 rows.
-    const insert = store.insert.bind(store);
-    store.insert = async (records, zoneEvents = []) => {
-      now += (records.length + zoneEvents.length) * 0.1;
-      return insert(records, zoneEvents);
-    };
-    const writer = new PositionWriter(store as unknown as PositionStore, 10_000, 1, { commitBudgetMs: 5, clock: () => now });
+    const { store, writer, insert } = budgetedWriter();
     expect(writer.commitRowCap).toBe(10_000);
     // 400 rows written together: one commit (nothing known yet), 40 ms on this clock.
     await Promise.all(Array.from({ length: 400 }, (_, i) => writer.write(of('org-a', `x${i}`))));
@@ -310,19 +318,12 @@ describe('fairness between organizations (issue 28 item 6)', () => {
   });
 
   it('holds an organization alone to no budget: its commits grow to the row cap, as they would without one', async () => {
-    const store = new FakeStore();
-    let now = 0;
-    const insert = store.insert.bind(store);
-    store.insert = async (records, zoneEvents = []) => {
-      now += (records.length + zoneEvents.length) * 0.1;
-      return insert(records, zoneEvents);
-    };
-    const writer = new PositionWriter(store as unknown as PositionStore, 10_000, 1, { commitBudgetMs: 5, clock: () => now });
+    const { store, writer, clock } = budgetedWriter();
     await writer.write(of('org-b', 'b0'));
     await Promise.all(Array.from({ length: 400 }, (_, i) => writer.write(of('org-a', `x${i}`))));
     expect(writer.commitRowCap).toBe(50); // what a commit may take while another organization writes
     // B's last write is over 2 s old: A's writes go together, whatever the budget.
-    now += 2500;
+    clock.now += 2500;
     await Promise.all(Array.from({ length: 300 }, (_, i) => writer.write(of('org-a', `y${i}`))));
     expect(store.inserts.slice(2).map((rows) => rows.length)).toEqual([300]);
     // B writes again: A's commits are held to the budget again.
