@@ -70,12 +70,7 @@ import type { GatewayServices } from './services.js';
 import { registerSources } from '../shared/metrics/metrics.js';
 import { startMetricsListener } from '../shared/metrics/metrics-server.js';
 import { gatewayMetricSources } from './gateway-metrics.js';
-
-/**
- * Embedded storage: milliseconds one group commit should hold PGlite (see the writer below). 5, as erasure's
- * statements (shared/privacy/retention.ts): another tenant's upload waits for at most about that much storage.
- */
-const EMBEDDED_COMMIT_MS = 5;
+import { EMBEDDED_HOLD_MS } from '../shared/pacing.js';
 
 export interface Gateway {
   services: GatewayServices;
@@ -121,13 +116,13 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
   });
   const positionStore = new PositionStore(storage, logger, { maxAgeMs: config.POSITIONS_MAX_AGE_SECONDS * 1000 });
   await positionStore.startMaintenance(); // today's partition and the next days', then hourly
-  // PGlite has one connection, and runs in this thread: a commit is sized to hold it about EMBEDDED_COMMIT_MS, so
+  // PGlite has one connection, and runs in this thread: a commit is sized to hold it about EMBEDDED_HOLD_MS, so
   // another organization's write waits for at most one such commit (position-writer.ts). A server takes up to 4
   // commits of 1,000 rows at once (one per writer pool connection, server-storage.ts): measured, that stores
   // about 1.5x what 2 commits of 10,000 did.
   const writer =
     storage.kind === 'embedded'
-      ? new PositionWriter(positionStore, 10_000, 1, { commitBudgetMs: EMBEDDED_COMMIT_MS })
+      ? new PositionWriter(positionStore, 10_000, 1, { commitBudgetMs: EMBEDDED_HOLD_MS })
       : new PositionWriter(positionStore, 1000, 4);
   const realtime = new RealtimeService(
     bus,

@@ -12,6 +12,13 @@ import { performance } from 'node:perf_hooks';
  * their median up to doubled (bench/README.md, erasure).
  */
 const DUTY = 0.5;
+/**
+ * On embedded storage, how long one statement or commit should hold PGlite, and with it the gateway's thread: an
+ * upload waits for the one in hand (the sweeps' batches, shared/privacy/retention.ts, and the group commit while
+ * organizations share it, position-writer.ts). At 15 ms the others' p99 beside a million-row erasure was 1.9-2.9
+ * times its value without, at 5 ms 1.4-1.6 (bench/README.md, erasure).
+ */
+export const EMBEDDED_HOLD_MS = 5;
 const MIN_SHARE = 0.05;
 /** The thread's busy share, the background's next piece included, up to which the background goes on. */
 const FILL_TO = 0.5;

@@ -2,7 +2,7 @@ import { performance } from 'node:perf_hooks';
 import type { Config } from '../config.js';
 import { partitionGone, positionPartitions } from '../positions/position-partitions.js';
 import type { Storage } from '../storage/index.js';
-import { restAfterWork } from '../pacing.js';
+import { EMBEDDED_HOLD_MS, restAfterWork } from '../pacing.js';
 import { pgArray } from '../storage/pg-array.js';
 
 /**
@@ -84,13 +84,11 @@ type Execute = Pick<Storage, 'execute' | 'kind'>;
  * that thread, and on a server the database shares the machine's cores (with a busy thread, resting as long as it
  * worked cost the others' uploads 40% of their rate there too).
  *
- * Statements are sized to about STATEMENT_MS on embedded storage, where an upload waits for the statement in hand
- * (at 15 ms the others' p99 beside a million-row erasure was 1.9-2.9 times its value without, at 5 ms 1.4-1.6,
- * both resting only as long as they worked). On a server an upload does not wait for them, and each has a floor of
+ * Statements are sized to about EMBEDDED_HOLD_MS on embedded storage, where an upload waits for the statement in
+ * hand (shared/pacing.ts). On a server an upload does not wait for them, and each has a floor of
  * a round trip and a commit (7-20 ms on the loaded bench host): sized towards 5 ms there, batches fell to the
  * minimum of 50 rows and the erasure crawled at 800-1,300 rows/s, so there they are sized to SERVER_STATEMENT_MS.
  */
-const STATEMENT_MS = 5;
 const SERVER_STATEMENT_MS = 50;
 const MIN_BATCH = 50;
 
@@ -116,7 +114,7 @@ export async function inPacedBatches(
     const took = performance.now() - started;
     if (!more) return total;
     // Towards the statement time, at most doubling: the rows a statement meets vary (a page range may be all the person's).
-    const target = storage.kind === 'embedded' ? STATEMENT_MS : SERVER_STATEMENT_MS;
+    const target = storage.kind === 'embedded' ? EMBEDDED_HOLD_MS : SERVER_STATEMENT_MS;
     const next = Math.min(size * 2, Math.round((size * target) / Math.max(took, 1)));
     size = Math.max(Math.min(MIN_BATCH, maxBatch), Math.min(maxBatch, next));
     await restAfterWork(took);
